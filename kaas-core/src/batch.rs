@@ -1,0 +1,379 @@
+//! Record batches (magic v2) as they travel on the wire and sit in segment files.
+//!
+//! This module owns reading and validating batch *headers*. It never decodes or
+//! decompresses records on the produce path and never re-encodes a batch: the only
+//! bytes the broker changes are the base offset (and partition leader epoch), both
+//! outside the CRC-covered region, so the producer's CRC stays valid.
+
+use thiserror::Error;
+
+/// Size of the fixed v2 batch header.
+pub const HEADER_LEN: usize = 61;
+/// Bytes before `batch_length` counts: base offset (8) + batch length (4).
+pub const LOG_OVERHEAD: usize = 12;
+const CRC_START: usize = 21;
+
+const ATTR_COMPRESSION_MASK: i16 = 0x07;
+const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
+const ATTR_TRANSACTIONAL: i16 = 0x10;
+const ATTR_CONTROL: i16 = 0x20;
+
+/// What was wrong with a batch, with the byte position inside the buffer it came from.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum BatchError {
+    #[error("truncated batch at byte {position}: need {needed} bytes, {available} left")]
+    Truncated {
+        position: usize,
+        needed: usize,
+        available: usize,
+    },
+    #[error("batch at byte {position} has magic {magic}, only v2 record batches are supported")]
+    UnsupportedMagic { position: usize, magic: i8 },
+    #[error("batch at byte {position} claims length {length}, below the v2 header size")]
+    BadLength { position: usize, length: i32 },
+    #[error("batch at byte {position} fails its CRC32C: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch {
+        position: usize,
+        stored: u32,
+        computed: u32,
+    },
+    #[error("batch at byte {position} has record count {count} but last offset delta {delta}")]
+    BadCount {
+        position: usize,
+        count: i32,
+        delta: i32,
+    },
+}
+
+/// The decoded fixed header of one v2 record batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    /// Bytes after the length field; the whole batch is `LOG_OVERHEAD + batch_length`.
+    pub batch_length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub record_count: i32,
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes(b[at..at + 2].try_into().expect("2 bytes"))
+}
+
+impl BatchHeader {
+    /// Parses the header at the start of `buf` (which must hold at least [`HEADER_LEN`]
+    /// bytes); checks magic and length, not the CRC.
+    pub fn parse(buf: &[u8], position: usize) -> Result<BatchHeader, BatchError> {
+        if buf.len() < LOG_OVERHEAD + 5 {
+            return Err(BatchError::Truncated {
+                position,
+                needed: LOG_OVERHEAD + 5,
+                available: buf.len(),
+            });
+        }
+        let magic = buf[16] as i8;
+        if magic != 2 {
+            return Err(BatchError::UnsupportedMagic { position, magic });
+        }
+        if buf.len() < HEADER_LEN {
+            return Err(BatchError::Truncated {
+                position,
+                needed: HEADER_LEN,
+                available: buf.len(),
+            });
+        }
+        let batch_length = be_i32(buf, 8);
+        if (batch_length as i64) < (HEADER_LEN - LOG_OVERHEAD) as i64 {
+            return Err(BatchError::BadLength {
+                position,
+                length: batch_length,
+            });
+        }
+        Ok(BatchHeader {
+            base_offset: be_i64(buf, 0),
+            batch_length,
+            partition_leader_epoch: be_i32(buf, 12),
+            magic,
+            crc: u32::from_be_bytes(buf[17..21].try_into().expect("4 bytes")),
+            attributes: be_i16(buf, 21),
+            last_offset_delta: be_i32(buf, 23),
+            base_timestamp: be_i64(buf, 27),
+            max_timestamp: be_i64(buf, 35),
+            producer_id: be_i64(buf, 43),
+            producer_epoch: be_i16(buf, 51),
+            base_sequence: be_i32(buf, 53),
+            record_count: be_i32(buf, 57),
+        })
+    }
+
+    /// Whole size of the batch in bytes, header included.
+    pub fn total_len(&self) -> usize {
+        LOG_OVERHEAD + self.batch_length as usize
+    }
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+    /// Offset following this batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+    pub fn compression(&self) -> i16 {
+        self.attributes & ATTR_COMPRESSION_MASK
+    }
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & ATTR_TIMESTAMP_TYPE != 0
+    }
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+    pub fn has_producer_id(&self) -> bool {
+        self.producer_id >= 0
+    }
+    /// Sequence of the last record, with the int32 wrap-around Kafka uses.
+    pub fn last_sequence(&self) -> i32 {
+        if self.base_sequence < 0 {
+            return -1;
+        }
+        let last = self.base_sequence as i64 + self.last_offset_delta as i64;
+        (last % (i32::MAX as i64 + 1)) as i32
+    }
+}
+
+/// Checks one whole batch at the start of `buf`: header, length, CRC32C and counts.
+/// Returns the header; the batch occupies `header.total_len()` bytes.
+pub fn validate(buf: &[u8], position: usize) -> Result<BatchHeader, BatchError> {
+    let header = BatchHeader::parse(buf, position)?;
+    let total = header.total_len();
+    if buf.len() < total {
+        return Err(BatchError::Truncated {
+            position,
+            needed: total,
+            available: buf.len(),
+        });
+    }
+    let computed = crc32c::crc32c(&buf[CRC_START..total]);
+    if computed != header.crc {
+        return Err(BatchError::CrcMismatch {
+            position,
+            stored: header.crc,
+            computed,
+        });
+    }
+    if header.record_count < 0
+        || header.last_offset_delta < 0
+        || (!header.is_control() && header.record_count > 0 && header.last_offset_delta < header.record_count - 1)
+    {
+        return Err(BatchError::BadCount {
+            position,
+            count: header.record_count,
+            delta: header.last_offset_delta,
+        });
+    }
+    Ok(header)
+}
+
+/// Validates every batch in `buf` (a produce request's records for one partition).
+/// Rejects trailing partial batches: a produce request must carry whole batches.
+pub fn validate_all(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
+    let mut headers = Vec::with_capacity(1);
+    let mut pos = 0;
+    while pos < buf.len() {
+        let header = validate(&buf[pos..], pos)?;
+        pos += header.total_len();
+        headers.push(header);
+    }
+    Ok(headers)
+}
+
+/// Overwrites the base offset of the batch starting at `buf[0]`. Outside the CRC.
+pub fn set_base_offset(buf: &mut [u8], base_offset: i64) {
+    buf[0..8].copy_from_slice(&base_offset.to_be_bytes());
+}
+
+/// Overwrites the partition leader epoch of the batch starting at `buf[0]`. Outside the CRC.
+pub fn set_partition_leader_epoch(buf: &mut [u8], epoch: i32) {
+    buf[12..16].copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Walks whole batches in a buffer without CRC checks (for data already validated,
+/// e.g. read back from a segment). Stops at the first incomplete batch.
+pub struct HeaderIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> HeaderIter<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        HeaderIter { buf, pos: 0 }
+    }
+}
+
+impl Iterator for HeaderIter<'_> {
+    /// (byte position, header)
+    type Item = (usize, BatchHeader);
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = &self.buf[self.pos..];
+        let header = BatchHeader::parse(rest, self.pos).ok()?;
+        if rest.len() < header.total_len() {
+            return None;
+        }
+        let at = self.pos;
+        self.pos += header.total_len();
+        Some((at, header))
+    }
+}
+
+/// Builds a v2 batch from plain records, for tests and for broker-written batches.
+/// Each record is (key, value); headers are empty. Not used on the produce path.
+pub fn build_batch(
+    base_offset: i64,
+    timestamp: i64,
+    producer: Option<(i64, i16, i32)>,
+    attributes: i16,
+    records: &[(Option<&[u8]>, Option<&[u8]>)],
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (i, (key, value)) in records.iter().enumerate() {
+        let mut rec = Vec::new();
+        rec.push(0u8); // record attributes
+        put_varlong(&mut rec, 0); // timestamp delta
+        put_varint(&mut rec, i as i32); // offset delta
+        match key {
+            Some(k) => {
+                put_varint(&mut rec, k.len() as i32);
+                rec.extend_from_slice(k);
+            }
+            None => put_varint(&mut rec, -1),
+        }
+        match value {
+            Some(v) => {
+                put_varint(&mut rec, v.len() as i32);
+                rec.extend_from_slice(v);
+            }
+            None => put_varint(&mut rec, -1),
+        }
+        put_varint(&mut rec, 0); // headers
+        put_varint(&mut body, rec.len() as i32);
+        body.extend_from_slice(&rec);
+    }
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    out.extend_from_slice(&base_offset.to_be_bytes());
+    out.extend_from_slice(&((HEADER_LEN - LOG_OVERHEAD + body.len()) as i32).to_be_bytes());
+    out.extend_from_slice(&0i32.to_be_bytes());
+    out.push(2);
+    out.extend_from_slice(&[0; 4]); // crc placeholder
+    out.extend_from_slice(&attributes.to_be_bytes());
+    out.extend_from_slice(&(records.len().max(1) as i32 - 1).to_be_bytes());
+    out.extend_from_slice(&timestamp.to_be_bytes());
+    out.extend_from_slice(&timestamp.to_be_bytes());
+    out.extend_from_slice(&pid.to_be_bytes());
+    out.extend_from_slice(&epoch.to_be_bytes());
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    out.extend_from_slice(&body);
+    let crc = crc32c::crc32c(&out[CRC_START..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+fn put_varint(out: &mut Vec<u8>, v: i32) {
+    put_varlong(out, v as i64)
+}
+
+fn put_varlong(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        if z < 0x80 {
+            out.push(z as u8);
+            return;
+        }
+        out.push((z as u8 & 0x7f) | 0x80);
+        z >>= 7;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        build_batch(0, 1000, None, 0, &[(Some(b"k"), Some(b"v1")), (None, Some(b"v2"))])
+    }
+
+    #[test]
+    fn a_built_batch_validates_and_reports_its_offsets() {
+        let b = sample();
+        let h = validate(&b, 0).unwrap();
+        assert_eq!(h.record_count, 2);
+        assert_eq!(h.last_offset_delta, 1);
+        assert_eq!(h.total_len(), b.len());
+        assert_eq!(h.next_offset(), 2);
+    }
+
+    #[test]
+    fn rewriting_the_base_offset_keeps_the_crc_valid() {
+        let mut b = sample();
+        set_base_offset(&mut b, 12345);
+        set_partition_leader_epoch(&mut b, 7);
+        let h = validate(&b, 0).unwrap();
+        assert_eq!(h.base_offset, 12345);
+        assert_eq!(h.partition_leader_epoch, 7);
+    }
+
+    #[test]
+    fn a_flipped_payload_byte_is_a_crc_mismatch() {
+        let mut b = sample();
+        let last = b.len() - 1;
+        b[last] ^= 0xff;
+        assert!(matches!(validate(&b, 0), Err(BatchError::CrcMismatch { .. })));
+    }
+
+    #[test]
+    fn a_short_buffer_is_truncated_not_a_panic() {
+        let b = sample();
+        for cut in 0..b.len() {
+            assert!(validate(&b[..cut], 0).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn old_magic_is_rejected() {
+        let mut b = sample();
+        b[16] = 1;
+        assert!(matches!(validate(&b, 0), Err(BatchError::UnsupportedMagic { magic: 1, .. })));
+    }
+
+    #[test]
+    fn validate_all_walks_consecutive_batches() {
+        let mut b = sample();
+        b.extend_from_slice(&sample());
+        assert_eq!(validate_all(&b).unwrap().len(), 2);
+        assert_eq!(HeaderIter::new(&b).count(), 2);
+    }
+
+    #[test]
+    fn last_sequence_wraps_at_i32_max() {
+        let mut b = build_batch(0, 0, Some((1, 0, i32::MAX)), 0, &[(None, Some(b"a")), (None, Some(b"b"))]);
+        let h = validate(&b, 0).unwrap();
+        assert_eq!(h.last_sequence(), 0);
+        b.clear();
+    }
+}

@@ -1,0 +1,22 @@
+//! kaas-core: every on-disk format of the shared volume and the state machines the
+//! broker and kaasctl share. No network code and no async runtime live here.
+
+pub mod batch;
+pub mod broker;
+pub mod error;
+pub mod fsutil;
+pub mod layout;
+pub mod log;
+pub mod offsets;
+pub mod topic;
+
+pub use error::VolumeError;
+pub use layout::Volume;
+
+/// Milliseconds since the Unix epoch, for callers that do not inject a clock.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,455 @@
+//! One segment: `<base offset, 20 digits>.log` holding record batches back to back and
+//! `<base offset>.index`, a sparse index of 8-byte entries (relative offset u32 BE,
+//! byte position u32 BE), one entry per `index.interval.bytes` of log.
+
+use super::Truncation;
+use crate::batch::{self, BatchHeader, HEADER_LEN};
+use bytes::{Bytes, BytesMut};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use thiserror::Error;
+
+pub const INDEX_ENTRY_LEN: usize = 8;
+/// Read size when scanning a segment for recovery or timestamps.
+const SCAN_CHUNK: usize = 1 << 20;
+
+#[derive(Debug, Error)]
+pub enum SegmentError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl SegmentError {
+    pub fn io(path: &Path, source: io::Error) -> Self {
+        SegmentError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+pub struct Segment {
+    base_offset: i64,
+    log_path: PathBuf,
+    index_path: PathBuf,
+    file: Arc<File>,
+    index_file: File,
+    size: u64,
+    next_offset: i64,
+    index: Vec<(u32, u32)>,
+    index_interval: u32,
+    bytes_since_index: u32,
+    created_ms: i64,
+    /// Newest batch max timestamp; None until computed (lazily for sealed segments).
+    max_timestamp: Option<i64>,
+}
+
+fn file_name(base: i64, ext: &str) -> String {
+    format!("{base:020}.{ext}")
+}
+
+impl Segment {
+    pub fn create(dir: &Path, base: i64, index_interval: u32, now_ms: i64) -> Result<Segment, SegmentError> {
+        let log_path = dir.join(file_name(base, "log"));
+        let index_path = dir.join(file_name(base, "index"));
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&log_path)
+            .map_err(|e| SegmentError::io(&log_path, e))?;
+        let index_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&index_path)
+            .map_err(|e| SegmentError::io(&index_path, e))?;
+        crate::fsutil::sync_dir(dir).map_err(|e| SegmentError::io(dir, e))?;
+        Ok(Segment {
+            base_offset: base,
+            log_path,
+            index_path,
+            file: Arc::new(file),
+            index_file,
+            size: 0,
+            next_offset: base,
+            index: Vec::new(),
+            index_interval,
+            bytes_since_index: 0,
+            created_ms: now_ms,
+            max_timestamp: Some(-1),
+        })
+    }
+
+    /// Opens an existing segment. The active (last) one is fully scanned: every batch's
+    /// CRC is checked, offsets must follow on, and anything after the last good batch is
+    /// truncated. Sealed segments trust their index unless it is unusable.
+    pub fn open(
+        dir: &Path,
+        base: i64,
+        index_interval: u32,
+        active: bool,
+        now_ms: i64,
+    ) -> Result<(Segment, Option<Truncation>), SegmentError> {
+        let log_path = dir.join(file_name(base, "log"));
+        let index_path = dir.join(file_name(base, "index"));
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| SegmentError::io(&log_path, e))?;
+        let meta = file.metadata().map_err(|e| SegmentError::io(&log_path, e))?;
+        let index_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&index_path)
+            .map_err(|e| SegmentError::io(&index_path, e))?;
+        let created_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(now_ms);
+        let mut seg = Segment {
+            base_offset: base,
+            log_path,
+            index_path,
+            file: Arc::new(file),
+            index_file,
+            size: meta.len(),
+            next_offset: base,
+            index: Vec::new(),
+            index_interval,
+            bytes_since_index: 0,
+            created_ms,
+            max_timestamp: None,
+        };
+        let cut = if active {
+            seg.recover()?
+        } else {
+            if !seg.load_index()? {
+                seg.recover()?;
+            }
+            seg.next_offset = seg.scan_last_offset()?;
+            None
+        };
+        Ok((seg, cut))
+    }
+
+    /// Scans every batch, rebuilding the index; truncates at the first bad batch.
+    fn recover(&mut self) -> Result<Option<Truncation>, SegmentError> {
+        let mut pos: u64 = 0;
+        let mut expected = self.base_offset;
+        let mut index = Vec::new();
+        let mut since_index = 0u32;
+        let mut max_ts = -1;
+        let mut reason = None;
+        // A window over the file: refilled only when the next batch is not wholly in it.
+        let mut buf = Vec::new();
+        let mut win_start: u64 = 0;
+        'scan: while pos < self.size {
+            let mut off = (pos - win_start) as usize;
+            if off + HEADER_LEN > buf.len() && (buf.len() as u64 + win_start) < self.size {
+                win_start = pos;
+                off = 0;
+                buf.resize(((self.size - pos) as usize).min(SCAN_CHUNK), 0);
+                self.read_exact_at(&mut buf, pos)?;
+            }
+            let header = match BatchHeader::parse(&buf[off..], pos as usize) {
+                Ok(h) => h,
+                Err(e) => {
+                    reason = Some(e.to_string());
+                    break 'scan;
+                }
+            };
+            let total = header.total_len();
+            if pos + total as u64 > self.size {
+                reason = Some(format!(
+                    "torn batch at byte {pos}: needs {total} bytes, {} left",
+                    self.size - pos
+                ));
+                break;
+            }
+            if off + total > buf.len() {
+                win_start = pos;
+                off = 0;
+                buf.resize(((self.size - pos) as usize).min(SCAN_CHUNK).max(total), 0);
+                self.read_exact_at(&mut buf, pos)?;
+            }
+            if let Err(e) = batch::validate(&buf[off..off + total], pos as usize) {
+                reason = Some(e.to_string());
+                break;
+            }
+            if header.base_offset != expected {
+                reason = Some(format!(
+                    "batch at byte {pos} has base offset {}, expected {expected}",
+                    header.base_offset
+                ));
+                break;
+            }
+            if index.is_empty() || since_index >= self.index_interval {
+                index.push(((header.base_offset - self.base_offset) as u32, pos as u32));
+                since_index = 0;
+            }
+            since_index += total as u32;
+            max_ts = max_ts.max(header.max_timestamp);
+            expected = header.next_offset();
+            pos += total as u64;
+        }
+        let cut = if pos < self.size {
+            let cut = Truncation {
+                path: self.log_path.clone(),
+                valid_bytes: pos,
+                cut_bytes: self.size - pos,
+                reason: reason.unwrap_or_else(|| "trailing bytes".into()),
+            };
+            self.file
+                .set_len(pos)
+                .and_then(|_| self.file.sync_all())
+                .map_err(|e| SegmentError::io(&self.log_path, e))?;
+            self.size = pos;
+            Some(cut)
+        } else {
+            None
+        };
+        self.next_offset = expected;
+        self.index = index;
+        self.bytes_since_index = since_index;
+        self.max_timestamp = Some(max_ts);
+        self.rewrite_index()?;
+        Ok(cut)
+    }
+
+    /// Loads the index file; false when it is missing, ragged or inconsistent.
+    fn load_index(&mut self) -> Result<bool, SegmentError> {
+        let bytes = fs::read(&self.index_path).map_err(|e| SegmentError::io(&self.index_path, e))?;
+        if bytes.is_empty() && self.size > 0 || bytes.len() % INDEX_ENTRY_LEN != 0 {
+            return Ok(false);
+        }
+        let mut index = Vec::with_capacity(bytes.len() / INDEX_ENTRY_LEN);
+        for chunk in bytes.chunks_exact(INDEX_ENTRY_LEN) {
+            let rel = u32::from_be_bytes(chunk[0..4].try_into().expect("4"));
+            let pos = u32::from_be_bytes(chunk[4..8].try_into().expect("4"));
+            if let Some(&(prev_rel, prev_pos)) = index.last() {
+                if rel <= prev_rel || pos <= prev_pos {
+                    return Ok(false);
+                }
+            }
+            if pos as u64 >= self.size {
+                return Ok(false);
+            }
+            index.push((rel, pos));
+        }
+        self.index = index;
+        Ok(true)
+    }
+
+    /// Finds the log end of a sealed segment by walking headers from the last index entry.
+    fn scan_last_offset(&self) -> Result<i64, SegmentError> {
+        let mut pos = self.index.last().map(|e| e.1 as u64).unwrap_or(0);
+        let mut next = self.base_offset;
+        let mut head = [0u8; HEADER_LEN];
+        while pos + HEADER_LEN as u64 <= self.size {
+            self.read_exact_at(&mut head, pos)?;
+            let Ok(h) = BatchHeader::parse(&head, pos as usize) else { break };
+            next = h.next_offset();
+            pos += h.total_len() as u64;
+        }
+        Ok(next)
+    }
+
+    fn rewrite_index(&mut self) -> Result<(), SegmentError> {
+        let mut bytes = Vec::with_capacity(self.index.len() * INDEX_ENTRY_LEN);
+        for (rel, pos) in &self.index {
+            bytes.extend_from_slice(&rel.to_be_bytes());
+            bytes.extend_from_slice(&pos.to_be_bytes());
+        }
+        self.index_file
+            .set_len(0)
+            .and_then(|_| self.index_file.write_all_at(&bytes, 0))
+            .map_err(|e| SegmentError::io(&self.index_path, e))
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], pos: u64) -> Result<(), SegmentError> {
+        self.file
+            .read_exact_at(buf, pos)
+            .map_err(|e| SegmentError::io(&self.log_path, e))
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn created_ms(&self) -> i64 {
+        self.created_ms
+    }
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+    pub fn index_entries(&self) -> &[(u32, u32)] {
+        &self.index
+    }
+    pub fn file(&self) -> Arc<File> {
+        self.file.clone()
+    }
+
+    /// Writes batches whose offsets were already assigned, starting at `first_offset`.
+    pub fn append(&mut self, records: &[u8], headers: &[BatchHeader], first_offset: i64) -> Result<(), SegmentError> {
+        (&*self.file)
+            .write_all(records)
+            .map_err(|e| SegmentError::io(&self.log_path, e))?;
+        let mut pos = self.size;
+        let mut offset = first_offset;
+        let mut new_entries = Vec::new();
+        for h in headers {
+            if self.index.is_empty() && new_entries.is_empty() || self.bytes_since_index >= self.index_interval {
+                new_entries.push(((offset - self.base_offset) as u32, pos as u32));
+                self.bytes_since_index = 0;
+            }
+            self.bytes_since_index += h.total_len() as u32;
+            if let Some(ts) = self.max_timestamp.as_mut() {
+                *ts = (*ts).max(h.max_timestamp);
+            }
+            offset += h.last_offset_delta as i64 + 1;
+            pos += h.total_len() as u64;
+        }
+        if !new_entries.is_empty() {
+            let mut bytes = Vec::with_capacity(new_entries.len() * INDEX_ENTRY_LEN);
+            for (rel, p) in &new_entries {
+                bytes.extend_from_slice(&rel.to_be_bytes());
+                bytes.extend_from_slice(&p.to_be_bytes());
+            }
+            let at = (self.index.len() * INDEX_ENTRY_LEN) as u64;
+            self.index_file
+                .write_all_at(&bytes, at)
+                .map_err(|e| SegmentError::io(&self.index_path, e))?;
+            self.index.extend(new_entries);
+        }
+        self.size = pos;
+        self.next_offset = offset;
+        Ok(())
+    }
+
+    /// fsyncs the log and index of a segment that will receive no more appends.
+    pub fn seal(&mut self) -> Result<(), SegmentError> {
+        self.file.sync_all().map_err(|e| SegmentError::io(&self.log_path, e))?;
+        self.index_file
+            .sync_all()
+            .map_err(|e| SegmentError::io(&self.index_path, e))
+    }
+
+    /// Byte position of the batch that holds `offset`, or None if the segment ends first.
+    fn locate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, SegmentError> {
+        let rel = (offset - self.base_offset).max(0);
+        let start = match self.index.binary_search_by_key(&(rel as u32), |e| e.0) {
+            Ok(i) => self.index[i].1 as u64,
+            Err(0) => 0,
+            Err(i) => self.index[i - 1].1 as u64,
+        };
+        let mut pos = start;
+        let mut head = [0u8; HEADER_LEN];
+        while pos + HEADER_LEN as u64 <= self.size {
+            self.read_exact_at(&mut head, pos)?;
+            let Ok(h) = BatchHeader::parse(&head, pos as usize) else {
+                return Ok(None);
+            };
+            if h.last_offset() >= offset {
+                return Ok(Some((pos, h)));
+            }
+            pos += h.total_len() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Whole batches from the one holding `offset`, up to `max_bytes` (at least one
+    /// batch), stopping before any batch that starts at or after `max_offset`.
+    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64) -> Result<Bytes, SegmentError> {
+        let Some((start, first)) = self.locate(offset)? else {
+            return Ok(Bytes::new());
+        };
+        if first.base_offset >= max_offset {
+            return Ok(Bytes::new());
+        }
+        let want = (max_bytes.max(first.total_len()) as u64).min(self.size - start) as usize;
+        let mut buf = BytesMut::zeroed(want);
+        self.read_exact_at(&mut buf, start)?;
+        let mut keep = 0;
+        for (at, h) in batch::HeaderIter::new(&buf) {
+            if h.base_offset >= max_offset {
+                break;
+            }
+            keep = at + h.total_len();
+        }
+        buf.truncate(keep);
+        Ok(buf.freeze())
+    }
+
+    /// Newest batch timestamp in the segment (scanned once, then cached).
+    pub fn max_timestamp(&mut self) -> Result<i64, SegmentError> {
+        if let Some(ts) = self.max_timestamp {
+            return Ok(ts);
+        }
+        let mut max = -1;
+        self.for_each_header(|_, h| {
+            max = max.max(h.max_timestamp);
+            true
+        })?;
+        self.max_timestamp = Some(max);
+        Ok(max)
+    }
+
+    /// (offset, timestamp) of the first batch whose max timestamp is >= `ts`.
+    pub fn find_timestamp(&mut self, ts: i64) -> Result<Option<(i64, i64)>, SegmentError> {
+        if self.max_timestamp()? < ts {
+            return Ok(None);
+        }
+        let mut found = None;
+        self.for_each_header(|_, h| {
+            if h.max_timestamp >= ts && !h.is_control() {
+                found = Some((h.base_offset, h.max_timestamp));
+                return false;
+            }
+            true
+        })?;
+        Ok(found)
+    }
+
+    /// Visits every batch header in order until `f` returns false.
+    pub fn for_each_header(&self, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<(), SegmentError> {
+        let mut pos = 0u64;
+        let mut head = [0u8; HEADER_LEN];
+        while pos + HEADER_LEN as u64 <= self.size {
+            self.read_exact_at(&mut head, pos)?;
+            let Ok(h) = BatchHeader::parse(&head, pos as usize) else { break };
+            if !f(pos, &h) {
+                break;
+            }
+            pos += h.total_len() as u64;
+        }
+        Ok(())
+    }
+
+    pub fn delete(self) -> Result<(), SegmentError> {
+        fs::remove_file(&self.log_path).map_err(|e| SegmentError::io(&self.log_path, e))?;
+        match fs::remove_file(&self.index_path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(SegmentError::io(&self.index_path, e)),
+        }
+    }
+}

@@ -1,0 +1,183 @@
+use super::*;
+use crate::batch::build_batch;
+use std::io::Write;
+
+fn batch(n: usize, ts: i64) -> Vec<u8> {
+    let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> = (0..n).map(|_| (None, Some(&b"value"[..]))).collect();
+    build_batch(0, ts, None, 0, &recs)
+}
+
+fn append(log: &mut PartitionLog, n: usize, ts: i64) -> AppendInfo {
+    let mut b = batch(n, ts);
+    let headers = log.validate(&b).unwrap();
+    log.append(&mut b, &headers, 0, ts).unwrap()
+}
+
+#[test]
+fn appends_assign_consecutive_offsets_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(append(&mut log, 3, 1).base_offset, 0);
+    let info = append(&mut log, 2, 2);
+    assert_eq!((info.base_offset, info.last_offset, info.next_offset), (3, 4, 5));
+    drop(log);
+    let log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(log.log_end_offset(), 5);
+    assert!(log.truncations.is_empty());
+    let data = log.read(3, 1 << 20, i64::MAX).unwrap();
+    let h = crate::batch::validate(&data, 0).unwrap();
+    assert_eq!(h.base_offset, 3);
+}
+
+#[test]
+fn read_returns_at_least_one_whole_batch_even_past_max_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    append(&mut log, 10, 1);
+    append(&mut log, 10, 1);
+    let one = log.read(0, 1, i64::MAX).unwrap();
+    assert_eq!(crate::batch::HeaderIter::new(&one).count(), 1);
+    let both = log.read(5, 1 << 20, i64::MAX).unwrap();
+    assert_eq!(crate::batch::HeaderIter::new(&both).count(), 2);
+    let capped = log.read(0, 1 << 20, 10).unwrap();
+    assert_eq!(crate::batch::HeaderIter::new(&capped).count(), 1);
+    assert!(log.read(20, 100, i64::MAX).unwrap().is_empty());
+    assert!(matches!(log.read(21, 100, i64::MAX), Err(LogError::OutOfRange { .. })));
+}
+
+#[test]
+fn a_garbage_tail_is_truncated_to_the_last_good_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    append(&mut log, 2, 1);
+    append(&mut log, 2, 1);
+    let path = log.segments()[0].log_path().to_path_buf();
+    let good = log.size_bytes();
+    drop(log);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(&[0xAB; 100]).unwrap();
+    drop(f);
+    let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(log.truncations.len(), 1);
+    assert_eq!(log.truncations[0].valid_bytes, good);
+    assert_eq!(log.truncations[0].cut_bytes, 100);
+    assert_eq!(log.log_end_offset(), 4);
+    assert_eq!(append(&mut log, 1, 1).base_offset, 4);
+}
+
+#[test]
+fn a_torn_last_batch_and_a_corrupt_crc_are_both_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    append(&mut log, 2, 1);
+    let first_len = log.size_bytes();
+    append(&mut log, 2, 1);
+    let path = log.segments()[0].log_path().to_path_buf();
+    drop(log);
+    // Flip a payload byte in the second batch.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert!(log.truncations[0].reason.contains("CRC"), "{:?}", log.truncations);
+    assert_eq!(log.size_bytes(), first_len);
+    drop(log);
+    // Tear the remaining batch in half.
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.size_bytes(), 0);
+}
+
+#[test]
+fn segments_roll_by_size_and_reads_cross_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 300,
+        index_interval_bytes: 100,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    for _ in 0..20 {
+        append(&mut log, 2, 1);
+    }
+    assert!(log.segments().len() > 3, "{}", log.segments().len());
+    drop(log);
+    let log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 40);
+    for offset in 0..40 {
+        let data = log.read(offset, 1, i64::MAX).unwrap();
+        let h = crate::batch::validate(&data, 0).unwrap();
+        assert!(h.base_offset <= offset && offset <= h.last_offset(), "{offset}");
+    }
+}
+
+#[test]
+fn segments_roll_by_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_ms: 1000,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    let mut b = batch(1, 0);
+    let h = log.validate(&b).unwrap();
+    log.append(&mut b, &h, 0, 0).unwrap();
+    let mut b = batch(1, 0);
+    log.append(&mut b, &h, 0, 5000).unwrap();
+    assert_eq!(log.segments().len(), 2);
+}
+
+#[test]
+fn retention_deletes_old_segments_by_size_and_time_but_never_the_active_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_bytes: 400,
+        retention_ms: -1,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    for _ in 0..20 {
+        append(&mut log, 2, 1);
+    }
+    let before = log.segments().len();
+    let deleted = log.enforce_retention(10).unwrap();
+    assert!(!deleted.is_empty());
+    assert_eq!(log.segments().len(), before - deleted.len());
+    assert!(log.size_bytes() <= 400 + 200);
+    assert_eq!(log.log_start_offset(), log.segments()[0].base_offset());
+
+    let mut cfg = log.config().clone();
+    cfg.retention_bytes = -1;
+    cfg.retention_ms = 100;
+    log.set_config(cfg);
+    log.enforce_retention(1_000_000).unwrap();
+    assert_eq!(log.segments().len(), 1);
+    assert_eq!(log.log_start_offset(), 40 - 2 * (log.size_bytes() as i64 / batch(2, 1).len() as i64));
+}
+
+#[test]
+fn oversize_batches_are_rejected_before_any_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        max_message_bytes: 100,
+        ..LogConfig::default()
+    };
+    let log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    assert!(matches!(log.validate(&batch(10, 1)), Err(LogError::TooLarge { .. })));
+}
+
+#[test]
+fn offset_for_timestamp_finds_the_first_batch_at_or_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    append(&mut log, 2, 100);
+    append(&mut log, 2, 200);
+    append(&mut log, 2, 300);
+    assert_eq!(log.offset_for_timestamp(150).unwrap(), Some((2, 200)));
+    assert_eq!(log.offset_for_timestamp(50).unwrap(), Some((0, 100)));
+    assert_eq!(log.offset_for_timestamp(301).unwrap(), None);
+}

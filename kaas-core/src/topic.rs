@@ -1,0 +1,112 @@
+//! Topic metadata (`__cluster/topics/<name>.json`) and partition ownership
+//! (`<topic>-<partition>/owner.json`).
+
+use crate::error::{read_versioned_json, VolumeError};
+use crate::fsutil::write_json;
+use crate::layout::Volume;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use uuid::Uuid;
+
+pub const TOPIC_FORMAT_VERSION: u32 = 1;
+pub const OWNER_FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    pub version: u32,
+    pub name: String,
+    pub topic_id: Uuid,
+    pub partitions: i32,
+    /// Topic-level config overrides (Kafka names, string values), e.g. `retention.ms`.
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+    pub created_ms: i64,
+}
+
+impl TopicMeta {
+    pub fn new(name: &str, partitions: i32, configs: BTreeMap<String, String>, now_ms: i64) -> Self {
+        TopicMeta {
+            version: TOPIC_FORMAT_VERSION,
+            name: name.to_string(),
+            topic_id: Uuid::new_v4(),
+            partitions,
+            configs,
+            created_ms: now_ms,
+        }
+    }
+
+    pub fn read(path: &Path) -> Result<TopicMeta, VolumeError> {
+        read_versioned_json(path, "topic metadata", TOPIC_FORMAT_VERSION)
+    }
+
+    pub fn write(&self, volume: &Volume) -> Result<(), VolumeError> {
+        let path = volume.topic_file(&self.name);
+        write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
+    }
+}
+
+/// Every topic file on the volume, in name order. Unreadable files are returned as
+/// errors beside the good ones, never skipped silently.
+pub fn list_topics(volume: &Volume) -> Result<Vec<Result<TopicMeta, VolumeError>>, VolumeError> {
+    let dir = volume.topics_dir();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(VolumeError::io(&dir, e)),
+    };
+    let mut paths = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    Ok(paths.iter().map(|p| TopicMeta::read(p)).collect())
+}
+
+/// Which broker owns a partition and at which leader epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionOwner {
+    pub version: u32,
+    pub broker: i32,
+    pub leader_epoch: i32,
+    /// Set by an owner that let go cleanly, so the next one need not wait for its lease.
+    pub released: bool,
+    pub updated_ms: i64,
+}
+
+impl PartitionOwner {
+    pub fn path(volume: &Volume, topic: &str, partition: i32) -> std::path::PathBuf {
+        volume.partition_dir(topic, partition).join("owner.json")
+    }
+    pub fn read(path: &Path) -> Result<PartitionOwner, VolumeError> {
+        read_versioned_json(path, "partition owner", OWNER_FORMAT_VERSION)
+    }
+    pub fn write(&self, path: &Path) -> Result<(), VolumeError> {
+        write_json(path, self).map_err(|e| VolumeError::io(path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_files_round_trip_and_bad_ones_are_reported_with_their_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        let meta = TopicMeta::new("orders", 4, BTreeMap::new(), 1);
+        meta.write(&volume).unwrap();
+        std::fs::write(volume.topic_file("broken"), b"{\"version\":1,").unwrap();
+        std::fs::write(volume.topic_file("future"), b"{\"version\":9}").unwrap();
+        let all = list_topics(&volume).unwrap();
+        assert_eq!(all.len(), 3);
+        let msgs: Vec<String> = all.iter().filter_map(|r| r.as_ref().err().map(|e| e.to_string())).collect();
+        assert!(msgs.iter().any(|m| m.contains("broken.json") && m.contains("not valid JSON")), "{msgs:?}");
+        assert!(msgs.iter().any(|m| m.contains("future.json") && m.contains("unknown format version 9")), "{msgs:?}");
+        assert_eq!(all.iter().filter_map(|r| r.as_ref().ok()).next(), Some(&meta));
+    }
+}
