@@ -1,1 +1,46 @@
-fn main(){}
+//! `kaas-server`: parse flags, set up logging, run until SIGTERM/SIGINT.
+
+use clap::Parser;
+use kaas_server::config::Config;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tracing_subscriber::EnvFilter;
+
+#[global_allocator]
+static GLOBAL: kaas_server::alloc::GuardedAlloc = kaas_server::alloc::GuardedAlloc;
+
+fn main() -> std::process::ExitCode {
+    let config = Config::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kaas-server: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let (tx, rx) = watch::channel(false);
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+            }
+            let _ = tx.send(true);
+        });
+        kaas_server::runtime::run(config, rx).await
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("kaas-server: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

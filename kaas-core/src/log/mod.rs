@@ -75,6 +75,20 @@ pub struct Truncation {
     pub reason: String,
 }
 
+/// Validates `records` (one produce request's data for one partition) completely
+/// before anything is written: every batch's header and CRC32C, and its size.
+/// Needs no lock: it only reads the request's bytes.
+pub fn validate_records(records: &[u8], max_message_bytes: usize) -> Result<Vec<BatchHeader>, LogError> {
+    let headers = batch::validate_all(records)?;
+    if let Some(h) = headers.iter().find(|h| h.total_len() > max_message_bytes) {
+        return Err(LogError::TooLarge {
+            size: h.total_len(),
+            max: max_message_bytes,
+        });
+    }
+    Ok(headers)
+}
+
 pub struct PartitionLog {
     dir: PathBuf,
     config: LogConfig,
@@ -155,19 +169,9 @@ impl PartitionLog {
         self.segments.last().expect("a log always has a segment")
     }
 
-    /// Validates `records` (one produce request's data for this partition) completely
-    /// before anything is written: headers, CRCs, sizes.
+    /// Validates `records` against this log's `max.message.bytes`; see [`validate_records`].
     pub fn validate(&self, records: &[u8]) -> Result<Vec<BatchHeader>, LogError> {
-        let headers = batch::validate_all(records)?;
-        for h in &headers {
-            if h.total_len() > self.config.max_message_bytes {
-                return Err(LogError::TooLarge {
-                    size: h.total_len(),
-                    max: self.config.max_message_bytes,
-                });
-            }
-        }
-        Ok(headers)
+        validate_records(records, self.config.max_message_bytes)
     }
 
     /// Appends already-validated batches: assigns base offsets (and the leader epoch)
@@ -230,9 +234,10 @@ impl PartitionLog {
     }
 
     /// Reads whole batches starting with the one that holds `offset`, up to `max_bytes`
-    /// (at least one whole batch, as KIP-74 requires), never past `max_offset`
-    /// (exclusive; the high watermark or last stable offset).
-    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64) -> Result<Bytes, LogError> {
+    /// (but at least one whole batch when `min_one`, as KIP-74 requires of the first
+    /// partition of a fetch), never past `max_offset` (exclusive; the high watermark
+    /// or last stable offset).
+    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, LogError> {
         let start = self.log_start_offset();
         let end = self.log_end_offset();
         if offset < start || offset > end {
@@ -248,7 +253,7 @@ impl PartitionLog {
         // A segment may end before `offset` if the batch holding it begins in the next
         // one only when offsets are contiguous, so walk forward until data is found.
         for seg in &self.segments[idx..] {
-            let data = seg.read(offset, max_bytes, max_offset)?;
+            let data = seg.read(offset, max_bytes, max_offset, min_one)?;
             if !data.is_empty() {
                 return Ok(data);
             }

@@ -376,13 +376,16 @@ impl Segment {
         Ok(None)
     }
 
-    /// Whole batches from the one holding `offset`, up to `max_bytes` (at least one
-    /// batch), stopping before any batch that starts at or after `max_offset`.
-    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64) -> Result<Bytes, SegmentError> {
+    /// Whole batches from the one holding `offset`, up to `max_bytes` (but at least one
+    /// batch when `min_one`), stopping before any batch that starts at or after `max_offset`.
+    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, SegmentError> {
         let Some((start, first)) = self.locate(offset)? else {
             return Ok(Bytes::new());
         };
         if first.base_offset >= max_offset {
+            return Ok(Bytes::new());
+        }
+        if !min_one && first.total_len() > max_bytes {
             return Ok(Bytes::new());
         }
         let want = (max_bytes.max(first.total_len()) as u64).min(self.size - start) as usize;

@@ -24,7 +24,7 @@ fn appends_assign_consecutive_offsets_and_survive_reopen() {
     let log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
     assert_eq!(log.log_end_offset(), 5);
     assert!(log.truncations.is_empty());
-    let data = log.read(3, 1 << 20, i64::MAX).unwrap();
+    let data = log.read(3, 1 << 20, i64::MAX, true).unwrap();
     let h = crate::batch::validate(&data, 0).unwrap();
     assert_eq!(h.base_offset, 3);
 }
@@ -35,14 +35,15 @@ fn read_returns_at_least_one_whole_batch_even_past_max_bytes() {
     let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
     append(&mut log, 10, 1);
     append(&mut log, 10, 1);
-    let one = log.read(0, 1, i64::MAX).unwrap();
+    let one = log.read(0, 1, i64::MAX, true).unwrap();
     assert_eq!(crate::batch::HeaderIter::new(&one).count(), 1);
-    let both = log.read(5, 1 << 20, i64::MAX).unwrap();
+    let both = log.read(5, 1 << 20, i64::MAX, true).unwrap();
     assert_eq!(crate::batch::HeaderIter::new(&both).count(), 2);
-    let capped = log.read(0, 1 << 20, 10).unwrap();
+    let capped = log.read(0, 1 << 20, 10, true).unwrap();
+    assert!(log.read(0, 1, i64::MAX, false).unwrap().is_empty());
     assert_eq!(crate::batch::HeaderIter::new(&capped).count(), 1);
-    assert!(log.read(20, 100, i64::MAX).unwrap().is_empty());
-    assert!(matches!(log.read(21, 100, i64::MAX), Err(LogError::OutOfRange { .. })));
+    assert!(log.read(20, 100, i64::MAX, true).unwrap().is_empty());
+    assert!(matches!(log.read(21, 100, i64::MAX, true), Err(LogError::OutOfRange { .. })));
 }
 
 #[test]
@@ -108,7 +109,7 @@ fn segments_roll_by_size_and_reads_cross_them() {
     let log = PartitionLog::open(dir.path(), config, 0).unwrap();
     assert_eq!(log.log_end_offset(), 40);
     for offset in 0..40 {
-        let data = log.read(offset, 1, i64::MAX).unwrap();
+        let data = log.read(offset, 1, i64::MAX, true).unwrap();
         let h = crate::batch::validate(&data, 0).unwrap();
         assert!(h.base_offset <= offset && offset <= h.last_offset(), "{offset}");
     }

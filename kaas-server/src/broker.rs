@@ -1,0 +1,464 @@
+//! The broker's shared state: configuration, the volume, the topic registry with each
+//! partition's log, and the wake-up signal long-polling fetches wait on. Handlers reach
+//! everything through an `Arc<Broker>`.
+
+use crate::config::{Config, FlushPolicy};
+use crate::groups::GroupCoordinator;
+use kaas_core::log::{AppendInfo, LogConfig, LogError, PartitionLog};
+use kaas_core::topic::{list_topics, PartitionOwner, TopicMeta};
+use kaas_core::{now_ms, Volume, VolumeError};
+use kafka_protocol::error::ResponseError;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+use uuid::Uuid;
+
+/// Topic config names kaas understands (others are INVALID_CONFIG).
+pub const TOPIC_CONFIGS: &[&str] = &[
+    "cleanup.policy",
+    "segment.bytes",
+    "segment.ms",
+    "retention.ms",
+    "retention.bytes",
+    "max.message.bytes",
+    "index.interval.bytes",
+    "message.timestamp.type",
+    "min.insync.replicas",
+    "compression.type",
+];
+
+pub struct Partition {
+    pub topic: String,
+    pub index: i32,
+    pub leader_epoch: i32,
+    log: Mutex<PartitionLog>,
+    /// Highest log end offset known to be fsynced.
+    durable: AtomicI64,
+    flush_lock: tokio::sync::Mutex<()>,
+}
+
+impl Partition {
+    pub fn log(&self) -> std::sync::MutexGuard<'_, PartitionLog> {
+        // A panic while holding the lock cannot leave the log half-written in memory
+        // in a way later appends would trust (recovery re-checks on restart), so a
+        // poisoned lock is taken over rather than propagated.
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until everything up to `offset` (exclusive) is fsynced. Concurrent
+    /// callers share one fsync: whoever gets the lock syncs up to the current log end,
+    /// and the others find their offset already covered (group commit).
+    pub async fn wait_durable(&self, offset: i64) -> std::io::Result<()> {
+        if self.durable.load(Ordering::Acquire) >= offset {
+            return Ok(());
+        }
+        let _turn = self.flush_lock.lock().await;
+        if self.durable.load(Ordering::Acquire) >= offset {
+            return Ok(());
+        }
+        let (file, end) = self.log().sync_handle();
+        tokio::task::spawn_blocking(move || file.sync_data())
+            .await
+            .map_err(std::io::Error::other)??;
+        self.durable.fetch_max(end, Ordering::AcqRel);
+        Ok(())
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.log().log_end_offset()
+    }
+}
+
+pub struct Topic {
+    pub meta: TopicMeta,
+    pub log_config: LogConfig,
+    /// One entry per partition; an Err is a partition whose log could not be opened
+    /// (it is reported, never served empty).
+    pub partitions: Vec<Result<Arc<Partition>, String>>,
+}
+
+impl Topic {
+    pub fn partition(&self, index: i32) -> Option<&Result<Arc<Partition>, String>> {
+        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+    }
+}
+
+/// A topic file that could not be read: the topic is refused, not recreated.
+#[derive(Debug, Clone)]
+pub struct BrokenTopic {
+    pub error: String,
+}
+
+#[derive(Default)]
+struct Registry {
+    topics: BTreeMap<String, Arc<Topic>>,
+    by_id: HashMap<Uuid, String>,
+    broken: BTreeMap<String, BrokenTopic>,
+}
+
+pub struct Broker {
+    pub config: Config,
+    pub volume: Volume,
+    pub cluster_id: String,
+    pub advertised: (String, u16),
+    registry: RwLock<Registry>,
+    /// Topic creation and deletion are serialised so two requests cannot race on files.
+    admin_lock: tokio::sync::Mutex<()>,
+    /// Bumped after every append; long-polling fetches wait on it.
+    appended: watch::Sender<u64>,
+    pub groups: GroupCoordinator,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopicError {
+    #[error("topic {0} already exists")]
+    AlreadyExists(String),
+    #[error("invalid topic name {0:?}: 1-249 characters of [A-Za-z0-9._-], not . or ..")]
+    InvalidName(String),
+    #[error("number of partitions must be at least 1, got {0}")]
+    InvalidPartitions(i32),
+    #[error("{0}")]
+    InvalidConfig(String),
+    #[error("topic {0} is unreadable on the volume: {1}")]
+    Broken(String, String),
+    #[error("unknown topic {0}")]
+    Unknown(String),
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+impl TopicError {
+    pub fn code(&self) -> i16 {
+        match self {
+            TopicError::AlreadyExists(_) => ResponseError::TopicAlreadyExists.code(),
+            TopicError::InvalidName(_) => ResponseError::InvalidTopicException.code(),
+            TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions.code(),
+            TopicError::InvalidConfig(_) => ResponseError::InvalidConfig.code(),
+            TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition.code(),
+            TopicError::Broken(..) | TopicError::Volume(_) | TopicError::Log(_) => {
+                ResponseError::KafkaStorageError.code()
+            }
+        }
+    }
+}
+
+/// Applies topic-level overrides onto broker defaults.
+pub fn log_config_for(defaults: &LogConfig, configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
+    let mut c = defaults.clone();
+    for (key, value) in configs {
+        let num = || value.parse::<i64>().map_err(|_| format!("{key}={value:?} is not a number"));
+        match key.as_str() {
+            "segment.bytes" => c.segment_bytes = num()?.max(1) as u64,
+            "segment.ms" => c.segment_ms = num()?,
+            "retention.ms" => c.retention_ms = num()?,
+            "retention.bytes" => c.retention_bytes = num()?,
+            "max.message.bytes" => c.max_message_bytes = num()?.max(0) as usize,
+            "index.interval.bytes" => c.index_interval_bytes = num()?.clamp(1, u32::MAX as i64) as u32,
+            "message.timestamp.type" => {
+                if value != "CreateTime" {
+                    return Err(format!("message.timestamp.type={value:?}: only CreateTime is supported"));
+                }
+            }
+            "cleanup.policy" => {
+                if value.split(',').any(|p| p.trim() != "delete" && p.trim() != "compact") {
+                    return Err(format!("cleanup.policy={value:?}: expected delete and/or compact"));
+                }
+            }
+            "min.insync.replicas" | "compression.type" => {}
+            other => return Err(format!("unknown topic config {other:?}")),
+        }
+    }
+    Ok(c)
+}
+
+impl Broker {
+    /// Opens the volume: reads the cluster id, every topic file and every partition log
+    /// (recovering torn tails). Unreadable topics are kept aside and reported.
+    pub fn open(config: Config, bound: SocketAddr) -> anyhow::Result<Arc<Broker>> {
+        let volume = Volume::new(&config.data_dir);
+        std::fs::create_dir_all(volume.topics_dir())?;
+        std::fs::create_dir_all(volume.brokers_dir())?;
+        std::fs::create_dir_all(volume.groups_dir())?;
+        let cluster_id = kaas_core::broker::cluster_id(&volume)?;
+        let advertised = config.advertised(bound);
+        let defaults = config.default_log_config();
+        let mut registry = Registry::default();
+        let now = now_ms();
+        for entry in list_topics(&volume)? {
+            match entry {
+                Ok(meta) => {
+                    let topic = open_topic(&volume, &defaults, meta, config.broker_id, now);
+                    registry.by_id.insert(topic.meta.topic_id, topic.meta.name.clone());
+                    registry.topics.insert(topic.meta.name.clone(), Arc::new(topic));
+                }
+                Err(e) => {
+                    let name = topic_name_of(&e);
+                    error!(error = %e, "topic file unreadable; the topic is refused until the file is repaired");
+                    registry.broken.insert(name, BrokenTopic { error: e.to_string() });
+                }
+            }
+        }
+        info!(topics = registry.topics.len(), broken = registry.broken.len(), "volume opened");
+        let groups = GroupCoordinator::new(volume.clone(), &config);
+        Ok(Arc::new(Broker {
+            config,
+            volume,
+            cluster_id,
+            advertised,
+            registry: RwLock::new(registry),
+            admin_lock: tokio::sync::Mutex::new(()),
+            appended: watch::channel(0).0,
+            groups,
+        }))
+    }
+
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|p| p.into_inner())
+    }
+    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.registry.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn topic(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
+        let reg = self.registry();
+        if let Some(t) = reg.topics.get(name) {
+            return Ok(t.clone());
+        }
+        if let Some(b) = reg.broken.get(name) {
+            return Err(TopicError::Broken(name.to_string(), b.error.clone()));
+        }
+        Err(TopicError::Unknown(name.to_string()))
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<Arc<Topic>> {
+        let reg = self.registry();
+        reg.by_id.get(id).and_then(|n| reg.topics.get(n)).cloned()
+    }
+
+    pub fn topics(&self) -> Vec<Arc<Topic>> {
+        self.registry().topics.values().cloned().collect()
+    }
+
+    pub fn broken_topics(&self) -> Vec<(String, BrokenTopic)> {
+        self.registry().broken.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// The topic, created with broker defaults if auto-creation is on and it is missing.
+    pub async fn topic_or_create(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
+        match self.topic(name) {
+            Err(TopicError::Unknown(_)) if self.config.auto_create_topics => {
+                match self.create_topic(name, self.config.default_partitions, BTreeMap::new()).await {
+                    Ok(t) => {
+                        info!(topic = name, partitions = t.meta.partitions, "auto-created topic");
+                        Ok(t)
+                    }
+                    Err(TopicError::AlreadyExists(_)) => self.topic(name),
+                    Err(e) => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+
+    pub fn validate_topic(&self, name: &str, partitions: i32, configs: &BTreeMap<String, String>) -> Result<LogConfig, TopicError> {
+        if !kaas_core::layout::valid_topic_name(name) {
+            return Err(TopicError::InvalidName(name.to_string()));
+        }
+        if partitions < 1 {
+            return Err(TopicError::InvalidPartitions(partitions));
+        }
+        let log_config = log_config_for(&self.config.default_log_config(), configs).map_err(TopicError::InvalidConfig)?;
+        let reg = self.registry();
+        if reg.topics.contains_key(name) {
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
+        if let Some(b) = reg.broken.get(name) {
+            return Err(TopicError::Broken(name.to_string(), b.error.clone()));
+        }
+        Ok(log_config)
+    }
+
+    pub async fn create_topic(&self, name: &str, partitions: i32, configs: BTreeMap<String, String>) -> Result<Arc<Topic>, TopicError> {
+        let _admin = self.admin_lock.lock().await;
+        self.validate_topic(name, partitions, &configs)?;
+        let meta = TopicMeta::new(name, partitions, configs, now_ms());
+        // Partition directories first, the topic file last: a crash in between leaves
+        // directories no topic file names, never a topic file naming missing logs.
+        let topic = open_topic(&self.volume, &self.config.default_log_config(), meta, self.config.broker_id, now_ms());
+        topic.meta.write(&self.volume)?;
+        let topic = Arc::new(topic);
+        let mut reg = self.registry_mut();
+        reg.by_id.insert(topic.meta.topic_id, name.to_string());
+        reg.topics.insert(name.to_string(), topic.clone());
+        Ok(topic)
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> Result<Uuid, TopicError> {
+        let _admin = self.admin_lock.lock().await;
+        let topic = {
+            let mut reg = self.registry_mut();
+            let topic = reg.topics.remove(name).ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+            reg.by_id.remove(&topic.meta.topic_id);
+            topic
+        };
+        let path = self.volume.topic_file(name);
+        std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
+        for p in 0..topic.meta.partitions {
+            let dir = self.volume.partition_dir(name, p);
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    warn!(dir = %dir.display(), error = %e, "could not remove partition directory of deleted topic");
+                }
+            }
+        }
+        self.groups.forget_topic(name);
+        Ok(topic.meta.topic_id)
+    }
+
+    pub async fn create_partitions(&self, name: &str, count: i32) -> Result<(), TopicError> {
+        let _admin = self.admin_lock.lock().await;
+        let old = self.topic(name)?;
+        if count <= old.meta.partitions {
+            return Err(TopicError::InvalidPartitions(count));
+        }
+        let mut meta = old.meta.clone();
+        meta.partitions = count;
+        let mut partitions = old.partitions.clone();
+        for p in old.meta.partitions..count {
+            partitions.push(open_partition(&self.volume, &old.log_config, name, p, self.config.broker_id, now_ms()));
+        }
+        meta.write(&self.volume)?;
+        let topic = Arc::new(Topic {
+            meta,
+            log_config: old.log_config.clone(),
+            partitions,
+        });
+        self.registry_mut().topics.insert(name.to_string(), topic);
+        Ok(())
+    }
+
+    /// Appends validated records to a partition and wakes long-polling fetches.
+    pub fn append(&self, partition: &Partition, records: &mut [u8], headers: &[kaas_core::batch::BatchHeader]) -> Result<AppendInfo, LogError> {
+        let info = partition.log().append(records, headers, partition.leader_epoch, now_ms())?;
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(info)
+    }
+
+    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
+    }
+
+    pub fn must_fsync(&self, acks: i16) -> bool {
+        acks == -1 || self.config.flush_policy == FlushPolicy::Always
+    }
+
+    /// Every open partition, for the flusher and retention.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.topics()
+            .iter()
+            .flat_map(|t| t.partitions.iter().filter_map(|p| p.as_ref().ok().cloned()))
+            .collect()
+    }
+
+    /// fsyncs every partition up to its current end.
+    pub async fn flush_all(&self) {
+        for p in self.partitions() {
+            let end = p.high_watermark();
+            if let Err(e) = p.wait_durable(end).await {
+                error!(topic = %p.topic, partition = p.index, error = %e, "fsync failed");
+            }
+        }
+    }
+
+    pub fn enforce_retention(&self) {
+        let now = now_ms();
+        for p in self.partitions() {
+            match p.log().enforce_retention(now) {
+                Ok(deleted) if !deleted.is_empty() => {
+                    info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
+                }
+                Ok(_) => {}
+                Err(e) => error!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
+            }
+        }
+    }
+}
+
+fn topic_name_of(e: &VolumeError) -> String {
+    let path = match e {
+        VolumeError::Io { path, .. }
+        | VolumeError::Parse { path, .. }
+        | VolumeError::UnknownVersion { path, .. }
+        | VolumeError::Invalid { path, .. } => path,
+    };
+    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id: i32, now: i64) -> Topic {
+    let log_config = match log_config_for(defaults, &meta.configs) {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(topic = %meta.name, error = %e, "ignoring invalid topic config stored on the volume");
+            defaults.clone()
+        }
+    };
+    let partitions = (0..meta.partitions)
+        .map(|p| open_partition(volume, &log_config, &meta.name, p, broker_id, now))
+        .collect();
+    Topic {
+        meta,
+        log_config,
+        partitions,
+    }
+}
+
+fn open_partition(volume: &Volume, config: &LogConfig, topic: &str, index: i32, broker_id: i32, now: i64) -> Result<Arc<Partition>, String> {
+    let dir = volume.partition_dir(topic, index);
+    let log = PartitionLog::open(&dir, config.clone(), now).map_err(|e| {
+        error!(topic, partition = index, error = %e, "cannot open partition log; partition is offline");
+        e.to_string()
+    })?;
+    for cut in &log.truncations {
+        warn!(
+            topic,
+            partition = index,
+            path = %cut.path.display(),
+            valid_bytes = cut.valid_bytes,
+            cut_bytes = cut.cut_bytes,
+            reason = %cut.reason,
+            "recovery truncated a corrupt or torn log tail"
+        );
+    }
+    let owner_path = PartitionOwner::path(volume, topic, index);
+    let leader_epoch = match PartitionOwner::read(&owner_path) {
+        Ok(o) if o.broker == broker_id => o.leader_epoch,
+        Ok(o) => o.leader_epoch + 1,
+        Err(e) if e.is_not_found() => 0,
+        Err(e) => {
+            error!(error = %e, "partition owner file unreadable; partition is offline");
+            return Err(e.to_string());
+        }
+    };
+    let owner = PartitionOwner {
+        version: kaas_core::topic::OWNER_FORMAT_VERSION,
+        broker: broker_id,
+        leader_epoch,
+        released: false,
+        updated_ms: now,
+    };
+    owner.write(&owner_path).map_err(|e| e.to_string())?;
+    let end = log.log_end_offset();
+    Ok(Arc::new(Partition {
+        topic: topic.to_string(),
+        index,
+        leader_epoch,
+        log: Mutex::new(log),
+        durable: AtomicI64::new(end),
+        flush_lock: tokio::sync::Mutex::new(()),
+    }))
+}

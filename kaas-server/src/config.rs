@@ -1,0 +1,139 @@
+//! Command line and environment of `kaas-server`. Every flag has an env twin
+//! (`KAAS_*`); docs/configuration.md lists them all.
+
+use clap::{Parser, ValueEnum};
+use kaas_core::log::LogConfig;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlushPolicy {
+    /// acks=-1 produce requests are answered after an fsync that covers them
+    /// (concurrent requests share one fsync); other data is fsynced every
+    /// --flush-interval-ms.
+    AcksAll,
+    /// Every produce request, whatever its acks, waits for an fsync.
+    Always,
+}
+
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "kaas-server",
+    version,
+    about = "A Kafka-compatible broker whose brokers share one volume",
+    long_about = "A Kafka-compatible broker whose brokers share one volume.\n\nAll state lives under --data-dir in the layout documented in docs/volume-layout.md. Logs go to stderr through tracing; set RUST_LOG (e.g. RUST_LOG=kaas_server=debug) to change the level. SIGTERM or SIGINT stop the broker cleanly."
+)]
+pub struct Config {
+    /// Directory holding the shared volume (created if missing).
+    #[arg(long, env = "KAAS_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// Address to listen on for Kafka clients.
+    #[arg(long, env = "KAAS_LISTEN", default_value = "127.0.0.1:9092")]
+    pub listen: SocketAddr,
+
+    /// This broker's id (node id in Metadata responses); unique in the cluster.
+    #[arg(long, env = "KAAS_BROKER_ID", default_value_t = 0)]
+    pub broker_id: i32,
+
+    /// host:port clients are told to connect to; defaults to the bound listen address.
+    #[arg(long, env = "KAAS_ADVERTISED_LISTENER", value_parser = parse_host_port)]
+    pub advertised_listener: Option<(String, u16)>,
+
+    /// Create a topic when a client asks for metadata of, or produces to, an unknown one.
+    #[arg(long, env = "KAAS_AUTO_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_create_topics: bool,
+
+    /// Partition count of auto-created topics and of CreateTopics requests that say -1.
+    #[arg(long, env = "KAAS_DEFAULT_PARTITIONS", default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=100_000))]
+    pub default_partitions: i32,
+
+    /// Largest request frame accepted (socket.request.max.bytes); bigger ones close the connection.
+    #[arg(long, env = "KAAS_MAX_REQUEST_BYTES", default_value_t = 104_857_600)]
+    pub max_request_bytes: usize,
+
+    /// Largest record batch accepted, broker default for max.message.bytes.
+    #[arg(long, env = "KAAS_MESSAGE_MAX_BYTES", default_value_t = 1_048_588)]
+    pub message_max_bytes: usize,
+
+    /// Default segment.bytes: roll the active segment past this size.
+    #[arg(long, env = "KAAS_SEGMENT_BYTES", default_value_t = 1 << 30)]
+    pub segment_bytes: u64,
+
+    /// Default segment.ms: roll the active segment after this long.
+    #[arg(long, env = "KAAS_SEGMENT_MS", default_value_t = 7 * 24 * 3600 * 1000)]
+    pub segment_ms: i64,
+
+    /// Default retention.ms (-1: keep forever).
+    #[arg(long, env = "KAAS_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000, allow_hyphen_values = true)]
+    pub retention_ms: i64,
+
+    /// Default retention.bytes per partition (-1: no limit).
+    #[arg(long, env = "KAAS_RETENTION_BYTES", default_value_t = -1, allow_hyphen_values = true)]
+    pub retention_bytes: i64,
+
+    /// How often retention is enforced.
+    #[arg(long, env = "KAAS_RETENTION_CHECK_INTERVAL_MS", default_value_t = 300_000)]
+    pub retention_check_interval_ms: u64,
+
+    /// When produced data is fsynced before the answer.
+    #[arg(long, env = "KAAS_FLUSH_POLICY", value_enum, default_value_t = FlushPolicy::AcksAll)]
+    pub flush_policy: FlushPolicy,
+
+    /// Background fsync period for data not already fsynced for an acks=-1 answer.
+    #[arg(long, env = "KAAS_FLUSH_INTERVAL_MS", default_value_t = 1000)]
+    pub flush_interval_ms: u64,
+
+    /// group.initial.rebalance.delay.ms: wait for more members before the first rebalance of an empty group.
+    #[arg(long, env = "KAAS_GROUP_INITIAL_REBALANCE_DELAY_MS", default_value_t = 3000)]
+    pub group_initial_rebalance_delay_ms: u64,
+
+    /// group.min.session.timeout.ms
+    #[arg(long, env = "KAAS_GROUP_MIN_SESSION_TIMEOUT_MS", default_value_t = 6000)]
+    pub group_min_session_timeout_ms: i32,
+
+    /// group.max.session.timeout.ms
+    #[arg(long, env = "KAAS_GROUP_MAX_SESSION_TIMEOUT_MS", default_value_t = 1_800_000)]
+    pub group_max_session_timeout_ms: i32,
+
+    /// How long shutdown waits for in-flight requests before closing connections.
+    #[arg(long, env = "KAAS_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000)]
+    pub shutdown_timeout_ms: u64,
+}
+
+impl Config {
+    /// The broker-wide defaults every topic's log config starts from.
+    pub fn default_log_config(&self) -> LogConfig {
+        LogConfig {
+            segment_bytes: self.segment_bytes,
+            segment_ms: self.segment_ms,
+            retention_ms: self.retention_ms,
+            retention_bytes: self.retention_bytes,
+            index_interval_bytes: 4096,
+            max_message_bytes: self.message_max_bytes,
+        }
+    }
+
+    /// (host, port) handed to clients.
+    pub fn advertised(&self, bound: SocketAddr) -> (String, u16) {
+        match &self.advertised_listener {
+            Some(hp) => hp.clone(),
+            None => (bound.ip().to_string(), bound.port()),
+        }
+    }
+}
+
+/// Parses `host:port` (IPv6 hosts in brackets).
+fn parse_host_port(s: &str) -> Result<(String, u16), String> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("expected HOST:PORT, got {s:?}"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("port {port:?} in {s:?} is not a number in 1..=65535"))?;
+    let host = host.trim_matches(['[', ']']);
+    if host.is_empty() || port == 0 {
+        return Err(format!("expected HOST:PORT with a host and a non-zero port, got {s:?}"));
+    }
+    Ok((host.to_string(), port))
+}

@@ -1,0 +1,818 @@
+//! The classic consumer-group coordinator: JoinGroup / SyncGroup / Heartbeat /
+//! LeaveGroup with generations, the MEMBER_ID_REQUIRED handshake (JoinGroup v4+),
+//! static membership (group.instance.id), session and rebalance timeouts, and
+//! committed offsets persisted through kaas-core's group offsets file.
+//!
+//! Membership is in memory (a restarted broker's members simply rejoin, as after an
+//! Apache coordinator failover); offsets are on the volume. All membership logic takes
+//! `now` as an argument so it is tested without sleeping; waiting requests hold a
+//! oneshot receiver and are answered when the group moves on.
+
+use bytes::Bytes;
+use kaas_core::offsets::{list_groups, CommittedOffset, GroupOffsets};
+use kaas_core::{now_ms, Volume, VolumeError};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::{JoinGroupResponse, SyncGroupResponse};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tracing::{debug, info, warn};
+
+use crate::config::Config;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl GroupState {
+    /// The names Apache's tools print.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+pub struct Member {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    pub protocols: Vec<(String, Bytes)>,
+    pub assignment: Bytes,
+    join_waiter: Option<(i16, oneshot::Sender<JoinGroupResponse>)>,
+    sync_waiter: Option<oneshot::Sender<SyncGroupResponse>>,
+    last_seen: Instant,
+}
+
+impl Member {
+    fn metadata_for(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(n, _)| n == protocol)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default()
+    }
+    fn same_protocols(&self, protocols: &[(String, Bytes)]) -> bool {
+        self.protocols == protocols
+    }
+}
+
+pub struct Group {
+    pub id: String,
+    pub state: GroupState,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    pub members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, with when they expire.
+    pending: HashMap<String, Instant>,
+    static_members: HashMap<String, String>,
+    join_deadline: Option<Instant>,
+    initial_delay_until: Option<Instant>,
+}
+
+impl Group {
+    fn new(id: &str) -> Self {
+        Group {
+            id: id.to_string(),
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending: HashMap::new(),
+            static_members: HashMap::new(),
+            join_deadline: None,
+            initial_delay_until: None,
+        }
+    }
+}
+
+/// A JoinGroup request as the coordinator needs it.
+pub struct JoinRequest {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub client_id: String,
+    pub client_host: String,
+    pub version: i16,
+}
+
+pub enum Reply<T> {
+    Now(T),
+    Wait(oneshot::Receiver<T>),
+}
+
+#[derive(Clone, Copy)]
+struct Settings {
+    initial_delay: Duration,
+    min_session_ms: i32,
+    max_session_ms: i32,
+}
+
+pub struct GroupCoordinator {
+    volume: Volume,
+    settings: Settings,
+    groups: Mutex<HashMap<String, Group>>,
+    offsets: Mutex<HashMap<String, Arc<Mutex<GroupOffsets>>>>,
+}
+
+fn sb(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+fn join_error(code: ResponseError, member_id: &str) -> JoinGroupResponse {
+    JoinGroupResponse::default()
+        .with_error_code(code.code())
+        .with_generation_id(-1)
+        .with_member_id(sb(member_id))
+}
+
+fn sync_error(code: ResponseError) -> SyncGroupResponse {
+    SyncGroupResponse::default().with_error_code(code.code())
+}
+
+impl GroupCoordinator {
+    pub fn new(volume: Volume, config: &Config) -> Self {
+        GroupCoordinator {
+            volume,
+            settings: Settings {
+                initial_delay: Duration::from_millis(config.group_initial_rebalance_delay_ms),
+                min_session_ms: config.group_min_session_timeout_ms,
+                max_session_ms: config.group_max_session_timeout_ms,
+            },
+            groups: Mutex::new(HashMap::new()),
+            offsets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn groups(&self) -> std::sync::MutexGuard<'_, HashMap<String, Group>> {
+        self.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn join(&self, req: JoinRequest, now: Instant) -> Reply<JoinGroupResponse> {
+        if req.group_id.is_empty() {
+            return Reply::Now(join_error(ResponseError::InvalidGroupId, &req.member_id));
+        }
+        if req.session_timeout_ms < self.settings.min_session_ms || req.session_timeout_ms > self.settings.max_session_ms {
+            return Reply::Now(join_error(ResponseError::InvalidSessionTimeout, &req.member_id));
+        }
+        let settings = self.settings;
+        let mut groups = self.groups();
+        let group = groups.entry(req.group_id.clone()).or_insert_with(|| Group::new(&req.group_id));
+        if group.state == GroupState::Dead {
+            *group = Group::new(&req.group_id);
+        }
+        if !protocols_fit(group, &req) {
+            return Reply::Now(join_error(ResponseError::InconsistentGroupProtocol, &req.member_id));
+        }
+        let (tx, rx) = oneshot::channel();
+        match admit(group, req, tx, now, settings) {
+            Some(immediate) => Reply::Now(immediate),
+            None => {
+                maybe_complete_join(group, now);
+                Reply::Wait(rx)
+            }
+        }
+    }
+
+    pub fn sync(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        protocol: (Option<&str>, Option<&str>),
+        assignments: Vec<(String, Bytes)>,
+        now: Instant,
+    ) -> Reply<SyncGroupResponse> {
+        let mut groups = self.groups();
+        let Some(group) = groups.get_mut(group_id) else {
+            return Reply::Now(sync_error(ResponseError::UnknownMemberId));
+        };
+        if let Err(code) = check_member(group, member_id, instance_id) {
+            return Reply::Now(sync_error(code));
+        }
+        if generation != group.generation {
+            return Reply::Now(sync_error(ResponseError::IllegalGeneration));
+        }
+        let (ptype, pname) = protocol;
+        if ptype.is_some_and(|t| Some(t) != group.protocol_type.as_deref()) || pname.is_some_and(|n| Some(n) != group.protocol.as_deref()) {
+            return Reply::Now(sync_error(ResponseError::InconsistentGroupProtocol));
+        }
+        let ok = |g: &Group, assignment: Bytes| {
+            SyncGroupResponse::default()
+                .with_protocol_type(g.protocol_type.clone().map(sb))
+                .with_protocol_name(g.protocol.clone().map(sb))
+                .with_assignment(assignment)
+        };
+        match group.state {
+            GroupState::Empty | GroupState::Dead => Reply::Now(sync_error(ResponseError::UnknownMemberId)),
+            GroupState::PreparingRebalance => Reply::Now(sync_error(ResponseError::RebalanceInProgress)),
+            GroupState::Stable => {
+                let member = group.members.get_mut(member_id).expect("checked");
+                member.last_seen = now;
+                let a = member.assignment.clone();
+                Reply::Now(ok(group, a))
+            }
+            GroupState::CompletingRebalance => {
+                let (tx, rx) = oneshot::channel();
+                {
+                    let member = group.members.get_mut(member_id).expect("checked");
+                    member.last_seen = now;
+                    member.sync_waiter = Some(tx);
+                }
+                if group.leader.as_deref() == Some(member_id) {
+                    let mut given: HashMap<String, Bytes> = assignments.into_iter().collect();
+                    for m in group.members.values_mut() {
+                        m.assignment = given.remove(&m.id).unwrap_or_default();
+                    }
+                    group.state = GroupState::Stable;
+                    info!(group = %group.id, generation = group.generation, members = group.members.len(), "group stable");
+                    let (pt, pn) = (group.protocol_type.clone(), group.protocol.clone());
+                    for m in group.members.values_mut() {
+                        if let Some(w) = m.sync_waiter.take() {
+                            let _ = w.send(
+                                SyncGroupResponse::default()
+                                    .with_protocol_type(pt.clone().map(sb))
+                                    .with_protocol_name(pn.clone().map(sb))
+                                    .with_assignment(m.assignment.clone()),
+                            );
+                        }
+                    }
+                }
+                Reply::Wait(rx)
+            }
+        }
+    }
+
+    /// Ok(()) keeps the member alive; REBALANCE_IN_PROGRESS tells it to rejoin.
+    pub fn heartbeat(&self, group_id: &str, generation: i32, member_id: &str, instance_id: Option<&str>, now: Instant) -> Result<(), ResponseError> {
+        let mut groups = self.groups();
+        let group = groups.get_mut(group_id).ok_or(ResponseError::UnknownMemberId)?;
+        check_member(group, member_id, instance_id)?;
+        if generation != group.generation {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        if let Some(m) = group.members.get_mut(member_id) {
+            m.last_seen = now;
+        }
+        match group.state {
+            GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+            GroupState::Empty | GroupState::Dead => Err(ResponseError::UnknownMemberId),
+            GroupState::CompletingRebalance | GroupState::Stable => Ok(()),
+        }
+    }
+
+    /// Removes members; each (member id, instance id) gets its own result.
+    pub fn leave(&self, group_id: &str, leaving: &[(String, Option<String>)], now: Instant) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        let mut groups = self.groups();
+        let Some(group) = groups.get_mut(group_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
+        let mut results = Vec::with_capacity(leaving.len());
+        let mut removed = false;
+        for (member_id, instance_id) in leaving {
+            let id = match instance_id {
+                Some(inst) => match group.static_members.get(inst) {
+                    Some(id) if member_id.is_empty() || id == member_id => Some(id.clone()),
+                    Some(_) => {
+                        results.push(Some(ResponseError::FencedInstanceId));
+                        continue;
+                    }
+                    None => None,
+                },
+                None => group.members.contains_key(member_id).then(|| member_id.clone()),
+            };
+            match id {
+                Some(id) => {
+                    info!(group = %group.id, member = %id, "member left");
+                    remove_member(group, &id);
+                    removed = true;
+                    results.push(None);
+                }
+                None => {
+                    if group.pending.remove(member_id).is_some() {
+                        results.push(None);
+                    } else {
+                        results.push(Some(ResponseError::UnknownMemberId));
+                    }
+                }
+            }
+        }
+        if removed {
+            on_membership_loss(group, now);
+        }
+        Ok(results)
+    }
+
+    /// Periodic work: expire sessions and pending members, finish rebalances whose
+    /// deadline passed.
+    pub fn tick(&self, now: Instant) {
+        let mut groups = self.groups();
+        for group in groups.values_mut() {
+            group.pending.retain(|_, expires| *expires > now);
+            let expired: Vec<String> = group
+                .members
+                .values()
+                .filter(|m| m.join_waiter.is_none() && now.duration_since(m.last_seen) > m.session_timeout)
+                .map(|m| m.id.clone())
+                .collect();
+            for id in &expired {
+                info!(group = %group.id, member = %id, "member session expired");
+                remove_member(group, id);
+            }
+            if !expired.is_empty() {
+                on_membership_loss(group, now);
+            }
+            maybe_complete_join(group, now);
+        }
+    }
+
+    /// (state, protocol type, protocol, members as (id, instance, client, host, metadata, assignment))
+    pub fn describe(&self, group_id: &str) -> Option<GroupView> {
+        let groups = self.groups();
+        let g = groups.get(group_id)?;
+        Some(GroupView {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: g.protocol.clone().unwrap_or_default(),
+            members: g
+                .members
+                .values()
+                .map(|m| MemberView {
+                    id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: g.protocol.as_deref().map(|p| m.metadata_for(p)).unwrap_or_default(),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Every group known in memory or with offsets on the volume: (id, state, protocol type).
+    pub fn list(&self) -> Vec<(String, GroupState, String)> {
+        let mut out: BTreeMap<String, (GroupState, String)> = BTreeMap::new();
+        match list_groups(&self.volume) {
+            Ok(ids) => {
+                for id in ids {
+                    out.insert(id, (GroupState::Empty, "consumer".to_string()));
+                }
+            }
+            Err(e) => warn!(error = %e, "cannot list group offset files"),
+        }
+        for g in self.groups().values() {
+            if g.state != GroupState::Dead {
+                out.insert(g.id.clone(), (g.state, g.protocol_type.clone().unwrap_or_else(|| "consumer".into())));
+            }
+        }
+        out.into_iter().map(|(id, (s, t))| (id, s, t)).collect()
+    }
+
+    pub fn delete(&self, group_id: &str) -> Result<(), ResponseError> {
+        let mut groups = self.groups();
+        let in_memory = groups.get(group_id).is_some_and(|g| g.state != GroupState::Dead);
+        if let Some(g) = groups.get(group_id) {
+            if !g.members.is_empty() {
+                return Err(ResponseError::NonEmptyGroup);
+            }
+        }
+        let on_disk = self.volume.group_offsets_file(group_id).exists();
+        if !in_memory && !on_disk {
+            return Err(ResponseError::GroupIdNotFound);
+        }
+        GroupOffsets::delete(&self.volume, group_id).map_err(|e| {
+            warn!(group = group_id, error = %e, "cannot delete group offsets");
+            ResponseError::KafkaStorageError
+        })?;
+        groups.remove(group_id);
+        self.offsets.lock().unwrap_or_else(|p| p.into_inner()).remove(group_id);
+        info!(group = group_id, "deleted group");
+        Ok(())
+    }
+
+    /// Whether a commit from this (generation, member) may proceed.
+    pub fn check_commit(&self, group_id: &str, generation: i32, member_id: &str, instance_id: Option<&str>) -> Result<(), ResponseError> {
+        let groups = self.groups();
+        let group = groups.get(group_id);
+        let Some(group) = group else {
+            return if generation < 0 { Ok(()) } else { Err(ResponseError::IllegalGeneration) };
+        };
+        if generation < 0 && group.members.is_empty() {
+            return Ok(());
+        }
+        if group.state == GroupState::CompletingRebalance {
+            return Err(ResponseError::RebalanceInProgress);
+        }
+        check_member(group, member_id, instance_id)?;
+        if generation != group.generation {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        Ok(())
+    }
+
+    fn offsets_of(&self, group_id: &str) -> Result<Arc<Mutex<GroupOffsets>>, VolumeError> {
+        let mut cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(o) = cache.get(group_id) {
+            return Ok(o.clone());
+        }
+        let loaded = Arc::new(Mutex::new(GroupOffsets::load(&self.volume, group_id)?));
+        cache.insert(group_id.to_string(), loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Writes committed offsets (topic, partition, offset, leader epoch, metadata) durably.
+    pub fn commit_offsets(&self, group_id: &str, entries: &[(String, i32, i64, i32, Option<String>)]) -> Result<(), VolumeError> {
+        let offsets = self.offsets_of(group_id)?;
+        let mut offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());
+        let before = offsets.clone();
+        let now = now_ms();
+        for (topic, partition, offset, leader_epoch, metadata) in entries {
+            offsets.set(
+                topic,
+                *partition,
+                CommittedOffset {
+                    offset: *offset,
+                    leader_epoch: *leader_epoch,
+                    metadata: metadata.clone(),
+                    commit_ms: now,
+                },
+            );
+        }
+        if let Err(e) = offsets.save(&self.volume) {
+            // Keep memory equal to the volume: the commit did not happen.
+            *offsets = before;
+            return Err(e);
+        }
+        debug!(group = group_id, partitions = entries.len(), "committed offsets");
+        Ok(())
+    }
+
+    pub fn fetch_offsets(&self, group_id: &str) -> Result<GroupOffsets, VolumeError> {
+        let offsets = self.offsets_of(group_id)?;
+        let offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(offsets.clone())
+    }
+
+    /// Drops the offsets of a deleted topic from every group.
+    pub fn forget_topic(&self, topic: &str) {
+        let Ok(ids) = list_groups(&self.volume) else { return };
+        for id in ids {
+            if let Ok(o) = self.offsets_of(&id) {
+                let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
+                if o.remove_topic(topic) {
+                    if let Err(e) = o.save(&self.volume) {
+                        warn!(group = %id, error = %e, "cannot drop offsets of deleted topic");
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub struct GroupView {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberView>,
+}
+
+pub struct MemberView {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+/// A joining member must name a protocol type and protocols, and share the type and at
+/// least one protocol with every *other* member (it may be replacing its own entry).
+fn protocols_fit(group: &Group, req: &JoinRequest) -> bool {
+    if req.protocols.is_empty() || req.protocol_type.is_empty() {
+        return false;
+    }
+    let mut others = group.members.values().filter(|m| m.id != req.member_id).peekable();
+    if others.peek().is_none() {
+        return true;
+    }
+    if group.protocol_type.as_deref() != Some(req.protocol_type.as_str()) {
+        return false;
+    }
+    let others: Vec<&Member> = others.collect();
+    req.protocols
+        .iter()
+        .any(|(p, _)| others.iter().all(|m| m.protocols.iter().any(|(q, _)| q == p)))
+}
+
+fn check_member(group: &Group, member_id: &str, instance_id: Option<&str>) -> Result<(), ResponseError> {
+    if let Some(inst) = instance_id {
+        match group.static_members.get(inst) {
+            Some(id) if id == member_id => return Ok(()),
+            Some(_) => return Err(ResponseError::FencedInstanceId),
+            None => {}
+        }
+    }
+    if group.members.contains_key(member_id) {
+        Ok(())
+    } else {
+        Err(ResponseError::UnknownMemberId)
+    }
+}
+
+fn new_member_id(prefix: &str) -> String {
+    format!("{}-{}", if prefix.is_empty() { "member" } else { prefix }, uuid::Uuid::new_v4())
+}
+
+/// Adds or updates the joining member. Some(response) when the request is answered at
+/// once; None when it waits for the rebalance (its sender is stored on the member).
+fn admit(group: &mut Group, req: JoinRequest, tx: oneshot::Sender<JoinGroupResponse>, now: Instant, settings: Settings) -> Option<JoinGroupResponse> {
+    let mut member_id = req.member_id.clone();
+    let mut fresh = false;
+    if member_id.is_empty() {
+        if let Some(inst) = &req.instance_id {
+            if let Some(old) = group.static_members.get(inst).cloned() {
+                // A static member restarted: it takes over its old identity under a new
+                // id; the old id is fenced. Without a protocol change, a follower gets
+                // the current generation back and keeps its assignment (no rebalance).
+                let new_id = new_member_id(inst);
+                let mut m = group.members.remove(&old).expect("static mapping points at a member");
+                if let Some((_, w)) = m.join_waiter.take() {
+                    let _ = w.send(join_error(ResponseError::FencedInstanceId, &old));
+                }
+                if let Some(w) = m.sync_waiter.take() {
+                    let _ = w.send(sync_error(ResponseError::FencedInstanceId));
+                }
+                let unchanged = m.same_protocols(&req.protocols);
+                m.id = new_id.clone();
+                m.last_seen = now;
+                m.session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
+                m.rebalance_timeout = Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
+                m.protocols = req.protocols.clone();
+                let was_leader = group.leader.as_deref() == Some(old.as_str());
+                if was_leader {
+                    group.leader = Some(new_id.clone());
+                }
+                group.members.insert(new_id.clone(), m);
+                group.static_members.insert(inst.clone(), new_id.clone());
+                info!(group = %group.id, instance = %inst, member = %new_id, "static member rejoined");
+                if group.state == GroupState::Stable && unchanged && !was_leader {
+                    return Some(current_generation_response(group, &new_id, req.version));
+                }
+                member_id = new_id;
+            } else {
+                member_id = new_member_id(inst);
+                group.static_members.insert(inst.clone(), member_id.clone());
+            }
+        } else {
+            member_id = new_member_id(&req.client_id);
+            fresh = true;
+            if req.version >= 4 {
+                group.pending.insert(member_id.clone(), now + Duration::from_millis(req.session_timeout_ms as u64));
+                return Some(join_error(ResponseError::MemberIdRequired, &member_id));
+            }
+        }
+    } else if let Some(inst) = &req.instance_id {
+        if group.static_members.get(inst).is_some_and(|id| *id != member_id) {
+            return Some(join_error(ResponseError::FencedInstanceId, &member_id));
+        }
+    }
+
+    let known = group.members.contains_key(&member_id);
+    let pending = group.pending.remove(&member_id).is_some();
+    let is_static_new = req.instance_id.as_ref().is_some_and(|i| group.static_members.get(i) == Some(&member_id)) && !known;
+    if !known && !pending && !is_static_new && !fresh {
+        return Some(join_error(ResponseError::UnknownMemberId, &member_id));
+    }
+    if group.members.is_empty() {
+        group.protocol_type = Some(req.protocol_type.clone());
+    }
+    let session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
+    let rebalance_timeout = Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
+    let changed = match group.members.get_mut(&member_id) {
+        Some(m) => {
+            let changed = !m.same_protocols(&req.protocols);
+            m.protocols = req.protocols.clone();
+            m.session_timeout = session_timeout;
+            m.rebalance_timeout = rebalance_timeout;
+            m.last_seen = now;
+            changed
+        }
+        None => {
+            group.members.insert(
+                member_id.clone(),
+                Member {
+                    id: member_id.clone(),
+                    instance_id: req.instance_id.clone(),
+                    client_id: req.client_id.clone(),
+                    client_host: req.client_host.clone(),
+                    session_timeout,
+                    rebalance_timeout,
+                    protocols: req.protocols.clone(),
+                    assignment: Bytes::new(),
+                    join_waiter: None,
+                    sync_waiter: None,
+                    last_seen: now,
+                },
+            );
+            true
+        }
+    };
+    let is_leader = group.leader.as_deref() == Some(member_id.as_str());
+    match group.state {
+        GroupState::Stable if known && !changed && !is_leader => {
+            return Some(current_generation_response(group, &member_id, req.version));
+        }
+        GroupState::CompletingRebalance if known && !changed => {
+            return Some(current_generation_response(group, &member_id, req.version));
+        }
+        GroupState::PreparingRebalance => {}
+        _ => prepare_rebalance(group, now, settings),
+    }
+    let m = group.members.get_mut(&member_id).expect("just inserted");
+    if let Some((_, old)) = m.join_waiter.replace((req.version, tx)) {
+        drop(old);
+    }
+    let deadline = now + rebalance_timeout;
+    if group.join_deadline.is_none_or(|d| d < deadline) {
+        group.join_deadline = Some(deadline);
+    }
+    None
+}
+
+fn prepare_rebalance(group: &mut Group, now: Instant, settings: Settings) {
+    if group.state == GroupState::CompletingRebalance {
+        for m in group.members.values_mut() {
+            if let Some(w) = m.sync_waiter.take() {
+                let _ = w.send(sync_error(ResponseError::RebalanceInProgress));
+            }
+        }
+    }
+    let was_empty = group.state == GroupState::Empty;
+    group.state = GroupState::PreparingRebalance;
+    let max_rebalance = group.members.values().map(|m| m.rebalance_timeout).max().unwrap_or_default();
+    group.join_deadline = Some(now + max_rebalance);
+    group.initial_delay_until = if was_empty && !settings.initial_delay.is_zero() {
+        Some(now + settings.initial_delay)
+    } else {
+        None
+    };
+    debug!(group = %group.id, "preparing rebalance");
+}
+
+fn remove_member(group: &mut Group, id: &str) {
+    if let Some(m) = group.members.remove(id) {
+        if let Some(inst) = &m.instance_id {
+            if group.static_members.get(inst).map(String::as_str) == Some(id) {
+                group.static_members.remove(inst);
+            }
+        }
+    }
+    if group.leader.as_deref() == Some(id) {
+        group.leader = None;
+    }
+}
+
+fn on_membership_loss(group: &mut Group, now: Instant) {
+    match group.state {
+        GroupState::Stable | GroupState::CompletingRebalance => {
+            let settings = Settings {
+                initial_delay: Duration::ZERO,
+                min_session_ms: 0,
+                max_session_ms: 0,
+            };
+            prepare_rebalance(group, now, settings);
+            maybe_complete_join(group, now);
+        }
+        GroupState::PreparingRebalance => maybe_complete_join(group, now),
+        GroupState::Empty | GroupState::Dead => {}
+    }
+}
+
+fn maybe_complete_join(group: &mut Group, now: Instant) {
+    if group.state != GroupState::PreparingRebalance {
+        return;
+    }
+    let delayed = group.initial_delay_until.is_some_and(|t| now < t);
+    let all_joined = group.members.values().all(|m| m.join_waiter.is_some()) && group.pending.is_empty();
+    let overdue = group.join_deadline.is_some_and(|d| now >= d);
+    if (all_joined && !delayed) || overdue {
+        complete_join(group, now);
+    }
+}
+
+fn complete_join(group: &mut Group, now: Instant) {
+    let absent: Vec<String> = group.members.values().filter(|m| m.join_waiter.is_none()).map(|m| m.id.clone()).collect();
+    for id in absent {
+        info!(group = %group.id, member = %id, "member did not rejoin in time; removed");
+        remove_member(group, &id);
+    }
+    group.pending.clear();
+    group.join_deadline = None;
+    group.initial_delay_until = None;
+    group.generation += 1;
+    if group.members.is_empty() {
+        group.state = GroupState::Empty;
+        group.protocol = None;
+        group.protocol_type = None;
+        info!(group = %group.id, generation = group.generation, "group is empty");
+        return;
+    }
+    group.protocol = select_protocol(group);
+    if group.leader.as_ref().is_none_or(|l| !group.members.contains_key(l)) {
+        group.leader = group.members.keys().next().cloned();
+    }
+    group.state = GroupState::CompletingRebalance;
+    info!(group = %group.id, generation = group.generation, members = group.members.len(), protocol = ?group.protocol, "rebalance: join complete");
+    let ids: Vec<String> = group.members.keys().cloned().collect();
+    for id in ids {
+        let (version, waiter) = {
+            let m = group.members.get_mut(&id).expect("listed");
+            m.last_seen = now;
+            match m.join_waiter.take() {
+                Some(w) => w,
+                None => continue,
+            }
+        };
+        let _ = waiter.send(current_generation_response(group, &id, version));
+    }
+}
+
+/// The protocol every member supports that most members list first (Apache's vote).
+fn select_protocol(group: &Group) -> Option<String> {
+    let first = group.members.values().next()?;
+    let candidates: Vec<&String> = first
+        .protocols
+        .iter()
+        .map(|(p, _)| p)
+        .filter(|p| group.members.values().all(|m| m.protocols.iter().any(|(q, _)| q == *p)))
+        .collect();
+    let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
+    for m in group.members.values() {
+        if let Some((p, _)) = m.protocols.iter().find(|(p, _)| candidates.contains(&p)) {
+            *votes.entry(p).or_default() += 1;
+        }
+    }
+    candidates
+        .iter()
+        .max_by_key(|p| (votes.get(*p).copied().unwrap_or(0), std::cmp::Reverse(candidates.iter().position(|c| c == *p))))
+        .map(|p| p.to_string())
+}
+
+fn current_generation_response(group: &Group, member_id: &str, version: i16) -> JoinGroupResponse {
+    let protocol = group.protocol.clone().unwrap_or_default();
+    let leader = group.leader.clone().unwrap_or_default();
+    let members = if leader == member_id {
+        group
+            .members
+            .values()
+            .map(|m| {
+                let mut r = JoinGroupResponseMember::default()
+                    .with_member_id(sb(m.id.clone()))
+                    .with_metadata(m.metadata_for(&protocol));
+                if version >= 5 {
+                    r.group_instance_id = m.instance_id.clone().map(sb);
+                }
+                r
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut resp = JoinGroupResponse::default()
+        .with_generation_id(group.generation)
+        .with_protocol_name(Some(sb(protocol)))
+        .with_leader(sb(leader))
+        .with_member_id(sb(member_id))
+        .with_members(members);
+    if version >= 7 {
+        resp.protocol_type = group.protocol_type.clone().map(sb);
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests;

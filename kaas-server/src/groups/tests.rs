@@ -1,0 +1,255 @@
+use super::*;
+
+fn coordinator() -> (tempfile::TempDir, GroupCoordinator) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = <crate::config::Config as clap::Parser>::parse_from([
+        "kaas-server",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--group-initial-rebalance-delay-ms",
+        "0",
+    ]);
+    let c = GroupCoordinator::new(Volume::new(dir.path()), &config);
+    (dir, c)
+}
+
+fn join_req(member: &str, version: i16) -> JoinRequest {
+    JoinRequest {
+        group_id: "g".into(),
+        member_id: member.into(),
+        instance_id: None,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        version,
+    }
+}
+
+fn now_response<T>(r: Reply<T>) -> T {
+    match r {
+        Reply::Now(t) => t,
+        Reply::Wait(_) => panic!("expected an immediate answer"),
+    }
+}
+
+fn waited<T>(r: Reply<T>) -> oneshot::Receiver<T> {
+    match r {
+        Reply::Wait(rx) => rx,
+        Reply::Now(_) => panic!("expected to wait"),
+    }
+}
+
+/// Joins a fresh member through the MEMBER_ID_REQUIRED handshake.
+fn handshake(c: &GroupCoordinator, now: Instant) -> (String, oneshot::Receiver<JoinGroupResponse>) {
+    let first = now_response(c.join(join_req("", 9), now));
+    assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
+    let id = first.member_id.to_string();
+    (id.clone(), waited(c.join(join_req(&id, 9), now)))
+}
+
+#[test]
+fn a_new_member_must_come_back_with_the_member_id_it_was_given() {
+    let (_d, c) = coordinator();
+    let now = Instant::now();
+    let (id, mut rx) = handshake(&c, now);
+    let resp = rx.try_recv().expect("single member completes at once");
+    assert_eq!(resp.error_code, 0);
+    assert_eq!(resp.generation_id, 1);
+    assert_eq!(resp.leader.as_str(), id);
+    assert_eq!(resp.members.len(), 1);
+}
+
+#[test]
+fn an_unknown_member_id_is_rejected() {
+    let (_d, c) = coordinator();
+    let resp = now_response(c.join(join_req("made-up", 9), Instant::now()));
+    assert_eq!(resp.error_code, ResponseError::UnknownMemberId.code());
+}
+
+#[test]
+fn old_clients_join_without_the_handshake() {
+    let (_d, c) = coordinator();
+    let mut rx = waited(c.join(join_req("", 3), Instant::now()));
+    let resp = rx.try_recv().unwrap();
+    assert_eq!(resp.error_code, 0);
+    assert!(!resp.member_id.is_empty());
+}
+
+#[test]
+fn a_second_member_triggers_a_rebalance_that_waits_for_the_first_to_rejoin() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let (a, mut rx_a) = handshake(&c, t0);
+    let gen1 = rx_a.try_recv().unwrap();
+    assert!(matches!(c.sync("g", gen1.generation_id, &a, None, (None, None), vec![(a.clone(), Bytes::from_static(b"all"))], t0), Reply::Wait(_)));
+    assert_eq!(c.heartbeat("g", 1, &a, None, t0), Ok(()));
+
+    let (b, mut rx_b) = handshake(&c, t0);
+    assert!(rx_b.try_recv().is_err(), "b waits for a to rejoin");
+    assert_eq!(c.heartbeat("g", 1, &a, None, t0), Err(ResponseError::RebalanceInProgress));
+    let mut rx_a2 = waited(c.join(join_req(&a, 9), t0));
+    let ja = rx_a2.try_recv().unwrap();
+    let jb = rx_b.try_recv().unwrap();
+    assert_eq!(ja.generation_id, 2);
+    assert_eq!(jb.generation_id, 2);
+    // The first member stays leader and alone sees the member list.
+    assert_eq!(ja.leader.as_str(), a);
+    assert_eq!(ja.members.len(), 2);
+    assert!(jb.members.is_empty());
+
+    let mut sync_b = waited(c.sync("g", 2, &b, None, (None, None), vec![], t0));
+    let mut sync_a = waited(c.sync(
+        "g",
+        2,
+        &a,
+        None,
+        (Some("consumer"), Some("range")),
+        vec![(a.clone(), Bytes::from_static(b"A")), (b.clone(), Bytes::from_static(b"B"))],
+        t0,
+    ));
+    assert_eq!(sync_a.try_recv().unwrap().assignment, Bytes::from_static(b"A"));
+    assert_eq!(sync_b.try_recv().unwrap().assignment, Bytes::from_static(b"B"));
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    assert_eq!(c.heartbeat("g", 1, &a, None, t0), Err(ResponseError::IllegalGeneration));
+}
+
+#[test]
+fn a_silent_member_is_expired_and_the_rest_rebalance() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let (a, mut rx_a) = handshake(&c, t0);
+    rx_a.try_recv().unwrap();
+    let (b, mut rx_b) = handshake(&c, t0);
+    let _ = waited(c.join(join_req(&a, 9), t0)).try_recv().unwrap();
+    rx_b.try_recv().unwrap();
+    let _ = c.sync("g", 2, &a, None, (None, None), vec![], t0);
+    // b keeps heartbeating, a goes silent past its 10 s session.
+    let t1 = t0 + Duration::from_secs(8);
+    assert_eq!(c.heartbeat("g", 2, &b, None, t1), Ok(()));
+    c.tick(t0 + Duration::from_secs(11));
+    let view = c.describe("g").unwrap();
+    assert_eq!(view.members.len(), 1);
+    assert_eq!(view.state, GroupState::PreparingRebalance);
+    assert_eq!(c.heartbeat("g", 2, &b, None, t1), Err(ResponseError::RebalanceInProgress));
+    let mut rx = waited(c.join(join_req(&b, 9), t1));
+    let resp = rx.try_recv().unwrap();
+    assert_eq!(resp.generation_id, 3);
+    assert_eq!(resp.leader.as_str(), b);
+}
+
+#[test]
+fn a_rebalance_completes_without_members_that_miss_the_deadline() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let (a, mut rx_a) = handshake(&c, t0);
+    rx_a.try_recv().unwrap();
+    let (_b, mut rx_b) = handshake(&c, t0);
+    // a keeps its session alive but never rejoins.
+    for s in [9, 18, 27] {
+        let t = t0 + Duration::from_secs(s);
+        assert_eq!(c.heartbeat("g", 1, &a, None, t), Err(ResponseError::RebalanceInProgress));
+        c.tick(t);
+    }
+    c.tick(t0 + Duration::from_secs(29));
+    assert!(rx_b.try_recv().is_err());
+    c.tick(t0 + Duration::from_secs(31));
+    let resp = rx_b.try_recv().unwrap();
+    assert_eq!(resp.members.len(), 1, "only b remains, and leads");
+    assert!(c.describe("g").unwrap().members.iter().all(|m| m.id != a));
+}
+
+#[test]
+fn leaving_empties_the_group_and_an_empty_group_can_be_deleted() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let (a, mut rx_a) = handshake(&c, t0);
+    rx_a.try_recv().unwrap();
+    assert_eq!(c.delete("g"), Err(ResponseError::NonEmptyGroup));
+    assert_eq!(c.leave("g", &[(a.clone(), None)], t0).unwrap(), vec![None]);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Empty);
+    assert_eq!(c.leave("g", &[(a, None)], t0).unwrap(), vec![Some(ResponseError::UnknownMemberId)]);
+    assert_eq!(c.delete("g"), Ok(()));
+    assert_eq!(c.delete("g"), Err(ResponseError::GroupIdNotFound));
+}
+
+#[test]
+fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let mut req = join_req("", 9);
+    req.instance_id = Some("pod-1".into());
+    let mut rx = waited(c.join(req, t0));
+    let first = rx.try_recv().unwrap();
+    let old_id = first.member_id.to_string();
+    let mut leader_req = join_req("", 9);
+    leader_req.instance_id = Some("pod-0".into());
+    // A second static member joins; pod-1 rejoins; pod-0 leads? Whoever is first leads.
+    let _ = c.join(leader_req, t0);
+    let _ = c.join(
+        JoinRequest {
+            instance_id: Some("pod-1".into()),
+            ..join_req(&old_id, 9)
+        },
+        t0,
+    );
+    let view = c.describe("g").unwrap();
+    assert_eq!(view.state, GroupState::CompletingRebalance);
+    let leader = c.groups().get("g").unwrap().leader.clone().unwrap();
+    let follower = view.members.iter().find(|m| m.id != leader).unwrap().id.clone();
+    let follower_inst = view.members.iter().find(|m| m.id == follower).unwrap().instance_id.clone().unwrap();
+    let _ = c.sync(
+        "g",
+        2,
+        &leader,
+        None,
+        (None, None),
+        vec![(follower.clone(), Bytes::from_static(b"F"))],
+        t0,
+    );
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+
+    // The follower restarts: unknown member id, same instance id.
+    let mut again = join_req("", 9);
+    again.instance_id = Some(follower_inst.clone());
+    let resp = now_response(c.join(again, t0));
+    assert_eq!(resp.error_code, 0);
+    assert_eq!(resp.generation_id, 2, "no new generation");
+    assert_ne!(resp.member_id.as_str(), follower);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    let sync = now_response(c.sync("g", 2, &resp.member_id, Some(&follower_inst), (None, None), vec![], t0));
+    assert_eq!(sync.assignment, Bytes::from_static(b"F"));
+    // The old incarnation is fenced.
+    assert_eq!(c.heartbeat("g", 2, &follower, Some(&follower_inst), t0), Err(ResponseError::FencedInstanceId));
+}
+
+#[test]
+fn session_timeouts_outside_the_broker_limits_are_rejected() {
+    let (_d, c) = coordinator();
+    let mut req = join_req("", 9);
+    req.session_timeout_ms = 10;
+    assert_eq!(now_response(c.join(req, Instant::now())).error_code, ResponseError::InvalidSessionTimeout.code());
+}
+
+#[test]
+fn a_member_with_no_common_protocol_is_inconsistent() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let (_a, mut rx) = handshake(&c, t0);
+    rx.try_recv().unwrap();
+    let mut req = join_req("", 9);
+    req.protocols = vec![("roundrobin".into(), Bytes::new())];
+    assert_eq!(now_response(c.join(req, t0)).error_code, ResponseError::InconsistentGroupProtocol.code());
+}
+
+#[test]
+fn committed_offsets_are_on_the_volume() {
+    let (dir, c) = coordinator();
+    assert_eq!(c.check_commit("g", -1, "", None), Ok(()));
+    c.commit_offsets("g", &[("t".into(), 0, 42, -1, None)]).unwrap();
+    let reloaded = GroupOffsets::load(&Volume::new(dir.path()), "g").unwrap();
+    assert_eq!(reloaded.get("t", 0).unwrap().offset, 42);
+    assert_eq!(c.list().len(), 1);
+}

@@ -1,0 +1,44 @@
+//! DeleteTopics (key 20): by name, or by topic id (v6+).
+
+use super::{sb, RequestContext};
+use crate::broker::Broker;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use std::sync::Arc;
+use uuid::Uuid;
+
+pub const MIN: i16 = 1;
+pub const MAX: i16 = 6;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let mut wanted: Vec<(Option<String>, Uuid)> = req.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect();
+    wanted.extend(req.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)));
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (name, id) in wanted {
+        let name = name.or_else(|| broker.topic_by_id(&id).map(|t| t.meta.name.clone()));
+        let mut r = DeletableTopicResult::default().with_name(name.clone().map(|n| TopicName(sb(n))));
+        if ctx.version >= 6 {
+            r.topic_id = id;
+        }
+        match name {
+            None => r.error_code = ResponseError::UnknownTopicId.code(),
+            Some(name) => match broker.delete_topic(&name).await {
+                Ok(id) => {
+                    tracing::info!(topic = %name, "deleted topic");
+                    if ctx.version >= 6 {
+                        r.topic_id = id;
+                    }
+                }
+                Err(e) => {
+                    r.error_code = e.code();
+                    if ctx.version >= 5 {
+                        r.error_message = Some(sb(e.to_string()));
+                    }
+                }
+            },
+        }
+        responses.push(r);
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}

@@ -1,0 +1,26 @@
+//! DescribeCluster (key 60): this broker, the cluster id, and itself as controller.
+
+use super::{sb, RequestContext};
+use crate::broker::Broker;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use std::sync::Arc;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 1;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, _req: DescribeClusterRequest) -> DescribeClusterResponse {
+    let me = BrokerId(broker.config.broker_id);
+    let mut resp = DescribeClusterResponse::default()
+        .with_cluster_id(sb(broker.cluster_id.clone()))
+        .with_controller_id(me)
+        .with_cluster_authorized_operations(i32::MIN)
+        .with_brokers(vec![DescribeClusterBroker::default()
+            .with_broker_id(me)
+            .with_host(sb(broker.advertised.0.clone()))
+            .with_port(broker.advertised.1 as i32)]);
+    if ctx.version >= 1 {
+        resp.endpoint_type = 1;
+    }
+    resp
+}

@@ -1,0 +1,109 @@
+//! DescribeConfigs (key 32): topic configs (overrides and the defaults they fall back
+//! to) and this broker's settings, under Apache's config names.
+
+use super::{sb, RequestContext};
+use crate::broker::Broker;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use std::sync::Arc;
+
+pub const MIN: i16 = 1;
+pub const MAX: i16 = 4;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+const TYPE_STRING: i8 = 2;
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
+const TYPE_BOOLEAN: i8 = 1;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let mut results = Vec::with_capacity(req.resources.len());
+    for res in req.resources {
+        let mut r = DescribeConfigsResult::default()
+            .with_resource_type(res.resource_type)
+            .with_resource_name(res.resource_name.clone());
+        // (name, value, source, type)
+        let entries: Result<Vec<(String, String, i8, i8)>, (i16, String)> = match res.resource_type {
+            RESOURCE_TOPIC => match broker.topic(&res.resource_name) {
+                Err(e) => Err((e.code(), e.to_string())),
+                Ok(t) => {
+                    let d = broker.config.default_log_config();
+                    let defaults: Vec<(&str, String, i8)> = vec![
+                        ("cleanup.policy", "delete".into(), TYPE_STRING),
+                        ("compression.type", "producer".into(), TYPE_STRING),
+                        ("index.interval.bytes", d.index_interval_bytes.to_string(), TYPE_INT),
+                        ("max.message.bytes", d.max_message_bytes.to_string(), TYPE_INT),
+                        ("message.timestamp.type", "CreateTime".into(), TYPE_STRING),
+                        ("min.insync.replicas", "1".into(), TYPE_INT),
+                        ("retention.bytes", d.retention_bytes.to_string(), TYPE_LONG),
+                        ("retention.ms", d.retention_ms.to_string(), TYPE_LONG),
+                        ("segment.bytes", d.segment_bytes.to_string(), TYPE_INT),
+                        ("segment.ms", d.segment_ms.to_string(), TYPE_LONG),
+                    ];
+                    Ok(defaults
+                        .into_iter()
+                        .map(|(name, default, ty)| match t.meta.configs.get(name) {
+                            Some(v) => (name.to_string(), v.clone(), SOURCE_DYNAMIC_TOPIC, ty),
+                            None => (name.to_string(), default, SOURCE_DEFAULT, ty),
+                        })
+                        .collect())
+                }
+            },
+            RESOURCE_BROKER => {
+                if res.resource_name.is_empty() || res.resource_name.as_str() == broker.config.broker_id.to_string() {
+                    let c = &broker.config;
+                    Ok(vec![
+                        ("auto.create.topics.enable", c.auto_create_topics.to_string(), TYPE_BOOLEAN),
+                        ("broker.id", c.broker_id.to_string(), TYPE_INT),
+                        ("group.initial.rebalance.delay.ms", c.group_initial_rebalance_delay_ms.to_string(), TYPE_INT),
+                        ("group.max.session.timeout.ms", c.group_max_session_timeout_ms.to_string(), TYPE_INT),
+                        ("group.min.session.timeout.ms", c.group_min_session_timeout_ms.to_string(), TYPE_INT),
+                        ("log.dirs", c.data_dir.display().to_string(), TYPE_STRING),
+                        ("log.retention.bytes", c.retention_bytes.to_string(), TYPE_LONG),
+                        ("log.retention.ms", c.retention_ms.to_string(), TYPE_LONG),
+                        ("log.segment.bytes", c.segment_bytes.to_string(), TYPE_INT),
+                        ("message.max.bytes", c.message_max_bytes.to_string(), TYPE_INT),
+                        ("num.partitions", c.default_partitions.to_string(), TYPE_INT),
+                        ("socket.request.max.bytes", c.max_request_bytes.to_string(), TYPE_INT),
+                    ]
+                    .into_iter()
+                    .map(|(n, v, t)| (n.to_string(), v, SOURCE_STATIC_BROKER, t))
+                    .collect())
+                } else {
+                    Err((ResponseError::InvalidRequest.code(), format!("broker {} is not this broker", res.resource_name.as_str())))
+                }
+            }
+            other => Err((ResponseError::InvalidRequest.code(), format!("resource type {other} is not supported"))),
+        };
+        match entries {
+            Err((code, msg)) => {
+                r.error_code = code;
+                r.error_message = Some(sb(msg));
+            }
+            Ok(entries) => {
+                let keys = res.configuration_keys.as_ref();
+                r.configs = entries
+                    .into_iter()
+                    .filter(|(name, ..)| keys.is_none_or(|k| k.iter().any(|k| k.as_str() == name)))
+                    .map(|(name, value, source, ty)| {
+                        let mut c = DescribeConfigsResourceResult::default()
+                            .with_name(sb(name))
+                            .with_value(Some(sb(value)))
+                            .with_config_source(source);
+                        if ctx.version >= 3 {
+                            c.config_type = ty;
+                        }
+                        c
+                    })
+                    .collect();
+            }
+        }
+        results.push(r);
+    }
+    DescribeConfigsResponse::default().with_results(results)
+}

@@ -1,0 +1,112 @@
+//! Fetch (key 1): whole stored batches from many partitions in one answer, honouring
+//! `max_bytes` and `partition_max_bytes` (at least one batch overall, KIP-74), and
+//! long-polling until `min_bytes` have arrived or `max_wait_ms` has passed. Fetch
+//! sessions (KIP-227) are not kept: every answer has session id 0, which clients
+//! take as "send full requests".
+
+use super::{sb, RequestContext};
+use crate::broker::Broker;
+use bytes::Bytes;
+use kaas_core::log::LogError;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub const MIN: i16 = 4;
+pub const MAX: i16 = 12;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
+    let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let mut appends = broker.subscribe_appends();
+    let mut shutdown = ctx.shutdown.clone();
+    loop {
+        appends.borrow_and_update();
+        let (responses, bytes, errors) = gather(broker, ctx.version, &req);
+        let done = bytes >= req.min_bytes.max(0) as usize || errors || Instant::now() >= deadline || *shutdown.borrow();
+        if done {
+            return FetchResponse::default().with_responses(responses);
+        }
+        tokio::select! {
+            _ = appends.changed() => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// One pass over the requested partitions: (responses, record bytes, any error).
+fn gather(broker: &Broker, version: i16, req: &FetchRequest) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    let mut remaining = req.max_bytes.max(0) as usize;
+    let mut total = 0usize;
+    let mut any_error = false;
+    let mut responses = Vec::with_capacity(req.topics.len());
+    for ft in &req.topics {
+        let name = ft.topic.0.to_string();
+        let topic = broker.topic(&name);
+        let mut partitions = Vec::with_capacity(ft.partitions.len());
+        for fp in &ft.partitions {
+            let mut pd = PartitionData::default()
+                .with_partition_index(fp.partition)
+                .with_high_watermark(-1)
+                .with_last_stable_offset(-1)
+                .with_log_start_offset(-1)
+                .with_records(Some(Bytes::new()));
+            if version >= 11 {
+                pd.preferred_read_replica = BrokerId(-1);
+            }
+            let partition = match &topic {
+                Err(e) => Err(e.code()),
+                Ok(t) => match t.partition(fp.partition) {
+                    None => Err(ResponseError::UnknownTopicOrPartition.code()),
+                    Some(Err(_)) => Err(ResponseError::KafkaStorageError.code()),
+                    Some(Ok(p)) => Ok(p.clone()),
+                },
+            };
+            match partition {
+                Err(code) => {
+                    pd.error_code = code;
+                    any_error = true;
+                }
+                Ok(p) => {
+                    let log = p.log();
+                    let hw = log.log_end_offset();
+                    pd.high_watermark = hw;
+                    pd.last_stable_offset = hw;
+                    pd.log_start_offset = log.log_start_offset();
+                    if req.isolation_level == 1 {
+                        pd.aborted_transactions = Some(Vec::new());
+                    }
+                    let limit = (fp.partition_max_bytes.max(0) as usize).min(remaining);
+                    if limit > 0 || total == 0 {
+                        match log.read(fp.fetch_offset, limit, hw, total == 0) {
+                            Ok(data) => {
+                                total += data.len();
+                                remaining = remaining.saturating_sub(data.len());
+                                pd.records = Some(data);
+                            }
+                            Err(LogError::OutOfRange { .. }) => {
+                                pd.error_code = ResponseError::OffsetOutOfRange.code();
+                                any_error = true;
+                            }
+                            Err(e) => {
+                                tracing::error!(topic = %name, partition = fp.partition, error = %e, "fetch read failed");
+                                pd.error_code = ResponseError::KafkaStorageError.code();
+                                any_error = true;
+                            }
+                        }
+                    }
+                }
+            }
+            partitions.push(pd);
+        }
+        responses.push(
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(sb(name)))
+                .with_partitions(partitions),
+        );
+    }
+    (responses, total, any_error)
+}

@@ -1,0 +1,21 @@
+//! Heartbeat (key 12): keeps a member's session alive, tells it when to rejoin.
+
+use super::RequestContext;
+use crate::broker::Broker;
+use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 4;
+
+pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+    let result = broker.groups.heartbeat(
+        &req.group_id.0,
+        req.generation_id,
+        &req.member_id,
+        req.group_instance_id.as_deref(),
+        Instant::now(),
+    );
+    HeartbeatResponse::default().with_error_code(result.err().map_or(0, |e| e.code()))
+}

@@ -1,0 +1,58 @@
+//! JoinGroup (key 11): see `groups.rs` for the rebalance protocol.
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::groups::{JoinRequest, Reply};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 9;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
+    let member_id = req.member_id.to_string();
+    let join = JoinRequest {
+        group_id: req.group_id.0.to_string(),
+        member_id: member_id.clone(),
+        instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
+        protocol_type: req.protocol_type.to_string(),
+        protocols: req.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect(),
+        session_timeout_ms: req.session_timeout_ms,
+        // v0 has no rebalance timeout: Apache uses the session timeout.
+        rebalance_timeout_ms: if ctx.version >= 1 { req.rebalance_timeout_ms } else { req.session_timeout_ms },
+        client_id: ctx.client_id.clone(),
+        client_host: format!("/{}", ctx.peer.ip()),
+        version: ctx.version,
+    };
+    let mut resp = match broker.groups.join(join, Instant::now()) {
+        Reply::Now(r) => r,
+        Reply::Wait(rx) => {
+            let mut shutdown = ctx.shutdown.clone();
+            tokio::select! {
+                r = rx => r.unwrap_or_else(|_| {
+                    // The member was removed while waiting (expired or replaced).
+                    JoinGroupResponse::default()
+                        .with_error_code(ResponseError::UnknownMemberId.code())
+                        .with_generation_id(-1)
+                }),
+                _ = shutdown.changed() => JoinGroupResponse::default()
+                    .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                    .with_generation_id(-1),
+            }
+        }
+    };
+    if ctx.version < 7 {
+        resp.protocol_type = None;
+    }
+    if ctx.version < 5 {
+        for m in &mut resp.members {
+            m.group_instance_id = None;
+        }
+    }
+    if resp.protocol_name.is_none() && ctx.version < 7 {
+        resp.protocol_name = Some(Default::default());
+    }
+    resp
+}

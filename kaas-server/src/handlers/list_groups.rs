@@ -1,0 +1,27 @@
+//! ListGroups (key 16), with the v4 state filter.
+
+use super::{sb, RequestContext};
+use crate::broker::Broker;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+use std::sync::Arc;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 4;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsResponse {
+    let groups = broker
+        .groups
+        .list()
+        .into_iter()
+        .filter(|(_, state, _)| req.states_filter.is_empty() || req.states_filter.iter().any(|s| s.eq_ignore_ascii_case(state.as_str())))
+        .map(|(id, state, ptype)| {
+            let mut g = ListedGroup::default().with_group_id(GroupId(sb(id))).with_protocol_type(sb(ptype));
+            if ctx.version >= 4 {
+                g.group_state = sb(state.as_str());
+            }
+            g
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}

@@ -1,0 +1,89 @@
+//! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3) and by timestamp.
+
+use super::RequestContext;
+use crate::broker::Broker;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use std::sync::Arc;
+
+pub const MIN: i16 = 1;
+pub const MAX: i16 = 7;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let topic = broker.topic(&t.name.0);
+        let partitions = t
+            .partitions
+            .iter()
+            .map(|lp| {
+                let mut r = ListOffsetsPartitionResponse::default()
+                    .with_partition_index(lp.partition_index)
+                    .with_timestamp(-1)
+                    .with_offset(-1);
+                let p = match &topic {
+                    Err(e) => Err(e.code()),
+                    Ok(t) => match t.partition(lp.partition_index) {
+                        None => Err(ResponseError::UnknownTopicOrPartition.code()),
+                        Some(Err(_)) => Err(ResponseError::KafkaStorageError.code()),
+                        Some(Ok(p)) => Ok(p.clone()),
+                    },
+                };
+                match p {
+                    Err(code) => r.error_code = code,
+                    Ok(p) => {
+                        if ctx.version >= 4 {
+                            r.leader_epoch = p.leader_epoch;
+                        }
+                        let mut log = p.log();
+                        match lp.timestamp {
+                            LATEST => r.offset = log.log_end_offset(),
+                            EARLIEST => r.offset = log.log_start_offset(),
+                            ts => {
+                                let found = if ts == MAX_TIMESTAMP {
+                                    max_timestamp(&mut log)
+                                } else {
+                                    log.offset_for_timestamp(ts).map_err(|e| e.to_string())
+                                };
+                                match found {
+                                    Ok(Some((offset, ts))) => {
+                                        r.offset = offset;
+                                        r.timestamp = ts;
+                                    }
+                                    Ok(None) => {}
+                                    Err(e) => {
+                                        tracing::error!(topic = %p.topic, partition = p.index, error = %e, "timestamp lookup failed");
+                                        r.error_code = ResponseError::KafkaStorageError.code();
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                r
+            })
+            .collect();
+        topics.push(ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(partitions));
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// (offset, timestamp) of the batch carrying the largest timestamp.
+fn max_timestamp(log: &mut kaas_core::log::PartitionLog) -> Result<Option<(i64, i64)>, String> {
+    let mut best: Option<(i64, i64)> = None;
+    for seg in log.segments() {
+        seg.for_each_header(|_, h| {
+            if !h.is_control() && best.is_none_or(|(_, ts)| h.max_timestamp > ts) {
+                best = Some((h.base_offset, h.max_timestamp));
+            }
+            true
+        })
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(best)
+}

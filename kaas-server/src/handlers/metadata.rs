@@ -1,0 +1,109 @@
+//! Metadata (key 3): brokers, topics and partition leaders. With one broker every
+//! partition is led here; auto-creation follows `--auto-create-topics`.
+
+use super::{sb, RequestContext};
+use crate::broker::{Broker, Topic, TopicError};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use std::sync::Arc;
+use uuid::Uuid;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 12;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+    let me = BrokerId(broker.config.broker_id);
+    let brokers = vec![MetadataResponseBroker::default()
+        .with_node_id(me)
+        .with_host(sb(broker.advertised.0.clone()))
+        .with_port(broker.advertised.1 as i32)];
+    let auto_create = ctx.version < 4 || req.allow_auto_topic_creation;
+    let all = match &req.topics {
+        None => true,
+        Some(t) => t.is_empty() && ctx.version == 0,
+    };
+    let mut topics = Vec::new();
+    if all {
+        for t in broker.topics() {
+            topics.push(describe(broker, ctx.version, &t));
+        }
+        for (name, b) in broker.broken_topics() {
+            tracing::debug!(topic = %name, error = %b.error, "metadata for unreadable topic");
+            topics.push(error_topic(Some(name), Uuid::nil(), ResponseError::KafkaStorageError.code()));
+        }
+    } else {
+        for requested in req.topics.iter().flatten() {
+            let result = match &requested.name {
+                Some(name) if auto_create => broker.topic_or_create(name).await,
+                Some(name) => broker.topic(name),
+                None => broker
+                    .topic_by_id(&requested.topic_id)
+                    .ok_or_else(|| TopicError::Unknown(requested.topic_id.to_string())),
+            };
+            topics.push(match result {
+                Ok(t) => describe(broker, ctx.version, &t),
+                Err(e) => {
+                    let code = match (&e, &requested.name) {
+                        (TopicError::Unknown(_), None) => ResponseError::UnknownTopicId.code(),
+                        _ => e.code(),
+                    };
+                    let name = requested.name.as_ref().map(|n| n.0.to_string());
+                    error_topic(name, if ctx.version >= 10 { requested.topic_id } else { Uuid::nil() }, code)
+                }
+            });
+        }
+    }
+    let mut resp = MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_controller_id(me)
+        .with_topics(topics);
+    if ctx.version >= 2 {
+        resp.cluster_id = Some(sb(broker.cluster_id.clone()));
+    }
+    if (8..=10).contains(&ctx.version) {
+        resp.cluster_authorized_operations = i32::MIN;
+    }
+    resp
+}
+
+fn error_topic(name: Option<String>, id: Uuid, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(name.map(|n| TopicName(sb(n))))
+        .with_topic_id(id)
+        .with_error_code(code)
+}
+
+fn describe(broker: &Broker, version: i16, t: &Topic) -> MetadataResponseTopic {
+    let me = BrokerId(broker.config.broker_id);
+    let partitions = t
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let base = MetadataResponsePartition::default().with_partition_index(i as i32);
+            match p {
+                Ok(p) => base
+                    .with_leader_id(me)
+                    .with_leader_epoch(if version >= 7 { p.leader_epoch } else { -1 })
+                    .with_replica_nodes(vec![me])
+                    .with_isr_nodes(vec![me]),
+                Err(_) => base
+                    .with_error_code(ResponseError::KafkaStorageError.code())
+                    .with_leader_id(BrokerId(-1))
+                    .with_leader_epoch(-1)
+                    .with_offline_replicas(if version >= 5 { vec![me] } else { vec![] }),
+            }
+        })
+        .collect();
+    let mut topic = MetadataResponseTopic::default()
+        .with_name(Some(TopicName(sb(t.meta.name.clone()))))
+        .with_partitions(partitions);
+    if version >= 10 {
+        topic.topic_id = t.meta.topic_id;
+    }
+    if version >= 8 {
+        topic.topic_authorized_operations = i32::MIN;
+    }
+    topic
+}

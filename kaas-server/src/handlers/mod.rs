@@ -1,0 +1,88 @@
+//! One module per Kafka API. Each declares the version range it implements (`MIN`,
+//! `MAX`) next to its code; the table below is the single source of both dispatch and
+//! the ApiVersions answer, so advertised versions cannot drift from the handlers.
+
+use crate::broker::Broker;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_groups;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod describe_groups;
+pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
+pub mod produce;
+pub mod sync_group;
+
+/// What a handler knows about the request besides its body.
+pub struct RequestContext {
+    pub api: ApiKey,
+    pub version: i16,
+    pub correlation_id: i32,
+    pub client_id: String,
+    pub peer: SocketAddr,
+    /// Flips to true when the broker shuts down; long waits end early on it.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+macro_rules! api_table {
+    ($($variant:ident => $module:ident),* $(,)?) => {
+        /// Every API this broker answers, with its version range.
+        pub const APIS: &[(ApiKey, i16, i16)] = &[$((ApiKey::$variant, $module::MIN, $module::MAX)),*];
+
+        pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -> ResponseKind {
+            match request {
+                $(RequestKind::$variant(r) => ResponseKind::$variant($module::handle(broker, ctx, r).await),)*
+                other => unreachable!("{other:?} passed the version gate without a handler"),
+            }
+        }
+    };
+}
+
+api_table! {
+    Produce => produce,
+    Fetch => fetch,
+    ListOffsets => list_offsets,
+    Metadata => metadata,
+    OffsetCommit => offset_commit,
+    OffsetFetch => offset_fetch,
+    FindCoordinator => find_coordinator,
+    JoinGroup => join_group,
+    Heartbeat => heartbeat,
+    LeaveGroup => leave_group,
+    SyncGroup => sync_group,
+    DescribeGroups => describe_groups,
+    ListGroups => list_groups,
+    ApiVersions => api_versions,
+    CreateTopics => create_topics,
+    DeleteTopics => delete_topics,
+    DescribeConfigs => describe_configs,
+    CreatePartitions => create_partitions,
+    DeleteGroups => delete_groups,
+    DescribeCluster => describe_cluster,
+}
+
+/// The version range this broker implements for `api`, if any.
+pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
+    APIS.iter().find(|(k, _, _)| *k == api).map(|&(_, min, max)| (min, max))
+}
+
+/// Shorthand for building protocol strings.
+pub fn sb(s: impl Into<String>) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.into())
+}

@@ -1,0 +1,108 @@
+//! Produce (key 0). Batches are validated whole (header, CRC32C, size) before
+//! anything is written, get their base offsets assigned in place and are stored as
+//! received. acks=-1 (or --flush-policy always) answers only after a shared fsync.
+
+use super::{sb, RequestContext};
+use crate::broker::{Broker, Partition};
+use bytes::BytesMut;
+use kaas_core::log::LogError;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use std::sync::Arc;
+use tracing::warn;
+
+pub const MIN: i16 = 3;
+pub const MAX: i16 = 11;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequest) -> ProduceResponse {
+    let acks_ok = matches!(req.acks, -1..=1);
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    let mut to_sync: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
+    for topic_data in req.topic_data {
+        let name = topic_data.name.0.to_string();
+        let topic = if acks_ok { Some(broker.topic_or_create(&name).await) } else { None };
+        let mut partitions = Vec::with_capacity(topic_data.partition_data.len());
+        for pd in topic_data.partition_data {
+            let mut resp = PartitionProduceResponse::default()
+                .with_index(pd.index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            let outcome = match &topic {
+                None => Err(ResponseError::InvalidRequiredAcks.code()),
+                Some(Err(e)) => Err(e.code()),
+                Some(Ok(t)) => match t.partition(pd.index) {
+                    None => Err(ResponseError::UnknownTopicOrPartition.code()),
+                    Some(Err(_)) => Err(ResponseError::KafkaStorageError.code()),
+                    Some(Ok(p)) => append(broker, ctx, p, t.log_config.max_message_bytes, pd.records.as_deref()),
+                },
+            };
+            match outcome {
+                Ok((base, next, start)) => {
+                    resp.base_offset = base;
+                    if ctx.version >= 5 {
+                        resp.log_start_offset = start;
+                    }
+                    if let Some(Ok(t)) = &topic {
+                        if let Some(Ok(p)) = t.partition(pd.index) {
+                            if broker.must_fsync(req.acks) {
+                                to_sync.push((p.clone(), next, responses.len(), partitions.len()));
+                            }
+                        }
+                    }
+                }
+                Err(code) => resp.error_code = code,
+            }
+            partitions.push(resp);
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(sb(name)))
+                .with_partition_responses(partitions),
+        );
+    }
+    for (partition, next, ti, pi) in to_sync {
+        if let Err(e) = partition.wait_durable(next).await {
+            warn!(topic = %partition.topic, partition = partition.index, error = %e, "fsync failed; answering KAFKA_STORAGE_ERROR");
+            let r = &mut responses[ti].partition_responses[pi];
+            r.error_code = ResponseError::KafkaStorageError.code();
+            r.base_offset = -1;
+        }
+    }
+    ProduceResponse::default().with_responses(responses)
+}
+
+/// Validates and appends one partition's records: (base offset, next offset, log start).
+fn append(
+    broker: &Broker,
+    ctx: &RequestContext,
+    partition: &Partition,
+    max_message_bytes: usize,
+    records: Option<&[u8]>,
+) -> Result<(i64, i64, i64), i16> {
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        warn!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, "produce request without records");
+        return Err(ResponseError::CorruptMessage.code());
+    };
+    let headers = match kaas_core::log::validate_records(records, max_message_bytes) {
+        Ok(h) => h,
+        Err(e) => {
+            warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, error = %e, "rejected produce batch");
+            return Err(match e {
+                LogError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
+                _ => ResponseError::CorruptMessage.code(),
+            });
+        }
+    };
+    // The one copy on the produce path: the request buffer is shared and immutable,
+    // and the base offsets must be written into the bytes we store.
+    let mut owned = BytesMut::from(records);
+    match broker.append(partition, &mut owned, &headers) {
+        Ok(info) => Ok((info.base_offset, info.next_offset, partition.log().log_start_offset())),
+        Err(e) => {
+            warn!(topic = %partition.topic, partition = partition.index, error = %e, "append failed");
+            Err(ResponseError::KafkaStorageError.code())
+        }
+    }
+}

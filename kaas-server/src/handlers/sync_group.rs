@@ -1,0 +1,40 @@
+//! SyncGroup (key 14): the leader hands in assignments; everyone gets theirs.
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::groups::Reply;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 5;
+
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
+    let assignments = req.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
+    let reply = broker.groups.sync(
+        &req.group_id.0,
+        req.generation_id,
+        &req.member_id,
+        req.group_instance_id.as_deref(),
+        (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
+        assignments,
+        Instant::now(),
+    );
+    let mut resp = match reply {
+        Reply::Now(r) => r,
+        Reply::Wait(rx) => {
+            let mut shutdown = ctx.shutdown.clone();
+            tokio::select! {
+                r = rx => r.unwrap_or_else(|_| SyncGroupResponse::default().with_error_code(ResponseError::RebalanceInProgress.code())),
+                _ = shutdown.changed() => SyncGroupResponse::default().with_error_code(ResponseError::CoordinatorNotAvailable.code()),
+            }
+        }
+    };
+    if ctx.version < 5 {
+        resp.protocol_type = None;
+        resp.protocol_name = None;
+    }
+    resp
+}

@@ -1,0 +1,15 @@
+//! kaas-server: the broker. The network layer (`server`), one handler per Kafka API
+//! (`handlers`), the consumer-group coordinator (`groups`) and the shared broker state
+//! (`broker`). Every volume format is kaas-core's; nothing here writes a file itself.
+
+pub mod alloc;
+pub mod broker;
+pub mod config;
+pub mod groups;
+pub mod handlers;
+pub mod runtime;
+pub mod server;
+
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOC: alloc::GuardedAlloc = alloc::GuardedAlloc;

@@ -1,0 +1,90 @@
+//! Starting and stopping a broker: bind, open the volume, run the background tasks
+//! (lease renewal, group timers, background fsync, retention), serve until a signal,
+//! then finish in-flight requests, fsync everything and return.
+
+use crate::broker::Broker;
+use crate::config::Config;
+use kaas_core::broker::{BrokerLease, LEASE_FORMAT_VERSION};
+use kaas_core::now_ms;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{error, info};
+
+pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+    let bound = listener.local_addr()?;
+    let broker = Broker::open(config, bound)?;
+    let lease = BrokerLease {
+        version: LEASE_FORMAT_VERSION,
+        broker_id: broker.config.broker_id,
+        host: broker.advertised.0.clone(),
+        port: broker.advertised.1,
+        incarnation: uuid::Uuid::new_v4().to_string(),
+        started_ms: now_ms(),
+        heartbeat_ms: now_ms(),
+    };
+    lease.write(&broker.volume)?;
+    info!(
+        listen = %bound,
+        advertised = %format!("{}:{}", broker.advertised.0, broker.advertised.1),
+        broker_id = broker.config.broker_id,
+        data_dir = %broker.config.data_dir.display(),
+        cluster_id = %broker.cluster_id,
+        "kaas-server ready"
+    );
+    let tasks = vec![
+        tokio::spawn(every(Duration::from_secs(1), shutdown.clone(), {
+            let broker = broker.clone();
+            let mut lease = lease.clone();
+            move || {
+                lease.heartbeat_ms = now_ms();
+                if let Err(e) = lease.write(&broker.volume) {
+                    error!(error = %e, "cannot renew broker lease");
+                }
+            }
+        })),
+        tokio::spawn(every(Duration::from_millis(100), shutdown.clone(), {
+            let broker = broker.clone();
+            move || broker.groups.tick(Instant::now())
+        })),
+        tokio::spawn(every(Duration::from_millis(broker.config.retention_check_interval_ms.max(100)), shutdown.clone(), {
+            let broker = broker.clone();
+            move || broker.enforce_retention()
+        })),
+        tokio::spawn({
+            let broker = broker.clone();
+            let mut shutdown = shutdown.clone();
+            async move {
+                let period = Duration::from_millis(broker.config.flush_interval_ms.max(10));
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(period) => broker.flush_all().await,
+                        _ = shutdown.changed() => break,
+                    }
+                }
+            }
+        }),
+    ];
+    crate::server::serve(broker.clone(), listener, shutdown).await;
+    for t in tasks {
+        let _ = t.await;
+    }
+    broker.flush_all().await;
+    info!("kaas-server stopped cleanly");
+    Ok(())
+}
+
+/// Runs `f` every `period` until shutdown.
+async fn every(period: Duration, mut shutdown: watch::Receiver<bool>, mut f: impl FnMut() + Send) {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => f(),
+            _ = shutdown.changed() => break,
+        }
+    }
+}
