@@ -5,9 +5,12 @@ pub mod batch;
 pub mod broker;
 pub mod error;
 pub mod fsutil;
+pub mod idempotence;
 pub mod layout;
 pub mod log;
 pub mod offsets;
+pub mod partition;
+pub mod producer_ids;
 pub mod topic;
 
 pub use error::VolumeError;

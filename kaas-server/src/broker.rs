@@ -4,7 +4,9 @@
 
 use crate::config::{Config, FlushPolicy};
 use crate::groups::GroupCoordinator;
-use kaas_core::log::{AppendInfo, LogConfig, LogError, PartitionLog};
+use kaas_core::log::{LogConfig, LogError};
+use kaas_core::partition::{AppendError, AppendOutcome, PartitionState};
+use kaas_core::producer_ids::ProducerIdAllocator;
 use kaas_core::topic::{list_topics, PartitionOwner, TopicMeta};
 use kaas_core::{now_ms, Volume, VolumeError};
 use kafka_protocol::error::ResponseError;
@@ -34,18 +36,19 @@ pub struct Partition {
     pub topic: String,
     pub index: i32,
     pub leader_epoch: i32,
-    log: Mutex<PartitionLog>,
+    state: Mutex<PartitionState>,
     /// Highest log end offset known to be fsynced.
     durable: AtomicI64,
     flush_lock: tokio::sync::Mutex<()>,
 }
 
 impl Partition {
-    pub fn log(&self) -> std::sync::MutexGuard<'_, PartitionLog> {
+    /// The partition's log and producer state, under the partition lock.
+    pub fn state(&self) -> std::sync::MutexGuard<'_, PartitionState> {
         // A panic while holding the lock cannot leave the log half-written in memory
         // in a way later appends would trust (recovery re-checks on restart), so a
         // poisoned lock is taken over rather than propagated.
-        self.log.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Waits until everything up to `offset` (exclusive) is fsynced. Concurrent
@@ -59,7 +62,7 @@ impl Partition {
         if self.durable.load(Ordering::Acquire) >= offset {
             return Ok(());
         }
-        let (file, end) = self.log().sync_handle();
+        let (file, end) = self.state().log.sync_handle();
         tokio::task::spawn_blocking(move || file.sync_data())
             .await
             .map_err(std::io::Error::other)??;
@@ -68,7 +71,7 @@ impl Partition {
     }
 
     pub fn high_watermark(&self) -> i64 {
-        self.log().log_end_offset()
+        self.state().log.log_end_offset()
     }
 }
 
@@ -110,6 +113,7 @@ pub struct Broker {
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
     pub groups: GroupCoordinator,
+    producer_ids: Mutex<ProducerIdAllocator>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -205,6 +209,8 @@ impl Broker {
         }
         info!(topics = registry.topics.len(), broken = registry.broken.len(), "volume opened");
         let groups = GroupCoordinator::new(volume.clone(), &config);
+        let volume_for_ids = volume.clone();
+        let config_broker_id = config.broker_id;
         Ok(Arc::new(Broker {
             config,
             volume,
@@ -214,6 +220,7 @@ impl Broker {
             admin_lock: tokio::sync::Mutex::new(()),
             appended: watch::channel(0).0,
             groups,
+            producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
         }))
     }
 
@@ -342,11 +349,29 @@ impl Broker {
         Ok(())
     }
 
-    /// Appends validated records to a partition and wakes long-polling fetches.
-    pub fn append(&self, partition: &Partition, records: &mut [u8], headers: &[kaas_core::batch::BatchHeader]) -> Result<AppendInfo, LogError> {
-        let info = partition.log().append(records, headers, partition.leader_epoch, now_ms())?;
-        self.appended.send_modify(|n| *n = n.wrapping_add(1));
-        Ok(info)
+    /// Classifies and appends validated records to a partition (idempotence checks
+    /// under the partition lock) and wakes long-polling fetches.
+    pub fn append(&self, partition: &Partition, records: &mut [u8], headers: &[kaas_core::batch::BatchHeader]) -> Result<AppendOutcome, AppendError> {
+        let outcome = partition.state().append(records, headers, partition.leader_epoch, now_ms())?;
+        if matches!(outcome, AppendOutcome::Appended(_)) {
+            self.appended.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        Ok(outcome)
+    }
+
+    /// A fresh producer id from this broker's claimed block.
+    pub fn next_producer_id(&self) -> Result<i64, VolumeError> {
+        self.producer_ids.lock().unwrap_or_else(|p| p.into_inner()).next_id()
+    }
+
+    /// Saves every partition's producer state (clean shutdown).
+    pub fn write_snapshots(&self) {
+        let now = now_ms();
+        for p in self.partitions() {
+            if let Err(e) = p.state().write_snapshot(now) {
+                error!(topic = %p.topic, partition = p.index, error = %e, "cannot write producer-state snapshot");
+            }
+        }
     }
 
     pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
@@ -378,7 +403,7 @@ impl Broker {
     pub fn enforce_retention(&self) {
         let now = now_ms();
         for p in self.partitions() {
-            match p.log().enforce_retention(now) {
+            match p.state().log.enforce_retention(now) {
                 Ok(deleted) if !deleted.is_empty() => {
                     info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
                 }
@@ -419,11 +444,11 @@ fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id:
 
 fn open_partition(volume: &Volume, config: &LogConfig, topic: &str, index: i32, broker_id: i32, now: i64) -> Result<Arc<Partition>, String> {
     let dir = volume.partition_dir(topic, index);
-    let log = PartitionLog::open(&dir, config.clone(), now).map_err(|e| {
-        error!(topic, partition = index, error = %e, "cannot open partition log; partition is offline");
+    let state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
+        error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
         e.to_string()
     })?;
-    for cut in &log.truncations {
+    for cut in &state.log.truncations {
         warn!(
             topic,
             partition = index,
@@ -452,12 +477,12 @@ fn open_partition(volume: &Volume, config: &LogConfig, topic: &str, index: i32, 
         updated_ms: now,
     };
     owner.write(&owner_path).map_err(|e| e.to_string())?;
-    let end = log.log_end_offset();
+    let end = state.log.log_end_offset();
     Ok(Arc::new(Partition {
         topic: topic.to_string(),
         index,
         leader_epoch,
-        log: Mutex::new(log),
+        state: Mutex::new(state),
         durable: AtomicI64::new(end),
         flush_lock: tokio::sync::Mutex::new(()),
     }))

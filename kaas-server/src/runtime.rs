@@ -73,6 +73,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         let _ = t.await;
     }
     broker.flush_all().await;
+    broker.write_snapshots();
     info!("kaas-server stopped cleanly");
     Ok(())
 }

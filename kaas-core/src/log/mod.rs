@@ -64,6 +64,8 @@ pub struct AppendInfo {
     pub last_offset: i64,
     /// Log end offset after the append.
     pub next_offset: i64,
+    /// Whether the append started a new segment.
+    pub rolled: bool,
 }
 
 /// What recovery found and cut, for the log line the caller writes.
@@ -193,7 +195,8 @@ impl PartitionLog {
             next += h.last_offset_delta as i64 + 1;
             pos += h.total_len();
         }
-        if self.should_roll(records.len() as u64, now_ms) {
+        let rolled = self.should_roll(records.len() as u64, now_ms);
+        if rolled {
             self.roll(now_ms)?;
         }
         let active = self.segments.last_mut().expect("a log always has a segment");
@@ -202,6 +205,7 @@ impl PartitionLog {
             base_offset: first,
             last_offset: next - 1,
             next_offset: next,
+            rolled,
         })
     }
 
@@ -294,6 +298,24 @@ impl PartitionLog {
             seg.delete()?;
         }
         Ok(deleted)
+    }
+
+    /// Every batch header from the batch holding `from` to the log end, in order.
+    pub fn for_each_header_from(&self, from: i64, mut f: impl FnMut(&BatchHeader)) -> Result<(), LogError> {
+        let first = match self.segments.binary_search_by_key(&from, |s| s.base_offset()) {
+            Ok(i) => i,
+            Err(0) => 0,
+            Err(i) => i - 1,
+        };
+        for seg in &self.segments[first..] {
+            seg.for_each_header(|_, h| {
+                if h.last_offset() >= from {
+                    f(h);
+                }
+                true
+            })?;
+        }
+        Ok(())
     }
 
     /// Removes every segment from the disk (topic deletion).

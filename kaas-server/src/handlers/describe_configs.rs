@@ -86,7 +86,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeCon
                 r.error_message = Some(sb(msg));
             }
             Ok(entries) => {
-                let keys = res.configuration_keys.as_ref();
+                let keys = res.configuration_keys.as_ref().filter(|k| !k.is_empty());
                 r.configs = entries
                     .into_iter()
                     .filter(|(name, ..)| keys.is_none_or(|k| k.iter().any(|k| k.as_str() == name)))

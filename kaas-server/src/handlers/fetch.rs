@@ -71,7 +71,8 @@ fn gather(broker: &Broker, version: i16, req: &FetchRequest) -> (Vec<FetchableTo
                     any_error = true;
                 }
                 Ok(p) => {
-                    let log = p.log();
+                    let state = p.state();
+                    let log = &state.log;
                     let hw = log.log_end_offset();
                     pd.high_watermark = hw;
                     pd.last_stable_offset = hw;

@@ -40,13 +40,14 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                         if ctx.version >= 4 {
                             r.leader_epoch = p.leader_epoch;
                         }
-                        let mut log = p.log();
+                        let mut state = p.state();
+                        let log = &mut state.log;
                         match lp.timestamp {
                             LATEST => r.offset = log.log_end_offset(),
                             EARLIEST => r.offset = log.log_start_offset(),
                             ts => {
                                 let found = if ts == MAX_TIMESTAMP {
-                                    max_timestamp(&mut log)
+                                    max_timestamp(log)
                                 } else {
                                     log.offset_for_timestamp(ts).map_err(|e| e.to_string())
                                 };

@@ -19,6 +19,7 @@ pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
@@ -75,6 +76,7 @@ api_table! {
     CreatePartitions => create_partitions,
     DeleteGroups => delete_groups,
     DescribeCluster => describe_cluster,
+    InitProducerId => init_producer_id,
 }
 
 /// The version range this broker implements for `api`, if any.

@@ -10,7 +10,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use std::sync::Arc;
-use tracing::warn;
+use kaas_core::idempotence::SequenceError;
+use kaas_core::partition::{AppendError, AppendOutcome};
+use tracing::{debug, warn};
 
 pub const MIN: i16 = 3;
 pub const MAX: i16 = 11;
@@ -99,8 +101,20 @@ fn append(
     // and the base offsets must be written into the bytes we store.
     let mut owned = BytesMut::from(records);
     match broker.append(partition, &mut owned, &headers) {
-        Ok(info) => Ok((info.base_offset, info.next_offset, partition.log().log_start_offset())),
-        Err(e) => {
+        Ok(AppendOutcome::Appended(info)) => Ok((info.base_offset, info.next_offset, partition.state().log.log_start_offset())),
+        Ok(AppendOutcome::Duplicate { base_offset, last_offset }) => {
+            debug!(topic = %partition.topic, partition = partition.index, base_offset, "duplicate batch answered from the producer window");
+            Ok((base_offset, last_offset + 1, partition.state().log.log_start_offset()))
+        }
+        Err(AppendError::Sequence(e)) => {
+            debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, error = %e, "rejected produce batch");
+            Err(match e {
+                SequenceError::StaleEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
+                SequenceError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
+            })
+        }
+        Err(AppendError::DuplicateInMultiBatch) => Err(ResponseError::InvalidRecord.code()),
+        Err(AppendError::Log(e)) => {
             warn!(topic = %partition.topic, partition = partition.index, error = %e, "append failed");
             Err(ResponseError::KafkaStorageError.code())
         }
