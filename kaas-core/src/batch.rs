@@ -178,7 +178,9 @@ pub fn validate(buf: &[u8], position: usize) -> Result<BatchHeader, BatchError> 
     }
     if header.record_count < 0
         || header.last_offset_delta < 0
-        || (!header.is_control() && header.record_count > 0 && header.last_offset_delta < header.record_count - 1)
+        || (!header.is_control()
+            && header.record_count > 0
+            && header.last_offset_delta < header.record_count - 1)
     {
         return Err(BatchError::BadCount {
             position,
@@ -240,6 +242,9 @@ impl Iterator for HeaderIter<'_> {
     }
 }
 
+/// A plain record for [`build_batch`]: (key, value).
+pub type PlainRecord<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
 /// Builds a v2 batch from plain records, for tests and for broker-written batches.
 /// Each record is (key, value); headers are empty. Not used on the produce path.
 pub fn build_batch(
@@ -247,7 +252,7 @@ pub fn build_batch(
     timestamp: i64,
     producer: Option<(i64, i16, i32)>,
     attributes: i16,
-    records: &[(Option<&[u8]>, Option<&[u8]>)],
+    records: &[PlainRecord<'_>],
 ) -> Vec<u8> {
     let mut body = Vec::new();
     for (i, (key, value)) in records.iter().enumerate() {
@@ -315,7 +320,13 @@ mod tests {
     use super::*;
 
     fn sample() -> Vec<u8> {
-        build_batch(0, 1000, None, 0, &[(Some(b"k"), Some(b"v1")), (None, Some(b"v2"))])
+        build_batch(
+            0,
+            1000,
+            None,
+            0,
+            &[(Some(b"k"), Some(b"v1")), (None, Some(b"v2"))],
+        )
     }
 
     #[test]
@@ -343,7 +354,10 @@ mod tests {
         let mut b = sample();
         let last = b.len() - 1;
         b[last] ^= 0xff;
-        assert!(matches!(validate(&b, 0), Err(BatchError::CrcMismatch { .. })));
+        assert!(matches!(
+            validate(&b, 0),
+            Err(BatchError::CrcMismatch { .. })
+        ));
     }
 
     #[test]
@@ -358,7 +372,10 @@ mod tests {
     fn old_magic_is_rejected() {
         let mut b = sample();
         b[16] = 1;
-        assert!(matches!(validate(&b, 0), Err(BatchError::UnsupportedMagic { magic: 1, .. })));
+        assert!(matches!(
+            validate(&b, 0),
+            Err(BatchError::UnsupportedMagic { magic: 1, .. })
+        ));
     }
 
     #[test]
@@ -371,7 +388,13 @@ mod tests {
 
     #[test]
     fn last_sequence_wraps_at_i32_max() {
-        let mut b = build_batch(0, 0, Some((1, 0, i32::MAX)), 0, &[(None, Some(b"a")), (None, Some(b"b"))]);
+        let mut b = build_batch(
+            0,
+            0,
+            Some((1, 0, i32::MAX)),
+            0,
+            &[(None, Some(b"a")), (None, Some(b"b"))],
+        );
         let h = validate(&b, 0).unwrap();
         assert_eq!(h.last_sequence(), 0);
         b.clear();

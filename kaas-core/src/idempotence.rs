@@ -66,9 +66,17 @@ pub enum Classification {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SequenceError {
     #[error("producer {producer_id}: epoch {got} is older than the current epoch {current}")]
-    StaleEpoch { producer_id: i64, current: i16, got: i16 },
+    StaleEpoch {
+        producer_id: i64,
+        current: i16,
+        got: i16,
+    },
     #[error("producer {producer_id}: sequence {got} out of order, expected {expected}")]
-    OutOfOrder { producer_id: i64, expected: i32, got: i32 },
+    OutOfOrder {
+        producer_id: i64,
+        expected: i32,
+        got: i32,
+    },
 }
 
 fn in_sequence(last: i32, next: i32) -> bool {
@@ -209,8 +217,13 @@ mod tests {
     use crate::batch::{build_batch, validate};
 
     fn header(pid: i64, epoch: i16, seq: i32, n: usize, base_offset: i64) -> BatchHeader {
-        let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> = (0..n).map(|_| (None, Some(&b"v"[..]))).collect();
-        let mut h = validate(&build_batch(base_offset, 1, Some((pid, epoch, seq)), 0, &recs), 0).unwrap();
+        let recs: Vec<crate::batch::PlainRecord> =
+            (0..n).map(|_| (None, Some(&b"v"[..]))).collect();
+        let mut h = validate(
+            &build_batch(base_offset, 1, Some((pid, epoch, seq)), 0, &recs),
+            0,
+        )
+        .unwrap();
         h.base_offset = base_offset;
         h
     }
@@ -230,11 +243,17 @@ mod tests {
         append(&mut t, &header(7, 0, 3, 2, 3));
         assert_eq!(
             t.classify(&header(7, 0, 0, 3, 99)).unwrap(),
-            Classification::Duplicate { base_offset: 0, last_offset: 2 }
+            Classification::Duplicate {
+                base_offset: 0,
+                last_offset: 2
+            }
         );
         assert_eq!(
             t.classify(&header(7, 0, 3, 2, 99)).unwrap(),
-            Classification::Duplicate { base_offset: 3, last_offset: 4 }
+            Classification::Duplicate {
+                base_offset: 3,
+                last_offset: 4
+            }
         );
     }
 
@@ -246,8 +265,14 @@ mod tests {
         }
         assert_eq!(t.get(7).unwrap().batches.len(), WINDOW);
         // Seq 0 fell out of the window: it is no longer a duplicate but out of order.
-        assert!(matches!(t.classify(&header(7, 0, 0, 1, 9)), Err(SequenceError::OutOfOrder { .. })));
-        assert!(matches!(t.classify(&header(7, 0, 1, 1, 9)), Ok(Classification::Duplicate { .. })));
+        assert!(matches!(
+            t.classify(&header(7, 0, 0, 1, 9)),
+            Err(SequenceError::OutOfOrder { .. })
+        ));
+        assert!(matches!(
+            t.classify(&header(7, 0, 1, 1, 9)),
+            Ok(Classification::Duplicate { .. })
+        ));
     }
 
     #[test]
@@ -256,18 +281,38 @@ mod tests {
         append(&mut t, &header(7, 0, 0, 2, 0));
         assert_eq!(
             t.classify(&header(7, 0, 5, 1, 2)),
-            Err(SequenceError::OutOfOrder { producer_id: 7, expected: 2, got: 5 })
+            Err(SequenceError::OutOfOrder {
+                producer_id: 7,
+                expected: 2,
+                got: 5
+            })
         );
-        assert_eq!(t.classify(&header(7, 0, 2, 1, 2)), Ok(Classification::Append));
+        assert_eq!(
+            t.classify(&header(7, 0, 2, 1, 2)),
+            Ok(Classification::Append)
+        );
     }
 
     #[test]
     fn an_older_epoch_is_rejected_and_a_newer_one_restarts_at_zero() {
         let mut t = ProducerStateTable::default();
         append(&mut t, &header(7, 3, 0, 2, 0));
-        assert!(matches!(t.classify(&header(7, 2, 2, 1, 2)), Err(SequenceError::StaleEpoch { current: 3, got: 2, .. })));
-        assert!(matches!(t.classify(&header(7, 4, 2, 1, 2)), Err(SequenceError::OutOfOrder { expected: 0, .. })));
-        assert_eq!(append(&mut t, &header(7, 4, 0, 1, 2)), Classification::Append);
+        assert!(matches!(
+            t.classify(&header(7, 2, 2, 1, 2)),
+            Err(SequenceError::StaleEpoch {
+                current: 3,
+                got: 2,
+                ..
+            })
+        ));
+        assert!(matches!(
+            t.classify(&header(7, 4, 2, 1, 2)),
+            Err(SequenceError::OutOfOrder { expected: 0, .. })
+        ));
+        assert_eq!(
+            append(&mut t, &header(7, 4, 0, 1, 2)),
+            Classification::Append
+        );
         assert_eq!(t.get(7).unwrap().epoch, 4);
         assert_eq!(t.get(7).unwrap().batches.len(), 1);
     }
@@ -277,18 +322,27 @@ mod tests {
         let mut t = ProducerStateTable::default();
         append(&mut t, &header(7, 0, i32::MAX - 1, 2, 0));
         assert_eq!(t.get(7).unwrap().last_seq(), Some(i32::MAX));
-        assert_eq!(t.classify(&header(7, 0, 0, 1, 2)), Ok(Classification::Append));
+        assert_eq!(
+            t.classify(&header(7, 0, 0, 1, 2)),
+            Ok(Classification::Append)
+        );
         // A batch straddling the wrap ends at a small sequence.
         let mut t = ProducerStateTable::default();
         append(&mut t, &header(7, 0, i32::MAX, 3, 0));
         assert_eq!(t.get(7).unwrap().last_seq(), Some(1));
-        assert_eq!(t.classify(&header(7, 0, 2, 1, 3)), Ok(Classification::Append));
+        assert_eq!(
+            t.classify(&header(7, 0, 2, 1, 3)),
+            Ok(Classification::Append)
+        );
     }
 
     #[test]
     fn an_unknown_producer_is_accepted_at_any_sequence() {
         let t = ProducerStateTable::default();
-        assert_eq!(t.classify(&header(9, 0, 42, 1, 0)), Ok(Classification::Append));
+        assert_eq!(
+            t.classify(&header(9, 0, 42, 1, 0)),
+            Ok(Classification::Append)
+        );
     }
 
     #[test]
@@ -300,18 +354,30 @@ mod tests {
         let e = t.get(7).unwrap();
         assert_eq!((e.epoch, e.batches.len()), (1, 0));
         // The zombie of epoch 0 is rejected, even its exact retry.
-        assert!(matches!(t.classify(&header(7, 0, 0, 1, 5)), Err(SequenceError::StaleEpoch { .. })));
-        assert!(matches!(t.classify(&header(7, 0, 1, 1, 5)), Err(SequenceError::StaleEpoch { .. })));
+        assert!(matches!(
+            t.classify(&header(7, 0, 0, 1, 5)),
+            Err(SequenceError::StaleEpoch { .. })
+        ));
+        assert!(matches!(
+            t.classify(&header(7, 0, 1, 1, 5)),
+            Err(SequenceError::StaleEpoch { .. })
+        ));
         // Fencing a producer this partition never saw still blocks its old epochs.
         assert!(t.fence(8, 2));
-        assert!(matches!(t.classify(&header(8, 1, 0, 1, 5)), Err(SequenceError::StaleEpoch { .. })));
-        assert_eq!(t.classify(&header(8, 2, 0, 1, 5)), Ok(Classification::Append));
+        assert!(matches!(
+            t.classify(&header(8, 1, 0, 1, 5)),
+            Err(SequenceError::StaleEpoch { .. })
+        ));
+        assert_eq!(
+            t.classify(&header(8, 2, 0, 1, 5)),
+            Ok(Classification::Append)
+        );
     }
 
     #[test]
     fn non_idempotent_batches_are_always_appended() {
         let t = ProducerStateTable::default();
-        let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> = vec![(None, Some(b"v"))];
+        let recs: Vec<crate::batch::PlainRecord> = vec![(None, Some(b"v"))];
         let h = validate(&build_batch(0, 1, None, 0, &recs), 0).unwrap();
         assert_eq!(t.classify(&h), Ok(Classification::Append));
     }

@@ -36,7 +36,8 @@ impl Volume {
     /// Committed offsets of one consumer group. Group ids are free-form strings, so the
     /// file name is the id with every byte outside `[A-Za-z0-9._-]` percent-encoded.
     pub fn group_offsets_file(&self, group: &str) -> PathBuf {
-        self.groups_dir().join(format!("{}.json", encode_name(group)))
+        self.groups_dir()
+            .join(format!("{}.json", encode_name(group)))
     }
     pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
         self.root.join(format!("{topic}-{partition}"))
@@ -87,7 +88,9 @@ pub fn valid_topic_name(name: &str) -> bool {
         && name.len() <= 249
         && name != "."
         && name != ".."
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
 #[cfg(test)]

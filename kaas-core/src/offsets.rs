@@ -69,7 +69,10 @@ impl GroupOffsets {
     }
 
     pub fn set(&mut self, topic: &str, partition: i32, offset: CommittedOffset) {
-        self.offsets.entry(topic.to_string()).or_default().insert(partition, offset);
+        self.offsets
+            .entry(topic.to_string())
+            .or_default()
+            .insert(partition, offset);
     }
 
     /// Drops every offset of a deleted topic; true if anything was removed.
@@ -108,7 +111,10 @@ mod tests {
     fn offsets_survive_a_reload_and_missing_means_empty() {
         let dir = tempfile::tempdir().unwrap();
         let volume = Volume::new(dir.path());
-        assert!(GroupOffsets::load(&volume, "g 1").unwrap().offsets.is_empty());
+        assert!(GroupOffsets::load(&volume, "g 1")
+            .unwrap()
+            .offsets
+            .is_empty());
         let mut g = GroupOffsets::new("g 1");
         g.set(
             "t",

@@ -32,7 +32,11 @@ impl ProducerStateSnapshot {
     }
     /// Reads a partition's snapshot; Ok(None) when there is none.
     pub fn read(dir: &Path) -> Result<Option<ProducerStateSnapshot>, VolumeError> {
-        match read_versioned_json(&Self::path(dir), "producer-state snapshot", SNAPSHOT_FORMAT_VERSION) {
+        match read_versioned_json(
+            &Self::path(dir),
+            "producer-state snapshot",
+            SNAPSHOT_FORMAT_VERSION,
+        ) {
             Ok(s) => Ok(Some(s)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
@@ -62,7 +66,10 @@ pub enum AppendError {
 pub enum AppendOutcome {
     Appended(AppendInfo),
     /// A retry of batches already in the log: nothing was written.
-    Duplicate { base_offset: i64, last_offset: i64 },
+    Duplicate {
+        base_offset: i64,
+        last_offset: i64,
+    },
 }
 
 pub struct PartitionState {
@@ -76,7 +83,11 @@ impl PartitionState {
     /// Opens the log (recovering its tail), loads the snapshot and replays the log
     /// after it. A corrupt or unknown-version snapshot is an error: the partition is
     /// refused rather than served with an empty (forgetful) producer state.
-    pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionState, PartitionError> {
+    pub fn open(
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<PartitionState, PartitionError> {
         let log = PartitionLog::open(dir, config, now_ms)?;
         let snapshot = ProducerStateSnapshot::read(dir)?;
         let mut producers = ProducerStateTable::default();
@@ -86,7 +97,11 @@ impl PartitionState {
             // and rebuild from the log itself.
             if s.offset <= log.log_end_offset() {
                 from = s.offset.max(log.log_start_offset());
-                producers.producers = s.producers.into_iter().map(|e| (e.producer_id, e)).collect();
+                producers.producers = s
+                    .producers
+                    .into_iter()
+                    .map(|e| (e.producer_id, e))
+                    .collect();
             }
         }
         log.for_each_header_from(from, |h| producers.record(h))?;
@@ -107,8 +122,15 @@ impl PartitionState {
         now_ms: i64,
     ) -> Result<AppendOutcome, AppendError> {
         if headers.len() == 1 {
-            if let Classification::Duplicate { base_offset, last_offset } = self.producers.classify(&headers[0])? {
-                return Ok(AppendOutcome::Duplicate { base_offset, last_offset });
+            if let Classification::Duplicate {
+                base_offset,
+                last_offset,
+            } = self.producers.classify(&headers[0])?
+            {
+                return Ok(AppendOutcome::Duplicate {
+                    base_offset,
+                    last_offset,
+                });
             }
         } else {
             // Later batches of one producer continue its earlier ones: check them
@@ -116,13 +138,18 @@ impl PartitionState {
             let mut scratch = ProducerStateTable::default();
             for h in headers {
                 if let Some(e) = self.producers.get(h.producer_id) {
-                    scratch.producers.entry(h.producer_id).or_insert_with(|| e.clone());
+                    scratch
+                        .producers
+                        .entry(h.producer_id)
+                        .or_insert_with(|| e.clone());
                 }
             }
             for h in headers {
                 match scratch.classify(h)? {
                     Classification::Append => scratch.record(h),
-                    Classification::Duplicate { .. } => return Err(AppendError::DuplicateInMultiBatch),
+                    Classification::Duplicate { .. } => {
+                        return Err(AppendError::DuplicateInMultiBatch)
+                    }
                 }
             }
         }
@@ -160,8 +187,15 @@ mod tests {
     use super::*;
     use crate::batch::{build_batch, validate_all};
 
-    fn produce(p: &mut PartitionState, pid: i64, epoch: i16, seq: i32, n: usize) -> Result<AppendOutcome, AppendError> {
-        let recs: Vec<(Option<&[u8]>, Option<&[u8]>)> = (0..n).map(|_| (None, Some(&b"value"[..]))).collect();
+    fn produce(
+        p: &mut PartitionState,
+        pid: i64,
+        epoch: i16,
+        seq: i32,
+        n: usize,
+    ) -> Result<AppendOutcome, AppendError> {
+        let recs: Vec<crate::batch::PlainRecord> =
+            (0..n).map(|_| (None, Some(&b"value"[..]))).collect();
         let mut b = build_batch(0, 1, Some((pid, epoch, seq)), 0, &recs);
         let h = validate_all(&b).unwrap();
         p.append(&mut b, &h, 0, 1)
@@ -179,14 +213,26 @@ mod tests {
         assert_eq!(p.replayed_from, 2);
         assert_eq!(
             produce(&mut p, 7, 0, 0, 2).unwrap(),
-            AppendOutcome::Duplicate { base_offset: 0, last_offset: 1 }
+            AppendOutcome::Duplicate {
+                base_offset: 0,
+                last_offset: 1
+            }
         );
         assert_eq!(
             produce(&mut p, 7, 0, 2, 2).unwrap(),
-            AppendOutcome::Duplicate { base_offset: 2, last_offset: 3 }
+            AppendOutcome::Duplicate {
+                base_offset: 2,
+                last_offset: 3
+            }
         );
-        assert!(matches!(produce(&mut p, 7, 0, 9, 1), Err(AppendError::Sequence(SequenceError::OutOfOrder { .. }))));
-        assert!(matches!(produce(&mut p, 7, 0, 4, 1).unwrap(), AppendOutcome::Appended(_)));
+        assert!(matches!(
+            produce(&mut p, 7, 0, 9, 1),
+            Err(AppendError::Sequence(SequenceError::OutOfOrder { .. }))
+        ));
+        assert!(matches!(
+            produce(&mut p, 7, 0, 4, 1).unwrap(),
+            AppendOutcome::Appended(_)
+        ));
     }
 
     #[test]
@@ -196,7 +242,10 @@ mod tests {
         produce(&mut p, 7, 0, 0, 1).unwrap();
         drop(p);
         let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
-        assert!(matches!(produce(&mut p, 7, 0, 0, 1).unwrap(), AppendOutcome::Duplicate { .. }));
+        assert!(matches!(
+            produce(&mut p, 7, 0, 0, 1).unwrap(),
+            AppendOutcome::Duplicate { .. }
+        ));
     }
 
     #[test]
@@ -210,7 +259,9 @@ mod tests {
         for seq in 0..4 {
             produce(&mut p, 7, 0, seq, 1).unwrap();
         }
-        let snap = ProducerStateSnapshot::read(dir.path()).unwrap().expect("written on roll");
+        let snap = ProducerStateSnapshot::read(dir.path())
+            .unwrap()
+            .expect("written on roll");
         assert!(snap.offset > 0);
         assert_eq!(snap.producers[0].producer_id, 7);
     }
@@ -218,11 +269,21 @@ mod tests {
     #[test]
     fn a_corrupt_snapshot_refuses_the_partition_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(SNAPSHOT_FILE), b"{\"version\": 1, \"offset\": ").unwrap();
-        let err = PartitionState::open(dir.path(), LogConfig::default(), 0).err().unwrap().to_string();
+        std::fs::write(
+            dir.path().join(SNAPSHOT_FILE),
+            b"{\"version\": 1, \"offset\": ",
+        )
+        .unwrap();
+        let err = PartitionState::open(dir.path(), LogConfig::default(), 0)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains(SNAPSHOT_FILE), "{err}");
         std::fs::write(dir.path().join(SNAPSHOT_FILE), b"{\"version\": 7}").unwrap();
-        let err = PartitionState::open(dir.path(), LogConfig::default(), 0).err().unwrap().to_string();
+        let err = PartitionState::open(dir.path(), LogConfig::default(), 0)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("unknown format version 7"), "{err}");
     }
 
@@ -230,7 +291,7 @@ mod tests {
     fn nothing_is_written_when_any_batch_of_a_request_is_out_of_order() {
         let dir = tempfile::tempdir().unwrap();
         let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
-        let one: Vec<(Option<&[u8]>, Option<&[u8]>)> = vec![(None, Some(b"v"))];
+        let one: Vec<crate::batch::PlainRecord> = vec![(None, Some(b"v"))];
         let mut b = build_batch(0, 1, Some((7, 0, 0)), 0, &one);
         b.extend(build_batch(0, 1, Some((7, 0, 5)), 0, &one));
         let h = validate_all(&b).unwrap();
@@ -239,7 +300,10 @@ mod tests {
         let mut b = build_batch(0, 1, Some((7, 0, 0)), 0, &one);
         b.extend(build_batch(0, 1, Some((7, 0, 1)), 0, &one));
         let h = validate_all(&b).unwrap();
-        assert!(matches!(p.append(&mut b, &h, 0, 1).unwrap(), AppendOutcome::Appended(_)));
+        assert!(matches!(
+            p.append(&mut b, &h, 0, 1).unwrap(),
+            AppendOutcome::Appended(_)
+        ));
         assert_eq!(p.log.log_end_offset(), 2);
     }
 }

@@ -36,7 +36,11 @@ pub fn claim_block(volume: &Volume, broker_id: i32) -> Result<Range<i64>, Volume
         .map_err(|e| VolumeError::io(&lock_path, e))?;
     lock.lock().map_err(|e| VolumeError::io(&lock_path, e))?;
     let path = dir.join("producer_ids.json");
-    let current = match read_versioned_json::<ProducerIdBlocks>(&path, "producer id allocator", PRODUCER_IDS_FORMAT_VERSION) {
+    let current = match read_versioned_json::<ProducerIdBlocks>(
+        &path,
+        "producer id allocator",
+        PRODUCER_IDS_FORMAT_VERSION,
+    ) {
         Ok(c) => c,
         Err(e) if e.is_not_found() => ProducerIdBlocks {
             version: PRODUCER_IDS_FORMAT_VERSION,

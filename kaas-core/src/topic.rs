@@ -25,7 +25,12 @@ pub struct TopicMeta {
 }
 
 impl TopicMeta {
-    pub fn new(name: &str, partitions: i32, configs: BTreeMap<String, String>, now_ms: i64) -> Self {
+    pub fn new(
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        now_ms: i64,
+    ) -> Self {
         TopicMeta {
             version: TOPIC_FORMAT_VERSION,
             name: name.to_string(),
@@ -104,9 +109,23 @@ mod tests {
         std::fs::write(volume.topic_file("future"), b"{\"version\":9}").unwrap();
         let all = list_topics(&volume).unwrap();
         assert_eq!(all.len(), 3);
-        let msgs: Vec<String> = all.iter().filter_map(|r| r.as_ref().err().map(|e| e.to_string())).collect();
-        assert!(msgs.iter().any(|m| m.contains("broken.json") && m.contains("not valid JSON")), "{msgs:?}");
-        assert!(msgs.iter().any(|m| m.contains("future.json") && m.contains("unknown format version 9")), "{msgs:?}");
-        assert_eq!(all.iter().filter_map(|r| r.as_ref().ok()).next(), Some(&meta));
+        let msgs: Vec<String> = all
+            .iter()
+            .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+            .collect();
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("broken.json") && m.contains("not valid JSON")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("future.json") && m.contains("unknown format version 9")),
+            "{msgs:?}"
+        );
+        assert_eq!(
+            all.iter().filter_map(|r| r.as_ref().ok()).next(),
+            Some(&meta)
+        );
     }
 }

@@ -85,7 +85,9 @@ pub struct Topic {
 
 impl Topic {
     pub fn partition(&self, index: i32) -> Option<&Result<Arc<Partition>, String>> {
-        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
     }
 }
 
@@ -152,25 +154,41 @@ impl TopicError {
 }
 
 /// Applies topic-level overrides onto broker defaults.
-pub fn log_config_for(defaults: &LogConfig, configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
+pub fn log_config_for(
+    defaults: &LogConfig,
+    configs: &BTreeMap<String, String>,
+) -> Result<LogConfig, String> {
     let mut c = defaults.clone();
     for (key, value) in configs {
-        let num = || value.parse::<i64>().map_err(|_| format!("{key}={value:?} is not a number"));
+        let num = || {
+            value
+                .parse::<i64>()
+                .map_err(|_| format!("{key}={value:?} is not a number"))
+        };
         match key.as_str() {
             "segment.bytes" => c.segment_bytes = num()?.max(1) as u64,
             "segment.ms" => c.segment_ms = num()?,
             "retention.ms" => c.retention_ms = num()?,
             "retention.bytes" => c.retention_bytes = num()?,
             "max.message.bytes" => c.max_message_bytes = num()?.max(0) as usize,
-            "index.interval.bytes" => c.index_interval_bytes = num()?.clamp(1, u32::MAX as i64) as u32,
+            "index.interval.bytes" => {
+                c.index_interval_bytes = num()?.clamp(1, u32::MAX as i64) as u32
+            }
             "message.timestamp.type" => {
                 if value != "CreateTime" {
-                    return Err(format!("message.timestamp.type={value:?}: only CreateTime is supported"));
+                    return Err(format!(
+                        "message.timestamp.type={value:?}: only CreateTime is supported"
+                    ));
                 }
             }
             "cleanup.policy" => {
-                if value.split(',').any(|p| p.trim() != "delete" && p.trim() != "compact") {
-                    return Err(format!("cleanup.policy={value:?}: expected delete and/or compact"));
+                if value
+                    .split(',')
+                    .any(|p| p.trim() != "delete" && p.trim() != "compact")
+                {
+                    return Err(format!(
+                        "cleanup.policy={value:?}: expected delete and/or compact"
+                    ));
                 }
             }
             "min.insync.replicas" | "compression.type" => {}
@@ -197,17 +215,30 @@ impl Broker {
             match entry {
                 Ok(meta) => {
                     let topic = open_topic(&volume, &defaults, meta, config.broker_id, now);
-                    registry.by_id.insert(topic.meta.topic_id, topic.meta.name.clone());
-                    registry.topics.insert(topic.meta.name.clone(), Arc::new(topic));
+                    registry
+                        .by_id
+                        .insert(topic.meta.topic_id, topic.meta.name.clone());
+                    registry
+                        .topics
+                        .insert(topic.meta.name.clone(), Arc::new(topic));
                 }
                 Err(e) => {
                     let name = topic_name_of(&e);
                     error!(error = %e, "topic file unreadable; the topic is refused until the file is repaired");
-                    registry.broken.insert(name, BrokenTopic { error: e.to_string() });
+                    registry.broken.insert(
+                        name,
+                        BrokenTopic {
+                            error: e.to_string(),
+                        },
+                    );
                 }
             }
         }
-        info!(topics = registry.topics.len(), broken = registry.broken.len(), "volume opened");
+        info!(
+            topics = registry.topics.len(),
+            broken = registry.broken.len(),
+            "volume opened"
+        );
         let groups = GroupCoordinator::new(volume.clone(), &config);
         let volume_for_ids = volume.clone();
         let config_broker_id = config.broker_id;
@@ -252,16 +283,27 @@ impl Broker {
     }
 
     pub fn broken_topics(&self) -> Vec<(String, BrokenTopic)> {
-        self.registry().broken.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.registry()
+            .broken
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// The topic, created with broker defaults if auto-creation is on and it is missing.
     pub async fn topic_or_create(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
         match self.topic(name) {
             Err(TopicError::Unknown(_)) if self.config.auto_create_topics => {
-                match self.create_topic(name, self.config.default_partitions, BTreeMap::new()).await {
+                match self
+                    .create_topic(name, self.config.default_partitions, BTreeMap::new())
+                    .await
+                {
                     Ok(t) => {
-                        info!(topic = name, partitions = t.meta.partitions, "auto-created topic");
+                        info!(
+                            topic = name,
+                            partitions = t.meta.partitions,
+                            "auto-created topic"
+                        );
                         Ok(t)
                     }
                     Err(TopicError::AlreadyExists(_)) => self.topic(name),
@@ -272,14 +314,20 @@ impl Broker {
         }
     }
 
-    pub fn validate_topic(&self, name: &str, partitions: i32, configs: &BTreeMap<String, String>) -> Result<LogConfig, TopicError> {
+    pub fn validate_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<LogConfig, TopicError> {
         if !kaas_core::layout::valid_topic_name(name) {
             return Err(TopicError::InvalidName(name.to_string()));
         }
         if partitions < 1 {
             return Err(TopicError::InvalidPartitions(partitions));
         }
-        let log_config = log_config_for(&self.config.default_log_config(), configs).map_err(TopicError::InvalidConfig)?;
+        let log_config = log_config_for(&self.config.default_log_config(), configs)
+            .map_err(TopicError::InvalidConfig)?;
         let reg = self.registry();
         if reg.topics.contains_key(name) {
             return Err(TopicError::AlreadyExists(name.to_string()));
@@ -290,13 +338,24 @@ impl Broker {
         Ok(log_config)
     }
 
-    pub async fn create_topic(&self, name: &str, partitions: i32, configs: BTreeMap<String, String>) -> Result<Arc<Topic>, TopicError> {
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, TopicError> {
         let _admin = self.admin_lock.lock().await;
         self.validate_topic(name, partitions, &configs)?;
         let meta = TopicMeta::new(name, partitions, configs, now_ms());
         // Partition directories first, the topic file last: a crash in between leaves
         // directories no topic file names, never a topic file naming missing logs.
-        let topic = open_topic(&self.volume, &self.config.default_log_config(), meta, self.config.broker_id, now_ms());
+        let topic = open_topic(
+            &self.volume,
+            &self.config.default_log_config(),
+            meta,
+            self.config.broker_id,
+            now_ms(),
+        );
         topic.meta.write(&self.volume)?;
         let topic = Arc::new(topic);
         let mut reg = self.registry_mut();
@@ -309,7 +368,10 @@ impl Broker {
         let _admin = self.admin_lock.lock().await;
         let topic = {
             let mut reg = self.registry_mut();
-            let topic = reg.topics.remove(name).ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+            let topic = reg
+                .topics
+                .remove(name)
+                .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
             reg.by_id.remove(&topic.meta.topic_id);
             topic
         };
@@ -337,7 +399,14 @@ impl Broker {
         meta.partitions = count;
         let mut partitions = old.partitions.clone();
         for p in old.meta.partitions..count {
-            partitions.push(open_partition(&self.volume, &old.log_config, name, p, self.config.broker_id, now_ms()));
+            partitions.push(open_partition(
+                &self.volume,
+                &old.log_config,
+                name,
+                p,
+                self.config.broker_id,
+                now_ms(),
+            ));
         }
         meta.write(&self.volume)?;
         let topic = Arc::new(Topic {
@@ -351,8 +420,16 @@ impl Broker {
 
     /// Classifies and appends validated records to a partition (idempotence checks
     /// under the partition lock) and wakes long-polling fetches.
-    pub fn append(&self, partition: &Partition, records: &mut [u8], headers: &[kaas_core::batch::BatchHeader]) -> Result<AppendOutcome, AppendError> {
-        let outcome = partition.state().append(records, headers, partition.leader_epoch, now_ms())?;
+    pub fn append(
+        &self,
+        partition: &Partition,
+        records: &mut [u8],
+        headers: &[kaas_core::batch::BatchHeader],
+    ) -> Result<AppendOutcome, AppendError> {
+        let outcome =
+            partition
+                .state()
+                .append(records, headers, partition.leader_epoch, now_ms())?;
         if matches!(outcome, AppendOutcome::Appended(_)) {
             self.appended.send_modify(|n| *n = n.wrapping_add(1));
         }
@@ -361,7 +438,10 @@ impl Broker {
 
     /// A fresh producer id from this broker's claimed block.
     pub fn next_producer_id(&self) -> Result<i64, VolumeError> {
-        self.producer_ids.lock().unwrap_or_else(|p| p.into_inner()).next_id()
+        self.producer_ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_id()
     }
 
     /// Saves every partition's producer state (clean shutdown).
@@ -408,7 +488,9 @@ impl Broker {
                     info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
                 }
                 Ok(_) => {}
-                Err(e) => error!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
+                Err(e) => {
+                    error!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
+                }
             }
         }
     }
@@ -421,10 +503,18 @@ fn topic_name_of(e: &VolumeError) -> String {
         | VolumeError::UnknownVersion { path, .. }
         | VolumeError::Invalid { path, .. } => path,
     };
-    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
-fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id: i32, now: i64) -> Topic {
+fn open_topic(
+    volume: &Volume,
+    defaults: &LogConfig,
+    meta: TopicMeta,
+    broker_id: i32,
+    now: i64,
+) -> Topic {
     let log_config = match log_config_for(defaults, &meta.configs) {
         Ok(c) => c,
         Err(e) => {
@@ -442,7 +532,14 @@ fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id:
     }
 }
 
-fn open_partition(volume: &Volume, config: &LogConfig, topic: &str, index: i32, broker_id: i32, now: i64) -> Result<Arc<Partition>, String> {
+fn open_partition(
+    volume: &Volume,
+    config: &LogConfig,
+    topic: &str,
+    index: i32,
+    broker_id: i32,
+    now: i64,
+) -> Result<Arc<Partition>, String> {
     let dir = volume.partition_dir(topic, index);
     let state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
         error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");

@@ -119,6 +119,18 @@ pub struct JoinRequest {
     pub version: i16,
 }
 
+/// A SyncGroup request as the coordinator needs it.
+pub struct SyncRequest<'a> {
+    pub group_id: &'a str,
+    pub generation: i32,
+    pub member_id: &'a str,
+    pub instance_id: Option<&'a str>,
+    /// (protocol type, protocol name) as the member names them (v5+), to check.
+    pub protocol: (Option<&'a str>, Option<&'a str>),
+    /// The leader's assignments: (member id, assignment).
+    pub assignments: Vec<(String, Bytes)>,
+}
+
 pub enum Reply<T> {
     Now(T),
     Wait(oneshot::Receiver<T>),
@@ -175,17 +187,27 @@ impl GroupCoordinator {
         if req.group_id.is_empty() {
             return Reply::Now(join_error(ResponseError::InvalidGroupId, &req.member_id));
         }
-        if req.session_timeout_ms < self.settings.min_session_ms || req.session_timeout_ms > self.settings.max_session_ms {
-            return Reply::Now(join_error(ResponseError::InvalidSessionTimeout, &req.member_id));
+        if req.session_timeout_ms < self.settings.min_session_ms
+            || req.session_timeout_ms > self.settings.max_session_ms
+        {
+            return Reply::Now(join_error(
+                ResponseError::InvalidSessionTimeout,
+                &req.member_id,
+            ));
         }
         let settings = self.settings;
         let mut groups = self.groups();
-        let group = groups.entry(req.group_id.clone()).or_insert_with(|| Group::new(&req.group_id));
+        let group = groups
+            .entry(req.group_id.clone())
+            .or_insert_with(|| Group::new(&req.group_id));
         if group.state == GroupState::Dead {
             *group = Group::new(&req.group_id);
         }
         if !protocols_fit(group, &req) {
-            return Reply::Now(join_error(ResponseError::InconsistentGroupProtocol, &req.member_id));
+            return Reply::Now(join_error(
+                ResponseError::InconsistentGroupProtocol,
+                &req.member_id,
+            ));
         }
         let (tx, rx) = oneshot::channel();
         match admit(group, req, tx, now, settings) {
@@ -197,16 +219,15 @@ impl GroupCoordinator {
         }
     }
 
-    pub fn sync(
-        &self,
-        group_id: &str,
-        generation: i32,
-        member_id: &str,
-        instance_id: Option<&str>,
-        protocol: (Option<&str>, Option<&str>),
-        assignments: Vec<(String, Bytes)>,
-        now: Instant,
-    ) -> Reply<SyncGroupResponse> {
+    pub fn sync(&self, req: SyncRequest<'_>, now: Instant) -> Reply<SyncGroupResponse> {
+        let SyncRequest {
+            group_id,
+            generation,
+            member_id,
+            instance_id,
+            protocol,
+            assignments,
+        } = req;
         let mut groups = self.groups();
         let Some(group) = groups.get_mut(group_id) else {
             return Reply::Now(sync_error(ResponseError::UnknownMemberId));
@@ -218,7 +239,9 @@ impl GroupCoordinator {
             return Reply::Now(sync_error(ResponseError::IllegalGeneration));
         }
         let (ptype, pname) = protocol;
-        if ptype.is_some_and(|t| Some(t) != group.protocol_type.as_deref()) || pname.is_some_and(|n| Some(n) != group.protocol.as_deref()) {
+        if ptype.is_some_and(|t| Some(t) != group.protocol_type.as_deref())
+            || pname.is_some_and(|n| Some(n) != group.protocol.as_deref())
+        {
             return Reply::Now(sync_error(ResponseError::InconsistentGroupProtocol));
         }
         let ok = |g: &Group, assignment: Bytes| {
@@ -228,8 +251,12 @@ impl GroupCoordinator {
                 .with_assignment(assignment)
         };
         match group.state {
-            GroupState::Empty | GroupState::Dead => Reply::Now(sync_error(ResponseError::UnknownMemberId)),
-            GroupState::PreparingRebalance => Reply::Now(sync_error(ResponseError::RebalanceInProgress)),
+            GroupState::Empty | GroupState::Dead => {
+                Reply::Now(sync_error(ResponseError::UnknownMemberId))
+            }
+            GroupState::PreparingRebalance => {
+                Reply::Now(sync_error(ResponseError::RebalanceInProgress))
+            }
             GroupState::Stable => {
                 let member = group.members.get_mut(member_id).expect("checked");
                 member.last_seen = now;
@@ -268,9 +295,18 @@ impl GroupCoordinator {
     }
 
     /// Ok(()) keeps the member alive; REBALANCE_IN_PROGRESS tells it to rejoin.
-    pub fn heartbeat(&self, group_id: &str, generation: i32, member_id: &str, instance_id: Option<&str>, now: Instant) -> Result<(), ResponseError> {
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        now: Instant,
+    ) -> Result<(), ResponseError> {
         let mut groups = self.groups();
-        let group = groups.get_mut(group_id).ok_or(ResponseError::UnknownMemberId)?;
+        let group = groups
+            .get_mut(group_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
         check_member(group, member_id, instance_id)?;
         if generation != group.generation {
             return Err(ResponseError::IllegalGeneration);
@@ -286,7 +322,12 @@ impl GroupCoordinator {
     }
 
     /// Removes members; each (member id, instance id) gets its own result.
-    pub fn leave(&self, group_id: &str, leaving: &[(String, Option<String>)], now: Instant) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+    pub fn leave(
+        &self,
+        group_id: &str,
+        leaving: &[(String, Option<String>)],
+        now: Instant,
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
         let mut groups = self.groups();
         let Some(group) = groups.get_mut(group_id) else {
             return Err(ResponseError::UnknownMemberId);
@@ -303,7 +344,10 @@ impl GroupCoordinator {
                     }
                     None => None,
                 },
-                None => group.members.contains_key(member_id).then(|| member_id.clone()),
+                None => group
+                    .members
+                    .contains_key(member_id)
+                    .then(|| member_id.clone()),
             };
             match id {
                 Some(id) => {
@@ -336,7 +380,9 @@ impl GroupCoordinator {
             let expired: Vec<String> = group
                 .members
                 .values()
-                .filter(|m| m.join_waiter.is_none() && now.duration_since(m.last_seen) > m.session_timeout)
+                .filter(|m| {
+                    m.join_waiter.is_none() && now.duration_since(m.last_seen) > m.session_timeout
+                })
                 .map(|m| m.id.clone())
                 .collect();
             for id in &expired {
@@ -366,7 +412,11 @@ impl GroupCoordinator {
                     instance_id: m.instance_id.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    metadata: g.protocol.as_deref().map(|p| m.metadata_for(p)).unwrap_or_default(),
+                    metadata: g
+                        .protocol
+                        .as_deref()
+                        .map(|p| m.metadata_for(p))
+                        .unwrap_or_default(),
                     assignment: m.assignment.clone(),
                 })
                 .collect(),
@@ -386,7 +436,13 @@ impl GroupCoordinator {
         }
         for g in self.groups().values() {
             if g.state != GroupState::Dead {
-                out.insert(g.id.clone(), (g.state, g.protocol_type.clone().unwrap_or_else(|| "consumer".into())));
+                out.insert(
+                    g.id.clone(),
+                    (
+                        g.state,
+                        g.protocol_type.clone().unwrap_or_else(|| "consumer".into()),
+                    ),
+                );
             }
         }
         out.into_iter().map(|(id, (s, t))| (id, s, t)).collect()
@@ -394,7 +450,9 @@ impl GroupCoordinator {
 
     pub fn delete(&self, group_id: &str) -> Result<(), ResponseError> {
         let mut groups = self.groups();
-        let in_memory = groups.get(group_id).is_some_and(|g| g.state != GroupState::Dead);
+        let in_memory = groups
+            .get(group_id)
+            .is_some_and(|g| g.state != GroupState::Dead);
         if let Some(g) = groups.get(group_id) {
             if !g.members.is_empty() {
                 return Err(ResponseError::NonEmptyGroup);
@@ -409,17 +467,30 @@ impl GroupCoordinator {
             ResponseError::KafkaStorageError
         })?;
         groups.remove(group_id);
-        self.offsets.lock().unwrap_or_else(|p| p.into_inner()).remove(group_id);
+        self.offsets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(group_id);
         info!(group = group_id, "deleted group");
         Ok(())
     }
 
     /// Whether a commit from this (generation, member) may proceed.
-    pub fn check_commit(&self, group_id: &str, generation: i32, member_id: &str, instance_id: Option<&str>) -> Result<(), ResponseError> {
+    pub fn check_commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), ResponseError> {
         let groups = self.groups();
         let group = groups.get(group_id);
         let Some(group) = group else {
-            return if generation < 0 { Ok(()) } else { Err(ResponseError::IllegalGeneration) };
+            return if generation < 0 {
+                Ok(())
+            } else {
+                Err(ResponseError::IllegalGeneration)
+            };
         };
         if generation < 0 && group.members.is_empty() {
             return Ok(());
@@ -445,7 +516,11 @@ impl GroupCoordinator {
     }
 
     /// Writes committed offsets (topic, partition, offset, leader epoch, metadata) durably.
-    pub fn commit_offsets(&self, group_id: &str, entries: &[(String, i32, i64, i32, Option<String>)]) -> Result<(), VolumeError> {
+    pub fn commit_offsets(
+        &self,
+        group_id: &str,
+        entries: &[(String, i32, i64, i32, Option<String>)],
+    ) -> Result<(), VolumeError> {
         let offsets = self.offsets_of(group_id)?;
         let mut offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());
         let before = offsets.clone();
@@ -467,7 +542,11 @@ impl GroupCoordinator {
             *offsets = before;
             return Err(e);
         }
-        debug!(group = group_id, partitions = entries.len(), "committed offsets");
+        debug!(
+            group = group_id,
+            partitions = entries.len(),
+            "committed offsets"
+        );
         Ok(())
     }
 
@@ -479,7 +558,9 @@ impl GroupCoordinator {
 
     /// Drops the offsets of a deleted topic from every group.
     pub fn forget_topic(&self, topic: &str) {
-        let Ok(ids) = list_groups(&self.volume) else { return };
+        let Ok(ids) = list_groups(&self.volume) else {
+            return;
+        };
         for id in ids {
             if let Ok(o) = self.offsets_of(&id) {
                 let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
@@ -515,7 +596,11 @@ fn protocols_fit(group: &Group, req: &JoinRequest) -> bool {
     if req.protocols.is_empty() || req.protocol_type.is_empty() {
         return false;
     }
-    let mut others = group.members.values().filter(|m| m.id != req.member_id).peekable();
+    let mut others = group
+        .members
+        .values()
+        .filter(|m| m.id != req.member_id)
+        .peekable();
     if others.peek().is_none() {
         return true;
     }
@@ -523,12 +608,18 @@ fn protocols_fit(group: &Group, req: &JoinRequest) -> bool {
         return false;
     }
     let others: Vec<&Member> = others.collect();
-    req.protocols
-        .iter()
-        .any(|(p, _)| others.iter().all(|m| m.protocols.iter().any(|(q, _)| q == p)))
+    req.protocols.iter().any(|(p, _)| {
+        others
+            .iter()
+            .all(|m| m.protocols.iter().any(|(q, _)| q == p))
+    })
 }
 
-fn check_member(group: &Group, member_id: &str, instance_id: Option<&str>) -> Result<(), ResponseError> {
+fn check_member(
+    group: &Group,
+    member_id: &str,
+    instance_id: Option<&str>,
+) -> Result<(), ResponseError> {
     if let Some(inst) = instance_id {
         match group.static_members.get(inst) {
             Some(id) if id == member_id => return Ok(()),
@@ -544,12 +635,22 @@ fn check_member(group: &Group, member_id: &str, instance_id: Option<&str>) -> Re
 }
 
 fn new_member_id(prefix: &str) -> String {
-    format!("{}-{}", if prefix.is_empty() { "member" } else { prefix }, uuid::Uuid::new_v4())
+    format!(
+        "{}-{}",
+        if prefix.is_empty() { "member" } else { prefix },
+        uuid::Uuid::new_v4()
+    )
 }
 
 /// Adds or updates the joining member. Some(response) when the request is answered at
 /// once; None when it waits for the rebalance (its sender is stored on the member).
-fn admit(group: &mut Group, req: JoinRequest, tx: oneshot::Sender<JoinGroupResponse>, now: Instant, settings: Settings) -> Option<JoinGroupResponse> {
+fn admit(
+    group: &mut Group,
+    req: JoinRequest,
+    tx: oneshot::Sender<JoinGroupResponse>,
+    now: Instant,
+    settings: Settings,
+) -> Option<JoinGroupResponse> {
     let mut member_id = req.member_id.clone();
     let mut fresh = false;
     if member_id.is_empty() {
@@ -559,7 +660,10 @@ fn admit(group: &mut Group, req: JoinRequest, tx: oneshot::Sender<JoinGroupRespo
                 // id; the old id is fenced. Without a protocol change, a follower gets
                 // the current generation back and keeps its assignment (no rebalance).
                 let new_id = new_member_id(inst);
-                let mut m = group.members.remove(&old).expect("static mapping points at a member");
+                let mut m = group
+                    .members
+                    .remove(&old)
+                    .expect("static mapping points at a member");
                 if let Some((_, w)) = m.join_waiter.take() {
                     let _ = w.send(join_error(ResponseError::FencedInstanceId, &old));
                 }
@@ -570,7 +674,9 @@ fn admit(group: &mut Group, req: JoinRequest, tx: oneshot::Sender<JoinGroupRespo
                 m.id = new_id.clone();
                 m.last_seen = now;
                 m.session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
-                m.rebalance_timeout = Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
+                m.rebalance_timeout = Duration::from_millis(
+                    req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64,
+                );
                 m.protocols = req.protocols.clone();
                 let was_leader = group.leader.as_deref() == Some(old.as_str());
                 if was_leader {
@@ -591,19 +697,30 @@ fn admit(group: &mut Group, req: JoinRequest, tx: oneshot::Sender<JoinGroupRespo
             member_id = new_member_id(&req.client_id);
             fresh = true;
             if req.version >= 4 {
-                group.pending.insert(member_id.clone(), now + Duration::from_millis(req.session_timeout_ms as u64));
+                group.pending.insert(
+                    member_id.clone(),
+                    now + Duration::from_millis(req.session_timeout_ms as u64),
+                );
                 return Some(join_error(ResponseError::MemberIdRequired, &member_id));
             }
         }
     } else if let Some(inst) = &req.instance_id {
-        if group.static_members.get(inst).is_some_and(|id| *id != member_id) {
+        if group
+            .static_members
+            .get(inst)
+            .is_some_and(|id| *id != member_id)
+        {
             return Some(join_error(ResponseError::FencedInstanceId, &member_id));
         }
     }
 
     let known = group.members.contains_key(&member_id);
     let pending = group.pending.remove(&member_id).is_some();
-    let is_static_new = req.instance_id.as_ref().is_some_and(|i| group.static_members.get(i) == Some(&member_id)) && !known;
+    let is_static_new = req
+        .instance_id
+        .as_ref()
+        .is_some_and(|i| group.static_members.get(i) == Some(&member_id))
+        && !known;
     if !known && !pending && !is_static_new && !fresh {
         return Some(join_error(ResponseError::UnknownMemberId, &member_id));
     }
@@ -611,7 +728,8 @@ fn admit(group: &mut Group, req: JoinRequest, tx: oneshot::Sender<JoinGroupRespo
         group.protocol_type = Some(req.protocol_type.clone());
     }
     let session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
-    let rebalance_timeout = Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
+    let rebalance_timeout =
+        Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
     let changed = match group.members.get_mut(&member_id) {
         Some(m) => {
             let changed = !m.same_protocols(&req.protocols);
@@ -673,7 +791,12 @@ fn prepare_rebalance(group: &mut Group, now: Instant, settings: Settings) {
     }
     let was_empty = group.state == GroupState::Empty;
     group.state = GroupState::PreparingRebalance;
-    let max_rebalance = group.members.values().map(|m| m.rebalance_timeout).max().unwrap_or_default();
+    let max_rebalance = group
+        .members
+        .values()
+        .map(|m| m.rebalance_timeout)
+        .max()
+        .unwrap_or_default();
     group.join_deadline = Some(now + max_rebalance);
     group.initial_delay_until = if was_empty && !settings.initial_delay.is_zero() {
         Some(now + settings.initial_delay)
@@ -717,7 +840,8 @@ fn maybe_complete_join(group: &mut Group, now: Instant) {
         return;
     }
     let delayed = group.initial_delay_until.is_some_and(|t| now < t);
-    let all_joined = group.members.values().all(|m| m.join_waiter.is_some()) && group.pending.is_empty();
+    let all_joined =
+        group.members.values().all(|m| m.join_waiter.is_some()) && group.pending.is_empty();
     let overdue = group.join_deadline.is_some_and(|d| now >= d);
     if (all_joined && !delayed) || overdue {
         complete_join(group, now);
@@ -725,7 +849,12 @@ fn maybe_complete_join(group: &mut Group, now: Instant) {
 }
 
 fn complete_join(group: &mut Group, now: Instant) {
-    let absent: Vec<String> = group.members.values().filter(|m| m.join_waiter.is_none()).map(|m| m.id.clone()).collect();
+    let absent: Vec<String> = group
+        .members
+        .values()
+        .filter(|m| m.join_waiter.is_none())
+        .map(|m| m.id.clone())
+        .collect();
     for id in absent {
         info!(group = %group.id, member = %id, "member did not rejoin in time; removed");
         remove_member(group, &id);
@@ -742,7 +871,11 @@ fn complete_join(group: &mut Group, now: Instant) {
         return;
     }
     group.protocol = select_protocol(group);
-    if group.leader.as_ref().is_none_or(|l| !group.members.contains_key(l)) {
+    if group
+        .leader
+        .as_ref()
+        .is_none_or(|l| !group.members.contains_key(l))
+    {
         group.leader = group.members.keys().next().cloned();
     }
     group.state = GroupState::CompletingRebalance;
@@ -768,7 +901,12 @@ fn select_protocol(group: &Group) -> Option<String> {
         .protocols
         .iter()
         .map(|(p, _)| p)
-        .filter(|p| group.members.values().all(|m| m.protocols.iter().any(|(q, _)| q == *p)))
+        .filter(|p| {
+            group
+                .members
+                .values()
+                .all(|m| m.protocols.iter().any(|(q, _)| q == *p))
+        })
         .collect();
     let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
     for m in group.members.values() {
@@ -778,7 +916,12 @@ fn select_protocol(group: &Group) -> Option<String> {
     }
     candidates
         .iter()
-        .max_by_key(|p| (votes.get(*p).copied().unwrap_or(0), std::cmp::Reverse(candidates.iter().position(|c| c == *p))))
+        .max_by_key(|p| {
+            (
+                votes.get(*p).copied().unwrap_or(0),
+                std::cmp::Reverse(candidates.iter().position(|c| c == *p)),
+            )
+        })
         .map(|p| p.to_string())
 }
 

@@ -50,10 +50,14 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             let broker = broker.clone();
             move || broker.groups.tick(Instant::now())
         })),
-        tokio::spawn(every(Duration::from_millis(broker.config.retention_check_interval_ms.max(100)), shutdown.clone(), {
-            let broker = broker.clone();
-            move || broker.enforce_retention()
-        })),
+        tokio::spawn(every(
+            Duration::from_millis(broker.config.retention_check_interval_ms.max(100)),
+            shutdown.clone(),
+            {
+                let broker = broker.clone();
+                move || broker.enforce_retention()
+            },
+        )),
         tokio::spawn({
             let broker = broker.clone();
             let mut shutdown = shutdown.clone();

@@ -30,18 +30,35 @@ pub enum FrameError {
     #[error("unknown api key {0}")]
     UnknownApiKey(i16),
     #[error("{api:?} v{version} is not supported (supported: v{min}..=v{max})")]
-    UnsupportedVersion { api: ApiKey, version: i16, min: i16, max: i16 },
+    UnsupportedVersion {
+        api: ApiKey,
+        version: i16,
+        min: i16,
+        max: i16,
+    },
     #[error("undecodable {api:?} v{version} request header: {detail}")]
-    BadHeader { api: ApiKey, version: i16, detail: String },
+    BadHeader {
+        api: ApiKey,
+        version: i16,
+        detail: String,
+    },
     #[error("undecodable {api:?} v{version} request body: {detail}")]
-    BadBody { api: ApiKey, version: i16, detail: String },
+    BadBody {
+        api: ApiKey,
+        version: i16,
+        detail: String,
+    },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
 /// Accepts connections until `shutdown` flips, then waits (bounded) for connections
 /// to finish their in-flight request.
-pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
@@ -62,18 +79,29 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: wat
         }
     }
     drop(listener);
-    info!(connections = conns.len(), "stopped accepting; waiting for in-flight requests");
+    info!(
+        connections = conns.len(),
+        "stopped accepting; waiting for in-flight requests"
+    );
     let grace = Duration::from_millis(broker.config.shutdown_timeout_ms);
     if tokio::time::timeout(grace, async { while conns.join_next().await.is_some() {} })
         .await
         .is_err()
     {
-        warn!(connections = conns.len(), "shutdown grace period over; closing remaining connections");
+        warn!(
+            connections = conns.len(),
+            "shutdown grace period over; closing remaining connections"
+        );
         conns.abort_all();
     }
 }
 
-async fn connection(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut shutdown: watch::Receiver<bool>) {
+async fn connection(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
     let mut writer = BufWriter::new(writer);
@@ -122,7 +150,10 @@ async fn connection(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mu
 }
 
 /// Reads one frame; None on a clean end of stream between frames.
-async fn read_frame<R: AsyncReadExt + Unpin>(reader: &mut R, max: usize) -> Result<Option<Bytes>, FrameError> {
+async fn read_frame<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, FrameError> {
     let mut len = [0u8; 4];
     match reader.read_exact(&mut len).await {
         Ok(_) => {}
@@ -163,28 +194,48 @@ pub async fn handle_frame(
             let body = handlers::api_versions::unsupported_version_response();
             return Ok(Some(encode_response(correlation_id, 0, &body, 0)?));
         }
-        return Err(FrameError::UnsupportedVersion { api, version, min, max });
+        return Err(FrameError::UnsupportedVersion {
+            api,
+            version,
+            min,
+            max,
+        });
     }
     let header_version = api.request_header_version(version);
-    let header = decode_guarded(|| RequestHeader::decode(&mut frame, header_version)).map_err(|detail| FrameError::BadHeader {
-        api,
-        version,
-        detail,
-    })?;
-    let request = decode_guarded(|| RequestKind::decode(api, &mut frame, version)).map_err(|detail| FrameError::BadBody {
-        api,
-        version,
-        detail,
-    })?;
+    let header =
+        decode_guarded(|| RequestHeader::decode(&mut frame, header_version)).map_err(|detail| {
+            FrameError::BadHeader {
+                api,
+                version,
+                detail,
+            }
+        })?;
+    let request =
+        decode_guarded(|| RequestKind::decode(api, &mut frame, version)).map_err(|detail| {
+            FrameError::BadBody {
+                api,
+                version,
+                detail,
+            }
+        })?;
     if frame.has_remaining() {
-        debug!(?api, version, trailing = frame.remaining(), "request has trailing bytes");
+        debug!(
+            ?api,
+            version,
+            trailing = frame.remaining(),
+            "request has trailing bytes"
+        );
     }
     let silent = matches!(&request, RequestKind::Produce(p) if p.acks == 0);
     let ctx = RequestContext {
         api,
         version,
         correlation_id,
-        client_id: header.client_id.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+        client_id: header
+            .client_id
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
         peer,
         shutdown: shutdown.clone(),
     };
@@ -193,7 +244,12 @@ pub async fn handle_frame(
         return Ok(None);
     }
     let response_header_version = api.response_header_version(version);
-    Ok(Some(encode_response(correlation_id, response_header_version, &response, version)?))
+    Ok(Some(encode_response(
+        correlation_id,
+        response_header_version,
+        &response,
+        version,
+    )?))
 }
 
 /// Runs a kafka-protocol decoder, turning both errors and panics into a message.
@@ -225,7 +281,12 @@ impl EncodeBody for kafka_protocol::messages::ApiVersionsResponse {
     }
 }
 
-fn encode_response(correlation_id: i32, header_version: i16, body: &impl EncodeBody, version: i16) -> Result<Bytes, FrameError> {
+fn encode_response(
+    correlation_id: i32,
+    header_version: i16,
+    body: &impl EncodeBody,
+    version: i16,
+) -> Result<Bytes, FrameError> {
     let mut buf = BytesMut::with_capacity(256);
     buf.put_i32(0);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);

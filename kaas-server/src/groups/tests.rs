@@ -28,6 +28,26 @@ fn join_req(member: &str, version: i16) -> JoinRequest {
     }
 }
 
+fn sync(
+    c: &GroupCoordinator,
+    generation: i32,
+    member_id: &str,
+    instance_id: Option<&str>,
+    protocol: (Option<&str>, Option<&str>),
+    assignments: Vec<(String, Bytes)>,
+    now: Instant,
+) -> Reply<SyncGroupResponse> {
+    let req = SyncRequest {
+        group_id: "g",
+        generation,
+        member_id,
+        instance_id,
+        protocol,
+        assignments,
+    };
+    c.sync(req, now)
+}
+
 fn now_response<T>(r: Reply<T>) -> T {
     match r {
         Reply::Now(t) => t,
@@ -84,12 +104,26 @@ fn a_second_member_triggers_a_rebalance_that_waits_for_the_first_to_rejoin() {
     let t0 = Instant::now();
     let (a, mut rx_a) = handshake(&c, t0);
     let gen1 = rx_a.try_recv().unwrap();
-    assert!(matches!(c.sync("g", gen1.generation_id, &a, None, (None, None), vec![(a.clone(), Bytes::from_static(b"all"))], t0), Reply::Wait(_)));
+    assert!(matches!(
+        sync(
+            &c,
+            gen1.generation_id,
+            &a,
+            None,
+            (None, None),
+            vec![(a.clone(), Bytes::from_static(b"all"))],
+            t0
+        ),
+        Reply::Wait(_)
+    ));
     assert_eq!(c.heartbeat("g", 1, &a, None, t0), Ok(()));
 
     let (b, mut rx_b) = handshake(&c, t0);
     assert!(rx_b.try_recv().is_err(), "b waits for a to rejoin");
-    assert_eq!(c.heartbeat("g", 1, &a, None, t0), Err(ResponseError::RebalanceInProgress));
+    assert_eq!(
+        c.heartbeat("g", 1, &a, None, t0),
+        Err(ResponseError::RebalanceInProgress)
+    );
     let mut rx_a2 = waited(c.join(join_req(&a, 9), t0));
     let ja = rx_a2.try_recv().unwrap();
     let jb = rx_b.try_recv().unwrap();
@@ -100,20 +134,32 @@ fn a_second_member_triggers_a_rebalance_that_waits_for_the_first_to_rejoin() {
     assert_eq!(ja.members.len(), 2);
     assert!(jb.members.is_empty());
 
-    let mut sync_b = waited(c.sync("g", 2, &b, None, (None, None), vec![], t0));
-    let mut sync_a = waited(c.sync(
-        "g",
+    let mut sync_b = waited(sync(&c, 2, &b, None, (None, None), vec![], t0));
+    let mut sync_a = waited(sync(
+        &c,
         2,
         &a,
         None,
         (Some("consumer"), Some("range")),
-        vec![(a.clone(), Bytes::from_static(b"A")), (b.clone(), Bytes::from_static(b"B"))],
+        vec![
+            (a.clone(), Bytes::from_static(b"A")),
+            (b.clone(), Bytes::from_static(b"B")),
+        ],
         t0,
     ));
-    assert_eq!(sync_a.try_recv().unwrap().assignment, Bytes::from_static(b"A"));
-    assert_eq!(sync_b.try_recv().unwrap().assignment, Bytes::from_static(b"B"));
+    assert_eq!(
+        sync_a.try_recv().unwrap().assignment,
+        Bytes::from_static(b"A")
+    );
+    assert_eq!(
+        sync_b.try_recv().unwrap().assignment,
+        Bytes::from_static(b"B")
+    );
     assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
-    assert_eq!(c.heartbeat("g", 1, &a, None, t0), Err(ResponseError::IllegalGeneration));
+    assert_eq!(
+        c.heartbeat("g", 1, &a, None, t0),
+        Err(ResponseError::IllegalGeneration)
+    );
 }
 
 #[test]
@@ -125,7 +171,7 @@ fn a_silent_member_is_expired_and_the_rest_rebalance() {
     let (b, mut rx_b) = handshake(&c, t0);
     let _ = waited(c.join(join_req(&a, 9), t0)).try_recv().unwrap();
     rx_b.try_recv().unwrap();
-    let _ = c.sync("g", 2, &a, None, (None, None), vec![], t0);
+    let _ = sync(&c, 2, &a, None, (None, None), vec![], t0);
     // b keeps heartbeating, a goes silent past its 10 s session.
     let t1 = t0 + Duration::from_secs(8);
     assert_eq!(c.heartbeat("g", 2, &b, None, t1), Ok(()));
@@ -133,7 +179,10 @@ fn a_silent_member_is_expired_and_the_rest_rebalance() {
     let view = c.describe("g").unwrap();
     assert_eq!(view.members.len(), 1);
     assert_eq!(view.state, GroupState::PreparingRebalance);
-    assert_eq!(c.heartbeat("g", 2, &b, None, t1), Err(ResponseError::RebalanceInProgress));
+    assert_eq!(
+        c.heartbeat("g", 2, &b, None, t1),
+        Err(ResponseError::RebalanceInProgress)
+    );
     let mut rx = waited(c.join(join_req(&b, 9), t1));
     let resp = rx.try_recv().unwrap();
     assert_eq!(resp.generation_id, 3);
@@ -150,7 +199,10 @@ fn a_rebalance_completes_without_members_that_miss_the_deadline() {
     // a keeps its session alive but never rejoins.
     for s in [9, 18, 27] {
         let t = t0 + Duration::from_secs(s);
-        assert_eq!(c.heartbeat("g", 1, &a, None, t), Err(ResponseError::RebalanceInProgress));
+        assert_eq!(
+            c.heartbeat("g", 1, &a, None, t),
+            Err(ResponseError::RebalanceInProgress)
+        );
         c.tick(t);
     }
     c.tick(t0 + Duration::from_secs(29));
@@ -170,7 +222,10 @@ fn leaving_empties_the_group_and_an_empty_group_can_be_deleted() {
     assert_eq!(c.delete("g"), Err(ResponseError::NonEmptyGroup));
     assert_eq!(c.leave("g", &[(a.clone(), None)], t0).unwrap(), vec![None]);
     assert_eq!(c.describe("g").unwrap().state, GroupState::Empty);
-    assert_eq!(c.leave("g", &[(a, None)], t0).unwrap(), vec![Some(ResponseError::UnknownMemberId)]);
+    assert_eq!(
+        c.leave("g", &[(a, None)], t0).unwrap(),
+        vec![Some(ResponseError::UnknownMemberId)]
+    );
     assert_eq!(c.delete("g"), Ok(()));
     assert_eq!(c.delete("g"), Err(ResponseError::GroupIdNotFound));
 }
@@ -198,10 +253,23 @@ fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
     let view = c.describe("g").unwrap();
     assert_eq!(view.state, GroupState::CompletingRebalance);
     let leader = c.groups().get("g").unwrap().leader.clone().unwrap();
-    let follower = view.members.iter().find(|m| m.id != leader).unwrap().id.clone();
-    let follower_inst = view.members.iter().find(|m| m.id == follower).unwrap().instance_id.clone().unwrap();
-    let _ = c.sync(
-        "g",
+    let follower = view
+        .members
+        .iter()
+        .find(|m| m.id != leader)
+        .unwrap()
+        .id
+        .clone();
+    let follower_inst = view
+        .members
+        .iter()
+        .find(|m| m.id == follower)
+        .unwrap()
+        .instance_id
+        .clone()
+        .unwrap();
+    let _ = sync(
+        &c,
         2,
         &leader,
         None,
@@ -219,10 +287,21 @@ fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
     assert_eq!(resp.generation_id, 2, "no new generation");
     assert_ne!(resp.member_id.as_str(), follower);
     assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
-    let sync = now_response(c.sync("g", 2, &resp.member_id, Some(&follower_inst), (None, None), vec![], t0));
+    let sync = now_response(sync(
+        &c,
+        2,
+        &resp.member_id,
+        Some(&follower_inst),
+        (None, None),
+        vec![],
+        t0,
+    ));
     assert_eq!(sync.assignment, Bytes::from_static(b"F"));
     // The old incarnation is fenced.
-    assert_eq!(c.heartbeat("g", 2, &follower, Some(&follower_inst), t0), Err(ResponseError::FencedInstanceId));
+    assert_eq!(
+        c.heartbeat("g", 2, &follower, Some(&follower_inst), t0),
+        Err(ResponseError::FencedInstanceId)
+    );
 }
 
 #[test]
@@ -230,7 +309,10 @@ fn session_timeouts_outside_the_broker_limits_are_rejected() {
     let (_d, c) = coordinator();
     let mut req = join_req("", 9);
     req.session_timeout_ms = 10;
-    assert_eq!(now_response(c.join(req, Instant::now())).error_code, ResponseError::InvalidSessionTimeout.code());
+    assert_eq!(
+        now_response(c.join(req, Instant::now())).error_code,
+        ResponseError::InvalidSessionTimeout.code()
+    );
 }
 
 #[test]
@@ -241,14 +323,18 @@ fn a_member_with_no_common_protocol_is_inconsistent() {
     rx.try_recv().unwrap();
     let mut req = join_req("", 9);
     req.protocols = vec![("roundrobin".into(), Bytes::new())];
-    assert_eq!(now_response(c.join(req, t0)).error_code, ResponseError::InconsistentGroupProtocol.code());
+    assert_eq!(
+        now_response(c.join(req, t0)).error_code,
+        ResponseError::InconsistentGroupProtocol.code()
+    );
 }
 
 #[test]
 fn committed_offsets_are_on_the_volume() {
     let (dir, c) = coordinator();
     assert_eq!(c.check_commit("g", -1, "", None), Ok(()));
-    c.commit_offsets("g", &[("t".into(), 0, 42, -1, None)]).unwrap();
+    c.commit_offsets("g", &[("t".into(), 0, 42, -1, None)])
+        .unwrap();
     let reloaded = GroupOffsets::load(&Volume::new(dir.path()), "g").unwrap();
     assert_eq!(reloaded.get("t", 0).unwrap().offset, 42);
     assert_eq!(c.list().len(), 1);

@@ -10,7 +10,11 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 3;
 
-pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let name = t.name.0.to_string();
@@ -19,11 +23,20 @@ pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: CreatePart
             Err(e) => Err((e.code(), e.to_string())),
             Ok(topic) if t.count <= topic.meta.partitions => Err((
                 ResponseError::InvalidPartitions.code(),
-                format!("topic {name} has {} partitions; the new count {} must be larger", topic.meta.partitions, t.count),
+                format!(
+                    "topic {name} has {} partitions; the new count {} must be larger",
+                    topic.meta.partitions, t.count
+                ),
             )),
-            Ok(_) if t.assignments.is_some() => Err((ResponseError::InvalidReplicaAssignment.code(), "manual replica assignment is not supported".into())),
+            Ok(_) if t.assignments.is_some() => Err((
+                ResponseError::InvalidReplicaAssignment.code(),
+                "manual replica assignment is not supported".into(),
+            )),
             Ok(_) if req.validate_only => Ok(()),
-            Ok(_) => broker.create_partitions(&name, t.count).await.map_err(|e| (e.code(), e.to_string())),
+            Ok(_) => broker
+                .create_partitions(&name, t.count)
+                .await
+                .map_err(|e| (e.code(), e.to_string())),
         };
         if let Err((code, msg)) = outcome {
             r.error_code = code;

@@ -12,7 +12,11 @@ use std::sync::Arc;
 pub const MIN: i16 = 2;
 pub const MAX: i16 = 7;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let name = t.name.0.to_string();
@@ -29,17 +33,27 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateTopic
         let configs: BTreeMap<String, String> = t
             .configs
             .iter()
-            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+            .filter_map(|c| {
+                c.value
+                    .as_ref()
+                    .map(|v| (c.name.to_string(), v.to_string()))
+            })
             .collect();
         let outcome = if !t.assignments.is_empty() {
-            Err((ResponseError::InvalidReplicaAssignment.code(), "manual replica assignment is not supported".to_string()))
+            Err((
+                ResponseError::InvalidReplicaAssignment.code(),
+                "manual replica assignment is not supported".to_string(),
+            ))
         } else if !(t.replication_factor == -1 || t.replication_factor == 1) {
             Err((
                 ResponseError::InvalidReplicationFactor.code(),
                 format!("replication factor {} is not supported: one broker holds each partition and the shared volume is the replication", t.replication_factor),
             ))
         } else if req.validate_only {
-            broker.validate_topic(&name, partitions, &configs).map(|_| None).map_err(|e| (e.code(), e.to_string()))
+            broker
+                .validate_topic(&name, partitions, &configs)
+                .map(|_| None)
+                .map_err(|e| (e.code(), e.to_string()))
         } else {
             match broker.create_topic(&name, partitions, configs).await {
                 Ok(topic) => Ok(Some(topic)),

@@ -11,13 +11,26 @@ use uuid::Uuid;
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 6;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let mut wanted: Vec<(Option<String>, Uuid)> = req.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect();
-    wanted.extend(req.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)));
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    let mut wanted: Vec<(Option<String>, Uuid)> = req
+        .topic_names
+        .iter()
+        .map(|n| (Some(n.0.to_string()), Uuid::nil()))
+        .collect();
+    wanted.extend(
+        req.topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
+    );
     let mut responses = Vec::with_capacity(wanted.len());
     for (name, id) in wanted {
         let name = name.or_else(|| broker.topic_by_id(&id).map(|t| t.meta.name.clone()));
-        let mut r = DeletableTopicResult::default().with_name(name.clone().map(|n| TopicName(sb(n))));
+        let mut r =
+            DeletableTopicResult::default().with_name(name.clone().map(|n| TopicName(sb(n))));
         if ctx.version >= 6 {
             r.topic_id = id;
         }

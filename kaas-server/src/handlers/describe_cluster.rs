@@ -9,7 +9,11 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 1;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, _req: DescribeClusterRequest) -> DescribeClusterResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    _req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
     let me = BrokerId(broker.config.broker_id);
     let mut resp = DescribeClusterResponse::default()
         .with_cluster_id(sb(broker.cluster_id.clone()))

@@ -4,7 +4,9 @@
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use std::sync::Arc;
 
@@ -21,14 +23,24 @@ const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
 const TYPE_BOOLEAN: i8 = 1;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+struct ConfigEntry {
+    name: String,
+    value: String,
+    source: i8,
+    ty: i8,
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let mut results = Vec::with_capacity(req.resources.len());
     for res in req.resources {
         let mut r = DescribeConfigsResult::default()
             .with_resource_type(res.resource_type)
             .with_resource_name(res.resource_name.clone());
-        // (name, value, source, type)
-        let entries: Result<Vec<(String, String, i8, i8)>, (i16, String)> = match res.resource_type {
+        let entries: Result<Vec<ConfigEntry>, (i16, String)> = match res.resource_type {
             RESOURCE_TOPIC => match broker.topic(&res.resource_name) {
                 Err(e) => Err((e.code(), e.to_string())),
                 Ok(t) => {
@@ -36,8 +48,16 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeCon
                     let defaults: Vec<(&str, String, i8)> = vec![
                         ("cleanup.policy", "delete".into(), TYPE_STRING),
                         ("compression.type", "producer".into(), TYPE_STRING),
-                        ("index.interval.bytes", d.index_interval_bytes.to_string(), TYPE_INT),
-                        ("max.message.bytes", d.max_message_bytes.to_string(), TYPE_INT),
+                        (
+                            "index.interval.bytes",
+                            d.index_interval_bytes.to_string(),
+                            TYPE_INT,
+                        ),
+                        (
+                            "max.message.bytes",
+                            d.max_message_bytes.to_string(),
+                            TYPE_INT,
+                        ),
                         ("message.timestamp.type", "CreateTime".into(), TYPE_STRING),
                         ("min.insync.replicas", "1".into(), TYPE_INT),
                         ("retention.bytes", d.retention_bytes.to_string(), TYPE_LONG),
@@ -51,34 +71,81 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeCon
                             Some(v) => (name.to_string(), v.clone(), SOURCE_DYNAMIC_TOPIC, ty),
                             None => (name.to_string(), default, SOURCE_DEFAULT, ty),
                         })
+                        .map(|(name, value, source, ty)| ConfigEntry {
+                            name,
+                            value,
+                            source,
+                            ty,
+                        })
                         .collect())
                 }
             },
             RESOURCE_BROKER => {
-                if res.resource_name.is_empty() || res.resource_name.as_str() == broker.config.broker_id.to_string() {
+                if res.resource_name.is_empty()
+                    || res.resource_name.as_str() == broker.config.broker_id.to_string()
+                {
                     let c = &broker.config;
                     Ok(vec![
-                        ("auto.create.topics.enable", c.auto_create_topics.to_string(), TYPE_BOOLEAN),
+                        (
+                            "auto.create.topics.enable",
+                            c.auto_create_topics.to_string(),
+                            TYPE_BOOLEAN,
+                        ),
                         ("broker.id", c.broker_id.to_string(), TYPE_INT),
-                        ("group.initial.rebalance.delay.ms", c.group_initial_rebalance_delay_ms.to_string(), TYPE_INT),
-                        ("group.max.session.timeout.ms", c.group_max_session_timeout_ms.to_string(), TYPE_INT),
-                        ("group.min.session.timeout.ms", c.group_min_session_timeout_ms.to_string(), TYPE_INT),
+                        (
+                            "group.initial.rebalance.delay.ms",
+                            c.group_initial_rebalance_delay_ms.to_string(),
+                            TYPE_INT,
+                        ),
+                        (
+                            "group.max.session.timeout.ms",
+                            c.group_max_session_timeout_ms.to_string(),
+                            TYPE_INT,
+                        ),
+                        (
+                            "group.min.session.timeout.ms",
+                            c.group_min_session_timeout_ms.to_string(),
+                            TYPE_INT,
+                        ),
                         ("log.dirs", c.data_dir.display().to_string(), TYPE_STRING),
-                        ("log.retention.bytes", c.retention_bytes.to_string(), TYPE_LONG),
+                        (
+                            "log.retention.bytes",
+                            c.retention_bytes.to_string(),
+                            TYPE_LONG,
+                        ),
                         ("log.retention.ms", c.retention_ms.to_string(), TYPE_LONG),
                         ("log.segment.bytes", c.segment_bytes.to_string(), TYPE_INT),
-                        ("message.max.bytes", c.message_max_bytes.to_string(), TYPE_INT),
+                        (
+                            "message.max.bytes",
+                            c.message_max_bytes.to_string(),
+                            TYPE_INT,
+                        ),
                         ("num.partitions", c.default_partitions.to_string(), TYPE_INT),
-                        ("socket.request.max.bytes", c.max_request_bytes.to_string(), TYPE_INT),
+                        (
+                            "socket.request.max.bytes",
+                            c.max_request_bytes.to_string(),
+                            TYPE_INT,
+                        ),
                     ]
                     .into_iter()
-                    .map(|(n, v, t)| (n.to_string(), v, SOURCE_STATIC_BROKER, t))
+                    .map(|(n, v, t)| ConfigEntry {
+                        name: n.to_string(),
+                        value: v,
+                        source: SOURCE_STATIC_BROKER,
+                        ty: t,
+                    })
                     .collect())
                 } else {
-                    Err((ResponseError::InvalidRequest.code(), format!("broker {} is not this broker", res.resource_name.as_str())))
+                    Err((
+                        ResponseError::InvalidRequest.code(),
+                        format!("broker {} is not this broker", res.resource_name.as_str()),
+                    ))
                 }
             }
-            other => Err((ResponseError::InvalidRequest.code(), format!("resource type {other} is not supported"))),
+            other => Err((
+                ResponseError::InvalidRequest.code(),
+                format!("resource type {other} is not supported"),
+            )),
         };
         match entries {
             Err((code, msg)) => {
@@ -89,14 +156,14 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeCon
                 let keys = res.configuration_keys.as_ref().filter(|k| !k.is_empty());
                 r.configs = entries
                     .into_iter()
-                    .filter(|(name, ..)| keys.is_none_or(|k| k.iter().any(|k| k.as_str() == name)))
-                    .map(|(name, value, source, ty)| {
+                    .filter(|e| keys.is_none_or(|k| k.iter().any(|k| k.as_str() == e.name)))
+                    .map(|e| {
                         let mut c = DescribeConfigsResourceResult::default()
-                            .with_name(sb(name))
-                            .with_value(Some(sb(value)))
-                            .with_config_source(source);
+                            .with_name(sb(e.name))
+                            .with_value(Some(sb(e.value)))
+                            .with_config_source(e.source);
                         if ctx.version >= 3 {
-                            c.config_type = ty;
+                            c.config_type = e.ty;
                         }
                         c
                     })

@@ -10,7 +10,11 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 4;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
     let me = BrokerId(broker.config.broker_id);
     let (host, port) = (sb(broker.advertised.0.clone()), broker.advertised.1 as i32);
     if ctx.version >= 4 {

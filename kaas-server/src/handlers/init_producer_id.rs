@@ -11,7 +11,11 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let fail = |code: ResponseError| {
         InitProducerIdResponse::default()
             .with_error_code(code.code())

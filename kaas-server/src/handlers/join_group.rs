@@ -11,17 +11,29 @@ use std::time::Instant;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 9;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: JoinGroupRequest,
+) -> JoinGroupResponse {
     let member_id = req.member_id.to_string();
     let join = JoinRequest {
         group_id: req.group_id.0.to_string(),
         member_id: member_id.clone(),
         instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
         protocol_type: req.protocol_type.to_string(),
-        protocols: req.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect(),
+        protocols: req
+            .protocols
+            .iter()
+            .map(|p| (p.name.to_string(), p.metadata.clone()))
+            .collect(),
         session_timeout_ms: req.session_timeout_ms,
         // v0 has no rebalance timeout: Apache uses the session timeout.
-        rebalance_timeout_ms: if ctx.version >= 1 { req.rebalance_timeout_ms } else { req.session_timeout_ms },
+        rebalance_timeout_ms: if ctx.version >= 1 {
+            req.rebalance_timeout_ms
+        } else {
+            req.session_timeout_ms
+        },
         client_id: ctx.client_id.clone(),
         client_host: format!("/{}", ctx.peer.ip()),
         version: ctx.version,

@@ -3,7 +3,9 @@
 use super::RequestContext;
 use crate::broker::Broker;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use std::sync::Arc;
 
@@ -14,7 +16,11 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let topic = broker.topic(&t.name.0);
@@ -69,7 +75,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                 r
             })
             .collect();
-        topics.push(ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(partitions));
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions),
+        );
     }
     ListOffsetsResponse::default().with_topics(topics)
 }

@@ -4,7 +4,9 @@
 use super::{sb, RequestContext};
 use crate::broker::{Broker, Topic, TopicError};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -12,7 +14,11 @@ use uuid::Uuid;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 12;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: MetadataRequest,
+) -> MetadataResponse {
     let me = BrokerId(broker.config.broker_id);
     let brokers = vec![MetadataResponseBroker::default()
         .with_node_id(me)
@@ -30,7 +36,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
         }
         for (name, b) in broker.broken_topics() {
             tracing::debug!(topic = %name, error = %b.error, "metadata for unreadable topic");
-            topics.push(error_topic(Some(name), Uuid::nil(), ResponseError::KafkaStorageError.code()));
+            topics.push(error_topic(
+                Some(name),
+                Uuid::nil(),
+                ResponseError::KafkaStorageError.code(),
+            ));
         }
     } else {
         for requested in req.topics.iter().flatten() {
@@ -49,7 +59,15 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
                         _ => e.code(),
                     };
                     let name = requested.name.as_ref().map(|n| n.0.to_string());
-                    error_topic(name, if ctx.version >= 10 { requested.topic_id } else { Uuid::nil() }, code)
+                    error_topic(
+                        name,
+                        if ctx.version >= 10 {
+                            requested.topic_id
+                        } else {
+                            Uuid::nil()
+                        },
+                        code,
+                    )
                 }
             });
         }

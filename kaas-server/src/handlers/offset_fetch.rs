@@ -4,7 +4,8 @@ use super::{sb, RequestContext};
 use crate::broker::Broker;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use std::sync::Arc;
@@ -42,16 +43,21 @@ fn fetch(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>) 
         .collect())
 }
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: OffsetFetchRequest,
+) -> OffsetFetchResponse {
     if ctx.version >= 8 {
         let groups = req
             .groups
             .iter()
             .map(|g| {
-                let wanted = g
-                    .topics
-                    .as_ref()
-                    .map(|ts| ts.iter().map(|t| (t.name.0.to_string(), t.partition_indexes.clone())).collect());
+                let wanted = g.topics.as_ref().map(|ts| {
+                    ts.iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                        .collect()
+                });
                 let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
                 match fetch(broker, &g.group_id.0, wanted) {
                     Err(code) => out.error_code = code,
@@ -59,17 +65,19 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetch
                         out.topics = rows
                             .into_iter()
                             .map(|(t, ps)| {
-                                OffsetFetchResponseTopics::default().with_name(TopicName(sb(t))).with_partitions(
-                                    ps.into_iter()
-                                        .map(|(p, o, e, m)| {
-                                            OffsetFetchResponsePartitions::default()
-                                                .with_partition_index(p)
-                                                .with_committed_offset(o)
-                                                .with_committed_leader_epoch(e)
-                                                .with_metadata(m.map(sb))
-                                        })
-                                        .collect(),
-                                )
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(TopicName(sb(t)))
+                                    .with_partitions(
+                                        ps.into_iter()
+                                            .map(|(p, o, e, m)| {
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p)
+                                                    .with_committed_offset(o)
+                                                    .with_committed_leader_epoch(e)
+                                                    .with_metadata(m.map(sb))
+                                            })
+                                            .collect(),
+                                    )
                             })
                             .collect()
                     }
@@ -79,10 +87,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetch
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
     }
-    let wanted = req
-        .topics
-        .as_ref()
-        .map(|ts| ts.iter().map(|t| (t.name.0.to_string(), t.partition_indexes.clone())).collect());
+    let wanted = req.topics.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
     let mut resp = OffsetFetchResponse::default();
     match fetch(broker, &req.group_id.0, wanted) {
         Err(code) => {
@@ -94,20 +103,22 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetch
             resp.topics = rows
                 .into_iter()
                 .map(|(t, ps)| {
-                    OffsetFetchResponseTopic::default().with_name(TopicName(sb(t))).with_partitions(
-                        ps.into_iter()
-                            .map(|(p, o, e, m)| {
-                                let mut r = OffsetFetchResponsePartition::default()
-                                    .with_partition_index(p)
-                                    .with_committed_offset(o)
-                                    .with_metadata(m.map(sb));
-                                if ctx.version >= 5 {
-                                    r.committed_leader_epoch = e;
-                                }
-                                r
-                            })
-                            .collect(),
-                    )
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(sb(t)))
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|(p, o, e, m)| {
+                                    let mut r = OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(o)
+                                        .with_metadata(m.map(sb));
+                                    if ctx.version >= 5 {
+                                        r.committed_leader_epoch = e;
+                                    }
+                                    r
+                                })
+                                .collect(),
+                        )
                 })
                 .collect();
         }

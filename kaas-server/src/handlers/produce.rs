@@ -5,25 +5,33 @@
 use super::{sb, RequestContext};
 use crate::broker::{Broker, Partition};
 use bytes::BytesMut;
+use kaas_core::idempotence::SequenceError;
 use kaas_core::log::LogError;
+use kaas_core::partition::{AppendError, AppendOutcome};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use std::sync::Arc;
-use kaas_core::idempotence::SequenceError;
-use kaas_core::partition::{AppendError, AppendOutcome};
 use tracing::{debug, warn};
 
 pub const MIN: i16 = 3;
 pub const MAX: i16 = 11;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequest) -> ProduceResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+) -> ProduceResponse {
     let acks_ok = matches!(req.acks, -1..=1);
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_sync: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
     for topic_data in req.topic_data {
         let name = topic_data.name.0.to_string();
-        let topic = if acks_ok { Some(broker.topic_or_create(&name).await) } else { None };
+        let topic = if acks_ok {
+            Some(broker.topic_or_create(&name).await)
+        } else {
+            None
+        };
         let mut partitions = Vec::with_capacity(topic_data.partition_data.len());
         for pd in topic_data.partition_data {
             let mut resp = PartitionProduceResponse::default()
@@ -37,7 +45,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
                 Some(Ok(t)) => match t.partition(pd.index) {
                     None => Err(ResponseError::UnknownTopicOrPartition.code()),
                     Some(Err(_)) => Err(ResponseError::KafkaStorageError.code()),
-                    Some(Ok(p)) => append(broker, ctx, p, t.log_config.max_message_bytes, pd.records.as_deref()),
+                    Some(Ok(p)) => append(
+                        broker,
+                        ctx,
+                        p,
+                        t.log_config.max_message_bytes,
+                        pd.records.as_deref(),
+                    ),
                 },
             };
             match outcome {
@@ -101,10 +115,21 @@ fn append(
     // and the base offsets must be written into the bytes we store.
     let mut owned = BytesMut::from(records);
     match broker.append(partition, &mut owned, &headers) {
-        Ok(AppendOutcome::Appended(info)) => Ok((info.base_offset, info.next_offset, partition.state().log.log_start_offset())),
-        Ok(AppendOutcome::Duplicate { base_offset, last_offset }) => {
+        Ok(AppendOutcome::Appended(info)) => Ok((
+            info.base_offset,
+            info.next_offset,
+            partition.state().log.log_start_offset(),
+        )),
+        Ok(AppendOutcome::Duplicate {
+            base_offset,
+            last_offset,
+        }) => {
             debug!(topic = %partition.topic, partition = partition.index, base_offset, "duplicate batch answered from the producer window");
-            Ok((base_offset, last_offset + 1, partition.state().log.log_start_offset()))
+            Ok((
+                base_offset,
+                last_offset + 1,
+                partition.state().log.log_start_offset(),
+            ))
         }
         Err(AppendError::Sequence(e)) => {
             debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, error = %e, "rejected produce batch");

@@ -2,7 +2,7 @@
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::groups::Reply;
+use crate::groups::{Reply, SyncRequest};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use std::sync::Arc;
@@ -11,17 +11,25 @@ use std::time::Instant;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
-    let assignments = req.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
-    let reply = broker.groups.sync(
-        &req.group_id.0,
-        req.generation_id,
-        &req.member_id,
-        req.group_instance_id.as_deref(),
-        (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
+    let assignments = req
+        .assignments
+        .iter()
+        .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+        .collect();
+    let sync = SyncRequest {
+        group_id: &req.group_id.0,
+        generation: req.generation_id,
+        member_id: &req.member_id,
+        instance_id: req.group_instance_id.as_deref(),
+        protocol: (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
         assignments,
-        Instant::now(),
-    );
+    };
+    let reply = broker.groups.sync(sync, Instant::now());
     let mut resp = match reply {
         Reply::Now(r) => r,
         Reply::Wait(rx) => {

@@ -1,0 +1,128 @@
+"""Hand-built Kafka frames for the bad-input tests (real clients cannot send these)."""
+import socket
+import struct
+
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def varint(v: int) -> bytes:
+    z = (v << 1) ^ (v >> 63)
+    out = bytearray()
+    while True:
+        if z < 0x80:
+            out.append(z)
+            return bytes(out)
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+
+
+def record_batch(values, base_offset=0) -> bytes:
+    """A valid v2 batch of uncompressed records with null keys."""
+    body = b""
+    for i, v in enumerate(values):
+        rec = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
+        body += varint(len(rec)) + rec
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, 1000, 1000, -1, -1, -1, len(values)) + body
+    crc = crc32c(after_crc)
+    after_len = struct.pack(">ib", 0, 2) + struct.pack(">I", crc) + after_crc
+    return struct.pack(">qi", base_offset, len(after_len)) + after_len
+
+
+def string(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def request(api_key: int, version: int, correlation_id: int, body: bytes, client_id="wire-test") -> bytes:
+    """Header v1 (non-flexible) + body, length-prefixed."""
+    payload = struct.pack(">hhi", api_key, version, correlation_id) + string(client_id) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def produce_v3(topic: str, partition: int, records: bytes, acks=-1) -> bytes:
+    body = struct.pack(">hhi", -1, acks, 10000)  # null transactional id, acks, timeout
+    body += struct.pack(">i", 1) + string(topic) + struct.pack(">i", 1)
+    body += struct.pack(">i", partition) + struct.pack(">i", len(records)) + records
+    return body
+
+
+def parse_produce_v3(body: bytes):
+    """[(topic, partition, error_code, base_offset)] from a v3 response body."""
+    out = []
+    pos = 0
+    (n,) = struct.unpack_from(">i", body, pos)
+    pos += 4
+    for _ in range(n):
+        (ln,) = struct.unpack_from(">h", body, pos)
+        name = body[pos + 2:pos + 2 + ln].decode()
+        pos += 2 + ln
+        (np,) = struct.unpack_from(">i", body, pos)
+        pos += 4
+        for _ in range(np):
+            part, err, base, _ts = struct.unpack_from(">ihqq", body, pos)
+            pos += 22
+            out.append((name, part, err, base))
+    return out
+
+
+class Conn:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+
+    def send(self, data: bytes):
+        self.sock.sendall(data)
+
+    def recv_response(self):
+        """(correlation id, body) of the next response; None if the broker closed."""
+        head = self._read(4)
+        if head is None:
+            return None
+        (n,) = struct.unpack(">i", head)
+        data = self._read(n)
+        if data is None:
+            return None
+        return struct.unpack(">i", data[:4])[0], data[4:]
+
+    def closed_by_peer(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def _read(self, n):
+        buf = b""
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def api_versions_ok(self) -> bool:
+        self.send(request(18, 0, 77, b""))
+        resp = self.recv_response()
+        return resp is not None and resp[0] == 77 and struct.unpack(">h", resp[1][:2])[0] == 0
+
+    def close(self):
+        self.sock.close()
