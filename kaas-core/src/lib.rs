@@ -12,6 +12,8 @@ pub mod offsets;
 pub mod partition;
 pub mod producer_ids;
 pub mod topic;
+pub mod txn;
+pub mod txn_store;
 
 pub use error::VolumeError;
 pub use layout::Volume;
