@@ -400,3 +400,99 @@ mod tests {
         b.clear();
     }
 }
+
+/// Attributes of a transaction marker batch: control | transactional.
+pub const CONTROL_ATTRIBUTES: i16 = ATTR_CONTROL | ATTR_TRANSACTIONAL;
+
+/// Builds a COMMIT or ABORT control batch (Apache's EndTransactionMarker): one record
+/// whose key is (version 0, type 1 = commit / 0 = abort) and whose value is
+/// (version 0, coordinator epoch).
+pub fn build_control_batch(producer_id: i64, producer_epoch: i16, commit: bool, coordinator_epoch: i32, timestamp: i64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4);
+    key.extend_from_slice(&0i16.to_be_bytes());
+    key.extend_from_slice(&(commit as i16).to_be_bytes());
+    let mut value = Vec::with_capacity(6);
+    value.extend_from_slice(&0i16.to_be_bytes());
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    build_batch(
+        0,
+        timestamp,
+        Some((producer_id, producer_epoch, -1)),
+        CONTROL_ATTRIBUTES,
+        &[(Some(&key), Some(&value))],
+    )
+}
+
+/// The marker type of a control batch: Some(true) commit, Some(false) abort, None when
+/// the batch is not a readable transaction marker. Reads only the first record (an
+/// uncompressed control batch holds exactly one).
+pub fn control_marker_type(batch: &[u8]) -> Option<bool> {
+    let h = BatchHeader::parse(batch, 0).ok()?;
+    if !h.is_control() || h.compression() != 0 || batch.len() < h.total_len() {
+        return None;
+    }
+    let mut pos = HEADER_LEN;
+    let _record_len = read_varint(batch, &mut pos)?;
+    pos += 1; // record attributes
+    read_varint(batch, &mut pos)?; // timestamp delta
+    read_varint(batch, &mut pos)?; // offset delta
+    let key_len = read_varint(batch, &mut pos)?;
+    if key_len < 4 || pos + key_len as usize > batch.len() {
+        return None;
+    }
+    let kind = i16::from_be_bytes([batch[pos + 2], batch[pos + 3]]);
+    match kind {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
+}
+
+/// Reads a zigzag varint (up to 64 bits) at `*pos`, advancing it.
+pub fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
+    let mut shift = 0;
+    let mut raw: u64 = 0;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        raw |= ((b & 0x7f) as u64) << shift;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+    Some(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+}
+
+#[cfg(test)]
+mod control_tests {
+    use super::*;
+
+    #[test]
+    fn control_batches_round_trip_their_marker_type() {
+        let commit = build_control_batch(7, 3, true, 0, 5);
+        let abort = build_control_batch(7, 3, false, 0, 5);
+        let h = validate(&commit, 0).unwrap();
+        assert!(h.is_control() && h.is_transactional());
+        assert_eq!((h.producer_id, h.producer_epoch, h.record_count), (7, 3, 1));
+        assert_eq!(control_marker_type(&commit), Some(true));
+        assert_eq!(control_marker_type(&abort), Some(false));
+        let plain = build_batch(0, 1, None, 0, &[(None, Some(b"v"))]);
+        assert_eq!(control_marker_type(&plain), None);
+    }
+
+    #[test]
+    fn varints_decode_negative_and_large_values() {
+        for v in [0i64, 1, -1, 63, -64, 300, i32::MAX as i64, i64::MIN] {
+            let mut buf = Vec::new();
+            put_varlong(&mut buf, v);
+            let mut pos = 0;
+            assert_eq!(read_varint(&buf, &mut pos), Some(v));
+            assert_eq!(pos, buf.len());
+        }
+        assert_eq!(read_varint(&[0x80, 0x80], &mut 0), None);
+    }
+}

@@ -4,10 +4,12 @@
 pub mod batch;
 pub mod broker;
 pub mod error;
+pub mod fence_log;
 pub mod fsutil;
 pub mod idempotence;
 pub mod layout;
 pub mod log;
+pub mod marker_queue;
 pub mod offsets;
 pub mod partition;
 pub mod producer_ids;

@@ -23,12 +23,25 @@ fn minus_one() -> i32 {
     -1
 }
 
+/// Offsets a transactional producer staged with TxnOffsetCommit (KIP-447): invisible
+/// to OffsetFetch until its transaction commits, dropped if it aborts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingOffsets {
+    pub producer_epoch: i16,
+    pub transactional_id: String,
+    pub staged_ms: i64,
+    pub offsets: BTreeMap<String, BTreeMap<i32, CommittedOffset>>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupOffsets {
     pub version: u32,
     pub group: String,
     /// topic -> partition -> committed offset
     pub offsets: BTreeMap<String, BTreeMap<i32, CommittedOffset>>,
+    /// producer id -> offsets staged by its open transaction
+    #[serde(default)]
+    pub pending: BTreeMap<i64, PendingOffsets>,
 }
 
 impl GroupOffsets {
@@ -37,6 +50,7 @@ impl GroupOffsets {
             version: OFFSETS_FORMAT_VERSION,
             group: group.to_string(),
             offsets: BTreeMap::new(),
+            pending: BTreeMap::new(),
         }
     }
 
@@ -73,6 +87,43 @@ impl GroupOffsets {
             .entry(topic.to_string())
             .or_default()
             .insert(partition, offset);
+    }
+
+    /// Stages an offset for `producer_id`'s open transaction.
+    pub fn stage(&mut self, producer_id: i64, producer_epoch: i16, transactional_id: &str, topic: &str, partition: i32, offset: CommittedOffset) {
+        let p = self.pending.entry(producer_id).or_insert_with(|| PendingOffsets {
+            producer_epoch,
+            transactional_id: transactional_id.to_string(),
+            staged_ms: offset.commit_ms,
+            offsets: BTreeMap::new(),
+        });
+        p.producer_epoch = producer_epoch;
+        p.offsets.entry(topic.to_string()).or_default().insert(partition, offset);
+    }
+
+    /// Makes `producer_id`'s staged offsets the committed ones. Idempotent: false when
+    /// nothing was staged (already applied, or never staged).
+    pub fn commit_pending(&mut self, producer_id: i64) -> bool {
+        let Some(p) = self.pending.remove(&producer_id) else { return false };
+        for (topic, parts) in p.offsets {
+            for (partition, offset) in parts {
+                self.set(&topic, partition, offset);
+            }
+        }
+        true
+    }
+
+    /// Drops `producer_id`'s staged offsets; false when there were none.
+    pub fn discard_pending(&mut self, producer_id: i64) -> bool {
+        self.pending.remove(&producer_id).is_some()
+    }
+
+    /// Whether an open transaction has staged an offset for this partition
+    /// (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT then).
+    pub fn has_pending(&self, topic: &str, partition: i32) -> bool {
+        self.pending
+            .values()
+            .any(|p| p.offsets.get(topic).is_some_and(|ps| ps.contains_key(&partition)))
     }
 
     /// Drops every offset of a deleted topic; true if anything was removed.
@@ -130,6 +181,28 @@ mod tests {
         let back = GroupOffsets::load(&volume, "g 1").unwrap();
         assert_eq!(back, g);
         assert_eq!(list_groups(&volume).unwrap(), vec!["g 1".to_string()]);
+    }
+
+    #[test]
+    fn staged_offsets_are_invisible_until_committed_and_dropped_on_abort() {
+        let c = |offset| CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+            commit_ms: 1,
+        };
+        let mut g = GroupOffsets::new("g");
+        g.set("t", 0, c(5));
+        g.stage(7, 0, "tx", "t", 0, c(10));
+        assert_eq!(g.get("t", 0).unwrap().offset, 5);
+        assert!(g.has_pending("t", 0));
+        assert!(g.commit_pending(7));
+        assert_eq!(g.get("t", 0).unwrap().offset, 10);
+        assert!(!g.commit_pending(7), "idempotent");
+        g.stage(8, 0, "tx2", "t", 0, c(20));
+        assert!(g.discard_pending(8));
+        assert_eq!(g.get("t", 0).unwrap().offset, 10);
+        assert!(!g.has_pending("t", 0));
     }
 
     #[test]

@@ -1,0 +1,235 @@
+//! Fence logs: `__cluster/producer_fences/from-<broker>.json`, each broker's outbound
+//! record of epoch bumps (pid → latest epoch), and the [`FenceWatcher`] that turns the
+//! other brokers' logs into fences to apply locally. Peers poll rather than watch:
+//! inotify does not see other NFS clients' writes.
+
+use crate::error::{read_versioned_json, VolumeError};
+use crate::fsutil::write_json;
+use crate::layout::Volume;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+pub const FENCE_FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceRecord {
+    pub epoch: i16,
+    pub recorded_ms: i64,
+    #[serde(default)]
+    pub transactional_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceLog {
+    pub version: u32,
+    pub broker: i32,
+    pub updated_ms: i64,
+    /// producer id → latest fenced epoch. JSON object keys are strings of the id.
+    pub fences: BTreeMap<i64, FenceRecord>,
+}
+
+pub fn fences_dir(volume: &Volume) -> PathBuf {
+    volume.cluster_dir().join("producer_fences")
+}
+
+pub fn fence_log_path(volume: &Volume, broker: i32) -> PathBuf {
+    fences_dir(volume).join(format!("from-{broker}.json"))
+}
+
+impl FenceLog {
+    pub fn empty(broker: i32) -> Self {
+        FenceLog {
+            version: FENCE_FORMAT_VERSION,
+            broker,
+            updated_ms: 0,
+            fences: BTreeMap::new(),
+        }
+    }
+
+    /// A broker's log; missing means empty, corrupt is an error naming the file.
+    pub fn load(volume: &Volume, broker: i32) -> Result<FenceLog, VolumeError> {
+        match read_versioned_json(&fence_log_path(volume, broker), "fence log", FENCE_FORMAT_VERSION) {
+            Ok(l) => Ok(l),
+            Err(e) if e.is_not_found() => Ok(FenceLog::empty(broker)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records `(pid, epoch)`; an equal or lower epoch than the one recorded changes
+    /// nothing. Returns whether the log changed (and must be saved).
+    pub fn append(&mut self, producer_id: i64, epoch: i16, transactional_id: Option<&str>, now_ms: i64) -> bool {
+        if self.fences.get(&producer_id).is_some_and(|r| r.epoch >= epoch) {
+            return false;
+        }
+        self.fences.insert(
+            producer_id,
+            FenceRecord {
+                epoch,
+                recorded_ms: now_ms,
+                transactional_id: transactional_id.map(str::to_string),
+            },
+        );
+        self.updated_ms = now_ms;
+        true
+    }
+
+    pub fn save(&self, volume: &Volume) -> Result<(), VolumeError> {
+        let path = fence_log_path(volume, self.broker);
+        write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
+    }
+}
+
+/// Every fence log on the volume: (broker id, log or the error reading it).
+pub fn list_fence_logs(volume: &Volume) -> Result<Vec<(i32, Result<FenceLog, VolumeError>)>, VolumeError> {
+    let dir = fences_dir(volume);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(VolumeError::io(&dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(id) = name.strip_prefix("from-").and_then(|s| s.strip_suffix(".json")).and_then(|s| s.parse::<i32>().ok()) {
+            out.push((id, FenceLog::load(volume, id)));
+        }
+    }
+    out.sort_by_key(|(id, _)| *id);
+    Ok(out)
+}
+
+/// Reads the other brokers' fence logs and reports each (pid, epoch) newer than what
+/// it reported before, so a fence is applied once per bump.
+pub struct FenceWatcher {
+    self_broker: i32,
+    applied: HashMap<i64, i16>,
+}
+
+impl FenceWatcher {
+    pub fn new(self_broker: i32) -> Self {
+        FenceWatcher {
+            self_broker,
+            applied: HashMap::new(),
+        }
+    }
+
+    /// One poll: fences to apply now, and logs that could not be read.
+    pub fn poll(&mut self, volume: &Volume) -> (Vec<(i64, i16)>, Vec<VolumeError>) {
+        let mut fresh = Vec::new();
+        let mut errors = Vec::new();
+        let logs = match list_fence_logs(volume) {
+            Ok(l) => l,
+            Err(e) => return (fresh, vec![e]),
+        };
+        for (broker, log) in logs {
+            if broker == self.self_broker {
+                continue;
+            }
+            match log {
+                Ok(log) => {
+                    for (pid, rec) in log.fences {
+                        if self.applied.get(&pid).is_none_or(|&e| e < rec.epoch) {
+                            self.applied.insert(pid, rec.epoch);
+                            fresh.push((pid, rec.epoch));
+                        }
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        (fresh, errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn volume() -> (tempfile::TempDir, Volume) {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        (dir, v)
+    }
+
+    #[test]
+    fn append_lower_or_equal_epoch_is_noop() {
+        let mut log = FenceLog::empty(0);
+        assert!(log.append(7, 3, Some("tx"), 1));
+        assert!(!log.append(7, 3, None, 2));
+        assert!(!log.append(7, 2, None, 3));
+        assert_eq!(log.fences[&7], FenceRecord { epoch: 3, recorded_ms: 1, transactional_id: Some("tx".into()) });
+    }
+
+    #[test]
+    fn append_higher_epoch_overwrites() {
+        let (_d, v) = volume();
+        let mut log = FenceLog::empty(0);
+        log.append(7, 1, Some("tx"), 1);
+        assert!(log.append(7, 2, Some("tx"), 5));
+        log.save(&v).unwrap();
+        let back = FenceLog::load(&v, 0).unwrap();
+        assert_eq!(back.fences[&7].epoch, 2);
+        assert_eq!(back.fences[&7].recorded_ms, 5);
+    }
+
+    #[test]
+    fn applies_peer_fences() {
+        let (_d, v) = volume();
+        let mut peer = FenceLog::empty(1);
+        peer.append(7, 2, None, 1);
+        peer.append(8, 1, None, 1);
+        peer.save(&v).unwrap();
+        let mut w = FenceWatcher::new(0);
+        let (mut fresh, errors) = w.poll(&v);
+        fresh.sort();
+        assert_eq!(fresh, vec![(7, 2), (8, 1)]);
+        assert!(errors.is_empty());
+    }
+
+    #[test]
+    fn skips_self_file() {
+        let (_d, v) = volume();
+        let mut own = FenceLog::empty(0);
+        own.append(7, 2, None, 1);
+        own.save(&v).unwrap();
+        assert!(FenceWatcher::new(0).poll(&v).0.is_empty());
+    }
+
+    #[test]
+    fn dedupe_across_ticks() {
+        let (_d, v) = volume();
+        let mut peer = FenceLog::empty(1);
+        peer.append(7, 2, None, 1);
+        peer.save(&v).unwrap();
+        let mut w = FenceWatcher::new(0);
+        assert_eq!(w.poll(&v).0, vec![(7, 2)]);
+        assert!(w.poll(&v).0.is_empty());
+        assert!(w.poll(&v).0.is_empty());
+    }
+
+    #[test]
+    fn higher_epoch_after_first_apply_fires_once_more() {
+        let (_d, v) = volume();
+        let mut peer = FenceLog::empty(1);
+        peer.append(7, 2, None, 1);
+        peer.save(&v).unwrap();
+        let mut w = FenceWatcher::new(0);
+        assert_eq!(w.poll(&v).0, vec![(7, 2)]);
+        peer.append(7, 3, None, 2);
+        peer.save(&v).unwrap();
+        assert_eq!(w.poll(&v).0, vec![(7, 3)]);
+        assert!(w.poll(&v).0.is_empty());
+    }
+
+    #[test]
+    fn a_corrupt_peer_log_is_reported_not_skipped_silently() {
+        let (_d, v) = volume();
+        std::fs::create_dir_all(fences_dir(&v)).unwrap();
+        std::fs::write(fence_log_path(&v, 3), b"{").unwrap();
+        let (fresh, errors) = FenceWatcher::new(0).poll(&v);
+        assert!(fresh.is_empty());
+        assert!(errors[0].to_string().contains("from-3.json"));
+    }
+}
