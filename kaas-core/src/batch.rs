@@ -407,7 +407,13 @@ pub const CONTROL_ATTRIBUTES: i16 = ATTR_CONTROL | ATTR_TRANSACTIONAL;
 /// Builds a COMMIT or ABORT control batch (Apache's EndTransactionMarker): one record
 /// whose key is (version 0, type 1 = commit / 0 = abort) and whose value is
 /// (version 0, coordinator epoch).
-pub fn build_control_batch(producer_id: i64, producer_epoch: i16, commit: bool, coordinator_epoch: i32, timestamp: i64) -> Vec<u8> {
+pub fn build_control_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    timestamp: i64,
+) -> Vec<u8> {
     let mut key = Vec::with_capacity(4);
     key.extend_from_slice(&0i16.to_be_bytes());
     key.extend_from_slice(&(commit as i16).to_be_bytes());

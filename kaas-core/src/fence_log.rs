@@ -49,7 +49,11 @@ impl FenceLog {
 
     /// A broker's log; missing means empty, corrupt is an error naming the file.
     pub fn load(volume: &Volume, broker: i32) -> Result<FenceLog, VolumeError> {
-        match read_versioned_json(&fence_log_path(volume, broker), "fence log", FENCE_FORMAT_VERSION) {
+        match read_versioned_json(
+            &fence_log_path(volume, broker),
+            "fence log",
+            FENCE_FORMAT_VERSION,
+        ) {
             Ok(l) => Ok(l),
             Err(e) if e.is_not_found() => Ok(FenceLog::empty(broker)),
             Err(e) => Err(e),
@@ -58,8 +62,18 @@ impl FenceLog {
 
     /// Records `(pid, epoch)`; an equal or lower epoch than the one recorded changes
     /// nothing. Returns whether the log changed (and must be saved).
-    pub fn append(&mut self, producer_id: i64, epoch: i16, transactional_id: Option<&str>, now_ms: i64) -> bool {
-        if self.fences.get(&producer_id).is_some_and(|r| r.epoch >= epoch) {
+    pub fn append(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        transactional_id: Option<&str>,
+        now_ms: i64,
+    ) -> bool {
+        if self
+            .fences
+            .get(&producer_id)
+            .is_some_and(|r| r.epoch >= epoch)
+        {
             return false;
         }
         self.fences.insert(
@@ -81,7 +95,9 @@ impl FenceLog {
 }
 
 /// Every fence log on the volume: (broker id, log or the error reading it).
-pub fn list_fence_logs(volume: &Volume) -> Result<Vec<(i32, Result<FenceLog, VolumeError>)>, VolumeError> {
+pub fn list_fence_logs(
+    volume: &Volume,
+) -> Result<Vec<(i32, Result<FenceLog, VolumeError>)>, VolumeError> {
     let dir = fences_dir(volume);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -92,7 +108,11 @@ pub fn list_fence_logs(volume: &Volume) -> Result<Vec<(i32, Result<FenceLog, Vol
     for entry in entries {
         let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(id) = name.strip_prefix("from-").and_then(|s| s.strip_suffix(".json")).and_then(|s| s.parse::<i32>().ok()) {
+        if let Some(id) = name
+            .strip_prefix("from-")
+            .and_then(|s| s.strip_suffix(".json"))
+            .and_then(|s| s.parse::<i32>().ok())
+        {
             out.push((id, FenceLog::load(volume, id)));
         }
     }
@@ -159,7 +179,14 @@ mod tests {
         assert!(log.append(7, 3, Some("tx"), 1));
         assert!(!log.append(7, 3, None, 2));
         assert!(!log.append(7, 2, None, 3));
-        assert_eq!(log.fences[&7], FenceRecord { epoch: 3, recorded_ms: 1, transactional_id: Some("tx".into()) });
+        assert_eq!(
+            log.fences[&7],
+            FenceRecord {
+                epoch: 3,
+                recorded_ms: 1,
+                transactional_id: Some("tx".into())
+            }
+        );
     }
 
     #[test]

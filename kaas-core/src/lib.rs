@@ -11,6 +11,7 @@ pub mod layout;
 pub mod log;
 pub mod marker_queue;
 pub mod offsets;
+pub mod ownership;
 pub mod partition;
 pub mod producer_ids;
 pub mod topic;

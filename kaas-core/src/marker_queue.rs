@@ -34,7 +34,10 @@ pub struct MarkerEntry {
 }
 
 pub fn queue_dir(volume: &Volume, target_broker: i32) -> PathBuf {
-    volume.cluster_dir().join("marker_queue").join(format!("to-{target_broker}"))
+    volume
+        .cluster_dir()
+        .join("marker_queue")
+        .join(format!("to-{target_broker}"))
 }
 
 pub fn entry_path(volume: &Volume, target_broker: i32, producer_id: i64, epoch: i16) -> PathBuf {
@@ -42,15 +45,27 @@ pub fn entry_path(volume: &Volume, target_broker: i32, producer_id: i64, epoch: 
 }
 
 /// Writes (or rewrites) the queue entry for `target_broker`.
-pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
-    let path = entry_path(volume, target_broker, entry.producer_id, entry.producer_epoch);
+pub fn enqueue(
+    volume: &Volume,
+    target_broker: i32,
+    entry: &MarkerEntry,
+) -> Result<PathBuf, VolumeError> {
+    let path = entry_path(
+        volume,
+        target_broker,
+        entry.producer_id,
+        entry.producer_epoch,
+    );
     write_json(&path, entry).map_err(|e| VolumeError::io(&path, e))?;
     Ok(path)
 }
 
 /// Entries queued for `target_broker`, oldest first, each with its path; unreadable
 /// files are returned as errors beside the good ones.
-pub fn list(volume: &Volume, target_broker: i32) -> Result<Vec<(PathBuf, Result<MarkerEntry, VolumeError>)>, VolumeError> {
+pub fn list(
+    volume: &Volume,
+    target_broker: i32,
+) -> Result<Vec<(PathBuf, Result<MarkerEntry, VolumeError>)>, VolumeError> {
     let dir = queue_dir(volume, target_broker);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -62,7 +77,11 @@ pub fn list(volume: &Volume, target_broker: i32) -> Result<Vec<(PathBuf, Result<
         let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "json") {
-            let parsed = read_versioned_json::<MarkerEntry>(&path, "marker queue entry", MARKER_FORMAT_VERSION);
+            let parsed = read_versioned_json::<MarkerEntry>(
+                &path,
+                "marker queue entry",
+                MARKER_FORMAT_VERSION,
+            );
             out.push((path, parsed));
         }
     }
@@ -80,7 +99,12 @@ pub fn targets(volume: &Volume) -> Result<Vec<i32>, VolumeError> {
     };
     let mut out: Vec<i32> = entries
         .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_string_lossy().strip_prefix("to-").and_then(|s| s.parse().ok()))
+        .filter_map(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .strip_prefix("to-")
+                .and_then(|s| s.parse().ok())
+        })
         .collect();
     out.sort_unstable();
     Ok(out)
@@ -107,7 +131,10 @@ mod tests {
             producer_epoch: epoch,
             result: MarkerResult::Commit,
             coordinator_epoch: 0,
-            partitions: vec![TopicPartition { topic: "t".into(), partition: 1 }],
+            partitions: vec![TopicPartition {
+                topic: "t".into(),
+                partition: 1,
+            }],
             enqueued_by: 0,
             enqueued_ms: ms,
         }

@@ -90,21 +90,37 @@ impl GroupOffsets {
     }
 
     /// Stages an offset for `producer_id`'s open transaction.
-    pub fn stage(&mut self, producer_id: i64, producer_epoch: i16, transactional_id: &str, topic: &str, partition: i32, offset: CommittedOffset) {
-        let p = self.pending.entry(producer_id).or_insert_with(|| PendingOffsets {
-            producer_epoch,
-            transactional_id: transactional_id.to_string(),
-            staged_ms: offset.commit_ms,
-            offsets: BTreeMap::new(),
-        });
+    pub fn stage(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        transactional_id: &str,
+        topic: &str,
+        partition: i32,
+        offset: CommittedOffset,
+    ) {
+        let p = self
+            .pending
+            .entry(producer_id)
+            .or_insert_with(|| PendingOffsets {
+                producer_epoch,
+                transactional_id: transactional_id.to_string(),
+                staged_ms: offset.commit_ms,
+                offsets: BTreeMap::new(),
+            });
         p.producer_epoch = producer_epoch;
-        p.offsets.entry(topic.to_string()).or_default().insert(partition, offset);
+        p.offsets
+            .entry(topic.to_string())
+            .or_default()
+            .insert(partition, offset);
     }
 
     /// Makes `producer_id`'s staged offsets the committed ones. Idempotent: false when
     /// nothing was staged (already applied, or never staged).
     pub fn commit_pending(&mut self, producer_id: i64) -> bool {
-        let Some(p) = self.pending.remove(&producer_id) else { return false };
+        let Some(p) = self.pending.remove(&producer_id) else {
+            return false;
+        };
         for (topic, parts) in p.offsets {
             for (partition, offset) in parts {
                 self.set(&topic, partition, offset);
@@ -121,9 +137,11 @@ impl GroupOffsets {
     /// Whether an open transaction has staged an offset for this partition
     /// (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT then).
     pub fn has_pending(&self, topic: &str, partition: i32) -> bool {
-        self.pending
-            .values()
-            .any(|p| p.offsets.get(topic).is_some_and(|ps| ps.contains_key(&partition)))
+        self.pending.values().any(|p| {
+            p.offsets
+                .get(topic)
+                .is_some_and(|ps| ps.contains_key(&partition))
+        })
     }
 
     /// Drops every offset of a deleted topic; true if anything was removed.

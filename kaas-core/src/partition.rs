@@ -124,10 +124,14 @@ impl PartitionState {
         let mut control_error = None;
         log.for_each_header_from(from, |h| {
             if h.is_control() && h.has_producer_id() {
-                let first = producers.get(h.producer_id).and_then(|e| e.txn_first_offset);
+                let first = producers
+                    .get(h.producer_id)
+                    .and_then(|e| e.txn_first_offset);
                 match log.read(h.base_offset, h.total_len(), i64::MAX, true) {
                     Ok(bytes) => {
-                        if let (Some(false), Some(first)) = (crate::batch::control_marker_type(&bytes), first) {
+                        if let (Some(false), Some(first)) =
+                            (crate::batch::control_marker_type(&bytes), first)
+                        {
                             derived.push(AbortedTxn {
                                 producer_id: h.producer_id,
                                 first_offset: first,
@@ -195,14 +199,25 @@ impl PartitionState {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<Option<AppendInfo>, PartitionError> {
-        let first = self.producers.get(producer_id).and_then(|e| e.txn_first_offset);
+        let first = self
+            .producers
+            .get(producer_id)
+            .and_then(|e| e.txn_first_offset);
         let Some(first_offset) = first else {
             self.producers.fence(producer_id, producer_epoch);
             return Ok(None);
         };
-        let mut batch = crate::batch::build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms);
+        let mut batch = crate::batch::build_control_batch(
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            now_ms,
+        );
         let headers = crate::batch::validate_all(&batch).map_err(LogError::from)?;
-        let info = self.log.append(&mut batch, &headers, leader_epoch, now_ms)?;
+        let info = self
+            .log
+            .append(&mut batch, &headers, leader_epoch, now_ms)?;
         let mut h = headers[0];
         h.base_offset = info.base_offset;
         self.producers.record(&h);
@@ -220,7 +235,12 @@ impl PartitionState {
 
     fn append_txn_index(&self, a: &AbortedTxn) -> Result<(), VolumeError> {
         use std::io::Write;
-        let base = self.log.segments().last().map(|s| s.base_offset()).unwrap_or(0);
+        let base = self
+            .log
+            .segments()
+            .last()
+            .map(|s| s.base_offset())
+            .unwrap_or(0);
         let path = self.log.dir().join(format!("{base:020}.txnindex"));
         let mut entry = Vec::with_capacity(TXN_INDEX_ENTRY_LEN);
         entry.extend_from_slice(&0i16.to_be_bytes());
@@ -326,7 +346,8 @@ fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
         }
         let bytes = std::fs::read(&path).map_err(|e| VolumeError::io(&path, e))?;
         for chunk in bytes.chunks_exact(TXN_INDEX_ENTRY_LEN) {
-            let i64_at = |at: usize| i64::from_be_bytes(chunk[at..at + 8].try_into().expect("8 bytes"));
+            let i64_at =
+                |at: usize| i64::from_be_bytes(chunk[at..at + 8].try_into().expect("8 bytes"));
             out.push(AbortedTxn {
                 producer_id: i64_at(2),
                 first_offset: i64_at(10),
@@ -380,7 +401,14 @@ mod tests {
         assert_eq!(p.last_stable_offset(), 4);
         p.write_marker(8, 0, false, 0, 0, 1).unwrap().unwrap();
         assert_eq!(p.last_stable_offset(), 7);
-        assert_eq!(p.aborted, vec![AbortedTxn { producer_id: 8, first_offset: 4, last_offset: 6 }]);
+        assert_eq!(
+            p.aborted,
+            vec![AbortedTxn {
+                producer_id: 8,
+                first_offset: 4,
+                last_offset: 6
+            }]
+        );
         assert_eq!(p.aborted_in_range(0, 4), vec![]);
         assert_eq!(p.aborted_in_range(0, 5).len(), 1);
         // A second marker for a closed transaction is a no-op.
@@ -396,7 +424,14 @@ mod tests {
         produce_txn(&mut p, 9, 0, 0); // left open
         drop(p);
         let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
-        assert_eq!(p.aborted, vec![AbortedTxn { producer_id: 8, first_offset: 0, last_offset: 1 }]);
+        assert_eq!(
+            p.aborted,
+            vec![AbortedTxn {
+                producer_id: 8,
+                first_offset: 0,
+                last_offset: 1
+            }]
+        );
         assert_eq!(p.last_stable_offset(), 2);
         // Without its index file the abort is re-derived from the log.
         drop(p);
@@ -419,7 +454,10 @@ mod tests {
         let recs: Vec<crate::batch::PlainRecord> = vec![(None, Some(&b"zombie"[..]))];
         let mut b = build_batch(0, 1, Some((7, 0, 1)), 0x10, &recs);
         let h = validate_all(&b).unwrap();
-        assert!(matches!(p.append(&mut b, &h, 0, 1), Err(AppendError::Sequence(SequenceError::StaleEpoch { .. }))));
+        assert!(matches!(
+            p.append(&mut b, &h, 0, 1),
+            Err(AppendError::Sequence(SequenceError::StaleEpoch { .. }))
+        ));
     }
 
     #[test]

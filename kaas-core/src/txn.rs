@@ -145,7 +145,9 @@ impl TxnEntry {
 
     /// Is the open transaction past its timeout?
     pub fn is_overdue(&self, now_ms: i64) -> bool {
-        self.state == TxnState::Ongoing && self.txn_start_ms >= 0 && now_ms > self.txn_start_ms + self.timeout_ms as i64
+        self.state == TxnState::Ongoing
+            && self.txn_start_ms >= 0
+            && now_ms > self.txn_start_ms + self.timeout_ms as i64
     }
 
     fn check_producer(&self, producer_id: i64, epoch: i16) -> Result<(), TxnError> {
@@ -164,7 +166,10 @@ impl TxnEntry {
 pub enum InitOutcome {
     /// Persist `entry` and answer its (producer id, epoch). `fence` is set when the
     /// epoch was bumped on an existing producer id (epoch > 0): fence it everywhere.
-    Ready { entry: TxnEntry, fence: Option<(i64, i16)> },
+    Ready {
+        entry: TxnEntry,
+        fence: Option<(i64, i16)>,
+    },
     /// The entry was Ongoing: persist `entry` (PrepareAbort at epoch + 1), fence that
     /// epoch, write the ABORT markers, complete, then answer CONCURRENT_TRANSACTIONS.
     AbortFirst { entry: TxnEntry },
@@ -215,32 +220,51 @@ pub fn init_producer_id(
     if let Some((pid, epoch)) = claim {
         // The claimed producer id must be the entry's, or its previous one with an
         // exhausted epoch (a retry of a rotation whose answer was lost).
-        let valid = pid == current.producer_id || (pid == current.last_producer_id && is_epoch_exhausted(epoch));
+        let valid = pid == current.producer_id
+            || (pid == current.last_producer_id && is_epoch_exhausted(epoch));
         if !valid {
             return InitOutcome::Reject(TxnError::ProducerFenced);
         }
     }
     match current.state {
-        TxnState::PrepareCommit | TxnState::PrepareAbort => InitOutcome::Reject(TxnError::ConcurrentTransactions),
+        TxnState::PrepareCommit | TxnState::PrepareAbort => {
+            InitOutcome::Reject(TxnError::ConcurrentTransactions)
+        }
         TxnState::Ongoing => {
             // Abort the open transaction at a fencing epoch that is never handed out:
             // the producer's retry bumps a second time onto the clean entry.
             let mut entry = current.clone();
             entry.producer_epoch += 1;
             entry.last_epoch = -1;
-            entry.transition(TxnState::PrepareAbort, "InitProducerId while Ongoing: abort first", by, now_ms);
+            entry.transition(
+                TxnState::PrepareAbort,
+                "InitProducerId while Ongoing: abort first",
+                by,
+                now_ms,
+            );
             InitOutcome::AbortFirst { entry }
         }
         TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
             let mut entry = current.clone();
             entry.timeout_ms = timeout_ms;
             let state = entry.state;
-            if is_epoch_exhausted(entry.producer_epoch) && claim.is_none_or(|(_, e)| e == entry.producer_epoch) {
+            if is_epoch_exhausted(entry.producer_epoch)
+                && claim.is_none_or(|(_, e)| e == entry.producer_epoch)
+            {
                 entry.last_producer_id = entry.producer_id;
-                entry.last_epoch = if claim.is_some() { entry.producer_epoch } else { -1 };
+                entry.last_epoch = if claim.is_some() {
+                    entry.producer_epoch
+                } else {
+                    -1
+                };
                 entry.producer_id = new_pid();
                 entry.producer_epoch = 0;
-                entry.transition(state, "InitProducerId: epoch exhausted, rotated to a fresh producer id", by, now_ms);
+                entry.transition(
+                    state,
+                    "InitProducerId: epoch exhausted, rotated to a fresh producer id",
+                    by,
+                    now_ms,
+                );
                 return InitOutcome::Ready { entry, fence: None };
             }
             match claim {
@@ -248,7 +272,10 @@ pub fn init_producer_id(
                     if epoch == entry.last_epoch {
                         // A retry of the bump (or rotation) whose answer was lost:
                         // the current identity, unchanged.
-                        return InitOutcome::Ready { entry: current.clone(), fence: None };
+                        return InitOutcome::Ready {
+                            entry: current.clone(),
+                            fence: None,
+                        };
                     }
                     InitOutcome::Reject(TxnError::ProducerFenced)
                 }
@@ -293,7 +320,11 @@ pub fn add_to_txn(
     }
     entry.partitions.extend(partitions.iter().cloned());
     entry.groups.extend(groups.iter().cloned());
-    let reason = if groups.is_empty() { "AddPartitionsToTxn" } else { "AddOffsetsToTxn" };
+    let reason = if groups.is_empty() {
+        "AddPartitionsToTxn"
+    } else {
+        "AddOffsetsToTxn"
+    };
     entry.transition(TxnState::Ongoing, reason, by, now_ms);
     Ok(Some(entry))
 }
@@ -310,7 +341,14 @@ pub enum EndOutcome {
 }
 
 /// EndTxn(commit or abort).
-pub fn end_txn(current: &TxnEntry, producer_id: i64, epoch: i16, commit: bool, now_ms: i64, by: &Actor) -> Result<EndOutcome, TxnError> {
+pub fn end_txn(
+    current: &TxnEntry,
+    producer_id: i64,
+    epoch: i16,
+    commit: bool,
+    now_ms: i64,
+    by: &Actor,
+) -> Result<EndOutcome, TxnError> {
     if producer_id != current.producer_id {
         return Err(TxnError::InvalidProducerIdMapping);
     }
@@ -330,10 +368,18 @@ pub fn end_txn(current: &TxnEntry, producer_id: i64, epoch: i16, commit: bool, n
             entry.transition(to, reason, by, now_ms);
             Ok(EndOutcome::Prepare(entry))
         }
-        (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(EndOutcome::AlreadyComplete),
-        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => Ok(EndOutcome::InProgress),
-        (TxnState::PrepareCommit, false) | (TxnState::PrepareAbort, true) => Err(TxnError::InvalidTxnState),
-        (TxnState::CompleteCommit, false) | (TxnState::CompleteAbort, true) | (TxnState::Empty, _) => Err(TxnError::InvalidTxnState),
+        (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+            Ok(EndOutcome::AlreadyComplete)
+        }
+        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+            Ok(EndOutcome::InProgress)
+        }
+        (TxnState::PrepareCommit, false) | (TxnState::PrepareAbort, true) => {
+            Err(TxnError::InvalidTxnState)
+        }
+        (TxnState::CompleteCommit, false)
+        | (TxnState::CompleteAbort, true)
+        | (TxnState::Empty, _) => Err(TxnError::InvalidTxnState),
     }
 }
 

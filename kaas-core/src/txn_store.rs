@@ -75,13 +75,21 @@ impl TxnStateStore {
 
     /// The entry of one transactional id, read without the lock.
     pub fn get(&self, transactional_id: &str) -> Result<Option<TxnEntry>, VolumeError> {
-        Ok(self.read_slot(slot_for(transactional_id))?.entries.remove(transactional_id))
+        Ok(self
+            .read_slot(slot_for(transactional_id))?
+            .entries
+            .remove(transactional_id))
     }
 
     /// Read-modify-write of one slot under its exclusive lock. `f` gets the entries
     /// and returns its result plus whether it changed anything; only then is the file
     /// rewritten (generation + 1).
-    pub fn update<R>(&self, slot: u32, now_ms: i64, f: impl FnOnce(&mut BTreeMap<String, TxnEntry>) -> (R, bool)) -> Result<R, VolumeError> {
+    pub fn update<R>(
+        &self,
+        slot: u32,
+        now_ms: i64,
+        f: impl FnOnce(&mut BTreeMap<String, TxnEntry>) -> (R, bool),
+    ) -> Result<R, VolumeError> {
         let dir = self.dir();
         std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
         let lock_path = self.lock_path(slot);
@@ -116,7 +124,15 @@ mod tests {
     use crate::txn::{init_producer_id, Actor, InitOutcome};
 
     fn entry(id: &str) -> TxnEntry {
-        match init_producer_id(None, id, 60_000, (-1, -1), 1, &Actor::Broker { id: 0 }, &mut || 7) {
+        match init_producer_id(
+            None,
+            id,
+            60_000,
+            (-1, -1),
+            1,
+            &Actor::Broker { id: 0 },
+            &mut || 7,
+        ) {
             InitOutcome::Ready { entry, .. } => entry,
             other => panic!("{other:?}"),
         }
@@ -157,8 +173,15 @@ mod tests {
         let err = store.read_slot(3).unwrap_err().to_string();
         assert!(err.contains("slot-3.json"), "{err}");
         assert!(store.update(3, 1, |_| ((), true)).is_err());
-        assert_eq!(std::fs::read(store.slot_path(3)).unwrap(), b"{\"version\": 1, \"slot\": 3, \"gener");
+        assert_eq!(
+            std::fs::read(store.slot_path(3)).unwrap(),
+            b"{\"version\": 1, \"slot\": 3, \"gener"
+        );
         std::fs::write(store.slot_path(4), b"{\"version\": 2}").unwrap();
-        assert!(store.read_slot(4).unwrap_err().to_string().contains("unknown format version 2"));
+        assert!(store
+            .read_slot(4)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown format version 2"));
     }
 }

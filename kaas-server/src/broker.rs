@@ -4,6 +4,7 @@
 
 use crate::config::{Config, FlushPolicy};
 use crate::groups::GroupCoordinator;
+use crate::txn_coordinator::TransactionCoordinator;
 use kaas_core::log::{LogConfig, LogError};
 use kaas_core::partition::{AppendError, AppendOutcome, PartitionState};
 use kaas_core::producer_ids::ProducerIdAllocator;
@@ -115,7 +116,11 @@ pub struct Broker {
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
     pub groups: GroupCoordinator,
+    pub txn: TransactionCoordinator,
     producer_ids: Mutex<ProducerIdAllocator>,
+    /// Brokers whose lease is fresh, refreshed by the lease task; ownership of
+    /// transaction slots is computed from it.
+    live_brokers: RwLock<Vec<i32>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -241,6 +246,7 @@ impl Broker {
         );
         let groups = GroupCoordinator::new(volume.clone(), &config);
         let volume_for_ids = volume.clone();
+        let txn = TransactionCoordinator::new(&volume, config.broker_id);
         let config_broker_id = config.broker_id;
         Ok(Arc::new(Broker {
             config,
@@ -251,7 +257,9 @@ impl Broker {
             admin_lock: tokio::sync::Mutex::new(()),
             appended: watch::channel(0).0,
             groups,
+            txn,
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
+            live_brokers: RwLock::new(vec![config_broker_id]),
         }))
     }
 
@@ -436,6 +444,82 @@ impl Broker {
         Ok(outcome)
     }
 
+    /// Whether this broker coordinates transaction slot `slot` (rendezvous hashing
+    /// over the live brokers).
+    pub fn owns_txn_slot(&self, slot: u32) -> bool {
+        let live = self.live_brokers.read().unwrap_or_else(|p| p.into_inner());
+        kaas_core::ownership::owner(&kaas_core::ownership::txn_slot_key(slot), &live)
+            == Some(self.config.broker_id)
+    }
+
+    /// Replaces the live-broker list (from the lease files); this broker is always in it.
+    pub fn set_live_brokers(&self, mut live: Vec<i32>) {
+        if !live.contains(&self.config.broker_id) {
+            live.push(self.config.broker_id);
+        }
+        live.sort_unstable();
+        *self.live_brokers.write().unwrap_or_else(|p| p.into_inner()) = live;
+    }
+
+    /// The broker leading a partition, if the partition exists. One broker leads
+    /// every partition it serves; multi-broker ownership reads `owner.json`.
+    pub fn partition_leader(&self, topic: &str, partition: i32) -> Option<i32> {
+        let t = self.topic(topic).ok()?;
+        t.partition(partition)?;
+        Some(self.config.broker_id)
+    }
+
+    /// Raises a producer's epoch and clears its dedupe window on every partition this
+    /// broker leads, so a zombie's batches are rejected even where the new session has
+    /// not written yet.
+    pub fn fence_producer_epoch(&self, producer_id: i64, epoch: i16) {
+        for p in self.partitions() {
+            p.state().producers.fence(producer_id, epoch);
+        }
+    }
+
+    /// Writes a transaction marker to a partition this broker leads and waits until
+    /// it is durable. A missing topic (deleted since) is skipped with a log line.
+    pub async fn write_marker(
+        &self,
+        tp: &kaas_core::txn::TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) {
+        let partition = match self
+            .topic(&tp.topic)
+            .ok()
+            .and_then(|t| t.partition(tp.partition).cloned())
+        {
+            Some(Ok(p)) => p,
+            _ => {
+                warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a partition that is gone or offline; skipped");
+                return;
+            }
+        };
+        let written = partition.state().write_marker(
+            producer_id,
+            epoch,
+            commit,
+            0,
+            partition.leader_epoch,
+            now_ms(),
+        );
+        match written {
+            Ok(Some(info)) => {
+                if let Err(e) = partition.wait_durable(info.next_offset).await {
+                    error!(topic = %tp.topic, partition = tp.partition, error = %e, "fsync of a transaction marker failed");
+                }
+                self.appended.send_modify(|n| *n = n.wrapping_add(1));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                error!(topic = %tp.topic, partition = tp.partition, error = %e, "writing a transaction marker failed")
+            }
+        }
+    }
+
     /// A fresh producer id from this broker's claimed block.
     pub fn next_producer_id(&self) -> Result<i64, VolumeError> {
         self.producer_ids
@@ -483,7 +567,7 @@ impl Broker {
     pub fn enforce_retention(&self) {
         let now = now_ms();
         for p in self.partitions() {
-            match p.state().log.enforce_retention(now) {
+            match p.state().enforce_retention(now) {
                 Ok(deleted) if !deleted.is_empty() => {
                     info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
                 }

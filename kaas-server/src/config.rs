@@ -112,6 +112,18 @@ pub struct Config {
     )]
     pub group_max_session_timeout_ms: i32,
 
+    /// How often the transaction timeout reaper sweeps the slots this broker owns.
+    #[arg(long, env = "KAAS_TXN_REAPER_INTERVAL_MS", default_value_t = 10_000)]
+    pub txn_reaper_interval_ms: u64,
+
+    /// How often the fence and marker watchers poll the volume.
+    #[arg(long, env = "KAAS_VOLUME_POLL_INTERVAL_MS", default_value_t = 2_000)]
+    pub volume_poll_interval_ms: u64,
+
+    /// A broker whose lease is older than this is dead.
+    #[arg(long, env = "KAAS_BROKER_SESSION_TIMEOUT_MS", default_value_t = 10_000)]
+    pub broker_session_timeout_ms: i64,
+
     /// How long shutdown waits for in-flight requests before closing connections.
     #[arg(long, env = "KAAS_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000)]
     pub shutdown_timeout_ms: u64,

@@ -550,6 +550,71 @@ impl GroupCoordinator {
         Ok(())
     }
 
+    /// Stages offsets for a transactional producer (TxnOffsetCommit), durably.
+    pub fn stage_offsets(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        transactional_id: &str,
+        entries: &[(String, i32, i64, i32, Option<String>)],
+    ) -> Result<(), VolumeError> {
+        let offsets = self.offsets_of(group_id)?;
+        let mut offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());
+        let before = offsets.clone();
+        let now = now_ms();
+        for (topic, partition, offset, leader_epoch, metadata) in entries {
+            let committed = CommittedOffset {
+                offset: *offset,
+                leader_epoch: *leader_epoch,
+                metadata: metadata.clone(),
+                commit_ms: now,
+            };
+            offsets.stage(
+                producer_id,
+                producer_epoch,
+                transactional_id,
+                topic,
+                *partition,
+                committed,
+            );
+        }
+        if let Err(e) = offsets.save(&self.volume) {
+            *offsets = before;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The transaction's offset hook: commit (or discard) what `producer_id` staged.
+    /// Idempotent, so a recovered coordinator may run it again.
+    pub fn finish_pending(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        commit: bool,
+    ) -> Result<(), VolumeError> {
+        let offsets = self.offsets_of(group_id)?;
+        let mut offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());
+        let before = offsets.clone();
+        let changed = if commit {
+            offsets.commit_pending(producer_id)
+        } else {
+            offsets.discard_pending(producer_id)
+        };
+        if changed {
+            if let Err(e) = offsets.save(&self.volume) {
+                *offsets = before;
+                return Err(e);
+            }
+            debug!(
+                group = group_id,
+                producer_id, commit, "staged offsets finished"
+            );
+        }
+        Ok(())
+    }
+
     pub fn fetch_offsets(&self, group_id: &str) -> Result<GroupOffsets, VolumeError> {
         let offsets = self.offsets_of(group_id)?;
         let offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());

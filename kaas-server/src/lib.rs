@@ -9,6 +9,8 @@ pub mod groups;
 pub mod handlers;
 pub mod runtime;
 pub mod server;
+pub mod txn_coordinator;
+pub mod watchers;
 
 #[cfg(test)]
 #[global_allocator]

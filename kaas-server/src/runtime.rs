@@ -27,6 +27,9 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         heartbeat_ms: now_ms(),
     };
     lease.write(&broker.volume)?;
+    refresh_live_brokers(&broker);
+    // Finish what a previous run left between PrepareCommit/PrepareAbort and Complete*.
+    broker.txn.recover(&broker).await;
     info!(
         listen = %bound,
         advertised = %format!("{}:{}", broker.advertised.0, broker.advertised.1),
@@ -44,8 +47,44 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 if let Err(e) = lease.write(&broker.volume) {
                     error!(error = %e, "cannot renew broker lease");
                 }
+                refresh_live_brokers(&broker);
             }
         })),
+        tokio::spawn(every(
+            Duration::from_millis(broker.config.volume_poll_interval_ms.max(10)),
+            shutdown.clone(),
+            {
+                let broker = broker.clone();
+                let mut watcher = kaas_core::fence_log::FenceWatcher::new(broker.config.broker_id);
+                move || crate::watchers::apply_peer_fences(&broker, &mut watcher)
+            },
+        )),
+        tokio::spawn({
+            let broker = broker.clone();
+            let mut shutdown = shutdown.clone();
+            async move {
+                let period = Duration::from_millis(broker.config.volume_poll_interval_ms.max(10));
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(period) => crate::watchers::process_marker_queue(&broker).await,
+                        _ = shutdown.changed() => break,
+                    }
+                }
+            }
+        }),
+        tokio::spawn({
+            let broker = broker.clone();
+            let mut shutdown = shutdown.clone();
+            async move {
+                let period = Duration::from_millis(broker.config.txn_reaper_interval_ms.max(10));
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(period) => broker.txn.reap(&broker).await,
+                        _ = shutdown.changed() => break,
+                    }
+                }
+            }
+        }),
         tokio::spawn(every(Duration::from_millis(100), shutdown.clone(), {
             let broker = broker.clone();
             move || broker.groups.tick(Instant::now())
@@ -80,6 +119,23 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     broker.write_snapshots();
     info!("kaas-server stopped cleanly");
     Ok(())
+}
+
+/// Reads the lease files and keeps the brokers whose lease is fresh.
+fn refresh_live_brokers(broker: &Broker) {
+    let now = now_ms();
+    match kaas_core::broker::list_brokers(&broker.volume) {
+        Ok(leases) => {
+            let live = leases
+                .into_iter()
+                .filter_map(|l| l.ok())
+                .filter(|l| l.is_alive(now, broker.config.broker_session_timeout_ms))
+                .map(|l| l.broker_id)
+                .collect();
+            broker.set_live_brokers(live);
+        }
+        Err(e) => error!(error = %e, "cannot list broker leases"),
+    }
 }
 
 /// Runs `f` every `period` until shutdown.

@@ -480,7 +480,10 @@ impl Segment {
     /// Removes the segment's files: log, index and aborted-transaction index.
     pub fn delete(self) -> Result<(), SegmentError> {
         fs::remove_file(&self.log_path).map_err(|e| SegmentError::io(&self.log_path, e))?;
-        for path in [self.index_path.clone(), self.log_path.with_extension("txnindex")] {
+        for path in [
+            self.index_path.clone(),
+            self.log_path.with_extension("txnindex"),
+        ] {
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

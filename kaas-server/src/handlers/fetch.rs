@@ -9,8 +9,10 @@ use crate::broker::Broker;
 use bytes::Bytes;
 use kaas_core::log::LogError;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -42,6 +44,13 @@ pub async fn handle(
             _ = shutdown.changed() => {}
         }
     }
+}
+
+/// The offset after the last whole batch in `data`.
+fn batch_end(data: &[u8]) -> Option<i64> {
+    kaas_core::batch::HeaderIter::new(data)
+        .last()
+        .map(|(_, h)| h.next_offset())
 }
 
 /// One pass over the requested partitions: (responses, record bytes, any error).
@@ -84,17 +93,34 @@ fn gather(
                 Ok(p) => {
                     let state = p.state();
                     let log = &state.log;
-                    let hw = log.log_end_offset();
-                    pd.high_watermark = hw;
-                    pd.last_stable_offset = hw;
-                    pd.log_start_offset = log.log_start_offset();
                     if req.isolation_level == 1 {
                         pd.aborted_transactions = Some(Vec::new());
                     }
+                    let hw = log.log_end_offset();
+                    let lso = state.last_stable_offset();
+                    let read_committed = req.isolation_level == 1;
+                    pd.high_watermark = hw;
+                    pd.last_stable_offset = lso;
+                    pd.log_start_offset = log.log_start_offset();
                     let limit = (fp.partition_max_bytes.max(0) as usize).min(remaining);
+                    let upto = if read_committed { lso } else { hw };
                     if limit > 0 || total == 0 {
-                        match log.read(fp.fetch_offset, limit, hw, total == 0) {
+                        match log.read(fp.fetch_offset, limit, upto, total == 0) {
                             Ok(data) => {
+                                if read_committed {
+                                    let end = batch_end(&data).unwrap_or(fp.fetch_offset);
+                                    pd.aborted_transactions = Some(
+                                        state
+                                            .aborted_in_range(fp.fetch_offset, end)
+                                            .into_iter()
+                                            .map(|a| {
+                                                AbortedTransaction::default()
+                                                    .with_producer_id(ProducerId(a.producer_id))
+                                                    .with_first_offset(a.first_offset)
+                                            })
+                                            .collect(),
+                                    );
+                                }
                                 total += data.len();
                                 remaining = remaining.saturating_sub(data.len());
                                 pd.records = Some(data);

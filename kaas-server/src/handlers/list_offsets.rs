@@ -21,6 +21,7 @@ pub async fn handle(
     ctx: &RequestContext,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let isolation_level = req.isolation_level;
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let topic = broker.topic(&t.name.0);
@@ -47,8 +48,10 @@ pub async fn handle(
                             r.leader_epoch = p.leader_epoch;
                         }
                         let mut state = p.state();
+                        let lso = state.last_stable_offset();
                         let log = &mut state.log;
                         match lp.timestamp {
+                            LATEST if isolation_level == 1 => r.offset = lso,
                             LATEST => r.offset = log.log_end_offset(),
                             EARLIEST => r.offset = log.log_start_offset(),
                             ts => {

@@ -8,6 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::watch;
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -16,6 +18,9 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_producers;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -24,11 +29,13 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 /// What a handler knows about the request besides its body.
 pub struct RequestContext {
@@ -77,6 +84,13 @@ api_table! {
     DeleteGroups => delete_groups,
     DescribeCluster => describe_cluster,
     InitProducerId => init_producer_id,
+    AddPartitionsToTxn => add_partitions_to_txn,
+    AddOffsetsToTxn => add_offsets_to_txn,
+    EndTxn => end_txn,
+    TxnOffsetCommit => txn_offset_commit,
+    DescribeProducers => describe_producers,
+    DescribeTransactions => describe_transactions,
+    ListTransactions => list_transactions,
 }
 
 /// The version range this broker implements for `api`, if any.
@@ -84,6 +98,16 @@ pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
     APIS.iter()
         .find(|(k, _, _)| *k == api)
         .map(|&(_, min, max)| (min, max))
+}
+
+/// PRODUCER_FENCED (90) is answered as INVALID_PRODUCER_EPOCH (47) to request
+/// versions older than `fenced_since`, which predate it (KIP-588).
+pub fn client_error_code(code: i16, version: i16, fenced_since: i16) -> i16 {
+    if code == 90 && version < fenced_since {
+        47
+    } else {
+        code
+    }
 }
 
 /// Shorthand for building protocol strings.

@@ -13,10 +13,27 @@ use std::sync::Arc;
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 8;
 
-/// (topic, [(partition, offset, leader epoch, metadata)]) for one group, or its error.
-type Fetched = Result<Vec<(String, Vec<(i32, i64, i32, Option<String>)>)>, i16>;
+/// One partition's answer.
+struct Row {
+    partition: i32,
+    offset: i64,
+    leader_epoch: i32,
+    metadata: Option<String>,
+    error: i16,
+}
 
-fn fetch(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>) -> Fetched {
+/// (topic, rows) for one group, or the group's error.
+type Fetched = Result<Vec<(String, Vec<Row>)>, i16>;
+
+/// UNSTABLE_OFFSET_COMMIT: a transaction has staged an offset for the partition.
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+
+fn fetch(
+    broker: &Broker,
+    group: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> Fetched {
     let offsets = broker.groups.fetch_offsets(group).map_err(|e| {
         tracing::error!(group, error = %e, "cannot read committed offsets");
         ResponseError::CoordinatorNotAvailable.code()
@@ -33,9 +50,28 @@ fn fetch(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>) 
         .map(|(topic, partitions)| {
             let rows = partitions
                 .into_iter()
-                .map(|p| match offsets.get(&topic, p) {
-                    Some(c) => (p, c.offset, c.leader_epoch, c.metadata.clone()),
-                    None => (p, -1, -1, Some(String::new())),
+                .map(|p| {
+                    let error = if require_stable && offsets.has_pending(&topic, p) {
+                        UNSTABLE_OFFSET_COMMIT
+                    } else {
+                        0
+                    };
+                    match offsets.get(&topic, p) {
+                        Some(c) => Row {
+                            partition: p,
+                            offset: c.offset,
+                            leader_epoch: c.leader_epoch,
+                            metadata: c.metadata.clone(),
+                            error,
+                        },
+                        None => Row {
+                            partition: p,
+                            offset: -1,
+                            leader_epoch: -1,
+                            metadata: Some(String::new()),
+                            error,
+                        },
+                    }
                 })
                 .collect();
             (topic, rows)
@@ -59,7 +95,7 @@ pub async fn handle(
                         .collect()
                 });
                 let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match fetch(broker, &g.group_id.0, wanted) {
+                match fetch(broker, &g.group_id.0, wanted, req.require_stable) {
                     Err(code) => out.error_code = code,
                     Ok(rows) => {
                         out.topics = rows
@@ -69,12 +105,13 @@ pub async fn handle(
                                     .with_name(TopicName(sb(t)))
                                     .with_partitions(
                                         ps.into_iter()
-                                            .map(|(p, o, e, m)| {
+                                            .map(|r| {
                                                 OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(p)
-                                                    .with_committed_offset(o)
-                                                    .with_committed_leader_epoch(e)
-                                                    .with_metadata(m.map(sb))
+                                                    .with_partition_index(r.partition)
+                                                    .with_committed_offset(r.offset)
+                                                    .with_committed_leader_epoch(r.leader_epoch)
+                                                    .with_metadata(r.metadata.map(sb))
+                                                    .with_error_code(r.error)
                                             })
                                             .collect(),
                                     )
@@ -93,7 +130,12 @@ pub async fn handle(
             .collect()
     });
     let mut resp = OffsetFetchResponse::default();
-    match fetch(broker, &req.group_id.0, wanted) {
+    match fetch(
+        broker,
+        &req.group_id.0,
+        wanted,
+        ctx.version >= 7 && req.require_stable,
+    ) {
         Err(code) => {
             if ctx.version >= 2 {
                 resp.error_code = code;
@@ -107,13 +149,14 @@ pub async fn handle(
                         .with_name(TopicName(sb(t)))
                         .with_partitions(
                             ps.into_iter()
-                                .map(|(p, o, e, m)| {
+                                .map(|row| {
                                     let mut r = OffsetFetchResponsePartition::default()
-                                        .with_partition_index(p)
-                                        .with_committed_offset(o)
-                                        .with_metadata(m.map(sb));
+                                        .with_partition_index(row.partition)
+                                        .with_committed_offset(row.offset)
+                                        .with_metadata(row.metadata.map(sb))
+                                        .with_error_code(row.error);
                                     if ctx.version >= 5 {
-                                        r.committed_leader_epoch = e;
+                                        r.committed_leader_epoch = row.leader_epoch;
                                     }
                                     r
                                 })

@@ -111,6 +111,10 @@ fn append(
             });
         }
     };
+    if headers.iter().any(|h| h.is_control()) {
+        warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, "rejected a control batch from a client");
+        return Err(ResponseError::InvalidRecord.code());
+    }
     // The one copy on the produce path: the request buffer is shared and immutable,
     // and the base offsets must be written into the bytes we store.
     let mut owned = BytesMut::from(records);

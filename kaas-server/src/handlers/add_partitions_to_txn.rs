@@ -1,0 +1,82 @@
+//! AddPartitionsToTxn (key 24), the client versions (v0-3): one transaction per request.
+
+use super::{client_error_code, RequestContext};
+use crate::broker::Broker;
+use kaas_core::txn::TopicPartition;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
+use std::sync::Arc;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 3;
+const FENCED_SINCE: i16 = 2;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    // Partitions of unknown topics fail the request; the others are not attempted.
+    let mut wanted = Vec::new();
+    let mut unknown = Vec::new();
+    for t in &req.v3_and_below_topics {
+        for &p in &t.partitions {
+            let tp = TopicPartition {
+                topic: t.name.0.to_string(),
+                partition: p,
+            };
+            if broker.partition_leader(&tp.topic, p).is_some() {
+                wanted.push(tp);
+            } else {
+                unknown.push(tp);
+            }
+        }
+    }
+    let result: Result<(), i16> = if !unknown.is_empty() {
+        Err(ResponseError::UnknownTopicOrPartition.code())
+    } else {
+        broker
+            .txn
+            .add(
+                broker,
+                &req.v3_and_below_transactional_id,
+                req.v3_and_below_producer_id.0,
+                req.v3_and_below_producer_epoch,
+                &wanted,
+                &[],
+            )
+            .map_err(|e| e.code())
+    };
+    let code_for = |tp: &TopicPartition| match &result {
+        Ok(()) => 0,
+        Err(code) if unknown.contains(tp) => *code,
+        Err(_) if !unknown.is_empty() => ResponseError::OperationNotAttempted.code(),
+        Err(code) => client_error_code(*code, ctx.version, FENCED_SINCE),
+    };
+    let results = req
+        .v3_and_below_topics
+        .iter()
+        .map(|t| {
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(t.name.clone())
+                .with_results_by_partition(
+                    t.partitions
+                        .iter()
+                        .map(|&p| {
+                            let tp = TopicPartition {
+                                topic: t.name.0.to_string(),
+                                partition: p,
+                            };
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_partition_error_code(code_for(&tp))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
+}

@@ -1,0 +1,61 @@
+//! DescribeTransactions (key 65, KIP-664): the coordinator's entry of each id.
+
+use super::{sb, RequestContext};
+use crate::broker::Broker;
+use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
+use kafka_protocol::messages::{
+    DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 0;
+
+const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    req: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    let states = req
+        .transactional_ids
+        .into_iter()
+        .map(|tid| {
+            let out = TransactionState::default()
+                .with_transactional_id(tid.clone())
+                .with_transaction_start_time_ms(-1)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1);
+            if !broker.owns_txn_slot(kaas_core::txn::slot_for(&tid)) {
+                return out.with_error_code(16);
+            }
+            match broker.txn.store().get(&tid) {
+                Ok(Some(e)) => {
+                    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+                    for tp in &e.partitions {
+                        topics.entry(&tp.topic).or_default().push(tp.partition);
+                    }
+                    out.with_transaction_state(sb(e.state.as_str()))
+                        .with_transaction_timeout_ms(e.timeout_ms)
+                        .with_transaction_start_time_ms(e.txn_start_ms)
+                        .with_producer_id(ProducerId(e.producer_id))
+                        .with_producer_epoch(e.producer_epoch)
+                        .with_topics(
+                            topics
+                                .into_iter()
+                                .map(|(t, ps)| TopicData::default().with_topic(TopicName(sb(t))).with_partitions(ps))
+                                .collect(),
+                        )
+                }
+                Ok(None) => out.with_error_code(TRANSACTIONAL_ID_NOT_FOUND),
+                Err(e) => {
+                    tracing::error!(transactional_id = %tid.0.as_str(), error = %e, "DescribeTransactions: slot unreadable");
+                    out.with_error_code(15)
+                }
+            }
+        })
+        .collect();
+    DescribeTransactionsResponse::default().with_transaction_states(states)
+}

@@ -1,0 +1,36 @@
+//! EndTxn (key 26): commit or abort through PrepareCommit/PrepareAbort, the offset
+//! hook, the markers, and Complete*; answered once the markers are durable.
+
+use super::{client_error_code, RequestContext};
+use crate::broker::Broker;
+use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
+use std::sync::Arc;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 3;
+const FENCED_SINCE: i16 = 2;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: EndTxnRequest,
+) -> EndTxnResponse {
+    let code = match broker
+        .txn
+        .end_txn(
+            broker,
+            &req.transactional_id,
+            req.producer_id.0,
+            req.producer_epoch,
+            req.committed,
+        )
+        .await
+    {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::debug!(transactional_id = %req.transactional_id.0.as_str(), error = %e, "EndTxn refused");
+            client_error_code(e.code(), ctx.version, FENCED_SINCE)
+        }
+    };
+    EndTxnResponse::default().with_error_code(code)
+}

@@ -1,0 +1,91 @@
+//! TxnOffsetCommit (key 28): stages a transaction's consumer offsets under
+//! (group, producer id); they become visible only when EndTxn commits (KIP-447).
+
+use super::{client_error_code, RequestContext};
+use crate::broker::Broker;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use std::sync::Arc;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 3;
+const FENCED_SINCE: i16 = 3;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let group = req.group_id.0.to_string();
+    let mut result = broker
+        .txn
+        .verify_ongoing(
+            broker,
+            &req.transactional_id,
+            req.producer_id.0,
+            req.producer_epoch,
+            &group,
+        )
+        .map_err(|e| client_error_code(e.code(), ctx.version, FENCED_SINCE));
+    // KIP-447: with a generation, the member must belong to the group's current one.
+    if result.is_ok() && ctx.version >= 3 && req.generation_id >= 0 {
+        if let Err(e) = broker.groups.check_commit(
+            &group,
+            req.generation_id,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+        ) {
+            result = Err(e.code());
+        }
+    }
+    if result.is_ok() {
+        let entries: Vec<_> = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    (
+                        t.name.0.to_string(),
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    )
+                })
+            })
+            .collect();
+        if let Err(e) = broker.groups.stage_offsets(
+            &group,
+            req.producer_id.0,
+            req.producer_epoch,
+            &req.transactional_id,
+            &entries,
+        ) {
+            tracing::error!(group = %group, error = %e, "staging transactional offsets failed");
+            result = Err(ResponseError::KafkaStorageError.code());
+        }
+    }
+    let code = result.err().unwrap_or(0);
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}

@@ -1,0 +1,49 @@
+//! The two volume pollers every broker runs (inotify does not see other NFS clients'
+//! writes, so they poll): the fence watcher applies other brokers' epoch bumps to the
+//! partitions this broker leads, and the marker watcher writes the COMMIT/ABORT markers
+//! queued for this broker and deletes each entry once its markers are durable.
+
+use crate::broker::Broker;
+use kaas_core::fence_log::FenceWatcher;
+use kaas_core::marker_queue::{self, MarkerResult};
+use tracing::{error, info};
+
+pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher) {
+    let (fresh, errors) = watcher.poll(&broker.volume);
+    for e in errors {
+        error!(error = %e, "unreadable fence log; its fences are not applied until it is repaired");
+    }
+    for (pid, epoch) in fresh {
+        info!(producer_id = pid, epoch, "applying a peer's fence");
+        broker.fence_producer_epoch(pid, epoch);
+    }
+}
+
+pub async fn process_marker_queue(broker: &Broker) {
+    let entries = match marker_queue::list(&broker.volume, broker.config.broker_id) {
+        Ok(e) => e,
+        Err(e) => {
+            error!(error = %e, "cannot read this broker's marker queue");
+            return;
+        }
+    };
+    for (path, entry) in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                error!(path = %path.display(), error = %e, "unreadable marker queue entry left in place");
+                continue;
+            }
+        };
+        let commit = entry.result == MarkerResult::Commit;
+        for tp in &entry.partitions {
+            broker
+                .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
+                .await;
+        }
+        info!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, commit, partitions = entry.partitions.len(), "applied queued markers");
+        if let Err(e) = marker_queue::remove(&path) {
+            error!(error = %e, "cannot delete a processed marker queue entry");
+        }
+    }
+}
