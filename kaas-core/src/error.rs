@@ -4,6 +4,10 @@ use std::io;
 use std::path::PathBuf;
 use thiserror::Error;
 
+/// One file as read: its value, or why it could not be read. Listings return these
+/// side by side so one bad file never hides the good ones.
+pub type Loaded<T> = Result<T, VolumeError>;
+
 #[derive(Debug, Error)]
 pub enum VolumeError {
     #[error("{path}: {source}")]

@@ -3,7 +3,7 @@
 //! other brokers' logs into fences to apply locally. Peers poll rather than watch:
 //! inotify does not see other NFS clients' writes.
 
-use crate::error::{read_versioned_json, VolumeError};
+use crate::error::{read_versioned_json, Loaded, VolumeError};
 use crate::fsutil::write_json;
 use crate::layout::Volume;
 use serde::{Deserialize, Serialize};
@@ -95,9 +95,7 @@ impl FenceLog {
 }
 
 /// Every fence log on the volume: (broker id, log or the error reading it).
-pub fn list_fence_logs(
-    volume: &Volume,
-) -> Result<Vec<(i32, Result<FenceLog, VolumeError>)>, VolumeError> {
+pub fn list_fence_logs(volume: &Volume) -> Result<Vec<(i32, Loaded<FenceLog>)>, VolumeError> {
     let dir = fences_dir(volume);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,

@@ -3,7 +3,7 @@
 //! write to partitions it leads. Idempotent by name: a retried EndTxn rewrites the same
 //! file. The target's marker watcher appends the control batches, then deletes the file.
 
-use crate::error::{read_versioned_json, VolumeError};
+use crate::error::{read_versioned_json, Loaded, VolumeError};
 use crate::fsutil::write_json;
 use crate::layout::Volume;
 use crate::txn::TopicPartition;
@@ -65,7 +65,7 @@ pub fn enqueue(
 pub fn list(
     volume: &Volume,
     target_broker: i32,
-) -> Result<Vec<(PathBuf, Result<MarkerEntry, VolumeError>)>, VolumeError> {
+) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {
     let dir = queue_dir(volume, target_broker);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
