@@ -268,6 +268,7 @@ impl TransactionCoordinator {
         })??;
         match outcome {
             EndOutcome::Prepare(entry) => {
+                crate::failpoint::hit(crate::failpoint::TXN_AFTER_PREPARE);
                 self.finish(broker, &entry).await?;
                 info!(
                     transactional_id = tid,
@@ -336,6 +337,7 @@ impl TransactionCoordinator {
             };
             marker_queue::enqueue(&broker.volume, leader, &marker)?;
         }
+        crate::failpoint::hit(crate::failpoint::TXN_AFTER_MARKERS);
         let slot = slot_for(&entry.transactional_id);
         let now = now_ms();
         let actor = self.actor();

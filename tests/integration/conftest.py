@@ -23,11 +23,12 @@ def free_port() -> int:
 
 
 class KaasBroker:
-    def __init__(self, data_dir: Path, log_path: Path, extra=()):
+    def __init__(self, data_dir: Path, log_path: Path, extra=(), env=None):
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.port = free_port()
         self.extra = list(extra)
+        self.env = dict(env or {})
         self.proc = None
 
     @property
@@ -44,7 +45,7 @@ class KaasBroker:
             *self.extra,
         ]
         self.log = open(self.log_path, "ab")
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"), **self.env)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 20
         while time.time() < deadline:
@@ -103,8 +104,8 @@ def kaas(tmp_path):
 def kaas_factory(tmp_path):
     started = []
 
-    def make(*extra, data_dir=None):
-        b = KaasBroker(data_dir or tmp_path / f"data{len(started)}", tmp_path / f"broker{len(started)}.log", extra)
+    def make(*extra, data_dir=None, env=None):
+        b = KaasBroker(data_dir or tmp_path / f"data{len(started)}", tmp_path / f"broker{len(started)}.log", extra, env)
         started.append(b)
         return b.start()
 

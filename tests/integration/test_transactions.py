@@ -1,0 +1,198 @@
+"""Transactions end to end with confluent-kafka (librdkafka) against a real kaas-server."""
+import json
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from conftest import wait_for
+from txn_helpers import create_topic, read_all
+
+
+def txn_producer(bootstrap, tid, **conf):
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, **conf})
+    p.init_transactions(30)
+    return p
+
+
+def test_commit_and_abort_interleaved_across_three_partitions(kaas):
+    create_topic(kaas.bootstrap, "tx", 3)
+    p = txn_producer(kaas.bootstrap, "interleave")
+    committed = []
+    for r in range(6):
+        p.begin_transaction()
+        values = [f"r{r}-{i}" for i in range(30)]
+        for i, v in enumerate(values):
+            p.produce("tx", value=v.encode(), partition=i % 3)
+        p.flush(15)  # the records reach the log before an abort, so it has something to hide
+        if r % 2 == 0:
+            p.commit_transaction(30)
+            committed += values
+        else:
+            p.abort_transaction(30)
+    rc = read_all(kaas.bootstrap, "tx", 3, "read_committed", expect=len(committed))
+    ru = read_all(kaas.bootstrap, "tx", 3, "read_uncommitted", expect=180)
+    assert sorted(rc) == sorted(committed)
+    assert len(ru) == 180 and len(set(ru)) == 180
+
+
+def test_consume_transform_produce_is_exactly_once_with_send_offsets(kaas):
+    create_topic(kaas.bootstrap, "in", 3)
+    create_topic(kaas.bootstrap, "out", 3)
+    n = 10_000
+    src = Producer({"bootstrap.servers": kaas.bootstrap, "linger.ms": 5})
+    for i in range(n):
+        src.produce("in", value=str(i).encode(), partition=i % 3)
+        if i % 2000 == 0:
+            src.poll(0)
+    assert src.flush(30) == 0
+    consumer = Consumer({
+        "bootstrap.servers": kaas.bootstrap,
+        "group.id": "ctp",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+    })
+    consumer.subscribe(["in"])
+    producer = txn_producer(kaas.bootstrap, "ctp-tx")
+    processed = 0
+    deadline = time.time() + 120
+    while processed < n and time.time() < deadline:
+        msgs = consumer.consume(500, 1.0)
+        msgs = [m for m in msgs if not m.error()]
+        if not msgs:
+            continue
+        producer.begin_transaction()
+        for m in msgs:
+            producer.produce("out", value=f"x{m.value().decode()}".encode(), partition=m.partition())
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        processed += len(msgs)
+    consumer.close()
+    assert processed == n
+    out = read_all(kaas.bootstrap, "out", 3, "read_committed", expect=n)
+    assert len(out) == n
+    assert sorted(int(v[1:]) for v in out) == list(range(n))
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "ctp"})
+    committed = c.committed([TopicPartition("in", p) for p in range(3)], timeout=10)
+    c.close()
+    assert sum(tp.offset for tp in committed) == n
+
+
+def test_a_second_producer_with_the_same_id_fences_the_first(kaas):
+    create_topic(kaas.bootstrap, "fence", 1)
+    zombie = txn_producer(kaas.bootstrap, "same-id")
+    zombie.begin_transaction()
+    for i in range(10):
+        zombie.produce("fence", value=f"zombie-{i}".encode())
+    zombie.flush(15)
+    fresh = txn_producer(kaas.bootstrap, "same-id")  # aborts the zombie's open transaction
+    fresh.begin_transaction()
+    for i in range(5):
+        fresh.produce("fence", value=f"fresh-{i}".encode())
+    fresh.commit_transaction(30)
+    with pytest.raises(KafkaException) as err:
+        zombie.produce("fence", value=b"zombie-late")
+        zombie.commit_transaction(15)
+    e = err.value.args[0]
+    assert e.fatal() or e.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH), e
+    rc = read_all(kaas.bootstrap, "fence", 1, "read_committed", expect=5)
+    assert sorted(rc) == [f"fresh-{i}" for i in range(5)]
+
+
+def test_a_silent_producer_is_aborted_by_the_reaper_and_consumers_move_on(kaas_factory):
+    b = kaas_factory("--txn-reaper-interval-ms", "300")
+    create_topic(b.bootstrap, "silent", 1)
+    p = txn_producer(b.bootstrap, "goes-quiet", **{"transaction.timeout.ms": 3000, "message.timeout.ms": 3000})
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("silent", value=f"stuck-{i}".encode())
+    p.flush(15)
+    plain = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(5):
+        plain.produce("silent", value=f"after-{i}".encode())
+    plain.flush(15)
+    # Pinned behind the open transaction at first...
+    assert read_all(b.bootstrap, "silent", 1, "read_committed", settle=0.5, timeout=1.0) == []
+    # ...then the reaper aborts it and the records behind it are delivered.
+    got = read_all(b.bootstrap, "silent", 1, "read_committed", expect=5, timeout=30)
+    assert sorted(got) == [f"after-{i}" for i in range(5)]
+    assert "aborting transaction past its timeout" in b.log_text()
+    slot = json.loads(next((b.data_dir / "__cluster" / "txn_state").glob("slot-*.json")).read_text())
+    entry = slot["entries"]["goes-quiet"]
+    assert entry["state"] == "CompleteAbort" and entry["producer_epoch"] == 1
+
+
+def test_kill_9_mid_transaction_then_commit_loses_and_duplicates_nothing(kaas):
+    create_topic(kaas.bootstrap, "crash", 2)
+    p = txn_producer(kaas.bootstrap, "crash-tx", **{"message.timeout.ms": 60000, "transaction.timeout.ms": 60000})
+    p.begin_transaction()
+    for i in range(20):
+        p.produce("crash", value=f"c{i}".encode(), partition=i % 2)
+    p.flush(15)
+    kaas.kill9()
+    kaas.restart()
+    p.commit_transaction(60)
+    got = read_all(kaas.bootstrap, "crash", 2, "read_committed", expect=20)
+    assert sorted(got) == sorted(f"c{i}" for i in range(20))
+    # The producer keeps working after the restart.
+    p.begin_transaction()
+    p.produce("crash", value=b"next", partition=0)
+    p.commit_transaction(30)
+    assert len(read_all(kaas.bootstrap, "crash", 2, "read_committed", expect=21)) == 21
+
+
+def test_a_crash_between_prepare_commit_and_the_markers_completes_the_commit(kaas_factory, tmp_path):
+    b = kaas_factory(data_dir=tmp_path / "fp", env={"KAAS_FAILPOINTS": "txn-after-prepare"})
+    create_topic(b.bootstrap, "prep", 2)
+    p = txn_producer(b.bootstrap, "prep-tx")
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("prep", value=f"p{i}".encode(), partition=i % 2)
+    p.flush(15)
+    with pytest.raises(KafkaException):
+        p.commit_transaction(3)  # the broker dies mid-commit
+    wait_for(lambda: not b.alive(), what="failpoint abort")
+    slot_files = list((tmp_path / "fp" / "__cluster" / "txn_state").glob("slot-*.json"))
+    states = [e["state"] for f in slot_files for e in json.loads(f.read_text())["entries"].values()]
+    assert states == ["PrepareCommit"]
+    b.env = {}
+    b.restart()
+    assert "completing a transaction left in a Prepare state" in b.log_text()
+    got = read_all(b.bootstrap, "prep", 2, "read_committed", expect=10)
+    assert sorted(got) == sorted(f"p{i}" for i in range(10))
+    states = [e["state"] for f in slot_files for e in json.loads(f.read_text())["entries"].values()]
+    assert states == ["CompleteCommit"]
+
+
+def test_kip_664_admin_apis_list_and_describe_transactions_and_producers(kaas):
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+
+    create_topic(kaas.bootstrap, "insp", 1)
+    p = txn_producer(kaas.bootstrap, "inspect-me")
+    p.begin_transaction()
+    p.produce("insp", value=b"x")
+    p.flush(15)
+    a = KafkaAdminClient(bootstrap_servers=kaas.bootstrap)
+    try:
+        listed = [t for ts in a.list_transactions().values() for t in ts]
+        mine = [t for t in listed if t.transactional_id == "inspect-me"]
+        assert len(mine) == 1 and str(mine[0].state.value) == "Ongoing"
+        assert [t.transactional_id for ts in a.list_transactions(state_filters=["CompleteCommit"]).values() for t in ts] == []
+        desc = a.describe_transactions(["inspect-me"])["inspect-me"]
+        assert str(desc.state.value) == "Ongoing"
+        assert desc.producer_id == mine[0].producer_id and desc.producer_epoch == 0
+        assert desc.topic_partitions == {KTopicPartition("insp", 0)}
+        assert desc.transaction_start_time_ms > 0
+        producers = a.describe_producers([KTopicPartition("insp", 0)])[KTopicPartition("insp", 0)]
+        active = [s for s in producers.active_producers if s.producer_id == desc.producer_id]
+        assert len(active) == 1 and active[0].current_transaction_start_offset == 0
+        p.commit_transaction(30)
+        desc = a.describe_transactions(["inspect-me"])["inspect-me"]
+        assert str(desc.state.value) == "CompleteCommit" and desc.topic_partitions == set()
+        with pytest.raises(Exception) as missing:
+            a.describe_transactions(["never-seen"])
+        assert "TransactionalIdNotFound" in type(missing.value).__name__ or "105" in str(missing.value)
+    finally:
+        a.close()
