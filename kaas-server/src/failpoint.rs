@@ -14,7 +14,12 @@ pub const TXN_AFTER_MARKERS: &str = "txn-after-markers";
 pub fn hit(name: &str) {
     let active = ACTIVE.get_or_init(|| {
         std::env::var("KAAS_FAILPOINTS")
-            .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+            .map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
             .unwrap_or_default()
     });
     if active.iter().any(|a| a == name) {

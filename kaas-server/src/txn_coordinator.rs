@@ -47,9 +47,20 @@ impl CoordError {
     }
 }
 
+/// What produce-time verification needs of an Ongoing transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OngoingTxn {
+    producer_id: i64,
+    epoch: i16,
+    partitions: std::collections::BTreeSet<TopicPartition>,
+}
+
 pub struct TransactionCoordinator {
     store: TxnStateStore,
     broker_id: i32,
+    /// Ongoing transactions as this broker last wrote or read them, so verifying a
+    /// transactional produce costs a map lookup; a miss re-reads the slot file.
+    ongoing: Mutex<std::collections::HashMap<String, OngoingTxn>>,
     /// This broker's outbound fence log; Err when the file on the volume is unreadable
     /// (bumps are then refused rather than recorded into a log that would be lost).
     fence_log: Mutex<Result<FenceLog, String>>,
@@ -64,6 +75,7 @@ impl TransactionCoordinator {
         TransactionCoordinator {
             store: TxnStateStore::new(volume.clone()),
             broker_id,
+            ongoing: Mutex::new(std::collections::HashMap::new()),
             fence_log: Mutex::new(fence_log),
         }
     }
@@ -199,20 +211,81 @@ impl TransactionCoordinator {
         self.check_owner(broker, slot)?;
         let now = now_ms();
         let actor = self.actor();
-        self.store.update(slot, now, |entries| {
+        let entry = self.store.update(slot, now, |entries| {
             let Some(current) = entries.get(tid) else {
                 return (Err(TxnError::InvalidProducerIdMapping), false);
             };
             match txn::add_to_txn(current, pid, epoch, partitions, groups, now, &actor) {
                 Ok(Some(entry)) => {
-                    entries.insert(tid.to_string(), entry);
-                    (Ok(()), true)
+                    entries.insert(tid.to_string(), entry.clone());
+                    (Ok(entry), true)
                 }
-                Ok(None) => (Ok(()), false),
+                Ok(None) => (Ok(current.clone()), false),
                 Err(e) => (Err(e), false),
             }
         })??;
+        self.remember(tid, Some(&entry));
         Ok(())
+    }
+
+    /// A transactional produce must belong to an Ongoing transaction of this producer
+    /// that includes the partition (Apache's transaction verification, KIP-890):
+    /// otherwise its records could open a transaction no coordinator will ever end.
+    pub fn verify_produce(
+        &self,
+        tid: &str,
+        producer_id: i64,
+        epoch: i16,
+        tp: &TopicPartition,
+    ) -> Result<(), CoordError> {
+        let matches = |o: &OngoingTxn| {
+            o.producer_id == producer_id && o.epoch == epoch && o.partitions.contains(tp)
+        };
+        if self
+            .ongoing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tid)
+            .is_some_and(matches)
+        {
+            return Ok(());
+        }
+        let entry = self.store.get(tid)?;
+        self.remember(tid, entry.as_ref());
+        match entry {
+            Some(e) if e.producer_id == producer_id && e.producer_epoch > epoch => {
+                Err(TxnError::ProducerFenced.into())
+            }
+            Some(e)
+                if e.state == TxnState::Ongoing
+                    && e.producer_id == producer_id
+                    && e.producer_epoch == epoch
+                    && e.partitions.contains(tp) =>
+            {
+                Ok(())
+            }
+            _ => Err(TxnError::InvalidTxnState.into()),
+        }
+    }
+
+    /// Updates the Ongoing cache from an entry just written or read.
+    fn remember(&self, tid: &str, entry: Option<&TxnEntry>) {
+        let mut cache = self.ongoing.lock().unwrap_or_else(|p| p.into_inner());
+        match entry {
+            Some(e) if e.state == TxnState::Ongoing => {
+                cache.insert(
+                    tid.to_string(),
+                    OngoingTxn {
+                        producer_id: e.producer_id,
+                        epoch: e.producer_epoch,
+                        partitions: e.partitions.clone(),
+                    },
+                );
+            }
+            _ => {
+                cache.remove(tid);
+            }
+        }
     }
 
     /// The current entry, checked against the producer's identity (TxnOffsetCommit).

@@ -61,3 +61,149 @@ pub async fn handle(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The seed's handler tests (init_producer_id.rs in the KIP-360 page).
+    use super::*;
+    use crate::handlers::test_support::{broker, ctx};
+    use kaas_core::fence_log::FenceLog;
+    use kaas_core::txn::TxnState;
+    use kafka_protocol::messages::{ApiKey, TransactionalId};
+
+    async fn init(
+        b: &Arc<Broker>,
+        version: i16,
+        tid: Option<&str>,
+        claim: (i64, i16),
+    ) -> InitProducerIdResponse {
+        let req = InitProducerIdRequest::default()
+            .with_transactional_id(tid.map(|t| TransactionalId(super::super::sb(t))))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(claim.0))
+            .with_producer_epoch(claim.1);
+        handle(b, &ctx(ApiKey::InitProducerId, version), req).await
+    }
+
+    fn ok(r: &InitProducerIdResponse) -> (i64, i16) {
+        assert_eq!(r.error_code, 0, "{r:?}");
+        (r.producer_id.0, r.producer_epoch)
+    }
+
+    #[tokio::test]
+    async fn transactional_rejoin_bumps_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let (pid, e0) = ok(&init(&b, 4, Some("tx"), (-1, -1)).await);
+        assert_eq!(e0, 0);
+        assert_eq!(ok(&init(&b, 4, Some("tx"), (-1, -1)).await), (pid, 1));
+        assert_eq!(ok(&init(&b, 4, Some("tx"), (-1, -1)).await), (pid, 2));
+    }
+
+    #[tokio::test]
+    async fn rejoin_appends_to_fence_log_for_broadcast() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let (pid, _) = ok(&init(&b, 4, Some("tx"), (-1, -1)).await);
+        let log = FenceLog::load(&b.volume, 0).unwrap();
+        assert!(log.fences.is_empty(), "epoch 0 does not broadcast");
+        init(&b, 4, Some("tx"), (-1, -1)).await;
+        assert_eq!(FenceLog::load(&b.volume, 0).unwrap().fences[&pid].epoch, 1);
+        init(&b, 4, Some("tx"), (-1, -1)).await;
+        let log = FenceLog::load(&b.volume, 0).unwrap();
+        assert_eq!(
+            log.fences.len(),
+            1,
+            "each bump overwrites the outbound entry"
+        );
+        assert_eq!(log.fences[&pid].epoch, 2);
+        assert_eq!(log.fences[&pid].transactional_id.as_deref(), Some("tx"));
+    }
+
+    #[tokio::test]
+    async fn stale_claim_is_producer_fenced() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let (pid, _) = ok(&init(&b, 4, Some("tx"), (-1, -1)).await);
+        init(&b, 4, Some("tx"), (-1, -1)).await;
+        init(&b, 4, Some("tx"), (-1, -1)).await;
+        assert_eq!(init(&b, 4, Some("tx"), (pid, 0)).await.error_code, 90);
+        // Versions before KIP-588 get INVALID_PRODUCER_EPOCH instead.
+        assert_eq!(init(&b, 3, Some("tx"), (pid, 0)).await.error_code, 47);
+    }
+
+    #[tokio::test]
+    async fn current_claim_bumps_and_its_retry_is_stable() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let (pid, _) = ok(&init(&b, 4, Some("tx"), (-1, -1)).await);
+        assert_eq!(ok(&init(&b, 4, Some("tx"), (pid, 0)).await), (pid, 1));
+        assert_eq!(
+            ok(&init(&b, 4, Some("tx"), (pid, 0)).await),
+            (pid, 1),
+            "a retry gets the same answer"
+        );
+        assert_eq!(ok(&init(&b, 4, Some("tx"), (pid, 1)).await), (pid, 2));
+    }
+
+    #[tokio::test]
+    async fn half_set_claim_is_invalid_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        assert_eq!(init(&b, 4, Some("tx"), (5, -1)).await.error_code, 42);
+        assert_eq!(init(&b, 4, None, (-1, 3)).await.error_code, 42);
+    }
+
+    #[tokio::test]
+    async fn idempotent_path_ignores_a_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let first = ok(&init(&b, 4, None, (-1, -1)).await);
+        let (pid, epoch) = ok(&init(&b, 4, None, (999, 5)).await);
+        assert_eq!(epoch, 0);
+        assert_ne!(pid, 999);
+        assert_ne!(pid, first.0, "every idempotent producer gets a fresh id");
+    }
+
+    #[tokio::test]
+    async fn rejoin_mid_ongoing_aborts_it_and_answers_concurrent() {
+        use kaas_core::batch::{build_batch, validate_all};
+        use kaas_core::txn::TopicPartition;
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let topic = b.create_topic("t", 1, Default::default()).await.unwrap();
+        let (pid, _) = ok(&init(&b, 4, Some("tx"), (-1, -1)).await);
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        b.txn
+            .add(&b, "tx", pid, 0, std::slice::from_ref(&tp), &[])
+            .unwrap();
+        let partition = topic.partition(0).unwrap().as_ref().unwrap().clone();
+        let mut batch = build_batch(0, 1, Some((pid, 0, 0)), 0x10, &[(None, Some(b"in flight"))]);
+        let headers = validate_all(&batch).unwrap();
+        b.append(&partition, &mut batch, &headers).unwrap();
+        assert_eq!(partition.state().last_stable_offset(), 0);
+
+        assert_eq!(
+            init(&b, 4, Some("tx"), (-1, -1)).await.error_code,
+            51,
+            "CONCURRENT_TRANSACTIONS"
+        );
+        // The fence epoch 1 was broadcast, the ABORT marker is on the log, the entry completed.
+        assert_eq!(FenceLog::load(&b.volume, 0).unwrap().fences[&pid].epoch, 1);
+        let state = partition.state();
+        assert_eq!(state.log.log_end_offset(), 2);
+        assert_eq!(state.aborted.len(), 1);
+        assert_eq!(state.last_stable_offset(), 2);
+        drop(state);
+        let entry = b.txn.store().get("tx").unwrap().unwrap();
+        assert_eq!(
+            (entry.state, entry.producer_epoch),
+            (TxnState::CompleteAbort, 1)
+        );
+        // The retry bumps onto a clean entry.
+        assert_eq!(ok(&init(&b, 4, Some("tx"), (-1, -1)).await), (pid, 2));
+    }
+}

@@ -114,3 +114,34 @@ pub fn client_error_code(code: i16, version: i16, fenced_since: i16) -> i16 {
 pub fn sb(s: impl Into<String>) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.into())
 }
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    //! An in-process broker on a temporary volume, for handler tests.
+    use super::RequestContext;
+    use crate::broker::Broker;
+    use kafka_protocol::messages::ApiKey;
+    use std::sync::Arc;
+
+    pub fn broker(dir: &std::path::Path) -> Arc<Broker> {
+        let config = <crate::config::Config as clap::Parser>::parse_from([
+            "kaas-server",
+            "--data-dir",
+            dir.to_str().expect("utf-8 temp dir"),
+            "--group-initial-rebalance-delay-ms",
+            "0",
+        ]);
+        Broker::open(config, "127.0.0.1:9092".parse().expect("addr")).expect("broker opens")
+    }
+
+    pub fn ctx(api: ApiKey, version: i16) -> RequestContext {
+        RequestContext {
+            api,
+            version,
+            correlation_id: 1,
+            client_id: "test".into(),
+            peer: "127.0.0.1:1".parse().expect("addr"),
+            shutdown: tokio::sync::watch::channel(false).1,
+        }
+    }
+}

@@ -8,6 +8,7 @@ use bytes::BytesMut;
 use kaas_core::idempotence::SequenceError;
 use kaas_core::log::LogError;
 use kaas_core::partition::{AppendError, AppendOutcome};
+use kaas_core::txn::TopicPartition;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -50,6 +51,7 @@ pub async fn handle(
                         ctx,
                         p,
                         t.log_config.max_message_bytes,
+                        req.transactional_id.as_deref().map(|s| s.as_str()),
                         pd.records.as_deref(),
                     ),
                 },
@@ -95,6 +97,7 @@ fn append(
     ctx: &RequestContext,
     partition: &Partition,
     max_message_bytes: usize,
+    transactional_id: Option<&str>,
     records: Option<&[u8]>,
 ) -> Result<(i64, i64, i64), i16> {
     let Some(records) = records.filter(|r| !r.is_empty()) else {
@@ -114,6 +117,25 @@ fn append(
     if headers.iter().any(|h| h.is_control()) {
         warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, "rejected a control batch from a client");
         return Err(ResponseError::InvalidRecord.code());
+    }
+    if let Some(h) = headers.iter().find(|h| h.is_transactional()) {
+        let tp = TopicPartition {
+            topic: partition.topic.clone(),
+            partition: partition.index,
+        };
+        let verified = match transactional_id {
+            Some(tid) => broker
+                .txn
+                .verify_produce(tid, h.producer_id, h.producer_epoch, &tp),
+            None => Err(kaas_core::txn::TxnError::InvalidTxnState.into()),
+        };
+        if let Err(e) = verified {
+            debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, producer_id = h.producer_id, error = %e, "transactional batch outside an ongoing transaction");
+            return Err(match e.code() {
+                90 => ResponseError::InvalidProducerEpoch.code(),
+                code => code,
+            });
+        }
     }
     // The one copy on the produce path: the request buffer is shared and immutable,
     // and the base offsets must be written into the bytes we store.
@@ -147,5 +169,96 @@ fn append(
             warn!(topic = %partition.topic, partition = partition.index, error = %e, "append failed");
             Err(ResponseError::KafkaStorageError.code())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::test_support::{broker, ctx};
+    use kaas_core::batch::build_batch;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ApiKey, TopicName, TransactionalId};
+
+    fn request(tid: Option<&str>, batch: Vec<u8>) -> ProduceRequest {
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(1000)
+            .with_transactional_id(tid.map(|t| TransactionalId(sb(t))))
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(sb("t")))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(bytes::Bytes::from(batch)))])])
+    }
+
+    fn code(r: &ProduceResponse) -> i16 {
+        r.responses[0].partition_responses[0].error_code
+    }
+
+    #[tokio::test]
+    async fn a_transactional_batch_outside_an_ongoing_transaction_is_invalid_txn_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let (pid, epoch) = b
+            .txn
+            .init_producer_id(&b, "tx", 60_000, (-1, -1))
+            .await
+            .unwrap();
+        let batch = || build_batch(0, 1, Some((pid, epoch, 0)), 0x10, &[(None, Some(b"v"))]);
+        let c = ctx(ApiKey::Produce, 9);
+        // Not added to the transaction yet: refused, nothing written.
+        assert_eq!(
+            code(&handle(&b, &c, request(Some("tx"), batch())).await),
+            48
+        );
+        assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 48);
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        b.txn.add(&b, "tx", pid, epoch, &[tp], &[]).unwrap();
+        assert_eq!(code(&handle(&b, &c, request(Some("tx"), batch())).await), 0);
+        // A client may not write control batches.
+        let marker = kaas_core::batch::build_control_batch(pid, epoch, true, 0, 1);
+        assert_eq!(
+            code(&handle(&b, &c, request(Some("tx"), marker)).await),
+            ResponseError::InvalidRecord.code()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_slot_file_refuses_its_ids_and_only_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let store = b.txn.store();
+        let bad_slot = kaas_core::txn::slot_for("victim");
+        std::fs::create_dir_all(store.dir()).unwrap();
+        std::fs::write(store.slot_path(bad_slot), b"{ torn").unwrap();
+        let err = b
+            .txn
+            .init_producer_id(&b, "victim", 60_000, (-1, -1))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), 15, "COORDINATOR_NOT_AVAILABLE");
+        assert!(
+            err.to_string().contains(&format!("slot-{bad_slot}.json")),
+            "{err}"
+        );
+        let other = (0..100)
+            .map(|i| format!("other-{i}"))
+            .find(|t| kaas_core::txn::slot_for(t) != bad_slot)
+            .unwrap();
+        assert!(b
+            .txn
+            .init_producer_id(&b, &other, 60_000, (-1, -1))
+            .await
+            .is_ok());
+        assert_eq!(
+            std::fs::read(store.slot_path(bad_slot)).unwrap(),
+            b"{ torn",
+            "never overwritten"
+        );
     }
 }
