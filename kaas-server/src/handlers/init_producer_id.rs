@@ -193,11 +193,12 @@ mod tests {
         );
         // The fence epoch 1 was broadcast, the ABORT marker is on the log, the entry completed.
         assert_eq!(FenceLog::load(&b.volume, 0).unwrap().fences[&pid].epoch, 1);
-        let state = partition.state();
-        assert_eq!(state.log.log_end_offset(), 2);
-        assert_eq!(state.aborted.len(), 1);
-        assert_eq!(state.last_stable_offset(), 2);
-        drop(state);
+        {
+            let state = partition.state();
+            assert_eq!(state.log.log_end_offset(), 2);
+            assert_eq!(state.aborted.len(), 1);
+            assert_eq!(state.last_stable_offset(), 2);
+        }
         let entry = b.txn.store().get("tx").unwrap().unwrap();
         assert_eq!(
             (entry.state, entry.producer_epoch),
