@@ -33,8 +33,25 @@ pub fn fences_dir(volume: &Volume) -> PathBuf {
     volume.cluster_dir().join("producer_fences")
 }
 
+/// The writer id of the fence log kept by admin tools (kaasctl): `from-admin.json`.
+pub const ADMIN_WRITER: i32 = -1;
+
 pub fn fence_log_path(volume: &Volume, broker: i32) -> PathBuf {
-    fences_dir(volume).join(format!("from-{broker}.json"))
+    if broker == ADMIN_WRITER {
+        fences_dir(volume).join("from-admin.json")
+    } else {
+        fences_dir(volume).join(format!("from-{broker}.json"))
+    }
+}
+
+/// The writer id of a fence log file name, if it is one.
+fn writer_of(file_name: &str) -> Option<i32> {
+    let stem = file_name.strip_prefix("from-")?.strip_suffix(".json")?;
+    if stem == "admin" {
+        Some(ADMIN_WRITER)
+    } else {
+        stem.parse().ok()
+    }
 }
 
 impl FenceLog {
@@ -246,6 +263,17 @@ mod tests {
         peer.save(&v).unwrap();
         assert_eq!(w.poll(&v).0, vec![(7, 3)]);
         assert!(w.poll(&v).0.is_empty());
+    }
+
+    #[test]
+    fn an_admin_tools_fences_are_applied_by_every_broker() {
+        let (_d, v) = volume();
+        let mut admin = FenceLog::empty(ADMIN_WRITER);
+        admin.append(9, 4, Some("stuck"), 1);
+        admin.save(&v).unwrap();
+        assert!(fence_log_path(&v, ADMIN_WRITER).ends_with("from-admin.json"));
+        assert_eq!(FenceWatcher::new(0).poll(&v).0, vec![(9, 4)]);
+        assert_eq!(list_fence_logs(&v).unwrap()[0].0, ADMIN_WRITER);
     }
 
     #[test]

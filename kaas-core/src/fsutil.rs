@@ -36,3 +36,24 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()>
     bytes.push(b'\n');
     atomic_write(path, &bytes)
 }
+
+/// What identifies one version of a file cheaply: size, modification time and inode.
+/// Atomic replacement (rename) always changes the inode, so a cached copy whose stamp
+/// still matches the file on disk is current — without reading the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    pub len: u64,
+    pub modified: Option<std::time::SystemTime>,
+    pub inode: u64,
+}
+
+/// The stamp of `path`, or None if it does not exist (or cannot be stat'ed).
+pub fn file_stamp(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path).ok()?;
+    Some(FileStamp {
+        len: m.len(),
+        modified: m.modified().ok(),
+        inode: m.ino(),
+    })
+}

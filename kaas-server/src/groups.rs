@@ -9,6 +9,7 @@
 //! oneshot receiver and are answered when the group moves on.
 
 use bytes::Bytes;
+use kaas_core::fsutil::{file_stamp, FileStamp};
 use kaas_core::offsets::{list_groups, CommittedOffset, GroupOffsets};
 use kaas_core::{now_ms, Volume, VolumeError};
 use kafka_protocol::error::ResponseError;
@@ -147,7 +148,14 @@ pub struct GroupCoordinator {
     volume: Volume,
     settings: Settings,
     groups: Mutex<HashMap<String, Group>>,
-    offsets: Mutex<HashMap<String, Arc<Mutex<GroupOffsets>>>>,
+    offsets: Mutex<HashMap<String, Arc<Mutex<CachedOffsets>>>>,
+}
+
+/// A group's offsets as last read or written, with the stamp of the file then: a
+/// changed stamp (kaasctl edited the file) means reload before use.
+struct CachedOffsets {
+    offsets: GroupOffsets,
+    stamp: Option<FileStamp>,
 }
 
 fn sb(s: impl Into<String>) -> StrBytes {
@@ -505,14 +513,41 @@ impl GroupCoordinator {
         Ok(())
     }
 
-    fn offsets_of(&self, group_id: &str) -> Result<Arc<Mutex<GroupOffsets>>, VolumeError> {
-        let mut cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(o) = cache.get(group_id) {
-            return Ok(o.clone());
+    /// Runs `f` on a group's current offsets under the group's lock; when `f` reports
+    /// a change, the file is rewritten durably before returning, and on a write error
+    /// memory is left equal to the volume (the change did not happen).
+    fn with_offsets<R>(
+        &self,
+        group_id: &str,
+        f: impl FnOnce(&mut GroupOffsets) -> (R, bool),
+    ) -> Result<R, VolumeError> {
+        let entry = {
+            let mut cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
+            cache
+                .entry(group_id.to_string())
+                .or_insert_with(|| {
+                    Arc::new(Mutex::new(CachedOffsets {
+                        offsets: GroupOffsets::new(group_id),
+                        stamp: None,
+                    }))
+                })
+                .clone()
+        };
+        let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
+        let path = self.volume.group_offsets_file(group_id);
+        let stamp = file_stamp(&path);
+        if stamp.is_none() || stamp != cached.stamp {
+            cached.offsets = GroupOffsets::load(&self.volume, group_id)?;
+            cached.stamp = stamp;
         }
-        let loaded = Arc::new(Mutex::new(GroupOffsets::load(&self.volume, group_id)?));
-        cache.insert(group_id.to_string(), loaded.clone());
-        Ok(loaded)
+        let mut next = cached.offsets.clone();
+        let (result, changed) = f(&mut next);
+        if changed {
+            next.save(&self.volume)?;
+            cached.offsets = next;
+            cached.stamp = file_stamp(&path);
+        }
+        Ok(result)
     }
 
     /// Writes committed offsets (topic, partition, offset, leader epoch, metadata) durably.
@@ -521,27 +556,22 @@ impl GroupCoordinator {
         group_id: &str,
         entries: &[(String, i32, i64, i32, Option<String>)],
     ) -> Result<(), VolumeError> {
-        let offsets = self.offsets_of(group_id)?;
-        let mut offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());
-        let before = offsets.clone();
         let now = now_ms();
-        for (topic, partition, offset, leader_epoch, metadata) in entries {
-            offsets.set(
-                topic,
-                *partition,
-                CommittedOffset {
-                    offset: *offset,
-                    leader_epoch: *leader_epoch,
-                    metadata: metadata.clone(),
-                    commit_ms: now,
-                },
-            );
-        }
-        if let Err(e) = offsets.save(&self.volume) {
-            // Keep memory equal to the volume: the commit did not happen.
-            *offsets = before;
-            return Err(e);
-        }
+        self.with_offsets(group_id, |offsets| {
+            for (topic, partition, offset, leader_epoch, metadata) in entries {
+                offsets.set(
+                    topic,
+                    *partition,
+                    CommittedOffset {
+                        offset: *offset,
+                        leader_epoch: *leader_epoch,
+                        metadata: metadata.clone(),
+                        commit_ms: now,
+                    },
+                );
+            }
+            ((), true)
+        })?;
         debug!(
             group = group_id,
             partitions = entries.len(),
@@ -559,31 +589,26 @@ impl GroupCoordinator {
         transactional_id: &str,
         entries: &[(String, i32, i64, i32, Option<String>)],
     ) -> Result<(), VolumeError> {
-        let offsets = self.offsets_of(group_id)?;
-        let mut offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());
-        let before = offsets.clone();
         let now = now_ms();
-        for (topic, partition, offset, leader_epoch, metadata) in entries {
-            let committed = CommittedOffset {
-                offset: *offset,
-                leader_epoch: *leader_epoch,
-                metadata: metadata.clone(),
-                commit_ms: now,
-            };
-            offsets.stage(
-                producer_id,
-                producer_epoch,
-                transactional_id,
-                topic,
-                *partition,
-                committed,
-            );
-        }
-        if let Err(e) = offsets.save(&self.volume) {
-            *offsets = before;
-            return Err(e);
-        }
-        Ok(())
+        self.with_offsets(group_id, |offsets| {
+            for (topic, partition, offset, leader_epoch, metadata) in entries {
+                let committed = CommittedOffset {
+                    offset: *offset,
+                    leader_epoch: *leader_epoch,
+                    metadata: metadata.clone(),
+                    commit_ms: now,
+                };
+                offsets.stage(
+                    producer_id,
+                    producer_epoch,
+                    transactional_id,
+                    topic,
+                    *partition,
+                    committed,
+                );
+            }
+            ((), true)
+        })
     }
 
     /// The transaction's offset hook: commit (or discard) what `producer_id` staged.
@@ -594,19 +619,15 @@ impl GroupCoordinator {
         producer_id: i64,
         commit: bool,
     ) -> Result<(), VolumeError> {
-        let offsets = self.offsets_of(group_id)?;
-        let mut offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());
-        let before = offsets.clone();
-        let changed = if commit {
-            offsets.commit_pending(producer_id)
-        } else {
-            offsets.discard_pending(producer_id)
-        };
+        let changed = self.with_offsets(group_id, |offsets| {
+            let changed = if commit {
+                offsets.commit_pending(producer_id)
+            } else {
+                offsets.discard_pending(producer_id)
+            };
+            (changed, changed)
+        })?;
         if changed {
-            if let Err(e) = offsets.save(&self.volume) {
-                *offsets = before;
-                return Err(e);
-            }
             debug!(
                 group = group_id,
                 producer_id, commit, "staged offsets finished"
@@ -616,9 +637,7 @@ impl GroupCoordinator {
     }
 
     pub fn fetch_offsets(&self, group_id: &str) -> Result<GroupOffsets, VolumeError> {
-        let offsets = self.offsets_of(group_id)?;
-        let offsets = offsets.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(offsets.clone())
+        self.with_offsets(group_id, |offsets| (offsets.clone(), false))
     }
 
     /// Drops the offsets of a deleted topic from every group.
@@ -627,13 +646,11 @@ impl GroupCoordinator {
             return;
         };
         for id in ids {
-            if let Ok(o) = self.offsets_of(&id) {
-                let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
-                if o.remove_topic(topic) {
-                    if let Err(e) = o.save(&self.volume) {
-                        warn!(group = %id, error = %e, "cannot drop offsets of deleted topic");
-                    }
-                }
+            if let Err(e) = self.with_offsets(&id, |o| {
+                let changed = o.remove_topic(topic);
+                ((), changed)
+            }) {
+                warn!(group = %id, error = %e, "cannot drop offsets of deleted topic");
             }
         }
     }

@@ -79,7 +79,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 let period = Duration::from_millis(broker.config.txn_reaper_interval_ms.max(10));
                 loop {
                     tokio::select! {
-                        _ = tokio::time::sleep(period) => broker.txn.reap(&broker).await,
+                        _ = tokio::time::sleep(period) => broker.txn.reap(&broker, 2 * broker.config.volume_poll_interval_ms as i64 + 1000).await,
                         _ = shutdown.changed() => break,
                     }
                 }

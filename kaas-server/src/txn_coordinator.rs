@@ -460,13 +460,26 @@ impl TransactionCoordinator {
     }
 
     /// The timeout reaper: aborts every overdue Ongoing transaction of the slots this
-    /// broker owns, with an epoch bump, discarding staged offsets.
-    pub async fn reap(&self, broker: &Broker) {
+    /// broker owns, with an epoch bump, discarding staged offsets. It also finishes
+    /// Prepare* entries that have sat still for `stuck_after_ms` — a coordinator that
+    /// died mid-dispatch on another broker, or a `kaasctl txn abort` whose queued
+    /// markers were written after it stopped waiting (markers are idempotent).
+    pub async fn reap(&self, broker: &Broker, stuck_after_ms: i64) {
         let now = now_ms();
         let actor = self.actor();
         for slot in 0..SLOTS {
             if !broker.owns_txn_slot(slot) {
                 continue;
+            }
+            if let Ok(file) = self.store.read_slot(slot) {
+                for entry in file.entries.values() {
+                    if entry.state.is_prepare() && now - entry.last_update_ms > stuck_after_ms {
+                        info!(transactional_id = %entry.transactional_id, state = entry.state.as_str(), "finishing a transaction left in a Prepare state");
+                        if let Err(e) = self.finish(broker, entry).await {
+                            error!(transactional_id = %entry.transactional_id, error = %e, "could not finish transaction");
+                        }
+                    }
+                }
             }
             let aborted = self.store.update(slot, now, |entries| {
                 let mut aborted = Vec::new();

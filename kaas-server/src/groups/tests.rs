@@ -339,3 +339,21 @@ fn committed_offsets_are_on_the_volume() {
     assert_eq!(reloaded.get("t", 0).unwrap().offset, 42);
     assert_eq!(c.list().len(), 1);
 }
+
+#[test]
+fn an_offsets_file_changed_behind_the_coordinator_is_reloaded() {
+    let (dir, c) = coordinator();
+    let volume = Volume::new(dir.path());
+    c.stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 42, -1, None)])
+        .unwrap();
+    assert!(c.fetch_offsets("g").unwrap().has_pending("t", 0));
+    // An operator tool discards the staged offsets directly on the volume.
+    let mut on_disk = GroupOffsets::load(&volume, "g").unwrap();
+    assert!(on_disk.discard_pending(7));
+    on_disk.save(&volume).unwrap();
+    assert!(!c.fetch_offsets("g").unwrap().has_pending("t", 0));
+    // ...and a later commit by the broker does not resurrect them.
+    c.commit_offsets("g", &[("t".into(), 1, 5, -1, None)])
+        .unwrap();
+    assert!(GroupOffsets::load(&volume, "g").unwrap().pending.is_empty());
+}
