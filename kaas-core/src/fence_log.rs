@@ -123,11 +123,7 @@ pub fn list_fence_logs(volume: &Volume) -> Result<Vec<(i32, Loaded<FenceLog>)>, 
     for entry in entries {
         let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(id) = name
-            .strip_prefix("from-")
-            .and_then(|s| s.strip_suffix(".json"))
-            .and_then(|s| s.parse::<i32>().ok())
-        {
+        if let Some(id) = writer_of(&name) {
             out.push((id, FenceLog::load(volume, id)));
         }
     }
