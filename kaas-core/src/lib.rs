@@ -1,12 +1,14 @@
 //! kaas-core: every on-disk format of the shared volume and the state machines the
 //! broker and kaasctl share. No network code and no async runtime live here.
 
+pub mod admin;
 pub mod batch;
 pub mod broker;
 pub mod error;
 pub mod fence_log;
 pub mod fsutil;
 pub mod idempotence;
+pub mod inspect;
 pub mod layout;
 pub mod log;
 pub mod marker_queue;

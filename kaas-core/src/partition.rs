@@ -336,7 +336,7 @@ impl PartitionState {
 
 /// Loads every `*.txnindex` file of a partition directory. A ragged tail (a torn
 /// append) is ignored: the log replay re-derives what it held.
-fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
+pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
     let mut out = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(|e| VolumeError::io(dir, e))?;
     for entry in entries {

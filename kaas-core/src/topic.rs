@@ -4,6 +4,7 @@
 use crate::error::{read_versioned_json, VolumeError};
 use crate::fsutil::write_json;
 use crate::layout::Volume;
+use crate::log::LogConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -49,6 +50,51 @@ impl TopicMeta {
         let path = volume.topic_file(&self.name);
         write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
     }
+}
+
+/// Applies topic-level overrides onto broker defaults.
+pub fn log_config_for(
+    defaults: &LogConfig,
+    configs: &BTreeMap<String, String>,
+) -> Result<LogConfig, String> {
+    let mut c = defaults.clone();
+    for (key, value) in configs {
+        let num = || {
+            value
+                .parse::<i64>()
+                .map_err(|_| format!("{key}={value:?} is not a number"))
+        };
+        match key.as_str() {
+            "segment.bytes" => c.segment_bytes = num()?.max(1) as u64,
+            "segment.ms" => c.segment_ms = num()?,
+            "retention.ms" => c.retention_ms = num()?,
+            "retention.bytes" => c.retention_bytes = num()?,
+            "max.message.bytes" => c.max_message_bytes = num()?.max(0) as usize,
+            "index.interval.bytes" => {
+                c.index_interval_bytes = num()?.clamp(1, u32::MAX as i64) as u32
+            }
+            "message.timestamp.type" => {
+                if value != "CreateTime" {
+                    return Err(format!(
+                        "message.timestamp.type={value:?}: only CreateTime is supported"
+                    ));
+                }
+            }
+            "cleanup.policy" => {
+                if value
+                    .split(',')
+                    .any(|p| p.trim() != "delete" && p.trim() != "compact")
+                {
+                    return Err(format!(
+                        "cleanup.policy={value:?}: expected delete and/or compact"
+                    ));
+                }
+            }
+            "min.insync.replicas" | "compression.type" => {}
+            other => return Err(format!("unknown topic config {other:?}")),
+        }
+    }
+    Ok(c)
 }
 
 /// Every topic file on the volume, in name order. Unreadable files are returned as

@@ -19,19 +19,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 use uuid::Uuid;
 
-/// Topic config names kaas understands (others are INVALID_CONFIG).
-pub const TOPIC_CONFIGS: &[&str] = &[
-    "cleanup.policy",
-    "segment.bytes",
-    "segment.ms",
-    "retention.ms",
-    "retention.bytes",
-    "max.message.bytes",
-    "index.interval.bytes",
-    "message.timestamp.type",
-    "min.insync.replicas",
-    "compression.type",
-];
+
 
 pub struct Partition {
     pub topic: String,
@@ -158,50 +146,6 @@ impl TopicError {
     }
 }
 
-/// Applies topic-level overrides onto broker defaults.
-pub fn log_config_for(
-    defaults: &LogConfig,
-    configs: &BTreeMap<String, String>,
-) -> Result<LogConfig, String> {
-    let mut c = defaults.clone();
-    for (key, value) in configs {
-        let num = || {
-            value
-                .parse::<i64>()
-                .map_err(|_| format!("{key}={value:?} is not a number"))
-        };
-        match key.as_str() {
-            "segment.bytes" => c.segment_bytes = num()?.max(1) as u64,
-            "segment.ms" => c.segment_ms = num()?,
-            "retention.ms" => c.retention_ms = num()?,
-            "retention.bytes" => c.retention_bytes = num()?,
-            "max.message.bytes" => c.max_message_bytes = num()?.max(0) as usize,
-            "index.interval.bytes" => {
-                c.index_interval_bytes = num()?.clamp(1, u32::MAX as i64) as u32
-            }
-            "message.timestamp.type" => {
-                if value != "CreateTime" {
-                    return Err(format!(
-                        "message.timestamp.type={value:?}: only CreateTime is supported"
-                    ));
-                }
-            }
-            "cleanup.policy" => {
-                if value
-                    .split(',')
-                    .any(|p| p.trim() != "delete" && p.trim() != "compact")
-                {
-                    return Err(format!(
-                        "cleanup.policy={value:?}: expected delete and/or compact"
-                    ));
-                }
-            }
-            "min.insync.replicas" | "compression.type" => {}
-            other => return Err(format!("unknown topic config {other:?}")),
-        }
-    }
-    Ok(c)
-}
 
 impl Broker {
     /// Opens the volume: reads the cluster id, every topic file and every partition log
@@ -334,7 +278,7 @@ impl Broker {
         if partitions < 1 {
             return Err(TopicError::InvalidPartitions(partitions));
         }
-        let log_config = log_config_for(&self.config.default_log_config(), configs)
+        let log_config = kaas_core::topic::log_config_for(&self.config.default_log_config(), configs)
             .map_err(TopicError::InvalidConfig)?;
         let reg = self.registry();
         if reg.topics.contains_key(name) {
@@ -599,7 +543,7 @@ fn open_topic(
     broker_id: i32,
     now: i64,
 ) -> Topic {
-    let log_config = match log_config_for(defaults, &meta.configs) {
+    let log_config = match kaas_core::topic::log_config_for(defaults, &meta.configs) {
         Ok(c) => c,
         Err(e) => {
             warn!(topic = %meta.name, error = %e, "ignoring invalid topic config stored on the volume");

@@ -4,6 +4,7 @@
 //! tail. This module does file I/O only; it knows nothing of the network, and leaves
 //! fsync scheduling (group commit) to its caller through [`PartitionLog::sync_handle`].
 
+pub mod scan;
 mod segment;
 
 pub use segment::{Segment, SegmentError, INDEX_ENTRY_LEN};

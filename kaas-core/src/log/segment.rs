@@ -3,6 +3,7 @@
 //! byte position u32 BE), one entry per `index.interval.bytes` of log.
 
 use super::Truncation;
+use super::scan::{BatchScanner, Scanned};
 use crate::batch::{self, BatchHeader, HEADER_LEN};
 use bytes::{Bytes, BytesMut};
 use std::fs::{self, File, OpenOptions};
@@ -13,8 +14,6 @@ use std::sync::Arc;
 use thiserror::Error;
 
 pub const INDEX_ENTRY_LEN: usize = 8;
-/// Read size when scanning a segment for recovery or timestamps.
-const SCAN_CHUNK: usize = 1 << 20;
 
 #[derive(Debug, Error)]
 pub enum SegmentError {
@@ -155,64 +154,31 @@ impl Segment {
 
     /// Scans every batch, rebuilding the index; truncates at the first bad batch.
     fn recover(&mut self) -> Result<Option<Truncation>, SegmentError> {
-        let mut pos: u64 = 0;
-        let mut expected = self.base_offset;
         let mut index = Vec::new();
         let mut since_index = 0u32;
         let mut max_ts = -1;
         let mut reason = None;
-        // A window over the file: refilled only when the next batch is not wholly in it.
-        let mut buf = Vec::new();
-        let mut win_start: u64 = 0;
-        'scan: while pos < self.size {
-            let mut off = (pos - win_start) as usize;
-            if off + HEADER_LEN > buf.len() && (buf.len() as u64 + win_start) < self.size {
-                win_start = pos;
-                off = 0;
-                buf.resize(((self.size - pos) as usize).min(SCAN_CHUNK), 0);
-                self.read_exact_at(&mut buf, pos)?;
-            }
-            let header = match BatchHeader::parse(&buf[off..], pos as usize) {
-                Ok(h) => h,
-                Err(e) => {
-                    reason = Some(e.to_string());
-                    break 'scan;
+        let file = self.file.clone();
+        let mut scanner = BatchScanner::new(&file, self.size, self.base_offset);
+        loop {
+            match scanner.next_batch().map_err(|e| SegmentError::io(&self.log_path, e))? {
+                Scanned::Batch { pos, header, .. } => {
+                    if index.is_empty() || since_index >= self.index_interval {
+                        index.push(((header.base_offset - self.base_offset) as u32, pos as u32));
+                        since_index = 0;
+                    }
+                    since_index += header.total_len() as u32;
+                    max_ts = max_ts.max(header.max_timestamp);
                 }
-            };
-            let total = header.total_len();
-            if pos + total as u64 > self.size {
-                reason = Some(format!(
-                    "torn batch at byte {pos}: needs {total} bytes, {} left",
-                    self.size - pos
-                ));
-                break;
+                Scanned::Bad { reason: r, .. } => {
+                    reason = Some(r);
+                    break;
+                }
+                Scanned::End => break,
             }
-            if off + total > buf.len() {
-                win_start = pos;
-                off = 0;
-                buf.resize(((self.size - pos) as usize).min(SCAN_CHUNK).max(total), 0);
-                self.read_exact_at(&mut buf, pos)?;
-            }
-            if let Err(e) = batch::validate(&buf[off..off + total], pos as usize) {
-                reason = Some(e.to_string());
-                break;
-            }
-            if header.base_offset != expected {
-                reason = Some(format!(
-                    "batch at byte {pos} has base offset {}, expected {expected}",
-                    header.base_offset
-                ));
-                break;
-            }
-            if index.is_empty() || since_index >= self.index_interval {
-                index.push(((header.base_offset - self.base_offset) as u32, pos as u32));
-                since_index = 0;
-            }
-            since_index += total as u32;
-            max_ts = max_ts.max(header.max_timestamp);
-            expected = header.next_offset();
-            pos += total as u64;
         }
+        let pos = scanner.position();
+        let expected = scanner.next_offset();
         let cut = if pos < self.size {
             let cut = Truncation {
                 path: self.log_path.clone(),

@@ -1,0 +1,441 @@
+//! Operator actions on the volume, shared by `kaasctl` and its TUI: the force-abort
+//! of a transaction and the completion of one left in a Prepare state, both safe while
+//! brokers run, and the audit journal of every such action.
+//!
+//! Safety rules: every slot change happens under the slot lock and only if the entry
+//! is still the one the plan was made from; the abort bumps the epoch, so the broker
+//! never overwrites it (its own writes would be fenced) and the zombie producer is
+//! fenced everywhere through the admin fence log; markers for a partition whose owner
+//! is alive go through that broker's marker queue (only its owner may append to its
+//! log), and are written directly only when no live broker owns the partition.
+
+use crate::broker::list_brokers;
+use crate::error::VolumeError;
+use crate::fence_log::{FenceLog, ADMIN_WRITER};
+use crate::fsutil::write_json;
+use crate::layout::Volume;
+use crate::marker_queue::{self, MarkerEntry, MarkerResult, MARKER_FORMAT_VERSION};
+use crate::offsets::GroupOffsets;
+use crate::partition::PartitionState;
+use crate::topic::{log_config_for, PartitionOwner, TopicMeta};
+use crate::txn::{self, slot_for, Actor, TopicPartition, TxnEntry, TxnState};
+use crate::txn_store::TxnStateStore;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Brokers whose lease is younger than `session_timeout_ms`.
+pub fn live_brokers(volume: &Volume, now_ms: i64, session_timeout_ms: i64) -> Result<Vec<i32>, VolumeError> {
+    let mut live: Vec<i32> = list_brokers(volume)?
+        .into_iter()
+        .filter_map(|l| l.ok())
+        .filter(|l| l.is_alive(now_ms, session_timeout_ms))
+        .map(|l| l.broker_id)
+        .collect();
+    live.sort_unstable();
+    Ok(live)
+}
+
+/// How a partition's marker gets written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "route", rename_all = "snake_case")]
+pub enum MarkerRoute {
+    /// No live broker owns the partition: the tool appends the marker itself.
+    Direct,
+    /// Through the marker queue of the live owner.
+    Queue { broker: i32 },
+}
+
+/// The route for one partition given the live brokers.
+pub fn marker_route(volume: &Volume, tp: &TopicPartition, live: &[i32]) -> MarkerRoute {
+    match PartitionOwner::read(&PartitionOwner::path(volume, &tp.topic, tp.partition)) {
+        Ok(o) if live.contains(&o.broker) => MarkerRoute::Queue { broker: o.broker },
+        _ => MarkerRoute::Direct,
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
+    #[error("no transaction with transactional.id {0:?}")]
+    NotFound(String),
+    #[error("transaction {id:?} is {state}: {what}")]
+    WrongState { id: String, state: &'static str, what: &'static str },
+    #[error("transaction {0:?} changed while the action was being prepared; look again")]
+    Changed(String),
+    #[error("writing the marker to {topic}-{partition}: {detail}")]
+    Marker { topic: String, partition: i32, detail: String },
+}
+
+/// What an abort or completion will do (shown before asking, printed after).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionPlan {
+    pub transactional_id: String,
+    pub slot: u32,
+    pub producer_id: i64,
+    pub state_before: TxnState,
+    pub epoch_before: i16,
+    /// Epoch of the markers (and of the fence).
+    pub marker_epoch: i16,
+    pub commit: bool,
+    pub partitions: Vec<(TopicPartition, MarkerRoute)>,
+    pub groups: Vec<String>,
+}
+
+/// The outcome of an executed plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionReport {
+    pub plan: ActionPlan,
+    pub before: TxnEntry,
+    pub after: TxnEntry,
+    pub markers_written: Vec<TopicPartition>,
+    pub markers_queued: Vec<(i32, PathBuf)>,
+    /// False when queued markers were not consumed within the wait: the entry stays
+    /// Prepare* and the owning broker's reaper completes it once they land.
+    pub completed: bool,
+    pub audit_file: PathBuf,
+}
+
+/// Plans `kaasctl txn abort`: the entry must be Ongoing (a Prepare* entry is finished
+/// by `plan_finish` instead).
+pub fn plan_abort(volume: &Volume, tid: &str, live: &[i32]) -> Result<(ActionPlan, TxnEntry), AdminError> {
+    let store = TxnStateStore::new(volume.clone());
+    let entry = store.get(tid)?.ok_or_else(|| AdminError::NotFound(tid.to_string()))?;
+    match entry.state {
+        TxnState::Ongoing => {}
+        TxnState::PrepareCommit | TxnState::PrepareAbort => {
+            return Err(AdminError::WrongState {
+                id: tid.into(),
+                state: entry.state.as_str(),
+                what: "its outcome is decided; use `kaasctl txn repair --fix` to finish it",
+            })
+        }
+        _ => {
+            return Err(AdminError::WrongState {
+                id: tid.into(),
+                state: entry.state.as_str(),
+                what: "there is no open transaction to abort",
+            })
+        }
+    }
+    Ok((plan_for(volume, &entry, entry.producer_epoch.saturating_add(1), false, live), entry))
+}
+
+/// Plans finishing a Prepare* entry in its decided direction, at its epoch.
+pub fn plan_finish(volume: &Volume, entry: &TxnEntry, live: &[i32]) -> Option<ActionPlan> {
+    let commit = match entry.state {
+        TxnState::PrepareCommit => true,
+        TxnState::PrepareAbort => false,
+        _ => return None,
+    };
+    Some(plan_for(volume, entry, entry.producer_epoch, commit, live))
+}
+
+fn plan_for(volume: &Volume, entry: &TxnEntry, marker_epoch: i16, commit: bool, live: &[i32]) -> ActionPlan {
+    ActionPlan {
+        transactional_id: entry.transactional_id.clone(),
+        slot: slot_for(&entry.transactional_id),
+        producer_id: entry.producer_id,
+        state_before: entry.state,
+        epoch_before: entry.producer_epoch,
+        marker_epoch,
+        commit,
+        partitions: entry
+            .partitions
+            .iter()
+            .map(|tp| (tp.clone(), marker_route(volume, tp, live)))
+            .collect(),
+        groups: entry.groups.iter().cloned().collect(),
+    }
+}
+
+/// Executes a plan from `plan_abort` or `plan_finish`. `wait` bounds how long queued
+/// markers are waited for before the entry is left for the owning broker to complete.
+pub fn execute(volume: &Volume, plan: &ActionPlan, actor: &Actor, command: &[String], now_ms: i64, wait: Duration) -> Result<ActionReport, AdminError> {
+    let store = TxnStateStore::new(volume.clone());
+    let tid = plan.transactional_id.clone();
+    // 1. The transition, only if the entry is still what the plan saw.
+    let (before, prepared) = store.update(plan.slot, now_ms, |entries| {
+        let Some(current) = entries.get(&tid).cloned() else {
+            return (Err(AdminError::NotFound(tid.clone())), false);
+        };
+        if current.producer_id != plan.producer_id || current.producer_epoch != plan.epoch_before || current.state != plan.state_before {
+            return (Err(AdminError::Changed(tid.clone())), false);
+        }
+        if current.state == TxnState::Ongoing {
+            match txn::force_abort(&current, "kaasctl txn abort", now_ms, actor) {
+                Some(next) => {
+                    entries.insert(tid.clone(), next.clone());
+                    (Ok((current, next)), true)
+                }
+                None => (Err(AdminError::Changed(tid.clone())), false),
+            }
+        } else {
+            (Ok((current.clone(), current)), false)
+        }
+    })??;
+    // 2. Fence the old epoch everywhere (brokers apply the admin fence log).
+    if plan.marker_epoch > plan.epoch_before {
+        let mut fences = FenceLog::load(volume, ADMIN_WRITER)?;
+        if fences.append(plan.producer_id, plan.marker_epoch, Some(&tid), now_ms) {
+            fences.save(volume)?;
+        }
+    }
+    // 3. Staged offsets: committed or discarded with the outcome.
+    for group in &plan.groups {
+        let mut offsets = GroupOffsets::load(volume, group)?;
+        let changed = if plan.commit {
+            offsets.commit_pending(plan.producer_id)
+        } else {
+            offsets.discard_pending(plan.producer_id)
+        };
+        if changed {
+            offsets.save(volume)?;
+        }
+    }
+    // 4. Markers: queued for live owners, written directly otherwise.
+    let mut written = Vec::new();
+    let mut queued = Vec::new();
+    let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
+    for (tp, route) in &plan.partitions {
+        match route {
+            MarkerRoute::Queue { broker } => by_broker.entry(*broker).or_default().push(tp.clone()),
+            MarkerRoute::Direct => {
+                write_marker_direct(volume, tp, plan.producer_id, plan.marker_epoch, plan.commit, now_ms)?;
+                written.push(tp.clone());
+            }
+        }
+    }
+    for (broker, partitions) in by_broker {
+        let entry = MarkerEntry {
+            version: MARKER_FORMAT_VERSION,
+            transactional_id: tid.clone(),
+            producer_id: plan.producer_id,
+            producer_epoch: plan.marker_epoch,
+            result: if plan.commit { MarkerResult::Commit } else { MarkerResult::Abort },
+            coordinator_epoch: 0,
+            partitions,
+            enqueued_by: ADMIN_WRITER,
+            enqueued_ms: now_ms,
+        };
+        queued.push((broker, marker_queue::enqueue(volume, broker, &entry)?));
+    }
+    // 5. Wait for the queued markers, then complete.
+    let deadline = Instant::now() + wait;
+    while queued.iter().any(|(_, p)| p.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let drained = queued.iter().all(|(_, p)| !p.exists());
+    let mut after = prepared.clone();
+    if drained {
+        let done_at = crate::now_ms();
+        after = store.update(plan.slot, done_at, |entries| match entries.get(&tid) {
+            Some(current) if *current == prepared => match txn::complete(current, done_at, actor) {
+                Some(done) => {
+                    entries.insert(tid.clone(), done.clone());
+                    (done, true)
+                }
+                None => (current.clone(), false),
+            },
+            Some(current) => (current.clone(), false),
+            None => (prepared.clone(), false),
+        })?;
+    }
+    let audit_file = record_audit(volume, actor, command, &tid, Some(&before), Some(&after), now_ms)?;
+    Ok(ActionReport {
+        plan: plan.clone(),
+        before,
+        after,
+        markers_written: written,
+        markers_queued: queued,
+        completed: drained,
+        audit_file,
+    })
+}
+
+/// Appends a marker to a partition no live broker owns.
+fn write_marker_direct(volume: &Volume, tp: &TopicPartition, pid: i64, epoch: i16, commit: bool, now_ms: i64) -> Result<(), AdminError> {
+    let err = |detail: String| AdminError::Marker {
+        topic: tp.topic.clone(),
+        partition: tp.partition,
+        detail,
+    };
+    let meta = TopicMeta::read(&volume.topic_file(&tp.topic)).map_err(|e| err(e.to_string()))?;
+    let config = log_config_for(&Default::default(), &meta.configs).unwrap_or_default();
+    let dir = volume.partition_dir(&tp.topic, tp.partition);
+    let mut state = PartitionState::open(&dir, config, now_ms).map_err(|e| err(e.to_string()))?;
+    let leader_epoch = PartitionOwner::read(&PartitionOwner::path(volume, &tp.topic, tp.partition))
+        .map(|o| o.leader_epoch)
+        .unwrap_or(0);
+    if state
+        .write_marker(pid, epoch, commit, 0, leader_epoch, now_ms)
+        .map_err(|e| err(e.to_string()))?
+        .is_some()
+    {
+        let (file, _) = state.log.sync_handle();
+        file.sync_data().map_err(|e| err(e.to_string()))?;
+    }
+    state.write_snapshot(now_ms).map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
+pub const AUDIT_FORMAT_VERSION: u32 = 1;
+
+/// One mutating admin command, as recorded in `__cluster/audit/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub version: u32,
+    pub at_ms: i64,
+    pub actor: Actor,
+    pub command: Vec<String>,
+    pub target: String,
+    pub before: Option<TxnEntry>,
+    pub after: Option<TxnEntry>,
+}
+
+pub fn audit_dir(volume: &Volume) -> PathBuf {
+    volume.cluster_dir().join("audit")
+}
+
+/// Writes one audit record (its own file, so concurrent tools never collide).
+pub fn record_audit(
+    volume: &Volume,
+    actor: &Actor,
+    command: &[String],
+    target: &str,
+    before: Option<&TxnEntry>,
+    after: Option<&TxnEntry>,
+    now_ms: i64,
+) -> Result<PathBuf, VolumeError> {
+    let record = AuditRecord {
+        version: AUDIT_FORMAT_VERSION,
+        at_ms: now_ms,
+        actor: actor.clone(),
+        command: command.to_vec(),
+        target: target.to_string(),
+        before: before.cloned(),
+        after: after.cloned(),
+    };
+    let path = audit_dir(volume).join(format!("{now_ms:015}-{}-{}.json", std::process::id(), crate::layout::encode_name(target)));
+    write_json(&path, &record).map_err(|e| VolumeError::io(&path, e))?;
+    Ok(path)
+}
+
+/// Every audit record, oldest first; unreadable files as errors.
+pub fn list_audit(volume: &Volume) -> Result<Vec<(PathBuf, crate::error::Loaded<AuditRecord>)>, VolumeError> {
+    let dir = audit_dir(volume);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(VolumeError::io(&dir, e)),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    Ok(paths
+        .into_iter()
+        .map(|p| {
+            let r = crate::error::read_versioned_json(&p, "audit record", AUDIT_FORMAT_VERSION);
+            (p, r)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{build_batch, validate_all};
+    use crate::log::LogConfig;
+    use crate::offsets::CommittedOffset;
+    use crate::txn::{add_to_txn, init_producer_id, InitOutcome};
+
+    fn setup() -> (tempfile::TempDir, Volume, TxnEntry) {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        TopicMeta::new("t", 1, Default::default(), 0).write(&volume).unwrap();
+        let broker = Actor::Broker { id: 0 };
+        let InitOutcome::Ready { entry, .. } = init_producer_id(None, "stuck", 60_000, (-1, -1), 1, &broker, &mut || 42) else {
+            panic!()
+        };
+        let tp = TopicPartition { topic: "t".into(), partition: 0 };
+        let entry = add_to_txn(&entry, 42, 0, &[tp], &["g".into()], 2, &broker).unwrap().unwrap();
+        TxnStateStore::new(volume.clone())
+            .update(slot_for("stuck"), 2, |e| {
+                e.insert("stuck".into(), entry.clone());
+                ((), true)
+            })
+            .unwrap();
+        let mut p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+        let mut b = build_batch(0, 1, Some((42, 0, 0)), 0x10, &[(None, Some(b"open"))]);
+        let h = validate_all(&b).unwrap();
+        p.append(&mut b, &h, 0, 1).unwrap();
+        let mut offsets = GroupOffsets::new("g");
+        offsets.stage(42, 0, "stuck", "t", 0, CommittedOffset { offset: 9, leader_epoch: -1, metadata: None, commit_ms: 1 });
+        offsets.save(&volume).unwrap();
+        (dir, volume, entry)
+    }
+
+    #[test]
+    fn force_abort_with_no_broker_alive_writes_markers_directly_and_completes() {
+        let (_d, volume, _) = setup();
+        let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+        assert_eq!((plan.epoch_before, plan.marker_epoch, plan.commit), (0, 1, false));
+        assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
+        let admin = Actor::Admin { tool: "kaasctl".into(), user: "ops".into() };
+        let report = execute(&volume, &plan, &admin, &["kaasctl".into()], 10, Duration::from_secs(1)).unwrap();
+        assert!(report.completed);
+        assert_eq!((report.after.state, report.after.producer_epoch), (TxnState::CompleteAbort, 1));
+        let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+        assert_eq!(p.last_stable_offset(), 2, "the ABORT marker unblocked the partition");
+        assert_eq!(p.aborted.len(), 1);
+        assert!(GroupOffsets::load(&volume, "g").unwrap().pending.is_empty());
+        assert_eq!(FenceLog::load(&volume, ADMIN_WRITER).unwrap().fences[&42].epoch, 1);
+        let audit = list_audit(&volume).unwrap();
+        assert_eq!(audit.len(), 1);
+        let rec = audit[0].1.as_ref().unwrap();
+        assert_eq!(rec.before.as_ref().unwrap().state, TxnState::Ongoing);
+        assert_eq!(rec.after.as_ref().unwrap().history.back().unwrap().by, admin);
+        // A second abort finds nothing to abort.
+        assert!(matches!(plan_abort(&volume, "stuck", &[]), Err(AdminError::WrongState { .. })));
+    }
+
+    #[test]
+    fn force_abort_with_a_live_owner_queues_the_markers_and_leaves_prepare_abort_until_they_land() {
+        let (_d, volume, _) = setup();
+        PartitionOwner {
+            version: 1,
+            broker: 0,
+            leader_epoch: 0,
+            released: false,
+            updated_ms: 0,
+        }
+        .write(&PartitionOwner::path(&volume, "t", 0))
+        .unwrap();
+        let (plan, _) = plan_abort(&volume, "stuck", &[0]).unwrap();
+        assert_eq!(plan.partitions[0].1, MarkerRoute::Queue { broker: 0 });
+        let admin = Actor::Admin { tool: "kaasctl".into(), user: "ops".into() };
+        let report = execute(&volume, &plan, &admin, &[], 10, Duration::from_millis(200)).unwrap();
+        assert!(!report.completed);
+        assert_eq!(report.after.state, TxnState::PrepareAbort);
+        let queued = marker_queue::list(&volume, 0).unwrap();
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].1.as_ref().unwrap().producer_epoch, 1);
+    }
+
+    #[test]
+    fn a_plan_made_stale_by_the_broker_is_refused() {
+        let (_d, volume, _) = setup();
+        let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+        TxnStateStore::new(volume.clone())
+            .update(plan.slot, 3, |e| {
+                e.get_mut("stuck").unwrap().producer_epoch = 5;
+                ((), true)
+            })
+            .unwrap();
+        let admin = Actor::Admin { tool: "kaasctl".into(), user: "ops".into() };
+        assert!(matches!(execute(&volume, &plan, &admin, &[], 10, Duration::ZERO), Err(AdminError::Changed(_))));
+    }
+}

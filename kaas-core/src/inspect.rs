@@ -1,0 +1,201 @@
+//! Read-only views of volume state for admin tools: nothing here writes a file, so
+//! kaasctl may look at a partition a broker is appending to, or at a torn tail it
+//! must not "repair" by reading. Each batch is validated exactly as recovery would,
+//! and what recovery would cut is reported instead of cut.
+
+use crate::batch::{control_marker_type, BatchHeader};
+use crate::error::VolumeError;
+use crate::idempotence::ProducerStateTable;
+use crate::log::scan::{BatchScanner, Scanned};
+use crate::partition::{AbortedTxn, ProducerStateSnapshot};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentFile {
+    pub base_offset: i64,
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// Segment files of a partition directory, by base offset.
+pub fn segment_files(dir: &Path) -> Result<Vec<SegmentFile>, VolumeError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| VolumeError::io(dir, e))? {
+        let entry = entry.map_err(|e| VolumeError::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".log") {
+            if let (20, Ok(base)) = (stem.len(), stem.parse::<i64>()) {
+                let path = entry.path();
+                let size = entry.metadata().map_err(|e| VolumeError::io(&path, e))?.len();
+                out.push(SegmentFile { base_offset: base, path, size });
+            }
+        }
+    }
+    out.sort_by_key(|s| s.base_offset);
+    Ok(out)
+}
+
+/// Where a scan stopped early: what recovery at the next broker start would cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTail {
+    pub path: PathBuf,
+    pub position: u64,
+    pub reason: String,
+}
+
+/// Calls `f` for every valid batch of the partition from the segment holding `from`
+/// on, stopping at the first invalid byte (returned). `f` gets the whole batch bytes.
+pub fn scan_batches(dir: &Path, from: i64, mut f: impl FnMut(&BatchHeader, &[u8])) -> Result<Option<BadTail>, VolumeError> {
+    let segments = segment_files(dir)?;
+    let first = segments.iter().rposition(|s| s.base_offset <= from).unwrap_or(0);
+    for seg in &segments[first..] {
+        let file = File::open(&seg.path).map_err(|e| VolumeError::io(&seg.path, e))?;
+        let mut scanner = BatchScanner::new(&file, seg.size, seg.base_offset);
+        loop {
+            match scanner.next_batch().map_err(|e| VolumeError::io(&seg.path, e))? {
+                Scanned::Batch { header, bytes, .. } => {
+                    if header.last_offset() >= from {
+                        f(&header, bytes);
+                    }
+                }
+                Scanned::Bad { pos, reason } => {
+                    return Ok(Some(BadTail {
+                        path: seg.path.clone(),
+                        position: pos,
+                        reason,
+                    }))
+                }
+                Scanned::End => break,
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A partition as a broker would see it after opening it, computed without writing.
+#[derive(Debug, Clone)]
+pub struct PartitionInspection {
+    pub dir: PathBuf,
+    pub segments: Vec<SegmentFile>,
+    pub log_start_offset: i64,
+    /// End of the valid log (what a broker would serve after recovery).
+    pub log_end_offset: i64,
+    pub last_stable_offset: i64,
+    /// The snapshot's (offset, written_ms), if there is one.
+    pub snapshot: Option<(i64, i64)>,
+    pub producers: ProducerStateTable,
+    pub aborted: Vec<AbortedTxn>,
+    /// Data recovery would cut, if any.
+    pub bad_tail: Option<BadTail>,
+    /// Control batches seen in the replayed range: (offset, producer id, epoch, commit).
+    pub markers: Vec<(i64, i64, i16, bool)>,
+}
+
+/// Loads the snapshot (an unreadable one is an error, as for the broker) and replays
+/// the log after it; with `full_replay`, replays the whole log instead (to list every
+/// marker and abort).
+pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspection, VolumeError> {
+    let segments = segment_files(dir)?;
+    let log_start = segments.first().map(|s| s.base_offset).unwrap_or(0);
+    let snapshot = ProducerStateSnapshot::read(dir)?;
+    let mut producers = ProducerStateTable::default();
+    let mut from = log_start;
+    let mut snap_info = None;
+    if let Some(s) = snapshot {
+        snap_info = Some((s.offset, s.written_ms));
+        if !full_replay {
+            from = s.offset.max(log_start);
+            producers.producers = s.producers.into_iter().map(|e| (e.producer_id, e)).collect();
+        }
+    }
+    let mut aborted = Vec::new();
+    let mut markers = Vec::new();
+    let mut end = from;
+    let bad_tail = scan_batches(dir, from, |h, bytes| {
+        if h.is_control() && h.has_producer_id() {
+            let commit = control_marker_type(bytes);
+            if let Some(commit) = commit {
+                markers.push((h.base_offset, h.producer_id, h.producer_epoch, commit));
+                if let (false, Some(first)) = (commit, producers.get(h.producer_id).and_then(|e| e.txn_first_offset)) {
+                    aborted.push(AbortedTxn {
+                        producer_id: h.producer_id,
+                        first_offset: first,
+                        last_offset: h.base_offset,
+                    });
+                }
+            }
+        }
+        producers.record(h);
+        end = h.next_offset();
+    })?;
+    // Before the replayed range, aborts are known from the .txnindex files.
+    let mut indexed = crate::partition::read_txn_indexes(dir)?;
+    indexed.retain(|a| a.last_offset < from && a.last_offset >= log_start);
+    indexed.extend(aborted);
+    indexed.sort_by_key(|a| a.last_offset);
+    indexed.dedup();
+    if segments.is_empty() {
+        end = 0;
+    } else if end < from {
+        end = from;
+    }
+    let lso = producers
+        .producers
+        .values()
+        .filter_map(|e| e.txn_first_offset)
+        .min()
+        .unwrap_or(end);
+    Ok(PartitionInspection {
+        dir: dir.to_path_buf(),
+        segments,
+        log_start_offset: log_start,
+        log_end_offset: end,
+        last_stable_offset: lso,
+        snapshot: snap_info,
+        producers,
+        aborted: indexed,
+        bad_tail,
+        markers,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{build_batch, validate_all};
+    use crate::log::LogConfig;
+    use crate::partition::PartitionState;
+
+    #[test]
+    fn inspection_matches_what_the_broker_would_open_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        for (pid, attr) in [(7i64, 0x10i16), (8, 0x10), (9, 0)] {
+            let mut b = build_batch(0, 1, Some((pid, 0, 0)), attr, &[(None, Some(b"v"))]);
+            let h = validate_all(&b).unwrap();
+            p.append(&mut b, &h, 0, 1).unwrap();
+        }
+        p.write_marker(7, 0, false, 0, 0, 1).unwrap();
+        p.write_snapshot(1).unwrap();
+        let mut b = build_batch(0, 1, Some((9, 0, 1)), 0, &[(None, Some(b"tail"))]);
+        let h = validate_all(&b).unwrap();
+        p.append(&mut b, &h, 0, 1).unwrap();
+        let (end, lso, aborted) = (p.log.log_end_offset(), p.last_stable_offset(), p.aborted.clone());
+        drop(p);
+        let seg = dir.path().join(format!("{:020}.log", 0));
+        let mut bytes = std::fs::read(&seg).unwrap();
+        bytes.extend_from_slice(&[0xEE; 10]);
+        std::fs::write(&seg, &bytes).unwrap();
+
+        let view = inspect_partition(dir.path(), false).unwrap();
+        assert_eq!((view.log_end_offset, view.last_stable_offset), (end, lso));
+        assert_eq!(view.aborted, aborted);
+        assert_eq!(view.producers.get(8).unwrap().txn_first_offset, Some(1));
+        let tail = view.bad_tail.unwrap();
+        assert_eq!(tail.position, bytes.len() as u64 - 10);
+        assert_eq!(std::fs::read(&seg).unwrap(), bytes, "inspection must not truncate");
+        let full = inspect_partition(dir.path(), true).unwrap();
+        assert_eq!(full.markers, vec![(3, 7, 0, false)]);
+    }
+}
