@@ -25,7 +25,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Brokers whose lease is younger than `session_timeout_ms`.
-pub fn live_brokers(volume: &Volume, now_ms: i64, session_timeout_ms: i64) -> Result<Vec<i32>, VolumeError> {
+pub fn live_brokers(
+    volume: &Volume,
+    now_ms: i64,
+    session_timeout_ms: i64,
+) -> Result<Vec<i32>, VolumeError> {
     let mut live: Vec<i32> = list_brokers(volume)?
         .into_iter()
         .filter_map(|l| l.ok())
@@ -61,11 +65,19 @@ pub enum AdminError {
     #[error("no transaction with transactional.id {0:?}")]
     NotFound(String),
     #[error("transaction {id:?} is {state}: {what}")]
-    WrongState { id: String, state: &'static str, what: &'static str },
+    WrongState {
+        id: String,
+        state: &'static str,
+        what: &'static str,
+    },
     #[error("transaction {0:?} changed while the action was being prepared; look again")]
     Changed(String),
     #[error("writing the marker to {topic}-{partition}: {detail}")]
-    Marker { topic: String, partition: i32, detail: String },
+    Marker {
+        topic: String,
+        partition: i32,
+        detail: String,
+    },
 }
 
 /// What an abort or completion will do (shown before asking, printed after).
@@ -99,9 +111,15 @@ pub struct ActionReport {
 
 /// Plans `kaasctl txn abort`: the entry must be Ongoing (a Prepare* entry is finished
 /// by `plan_finish` instead).
-pub fn plan_abort(volume: &Volume, tid: &str, live: &[i32]) -> Result<(ActionPlan, TxnEntry), AdminError> {
+pub fn plan_abort(
+    volume: &Volume,
+    tid: &str,
+    live: &[i32],
+) -> Result<(ActionPlan, TxnEntry), AdminError> {
     let store = TxnStateStore::new(volume.clone());
-    let entry = store.get(tid)?.ok_or_else(|| AdminError::NotFound(tid.to_string()))?;
+    let entry = store
+        .get(tid)?
+        .ok_or_else(|| AdminError::NotFound(tid.to_string()))?;
     match entry.state {
         TxnState::Ongoing => {}
         TxnState::PrepareCommit | TxnState::PrepareAbort => {
@@ -119,7 +137,16 @@ pub fn plan_abort(volume: &Volume, tid: &str, live: &[i32]) -> Result<(ActionPla
             })
         }
     }
-    Ok((plan_for(volume, &entry, entry.producer_epoch.saturating_add(1), false, live), entry))
+    Ok((
+        plan_for(
+            volume,
+            &entry,
+            entry.producer_epoch.saturating_add(1),
+            false,
+            live,
+        ),
+        entry,
+    ))
 }
 
 /// Plans finishing a Prepare* entry in its decided direction, at its epoch.
@@ -132,7 +159,13 @@ pub fn plan_finish(volume: &Volume, entry: &TxnEntry, live: &[i32]) -> Option<Ac
     Some(plan_for(volume, entry, entry.producer_epoch, commit, live))
 }
 
-fn plan_for(volume: &Volume, entry: &TxnEntry, marker_epoch: i16, commit: bool, live: &[i32]) -> ActionPlan {
+fn plan_for(
+    volume: &Volume,
+    entry: &TxnEntry,
+    marker_epoch: i16,
+    commit: bool,
+    live: &[i32],
+) -> ActionPlan {
     ActionPlan {
         transactional_id: entry.transactional_id.clone(),
         slot: slot_for(&entry.transactional_id),
@@ -152,7 +185,14 @@ fn plan_for(volume: &Volume, entry: &TxnEntry, marker_epoch: i16, commit: bool, 
 
 /// Executes a plan from `plan_abort` or `plan_finish`. `wait` bounds how long queued
 /// markers are waited for before the entry is left for the owning broker to complete.
-pub fn execute(volume: &Volume, plan: &ActionPlan, actor: &Actor, command: &[String], now_ms: i64, wait: Duration) -> Result<ActionReport, AdminError> {
+pub fn execute(
+    volume: &Volume,
+    plan: &ActionPlan,
+    actor: &Actor,
+    command: &[String],
+    now_ms: i64,
+    wait: Duration,
+) -> Result<ActionReport, AdminError> {
     let store = TxnStateStore::new(volume.clone());
     let tid = plan.transactional_id.clone();
     // 1. The transition, only if the entry is still what the plan saw.
@@ -160,7 +200,10 @@ pub fn execute(volume: &Volume, plan: &ActionPlan, actor: &Actor, command: &[Str
         let Some(current) = entries.get(&tid).cloned() else {
             return (Err(AdminError::NotFound(tid.clone())), false);
         };
-        if current.producer_id != plan.producer_id || current.producer_epoch != plan.epoch_before || current.state != plan.state_before {
+        if current.producer_id != plan.producer_id
+            || current.producer_epoch != plan.epoch_before
+            || current.state != plan.state_before
+        {
             return (Err(AdminError::Changed(tid.clone())), false);
         }
         if current.state == TxnState::Ongoing {
@@ -197,12 +240,20 @@ pub fn execute(volume: &Volume, plan: &ActionPlan, actor: &Actor, command: &[Str
     // 4. Markers: queued for live owners, written directly otherwise.
     let mut written = Vec::new();
     let mut queued = Vec::new();
-    let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
+    let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> =
+        std::collections::BTreeMap::new();
     for (tp, route) in &plan.partitions {
         match route {
             MarkerRoute::Queue { broker } => by_broker.entry(*broker).or_default().push(tp.clone()),
             MarkerRoute::Direct => {
-                write_marker_direct(volume, tp, plan.producer_id, plan.marker_epoch, plan.commit, now_ms)?;
+                write_marker_direct(
+                    volume,
+                    tp,
+                    plan.producer_id,
+                    plan.marker_epoch,
+                    plan.commit,
+                    now_ms,
+                )?;
                 written.push(tp.clone());
             }
         }
@@ -213,7 +264,11 @@ pub fn execute(volume: &Volume, plan: &ActionPlan, actor: &Actor, command: &[Str
             transactional_id: tid.clone(),
             producer_id: plan.producer_id,
             producer_epoch: plan.marker_epoch,
-            result: if plan.commit { MarkerResult::Commit } else { MarkerResult::Abort },
+            result: if plan.commit {
+                MarkerResult::Commit
+            } else {
+                MarkerResult::Abort
+            },
             coordinator_epoch: 0,
             partitions,
             enqueued_by: ADMIN_WRITER,
@@ -242,7 +297,15 @@ pub fn execute(volume: &Volume, plan: &ActionPlan, actor: &Actor, command: &[Str
             None => (prepared.clone(), false),
         })?;
     }
-    let audit_file = record_audit(volume, actor, command, &tid, Some(&before), Some(&after), now_ms)?;
+    let audit_file = record_audit(
+        volume,
+        actor,
+        command,
+        &tid,
+        Some(&before),
+        Some(&after),
+        now_ms,
+    )?;
     Ok(ActionReport {
         plan: plan.clone(),
         before,
@@ -255,7 +318,14 @@ pub fn execute(volume: &Volume, plan: &ActionPlan, actor: &Actor, command: &[Str
 }
 
 /// Appends a marker to a partition no live broker owns.
-fn write_marker_direct(volume: &Volume, tp: &TopicPartition, pid: i64, epoch: i16, commit: bool, now_ms: i64) -> Result<(), AdminError> {
+fn write_marker_direct(
+    volume: &Volume,
+    tp: &TopicPartition,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+    now_ms: i64,
+) -> Result<(), AdminError> {
     let err = |detail: String| AdminError::Marker {
         topic: tp.topic.clone(),
         partition: tp.partition,
@@ -276,8 +346,123 @@ fn write_marker_direct(volume: &Volume, tp: &TopicPartition, pid: i64, epoch: i1
         let (file, _) = state.log.sync_handle();
         file.sync_data().map_err(|e| err(e.to_string()))?;
     }
-    state.write_snapshot(now_ms).map_err(|e| err(e.to_string()))?;
+    state
+        .write_snapshot(now_ms)
+        .map_err(|e| err(e.to_string()))?;
     Ok(())
+}
+
+/// Ends a hanging transaction on one partition (open there, unknown to or finished at
+/// its coordinator) with an ABORT marker at the producer's epoch on that partition —
+/// through the owner's marker queue if it is alive, directly otherwise. Returns the
+/// route taken.
+#[allow(clippy::too_many_arguments)]
+pub fn abort_hanging(
+    volume: &Volume,
+    tp: &TopicPartition,
+    producer_id: i64,
+    epoch: i16,
+    live: &[i32],
+    actor: &Actor,
+    command: &[String],
+    now_ms: i64,
+) -> Result<MarkerRoute, AdminError> {
+    let route = marker_route(volume, tp, live);
+    match route {
+        MarkerRoute::Direct => write_marker_direct(volume, tp, producer_id, epoch, false, now_ms)?,
+        MarkerRoute::Queue { broker } => {
+            let entry = MarkerEntry {
+                version: MARKER_FORMAT_VERSION,
+                transactional_id: String::new(),
+                producer_id,
+                producer_epoch: epoch,
+                result: MarkerResult::Abort,
+                coordinator_epoch: 0,
+                partitions: vec![tp.clone()],
+                enqueued_by: ADMIN_WRITER,
+                enqueued_ms: now_ms,
+            };
+            marker_queue::enqueue(volume, broker, &entry)?;
+        }
+    }
+    record_audit(
+        volume,
+        actor,
+        command,
+        &format!("{}-{} producer {producer_id}", tp.topic, tp.partition),
+        None,
+        None,
+        now_ms,
+    )?;
+    Ok(route)
+}
+
+/// Delivers a queue entry addressed to a dead broker: its markers are written
+/// directly (or re-queued to a live owner), then the entry is deleted.
+pub fn redeliver(
+    volume: &Volume,
+    path: &std::path::Path,
+    entry: &MarkerEntry,
+    live: &[i32],
+    actor: &Actor,
+    command: &[String],
+    now_ms: i64,
+) -> Result<(), AdminError> {
+    let commit = entry.result == MarkerResult::Commit;
+    for tp in &entry.partitions {
+        match marker_route(volume, tp, live) {
+            MarkerRoute::Direct => write_marker_direct(
+                volume,
+                tp,
+                entry.producer_id,
+                entry.producer_epoch,
+                commit,
+                now_ms,
+            )?,
+            MarkerRoute::Queue { broker } => {
+                let mut moved = entry.clone();
+                moved.partitions = vec![tp.clone()];
+                marker_queue::enqueue(volume, broker, &moved)?;
+            }
+        }
+    }
+    marker_queue::remove(path)?;
+    record_audit(
+        volume,
+        actor,
+        command,
+        &path.display().to_string(),
+        None,
+        None,
+        now_ms,
+    )?;
+    Ok(())
+}
+
+/// Moves an unreadable slot file aside to `slot-N.json.corrupt-<now>` (never deleting
+/// or emptying it silently). Returns the new path.
+pub fn quarantine_slot(
+    volume: &Volume,
+    slot: u32,
+    actor: &Actor,
+    command: &[String],
+    now_ms: i64,
+) -> Result<PathBuf, AdminError> {
+    let store = TxnStateStore::new(volume.clone());
+    let from = store.slot_path(slot);
+    let to = from.with_file_name(format!("slot-{slot}.json.corrupt-{now_ms}"));
+    std::fs::rename(&from, &to).map_err(|e| VolumeError::io(&from, e))?;
+    crate::fsutil::sync_dir(&store.dir()).map_err(|e| VolumeError::io(store.dir(), e))?;
+    record_audit(
+        volume,
+        actor,
+        command,
+        &format!("slot-{slot}"),
+        None,
+        None,
+        now_ms,
+    )?;
+    Ok(to)
 }
 
 pub const AUDIT_FORMAT_VERSION: u32 = 1;
@@ -317,13 +502,19 @@ pub fn record_audit(
         before: before.cloned(),
         after: after.cloned(),
     };
-    let path = audit_dir(volume).join(format!("{now_ms:015}-{}-{}.json", std::process::id(), crate::layout::encode_name(target)));
+    let path = audit_dir(volume).join(format!(
+        "{now_ms:015}-{}-{}.json",
+        std::process::id(),
+        crate::layout::encode_name(target)
+    ));
     write_json(&path, &record).map_err(|e| VolumeError::io(&path, e))?;
     Ok(path)
 }
 
 /// Every audit record, oldest first; unreadable files as errors.
-pub fn list_audit(volume: &Volume) -> Result<Vec<(PathBuf, crate::error::Loaded<AuditRecord>)>, VolumeError> {
+pub fn list_audit(
+    volume: &Volume,
+) -> Result<Vec<(PathBuf, crate::error::Loaded<AuditRecord>)>, VolumeError> {
     let dir = audit_dir(volume);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -355,25 +546,47 @@ mod tests {
     fn setup() -> (tempfile::TempDir, Volume, TxnEntry) {
         let dir = tempfile::tempdir().unwrap();
         let volume = Volume::new(dir.path());
-        TopicMeta::new("t", 1, Default::default(), 0).write(&volume).unwrap();
+        TopicMeta::new("t", 1, Default::default(), 0)
+            .write(&volume)
+            .unwrap();
         let broker = Actor::Broker { id: 0 };
-        let InitOutcome::Ready { entry, .. } = init_producer_id(None, "stuck", 60_000, (-1, -1), 1, &broker, &mut || 42) else {
+        let InitOutcome::Ready { entry, .. } =
+            init_producer_id(None, "stuck", 60_000, (-1, -1), 1, &broker, &mut || 42)
+        else {
             panic!()
         };
-        let tp = TopicPartition { topic: "t".into(), partition: 0 };
-        let entry = add_to_txn(&entry, 42, 0, &[tp], &["g".into()], 2, &broker).unwrap().unwrap();
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        let entry = add_to_txn(&entry, 42, 0, &[tp], &["g".into()], 2, &broker)
+            .unwrap()
+            .unwrap();
         TxnStateStore::new(volume.clone())
             .update(slot_for("stuck"), 2, |e| {
                 e.insert("stuck".into(), entry.clone());
                 ((), true)
             })
             .unwrap();
-        let mut p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+        let mut p =
+            PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
         let mut b = build_batch(0, 1, Some((42, 0, 0)), 0x10, &[(None, Some(b"open"))]);
         let h = validate_all(&b).unwrap();
         p.append(&mut b, &h, 0, 1).unwrap();
         let mut offsets = GroupOffsets::new("g");
-        offsets.stage(42, 0, "stuck", "t", 0, CommittedOffset { offset: 9, leader_epoch: -1, metadata: None, commit_ms: 1 });
+        offsets.stage(
+            42,
+            0,
+            "stuck",
+            "t",
+            0,
+            CommittedOffset {
+                offset: 9,
+                leader_epoch: -1,
+                metadata: None,
+                commit_ms: 1,
+            },
+        );
         offsets.save(&volume).unwrap();
         (dir, volume, entry)
     }
@@ -382,24 +595,55 @@ mod tests {
     fn force_abort_with_no_broker_alive_writes_markers_directly_and_completes() {
         let (_d, volume, _) = setup();
         let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
-        assert_eq!((plan.epoch_before, plan.marker_epoch, plan.commit), (0, 1, false));
+        assert_eq!(
+            (plan.epoch_before, plan.marker_epoch, plan.commit),
+            (0, 1, false)
+        );
         assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
-        let admin = Actor::Admin { tool: "kaasctl".into(), user: "ops".into() };
-        let report = execute(&volume, &plan, &admin, &["kaasctl".into()], 10, Duration::from_secs(1)).unwrap();
+        let admin = Actor::Admin {
+            tool: "kaasctl".into(),
+            user: "ops".into(),
+        };
+        let report = execute(
+            &volume,
+            &plan,
+            &admin,
+            &["kaasctl".into()],
+            10,
+            Duration::from_secs(1),
+        )
+        .unwrap();
         assert!(report.completed);
-        assert_eq!((report.after.state, report.after.producer_epoch), (TxnState::CompleteAbort, 1));
-        let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
-        assert_eq!(p.last_stable_offset(), 2, "the ABORT marker unblocked the partition");
+        assert_eq!(
+            (report.after.state, report.after.producer_epoch),
+            (TxnState::CompleteAbort, 1)
+        );
+        let p =
+            PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+        assert_eq!(
+            p.last_stable_offset(),
+            2,
+            "the ABORT marker unblocked the partition"
+        );
         assert_eq!(p.aborted.len(), 1);
         assert!(GroupOffsets::load(&volume, "g").unwrap().pending.is_empty());
-        assert_eq!(FenceLog::load(&volume, ADMIN_WRITER).unwrap().fences[&42].epoch, 1);
+        assert_eq!(
+            FenceLog::load(&volume, ADMIN_WRITER).unwrap().fences[&42].epoch,
+            1
+        );
         let audit = list_audit(&volume).unwrap();
         assert_eq!(audit.len(), 1);
         let rec = audit[0].1.as_ref().unwrap();
         assert_eq!(rec.before.as_ref().unwrap().state, TxnState::Ongoing);
-        assert_eq!(rec.after.as_ref().unwrap().history.back().unwrap().by, admin);
+        assert_eq!(
+            rec.after.as_ref().unwrap().history.back().unwrap().by,
+            admin
+        );
         // A second abort finds nothing to abort.
-        assert!(matches!(plan_abort(&volume, "stuck", &[]), Err(AdminError::WrongState { .. })));
+        assert!(matches!(
+            plan_abort(&volume, "stuck", &[]),
+            Err(AdminError::WrongState { .. })
+        ));
     }
 
     #[test]
@@ -416,7 +660,10 @@ mod tests {
         .unwrap();
         let (plan, _) = plan_abort(&volume, "stuck", &[0]).unwrap();
         assert_eq!(plan.partitions[0].1, MarkerRoute::Queue { broker: 0 });
-        let admin = Actor::Admin { tool: "kaasctl".into(), user: "ops".into() };
+        let admin = Actor::Admin {
+            tool: "kaasctl".into(),
+            user: "ops".into(),
+        };
         let report = execute(&volume, &plan, &admin, &[], 10, Duration::from_millis(200)).unwrap();
         assert!(!report.completed);
         assert_eq!(report.after.state, TxnState::PrepareAbort);
@@ -435,7 +682,13 @@ mod tests {
                 ((), true)
             })
             .unwrap();
-        let admin = Actor::Admin { tool: "kaasctl".into(), user: "ops".into() };
-        assert!(matches!(execute(&volume, &plan, &admin, &[], 10, Duration::ZERO), Err(AdminError::Changed(_))));
+        let admin = Actor::Admin {
+            tool: "kaasctl".into(),
+            user: "ops".into(),
+        };
+        assert!(matches!(
+            execute(&volume, &plan, &admin, &[], 10, Duration::ZERO),
+            Err(AdminError::Changed(_))
+        ));
     }
 }

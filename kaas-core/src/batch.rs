@@ -502,3 +502,87 @@ mod control_tests {
         assert_eq!(read_varint(&[0x80, 0x80], &mut 0), None);
     }
 }
+
+/// One record of an uncompressed batch, for inspection tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+/// Decodes the records of a whole, uncompressed batch; None for compressed batches
+/// (the broker never decompresses) or malformed records.
+pub fn records(batch: &[u8]) -> Option<Vec<Record>> {
+    let h = BatchHeader::parse(batch, 0).ok()?;
+    if h.compression() != 0 || batch.len() < h.total_len() {
+        return None;
+    }
+    let body = &batch[..h.total_len()];
+    let mut pos = HEADER_LEN;
+    let mut out = Vec::with_capacity(h.record_count.clamp(0, 10_000) as usize);
+    let bytes = |pos: &mut usize| -> Option<Option<Vec<u8>>> {
+        let len = read_varint(body, pos)?;
+        if len < 0 {
+            return Some(None);
+        }
+        let end = pos.checked_add(len as usize)?;
+        let v = body.get(*pos..end)?.to_vec();
+        *pos = end;
+        Some(Some(v))
+    };
+    for _ in 0..h.record_count {
+        let _len = read_varint(body, &mut pos)?;
+        pos += 1; // attributes
+        let ts_delta = read_varint(body, &mut pos)?;
+        let off_delta = read_varint(body, &mut pos)?;
+        let key = bytes(&mut pos)?;
+        let value = bytes(&mut pos)?;
+        let n_headers = read_varint(body, &mut pos)?;
+        let mut headers = Vec::new();
+        for _ in 0..n_headers.max(0) {
+            let k = bytes(&mut pos)?.unwrap_or_default();
+            let v = bytes(&mut pos)?;
+            headers.push((String::from_utf8_lossy(&k).into_owned(), v));
+        }
+        out.push(Record {
+            offset: h.base_offset + off_delta,
+            timestamp: h.base_timestamp + ts_delta,
+            key,
+            value,
+            headers,
+        });
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::*;
+
+    #[test]
+    fn records_of_a_built_batch_decode_back() {
+        let b = build_batch(
+            10,
+            1000,
+            None,
+            0,
+            &[(Some(b"k"), Some(b"v1")), (None, None)],
+        );
+        let r = records(&b).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            (r[0].offset, r[0].key.as_deref(), r[0].value.as_deref()),
+            (10, Some(&b"k"[..]), Some(&b"v1"[..]))
+        );
+        assert_eq!(
+            (r[1].offset, r[1].key.clone(), r[1].value.clone()),
+            (11, None, None)
+        );
+        let mut compressed = b.clone();
+        compressed[22] |= 1;
+        assert_eq!(records(&compressed), None);
+    }
+}

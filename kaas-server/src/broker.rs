@@ -19,8 +19,6 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 use uuid::Uuid;
 
-
-
 pub struct Partition {
     pub topic: String,
     pub index: i32,
@@ -145,7 +143,6 @@ impl TopicError {
         }
     }
 }
-
 
 impl Broker {
     /// Opens the volume: reads the cluster id, every topic file and every partition log
@@ -278,8 +275,9 @@ impl Broker {
         if partitions < 1 {
             return Err(TopicError::InvalidPartitions(partitions));
         }
-        let log_config = kaas_core::topic::log_config_for(&self.config.default_log_config(), configs)
-            .map_err(TopicError::InvalidConfig)?;
+        let log_config =
+            kaas_core::topic::log_config_for(&self.config.default_log_config(), configs)
+                .map_err(TopicError::InvalidConfig)?;
         let reg = self.registry();
         if reg.topics.contains_key(name) {
             return Err(TopicError::AlreadyExists(name.to_string()));

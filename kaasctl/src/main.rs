@@ -1,127 +1,97 @@
-//! `kaasctl`: inspect a kaas cluster straight off its shared volume, with or without
-//! brokers running. Commands return data; printing (table or JSON) is a separate step.
+//! `kaasctl`: inspect, repair and force-abort kaas transactions straight off the
+//! shared volume, with or without brokers running. Parsing is in `cli`, reading in
+//! `cluster` and kaas-core, one module per command in `cmd`, printing in `out`.
 
-use clap::{Parser, Subcommand};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use kaas_core::topic::list_topics;
-use kaas_core::Volume;
-use serde::Serialize;
-use std::path::PathBuf;
+mod cli;
+mod cluster;
+mod cmd;
+mod out;
+
+use clap::{CommandFactory, Parser};
+use cli::{
+    Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand,
+    TxnCommand,
+};
+use cmd::Status;
 use std::process::ExitCode;
 
-#[derive(Parser)]
-#[command(
-    name = "kaasctl",
-    version,
-    about = "Inspect a kaas cluster straight off its shared volume"
-)]
-struct Cli {
-    /// The shared volume (the brokers' --data-dir).
-    #[arg(long, env = "KAAS_DATA_DIR", default_value = "./data", global = true)]
-    data_dir: PathBuf,
-    /// Print JSON instead of a table.
-    #[arg(long, global = true)]
-    json: bool,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Topics on the volume: name, id, partitions, config overrides.
-    Topics,
-}
-
-#[derive(Serialize)]
-struct TopicRow {
-    name: String,
-    topic_id: Option<String>,
-    partitions: Option<i32>,
-    configs: std::collections::BTreeMap<String, String>,
-    /// Set when the topic file could not be read; the other fields are then empty.
-    error: Option<String>,
-}
-
-fn topics(volume: &Volume) -> anyhow::Result<Vec<TopicRow>> {
-    Ok(list_topics(volume)?
-        .into_iter()
-        .map(|r| match r {
-            Ok(t) => TopicRow {
-                name: t.name,
-                topic_id: Some(t.topic_id.to_string()),
-                partitions: Some(t.partitions),
-                configs: t.configs,
-                error: None,
-            },
-            Err(e) => TopicRow {
-                name: String::new(),
-                topic_id: None,
-                partitions: None,
-                configs: Default::default(),
-                error: Some(e.to_string()),
-            },
-        })
-        .collect())
-}
+/// Exit codes (docs/kaasctl.md): 0 ok, 1 error, 2 usage (clap), 3 problems found.
+const EXIT_ERROR: u8 = 1;
+const EXIT_PROBLEMS: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let volume = Volume::new(&cli.data_dir);
+    match run(cli) {
+        Ok(Status::Ok) => ExitCode::SUCCESS,
+        Ok(Status::Problems) => ExitCode::from(EXIT_PROBLEMS),
+        Err(e) => {
+            eprintln!("kaasctl: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<Status> {
+    // Commands that do not read the volume.
+    match &cli.command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "kaasctl",
+                &mut std::io::stdout(),
+            );
+            return Ok(Status::Ok);
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            return Ok(Status::Ok);
+        }
+        _ => {}
+    }
     if !cli.data_dir.is_dir() {
-        eprintln!(
-            "kaasctl: data directory {} does not exist",
+        anyhow::bail!(
+            "data directory {} does not exist (set --data-dir or KAAS_DATA_DIR)",
             cli.data_dir.display()
         );
-        return ExitCode::from(1);
     }
+    let out = out::Out::new(cli.json, cli.color);
+    let c = cluster::Cluster::open(
+        kaas_core::Volume::new(&cli.data_dir),
+        cli.session_timeout.as_millis() as i64,
+    )?;
     match cli.command {
-        Command::Topics => match topics(&volume) {
-            Ok(rows) => {
-                if cli.json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&rows).expect("rows serialise")
-                    );
-                } else {
-                    let mut table = Table::new();
-                    table.load_preset(UTF8_FULL_CONDENSED).set_header([
-                        "TOPIC",
-                        "PARTITIONS",
-                        "TOPIC ID",
-                        "CONFIGS",
-                    ]);
-                    for r in &rows {
-                        match &r.error {
-                            Some(e) => table.add_row([
-                                format!("(unreadable) {e}"),
-                                String::new(),
-                                String::new(),
-                                String::new(),
-                            ]),
-                            None => table.add_row([
-                                r.name.clone(),
-                                r.partitions.map(|p| p.to_string()).unwrap_or_default(),
-                                r.topic_id.clone().unwrap_or_default(),
-                                r.configs
-                                    .iter()
-                                    .map(|(k, v)| format!("{k}={v}"))
-                                    .collect::<Vec<_>>()
-                                    .join(","),
-                            ]),
-                        };
-                    }
-                    println!("{table}");
-                }
-                if rows.iter().any(|r| r.error.is_some()) {
-                    ExitCode::from(3)
-                } else {
-                    ExitCode::SUCCESS
-                }
-            }
-            Err(e) => {
-                eprintln!("kaasctl: {e:#}");
-                ExitCode::from(1)
-            }
-        },
+        Command::Brokers => cmd::brokers::run(&c, &out),
+        Command::Topics => cmd::topics::run(&c, &out),
+        Command::Groups { group } => cmd::groups::run(&c, &out, group.as_deref()),
+        Command::Txn(TxnCommand::List(args)) => cmd::txn::list(&c, &out, &args),
+        Command::Txn(TxnCommand::Show { transactional_id }) => {
+            cmd::txn::show(&c, &out, &transactional_id)
+        }
+        Command::Txn(TxnCommand::Abort(args)) => cmd::txn::abort(&c, &out, &args),
+        Command::Txn(TxnCommand::Repair { fix, yes }) => cmd::txn::repair(&c, &out, fix, yes),
+        Command::Txn(TxnCommand::FindHanging) => cmd::txn::find_hanging(&c, &out),
+        Command::Txn(TxnCommand::Timeline { transactional_id }) => {
+            cmd::txn::timeline(&c, &out, &transactional_id)
+        }
+        Command::Fence(FenceCommand::Show { pid }) => cmd::fence::run(&c, &out, pid),
+        Command::Markers(MarkersCommand::List) => cmd::markers::list(&c, &out),
+        Command::Markers(MarkersCommand::Show { broker }) => cmd::markers::show(&c, &out, broker),
+        Command::Producers(ProducersCommand::Show { topic, partition }) => {
+            cmd::producers::run(&c, &out, &topic, partition)
+        }
+        Command::Log(LogCommand::Dump {
+            topic,
+            partition,
+            from,
+            count,
+            records,
+        }) => cmd::log::run(&c, &out, &topic, partition, from, count, records),
+        Command::Lso(LsoCommand::Explain { topic, partition }) => {
+            cmd::lso::run(&c, &out, &topic, partition)
+        }
+        Command::Audit => cmd::audit::run(&c, &out),
+        Command::Metrics => cmd::metrics::run(&c),
+        Command::Completions { .. } | Command::Man => unreachable!("handled above"),
     }
 }

@@ -48,7 +48,14 @@ fn an_unreadable_topic_file_is_reported_with_exit_code_3() {
     std::fs::write(volume.topic_file("bad"), b"{").unwrap();
     let (code, out, _) = kaasctl(dir.path(), &["topics"]);
     assert_eq!(code, 3);
-    assert!(out.contains("bad.json"), "{out}");
+    assert!(out.contains("(unreadable)"), "{out}");
+    let (code, out, _) = kaasctl(dir.path(), &["topics", "--json"]);
+    assert_eq!(code, 3);
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        rows[0]["error"].as_str().unwrap().contains("bad.json"),
+        "{out}"
+    );
 }
 
 #[test]

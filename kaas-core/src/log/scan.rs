@@ -12,7 +12,11 @@ const SCAN_CHUNK: usize = 1 << 20;
 
 pub enum Scanned<'a> {
     /// A whole, valid batch at byte `pos`.
-    Batch { pos: u64, header: BatchHeader, bytes: &'a [u8] },
+    Batch {
+        pos: u64,
+        header: BatchHeader,
+        bytes: &'a [u8],
+    },
     /// The file is not valid from byte `pos` on.
     Bad { pos: u64, reason: String },
     /// Clean end of file.
@@ -55,7 +59,9 @@ impl<'f> BatchScanner<'f> {
 
     fn fill(&mut self, at: u64, at_least: usize) -> io::Result<()> {
         self.win_start = at;
-        let len = ((self.size - at) as usize).min(SCAN_CHUNK).max(at_least.min((self.size - at) as usize));
+        let len = ((self.size - at) as usize)
+            .min(SCAN_CHUNK)
+            .max(at_least.min((self.size - at) as usize));
         self.buf.resize(len, 0);
         self.file.read_exact_at(&mut self.buf, at)
     }
@@ -71,9 +77,7 @@ impl<'f> BatchScanner<'f> {
             self.fill(pos, HEADER_LEN)?;
             off = 0;
         }
-        let bad = |reason: String| {
-            Ok(Scanned::Bad { pos, reason })
-        };
+        let bad = |reason: String| Ok(Scanned::Bad { pos, reason });
         let header = match BatchHeader::parse(&self.buf[off..], pos as usize) {
             Ok(h) => h,
             Err(e) => {
@@ -84,7 +88,10 @@ impl<'f> BatchScanner<'f> {
         let total = header.total_len();
         if pos + total as u64 > self.size {
             self.done = true;
-            return bad(format!("torn batch at byte {pos}: needs {total} bytes, {} left", self.size - pos));
+            return bad(format!(
+                "torn batch at byte {pos}: needs {total} bytes, {} left",
+                self.size - pos
+            ));
         }
         if off + total > self.buf.len() {
             self.fill(pos, total)?;
@@ -96,7 +103,10 @@ impl<'f> BatchScanner<'f> {
         }
         if header.base_offset != self.expected {
             self.done = true;
-            return bad(format!("batch at byte {pos} has base offset {}, expected {}", header.base_offset, self.expected));
+            return bad(format!(
+                "batch at byte {pos} has base offset {}, expected {}",
+                header.base_offset, self.expected
+            ));
         }
         self.expected = header.next_offset();
         self.pos = pos + total as u64;

@@ -2,8 +2,8 @@
 //! `<base offset>.index`, a sparse index of 8-byte entries (relative offset u32 BE,
 //! byte position u32 BE), one entry per `index.interval.bytes` of log.
 
-use super::Truncation;
 use super::scan::{BatchScanner, Scanned};
+use super::Truncation;
 use crate::batch::{self, BatchHeader, HEADER_LEN};
 use bytes::{Bytes, BytesMut};
 use std::fs::{self, File, OpenOptions};
@@ -161,7 +161,10 @@ impl Segment {
         let file = self.file.clone();
         let mut scanner = BatchScanner::new(&file, self.size, self.base_offset);
         loop {
-            match scanner.next_batch().map_err(|e| SegmentError::io(&self.log_path, e))? {
+            match scanner
+                .next_batch()
+                .map_err(|e| SegmentError::io(&self.log_path, e))?
+            {
                 Scanned::Batch { pos, header, .. } => {
                     if index.is_empty() || since_index >= self.index_interval {
                         index.push(((header.base_offset - self.base_offset) as u32, pos as u32));

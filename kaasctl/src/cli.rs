@@ -1,0 +1,212 @@
+//! The command line, as clap parses it. The same definition generates the shell
+//! completions and the man page in `completions/`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kaasctl",
+    version,
+    about = "Inspect, repair and force-abort kaas transactions straight off the shared volume",
+    long_about = "kaasctl reads the kaas shared volume directly — no broker needs to run — to show the cluster's transactions, fences, marker queue, producer state and logs, and to repair or force-abort transactions safely while brokers run.\n\nExit codes: 0 ok, 1 error, 2 usage, 3 problems found (check-style commands and unreadable files)."
+)]
+pub struct Cli {
+    /// The shared volume (the brokers' --data-dir).
+    #[arg(long, env = "KAAS_DATA_DIR", default_value = "./data", global = true)]
+    pub data_dir: PathBuf,
+
+    /// Print JSON (stable field names, see docs/kaasctl.md) instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// When to colour tables (NO_COLOR in the environment means never).
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    pub color: ColorChoice,
+
+    /// A broker whose lease is older than this is dead (the brokers' --broker-session-timeout-ms).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, global = true)]
+    pub session_timeout: Duration,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Brokers with their lease age and liveness.
+    Brokers,
+    /// Topics: partitions, id, config overrides.
+    Topics,
+    /// Consumer groups: committed offsets and lag per partition (real lag, lag blocked
+    /// behind an open transaction, control records no consumer will see).
+    Groups {
+        /// Only this group.
+        group: Option<String>,
+    },
+    /// Transactions.
+    #[command(subcommand)]
+    Txn(TxnCommand),
+    /// Fence logs.
+    #[command(subcommand)]
+    Fence(FenceCommand),
+    /// The marker queue.
+    #[command(subcommand)]
+    Markers(MarkersCommand),
+    /// Producer state of partitions.
+    #[command(subcommand)]
+    Producers(ProducersCommand),
+    /// Partition logs.
+    #[command(subcommand)]
+    Log(LogCommand),
+    /// Last stable offsets.
+    #[command(subcommand)]
+    Lso(LsoCommand),
+    /// The audit journal of mutating kaasctl commands.
+    Audit,
+    /// Transaction facts in Prometheus text format (for a textfile collector).
+    Metrics,
+    /// Shell completions for kaasctl.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The kaasctl man page (roff) on stdout.
+    Man,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TxnSort {
+    Id,
+    Age,
+    State,
+    Pid,
+    Slot,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TxnCommand {
+    /// Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list).
+    List(TxnListArgs),
+    /// Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers.
+    Show { transactional_id: String },
+    /// Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort.
+    Abort(TxnAbortArgs),
+    /// Check the whole volume; with --fix, repair what is inconsistent.
+    Repair {
+        /// Repair what was found (asks first unless --yes).
+        #[arg(long)]
+        fix: bool,
+        /// Do not ask for confirmation.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Exact hanging-transaction detection: partitions' open transactions joined with the coordinator's slots.
+    FindHanging,
+    /// The recorded transition history of one transaction, with its fences and queued markers.
+    Timeline { transactional_id: String },
+}
+
+#[derive(Debug, Args)]
+pub struct TxnListArgs {
+    /// Only these states (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort); repeatable.
+    #[arg(long, value_delimiter = ',')]
+    pub state: Vec<String>,
+    /// Only this slot (0..49).
+    #[arg(long)]
+    pub slot: Option<u32>,
+    /// Only transactions coordinated by this broker.
+    #[arg(long)]
+    pub owner: Option<i32>,
+    /// Only open transactions older than this (e.g. 5m, 1h30m).
+    #[arg(long, value_parser = parse_duration)]
+    pub older_than: Option<Duration>,
+    /// Only transactional ids matching this glob (e.g. 'orders-*').
+    #[arg(long)]
+    pub transactional_id: Option<String>,
+    /// Sort order.
+    #[arg(long, value_enum, default_value_t = TxnSort::Id)]
+    pub sort: TxnSort,
+}
+
+#[derive(Debug, Args)]
+pub struct TxnAbortArgs {
+    pub transactional_id: String,
+    /// Show the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// How long to wait for brokers to write queued markers before leaving completion to them.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub wait: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FenceCommand {
+    /// Per writer (broker or admin): producer id, fenced epoch, when recorded.
+    Show {
+        /// Only this producer id.
+        #[arg(long)]
+        pid: Option<i64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MarkersCommand {
+    /// Queue depth and oldest entry age per target broker.
+    List,
+    /// Each queued entry: transaction, result, partitions.
+    Show {
+        /// Only the queue of this broker.
+        broker: Option<i32>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProducersCommand {
+    /// The partition's producer-state snapshot plus the log tail replayed after it.
+    Show { topic: String, partition: i32 },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LogCommand {
+    /// Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type.
+    Dump {
+        topic: String,
+        partition: i32,
+        /// First offset to show.
+        #[arg(long, default_value_t = 0)]
+        from: i64,
+        /// At most this many batches.
+        #[arg(long, default_value_t = 100)]
+        count: usize,
+        /// Also print each record's key and value (uncompressed batches).
+        #[arg(long)]
+        records: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LsoCommand {
+    /// Which producer and transaction pin a partition's last stable offset, and what to do.
+    Explain { topic: String, partition: i32 },
+}
+
+/// "5m", "1h30m", "250ms", or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration like 30s, 5m or 1h30m: {e}"))
+}

@@ -1,0 +1,79 @@
+//! What several commands need to know about the cluster, read once per run.
+
+use kaas_core::admin::live_brokers;
+use kaas_core::ownership::{owner, txn_slot_key};
+use kaas_core::txn::TxnEntry;
+use kaas_core::txn_store::{SlotFile, TxnStateStore};
+use kaas_core::{Volume, VolumeError};
+
+pub struct Cluster {
+    pub volume: Volume,
+    pub now_ms: i64,
+    pub session_timeout_ms: i64,
+    /// Brokers with a fresh lease.
+    pub live: Vec<i32>,
+}
+
+impl Cluster {
+    pub fn open(volume: Volume, session_timeout_ms: i64) -> Result<Cluster, VolumeError> {
+        let now_ms = kaas_core::now_ms();
+        let live = live_brokers(&volume, now_ms, session_timeout_ms)?;
+        Ok(Cluster {
+            volume,
+            now_ms,
+            session_timeout_ms,
+            live,
+        })
+    }
+
+    pub fn store(&self) -> TxnStateStore {
+        TxnStateStore::new(self.volume.clone())
+    }
+
+    /// The live broker coordinating a slot (rendezvous over live brokers).
+    pub fn slot_owner(&self, slot: u32) -> Option<i32> {
+        owner(&txn_slot_key(slot), &self.live)
+    }
+
+    /// Every slot file, read in parallel (the slots are independent files).
+    pub fn slots(&self) -> Vec<(u32, Result<SlotFile, VolumeError>)> {
+        let store = self.store();
+        let slots: Vec<u32> = (0..kaas_core::txn_store::SLOTS).collect();
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 8);
+        let chunk = slots.len().div_ceil(workers);
+        let mut out: Vec<(u32, Result<SlotFile, VolumeError>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = slots
+                .chunks(chunk)
+                .map(|part| {
+                    let store = &store;
+                    s.spawn(move || {
+                        part.iter()
+                            .map(|&n| (n, store.read_slot(n)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("slot reader thread"))
+                .collect()
+        });
+        out.sort_by_key(|(n, _)| *n);
+        out
+    }
+
+    /// Age of an entry's open transaction, if one is open.
+    pub fn txn_age_ms(&self, e: &TxnEntry) -> Option<i64> {
+        (e.txn_start_ms > 0
+            && !matches!(
+                e.state,
+                kaas_core::txn::TxnState::Empty
+                    | kaas_core::txn::TxnState::CompleteCommit
+                    | kaas_core::txn::TxnState::CompleteAbort
+            ))
+        .then(|| self.now_ms - e.txn_start_ms)
+    }
+}

@@ -1,0 +1,153 @@
+//! Printing: every command returns data (serde types); this module turns it into a
+//! table for people or JSON for scripts, chosen once per run.
+
+use crate::cli::ColorChoice;
+use comfy_table::{
+    presets::UTF8_FULL_CONDENSED, Attribute, Cell, Color, ContentArrangement, Table,
+};
+use serde::Serialize;
+use std::io::IsTerminal;
+
+pub struct Out {
+    pub json: bool,
+    pub color: bool,
+    /// Table width: the terminal's, or 80 when not a terminal.
+    pub width: u16,
+}
+
+impl Out {
+    pub fn new(json: bool, choice: ColorChoice) -> Out {
+        let tty = std::io::stdout().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let color = match choice {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => tty && !no_color,
+        };
+        let width = if tty {
+            terminal_width().unwrap_or(80)
+        } else {
+            80
+        };
+        Out { json, color, width }
+    }
+
+    pub fn table(&self, header: &[&str]) -> Table {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(self.width);
+        if self.color {
+            t.enforce_styling();
+            t.set_header(
+                header
+                    .iter()
+                    .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
+            );
+        } else {
+            t.force_no_tty();
+            t.set_header(header.iter().copied());
+        }
+        t
+    }
+
+    /// A cell coloured by meaning (only when colour is on).
+    pub fn cell(&self, text: impl ToString, tone: Tone) -> Cell {
+        let c = Cell::new(text.to_string());
+        if !self.color {
+            return c;
+        }
+        match tone {
+            Tone::Plain => c,
+            Tone::Good => c.fg(Color::Green),
+            Tone::Warn => c.fg(Color::Yellow),
+            Tone::Bad => c.fg(Color::Red).add_attribute(Attribute::Bold),
+            Tone::Dim => c.fg(Color::DarkGrey),
+        }
+    }
+
+    pub fn json<T: Serialize>(&self, value: &T) {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).expect("kaasctl output serialises")
+        );
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Tone {
+    Plain,
+    Good,
+    Warn,
+    Bad,
+    Dim,
+}
+
+fn terminal_width() -> Option<u16> {
+    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
+}
+
+/// A point in time for JSON: RFC 3339 and epoch milliseconds side by side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Time {
+    pub rfc3339: String,
+    pub epoch_ms: i64,
+}
+
+impl Time {
+    /// None for the "no time" markers (-1, 0).
+    pub fn from_ms(ms: i64) -> Option<Time> {
+        if ms <= 0 {
+            return None;
+        }
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms as u64);
+        Some(Time {
+            rfc3339: humantime::format_rfc3339_millis(t).to_string(),
+            epoch_ms: ms,
+        })
+    }
+}
+
+/// "3m12s"-style age for tables.
+pub fn age(ms: i64) -> String {
+    if ms < 0 {
+        return "-".into();
+    }
+    let secs = ms / 1000;
+    match secs {
+        0..=59 => format!("{}.{}s", secs, (ms % 1000) / 100),
+        60..=3599 => format!("{}m{:02}s", secs / 60, secs % 60),
+        3600..=86399 => format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60),
+        _ => format!("{}d{:02}h", secs / 86400, (secs % 86400) / 3600),
+    }
+}
+
+/// A timestamp for tables: RFC 3339 to the second, UTC.
+pub fn when(ms: i64) -> String {
+    match Time::from_ms(ms) {
+        Some(t) => t
+            .rfc3339
+            .chars()
+            .take(19)
+            .collect::<String>()
+            .replace('T', " "),
+        None => "-".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_and_times_read_well() {
+        assert_eq!(age(1_500), "1.5s");
+        assert_eq!(age(192_000), "3m12s");
+        assert_eq!(age(3_600_000 * 2 + 60_000 * 5), "2h05m");
+        assert_eq!(age(86_400_000 * 3), "3d00h");
+        assert_eq!(Time::from_ms(0), None);
+        let t = Time::from_ms(1_700_000_000_123).unwrap();
+        assert_eq!(t.rfc3339, "2023-11-14T22:13:20.123Z");
+        assert_eq!(when(1_700_000_000_123), "2023-11-14 22:13:20");
+    }
+}
