@@ -25,11 +25,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Brokers whose lease is younger than `session_timeout_ms`.
-pub fn live_brokers(
-    volume: &Volume,
-    now_ms: i64,
-    session_timeout_ms: i64,
-) -> Result<Vec<i32>, VolumeError> {
+pub fn live_brokers(volume: &Volume, now_ms: i64, session_timeout_ms: i64) -> Result<Vec<i32>, VolumeError> {
     let mut live: Vec<i32> = list_brokers(volume)?
         .into_iter()
         .filter_map(|l| l.ok())
@@ -111,15 +107,9 @@ pub struct ActionReport {
 
 /// Plans `kaasctl txn abort`: the entry must be Ongoing (a Prepare* entry is finished
 /// by `plan_finish` instead).
-pub fn plan_abort(
-    volume: &Volume,
-    tid: &str,
-    live: &[i32],
-) -> Result<(ActionPlan, TxnEntry), AdminError> {
+pub fn plan_abort(volume: &Volume, tid: &str, live: &[i32]) -> Result<(ActionPlan, TxnEntry), AdminError> {
     let store = TxnStateStore::new(volume.clone());
-    let entry = store
-        .get(tid)?
-        .ok_or_else(|| AdminError::NotFound(tid.to_string()))?;
+    let entry = store.get(tid)?.ok_or_else(|| AdminError::NotFound(tid.to_string()))?;
     match entry.state {
         TxnState::Ongoing => {}
         TxnState::PrepareCommit | TxnState::PrepareAbort => {
@@ -138,13 +128,7 @@ pub fn plan_abort(
         }
     }
     Ok((
-        plan_for(
-            volume,
-            &entry,
-            entry.producer_epoch.saturating_add(1),
-            false,
-            live,
-        ),
+        plan_for(volume, &entry, entry.producer_epoch.saturating_add(1), false, live),
         entry,
     ))
 }
@@ -159,13 +143,7 @@ pub fn plan_finish(volume: &Volume, entry: &TxnEntry, live: &[i32]) -> Option<Ac
     Some(plan_for(volume, entry, entry.producer_epoch, commit, live))
 }
 
-fn plan_for(
-    volume: &Volume,
-    entry: &TxnEntry,
-    marker_epoch: i16,
-    commit: bool,
-    live: &[i32],
-) -> ActionPlan {
+fn plan_for(volume: &Volume, entry: &TxnEntry, marker_epoch: i16, commit: bool, live: &[i32]) -> ActionPlan {
     ActionPlan {
         transactional_id: entry.transactional_id.clone(),
         slot: slot_for(&entry.transactional_id),
@@ -240,20 +218,12 @@ pub fn execute(
     // 4. Markers: queued for live owners, written directly otherwise.
     let mut written = Vec::new();
     let mut queued = Vec::new();
-    let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> =
-        std::collections::BTreeMap::new();
+    let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
     for (tp, route) in &plan.partitions {
         match route {
             MarkerRoute::Queue { broker } => by_broker.entry(*broker).or_default().push(tp.clone()),
             MarkerRoute::Direct => {
-                write_marker_direct(
-                    volume,
-                    tp,
-                    plan.producer_id,
-                    plan.marker_epoch,
-                    plan.commit,
-                    now_ms,
-                )?;
+                write_marker_direct(volume, tp, plan.producer_id, plan.marker_epoch, plan.commit, now_ms)?;
                 written.push(tp.clone());
             }
         }
@@ -284,7 +254,7 @@ pub fn execute(
     let drained = queued.iter().all(|(_, p)| !p.exists());
     let mut after = prepared.clone();
     if drained {
-        let done_at = crate::now_ms();
+        let done_at = now_ms;
         after = store.update(plan.slot, done_at, |entries| match entries.get(&tid) {
             Some(current) if *current == prepared => match txn::complete(current, done_at, actor) {
                 Some(done) => {
@@ -297,15 +267,7 @@ pub fn execute(
             None => (prepared.clone(), false),
         })?;
     }
-    let audit_file = record_audit(
-        volume,
-        actor,
-        command,
-        &tid,
-        Some(&before),
-        Some(&after),
-        now_ms,
-    )?;
+    let audit_file = record_audit(volume, actor, command, &tid, Some(&before), Some(&after), now_ms)?;
     Ok(ActionReport {
         plan: plan.clone(),
         before,
@@ -346,9 +308,7 @@ fn write_marker_direct(
         let (file, _) = state.log.sync_handle();
         file.sync_data().map_err(|e| err(e.to_string()))?;
     }
-    state
-        .write_snapshot(now_ms)
-        .map_err(|e| err(e.to_string()))?;
+    state.write_snapshot(now_ms).map_err(|e| err(e.to_string()))?;
     Ok(())
 }
 
@@ -411,14 +371,9 @@ pub fn redeliver(
     let commit = entry.result == MarkerResult::Commit;
     for tp in &entry.partitions {
         match marker_route(volume, tp, live) {
-            MarkerRoute::Direct => write_marker_direct(
-                volume,
-                tp,
-                entry.producer_id,
-                entry.producer_epoch,
-                commit,
-                now_ms,
-            )?,
+            MarkerRoute::Direct => {
+                write_marker_direct(volume, tp, entry.producer_id, entry.producer_epoch, commit, now_ms)?
+            }
             MarkerRoute::Queue { broker } => {
                 let mut moved = entry.clone();
                 moved.partitions = vec![tp.clone()];
@@ -427,15 +382,7 @@ pub fn redeliver(
         }
     }
     marker_queue::remove(path)?;
-    record_audit(
-        volume,
-        actor,
-        command,
-        &path.display().to_string(),
-        None,
-        None,
-        now_ms,
-    )?;
+    record_audit(volume, actor, command, &path.display().to_string(), None, None, now_ms)?;
     Ok(())
 }
 
@@ -453,15 +400,7 @@ pub fn quarantine_slot(
     let to = from.with_file_name(format!("slot-{slot}.json.corrupt-{now_ms}"));
     std::fs::rename(&from, &to).map_err(|e| VolumeError::io(&from, e))?;
     crate::fsutil::sync_dir(&store.dir()).map_err(|e| VolumeError::io(store.dir(), e))?;
-    record_audit(
-        volume,
-        actor,
-        command,
-        &format!("slot-{slot}"),
-        None,
-        None,
-        now_ms,
-    )?;
+    record_audit(volume, actor, command, &format!("slot-{slot}"), None, None, now_ms)?;
     Ok(to)
 }
 
@@ -512,9 +451,7 @@ pub fn record_audit(
 }
 
 /// Every audit record, oldest first; unreadable files as errors.
-pub fn list_audit(
-    volume: &Volume,
-) -> Result<Vec<(PathBuf, crate::error::Loaded<AuditRecord>)>, VolumeError> {
+pub fn list_audit(volume: &Volume) -> Result<Vec<(PathBuf, crate::error::Loaded<AuditRecord>)>, VolumeError> {
     let dir = audit_dir(volume);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -546,9 +483,7 @@ mod tests {
     fn setup() -> (tempfile::TempDir, Volume, TxnEntry) {
         let dir = tempfile::tempdir().unwrap();
         let volume = Volume::new(dir.path());
-        TopicMeta::new("t", 1, Default::default(), 0)
-            .write(&volume)
-            .unwrap();
+        TopicMeta::new("t", 1, Default::default(), 0).write(&volume).unwrap();
         let broker = Actor::Broker { id: 0 };
         let InitOutcome::Ready { entry, .. } =
             init_producer_id(None, "stuck", 60_000, (-1, -1), 1, &broker, &mut || 42)
@@ -568,8 +503,7 @@ mod tests {
                 ((), true)
             })
             .unwrap();
-        let mut p =
-            PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+        let mut p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
         let mut b = build_batch(0, 1, Some((42, 0, 0)), 0x10, &[(None, Some(b"open"))]);
         let h = validate_all(&b).unwrap();
         p.append(&mut b, &h, 0, 1).unwrap();
@@ -595,50 +529,28 @@ mod tests {
     fn force_abort_with_no_broker_alive_writes_markers_directly_and_completes() {
         let (_d, volume, _) = setup();
         let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
-        assert_eq!(
-            (plan.epoch_before, plan.marker_epoch, plan.commit),
-            (0, 1, false)
-        );
+        assert_eq!((plan.epoch_before, plan.marker_epoch, plan.commit), (0, 1, false));
         assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
         let admin = Actor::Admin {
             tool: "kaasctl".into(),
             user: "ops".into(),
         };
-        let report = execute(
-            &volume,
-            &plan,
-            &admin,
-            &["kaasctl".into()],
-            10,
-            Duration::from_secs(1),
-        )
-        .unwrap();
+        let report = execute(&volume, &plan, &admin, &["kaasctl".into()], 10, Duration::from_secs(1)).unwrap();
         assert!(report.completed);
         assert_eq!(
             (report.after.state, report.after.producer_epoch),
             (TxnState::CompleteAbort, 1)
         );
-        let p =
-            PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
-        assert_eq!(
-            p.last_stable_offset(),
-            2,
-            "the ABORT marker unblocked the partition"
-        );
+        let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+        assert_eq!(p.last_stable_offset(), 2, "the ABORT marker unblocked the partition");
         assert_eq!(p.aborted.len(), 1);
         assert!(GroupOffsets::load(&volume, "g").unwrap().pending.is_empty());
-        assert_eq!(
-            FenceLog::load(&volume, ADMIN_WRITER).unwrap().fences[&42].epoch,
-            1
-        );
+        assert_eq!(FenceLog::load(&volume, ADMIN_WRITER).unwrap().fences[&42].epoch, 1);
         let audit = list_audit(&volume).unwrap();
         assert_eq!(audit.len(), 1);
         let rec = audit[0].1.as_ref().unwrap();
         assert_eq!(rec.before.as_ref().unwrap().state, TxnState::Ongoing);
-        assert_eq!(
-            rec.after.as_ref().unwrap().history.back().unwrap().by,
-            admin
-        );
+        assert_eq!(rec.after.as_ref().unwrap().history.back().unwrap().by, admin);
         // A second abort finds nothing to abort.
         assert!(matches!(
             plan_abort(&volume, "stuck", &[]),

@@ -38,11 +38,7 @@ pub enum BatchError {
         computed: u32,
     },
     #[error("batch at byte {position} has record count {count} but last offset delta {delta}")]
-    BadCount {
-        position: usize,
-        count: i32,
-        delta: i32,
-    },
+    BadCount { position: usize, count: i32, delta: i32 },
 }
 
 /// The decoded fixed header of one v2 record batch.
@@ -178,9 +174,7 @@ pub fn validate(buf: &[u8], position: usize) -> Result<BatchHeader, BatchError> 
     }
     if header.record_count < 0
         || header.last_offset_delta < 0
-        || (!header.is_control()
-            && header.record_count > 0
-            && header.last_offset_delta < header.record_count - 1)
+        || (!header.is_control() && header.record_count > 0 && header.last_offset_delta < header.record_count - 1)
     {
         return Err(BatchError::BadCount {
             position,
@@ -320,13 +314,7 @@ mod tests {
     use super::*;
 
     fn sample() -> Vec<u8> {
-        build_batch(
-            0,
-            1000,
-            None,
-            0,
-            &[(Some(b"k"), Some(b"v1")), (None, Some(b"v2"))],
-        )
+        build_batch(0, 1000, None, 0, &[(Some(b"k"), Some(b"v1")), (None, Some(b"v2"))])
     }
 
     #[test]
@@ -354,10 +342,7 @@ mod tests {
         let mut b = sample();
         let last = b.len() - 1;
         b[last] ^= 0xff;
-        assert!(matches!(
-            validate(&b, 0),
-            Err(BatchError::CrcMismatch { .. })
-        ));
+        assert!(matches!(validate(&b, 0), Err(BatchError::CrcMismatch { .. })));
     }
 
     #[test]
@@ -564,23 +549,14 @@ mod record_tests {
 
     #[test]
     fn records_of_a_built_batch_decode_back() {
-        let b = build_batch(
-            10,
-            1000,
-            None,
-            0,
-            &[(Some(b"k"), Some(b"v1")), (None, None)],
-        );
+        let b = build_batch(10, 1000, None, 0, &[(Some(b"k"), Some(b"v1")), (None, None)]);
         let r = records(&b).unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(
             (r[0].offset, r[0].key.as_deref(), r[0].value.as_deref()),
             (10, Some(&b"k"[..]), Some(&b"v1"[..]))
         );
-        assert_eq!(
-            (r[1].offset, r[1].key.clone(), r[1].value.clone()),
-            (11, None, None)
-        );
+        assert_eq!((r[1].offset, r[1].key.clone(), r[1].value.clone()), (11, None, None));
         let mut compressed = b.clone();
         compressed[22] |= 1;
         assert_eq!(records(&compressed), None);

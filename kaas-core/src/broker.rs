@@ -25,11 +25,7 @@ impl BrokerLease {
         write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
     }
     pub fn read(volume: &Volume, id: i32) -> Result<BrokerLease, VolumeError> {
-        read_versioned_json(
-            &volume.broker_lease(id),
-            "broker lease",
-            LEASE_FORMAT_VERSION,
-        )
+        read_versioned_json(&volume.broker_lease(id), "broker lease", LEASE_FORMAT_VERSION)
     }
     /// Alive when the last heartbeat is younger than `session_timeout_ms`.
     pub fn is_alive(&self, now_ms: i64, session_timeout_ms: i64) -> bool {
@@ -88,13 +84,11 @@ pub fn cluster_id(volume: &Volume) -> Result<String, VolumeError> {
     let _ = std::fs::remove_file(&tmp);
     match linked {
         Ok(()) => {
-            crate::fsutil::sync_dir(&volume.cluster_dir())
-                .map_err(|e| VolumeError::io(&path, e))?;
+            crate::fsutil::sync_dir(&volume.cluster_dir()).map_err(|e| VolumeError::io(&path, e))?;
             Ok(meta.cluster_id)
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            read_versioned_json::<ClusterMeta>(&path, "cluster metadata", CLUSTER_FORMAT_VERSION)
-                .map(|m| m.cluster_id)
+            read_versioned_json::<ClusterMeta>(&path, "cluster metadata", CLUSTER_FORMAT_VERSION).map(|m| m.cluster_id)
         }
         Err(e) => Err(VolumeError::io(&path, e)),
     }

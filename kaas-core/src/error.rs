@@ -22,9 +22,7 @@ pub enum VolumeError {
         what: &'static str,
         detail: String,
     },
-    #[error(
-        "{path}: unknown format version {found} for {what} (this build reads version {supported})"
-    )]
+    #[error("{path}: unknown format version {found} for {what} (this build reads version {supported})")]
     UnknownVersion {
         path: PathBuf,
         what: &'static str,
@@ -55,12 +53,11 @@ pub fn read_versioned_json<T: serde::de::DeserializeOwned>(
     supported: u32,
 ) -> Result<T, VolumeError> {
     let bytes = std::fs::read(path).map_err(|e| VolumeError::io(path, e))?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| VolumeError::Parse {
-            path: path.into(),
-            what,
-            detail: e.to_string(),
-        })?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| VolumeError::Parse {
+        path: path.into(),
+        what,
+        detail: e.to_string(),
+    })?;
     let found = value
         .get("version")
         .and_then(|v| v.as_u64())

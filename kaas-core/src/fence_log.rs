@@ -66,11 +66,7 @@ impl FenceLog {
 
     /// A broker's log; missing means empty, corrupt is an error naming the file.
     pub fn load(volume: &Volume, broker: i32) -> Result<FenceLog, VolumeError> {
-        match read_versioned_json(
-            &fence_log_path(volume, broker),
-            "fence log",
-            FENCE_FORMAT_VERSION,
-        ) {
+        match read_versioned_json(&fence_log_path(volume, broker), "fence log", FENCE_FORMAT_VERSION) {
             Ok(l) => Ok(l),
             Err(e) if e.is_not_found() => Ok(FenceLog::empty(broker)),
             Err(e) => Err(e),
@@ -79,18 +75,8 @@ impl FenceLog {
 
     /// Records `(pid, epoch)`; an equal or lower epoch than the one recorded changes
     /// nothing. Returns whether the log changed (and must be saved).
-    pub fn append(
-        &mut self,
-        producer_id: i64,
-        epoch: i16,
-        transactional_id: Option<&str>,
-        now_ms: i64,
-    ) -> bool {
-        if self
-            .fences
-            .get(&producer_id)
-            .is_some_and(|r| r.epoch >= epoch)
-        {
+    pub fn append(&mut self, producer_id: i64, epoch: i16, transactional_id: Option<&str>, now_ms: i64) -> bool {
+        if self.fences.get(&producer_id).is_some_and(|r| r.epoch >= epoch) {
             return false;
         }
         self.fences.insert(

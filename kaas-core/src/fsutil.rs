@@ -13,11 +13,7 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
     tmp_name.push(".tmp");
     let tmp = dir.join(tmp_name);
     {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(contents)?;
         f.sync_all()?;
     }

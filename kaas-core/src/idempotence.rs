@@ -66,17 +66,9 @@ pub enum Classification {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SequenceError {
     #[error("producer {producer_id}: epoch {got} is older than the current epoch {current}")]
-    StaleEpoch {
-        producer_id: i64,
-        current: i16,
-        got: i16,
-    },
+    StaleEpoch { producer_id: i64, current: i16, got: i16 },
     #[error("producer {producer_id}: sequence {got} out of order, expected {expected}")]
-    OutOfOrder {
-        producer_id: i64,
-        expected: i32,
-        got: i32,
-    },
+    OutOfOrder { producer_id: i64, expected: i32, got: i32 },
 }
 
 fn in_sequence(last: i32, next: i32) -> bool {
@@ -217,13 +209,8 @@ mod tests {
     use crate::batch::{build_batch, validate};
 
     fn header(pid: i64, epoch: i16, seq: i32, n: usize, base_offset: i64) -> BatchHeader {
-        let recs: Vec<crate::batch::PlainRecord> =
-            (0..n).map(|_| (None, Some(&b"v"[..]))).collect();
-        let mut h = validate(
-            &build_batch(base_offset, 1, Some((pid, epoch, seq)), 0, &recs),
-            0,
-        )
-        .unwrap();
+        let recs: Vec<crate::batch::PlainRecord> = (0..n).map(|_| (None, Some(&b"v"[..]))).collect();
+        let mut h = validate(&build_batch(base_offset, 1, Some((pid, epoch, seq)), 0, &recs), 0).unwrap();
         h.base_offset = base_offset;
         h
     }
@@ -287,10 +274,7 @@ mod tests {
                 got: 5
             })
         );
-        assert_eq!(
-            t.classify(&header(7, 0, 2, 1, 2)),
-            Ok(Classification::Append)
-        );
+        assert_eq!(t.classify(&header(7, 0, 2, 1, 2)), Ok(Classification::Append));
     }
 
     #[test]
@@ -299,20 +283,13 @@ mod tests {
         append(&mut t, &header(7, 3, 0, 2, 0));
         assert!(matches!(
             t.classify(&header(7, 2, 2, 1, 2)),
-            Err(SequenceError::StaleEpoch {
-                current: 3,
-                got: 2,
-                ..
-            })
+            Err(SequenceError::StaleEpoch { current: 3, got: 2, .. })
         ));
         assert!(matches!(
             t.classify(&header(7, 4, 2, 1, 2)),
             Err(SequenceError::OutOfOrder { expected: 0, .. })
         ));
-        assert_eq!(
-            append(&mut t, &header(7, 4, 0, 1, 2)),
-            Classification::Append
-        );
+        assert_eq!(append(&mut t, &header(7, 4, 0, 1, 2)), Classification::Append);
         assert_eq!(t.get(7).unwrap().epoch, 4);
         assert_eq!(t.get(7).unwrap().batches.len(), 1);
     }
@@ -322,27 +299,18 @@ mod tests {
         let mut t = ProducerStateTable::default();
         append(&mut t, &header(7, 0, i32::MAX - 1, 2, 0));
         assert_eq!(t.get(7).unwrap().last_seq(), Some(i32::MAX));
-        assert_eq!(
-            t.classify(&header(7, 0, 0, 1, 2)),
-            Ok(Classification::Append)
-        );
+        assert_eq!(t.classify(&header(7, 0, 0, 1, 2)), Ok(Classification::Append));
         // A batch straddling the wrap ends at a small sequence.
         let mut t = ProducerStateTable::default();
         append(&mut t, &header(7, 0, i32::MAX, 3, 0));
         assert_eq!(t.get(7).unwrap().last_seq(), Some(1));
-        assert_eq!(
-            t.classify(&header(7, 0, 2, 1, 3)),
-            Ok(Classification::Append)
-        );
+        assert_eq!(t.classify(&header(7, 0, 2, 1, 3)), Ok(Classification::Append));
     }
 
     #[test]
     fn an_unknown_producer_is_accepted_at_any_sequence() {
         let t = ProducerStateTable::default();
-        assert_eq!(
-            t.classify(&header(9, 0, 42, 1, 0)),
-            Ok(Classification::Append)
-        );
+        assert_eq!(t.classify(&header(9, 0, 42, 1, 0)), Ok(Classification::Append));
     }
 
     #[test]
@@ -368,10 +336,7 @@ mod tests {
             t.classify(&header(8, 1, 0, 1, 5)),
             Err(SequenceError::StaleEpoch { .. })
         ));
-        assert_eq!(
-            t.classify(&header(8, 2, 0, 1, 5)),
-            Ok(Classification::Append)
-        );
+        assert_eq!(t.classify(&header(8, 2, 0, 1, 5)), Ok(Classification::Append));
     }
 
     #[test]

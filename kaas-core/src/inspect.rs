@@ -27,10 +27,7 @@ pub fn segment_files(dir: &Path) -> Result<Vec<SegmentFile>, VolumeError> {
         if let Some(stem) = name.strip_suffix(".log") {
             if let (20, Ok(base)) = (stem.len(), stem.parse::<i64>()) {
                 let path = entry.path();
-                let size = entry
-                    .metadata()
-                    .map_err(|e| VolumeError::io(&path, e))?
-                    .len();
+                let size = entry.metadata().map_err(|e| VolumeError::io(&path, e))?.len();
                 out.push(SegmentFile {
                     base_offset: base,
                     path,
@@ -59,18 +56,12 @@ pub fn scan_batches(
     mut f: impl FnMut(&BatchHeader, &[u8]),
 ) -> Result<Option<BadTail>, VolumeError> {
     let segments = segment_files(dir)?;
-    let first = segments
-        .iter()
-        .rposition(|s| s.base_offset <= from)
-        .unwrap_or(0);
+    let first = segments.iter().rposition(|s| s.base_offset <= from).unwrap_or(0);
     for seg in &segments[first..] {
         let file = File::open(&seg.path).map_err(|e| VolumeError::io(&seg.path, e))?;
         let mut scanner = BatchScanner::new(&file, seg.size, seg.base_offset);
         loop {
-            match scanner
-                .next_batch()
-                .map_err(|e| VolumeError::io(&seg.path, e))?
-            {
+            match scanner.next_batch().map_err(|e| VolumeError::io(&seg.path, e))? {
                 Scanned::Batch { header, bytes, .. } => {
                     if header.last_offset() >= from {
                         f(&header, bytes);
@@ -112,10 +103,7 @@ pub struct PartitionInspection {
 /// Loads the snapshot (an unreadable one is an error, as for the broker) and replays
 /// the log after it; with `full_replay`, replays the whole log instead (to list every
 /// marker and abort).
-pub fn inspect_partition(
-    dir: &Path,
-    full_replay: bool,
-) -> Result<PartitionInspection, VolumeError> {
+pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspection, VolumeError> {
     let segments = segment_files(dir)?;
     let log_start = segments.first().map(|s| s.base_offset).unwrap_or(0);
     let snapshot = ProducerStateSnapshot::read(dir)?;
@@ -126,11 +114,7 @@ pub fn inspect_partition(
         snap_info = Some((s.offset, s.written_ms));
         if !full_replay {
             from = s.offset.max(log_start);
-            producers.producers = s
-                .producers
-                .into_iter()
-                .map(|e| (e.producer_id, e))
-                .collect();
+            producers.producers = s.producers.into_iter().map(|e| (e.producer_id, e)).collect();
         }
     }
     let mut aborted = Vec::new();
@@ -141,12 +125,7 @@ pub fn inspect_partition(
             let commit = control_marker_type(bytes);
             if let Some(commit) = commit {
                 markers.push((h.base_offset, h.producer_id, h.producer_epoch, commit));
-                if let (false, Some(first)) = (
-                    commit,
-                    producers
-                        .get(h.producer_id)
-                        .and_then(|e| e.txn_first_offset),
-                ) {
+                if let (false, Some(first)) = (commit, producers.get(h.producer_id).and_then(|e| e.txn_first_offset)) {
                     aborted.push(AbortedTxn {
                         producer_id: h.producer_id,
                         first_offset: first,
@@ -210,11 +189,7 @@ mod tests {
         let mut b = build_batch(0, 1, Some((9, 0, 1)), 0, &[(None, Some(b"tail"))]);
         let h = validate_all(&b).unwrap();
         p.append(&mut b, &h, 0, 1).unwrap();
-        let (end, lso, aborted) = (
-            p.log.log_end_offset(),
-            p.last_stable_offset(),
-            p.aborted.clone(),
-        );
+        let (end, lso, aborted) = (p.log.log_end_offset(), p.last_stable_offset(), p.aborted.clone());
         drop(p);
         let seg = dir.path().join(format!("{:020}.log", 0));
         let mut bytes = std::fs::read(&seg).unwrap();
@@ -227,11 +202,7 @@ mod tests {
         assert_eq!(view.producers.get(8).unwrap().txn_first_offset, Some(1));
         let tail = view.bad_tail.unwrap();
         assert_eq!(tail.position, bytes.len() as u64 - 10);
-        assert_eq!(
-            std::fs::read(&seg).unwrap(),
-            bytes,
-            "inspection must not truncate"
-        );
+        assert_eq!(std::fs::read(&seg).unwrap(), bytes, "inspection must not truncate");
         let full = inspect_partition(dir.path(), true).unwrap();
         assert_eq!(full.markers, vec![(3, 7, 0, false)]);
     }

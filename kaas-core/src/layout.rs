@@ -36,8 +36,7 @@ impl Volume {
     /// Committed offsets of one consumer group. Group ids are free-form strings, so the
     /// file name is the id with every byte outside `[A-Za-z0-9._-]` percent-encoded.
     pub fn group_offsets_file(&self, group: &str) -> PathBuf {
-        self.groups_dir()
-            .join(format!("{}.json", encode_name(group)))
+        self.groups_dir().join(format!("{}.json", encode_name(group)))
     }
     pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
         self.root.join(format!("{topic}-{partition}"))

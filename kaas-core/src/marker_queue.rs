@@ -45,27 +45,15 @@ pub fn entry_path(volume: &Volume, target_broker: i32, producer_id: i64, epoch: 
 }
 
 /// Writes (or rewrites) the queue entry for `target_broker`.
-pub fn enqueue(
-    volume: &Volume,
-    target_broker: i32,
-    entry: &MarkerEntry,
-) -> Result<PathBuf, VolumeError> {
-    let path = entry_path(
-        volume,
-        target_broker,
-        entry.producer_id,
-        entry.producer_epoch,
-    );
+pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
+    let path = entry_path(volume, target_broker, entry.producer_id, entry.producer_epoch);
     write_json(&path, entry).map_err(|e| VolumeError::io(&path, e))?;
     Ok(path)
 }
 
 /// Entries queued for `target_broker`, oldest first, each with its path; unreadable
 /// files are returned as errors beside the good ones.
-pub fn list(
-    volume: &Volume,
-    target_broker: i32,
-) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {
+pub fn list(volume: &Volume, target_broker: i32) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {
     let dir = queue_dir(volume, target_broker);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -77,11 +65,7 @@ pub fn list(
         let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "json") {
-            let parsed = read_versioned_json::<MarkerEntry>(
-                &path,
-                "marker queue entry",
-                MARKER_FORMAT_VERSION,
-            );
+            let parsed = read_versioned_json::<MarkerEntry>(&path, "marker queue entry", MARKER_FORMAT_VERSION);
             out.push((path, parsed));
         }
     }

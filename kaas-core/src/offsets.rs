@@ -99,15 +99,12 @@ impl GroupOffsets {
         partition: i32,
         offset: CommittedOffset,
     ) {
-        let p = self
-            .pending
-            .entry(producer_id)
-            .or_insert_with(|| PendingOffsets {
-                producer_epoch,
-                transactional_id: transactional_id.to_string(),
-                staged_ms: offset.commit_ms,
-                offsets: BTreeMap::new(),
-            });
+        let p = self.pending.entry(producer_id).or_insert_with(|| PendingOffsets {
+            producer_epoch,
+            transactional_id: transactional_id.to_string(),
+            staged_ms: offset.commit_ms,
+            offsets: BTreeMap::new(),
+        });
         p.producer_epoch = producer_epoch;
         p.offsets
             .entry(topic.to_string())
@@ -137,11 +134,9 @@ impl GroupOffsets {
     /// Whether an open transaction has staged an offset for this partition
     /// (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT then).
     pub fn has_pending(&self, topic: &str, partition: i32) -> bool {
-        self.pending.values().any(|p| {
-            p.offsets
-                .get(topic)
-                .is_some_and(|ps| ps.contains_key(&partition))
-        })
+        self.pending
+            .values()
+            .any(|p| p.offsets.get(topic).is_some_and(|ps| ps.contains_key(&partition)))
     }
 
     /// Drops every offset of a deleted topic; true if anything was removed.
@@ -180,10 +175,7 @@ mod tests {
     fn offsets_survive_a_reload_and_missing_means_empty() {
         let dir = tempfile::tempdir().unwrap();
         let volume = Volume::new(dir.path());
-        assert!(GroupOffsets::load(&volume, "g 1")
-            .unwrap()
-            .offsets
-            .is_empty());
+        assert!(GroupOffsets::load(&volume, "g 1").unwrap().offsets.is_empty());
         let mut g = GroupOffsets::new("g 1");
         g.set(
             "t",

@@ -46,10 +46,7 @@ mod tests {
         let all = [0, 1, 2];
         let keys: Vec<String> = (0..50).map(txn_slot_key).collect();
         let before: Vec<i32> = keys.iter().map(|k| owner(k, &all).unwrap()).collect();
-        assert!(
-            (0..3).all(|b| before.contains(&b)),
-            "keys spread over brokers"
-        );
+        assert!((0..3).all(|b| before.contains(&b)), "keys spread over brokers");
         let after: Vec<i32> = keys.iter().map(|k| owner(k, &[0, 2]).unwrap()).collect();
         for (b, a) in before.iter().zip(&after) {
             if *b != 1 {

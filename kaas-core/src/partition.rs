@@ -32,11 +32,7 @@ impl ProducerStateSnapshot {
     }
     /// Reads a partition's snapshot; Ok(None) when there is none.
     pub fn read(dir: &Path) -> Result<Option<ProducerStateSnapshot>, VolumeError> {
-        match read_versioned_json(
-            &Self::path(dir),
-            "producer-state snapshot",
-            SNAPSHOT_FORMAT_VERSION,
-        ) {
+        match read_versioned_json(&Self::path(dir), "producer-state snapshot", SNAPSHOT_FORMAT_VERSION) {
             Ok(s) => Ok(Some(s)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
@@ -98,11 +94,7 @@ impl PartitionState {
     /// Opens the log (recovering its tail), loads the snapshot and replays the log
     /// after it. A corrupt or unknown-version snapshot is an error: the partition is
     /// refused rather than served with an empty (forgetful) producer state.
-    pub fn open(
-        dir: &Path,
-        config: LogConfig,
-        now_ms: i64,
-    ) -> Result<PartitionState, PartitionError> {
+    pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionState, PartitionError> {
         let log = PartitionLog::open(dir, config, now_ms)?;
         let snapshot = ProducerStateSnapshot::read(dir)?;
         let mut producers = ProducerStateTable::default();
@@ -112,11 +104,7 @@ impl PartitionState {
             // and rebuild from the log itself.
             if s.offset <= log.log_end_offset() {
                 from = s.offset.max(log.log_start_offset());
-                producers.producers = s
-                    .producers
-                    .into_iter()
-                    .map(|e| (e.producer_id, e))
-                    .collect();
+                producers.producers = s.producers.into_iter().map(|e| (e.producer_id, e)).collect();
             }
         }
         let mut aborted = read_txn_indexes(log.dir())?;
@@ -124,14 +112,10 @@ impl PartitionState {
         let mut control_error = None;
         log.for_each_header_from(from, |h| {
             if h.is_control() && h.has_producer_id() {
-                let first = producers
-                    .get(h.producer_id)
-                    .and_then(|e| e.txn_first_offset);
+                let first = producers.get(h.producer_id).and_then(|e| e.txn_first_offset);
                 match log.read(h.base_offset, h.total_len(), i64::MAX, true) {
                     Ok(bytes) => {
-                        if let (Some(false), Some(first)) =
-                            (crate::batch::control_marker_type(&bytes), first)
-                        {
+                        if let (Some(false), Some(first)) = (crate::batch::control_marker_type(&bytes), first) {
                             derived.push(AbortedTxn {
                                 producer_id: h.producer_id,
                                 first_offset: first,
@@ -199,25 +183,15 @@ impl PartitionState {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<Option<AppendInfo>, PartitionError> {
-        let first = self
-            .producers
-            .get(producer_id)
-            .and_then(|e| e.txn_first_offset);
+        let first = self.producers.get(producer_id).and_then(|e| e.txn_first_offset);
         let Some(first_offset) = first else {
             self.producers.fence(producer_id, producer_epoch);
             return Ok(None);
         };
-        let mut batch = crate::batch::build_control_batch(
-            producer_id,
-            producer_epoch,
-            commit,
-            coordinator_epoch,
-            now_ms,
-        );
+        let mut batch =
+            crate::batch::build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms);
         let headers = crate::batch::validate_all(&batch).map_err(LogError::from)?;
-        let info = self
-            .log
-            .append(&mut batch, &headers, leader_epoch, now_ms)?;
+        let info = self.log.append(&mut batch, &headers, leader_epoch, now_ms)?;
         let mut h = headers[0];
         h.base_offset = info.base_offset;
         self.producers.record(&h);
@@ -235,12 +209,7 @@ impl PartitionState {
 
     fn append_txn_index(&self, a: &AbortedTxn) -> Result<(), VolumeError> {
         use std::io::Write;
-        let base = self
-            .log
-            .segments()
-            .last()
-            .map(|s| s.base_offset())
-            .unwrap_or(0);
+        let base = self.log.segments().last().map(|s| s.base_offset()).unwrap_or(0);
         let path = self.log.dir().join(format!("{base:020}.txnindex"));
         let mut entry = Vec::with_capacity(TXN_INDEX_ENTRY_LEN);
         entry.extend_from_slice(&0i16.to_be_bytes());
@@ -290,18 +259,13 @@ impl PartitionState {
             let mut scratch = ProducerStateTable::default();
             for h in headers {
                 if let Some(e) = self.producers.get(h.producer_id) {
-                    scratch
-                        .producers
-                        .entry(h.producer_id)
-                        .or_insert_with(|| e.clone());
+                    scratch.producers.entry(h.producer_id).or_insert_with(|| e.clone());
                 }
             }
             for h in headers {
                 match scratch.classify(h)? {
                     Classification::Append => scratch.record(h),
-                    Classification::Duplicate { .. } => {
-                        return Err(AppendError::DuplicateInMultiBatch)
-                    }
+                    Classification::Duplicate { .. } => return Err(AppendError::DuplicateInMultiBatch),
                 }
             }
         }
@@ -346,8 +310,7 @@ pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
         }
         let bytes = std::fs::read(&path).map_err(|e| VolumeError::io(&path, e))?;
         for chunk in bytes.chunks_exact(TXN_INDEX_ENTRY_LEN) {
-            let i64_at =
-                |at: usize| i64::from_be_bytes(chunk[at..at + 8].try_into().expect("8 bytes"));
+            let i64_at = |at: usize| i64::from_be_bytes(chunk[at..at + 8].try_into().expect("8 bytes"));
             out.push(AbortedTxn {
                 producer_id: i64_at(2),
                 first_offset: i64_at(10),
@@ -363,15 +326,8 @@ mod tests {
     use super::*;
     use crate::batch::{build_batch, validate_all};
 
-    fn produce(
-        p: &mut PartitionState,
-        pid: i64,
-        epoch: i16,
-        seq: i32,
-        n: usize,
-    ) -> Result<AppendOutcome, AppendError> {
-        let recs: Vec<crate::batch::PlainRecord> =
-            (0..n).map(|_| (None, Some(&b"value"[..]))).collect();
+    fn produce(p: &mut PartitionState, pid: i64, epoch: i16, seq: i32, n: usize) -> Result<AppendOutcome, AppendError> {
+        let recs: Vec<crate::batch::PlainRecord> = (0..n).map(|_| (None, Some(&b"value"[..]))).collect();
         let mut b = build_batch(0, 1, Some((pid, epoch, seq)), 0, &recs);
         let h = validate_all(&b).unwrap();
         p.append(&mut b, &h, 0, 1)
@@ -528,11 +484,7 @@ mod tests {
     #[test]
     fn a_corrupt_snapshot_refuses_the_partition_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join(SNAPSHOT_FILE),
-            b"{\"version\": 1, \"offset\": ",
-        )
-        .unwrap();
+        std::fs::write(dir.path().join(SNAPSHOT_FILE), b"{\"version\": 1, \"offset\": ").unwrap();
         let err = PartitionState::open(dir.path(), LogConfig::default(), 0)
             .err()
             .unwrap()

@@ -36,21 +36,18 @@ pub fn claim_block(volume: &Volume, broker_id: i32) -> Result<Range<i64>, Volume
         .map_err(|e| VolumeError::io(&lock_path, e))?;
     lock.lock().map_err(|e| VolumeError::io(&lock_path, e))?;
     let path = dir.join("producer_ids.json");
-    let current = match read_versioned_json::<ProducerIdBlocks>(
-        &path,
-        "producer id allocator",
-        PRODUCER_IDS_FORMAT_VERSION,
-    ) {
-        Ok(c) => c,
-        Err(e) if e.is_not_found() => ProducerIdBlocks {
-            version: PRODUCER_IDS_FORMAT_VERSION,
-            next_block_start: 0,
-            block_size: BLOCK_SIZE,
-            last_claim_broker: -1,
-            last_claim_ms: 0,
-        },
-        Err(e) => return Err(e),
-    };
+    let current =
+        match read_versioned_json::<ProducerIdBlocks>(&path, "producer id allocator", PRODUCER_IDS_FORMAT_VERSION) {
+            Ok(c) => c,
+            Err(e) if e.is_not_found() => ProducerIdBlocks {
+                version: PRODUCER_IDS_FORMAT_VERSION,
+                next_block_start: 0,
+                block_size: BLOCK_SIZE,
+                last_claim_broker: -1,
+                last_claim_ms: 0,
+            },
+            Err(e) => return Err(e),
+        };
     let start = current.next_block_start;
     let size = current.block_size.max(1);
     let next = ProducerIdBlocks {

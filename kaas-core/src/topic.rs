@@ -26,12 +26,7 @@ pub struct TopicMeta {
 }
 
 impl TopicMeta {
-    pub fn new(
-        name: &str,
-        partitions: i32,
-        configs: BTreeMap<String, String>,
-        now_ms: i64,
-    ) -> Self {
+    pub fn new(name: &str, partitions: i32, configs: BTreeMap<String, String>, now_ms: i64) -> Self {
         TopicMeta {
             version: TOPIC_FORMAT_VERSION,
             name: name.to_string(),
@@ -53,10 +48,7 @@ impl TopicMeta {
 }
 
 /// Applies topic-level overrides onto broker defaults.
-pub fn log_config_for(
-    defaults: &LogConfig,
-    configs: &BTreeMap<String, String>,
-) -> Result<LogConfig, String> {
+pub fn log_config_for(defaults: &LogConfig, configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
     let mut c = defaults.clone();
     for (key, value) in configs {
         let num = || {
@@ -70,9 +62,7 @@ pub fn log_config_for(
             "retention.ms" => c.retention_ms = num()?,
             "retention.bytes" => c.retention_bytes = num()?,
             "max.message.bytes" => c.max_message_bytes = num()?.max(0) as usize,
-            "index.interval.bytes" => {
-                c.index_interval_bytes = num()?.clamp(1, u32::MAX as i64) as u32
-            }
+            "index.interval.bytes" => c.index_interval_bytes = num()?.clamp(1, u32::MAX as i64) as u32,
             "message.timestamp.type" => {
                 if value != "CreateTime" {
                     return Err(format!(
@@ -81,13 +71,8 @@ pub fn log_config_for(
                 }
             }
             "cleanup.policy" => {
-                if value
-                    .split(',')
-                    .any(|p| p.trim() != "delete" && p.trim() != "compact")
-                {
-                    return Err(format!(
-                        "cleanup.policy={value:?}: expected delete and/or compact"
-                    ));
+                if value.split(',').any(|p| p.trim() != "delete" && p.trim() != "compact") {
+                    return Err(format!("cleanup.policy={value:?}: expected delete and/or compact"));
                 }
             }
             "min.insync.replicas" | "compression.type" => {}
@@ -169,9 +154,6 @@ mod tests {
                 .any(|m| m.contains("future.json") && m.contains("unknown format version 9")),
             "{msgs:?}"
         );
-        assert_eq!(
-            all.iter().filter_map(|r| r.as_ref().ok()).next(),
-            Some(&meta)
-        );
+        assert_eq!(all.iter().filter_map(|r| r.as_ref().ok()).next(), Some(&meta));
     }
 }

@@ -145,9 +145,7 @@ impl TxnEntry {
 
     /// Is the open transaction past its timeout?
     pub fn is_overdue(&self, now_ms: i64) -> bool {
-        self.state == TxnState::Ongoing
-            && self.txn_start_ms >= 0
-            && now_ms > self.txn_start_ms + self.timeout_ms as i64
+        self.state == TxnState::Ongoing && self.txn_start_ms >= 0 && now_ms > self.txn_start_ms + self.timeout_ms as i64
     }
 
     fn check_producer(&self, producer_id: i64, epoch: i16) -> Result<(), TxnError> {
@@ -166,10 +164,7 @@ impl TxnEntry {
 pub enum InitOutcome {
     /// Persist `entry` and answer its (producer id, epoch). `fence` is set when the
     /// epoch was bumped on an existing producer id (epoch > 0): fence it everywhere.
-    Ready {
-        entry: TxnEntry,
-        fence: Option<(i64, i16)>,
-    },
+    Ready { entry: TxnEntry, fence: Option<(i64, i16)> },
     /// The entry was Ongoing: persist `entry` (PrepareAbort at epoch + 1), fence that
     /// epoch, write the ABORT markers, complete, then answer CONCURRENT_TRANSACTIONS.
     AbortFirst { entry: TxnEntry },
@@ -220,16 +215,13 @@ pub fn init_producer_id(
     if let Some((pid, epoch)) = claim {
         // The claimed producer id must be the entry's, or its previous one with an
         // exhausted epoch (a retry of a rotation whose answer was lost).
-        let valid = pid == current.producer_id
-            || (pid == current.last_producer_id && is_epoch_exhausted(epoch));
+        let valid = pid == current.producer_id || (pid == current.last_producer_id && is_epoch_exhausted(epoch));
         if !valid {
             return InitOutcome::Reject(TxnError::ProducerFenced);
         }
     }
     match current.state {
-        TxnState::PrepareCommit | TxnState::PrepareAbort => {
-            InitOutcome::Reject(TxnError::ConcurrentTransactions)
-        }
+        TxnState::PrepareCommit | TxnState::PrepareAbort => InitOutcome::Reject(TxnError::ConcurrentTransactions),
         TxnState::Ongoing => {
             // Abort the open transaction at a fencing epoch that is never handed out:
             // the producer's retry bumps a second time onto the clean entry.
@@ -248,15 +240,9 @@ pub fn init_producer_id(
             let mut entry = current.clone();
             entry.timeout_ms = timeout_ms;
             let state = entry.state;
-            if is_epoch_exhausted(entry.producer_epoch)
-                && claim.is_none_or(|(_, e)| e == entry.producer_epoch)
-            {
+            if is_epoch_exhausted(entry.producer_epoch) && claim.is_none_or(|(_, e)| e == entry.producer_epoch) {
                 entry.last_producer_id = entry.producer_id;
-                entry.last_epoch = if claim.is_some() {
-                    entry.producer_epoch
-                } else {
-                    -1
-                };
+                entry.last_epoch = if claim.is_some() { entry.producer_epoch } else { -1 };
                 entry.producer_id = new_pid();
                 entry.producer_epoch = 0;
                 entry.transition(
@@ -368,18 +354,12 @@ pub fn end_txn(
             entry.transition(to, reason, by, now_ms);
             Ok(EndOutcome::Prepare(entry))
         }
-        (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
-            Ok(EndOutcome::AlreadyComplete)
-        }
-        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-            Ok(EndOutcome::InProgress)
-        }
-        (TxnState::PrepareCommit, false) | (TxnState::PrepareAbort, true) => {
+        (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(EndOutcome::AlreadyComplete),
+        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => Ok(EndOutcome::InProgress),
+        (TxnState::PrepareCommit, false) | (TxnState::PrepareAbort, true) => Err(TxnError::InvalidTxnState),
+        (TxnState::CompleteCommit, false) | (TxnState::CompleteAbort, true) | (TxnState::Empty, _) => {
             Err(TxnError::InvalidTxnState)
         }
-        (TxnState::CompleteCommit, false)
-        | (TxnState::CompleteAbort, true)
-        | (TxnState::Empty, _) => Err(TxnError::InvalidTxnState),
     }
 }
 

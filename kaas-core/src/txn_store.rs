@@ -124,15 +124,7 @@ mod tests {
     use crate::txn::{init_producer_id, Actor, InitOutcome};
 
     fn entry(id: &str) -> TxnEntry {
-        match init_producer_id(
-            None,
-            id,
-            60_000,
-            (-1, -1),
-            1,
-            &Actor::Broker { id: 0 },
-            &mut || 7,
-        ) {
+        match init_producer_id(None, id, 60_000, (-1, -1), 1, &Actor::Broker { id: 0 }, &mut || 7) {
             InitOutcome::Ready { entry, .. } => entry,
             other => panic!("{other:?}"),
         }

@@ -72,9 +72,7 @@ pub struct Topic {
 
 impl Topic {
     pub fn partition(&self, index: i32) -> Option<&Result<Arc<Partition>, String>> {
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| self.partitions.get(i))
+        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
     }
 }
 
@@ -161,22 +159,13 @@ impl Broker {
             match entry {
                 Ok(meta) => {
                     let topic = open_topic(&volume, &defaults, meta, config.broker_id, now);
-                    registry
-                        .by_id
-                        .insert(topic.meta.topic_id, topic.meta.name.clone());
-                    registry
-                        .topics
-                        .insert(topic.meta.name.clone(), Arc::new(topic));
+                    registry.by_id.insert(topic.meta.topic_id, topic.meta.name.clone());
+                    registry.topics.insert(topic.meta.name.clone(), Arc::new(topic));
                 }
                 Err(e) => {
                     let name = topic_name_of(&e);
                     error!(error = %e, "topic file unreadable; the topic is refused until the file is repaired");
-                    registry.broken.insert(
-                        name,
-                        BrokenTopic {
-                            error: e.to_string(),
-                        },
-                    );
+                    registry.broken.insert(name, BrokenTopic { error: e.to_string() });
                 }
             }
         }
@@ -248,11 +237,7 @@ impl Broker {
                     .await
                 {
                     Ok(t) => {
-                        info!(
-                            topic = name,
-                            partitions = t.meta.partitions,
-                            "auto-created topic"
-                        );
+                        info!(topic = name, partitions = t.meta.partitions, "auto-created topic");
                         Ok(t)
                     }
                     Err(TopicError::AlreadyExists(_)) => self.topic(name),
@@ -275,9 +260,8 @@ impl Broker {
         if partitions < 1 {
             return Err(TopicError::InvalidPartitions(partitions));
         }
-        let log_config =
-            kaas_core::topic::log_config_for(&self.config.default_log_config(), configs)
-                .map_err(TopicError::InvalidConfig)?;
+        let log_config = kaas_core::topic::log_config_for(&self.config.default_log_config(), configs)
+            .map_err(TopicError::InvalidConfig)?;
         let reg = self.registry();
         if reg.topics.contains_key(name) {
             return Err(TopicError::AlreadyExists(name.to_string()));
@@ -376,10 +360,9 @@ impl Broker {
         records: &mut [u8],
         headers: &[kaas_core::batch::BatchHeader],
     ) -> Result<AppendOutcome, AppendError> {
-        let outcome =
-            partition
-                .state()
-                .append(records, headers, partition.leader_epoch, now_ms())?;
+        let outcome = partition
+            .state()
+            .append(records, headers, partition.leader_epoch, now_ms())?;
         if matches!(outcome, AppendOutcome::Appended(_)) {
             self.appended.send_modify(|n| *n = n.wrapping_add(1));
         }
@@ -390,8 +373,7 @@ impl Broker {
     /// over the live brokers).
     pub fn owns_txn_slot(&self, slot: u32) -> bool {
         let live = self.live_brokers.read().unwrap_or_else(|p| p.into_inner());
-        kaas_core::ownership::owner(&kaas_core::ownership::txn_slot_key(slot), &live)
-            == Some(self.config.broker_id)
+        kaas_core::ownership::owner(&kaas_core::ownership::txn_slot_key(slot), &live) == Some(self.config.broker_id)
     }
 
     /// Replaces the live-broker list (from the lease files); this broker is always in it.
@@ -422,13 +404,7 @@ impl Broker {
 
     /// Writes a transaction marker to a partition this broker leads and waits until
     /// it is durable. A missing topic (deleted since) is skipped with a log line.
-    pub async fn write_marker(
-        &self,
-        tp: &kaas_core::txn::TopicPartition,
-        producer_id: i64,
-        epoch: i16,
-        commit: bool,
-    ) {
+    pub async fn write_marker(&self, tp: &kaas_core::txn::TopicPartition, producer_id: i64, epoch: i16, commit: bool) {
         let partition = match self
             .topic(&tp.topic)
             .ok()
@@ -440,14 +416,9 @@ impl Broker {
                 return;
             }
         };
-        let written = partition.state().write_marker(
-            producer_id,
-            epoch,
-            commit,
-            0,
-            partition.leader_epoch,
-            now_ms(),
-        );
+        let written = partition
+            .state()
+            .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms());
         match written {
             Ok(Some(info)) => {
                 if let Err(e) = partition.wait_durable(info.next_offset).await {
@@ -464,10 +435,7 @@ impl Broker {
 
     /// A fresh producer id from this broker's claimed block.
     pub fn next_producer_id(&self) -> Result<i64, VolumeError> {
-        self.producer_ids
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .next_id()
+        self.producer_ids.lock().unwrap_or_else(|p| p.into_inner()).next_id()
     }
 
     /// Saves every partition's producer state (clean shutdown).
@@ -534,13 +502,7 @@ fn topic_name_of(e: &VolumeError) -> String {
         .unwrap_or_default()
 }
 
-fn open_topic(
-    volume: &Volume,
-    defaults: &LogConfig,
-    meta: TopicMeta,
-    broker_id: i32,
-    now: i64,
-) -> Topic {
+fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id: i32, now: i64) -> Topic {
     let log_config = match kaas_core::topic::log_config_for(defaults, &meta.configs) {
         Ok(c) => c,
         Err(e) => {

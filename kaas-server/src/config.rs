@@ -73,11 +73,7 @@ pub struct Config {
     pub retention_bytes: i64,
 
     /// How often retention is enforced.
-    #[arg(
-        long,
-        env = "KAAS_RETENTION_CHECK_INTERVAL_MS",
-        default_value_t = 300_000
-    )]
+    #[arg(long, env = "KAAS_RETENTION_CHECK_INTERVAL_MS", default_value_t = 300_000)]
     pub retention_check_interval_ms: u64,
 
     /// When produced data is fsynced before the answer.
@@ -89,27 +85,15 @@ pub struct Config {
     pub flush_interval_ms: u64,
 
     /// group.initial.rebalance.delay.ms: wait for more members before the first rebalance of an empty group.
-    #[arg(
-        long,
-        env = "KAAS_GROUP_INITIAL_REBALANCE_DELAY_MS",
-        default_value_t = 3000
-    )]
+    #[arg(long, env = "KAAS_GROUP_INITIAL_REBALANCE_DELAY_MS", default_value_t = 3000)]
     pub group_initial_rebalance_delay_ms: u64,
 
     /// group.min.session.timeout.ms
-    #[arg(
-        long,
-        env = "KAAS_GROUP_MIN_SESSION_TIMEOUT_MS",
-        default_value_t = 6000
-    )]
+    #[arg(long, env = "KAAS_GROUP_MIN_SESSION_TIMEOUT_MS", default_value_t = 6000)]
     pub group_min_session_timeout_ms: i32,
 
     /// group.max.session.timeout.ms
-    #[arg(
-        long,
-        env = "KAAS_GROUP_MAX_SESSION_TIMEOUT_MS",
-        default_value_t = 1_800_000
-    )]
+    #[arg(long, env = "KAAS_GROUP_MAX_SESSION_TIMEOUT_MS", default_value_t = 1_800_000)]
     pub group_max_session_timeout_ms: i32,
 
     /// How often the transaction timeout reaper sweeps the slots this broker owns.
@@ -161,9 +145,7 @@ fn parse_host_port(s: &str) -> Result<(String, u16), String> {
         .map_err(|_| format!("port {port:?} in {s:?} is not a number in 1..=65535"))?;
     let host = host.trim_matches(['[', ']']);
     if host.is_empty() || port == 0 {
-        return Err(format!(
-            "expected HOST:PORT with a host and a non-zero port, got {s:?}"
-        ));
+        return Err(format!("expected HOST:PORT with a host and a non-zero port, got {s:?}"));
     }
     Ok((host.to_string(), port))
 }

@@ -198,10 +198,7 @@ impl GroupCoordinator {
         if req.session_timeout_ms < self.settings.min_session_ms
             || req.session_timeout_ms > self.settings.max_session_ms
         {
-            return Reply::Now(join_error(
-                ResponseError::InvalidSessionTimeout,
-                &req.member_id,
-            ));
+            return Reply::Now(join_error(ResponseError::InvalidSessionTimeout, &req.member_id));
         }
         let settings = self.settings;
         let mut groups = self.groups();
@@ -212,10 +209,7 @@ impl GroupCoordinator {
             *group = Group::new(&req.group_id);
         }
         if !protocols_fit(group, &req) {
-            return Reply::Now(join_error(
-                ResponseError::InconsistentGroupProtocol,
-                &req.member_id,
-            ));
+            return Reply::Now(join_error(ResponseError::InconsistentGroupProtocol, &req.member_id));
         }
         let (tx, rx) = oneshot::channel();
         match admit(group, req, tx, now, settings) {
@@ -259,12 +253,8 @@ impl GroupCoordinator {
                 .with_assignment(assignment)
         };
         match group.state {
-            GroupState::Empty | GroupState::Dead => {
-                Reply::Now(sync_error(ResponseError::UnknownMemberId))
-            }
-            GroupState::PreparingRebalance => {
-                Reply::Now(sync_error(ResponseError::RebalanceInProgress))
-            }
+            GroupState::Empty | GroupState::Dead => Reply::Now(sync_error(ResponseError::UnknownMemberId)),
+            GroupState::PreparingRebalance => Reply::Now(sync_error(ResponseError::RebalanceInProgress)),
             GroupState::Stable => {
                 let member = group.members.get_mut(member_id).expect("checked");
                 member.last_seen = now;
@@ -312,9 +302,7 @@ impl GroupCoordinator {
         now: Instant,
     ) -> Result<(), ResponseError> {
         let mut groups = self.groups();
-        let group = groups
-            .get_mut(group_id)
-            .ok_or(ResponseError::UnknownMemberId)?;
+        let group = groups.get_mut(group_id).ok_or(ResponseError::UnknownMemberId)?;
         check_member(group, member_id, instance_id)?;
         if generation != group.generation {
             return Err(ResponseError::IllegalGeneration);
@@ -352,10 +340,7 @@ impl GroupCoordinator {
                     }
                     None => None,
                 },
-                None => group
-                    .members
-                    .contains_key(member_id)
-                    .then(|| member_id.clone()),
+                None => group.members.contains_key(member_id).then(|| member_id.clone()),
             };
             match id {
                 Some(id) => {
@@ -388,9 +373,7 @@ impl GroupCoordinator {
             let expired: Vec<String> = group
                 .members
                 .values()
-                .filter(|m| {
-                    m.join_waiter.is_none() && now.duration_since(m.last_seen) > m.session_timeout
-                })
+                .filter(|m| m.join_waiter.is_none() && now.duration_since(m.last_seen) > m.session_timeout)
                 .map(|m| m.id.clone())
                 .collect();
             for id in &expired {
@@ -420,11 +403,7 @@ impl GroupCoordinator {
                     instance_id: m.instance_id.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    metadata: g
-                        .protocol
-                        .as_deref()
-                        .map(|p| m.metadata_for(p))
-                        .unwrap_or_default(),
+                    metadata: g.protocol.as_deref().map(|p| m.metadata_for(p)).unwrap_or_default(),
                     assignment: m.assignment.clone(),
                 })
                 .collect(),
@@ -446,10 +425,7 @@ impl GroupCoordinator {
             if g.state != GroupState::Dead {
                 out.insert(
                     g.id.clone(),
-                    (
-                        g.state,
-                        g.protocol_type.clone().unwrap_or_else(|| "consumer".into()),
-                    ),
+                    (g.state, g.protocol_type.clone().unwrap_or_else(|| "consumer".into())),
                 );
             }
         }
@@ -458,9 +434,7 @@ impl GroupCoordinator {
 
     pub fn delete(&self, group_id: &str) -> Result<(), ResponseError> {
         let mut groups = self.groups();
-        let in_memory = groups
-            .get(group_id)
-            .is_some_and(|g| g.state != GroupState::Dead);
+        let in_memory = groups.get(group_id).is_some_and(|g| g.state != GroupState::Dead);
         if let Some(g) = groups.get(group_id) {
             if !g.members.is_empty() {
                 return Err(ResponseError::NonEmptyGroup);
@@ -475,10 +449,7 @@ impl GroupCoordinator {
             ResponseError::KafkaStorageError
         })?;
         groups.remove(group_id);
-        self.offsets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(group_id);
+        self.offsets.lock().unwrap_or_else(|p| p.into_inner()).remove(group_id);
         info!(group = group_id, "deleted group");
         Ok(())
     }
@@ -572,11 +543,7 @@ impl GroupCoordinator {
             }
             ((), true)
         })?;
-        debug!(
-            group = group_id,
-            partitions = entries.len(),
-            "committed offsets"
-        );
+        debug!(group = group_id, partitions = entries.len(), "committed offsets");
         Ok(())
     }
 
@@ -613,12 +580,7 @@ impl GroupCoordinator {
 
     /// The transaction's offset hook: commit (or discard) what `producer_id` staged.
     /// Idempotent, so a recovered coordinator may run it again.
-    pub fn finish_pending(
-        &self,
-        group_id: &str,
-        producer_id: i64,
-        commit: bool,
-    ) -> Result<(), VolumeError> {
+    pub fn finish_pending(&self, group_id: &str, producer_id: i64, commit: bool) -> Result<(), VolumeError> {
         let changed = self.with_offsets(group_id, |offsets| {
             let changed = if commit {
                 offsets.commit_pending(producer_id)
@@ -628,10 +590,7 @@ impl GroupCoordinator {
             (changed, changed)
         })?;
         if changed {
-            debug!(
-                group = group_id,
-                producer_id, commit, "staged offsets finished"
-            );
+            debug!(group = group_id, producer_id, commit, "staged offsets finished");
         }
         Ok(())
     }
@@ -678,11 +637,7 @@ fn protocols_fit(group: &Group, req: &JoinRequest) -> bool {
     if req.protocols.is_empty() || req.protocol_type.is_empty() {
         return false;
     }
-    let mut others = group
-        .members
-        .values()
-        .filter(|m| m.id != req.member_id)
-        .peekable();
+    let mut others = group.members.values().filter(|m| m.id != req.member_id).peekable();
     if others.peek().is_none() {
         return true;
     }
@@ -690,18 +645,12 @@ fn protocols_fit(group: &Group, req: &JoinRequest) -> bool {
         return false;
     }
     let others: Vec<&Member> = others.collect();
-    req.protocols.iter().any(|(p, _)| {
-        others
-            .iter()
-            .all(|m| m.protocols.iter().any(|(q, _)| q == p))
-    })
+    req.protocols
+        .iter()
+        .any(|(p, _)| others.iter().all(|m| m.protocols.iter().any(|(q, _)| q == p)))
 }
 
-fn check_member(
-    group: &Group,
-    member_id: &str,
-    instance_id: Option<&str>,
-) -> Result<(), ResponseError> {
+fn check_member(group: &Group, member_id: &str, instance_id: Option<&str>) -> Result<(), ResponseError> {
     if let Some(inst) = instance_id {
         match group.static_members.get(inst) {
             Some(id) if id == member_id => return Ok(()),
@@ -742,10 +691,7 @@ fn admit(
                 // id; the old id is fenced. Without a protocol change, a follower gets
                 // the current generation back and keeps its assignment (no rebalance).
                 let new_id = new_member_id(inst);
-                let mut m = group
-                    .members
-                    .remove(&old)
-                    .expect("static mapping points at a member");
+                let mut m = group.members.remove(&old).expect("static mapping points at a member");
                 if let Some((_, w)) = m.join_waiter.take() {
                     let _ = w.send(join_error(ResponseError::FencedInstanceId, &old));
                 }
@@ -756,9 +702,8 @@ fn admit(
                 m.id = new_id.clone();
                 m.last_seen = now;
                 m.session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
-                m.rebalance_timeout = Duration::from_millis(
-                    req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64,
-                );
+                m.rebalance_timeout =
+                    Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
                 m.protocols = req.protocols.clone();
                 let was_leader = group.leader.as_deref() == Some(old.as_str());
                 if was_leader {
@@ -787,11 +732,7 @@ fn admit(
             }
         }
     } else if let Some(inst) = &req.instance_id {
-        if group
-            .static_members
-            .get(inst)
-            .is_some_and(|id| *id != member_id)
-        {
+        if group.static_members.get(inst).is_some_and(|id| *id != member_id) {
             return Some(join_error(ResponseError::FencedInstanceId, &member_id));
         }
     }
@@ -810,8 +751,7 @@ fn admit(
         group.protocol_type = Some(req.protocol_type.clone());
     }
     let session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
-    let rebalance_timeout =
-        Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
+    let rebalance_timeout = Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
     let changed = match group.members.get_mut(&member_id) {
         Some(m) => {
             let changed = !m.same_protocols(&req.protocols);
@@ -922,8 +862,7 @@ fn maybe_complete_join(group: &mut Group, now: Instant) {
         return;
     }
     let delayed = group.initial_delay_until.is_some_and(|t| now < t);
-    let all_joined =
-        group.members.values().all(|m| m.join_waiter.is_some()) && group.pending.is_empty();
+    let all_joined = group.members.values().all(|m| m.join_waiter.is_some()) && group.pending.is_empty();
     let overdue = group.join_deadline.is_some_and(|d| now >= d);
     if (all_joined && !delayed) || overdue {
         complete_join(group, now);
@@ -953,11 +892,7 @@ fn complete_join(group: &mut Group, now: Instant) {
         return;
     }
     group.protocol = select_protocol(group);
-    if group
-        .leader
-        .as_ref()
-        .is_none_or(|l| !group.members.contains_key(l))
-    {
+    if group.leader.as_ref().is_none_or(|l| !group.members.contains_key(l)) {
         group.leader = group.members.keys().next().cloned();
     }
     group.state = GroupState::CompletingRebalance;
@@ -983,12 +918,7 @@ fn select_protocol(group: &Group) -> Option<String> {
         .protocols
         .iter()
         .map(|(p, _)| p)
-        .filter(|p| {
-            group
-                .members
-                .values()
-                .all(|m| m.protocols.iter().any(|(q, _)| q == *p))
-        })
+        .filter(|p| group.members.values().all(|m| m.protocols.iter().any(|(q, _)| q == *p)))
         .collect();
     let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
     for m in group.members.values() {

@@ -37,28 +37,16 @@ pub enum FrameError {
         max: i16,
     },
     #[error("undecodable {api:?} v{version} request header: {detail}")]
-    BadHeader {
-        api: ApiKey,
-        version: i16,
-        detail: String,
-    },
+    BadHeader { api: ApiKey, version: i16, detail: String },
     #[error("undecodable {api:?} v{version} request body: {detail}")]
-    BadBody {
-        api: ApiKey,
-        version: i16,
-        detail: String,
-    },
+    BadBody { api: ApiKey, version: i16, detail: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
 /// Accepts connections until `shutdown` flips, then waits (bounded) for connections
 /// to finish their in-flight request.
-pub async fn serve(
-    broker: Arc<Broker>,
-    listener: TcpListener,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
@@ -96,12 +84,7 @@ pub async fn serve(
     }
 }
 
-async fn connection(
-    broker: Arc<Broker>,
-    stream: TcpStream,
-    peer: SocketAddr,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn connection(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut shutdown: watch::Receiver<bool>) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
     let mut writer = BufWriter::new(writer);
@@ -150,10 +133,7 @@ async fn connection(
 }
 
 /// Reads one frame; None on a clean end of stream between frames.
-async fn read_frame<R: AsyncReadExt + Unpin>(
-    reader: &mut R,
-    max: usize,
-) -> Result<Option<Bytes>, FrameError> {
+async fn read_frame<R: AsyncReadExt + Unpin>(reader: &mut R, max: usize) -> Result<Option<Bytes>, FrameError> {
     let mut len = [0u8; 4];
     match reader.read_exact(&mut len).await {
         Ok(_) => {}
@@ -194,30 +174,13 @@ pub async fn handle_frame(
             let body = handlers::api_versions::unsupported_version_response();
             return Ok(Some(encode_response(correlation_id, 0, &body, 0)?));
         }
-        return Err(FrameError::UnsupportedVersion {
-            api,
-            version,
-            min,
-            max,
-        });
+        return Err(FrameError::UnsupportedVersion { api, version, min, max });
     }
     let header_version = api.request_header_version(version);
-    let header =
-        decode_guarded(|| RequestHeader::decode(&mut frame, header_version)).map_err(|detail| {
-            FrameError::BadHeader {
-                api,
-                version,
-                detail,
-            }
-        })?;
-    let request =
-        decode_guarded(|| RequestKind::decode(api, &mut frame, version)).map_err(|detail| {
-            FrameError::BadBody {
-                api,
-                version,
-                detail,
-            }
-        })?;
+    let header = decode_guarded(|| RequestHeader::decode(&mut frame, header_version))
+        .map_err(|detail| FrameError::BadHeader { api, version, detail })?;
+    let request = decode_guarded(|| RequestKind::decode(api, &mut frame, version))
+        .map_err(|detail| FrameError::BadBody { api, version, detail })?;
     if frame.has_remaining() {
         debug!(
             ?api,
@@ -231,11 +194,7 @@ pub async fn handle_frame(
         api,
         version,
         correlation_id,
-        client_id: header
-            .client_id
-            .as_ref()
-            .map(|s| s.to_string())
-            .unwrap_or_default(),
+        client_id: header.client_id.as_ref().map(|s| s.to_string()).unwrap_or_default(),
         peer,
         shutdown: shutdown.clone(),
     };

@@ -17,9 +17,7 @@ use crate::broker::Broker;
 use kaas_core::fence_log::FenceLog;
 use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult, MARKER_FORMAT_VERSION};
 use kaas_core::now_ms;
-use kaas_core::txn::{
-    self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState,
-};
+use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
 use kaas_core::txn_store::{TxnStateStore, SLOTS};
 use kaas_core::VolumeError;
 use std::sync::Mutex;
@@ -123,15 +121,7 @@ impl TransactionCoordinator {
                     -1
                 }
             };
-            let outcome = txn::init_producer_id(
-                entries.get(tid),
-                tid,
-                timeout_ms,
-                claimed,
-                now,
-                &actor,
-                &mut alloc,
-            );
+            let outcome = txn::init_producer_id(entries.get(tid), tid, timeout_ms, claimed, now, &actor, &mut alloc);
             if alloc_error.is_some() {
                 return (outcome, false);
             }
@@ -178,13 +168,7 @@ impl TransactionCoordinator {
 
     /// Raises the producer's epoch on every partition this broker leads and records
     /// the bump in this broker's fence log for the other brokers' watchers.
-    pub fn fence(
-        &self,
-        broker: &Broker,
-        producer_id: i64,
-        epoch: i16,
-        tid: &str,
-    ) -> Result<(), CoordError> {
+    pub fn fence(&self, broker: &Broker, producer_id: i64, epoch: i16, tid: &str) -> Result<(), CoordError> {
         broker.fence_producer_epoch(producer_id, epoch);
         let mut guard = self.fence_log.lock().unwrap_or_else(|p| p.into_inner());
         let log = guard.as_mut().map_err(|e| VolumeError::Invalid {
@@ -238,9 +222,7 @@ impl TransactionCoordinator {
         epoch: i16,
         tp: &TopicPartition,
     ) -> Result<(), CoordError> {
-        let matches = |o: &OngoingTxn| {
-            o.producer_id == producer_id && o.epoch == epoch && o.partitions.contains(tp)
-        };
+        let matches = |o: &OngoingTxn| o.producer_id == producer_id && o.epoch == epoch && o.partitions.contains(tp);
         if self
             .ongoing
             .lock()
@@ -253,9 +235,7 @@ impl TransactionCoordinator {
         let entry = self.store.get(tid)?;
         self.remember(tid, entry.as_ref());
         match entry {
-            Some(e) if e.producer_id == producer_id && e.producer_epoch > epoch => {
-                Err(TxnError::ProducerFenced.into())
-            }
+            Some(e) if e.producer_id == producer_id && e.producer_epoch > epoch => Err(TxnError::ProducerFenced.into()),
             Some(e)
                 if e.state == TxnState::Ongoing
                     && e.producer_id == producer_id
@@ -298,10 +278,7 @@ impl TransactionCoordinator {
         group: &str,
     ) -> Result<(), CoordError> {
         self.check_owner(broker, slot_for(tid))?;
-        let entry = self
-            .store
-            .get(tid)?
-            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        let entry = self.store.get(tid)?.ok_or(TxnError::InvalidProducerIdMapping)?;
         if entry.producer_id != pid {
             return Err(TxnError::InvalidProducerIdMapping.into());
         }
@@ -374,17 +351,12 @@ impl TransactionCoordinator {
             _ => return Ok(()),
         };
         for group in &entry.groups {
-            broker
-                .groups
-                .finish_pending(group, entry.producer_id, commit)?;
+            broker.groups.finish_pending(group, entry.producer_id, commit)?;
         }
-        let mut queued: std::collections::BTreeMap<i32, Vec<TopicPartition>> =
-            std::collections::BTreeMap::new();
+        let mut queued: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
         for tp in &entry.partitions {
             match broker.partition_leader(&tp.topic, tp.partition) {
-                Some(leader) if leader != self.broker_id => {
-                    queued.entry(leader).or_default().push(tp.clone())
-                }
+                Some(leader) if leader != self.broker_id => queued.entry(leader).or_default().push(tp.clone()),
                 _ => {
                     broker
                         .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
@@ -485,9 +457,7 @@ impl TransactionCoordinator {
                 let mut aborted = Vec::new();
                 for entry in entries.values_mut() {
                     if entry.is_overdue(now) {
-                        if let Some(next) =
-                            txn::force_abort(entry, "transaction timeout", now, &actor)
-                        {
+                        if let Some(next) = txn::force_abort(entry, "transaction timeout", now, &actor) {
                             *entry = next.clone();
                             aborted.push(next);
                         }
@@ -505,12 +475,7 @@ impl TransactionCoordinator {
             };
             for entry in aborted {
                 warn!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, "aborting transaction past its timeout");
-                if let Err(e) = self.fence(
-                    broker,
-                    entry.producer_id,
-                    entry.producer_epoch,
-                    &entry.transactional_id,
-                ) {
+                if let Err(e) = self.fence(broker, entry.producer_id, entry.producer_epoch, &entry.transactional_id) {
                     error!(error = %e, "fencing a timed-out producer failed");
                 }
                 if let Err(e) = self.finish(broker, &entry).await {

@@ -108,6 +108,9 @@ pub enum TxnCommand {
         /// Do not ask for confirmation.
         #[arg(long, short = 'y')]
         yes: bool,
+        /// How long to wait for brokers to write queued markers of a finished transaction.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        wait: Duration,
     },
     /// Exact hanging-transaction detection: partitions' open transactions joined with the coordinator's slots.
     FindHanging,
@@ -207,6 +210,5 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if let Ok(secs) = s.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is not a duration like 30s, 5m or 1h30m: {e}"))
+    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration like 30s, 5m or 1h30m: {e}"))
 }

@@ -16,7 +16,12 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn open(volume: Volume, session_timeout_ms: i64) -> Result<Cluster, VolumeError> {
-        let now_ms = kaas_core::now_ms();
+        // KAASCTL_NOW_MS pins "now" for reproducible output (golden tests, incident
+        // write-ups); unset, it is the clock.
+        let now_ms = std::env::var("KAASCTL_NOW_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(kaas_core::now_ms);
         let live = live_brokers(&volume, now_ms, session_timeout_ms)?;
         Ok(Cluster {
             volume,
@@ -49,11 +54,7 @@ impl Cluster {
                 .chunks(chunk)
                 .map(|part| {
                     let store = &store;
-                    s.spawn(move || {
-                        part.iter()
-                            .map(|&n| (n, store.read_slot(n)))
-                            .collect::<Vec<_>>()
-                    })
+                    s.spawn(move || part.iter().map(|&n| (n, store.read_slot(n))).collect::<Vec<_>>())
                 })
                 .collect();
             handles

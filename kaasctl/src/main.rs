@@ -8,10 +8,7 @@ mod cmd;
 mod out;
 
 use clap::{CommandFactory, Parser};
-use cli::{
-    Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand,
-    TxnCommand,
-};
+use cli::{Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand, TxnCommand};
 use cmd::Status;
 use std::process::ExitCode;
 
@@ -35,12 +32,7 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
     // Commands that do not read the volume.
     match &cli.command {
         Command::Completions { shell } => {
-            clap_complete::generate(
-                *shell,
-                &mut Cli::command(),
-                "kaasctl",
-                &mut std::io::stdout(),
-            );
+            clap_complete::generate(*shell, &mut Cli::command(), "kaasctl", &mut std::io::stdout());
             return Ok(Status::Ok);
         }
         Command::Man => {
@@ -65,15 +57,11 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Topics => cmd::topics::run(&c, &out),
         Command::Groups { group } => cmd::groups::run(&c, &out, group.as_deref()),
         Command::Txn(TxnCommand::List(args)) => cmd::txn::list(&c, &out, &args),
-        Command::Txn(TxnCommand::Show { transactional_id }) => {
-            cmd::txn::show(&c, &out, &transactional_id)
-        }
+        Command::Txn(TxnCommand::Show { transactional_id }) => cmd::txn::show(&c, &out, &transactional_id),
         Command::Txn(TxnCommand::Abort(args)) => cmd::txn::abort(&c, &out, &args),
-        Command::Txn(TxnCommand::Repair { fix, yes }) => cmd::txn::repair(&c, &out, fix, yes),
+        Command::Txn(TxnCommand::Repair { fix, yes, wait }) => cmd::txn::repair(&c, &out, fix, yes, wait),
         Command::Txn(TxnCommand::FindHanging) => cmd::txn::find_hanging(&c, &out),
-        Command::Txn(TxnCommand::Timeline { transactional_id }) => {
-            cmd::txn::timeline(&c, &out, &transactional_id)
-        }
+        Command::Txn(TxnCommand::Timeline { transactional_id }) => cmd::txn::timeline(&c, &out, &transactional_id),
         Command::Fence(FenceCommand::Show { pid }) => cmd::fence::run(&c, &out, pid),
         Command::Markers(MarkersCommand::List) => cmd::markers::list(&c, &out),
         Command::Markers(MarkersCommand::Show { broker }) => cmd::markers::show(&c, &out, broker),
@@ -87,9 +75,7 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
             count,
             records,
         }) => cmd::log::run(&c, &out, &topic, partition, from, count, records),
-        Command::Lso(LsoCommand::Explain { topic, partition }) => {
-            cmd::lso::run(&c, &out, &topic, partition)
-        }
+        Command::Lso(LsoCommand::Explain { topic, partition }) => cmd::lso::run(&c, &out, &topic, partition),
         Command::Audit => cmd::audit::run(&c, &out),
         Command::Metrics => cmd::metrics::run(&c),
         Command::Completions { .. } | Command::Man => unreachable!("handled above"),

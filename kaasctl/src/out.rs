@@ -2,9 +2,7 @@
 //! table for people or JSON for scripts, chosen once per run.
 
 use crate::cli::ColorChoice;
-use comfy_table::{
-    presets::UTF8_FULL_CONDENSED, Attribute, Cell, Color, ContentArrangement, Table,
-};
+use comfy_table::{presets::NOTHING, Attribute, Cell, Color, ColumnConstraint, ContentArrangement, Table, Width};
 use serde::Serialize;
 use std::io::IsTerminal;
 
@@ -24,26 +22,21 @@ impl Out {
             ColorChoice::Never => false,
             ColorChoice::Auto => tty && !no_color,
         };
-        let width = if tty {
-            terminal_width().unwrap_or(80)
-        } else {
-            80
-        };
+        // COLUMNS wins (scripts, tests); a terminal without it gets 100; else 80.
+        let width = terminal_width().unwrap_or(if tty { 100 } else { 80 });
         Out { json, color, width }
     }
 
     pub fn table(&self, header: &[&str]) -> Table {
         let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED)
+        // Borderless, kubectl-style: two spaces between columns leaves the most room
+        // for content in 80 columns.
+        t.load_preset(NOTHING)
             .set_content_arrangement(ContentArrangement::Dynamic)
             .set_width(self.width);
         if self.color {
             t.enforce_styling();
-            t.set_header(
-                header
-                    .iter()
-                    .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
-            );
+            t.set_header(header.iter().map(|h| Cell::new(h).add_attribute(Attribute::Bold)));
         } else {
             t.force_no_tty();
             t.set_header(header.iter().copied());
@@ -71,6 +64,15 @@ impl Out {
             "{}",
             serde_json::to_string_pretty(value).expect("kaasctl output serialises")
         );
+    }
+}
+
+/// Gives a column a fixed width of `width` characters of content so words such as state names
+/// are never split; the other columns give way.
+pub fn keep_whole(t: &mut Table, column: usize, width: u16) {
+    if let Some(c) = t.column_mut(column) {
+        // The constraint counts the column's padding (one space each side) too.
+        c.set_constraint(ColumnConstraint::Absolute(Width::Fixed(width + 2)));
     }
 }
 
@@ -125,12 +127,7 @@ pub fn age(ms: i64) -> String {
 /// A timestamp for tables: RFC 3339 to the second, UTC.
 pub fn when(ms: i64) -> String {
     match Time::from_ms(ms) {
-        Some(t) => t
-            .rfc3339
-            .chars()
-            .take(19)
-            .collect::<String>()
-            .replace('T', " "),
+        Some(t) => t.rfc3339.chars().take(19).collect::<String>().replace('T', " "),
         None => "-".into(),
     }
 }

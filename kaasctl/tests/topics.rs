@@ -24,15 +24,10 @@ fn topics_lists_what_the_volume_holds_as_table_and_json() {
     let volume = Volume::new(dir.path());
     let mut configs = std::collections::BTreeMap::new();
     configs.insert("retention.ms".to_string(), "1000".to_string());
-    TopicMeta::new("orders", 3, configs, 0)
-        .write(&volume)
-        .unwrap();
+    TopicMeta::new("orders", 3, configs, 0).write(&volume).unwrap();
     let (code, out, _) = kaasctl(dir.path(), &["topics"]);
     assert_eq!(code, 0);
-    assert!(
-        out.contains("orders") && out.contains("retention.ms=1000"),
-        "{out}"
-    );
+    assert!(out.contains("orders") && out.contains("retention.ms=1000"), "{out}");
     let (code, out, _) = kaasctl(dir.path(), &["topics", "--json"]);
     assert_eq!(code, 0);
     let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -52,10 +47,7 @@ fn an_unreadable_topic_file_is_reported_with_exit_code_3() {
     let (code, out, _) = kaasctl(dir.path(), &["topics", "--json"]);
     assert_eq!(code, 3);
     let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert!(
-        rows[0]["error"].as_str().unwrap().contains("bad.json"),
-        "{out}"
-    );
+    assert!(rows[0]["error"].as_str().unwrap().contains("bad.json"), "{out}");
 }
 
 #[test]

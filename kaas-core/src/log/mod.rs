@@ -81,10 +81,7 @@ pub struct Truncation {
 /// Validates `records` (one produce request's data for one partition) completely
 /// before anything is written: every batch's header and CRC32C, and its size.
 /// Needs no lock: it only reads the request's bytes.
-pub fn validate_records(
-    records: &[u8],
-    max_message_bytes: usize,
-) -> Result<Vec<BatchHeader>, LogError> {
+pub fn validate_records(records: &[u8], max_message_bytes: usize) -> Result<Vec<BatchHeader>, LogError> {
     let headers = batch::validate_all(records)?;
     if let Some(h) = headers.iter().find(|h| h.total_len() > max_message_bytes) {
         return Err(LogError::TooLarge {
@@ -134,12 +131,7 @@ impl PartitionLog {
             segments.push(seg);
         }
         if segments.is_empty() {
-            segments.push(Segment::create(
-                dir,
-                0,
-                config.index_interval_bytes,
-                now_ms,
-            )?);
+            segments.push(Segment::create(dir, 0, config.index_interval_bytes, now_ms)?);
         }
         Ok(PartitionLog {
             dir: dir.to_path_buf(),
@@ -208,10 +200,7 @@ impl PartitionLog {
         if rolled {
             self.roll(now_ms)?;
         }
-        let active = self
-            .segments
-            .last_mut()
-            .expect("a log always has a segment");
+        let active = self.segments.last_mut().expect("a log always has a segment");
         active.append(records, headers, first)?;
         Ok(AppendInfo {
             base_offset: first,
@@ -226,18 +215,14 @@ impl PartitionLog {
         if active.size() == 0 {
             return false;
         }
-        active.size() + incoming > self.config.segment_bytes
-            || now_ms - active.created_ms() >= self.config.segment_ms
+        active.size() + incoming > self.config.segment_bytes || now_ms - active.created_ms() >= self.config.segment_ms
     }
 
     /// Closes the active segment (fsyncing it, so durability never depends on a file
     /// the group-commit flusher no longer sees) and starts a new one at the log end.
     pub fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
         let base = self.log_end_offset();
-        self.segments
-            .last_mut()
-            .expect("a log always has a segment")
-            .seal()?;
+        self.segments.last_mut().expect("a log always has a segment").seal()?;
         let seg = Segment::create(&self.dir, base, self.config.index_interval_bytes, now_ms)?;
         self.segments.push(seg);
         Ok(())
@@ -253,13 +238,7 @@ impl PartitionLog {
     /// (but at least one whole batch when `min_one`, as KIP-74 requires of the first
     /// partition of a fetch), never past `max_offset` (exclusive; the high watermark
     /// or last stable offset).
-    pub fn read(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        max_offset: i64,
-        min_one: bool,
-    ) -> Result<Bytes, LogError> {
+    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, LogError> {
         let start = self.log_start_offset();
         let end = self.log_end_offset();
         if offset < start || offset > end {
@@ -268,10 +247,7 @@ impl PartitionLog {
         if offset >= max_offset {
             return Ok(Bytes::new());
         }
-        let idx = match self
-            .segments
-            .binary_search_by_key(&offset, |s| s.base_offset())
-        {
+        let idx = match self.segments.binary_search_by_key(&offset, |s| s.base_offset()) {
             Ok(i) => i,
             Err(i) => i - 1,
         };
@@ -304,8 +280,8 @@ impl PartitionLog {
         let mut total = self.size_bytes() as i64;
         while self.segments.len() > 1 {
             let first = &mut self.segments[0];
-            let by_size = self.config.retention_bytes >= 0
-                && total - first.size() as i64 >= self.config.retention_bytes;
+            let by_size =
+                self.config.retention_bytes >= 0 && total - first.size() as i64 >= self.config.retention_bytes;
             let by_time = self.config.retention_ms >= 0 && {
                 let newest = first.max_timestamp()?;
                 newest >= 0 && now_ms - newest > self.config.retention_ms
@@ -322,15 +298,8 @@ impl PartitionLog {
     }
 
     /// Every batch header from the batch holding `from` to the log end, in order.
-    pub fn for_each_header_from(
-        &self,
-        from: i64,
-        mut f: impl FnMut(&BatchHeader),
-    ) -> Result<(), LogError> {
-        let first = match self
-            .segments
-            .binary_search_by_key(&from, |s| s.base_offset())
-        {
+    pub fn for_each_header_from(&self, from: i64, mut f: impl FnMut(&BatchHeader)) -> Result<(), LogError> {
+        let first = match self.segments.binary_search_by_key(&from, |s| s.base_offset()) {
             Ok(i) => i,
             Err(0) => 0,
             Err(i) => i - 1,

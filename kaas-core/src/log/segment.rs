@@ -55,12 +55,7 @@ fn file_name(base: i64, ext: &str) -> String {
 }
 
 impl Segment {
-    pub fn create(
-        dir: &Path,
-        base: i64,
-        index_interval: u32,
-        now_ms: i64,
-    ) -> Result<Segment, SegmentError> {
+    pub fn create(dir: &Path, base: i64, index_interval: u32, now_ms: i64) -> Result<Segment, SegmentError> {
         let log_path = dir.join(file_name(base, "log"));
         let index_path = dir.join(file_name(base, "index"));
         let file = OpenOptions::new()
@@ -110,9 +105,7 @@ impl Segment {
             .append(true)
             .open(&log_path)
             .map_err(|e| SegmentError::io(&log_path, e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| SegmentError::io(&log_path, e))?;
+        let meta = file.metadata().map_err(|e| SegmentError::io(&log_path, e))?;
         let index_file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -161,10 +154,7 @@ impl Segment {
         let file = self.file.clone();
         let mut scanner = BatchScanner::new(&file, self.size, self.base_offset);
         loop {
-            match scanner
-                .next_batch()
-                .map_err(|e| SegmentError::io(&self.log_path, e))?
-            {
+            match scanner.next_batch().map_err(|e| SegmentError::io(&self.log_path, e))? {
                 Scanned::Batch { pos, header, .. } => {
                     if index.is_empty() || since_index >= self.index_interval {
                         index.push(((header.base_offset - self.base_offset) as u32, pos as u32));
@@ -208,8 +198,7 @@ impl Segment {
 
     /// Loads the index file; false when it is missing, ragged or inconsistent.
     fn load_index(&mut self) -> Result<bool, SegmentError> {
-        let bytes =
-            fs::read(&self.index_path).map_err(|e| SegmentError::io(&self.index_path, e))?;
+        let bytes = fs::read(&self.index_path).map_err(|e| SegmentError::io(&self.index_path, e))?;
         if bytes.is_empty() && self.size > 0 || bytes.len() % INDEX_ENTRY_LEN != 0 {
             return Ok(false);
         }
@@ -288,12 +277,7 @@ impl Segment {
     }
 
     /// Writes batches whose offsets were already assigned, starting at `first_offset`.
-    pub fn append(
-        &mut self,
-        records: &[u8],
-        headers: &[BatchHeader],
-        first_offset: i64,
-    ) -> Result<(), SegmentError> {
+    pub fn append(&mut self, records: &[u8], headers: &[BatchHeader], first_offset: i64) -> Result<(), SegmentError> {
         (&*self.file)
             .write_all(records)
             .map_err(|e| SegmentError::io(&self.log_path, e))?;
@@ -301,9 +285,7 @@ impl Segment {
         let mut offset = first_offset;
         let mut new_entries = Vec::new();
         for h in headers {
-            if self.index.is_empty() && new_entries.is_empty()
-                || self.bytes_since_index >= self.index_interval
-            {
+            if self.index.is_empty() && new_entries.is_empty() || self.bytes_since_index >= self.index_interval {
                 new_entries.push(((offset - self.base_offset) as u32, pos as u32));
                 self.bytes_since_index = 0;
             }
@@ -333,9 +315,7 @@ impl Segment {
 
     /// fsyncs the log and index of a segment that will receive no more appends.
     pub fn seal(&mut self) -> Result<(), SegmentError> {
-        self.file
-            .sync_all()
-            .map_err(|e| SegmentError::io(&self.log_path, e))?;
+        self.file.sync_all().map_err(|e| SegmentError::io(&self.log_path, e))?;
         self.index_file
             .sync_all()
             .map_err(|e| SegmentError::io(&self.index_path, e))
@@ -366,13 +346,7 @@ impl Segment {
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (but at least one
     /// batch when `min_one`), stopping before any batch that starts at or after `max_offset`.
-    pub fn read(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        max_offset: i64,
-        min_one: bool,
-    ) -> Result<Bytes, SegmentError> {
+    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, SegmentError> {
         let Some((start, first)) = self.locate(offset)? else {
             return Ok(Bytes::new());
         };
@@ -427,10 +401,7 @@ impl Segment {
     }
 
     /// Visits every batch header in order until `f` returns false.
-    pub fn for_each_header(
-        &self,
-        mut f: impl FnMut(u64, &BatchHeader) -> bool,
-    ) -> Result<(), SegmentError> {
+    pub fn for_each_header(&self, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<(), SegmentError> {
         let mut pos = 0u64;
         let mut head = [0u8; HEADER_LEN];
         while pos + HEADER_LEN as u64 <= self.size {
@@ -449,10 +420,7 @@ impl Segment {
     /// Removes the segment's files: log, index and aborted-transaction index.
     pub fn delete(self) -> Result<(), SegmentError> {
         fs::remove_file(&self.log_path).map_err(|e| SegmentError::io(&self.log_path, e))?;
-        for path in [
-            self.index_path.clone(),
-            self.log_path.with_extension("txnindex"),
-        ] {
+        for path in [self.index_path.clone(), self.log_path.with_extension("txnindex")] {
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

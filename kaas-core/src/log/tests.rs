@@ -3,8 +3,7 @@ use crate::batch::build_batch;
 use std::io::Write;
 
 fn batch(n: usize, ts: i64) -> Vec<u8> {
-    let recs: Vec<crate::batch::PlainRecord> =
-        (0..n).map(|_| (None, Some(&b"value"[..]))).collect();
+    let recs: Vec<crate::batch::PlainRecord> = (0..n).map(|_| (None, Some(&b"value"[..]))).collect();
     build_batch(0, ts, None, 0, &recs)
 }
 
@@ -20,10 +19,7 @@ fn appends_assign_consecutive_offsets_and_survive_reopen() {
     let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
     assert_eq!(append(&mut log, 3, 1).base_offset, 0);
     let info = append(&mut log, 2, 2);
-    assert_eq!(
-        (info.base_offset, info.last_offset, info.next_offset),
-        (3, 4, 5)
-    );
+    assert_eq!((info.base_offset, info.last_offset, info.next_offset), (3, 4, 5));
     drop(log);
     let log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
     assert_eq!(log.log_end_offset(), 5);
@@ -62,10 +58,7 @@ fn a_garbage_tail_is_truncated_to_the_last_good_batch() {
     let path = log.segments()[0].log_path().to_path_buf();
     let good = log.size_bytes();
     drop(log);
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
     f.write_all(&[0xAB; 100]).unwrap();
     drop(f);
     let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
@@ -91,11 +84,7 @@ fn a_torn_last_batch_and_a_corrupt_crc_are_both_cut() {
     bytes[last] ^= 1;
     std::fs::write(&path, &bytes).unwrap();
     let log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
-    assert!(
-        log.truncations[0].reason.contains("CRC"),
-        "{:?}",
-        log.truncations
-    );
+    assert!(log.truncations[0].reason.contains("CRC"), "{:?}", log.truncations);
     assert_eq!(log.size_bytes(), first_len);
     drop(log);
     // Tear the remaining batch in half.
@@ -125,10 +114,7 @@ fn segments_roll_by_size_and_reads_cross_them() {
     for offset in 0..40 {
         let data = log.read(offset, 1, i64::MAX, true).unwrap();
         let h = crate::batch::validate(&data, 0).unwrap();
-        assert!(
-            h.base_offset <= offset && offset <= h.last_offset(),
-            "{offset}"
-        );
+        assert!(h.base_offset <= offset && offset <= h.last_offset(), "{offset}");
     }
 }
 
@@ -188,10 +174,7 @@ fn oversize_batches_are_rejected_before_any_write() {
         ..LogConfig::default()
     };
     let log = PartitionLog::open(dir.path(), config, 0).unwrap();
-    assert!(matches!(
-        log.validate(&batch(10, 1)),
-        Err(LogError::TooLarge { .. })
-    ));
+    assert!(matches!(log.validate(&batch(10, 1)), Err(LogError::TooLarge { .. })));
 }
 
 #[test]

@@ -39,10 +39,7 @@ fn transactional_rejoin_bumps_epoch() {
     assert_eq!((e1.producer_id, e1.producer_epoch), (1001, 1));
     assert_eq!(f1, Some((1001, 1)), "epoch > 0 is fenced everywhere");
     let (e2, _) = ready(init(Some(&e1), (-1, -1), &mut alloc));
-    assert_eq!(
-        (e2.producer_id, e2.producer_epoch, e2.last_epoch),
-        (1001, 2, 1)
-    );
+    assert_eq!((e2.producer_id, e2.producer_epoch, e2.last_epoch), (1001, 2, 1));
 }
 
 #[test]
@@ -64,10 +61,7 @@ fn epoch_exhaustion_rotates_one_short_of_max() {
     let (mut e, _) = ready(init(None, (-1, -1), &mut alloc));
     e.producer_epoch = i16::MAX - 2;
     let (bumped, _) = ready(init(Some(&e), (-1, -1), &mut alloc));
-    assert_eq!(
-        (bumped.producer_id, bumped.producer_epoch),
-        (1001, i16::MAX - 1)
-    );
+    assert_eq!((bumped.producer_id, bumped.producer_epoch), (1001, i16::MAX - 1));
     let (rotated, _) = ready(init(Some(&bumped), (-1, -1), &mut alloc));
     assert_eq!((rotated.producer_id, rotated.producer_epoch), (1002, 0));
 }
@@ -160,11 +154,7 @@ fn a_rejoin_mid_ongoing_prepares_an_abort_at_a_bumped_epoch() {
     };
     assert_eq!(entry.state, TxnState::PrepareAbort);
     assert_eq!(entry.producer_epoch, 1);
-    assert_eq!(
-        entry.partitions.len(),
-        2,
-        "the partition list stays for the markers"
-    );
+    assert_eq!(entry.partitions.len(), 2, "the partition list stays for the markers");
     // While PrepareAbort, a rejoin is told to come back.
     assert_eq!(
         init(Some(&entry), (-1, -1), &mut alloc),
@@ -173,10 +163,7 @@ fn a_rejoin_mid_ongoing_prepares_an_abort_at_a_bumped_epoch() {
     // Once the markers landed, the retry bumps a second time: the fence epoch 1 is never handed out.
     let done = complete(&entry, 30, &BROKER).unwrap();
     let (clean, fence) = ready(init(Some(&done), (-1, -1), &mut alloc));
-    assert_eq!(
-        (clean.producer_epoch, clean.state),
-        (2, TxnState::CompleteAbort)
-    );
+    assert_eq!((clean.producer_epoch, clean.state), (2, TxnState::CompleteAbort));
     assert_eq!(fence, Some((1001, 2)));
     assert!(clean.partitions.is_empty());
 }
@@ -221,8 +208,7 @@ fn end_txn_visits_prepare_then_complete_and_retries_are_idempotent() {
         Ok(None),
         "nothing new"
     );
-    let EndOutcome::Prepare(prepared) = end_txn(&ongoing, 1001, 0, true, 3, &BROKER).unwrap()
-    else {
+    let EndOutcome::Prepare(prepared) = end_txn(&ongoing, 1001, 0, true, 3, &BROKER).unwrap() else {
         panic!()
     };
     assert_eq!(prepared.state, TxnState::PrepareCommit);
@@ -268,10 +254,7 @@ fn reaper_aborts_overdue_bumps_epoch_fires_hook() {
     assert!(!ongoing.is_overdue(61_000));
     assert!(ongoing.is_overdue(61_001));
     let aborting = force_abort(&ongoing, "transaction timeout", 61_001, &BROKER).unwrap();
-    assert_eq!(
-        (aborting.state, aborting.producer_epoch),
-        (TxnState::PrepareAbort, 1)
-    );
+    assert_eq!((aborting.state, aborting.producer_epoch), (TxnState::PrepareAbort, 1));
     // The groups are kept so the caller's offset hook discards their staged offsets.
     assert_eq!(aborting.groups.iter().collect::<Vec<_>>(), vec!["g"]);
     assert!(force_abort(&aborting, "again", 61_002, &BROKER).is_none());
@@ -295,17 +278,9 @@ fn history_is_bounded_and_records_who_acted() {
         tool: "kaasctl".into(),
         user: "ops".into(),
     };
-    let ongoing = add_to_txn(
-        &e,
-        e.producer_id,
-        e.producer_epoch,
-        &[tp("t", 0)],
-        &[],
-        5,
-        &BROKER,
-    )
-    .unwrap()
-    .unwrap();
+    let ongoing = add_to_txn(&e, e.producer_id, e.producer_epoch, &[tp("t", 0)], &[], 5, &BROKER)
+        .unwrap()
+        .unwrap();
     let aborted = force_abort(&ongoing, "kaasctl txn abort", 6, &admin).unwrap();
     let last = aborted.history.back().unwrap();
     assert_eq!(

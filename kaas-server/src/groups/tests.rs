@@ -147,19 +147,10 @@ fn a_second_member_triggers_a_rebalance_that_waits_for_the_first_to_rejoin() {
         ],
         t0,
     ));
-    assert_eq!(
-        sync_a.try_recv().unwrap().assignment,
-        Bytes::from_static(b"A")
-    );
-    assert_eq!(
-        sync_b.try_recv().unwrap().assignment,
-        Bytes::from_static(b"B")
-    );
+    assert_eq!(sync_a.try_recv().unwrap().assignment, Bytes::from_static(b"A"));
+    assert_eq!(sync_b.try_recv().unwrap().assignment, Bytes::from_static(b"B"));
     assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
-    assert_eq!(
-        c.heartbeat("g", 1, &a, None, t0),
-        Err(ResponseError::IllegalGeneration)
-    );
+    assert_eq!(c.heartbeat("g", 1, &a, None, t0), Err(ResponseError::IllegalGeneration));
 }
 
 #[test]
@@ -253,13 +244,7 @@ fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
     let view = c.describe("g").unwrap();
     assert_eq!(view.state, GroupState::CompletingRebalance);
     let leader = c.groups().get("g").unwrap().leader.clone().unwrap();
-    let follower = view
-        .members
-        .iter()
-        .find(|m| m.id != leader)
-        .unwrap()
-        .id
-        .clone();
+    let follower = view.members.iter().find(|m| m.id != leader).unwrap().id.clone();
     let follower_inst = view
         .members
         .iter()
@@ -333,8 +318,7 @@ fn a_member_with_no_common_protocol_is_inconsistent() {
 fn committed_offsets_are_on_the_volume() {
     let (dir, c) = coordinator();
     assert_eq!(c.check_commit("g", -1, "", None), Ok(()));
-    c.commit_offsets("g", &[("t".into(), 0, 42, -1, None)])
-        .unwrap();
+    c.commit_offsets("g", &[("t".into(), 0, 42, -1, None)]).unwrap();
     let reloaded = GroupOffsets::load(&Volume::new(dir.path()), "g").unwrap();
     assert_eq!(reloaded.get("t", 0).unwrap().offset, 42);
     assert_eq!(c.list().len(), 1);
@@ -353,7 +337,6 @@ fn an_offsets_file_changed_behind_the_coordinator_is_reloaded() {
     on_disk.save(&volume).unwrap();
     assert!(!c.fetch_offsets("g").unwrap().has_pending("t", 0));
     // ...and a later commit by the broker does not resurrect them.
-    c.commit_offsets("g", &[("t".into(), 1, 5, -1, None)])
-        .unwrap();
+    c.commit_offsets("g", &[("t".into(), 1, 5, -1, None)]).unwrap();
     assert!(GroupOffsets::load(&volume, "g").unwrap().pending.is_empty());
 }

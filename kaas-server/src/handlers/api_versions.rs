@@ -21,11 +21,7 @@ fn api_keys() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub async fn handle(
-    _broker: &Arc<Broker>,
-    _ctx: &RequestContext,
-    _req: ApiVersionsRequest,
-) -> ApiVersionsResponse {
+pub async fn handle(_broker: &Arc<Broker>, _ctx: &RequestContext, _req: ApiVersionsRequest) -> ApiVersionsResponse {
     ApiVersionsResponse::default().with_api_keys(api_keys())
 }
 

@@ -12,11 +12,7 @@ use std::sync::Arc;
 pub const MIN: i16 = 2;
 pub const MAX: i16 = 7;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: CreateTopicsRequest,
-) -> CreateTopicsResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let name = t.name.0.to_string();
@@ -33,11 +29,7 @@ pub async fn handle(
         let configs: BTreeMap<String, String> = t
             .configs
             .iter()
-            .filter_map(|c| {
-                c.value
-                    .as_ref()
-                    .map(|v| (c.name.to_string(), v.to_string()))
-            })
+            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
             .collect();
         let outcome = if !t.assignments.is_empty() {
             Err((

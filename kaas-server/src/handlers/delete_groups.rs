@@ -9,19 +9,13 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    _ctx: &RequestContext,
-    req: DeleteGroupsRequest,
-) -> DeleteGroupsResponse {
+pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let results = req
         .groups_names
         .into_iter()
         .map(|g| {
             let code = broker.groups.delete(&g.0).err().map_or(0, |e| e.code());
-            DeletableGroupResult::default()
-                .with_group_id(g)
-                .with_error_code(code)
+            DeletableGroupResult::default().with_group_id(g).with_error_code(code)
         })
         .collect();
     DeleteGroupsResponse::default().with_results(results)

@@ -11,11 +11,7 @@ use uuid::Uuid;
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 6;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: DeleteTopicsRequest,
-) -> DeleteTopicsResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let mut wanted: Vec<(Option<String>, Uuid)> = req
         .topic_names
         .iter()
@@ -29,8 +25,7 @@ pub async fn handle(
     let mut responses = Vec::with_capacity(wanted.len());
     for (name, id) in wanted {
         let name = name.or_else(|| broker.topic_by_id(&id).map(|t| t.meta.name.clone()));
-        let mut r =
-            DeletableTopicResult::default().with_name(name.clone().map(|n| TopicName(sb(n))));
+        let mut r = DeletableTopicResult::default().with_name(name.clone().map(|n| TopicName(sb(n))));
         if ctx.version >= 6 {
             r.topic_id = id;
         }

@@ -4,9 +4,7 @@
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
-};
+use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use std::sync::Arc;
 
@@ -48,16 +46,8 @@ pub async fn handle(
                     let defaults: Vec<(&str, String, i8)> = vec![
                         ("cleanup.policy", "delete".into(), TYPE_STRING),
                         ("compression.type", "producer".into(), TYPE_STRING),
-                        (
-                            "index.interval.bytes",
-                            d.index_interval_bytes.to_string(),
-                            TYPE_INT,
-                        ),
-                        (
-                            "max.message.bytes",
-                            d.max_message_bytes.to_string(),
-                            TYPE_INT,
-                        ),
+                        ("index.interval.bytes", d.index_interval_bytes.to_string(), TYPE_INT),
+                        ("max.message.bytes", d.max_message_bytes.to_string(), TYPE_INT),
                         ("message.timestamp.type", "CreateTime".into(), TYPE_STRING),
                         ("min.insync.replicas", "1".into(), TYPE_INT),
                         ("retention.bytes", d.retention_bytes.to_string(), TYPE_LONG),
@@ -81,9 +71,7 @@ pub async fn handle(
                 }
             },
             RESOURCE_BROKER => {
-                if res.resource_name.is_empty()
-                    || res.resource_name.as_str() == broker.config.broker_id.to_string()
-                {
+                if res.resource_name.is_empty() || res.resource_name.as_str() == broker.config.broker_id.to_string() {
                     let c = &broker.config;
                     Ok(vec![
                         (
@@ -108,24 +96,12 @@ pub async fn handle(
                             TYPE_INT,
                         ),
                         ("log.dirs", c.data_dir.display().to_string(), TYPE_STRING),
-                        (
-                            "log.retention.bytes",
-                            c.retention_bytes.to_string(),
-                            TYPE_LONG,
-                        ),
+                        ("log.retention.bytes", c.retention_bytes.to_string(), TYPE_LONG),
                         ("log.retention.ms", c.retention_ms.to_string(), TYPE_LONG),
                         ("log.segment.bytes", c.segment_bytes.to_string(), TYPE_INT),
-                        (
-                            "message.max.bytes",
-                            c.message_max_bytes.to_string(),
-                            TYPE_INT,
-                        ),
+                        ("message.max.bytes", c.message_max_bytes.to_string(), TYPE_INT),
                         ("num.partitions", c.default_partitions.to_string(), TYPE_INT),
-                        (
-                            "socket.request.max.bytes",
-                            c.max_request_bytes.to_string(),
-                            TYPE_INT,
-                        ),
+                        ("socket.request.max.bytes", c.max_request_bytes.to_string(), TYPE_INT),
                     ]
                     .into_iter()
                     .map(|(n, v, t)| ConfigEntry {

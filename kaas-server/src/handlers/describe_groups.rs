@@ -9,17 +9,8 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: DescribeGroupsRequest,
-) -> DescribeGroupsResponse {
-    let known: Vec<String> = broker
-        .groups
-        .list()
-        .into_iter()
-        .map(|(id, ..)| id)
-        .collect();
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let known: Vec<String> = broker.groups.list().into_iter().map(|(id, ..)| id).collect();
     let groups = req
         .groups
         .into_iter()

@@ -4,9 +4,7 @@
 use super::RequestContext;
 use crate::broker::Broker;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::describe_producers_response::{
-    PartitionResponse, ProducerState, TopicResponse,
-};
+use kafka_protocol::messages::describe_producers_response::{PartitionResponse, ProducerState, TopicResponse};
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 use std::sync::Arc;
 
@@ -31,13 +29,8 @@ pub async fn handle(
                     let p = match &topic {
                         Err(e) => return r.with_error_code(e.code()),
                         Ok(t) => match t.partition(index) {
-                            None => {
-                                return r
-                                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            }
-                            Some(Err(_)) => {
-                                return r.with_error_code(ResponseError::KafkaStorageError.code())
-                            }
+                            None => return r.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                            Some(Err(_)) => return r.with_error_code(ResponseError::KafkaStorageError.code()),
                             Some(Ok(p)) => p.clone(),
                         },
                     };
@@ -60,9 +53,7 @@ pub async fn handle(
                     )
                 })
                 .collect();
-            TopicResponse::default()
-                .with_name(t.name)
-                .with_partitions(partitions)
+            TopicResponse::default().with_name(t.name).with_partitions(partitions)
         })
         .collect();
     DescribeProducersResponse::default().with_topics(topics)

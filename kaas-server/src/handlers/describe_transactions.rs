@@ -3,9 +3,7 @@
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
-use kafka_protocol::messages::{
-    DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName,
-};
+use kafka_protocol::messages::{DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

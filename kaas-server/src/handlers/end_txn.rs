@@ -10,11 +10,7 @@ pub const MIN: i16 = 0;
 pub const MAX: i16 = 3;
 const FENCED_SINCE: i16 = 2;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: EndTxnRequest,
-) -> EndTxnResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: EndTxnRequest) -> EndTxnResponse {
     let code = match broker
         .txn
         .end_txn(

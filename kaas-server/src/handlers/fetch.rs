@@ -9,9 +9,7 @@ use crate::broker::Broker;
 use bytes::Bytes;
 use kaas_core::log::LogError;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
-};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,21 +18,14 @@ use tokio::time::Instant;
 pub const MIN: i16 = 4;
 pub const MAX: i16 = 12;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: FetchRequest,
-) -> FetchResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let mut appends = broker.subscribe_appends();
     let mut shutdown = ctx.shutdown.clone();
     loop {
         appends.borrow_and_update();
         let (responses, bytes, errors) = gather(broker, ctx.version, &req);
-        let done = bytes >= req.min_bytes.max(0) as usize
-            || errors
-            || Instant::now() >= deadline
-            || *shutdown.borrow();
+        let done = bytes >= req.min_bytes.max(0) as usize || errors || Instant::now() >= deadline || *shutdown.borrow();
         if done {
             return FetchResponse::default().with_responses(responses);
         }
@@ -54,11 +45,7 @@ fn batch_end(data: &[u8]) -> Option<i64> {
 }
 
 /// One pass over the requested partitions: (responses, record bytes, any error).
-fn gather(
-    broker: &Broker,
-    version: i16,
-    req: &FetchRequest,
-) -> (Vec<FetchableTopicResponse>, usize, bool) {
+fn gather(broker: &Broker, version: i16, req: &FetchRequest) -> (Vec<FetchableTopicResponse>, usize, bool) {
     let mut remaining = req.max_bytes.max(0) as usize;
     let mut total = 0usize;
     let mut any_error = false;

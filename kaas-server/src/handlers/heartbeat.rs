@@ -9,11 +9,7 @@ use std::time::Instant;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 4;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    _ctx: &RequestContext,
-    req: HeartbeatRequest,
-) -> HeartbeatResponse {
+pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
     let result = broker.groups.heartbeat(
         &req.group_id.0,
         req.generation_id,

@@ -14,11 +14,7 @@ pub const MAX: i16 = 5;
 /// Versions below this predate PRODUCER_FENCED (KIP-588) and get INVALID_PRODUCER_EPOCH.
 const FENCED_SINCE: i16 = 4;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: InitProducerIdRequest,
-) -> InitProducerIdResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let fail = |code: i16| {
         InitProducerIdResponse::default()
             .with_error_code(client_error_code(code, ctx.version, FENCED_SINCE))
@@ -71,12 +67,7 @@ mod tests {
     use kaas_core::txn::TxnState;
     use kafka_protocol::messages::{ApiKey, TransactionalId};
 
-    async fn init(
-        b: &Arc<Broker>,
-        version: i16,
-        tid: Option<&str>,
-        claim: (i64, i16),
-    ) -> InitProducerIdResponse {
+    async fn init(b: &Arc<Broker>, version: i16, tid: Option<&str>, claim: (i64, i16)) -> InitProducerIdResponse {
         let req = InitProducerIdRequest::default()
             .with_transactional_id(tid.map(|t| TransactionalId(super::super::sb(t))))
             .with_transaction_timeout_ms(60_000)
@@ -111,11 +102,7 @@ mod tests {
         assert_eq!(FenceLog::load(&b.volume, 0).unwrap().fences[&pid].epoch, 1);
         init(&b, 4, Some("tx"), (-1, -1)).await;
         let log = FenceLog::load(&b.volume, 0).unwrap();
-        assert_eq!(
-            log.fences.len(),
-            1,
-            "each bump overwrites the outbound entry"
-        );
+        assert_eq!(log.fences.len(), 1, "each bump overwrites the outbound entry");
         assert_eq!(log.fences[&pid].epoch, 2);
         assert_eq!(log.fences[&pid].transactional_id.as_deref(), Some("tx"));
     }
@@ -177,9 +164,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
         };
-        b.txn
-            .add(&b, "tx", pid, 0, std::slice::from_ref(&tp), &[])
-            .unwrap();
+        b.txn.add(&b, "tx", pid, 0, std::slice::from_ref(&tp), &[]).unwrap();
         let partition = topic.partition(0).unwrap().as_ref().unwrap().clone();
         let mut batch = build_batch(0, 1, Some((pid, 0, 0)), 0x10, &[(None, Some(b"in flight"))]);
         let headers = validate_all(&batch).unwrap();
@@ -200,10 +185,7 @@ mod tests {
             assert_eq!(state.last_stable_offset(), 2);
         }
         let entry = b.txn.store().get("tx").unwrap().unwrap();
-        assert_eq!(
-            (entry.state, entry.producer_epoch),
-            (TxnState::CompleteAbort, 1)
-        );
+        assert_eq!((entry.state, entry.producer_epoch), (TxnState::CompleteAbort, 1));
         // The retry bumps onto a clean entry.
         assert_eq!(ok(&init(&b, 4, Some("tx"), (-1, -1)).await), (pid, 2));
     }

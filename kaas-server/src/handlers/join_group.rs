@@ -11,11 +11,7 @@ use std::time::Instant;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 9;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: JoinGroupRequest,
-) -> JoinGroupResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
     let member_id = req.member_id.to_string();
     let join = JoinRequest {
         group_id: req.group_id.0.to_string(),

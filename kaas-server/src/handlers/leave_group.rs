@@ -10,11 +10,7 @@ use std::time::Instant;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: LeaveGroupRequest,
-) -> LeaveGroupResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse {
     let leaving: Vec<(String, Option<String>)> = if ctx.version >= 3 {
         req.members
             .iter()
@@ -28,10 +24,7 @@ pub async fn handle(
     } else {
         vec![(req.member_id.to_string(), None)]
     };
-    match broker
-        .groups
-        .leave(&req.group_id.0, &leaving, Instant::now())
-    {
+    match broker.groups.leave(&req.group_id.0, &leaving, Instant::now()) {
         Err(code) => LeaveGroupResponse::default().with_error_code(code.code()),
         Ok(results) if ctx.version >= 3 => LeaveGroupResponse::default().with_members(
             leaving
@@ -45,7 +38,8 @@ pub async fn handle(
                 })
                 .collect(),
         ),
-        Ok(results) => LeaveGroupResponse::default()
-            .with_error_code(results.first().copied().flatten().map_or(0, |e| e.code())),
+        Ok(results) => {
+            LeaveGroupResponse::default().with_error_code(results.first().copied().flatten().map_or(0, |e| e.code()))
+        }
     }
 }

@@ -9,21 +9,13 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 4;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: ListGroupsRequest,
-) -> ListGroupsResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsResponse {
     let groups = broker
         .groups
         .list()
         .into_iter()
         .filter(|(_, state, _)| {
-            req.states_filter.is_empty()
-                || req
-                    .states_filter
-                    .iter()
-                    .any(|s| s.eq_ignore_ascii_case(state.as_str()))
+            req.states_filter.is_empty() || req.states_filter.iter().any(|s| s.eq_ignore_ascii_case(state.as_str()))
         })
         .map(|(id, state, ptype)| {
             let mut g = ListedGroup::default()

@@ -3,9 +3,7 @@
 use super::RequestContext;
 use crate::broker::Broker;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::list_offsets_response::{
-    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
-};
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use std::sync::Arc;
 
@@ -16,11 +14,7 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: ListOffsetsRequest,
-) -> ListOffsetsResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
     let isolation_level = req.isolation_level;
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {

@@ -4,9 +4,7 @@
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
-use kafka_protocol::messages::{
-    ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
-};
+use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId};
 use std::sync::Arc;
 
 pub const MIN: i16 = 0;
@@ -48,19 +46,10 @@ pub async fn handle(
             }
         };
         for entry in file.entries.values() {
-            if !req.state_filters.is_empty()
-                && !req
-                    .state_filters
-                    .iter()
-                    .any(|s| s.as_str() == entry.state.as_str())
-            {
+            if !req.state_filters.is_empty() && !req.state_filters.iter().any(|s| s.as_str() == entry.state.as_str()) {
                 continue;
             }
-            if !req.producer_id_filters.is_empty()
-                && !req
-                    .producer_id_filters
-                    .iter()
-                    .any(|p| p.0 == entry.producer_id)
+            if !req.producer_id_filters.is_empty() && !req.producer_id_filters.iter().any(|p| p.0 == entry.producer_id)
             {
                 continue;
             }

@@ -14,11 +14,7 @@ use uuid::Uuid;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 12;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: MetadataRequest,
-) -> MetadataResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     let me = BrokerId(broker.config.broker_id);
     let brokers = vec![MetadataResponseBroker::default()
         .with_node_id(me)

@@ -95,9 +95,7 @@ api_table! {
 
 /// The version range this broker implements for `api`, if any.
 pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
-    APIS.iter()
-        .find(|(k, _, _)| *k == api)
-        .map(|&(_, min, max)| (min, max))
+    APIS.iter().find(|(k, _, _)| *k == api).map(|&(_, min, max)| (min, max))
 }
 
 /// PRODUCER_FENCED (90) is answered as INVALID_PRODUCER_EPOCH (47) to request

@@ -4,9 +4,7 @@
 use super::RequestContext;
 use crate::broker::Broker;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::offset_commit_response::{
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-};
+use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use std::sync::Arc;
 
@@ -16,11 +14,7 @@ pub const MAX: i16 = 8;
 /// Apache's offset.metadata.max.bytes default.
 const MAX_METADATA: usize = 4096;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    _ctx: &RequestContext,
-    req: OffsetCommitRequest,
-) -> OffsetCommitResponse {
+pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let group = req.group_id.0.to_string();
     let gate = broker.groups.check_commit(
         &group,
@@ -36,16 +30,9 @@ pub async fn handle(
         for p in &t.partitions {
             let code = if let Err(e) = gate {
                 e.code()
-            } else if known
-                .as_ref()
-                .is_none_or(|k| k.partition(p.partition_index).is_none())
-            {
+            } else if known.as_ref().is_none_or(|k| k.partition(p.partition_index).is_none()) {
                 ResponseError::UnknownTopicOrPartition.code()
-            } else if p
-                .committed_metadata
-                .as_ref()
-                .is_some_and(|m| m.len() > MAX_METADATA)
-            {
+            } else if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
                 ResponseError::OffsetMetadataTooLarge.code()
             } else {
                 entries.push((
@@ -64,14 +51,10 @@ pub async fn handle(
     let write_error = if entries.is_empty() {
         None
     } else {
-        broker
-            .groups
-            .commit_offsets(&group, &entries)
-            .err()
-            .map(|e| {
-                tracing::error!(group = %group, error = %e, "offset commit failed");
-                ResponseError::KafkaStorageError.code()
-            })
+        broker.groups.commit_offsets(&group, &entries).err().map(|e| {
+            tracing::error!(group = %group, error = %e, "offset commit failed");
+            ResponseError::KafkaStorageError.code()
+        })
     };
     let topics = req
         .topics
@@ -85,11 +68,7 @@ pub async fn handle(
                         .iter()
                         .zip(tc)
                         .map(|(p, code)| {
-                            let code = if code == 0 {
-                                write_error.unwrap_or(0)
-                            } else {
-                                code
-                            };
+                            let code = if code == 0 { write_error.unwrap_or(0) } else { code };
                             OffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(code)

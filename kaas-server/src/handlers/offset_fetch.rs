@@ -4,8 +4,8 @@ use super::{sb, RequestContext};
 use crate::broker::Broker;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
-    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use std::sync::Arc;
@@ -28,12 +28,7 @@ type Fetched = Result<Vec<(String, Vec<Row>)>, i16>;
 /// UNSTABLE_OFFSET_COMMIT: a transaction has staged an offset for the partition.
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
-fn fetch(
-    broker: &Broker,
-    group: &str,
-    wanted: Option<Vec<(String, Vec<i32>)>>,
-    require_stable: bool,
-) -> Fetched {
+fn fetch(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>, require_stable: bool) -> Fetched {
     let offsets = broker.groups.fetch_offsets(group).map_err(|e| {
         tracing::error!(group, error = %e, "cannot read committed offsets");
         ResponseError::CoordinatorNotAvailable.code()
@@ -79,11 +74,7 @@ fn fetch(
         .collect())
 }
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: OffsetFetchRequest,
-) -> OffsetFetchResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse {
     if ctx.version >= 8 {
         let groups = req
             .groups
@@ -130,12 +121,7 @@ pub async fn handle(
             .collect()
     });
     let mut resp = OffsetFetchResponse::default();
-    match fetch(
-        broker,
-        &req.group_id.0,
-        wanted,
-        ctx.version >= 7 && req.require_stable,
-    ) {
+    match fetch(broker, &req.group_id.0, wanted, ctx.version >= 7 && req.require_stable) {
         Err(code) => {
             if ctx.version >= 2 {
                 resp.error_code = code;

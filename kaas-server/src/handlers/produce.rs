@@ -18,11 +18,7 @@ use tracing::{debug, warn};
 pub const MIN: i16 = 3;
 pub const MAX: i16 = 11;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: ProduceRequest,
-) -> ProduceResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequest) -> ProduceResponse {
     let acks_ok = matches!(req.acks, -1..=1);
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_sync: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
@@ -124,9 +120,7 @@ fn append(
             partition: partition.index,
         };
         let verified = match transactional_id {
-            Some(tid) => broker
-                .txn
-                .verify_produce(tid, h.producer_id, h.producer_epoch, &tp),
+            Some(tid) => broker.txn.verify_produce(tid, h.producer_id, h.producer_epoch, &tp),
             None => Err(kaas_core::txn::TxnError::InvalidTxnState.into()),
         };
         if let Err(e) = verified {
@@ -151,11 +145,7 @@ fn append(
             last_offset,
         }) => {
             debug!(topic = %partition.topic, partition = partition.index, base_offset, "duplicate batch answered from the producer window");
-            Ok((
-                base_offset,
-                last_offset + 1,
-                partition.state().log.log_start_offset(),
-            ))
+            Ok((base_offset, last_offset + 1, partition.state().log.log_start_offset()))
         }
         Err(AppendError::Sequence(e)) => {
             debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, error = %e, "rejected produce batch");
@@ -201,18 +191,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let b = broker(dir.path());
         b.create_topic("t", 1, Default::default()).await.unwrap();
-        let (pid, epoch) = b
-            .txn
-            .init_producer_id(&b, "tx", 60_000, (-1, -1))
-            .await
-            .unwrap();
+        let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
         let batch = || build_batch(0, 1, Some((pid, epoch, 0)), 0x10, &[(None, Some(b"v"))]);
         let c = ctx(ApiKey::Produce, 9);
         // Not added to the transaction yet: refused, nothing written.
-        assert_eq!(
-            code(&handle(&b, &c, request(Some("tx"), batch())).await),
-            48
-        );
+        assert_eq!(code(&handle(&b, &c, request(Some("tx"), batch())).await), 48);
         assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 48);
         let tp = TopicPartition {
             topic: "t".into(),
@@ -242,19 +225,12 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.code(), 15, "COORDINATOR_NOT_AVAILABLE");
-        assert!(
-            err.to_string().contains(&format!("slot-{bad_slot}.json")),
-            "{err}"
-        );
+        assert!(err.to_string().contains(&format!("slot-{bad_slot}.json")), "{err}");
         let other = (0..100)
             .map(|i| format!("other-{i}"))
             .find(|t| kaas_core::txn::slot_for(t) != bad_slot)
             .unwrap();
-        assert!(b
-            .txn
-            .init_producer_id(&b, &other, 60_000, (-1, -1))
-            .await
-            .is_ok());
+        assert!(b.txn.init_producer_id(&b, &other, 60_000, (-1, -1)).await.is_ok());
         assert_eq!(
             std::fs::read(store.slot_path(bad_slot)).unwrap(),
             b"{ torn",

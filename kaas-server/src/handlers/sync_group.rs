@@ -11,11 +11,7 @@ use std::time::Instant;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext,
-    req: SyncGroupRequest,
-) -> SyncGroupResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
     let assignments = req
         .assignments
         .iter()

@@ -65,10 +65,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
         let mut t = out.table(&["TIME", "WHO", "TARGET", "CHANGE", "COMMAND"]);
         for r in &rows {
             t.add_row(vec![
-                out.cell(
-                    r.at.as_ref().map(|t| when(t.epoch_ms)).unwrap_or_default(),
-                    Tone::Dim,
-                ),
+                out.cell(r.at.as_ref().map(|t| when(t.epoch_ms)).unwrap_or_default(), Tone::Dim),
                 out.cell(r.user.as_deref().unwrap_or("-"), Tone::Plain),
                 out.cell(r.target.as_deref().unwrap_or("-"), Tone::Plain),
                 out.cell(
@@ -76,19 +73,10 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                         (Some(a), Some(b)) => format!("{a} -> {b}"),
                         _ => r.error.clone().unwrap_or_default(),
                     },
-                    if r.error.is_some() {
-                        Tone::Bad
-                    } else {
-                        Tone::Plain
-                    },
+                    if r.error.is_some() { Tone::Bad } else { Tone::Plain },
                 ),
                 out.cell(
-                    r.command
-                        .iter()
-                        .skip(1)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(" "),
+                    r.command.iter().skip(1).cloned().collect::<Vec<_>>().join(" "),
                     Tone::Dim,
                 ),
             ]);

@@ -56,11 +56,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 None => t.add_row(vec![
                     out.cell(r.broker_id.unwrap_or(-1), Tone::Plain),
                     out.cell(
-                        format!(
-                            "{}:{}",
-                            r.host.as_deref().unwrap_or(""),
-                            r.port.unwrap_or(0)
-                        ),
+                        format!("{}:{}", r.host.as_deref().unwrap_or(""), r.port.unwrap_or(0)),
                         Tone::Plain,
                     ),
                     if r.alive {

@@ -43,10 +43,7 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
                 .map(|o| o.broker);
             if let Ok(Some(s)) = ProducerStateSnapshot::read(&dir) {
                 for e in s.producers {
-                    known
-                        .entry(e.producer_id)
-                        .or_default()
-                        .push((owner, e.epoch));
+                    known.entry(e.producer_id).or_default().push((owner, e.epoch));
                 }
             }
         }
@@ -68,11 +65,7 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
             let mut applied: BTreeMap<String, (usize, usize)> = BTreeMap::new();
             for (owner, epoch) in known.get(&p).into_iter().flatten() {
                 let slot = applied
-                    .entry(
-                        owner
-                            .map(|o| o.to_string())
-                            .unwrap_or_else(|| "unowned".into()),
-                    )
+                    .entry(owner.map(|o| o.to_string()).unwrap_or_else(|| "unowned".into()))
                     .or_default();
                 slot.1 += 1;
                 if *epoch >= r.epoch {
@@ -99,14 +92,7 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
     if out.json {
         out.json(&show);
     } else {
-        let mut t = out.table(&[
-            "FROM",
-            "PRODUCER",
-            "EPOCH",
-            "TRANSACTIONAL ID",
-            "AGE",
-            "IN SNAPSHOTS",
-        ]);
+        let mut t = out.table(&["FROM", "PRODUCER", "EPOCH", "TRANSACTIONAL ID", "AGE", "IN SNAPSHOTS"]);
         for f in &show.fences {
             t.add_row(vec![
                 out.cell(&f.writer, Tone::Plain),

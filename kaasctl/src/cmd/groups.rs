@@ -85,8 +85,7 @@ pub fn rows(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<GroupPartitio
                         row.lag = Some((hw - co.offset).max(0));
                         row.real_lag = Some((lso - co.offset).max(0));
                         row.blocked_by_open_transaction = Some((hw - lso.max(co.offset)).max(0));
-                        row.control_records =
-                            Some(view.markers.iter().filter(|m| m.0 >= co.offset).count() as i64);
+                        row.control_records = Some(view.markers.iter().filter(|m| m.0 >= co.offset).count() as i64);
                     }
                     Err(e) => row.error = Some(e.to_string()),
                 }

@@ -164,10 +164,7 @@ pub fn run(
                     },
                 ),
                 out.cell(
-                    b.max_timestamp
-                        .as_ref()
-                        .map(|t| when(t.epoch_ms))
-                        .unwrap_or_default(),
+                    b.max_timestamp.as_ref().map(|t| when(t.epoch_ms)).unwrap_or_default(),
                     Tone::Dim,
                 ),
             ]);

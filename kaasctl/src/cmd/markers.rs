@@ -87,9 +87,7 @@ pub fn queues(c: &Cluster) -> anyhow::Result<Vec<QueueRow>> {
 
 pub fn list(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
     let rows = queues(c)?;
-    let problems = rows
-        .iter()
-        .any(|r| r.unreadable > 0 || (!r.alive && r.depth > 0));
+    let problems = rows.iter().any(|r| r.unreadable > 0 || (!r.alive && r.depth > 0));
     if out.json {
         out.json(&rows);
     } else {
@@ -103,18 +101,8 @@ pub fn list(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                     out.cell("dead", if r.depth > 0 { Tone::Bad } else { Tone::Dim })
                 },
                 out.cell(r.depth, if r.depth > 0 { Tone::Warn } else { Tone::Plain }),
-                out.cell(
-                    r.oldest_age_ms.map(age).unwrap_or_else(|| "-".into()),
-                    Tone::Plain,
-                ),
-                out.cell(
-                    r.unreadable,
-                    if r.unreadable > 0 {
-                        Tone::Bad
-                    } else {
-                        Tone::Plain
-                    },
-                ),
+                out.cell(r.oldest_age_ms.map(age).unwrap_or_else(|| "-".into()), Tone::Plain),
+                out.cell(r.unreadable, if r.unreadable > 0 { Tone::Bad } else { Tone::Plain }),
             ]);
         }
         println!("{t}");
@@ -128,29 +116,15 @@ pub fn show(c: &Cluster, out: &Out, broker: Option<i32>) -> anyhow::Result<Statu
     if out.json {
         out.json(&rows);
     } else {
-        let mut t = out.table(&[
-            "TO",
-            "TRANSACTIONAL ID",
-            "PRODUCER",
-            "RESULT",
-            "PARTITIONS",
-            "AGE",
-        ]);
+        let mut t = out.table(&["TO", "TRANSACTIONAL ID", "PRODUCER", "RESULT", "PARTITIONS", "AGE"]);
         for r in &rows {
             match &r.error {
-                Some(e) => t.add_row(vec![
-                    out.cell(r.broker, Tone::Plain),
-                    out.cell(e, Tone::Bad),
-                ]),
+                Some(e) => t.add_row(vec![out.cell(r.broker, Tone::Plain), out.cell(e, Tone::Bad)]),
                 None => t.add_row(vec![
                     out.cell(r.broker, Tone::Plain),
                     out.cell(r.transactional_id.as_deref().unwrap_or("-"), Tone::Plain),
                     out.cell(
-                        format!(
-                            "{}/{}",
-                            r.producer_id.unwrap_or(-1),
-                            r.producer_epoch.unwrap_or(-1)
-                        ),
+                        format!("{}/{}", r.producer_id.unwrap_or(-1), r.producer_epoch.unwrap_or(-1)),
                         Tone::Plain,
                     ),
                     out.cell(r.result.as_deref().unwrap_or(""), Tone::Plain),

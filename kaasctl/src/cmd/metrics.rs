@@ -33,23 +33,12 @@ pub fn render(c: &Cluster) -> anyhow::Result<String> {
     for t in &all.transactions {
         *by_state.entry(t.state).or_default() += 1;
     }
-    let oldest = all
-        .transactions
-        .iter()
-        .filter_map(|t| t.open_age_ms)
-        .max()
-        .unwrap_or(0);
+    let oldest = all.transactions.iter().filter_map(|t| t.open_age_ms).max().unwrap_or(0);
     let overdue = all.transactions.iter().filter(|t| t.overdue).count();
     let queues = super::markers::queues(c)?;
     let findings = super::txn::check(c)?;
-    let hanging = findings
-        .iter()
-        .filter(|f| f.kind == "hanging_transaction")
-        .count();
-    let unreadable = findings
-        .iter()
-        .filter(|f| f.kind.starts_with("unreadable"))
-        .count();
+    let hanging = findings.iter().filter(|f| f.kind == "hanging_transaction").count();
+    let unreadable = findings.iter().filter(|f| f.kind.starts_with("unreadable")).count();
     let mut s = String::new();
     writeln!(
         s,
@@ -64,11 +53,7 @@ pub fn render(c: &Cluster) -> anyhow::Result<String> {
         "# HELP kaas_transaction_oldest_open_seconds Age of the oldest open transaction."
     )?;
     writeln!(s, "# TYPE kaas_transaction_oldest_open_seconds gauge")?;
-    writeln!(
-        s,
-        "kaas_transaction_oldest_open_seconds {:.3}",
-        oldest as f64 / 1000.0
-    )?;
+    writeln!(s, "kaas_transaction_oldest_open_seconds {:.3}", oldest as f64 / 1000.0)?;
     writeln!(
         s,
         "# HELP kaas_transactions_overdue Ongoing transactions past their timeout."
@@ -81,13 +66,12 @@ pub fn render(c: &Cluster) -> anyhow::Result<String> {
     )?;
     writeln!(s, "# TYPE kaas_marker_queue_depth gauge")?;
     for q in &queues {
-        writeln!(
-            s,
-            "kaas_marker_queue_depth{{broker=\"{}\"}} {}",
-            q.broker, q.depth
-        )?;
+        writeln!(s, "kaas_marker_queue_depth{{broker=\"{}\"}} {}", q.broker, q.depth)?;
     }
-    writeln!(s, "# HELP kaas_marker_queue_oldest_seconds Age of the oldest queued marker entry per target broker.")?;
+    writeln!(
+        s,
+        "# HELP kaas_marker_queue_oldest_seconds Age of the oldest queued marker entry per target broker."
+    )?;
     writeln!(s, "# TYPE kaas_marker_queue_oldest_seconds gauge")?;
     for q in &queues {
         writeln!(
@@ -97,13 +81,13 @@ pub fn render(c: &Cluster) -> anyhow::Result<String> {
             q.oldest_age_ms.unwrap_or(0) as f64 / 1000.0
         )?;
     }
-    writeln!(s, "# HELP kaas_hanging_transactions Partitions' open transactions their coordinator does not know as open.")?;
-    writeln!(s, "# TYPE kaas_hanging_transactions gauge")?;
-    writeln!(s, "kaas_hanging_transactions {hanging}")?;
     writeln!(
         s,
-        "# HELP kaas_unreadable_files Volume files kaasctl could not read."
+        "# HELP kaas_hanging_transactions Partitions' open transactions their coordinator does not know as open."
     )?;
+    writeln!(s, "# TYPE kaas_hanging_transactions gauge")?;
+    writeln!(s, "kaas_hanging_transactions {hanging}")?;
+    writeln!(s, "# HELP kaas_unreadable_files Volume files kaasctl could not read.")?;
     writeln!(s, "# TYPE kaas_unreadable_files gauge")?;
     writeln!(s, "kaas_unreadable_files {unreadable}")?;
     Ok(s)

@@ -76,28 +76,17 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Resul
                 .map(|o| o.to_string())
                 .unwrap_or_else(|| "none".into())
         );
-        let mut t = out.table(&[
-            "PRODUCER",
-            "EPOCH",
-            "LAST SEQ",
-            "LAST OFFSET",
-            "TXN START",
-            "WINDOW",
-        ]);
+        let mut t = out.table(&["PRODUCER", "EPOCH", "LAST SEQ", "LAST OFFSET", "TXN START", "WINDOW"]);
         for p in &show.producers {
             t.add_row(vec![
                 out.cell(p.producer_id, Tone::Plain),
                 out.cell(p.producer_epoch, Tone::Plain),
                 out.cell(
-                    p.last_sequence
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "-".into()),
+                    p.last_sequence.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
                     Tone::Plain,
                 ),
                 out.cell(
-                    p.last_offset
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "-".into()),
+                    p.last_offset.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
                     Tone::Plain,
                 ),
                 out.cell(

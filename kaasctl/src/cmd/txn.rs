@@ -82,10 +82,7 @@ pub fn collect(c: &Cluster, args: &TxnListArgs) -> anyhow::Result<TxnList> {
         }
     }
     let pattern = match &args.transactional_id {
-        Some(g) => Some(
-            glob::Pattern::new(g)
-                .map_err(|e| anyhow::anyhow!("bad --transactional-id glob {g:?}: {e}"))?,
-        ),
+        Some(g) => Some(glob::Pattern::new(g).map_err(|e| anyhow::anyhow!("bad --transactional-id glob {g:?}: {e}"))?),
         None => None,
     };
     let mut rows = Vec::new();
@@ -109,18 +106,10 @@ pub fn collect(c: &Cluster, args: &TxnListArgs) -> anyhow::Result<TxnList> {
             }
         };
         for e in file.entries.values() {
-            if !args.state.is_empty()
-                && !args
-                    .state
-                    .iter()
-                    .any(|s| s.eq_ignore_ascii_case(e.state.as_str()))
-            {
+            if !args.state.is_empty() && !args.state.iter().any(|s| s.eq_ignore_ascii_case(e.state.as_str())) {
                 continue;
             }
-            if pattern
-                .as_ref()
-                .is_some_and(|p| !p.matches(&e.transactional_id))
-            {
+            if pattern.as_ref().is_some_and(|p| !p.matches(&e.transactional_id)) {
                 continue;
             }
             if let Some(d) = args.older_than {
@@ -134,17 +123,9 @@ pub fn collect(c: &Cluster, args: &TxnListArgs) -> anyhow::Result<TxnList> {
     match args.sort {
         TxnSort::Id => rows.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id)),
         TxnSort::Age => rows.sort_by_key(|r| std::cmp::Reverse(r.open_age_ms.unwrap_or(-1))),
-        TxnSort::State => rows.sort_by(|a, b| {
-            a.state
-                .cmp(b.state)
-                .then(a.transactional_id.cmp(&b.transactional_id))
-        }),
+        TxnSort::State => rows.sort_by(|a, b| a.state.cmp(b.state).then(a.transactional_id.cmp(&b.transactional_id))),
         TxnSort::Pid => rows.sort_by_key(|r| r.producer_id),
-        TxnSort::Slot => rows.sort_by(|a, b| {
-            a.slot
-                .cmp(&b.slot)
-                .then(a.transactional_id.cmp(&b.transactional_id))
-        }),
+        TxnSort::Slot => rows.sort_by(|a, b| a.slot.cmp(&b.slot).then(a.transactional_id.cmp(&b.transactional_id))),
     }
     Ok(TxnList {
         transactions: rows,
@@ -176,31 +157,26 @@ pub fn list(c: &Cluster, out: &Out, args: &TxnListArgs) -> anyhow::Result<Status
             "PARTS",
             "AGE",
             "TIMEOUT",
+            "LATE",
             "COORD",
         ]);
+        crate::out::keep_whole(&mut t, 3, 14);
         for r in &list.transactions {
             t.add_row(vec![
                 out.cell(&r.transactional_id, Tone::Plain),
                 out.cell(r.producer_id, Tone::Plain),
                 out.cell(r.producer_epoch, Tone::Plain),
-                out.cell(
-                    if r.overdue {
-                        format!("{} OVERDUE", r.state)
-                    } else {
-                        r.state.to_string()
-                    },
-                    state_tone(r.state, r.overdue),
-                ),
+                out.cell(r.state, state_tone(r.state, r.overdue)),
                 out.cell(r.partitions, Tone::Plain),
-                out.cell(
-                    r.open_age_ms.map(age).unwrap_or_else(|| "-".into()),
-                    Tone::Plain,
-                ),
+                out.cell(r.open_age_ms.map(age).unwrap_or_else(|| "-".into()), Tone::Plain),
                 out.cell(age(r.timeout_ms as i64), Tone::Dim),
+                if r.overdue {
+                    out.cell("yes", Tone::Bad)
+                } else {
+                    out.cell("", Tone::Plain)
+                },
                 out.cell(
-                    r.coordinator
-                        .map(|b| b.to_string())
-                        .unwrap_or_else(|| "-".into()),
+                    r.coordinator.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
                     Tone::Plain,
                 ),
             ]);
@@ -260,12 +236,9 @@ pub struct TxnDetail {
 }
 
 fn find(c: &Cluster, tid: &str) -> anyhow::Result<TxnEntry> {
-    c.store().get(tid)?.ok_or_else(|| {
-        anyhow::anyhow!(
-            "no transaction with transactional.id {tid:?} (slot {})",
-            slot_for(tid)
-        )
-    })
+    c.store()
+        .get(tid)?
+        .ok_or_else(|| anyhow::anyhow!("no transaction with transactional.id {tid:?} (slot {})", slot_for(tid)))
 }
 
 fn queued_for(c: &Cluster, pid: i64) -> anyhow::Result<Vec<QueuedMarker>> {
@@ -296,16 +269,11 @@ pub fn detail(c: &Cluster, tid: &str) -> anyhow::Result<TxnDetail> {
         .partitions
         .iter()
         .map(|tp| {
-            let owner =
-                PartitionOwner::read(&PartitionOwner::path(&c.volume, &tp.topic, tp.partition))
-                    .ok();
+            let owner = PartitionOwner::read(&PartitionOwner::path(&c.volume, &tp.topic, tp.partition)).ok();
             let leader = owner.as_ref().map(|o| o.broker);
             match inspect_partition(&c.volume.partition_dir(&tp.topic, tp.partition), false) {
                 Ok(view) => {
-                    let open = view
-                        .producers
-                        .get(e.producer_id)
-                        .and_then(|p| p.txn_first_offset);
+                    let open = view.producers.get(e.producer_id).and_then(|p| p.txn_first_offset);
                     PartitionDetail {
                         topic: tp.topic.clone(),
                         partition: tp.partition,
@@ -490,11 +458,7 @@ fn confirm(question: &str) -> anyhow::Result<bool> {
 fn describe_plan(plan: &ActionPlan) -> String {
     let mut s = format!(
         "{} transaction {:?} (producer {}, slot {}): {} -> {} at epoch {}\n",
-        if plan.commit {
-            "complete (commit)"
-        } else {
-            "abort"
-        },
+        if plan.commit { "complete (commit)" } else { "abort" },
         plan.transactional_id,
         plan.producer_id,
         plan.slot,
@@ -527,11 +491,7 @@ fn describe_plan(plan: &ActionPlan) -> String {
     for g in &plan.groups {
         s += &format!(
             "  staged offsets of group {g:?}: {}\n",
-            if plan.commit {
-                "committed"
-            } else {
-                "discarded"
-            }
+            if plan.commit { "committed" } else { "discarded" }
         );
     }
     s
@@ -564,14 +524,7 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
     if !args.yes && !confirm("proceed?")? {
         anyhow::bail!("nothing changed: not confirmed");
     }
-    let report = admin::execute(
-        &c.volume,
-        &plan,
-        &admin_actor(),
-        &command_line(),
-        kaas_core::now_ms(),
-        args.wait,
-    )?;
+    let report = admin::execute(&c.volume, &plan, &admin_actor(), &command_line(), c.now_ms, args.wait)?;
     if out.json {
         out.json(&AbortOutput {
             dry_run: false,
@@ -594,7 +547,10 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
             println!("  ABORT markers queued for broker {b}: {}", p.display());
         }
         if !report.completed {
-            println!("  queued markers not yet written after {:?}; the owning broker completes the transaction when they land", args.wait);
+            println!(
+                "  queued markers not yet written after {}; the owning broker completes the transaction when they land",
+                humantime::format_duration(args.wait)
+            );
         }
         println!("  audit: {}", report.audit_file.display());
     }
@@ -676,11 +632,10 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
                 Ok(view) => {
                     for e in view.producers.producers.values() {
                         if let Some(first) = e.txn_first_offset {
-                            open_on.entry((topic.name.clone(), p)).or_default().push((
-                                e.producer_id,
-                                e.epoch,
-                                first,
-                            ));
+                            open_on
+                                .entry((topic.name.clone(), p))
+                                .or_default()
+                                .push((e.producer_id, e.epoch, first));
                         }
                     }
                 }
@@ -719,13 +674,12 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
                         e.transactional_id,
                         e.state.as_str()
                     ),
-                    Some(e) => format!(
-                        "coordinator entry {:?} is {}",
-                        e.transactional_id,
-                        e.state.as_str()
-                    ),
+                    Some(e) => format!("coordinator entry {:?} is {}", e.transactional_id, e.state.as_str()),
                 };
-                let mut f = Finding::new("hanging_transaction", format!("open transaction of producer {pid} on {topic}-{partition} since offset {first}: {why}"));
+                let mut f = Finding::new(
+                    "hanging_transaction",
+                    format!("open transaction of producer {pid} on {topic}-{partition} since offset {first}: {why}"),
+                );
                 f.transactional_id = entry.map(|e| e.transactional_id.clone());
                 f.topic = Some(topic.clone());
                 f.partition = Some(*partition);
@@ -791,10 +745,7 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
     }
     for (writer, log) in list_fence_logs(&c.volume)? {
         if let Err(e) = log {
-            findings.push(Finding::new(
-                "unreadable_file",
-                format!("fence log of {writer}: {e}"),
-            ));
+            findings.push(Finding::new("unreadable_file", format!("fence log of {writer}: {e}")));
         }
     }
     Ok(findings)
@@ -841,13 +792,9 @@ pub fn find_hanging(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
     Ok(Status::from_problems(!findings.is_empty()))
 }
 
-pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool) -> anyhow::Result<Status> {
+pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Duration) -> anyhow::Result<Status> {
     let mut findings = check(c)?;
-    if fix
-        && findings
-            .iter()
-            .any(|f| f.fix.is_some() || f.kind == "unreadable_slot")
-    {
+    if fix && findings.iter().any(|f| f.fix.is_some() || f.kind == "unreadable_slot") {
         if !yes {
             print_findings(out, &findings);
             if !confirm("repair these?")? {
@@ -858,8 +805,10 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool) -> anyhow::Result<St
         let cmd = command_line();
         let store = c.store();
         for f in &mut findings {
-            let now = kaas_core::now_ms();
-            let result: anyhow::Result<()> = match f.kind {
+            let now = c.now_ms;
+            // Ok(true): fixed now; Ok(false): handed to a live broker (its queue),
+            // which finishes it shortly — still reported, so the exit code says so.
+            let result: anyhow::Result<bool> = match f.kind {
                 "hanging_transaction" => {
                     let tp = TopicPartition {
                         topic: f.topic.clone().unwrap_or_default(),
@@ -875,27 +824,29 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool) -> anyhow::Result<St
                         &cmd,
                         now,
                     )
-                    .map(|_| ())
+                    .map(|route| match route {
+                        MarkerRoute::Direct => true,
+                        MarkerRoute::Queue { broker } => {
+                            f.fix = Some(format!("ABORT marker queued for broker {broker}"));
+                            false
+                        }
+                    })
                     .map_err(Into::into)
                 }
-                "prepare_not_finished" => {
-                    match store.get(f.transactional_id.as_deref().unwrap_or_default())? {
-                        Some(entry) => match admin::plan_finish(&c.volume, &entry, &c.live) {
-                            Some(plan) => admin::execute(
-                                &c.volume,
-                                &plan,
-                                &actor,
-                                &cmd,
-                                now,
-                                std::time::Duration::from_secs(30),
-                            )
-                            .map(|_| ())
+                "prepare_not_finished" => match store.get(f.transactional_id.as_deref().unwrap_or_default())? {
+                    Some(entry) => match admin::plan_finish(&c.volume, &entry, &c.live) {
+                        Some(plan) => admin::execute(&c.volume, &plan, &actor, &cmd, now, wait)
+                            .map(|report| {
+                                if !report.completed {
+                                    f.fix = Some("markers queued for the owning broker, which completes it".into());
+                                }
+                                report.completed
+                            })
                             .map_err(Into::into),
-                            None => Ok(()),
-                        },
-                        None => Ok(()),
-                    }
-                }
+                        None => Ok(true),
+                    },
+                    None => Ok(true),
+                },
                 "queue_to_dead_broker" => {
                     let path = std::path::PathBuf::from(f.path.clone().unwrap_or_default());
                     match kaas_core::error::read_versioned_json::<marker_queue::MarkerEntry>(
@@ -903,10 +854,9 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool) -> anyhow::Result<St
                         "marker queue entry",
                         marker_queue::MARKER_FORMAT_VERSION,
                     ) {
-                        Ok(entry) => {
-                            admin::redeliver(&c.volume, &path, &entry, &c.live, &actor, &cmd, now)
-                                .map_err(Into::into)
-                        }
+                        Ok(entry) => admin::redeliver(&c.volume, &path, &entry, &c.live, &actor, &cmd, now)
+                            .map(|_| true)
+                            .map_err(Into::into),
                         Err(e) => Err(e.into()),
                     }
                 }
@@ -915,13 +865,14 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool) -> anyhow::Result<St
                     admin::quarantine_slot(&c.volume, slot, &actor, &cmd, now)
                         .map(|to| {
                             f.fix = Some(format!("moved aside to {}", to.display()));
+                            true
                         })
                         .map_err(Into::into)
                 }
                 _ => continue,
             };
             match result {
-                Ok(()) => f.fixed = true,
+                Ok(done) => f.fixed = done,
                 Err(e) => f.detail = format!("{} (fix failed: {e:#})", f.detail),
             }
         }
@@ -1013,10 +964,7 @@ pub fn timeline(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
         let mut t = out.table(&["TIME", "EVENT", "DETAIL", "BY"]);
         for ev in &events {
             t.add_row(vec![
-                out.cell(
-                    ev.at.as_ref().map(|t| when(t.epoch_ms)).unwrap_or_default(),
-                    Tone::Dim,
-                ),
+                out.cell(ev.at.as_ref().map(|t| when(t.epoch_ms)).unwrap_or_default(), Tone::Dim),
                 out.cell(ev.kind, Tone::Plain),
                 out.cell(&ev.detail, Tone::Plain),
                 out.cell(&ev.by, Tone::Plain),

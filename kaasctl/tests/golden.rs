@@ -1,0 +1,526 @@
+//! Golden tests: the real kaasctl binary against fixture volumes built by kaas-core's
+//! own writers, with "now" pinned (KAASCTL_NOW_MS) so ages are stable. Each case's
+//! stdout, stderr and exit code are compared with `tests/golden/<case>.txt`;
+//! `UPDATE_GOLDEN=1 cargo test -p kaasctl --test golden` rewrites them (review the diff).
+
+use kaas_core::batch::{build_batch, validate_all};
+use kaas_core::broker::{BrokerLease, LEASE_FORMAT_VERSION};
+use kaas_core::fence_log::FenceLog;
+use kaas_core::log::LogConfig;
+use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult, MARKER_FORMAT_VERSION};
+use kaas_core::offsets::{CommittedOffset, GroupOffsets};
+use kaas_core::partition::PartitionState;
+use kaas_core::topic::{PartitionOwner, TopicMeta};
+use kaas_core::txn::{slot_for, Actor, TopicPartition, Transition, TxnEntry, TxnState};
+use kaas_core::txn_store::TxnStateStore;
+use kaas_core::Volume;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::Path;
+use std::process::Command;
+
+const NOW: i64 = 1_800_000_000_000;
+
+fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition {
+        topic: topic.into(),
+        partition,
+    }
+}
+
+fn entry(
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    state: TxnState,
+    parts: &[TopicPartition],
+    groups: &[&str],
+    start: i64,
+) -> TxnEntry {
+    let by = Actor::Broker { id: 0 };
+    let mut history = VecDeque::new();
+    history.push_back(Transition {
+        at_ms: NOW - 300_000,
+        from: TxnState::Empty,
+        to: TxnState::Empty,
+        producer_id: pid,
+        epoch: 0,
+        reason: "InitProducerId (new)".into(),
+        by: by.clone(),
+    });
+    if state != TxnState::Empty {
+        history.push_back(Transition {
+            at_ms: start,
+            from: TxnState::Empty,
+            to: state,
+            producer_id: pid,
+            epoch,
+            reason: "AddPartitionsToTxn".into(),
+            by,
+        });
+    }
+    TxnEntry {
+        transactional_id: id.into(),
+        producer_id: pid,
+        producer_epoch: epoch,
+        last_epoch: -1,
+        last_producer_id: -1,
+        state,
+        timeout_ms: 60_000,
+        partitions: parts.iter().cloned().collect::<BTreeSet<_>>(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        txn_start_ms: if state == TxnState::Empty { -1 } else { start },
+        last_update_ms: start,
+        history,
+    }
+}
+
+fn put(volume: &Volume, e: TxnEntry) {
+    TxnStateStore::new(volume.clone())
+        .update(slot_for(&e.transactional_id), NOW - 1_000, |entries| {
+            entries.insert(e.transactional_id.clone(), e.clone());
+            ((), true)
+        })
+        .unwrap();
+}
+
+fn produce(p: &mut PartitionState, producer: Option<(i64, i16, i32)>, txn: bool, values: &[&str], ts: i64) {
+    let recs: Vec<kaas_core::batch::PlainRecord> =
+        values.iter().map(|v| (Some(&b"k"[..]), Some(v.as_bytes()))).collect();
+    let mut b = build_batch(0, ts, producer, if txn { 0x10 } else { 0 }, &recs);
+    let h = validate_all(&b).unwrap();
+    p.append(&mut b, &h, 0, ts).unwrap();
+}
+
+fn topic(volume: &Volume, name: &str, partitions: i32, id: u128, configs: &[(&str, &str)]) {
+    let mut meta = TopicMeta::new(
+        name,
+        partitions,
+        configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+        NOW - 900_000,
+    );
+    meta.topic_id = uuid_from(id);
+    meta.write(volume).unwrap();
+    for p in 0..partitions {
+        PartitionOwner {
+            version: 1,
+            broker: 0,
+            leader_epoch: 0,
+            released: false,
+            updated_ms: NOW - 900_000,
+        }
+        .write(&PartitionOwner::path(volume, name, p))
+        .unwrap();
+    }
+}
+
+fn uuid_from(n: u128) -> uuid::Uuid {
+    uuid::Uuid::from_u128(n)
+}
+
+/// The standard fixture: two brokers (0 alive, 1 dead), two topics, an overdue open
+/// transaction, a committed one, an aborted one on `events`, a hanging transaction on
+/// orders-1, a PrepareCommit left behind, a queue entry for the dead broker, fences,
+/// and a group with committed and staged offsets.
+fn fixture(dir: &Path) -> Volume {
+    let v = Volume::new(dir);
+    for (id, hb) in [(0, NOW - 500), (1, NOW - 60_000)] {
+        BrokerLease {
+            version: LEASE_FORMAT_VERSION,
+            broker_id: id,
+            host: "127.0.0.1".into(),
+            port: 9092 + id as u16,
+            incarnation: format!("incarnation-{id}"),
+            started_ms: NOW - 3_600_000,
+            heartbeat_ms: hb,
+        }
+        .write(&v)
+        .unwrap();
+    }
+    topic(&v, "orders", 2, 1, &[("retention.ms", "60000")]);
+    topic(&v, "events", 1, 2, &[]);
+    let cfg = LogConfig::default();
+    let mut o0 = PartitionState::open(&v.partition_dir("orders", 0), cfg.clone(), NOW).unwrap();
+    produce(&mut o0, None, false, &["plain-0", "plain-1"], NOW - 200_000);
+    produce(&mut o0, Some((101, 0, 0)), true, &["committed"], NOW - 190_000);
+    o0.write_marker(101, 0, true, 0, 0, NOW - 189_000).unwrap();
+    produce(&mut o0, Some((100, 0, 0)), true, &["open-0", "open-1"], NOW - 120_000);
+    o0.write_snapshot(NOW - 100_000).unwrap();
+    produce(&mut o0, None, false, &["behind"], NOW - 90_000);
+    drop(o0);
+    let mut o1 = PartitionState::open(&v.partition_dir("orders", 1), cfg.clone(), NOW).unwrap();
+    produce(&mut o1, Some((102, 0, 0)), true, &["hanging"], NOW - 600_000);
+    drop(o1);
+    let mut e0 = PartitionState::open(&v.partition_dir("events", 0), cfg, NOW).unwrap();
+    produce(&mut e0, Some((103, 2, 0)), true, &["rolled-back"], NOW - 50_000);
+    e0.write_marker(103, 2, false, 0, 0, NOW - 49_000).unwrap();
+    drop(e0);
+
+    put(
+        &v,
+        entry(
+            "open-tx",
+            100,
+            0,
+            TxnState::Ongoing,
+            &[tp("orders", 0)],
+            &["billing"],
+            NOW - 120_000,
+        ),
+    );
+    let mut done = entry("done-tx", 101, 0, TxnState::CompleteCommit, &[], &[], NOW - 190_000);
+    done.txn_start_ms = -1;
+    put(&v, done);
+    put(
+        &v,
+        entry(
+            "prep-tx",
+            104,
+            0,
+            TxnState::PrepareCommit,
+            &[tp("events", 0)],
+            &[],
+            NOW - 40_000,
+        ),
+    );
+    put(&v, entry("idle-tx", 105, 3, TxnState::Empty, &[], &[], NOW - 300_000));
+    let mut aborted = entry("aborted-tx", 103, 2, TxnState::CompleteAbort, &[], &[], NOW - 49_000);
+    aborted.txn_start_ms = -1;
+    put(&v, aborted);
+
+    let mut fences = FenceLog::empty(0);
+    fences.append(103, 2, Some("aborted-tx"), NOW - 49_500);
+    fences.save(&v).unwrap();
+    marker_queue::enqueue(
+        &v,
+        1,
+        &MarkerEntry {
+            version: MARKER_FORMAT_VERSION,
+            transactional_id: "prep-tx".into(),
+            producer_id: 104,
+            producer_epoch: 0,
+            result: MarkerResult::Commit,
+            coordinator_epoch: 0,
+            partitions: vec![tp("events", 0)],
+            enqueued_by: 0,
+            enqueued_ms: NOW - 39_000,
+        },
+    )
+    .unwrap();
+    let mut g = GroupOffsets::new("billing");
+    let co = |offset| CommittedOffset {
+        offset,
+        leader_epoch: -1,
+        metadata: None,
+        commit_ms: NOW - 95_000,
+    };
+    g.set("orders", 0, co(2));
+    g.stage(100, 0, "open-tx", "orders", 0, co(5));
+    g.save(&v).unwrap();
+    v
+}
+
+fn run(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .env("KAASCTL_NOW_MS", NOW.to_string())
+        .env("USER", "golden")
+        .env("NO_COLOR", "1")
+        // Wide enough that no path wraps (so it can be redacted); the 80-column fit
+        // is checked by `tables_fit_80_columns`.
+        .env("COLUMNS", "200")
+        .output()
+        .expect("kaasctl runs");
+    let dir_s = dir.display().to_string();
+    let clean = |b: &[u8]| {
+        let s = String::from_utf8_lossy(b).replace(&dir_s, "<DATA>");
+        // Audit file names carry the process id.
+        let mut out = String::new();
+        for line in s.lines() {
+            out.push_str(&redact_pid(line));
+            out.push('\n');
+        }
+        out
+    };
+    format!(
+        "$ kaasctl {}\nexit: {}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        out.status.code().unwrap_or(-1),
+        clean(&out.stdout),
+        clean(&out.stderr)
+    )
+}
+
+fn redact_pid(line: &str) -> String {
+    match line.find("/audit/") {
+        Some(i) => {
+            let (head, tail) = line.split_at(i + 7);
+            let mut parts = tail.splitn(3, '-');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(ts), Some(_pid), Some(rest)) => format!("{head}{ts}-<PID>-{rest}"),
+                _ => line.to_string(),
+            }
+        }
+        None => line.to_string(),
+    }
+}
+
+fn golden(case: &str, text: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{case}.txt"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing golden {}; run with UPDATE_GOLDEN=1", path.display()));
+    assert_eq!(text, want, "golden {case} differs (UPDATE_GOLDEN=1 to accept)");
+}
+
+fn cases(dir: &Path, list: &[(&str, &[&str])]) {
+    for (case, args) in list {
+        golden(case, &run(dir, args));
+    }
+}
+
+#[test]
+fn read_commands_tables() {
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    cases(
+        d.path(),
+        &[
+            ("brokers", &["brokers"]),
+            ("topics", &["topics"]),
+            ("groups", &["groups"]),
+            ("txn_list", &["txn", "list"]),
+            (
+                "txn_list_filtered",
+                &[
+                    "txn",
+                    "list",
+                    "--state",
+                    "ongoing,PrepareCommit",
+                    "--older-than",
+                    "1m",
+                    "--sort",
+                    "age",
+                ],
+            ),
+            (
+                "txn_list_glob_owner",
+                &["txn", "list", "--transactional-id", "*-tx", "--owner", "1"],
+            ),
+            ("txn_show", &["txn", "show", "open-tx"]),
+            ("txn_show_missing", &["txn", "show", "nope"]),
+            ("txn_timeline", &["txn", "timeline", "aborted-tx"]),
+            ("txn_find_hanging", &["txn", "find-hanging"]),
+            ("txn_repair_check", &["txn", "repair"]),
+            ("fence_show", &["fence", "show"]),
+            ("markers_list", &["markers", "list"]),
+            ("markers_show", &["markers", "show"]),
+            ("producers_show", &["producers", "show", "orders", "0"]),
+            ("log_dump", &["log", "dump", "orders", "0", "--records"]),
+            ("log_dump_events", &["log", "dump", "events", "0", "--from", "1"]),
+            ("lso_explain_open", &["lso", "explain", "orders", "0"]),
+            ("lso_explain_hanging", &["lso", "explain", "orders", "1"]),
+            ("lso_explain_clear", &["lso", "explain", "events", "0"]),
+            ("metrics", &["metrics"]),
+            ("audit_empty", &["audit"]),
+            ("usage_error", &["txn", "list", "--older-than", "soon"]),
+            ("unknown_state", &["txn", "list", "--state", "Bogus"]),
+        ],
+    );
+}
+
+#[test]
+fn read_commands_json() {
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    cases(
+        d.path(),
+        &[
+            ("json_brokers", &["brokers", "--json"]),
+            ("json_topics", &["topics", "--json"]),
+            ("json_groups", &["groups", "--json"]),
+            ("json_txn_list", &["txn", "list", "--json"]),
+            ("json_txn_show", &["txn", "show", "open-tx", "--json"]),
+            ("json_txn_timeline", &["txn", "timeline", "open-tx", "--json"]),
+            ("json_find_hanging", &["txn", "find-hanging", "--json"]),
+            ("json_fence_show", &["fence", "show", "--json"]),
+            ("json_markers_list", &["markers", "list", "--json"]),
+            ("json_markers_show", &["markers", "show", "1", "--json"]),
+            ("json_producers_show", &["producers", "show", "orders", "0", "--json"]),
+            ("json_log_dump", &["log", "dump", "events", "0", "--json"]),
+            ("json_lso_explain", &["lso", "explain", "orders", "0", "--json"]),
+        ],
+    );
+}
+
+#[test]
+fn abort_dry_run_then_abort_then_repair() {
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    cases(
+        d.path(),
+        &[
+            ("abort_dry_run", &["txn", "abort", "open-tx", "--dry-run"]),
+            ("abort_needs_yes_without_a_terminal", &["txn", "abort", "open-tx"]),
+            ("abort_prepare_refused", &["txn", "abort", "prep-tx", "--yes"]),
+            (
+                "abort_queued_no_wait",
+                &["txn", "abort", "open-tx", "--yes", "--wait", "0s"],
+            ),
+            (
+                "after_abort_txn_list",
+                &["txn", "list", "--state", "PrepareAbort,PrepareCommit"],
+            ),
+            ("after_abort_markers", &["markers", "show"]),
+            ("repair_fix", &["txn", "repair", "--fix", "--yes", "--wait", "0s"]),
+            ("after_repair_txn_list", &["txn", "list"]),
+            ("after_repair_find_hanging", &["txn", "find-hanging"]),
+            ("after_repair_audit", &["audit"]),
+        ],
+    );
+}
+
+#[test]
+fn abort_with_every_broker_down_writes_markers_itself() {
+    let d = tempfile::tempdir().unwrap();
+    let v = fixture(d.path());
+    std::fs::remove_file(v.broker_lease(0)).unwrap();
+    cases(
+        d.path(),
+        &[
+            ("offline_abort", &["txn", "abort", "open-tx", "--yes"]),
+            ("offline_after_lso", &["lso", "explain", "orders", "0"]),
+            ("offline_after_log", &["log", "dump", "orders", "0", "--from", "5"]),
+            ("offline_after_groups", &["groups", "billing"]),
+        ],
+    );
+}
+
+#[test]
+fn corrupt_and_odd_files_are_reported_with_their_paths() {
+    let d = tempfile::tempdir().unwrap();
+    let v = fixture(d.path());
+    let store = TxnStateStore::new(v.clone());
+    let open_slot = slot_for("open-tx");
+    let truncated = std::fs::read(store.slot_path(open_slot)).unwrap();
+    std::fs::write(store.slot_path(open_slot), &truncated[..truncated.len() / 2]).unwrap();
+    let other = slot_for("done-tx");
+    let mut future: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.slot_path(other)).unwrap()).unwrap();
+    future["version"] = 9.into();
+    std::fs::write(store.slot_path(other), serde_json::to_vec(&future).unwrap()).unwrap();
+    // A slot file without its lock file, and an empty queue directory.
+    std::fs::remove_file(store.lock_path(slot_for("idle-tx"))).unwrap();
+    std::fs::create_dir_all(marker_queue::queue_dir(&v, 7)).unwrap();
+    std::fs::write(v.topic_file("broken"), b"{\"version\": 1, \"name\": ").unwrap();
+    cases(
+        d.path(),
+        &[
+            ("corrupt_txn_list", &["txn", "list"]),
+            ("corrupt_txn_list_json", &["txn", "list", "--json"]),
+            ("corrupt_topics", &["topics"]),
+            ("corrupt_markers_list", &["markers", "list"]),
+            ("corrupt_missing_lock_show", &["txn", "show", "idle-tx"]),
+            ("corrupt_repair", &["txn", "repair"]),
+            (
+                "corrupt_repair_fix",
+                &["txn", "repair", "--fix", "--yes", "--wait", "0s"],
+            ),
+            ("corrupt_after_fix_list", &["txn", "list"]),
+        ],
+    );
+    let moved: Vec<_> = std::fs::read_dir(store.dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".corrupt-"))
+        .collect();
+    assert_eq!(moved.len(), 2, "both unreadable slots were moved aside, not deleted");
+}
+
+#[test]
+fn an_empty_volume_and_a_missing_one() {
+    let d = tempfile::tempdir().unwrap();
+    cases(
+        d.path(),
+        &[
+            ("empty_txn_list", &["txn", "list"]),
+            ("empty_brokers_json", &["brokers", "--json"]),
+            ("empty_metrics", &["metrics"]),
+        ],
+    );
+    golden("missing_data_dir", &run(&d.path().join("nope"), &["txn", "list"]));
+}
+
+#[test]
+fn tables_fit_80_columns() {
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    for args in [
+        &["brokers"][..],
+        &["topics"],
+        &["groups"],
+        &["txn", "list"],
+        &["txn", "show", "open-tx"],
+        &["txn", "timeline", "open-tx"],
+        &["txn", "find-hanging"],
+        &["fence", "show"],
+        &["markers", "list"],
+        &["markers", "show"],
+        &["producers", "show", "orders", "0"],
+        &["log", "dump", "orders", "0"],
+        &["audit"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+            .arg("--data-dir")
+            .arg(d.path())
+            .args(args)
+            .env("KAASCTL_NOW_MS", NOW.to_string())
+            .env_remove("COLUMNS")
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "{args:?}: {} columns: {line:?}",
+                line.chars().count()
+            );
+        }
+        assert!(
+            !text.contains("\u{1b}["),
+            "{args:?}: colour escapes when not a terminal"
+        );
+    }
+}
+
+#[test]
+fn colour_is_used_only_when_asked_and_never_with_no_color() {
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    let run = |extra: &[&str], no_color: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kaasctl"));
+        c.arg("--data-dir").arg(d.path()).args(["txn", "list"]).args(extra);
+        if no_color {
+            c.env("NO_COLOR", "1");
+        } else {
+            c.env_remove("NO_COLOR");
+        }
+        String::from_utf8(c.output().unwrap().stdout).unwrap()
+    };
+    assert!(run(&["--color", "always"], false).contains("\u{1b}["));
+    assert!(!run(&["--color", "never"], false).contains("\u{1b}["));
+    assert!(
+        !run(&[], false).contains("\u{1b}["),
+        "auto: stdout is not a terminal here"
+    );
+    assert!(!run(&["--color", "auto"], true).contains("\u{1b}["));
+}

@@ -1,0 +1,85 @@
+"""kaasctl against a real broker: a producer dies mid-transaction; the operator finds it,
+force-aborts it, and everything downstream moves on."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from txn_helpers import create_topic, read_all
+
+ROOT = Path(__file__).resolve().parents[2]
+KAASCTL = Path(os.environ.get("KAASCTL_BIN", ROOT / "target" / "debug" / "kaasctl"))
+
+
+def kaasctl(broker, *args):
+    return subprocess.run([str(KAASCTL), "--data-dir", str(broker.data_dir), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_force_abort_of_a_dead_producers_transaction_unblocks_read_committed(kaas):
+    create_topic(kaas.bootstrap, "orders", 2)
+    # A producer process begins a transaction, writes, and is killed.
+    script = textwrap.dedent(f"""
+        import os
+        from confluent_kafka import Producer
+        p = Producer({{"bootstrap.servers": "{kaas.bootstrap}", "transactional.id": "orders-tx"}})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(6):
+            p.produce("orders", value=f"lost-{{i}}".encode(), partition=i % 2)
+        p.flush(15)
+        os.kill(os.getpid(), 9)
+    """)
+    subprocess.run([sys.executable, "-c", script], timeout=60)
+    plain = Producer({"bootstrap.servers": kaas.bootstrap})
+    for i in range(4):
+        plain.produce("orders", value=f"after-{i}".encode(), partition=i % 2)
+    plain.flush(15)
+
+    listed = kaasctl(kaas, "txn", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["transactional_id"]: r for r in json.loads(listed.stdout)["transactions"]}
+    row = rows["orders-tx"]
+    assert row["state"] == "Ongoing" and row["partitions"] == 2 and row["producer_epoch"] == 0
+    assert row["transaction_start"]["epoch_ms"] > 0 and row["transaction_start"]["rfc3339"].endswith("Z")
+
+    # A read_committed consumer is stuck at the LSO.
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "stuck-reader", "isolation.level": "read_committed",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition("orders", p, 0) for p in range(2)])
+    assert [m for m in c.consume(10, 2.0) if not m.error()] == []
+
+    explain = kaasctl(kaas, "lso", "explain", "orders", "0", "--json")
+    assert explain.returncode == 3
+    pin = json.loads(explain.stdout)["pinned_by"]
+    assert pin["transactional_id"] == "orders-tx" and pin["coordinator_state"] == "Ongoing"
+
+    aborted = kaasctl(kaas, "txn", "abort", "orders-tx", "--yes")
+    assert aborted.returncode == 0, aborted.stdout + aborted.stderr
+    assert "Ongoing -> CompleteAbort (epoch 0 -> 1)" in aborted.stdout
+
+    got = []
+    deadline = time.time() + 30
+    while len(got) < 4 and time.time() < deadline:
+        got += [m.value().decode() for m in c.consume(10, 0.5) if not m.error()]
+    c.close()
+    assert sorted(got) == [f"after-{i}" for i in range(4)]
+
+    # A new producer with the same transactional.id works.
+    p = Producer({"bootstrap.servers": kaas.bootstrap, "transactional.id": "orders-tx"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("orders", value=b"new-session", partition=0)
+    p.commit_transaction(30)
+    assert "new-session" in read_all(kaas.bootstrap, "orders", 2, "read_committed", expect=5)
+
+    fences = json.loads(kaasctl(kaas, "fence", "show", "--json").stdout)["fences"]
+    admin = [f for f in fences if f["writer"] == "admin"]
+    assert admin and admin[0]["epoch"] == 1 and admin[0]["transactional_id"] == "orders-tx"
+    audit = json.loads(kaasctl(kaas, "audit", "--json").stdout)
+    assert audit[0]["target"] == "orders-tx" and audit[0]["state_before"] == "Ongoing" and audit[0]["state_after"] == "CompleteAbort"
+    assert kaasctl(kaas, "txn", "find-hanging").returncode == 0
