@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+crate::versioned!(AuditRecord);
+
 /// Brokers whose lease is younger than `session_timeout_ms`.
 pub fn live_brokers(volume: &Volume, now_ms: i64, session_timeout_ms: i64) -> Result<Vec<i32>, VolumeError> {
     let mut live: Vec<i32> = list_brokers(volume)?

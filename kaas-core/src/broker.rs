@@ -5,6 +5,8 @@ use crate::fsutil::write_json;
 use crate::layout::Volume;
 use serde::{Deserialize, Serialize};
 
+crate::versioned!(BrokerLease, ClusterMeta);
+
 pub const LEASE_FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -45,38 +45,60 @@ impl VolumeError {
     }
 }
 
-/// Reads a versioned JSON file: checks the `version` field before deserialising the
-/// rest, so a newer format is reported as such rather than as a parse error.
-pub fn read_versioned_json<T: serde::de::DeserializeOwned>(
+/// Reads a versioned JSON file. A file of another `version` is reported as such, never
+/// as a parse error or, worse, misread: the happy path parses once straight into `T`
+/// (which carries `version`), and only a failure or a mismatch re-reads just the
+/// version field to say which it was.
+pub fn read_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
     path: &std::path::Path,
     what: &'static str,
     supported: u32,
 ) -> Result<T, VolumeError> {
+    #[derive(serde::Deserialize)]
+    struct VersionOnly {
+        version: Option<u64>,
+    }
     let bytes = std::fs::read(path).map_err(|e| VolumeError::io(path, e))?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| VolumeError::Parse {
-        path: path.into(),
-        what,
-        detail: e.to_string(),
-    })?;
-    let found = value
-        .get("version")
-        .and_then(|v| v.as_u64())
-        .ok_or_else(|| VolumeError::Parse {
+    let parsed = match serde_json::from_slice::<T>(&bytes) {
+        Ok(v) if v.version() == supported => return Ok(v),
+        other => other,
+    };
+    match serde_json::from_slice::<VersionOnly>(&bytes) {
+        Ok(VersionOnly { version: Some(found) }) if found != supported as u64 => Err(VolumeError::UnknownVersion {
+            path: path.into(),
+            what,
+            found: found.min(u32::MAX as u64) as u32,
+            supported,
+        }),
+        Ok(VersionOnly { version: None }) => Err(VolumeError::Parse {
             path: path.into(),
             what,
             detail: "missing numeric \"version\" field".into(),
-        })? as u32;
-    if found != supported {
-        return Err(VolumeError::UnknownVersion {
+        }),
+        Ok(_) | Err(_) => Err(VolumeError::Parse {
             path: path.into(),
             what,
-            found,
-            supported,
-        });
+            detail: match parsed {
+                Err(e) => e.to_string(),
+                Ok(_) => "version field disagrees with the document".into(),
+            },
+        }),
     }
-    serde_json::from_value(value).map_err(|e| VolumeError::Parse {
-        path: path.into(),
-        what,
-        detail: e.to_string(),
-    })
+}
+
+/// A file format with a `version` field.
+pub trait Versioned {
+    fn version(&self) -> u32;
+}
+
+/// Implements [`Versioned`] for structs with a `pub version: u32` field.
+#[macro_export]
+macro_rules! versioned {
+    ($($t:ty),* $(,)?) => {
+        $(impl $crate::error::Versioned for $t {
+            fn version(&self) -> u32 {
+                self.version
+            }
+        })*
+    };
 }

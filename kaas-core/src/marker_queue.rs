@@ -10,6 +10,8 @@ use crate::txn::TopicPartition;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+crate::versioned!(MarkerEntry);
+
 pub const MARKER_FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,6 +7,8 @@ use crate::layout::{decode_name, Volume};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+crate::versioned!(GroupOffsets);
+
 pub const OFFSETS_FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

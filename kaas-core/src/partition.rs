@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+crate::versioned!(ProducerStateSnapshot);
+
 pub const SNAPSHOT_FILE: &str = "producer-state.snapshot";
 pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
 

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use std::fs::OpenOptions;
 use std::ops::Range;
 
+crate::versioned!(ProducerIdBlocks);
+
 pub const PRODUCER_IDS_FORMAT_VERSION: u32 = 1;
 pub const BLOCK_SIZE: i64 = 1000;
 

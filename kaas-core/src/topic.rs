@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use uuid::Uuid;
 
+crate::versioned!(TopicMeta, PartitionOwner);
+
 pub const TOPIC_FORMAT_VERSION: u32 = 1;
 pub const OWNER_FORMAT_VERSION: u32 = 1;
 

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::PathBuf;
 
+crate::versioned!(SlotFile);
+
 pub const SLOTS: u32 = 50;
 pub const SLOT_FORMAT_VERSION: u32 = 1;
 

@@ -42,6 +42,12 @@ impl Cluster {
 
     /// Every slot file, read in parallel (the slots are independent files).
     pub fn slots(&self) -> Vec<(u32, Result<SlotFile, VolumeError>)> {
+        self.map_slots(|slot, file| vec![(slot, file)])
+    }
+
+    /// Reads every slot in parallel and maps each to what the caller keeps, dropping
+    /// the parsed file at once: memory holds the results, not 50 slot files.
+    pub fn map_slots<R: Send>(&self, f: impl Fn(u32, Result<SlotFile, VolumeError>) -> Vec<R> + Sync) -> Vec<R> {
         let store = self.store();
         let slots: Vec<u32> = (0..kaas_core::txn_store::SLOTS).collect();
         let workers = std::thread::available_parallelism()
@@ -49,21 +55,20 @@ impl Cluster {
             .unwrap_or(1)
             .clamp(1, 8);
         let chunk = slots.len().div_ceil(workers);
-        let mut out: Vec<(u32, Result<SlotFile, VolumeError>)> = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             let handles: Vec<_> = slots
                 .chunks(chunk)
                 .map(|part| {
-                    let store = &store;
-                    s.spawn(move || part.iter().map(|&n| (n, store.read_slot(n))).collect::<Vec<_>>())
+                    let (store, f) = (&store, &f);
+                    s.spawn(move || part.iter().flat_map(|&n| f(n, store.read_slot(n))).collect::<Vec<_>>())
                 })
                 .collect();
+            // Chunks are in slot order, so results come back in slot order.
             handles
                 .into_iter()
                 .flat_map(|h| h.join().expect("slot reader thread"))
                 .collect()
-        });
-        out.sort_by_key(|(n, _)| *n);
-        out
+        })
     }
 
     /// Age of an entry's open transaction, if one is open.

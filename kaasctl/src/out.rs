@@ -4,7 +4,7 @@
 use crate::cli::ColorChoice;
 use comfy_table::{presets::NOTHING, Attribute, Cell, Color, ColumnConstraint, ContentArrangement, Table, Width};
 use serde::Serialize;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 pub struct Out {
     pub json: bool,
@@ -59,6 +59,58 @@ impl Out {
         }
     }
 
+    /// Prints a listing that may be very long: small ones as a wrapped comfy-table,
+    /// long ones (over `BIG_TABLE` rows) with a one-pass column formatter that neither
+    /// wraps nor holds a second copy of the rows, so 100,000 transactions print fast.
+    pub fn listing(&self, header: &[&str], whole: &[(usize, u16)], rows: Vec<Vec<(String, Tone)>>) {
+        if rows.len() <= BIG_TABLE {
+            let mut t = self.table(header);
+            for &(col, width) in whole {
+                keep_whole(&mut t, col, width);
+            }
+            for r in rows {
+                t.add_row(
+                    r.into_iter()
+                        .map(|(text, tone)| self.cell(text, tone))
+                        .collect::<Vec<_>>(),
+                );
+            }
+            println!("{t}");
+            return;
+        }
+        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+        for r in &rows {
+            for (w, (text, _)) in widths.iter_mut().zip(r) {
+                *w = (*w).max(text.chars().count());
+            }
+        }
+        let stdout = std::io::stdout();
+        let mut w = std::io::BufWriter::new(stdout.lock());
+        let mut line = String::with_capacity(160);
+        let mut emit = |cells: &mut dyn Iterator<Item = (&str, Tone)>, line: &mut String| {
+            line.clear();
+            for (i, (text, tone)) in cells.enumerate() {
+                line.push(' ');
+                let pad = widths[i].saturating_sub(text.chars().count());
+                match (self.color, ansi(tone)) {
+                    (true, Some(code)) => {
+                        line.push_str(code);
+                        line.push_str(text);
+                        line.push_str("\x1b[0m");
+                    }
+                    _ => line.push_str(text),
+                }
+                line.extend(std::iter::repeat_n(' ', pad + 1));
+            }
+            let _ = writeln!(w, "{}", line.trim_end());
+        };
+        emit(&mut header.iter().map(|h| (*h, Tone::Plain)), &mut line);
+        for r in &rows {
+            emit(&mut r.iter().map(|(t, tone)| (t.as_str(), *tone)), &mut line);
+        }
+        let _ = w.flush();
+    }
+
     pub fn json<T: Serialize>(&self, value: &T) {
         println!(
             "{}",
@@ -73,6 +125,19 @@ pub fn keep_whole(t: &mut Table, column: usize, width: u16) {
     if let Some(c) = t.column_mut(column) {
         // The constraint counts the column's padding (one space each side) too.
         c.set_constraint(ColumnConstraint::Absolute(Width::Fixed(width + 2)));
+    }
+}
+
+/// Listings longer than this skip comfy-table's layout (see [`Out::listing`]).
+pub const BIG_TABLE: usize = 1000;
+
+fn ansi(tone: Tone) -> Option<&'static str> {
+    match tone {
+        Tone::Plain => None,
+        Tone::Good => Some("\x1b[32m"),
+        Tone::Warn => Some("\x1b[33m"),
+        Tone::Bad => Some("\x1b[1;31m"),
+        Tone::Dim => Some("\x1b[90m"),
     }
 }
 

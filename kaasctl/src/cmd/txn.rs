@@ -85,39 +85,41 @@ pub fn collect(c: &Cluster, args: &TxnListArgs) -> anyhow::Result<TxnList> {
         Some(g) => Some(glob::Pattern::new(g).map_err(|e| anyhow::anyhow!("bad --transactional-id glob {g:?}: {e}"))?),
         None => None,
     };
-    let mut rows = Vec::new();
-    let mut unreadable = Vec::new();
-    for (slot, file) in c.slots() {
-        if args.slot.is_some_and(|s| s != slot) {
-            continue;
-        }
-        if args.owner.is_some() && c.slot_owner(slot) != args.owner {
-            continue;
+    enum Item {
+        Row(TxnRow),
+        Unreadable(SlotProblem),
+    }
+    let items = c.map_slots(|slot, file| {
+        if args.slot.is_some_and(|s| s != slot) || (args.owner.is_some() && c.slot_owner(slot) != args.owner) {
+            return Vec::new();
         }
         let file = match file {
             Ok(f) => f,
             Err(e) => {
-                unreadable.push(SlotProblem {
+                return vec![Item::Unreadable(SlotProblem {
                     slot,
                     path: c.store().slot_path(slot).display().to_string(),
                     error: e.to_string(),
-                });
-                continue;
+                })]
             }
         };
-        for e in file.entries.values() {
-            if !args.state.is_empty() && !args.state.iter().any(|s| s.eq_ignore_ascii_case(e.state.as_str())) {
-                continue;
-            }
-            if pattern.as_ref().is_some_and(|p| !p.matches(&e.transactional_id)) {
-                continue;
-            }
-            if let Some(d) = args.older_than {
-                if c.txn_age_ms(e).is_none_or(|a| a < d.as_millis() as i64) {
-                    continue;
-                }
-            }
-            rows.push(row(c, slot, e));
+        file.entries
+            .values()
+            .filter(|e| args.state.is_empty() || args.state.iter().any(|s| s.eq_ignore_ascii_case(e.state.as_str())))
+            .filter(|e| pattern.as_ref().is_none_or(|p| p.matches(&e.transactional_id)))
+            .filter(|e| {
+                args.older_than
+                    .is_none_or(|d| c.txn_age_ms(e).is_some_and(|a| a >= d.as_millis() as i64))
+            })
+            .map(|e| Item::Row(row(c, slot, e)))
+            .collect()
+    });
+    let mut rows = Vec::new();
+    let mut unreadable = Vec::new();
+    for item in items {
+        match item {
+            Item::Row(r) => rows.push(r),
+            Item::Unreadable(u) => unreadable.push(u),
         }
     }
     match args.sort {
@@ -149,39 +151,41 @@ pub fn list(c: &Cluster, out: &Out, args: &TxnListArgs) -> anyhow::Result<Status
     if out.json {
         out.json(&list);
     } else {
-        let mut t = out.table(&[
-            "TRANSACTIONAL ID",
-            "PID",
-            "EPOCH",
-            "STATE",
-            "PARTS",
-            "AGE",
-            "TIMEOUT",
-            "LATE",
-            "COORD",
-        ]);
-        crate::out::keep_whole(&mut t, 3, 14);
-        for r in &list.transactions {
-            t.add_row(vec![
-                out.cell(&r.transactional_id, Tone::Plain),
-                out.cell(r.producer_id, Tone::Plain),
-                out.cell(r.producer_epoch, Tone::Plain),
-                out.cell(r.state, state_tone(r.state, r.overdue)),
-                out.cell(r.partitions, Tone::Plain),
-                out.cell(r.open_age_ms.map(age).unwrap_or_else(|| "-".into()), Tone::Plain),
-                out.cell(age(r.timeout_ms as i64), Tone::Dim),
-                if r.overdue {
-                    out.cell("yes", Tone::Bad)
-                } else {
-                    out.cell("", Tone::Plain)
-                },
-                out.cell(
-                    r.coordinator.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
-                    Tone::Plain,
-                ),
-            ]);
-        }
-        println!("{t}");
+        let rows = list
+            .transactions
+            .iter()
+            .map(|r| {
+                vec![
+                    (r.transactional_id.clone(), Tone::Plain),
+                    (r.producer_id.to_string(), Tone::Plain),
+                    (r.producer_epoch.to_string(), Tone::Plain),
+                    (r.state.to_string(), state_tone(r.state, r.overdue)),
+                    (r.partitions.to_string(), Tone::Plain),
+                    (r.open_age_ms.map(age).unwrap_or_else(|| "-".into()), Tone::Plain),
+                    (age(r.timeout_ms as i64), Tone::Dim),
+                    (if r.overdue { "yes" } else { "" }.to_string(), Tone::Bad),
+                    (
+                        r.coordinator.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
+                        Tone::Plain,
+                    ),
+                ]
+            })
+            .collect();
+        out.listing(
+            &[
+                "TRANSACTIONAL ID",
+                "PID",
+                "EPOCH",
+                "STATE",
+                "PARTS",
+                "AGE",
+                "TIMEOUT",
+                "LATE",
+                "COORD",
+            ],
+            &[(3, 14)],
+            rows,
+        );
         for p in &list.unreadable_slots {
             eprintln!("kaasctl: slot {} unreadable: {}", p.slot, p.error);
         }

@@ -1,0 +1,428 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[kaasctl] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'kaasctl'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'kaasctl'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand brokers 'Brokers with their lease age and liveness'
+            cand topics 'Topics: partitions, id, config overrides'
+            cand groups 'Consumer groups: committed offsets and lag per partition (real lag, lag blocked behind an open transaction, control records no consumer will see)'
+            cand txn 'Transactions'
+            cand fence 'Fence logs'
+            cand markers 'The marker queue'
+            cand producers 'Producer state of partitions'
+            cand log 'Partition logs'
+            cand lso 'Last stable offsets'
+            cand audit 'The audit journal of mutating kaasctl commands'
+            cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
+            cand completions 'Shell completions for kaasctl'
+            cand man 'The kaasctl man page (roff) on stdout'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;brokers'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;topics'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;groups'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;txn'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand list 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
+            cand show 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
+            cand abort 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort'
+            cand repair 'Check the whole volume; with --fix, repair what is inconsistent'
+            cand find-hanging 'Exact hanging-transaction detection: partitions'' open transactions joined with the coordinator''s slots'
+            cand timeline 'The recorded transition history of one transaction, with its fences and queued markers'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;txn;list'= {
+            cand --state 'Only these states (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort); repeatable'
+            cand --slot 'Only this slot (0..49)'
+            cand --owner 'Only transactions coordinated by this broker'
+            cand --older-than 'Only open transactions older than this (e.g. 5m, 1h30m)'
+            cand --transactional-id 'Only transactional ids matching this glob (e.g. ''orders-*'')'
+            cand --sort 'Sort order'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;txn;show'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;txn;abort'= {
+            cand --wait 'How long to wait for brokers to write queued markers before leaving completion to them'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --dry-run 'Show the plan and change nothing'
+            cand -y 'Do not ask for confirmation'
+            cand --yes 'Do not ask for confirmation'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;txn;repair'= {
+            cand --wait 'How long to wait for brokers to write queued markers of a finished transaction'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --fix 'Repair what was found (asks first unless --yes)'
+            cand -y 'Do not ask for confirmation'
+            cand --yes 'Do not ask for confirmation'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;txn;find-hanging'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;txn;timeline'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;txn;help'= {
+            cand list 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
+            cand show 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
+            cand abort 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort'
+            cand repair 'Check the whole volume; with --fix, repair what is inconsistent'
+            cand find-hanging 'Exact hanging-transaction detection: partitions'' open transactions joined with the coordinator''s slots'
+            cand timeline 'The recorded transition history of one transaction, with its fences and queued markers'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;txn;help;list'= {
+        }
+        &'kaasctl;txn;help;show'= {
+        }
+        &'kaasctl;txn;help;abort'= {
+        }
+        &'kaasctl;txn;help;repair'= {
+        }
+        &'kaasctl;txn;help;find-hanging'= {
+        }
+        &'kaasctl;txn;help;timeline'= {
+        }
+        &'kaasctl;txn;help;help'= {
+        }
+        &'kaasctl;fence'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand show 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;fence;show'= {
+            cand --pid 'Only this producer id'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;fence;help'= {
+            cand show 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;fence;help;show'= {
+        }
+        &'kaasctl;fence;help;help'= {
+        }
+        &'kaasctl;markers'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand list 'Queue depth and oldest entry age per target broker'
+            cand show 'Each queued entry: transaction, result, partitions'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;markers;list'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;markers;show'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;markers;help'= {
+            cand list 'Queue depth and oldest entry age per target broker'
+            cand show 'Each queued entry: transaction, result, partitions'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;markers;help;list'= {
+        }
+        &'kaasctl;markers;help;show'= {
+        }
+        &'kaasctl;markers;help;help'= {
+        }
+        &'kaasctl;producers'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand show 'The partition''s producer-state snapshot plus the log tail replayed after it'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;producers;show'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;producers;help'= {
+            cand show 'The partition''s producer-state snapshot plus the log tail replayed after it'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;producers;help;show'= {
+        }
+        &'kaasctl;producers;help;help'= {
+        }
+        &'kaasctl;log'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand dump 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;log;dump'= {
+            cand --from 'First offset to show'
+            cand --count 'At most this many batches'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --records 'Also print each record''s key and value (uncompressed batches)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;log;help'= {
+            cand dump 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;log;help;dump'= {
+        }
+        &'kaasctl;log;help;help'= {
+        }
+        &'kaasctl;lso'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;lso;explain'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;lso;help'= {
+            cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;lso;help;explain'= {
+        }
+        &'kaasctl;lso;help;help'= {
+        }
+        &'kaasctl;audit'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;metrics'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;completions'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;man'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;help'= {
+            cand brokers 'Brokers with their lease age and liveness'
+            cand topics 'Topics: partitions, id, config overrides'
+            cand groups 'Consumer groups: committed offsets and lag per partition (real lag, lag blocked behind an open transaction, control records no consumer will see)'
+            cand txn 'Transactions'
+            cand fence 'Fence logs'
+            cand markers 'The marker queue'
+            cand producers 'Producer state of partitions'
+            cand log 'Partition logs'
+            cand lso 'Last stable offsets'
+            cand audit 'The audit journal of mutating kaasctl commands'
+            cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
+            cand completions 'Shell completions for kaasctl'
+            cand man 'The kaasctl man page (roff) on stdout'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;help;brokers'= {
+        }
+        &'kaasctl;help;topics'= {
+        }
+        &'kaasctl;help;groups'= {
+        }
+        &'kaasctl;help;txn'= {
+            cand list 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
+            cand show 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
+            cand abort 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort'
+            cand repair 'Check the whole volume; with --fix, repair what is inconsistent'
+            cand find-hanging 'Exact hanging-transaction detection: partitions'' open transactions joined with the coordinator''s slots'
+            cand timeline 'The recorded transition history of one transaction, with its fences and queued markers'
+        }
+        &'kaasctl;help;txn;list'= {
+        }
+        &'kaasctl;help;txn;show'= {
+        }
+        &'kaasctl;help;txn;abort'= {
+        }
+        &'kaasctl;help;txn;repair'= {
+        }
+        &'kaasctl;help;txn;find-hanging'= {
+        }
+        &'kaasctl;help;txn;timeline'= {
+        }
+        &'kaasctl;help;fence'= {
+            cand show 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
+        }
+        &'kaasctl;help;fence;show'= {
+        }
+        &'kaasctl;help;markers'= {
+            cand list 'Queue depth and oldest entry age per target broker'
+            cand show 'Each queued entry: transaction, result, partitions'
+        }
+        &'kaasctl;help;markers;list'= {
+        }
+        &'kaasctl;help;markers;show'= {
+        }
+        &'kaasctl;help;producers'= {
+            cand show 'The partition''s producer-state snapshot plus the log tail replayed after it'
+        }
+        &'kaasctl;help;producers;show'= {
+        }
+        &'kaasctl;help;log'= {
+            cand dump 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
+        }
+        &'kaasctl;help;log;dump'= {
+        }
+        &'kaasctl;help;lso'= {
+            cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do'
+        }
+        &'kaasctl;help;lso;explain'= {
+        }
+        &'kaasctl;help;audit'= {
+        }
+        &'kaasctl;help;metrics'= {
+        }
+        &'kaasctl;help;completions'= {
+        }
+        &'kaasctl;help;man'= {
+        }
+        &'kaasctl;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

@@ -1,0 +1,305 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_kaasctl_global_optspecs
+    string join \n data-dir= json color= session-timeout= h/help V/version
+end
+
+function __fish_kaasctl_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_kaasctl_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_kaasctl_using_subcommand
+    set -l cmd (__fish_kaasctl_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -s V -l version -d 'Print version'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "brokers" -d 'Brokers with their lease age and liveness'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "topics" -d 'Topics: partitions, id, config overrides'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "groups" -d 'Consumer groups: committed offsets and lag per partition (real lag, lag blocked behind an open transaction, control records no consumer will see)'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "txn" -d 'Transactions'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "fence" -d 'Fence logs'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "markers" -d 'The marker queue'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "producers" -d 'Producer state of partitions'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "log" -d 'Partition logs'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "lso" -d 'Last stable offsets'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "audit" -d 'The audit journal of mutating kaasctl commands'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "metrics" -d 'Transaction facts in Prometheus text format (for a textfile collector)'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "completions" -d 'Shell completions for kaasctl'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "man" -d 'The kaasctl man page (roff) on stdout'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "list" -d 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "show" -d 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "abort" -d 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "repair" -d 'Check the whole volume; with --fix, repair what is inconsistent'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "find-hanging" -d 'Exact hanging-transaction detection: partitions\' open transactions joined with the coordinator\'s slots'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "timeline" -d 'The recorded transition history of one transaction, with its fences and queued markers'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l state -d 'Only these states (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort); repeatable' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l slot -d 'Only this slot (0..49)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l owner -d 'Only transactions coordinated by this broker' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l older-than -d 'Only open transactions older than this (e.g. 5m, 1h30m)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l transactional-id -d 'Only transactional ids matching this glob (e.g. \'orders-*\')' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l sort -d 'Sort order' -r -f -a "id\t''
+age\t''
+state\t''
+pid\t''
+slot\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l wait -d 'How long to wait for brokers to write queued markers before leaving completion to them' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l dry-run -d 'Show the plan and change nothing'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -s y -l yes -d 'Do not ask for confirmation'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l wait -d 'How long to wait for brokers to write queued markers of a finished transaction' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l fix -d 'Repair what was found (asks first unless --yes)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -s y -l yes -d 'Do not ask for confirmation'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "list" -d 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "show" -d 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "abort" -d 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "repair" -d 'Check the whole volume; with --fix, repair what is inconsistent'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "find-hanging" -d 'Exact hanging-transaction detection: partitions\' open transactions joined with the coordinator\'s slots'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "timeline" -d 'The recorded transition history of one transaction, with its fences and queued markers'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -f -a "show" -d 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l pid -d 'Only this producer id' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from help" -f -a "show" -d 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -f -a "list" -d 'Queue depth and oldest entry age per target broker'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -f -a "show" -d 'Each queued entry: transaction, result, partitions'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from help" -f -a "list" -d 'Queue depth and oldest entry age per target broker'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from help" -f -a "show" -d 'Each queued entry: transaction, result, partitions'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -f -a "show" -d 'The partition\'s producer-state snapshot plus the log tail replayed after it'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from help" -f -a "show" -d 'The partition\'s producer-state snapshot plus the log tail replayed after it'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -f -a "dump" -d 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l from -d 'First offset to show' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l count -d 'At most this many batches' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l records -d 'Also print each record\'s key and value (uncompressed batches)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from help" -f -a "dump" -d 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "brokers" -d 'Brokers with their lease age and liveness'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "topics" -d 'Topics: partitions, id, config overrides'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "groups" -d 'Consumer groups: committed offsets and lag per partition (real lag, lag blocked behind an open transaction, control records no consumer will see)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "txn" -d 'Transactions'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "fence" -d 'Fence logs'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "markers" -d 'The marker queue'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "producers" -d 'Producer state of partitions'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "log" -d 'Partition logs'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "lso" -d 'Last stable offsets'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "audit" -d 'The audit journal of mutating kaasctl commands'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "metrics" -d 'Transaction facts in Prometheus text format (for a textfile collector)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "completions" -d 'Shell completions for kaasctl'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "man" -d 'The kaasctl man page (roff) on stdout'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics groups txn fence markers producers log lso audit metrics completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from txn" -f -a "list" -d 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from txn" -f -a "show" -d 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from txn" -f -a "abort" -d 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from txn" -f -a "repair" -d 'Check the whole volume; with --fix, repair what is inconsistent'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from txn" -f -a "find-hanging" -d 'Exact hanging-transaction detection: partitions\' open transactions joined with the coordinator\'s slots'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from txn" -f -a "timeline" -d 'The recorded transition history of one transaction, with its fences and queued markers'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from fence" -f -a "show" -d 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from markers" -f -a "list" -d 'Queue depth and oldest entry age per target broker'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from markers" -f -a "show" -d 'Each queued entry: transaction, result, partitions'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from producers" -f -a "show" -d 'The partition\'s producer-state snapshot plus the log tail replayed after it'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from log" -f -a "dump" -d 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from lso" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
