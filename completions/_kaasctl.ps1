@@ -40,6 +40,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('lso', 'lso', [CompletionResultType]::ParameterValue, 'Last stable offsets')
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
+            [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Shell completions for kaasctl')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'The kaasctl man page (roff) on stdout')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -378,6 +379,17 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'kaasctl;top' {
+            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'Refresh period')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--once', '--once', [CompletionResultType]::ParameterName, 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'kaasctl;completions' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
@@ -408,6 +420,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('lso', 'lso', [CompletionResultType]::ParameterValue, 'Last stable offsets')
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
+            [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Shell completions for kaasctl')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'The kaasctl man page (roff) on stdout')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -492,6 +505,9 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             break
         }
         'kaasctl;help;metrics' {
+            break
+        }
+        'kaasctl;help;top' {
             break
         }
         'kaasctl;help;completions' {

@@ -52,6 +52,9 @@ _kaasctl() {
             kaasctl,producers)
                 cmd="kaasctl__subcmd__producers"
                 ;;
+            kaasctl,top)
+                cmd="kaasctl__subcmd__top"
+                ;;
             kaasctl,topics)
                 cmd="kaasctl__subcmd__topics"
                 ;;
@@ -105,6 +108,9 @@ _kaasctl() {
                 ;;
             kaasctl__subcmd__help,producers)
                 cmd="kaasctl__subcmd__help__subcmd__producers"
+                ;;
+            kaasctl__subcmd__help,top)
+                cmd="kaasctl__subcmd__help__subcmd__top"
                 ;;
             kaasctl__subcmd__help,topics)
                 cmd="kaasctl__subcmd__help__subcmd__topics"
@@ -251,7 +257,7 @@ _kaasctl() {
 
     case "${cmd}" in
         kaasctl)
-            opts="-h -V --data-dir --json --color --session-timeout --help --version brokers topics groups txn fence markers producers log lso audit metrics completions man help"
+            opts="-h -V --data-dir --json --color --session-timeout --help --version brokers topics groups txn fence markers producers log lso audit metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -479,7 +485,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help)
-            opts="brokers topics groups txn fence markers producers log lso audit metrics completions man help"
+            opts="brokers topics groups txn fence markers producers log lso audit metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -733,6 +739,20 @@ _kaasctl() {
         kaasctl__subcmd__help__subcmd__producers__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__top)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1313,6 +1333,36 @@ _kaasctl() {
                 return 0
             fi
             case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__top)
+            opts="-h --interval --once --data-dir --json --color --session-timeout --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --data-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

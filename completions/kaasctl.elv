@@ -37,6 +37,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand lso 'Last stable offsets'
             cand audit 'The audit journal of mutating kaasctl commands'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
+            cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
             cand completions 'Shell completions for kaasctl'
             cand man 'The kaasctl man page (roff) on stdout'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -327,6 +328,16 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'kaasctl;top'= {
+            cand --interval 'Refresh period'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --once 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'kaasctl;completions'= {
             cand --data-dir 'The shared volume (the brokers'' --data-dir)'
             cand --color 'When to colour tables (NO_COLOR in the environment means never)'
@@ -355,6 +366,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand lso 'Last stable offsets'
             cand audit 'The audit journal of mutating kaasctl commands'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
+            cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
             cand completions 'Shell completions for kaasctl'
             cand man 'The kaasctl man page (roff) on stdout'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -416,6 +428,8 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         &'kaasctl;help;audit'= {
         }
         &'kaasctl;help;metrics'= {
+        }
+        &'kaasctl;help;top'= {
         }
         &'kaasctl;help;completions'= {
         }

@@ -74,6 +74,15 @@ pub enum Command {
     Audit,
     /// Transaction facts in Prometheus text format (for a textfile collector).
     Metrics,
+    /// The live dashboard: transactions, markers, fences, partitions, groups.
+    Top {
+        /// Refresh period.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        interval: Duration,
+        /// Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40).
+        #[arg(long)]
+        once: bool,
+    },
     /// Shell completions for kaasctl.
     Completions {
         #[arg(value_enum)]

@@ -6,6 +6,7 @@ mod cli;
 mod cluster;
 mod cmd;
 mod out;
+mod top;
 
 use clap::{CommandFactory, Parser};
 use cli::{Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand, TxnCommand};
@@ -40,6 +41,15 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
             return Ok(Status::Ok);
         }
         _ => {}
+    }
+    // The dashboard copes with a missing data directory itself (it says so and waits).
+    if let Command::Top { interval, once } = cli.command {
+        return top::run(top::TopOptions {
+            data_dir: cli.data_dir,
+            interval,
+            session_timeout_ms: cli.session_timeout.as_millis() as i64,
+            once,
+        });
     }
     if !cli.data_dir.is_dir() {
         anyhow::bail!(
@@ -78,6 +88,6 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Lso(LsoCommand::Explain { topic, partition }) => cmd::lso::run(&c, &out, &topic, partition),
         Command::Audit => cmd::audit::run(&c, &out),
         Command::Metrics => cmd::metrics::run(&c),
-        Command::Completions { .. } | Command::Man => unreachable!("handled above"),
+        Command::Completions { .. } | Command::Man | Command::Top { .. } => unreachable!("handled above"),
     }
 }

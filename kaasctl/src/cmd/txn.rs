@@ -25,7 +25,7 @@ const STATES: &[&str] = &[
 ];
 
 /// One line of `txn list` (names follow kafka-transactions.sh and rpk).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct TxnRow {
     pub transactional_id: String,
     pub slot: u32,
@@ -57,7 +57,7 @@ pub struct TxnList {
     pub unreadable_slots: Vec<SlotProblem>,
 }
 
-fn row(c: &Cluster, slot: u32, e: &TxnEntry) -> TxnRow {
+pub fn row(c: &Cluster, slot: u32, e: &TxnEntry) -> TxnRow {
     TxnRow {
         transactional_id: e.transactional_id.clone(),
         slot,

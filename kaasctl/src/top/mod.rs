@@ -1,0 +1,174 @@
+//! `kaasctl top`: the live dashboard (ratatui + crossterm). Keys, ticks and finished
+//! force-aborts are one `Event` stream into one loop; `App` holds the state, `ui`
+//! draws it, `data::Watcher` reads the volume (only files that changed).
+
+pub mod app;
+pub mod data;
+pub mod ui;
+
+use crate::cmd::Status;
+use app::{Action, App};
+use kaas_core::txn::Actor;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
+use ratatui::Terminal;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub struct TopOptions {
+    pub data_dir: PathBuf,
+    pub interval: Duration,
+    pub session_timeout_ms: i64,
+    pub once: bool,
+}
+
+/// What wakes the loop.
+enum Event {
+    Key(ratatui::crossterm::event::KeyEvent),
+    Tick,
+    Resize,
+    AbortDone(Result<String, String>),
+}
+
+fn now_ms() -> i64 {
+    std::env::var("KAASCTL_NOW_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(kaas_core::now_ms)
+}
+
+/// Renders one frame of the given size as plain text lines (for `--once` and tests).
+pub fn render_text(app: &App, width: u16, height: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(width, height)).expect("test backend");
+    term.draw(|f| ui::draw(f, app)).expect("draw into a buffer");
+    let buf = term.backend().buffer();
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+pub fn run(opts: TopOptions) -> anyhow::Result<Status> {
+    let mut watcher = data::Watcher::default();
+    let mut app = App::new();
+    if opts.once {
+        app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, now_ms()));
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(120);
+        let height = std::env::var("LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(40);
+        print!("{}", render_text(&app, width, height));
+        return Ok(Status::Ok);
+    }
+    // ratatui::try_init enters raw mode and the alternate screen and installs a panic
+    // hook that restores the terminal; restore() below covers every other exit.
+    let mut terminal = ratatui::try_init()?;
+    let result = event_loop(&mut terminal, &mut watcher, &mut app, &opts);
+    ratatui::restore();
+    result.map(|_| Status::Ok)
+}
+
+fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    watcher: &mut data::Watcher,
+    app: &mut App,
+    opts: &TopOptions,
+) -> anyhow::Result<()> {
+    let (tx, rx) = mpsc::channel::<Event>();
+    // Input thread: terminal events become loop events.
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || loop {
+            match event::read() {
+                Ok(TermEvent::Key(k)) if k.kind == KeyEventKind::Press => {
+                    if tx.send(Event::Key(k)).is_err() {
+                        return;
+                    }
+                }
+                Ok(TermEvent::Resize(..)) => {
+                    if tx.send(Event::Resize).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        });
+    }
+    // Tick thread.
+    {
+        let tx = tx.clone();
+        let interval = opts.interval.max(Duration::from_millis(100));
+        std::thread::spawn(move || loop {
+            std::thread::sleep(interval);
+            if tx.send(Event::Tick).is_err() {
+                return;
+            }
+        });
+    }
+    app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, now_ms()));
+    terminal.draw(|f| ui::draw(f, app))?;
+    while let Ok(ev) = rx.recv() {
+        match ev {
+            Event::Tick if !app.paused => {
+                app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, now_ms()));
+            }
+            Event::Tick | Event::Resize => {}
+            Event::AbortDone(r) => {
+                app.status = Some(match r {
+                    Ok(msg) => msg,
+                    Err(e) => format!("abort failed: {e}"),
+                });
+                app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, now_ms()));
+            }
+            Event::Key(k) => match app.on_key(k) {
+                Action::Quit => return Ok(()),
+                Action::None => {}
+                Action::Abort(id) => {
+                    // The same code path as `kaasctl txn abort`, off the UI thread.
+                    let tx = tx.clone();
+                    let dir = opts.data_dir.clone();
+                    let session = opts.session_timeout_ms;
+                    std::thread::spawn(move || {
+                        let _ = tx.send(Event::AbortDone(abort(&dir, &id, session)));
+                    });
+                }
+            },
+        }
+        terminal.draw(|f| ui::draw(f, app))?;
+    }
+    Ok(())
+}
+
+/// Force-aborts `id` exactly as `kaasctl txn abort --yes` does.
+fn abort(dir: &std::path::Path, id: &str, session_timeout_ms: i64) -> Result<String, String> {
+    let volume = kaas_core::Volume::new(dir);
+    let now = kaas_core::now_ms();
+    let live = kaas_core::admin::live_brokers(&volume, now, session_timeout_ms).map_err(|e| e.to_string())?;
+    let (plan, _) = kaas_core::admin::plan_abort(&volume, id, &live).map_err(|e| e.to_string())?;
+    let actor = Actor::Admin {
+        tool: "kaasctl top".into(),
+        user: std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
+    };
+    let command = vec!["kaasctl".into(), "top".into(), "abort".into(), id.into()];
+    let report = kaas_core::admin::execute(&volume, &plan, &actor, &command, now, Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
+    Ok(format!(
+        "aborted {id}: {} -> {} (epoch {} -> {})",
+        report.before.state.as_str(),
+        report.after.state.as_str(),
+        report.before.producer_epoch,
+        report.after.producer_epoch
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,692 @@
+//! Drawing the dashboard. Reads `App` only; never touches the volume.
+
+use super::app::{App, Mode, View, VIEWS};
+use crate::out::age;
+use kaas_core::txn::TxnState;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, TableState, Tabs, Wrap};
+use ratatui::Frame;
+
+/// Below this the dashboard shows a "too small" notice instead of views.
+pub const MIN_WIDTH: u16 = 40;
+pub const MIN_HEIGHT: u16 = 10;
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        f.render_widget(
+            Paragraph::new(format!(
+                "terminal too small ({}x{}); need {MIN_WIDTH}x{MIN_HEIGHT}. q quits.",
+                area.width, area.height
+            ))
+            .wrap(Wrap { trim: true }),
+            area,
+        );
+        return;
+    }
+    if app.snap.data_dir_missing {
+        f.render_widget(
+            Paragraph::new("The data directory does not exist (yet). kaasctl top keeps looking; check --data-dir / KAAS_DATA_DIR. q quits.")
+                .block(Block::default().borders(Borders::ALL).title(" kaasctl top "))
+                .wrap(Wrap { trim: true }),
+            area,
+        );
+        return;
+    }
+    let [tabs, body, footer] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(3), Constraint::Length(1)]).areas(area);
+    let titles: Vec<Line> = VIEWS
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title())))
+        .collect();
+    let selected = VIEWS.iter().position(|v| *v == app.view).unwrap_or(0);
+    f.render_widget(
+        Tabs::new(titles)
+            .select(selected)
+            .highlight_style(Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED)),
+        tabs,
+    );
+    match &app.mode {
+        Mode::Detail(id) => detail(f, app, id, body),
+        _ => match app.view {
+            View::Overview => overview(f, app, body),
+            View::Transactions => transactions(f, app, body),
+            View::Markers => markers(f, app, body),
+            View::Fences => fences(f, app, body),
+            View::Partitions => partitions(f, app, body),
+            View::Groups => groups(f, app, body),
+        },
+    }
+    let hint = match &app.mode {
+        Mode::Filter => format!("filter: {}_   (Enter/Esc done)", app.filter),
+        _ => {
+            let mut s = String::from("q quit  ? help  Tab view  j/k move");
+            if app.view == View::Transactions {
+                s.push_str("  / filter  s sort  Enter detail  a abort");
+            }
+            s.push_str("  p pause");
+            if app.paused {
+                s.push_str("  [PAUSED]");
+            }
+            if let Some(st) = &app.status {
+                s.push_str("  | ");
+                s.push_str(st);
+            }
+            s
+        }
+    };
+    f.render_widget(
+        Paragraph::new(hint).style(Style::default().add_modifier(Modifier::DIM)),
+        footer,
+    );
+    match &app.mode {
+        Mode::Help => help(f, area),
+        Mode::Confirm(id) => confirm(f, app, id, area),
+        _ => {}
+    }
+}
+
+fn state_style(state: &str, overdue: bool) -> Style {
+    if overdue {
+        return Style::default().fg(Color::Red).add_modifier(Modifier::BOLD);
+    }
+    match state {
+        "Ongoing" => Style::default().fg(Color::Yellow),
+        "PrepareCommit" | "PrepareAbort" => Style::default().fg(Color::Magenta),
+        "CompleteCommit" => Style::default().fg(Color::Green),
+        "CompleteAbort" => Style::default().fg(Color::Red),
+        _ => Style::default(),
+    }
+}
+
+fn overview(f: &mut Frame, app: &App, area: Rect) {
+    let s = &app.snap;
+    let [top, charts] = Layout::vertical([Constraint::Min(8), Constraint::Length(7)]).areas(area);
+    let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
+    let mut lines = vec![Line::from(Span::styled(
+        "Brokers",
+        Style::default().add_modifier(Modifier::BOLD),
+    ))];
+    if s.brokers.is_empty() {
+        lines.push(Line::from("  none registered"));
+    }
+    for b in &s.brokers {
+        lines.push(Line::from(vec![
+            Span::raw(format!("  broker {:<3} ", b.id)),
+            if b.alive {
+                Span::styled("alive", Style::default().fg(Color::Green))
+            } else {
+                Span::styled("dead ", Style::default().fg(Color::Red))
+            },
+            Span::raw(format!("  lease {}", age(b.lease_age_ms))),
+        ]));
+    }
+    let lagging = s
+        .partitions
+        .iter()
+        .filter(|p| p.last_stable_offset < p.high_watermark)
+        .count();
+    let fences_last_minute = s.fences.iter().filter(|x| s.now_ms - x.recorded_ms < 60_000).count();
+    let queue = s.queue_depth();
+    let oldest_queue = s
+        .queues
+        .iter()
+        .flat_map(|q| q.entries.iter())
+        .filter_map(|(_, e)| e.as_ref().ok())
+        .map(|e| s.now_ms - e.enqueued_ms)
+        .max();
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(
+        "Volume",
+        Style::default().add_modifier(Modifier::BOLD),
+    )));
+    lines.push(Line::from(format!(
+        "  marker queue depth   {queue}{}",
+        oldest_queue
+            .map(|a| format!(" (oldest {})", age(a)))
+            .unwrap_or_default()
+    )));
+    lines.push(Line::from(format!("  fence events/min     {fences_last_minute}")));
+    lines.push(Line::from(format!(
+        "  partitions LSO < HW  {lagging} of {}",
+        s.partitions.len()
+    )));
+    lines.push(if s.errors.is_empty() {
+        Line::from("  unreadable files     0")
+    } else {
+        Line::from(Span::styled(
+            format!("  unreadable files     {}", s.errors.len()),
+            Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+        ))
+    });
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" Cluster ")),
+        left,
+    );
+
+    let mut t = vec![Line::from(Span::styled(
+        format!("Transactions ({})", s.txns.len()),
+        Style::default().add_modifier(Modifier::BOLD),
+    ))];
+    for st in [
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Empty,
+    ] {
+        t.push(Line::from(vec![
+            Span::raw("  "),
+            Span::styled(format!("{:<15}", st.as_str()), state_style(st.as_str(), false)),
+            Span::raw(format!("{:>8}", s.count(st))),
+        ]));
+    }
+    let overdue = s.txns.iter().filter(|x| x.overdue).count();
+    t.push(Line::from(vec![
+        Span::raw("  "),
+        Span::styled(format!("{:<15}", "overdue"), state_style("", overdue > 0)),
+        Span::raw(format!("{overdue:>8}")),
+    ]));
+    let oldest = s
+        .txns
+        .iter()
+        .filter(|x| x.state == "Ongoing")
+        .max_by_key(|x| x.open_age_ms.unwrap_or(0));
+    t.push(Line::from(match oldest {
+        Some(o) => format!(
+            "  oldest Ongoing: {} ({})",
+            o.transactional_id,
+            age(o.open_age_ms.unwrap_or(0))
+        ),
+        None => "  oldest Ongoing: -".into(),
+    }));
+    for (path, e) in s.errors.iter().take(3) {
+        t.push(Line::from(Span::styled(
+            format!("  ! {path}: {e}"),
+            Style::default().fg(Color::Red),
+        )));
+    }
+    f.render_widget(
+        Paragraph::new(t)
+            .block(Block::default().borders(Borders::ALL).title(" Transactions "))
+            .wrap(Wrap { trim: false }),
+        right,
+    );
+
+    let [c1, c2, c3] = Layout::horizontal([
+        Constraint::Ratio(1, 3),
+        Constraint::Ratio(1, 3),
+        Constraint::Ratio(1, 3),
+    ])
+    .areas(charts);
+    let series = |v: &std::collections::VecDeque<u64>| v.iter().copied().collect::<Vec<u64>>();
+    let total = |v: &std::collections::VecDeque<u64>| v.iter().sum::<u64>();
+    f.render_widget(
+        Sparkline::default()
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(format!(" commits/tick (Σ {}) ", total(&app.commits))),
+            )
+            .data(series(&app.commits))
+            .style(Style::default().fg(Color::Green)),
+        c1,
+    );
+    f.render_widget(
+        Sparkline::default()
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(format!(" aborts/tick (Σ {}) ", total(&app.aborts))),
+            )
+            .data(series(&app.aborts))
+            .style(Style::default().fg(Color::Red)),
+        c2,
+    );
+    f.render_widget(
+        Sparkline::default()
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(format!(" marker queue depth ({queue}) ")),
+            )
+            .data(series(&app.queue_depth))
+            .style(Style::default().fg(Color::Yellow)),
+        c3,
+    );
+}
+
+fn table<'a>(
+    f: &mut Frame,
+    area: Rect,
+    title: String,
+    header: &'a [&'a str],
+    widths: &[Constraint],
+    rows: Vec<Row<'a>>,
+    selected: usize,
+) {
+    let empty = rows.is_empty();
+    let t = Table::new(rows, widths.to_vec())
+        .header(Row::new(header.iter().map(|h| Cell::from(*h))).style(Style::default().add_modifier(Modifier::BOLD)))
+        .block(Block::default().borders(Borders::ALL).title(title))
+        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+    let mut state = TableState::default();
+    if !empty {
+        state.select(Some(selected));
+    }
+    f.render_stateful_widget(t, area, &mut state);
+}
+
+fn transactions(f: &mut Frame, app: &App, area: Rect) {
+    let rows: Vec<Row> = app
+        .visible_txns()
+        .into_iter()
+        .map(|t| {
+            Row::new(vec![
+                Cell::from(t.transactional_id.clone()),
+                Cell::from(t.producer_id.to_string()),
+                Cell::from(t.producer_epoch.to_string()),
+                Cell::from(t.state).style(state_style(t.state, t.overdue)),
+                Cell::from(t.partitions.to_string()),
+                Cell::from(t.open_age_ms.map(age).unwrap_or_else(|| "-".into())),
+                Cell::from(if t.overdue { "LATE" } else { "" }).style(state_style("", t.overdue)),
+                Cell::from(t.coordinator.map(|c| c.to_string()).unwrap_or_else(|| "-".into())),
+            ])
+        })
+        .collect();
+    let title = format!(
+        " Transactions: {} shown, sort {}{} ",
+        rows.len(),
+        app.sort.name(),
+        if app.filter.is_empty() {
+            String::new()
+        } else {
+            format!(", filter \"{}\"", app.filter)
+        }
+    );
+    table(
+        f,
+        area,
+        title,
+        &["TRANSACTIONAL ID", "PID", "EPOCH", "STATE", "PARTS", "AGE", "", "COORD"],
+        &[
+            Constraint::Min(16),
+            Constraint::Length(7),
+            Constraint::Length(6),
+            Constraint::Length(15),
+            Constraint::Length(6),
+            Constraint::Length(7),
+            Constraint::Length(5),
+            Constraint::Length(6),
+        ],
+        rows,
+        app.selected,
+    );
+}
+
+fn markers(f: &mut Frame, app: &App, area: Rect) {
+    let s = &app.snap;
+    let mut rows = Vec::new();
+    for q in &s.queues {
+        for (path, e) in &q.entries {
+            rows.push(match e {
+                Ok(e) => Row::new(vec![
+                    Cell::from(format!("{}{}", q.broker, if q.alive { "" } else { " (dead)" })),
+                    Cell::from(e.transactional_id.clone()),
+                    Cell::from(format!("{}/{}", e.producer_id, e.producer_epoch)),
+                    Cell::from(format!("{:?}", e.result)),
+                    Cell::from(
+                        e.partitions
+                            .iter()
+                            .map(|p| format!("{}-{}", p.topic, p.partition))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    ),
+                    Cell::from(age(s.now_ms - e.enqueued_ms)),
+                ]),
+                Err(err) => Row::new(vec![
+                    Cell::from(q.broker.to_string()),
+                    Cell::from(format!("unreadable {}: {err}", path.display())).style(Style::default().fg(Color::Red)),
+                ]),
+            });
+        }
+    }
+    let depth: Vec<String> = s
+        .queues
+        .iter()
+        .map(|q| format!("to-{}: {}", q.broker, q.entries.len()))
+        .collect();
+    table(
+        f,
+        area,
+        format!(
+            " Marker queue {} ",
+            if depth.is_empty() {
+                "(empty)".into()
+            } else {
+                depth.join("  ")
+            }
+        ),
+        &["TO", "TRANSACTIONAL ID", "PRODUCER", "RESULT", "PARTITIONS", "AGE"],
+        &[
+            Constraint::Length(9),
+            Constraint::Min(14),
+            Constraint::Length(10),
+            Constraint::Length(7),
+            Constraint::Min(12),
+            Constraint::Length(7),
+        ],
+        rows,
+        app.selected,
+    );
+}
+
+fn fences(f: &mut Frame, app: &App, area: Rect) {
+    let s = &app.snap;
+    let rows: Vec<Row> = s
+        .fences
+        .iter()
+        .map(|x| {
+            Row::new(vec![
+                Cell::from(x.writer.clone()),
+                Cell::from(x.producer_id.to_string()),
+                Cell::from(x.epoch.to_string()),
+                Cell::from(x.transactional_id.clone().unwrap_or_else(|| "-".into())),
+                Cell::from(age(s.now_ms - x.recorded_ms)),
+            ])
+        })
+        .collect();
+    table(
+        f,
+        area,
+        format!(" Fences ({}) ", rows.len()),
+        &["FROM", "PRODUCER", "EPOCH", "TRANSACTIONAL ID", "AGE"],
+        &[
+            Constraint::Length(6),
+            Constraint::Length(10),
+            Constraint::Length(6),
+            Constraint::Min(16),
+            Constraint::Length(8),
+        ],
+        rows,
+        app.selected,
+    );
+}
+
+fn partitions(f: &mut Frame, app: &App, area: Rect) {
+    let rows: Vec<Row> = app
+        .snap
+        .partitions
+        .iter()
+        .map(|p| {
+            let lagging = p.last_stable_offset < p.high_watermark;
+            Row::new(vec![
+                Cell::from(format!("{}-{}", p.topic, p.partition)),
+                Cell::from(p.leader.map(|l| l.to_string()).unwrap_or_else(|| "-".into())),
+                Cell::from(p.high_watermark.to_string()),
+                Cell::from(p.last_stable_offset.to_string()).style(if lagging {
+                    Style::default().fg(Color::Yellow)
+                } else {
+                    Style::default()
+                }),
+                Cell::from(p.open.len().to_string()),
+                Cell::from(p.producers.to_string()),
+                Cell::from(p.error.clone().unwrap_or_default()).style(Style::default().fg(Color::Red)),
+            ])
+        })
+        .collect();
+    table(
+        f,
+        area,
+        format!(" Partitions ({}) ", rows.len()),
+        &["PARTITION", "LEADER", "HW", "LSO", "OPEN TXNS", "PRODUCERS", "PROBLEM"],
+        &[
+            Constraint::Length(18),
+            Constraint::Length(7),
+            Constraint::Length(9),
+            Constraint::Length(9),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Fill(1),
+        ],
+        rows,
+        app.selected,
+    );
+}
+
+fn groups(f: &mut Frame, app: &App, area: Rect) {
+    let rows: Vec<Row> = app
+        .snap
+        .groups
+        .iter()
+        .map(|g| {
+            Row::new(vec![
+                Cell::from(g.group.clone()),
+                Cell::from(format!("{}-{}", g.topic, g.partition)),
+                Cell::from(g.committed.to_string()),
+                Cell::from(g.lag.to_string()),
+                Cell::from(g.real_lag.to_string()),
+                Cell::from(g.blocked.to_string()).style(if g.blocked > 0 {
+                    Style::default().fg(Color::Yellow)
+                } else {
+                    Style::default()
+                }),
+                Cell::from(g.staged.to_string()),
+            ])
+        })
+        .collect();
+    table(
+        f,
+        area,
+        format!(" Consumer groups ({} partitions) ", rows.len()),
+        &["GROUP", "PARTITION", "COMMITTED", "LAG", "REAL", "BLOCKED", "STAGED"],
+        &[
+            Constraint::Min(12),
+            Constraint::Min(12),
+            Constraint::Length(10),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Length(7),
+        ],
+        rows,
+        app.selected,
+    );
+}
+
+fn detail(f: &mut Frame, app: &App, id: &str, area: Rect) {
+    let s = &app.snap;
+    let mut lines = Vec::new();
+    match s.entries.get(id) {
+        None => lines.push(Line::from(format!("{id}: no longer on the volume"))),
+        Some(e) => {
+            let row = s.txns.iter().find(|t| t.transactional_id == id);
+            lines.push(Line::from(vec![
+                Span::styled(format!("{id}  "), Style::default().add_modifier(Modifier::BOLD)),
+                Span::styled(
+                    e.state.as_str(),
+                    state_style(e.state.as_str(), row.is_some_and(|r| r.overdue)),
+                ),
+                Span::raw(format!(
+                    "  producer {} epoch {}  timeout {}",
+                    e.producer_id,
+                    e.producer_epoch,
+                    age(e.timeout_ms as i64)
+                )),
+            ]));
+            if let Some(r) = row {
+                lines.push(Line::from(format!(
+                    "slot {}  coordinator {}  open for {}",
+                    r.slot,
+                    r.coordinator
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| "none alive".into()),
+                    r.open_age_ms.map(age).unwrap_or_else(|| "-".into())
+                )));
+            }
+            lines.push(Line::from(""));
+            lines.push(Line::from(Span::styled(
+                "Partitions",
+                Style::default().add_modifier(Modifier::BOLD),
+            )));
+            if e.partitions.is_empty() {
+                lines.push(Line::from("  none"));
+            }
+            for tp in &e.partitions {
+                let p = s
+                    .partitions
+                    .iter()
+                    .find(|p| p.topic == tp.topic && p.partition == tp.partition);
+                lines.push(Line::from(match p {
+                    Some(p) => format!(
+                        "  {}-{}  leader {}  HW {}  LSO {}  {}",
+                        tp.topic,
+                        tp.partition,
+                        p.leader.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
+                        p.high_watermark,
+                        p.last_stable_offset,
+                        if p.open.iter().any(|(pid, _)| *pid == e.producer_id) {
+                            "marker pending"
+                        } else {
+                            "marker landed"
+                        }
+                    ),
+                    None => format!("  {}-{}  (unknown partition)", tp.topic, tp.partition),
+                }));
+            }
+            lines.push(Line::from(Span::styled(
+                "Staged offsets",
+                Style::default().add_modifier(Modifier::BOLD),
+            )));
+            match s.staged.get(&e.producer_id) {
+                Some(st) => {
+                    for (g, t, p, o) in st {
+                        lines.push(Line::from(format!("  {g}: {t}-{p} -> {o}")));
+                    }
+                }
+                None => lines.push(Line::from("  none")),
+            }
+            lines.push(Line::from(Span::styled(
+                "Queued markers",
+                Style::default().add_modifier(Modifier::BOLD),
+            )));
+            let mut any = false;
+            for q in &s.queues {
+                for (_, m) in &q.entries {
+                    if let Ok(m) = m {
+                        if m.producer_id == e.producer_id {
+                            any = true;
+                            lines.push(Line::from(format!(
+                                "  {:?} epoch {} for broker {} ({} partitions)",
+                                m.result,
+                                m.producer_epoch,
+                                q.broker,
+                                m.partitions.len()
+                            )));
+                        }
+                    }
+                }
+            }
+            if !any {
+                lines.push(Line::from("  none"));
+            }
+            lines.push(Line::from(Span::styled(
+                "Changes since the dashboard started",
+                Style::default().add_modifier(Modifier::BOLD),
+            )));
+            match app.changes.get(id) {
+                Some(ch) => {
+                    for (at, text) in ch.iter().rev().take(10) {
+                        lines.push(Line::from(format!("  {} ago: {text}", age(s.now_ms - at))));
+                    }
+                }
+                None => lines.push(Line::from("  none")),
+            }
+        }
+    }
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" Transaction (Esc back, a abort) "),
+            )
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}
+
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h)
+}
+
+fn help(f: &mut Frame, area: Rect) {
+    let r = centered(area, 64, 15);
+    f.render_widget(Clear, r);
+    let keys = [
+        ("Tab / ← →, 1-6", "switch view"),
+        ("↑ ↓ / j k", "move"),
+        ("PgUp PgDn Home End", "jump"),
+        ("/", "filter transactions"),
+        ("s", "cycle sort: id, age, state, pid"),
+        ("Enter", "transaction detail"),
+        ("Esc", "back / clear filter"),
+        ("a", "force-abort the selected transaction"),
+        ("p", "pause / resume refresh"),
+        ("?", "this help"),
+        ("q, Ctrl-C", "quit"),
+    ];
+    let lines: Vec<Line> = keys
+        .iter()
+        .map(|(k, v)| {
+            Line::from(vec![
+                Span::styled(format!(" {k:<20}"), Style::default().add_modifier(Modifier::BOLD)),
+                Span::raw(*v),
+            ])
+        })
+        .collect();
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" Keys (any key closes) ")),
+        r,
+    );
+}
+
+fn confirm(f: &mut Frame, app: &App, id: &str, area: Rect) {
+    let r = centered(area, 60, 8);
+    f.render_widget(Clear, r);
+    let e = app.snap.entries.get(id);
+    let text = vec![
+        Line::from(Span::styled(
+            format!("Force-abort {id}?"),
+            Style::default().add_modifier(Modifier::BOLD),
+        )),
+        Line::from(match e {
+            Some(e) => format!(
+                "producer {} epoch {} -> {}, {} partition(s)",
+                e.producer_id,
+                e.producer_epoch,
+                e.producer_epoch + 1,
+                e.partitions.len()
+            ),
+            None => String::new(),
+        }),
+        Line::from("ABORT markers, staged offsets discarded, producer fenced."),
+        Line::from(""),
+        Line::from("y: abort   any other key: cancel"),
+    ];
+    f.render_widget(
+        Paragraph::new(text).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" Confirm ")
+                .style(Style::default().fg(Color::Red)),
+        ),
+        r,
+    );
+}
