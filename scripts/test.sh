@@ -18,6 +18,7 @@ need_deb() { # need_deb COMMAND PACKAGE...
 
 step "system packages"
 need_deb kcat kcat
+need_deb tmux tmux
 need_deb node nodejs
 need_deb npm npm
 need_deb python3 python3 python3-venv

@@ -1,0 +1,107 @@
+"""kaasctl top driven in a real terminal (tmux) against a running broker: the counts
+change as transactions commit, and a force-abort from the dashboard unblocks a
+read_committed consumer."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from conftest import wait_for
+from txn_helpers import create_topic
+
+ROOT = Path(__file__).resolve().parents[2]
+KAASCTL = Path(os.environ.get("KAASCTL_BIN", ROOT / "target" / "debug" / "kaasctl"))
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by scripts/test.sh")
+
+
+class Tmux:
+    def __init__(self, command, env):
+        self.name = f"kaas-top-{uuid.uuid4().hex[:8]}"
+        exports = " ".join(f"{k}={v}" for k, v in env.items())
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "150", "-y", "45", f"env {exports} {command}"], check=True)
+
+    def screen(self):
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True).stdout
+
+    def keys(self, *keys):
+        for k in keys:
+            subprocess.run(["tmux", "send-keys", "-t", self.name, k], check=True)
+            time.sleep(0.15)
+
+    def alive(self):
+        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
+
+    def close(self):
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def count(screen, label):
+    for line in screen.splitlines():
+        if f"  {label} " in line:
+            tail = line.split(label, 1)[1]
+            digits = "".join(ch if ch.isdigit() else " " for ch in tail).split()
+            if digits:
+                return int(digits[0])
+    return None
+
+
+def test_top_shows_commits_live_and_its_force_abort_unblocks_read_committed(kaas_factory):
+    b = kaas_factory("--volume-poll-interval-ms", "200")
+    create_topic(b.bootstrap, "live", 1)
+    # A producer that begins a transaction and dies: it pins the LSO.
+    stuck = textwrap.dedent(f"""
+        import os
+        from confluent_kafka import Producer
+        p = Producer({{"bootstrap.servers": "{b.bootstrap}", "transactional.id": "stuck-in-top"}})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("live", value=b"never-committed")
+        p.flush(15)
+        os.kill(os.getpid(), 9)
+    """)
+    subprocess.run([sys.executable, "-c", stuck], timeout=60)
+    top = Tmux(f"{KAASCTL} top --interval 300ms", {"KAAS_DATA_DIR": str(b.data_dir), "TERM": "xterm-256color"})
+    try:
+        screen = wait_for(lambda: (lambda s: s if "Transactions (" in s else None)(top.screen()), what="the dashboard")
+        assert count(screen, "Ongoing") == 1, screen
+        before = count(screen, "CompleteCommit")
+        # Commits happen while the dashboard watches.
+        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "committer"})
+        p.init_transactions(30)
+        for i in range(3):
+            p.begin_transaction()
+            p.produce("live", value=f"committed-{i}".encode())
+            p.commit_transaction(30)
+        wait_for(lambda: count(top.screen(), "CompleteCommit") == (before or 0) + 1, what="CompleteCommit count to rise")
+        wait_for(lambda: "commits/tick (Σ 1)" in top.screen() or "commits/tick (Σ 2)" in top.screen() or "commits/tick (Σ 3)" in top.screen(), what="the commit sparkline")
+        # A read_committed consumer is stuck behind the dead producer's transaction.
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "top-reader", "isolation.level": "read_committed", "enable.auto.commit": False})
+        c.assign([TopicPartition("live", 0, 0)])
+        assert [m for m in c.consume(10, 2.0) if not m.error()] == []
+        # Force-abort it from the dashboard.
+        top.keys("2", "/", *"stuck-in-top", "Enter")
+        wait_for(lambda: "stuck-in-top" in top.screen() and "filter" in top.screen(), what="the filtered row")
+        top.keys("a")
+        wait_for(lambda: "Force-abort stuck-in-top?" in top.screen(), what="the confirmation dialog")
+        top.keys("y")
+        wait_for(lambda: "aborted stuck-in-top: Ongoing -> CompleteAbort" in top.screen(), timeout=30, what="the abort to complete")
+        got = []
+        deadline = time.time() + 30
+        while len(got) < 3 and time.time() < deadline:
+            got += [m.value().decode() for m in c.consume(10, 0.5) if not m.error()]
+        c.close()
+        assert sorted(got) == [f"committed-{i}" for i in range(3)]
+        top.keys("q")
+        wait_for(lambda: not top.alive(), what="kaasctl top to exit")
+    finally:
+        top.close()
+    audit = subprocess.run([str(KAASCTL), "--data-dir", str(b.data_dir), "audit", "--json"], capture_output=True, text=True)
+    assert '"tool": "kaasctl top"' in audit.stdout
