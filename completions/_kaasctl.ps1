@@ -381,6 +381,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;top' {
             [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'Refresh period')
+            [CompletionResult]::new('--view', '--view', [CompletionResultType]::ParameterName, 'The view to start in')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')

@@ -1353,7 +1353,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__top)
-            opts="-h --interval --once --data-dir --json --color --session-timeout --help"
+            opts="-h --interval --once --view --data-dir --json --color --session-timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1361,6 +1361,10 @@ _kaasctl() {
             case "${prev}" in
                 --interval)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --view)
+                    COMPREPLY=($(compgen -W "overview transactions markers fences partitions groups" -- "${cur}"))
                     return 0
                     ;;
                 --data-dir)

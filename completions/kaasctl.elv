@@ -330,6 +330,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         }
         &'kaasctl;top'= {
             cand --interval 'Refresh period'
+            cand --view 'The view to start in'
             cand --data-dir 'The shared volume (the brokers'' --data-dir)'
             cand --color 'When to colour tables (NO_COLOR in the environment means never)'
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'

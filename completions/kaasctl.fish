@@ -265,6 +265,12 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l session-time
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l interval -d 'Refresh period' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l view -d 'The view to start in' -r -f -a "overview\t''
+transactions\t''
+markers\t''
+fences\t''
+partitions\t''
+groups\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''

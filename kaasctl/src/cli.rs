@@ -82,6 +82,9 @@ pub enum Command {
         /// Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40).
         #[arg(long)]
         once: bool,
+        /// The view to start in.
+        #[arg(long, value_enum, default_value_t = TopView::Overview)]
+        view: TopView,
     },
     /// Shell completions for kaasctl.
     Completions {
@@ -90,6 +93,16 @@ pub enum Command {
     },
     /// The kaasctl man page (roff) on stdout.
     Man,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TopView {
+    Overview,
+    Transactions,
+    Markers,
+    Fences,
+    Partitions,
+    Groups,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -43,12 +43,13 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         _ => {}
     }
     // The dashboard copes with a missing data directory itself (it says so and waits).
-    if let Command::Top { interval, once } = cli.command {
+    if let Command::Top { interval, once, view } = cli.command {
         return top::run(top::TopOptions {
             data_dir: cli.data_dir,
             interval,
             session_timeout_ms: cli.session_timeout.as_millis() as i64,
             once,
+            view,
         });
     }
     if !cli.data_dir.is_dir() {

@@ -1,7 +1,7 @@
 //! The dashboard's state. Rendering only reads it; keys, ticks and finished background
 //! actions are the only things that change it (see `Event`).
 
-use super::data::Snapshot;
+use super::data::{Snapshot, TxnView};
 use kaas_core::txn::TxnState;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::collections::{BTreeMap, VecDeque};
@@ -102,7 +102,11 @@ pub struct App {
     pub queue_depth: VecDeque<u64>,
     /// What changed per transactional id since the dashboard started: (ms, text).
     pub changes: BTreeMap<String, Vec<(i64, String)>>,
-    prev: Option<BTreeMap<String, (&'static str, i16)>>,
+    /// Whether a first snapshot has been seen (changes count from the second).
+    seen: bool,
+    /// The filtered, sorted transactions as (slot, row) pairs; rebuilt only when a
+    /// slot file, the filter or the sort changed, not on every frame.
+    visible: Vec<(u32, u32)>,
 }
 
 impl Default for App {
@@ -126,75 +130,126 @@ impl App {
             aborts: VecDeque::new(),
             queue_depth: VecDeque::new(),
             changes: BTreeMap::new(),
-            prev: None,
+            seen: false,
+            visible: Vec::new(),
         }
     }
 
     /// Takes a fresh snapshot: counts the commits/aborts since the last one (entries
-    /// that reached CompleteCommit/CompleteAbort), records what changed.
+    /// that reached CompleteCommit/CompleteAbort), records what changed. Only slots
+    /// whose file changed are compared.
     pub fn on_snapshot(&mut self, snap: Snapshot) {
-        let now: BTreeMap<String, (&'static str, i16)> = snap
-            .txns
-            .iter()
-            .map(|t| (t.transactional_id.clone(), (t.state, t.producer_epoch)))
-            .collect();
-        let (mut commits, mut aborts) = (0, 0);
-        if let Some(prev) = &self.prev {
-            for (id, &(state, epoch)) in &now {
-                let before = prev.get(id);
-                if before != Some(&(state, epoch)) {
-                    if state == TxnState::CompleteCommit.as_str() {
-                        commits += 1;
-                    } else if state == TxnState::CompleteAbort.as_str() {
-                        aborts += 1;
-                    }
-                    let text = match before {
-                        Some((s, e)) => format!("{s} -> {state} (epoch {e} -> {epoch})"),
-                        None => format!("appeared as {state} (epoch {epoch})"),
-                    };
-                    let log = self.changes.entry(id.clone()).or_default();
-                    log.push((snap.now_ms, text));
-                    if log.len() > 50 {
-                        log.remove(0);
-                    }
+        let (mut commits, mut aborts) = (0u64, 0u64);
+        let mut changed = !self.seen || snap.slots.len() != self.snap.slots.len();
+        for (i, new) in snap.slots.iter().enumerate() {
+            let old = self.snap.slots.get(i).cloned().flatten();
+            let same = match (&old, new) {
+                (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if same {
+                continue;
+            }
+            changed = true;
+            if !self.seen {
+                continue;
+            }
+            let before: BTreeMap<&str, &TxnView> = old
+                .iter()
+                .flat_map(|d| d.rows.iter())
+                .map(|r| (r.transactional_id.as_str(), r))
+                .collect();
+            for r in new.iter().flat_map(|d| d.rows.iter()) {
+                let prev = before.get(r.transactional_id.as_str());
+                if prev.is_some_and(|p| p.state == r.state && p.producer_epoch == r.producer_epoch) {
+                    continue;
+                }
+                if r.state == TxnState::CompleteCommit.as_str() {
+                    commits += 1;
+                } else if r.state == TxnState::CompleteAbort.as_str() {
+                    aborts += 1;
+                }
+                let text = match prev {
+                    Some(p) => format!(
+                        "{} -> {} (epoch {} -> {})",
+                        p.state, r.state, p.producer_epoch, r.producer_epoch
+                    ),
+                    None => format!("appeared as {} (epoch {})", r.state, r.producer_epoch),
+                };
+                let log = self.changes.entry(r.transactional_id.clone()).or_default();
+                log.push((snap.now_ms, text));
+                if log.len() > 50 {
+                    log.remove(0);
                 }
             }
+        }
+        if self.seen {
             push(&mut self.commits, commits);
             push(&mut self.aborts, aborts);
             push(&mut self.queue_depth, snap.queue_depth() as u64);
         }
-        self.prev = Some(now);
+        self.seen = true;
         self.snap = snap;
+        if changed {
+            self.rebuild_visible();
+        }
         let len = self.rows_in_view();
         if self.selected >= len {
             self.selected = len.saturating_sub(1);
         }
     }
 
-    /// Transactions after the filter and sort.
-    pub fn visible_txns(&self) -> Vec<&crate::cmd::txn::TxnRow> {
+    fn rebuild_visible(&mut self) {
         let f = self.filter.to_lowercase();
-        let mut rows: Vec<_> = self
-            .snap
-            .txns
-            .iter()
-            .filter(|t| {
-                f.is_empty() || t.transactional_id.to_lowercase().contains(&f) || t.state.to_lowercase().contains(&f)
-            })
-            .collect();
-        match self.sort {
-            Sort::Id => {}
-            Sort::Age => rows.sort_by_key(|t| std::cmp::Reverse(t.open_age_ms.unwrap_or(-1))),
-            Sort::State => rows.sort_by(|a, b| a.state.cmp(b.state).then(a.transactional_id.cmp(&b.transactional_id))),
-            Sort::Pid => rows.sort_by_key(|t| t.producer_id),
+        let mut rows: Vec<(u32, u32)> = Vec::new();
+        for (s, d) in self.snap.slots.iter().enumerate() {
+            for (i, t) in d.iter().flat_map(|d| d.rows.iter()).enumerate() {
+                if f.is_empty() || t.transactional_id.to_lowercase().contains(&f) || t.state.to_lowercase().contains(&f)
+                {
+                    rows.push((s as u32, i as u32));
+                }
+            }
         }
-        rows
+        let row = |&(s, i): &(u32, u32)| -> &TxnView {
+            &self.snap.slots[s as usize].as_ref().expect("indexed slot").rows[i as usize]
+        };
+        match self.sort {
+            Sort::Id => rows.sort_by(|a, b| row(a).transactional_id.cmp(&row(b).transactional_id)),
+            // Oldest open first; the start time orders ages without the clock.
+            Sort::Age => rows.sort_by_key(|r| {
+                let t = row(r);
+                (!t.is_open(), t.txn_start_ms)
+            }),
+            Sort::State => rows.sort_by(|a, b| {
+                row(a)
+                    .state
+                    .cmp(row(b).state)
+                    .then(row(a).transactional_id.cmp(&row(b).transactional_id))
+            }),
+            Sort::Pid => rows.sort_by_key(|r| row(r).producer_id),
+        }
+        self.visible = rows;
+    }
+
+    /// Number of transactions after the filter.
+    pub fn visible_len(&self) -> usize {
+        self.visible.len()
+    }
+
+    /// The visible transactions in `range` (only those are drawn).
+    pub fn visible_rows(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = &TxnView> {
+        let end = range.end.min(self.visible.len());
+        let start = range.start.min(end);
+        self.visible[start..end]
+            .iter()
+            .map(|&(s, i)| &self.snap.slots[s as usize].as_ref().expect("indexed slot").rows[i as usize])
     }
 
     fn rows_in_view(&self) -> usize {
         match self.view {
             View::Overview => 0,
-            View::Transactions => self.visible_txns().len(),
+            View::Transactions => self.visible.len(),
             View::Markers => self.snap.queues.iter().map(|q| q.entries.len()).sum(),
             View::Fences => self.snap.fences.len(),
             View::Partitions => self.snap.partitions.len(),
@@ -203,8 +258,8 @@ impl App {
     }
 
     fn selected_txn(&self) -> Option<String> {
-        self.visible_txns()
-            .get(self.selected)
+        self.visible_rows(self.selected..self.selected + 1)
+            .next()
             .map(|t| t.transactional_id.clone())
     }
 
@@ -223,6 +278,7 @@ impl App {
                     _ => {}
                 }
                 self.selected = 0;
+                self.rebuild_visible();
                 Action::None
             }
             Mode::Confirm(id) => match key.code {
@@ -258,7 +314,7 @@ impl App {
     }
 
     fn ask_abort(&mut self, id: String) -> Action {
-        let ongoing = self.snap.entries.get(&id).is_some_and(|e| e.state == TxnState::Ongoing);
+        let ongoing = self.snap.entry(&id).is_some_and(|e| e.state == TxnState::Ongoing);
         if ongoing {
             self.mode = Mode::Confirm(id);
         } else {
@@ -291,6 +347,7 @@ impl App {
             KeyCode::Char('/') if self.view == View::Transactions => self.mode = Mode::Filter,
             KeyCode::Char('s') if self.view == View::Transactions => {
                 self.sort = self.sort.next();
+                self.rebuild_visible();
                 self.status = Some(format!("sorted by {}", self.sort.name()));
             }
             KeyCode::Enter if self.view == View::Transactions => {
@@ -305,6 +362,7 @@ impl App {
             }
             KeyCode::Esc => {
                 self.filter.clear();
+                self.rebuild_visible();
                 self.status = None;
             }
             _ => {}

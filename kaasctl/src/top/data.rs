@@ -5,20 +5,20 @@
 //! next tick (writers replace files atomically, so a read sees a whole old or new
 //! file); a corrupt one becomes an error row.
 
-use crate::cluster::Cluster;
-use crate::cmd::txn::TxnRow;
 use kaas_core::broker::list_brokers;
 use kaas_core::fence_log::{fences_dir, list_fence_logs, FenceLog, ADMIN_WRITER};
 use kaas_core::fsutil::{file_stamp, FileStamp};
 use kaas_core::inspect::{inspect_partition, PartitionInspection};
 use kaas_core::marker_queue::{self, MarkerEntry};
 use kaas_core::offsets::{list_groups, GroupOffsets};
+use kaas_core::ownership::{owner, txn_slot_key};
 use kaas_core::topic::{list_topics, PartitionOwner};
-use kaas_core::txn::{TxnEntry, TxnState};
+use kaas_core::txn::{slot_for, TxnEntry, TxnState};
 use kaas_core::txn_store::{SlotFile, TxnStateStore, SLOTS};
 use kaas_core::Volume;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A parsed file and the stamp it was parsed at.
 struct Cached<T> {
@@ -57,6 +57,74 @@ impl<T> StampCache<T> {
             self.entries.insert(path.to_path_buf(), Cached { stamp, value: load() });
         }
         &self.entries[path].value
+    }
+}
+
+/// One transaction as the dashboard lists it; ages are computed at draw time from
+/// `txn_start_ms`, so a cached row stays right while its file is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnView {
+    pub transactional_id: String,
+    pub slot: u32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub state: &'static str,
+    pub partitions: usize,
+    pub txn_start_ms: i64,
+    pub timeout_ms: i32,
+}
+
+impl TxnView {
+    pub fn is_open(&self) -> bool {
+        matches!(self.state, "Ongoing" | "PrepareCommit" | "PrepareAbort") && self.txn_start_ms > 0
+    }
+    pub fn open_age_ms(&self, now_ms: i64) -> Option<i64> {
+        self.is_open().then(|| now_ms - self.txn_start_ms)
+    }
+    pub fn overdue(&self, now_ms: i64) -> bool {
+        self.state == "Ongoing" && self.txn_start_ms > 0 && now_ms > self.txn_start_ms + self.timeout_ms as i64
+    }
+}
+
+/// A parsed slot file with its rows (in transactional-id order) and per-state counts,
+/// computed once per version of the file.
+#[derive(Debug)]
+pub struct SlotData {
+    pub file: SlotFile,
+    pub rows: Vec<TxnView>,
+    pub counts: [usize; 6],
+}
+
+pub const STATES: [TxnState; 6] = [
+    TxnState::Empty,
+    TxnState::Ongoing,
+    TxnState::PrepareCommit,
+    TxnState::PrepareAbort,
+    TxnState::CompleteCommit,
+    TxnState::CompleteAbort,
+];
+
+impl SlotData {
+    fn new(slot: u32, file: SlotFile) -> SlotData {
+        let mut counts = [0; 6];
+        let rows = file
+            .entries
+            .values()
+            .map(|e| {
+                counts[STATES.iter().position(|s| *s == e.state).unwrap_or(0)] += 1;
+                TxnView {
+                    transactional_id: e.transactional_id.clone(),
+                    slot,
+                    producer_id: e.producer_id,
+                    producer_epoch: e.producer_epoch,
+                    state: e.state.as_str(),
+                    partitions: e.partitions.len(),
+                    txn_start_ms: e.txn_start_ms,
+                    timeout_ms: e.timeout_ms,
+                }
+            })
+            .collect();
+        SlotData { file, rows, counts }
     }
 }
 
@@ -114,9 +182,10 @@ pub struct Snapshot {
     pub now_ms: i64,
     pub data_dir_missing: bool,
     pub brokers: Vec<BrokerInfo>,
-    pub txns: Vec<TxnRow>,
-    /// Full entries by id, for the detail view.
-    pub entries: BTreeMap<String, TxnEntry>,
+    /// Slot n's data (None when the slot file is missing or unreadable).
+    pub slots: Vec<Option<Arc<SlotData>>>,
+    /// The live broker coordinating each slot.
+    pub coordinators: Vec<Option<i32>>,
     /// Unreadable files: (path, error).
     pub errors: Vec<(String, String)>,
     pub queues: Vec<QueueInfo>,
@@ -129,7 +198,21 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub fn count(&self, state: TxnState) -> usize {
-        self.txns.iter().filter(|t| t.state == state.as_str()).count()
+        let i = STATES.iter().position(|s| *s == state).unwrap_or(0);
+        self.slots.iter().flatten().map(|d| d.counts[i]).sum()
+    }
+    pub fn txn_total(&self) -> usize {
+        self.slots.iter().flatten().map(|d| d.rows.len()).sum()
+    }
+    pub fn txns(&self) -> impl Iterator<Item = &TxnView> {
+        self.slots.iter().flatten().flat_map(|d| d.rows.iter())
+    }
+    /// The full entry of a transactional id.
+    pub fn entry(&self, id: &str) -> Option<&TxnEntry> {
+        self.slots.get(slot_for(id) as usize)?.as_ref()?.file.entries.get(id)
+    }
+    pub fn coordinator(&self, slot: u32) -> Option<i32> {
+        self.coordinators.get(slot as usize).copied().flatten()
     }
     pub fn queue_depth(&self) -> usize {
         self.queues.iter().map(|q| q.entries.len()).sum()
@@ -138,7 +221,7 @@ impl Snapshot {
 
 #[derive(Default)]
 pub struct Watcher {
-    slots: StampCache<SlotFile>,
+    slots: StampCache<Arc<SlotData>>,
     fences: StampCache<FenceLog>,
     groups: StampCache<GroupOffsets>,
     partitions: StampCache<PartitionInspection>,
@@ -186,34 +269,30 @@ impl Watcher {
             Err(e) => errors.push((volume.brokers_dir().display().to_string(), e.to_string())),
         }
         live.sort_unstable();
-        let cluster = Cluster {
-            volume: volume.clone(),
-            now_ms,
-            session_timeout_ms,
-            live: live.clone(),
-        };
-        // Transaction slots: only changed files are parsed.
+        snap.coordinators = (0..SLOTS).map(|s| owner(&txn_slot_key(s), &live)).collect();
+        // Transaction slots: only changed files are parsed; unchanged ones are shared.
         let store = TxnStateStore::new(volume.clone());
         for slot in 0..SLOTS {
             let path = store.slot_path(slot);
             let stamp = file_stamp(&path);
             if stamp.is_none() {
+                snap.slots.push(None);
                 continue;
             }
-            match self
-                .slots
-                .get(&path, stamp, || store.read_slot(slot).map_err(|e| e.to_string()))
-            {
-                Ok(file) => {
-                    for e in file.entries.values() {
-                        snap.txns.push(crate::cmd::txn::row(&cluster, slot, e));
-                        snap.entries.insert(e.transactional_id.clone(), e.clone());
-                    }
+            let loaded = self.slots.get(&path, stamp, || {
+                store
+                    .read_slot(slot)
+                    .map(|f| Arc::new(SlotData::new(slot, f)))
+                    .map_err(|e| e.to_string())
+            });
+            match loaded {
+                Ok(data) => snap.slots.push(Some(data.clone())),
+                Err(e) => {
+                    errors.push((path.display().to_string(), e.clone()));
+                    snap.slots.push(None);
                 }
-                Err(e) => errors.push((path.display().to_string(), e.clone())),
             }
         }
-        snap.txns.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
         // Fence logs.
         if let Ok(logs) = list_fence_logs(&volume) {
             for (writer, _) in logs {

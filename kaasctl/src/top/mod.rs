@@ -21,6 +21,7 @@ pub struct TopOptions {
     pub interval: Duration,
     pub session_timeout_ms: i64,
     pub once: bool,
+    pub view: crate::cli::TopView,
 }
 
 /// What wakes the loop.
@@ -58,6 +59,14 @@ pub fn render_text(app: &App, width: u16, height: u16) -> String {
 pub fn run(opts: TopOptions) -> anyhow::Result<Status> {
     let mut watcher = data::Watcher::default();
     let mut app = App::new();
+    app.view = match opts.view {
+        crate::cli::TopView::Overview => app::View::Overview,
+        crate::cli::TopView::Transactions => app::View::Transactions,
+        crate::cli::TopView::Markers => app::View::Markers,
+        crate::cli::TopView::Fences => app::View::Fences,
+        crate::cli::TopView::Partitions => app::View::Partitions,
+        crate::cli::TopView::Groups => app::View::Groups,
+    };
     if opts.once {
         app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, now_ms()));
         let width = std::env::var("COLUMNS")

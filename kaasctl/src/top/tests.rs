@@ -230,7 +230,7 @@ fn filter_sort_detail_and_back() {
         app.on_key(key(KeyCode::Char(c)));
     }
     app.on_key(key(KeyCode::Enter));
-    assert_eq!(app.visible_txns().len(), 1);
+    assert_eq!(app.visible_len(), 1);
     assert!(screen(&app).contains("filter \"stuck\""));
     app.on_key(key(KeyCode::Char('s')));
     assert!(screen(&app).contains("sorted by age"));

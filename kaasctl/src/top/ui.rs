@@ -168,7 +168,7 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
     );
 
     let mut t = vec![Line::from(Span::styled(
-        format!("Transactions ({})", s.txns.len()),
+        format!("Transactions ({})", s.txn_total()),
         Style::default().add_modifier(Modifier::BOLD),
     ))];
     for st in [
@@ -185,22 +185,22 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
             Span::raw(format!("{:>8}", s.count(st))),
         ]));
     }
-    let overdue = s.txns.iter().filter(|x| x.overdue).count();
+    let ongoing: Vec<_> = s.txns().filter(|x| x.state == "Ongoing").collect();
+    let overdue = ongoing.iter().filter(|x| x.overdue(s.now_ms)).count();
     t.push(Line::from(vec![
         Span::raw("  "),
         Span::styled(format!("{:<15}", "overdue"), state_style("", overdue > 0)),
         Span::raw(format!("{overdue:>8}")),
     ]));
-    let oldest = s
-        .txns
+    let oldest = ongoing
         .iter()
-        .filter(|x| x.state == "Ongoing")
-        .max_by_key(|x| x.open_age_ms.unwrap_or(0));
+        .filter(|x| x.txn_start_ms > 0)
+        .min_by_key(|x| x.txn_start_ms);
     t.push(Line::from(match oldest {
         Some(o) => format!(
             "  oldest Ongoing: {} ({})",
             o.transactional_id,
-            age(o.open_age_ms.unwrap_or(0))
+            age(s.now_ms - o.txn_start_ms)
         ),
         None => "  oldest Ongoing: -".into(),
     }));
@@ -282,25 +282,34 @@ fn table<'a>(
 }
 
 fn transactions(f: &mut Frame, app: &App, area: Rect) {
+    // Only the page holding the selection is built and drawn (cheap with 100,000 ids).
+    let page = area.height.saturating_sub(3).max(1) as usize;
+    let start = app.selected / page * page;
+    let now = app.snap.now_ms;
     let rows: Vec<Row> = app
-        .visible_txns()
-        .into_iter()
+        .visible_rows(start..start + page)
         .map(|t| {
+            let overdue = t.overdue(now);
             Row::new(vec![
                 Cell::from(t.transactional_id.clone()),
                 Cell::from(t.producer_id.to_string()),
                 Cell::from(t.producer_epoch.to_string()),
-                Cell::from(t.state).style(state_style(t.state, t.overdue)),
+                Cell::from(t.state).style(state_style(t.state, overdue)),
                 Cell::from(t.partitions.to_string()),
-                Cell::from(t.open_age_ms.map(age).unwrap_or_else(|| "-".into())),
-                Cell::from(if t.overdue { "LATE" } else { "" }).style(state_style("", t.overdue)),
-                Cell::from(t.coordinator.map(|c| c.to_string()).unwrap_or_else(|| "-".into())),
+                Cell::from(t.open_age_ms(now).map(age).unwrap_or_else(|| "-".into())),
+                Cell::from(if overdue { "LATE" } else { "" }).style(state_style("", overdue)),
+                Cell::from(
+                    app.snap
+                        .coordinator(t.slot)
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                ),
             ])
         })
         .collect();
     let title = format!(
         " Transactions: {} shown, sort {}{} ",
-        rows.len(),
+        app.visible_len(),
         app.sort.name(),
         if app.filter.is_empty() {
             String::new()
@@ -324,7 +333,7 @@ fn transactions(f: &mut Frame, app: &App, area: Rect) {
             Constraint::Length(6),
         ],
         rows,
-        app.selected,
+        app.selected - start,
     );
 }
 
@@ -501,16 +510,13 @@ fn groups(f: &mut Frame, app: &App, area: Rect) {
 fn detail(f: &mut Frame, app: &App, id: &str, area: Rect) {
     let s = &app.snap;
     let mut lines = Vec::new();
-    match s.entries.get(id) {
+    match s.entry(id) {
         None => lines.push(Line::from(format!("{id}: no longer on the volume"))),
         Some(e) => {
-            let row = s.txns.iter().find(|t| t.transactional_id == id);
+            let slot = kaas_core::txn::slot_for(id);
             lines.push(Line::from(vec![
                 Span::styled(format!("{id}  "), Style::default().add_modifier(Modifier::BOLD)),
-                Span::styled(
-                    e.state.as_str(),
-                    state_style(e.state.as_str(), row.is_some_and(|r| r.overdue)),
-                ),
+                Span::styled(e.state.as_str(), state_style(e.state.as_str(), e.is_overdue(s.now_ms))),
                 Span::raw(format!(
                     "  producer {} epoch {}  timeout {}",
                     e.producer_id,
@@ -518,16 +524,22 @@ fn detail(f: &mut Frame, app: &App, id: &str, area: Rect) {
                     age(e.timeout_ms as i64)
                 )),
             ]));
-            if let Some(r) = row {
-                lines.push(Line::from(format!(
-                    "slot {}  coordinator {}  open for {}",
-                    r.slot,
-                    r.coordinator
-                        .map(|c| c.to_string())
-                        .unwrap_or_else(|| "none alive".into()),
-                    r.open_age_ms.map(age).unwrap_or_else(|| "-".into())
-                )));
-            }
+            let open = e.txn_start_ms > 0
+                && !matches!(
+                    e.state,
+                    TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                );
+            lines.push(Line::from(format!(
+                "slot {slot}  coordinator {}  open for {}",
+                s.coordinator(slot)
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none alive".into()),
+                if open {
+                    age(s.now_ms - e.txn_start_ms)
+                } else {
+                    "-".into()
+                }
+            )));
             lines.push(Line::from(""));
             lines.push(Line::from(Span::styled(
                 "Partitions",
@@ -660,7 +672,7 @@ fn help(f: &mut Frame, area: Rect) {
 fn confirm(f: &mut Frame, app: &App, id: &str, area: Rect) {
     let r = centered(area, 60, 8);
     f.render_widget(Clear, r);
-    let e = app.snap.entries.get(id);
+    let e = app.snap.entry(id);
     let text = vec![
         Line::from(Span::styled(
             format!("Force-abort {id}?"),
