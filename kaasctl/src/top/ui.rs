@@ -104,7 +104,13 @@ fn state_style(state: &str, overdue: bool) -> Style {
 
 fn overview(f: &mut Frame, app: &App, area: Rect) {
     let s = &app.snap;
-    let [top, charts] = Layout::vertical([Constraint::Min(8), Constraint::Length(7)]).areas(area);
+    // The charts give way first on short terminals.
+    let chart_height = match area.height {
+        0..=13 => 3,
+        14..=21 => 5,
+        _ => 7,
+    };
+    let [top, charts] = Layout::vertical([Constraint::Min(6), Constraint::Length(chart_height)]).areas(area);
     let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
     let mut lines = vec![Line::from(Span::styled(
         "Brokers",
