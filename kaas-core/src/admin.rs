@@ -454,18 +454,7 @@ pub fn record_audit(
 
 /// Every audit record, oldest first; unreadable files as errors.
 pub fn list_audit(volume: &Volume) -> Result<Vec<(PathBuf, crate::error::Loaded<AuditRecord>)>, VolumeError> {
-    let dir = audit_dir(volume);
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(VolumeError::io(&dir, e)),
-    };
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    paths.sort();
-    Ok(paths
+    Ok(crate::error::json_files(&audit_dir(volume))?
         .into_iter()
         .map(|p| {
             let r = crate::error::read_versioned_json(&p, "audit record", AUDIT_FORMAT_VERSION);

@@ -37,18 +37,7 @@ impl BrokerLease {
 
 /// Every lease file on the volume, unreadable ones as errors.
 pub fn list_brokers(volume: &Volume) -> Result<Vec<Result<BrokerLease, VolumeError>>, VolumeError> {
-    let dir = volume.brokers_dir();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(VolumeError::io(&dir, e)),
-    };
-    let mut paths: Vec<_> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    paths.sort();
-    Ok(paths
+    Ok(crate::error::json_files(&volume.brokers_dir())?
         .iter()
         .map(|p| read_versioned_json(p, "broker lease", LEASE_FORMAT_VERSION))
         .collect())

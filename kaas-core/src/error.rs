@@ -45,6 +45,33 @@ impl VolumeError {
     }
 }
 
+/// The entries of a directory as (file name, path), sorted by name; a directory that
+/// does not exist yet is empty (volumes grow their folders lazily), any other error
+/// names the directory.
+pub fn dir_entries(dir: &std::path::Path) -> Result<Vec<(String, std::path::PathBuf)>, VolumeError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(VolumeError::io(dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| VolumeError::io(dir, e))?;
+        out.push((entry.file_name().to_string_lossy().into_owned(), entry.path()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The `*.json` files of a directory, sorted (see [`dir_entries`]).
+pub fn json_files(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>, VolumeError> {
+    Ok(dir_entries(dir)?
+        .into_iter()
+        .filter(|(name, _)| name.ends_with(".json"))
+        .map(|(_, path)| path)
+        .collect())
+}
+
 /// Reads a versioned JSON file. A file of another `version` is reported as such, never
 /// as a parse error or, worse, misread: the happy path parses once straight into `T`
 /// (which carries `version`), and only a failure or a mismatch re-reads just the

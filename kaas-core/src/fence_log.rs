@@ -101,20 +101,11 @@ impl FenceLog {
 
 /// Every fence log on the volume: (broker id, log or the error reading it).
 pub fn list_fence_logs(volume: &Volume) -> Result<Vec<(i32, Loaded<FenceLog>)>, VolumeError> {
-    let dir = fences_dir(volume);
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(VolumeError::io(&dir, e)),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(id) = writer_of(&name) {
-            out.push((id, FenceLog::load(volume, id)));
-        }
-    }
+    let mut out: Vec<(i32, Loaded<FenceLog>)> = crate::error::dir_entries(&fences_dir(volume))?
+        .into_iter()
+        .filter_map(|(name, _)| writer_of(&name))
+        .map(|id| (id, FenceLog::load(volume, id)))
+        .collect();
     out.sort_by_key(|(id, _)| *id);
     Ok(out)
 }

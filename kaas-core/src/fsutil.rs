@@ -21,6 +21,15 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
     sync_dir(dir)
 }
 
+/// Opens (creating if needed) a lock file and takes an exclusive advisory lock on it;
+/// the lock is released when the returned file is dropped. Every writer of a shared
+/// state file (broker or kaasctl) goes through here.
+pub fn lock_exclusive(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+    f.lock()?;
+    Ok(f)
+}
+
 /// Makes a directory entry change (create, rename, unlink) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

@@ -56,41 +56,22 @@ pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Resu
 /// Entries queued for `target_broker`, oldest first, each with its path; unreadable
 /// files are returned as errors beside the good ones.
 pub fn list(volume: &Volume, target_broker: i32) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {
-    let dir = queue_dir(volume, target_broker);
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(VolumeError::io(&dir, e)),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "json") {
-            let parsed = read_versioned_json::<MarkerEntry>(&path, "marker queue entry", MARKER_FORMAT_VERSION);
-            out.push((path, parsed));
-        }
-    }
+    let mut out: Vec<(PathBuf, Loaded<MarkerEntry>)> = crate::error::json_files(&queue_dir(volume, target_broker))?
+        .into_iter()
+        .map(|path| {
+            let parsed = read_versioned_json(&path, "marker queue entry", MARKER_FORMAT_VERSION);
+            (path, parsed)
+        })
+        .collect();
     out.sort_by_key(|(_, e)| e.as_ref().map(|e| e.enqueued_ms).unwrap_or(i64::MIN));
     Ok(out)
 }
 
 /// Target brokers that have a queue directory.
 pub fn targets(volume: &Volume) -> Result<Vec<i32>, VolumeError> {
-    let dir = volume.cluster_dir().join("marker_queue");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(VolumeError::io(&dir, e)),
-    };
-    let mut out: Vec<i32> = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .strip_prefix("to-")
-                .and_then(|s| s.parse().ok())
-        })
+    let mut out: Vec<i32> = crate::error::dir_entries(&volume.cluster_dir().join("marker_queue"))?
+        .into_iter()
+        .filter_map(|(name, _)| name.strip_prefix("to-").and_then(|s| s.parse().ok()))
         .collect();
     out.sort_unstable();
     Ok(out)

@@ -149,22 +149,10 @@ impl GroupOffsets {
 
 /// Group ids that have an offsets file on the volume.
 pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
-    let dir = volume.groups_dir();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(VolumeError::io(&dir, e)),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = name.strip_suffix(".json") {
-            if let Some(group) = decode_name(stem) {
-                out.push(group);
-            }
-        }
-    }
+    let mut out: Vec<String> = crate::error::dir_entries(&volume.groups_dir())?
+        .into_iter()
+        .filter_map(|(name, _)| name.strip_suffix(".json").and_then(decode_name))
+        .collect();
     out.sort();
     Ok(out)
 }

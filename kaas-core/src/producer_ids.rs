@@ -7,7 +7,6 @@ use crate::error::{read_versioned_json, VolumeError};
 use crate::fsutil::write_json;
 use crate::layout::Volume;
 use serde::{Deserialize, Serialize};
-use std::fs::OpenOptions;
 use std::ops::Range;
 
 crate::versioned!(ProducerIdBlocks);
@@ -30,13 +29,7 @@ pub fn claim_block(volume: &Volume, broker_id: i32) -> Result<Range<i64>, Volume
     let dir = volume.cluster_dir();
     std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
     let lock_path = dir.join("producer_ids.lock");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| VolumeError::io(&lock_path, e))?;
-    lock.lock().map_err(|e| VolumeError::io(&lock_path, e))?;
+    let lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
     let path = dir.join("producer_ids.json");
     let current =
         match read_versioned_json::<ProducerIdBlocks>(&path, "producer id allocator", PRODUCER_IDS_FORMAT_VERSION) {

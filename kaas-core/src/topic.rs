@@ -87,22 +87,10 @@ pub fn log_config_for(defaults: &LogConfig, configs: &BTreeMap<String, String>) 
 /// Every topic file on the volume, in name order. Unreadable files are returned as
 /// errors beside the good ones, never skipped silently.
 pub fn list_topics(volume: &Volume) -> Result<Vec<Result<TopicMeta, VolumeError>>, VolumeError> {
-    let dir = volume.topics_dir();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(VolumeError::io(&dir, e)),
-    };
-    let mut paths = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| VolumeError::io(&dir, e))?;
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "json") {
-            paths.push(path);
-        }
-    }
-    paths.sort();
-    Ok(paths.iter().map(|p| TopicMeta::read(p)).collect())
+    Ok(crate::error::json_files(&volume.topics_dir())?
+        .iter()
+        .map(|p| TopicMeta::read(p))
+        .collect())
 }
 
 /// Which broker owns a partition and at which leader epoch.

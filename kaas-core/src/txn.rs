@@ -24,6 +24,16 @@ pub enum TxnState {
 }
 
 impl TxnState {
+    /// Every state, in the order tools list them.
+    pub const ALL: [TxnState; 6] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+    ];
+
     /// Apache's names (kafka-transactions.sh, DescribeTransactions).
     pub fn as_str(&self) -> &'static str {
         match self {

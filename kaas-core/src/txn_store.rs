@@ -10,7 +10,6 @@ use crate::layout::Volume;
 use crate::txn::{slot_for, TxnEntry};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
 use std::path::PathBuf;
 
 crate::versioned!(SlotFile);
@@ -95,13 +94,7 @@ impl TxnStateStore {
         let dir = self.dir();
         std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
         let lock_path = self.lock_path(slot);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| VolumeError::io(&lock_path, e))?;
-        lock.lock().map_err(|e| VolumeError::io(&lock_path, e))?;
+        let lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
         let mut file = self.read_slot(slot)?;
         let (result, changed) = f(&mut file.entries);
         if changed {

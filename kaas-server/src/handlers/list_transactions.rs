@@ -3,21 +3,13 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::txn::TxnState;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId};
 use std::sync::Arc;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 1;
-
-const STATES: &[&str] = &[
-    "Empty",
-    "Ongoing",
-    "PrepareCommit",
-    "PrepareAbort",
-    "CompleteCommit",
-    "CompleteAbort",
-];
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -27,7 +19,7 @@ pub async fn handle(
     let unknown: Vec<_> = req
         .state_filters
         .iter()
-        .filter(|s| !STATES.contains(&s.as_str()))
+        .filter(|s| !TxnState::ALL.iter().any(|k| k.as_str() == s.as_str()))
         .cloned()
         .collect();
     let now = kaas_core::now_ms();

@@ -19,17 +19,7 @@ pub fn render(c: &Cluster) -> anyhow::Result<String> {
             sort: TxnSort::Id,
         },
     )?;
-    let mut by_state: BTreeMap<&str, usize> = [
-        "Empty",
-        "Ongoing",
-        "PrepareCommit",
-        "PrepareAbort",
-        "CompleteCommit",
-        "CompleteAbort",
-    ]
-    .iter()
-    .map(|s| (*s, 0))
-    .collect();
+    let mut by_state: BTreeMap<&str, usize> = kaas_core::txn::TxnState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     for t in &all.transactions {
         *by_state.entry(t.state).or_default() += 1;
     }

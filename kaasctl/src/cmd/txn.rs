@@ -15,15 +15,6 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
 
-const STATES: &[&str] = &[
-    "Empty",
-    "Ongoing",
-    "PrepareCommit",
-    "PrepareAbort",
-    "CompleteCommit",
-    "CompleteAbort",
-];
-
 /// One line of `txn list` (names follow kafka-transactions.sh and rpk).
 #[derive(Debug, Clone, Serialize)]
 pub struct TxnRow {
@@ -77,8 +68,9 @@ pub fn row(c: &Cluster, slot: u32, e: &TxnEntry) -> TxnRow {
 
 pub fn collect(c: &Cluster, args: &TxnListArgs) -> anyhow::Result<TxnList> {
     for s in &args.state {
-        if !STATES.iter().any(|k| k.eq_ignore_ascii_case(s)) {
-            anyhow::bail!("unknown state {s:?}; expected one of {}", STATES.join(", "));
+        if !TxnState::ALL.iter().any(|k| k.as_str().eq_ignore_ascii_case(s)) {
+            let names: Vec<&str> = TxnState::ALL.iter().map(|k| k.as_str()).collect();
+            anyhow::bail!("unknown state {s:?}; expected one of {}", names.join(", "));
         }
     }
     let pattern = match &args.transactional_id {

@@ -95,15 +95,6 @@ pub struct SlotData {
     pub counts: [usize; 6],
 }
 
-pub const STATES: [TxnState; 6] = [
-    TxnState::Empty,
-    TxnState::Ongoing,
-    TxnState::PrepareCommit,
-    TxnState::PrepareAbort,
-    TxnState::CompleteCommit,
-    TxnState::CompleteAbort,
-];
-
 impl SlotData {
     fn new(slot: u32, file: SlotFile) -> SlotData {
         let mut counts = [0; 6];
@@ -111,7 +102,7 @@ impl SlotData {
             .entries
             .values()
             .map(|e| {
-                counts[STATES.iter().position(|s| *s == e.state).unwrap_or(0)] += 1;
+                counts[TxnState::ALL.iter().position(|s| *s == e.state).unwrap_or(0)] += 1;
                 TxnView {
                     transactional_id: e.transactional_id.clone(),
                     slot,
@@ -198,7 +189,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub fn count(&self, state: TxnState) -> usize {
-        let i = STATES.iter().position(|s| *s == state).unwrap_or(0);
+        let i = TxnState::ALL.iter().position(|s| *s == state).unwrap_or(0);
         self.slots.iter().flatten().map(|d| d.counts[i]).sum()
     }
     pub fn txn_total(&self) -> usize {
