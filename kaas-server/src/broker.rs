@@ -354,19 +354,22 @@ impl Broker {
 
     /// Classifies and appends validated records to a partition (idempotence checks
     /// under the partition lock) and wakes long-polling fetches.
+    /// Returns the outcome and the log start offset, read under the same lock.
     pub fn append(
         &self,
         partition: &Partition,
         records: &mut [u8],
         headers: &[kaas_core::batch::BatchHeader],
-    ) -> Result<AppendOutcome, AppendError> {
-        let outcome = partition
-            .state()
-            .append(records, headers, partition.leader_epoch, now_ms())?;
+    ) -> Result<(AppendOutcome, i64), AppendError> {
+        let (outcome, log_start) = {
+            let mut state = partition.state();
+            let outcome = state.append(records, headers, partition.leader_epoch, now_ms())?;
+            (outcome, state.log.log_start_offset())
+        };
         if matches!(outcome, AppendOutcome::Appended(_)) {
             self.appended.send_modify(|n| *n = n.wrapping_add(1));
         }
-        Ok(outcome)
+        Ok((outcome, log_start))
     }
 
     /// Whether this broker coordinates transaction slot `slot` (rendezvous hashing

@@ -135,17 +135,16 @@ fn append(
     // and the base offsets must be written into the bytes we store.
     let mut owned = BytesMut::from(records);
     match broker.append(partition, &mut owned, &headers) {
-        Ok(AppendOutcome::Appended(info)) => Ok((
-            info.base_offset,
-            info.next_offset,
-            partition.state().log.log_start_offset(),
-        )),
-        Ok(AppendOutcome::Duplicate {
-            base_offset,
-            last_offset,
-        }) => {
+        Ok((AppendOutcome::Appended(info), log_start)) => Ok((info.base_offset, info.next_offset, log_start)),
+        Ok((
+            AppendOutcome::Duplicate {
+                base_offset,
+                last_offset,
+            },
+            log_start,
+        )) => {
             debug!(topic = %partition.topic, partition = partition.index, base_offset, "duplicate batch answered from the producer window");
-            Ok((base_offset, last_offset + 1, partition.state().log.log_start_offset()))
+            Ok((base_offset, last_offset + 1, log_start))
         }
         Err(AppendError::Sequence(e)) => {
             debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, error = %e, "rejected produce batch");
