@@ -225,8 +225,9 @@ pub fn execute(
         match route {
             MarkerRoute::Queue { broker } => by_broker.entry(*broker).or_default().push(tp.clone()),
             MarkerRoute::Direct => {
-                write_marker_direct(volume, tp, plan.producer_id, plan.marker_epoch, plan.commit, now_ms)?;
-                written.push(tp.clone());
+                if write_marker_direct(volume, tp, plan.producer_id, plan.marker_epoch, plan.commit, now_ms)? {
+                    written.push(tp.clone());
+                }
             }
         }
     }
@@ -281,7 +282,8 @@ pub fn execute(
     })
 }
 
-/// Appends a marker to a partition no live broker owns.
+/// Appends a marker to a partition no live broker owns; false when there was nothing
+/// to write to (the topic or partition was deleted since).
 fn write_marker_direct(
     volume: &Volume,
     tp: &TopicPartition,
@@ -289,13 +291,21 @@ fn write_marker_direct(
     epoch: i16,
     commit: bool,
     now_ms: i64,
-) -> Result<(), AdminError> {
+) -> Result<bool, AdminError> {
     let err = |detail: String| AdminError::Marker {
         topic: tp.topic.clone(),
         partition: tp.partition,
         detail,
     };
-    let meta = TopicMeta::read(&volume.topic_file(&tp.topic)).map_err(|e| err(e.to_string()))?;
+    let meta = match TopicMeta::read(&volume.topic_file(&tp.topic)) {
+        Ok(m) => m,
+        // The topic was deleted since: there is no log left to end a transaction in.
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(err(e.to_string())),
+    };
+    if tp.partition < 0 || tp.partition >= meta.partitions {
+        return Ok(false);
+    }
     let config = log_config_for(&Default::default(), &meta.configs).unwrap_or_default();
     let dir = volume.partition_dir(&tp.topic, tp.partition);
     let mut state = PartitionState::open(&dir, config, now_ms).map_err(|e| err(e.to_string()))?;
@@ -311,7 +321,7 @@ fn write_marker_direct(
         file.sync_data().map_err(|e| err(e.to_string()))?;
     }
     state.write_snapshot(now_ms).map_err(|e| err(e.to_string()))?;
-    Ok(())
+    Ok(true)
 }
 
 /// Ends a hanging transaction on one partition (open there, unknown to or finished at
@@ -331,7 +341,9 @@ pub fn abort_hanging(
 ) -> Result<MarkerRoute, AdminError> {
     let route = marker_route(volume, tp, live);
     match route {
-        MarkerRoute::Direct => write_marker_direct(volume, tp, producer_id, epoch, false, now_ms)?,
+        MarkerRoute::Direct => {
+            write_marker_direct(volume, tp, producer_id, epoch, false, now_ms)?;
+        }
         MarkerRoute::Queue { broker } => {
             let entry = MarkerEntry {
                 version: MARKER_FORMAT_VERSION,
@@ -374,7 +386,7 @@ pub fn redeliver(
     for tp in &entry.partitions {
         match marker_route(volume, tp, live) {
             MarkerRoute::Direct => {
-                write_marker_direct(volume, tp, entry.producer_id, entry.producer_epoch, commit, now_ms)?
+                write_marker_direct(volume, tp, entry.producer_id, entry.producer_epoch, commit, now_ms)?;
             }
             MarkerRoute::Queue { broker } => {
                 let mut moved = entry.clone();
@@ -573,6 +585,20 @@ mod tests {
         let queued = marker_queue::list(&volume, 0).unwrap();
         assert_eq!(queued.len(), 1);
         assert_eq!(queued[0].1.as_ref().unwrap().producer_epoch, 1);
+    }
+
+    #[test]
+    fn a_deleted_topic_needs_no_marker() {
+        let (_d, volume, _) = setup();
+        std::fs::remove_file(volume.topic_file("t")).unwrap();
+        let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+        let admin = Actor::Admin {
+            tool: "kaasctl".into(),
+            user: "ops".into(),
+        };
+        let report = execute(&volume, &plan, &admin, &[], 10, Duration::ZERO).unwrap();
+        assert_eq!(report.after.state, TxnState::CompleteAbort);
+        assert!(report.markers_written.is_empty(), "nothing was written");
     }
 
     #[test]
