@@ -51,7 +51,17 @@ pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: OffsetComm
     let write_error = if entries.is_empty() {
         None
     } else {
-        broker.groups.commit_offsets(&group, &entries).err().map(|e| {
+        // The write ends in an fsync: keep it off the runtime's worker threads.
+        let (b, g) = (broker.clone(), group.clone());
+        let written = tokio::task::spawn_blocking(move || b.groups.commit_offsets(&g, &entries))
+            .await
+            .unwrap_or_else(|e| {
+                Err(kaas_core::VolumeError::io(
+                    broker.volume.group_offsets_file(&group),
+                    std::io::Error::other(e),
+                ))
+            });
+        written.err().map(|e| {
             tracing::error!(group = %group, error = %e, "offset commit failed");
             ResponseError::KafkaStorageError.code()
         })
