@@ -191,15 +191,9 @@ impl ProducerStateTable {
         true
     }
 
-    /// Open transactions: (producer id, first offset), oldest first.
-    pub fn open_transactions(&self) -> Vec<(i64, i64)> {
-        let mut v: Vec<(i64, i64)> = self
-            .producers
-            .values()
-            .filter_map(|e| e.txn_first_offset.map(|o| (e.producer_id, o)))
-            .collect();
-        v.sort_by_key(|&(_, o)| o);
-        v
+    /// First offset of the earliest open transaction: what pins the last stable offset.
+    pub fn first_open_offset(&self) -> Option<i64> {
+        self.producers.values().filter_map(|e| e.txn_first_offset).min()
     }
 }
 

@@ -7,7 +7,7 @@ use crate::batch::{control_marker_type, BatchHeader};
 use crate::error::VolumeError;
 use crate::idempotence::ProducerStateTable;
 use crate::log::scan::{BatchScanner, Scanned};
-use crate::partition::{AbortedTxn, ProducerStateSnapshot};
+use crate::partition::{replay, AbortedTxn, ProducerStateSnapshot};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -121,20 +121,13 @@ pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspe
     let mut markers = Vec::new();
     let mut end = from;
     let bad_tail = scan_batches(dir, from, |h, bytes| {
-        if h.is_control() && h.has_producer_id() {
-            let commit = control_marker_type(bytes);
-            if let Some(commit) = commit {
-                markers.push((h.base_offset, h.producer_id, h.producer_epoch, commit));
-                if let (false, Some(first)) = (commit, producers.get(h.producer_id).and_then(|e| e.txn_first_offset)) {
-                    aborted.push(AbortedTxn {
-                        producer_id: h.producer_id,
-                        first_offset: first,
-                        last_offset: h.base_offset,
-                    });
-                }
-            }
+        let marker = (h.is_control() && h.has_producer_id())
+            .then(|| control_marker_type(bytes))
+            .flatten();
+        if let Some(commit) = marker {
+            markers.push((h.base_offset, h.producer_id, h.producer_epoch, commit));
         }
-        producers.record(h);
+        aborted.extend(replay(&mut producers, h, marker));
         end = h.next_offset();
     })?;
     // Before the replayed range, aborts are known from the .txnindex files.
@@ -148,12 +141,7 @@ pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspe
     } else if end < from {
         end = from;
     }
-    let lso = producers
-        .producers
-        .values()
-        .filter_map(|e| e.txn_first_offset)
-        .min()
-        .unwrap_or(end);
+    let lso = producers.first_open_offset().unwrap_or(end);
     Ok(PartitionInspection {
         dir: dir.to_path_buf(),
         segments,

@@ -113,22 +113,14 @@ impl PartitionState {
         let mut derived = Vec::new();
         let mut control_error = None;
         log.for_each_header_from(from, |h| {
+            let mut marker = None;
             if h.is_control() && h.has_producer_id() {
-                let first = producers.get(h.producer_id).and_then(|e| e.txn_first_offset);
                 match log.read(h.base_offset, h.total_len(), i64::MAX, true) {
-                    Ok(bytes) => {
-                        if let (Some(false), Some(first)) = (crate::batch::control_marker_type(&bytes), first) {
-                            derived.push(AbortedTxn {
-                                producer_id: h.producer_id,
-                                first_offset: first,
-                                last_offset: h.base_offset,
-                            });
-                        }
-                    }
+                    Ok(bytes) => marker = crate::batch::control_marker_type(&bytes),
                     Err(e) => control_error = Some(e),
                 }
             }
-            producers.record(h);
+            derived.extend(replay(&mut producers, h, marker));
         })?;
         if let Some(e) = control_error {
             return Err(e.into());
@@ -156,10 +148,7 @@ impl PartitionState {
     /// open: read_committed consumers read up to here.
     pub fn last_stable_offset(&self) -> i64 {
         self.producers
-            .producers
-            .values()
-            .filter_map(|e| e.txn_first_offset)
-            .min()
+            .first_open_offset()
             .unwrap_or_else(|| self.log.log_end_offset())
     }
 
@@ -297,6 +286,23 @@ impl PartitionState {
         };
         let path = ProducerStateSnapshot::path(self.log.dir());
         write_json(&path, &snapshot).map_err(|e| VolumeError::io(&path, e))
+    }
+}
+
+/// One step of rebuilding a partition's state from its log (at open, and for read-only
+/// inspection): records the batch in the producer state; for a control batch whose
+/// marker type is `marker` (true = COMMIT), returns the aborted transaction an ABORT
+/// closes.
+pub fn replay(producers: &mut ProducerStateTable, h: &BatchHeader, marker: Option<bool>) -> Option<AbortedTxn> {
+    let first = producers.get(h.producer_id).and_then(|e| e.txn_first_offset);
+    producers.record(h);
+    match (h.is_control(), marker, first) {
+        (true, Some(false), Some(first_offset)) => Some(AbortedTxn {
+            producer_id: h.producer_id,
+            first_offset,
+            last_offset: h.base_offset,
+        }),
+        _ => None,
     }
 }
 

@@ -6,7 +6,7 @@
 use crate::broker::Broker;
 use crate::handlers::{self, RequestContext};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -171,7 +171,7 @@ pub async fn handle_frame(
         if api == ApiKey::ApiVersions {
             // KIP-511: answer with a v0 body carrying UNSUPPORTED_VERSION and our
             // ranges, so the client can pick a version it shares with us.
-            let body = handlers::api_versions::unsupported_version_response();
+            let body = ResponseKind::ApiVersions(handlers::api_versions::unsupported_version_response());
             return Ok(Some(encode_response(correlation_id, 0, &body, 0)?));
         }
         return Err(FrameError::UnsupportedVersion { api, version, min, max });
@@ -224,26 +224,10 @@ fn decode_guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String>
     }
 }
 
-pub trait EncodeBody {
-    fn encode_body(&self, buf: &mut BytesMut, version: i16) -> anyhow::Result<()>;
-}
-
-impl EncodeBody for kafka_protocol::messages::ResponseKind {
-    fn encode_body(&self, buf: &mut BytesMut, version: i16) -> anyhow::Result<()> {
-        self.encode(buf, version)
-    }
-}
-
-impl EncodeBody for kafka_protocol::messages::ApiVersionsResponse {
-    fn encode_body(&self, buf: &mut BytesMut, version: i16) -> anyhow::Result<()> {
-        self.encode(buf, version)
-    }
-}
-
 fn encode_response(
     correlation_id: i32,
     header_version: i16,
-    body: &impl EncodeBody,
+    body: &ResponseKind,
     version: i16,
 ) -> Result<Bytes, FrameError> {
     let mut buf = BytesMut::with_capacity(256);
@@ -251,7 +235,7 @@ fn encode_response(
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     header
         .encode(&mut buf, header_version)
-        .and_then(|_| body.encode_body(&mut buf, version))
+        .and_then(|_| body.encode(&mut buf, version))
         .map_err(|e| FrameError::Io(std::io::Error::other(format!("encoding response: {e:#}"))))?;
     let len = (buf.len() - 4) as i32;
     buf[0..4].copy_from_slice(&len.to_be_bytes());

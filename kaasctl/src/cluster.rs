@@ -14,14 +14,28 @@ pub struct Cluster {
     pub live: Vec<i32>,
 }
 
+/// "Now" for every kaasctl command: KAASCTL_NOW_MS pins it for reproducible output
+/// (golden tests, incident write-ups); unset, it is the clock.
+pub fn now_ms() -> i64 {
+    std::env::var("KAASCTL_NOW_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(kaas_core::now_ms)
+}
+
+/// Who a mutating command is recorded as (transition history, audit journal).
+pub fn admin_actor(tool: &str) -> kaas_core::txn::Actor {
+    kaas_core::txn::Actor::Admin {
+        tool: tool.into(),
+        user: std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_else(|_| "unknown".into()),
+    }
+}
+
 impl Cluster {
     pub fn open(volume: Volume, session_timeout_ms: i64) -> Result<Cluster, VolumeError> {
-        // KAASCTL_NOW_MS pins "now" for reproducible output (golden tests, incident
-        // write-ups); unset, it is the clock.
-        let now_ms = std::env::var("KAASCTL_NOW_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(kaas_core::now_ms);
+        let now_ms = now_ms();
         let live = live_brokers(&volume, now_ms, session_timeout_ms)?;
         Ok(Cluster {
             volume,

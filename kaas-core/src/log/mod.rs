@@ -314,14 +314,6 @@ impl PartitionLog {
         }
         Ok(())
     }
-
-    /// Removes every segment from the disk (topic deletion).
-    pub fn delete(self) -> Result<(), LogError> {
-        let dir = self.dir.clone();
-        drop(self);
-        fs::remove_dir_all(&dir).map_err(|e| SegmentError::io(&dir, e))?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]

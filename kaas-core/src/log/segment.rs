@@ -269,9 +269,6 @@ impl Segment {
     pub fn log_path(&self) -> &Path {
         &self.log_path
     }
-    pub fn index_entries(&self) -> &[(u32, u32)] {
-        &self.index
-    }
     pub fn file(&self) -> Arc<File> {
         self.file.clone()
     }

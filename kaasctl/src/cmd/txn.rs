@@ -426,15 +426,6 @@ pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
     Ok(Status::from_problems(problems))
 }
 
-fn admin_actor() -> Actor {
-    Actor::Admin {
-        tool: "kaasctl".into(),
-        user: std::env::var("USER")
-            .or_else(|_| std::env::var("LOGNAME"))
-            .unwrap_or_else(|_| "unknown".into()),
-    }
-}
-
 fn command_line() -> Vec<String> {
     std::env::args().collect()
 }
@@ -520,7 +511,14 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
     if !args.yes && !confirm("proceed?")? {
         anyhow::bail!("nothing changed: not confirmed");
     }
-    let report = admin::execute(&c.volume, &plan, &admin_actor(), &command_line(), c.now_ms, args.wait)?;
+    let report = admin::execute(
+        &c.volume,
+        &plan,
+        &crate::cluster::admin_actor("kaasctl"),
+        &command_line(),
+        c.now_ms,
+        args.wait,
+    )?;
     if out.json {
         out.json(&AbortOutput {
             dry_run: false,
@@ -797,7 +795,7 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Dur
                 anyhow::bail!("nothing changed: not confirmed");
             }
         }
-        let actor = admin_actor();
+        let actor = crate::cluster::admin_actor("kaasctl");
         let cmd = command_line();
         let store = c.store();
         for f in &mut findings {

@@ -8,7 +8,6 @@ pub mod ui;
 
 use crate::cmd::Status;
 use app::{Action, App};
-use kaas_core::txn::Actor;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
 use ratatui::Terminal;
@@ -30,13 +29,6 @@ enum Event {
     Tick,
     Resize,
     AbortDone(Result<String, String>),
-}
-
-fn now_ms() -> i64 {
-    std::env::var("KAASCTL_NOW_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(kaas_core::now_ms)
 }
 
 /// Renders one frame of the given size as plain text lines (for `--once` and tests).
@@ -68,7 +60,7 @@ pub fn run(opts: TopOptions) -> anyhow::Result<Status> {
         crate::cli::TopView::Groups => app::View::Groups,
     };
     if opts.once {
-        app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, now_ms()));
+        app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, crate::cluster::now_ms()));
         let width = std::env::var("COLUMNS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -123,12 +115,12 @@ fn event_loop(
             }
         });
     }
-    app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, now_ms()));
+    app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, crate::cluster::now_ms()));
     terminal.draw(|f| ui::draw(f, app))?;
     while let Ok(ev) = rx.recv() {
         match ev {
             Event::Tick if !app.paused => {
-                app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, now_ms()));
+                app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, crate::cluster::now_ms()));
             }
             Event::Tick | Event::Resize => {}
             Event::AbortDone(r) => {
@@ -136,7 +128,7 @@ fn event_loop(
                     Ok(msg) => msg,
                     Err(e) => format!("abort failed: {e}"),
                 });
-                app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, now_ms()));
+                app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, crate::cluster::now_ms()));
             }
             Event::Key(k) => match app.on_key(k) {
                 Action::Quit => return Ok(()),
@@ -157,16 +149,14 @@ fn event_loop(
     Ok(())
 }
 
-/// Force-aborts `id` exactly as `kaasctl txn abort --yes` does.
+/// Force-aborts `id` through the same kaas-core plan and execution as `kaasctl txn abort --yes`
+/// (with a 10 s wait for queued markers, so the dashboard stays responsive).
 fn abort(dir: &std::path::Path, id: &str, session_timeout_ms: i64) -> Result<String, String> {
     let volume = kaas_core::Volume::new(dir);
-    let now = kaas_core::now_ms();
+    let now = crate::cluster::now_ms();
     let live = kaas_core::admin::live_brokers(&volume, now, session_timeout_ms).map_err(|e| e.to_string())?;
     let (plan, _) = kaas_core::admin::plan_abort(&volume, id, &live).map_err(|e| e.to_string())?;
-    let actor = Actor::Admin {
-        tool: "kaasctl top".into(),
-        user: std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
-    };
+    let actor = crate::cluster::admin_actor("kaasctl top");
     let command = vec!["kaasctl".into(), "top".into(), "abort".into(), id.into()];
     let report = kaas_core::admin::execute(&volume, &plan, &actor, &command, now, Duration::from_secs(10))
         .map_err(|e| e.to_string())?;
