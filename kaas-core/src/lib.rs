@@ -5,6 +5,7 @@ pub mod admin;
 pub mod batch;
 pub mod broker;
 pub mod error;
+pub mod failpoint;
 pub mod fence_log;
 pub mod fsutil;
 pub mod idempotence;

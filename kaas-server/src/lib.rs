@@ -5,7 +5,6 @@
 pub mod alloc;
 pub mod broker;
 pub mod config;
-pub mod failpoint;
 pub mod groups;
 pub mod handlers;
 pub mod runtime;

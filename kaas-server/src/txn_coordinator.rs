@@ -318,7 +318,7 @@ impl TransactionCoordinator {
         })??;
         match outcome {
             EndOutcome::Prepare(entry) => {
-                crate::failpoint::hit(crate::failpoint::TXN_AFTER_PREPARE);
+                kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_PREPARE);
                 self.finish(broker, &entry).await?;
                 info!(
                     transactional_id = tid,
@@ -382,7 +382,7 @@ impl TransactionCoordinator {
             };
             marker_queue::enqueue(&broker.volume, leader, &marker)?;
         }
-        crate::failpoint::hit(crate::failpoint::TXN_AFTER_MARKERS);
+        kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_MARKERS);
         let slot = slot_for(&entry.transactional_id);
         let now = now_ms();
         let actor = self.actor();
