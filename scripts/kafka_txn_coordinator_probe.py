@@ -7,7 +7,10 @@ InitProducerId v4 requests (flexible versions), independent of any client librar
   3. a claim of the current (id, epoch) bumps again, and its retry gets the same answer;
   4. a stale claim is PRODUCER_FENCED (90);
   5. a half-set claim is INVALID_REQUEST (42), also without a transactional.id;
-  6. an idempotent producer (no transactional.id) ignores a claim and gets a fresh id.
+  6. an idempotent producer (no transactional.id) ignores a claim and gets a fresh id;
+  7. an instance replaced by an unclaimed rejoin cannot claim its old (id, epoch) onto
+     the new instance's epoch: PRODUCER_FENCED, every time;
+  8. an empty transactional.id is INVALID_REQUEST.
 
 Usage: kafka_txn_coordinator_probe.py HOST:PORT   (exit 0 when every step holds)
 """
@@ -96,6 +99,12 @@ def main():
     check("a half-set claim without a transactional.id is INVALID_REQUEST", b.init_producer_id(None, -1, 3)[0], 42)
     err, idem_pid, idem_epoch = b.init_producer_id(None, 424242, 7)
     check("an idempotent producer ignores a claim: fresh id, epoch 0", (err, idem_epoch, idem_pid != 424242), (0, 0, True))
+    tid2 = f"probe-{uuid.uuid4().hex[:8]}"
+    _, pid_a, epoch_a = b.init_producer_id(tid2)
+    check("instance B rejoins without a claim", b.init_producer_id(tid2), (0, pid_a, epoch_a + 1))
+    check("replaced instance A claiming its old epoch is PRODUCER_FENCED", b.init_producer_id(tid2, pid_a, epoch_a)[0], 90)
+    check("and stays fenced on retry", b.init_producer_id(tid2, pid_a, epoch_a)[0], 90)
+    check("an empty transactional.id is INVALID_REQUEST", b.init_producer_id("")[0], 42)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

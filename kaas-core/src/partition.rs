@@ -179,8 +179,7 @@ impl PartitionState {
             self.producers.fence(producer_id, producer_epoch);
             return Ok(None);
         };
-        crate::failpoint::check(crate::failpoint::MARKER_APPEND)
-            .map_err(|e| VolumeError::io(self.log.dir(), e))?;
+        crate::failpoint::check(crate::failpoint::MARKER_APPEND).map_err(|e| VolumeError::io(self.log.dir(), e))?;
         let mut batch =
             crate::batch::build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms);
         let headers = crate::batch::validate_all(&batch).map_err(LogError::from)?;

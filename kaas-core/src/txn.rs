@@ -276,7 +276,11 @@ pub fn init_producer_id(
                     InitOutcome::Reject(TxnError::ProducerFenced)
                 }
                 _ => {
-                    entry.last_epoch = entry.producer_epoch;
+                    // Only a claimed bump can be retried; an unclaimed one is a new
+                    // instance, and remembering the old epoch would let the instance
+                    // it replaced claim its way onto the new one (Apache resets
+                    // lastProducerEpoch to NO_PRODUCER_EPOCH here).
+                    entry.last_epoch = if claim.is_some() { entry.producer_epoch } else { -1 };
                     entry.producer_epoch += 1;
                     entry.transition(state, "InitProducerId: epoch bump", by, now_ms);
                     let fence = Some((entry.producer_id, entry.producer_epoch));

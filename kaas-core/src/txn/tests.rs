@@ -39,7 +39,32 @@ fn transactional_rejoin_bumps_epoch() {
     assert_eq!((e1.producer_id, e1.producer_epoch), (1001, 1));
     assert_eq!(f1, Some((1001, 1)), "epoch > 0 is fenced everywhere");
     let (e2, _) = ready(init(Some(&e1), (-1, -1), &mut alloc));
-    assert_eq!((e2.producer_id, e2.producer_epoch, e2.last_epoch), (1001, 2, 1));
+    // An unclaimed bump is a new instance: it remembers no previous epoch (Apache's
+    // NO_PRODUCER_EPOCH), so the instance it replaced cannot pass for a retry.
+    assert_eq!((e2.producer_id, e2.producer_epoch, e2.last_epoch), (1001, 2, -1));
+}
+
+#[test]
+fn a_replaced_instance_cannot_claim_its_way_onto_the_new_epoch() {
+    let mut alloc = pids();
+    // Instance A gets (pid, 0); instance B starts without a claim and gets (pid, 1).
+    let (a, _) = ready(init(None, (-1, -1), &mut alloc));
+    let (b, _) = ready(init(Some(&a), (-1, -1), &mut alloc));
+    assert_eq!(b.producer_epoch, 1);
+    // A comes back claiming its old identity: fenced, and fenced again on every retry.
+    for _ in 0..3 {
+        assert_eq!(
+            init(Some(&b), (a.producer_id, 0), &mut alloc),
+            InitOutcome::Reject(TxnError::ProducerFenced)
+        );
+    }
+    // B's own claimed bump still works and is retry-safe.
+    let (b2, _) = ready(init(Some(&b), (b.producer_id, 1), &mut alloc));
+    assert_eq!((b2.producer_epoch, b2.last_epoch), (2, 1));
+    assert_eq!(
+        init(Some(&b2), (b.producer_id, 0), &mut alloc),
+        InitOutcome::Reject(TxnError::ProducerFenced)
+    );
 }
 
 #[test]

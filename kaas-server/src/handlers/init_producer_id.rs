@@ -26,7 +26,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: InitProduce
         return fail(ResponseError::InvalidRequest.code());
     }
     match &req.transactional_id {
-        Some(tid) if !tid.is_empty() => {
+        // Apache: null is an idempotent producer, the empty string a malformed request.
+        Some(tid) if tid.is_empty() => fail(ResponseError::InvalidRequest.code()),
+        Some(tid) => {
             match broker
                 .txn
                 .init_producer_id(
@@ -139,6 +141,27 @@ mod tests {
         let b = broker(dir.path());
         assert_eq!(init(&b, 4, Some("tx"), (5, -1)).await.error_code, 42);
         assert_eq!(init(&b, 4, None, (-1, 3)).await.error_code, 42);
+    }
+
+    #[tokio::test]
+    async fn a_replaced_instance_claiming_its_old_epoch_is_fenced_every_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let (pid, _) = ok(&init(&b, 5, Some("tx"), (-1, -1)).await); // instance A
+        assert_eq!(ok(&init(&b, 5, Some("tx"), (-1, -1)).await), (pid, 1)); // instance B
+        for _ in 0..3 {
+            assert_eq!(init(&b, 5, Some("tx"), (pid, 0)).await.error_code, 90);
+        }
+        let entry = b.txn.store().get("tx").unwrap().unwrap();
+        assert_eq!(entry.producer_epoch, 1, "B keeps its epoch");
+    }
+
+    #[tokio::test]
+    async fn an_empty_transactional_id_is_invalid_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let r = init(&b, 4, Some(""), (-1, -1)).await;
+        assert_eq!((r.error_code, r.producer_id.0), (42, -1));
     }
 
     #[tokio::test]
