@@ -1,24 +1,59 @@
-//! Atomic replacement of small state files: write `*.tmp`, fsync, rename, fsync the
-//! directory. A reader never sees a torn file; a crash leaves either old or new.
+//! Atomic replacement of small state files: write a temporary file, fsync, rename,
+//! fsync the directory. A reader never sees a torn file; a crash leaves either old or
+//! new (plus, at worst, an orphaned temporary file no reader looks at).
+//!
+//! Temporary names are unique per write (`.<name>.tmp-<pid>-<counter>-<nanos>`) and
+//! created with O_EXCL | O_NOFOLLOW: two writers (two brokers, or a broker and
+//! kaasctl) never share one temporary file, and a file or symlink planted under a
+//! temporary name is refused, never written through.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::path::Path;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Atomically replaces `path` with `contents`.
 pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".tmp");
-    let tmp = dir.join(tmp_name);
-    {
-        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+    let tmp = temp_path(path);
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
         f.write_all(contents)?;
         f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        // Never leave our own half-written file behind (a planted one is not ours).
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            let _ = fs::remove_file(&tmp);
+        }
+        return Err(e);
     }
-    fs::rename(&tmp, path)?;
     sync_dir(dir)
+}
+
+/// A temporary name beside `path` that no other writer (thread, process or broker on
+/// another host sharing the volume) picks at the same time.
+fn temp_path(path: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut name = std::ffi::OsString::from(".");
+    name.push(path.file_name().unwrap_or_default());
+    name.push(format!(
+        ".tmp-{}-{}-{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    path.with_file_name(name)
 }
 
 /// Opens (creating if needed) a lock file and takes an exclusive advisory lock on it;
@@ -61,4 +96,61 @@ pub fn file_stamp(path: &Path) -> Option<FileStamp> {
         modified: m.modified().ok(),
         inode: m.ino(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_symlink_planted_at_the_old_temporary_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        let target = dir.path().join("state.json");
+        std::os::unix::fs::symlink(&victim, dir.path().join("state.json.tmp")).unwrap();
+        atomic_write(&target, b"{}").unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(fs::read(&target).unwrap(), b"{}");
+    }
+
+    #[test]
+    fn concurrent_writers_of_one_file_never_produce_a_torn_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("state.json");
+        let writers: Vec<_> = (0..4u8)
+            .map(|w| {
+                let target = target.clone();
+                std::thread::spawn(move || {
+                    let body = vec![b'a' + w; 64 * 1024];
+                    for _ in 0..50 {
+                        atomic_write(&target, &body).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..200 {
+            if let Ok(bytes) = fs::read(&target) {
+                assert_eq!(bytes.len(), 64 * 1024);
+                assert!(bytes.iter().all(|b| *b == bytes[0]), "a torn file was read");
+            }
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        let leftovers: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != "state.json")
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left behind: {leftovers:?}");
+    }
+
+    #[test]
+    fn temporary_names_are_unique_and_hidden() {
+        let a = temp_path(Path::new("/v/x.json"));
+        let b = temp_path(Path::new("/v/x.json"));
+        assert_ne!(a, b);
+        assert!(a.file_name().unwrap().to_string_lossy().starts_with(".x.json.tmp-"));
+    }
 }
