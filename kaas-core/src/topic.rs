@@ -76,6 +76,7 @@ pub fn log_config_for(defaults: &LogConfig, configs: &BTreeMap<String, String>) 
                 if value.split(',').any(|p| p.trim() != "delete" && p.trim() != "compact") {
                     return Err(format!("cleanup.policy={value:?}: expected delete and/or compact"));
                 }
+                c.cleanup_delete = value.split(',').any(|p| p.trim() == "delete");
             }
             "min.insync.replicas" | "compression.type" => {}
             other => return Err(format!("unknown topic config {other:?}")),

@@ -123,6 +123,7 @@ impl Config {
             retention_bytes: self.retention_bytes,
             index_interval_bytes: 4096,
             max_message_bytes: self.message_max_bytes,
+            cleanup_delete: true,
         }
     }
 

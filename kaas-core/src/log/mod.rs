@@ -31,6 +31,9 @@ pub struct LogConfig {
     pub index_interval_bytes: u32,
     /// `max.message.bytes`: largest batch accepted.
     pub max_message_bytes: usize,
+    /// `cleanup.policy` includes `delete`: retention may delete segments. A topic
+    /// whose policy is only `compact` never loses data to retention.
+    pub cleanup_delete: bool,
 }
 
 impl Default for LogConfig {
@@ -42,6 +45,7 @@ impl Default for LogConfig {
             retention_bytes: -1,
             index_interval_bytes: 4096,
             max_message_bytes: 1_048_588,
+            cleanup_delete: true,
         }
     }
 }
@@ -277,6 +281,9 @@ impl PartitionLog {
     /// active one. Returns the base offsets deleted.
     pub fn enforce_retention(&mut self, now_ms: i64) -> Result<Vec<i64>, LogError> {
         let mut deleted = Vec::new();
+        if !self.config.cleanup_delete {
+            return Ok(deleted);
+        }
         let mut total = self.size_bytes() as i64;
         while self.segments.len() > 1 {
             let first = &mut self.segments[0];

@@ -167,6 +167,36 @@ fn retention_deletes_old_segments_by_size_and_time_but_never_the_active_one() {
 }
 
 #[test]
+fn a_topic_whose_cleanup_policy_lacks_delete_never_loses_data_to_retention() {
+    let configs = |policy: &str| {
+        [
+            ("cleanup.policy", policy),
+            ("retention.ms", "1"),
+            ("retention.bytes", "1"),
+            ("segment.bytes", "200"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    };
+    for (policy, keeps) in [("compact", true), ("compact,delete", false), ("delete", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::topic::log_config_for(&LogConfig::default(), &configs(policy)).unwrap();
+        let mut log = PartitionLog::open(dir.path(), config, 0).unwrap();
+        for _ in 0..20 {
+            append(&mut log, 2, 1);
+        }
+        let before = log.segments().len();
+        assert!(before > 1);
+        let deleted = log.enforce_retention(1_000_000).unwrap();
+        assert_eq!(deleted.is_empty(), keeps, "cleanup.policy={policy}");
+        if keeps {
+            assert_eq!((log.segments().len(), log.log_start_offset()), (before, 0));
+        }
+    }
+}
+
+#[test]
 fn oversize_batches_are_rejected_before_any_write() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {

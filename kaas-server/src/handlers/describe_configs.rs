@@ -150,3 +150,43 @@ pub async fn handle(
     }
     DescribeConfigsResponse::default().with_results(results)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::test_support::{broker, ctx};
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::ApiKey;
+
+    #[tokio::test]
+    async fn describe_configs_reports_the_topics_real_cleanup_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let configs = [("cleanup.policy".to_string(), "compact".to_string())].into();
+        b.create_topic("changelog", 1, configs).await.unwrap();
+        b.create_topic("plain", 1, Default::default()).await.unwrap();
+        let req = DescribeConfigsRequest::default().with_resources(
+            ["changelog", "plain"]
+                .iter()
+                .map(|t| {
+                    DescribeConfigsResource::default()
+                        .with_resource_type(RESOURCE_TOPIC)
+                        .with_resource_name(super::super::sb(*t))
+                })
+                .collect(),
+        );
+        let resp = handle(&b, &ctx(ApiKey::DescribeConfigs, 4), req).await;
+        let policy = |i: usize| {
+            let c = resp.results[i]
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == "cleanup.policy")
+                .unwrap();
+            (c.value.as_deref().map(|v| v.to_string()), c.config_source)
+        };
+        assert_eq!(policy(0), (Some("compact".into()), SOURCE_DYNAMIC_TOPIC));
+        assert_eq!(policy(1), (Some("delete".into()), SOURCE_DEFAULT));
+        let partition = b.topic("changelog").unwrap().partition(0).unwrap().clone().unwrap();
+        assert!(!partition.state().log.config().cleanup_delete);
+    }
+}
