@@ -207,15 +207,14 @@ pub fn execute(
     }
     // 3. Staged offsets: committed or discarded with the outcome.
     for group in &plan.groups {
-        let mut offsets = GroupOffsets::load(volume, group)?;
-        let changed = if plan.commit {
-            offsets.commit_pending(plan.producer_id)
-        } else {
-            offsets.discard_pending(plan.producer_id)
-        };
-        if changed {
-            offsets.save(volume)?;
-        }
+        GroupOffsets::update(volume, group, |offsets| {
+            let changed = if plan.commit {
+                offsets.commit_pending(plan.producer_id, plan.marker_epoch)
+            } else {
+                offsets.discard_pending(plan.producer_id, plan.marker_epoch)
+            };
+            ((), changed)
+        })?;
     }
     // 4. Markers: queued for live owners, written directly otherwise.
     let mut written = Vec::new();
@@ -244,10 +243,26 @@ pub fn execute(
             },
             coordinator_epoch: 0,
             partitions,
+            txn_seq: Some(prepared.txn_seq),
             enqueued_by: ADMIN_WRITER,
             enqueued_ms: now_ms,
         };
         queued.push((broker, marker_queue::enqueue(volume, broker, &entry)?));
+    }
+    // Record that the queue entries exist, so a broker finishing the entry waits for
+    // them instead of queueing them again.
+    let mut prepared = prepared;
+    if !queued.is_empty() && !prepared.markers_queued {
+        prepared = store.update(plan.slot, now_ms, |entries| match entries.get(&tid) {
+            Some(current) if *current == prepared => {
+                let mut next = current.clone();
+                next.markers_queued = true;
+                entries.insert(tid.clone(), next.clone());
+                (next, true)
+            }
+            Some(current) => (current.clone(), false),
+            None => (prepared.clone(), false),
+        })?;
     }
     // 5. Wait for the queued markers, then complete.
     let deadline = Instant::now() + wait;
@@ -353,6 +368,7 @@ pub fn abort_hanging(
                 result: MarkerResult::Abort,
                 coordinator_epoch: 0,
                 partitions: vec![tp.clone()],
+                txn_seq: None,
                 enqueued_by: ADMIN_WRITER,
                 enqueued_ms: now_ms,
             };

@@ -1,7 +1,16 @@
-//! The marker queue: `__cluster/marker_queue/to-<broker>/<pid>-<epoch>.json`, one file
-//! per (transaction, target broker) holding the COMMIT/ABORT markers that broker must
-//! write to partitions it leads. Idempotent by name: a retried EndTxn rewrites the same
-//! file. The target's marker watcher appends the control batches, then deletes the file.
+//! The marker queue: `__cluster/marker_queue/to-<broker>/<pid>-<epoch>-<txn>.json`, one
+//! file per (transaction, target broker) holding the COMMIT/ABORT markers that broker
+//! must write to partitions it leads. `<txn>` is the entry's transaction number
+//! ([`crate::txn::TxnEntry::txn_seq`]): consecutive transactions at one epoch get
+//! different files, so the entry of transaction N+1 can never overwrite N's before it
+//! is applied (the seeds' `<pid>-<epoch>.json` could). Idempotent by name: a retried
+//! finish rewrites the same file. The target's marker watcher appends the control
+//! batches, then deletes the file; the transaction completes once every file of it is
+//! gone.
+//!
+//! Entries without a transaction number — written by older versions as
+//! `<pid>-<epoch>.json`, or by `kaasctl txn repair` for a hanging transaction the
+//! coordinator does not know (`<pid>-<epoch>-h<ms>.json`) — are read and applied too.
 
 use crate::error::{read_versioned_json, Loaded, VolumeError};
 use crate::fsutil::write_json;
@@ -30,6 +39,10 @@ pub struct MarkerEntry {
     /// The coordinator's epoch for the slot (written into the control record).
     pub coordinator_epoch: i32,
     pub partitions: Vec<TopicPartition>,
+    /// The transaction this entry closes (the coordinator entry's `txn_seq`); None
+    /// for entries of older versions and for hanging-transaction repairs.
+    #[serde(default)]
+    pub txn_seq: Option<u64>,
     /// Broker (or `kaasctl`, -1) that enqueued it.
     pub enqueued_by: i32,
     pub enqueued_ms: i64,
@@ -42,13 +55,30 @@ pub fn queue_dir(volume: &Volume, target_broker: i32) -> PathBuf {
         .join(format!("to-{target_broker}"))
 }
 
-pub fn entry_path(volume: &Volume, target_broker: i32, producer_id: i64, epoch: i16) -> PathBuf {
-    queue_dir(volume, target_broker).join(format!("{producer_id}-{epoch}.json"))
+/// The file of one entry: `<pid>-<epoch>-<txn>.json`, or `<pid>-<epoch>-h<ms>.json`
+/// for an entry that names no transaction.
+pub fn entry_path(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> PathBuf {
+    let (pid, epoch) = (entry.producer_id, entry.producer_epoch);
+    let name = match entry.txn_seq {
+        Some(txn) => format!("{pid}-{epoch}-{txn}.json"),
+        None => format!("{pid}-{epoch}-h{}.json", entry.enqueued_ms),
+    };
+    queue_dir(volume, target_broker).join(name)
+}
+
+/// Queue files of one transaction still waiting in any broker's queue.
+pub fn pending_files(volume: &Volume, producer_id: i64, epoch: i16, txn_seq: u64) -> Result<Vec<PathBuf>, VolumeError> {
+    let name = format!("{producer_id}-{epoch}-{txn_seq}.json");
+    Ok(targets(volume)?
+        .into_iter()
+        .map(|t| queue_dir(volume, t).join(&name))
+        .filter(|p| p.exists())
+        .collect())
 }
 
 /// Writes (or rewrites) the queue entry for `target_broker`.
 pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
-    let path = entry_path(volume, target_broker, entry.producer_id, entry.producer_epoch);
+    let path = entry_path(volume, target_broker, entry);
     write_json(&path, entry).map_err(|e| VolumeError::io(&path, e))?;
     Ok(path)
 }
@@ -102,6 +132,7 @@ mod tests {
                 topic: "t".into(),
                 partition: 1,
             }],
+            txn_seq: Some(3),
             enqueued_by: 0,
             enqueued_ms: ms,
         }
@@ -117,11 +148,44 @@ mod tests {
         let listed = list(&v, 2).unwrap();
         assert_eq!(listed.len(), 2);
         assert_eq!(listed[0].1.as_ref().unwrap().producer_epoch, 0);
-        assert!(p1.ends_with("marker_queue/to-2/7-1.json"));
+        assert!(p1.ends_with("marker_queue/to-2/7-1-3.json"));
+        assert_eq!(pending_files(&v, 7, 1, 3).unwrap(), vec![p1.clone()]);
+        assert!(pending_files(&v, 7, 1, 4).unwrap().is_empty());
         assert_eq!(targets(&v).unwrap(), vec![2]);
         remove(&p1).unwrap();
         remove(&p1).unwrap();
         assert_eq!(list(&v, 2).unwrap().len(), 1);
         assert!(list(&v, 9).unwrap().is_empty());
+    }
+
+    #[test]
+    fn consecutive_transactions_at_one_epoch_get_separate_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let mut n = entry(1, 10);
+        n.txn_seq = Some(4);
+        let mut next = entry(1, 20);
+        next.txn_seq = Some(5);
+        next.result = MarkerResult::Abort;
+        let a = enqueue(&v, 2, &n).unwrap();
+        let b = enqueue(&v, 2, &next).unwrap();
+        assert_ne!(a, b);
+        let listed = list(&v, 2).unwrap();
+        assert_eq!(listed.len(), 2, "N+1 did not overwrite N");
+        assert_eq!(listed[0].1.as_ref().unwrap().result, MarkerResult::Commit);
+    }
+
+    #[test]
+    fn entries_of_the_old_name_and_without_a_transaction_number_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        std::fs::create_dir_all(queue_dir(&v, 1)).unwrap();
+        let old = r#"{"version":1,"transactional_id":"tx","producer_id":7,"producer_epoch":0,
+            "result":"Abort","coordinator_epoch":0,"partitions":[{"topic":"t","partition":0}],
+            "enqueued_by":0,"enqueued_ms":5}"#;
+        std::fs::write(queue_dir(&v, 1).join("7-0.json"), old).unwrap();
+        let listed = list(&v, 1).unwrap();
+        let e = listed[0].1.as_ref().unwrap();
+        assert_eq!((e.producer_id, e.txn_seq), (7, None));
     }
 }

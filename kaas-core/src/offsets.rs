@@ -1,5 +1,13 @@
 //! Committed consumer-group offsets: one file per group,
 //! `__cluster/groups/<encoded group id>.json`, replaced atomically on every commit.
+//! Every writer (a broker's group coordinator, a broker finishing a transaction,
+//! kaasctl) holds the exclusive advisory lock on `<encoded group id>.lock` beside it
+//! for its read-modify-write ([`GroupOffsets::lock`]), so no writer's change is lost
+//! to another's.
+//!
+//! Staged transactional offsets (KIP-447) belong to one (producer id, epoch): staging
+//! at another epoch replaces, never merges; a commit applies only the offsets staged
+//! at its own epoch; an abort drops those of its epoch and older.
 
 use crate::error::{read_versioned_json, VolumeError};
 use crate::fsutil::write_json;
@@ -41,7 +49,7 @@ pub struct GroupOffsets {
     pub group: String,
     /// topic -> partition -> committed offset
     pub offsets: BTreeMap<String, BTreeMap<i32, CommittedOffset>>,
-    /// producer id -> offsets staged by its open transaction
+    /// producer id -> offsets staged by its open transaction (at `producer_epoch`)
     #[serde(default)]
     pub pending: BTreeMap<i64, PendingOffsets>,
 }
@@ -71,6 +79,32 @@ impl GroupOffsets {
         write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
     }
 
+    /// Takes the group's cross-process write lock (`<encoded group id>.lock`); held
+    /// until the returned file is dropped.
+    pub fn lock(volume: &Volume, group: &str) -> Result<std::fs::File, VolumeError> {
+        let path = volume.group_offsets_file(group).with_extension("lock");
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| VolumeError::io(dir, e))?;
+        }
+        crate::fsutil::lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))
+    }
+
+    /// Read-modify-write of a group's offsets under its lock: `f` returns its result
+    /// and whether it changed anything; only then is the file rewritten.
+    pub fn update<R>(
+        volume: &Volume,
+        group: &str,
+        f: impl FnOnce(&mut GroupOffsets) -> (R, bool),
+    ) -> Result<R, VolumeError> {
+        let _lock = GroupOffsets::lock(volume, group)?;
+        let mut offsets = GroupOffsets::load(volume, group)?;
+        let (result, changed) = f(&mut offsets);
+        if changed {
+            offsets.save(volume)?;
+        }
+        Ok(result)
+    }
+
     pub fn delete(volume: &Volume, group: &str) -> Result<(), VolumeError> {
         let path = volume.group_offsets_file(group);
         match std::fs::remove_file(&path) {
@@ -91,7 +125,9 @@ impl GroupOffsets {
             .insert(partition, offset);
     }
 
-    /// Stages an offset for `producer_id`'s open transaction.
+    /// Stages an offset for the open transaction of (`producer_id`, `producer_epoch`).
+    /// Offsets staged at another epoch belong to another transaction: they are
+    /// replaced, never merged with these.
     pub fn stage(
         &mut self,
         producer_id: i64,
@@ -101,22 +137,31 @@ impl GroupOffsets {
         partition: i32,
         offset: CommittedOffset,
     ) {
-        let p = self.pending.entry(producer_id).or_insert_with(|| PendingOffsets {
+        let fresh = || PendingOffsets {
             producer_epoch,
             transactional_id: transactional_id.to_string(),
             staged_ms: offset.commit_ms,
             offsets: BTreeMap::new(),
-        });
-        p.producer_epoch = producer_epoch;
+        };
+        let p = self.pending.entry(producer_id).or_insert_with(fresh);
+        if p.producer_epoch != producer_epoch {
+            *p = fresh();
+        }
         p.offsets
             .entry(topic.to_string())
             .or_default()
             .insert(partition, offset);
     }
 
-    /// Makes `producer_id`'s staged offsets the committed ones. Idempotent: false when
-    /// nothing was staged (already applied, or never staged).
-    pub fn commit_pending(&mut self, producer_id: i64) -> bool {
+    /// Makes the offsets staged by (`producer_id`, `producer_epoch`) the committed
+    /// ones. Offsets staged at an older epoch (a fenced instance) are dropped, a newer
+    /// epoch's are left alone. Idempotent: false when nothing changed.
+    pub fn commit_pending(&mut self, producer_id: i64, producer_epoch: i16) -> bool {
+        match self.pending.get(&producer_id) {
+            Some(p) if p.producer_epoch == producer_epoch => {}
+            Some(p) if p.producer_epoch < producer_epoch => return self.pending.remove(&producer_id).is_some(),
+            _ => return false,
+        }
         let Some(p) = self.pending.remove(&producer_id) else {
             return false;
         };
@@ -128,9 +173,18 @@ impl GroupOffsets {
         true
     }
 
-    /// Drops `producer_id`'s staged offsets; false when there were none.
-    pub fn discard_pending(&mut self, producer_id: i64) -> bool {
-        self.pending.remove(&producer_id).is_some()
+    /// Drops the offsets staged by `producer_id` at `producer_epoch` or older (an
+    /// abort at a fencing epoch drops what the fenced epoch staged); false when there
+    /// were none.
+    pub fn discard_pending(&mut self, producer_id: i64, producer_epoch: i16) -> bool {
+        if self
+            .pending
+            .get(&producer_id)
+            .is_some_and(|p| p.producer_epoch <= producer_epoch)
+        {
+            return self.pending.remove(&producer_id).is_some();
+        }
+        false
     }
 
     /// Whether an open transaction has staged an offset for this partition
@@ -196,13 +250,78 @@ mod tests {
         g.stage(7, 0, "tx", "t", 0, c(10));
         assert_eq!(g.get("t", 0).unwrap().offset, 5);
         assert!(g.has_pending("t", 0));
-        assert!(g.commit_pending(7));
+        assert!(g.commit_pending(7, 0));
         assert_eq!(g.get("t", 0).unwrap().offset, 10);
-        assert!(!g.commit_pending(7), "idempotent");
+        assert!(!g.commit_pending(7, 0), "idempotent");
         g.stage(8, 0, "tx2", "t", 0, c(20));
-        assert!(g.discard_pending(8));
+        assert!(g.discard_pending(8, 0));
         assert_eq!(g.get("t", 0).unwrap().offset, 10);
         assert!(!g.has_pending("t", 0));
+    }
+
+    #[test]
+    fn staged_offsets_of_different_epochs_never_mix() {
+        let c = |offset| CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+            commit_ms: 1,
+        };
+        let mut g = GroupOffsets::new("g");
+        // A zombie at epoch 0 staged partition 1; the new instance at epoch 1 stages partition 0.
+        g.stage(7, 0, "tx", "t", 1, c(99));
+        g.stage(7, 1, "tx", "t", 0, c(10));
+        assert!(g.commit_pending(7, 1));
+        assert_eq!(g.get("t", 0).unwrap().offset, 10);
+        assert!(
+            g.get("t", 1).is_none(),
+            "the zombie's offset was not merged into the commit"
+        );
+        // Committing an older epoch never applies a newer epoch's offsets.
+        g.stage(7, 2, "tx", "t", 0, c(20));
+        assert!(!g.commit_pending(7, 1));
+        assert_eq!(g.get("t", 0).unwrap().offset, 10);
+        // An abort at a fencing epoch drops what the fenced epoch staged.
+        assert!(g.discard_pending(7, 3));
+        assert!(!g.has_pending("t", 0));
+        // Committing at a newer epoch drops an older epoch's leftovers without applying them.
+        g.stage(7, 3, "tx", "t", 0, c(30));
+        assert!(g.commit_pending(7, 4));
+        assert_eq!(g.get("t", 0).unwrap().offset, 10);
+        assert!(g.pending.is_empty());
+    }
+
+    #[test]
+    fn updates_under_the_group_lock_lose_nothing_to_concurrent_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let volume = volume.clone();
+                std::thread::spawn(move || {
+                    for i in 0..25 {
+                        GroupOffsets::update(&volume, "g", |o| {
+                            let offset = CommittedOffset {
+                                offset: i,
+                                leader_epoch: -1,
+                                metadata: None,
+                                commit_ms: 1,
+                            };
+                            o.set(&format!("t{w}"), i as i32, offset);
+                            ((), true)
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let g = GroupOffsets::load(&volume, "g").unwrap();
+        for w in 0..4 {
+            assert_eq!(g.offsets[&format!("t{w}")].len(), 25, "writer {w} lost updates");
+        }
     }
 
     #[test]

@@ -93,6 +93,16 @@ pub struct TxnEntry {
     pub groups: BTreeSet<String>,
     /// When the current transaction began (first AddPartitions/AddOffsets); -1 if none.
     pub txn_start_ms: i64,
+    /// Number of the current (or last) transaction of this entry, counted up when one
+    /// begins. With (producer id, epoch) it names one transaction, also among several
+    /// consecutive ones at one epoch: markers, queue entries and every finish carry it.
+    /// 0 in files written before it existed.
+    #[serde(default)]
+    pub txn_seq: u64,
+    /// Set in a Prepare state once the markers for partitions other brokers lead are
+    /// durably queued: the entry completes when those queue entries are gone (applied).
+    #[serde(default)]
+    pub markers_queued: bool,
     pub last_update_ms: i64,
     /// Oldest first, at most [`HISTORY_LEN`].
     pub history: VecDeque<Transition>,
@@ -215,6 +225,8 @@ pub fn init_producer_id(
             partitions: BTreeSet::new(),
             groups: BTreeSet::new(),
             txn_start_ms: -1,
+            txn_seq: 0,
+            markers_queued: false,
             last_update_ms: now_ms,
             history: VecDeque::new(),
         };
@@ -317,6 +329,8 @@ pub fn add_to_txn(
         entry.partitions.clear();
         entry.groups.clear();
         entry.txn_start_ms = now_ms;
+        entry.txn_seq += 1;
+        entry.markers_queued = false;
     }
     entry.partitions.extend(partitions.iter().cloned());
     entry.groups.extend(groups.iter().cloned());
@@ -388,8 +402,22 @@ pub fn complete(current: &TxnEntry, now_ms: i64, by: &Actor) -> Option<TxnEntry>
     entry.partitions.clear();
     entry.groups.clear();
     entry.txn_start_ms = -1;
+    entry.markers_queued = false;
     entry.transition(to, "markers written", by, now_ms);
     Some(entry)
+}
+
+/// Whether `current` is still exactly the Prepare* transaction `expected` was read as:
+/// same producer id, epoch, transaction number and state. Every finish (markers,
+/// offsets, completion) checks this under the slot lock, so a stale copy of
+/// transaction N can never act on N+1.
+pub fn is_same_prepared(current: &TxnEntry, expected: &TxnEntry) -> bool {
+    current.state.is_prepare()
+        && current.state == expected.state
+        && current.producer_id == expected.producer_id
+        && current.producer_epoch == expected.producer_epoch
+        && current.txn_seq == expected.txn_seq
+        && current.txn_start_ms == expected.txn_start_ms
 }
 
 /// Aborts an Ongoing transaction from outside the producer (timeout reaper, operator):

@@ -82,6 +82,23 @@ impl TxnStateStore {
             .remove(transactional_id))
     }
 
+    /// Takes the exclusive lock of one slot and reads it. The lock is held until the
+    /// guard is dropped, so a caller can check an entry, act on it (write markers,
+    /// stage offsets) and record the result as one compare-and-set, with no other
+    /// writer (broker or kaasctl) in between. Blocks while another process holds it.
+    pub fn lock(&self, slot: u32) -> Result<SlotGuard, VolumeError> {
+        let dir = self.dir();
+        std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+        let lock_path = self.lock_path(slot);
+        let lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+        let file = self.read_slot(slot)?;
+        Ok(SlotGuard {
+            path: self.slot_path(slot),
+            file,
+            _lock: lock,
+        })
+    }
+
     /// Read-modify-write of one slot under its exclusive lock. `f` gets the entries
     /// and returns its result plus whether it changed anything; only then is the file
     /// rewritten (generation + 1).
@@ -91,25 +108,52 @@ impl TxnStateStore {
         now_ms: i64,
         f: impl FnOnce(&mut BTreeMap<String, TxnEntry>) -> (R, bool),
     ) -> Result<R, VolumeError> {
-        let dir = self.dir();
-        std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
-        let lock_path = self.lock_path(slot);
-        let lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
-        let mut file = self.read_slot(slot)?;
-        let (result, changed) = f(&mut file.entries);
+        let mut guard = self.lock(slot)?;
+        let (result, changed) = f(&mut guard.file.entries);
         if changed {
-            file.generation += 1;
-            file.updated_ms = now_ms;
-            let path = self.slot_path(slot);
-            write_json(&path, &file).map_err(|e| VolumeError::io(&path, e))?;
+            guard.write(now_ms)?;
         }
-        drop(lock);
         Ok(result)
     }
 
     /// Every slot, each as read or as the error that prevented reading it.
     pub fn read_all(&self) -> Vec<(u32, Result<SlotFile, VolumeError>)> {
         (0..SLOTS).map(|s| (s, self.read_slot(s))).collect()
+    }
+}
+
+/// One slot, read and held under its exclusive lock (see [`TxnStateStore::lock`]).
+pub struct SlotGuard {
+    path: PathBuf,
+    file: SlotFile,
+    _lock: std::fs::File,
+}
+
+impl SlotGuard {
+    pub fn file(&self) -> &SlotFile {
+        &self.file
+    }
+    pub fn entry(&self, transactional_id: &str) -> Option<&TxnEntry> {
+        self.file.entries.get(transactional_id)
+    }
+    /// Replaces one entry in memory; [`SlotGuard::write`] makes it durable.
+    pub fn set(&mut self, entry: TxnEntry) {
+        self.file.entries.insert(entry.transactional_id.clone(), entry);
+    }
+    pub fn entries_mut(&mut self) -> &mut BTreeMap<String, TxnEntry> {
+        &mut self.file.entries
+    }
+    /// Writes the slot (generation + 1), atomically replacing the file, still under
+    /// the lock. Returns the new generation.
+    pub fn write(&mut self, now_ms: i64) -> Result<u64, VolumeError> {
+        self.file.generation += 1;
+        self.file.updated_ms = now_ms;
+        if let Err(e) = write_json(&self.path, &self.file) {
+            // The file on disk is still the old one: so must our copy be.
+            self.file.generation -= 1;
+            return Err(VolumeError::io(&self.path, e));
+        }
+        Ok(self.file.generation)
     }
 }
 

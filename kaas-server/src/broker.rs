@@ -9,6 +9,7 @@ use kaas_core::log::{LogConfig, LogError};
 use kaas_core::partition::{AppendError, AppendOutcome, PartitionState};
 use kaas_core::producer_ids::ProducerIdAllocator;
 use kaas_core::topic::{list_topics, PartitionOwner, TopicMeta};
+use kaas_core::txn::TxnError;
 use kaas_core::{now_ms, Volume, VolumeError};
 use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashMap};
@@ -74,6 +75,25 @@ impl Topic {
     pub fn partition(&self, index: i32) -> Option<&Result<Arc<Partition>, String>> {
         usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
     }
+}
+
+/// Why a batch was not appended.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendRejected {
+    /// Transaction verification refused a transactional batch.
+    #[error(transparent)]
+    Txn(crate::txn_coordinator::CoordError),
+    #[error(transparent)]
+    Append(AppendError),
+}
+
+/// A transaction marker that could not be written durably.
+#[derive(Debug, thiserror::Error)]
+#[error("marker for {topic}-{partition} not written: {detail}")]
+pub struct MarkerError {
+    pub topic: String,
+    pub partition: i32,
+    pub detail: String,
 }
 
 /// A topic file that could not be read: the topic is refused, not recreated.
@@ -355,15 +375,38 @@ impl Broker {
     /// Classifies and appends validated records to a partition (idempotence checks
     /// under the partition lock) and wakes long-polling fetches.
     /// Returns the outcome and the log start offset, read under the same lock.
+    ///
+    /// Transactional batches are verified under the same lock, against the
+    /// coordinator's current entry (KIP-890 part 1): their (producer id, epoch) must
+    /// have an Ongoing transaction that includes this partition. Because markers are
+    /// written under this lock too, a batch verified here lands before the marker of
+    /// its transaction, and a batch arriving after the transaction moved on is refused
+    /// — it can never open a transaction nobody will finish.
     pub fn append(
         &self,
         partition: &Partition,
         records: &mut [u8],
         headers: &[kaas_core::batch::BatchHeader],
-    ) -> Result<(AppendOutcome, i64), AppendError> {
+        transactional_id: Option<&str>,
+    ) -> Result<(AppendOutcome, i64), AppendRejected> {
         let (outcome, log_start) = {
             let mut state = partition.state();
-            let outcome = state.append(records, headers, partition.leader_epoch, now_ms())?;
+            if let Some(h) = headers.iter().find(|h| h.is_transactional()) {
+                let tp = kaas_core::txn::TopicPartition {
+                    topic: partition.topic.clone(),
+                    partition: partition.index,
+                };
+                match transactional_id {
+                    Some(tid) => self
+                        .txn
+                        .verify_produce(tid, h.producer_id, h.producer_epoch, &tp)
+                        .map_err(AppendRejected::Txn)?,
+                    None => return Err(AppendRejected::Txn(TxnError::InvalidTxnState.into())),
+                }
+            }
+            let outcome = state
+                .append(records, headers, partition.leader_epoch, now_ms())
+                .map_err(AppendRejected::Append)?;
             (outcome, state.log.log_start_offset())
         };
         if matches!(outcome, AppendOutcome::Appended(_)) {
@@ -406,32 +449,59 @@ impl Broker {
     }
 
     /// Writes a transaction marker to a partition this broker leads and waits until
-    /// it is durable. A missing topic (deleted since) is skipped with a log line.
-    pub async fn write_marker(&self, tp: &kaas_core::txn::TopicPartition, producer_id: i64, epoch: i16, commit: bool) {
-        let partition = match self
-            .topic(&tp.topic)
-            .ok()
-            .and_then(|t| t.partition(tp.partition).cloned())
-        {
-            Some(Ok(p)) => p,
-            _ => {
-                warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a partition that is gone or offline; skipped");
-                return;
+    /// it is durable. Ok(false) when there was nothing to write: the topic or
+    /// partition was deleted since, or the producer has no open transaction there
+    /// (the marker landed before: markers are idempotent). Any failure is returned —
+    /// the caller leaves the transaction in its Prepare state and retries.
+    pub async fn write_marker(
+        &self,
+        tp: &kaas_core::txn::TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<bool, MarkerError> {
+        let fail = |detail: String| MarkerError {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            detail,
+        };
+        let partition = match self.topic(&tp.topic) {
+            Ok(t) => match t.partition(tp.partition) {
+                Some(Ok(p)) => p.clone(),
+                Some(Err(e)) => return Err(fail(format!("partition offline: {e}"))),
+                None => {
+                    warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a partition that no longer exists; nothing to end");
+                    return Ok(false);
+                }
+            },
+            Err(TopicError::Unknown(_)) => {
+                warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a deleted topic; nothing to end");
+                return Ok(false);
             }
+            Err(e) => return Err(fail(e.to_string())),
         };
         let written = partition
             .state()
-            .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms());
+            .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms())
+            .map_err(|e| fail(e.to_string()))?;
         match written {
-            Ok(Some(info)) => {
-                if let Err(e) = partition.wait_durable(info.next_offset).await {
-                    error!(topic = %tp.topic, partition = tp.partition, error = %e, "fsync of a transaction marker failed");
-                }
+            Some(info) => {
+                partition
+                    .wait_durable(info.next_offset)
+                    .await
+                    .map_err(|e| fail(format!("fsync: {e}")))?;
                 self.appended.send_modify(|n| *n = n.wrapping_add(1));
+                Ok(true)
             }
-            Ok(None) => {}
-            Err(e) => {
-                error!(topic = %tp.topic, partition = tp.partition, error = %e, "writing a transaction marker failed")
+            None => {
+                // Nothing open here now; but an earlier attempt may have appended the
+                // marker and failed its fsync: make sure the log end is durable.
+                let end = partition.high_watermark();
+                partition
+                    .wait_durable(end)
+                    .await
+                    .map_err(|e| fail(format!("fsync: {e}")))?;
+                Ok(false)
             }
         }
     }

@@ -505,6 +505,9 @@ impl GroupCoordinator {
                 .clone()
         };
         let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
+        // The cross-process lock every writer of this file (other brokers, kaasctl)
+        // holds: the stamp check and the write below are one read-modify-write.
+        let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
         let path = self.volume.group_offsets_file(group_id);
         let stamp = file_stamp(&path);
         if stamp.is_none() || stamp != cached.stamp {
@@ -578,14 +581,20 @@ impl GroupCoordinator {
         })
     }
 
-    /// The transaction's offset hook: commit (or discard) what `producer_id` staged.
-    /// Idempotent, so a recovered coordinator may run it again.
-    pub fn finish_pending(&self, group_id: &str, producer_id: i64, commit: bool) -> Result<(), VolumeError> {
+    /// The transaction's offset hook: commit (or discard) what (`producer_id`,
+    /// `producer_epoch`) staged. Idempotent, so a recovered coordinator may run it again.
+    pub fn finish_pending(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> Result<(), VolumeError> {
         let changed = self.with_offsets(group_id, |offsets| {
             let changed = if commit {
-                offsets.commit_pending(producer_id)
+                offsets.commit_pending(producer_id, producer_epoch)
             } else {
-                offsets.discard_pending(producer_id)
+                offsets.discard_pending(producer_id, producer_epoch)
             };
             (changed, changed)
         })?;

@@ -5,23 +5,39 @@
 //! 1. persist the new slot entry (under the slot lock);
 //! 2. on an epoch bump, fence the producer on every partition this broker leads and
 //!    record the bump in this broker's fence log;
-//! 3. for Prepare*, apply the offset hook (commit or discard staged offsets), write the
-//!    markers (self-led partitions directly and durably, before any queue entry; others
-//!    through the marker queue), then persist Complete*.
+//! 3. for Prepare*, apply the offset hook (commit or discard the offsets staged at the
+//!    transaction's epoch), write the markers (self-led partitions directly and
+//!    durably; others through the marker queue, named by the transaction), then
+//!    persist Complete* — only once every marker is in its log.
+//!
+//! Every finish is a compare-and-set: it runs with the slot lock held from the
+//! re-read of the entry to the write of Complete*, and acts only if the entry is still
+//! the same Prepare* transaction (producer id, epoch, transaction number, state). So a
+//! stale copy of transaction N (a reaper's old read, a retried EndTxn, a late queue
+//! entry) can never write its marker onto transaction N+1's records or commit N+1's
+//! staged offsets, and a failed marker leaves the entry in Prepare* to be retried.
+//!
+//! Slot locks: one async mutex per slot in this process, then the slot's file lock
+//! (taken on the blocking pool) for other processes — kaasctl and other brokers. The
+//! async mutex keeps two tasks of this process from blocking runtime threads on
+//! each other's file lock while one of them awaits a marker's fsync.
 //!
 //! A coordinator that dies between steps is finished by the next start (or owner) from
-//! the slot file: [`TransactionCoordinator::recover`] completes every Prepare* entry,
+//! the slot file: [`TransactionCoordinator::recover`] finishes every Prepare* entry,
 //! and markers and offset hooks are idempotent.
 
-use crate::broker::Broker;
+use crate::broker::{Broker, MarkerError};
 use kaas_core::fence_log::FenceLog;
+use kaas_core::fsutil::{file_stamp, FileStamp};
 use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult, MARKER_FORMAT_VERSION};
 use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
-use kaas_core::txn_store::{TxnStateStore, SLOTS};
+use kaas_core::txn_store::{SlotFile, SlotGuard, TxnStateStore, SLOTS};
 use kaas_core::VolumeError;
-use std::sync::Mutex;
-use tracing::{error, info, warn};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tracing::{debug, error, info, warn};
 
 /// Why a coordinator request failed: a protocol answer, or the volume.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +48,10 @@ pub enum CoordError {
     Volume(#[from] VolumeError),
     #[error("this broker does not coordinate slot {0}")]
     NotCoordinator(u32),
+    /// A marker could not be written: the transaction stays in its Prepare state and
+    /// is retried (by the client's retry, the reaper, or the next start).
+    #[error(transparent)]
+    Marker(#[from] MarkerError),
 }
 
 impl CoordError {
@@ -41,27 +61,51 @@ impl CoordError {
             // Retriable: the client keeps trying while an operator repairs the file.
             CoordError::Volume(_) => 15, // COORDINATOR_NOT_AVAILABLE
             CoordError::NotCoordinator(_) => 16,
+            // Retriable: the outcome is decided and durable, its markers are not yet.
+            CoordError::Marker(_) => 51, // CONCURRENT_TRANSACTIONS
         }
     }
 }
 
-/// What produce-time verification needs of an Ongoing transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct OngoingTxn {
-    producer_id: i64,
-    epoch: i16,
-    partitions: std::collections::BTreeSet<TopicPartition>,
+/// How far a finish got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// Every marker is in its log; the entry is Complete*.
+    Completed,
+    /// Markers for partitions other brokers lead are queued and not yet applied;
+    /// the entry stays Prepare* until they are (the outcome is durable).
+    Queued,
+    /// The entry is no longer the Prepare* transaction asked for: someone else
+    /// finished it, or it moved on. Nothing was done.
+    Stale,
+}
+
+/// A slot's contents as last read or written, valid while its file stamp matches.
+struct CachedSlot {
+    stamp: Option<FileStamp>,
+    file: Arc<SlotFile>,
 }
 
 pub struct TransactionCoordinator {
     store: TxnStateStore,
     broker_id: i32,
-    /// Ongoing transactions as this broker last wrote or read them, so verifying a
-    /// transactional produce costs a map lookup; a miss re-reads the slot file.
-    ongoing: Mutex<std::collections::HashMap<String, OngoingTxn>>,
+    /// In-process queue in front of each slot's file lock.
+    slot_locks: Vec<tokio::sync::Mutex<()>>,
+    /// Slot files as last read or written, so verifying a transactional produce costs
+    /// a stat and a map lookup. An entry is used only while the file's stamp (inode,
+    /// size, mtime) is unchanged: every write replaces the file, so a write by anyone
+    /// — this broker, another broker, kaasctl — invalidates it.
+    cache: Mutex<HashMap<u32, CachedSlot>>,
     /// This broker's outbound fence log; Err when the file on the volume is unreadable
     /// (bumps are then refused rather than recorded into a log that would be lost).
     fence_log: Mutex<Result<FenceLog, String>>,
+}
+
+/// A slot held under both locks.
+struct HeldSlot<'a> {
+    _turn: tokio::sync::MutexGuard<'a, ()>,
+    guard: SlotGuard,
+    slot: u32,
 }
 
 impl TransactionCoordinator {
@@ -73,7 +117,8 @@ impl TransactionCoordinator {
         TransactionCoordinator {
             store: TxnStateStore::new(volume.clone()),
             broker_id,
-            ongoing: Mutex::new(std::collections::HashMap::new()),
+            slot_locks: (0..SLOTS).map(|_| tokio::sync::Mutex::new(())).collect(),
+            cache: Mutex::new(HashMap::new()),
             fence_log: Mutex::new(fence_log),
         }
     }
@@ -94,6 +139,67 @@ impl TransactionCoordinator {
         }
     }
 
+    /// Takes slot `slot` under both locks and reads it.
+    async fn lock_slot(&self, slot: u32) -> Result<HeldSlot<'_>, CoordError> {
+        let turn = self.slot_locks[slot as usize].lock().await;
+        let store = self.store.clone();
+        let guard = tokio::task::spawn_blocking(move || store.lock(slot))
+            .await
+            .map_err(|e| VolumeError::io(self.store.lock_path(slot), std::io::Error::other(e)))??;
+        Ok(HeldSlot {
+            _turn: turn,
+            guard,
+            slot,
+        })
+    }
+
+    /// Persists the held slot and refreshes the cache from what was written.
+    fn write(&self, held: &mut HeldSlot<'_>, now: i64) -> Result<(), CoordError> {
+        let written = held.guard.write(now);
+        let path = self.store.slot_path(held.slot);
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        match written {
+            Ok(_) => {
+                cache.insert(
+                    held.slot,
+                    CachedSlot {
+                        stamp: file_stamp(&path),
+                        file: Arc::new(held.guard.file().clone()),
+                    },
+                );
+                Ok(())
+            }
+            Err(e) => {
+                cache.remove(&held.slot);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The current entry of `tid`, from the cache while the slot file is unchanged.
+    fn current_entry(&self, tid: &str) -> Result<Option<TxnEntry>, CoordError> {
+        let slot = slot_for(tid);
+        let path = self.store.slot_path(slot);
+        // The stamp is taken before the read: if the file changes in between, the
+        // cached stamp is already stale and the next call reads again.
+        let stamp = file_stamp(&path);
+        {
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(c) = cache.get(&slot) {
+                if c.stamp.is_some() && c.stamp == stamp {
+                    return Ok(c.file.entries.get(tid).cloned());
+                }
+            }
+        }
+        let file = Arc::new(self.store.read_slot(slot)?);
+        let entry = file.entries.get(tid).cloned();
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(slot, CachedSlot { stamp, file });
+        Ok(entry)
+    }
+
     /// InitProducerId for a transactional id: (producer id, epoch).
     pub async fn init_producer_id(
         &self,
@@ -111,39 +217,32 @@ impl TransactionCoordinator {
             }));
         }
         let now = now_ms();
-        let mut alloc_error = None;
         let actor = self.actor();
-        let outcome = self.store.update(slot, now, |entries| {
-            let mut alloc = || match broker.next_producer_id() {
-                Ok(id) => id,
-                Err(e) => {
-                    alloc_error = Some(e);
-                    -1
-                }
-            };
-            let outcome = txn::init_producer_id(entries.get(tid), tid, timeout_ms, claimed, now, &actor, &mut alloc);
-            if alloc_error.is_some() {
-                return (outcome, false);
+        let mut held = self.lock_slot(slot).await?;
+        let current = held.guard.entry(tid).cloned();
+        let mut alloc_error = None;
+        let mut alloc = || match broker.next_producer_id() {
+            Ok(id) => id,
+            Err(e) => {
+                alloc_error = Some(e);
+                -1
             }
-            let changed = match &outcome {
-                InitOutcome::Ready { entry, .. } | InitOutcome::AbortFirst { entry } => {
-                    let changed = entries.get(tid) != Some(entry);
-                    entries.insert(tid.to_string(), entry.clone());
-                    changed
-                }
-                InitOutcome::Reject(_) => false,
-            };
-            (outcome, changed)
-        })?;
+        };
+        let outcome = txn::init_producer_id(current.as_ref(), tid, timeout_ms, claimed, now, &actor, &mut alloc);
         if let Some(e) = alloc_error {
             return Err(e.into());
         }
         match outcome {
             InitOutcome::Ready { entry, fence } => {
+                if current.as_ref() != Some(&entry) {
+                    held.guard.set(entry.clone());
+                    self.write(&mut held, now)?;
+                }
+                drop(held);
                 if let Some((pid, epoch)) = fence {
                     self.fence(broker, pid, epoch, tid)?;
                 }
-                info!(
+                debug!(
                     transactional_id = tid,
                     producer_id = entry.producer_id,
                     epoch = entry.producer_epoch,
@@ -152,6 +251,8 @@ impl TransactionCoordinator {
                 Ok((entry.producer_id, entry.producer_epoch))
             }
             InitOutcome::AbortFirst { entry } => {
+                held.guard.set(entry.clone());
+                self.write(&mut held, now)?;
                 info!(
                     transactional_id = tid,
                     producer_id = entry.producer_id,
@@ -159,7 +260,7 @@ impl TransactionCoordinator {
                     "rejoin while Ongoing: aborting the open transaction first"
                 );
                 self.fence(broker, entry.producer_id, entry.producer_epoch, tid)?;
-                self.finish(broker, &entry).await?;
+                self.finish_held(broker, &mut held, &entry).await?;
                 Err(TxnError::ConcurrentTransactions.into())
             }
             InitOutcome::Reject(e) => Err(e.into()),
@@ -182,7 +283,7 @@ impl TransactionCoordinator {
     }
 
     /// AddPartitionsToTxn / AddOffsetsToTxn.
-    pub fn add(
+    pub async fn add(
         &self,
         broker: &Broker,
         tid: &str,
@@ -194,27 +295,23 @@ impl TransactionCoordinator {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
         let now = now_ms();
-        let actor = self.actor();
-        let entry = self.store.update(slot, now, |entries| {
-            let Some(current) = entries.get(tid) else {
-                return (Err(TxnError::InvalidProducerIdMapping), false);
-            };
-            match txn::add_to_txn(current, pid, epoch, partitions, groups, now, &actor) {
-                Ok(Some(entry)) => {
-                    entries.insert(tid.to_string(), entry.clone());
-                    (Ok(entry), true)
-                }
-                Ok(None) => (Ok(current.clone()), false),
-                Err(e) => (Err(e), false),
-            }
-        })??;
-        self.remember(tid, Some(&entry));
+        let mut held = self.lock_slot(slot).await?;
+        let current = held
+            .guard
+            .entry(tid)
+            .cloned()
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        if let Some(entry) = txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
+            held.guard.set(entry);
+            self.write(&mut held, now)?;
+        }
         Ok(())
     }
 
     /// A transactional produce must belong to an Ongoing transaction of this producer
     /// that includes the partition (Apache's transaction verification, KIP-890):
     /// otherwise its records could open a transaction no coordinator will ever end.
+    /// The caller holds the partition's lock (see `Broker::append`).
     pub fn verify_produce(
         &self,
         tid: &str,
@@ -222,19 +319,7 @@ impl TransactionCoordinator {
         epoch: i16,
         tp: &TopicPartition,
     ) -> Result<(), CoordError> {
-        let matches = |o: &OngoingTxn| o.producer_id == producer_id && o.epoch == epoch && o.partitions.contains(tp);
-        if self
-            .ongoing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(tid)
-            .is_some_and(matches)
-        {
-            return Ok(());
-        }
-        let entry = self.store.get(tid)?;
-        self.remember(tid, entry.as_ref());
-        match entry {
+        match self.current_entry(tid)? {
             Some(e) if e.producer_id == producer_id && e.producer_epoch > epoch => Err(TxnError::ProducerFenced.into()),
             Some(e)
                 if e.state == TxnState::Ongoing
@@ -248,37 +333,9 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Updates the Ongoing cache from an entry just written or read.
-    fn remember(&self, tid: &str, entry: Option<&TxnEntry>) {
-        let mut cache = self.ongoing.lock().unwrap_or_else(|p| p.into_inner());
-        match entry {
-            Some(e) if e.state == TxnState::Ongoing => {
-                cache.insert(
-                    tid.to_string(),
-                    OngoingTxn {
-                        producer_id: e.producer_id,
-                        epoch: e.producer_epoch,
-                        partitions: e.partitions.clone(),
-                    },
-                );
-            }
-            _ => {
-                cache.remove(tid);
-            }
-        }
-    }
-
-    /// The current entry, checked against the producer's identity (TxnOffsetCommit).
-    pub fn verify_ongoing(
-        &self,
-        broker: &Broker,
-        tid: &str,
-        pid: i64,
-        epoch: i16,
-        group: &str,
-    ) -> Result<(), CoordError> {
-        self.check_owner(broker, slot_for(tid))?;
-        let entry = self.store.get(tid)?.ok_or(TxnError::InvalidProducerIdMapping)?;
+    /// The producer's identity and open transaction, checked for TxnOffsetCommit.
+    fn check_ongoing(entry: Option<&TxnEntry>, pid: i64, epoch: i16, group: &str) -> Result<(), CoordError> {
+        let entry = entry.ok_or(TxnError::InvalidProducerIdMapping)?;
         if entry.producer_id != pid {
             return Err(TxnError::InvalidProducerIdMapping.into());
         }
@@ -288,6 +345,42 @@ impl TransactionCoordinator {
         if entry.state != TxnState::Ongoing || !entry.groups.contains(group) {
             return Err(TxnError::InvalidTxnState.into());
         }
+        Ok(())
+    }
+
+    /// The current entry, checked against the producer's identity (TxnOffsetCommit's
+    /// early answer; the staging itself re-checks under the lock).
+    pub fn verify_ongoing(
+        &self,
+        broker: &Broker,
+        tid: &str,
+        pid: i64,
+        epoch: i16,
+        group: &str,
+    ) -> Result<(), CoordError> {
+        self.check_owner(broker, slot_for(tid))?;
+        Self::check_ongoing(self.current_entry(tid)?.as_ref(), pid, epoch, group)
+    }
+
+    /// TxnOffsetCommit: stages the offsets under (group, producer id, epoch), with the
+    /// slot locked from the transaction check to the staged write, so an EndTxn (or a
+    /// reaper abort) cannot finish the transaction in between and leave offsets
+    /// staged for a transaction that is already over.
+    pub async fn stage_offsets(
+        &self,
+        broker: &Broker,
+        tid: &str,
+        pid: i64,
+        epoch: i16,
+        group: &str,
+        entries: &[(String, i32, i64, i32, Option<String>)],
+    ) -> Result<(), CoordError> {
+        let slot = slot_for(tid);
+        self.check_owner(broker, slot)?;
+        let held = self.lock_slot(slot).await?;
+        Self::check_ongoing(held.guard.entry(tid), pid, epoch, group)?;
+        broker.groups.stage_offsets(group, pid, epoch, tid, entries)?;
+        drop(held);
         Ok(())
     }
 
@@ -303,185 +396,286 @@ impl TransactionCoordinator {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
         let now = now_ms();
-        let actor = self.actor();
-        let outcome = self.store.update(slot, now, |entries| {
-            let Some(current) = entries.get(tid) else {
-                return (Err(TxnError::InvalidProducerIdMapping), false);
-            };
-            match txn::end_txn(current, pid, epoch, commit, now, &actor) {
-                Ok(EndOutcome::Prepare(entry)) => {
-                    entries.insert(tid.to_string(), entry.clone());
-                    (Ok(EndOutcome::Prepare(entry)), true)
-                }
-                other => (other, false),
-            }
-        })??;
-        match outcome {
+        let mut held = self.lock_slot(slot).await?;
+        let current = held
+            .guard
+            .entry(tid)
+            .cloned()
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        let prepared = match txn::end_txn(&current, pid, epoch, commit, now, &self.actor())? {
             EndOutcome::Prepare(entry) => {
+                held.guard.set(entry.clone());
+                self.write(&mut held, now)?;
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_PREPARE);
-                self.finish(broker, &entry).await?;
-                info!(
-                    transactional_id = tid,
-                    producer_id = pid,
-                    epoch,
-                    commit,
-                    "transaction completed"
-                );
-                Ok(())
+                entry
             }
-            EndOutcome::AlreadyComplete => Ok(()),
-            EndOutcome::InProgress => {
-                // Another request (or recovery) is completing it: help it along.
-                if let Some(entry) = self.store.get(tid)? {
-                    if entry.state.is_prepare() {
-                        self.finish(broker, &entry).await?;
-                        return Ok(());
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Completes a Prepare* entry: offset hook, markers, Complete*. Idempotent.
-    pub async fn finish(&self, broker: &Broker, entry: &TxnEntry) -> Result<(), CoordError> {
-        let commit = match entry.state {
-            TxnState::PrepareCommit => true,
-            TxnState::PrepareAbort => false,
-            _ => return Ok(()),
+            EndOutcome::AlreadyComplete => return Ok(()),
+            // A retry while the markers are still being written (or failed before):
+            // finish it now.
+            EndOutcome::InProgress => current,
         };
-        for group in &entry.groups {
-            broker.groups.finish_pending(group, entry.producer_id, commit)?;
-        }
-        let mut queued: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
-        for tp in &entry.partitions {
-            match broker.partition_leader(&tp.topic, tp.partition) {
-                Some(leader) if leader != self.broker_id => queued.entry(leader).or_default().push(tp.clone()),
-                _ => {
-                    broker
-                        .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
-                        .await
-                }
-            }
-        }
-        for (leader, partitions) in queued {
-            let marker = MarkerEntry {
-                version: MARKER_FORMAT_VERSION,
-                transactional_id: entry.transactional_id.clone(),
-                producer_id: entry.producer_id,
-                producer_epoch: entry.producer_epoch,
-                result: if commit {
-                    MarkerResult::Commit
-                } else {
-                    MarkerResult::Abort
-                },
-                coordinator_epoch: 0,
-                partitions,
-                enqueued_by: self.broker_id,
-                enqueued_ms: now_ms(),
-            };
-            marker_queue::enqueue(&broker.volume, leader, &marker)?;
-        }
-        kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_MARKERS);
-        let slot = slot_for(&entry.transactional_id);
-        let now = now_ms();
-        let actor = self.actor();
-        self.store.update(slot, now, |entries| {
-            let Some(current) = entries.get(&entry.transactional_id) else {
-                return ((), false);
-            };
-            // Only complete the transaction we prepared; a newer state wins.
-            if current.producer_id != entry.producer_id
-                || current.producer_epoch != entry.producer_epoch
-                || current.state != entry.state
-            {
-                return ((), false);
-            }
-            match txn::complete(current, now, &actor) {
-                Some(done) => {
-                    entries.insert(entry.transactional_id.clone(), done);
-                    ((), true)
-                }
-                None => ((), false),
-            }
-        })?;
+        let finished = self.finish_held(broker, &mut held, &prepared).await?;
+        debug!(
+            transactional_id = tid,
+            producer_id = pid,
+            epoch,
+            commit,
+            ?finished,
+            "EndTxn"
+        );
         Ok(())
     }
 
-    /// At start (and on taking a slot over): completes every Prepare* entry left by a
-    /// coordinator that died between PrepareCommit/PrepareAbort and its markers.
-    pub async fn recover(&self, broker: &Broker) {
-        for slot in 0..SLOTS {
-            if !broker.owns_txn_slot(slot) {
-                continue;
-            }
-            let file = match self.store.read_slot(slot) {
-                Ok(f) => f,
-                Err(e) => {
-                    error!(slot, error = %e, "transaction slot unreadable; its transactional ids get COORDINATOR_NOT_AVAILABLE until it is repaired");
-                    continue;
-                }
-            };
-            for entry in file.entries.values().filter(|e| e.state.is_prepare()) {
-                info!(transactional_id = %entry.transactional_id, state = entry.state.as_str(), "completing a transaction left in a Prepare state");
-                if let Err(e) = self.finish(broker, entry).await {
-                    error!(transactional_id = %entry.transactional_id, error = %e, "could not complete transaction");
+    /// Finishes the Prepare* transaction `expected` if the entry still is it (see the
+    /// module comment), taking the slot's locks. Idempotent.
+    pub async fn finish(&self, broker: &Broker, expected: &TxnEntry) -> Result<Finished, CoordError> {
+        let mut held = self.lock_slot(slot_for(&expected.transactional_id)).await?;
+        self.finish_held(broker, &mut held, expected).await
+    }
+
+    /// The compare-and-set finish, with the slot held: re-check, offset hook, markers,
+    /// Complete*. Any failure leaves the entry in its Prepare state.
+    async fn finish_held(
+        &self,
+        broker: &Broker,
+        held: &mut HeldSlot<'_>,
+        expected: &TxnEntry,
+    ) -> Result<Finished, CoordError> {
+        let Some(current) = held.guard.entry(&expected.transactional_id).cloned() else {
+            return Ok(Finished::Stale);
+        };
+        if !txn::is_same_prepared(&current, expected) {
+            return Ok(Finished::Stale);
+        }
+        let commit = current.state == TxnState::PrepareCommit;
+        let (pid, epoch) = (current.producer_id, current.producer_epoch);
+        for group in &current.groups {
+            broker.groups.finish_pending(group, pid, epoch, commit)?;
+        }
+        let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        for tp in &current.partitions {
+            match broker.partition_leader(&tp.topic, tp.partition) {
+                Some(leader) if leader != self.broker_id => remote.entry(leader).or_default().push(tp.clone()),
+                _ => {
+                    broker.write_marker(tp, pid, epoch, commit).await?;
                 }
             }
         }
+        if !remote.is_empty() {
+            if !current.markers_queued {
+                for (leader, partitions) in remote {
+                    let marker = MarkerEntry {
+                        version: MARKER_FORMAT_VERSION,
+                        transactional_id: current.transactional_id.clone(),
+                        producer_id: pid,
+                        producer_epoch: epoch,
+                        result: if commit {
+                            MarkerResult::Commit
+                        } else {
+                            MarkerResult::Abort
+                        },
+                        coordinator_epoch: 0,
+                        partitions,
+                        txn_seq: Some(current.txn_seq),
+                        enqueued_by: self.broker_id,
+                        enqueued_ms: now_ms(),
+                    };
+                    marker_queue::enqueue(&broker.volume, leader, &marker)?;
+                }
+                let mut next = current.clone();
+                next.markers_queued = true;
+                held.guard.set(next);
+                self.write(held, now_ms())?;
+                return Ok(Finished::Queued);
+            }
+            if !marker_queue::pending_files(&broker.volume, pid, epoch, current.txn_seq)?.is_empty() {
+                return Ok(Finished::Queued);
+            }
+        }
+        kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_MARKERS);
+        self.complete_held(held, &current)?;
+        Ok(Finished::Completed)
+    }
+
+    /// Prepare* → Complete* of the entry `current` (already checked by the caller).
+    fn complete_held(&self, held: &mut HeldSlot<'_>, current: &TxnEntry) -> Result<(), CoordError> {
+        let now = now_ms();
+        if let Some(done) = txn::complete(current, now, &self.actor()) {
+            held.guard.set(done);
+            self.write(held, now)?;
+            debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, state = current.state.as_str(), "transaction completed");
+        }
+        Ok(())
+    }
+
+    /// Applies one marker-queue entry addressed to this broker (the marker watcher).
+    /// An entry naming its transaction is applied only while that transaction is
+    /// still in its Prepare state at the coordinator (checked under the slot lock,
+    /// held while the markers are written); a stale one is dropped unwritten. The last
+    /// entry of a transaction to be applied completes it. Returns whether the queue
+    /// file was consumed (deleted).
+    pub async fn apply_queued(&self, broker: &Broker, path: &Path, entry: &MarkerEntry) -> Result<bool, CoordError> {
+        let commit = entry.result == MarkerResult::Commit;
+        if entry.transactional_id.is_empty() {
+            // A repair of a hanging transaction the coordinator never knew of.
+            for tp in &entry.partitions {
+                broker
+                    .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
+                    .await?;
+            }
+            marker_queue::remove(path)?;
+            return Ok(true);
+        }
+        let mut held = self.lock_slot(slot_for(&entry.transactional_id)).await?;
+        let current = held.guard.entry(&entry.transactional_id).cloned();
+        let wanted = if commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        let live = current.as_ref().filter(|c| {
+            c.producer_id == entry.producer_id
+                && c.producer_epoch == entry.producer_epoch
+                && c.state == wanted
+                && entry.txn_seq.is_none_or(|n| n == c.txn_seq)
+        });
+        match (live, entry.txn_seq) {
+            (Some(c), _) => {
+                let c = c.clone();
+                for tp in &entry.partitions {
+                    broker
+                        .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
+                        .await?;
+                }
+                marker_queue::remove(path)?;
+                let done =
+                    marker_queue::pending_files(&broker.volume, c.producer_id, c.producer_epoch, c.txn_seq)?.is_empty();
+                if c.markers_queued && done {
+                    self.complete_held(&mut held, &c)?;
+                }
+            }
+            (None, Some(_)) => {
+                warn!(path = %path.display(), transactional_id = %entry.transactional_id, "queued marker of a transaction that is no longer being finished; dropped unwritten");
+                marker_queue::remove(path)?;
+            }
+            (None, None) => {
+                // An entry of an older version, which names no transaction: while the
+                // producer has a newer transaction open at the same epoch, its marker
+                // could close that one instead; wait until it is over.
+                let ambiguous = current.as_ref().is_some_and(|c| {
+                    c.producer_id == entry.producer_id
+                        && c.producer_epoch == entry.producer_epoch
+                        && c.state == TxnState::Ongoing
+                        && entry.partitions.iter().any(|tp| c.partitions.contains(tp))
+                });
+                if ambiguous {
+                    debug!(path = %path.display(), "legacy queue entry waits until the producer's open transaction ends");
+                    return Ok(false);
+                }
+                for tp in &entry.partitions {
+                    broker
+                        .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
+                        .await?;
+                }
+                marker_queue::remove(path)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// At start (and on taking a slot over): finishes every Prepare* entry left by a
+    /// coordinator that died between PrepareCommit/PrepareAbort and Complete*.
+    pub async fn recover(&self, broker: &Broker) {
+        self.sweep(broker, 0, false).await;
     }
 
     /// The timeout reaper: aborts every overdue Ongoing transaction of the slots this
     /// broker owns, with an epoch bump, discarding staged offsets. It also finishes
     /// Prepare* entries that have sat still for `stuck_after_ms` — a coordinator that
-    /// died mid-dispatch on another broker, or a `kaasctl txn abort` whose queued
-    /// markers were written after it stopped waiting (markers are idempotent).
+    /// died mid-dispatch on another broker, a marker that failed and was not retried
+    /// by its client, queued markers that have since been applied, or a `kaasctl txn
+    /// abort` whose queued markers were written after it stopped waiting.
     pub async fn reap(&self, broker: &Broker, stuck_after_ms: i64) {
-        let now = now_ms();
-        let actor = self.actor();
+        self.sweep(broker, stuck_after_ms, true).await;
+    }
+
+    async fn sweep(&self, broker: &Broker, stuck_after_ms: i64, abort_overdue: bool) {
         for slot in 0..SLOTS {
             if !broker.owns_txn_slot(slot) {
                 continue;
             }
-            if let Ok(file) = self.store.read_slot(slot) {
-                for entry in file.entries.values() {
-                    if entry.state.is_prepare() && now - entry.last_update_ms > stuck_after_ms {
-                        info!(transactional_id = %entry.transactional_id, state = entry.state.as_str(), "finishing a transaction left in a Prepare state");
-                        if let Err(e) = self.finish(broker, entry).await {
-                            error!(transactional_id = %entry.transactional_id, error = %e, "could not finish transaction");
-                        }
-                    }
-                }
-            }
-            let aborted = self.store.update(slot, now, |entries| {
-                let mut aborted = Vec::new();
-                for entry in entries.values_mut() {
-                    if entry.is_overdue(now) {
-                        if let Some(next) = txn::force_abort(entry, "transaction timeout", now, &actor) {
-                            *entry = next.clone();
-                            aborted.push(next);
-                        }
-                    }
-                }
-                let changed = !aborted.is_empty();
-                (aborted, changed)
-            });
-            let aborted = match aborted {
-                Ok(a) => a,
+            // A lock-free look first: most slots need nothing.
+            let now = now_ms();
+            let needs_work = |e: &TxnEntry| {
+                (e.state.is_prepare() && now - e.last_update_ms >= stuck_after_ms)
+                    || (abort_overdue && e.is_overdue(now))
+            };
+            match self.store.read_slot(slot) {
+                Ok(file) if !file.entries.values().any(needs_work) => continue,
+                Ok(_) => {}
                 Err(e) => {
-                    warn!(slot, error = %e, "reaper skipped an unreadable slot");
+                    error!(slot, error = %e, "transaction slot unreadable; its transactional ids get COORDINATOR_NOT_AVAILABLE until it is repaired");
                     continue;
                 }
-            };
-            for entry in aborted {
-                warn!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, "aborting transaction past its timeout");
-                if let Err(e) = self.fence(broker, entry.producer_id, entry.producer_epoch, &entry.transactional_id) {
-                    error!(error = %e, "fencing a timed-out producer failed");
-                }
-                if let Err(e) = self.finish(broker, &entry).await {
-                    error!(transactional_id = %entry.transactional_id, error = %e, "could not complete the timed-out abort");
-                }
+            }
+            if let Err(e) = self.sweep_slot(broker, slot, stuck_after_ms, abort_overdue).await {
+                error!(slot, error = %e, "transaction sweep of a slot failed; retried at the next tick");
             }
         }
     }
+
+    async fn sweep_slot(
+        &self,
+        broker: &Broker,
+        slot: u32,
+        stuck_after_ms: i64,
+        abort_overdue: bool,
+    ) -> Result<(), CoordError> {
+        let now = now_ms();
+        let mut held = self.lock_slot(slot).await?;
+        let mut aborted = Vec::new();
+        if abort_overdue {
+            let actor = self.actor();
+            for entry in held.guard.entries_mut().values_mut() {
+                if entry.is_overdue(now) {
+                    if let Some(next) = txn::force_abort(entry, "transaction timeout", now, &actor) {
+                        *entry = next.clone();
+                        aborted.push(next);
+                    }
+                }
+            }
+            if !aborted.is_empty() {
+                self.write(&mut held, now)?;
+            }
+        }
+        for entry in &aborted {
+            warn!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, "aborting transaction past its timeout");
+            self.fence(broker, entry.producer_id, entry.producer_epoch, &entry.transactional_id)?;
+        }
+        let stuck: Vec<TxnEntry> = held
+            .guard
+            .file()
+            .entries
+            .values()
+            .filter(|e| e.state.is_prepare() && (now - e.last_update_ms >= stuck_after_ms || aborted.contains(e)))
+            .cloned()
+            .collect();
+        let mut first_error = None;
+        for entry in stuck {
+            match self.finish_held(broker, &mut held, &entry).await {
+                Ok(Finished::Completed) => {
+                    info!(transactional_id = %entry.transactional_id, state = entry.state.as_str(), "finished a transaction left in a Prepare state")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    error!(transactional_id = %entry.transactional_id, error = %e, "could not finish transaction; retried at the next tick");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,7 @@
 
 use crate::broker::Broker;
 use kaas_core::fence_log::FenceWatcher;
-use kaas_core::marker_queue::{self, MarkerResult};
+use kaas_core::marker_queue;
 use tracing::{error, info};
 
 pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher) {
@@ -35,15 +35,15 @@ pub async fn process_marker_queue(broker: &Broker) {
                 continue;
             }
         };
-        let commit = entry.result == MarkerResult::Commit;
-        for tp in &entry.partitions {
-            broker
-                .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
-                .await;
-        }
-        info!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, commit, partitions = entry.partitions.len(), "applied queued markers");
-        if let Err(e) = marker_queue::remove(&path) {
-            error!(error = %e, "cannot delete a processed marker queue entry");
+        match broker.txn.apply_queued(broker, &path, &entry).await {
+            Ok(true) => {
+                info!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = entry.partitions.len(), "applied queued markers")
+            }
+            Ok(false) => {}
+            // Left in place: retried at the next poll.
+            Err(e) => {
+                error!(path = %path.display(), error = %e, "applying a queued marker failed; retried at the next poll")
+            }
         }
     }
 }

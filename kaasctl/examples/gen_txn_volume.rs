@@ -68,6 +68,8 @@ fn main() {
             },
             groups: BTreeSet::new(),
             txn_start_ms: if open { now - 30_000 } else { -1 },
+            txn_seq: 1,
+            markers_queued: false,
             last_update_ms: now - 58_000,
             history,
         };

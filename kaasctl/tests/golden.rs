@@ -69,6 +69,8 @@ fn entry(
         partitions: parts.iter().cloned().collect::<BTreeSet<_>>(),
         groups: groups.iter().map(|g| g.to_string()).collect(),
         txn_start_ms: if state == TxnState::Empty { -1 } else { start },
+        txn_seq: if state == TxnState::Empty { 0 } else { 1 },
+        markers_queued: false,
         last_update_ms: start,
         history,
     }
@@ -204,6 +206,7 @@ fn fixture(dir: &Path) -> Volume {
             result: MarkerResult::Commit,
             coordinator_epoch: 0,
             partitions: vec![tp("events", 0)],
+            txn_seq: Some(1),
             enqueued_by: 0,
             enqueued_ms: NOW - 39_000,
         },

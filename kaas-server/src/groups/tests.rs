@@ -333,7 +333,7 @@ fn an_offsets_file_changed_behind_the_coordinator_is_reloaded() {
     assert!(c.fetch_offsets("g").unwrap().has_pending("t", 0));
     // An operator tool discards the staged offsets directly on the volume.
     let mut on_disk = GroupOffsets::load(&volume, "g").unwrap();
-    assert!(on_disk.discard_pending(7));
+    assert!(on_disk.discard_pending(7, 0));
     on_disk.save(&volume).unwrap();
     assert!(!c.fetch_offsets("g").unwrap().has_pending("t", 0));
     // ...and a later commit by the broker does not resurrect them.

@@ -16,14 +16,18 @@ pub async fn handle(
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
     let group = req.group_id.0.to_string();
-    let code = match broker.txn.add(
-        broker,
-        &req.transactional_id,
-        req.producer_id.0,
-        req.producer_epoch,
-        &[],
-        std::slice::from_ref(&group),
-    ) {
+    let code = match broker
+        .txn
+        .add(
+            broker,
+            &req.transactional_id,
+            req.producer_id.0,
+            req.producer_epoch,
+            &[],
+            std::slice::from_ref(&group),
+        )
+        .await
+    {
         Ok(()) => 0,
         Err(e) => client_error_code(e.code(), ctx.version, FENCED_SINCE),
     };

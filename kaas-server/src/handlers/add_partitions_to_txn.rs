@@ -48,6 +48,7 @@ pub async fn handle(
                 &wanted,
                 &[],
             )
+            .await
             .map_err(|e| e.code())
     };
     let code_for = |tp: &TopicPartition| match &result {

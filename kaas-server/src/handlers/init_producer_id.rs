@@ -187,11 +187,14 @@ mod tests {
             topic: "t".into(),
             partition: 0,
         };
-        b.txn.add(&b, "tx", pid, 0, std::slice::from_ref(&tp), &[]).unwrap();
+        b.txn
+            .add(&b, "tx", pid, 0, std::slice::from_ref(&tp), &[])
+            .await
+            .unwrap();
         let partition = topic.partition(0).unwrap().as_ref().unwrap().clone();
         let mut batch = build_batch(0, 1, Some((pid, 0, 0)), 0x10, &[(None, Some(b"in flight"))]);
         let headers = validate_all(&batch).unwrap();
-        b.append(&partition, &mut batch, &headers).unwrap();
+        b.append(&partition, &mut batch, &headers, Some("tx")).unwrap();
         assert_eq!(partition.state().last_stable_offset(), 0);
 
         assert_eq!(

@@ -3,12 +3,11 @@
 //! received. acks=-1 (or --flush-policy always) answers only after a shared fsync.
 
 use super::{sb, RequestContext};
-use crate::broker::{Broker, Partition};
+use crate::broker::{AppendRejected, Broker, Partition};
 use bytes::BytesMut;
 use kaas_core::idempotence::SequenceError;
 use kaas_core::log::LogError;
 use kaas_core::partition::{AppendError, AppendOutcome};
-use kaas_core::txn::TopicPartition;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -114,27 +113,10 @@ fn append(
         warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, "rejected a control batch from a client");
         return Err(ResponseError::InvalidRecord.code());
     }
-    if let Some(h) = headers.iter().find(|h| h.is_transactional()) {
-        let tp = TopicPartition {
-            topic: partition.topic.clone(),
-            partition: partition.index,
-        };
-        let verified = match transactional_id {
-            Some(tid) => broker.txn.verify_produce(tid, h.producer_id, h.producer_epoch, &tp),
-            None => Err(kaas_core::txn::TxnError::InvalidTxnState.into()),
-        };
-        if let Err(e) = verified {
-            debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, producer_id = h.producer_id, error = %e, "transactional batch outside an ongoing transaction");
-            return Err(match e.code() {
-                90 => ResponseError::InvalidProducerEpoch.code(),
-                code => code,
-            });
-        }
-    }
     // The one copy on the produce path: the request buffer is shared and immutable,
     // and the base offsets must be written into the bytes we store.
     let mut owned = BytesMut::from(records);
-    match broker.append(partition, &mut owned, &headers) {
+    match broker.append(partition, &mut owned, &headers, transactional_id) {
         Ok((AppendOutcome::Appended(info), log_start)) => Ok((info.base_offset, info.next_offset, log_start)),
         Ok((
             AppendOutcome::Duplicate {
@@ -146,15 +128,22 @@ fn append(
             debug!(topic = %partition.topic, partition = partition.index, base_offset, "duplicate batch answered from the producer window");
             Ok((base_offset, last_offset + 1, log_start))
         }
-        Err(AppendError::Sequence(e)) => {
+        Err(AppendRejected::Txn(e)) => {
+            debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, error = %e, "transactional batch outside an ongoing transaction");
+            Err(match e.code() {
+                90 => ResponseError::InvalidProducerEpoch.code(),
+                code => code,
+            })
+        }
+        Err(AppendRejected::Append(AppendError::Sequence(e))) => {
             debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, error = %e, "rejected produce batch");
             Err(match e {
                 SequenceError::StaleEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
                 SequenceError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
             })
         }
-        Err(AppendError::DuplicateInMultiBatch) => Err(ResponseError::InvalidRecord.code()),
-        Err(AppendError::Log(e)) => {
+        Err(AppendRejected::Append(AppendError::DuplicateInMultiBatch)) => Err(ResponseError::InvalidRecord.code()),
+        Err(AppendRejected::Append(AppendError::Log(e))) => {
             warn!(topic = %partition.topic, partition = partition.index, error = %e, "append failed");
             Err(ResponseError::KafkaStorageError.code())
         }
@@ -166,6 +155,7 @@ mod tests {
     use super::*;
     use crate::handlers::test_support::{broker, ctx};
     use kaas_core::batch::build_batch;
+    use kaas_core::txn::TopicPartition;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{ApiKey, TopicName, TransactionalId};
 
@@ -200,7 +190,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
         };
-        b.txn.add(&b, "tx", pid, epoch, &[tp], &[]).unwrap();
+        b.txn.add(&b, "tx", pid, epoch, &[tp], &[]).await.unwrap();
         assert_eq!(code(&handle(&b, &c, request(Some("tx"), batch())).await), 0);
         // A client may not write control batches.
         let marker = kaas_core::batch::build_control_batch(pid, epoch, true, 0, 1);

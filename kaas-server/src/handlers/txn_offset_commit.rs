@@ -3,6 +3,7 @@
 
 use super::{client_error_code, RequestContext};
 use crate::broker::Broker;
+use crate::txn_coordinator::CoordError;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
@@ -57,15 +58,25 @@ pub async fn handle(
                 })
             })
             .collect();
-        if let Err(e) = broker.groups.stage_offsets(
-            &group,
-            req.producer_id.0,
-            req.producer_epoch,
-            &req.transactional_id,
-            &entries,
-        ) {
-            tracing::error!(group = %group, error = %e, "staging transactional offsets failed");
-            result = Err(ResponseError::KafkaStorageError.code());
+        if let Err(e) = broker
+            .txn
+            .stage_offsets(
+                broker,
+                &req.transactional_id,
+                req.producer_id.0,
+                req.producer_epoch,
+                &group,
+                &entries,
+            )
+            .await
+        {
+            result = Err(match e {
+                CoordError::Volume(e) => {
+                    tracing::error!(group = %group, error = %e, "staging transactional offsets failed");
+                    ResponseError::KafkaStorageError.code()
+                }
+                e => client_error_code(e.code(), ctx.version, FENCED_SINCE),
+            });
         }
     }
     let code = result.err().unwrap_or(0);

@@ -39,6 +39,8 @@ fn entry(id: &str, pid: i64, state: TxnState, parts: &[(&str, i32)], start: i64)
             .collect::<BTreeSet<_>>(),
         groups: BTreeSet::new(),
         txn_start_ms: start,
+        txn_seq: 1,
+        markers_queued: false,
         last_update_ms: start,
         history: VecDeque::new(),
     }
@@ -110,6 +112,7 @@ fn fixture(dir: &Path) -> Volume {
                 topic: "orders".into(),
                 partition: 1,
             }],
+            txn_seq: Some(1),
             enqueued_by: -1,
             enqueued_ms: NOW - 3_000,
         },

@@ -1,0 +1,235 @@
+//! Coordinator regression tests for the holes issue 8 names: each drives the real
+//! coordinator and partition code of an in-process broker on a temporary volume.
+
+use super::*;
+use crate::broker::AppendRejected;
+use crate::handlers::test_support::broker;
+use kaas_core::batch::{build_batch, validate_all};
+use kaas_core::offsets::GroupOffsets;
+
+fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition {
+        topic: topic.into(),
+        partition,
+    }
+}
+
+/// Appends one transactional batch as a Produce request would.
+fn produce_txn(b: &Broker, tid: &str, pid: i64, epoch: i16, seq: i32) -> Result<i64, AppendRejected> {
+    let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    let mut batch = build_batch(0, 1, Some((pid, epoch, seq)), 0x10, &[(None, Some(b"v"))]);
+    let headers = validate_all(&batch).unwrap();
+    match b.append(&partition, &mut batch, &headers, Some(tid))? {
+        (kaas_core::partition::AppendOutcome::Appended(info), _) => Ok(info.base_offset),
+        (other, _) => panic!("{other:?}"),
+    }
+}
+
+fn lso_and_end(b: &Broker) -> (i64, i64) {
+    let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    let state = partition.state();
+    (state.last_stable_offset(), state.log.log_end_offset())
+}
+
+async fn setup() -> (tempfile::TempDir, Arc<Broker>, i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path());
+    b.create_topic("t", 1, Default::default()).await.unwrap();
+    let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+    assert_eq!(epoch, 0);
+    (dir, b, pid)
+}
+
+fn code(r: Result<i64, AppendRejected>) -> i16 {
+    match r {
+        Err(AppendRejected::Txn(e)) => e.code(),
+        other => panic!("expected a transaction refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_late_transactional_batch_after_end_txn_is_invalid_txn_state() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    b.txn.end_txn(&b, "tx", pid, 0, false).await.unwrap();
+    // The producer's retry (or a delayed batch) of the same identity after the abort.
+    assert_eq!(code(produce_txn(&b, "tx", pid, 0, 1)), 48);
+    let (lso, end) = lso_and_end(&b);
+    assert_eq!(lso, end, "no transaction left open on the partition");
+    // After a commit too.
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 1).unwrap();
+    b.txn.end_txn(&b, "tx", pid, 0, true).await.unwrap();
+    assert_eq!(code(produce_txn(&b, "tx", pid, 0, 2)), 48);
+    let (lso, end) = lso_and_end(&b);
+    assert_eq!(lso, end);
+}
+
+#[tokio::test]
+async fn verification_sees_a_transition_written_by_another_process() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    // kaasctl (another writer of the slot) force-aborts behind the broker's back.
+    let store = TxnStateStore::new(b.volume.clone());
+    let admin = Actor::Admin {
+        tool: "test".into(),
+        user: "t".into(),
+    };
+    store
+        .update(slot_for("tx"), now_ms(), |entries| {
+            let next = txn::force_abort(&entries["tx"], "test", now_ms(), &admin).unwrap();
+            entries.insert("tx".into(), next);
+            ((), true)
+        })
+        .unwrap();
+    assert_eq!(code(produce_txn(&b, "tx", pid, 0, 1)), 90, "the zombie epoch is fenced");
+}
+
+#[tokio::test]
+async fn init_producer_id_and_the_reaper_end_verification_of_the_old_epoch() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    // A new instance: abort-first, then a clean bump.
+    assert!(b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.is_err());
+    assert_eq!(code(produce_txn(&b, "tx", pid, 0, 1)), 90);
+    let (pid2, e2) = b.txn.init_producer_id(&b, "tx", 1, (-1, -1)).await.unwrap();
+    assert_eq!((pid2, e2), (pid, 2));
+    b.txn.add(&b, "tx", pid, 2, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx", pid, 2, 0).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    b.txn.reap(&b, 60_000).await;
+    assert_eq!(code(produce_txn(&b, "tx", pid, 2, 1)), 90, "reaped: epoch 2 is fenced");
+    let (lso, end) = lso_and_end(&b);
+    assert_eq!(lso, end);
+}
+
+#[tokio::test]
+async fn a_stale_finish_of_transaction_n_never_closes_transaction_n_plus_1() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &["g".into()]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    let ongoing_n = b.txn.store().get("tx").unwrap().unwrap();
+    let stale_prepare_n = match txn::end_txn(&ongoing_n, pid, 0, true, now_ms(), &b.txn.actor()).unwrap() {
+        EndOutcome::Prepare(e) => e,
+        other => panic!("{other:?}"),
+    };
+    b.txn.end_txn(&b, "tx", pid, 0, true).await.unwrap();
+    // Transaction N+1 at the same epoch: records and staged offsets.
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &["g".into()]).await.unwrap();
+    let first = produce_txn(&b, "tx", pid, 0, 1).unwrap();
+    b.txn
+        .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, 99, -1, None)])
+        .await
+        .unwrap();
+    // A stale copy of N (a reaper's earlier read, a late EndTxn helper) tries to finish.
+    assert_eq!(b.txn.finish(&b, &stale_prepare_n).await.unwrap(), Finished::Stale);
+    let (lso, end) = lso_and_end(&b);
+    assert_eq!(
+        (lso, end),
+        (first, first + 1),
+        "N+1 is still open: no COMMIT landed on it"
+    );
+    let offsets = GroupOffsets::load(&b.volume, "g").unwrap();
+    assert!(offsets.get("t", 0).is_none(), "N+1's staged offset was not committed");
+    assert!(offsets.has_pending("t", 0));
+    // N+1 aborts: its records and offsets go.
+    b.txn.end_txn(&b, "tx", pid, 0, false).await.unwrap();
+    let offsets = GroupOffsets::load(&b.volume, "g").unwrap();
+    assert!(offsets.get("t", 0).is_none() && offsets.pending.is_empty());
+    let (lso, end) = lso_and_end(&b);
+    assert_eq!(lso, end);
+}
+
+#[tokio::test]
+async fn a_queued_marker_applies_only_to_the_transaction_it_names() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    let first_n = produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    // The coordinator (standing in for one on another broker) prepares N and queues
+    // its marker for this broker.
+    let store = b.txn.store().clone();
+    let prepared = store
+        .update(slot_for("tx"), now_ms(), |entries| {
+            let EndOutcome::Prepare(mut e) =
+                txn::end_txn(&entries["tx"], pid, 0, true, now_ms(), &Actor::Broker { id: 1 }).unwrap()
+            else {
+                panic!()
+            };
+            e.markers_queued = true;
+            entries.insert("tx".into(), e.clone());
+            (e, true)
+        })
+        .unwrap();
+    let marker = MarkerEntry {
+        version: MARKER_FORMAT_VERSION,
+        transactional_id: "tx".into(),
+        producer_id: pid,
+        producer_epoch: 0,
+        result: MarkerResult::Commit,
+        coordinator_epoch: 0,
+        partitions: vec![tp("t", 0)],
+        txn_seq: Some(prepared.txn_seq),
+        enqueued_by: 1,
+        enqueued_ms: 1,
+    };
+    let path = marker_queue::enqueue(&b.volume, 0, &marker).unwrap();
+    crate::watchers::process_marker_queue(&b).await;
+    assert!(!path.exists());
+    assert_eq!(lso_and_end(&b), (first_n + 2, first_n + 2), "N committed");
+    let entry = store.get("tx").unwrap().unwrap();
+    assert_eq!(
+        entry.state,
+        TxnState::CompleteCommit,
+        "the last applied entry completes N"
+    );
+    // N+1 at the same epoch; then a late duplicate of N's queue entry shows up.
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    let first = produce_txn(&b, "tx", pid, 0, 1).unwrap();
+    let late = marker_queue::enqueue(&b.volume, 0, &marker).unwrap();
+    crate::watchers::process_marker_queue(&b).await;
+    assert!(!late.exists(), "the stale entry is consumed");
+    assert_eq!(lso_and_end(&b), (first, first + 1), "N+1 is still open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_staged_concurrently_with_an_abort_never_outlive_it() {
+    let (_d, b, pid) = setup().await;
+    for round in 0..40 {
+        b.txn.add(&b, "tx", pid, 0, &[], &["g".into()]).await.unwrap();
+        let stager = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                b.txn
+                    .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, round, -1, None)])
+                    .await
+            })
+        };
+        b.txn.end_txn(&b, "tx", pid, 0, false).await.unwrap();
+        let staged = stager.await.unwrap();
+        let offsets = GroupOffsets::load(&b.volume, "g").unwrap();
+        assert!(
+            offsets.pending.is_empty(),
+            "round {round}: offsets staged for an aborted transaction outlived it (stage: {staged:?})"
+        );
+        assert!(offsets.get("t", 0).is_none());
+        if let Err(e) = staged {
+            assert_eq!(e.code(), 48, "a stage after the abort is INVALID_TXN_STATE");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_zombie_epoch_cannot_stage_offsets() {
+    let (_d, b, pid) = setup().await;
+    let (_, e1) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+    b.txn.add(&b, "tx", pid, e1, &[], &["g".into()]).await.unwrap();
+    let zombie = b
+        .txn
+        .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, 5, -1, None)])
+        .await;
+    assert_eq!(zombie.unwrap_err().code(), 90);
+    assert!(GroupOffsets::load(&b.volume, "g").unwrap().pending.is_empty());
+}
