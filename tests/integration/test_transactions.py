@@ -158,7 +158,7 @@ def test_a_crash_between_prepare_commit_and_the_markers_completes_the_commit(kaa
     assert states == ["PrepareCommit"]
     b.env = {}
     b.restart()
-    assert "completing a transaction left in a Prepare state" in b.log_text()
+    assert "finished a transaction left in a Prepare state" in b.log_text()
     got = read_all(b.bootstrap, "prep", 2, "read_committed", expect=10)
     assert sorted(got) == sorted(f"p{i}" for i in range(10))
     states = [e["state"] for f in slot_files for e in json.loads(f.read_text())["entries"].values()]
