@@ -126,3 +126,60 @@ class Conn:
 
     def close(self):
         self.sock.close()
+
+
+def txn_batch(values, producer_id: int, epoch: int, base_sequence: int) -> bytes:
+    """A valid v2 transactional batch (attributes 0x10) of uncompressed records."""
+    body = b""
+    for i, v in enumerate(values):
+        rec = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
+        body += varint(len(rec)) + rec
+    after_crc = struct.pack(">hiqqqhii", 0x10, len(values) - 1, 1000, 1000, producer_id, epoch, base_sequence,
+                            len(values)) + body
+    crc = crc32c(after_crc)
+    after_len = struct.pack(">ib", 0, 2) + struct.pack(">I", crc) + after_crc
+    return struct.pack(">qi", 0, len(after_len)) + after_len
+
+
+class TxnWire(Conn):
+    """A raw-protocol transactional producer: InitProducerId v1, AddPartitionsToTxn v1,
+    Produce v3 with a transactional id, EndTxn v1 — what a client does, frame by frame."""
+
+    def __init__(self, port, tid):
+        super().__init__(port)
+        self.tid = tid
+        self.corr = 0
+
+    def call(self, api_key, version, body):
+        self.corr += 1
+        self.send(request(api_key, version, self.corr, body))
+        corr, resp = self.recv_response()
+        assert corr == self.corr
+        return resp
+
+    def init_producer_id(self, timeout_ms=60000):
+        resp = self.call(22, 1, string(self.tid) + struct.pack(">i", timeout_ms))
+        _throttle, err, pid, epoch = struct.unpack(">ihqh", resp[:16])
+        return err, pid, epoch
+
+    def add_partitions(self, pid, epoch, topic, partition):
+        body = string(self.tid) + struct.pack(">qh", pid, epoch)
+        body += struct.pack(">i", 1) + string(topic) + struct.pack(">ii", 1, partition)
+        resp = self.call(24, 1, body)
+        # throttle, [topic, [partition, error]]
+        pos = 4 + 4
+        (ln,) = struct.unpack_from(">h", resp, pos)
+        pos += 2 + ln + 4
+        _part, err = struct.unpack_from(">ih", resp, pos)
+        return err
+
+    def produce(self, topic, partition, records):
+        body = string(self.tid) + struct.pack(">hi", -1, 10000)
+        body += struct.pack(">i", 1) + string(topic) + struct.pack(">i", 1)
+        body += struct.pack(">i", partition) + struct.pack(">i", len(records)) + records
+        [(_t, _p, err, base)] = parse_produce_v3(self.call(0, 3, body))
+        return err, base
+
+    def end_txn(self, pid, epoch, commit):
+        resp = self.call(26, 1, string(self.tid) + struct.pack(">qhb", pid, epoch, 1 if commit else 0))
+        return struct.unpack(">ih", resp[:6])[1]

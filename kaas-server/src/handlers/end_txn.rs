@@ -1,8 +1,11 @@
 //! EndTxn (key 26): commit or abort through PrepareCommit/PrepareAbort, the offset
-//! hook, the markers, and Complete*; answered once the markers are durable.
+//! hook, the markers, and Complete*; answered once the markers are durable (or durably
+//! queued for their leaders). A marker that fails is answered CONCURRENT_TRANSACTIONS
+//! (retriable): the entry stays prepared and the retry finishes it.
 
 use super::{client_error_code, RequestContext};
 use crate::broker::Broker;
+use crate::txn_coordinator::CoordError;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 use std::sync::Arc;
 
@@ -24,7 +27,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: EndTxnReque
     {
         Ok(()) => 0,
         Err(e) => {
-            tracing::debug!(transactional_id = %req.transactional_id.0.as_str(), error = %e, "EndTxn refused");
+            match &e {
+                // The outcome is decided but not yet in every log: surfaced, retried.
+                CoordError::Marker(_) | CoordError::Volume(_) => {
+                    tracing::warn!(transactional_id = %req.transactional_id.0.as_str(), error = %e, "EndTxn not finished; the transaction stays prepared and is retried")
+                }
+                _ => tracing::debug!(transactional_id = %req.transactional_id.0.as_str(), error = %e, "EndTxn refused"),
+            }
             client_error_code(e.code(), ctx.version, FENCED_SINCE)
         }
     };
