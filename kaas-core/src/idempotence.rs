@@ -179,6 +179,12 @@ impl ProducerStateTable {
     /// so batches of the old epoch are rejected here even if this partition never saw
     /// the new session. Returns whether anything changed.
     pub fn fence(&mut self, producer_id: i64, epoch: i16) -> bool {
+        self.fence_at(producer_id, epoch, -1)
+    }
+
+    /// [`Self::fence`], recording `now_ms` as the producer's last activity, so a fence
+    /// that never sees a batch still expires with [`Self::expire`].
+    pub fn fence_at(&mut self, producer_id: i64, epoch: i16, now_ms: i64) -> bool {
         let entry = self
             .producers
             .entry(producer_id)
@@ -188,7 +194,21 @@ impl ProducerStateTable {
         }
         entry.epoch = epoch;
         entry.batches.clear();
+        entry.last_timestamp = entry.last_timestamp.max(now_ms);
         true
+    }
+
+    /// Forgets producers idle for longer than `max_idle_ms` (Kafka's
+    /// `producer.id.expiration.ms`), so memory and snapshots stay bounded. A producer
+    /// with an open transaction here is kept whatever its age (the transaction pins
+    /// the last stable offset until its marker), and so is one whose last activity is
+    /// unknown. Returns how many were forgotten.
+    pub fn expire(&mut self, now_ms: i64, max_idle_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|_, e| {
+            e.txn_first_offset.is_some() || e.last_timestamp < 0 || now_ms - e.last_timestamp <= max_idle_ms
+        });
+        before - self.producers.len()
     }
 
     /// First offset of the earliest open transaction: what pins the last stable offset.
@@ -331,6 +351,24 @@ mod tests {
             Err(SequenceError::StaleEpoch { .. })
         ));
         assert_eq!(t.classify(&header(8, 2, 0, 1, 5)), Ok(Classification::Append));
+    }
+
+    #[test]
+    fn idle_producers_expire_but_open_transactions_are_kept() {
+        let mut t = ProducerStateTable::default();
+        let mut h = header(7, 0, 0, 1, 0);
+        h.max_timestamp = 1_000;
+        append(&mut t, &h);
+        let mut open = header(8, 0, 0, 1, 1);
+        open.max_timestamp = 1_000;
+        open.attributes |= 0x10;
+        append(&mut t, &open);
+        t.fence_at(9, 3, 1_000);
+        t.fence(10, 1); // activity unknown
+        assert_eq!(t.expire(1_000 + 500, 1_000), 0);
+        assert_eq!(t.expire(1_000 + 1_001, 1_000), 2, "7 and 9 expire");
+        let left: Vec<i64> = t.producers.keys().copied().collect();
+        assert_eq!(left, vec![8, 10]);
     }
 
     #[test]

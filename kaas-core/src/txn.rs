@@ -163,6 +163,15 @@ impl TxnEntry {
         self.last_update_ms = now_ms;
     }
 
+    /// Has the entry sat unused past `transactional.id.expiration.ms`? Only entries
+    /// with no transaction in flight (Empty, Complete*) ever expire.
+    pub fn is_expired(&self, now_ms: i64, expiration_ms: i64) -> bool {
+        matches!(
+            self.state,
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+        ) && now_ms - self.last_update_ms > expiration_ms
+    }
+
     /// Is the open transaction past its timeout?
     pub fn is_overdue(&self, now_ms: i64) -> bool {
         self.state == TxnState::Ongoing && self.txn_start_ms >= 0 && now_ms > self.txn_start_ms + self.timeout_ms as i64

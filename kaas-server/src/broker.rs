@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
 pub struct Partition {
@@ -198,7 +198,7 @@ impl Broker {
         let volume_for_ids = volume.clone();
         let txn = TransactionCoordinator::new(&volume, config.broker_id);
         let config_broker_id = config.broker_id;
-        Ok(Arc::new(Broker {
+        let broker = Arc::new(Broker {
             config,
             volume,
             cluster_id,
@@ -210,7 +210,10 @@ impl Broker {
             txn,
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(vec![config_broker_id]),
-        }))
+        });
+        let fences = broker.apply_fence_logs()?;
+        info!(producers = fences, "fence logs applied");
+        Ok(broker)
     }
 
     fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
@@ -443,9 +446,41 @@ impl Broker {
     /// broker leads, so a zombie's batches are rejected even where the new session has
     /// not written yet.
     pub fn fence_producer_epoch(&self, producer_id: i64, epoch: i16) {
+        let now = now_ms();
         for p in self.partitions() {
-            p.state().producers.fence(producer_id, epoch);
+            p.state().producers.fence_at(producer_id, epoch, now);
         }
+    }
+
+    /// Applies every fence log on the volume — this broker's own, its peers' and the
+    /// admin tool's — to every partition. Run at open, before serving: a fence raised
+    /// an epoch on partitions that may never have seen a batch of the new epoch, and
+    /// nothing in their logs or snapshots remembers it after a kill -9.
+    fn apply_fence_logs(&self) -> Result<usize, VolumeError> {
+        let mut latest: BTreeMap<i64, i16> = BTreeMap::new();
+        for (writer, log) in kaas_core::fence_log::list_fence_logs(&self.volume)? {
+            match log {
+                Ok(log) => {
+                    for (pid, rec) in log.fences {
+                        let e = latest.entry(pid).or_insert(rec.epoch);
+                        *e = (*e).max(rec.epoch);
+                    }
+                }
+                // Refusing to start would take every partition down for one file;
+                // the watcher keeps reporting it until it is repaired.
+                Err(e) => {
+                    error!(writer, error = %e, "fence log unreadable at start; its fences are not applied until it is repaired")
+                }
+            }
+        }
+        let now = now_ms();
+        for p in self.partitions() {
+            let mut state = p.state();
+            for (pid, epoch) in &latest {
+                state.producers.fence_at(*pid, *epoch, now);
+            }
+        }
+        Ok(latest.len())
     }
 
     /// Writes a transaction marker to a partition this broker leads and waits until
@@ -550,6 +585,10 @@ impl Broker {
     pub fn enforce_retention(&self) {
         let now = now_ms();
         for p in self.partitions() {
+            let expired = p.state().producers.expire(now, self.config.producer_id_expiration_ms);
+            if expired > 0 {
+                debug!(topic = %p.topic, partition = p.index, producers = expired, "expired idle producers");
+            }
             match p.state().enforce_retention(now) {
                 Ok(deleted) if !deleted.is_empty() => {
                     info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")

@@ -100,6 +100,16 @@ pub struct Config {
     #[arg(long, env = "KAAS_TXN_REAPER_INTERVAL_MS", default_value_t = 10_000)]
     pub txn_reaper_interval_ms: u64,
 
+    /// producer.id.expiration.ms: a partition forgets an idempotent producer idle this
+    /// long (its dedupe window and epoch), so producer state stays bounded.
+    #[arg(long, env = "KAAS_PRODUCER_ID_EXPIRATION_MS", default_value_t = 86_400_000)]
+    pub producer_id_expiration_ms: i64,
+
+    /// transactional.id.expiration.ms: the coordinator forgets a transactional id whose
+    /// entry is Empty or Complete* and unchanged this long.
+    #[arg(long, env = "KAAS_TRANSACTIONAL_ID_EXPIRATION_MS", default_value_t = 604_800_000)]
+    pub transactional_id_expiration_ms: i64,
+
     /// How often the fence and marker watchers poll the volume.
     #[arg(long, env = "KAAS_VOLUME_POLL_INTERVAL_MS", default_value_t = 2_000)]
     pub volume_poll_interval_ms: u64,

@@ -606,9 +606,10 @@ impl TransactionCoordinator {
             }
             // A lock-free look first: most slots need nothing.
             let now = now_ms();
+            let expiration = broker.config.transactional_id_expiration_ms;
             let needs_work = |e: &TxnEntry| {
                 (e.state.is_prepare() && now - e.last_update_ms >= stuck_after_ms)
-                    || (abort_overdue && e.is_overdue(now))
+                    || (abort_overdue && (e.is_overdue(now) || e.is_expired(now, expiration)))
             };
             match self.store.read_slot(slot) {
                 Ok(file) if !file.entries.values().any(needs_work) => continue,
@@ -635,6 +636,22 @@ impl TransactionCoordinator {
         let mut held = self.lock_slot(slot).await?;
         let mut aborted = Vec::new();
         if abort_overdue {
+            let expiration = broker.config.transactional_id_expiration_ms;
+            let expired: Vec<String> = held
+                .guard
+                .file()
+                .entries
+                .values()
+                .filter(|e| e.is_expired(now, expiration))
+                .map(|e| e.transactional_id.clone())
+                .collect();
+            if !expired.is_empty() {
+                for tid in &expired {
+                    held.guard.entries_mut().remove(tid);
+                    info!(transactional_id = %tid, "transactional id expired (transactional.id.expiration.ms)");
+                }
+                self.write(&mut held, now)?;
+            }
             let actor = self.actor();
             for entry in held.guard.entries_mut().values_mut() {
                 if entry.is_overdue(now) {

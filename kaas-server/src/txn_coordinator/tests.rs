@@ -233,3 +233,63 @@ async fn a_zombie_epoch_cannot_stage_offsets() {
     assert_eq!(zombie.unwrap_err().code(), 90);
     assert!(GroupOffsets::load(&b.volume, "g").unwrap().pending.is_empty());
 }
+
+#[tokio::test]
+async fn an_idle_transactional_id_expires_but_one_in_flight_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = <crate::config::Config as clap::Parser>::parse_from([
+        "kaas-server",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--transactional-id-expiration-ms",
+        "20",
+    ]);
+    let b = Broker::open(config, "127.0.0.1:9092".parse().unwrap()).unwrap();
+    b.create_topic("t", 1, Default::default()).await.unwrap();
+    let (idle_pid, _) = b.txn.init_producer_id(&b, "idle", 60_000, (-1, -1)).await.unwrap();
+    let (busy_pid, _) = b.txn.init_producer_id(&b, "busy", 60_000, (-1, -1)).await.unwrap();
+    b.txn.add(&b, "busy", busy_pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    b.txn.reap(&b, 60_000).await;
+    assert!(b.txn.store().get("idle").unwrap().is_none(), "expired");
+    assert_eq!(b.txn.store().get("busy").unwrap().unwrap().state, TxnState::Ongoing);
+    // The id starts over with a fresh producer id.
+    let (again, epoch) = b.txn.init_producer_id(&b, "idle", 60_000, (-1, -1)).await.unwrap();
+    assert_ne!(again, idle_pid);
+    assert_eq!(epoch, 0);
+}
+
+#[tokio::test]
+async fn fences_in_the_fence_logs_survive_a_restart_without_snapshots() {
+    use kaas_core::fence_log::{FenceLog, ADMIN_WRITER};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+    }
+    // A peer's bump, this broker's own bump, and a kaasctl force-abort's fence, none
+    // of which any log or snapshot of the partition remembers (as after a kill -9).
+    let volume = kaas_core::Volume::new(dir.path());
+    for (writer, pid, epoch) in [(1, 7, 3), (0, 8, 2), (ADMIN_WRITER, 9, 5)] {
+        let mut log = FenceLog::load(&volume, writer).unwrap();
+        log.append(pid, epoch, None, now_ms());
+        log.save(&volume).unwrap();
+    }
+    let b = broker(dir.path());
+    let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    for (pid, epoch) in [(7i64, 3i16), (8, 2), (9, 5)] {
+        let mut batch = build_batch(0, 1, Some((pid, epoch - 1, 0)), 0, &[(None, Some(b"zombie"))]);
+        let headers = validate_all(&batch).unwrap();
+        let refused = b.append(&partition, &mut batch, &headers, None);
+        assert!(
+            matches!(
+                refused,
+                Err(AppendRejected::Append(kaas_core::partition::AppendError::Sequence(
+                    kaas_core::idempotence::SequenceError::StaleEpoch { .. }
+                )))
+            ),
+            "producer {pid} at epoch {}: {refused:?}",
+            epoch - 1
+        );
+    }
+}
