@@ -339,16 +339,17 @@ fn write_marker_direct(
     Ok(true)
 }
 
-/// Ends a hanging transaction on one partition (open there, unknown to or finished at
-/// its coordinator) with an ABORT marker at the producer's epoch on that partition —
-/// through the owner's marker queue if it is alive, directly otherwise. Returns the
-/// route taken.
+/// Ends a hanging transaction on one partition (open there, not covered by its
+/// coordinator: see [`crate::reconcile::judge`]) with the marker the judge chose
+/// (`commit`), at the producer's epoch on that partition — through the owner's marker
+/// queue if it is alive, directly otherwise. Returns the route taken.
 #[allow(clippy::too_many_arguments)]
-pub fn abort_hanging(
+pub fn end_hanging(
     volume: &Volume,
     tp: &TopicPartition,
     producer_id: i64,
     epoch: i16,
+    commit: bool,
     live: &[i32],
     actor: &Actor,
     command: &[String],
@@ -357,7 +358,7 @@ pub fn abort_hanging(
     let route = marker_route(volume, tp, live);
     match route {
         MarkerRoute::Direct => {
-            write_marker_direct(volume, tp, producer_id, epoch, false, now_ms)?;
+            write_marker_direct(volume, tp, producer_id, epoch, commit, now_ms)?;
         }
         MarkerRoute::Queue { broker } => {
             let entry = MarkerEntry {
@@ -365,7 +366,11 @@ pub fn abort_hanging(
                 transactional_id: String::new(),
                 producer_id,
                 producer_epoch: epoch,
-                result: MarkerResult::Abort,
+                result: if commit {
+                    MarkerResult::Commit
+                } else {
+                    MarkerResult::Abort
+                },
                 coordinator_epoch: 0,
                 partitions: vec![tp.clone()],
                 txn_seq: None,

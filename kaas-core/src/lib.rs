@@ -17,6 +17,7 @@ pub mod offsets;
 pub mod ownership;
 pub mod partition;
 pub mod producer_ids;
+pub mod reconcile;
 pub mod topic;
 pub mod txn;
 pub mod txn_store;

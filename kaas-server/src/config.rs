@@ -110,6 +110,11 @@ pub struct Config {
     #[arg(long, env = "KAAS_TRANSACTIONAL_ID_EXPIRATION_MS", default_value_t = 604_800_000)]
     pub transactional_id_expiration_ms: i64,
 
+    /// How often a broker reconciles the open transactions of the partitions it leads
+    /// with the coordinator slots (and ends the hanging ones). Also run at start.
+    #[arg(long, env = "KAAS_TXN_RECONCILE_INTERVAL_MS", default_value_t = 30_000)]
+    pub txn_reconcile_interval_ms: u64,
+
     /// How often the fence and marker watchers poll the volume.
     #[arg(long, env = "KAAS_VOLUME_POLL_INTERVAL_MS", default_value_t = 2_000)]
     pub volume_poll_interval_ms: u64,

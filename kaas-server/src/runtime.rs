@@ -30,6 +30,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     refresh_live_brokers(&broker);
     // Finish what a previous run left between PrepareCommit/PrepareAbort and Complete*.
     broker.txn.recover(&broker).await;
+    broker.txn.reconcile(&broker).await;
     info!(
         listen = %bound,
         advertised = %format!("{}:{}", broker.advertised.0, broker.advertised.1),
@@ -80,6 +81,19 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 loop {
                     tokio::select! {
                         _ = tokio::time::sleep(period) => broker.txn.reap(&broker, 2 * broker.config.volume_poll_interval_ms as i64 + 1000).await,
+                        _ = shutdown.changed() => break,
+                    }
+                }
+            }
+        }),
+        tokio::spawn({
+            let broker = broker.clone();
+            let mut shutdown = shutdown.clone();
+            async move {
+                let period = Duration::from_millis(broker.config.txn_reconcile_interval_ms.max(100));
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(period) => { broker.txn.reconcile(&broker).await; }
                         _ = shutdown.changed() => break,
                     }
                 }

@@ -99,6 +99,8 @@ pub struct TransactionCoordinator {
     /// This broker's outbound fence log; Err when the file on the volume is unreadable
     /// (bumps are then refused rather than recorded into a log that would be lost).
     fence_log: Mutex<Result<FenceLog, String>>,
+    /// Hanging transactions the reconcile backstop ended since start.
+    reconcile_repairs: std::sync::atomic::AtomicU64,
 }
 
 /// A slot held under both locks.
@@ -120,6 +122,7 @@ impl TransactionCoordinator {
             slot_locks: (0..SLOTS).map(|_| tokio::sync::Mutex::new(())).collect(),
             cache: Mutex::new(HashMap::new()),
             fence_log: Mutex::new(fence_log),
+            reconcile_repairs: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -580,6 +583,118 @@ impl TransactionCoordinator {
                 marker_queue::remove(path)?;
             }
         }
+        Ok(true)
+    }
+
+    /// Hanging transactions the reconcile backstop ended since start.
+    pub fn reconcile_repairs(&self) -> u64 {
+        self.reconcile_repairs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The reconcile backstop (see `kaas_core::reconcile`): compares every open
+    /// transaction on the partitions this broker leads with its coordinator entry and
+    /// writes the marker the coordinator's outcome calls for when nothing else will.
+    /// A candidate found without locks is judged again with its slot locked (so no
+    /// transaction can begin or end meanwhile) and the partition re-read, before any
+    /// marker is written. Every repair is logged and counted. Returns the repairs.
+    pub async fn reconcile(&self, broker: &Broker) -> usize {
+        let mut entries = Vec::new();
+        let mut unreadable = Vec::new();
+        for (slot, file) in self.store.read_all() {
+            match file {
+                Ok(f) => entries.extend(f.entries.into_values()),
+                // Its producers cannot be judged: none of them is repaired.
+                Err(e) => {
+                    warn!(slot, error = %e, "reconcile skips an unreadable slot's transactions");
+                    unreadable.push(slot);
+                }
+            }
+        }
+        let index = kaas_core::reconcile::index_by_producer(entries.iter());
+        let mut repairs = 0;
+        for p in broker.partitions() {
+            if broker.partition_leader(&p.topic, p.index) != Some(self.broker_id) {
+                continue;
+            }
+            let tp = TopicPartition {
+                topic: p.topic.clone(),
+                partition: p.index,
+            };
+            let open: Vec<(i64, i16, i64)> = p
+                .state()
+                .producers
+                .producers
+                .values()
+                .filter_map(|e| e.txn_first_offset.map(|first| (e.producer_id, e.epoch, first)))
+                .collect();
+            for (pid, epoch, first) in open {
+                let seen = index.get(&pid).copied();
+                if kaas_core::reconcile::judge(seen, &tp, pid, epoch) == kaas_core::reconcile::Verdict::Covered {
+                    continue;
+                }
+                if seen.is_none() && !unreadable.is_empty() {
+                    // Its entry may be in a slot we cannot read: never guess.
+                    continue;
+                }
+                match self.reconcile_one(broker, &p, &tp, seen, (pid, epoch, first)).await {
+                    Ok(true) => repairs += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        error!(topic = %tp.topic, partition = tp.partition, producer_id = pid, error = %e, "reconcile could not end a hanging transaction; retried next round")
+                    }
+                }
+            }
+        }
+        self.reconcile_repairs
+            .fetch_add(repairs as u64, std::sync::atomic::Ordering::Relaxed);
+        repairs
+    }
+
+    async fn reconcile_one(
+        &self,
+        broker: &Broker,
+        partition: &crate::broker::Partition,
+        tp: &TopicPartition,
+        seen: Option<&TxnEntry>,
+        (pid, epoch, first): (i64, i16, i64),
+    ) -> Result<bool, CoordError> {
+        let held = match seen {
+            Some(e) => Some(self.lock_slot(slot_for(&e.transactional_id)).await?),
+            None => None,
+        };
+        let entry = match (&held, seen) {
+            (Some(h), Some(e)) => h
+                .guard
+                .entry(&e.transactional_id)
+                .filter(|c| c.producer_id == pid || c.last_producer_id == pid)
+                .cloned(),
+            _ => None,
+        };
+        let still_open = partition
+            .state()
+            .producers
+            .get(pid)
+            .is_some_and(|e| e.epoch == epoch && e.txn_first_offset == Some(first));
+        if !still_open {
+            return Ok(false);
+        }
+        let kaas_core::reconcile::Verdict::Hanging { commit, reason } =
+            kaas_core::reconcile::judge(entry.as_ref(), tp, pid, epoch)
+        else {
+            return Ok(false);
+        };
+        warn!(
+            topic = %tp.topic,
+            partition = tp.partition,
+            producer_id = pid,
+            epoch,
+            first_offset = first,
+            commit,
+            reason = %reason,
+            "reconcile: ending a hanging transaction nothing else would end"
+        );
+        broker.write_marker(tp, pid, epoch, commit).await?;
+        drop(held);
         Ok(true)
     }
 

@@ -293,3 +293,63 @@ async fn fences_in_the_fence_logs_survive_a_restart_without_snapshots() {
         );
     }
 }
+
+/// A transaction left open on the partition while its entry completed without the
+/// marker (a lost queue entry, or data from before produce-time verification).
+async fn hanging(b: &Broker, pid: i64, seq: i32, commit: bool) -> i64 {
+    b.txn.add(b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    let first = produce_txn(b, "tx", pid, 0, seq).unwrap();
+    b.txn
+        .store()
+        .update(slot_for("tx"), now_ms(), |entries| {
+            let EndOutcome::Prepare(p) =
+                txn::end_txn(&entries["tx"], pid, 0, commit, now_ms(), &Actor::Broker { id: 0 }).unwrap()
+            else {
+                panic!()
+            };
+            let done = txn::complete(&p, now_ms(), &Actor::Broker { id: 0 }).unwrap();
+            entries.insert("tx".into(), done);
+            ((), true)
+        })
+        .unwrap();
+    first
+}
+
+#[tokio::test]
+async fn reconcile_ends_hanging_transactions_with_the_recorded_outcome_and_counts_them() {
+    let (_d, b, pid) = setup().await;
+    let first = hanging(&b, pid, 0, false).await;
+    assert_eq!(lso_and_end(&b), (first, first + 1), "hanging: the LSO is stuck");
+    assert_eq!(b.txn.reconcile(&b).await, 1);
+    assert_eq!(lso_and_end(&b), (first + 2, first + 2), "ABORT marker written");
+    let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    assert_eq!(partition.state().aborted.len(), 1);
+    // A commit the coordinator recorded gets its COMMIT.
+    let first = hanging(&b, pid, 1, true).await;
+    assert_eq!(b.txn.reconcile(&b).await, 1);
+    assert_eq!(lso_and_end(&b), (first + 2, first + 2));
+    assert_eq!(partition.state().aborted.len(), 1, "committed, not aborted");
+    assert_eq!(b.txn.reconcile_repairs(), 2);
+    // Nothing left to do, and a transaction in flight is left alone.
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    let open = produce_txn(&b, "tx", pid, 0, 2).unwrap();
+    assert_eq!(b.txn.reconcile(&b).await, 0);
+    assert_eq!(lso_and_end(&b), (open, open + 1));
+}
+
+#[tokio::test]
+async fn reconcile_aborts_an_open_transaction_no_coordinator_entry_knows() {
+    let (_d, b, pid) = setup().await;
+    let first = hanging(&b, pid, 0, true).await;
+    b.txn
+        .store()
+        .update(slot_for("tx"), now_ms(), |entries| {
+            entries.remove("tx");
+            ((), true)
+        })
+        .unwrap();
+    assert_eq!(b.txn.reconcile(&b).await, 1);
+    assert_eq!(lso_and_end(&b), (first + 2, first + 2));
+    let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    assert_eq!(partition.state().aborted.len(), 1, "no entry: ABORT");
+}

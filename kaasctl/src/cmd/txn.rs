@@ -9,6 +9,7 @@ use kaas_core::fence_log::list_fence_logs;
 use kaas_core::inspect::inspect_partition;
 use kaas_core::marker_queue;
 use kaas_core::offsets::GroupOffsets;
+use kaas_core::reconcile::{self, Verdict};
 use kaas_core::topic::{list_topics, PartitionOwner};
 use kaas_core::txn::{slot_for, Actor, TopicPartition, TxnEntry, TxnState};
 use serde::Serialize;
@@ -568,6 +569,9 @@ pub struct Finding {
     pub path: Option<String>,
     pub fixed: bool,
     pub fix: Option<String>,
+    /// For a hanging transaction: whether the marker that ends it is a COMMIT (the
+    /// coordinator recorded a commit at that epoch) rather than an ABORT.
+    pub commit: bool,
 }
 
 impl Finding {
@@ -584,6 +588,7 @@ impl Finding {
             path: None,
             fixed: false,
             fix: None,
+            commit: false,
         }
     }
 }
@@ -597,10 +602,15 @@ type OpenTransactions = BTreeMap<(String, i32), Vec<(i64, i16, i64)>>;
 pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
     let mut findings = Vec::new();
     let mut by_pid: BTreeMap<i64, TxnEntry> = BTreeMap::new();
+    // Entries by the producer id they had before a rotation.
+    let mut by_old_pid: BTreeMap<i64, TxnEntry> = BTreeMap::new();
     for (slot, file) in c.slots() {
         match file {
             Ok(f) => {
                 for e in f.entries.into_values() {
+                    if e.last_producer_id >= 0 {
+                        by_old_pid.insert(e.last_producer_id, e.clone());
+                    }
                     by_pid.insert(e.producer_id, e);
                 }
             }
@@ -643,13 +653,7 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
                 topic: topic.clone(),
                 partition: *partition,
             };
-            let entry = by_pid.get(&pid);
-            let covered = entry.is_some_and(|e| {
-                matches!(
-                    e.state,
-                    TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
-                ) && e.partitions.contains(&tp)
-            });
+            let entry = by_pid.get(&pid).or_else(|| by_old_pid.get(&pid));
             if entry.is_some_and(|e| e.producer_epoch < epoch) {
                 let e = entry.expect("checked");
                 let mut f = Finding::new("epoch_regression", format!("partition {topic}-{partition} knows producer {pid} at epoch {epoch}, its coordinator entry {:?} only at {}", e.transactional_id, e.producer_epoch));
@@ -660,16 +664,7 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
                 f.producer_epoch = Some(epoch);
                 findings.push(f);
             }
-            if !covered {
-                let why = match entry {
-                    None => "no coordinator entry has this producer id".to_string(),
-                    Some(e) if !e.partitions.contains(&tp) => format!(
-                        "coordinator entry {:?} is {} without this partition",
-                        e.transactional_id,
-                        e.state.as_str()
-                    ),
-                    Some(e) => format!("coordinator entry {:?} is {}", e.transactional_id, e.state.as_str()),
-                };
+            if let Verdict::Hanging { commit, reason: why } = reconcile::judge(entry, &tp, pid, epoch) {
                 let mut f = Finding::new(
                     "hanging_transaction",
                     format!("open transaction of producer {pid} on {topic}-{partition} since offset {first}: {why}"),
@@ -680,7 +675,11 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
                 f.producer_id = Some(pid);
                 f.producer_epoch = Some(epoch);
                 f.start_offset = Some(first);
-                f.fix = Some("write an ABORT marker to the partition".into());
+                f.commit = commit;
+                f.fix = Some(format!(
+                    "write {} marker to the partition",
+                    if commit { "a COMMIT" } else { "an ABORT" }
+                ));
                 findings.push(f);
             }
         }
@@ -808,11 +807,12 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Dur
                         topic: f.topic.clone().unwrap_or_default(),
                         partition: f.partition.unwrap_or(0),
                     };
-                    admin::abort_hanging(
+                    admin::end_hanging(
                         &c.volume,
                         &tp,
                         f.producer_id.unwrap_or(-1),
                         f.producer_epoch.unwrap_or(0),
+                        f.commit,
                         &c.live,
                         &actor,
                         &cmd,
@@ -821,7 +821,8 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Dur
                     .map(|route| match route {
                         MarkerRoute::Direct => true,
                         MarkerRoute::Queue { broker } => {
-                            f.fix = Some(format!("ABORT marker queued for broker {broker}"));
+                            let kind = if f.commit { "COMMIT" } else { "ABORT" };
+                            f.fix = Some(format!("{kind} marker queued for broker {broker}"));
                             false
                         }
                     })
