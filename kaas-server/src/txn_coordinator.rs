@@ -811,3 +811,6 @@ impl TransactionCoordinator {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod model_tests;
