@@ -105,7 +105,9 @@ impl GroupOffsets {
         Ok(result)
     }
 
+    /// Deletes a group's offsets file, under the group's lock.
     pub fn delete(volume: &Volume, group: &str) -> Result<(), VolumeError> {
+        let _lock = GroupOffsets::lock(volume, group)?;
         let path = volume.group_offsets_file(group);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
