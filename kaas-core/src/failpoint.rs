@@ -1,8 +1,10 @@
 //! Fault injection for tests: `KAAS_FAILPOINTS=spec[,spec...]`, read once per process.
-//! A spec is `name` (the process aborts there, as abruptly as `kill -9`: no flush, no
-//! snapshot, no lease release) or `name=error` / `name=error*N` (the step fails with an
-//! I/O error there, every time or the first N times, then heals). Unset in production,
-//! where a check is one lookup in an empty list. docs/testing.md lists every point.
+//! A spec is `name` (the process aborts the first time it gets there, as abruptly as
+//! `kill -9`: no flush, no snapshot, no lease release), `name=abort@N` (it aborts the
+//! N-th time, so a test can let earlier rolls or aborts complete first) or
+//! `name=error` / `name=error*N` (the step fails with an I/O error there, every time or
+//! the first N times, then heals). Unset in production, where a check is one lookup in
+//! an empty list. docs/testing.md lists every point.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -13,13 +15,29 @@ pub const TXN_AFTER_PREPARE: &str = "txn-after-prepare";
 pub const TXN_AFTER_MARKERS: &str = "txn-after-markers";
 /// Appending a COMMIT/ABORT control batch to a partition log (error injection).
 pub const MARKER_APPEND: &str = "marker-append";
-/// An ABORT marker is in the log, its `.txnindex` entry not yet written.
+/// An ABORT marker is in the log (not fsynced), its `.txnindex` entry not yet written.
 pub const ABORT_BEFORE_TXNINDEX: &str = "abort-before-txnindex";
-/// A segment roll created the new segment; the producer-state snapshot is not written.
+/// `.txnindex` entries are written (an ABORT marker's, or ones re-derived at open),
+/// not yet fsynced.
+pub const ABORT_AFTER_TXNINDEX_WRITE: &str = "abort-after-txnindex-write";
+/// The `.txnindex` entry is fsynced; the ABORT marker itself is not fsynced yet (the
+/// caller does that after `write_marker` returns).
+pub const ABORT_AFTER_TXNINDEX_FSYNC: &str = "abort-after-txnindex-fsync";
+/// A roll sealed (fsynced the log and finalised the index of) the old segment; the new
+/// segment does not exist yet.
+pub const ROLL_AFTER_SEAL: &str = "roll-after-seal";
+/// A roll created the new, still empty, segment file (directory fsynced); the batch
+/// that caused the roll is not appended yet.
+pub const ROLL_AFTER_NEW_SEGMENT: &str = "roll-after-new-segment";
+/// A roll is done and the batch that caused it is in the new segment; the
+/// producer-state snapshot is not written.
 pub const ROLL_BEFORE_SNAPSHOT: &str = "roll-before-snapshot";
+/// A roll wrote the producer-state snapshot; the append is not fsynced nor answered.
+pub const ROLL_AFTER_SNAPSHOT: &str = "roll-after-snapshot";
 
 enum Action {
-    Abort,
+    /// Abort when this many more hits have passed (0: at the next one).
+    Abort(AtomicU64),
     /// Fail this many more times (u64::MAX: always).
     Error(AtomicU64),
 }
@@ -34,7 +52,15 @@ fn parse(spec: &str) -> Vec<(String, Action)> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| match s.split_once('=') {
-            None => (s.to_string(), Action::Abort),
+            None => (s.to_string(), Action::Abort(AtomicU64::new(0))),
+            Some((name, action)) if action.starts_with("abort") => {
+                let nth = action
+                    .strip_prefix("abort")
+                    .map(|n| n.trim_start_matches('@'))
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(1);
+                (name.to_string(), Action::Abort(AtomicU64::new(nth.saturating_sub(1))))
+            }
             Some((name, action)) => {
                 let times = match action.strip_prefix("error") {
                     Some("") => u64::MAX,
@@ -49,9 +75,17 @@ fn parse(spec: &str) -> Vec<(String, Action)> {
 
 /// A crash point: aborts the process when `name` is configured to abort.
 pub fn hit(name: &str) {
-    if active().iter().any(|(n, a)| n == name && matches!(a, Action::Abort)) {
-        tracing::error!(failpoint = name, "failpoint reached: aborting the process");
-        std::process::abort();
+    for (n, a) in active() {
+        if let (true, Action::Abort(skip)) = (n == name, a) {
+            // Ok(previous) while hits are still to be let through; Err(0) when this is the one.
+            if skip
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| l.checked_sub(1))
+                .is_err()
+            {
+                tracing::error!(failpoint = name, "failpoint reached: aborting the process");
+                std::process::abort();
+            }
+        }
     }
 }
 
@@ -83,9 +117,10 @@ mod tests {
 
     #[test]
     fn specs_parse_into_aborts_and_bounded_errors() {
-        let parsed = parse("a, b=error*2 ,c=error,");
-        assert_eq!(parsed.len(), 3);
-        assert!(matches!(parsed[0], (ref n, Action::Abort) if n == "a"));
+        let parsed = parse("a, b=error*2 ,c=error,d=abort@3");
+        assert_eq!(parsed.len(), 4);
+        assert!(matches!(&parsed[0], (n, Action::Abort(s)) if n == "a" && s.load(Ordering::Relaxed) == 0));
+        assert!(matches!(&parsed[3], (n, Action::Abort(s)) if n == "d" && s.load(Ordering::Relaxed) == 2));
         assert!(matches!(&parsed[1], (n, Action::Error(l)) if n == "b" && l.load(Ordering::Relaxed) == 2));
         assert!(matches!(&parsed[2], (n, Action::Error(l)) if n == "c" && l.load(Ordering::Relaxed) == u64::MAX));
     }

@@ -7,7 +7,9 @@ use crate::batch::{control_marker_type, BatchHeader};
 use crate::error::VolumeError;
 use crate::idempotence::ProducerStateTable;
 use crate::log::scan::{BatchScanner, Scanned};
-use crate::partition::{replay, AbortedTxn, ProducerStateSnapshot};
+use crate::partition::{
+    replay, snapshot_mismatch, AbortedTxn, BatchId, ProducerStateSnapshot, SNAPSHOT_FORMAT_WITH_IDENTITY,
+};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -50,12 +52,16 @@ pub struct BadTail {
 
 /// Calls `f` for every valid batch of the partition from the segment holding `from`
 /// on, stopping at the first invalid byte (returned). `f` gets the whole batch bytes.
-pub fn scan_batches(
-    dir: &Path,
+pub fn scan_batches(dir: &Path, from: i64, f: impl FnMut(&BatchHeader, &[u8])) -> Result<Option<BadTail>, VolumeError> {
+    scan_batches_of(&segment_files(dir)?, from, f)
+}
+
+/// [`scan_batches`] over an already listed set of segment files.
+fn scan_batches_of(
+    segments: &[SegmentFile],
     from: i64,
     mut f: impl FnMut(&BatchHeader, &[u8]),
 ) -> Result<Option<BadTail>, VolumeError> {
-    let segments = segment_files(dir)?;
     let first = segments.iter().rposition(|s| s.base_offset <= from).unwrap_or(0);
     for seg in &segments[first..] {
         let file = File::open(&seg.path).map_err(|e| VolumeError::io(&seg.path, e))?;
@@ -92,6 +98,10 @@ pub struct PartitionInspection {
     pub last_stable_offset: i64,
     /// The snapshot's (offset, written_ms), if there is one.
     pub snapshot: Option<(i64, i64)>,
+    /// Why the next open would delete the snapshot (it does not belong to this log,
+    /// see [`crate::partition::snapshot_mismatch`]); the view is then replayed from
+    /// the log start, as the broker would.
+    pub snapshot_rejected: Option<String>,
     pub producers: ProducerStateTable,
     pub aborted: Vec<AbortedTxn>,
     /// Data recovery would cut, if any.
@@ -100,27 +110,66 @@ pub struct PartitionInspection {
     pub markers: Vec<(i64, i64, i16, bool)>,
 }
 
-/// Loads the snapshot (an unreadable one is an error, as for the broker) and replays
-/// the log after it; with `full_replay`, replays the whole log instead (to list every
-/// marker and abort).
+/// The end of the valid log, as recovery would find it: the last segment is scanned
+/// (sealed ones are trusted, as at open).
+fn valid_log_end(segments: &[SegmentFile]) -> Result<i64, VolumeError> {
+    let Some(last) = segments.last() else {
+        return Ok(0);
+    };
+    let mut end = last.base_offset;
+    scan_batches_of(std::slice::from_ref(last), last.base_offset, |h, _| {
+        end = h.next_offset()
+    })?;
+    Ok(end)
+}
+
+/// Loads the snapshot (an unreadable one is an error, as for the broker), checks it
+/// against the log as the broker's open would (a snapshot it would delete is reported
+/// in `snapshot_rejected` and not used) and replays the log after it; with
+/// `full_replay`, replays the whole log instead (to list every marker and abort).
 pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspection, VolumeError> {
     let segments = segment_files(dir)?;
     let log_start = segments.first().map(|s| s.base_offset).unwrap_or(0);
     let snapshot = ProducerStateSnapshot::read(dir)?;
     let mut producers = ProducerStateTable::default();
     let mut from = log_start;
+    // Aborts are re-derived from here, as at open (the log start for a format-1 snapshot).
+    let mut derive_from = log_start;
     let mut snap_info = None;
+    let mut snapshot_rejected = None;
     if let Some(s) = snapshot {
         snap_info = Some((s.offset, s.written_ms));
-        if !full_replay {
-            from = s.offset.max(log_start);
+        let log_end = valid_log_end(&segments)?;
+        let mut ending = None;
+        if s.offset > log_start && s.offset <= log_end {
+            scan_batches_of(&segments, s.offset - 1, |h, _| {
+                if h.last_offset() == s.offset - 1 {
+                    ending = Some(BatchId::of(h));
+                }
+            })?;
+        }
+        snapshot_rejected = snapshot_mismatch(&s, log_start, log_end, ending);
+        if !full_replay && snapshot_rejected.is_none() {
+            from = s.offset;
+            if s.version >= SNAPSHOT_FORMAT_WITH_IDENTITY {
+                derive_from = s.offset;
+            }
             producers.producers = s.producers.into_iter().map(|e| (e.producer_id, e)).collect();
         }
     }
     let mut aborted = Vec::new();
+    if derive_from < from {
+        let mut scratch = ProducerStateTable::default();
+        scan_batches_of(&segments, derive_from, |h, bytes| {
+            let marker = (h.is_control() && h.has_producer_id())
+                .then(|| control_marker_type(bytes))
+                .flatten();
+            aborted.extend(replay(&mut scratch, h, marker));
+        })?;
+    }
     let mut markers = Vec::new();
     let mut end = from;
-    let bad_tail = scan_batches(dir, from, |h, bytes| {
+    let bad_tail = scan_batches_of(&segments, from, |h, bytes| {
         let marker = (h.is_control() && h.has_producer_id())
             .then(|| control_marker_type(bytes))
             .flatten();
@@ -149,6 +198,7 @@ pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspe
         log_end_offset: end,
         last_stable_offset: lso,
         snapshot: snap_info,
+        snapshot_rejected,
         producers,
         aborted: indexed,
         bad_tail,
@@ -193,5 +243,49 @@ mod tests {
         assert_eq!(std::fs::read(&seg).unwrap(), bytes, "inspection must not truncate");
         let full = inspect_partition(dir.path(), true).unwrap();
         assert_eq!(full.markers, vec![(3, 7, 0, false)]);
+    }
+
+    #[test]
+    fn inspection_rejects_a_snapshot_the_broker_would_delete_without_deleting_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        let append = |p: &mut PartitionState, pid: i64, seq: i32| {
+            let mut b = build_batch(0, 1, Some((pid, 0, seq)), 0, &[(None, Some(b"v"))]);
+            let h = validate_all(&b).unwrap();
+            p.append(&mut b, &h, 0, 1).unwrap();
+        };
+        append(&mut p, 7, 0); // offset 0
+        let keep = p.log.size_bytes();
+        append(&mut p, 7, 1); // offset 1
+        p.write_snapshot(1).unwrap();
+        let stale = std::fs::read(ProducerStateSnapshot::path(dir.path())).unwrap();
+        drop(p);
+        let seg = dir.path().join(format!("{:020}.log", 0));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .unwrap()
+            .set_len(keep)
+            .unwrap();
+        let view = inspect_partition(dir.path(), false).unwrap();
+        assert!(view.snapshot_rejected.unwrap().contains("the log ends at 1"));
+        assert!(
+            ProducerStateSnapshot::path(dir.path()).exists(),
+            "inspection writes nothing"
+        );
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        append(&mut p, 9, 0); // offset 1, another timeline
+        drop(p);
+        std::fs::write(ProducerStateSnapshot::path(dir.path()), &stale).unwrap();
+        let view = inspect_partition(dir.path(), false).unwrap();
+        assert!(view.snapshot_rejected.unwrap().contains("another timeline"));
+        assert_eq!(
+            view.producers.get(9).unwrap().batches.len(),
+            1,
+            "replayed from the log start"
+        );
+        let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!(view.producers, p.producers);
+        assert_eq!(view.log_end_offset, p.log.log_end_offset());
     }
 }

@@ -3,6 +3,40 @@
 //! `producer-state.snapshot` on segment roll and on clean shutdown (and relinquish),
 //! and restored at open by loading the snapshot and replaying the log after it, so a
 //! restart never forgets a dedupe window.
+//!
+//! Recovery trusts nothing that describes a timeline the log no longer has:
+//!
+//! - **Snapshots prove they belong to the log.** A snapshot (format 2) records the
+//!   offset it covers and the identity (base offset, stored CRC32C) of the batch that
+//!   ends at `offset - 1` (none for a snapshot of an empty log). At open a snapshot is
+//!   applied only if its offset lies within the log and the log holds that very batch
+//!   there; otherwise it is deleted (warning with the path and the reason) and the
+//!   state is rebuilt by replaying the log from its start. A crash can cut a tail the
+//!   snapshot covered, and the log can then grow back past the snapshot's offset with
+//!   other batches: the identity check is what tells the two timelines apart. A
+//!   format-1 snapshot (no identity) is accepted when its offset is within the log and
+//!   on a batch boundary — the best an old file can show — and, because the build that
+//!   wrote it never fsynced `.txnindex` files, every abort is then re-derived by
+//!   replaying the whole log once (the next snapshot is format 2).
+//!   See [`snapshot_mismatch`].
+//! - **`.txnindex` entries are durable before any snapshot can cover their marker.**
+//!   `write_marker` appends an ABORT to the log, then writes and fsyncs its index entry
+//!   before it returns (the caller fsyncs the log afterwards). The log marker may still
+//!   reach the disk first (kernel writeback, a concurrent group-commit fsync), so an
+//!   entry can be missing for a marker in the log — but only for a marker after the
+//!   latest snapshot, because a snapshot is never written while an entry is not yet
+//!   durable (it retries them first and refuses if it cannot). Replay from the
+//!   snapshot offset re-derives exactly those markers and indexes them. That is why
+//!   this fsync-plus-replay scheme is chosen over re-deriving from the whole log after
+//!   every unclean stop: it is complete and costs an fsync per abort instead of a full
+//!   log scan at every start.
+//! - **An index never outlives its log.** The opposite crash (entry durable, marker
+//!   lost) leaves entries at or past the recovered log end: open removes them from the
+//!   file (atomic rewrite), and cuts a torn tail (length not a multiple of 34) so later
+//!   entries stay aligned.
+//!
+//! Crash points along these steps are in [`crate::failpoint`]; `tests/integration/
+//! test_crash.py` crashes a broker at each and checks what read_committed consumers see.
 
 use crate::batch::BatchHeader;
 use crate::error::{read_versioned_json, VolumeError};
@@ -16,7 +50,26 @@ use thiserror::Error;
 crate::versioned!(ProducerStateSnapshot);
 
 pub const SNAPSHOT_FILE: &str = "producer-state.snapshot";
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+/// Written by this build: format 2 adds `last_batch`. Format 1 is still read.
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 2;
+/// The first format with `last_batch`, the proof that a snapshot belongs to a log.
+pub const SNAPSHOT_FORMAT_WITH_IDENTITY: u32 = 2;
+
+/// Which batch a snapshot ends with: its base offset and the CRC32C stored in its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchId {
+    pub base_offset: i64,
+    pub crc: u32,
+}
+
+impl BatchId {
+    pub fn of(h: &BatchHeader) -> BatchId {
+        BatchId {
+            base_offset: h.base_offset,
+            crc: h.crc,
+        }
+    }
+}
 
 /// The on-disk producer-state snapshot (JSON, replaced atomically).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,6 +77,10 @@ pub struct ProducerStateSnapshot {
     pub version: u32,
     /// The state reflects every batch below this offset; the log from here on is replayed.
     pub offset: i64,
+    /// The batch ending at `offset - 1` when the snapshot was written; None when nothing
+    /// precedes `offset` in the log. Absent in format 1.
+    #[serde(default)]
+    pub last_batch: Option<BatchId>,
     pub written_ms: i64,
     pub producers: Vec<ProducerEntry>,
 }
@@ -32,14 +89,65 @@ impl ProducerStateSnapshot {
     pub fn path(dir: &Path) -> PathBuf {
         dir.join(SNAPSHOT_FILE)
     }
-    /// Reads a partition's snapshot; Ok(None) when there is none.
+    /// Reads a partition's snapshot (format 2, or 1); Ok(None) when there is none.
     pub fn read(dir: &Path) -> Result<Option<ProducerStateSnapshot>, VolumeError> {
-        match read_versioned_json(&Self::path(dir), "producer-state snapshot", SNAPSHOT_FORMAT_VERSION) {
+        let path = Self::path(dir);
+        let what = "producer-state snapshot";
+        match read_versioned_json(&path, what, SNAPSHOT_FORMAT_VERSION) {
             Ok(s) => Ok(Some(s)),
             Err(e) if e.is_not_found() => Ok(None),
+            Err(VolumeError::UnknownVersion { found: 1, .. }) => read_versioned_json(&path, what, 1).map(Some),
             Err(e) => Err(e),
         }
     }
+}
+
+/// Why `s` must not be applied to a log spanning `[log_start, log_end)` whose batch
+/// ending at `s.offset - 1` is `ending` (see [`PartitionLog::batch_ending_at`]); None
+/// when it may. The rules:
+/// - past the log end: the tail it covered was cut by recovery;
+/// - below the log start: the batch it ends with was deleted by retention, so nothing
+///   can be checked (Apache likewise drops snapshots below the log start);
+/// - format 2: `last_batch` must equal `ending` (both None only at the log start);
+/// - format 1: `offset` must be the log start or a batch boundary.
+pub fn snapshot_mismatch(
+    s: &ProducerStateSnapshot,
+    log_start: i64,
+    log_end: i64,
+    ending: Option<BatchId>,
+) -> Option<String> {
+    if s.offset > log_end {
+        return Some(format!(
+            "it covers offsets below {} but the log ends at {log_end}: the tail it describes was cut",
+            s.offset
+        ));
+    }
+    if s.offset < log_start {
+        return Some(format!(
+            "its offset {} is below the log start {log_start}: the batch it ends with is gone and cannot be checked",
+            s.offset
+        ));
+    }
+    if s.version >= SNAPSHOT_FORMAT_WITH_IDENTITY {
+        if s.last_batch != ending {
+            let show = |b: Option<BatchId>| match b {
+                Some(b) => format!("batch {} with crc {:#010x}", b.base_offset, b.crc),
+                None => "no batch".into(),
+            };
+            return Some(format!(
+                "it ends with {} but the log has {} ending at offset {}: another timeline",
+                show(s.last_batch),
+                show(ending),
+                s.offset - 1
+            ));
+        }
+    } else if s.offset > log_start && ending.is_none() {
+        return Some(format!(
+            "its offset {} is not a batch boundary of this log (format-1 snapshot, no batch identity)",
+            s.offset
+        ));
+    }
+    None
 }
 
 #[derive(Debug, Error)]
@@ -90,55 +198,63 @@ pub struct PartitionState {
     pub aborted: Vec<AbortedTxn>,
     /// Where recovery started replaying (for the open log line).
     pub replayed_from: i64,
+    /// Aborts in `aborted` whose `.txnindex` entry is not known to be durable yet (an
+    /// index write failed): retried before any snapshot, which they block.
+    unsynced_aborts: Vec<AbortedTxn>,
 }
 
 impl PartitionState {
-    /// Opens the log (recovering its tail), loads the snapshot and replays the log
-    /// after it. A corrupt or unknown-version snapshot is an error: the partition is
-    /// refused rather than served with an empty (forgetful) producer state.
+    /// Opens the log (recovering its tail), checks the snapshot against it (deleting
+    /// one that does not belong to it, see [`snapshot_mismatch`]), loads it and replays
+    /// the log after it; cuts `.txnindex` files back to the recovered log and indexes
+    /// any abort the replay finds missing. A corrupt or unknown-version snapshot is an
+    /// error: the partition is refused rather than served with an empty (forgetful)
+    /// producer state.
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionState, PartitionError> {
         let log = PartitionLog::open(dir, config, now_ms)?;
-        let snapshot = ProducerStateSnapshot::read(dir)?;
+        let (start, end) = (log.log_start_offset(), log.log_end_offset());
         let mut producers = ProducerStateTable::default();
-        let mut from = log.log_start_offset();
-        if let Some(s) = snapshot {
-            // A snapshot past the log end describes data recovery cut off: ignore it
-            // and rebuild from the log itself.
-            if s.offset <= log.log_end_offset() {
-                from = s.offset.max(log.log_start_offset());
-                producers.producers = s.producers.into_iter().map(|e| (e.producer_id, e)).collect();
-            }
-        }
-        let mut aborted = read_txn_indexes(log.dir())?;
-        let mut derived = Vec::new();
-        let mut control_error = None;
-        log.for_each_header_from(from, |h| {
-            let mut marker = None;
-            if h.is_control() && h.has_producer_id() {
-                match log.read(h.base_offset, h.total_len(), i64::MAX, true) {
-                    Ok(bytes) => marker = crate::batch::control_marker_type(&bytes),
-                    Err(e) => control_error = Some(e),
+        let mut from = start;
+        // Where aborts are re-derived from the log: the replay start, or the log start
+        // for a format-1 snapshot (its build never fsynced the index files).
+        let mut derive_from = start;
+        if let Some(s) = ProducerStateSnapshot::read(dir)? {
+            let ending = log.batch_ending_at(s.offset)?.map(|h| BatchId::of(&h));
+            match snapshot_mismatch(&s, start, end, ending) {
+                Some(why) => discard_snapshot(dir, &why)?,
+                None => {
+                    from = s.offset;
+                    if s.version >= SNAPSHOT_FORMAT_WITH_IDENTITY {
+                        derive_from = s.offset;
+                    }
+                    producers.producers = s.producers.into_iter().map(|e| (e.producer_id, e)).collect();
                 }
             }
-            derived.extend(replay(&mut producers, h, marker));
-        })?;
-        if let Some(e) = control_error {
-            return Err(e.into());
+        }
+        let mut aborted = recover_txn_indexes(dir, end)?;
+        let mut derived = replay_log(&log, &mut producers, from)?;
+        if derive_from < from {
+            derived.extend(replay_log(&log, &mut ProducerStateTable::default(), derive_from)?);
         }
         let mut state = PartitionState {
             log,
             producers,
             aborted: Vec::new(),
             replayed_from: from,
+            unsynced_aborts: Vec::new(),
         };
         // Markers whose index entry was lost in a crash are re-indexed from the log.
         for a in derived {
             if !aborted.contains(&a) {
-                state.append_txn_index(&a)?;
+                tracing::info!(dir = %dir.display(), producer_id = a.producer_id, marker_offset = a.last_offset,
+                    "re-indexing an aborted transaction found in the log");
+                state.unsynced_aborts.push(a);
                 aborted.push(a);
             }
         }
-        aborted.sort_by_key(|a| a.last_offset);
+        state.sync_txn_index()?;
+        aborted.sort_by_key(|a| (a.last_offset, a.producer_id, a.first_offset));
+        aborted.dedup();
         aborted.retain(|a| a.last_offset >= state.log.log_start_offset());
         state.aborted = aborted;
         Ok(state)
@@ -165,6 +281,12 @@ impl PartitionState {
     /// here (the marker already landed, or nothing was produced): markers are
     /// idempotent, so recovery and retries may call this again. The marker's epoch
     /// also fences older epochs of the producer on this partition.
+    ///
+    /// For an ABORT, the `.txnindex` entry is written and fsynced before this returns;
+    /// the caller then makes the marker durable (fsync of the log). If the index write
+    /// fails, the marker stays appended (Ok, so the caller still fsyncs it), the failure
+    /// is logged, and the entry is retried before the next snapshot — which it blocks,
+    /// so replay at the next open re-derives the abort if it never made it.
     pub fn write_marker(
         &mut self,
         producer_id: i64,
@@ -188,33 +310,60 @@ impl PartitionState {
         h.base_offset = info.base_offset;
         self.producers.record(&h);
         if !commit {
+            crate::failpoint::hit(crate::failpoint::ABORT_BEFORE_TXNINDEX);
             let a = AbortedTxn {
                 producer_id,
                 first_offset,
                 last_offset: info.base_offset,
             };
-            self.append_txn_index(&a)?;
             self.aborted.push(a);
+            self.unsynced_aborts.push(a);
+            if let Err(e) = self.sync_txn_index() {
+                tracing::error!(dir = %self.log.dir().display(), producer_id, marker_offset = a.last_offset, error = %e,
+                    "cannot make an aborted transaction's index entry durable; retried before the next snapshot");
+            }
         }
         Ok(Some(info))
     }
 
-    fn append_txn_index(&self, a: &AbortedTxn) -> Result<(), VolumeError> {
+    /// Writes and fsyncs the index entries of `unsynced_aborts`, each into the
+    /// `.txnindex` of the segment holding its marker.
+    fn sync_txn_index(&mut self) -> Result<(), VolumeError> {
         use std::io::Write;
-        let base = self.log.segments().last().map(|s| s.base_offset()).unwrap_or(0);
-        let path = self.log.dir().join(format!("{base:020}.txnindex"));
-        let mut entry = Vec::with_capacity(TXN_INDEX_ENTRY_LEN);
-        entry.extend_from_slice(&0i16.to_be_bytes());
-        entry.extend_from_slice(&a.producer_id.to_be_bytes());
-        entry.extend_from_slice(&a.first_offset.to_be_bytes());
-        entry.extend_from_slice(&a.last_offset.to_be_bytes());
-        entry.extend_from_slice(&self.last_stable_offset().to_be_bytes());
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(&entry))
-            .map_err(|e| VolumeError::io(&path, e))
+        while let Some(&a) = self.unsynced_aborts.first() {
+            let base = self.log.segment_base_for(a.last_offset);
+            let path = self.log.dir().join(format!("{base:020}.txnindex"));
+            let mut entry = Vec::with_capacity(TXN_INDEX_ENTRY_LEN);
+            entry.extend_from_slice(&0i16.to_be_bytes());
+            entry.extend_from_slice(&a.producer_id.to_be_bytes());
+            entry.extend_from_slice(&a.first_offset.to_be_bytes());
+            entry.extend_from_slice(&a.last_offset.to_be_bytes());
+            entry.extend_from_slice(&self.last_stable_offset().to_be_bytes());
+            let io = |e| VolumeError::io(&path, e);
+            let created = !path.exists();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(io)?;
+            // Never append after a torn entry (a write that failed half-way): that
+            // would misalign every later entry.
+            let len = f.metadata().map_err(io)?.len();
+            let aligned = len - len % TXN_INDEX_ENTRY_LEN as u64;
+            if aligned != len {
+                tracing::warn!(path = %path.display(), cut_bytes = len - aligned, "cutting a torn .txnindex entry");
+                f.set_len(aligned).map_err(io)?;
+            }
+            f.write_all(&entry).map_err(io)?;
+            crate::failpoint::hit(crate::failpoint::ABORT_AFTER_TXNINDEX_WRITE);
+            f.sync_data().map_err(io)?;
+            if created {
+                crate::fsutil::sync_dir(self.log.dir()).map_err(|e| VolumeError::io(self.log.dir(), e))?;
+            }
+            crate::failpoint::hit(crate::failpoint::ABORT_AFTER_TXNINDEX_FSYNC);
+            self.unsynced_aborts.remove(0);
+        }
+        Ok(())
     }
 
     /// Retention, keeping the aborted-transaction list in step with the log start.
@@ -222,6 +371,7 @@ impl PartitionState {
         let deleted = self.log.enforce_retention(now_ms)?;
         let start = self.log.log_start_offset();
         self.aborted.retain(|a| a.last_offset >= start);
+        self.unsynced_aborts.retain(|a| a.last_offset >= start);
         Ok(deleted)
     }
 
@@ -270,23 +420,63 @@ impl PartitionState {
             self.producers.record(&h);
         }
         if info.rolled {
+            crate::failpoint::hit(crate::failpoint::ROLL_BEFORE_SNAPSHOT);
             if let Err(e) = self.write_snapshot(now_ms) {
                 tracing::warn!(error = %e, "producer-state snapshot on roll failed; the next open replays more log");
             }
+            crate::failpoint::hit(crate::failpoint::ROLL_AFTER_SNAPSHOT);
         }
         Ok(AppendOutcome::Appended(info))
     }
 
-    /// Saves the producer state as of the current log end.
-    pub fn write_snapshot(&self, now_ms: i64) -> Result<(), VolumeError> {
+    /// Saves the producer state as of the current log end, with the identity of the
+    /// batch it ends with. Every aborted transaction below that offset has a durable
+    /// index entry first (retried here; the snapshot is refused if that fails), since
+    /// the next open replays only the log after the snapshot.
+    pub fn write_snapshot(&mut self, now_ms: i64) -> Result<(), PartitionError> {
+        self.sync_txn_index()?;
+        let offset = self.log.log_end_offset();
         let snapshot = ProducerStateSnapshot {
             version: SNAPSHOT_FORMAT_VERSION,
-            offset: self.log.log_end_offset(),
+            offset,
+            last_batch: self.log.batch_ending_at(offset)?.map(|h| BatchId::of(&h)),
             written_ms: now_ms,
             producers: self.producers.producers.values().cloned().collect(),
         };
         let path = ProducerStateSnapshot::path(self.log.dir());
-        write_json(&path, &snapshot).map_err(|e| VolumeError::io(&path, e))
+        write_json(&path, &snapshot).map_err(|e| VolumeError::io(&path, e))?;
+        Ok(())
+    }
+}
+
+/// Deletes a snapshot that does not belong to the log (durably: the directory is
+/// fsynced, so it cannot come back and be trusted once the log has grown past it).
+fn discard_snapshot(dir: &Path, why: &str) -> Result<(), VolumeError> {
+    let path = ProducerStateSnapshot::path(dir);
+    tracing::warn!(path = %path.display(), reason = why,
+        "deleting a producer-state snapshot that does not belong to this log; rebuilding the state from the log start");
+    std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
+    crate::fsutil::sync_dir(dir).map_err(|e| VolumeError::io(dir, e))
+}
+
+/// Replays the log from the batch holding `from` into `producers`; returns the aborted
+/// transactions its ABORT markers close.
+fn replay_log(log: &PartitionLog, producers: &mut ProducerStateTable, from: i64) -> Result<Vec<AbortedTxn>, LogError> {
+    let mut derived = Vec::new();
+    let mut control_error = None;
+    log.for_each_header_from(from, |h| {
+        let mut marker = None;
+        if h.is_control() && h.has_producer_id() {
+            match log.read(h.base_offset, h.total_len(), i64::MAX, true) {
+                Ok(bytes) => marker = crate::batch::control_marker_type(&bytes),
+                Err(e) => control_error = Some(e),
+            }
+        }
+        derived.extend(replay(producers, h, marker));
+    })?;
+    match control_error {
+        Some(e) => Err(e),
+        None => Ok(derived),
     }
 }
 
@@ -307,24 +497,73 @@ pub fn replay(producers: &mut ProducerStateTable, h: &BatchHeader, marker: Optio
     }
 }
 
-/// Loads every `*.txnindex` file of a partition directory. A ragged tail (a torn
-/// append) is ignored: the log replay re-derives what it held.
+fn parse_txn_index_entry(chunk: &[u8]) -> AbortedTxn {
+    let i64_at = |at: usize| i64::from_be_bytes(chunk[at..at + 8].try_into().expect("8 bytes"));
+    AbortedTxn {
+        producer_id: i64_at(2),
+        first_offset: i64_at(10),
+        last_offset: i64_at(18),
+    }
+}
+
+fn txn_index_paths(dir: &Path) -> Result<Vec<PathBuf>, VolumeError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| VolumeError::io(dir, e))? {
+        let path = entry.map_err(|e| VolumeError::io(dir, e))?.path();
+        if path.extension().is_some_and(|e| e == "txnindex") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Loads every `*.txnindex` file of a partition directory without changing it (for
+/// read-only inspection). A ragged tail (a torn append) is ignored, as open cuts it.
 pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
     let mut out = Vec::new();
-    let entries = std::fs::read_dir(dir).map_err(|e| VolumeError::io(dir, e))?;
-    for entry in entries {
-        let path = entry.map_err(|e| VolumeError::io(dir, e))?.path();
-        if path.extension().is_none_or(|e| e != "txnindex") {
-            continue;
-        }
+    for path in txn_index_paths(dir)? {
         let bytes = std::fs::read(&path).map_err(|e| VolumeError::io(&path, e))?;
+        out.extend(bytes.chunks_exact(TXN_INDEX_ENTRY_LEN).map(parse_txn_index_entry));
+    }
+    Ok(out)
+}
+
+/// Loads every `*.txnindex` file at open, making each describe the recovered log: a
+/// torn tail is cut, and entries whose marker is at or past `log_end` (a marker the
+/// crash lost while its entry was durable) are removed, the file being replaced
+/// atomically. Each change is logged with the path.
+fn recover_txn_indexes(dir: &Path, log_end: i64) -> Result<Vec<AbortedTxn>, VolumeError> {
+    let mut out = Vec::new();
+    for path in txn_index_paths(dir)? {
+        let bytes = std::fs::read(&path).map_err(|e| VolumeError::io(&path, e))?;
+        let torn = bytes.len() % TXN_INDEX_ENTRY_LEN;
+        let mut kept = Vec::with_capacity(bytes.len());
+        let mut dropped = 0usize;
         for chunk in bytes.chunks_exact(TXN_INDEX_ENTRY_LEN) {
-            let i64_at = |at: usize| i64::from_be_bytes(chunk[at..at + 8].try_into().expect("8 bytes"));
-            out.push(AbortedTxn {
-                producer_id: i64_at(2),
-                first_offset: i64_at(10),
-                last_offset: i64_at(18),
-            });
+            let a = parse_txn_index_entry(chunk);
+            if a.last_offset >= log_end {
+                dropped += 1;
+                tracing::warn!(path = %path.display(), producer_id = a.producer_id, marker_offset = a.last_offset, log_end,
+                    "removing an aborted-transaction entry whose marker is past the recovered log end");
+            } else {
+                kept.extend_from_slice(chunk);
+                out.push(a);
+            }
+        }
+        if torn != 0 {
+            tracing::warn!(path = %path.display(), cut_bytes = torn, "cutting a torn .txnindex tail");
+        }
+        if dropped > 0 {
+            crate::fsutil::atomic_write(&path, &kept).map_err(|e| VolumeError::io(&path, e))?;
+        } else if torn != 0 {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| VolumeError::io(&path, e))?;
+            f.set_len(kept.len() as u64)
+                .and_then(|_| f.sync_data())
+                .map_err(|e| VolumeError::io(&path, e))?;
         }
     }
     Ok(out)
@@ -479,7 +718,7 @@ mod tests {
             segment_bytes: 150,
             ..LogConfig::default()
         };
-        let mut p = PartitionState::open(dir.path(), config, 0).unwrap();
+        let mut p = PartitionState::open(dir.path(), config.clone(), 0).unwrap();
         for seq in 0..4 {
             produce(&mut p, 7, 0, seq, 1).unwrap();
         }
@@ -488,6 +727,98 @@ mod tests {
             .expect("written on roll");
         assert!(snap.offset > 0);
         assert_eq!(snap.producers[0].producer_id, 7);
+        assert_eq!(snap.version, SNAPSHOT_FORMAT_VERSION);
+        // It names the batch it ends with, as stored in the log.
+        let last = p.log.batch_ending_at(snap.offset).unwrap().unwrap();
+        assert_eq!(snap.last_batch, Some(BatchId::of(&last)));
+        assert_eq!(last.last_offset(), snap.offset - 1);
+        drop(p);
+        let p = PartitionState::open(dir.path(), config, 0).unwrap();
+        assert_eq!(p.replayed_from, snap.offset);
+    }
+
+    #[test]
+    fn a_snapshot_of_an_empty_log_names_no_batch_and_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        p.write_snapshot(1).unwrap();
+        let snap = ProducerStateSnapshot::read(dir.path()).unwrap().unwrap();
+        assert_eq!((snap.offset, snap.last_batch), (0, None));
+        drop(p);
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert!(ProducerStateSnapshot::path(dir.path()).exists());
+        produce(&mut p, 7, 0, 0, 1).unwrap();
+        drop(p);
+        // Once the log has data, an identity of "no batch" at offset 0 still matches.
+        let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert!(ProducerStateSnapshot::path(dir.path()).exists());
+        assert_eq!(p.replayed_from, 0);
+    }
+
+    #[test]
+    fn snapshot_checks_cover_every_rule() {
+        let id = |base_offset, crc| Some(BatchId { base_offset, crc });
+        let snap = |version, offset, last_batch| ProducerStateSnapshot {
+            version,
+            offset,
+            last_batch,
+            written_ms: 0,
+            producers: vec![],
+        };
+        // Format 2: exactly the batch it names, inside the log.
+        assert_eq!(snapshot_mismatch(&snap(2, 10, id(8, 5)), 0, 12, id(8, 5)), None);
+        assert_eq!(snapshot_mismatch(&snap(2, 12, id(8, 5)), 0, 12, id(8, 5)), None);
+        assert!(snapshot_mismatch(&snap(2, 10, id(8, 5)), 0, 12, id(8, 6))
+            .unwrap()
+            .contains("another timeline"));
+        assert!(snapshot_mismatch(&snap(2, 10, id(8, 5)), 0, 12, id(9, 5)).is_some());
+        assert!(snapshot_mismatch(&snap(2, 10, id(8, 5)), 0, 12, None).is_some());
+        assert!(snapshot_mismatch(&snap(2, 13, id(8, 5)), 0, 12, None)
+            .unwrap()
+            .contains("log ends at 12"));
+        assert!(snapshot_mismatch(&snap(2, 10, id(8, 5)), 11, 20, None)
+            .unwrap()
+            .contains("below the log start"));
+        // At the log start: "no batch" proves itself; a named batch retention deleted does not.
+        assert_eq!(snapshot_mismatch(&snap(2, 0, None), 0, 12, None), None);
+        assert_eq!(snapshot_mismatch(&snap(2, 11, None), 11, 20, None), None);
+        assert!(snapshot_mismatch(&snap(2, 11, id(8, 5)), 11, 20, None).is_some());
+        // Format 1: within the log and on a batch boundary.
+        assert_eq!(snapshot_mismatch(&snap(1, 10, None), 0, 12, id(8, 5)), None);
+        assert_eq!(snapshot_mismatch(&snap(1, 0, None), 0, 12, None), None);
+        assert!(snapshot_mismatch(&snap(1, 10, None), 0, 12, None)
+            .unwrap()
+            .contains("batch boundary"));
+        assert!(snapshot_mismatch(&snap(1, 13, None), 0, 12, None).is_some());
+    }
+
+    #[test]
+    fn an_index_entry_that_cannot_be_written_blocks_snapshots_until_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        produce_txn(&mut p, 8, 0, 0); // offset 0
+                                      // The index file cannot be opened for writing (a directory sits at its path).
+        let index = dir.path().join(format!("{:020}.txnindex", 0));
+        std::fs::create_dir(&index).unwrap();
+        // The marker is in the log and must still be made durable by the caller: Ok.
+        let info = p.write_marker(8, 0, false, 0, 0, 1).unwrap().unwrap();
+        assert_eq!(info.base_offset, 1);
+        assert_eq!(p.aborted.len(), 1, "served as aborted right away");
+        assert!(
+            p.write_snapshot(1).is_err(),
+            "no snapshot may cover a non-durable entry"
+        );
+        assert!(!ProducerStateSnapshot::path(dir.path()).exists());
+        std::fs::remove_dir(&index).unwrap();
+        p.write_snapshot(1).unwrap();
+        assert_eq!(
+            read_txn_indexes(dir.path()).unwrap(),
+            vec![AbortedTxn {
+                producer_id: 8,
+                first_offset: 0,
+                last_offset: 1
+            }]
+        );
     }
 
     #[test]
@@ -505,6 +836,205 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("unknown format version 7"), "{err}");
+    }
+
+    fn segment0(dir: &Path) -> PathBuf {
+        dir.join(format!("{:020}.log", 0))
+    }
+
+    /// Cuts the first segment to `len` bytes, as a crash that lost unsynced log data
+    /// (recovery then finds the log ending there).
+    fn lose_log_tail(dir: &Path, len: u64) {
+        let f = std::fs::OpenOptions::new().write(true).open(segment0(dir)).unwrap();
+        f.set_len(len).unwrap();
+    }
+
+    fn txnindex_files(dir: &Path) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "txnindex"))
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_snapshot_past_the_recovered_log_end_is_deleted_and_never_trusted_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        produce(&mut p, 7, 0, 0, 1).unwrap(); // offset 0
+        let keep = p.log.size_bytes();
+        produce(&mut p, 7, 0, 1, 1).unwrap(); // offset 1
+        produce(&mut p, 7, 0, 2, 1).unwrap(); // offset 2
+        p.write_snapshot(1).unwrap(); // covers [0, 3)
+        drop(p);
+        lose_log_tail(dir.path(), keep);
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!(p.log.log_end_offset(), 1);
+        assert!(
+            !ProducerStateSnapshot::path(dir.path()).exists(),
+            "a snapshot of a tail recovery cut must be deleted"
+        );
+        assert_eq!(p.replayed_from, 0);
+        // Another producer grows the log past the old snapshot's offset.
+        produce(&mut p, 9, 0, 0, 3).unwrap(); // offsets 1-3
+        drop(p);
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        // Producer 7's sequences 1 and 2 were lost: their retry is new data, not a
+        // duplicate of producer 9's records.
+        assert!(matches!(
+            produce(&mut p, 7, 0, 1, 1).unwrap(),
+            AppendOutcome::Appended(_)
+        ));
+        assert!(matches!(
+            produce(&mut p, 9, 0, 0, 3).unwrap(),
+            AppendOutcome::Duplicate { base_offset: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn a_snapshot_whose_last_batch_is_not_in_the_log_is_deleted_and_the_log_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        produce(&mut p, 7, 0, 0, 1).unwrap(); // offset 0
+        let keep = p.log.size_bytes();
+        produce(&mut p, 7, 0, 1, 1).unwrap(); // offset 1
+        p.write_snapshot(1).unwrap(); // covers [0, 2)
+        let stale = std::fs::read(ProducerStateSnapshot::path(dir.path())).unwrap();
+        drop(p);
+        lose_log_tail(dir.path(), keep);
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        produce(&mut p, 9, 0, 0, 1).unwrap(); // offset 1 again, another timeline
+        drop(p);
+        // The old snapshot comes back (say its unlink never reached the disk): its
+        // offset is inside the log again, but offset 1 holds another batch now.
+        std::fs::write(ProducerStateSnapshot::path(dir.path()), &stale).unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert!(!ProducerStateSnapshot::path(dir.path()).exists());
+        assert_eq!(p.replayed_from, 0);
+        assert!(matches!(
+            produce(&mut p, 9, 0, 0, 1).unwrap(),
+            AppendOutcome::Duplicate { base_offset: 1, .. }
+        ));
+        assert!(matches!(
+            produce(&mut p, 7, 0, 1, 1).unwrap(),
+            AppendOutcome::Appended(_)
+        ));
+    }
+
+    #[test]
+    fn an_old_snapshot_is_kept_on_a_batch_boundary_and_its_aborts_are_rederived() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        produce_txn(&mut p, 8, 0, 0); // offset 0
+        p.write_marker(8, 0, false, 0, 0, 1).unwrap().unwrap(); // ABORT at 1
+        produce(&mut p, 1, 0, 0, 2).unwrap(); // offsets 2-3
+        p.write_snapshot(1).unwrap(); // covers [0, 4)
+        drop(p);
+        // As written by a build before format 2, whose .txnindex was never fsynced
+        // and whose entry a crash therefore lost.
+        let path = ProducerStateSnapshot::path(dir.path());
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let obj = v.as_object_mut().unwrap();
+        obj.insert("version".into(), 1.into());
+        obj.remove("last_batch");
+        let v1 = serde_json::to_vec(&v).unwrap();
+        std::fs::write(&path, &v1).unwrap();
+        for f in txnindex_files(dir.path()) {
+            std::fs::remove_file(f).unwrap();
+        }
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!(p.replayed_from, 4, "an old snapshot on a batch boundary is used");
+        assert_eq!(
+            p.aborted,
+            vec![AbortedTxn {
+                producer_id: 8,
+                first_offset: 0,
+                last_offset: 1
+            }],
+            "the abort before the old snapshot is re-derived from the log"
+        );
+        assert!(matches!(
+            produce(&mut p, 1, 0, 0, 2).unwrap(),
+            AppendOutcome::Duplicate { base_offset: 2, .. }
+        ));
+        drop(p);
+        // An old snapshot whose offset is inside a batch proves nothing: deleted.
+        obj_offset(&path, &v1, 3);
+        let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!(p.replayed_from, 0);
+        assert!(!path.exists());
+    }
+
+    fn obj_offset(path: &Path, json: &[u8], offset: i64) {
+        let mut v: serde_json::Value = serde_json::from_slice(json).unwrap();
+        v.as_object_mut().unwrap().insert("offset".into(), offset.into());
+        std::fs::write(path, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_torn_txnindex_tail_is_cut_at_open_so_later_entries_stay_aligned() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        produce_txn(&mut p, 8, 0, 0); // offset 0
+        p.write_marker(8, 0, false, 0, 0, 1).unwrap().unwrap(); // ABORT at 1
+        drop(p);
+        let index = txnindex_files(dir.path()).pop().unwrap();
+        let mut bytes = std::fs::read(&index).unwrap();
+        assert_eq!(bytes.len(), TXN_INDEX_ENTRY_LEN);
+        bytes.extend_from_slice(&[0xAB; 10]); // a torn second entry
+        std::fs::write(&index, &bytes).unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!(std::fs::metadata(&index).unwrap().len(), TXN_INDEX_ENTRY_LEN as u64);
+        produce_txn(&mut p, 9, 0, 0); // offset 2
+        p.write_marker(9, 0, false, 0, 0, 1).unwrap().unwrap(); // ABORT at 3
+        p.write_snapshot(1).unwrap(); // both aborts now come from the index alone
+        drop(p);
+        let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!(std::fs::metadata(&index).unwrap().len(), 2 * TXN_INDEX_ENTRY_LEN as u64);
+        assert_eq!(
+            p.aborted,
+            vec![
+                AbortedTxn {
+                    producer_id: 8,
+                    first_offset: 0,
+                    last_offset: 1
+                },
+                AbortedTxn {
+                    producer_id: 9,
+                    first_offset: 2,
+                    last_offset: 3
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn txnindex_entries_past_the_recovered_log_end_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        produce_txn(&mut p, 8, 0, 0); // offset 0
+        let keep = p.log.size_bytes();
+        p.write_marker(8, 0, false, 0, 0, 1).unwrap().unwrap(); // ABORT at 1
+        drop(p);
+        // The index entry reached the disk, the marker did not.
+        lose_log_tail(dir.path(), keep);
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!(p.aborted, vec![]);
+        assert_eq!(
+            read_txn_indexes(dir.path()).unwrap(),
+            vec![],
+            "the file no longer lists it"
+        );
+        assert_eq!(p.last_stable_offset(), 0, "the transaction is open again");
+        // Whatever lands at offset 1 in this timeline (here a COMMIT) must not be
+        // described by the vanished ABORT's entry.
+        p.write_marker(8, 0, true, 0, 0, 1).unwrap().unwrap(); // COMMIT at 1
+        drop(p);
+        let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!(p.aborted, vec![]);
+        assert_eq!(p.aborted_in_range(0, 2), vec![]);
     }
 
     #[test]

@@ -1,7 +1,14 @@
-"""Durability: acknowledged acks=-1 records survive kill -9; a garbage tail is cut."""
+"""Durability: acknowledged acks=-1 records survive kill -9; a garbage tail is cut; a
+crash at any step of a segment roll or of an ABORT marker loses no committed record and
+reveals no aborted one to read_committed consumers."""
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import wire
+from txn_helpers import read_all as read_isolated
 
 N = 10_000
 
@@ -76,3 +83,196 @@ def test_sigterm_exits_zero_after_finishing_in_flight_requests(kaas):
     assert time.time() - t0 < 10
     assert "kaas-server stopped cleanly" in kaas.log_text()
     c.close()
+
+
+# --- Crashes inside a segment roll or an ABORT marker, under transactions -------------
+#
+# A broker runs with KAAS_FAILPOINTS=<name>=abort@N: it dies (abort(), as abrupt as
+# kill -9) the N-th time it reaches that step, so earlier rolls and aborts — with their
+# snapshots and .txnindex entries — are on disk behind the crash. It is restarted
+# without the failpoint while a transactional producer keeps going, killed with -9 and
+# restarted once more, and then a read_committed consumer must see every committed
+# record exactly once and no aborted one, and the partition must still take
+# transactions. The steps are documented in docs/testing.md ("Failpoints").
+
+ROLL_STEPS = ["roll-after-seal", "roll-after-new-segment", "roll-before-snapshot", "roll-after-snapshot"]
+ABORT_STEPS = ["abort-before-txnindex", "abort-after-txnindex-write", "abort-after-txnindex-fsync"]
+TXNS = 12
+PER_TXN = 10  # records per transaction, over two partitions
+
+
+class CrashingBroker:
+    """A transactional producer driven against a broker that may die at a failpoint:
+    every blocking step is retried in short slices, and a dead broker is restarted
+    without its failpoint."""
+
+    def __init__(self, broker, tid):
+        self.b = broker
+        self.tid = tid
+        self.crashes = 0
+        self.p = None
+
+    def revive(self):
+        if self.b.alive():
+            return
+        self.crashes += 1
+        log = self.b.log_text()
+        assert log.count("failpoint reached") == self.crashes, f"the broker died, but not at the failpoint:\n{log[-3000:]}"
+        self.b.env = {}
+        self.b.restart()
+
+    def retry(self, fn, timeout=60):
+        deadline = time.time() + timeout
+        while True:
+            self.revive()
+            try:
+                return fn()
+            except KafkaException as e:
+                err = e.args[0]
+                if err.fatal() or err.txn_requires_abort() or not err.retriable() or time.time() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def new_producer(self):
+        if self.p is not None:
+            self.p.purge()
+        self.p = Producer({
+            "bootstrap.servers": self.b.bootstrap,
+            "transactional.id": self.tid,
+            "linger.ms": 5,
+            "message.timeout.ms": 60000,
+            "transaction.timeout.ms": 60000,
+        })
+        self.retry(lambda: self.p.init_transactions(3))
+
+    def flush(self, timeout=60):
+        deadline = time.time() + timeout
+        while self.p.flush(0.5) > 0:
+            assert time.time() < deadline, "records not delivered"
+            self.revive()
+
+    def transaction(self, topic, values, commit):
+        """Runs one transaction; returns what became of it: committed, aborted, or
+        unknown (the producer failed fatally; the outcome must be all or nothing)."""
+        p = self.p
+        try:
+            p.begin_transaction()
+            for i, v in enumerate(values):
+                p.produce(topic, value=v.encode(), partition=i % 2)
+            self.flush()
+            if commit:
+                self.retry(lambda: p.commit_transaction(3))
+                return "committed"
+            self.retry(lambda: p.abort_transaction(3))
+            return "aborted"
+        except KafkaException as e:
+            if e.args[0].txn_requires_abort():
+                self.retry(lambda: p.abort_transaction(3))
+                return "aborted"
+            self.new_producer()
+            return "unknown"
+
+
+def check_read_committed(bootstrap, topic, outcomes):
+    committed = [v for vals, o in outcomes if o == "committed" for v in vals]
+    got = read_isolated(bootstrap, topic, 2, "read_committed", expect=len(committed), timeout=60)
+    seen = set(got)
+    assert len(got) == len(seen), f"duplicates: {sorted(v for v in seen if got.count(v) > 1)}"
+    assert seen >= set(committed), f"lost committed records: {sorted(set(committed) - seen)}"
+    for vals, o in outcomes:
+        hit = seen & set(vals)
+        if o == "aborted":
+            assert not hit, f"aborted records visible to read_committed: {sorted(hit)}"
+        elif o == "unknown":
+            assert not hit or hit == set(vals), f"a transaction is partly visible: {sorted(hit)}"
+    known = {v for vals, _ in outcomes for v in vals}
+    assert seen <= known, f"records nobody wrote: {sorted(seen - known)}"
+
+
+@pytest.mark.parametrize("failpoint", ROLL_STEPS + ABORT_STEPS)
+def test_a_crash_inside_a_roll_or_an_abort_loses_no_commit_and_reveals_no_abort(kaas_factory, tmp_path, failpoint):
+    # abort@3: two rolls (or two ABORT markers, one per partition of the first aborted
+    # transaction) complete first, so older snapshots and index entries exist.
+    b = kaas_factory(data_dir=tmp_path / "fp", env={"KAAS_FAILPOINTS": f"{failpoint}=abort@3"})
+    topic = "crashy"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, config={"segment.bytes": "600"})])[topic].result(15)
+    run = CrashingBroker(b, f"tx-{failpoint}")
+    run.new_producer()
+    outcomes = []
+    for t in range(TXNS):
+        values = [f"t{t}-{i}" for i in range(PER_TXN)]
+        outcomes.append((values, run.transaction(topic, values, commit=t % 3 != 1)))
+    assert run.crashes == 1, f"the failpoint {failpoint} was never reached"
+    assert any(o == "aborted" for _, o in outcomes) and any(o == "committed" for _, o in outcomes)
+    check_read_committed(b.bootstrap, topic, outcomes)
+
+    # Recovery again, now from the state the first recovery left.
+    b.kill9()
+    b.restart()
+    assert "cannot open partition" not in b.log_text()
+    check_read_committed(b.bootstrap, topic, outcomes)
+
+    # The partitions still take transactions, both ways.
+    run.new_producer()
+    for t, commit in [(TXNS, True), (TXNS + 1, False), (TXNS + 2, True)]:
+        values = [f"t{t}-{i}" for i in range(PER_TXN)]
+        outcome = run.transaction(topic, values, commit=commit)
+        assert outcome == ("committed" if commit else "aborted")
+        outcomes.append((values, outcome))
+    check_read_committed(b.bootstrap, topic, outcomes)
+    assert b.alive()
+
+
+def test_a_snapshot_of_a_lost_tail_is_never_applied_to_the_log_that_grows_back(kaas_factory, tmp_path):
+    """The roll snapshot is fsynced, the batch it ends with is not: a power loss can keep
+    the one and lose the other. The log then grows back past the snapshot's offset with
+    other batches; the old snapshot must not come back to life there (it would answer the
+    lost batch's retry as a duplicate of someone else's records: silent data loss)."""
+    # No background fsync during the test: acks=1 data is only made durable by the roll.
+    b = kaas_factory("--flush-interval-ms", "600000", data_dir=tmp_path / "tl")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    # retention.ms=-1: the hand-built batches carry timestamps from 1970.
+    admin.create_topics([NewTopic("timeline", 1, config={"segment.bytes": "300", "retention.ms": "-1"})])[
+        "timeline"].result(15)
+    part = b.data_dir / "timeline-0"
+
+    def produce(conn, pid, seq, value):
+        conn.send(wire.request(0, 3, seq, wire.produce_v3("timeline", 0, wire.record_batch(
+            [value.encode()], producer=(pid, 0, seq)), acks=1)))
+        resp = conn.recv_response()
+        assert resp is not None, "broker closed the connection"
+        [(_, _, err, base)] = wire.parse_produce_v3(resp[1])
+        assert err == 0, f"produce error {err}"
+        return base
+
+    conn = wire.Conn(b.port)
+    seq = 0
+    while len(list(part.glob("*.log"))) < 2:  # until a roll: the last batch opens segment 2
+        produce(conn, 4242, seq, f"a{seq}")
+        seq += 1
+        assert seq < 50, "no roll"
+    conn.close()
+    lost_seq = seq - 1
+    lost_offset = lost_seq  # one record per batch, producer 4242 alone so far
+    assert (part / "producer-state.snapshot").exists()
+    b.kill9()
+    # Power loss: the new segment's unsynced data is gone; the snapshot, fsynced, is not.
+    new_segment = part / f"{lost_offset:020}.log"
+    new_segment.write_bytes(b"")
+    b.restart()
+    assert "deleting a producer-state snapshot that does not belong to this log" in b.log_text()
+
+    conn = wire.Conn(b.port)
+    assert produce(conn, 5151, 0, "b0") == lost_offset  # the log grows back past the old
+    assert produce(conn, 5151, 1, "b1") == lost_offset + 1  # snapshot's offset
+    conn.close()
+    b.kill9()
+    b.restart()
+    conn = wire.Conn(b.port)
+    # Producer 4242 retries the batch that was never made durable: it is new data.
+    assert produce(conn, 4242, lost_seq, f"a{lost_seq}") == lost_offset + 2
+    conn.close()
+    got = read_all(b.bootstrap, "timeline", 1, lost_seq + 3)
+    values = [m.value().decode() for m in got]
+    assert sorted(values) == sorted([f"a{i}" for i in range(lost_seq + 1)] + ["b0", "b1"])

@@ -34,13 +34,15 @@ def varint(v: int) -> bytes:
         z >>= 7
 
 
-def record_batch(values, base_offset=0) -> bytes:
-    """A valid v2 batch of uncompressed records with null keys."""
+def record_batch(values, base_offset=0, producer=(-1, -1, -1)) -> bytes:
+    """A valid v2 batch of uncompressed records with null keys; `producer` is
+    (producer id, epoch, base sequence) for an idempotent batch."""
     body = b""
     for i, v in enumerate(values):
         rec = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
         body += varint(len(rec)) + rec
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, 1000, 1000, -1, -1, -1, len(values)) + body
+    pid, epoch, seq = producer
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, 1000, 1000, pid, epoch, seq, len(values)) + body
     crc = crc32c(after_crc)
     after_len = struct.pack(">ib", 0, 2) + struct.pack(">I", crc) + after_crc
     return struct.pack(">qi", base_offset, len(after_len)) + after_len

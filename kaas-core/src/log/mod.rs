@@ -224,12 +224,45 @@ impl PartitionLog {
 
     /// Closes the active segment (fsyncing it, so durability never depends on a file
     /// the group-commit flusher no longer sees) and starts a new one at the log end.
+    /// A crash between the steps (failpoints `roll-after-seal`,
+    /// `roll-after-new-segment`) leaves either the sealed segment as the last one or an
+    /// empty last segment at the log end; both open as a valid log.
     pub fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
         let base = self.log_end_offset();
         self.segments.last_mut().expect("a log always has a segment").seal()?;
+        crate::failpoint::hit(crate::failpoint::ROLL_AFTER_SEAL);
         let seg = Segment::create(&self.dir, base, self.config.index_interval_bytes, now_ms)?;
+        crate::failpoint::hit(crate::failpoint::ROLL_AFTER_NEW_SEGMENT);
         self.segments.push(seg);
         Ok(())
+    }
+
+    /// Base offset of the segment that holds (or, past the end, would hold) `offset`.
+    pub fn segment_base_for(&self, offset: i64) -> i64 {
+        let i = match self.segments.binary_search_by_key(&offset, |s| s.base_offset()) {
+            Ok(i) => i,
+            Err(0) => 0,
+            Err(i) => i - 1,
+        };
+        self.segments[i].base_offset()
+    }
+
+    /// The header of the batch whose last offset is `offset - 1`, the batch a state
+    /// "covering everything below `offset`" ends with. None when `offset` is at or
+    /// below the log start or past the log end, or when `offset - 1` lies inside a
+    /// batch (`offset` is not a batch boundary).
+    pub fn batch_ending_at(&self, offset: i64) -> Result<Option<BatchHeader>, LogError> {
+        if offset <= self.log_start_offset() || offset > self.log_end_offset() {
+            return Ok(None);
+        }
+        let last = offset - 1;
+        let i = match self.segments.binary_search_by_key(&last, |s| s.base_offset()) {
+            Ok(i) => i,
+            Err(i) => i - 1, // i > 0: last >= the log start
+        };
+        Ok(self.segments[i]
+            .batch_holding(last)?
+            .filter(|h| h.last_offset() == last))
     }
 
     /// The active segment's file and the log end offset it covers, for a flusher that

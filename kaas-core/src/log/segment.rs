@@ -341,6 +341,11 @@ impl Segment {
         Ok(None)
     }
 
+    /// The header of the batch that holds `offset`, or None if the segment ends first.
+    pub fn batch_holding(&self, offset: i64) -> Result<Option<BatchHeader>, SegmentError> {
+        Ok(self.locate(offset)?.map(|(_, h)| h))
+    }
+
     /// Whole batches from the one holding `offset`, up to `max_bytes` (but at least one
     /// batch when `min_one`), stopping before any batch that starts at or after `max_offset`.
     pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, SegmentError> {
