@@ -86,6 +86,9 @@ pub struct ActionPlan {
     pub producer_id: i64,
     pub state_before: TxnState,
     pub epoch_before: i16,
+    /// The transaction the plan was made for (the entry's `txn_seq`).
+    #[serde(default)]
+    pub txn_seq: u64,
     /// Epoch of the markers (and of the fence).
     pub marker_epoch: i16,
     pub commit: bool,
@@ -152,6 +155,7 @@ fn plan_for(volume: &Volume, entry: &TxnEntry, marker_epoch: i16, commit: bool, 
         producer_id: entry.producer_id,
         state_before: entry.state,
         epoch_before: entry.producer_epoch,
+        txn_seq: entry.txn_seq,
         marker_epoch,
         commit,
         partitions: entry
@@ -180,9 +184,17 @@ pub fn execute(
         let Some(current) = entries.get(&tid).cloned() else {
             return (Err(AdminError::NotFound(tid.clone())), false);
         };
+        // A compare-and-set on the transaction the operator saw: same identity, same
+        // transaction, same partitions and groups — the effects below are driven by
+        // the plan, so they must be exactly the entry's.
+        let planned: std::collections::BTreeSet<&TopicPartition> = plan.partitions.iter().map(|(tp, _)| tp).collect();
+        let groups: std::collections::BTreeSet<&String> = plan.groups.iter().collect();
         if current.producer_id != plan.producer_id
             || current.producer_epoch != plan.epoch_before
             || current.state != plan.state_before
+            || current.txn_seq != plan.txn_seq
+            || current.partitions.iter().collect::<std::collections::BTreeSet<_>>() != planned
+            || current.groups.iter().collect::<std::collections::BTreeSet<_>>() != groups
         {
             return (Err(AdminError::Changed(tid.clone())), false);
         }
@@ -271,10 +283,12 @@ pub fn execute(
     }
     // 5. Wait for the queued markers, then complete.
     let deadline = Instant::now() + wait;
-    while queued.iter().any(|(_, p)| p.exists()) && Instant::now() < deadline {
+    // A file that cannot be checked counts as still waiting.
+    let waiting = |p: &PathBuf| p.try_exists().unwrap_or(true);
+    while queued.iter().any(|(_, p)| waiting(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let drained = queued.iter().all(|(_, p)| !p.exists());
+    let drained = queued.iter().all(|(_, p)| !waiting(p));
     let mut after = prepared.clone();
     if drained {
         let done_at = now_ms;
@@ -409,17 +423,33 @@ pub fn redeliver(
     now_ms: i64,
 ) -> Result<(), AdminError> {
     let commit = entry.result == MarkerResult::Commit;
+    let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
     for tp in &entry.partitions {
         match marker_route(volume, tp, live) {
             MarkerRoute::Direct => {
                 write_marker_direct(volume, tp, entry.producer_id, entry.producer_epoch, commit, now_ms)?;
             }
-            MarkerRoute::Queue { broker } => {
-                let mut moved = entry.clone();
-                moved.partitions = vec![tp.clone()];
-                marker_queue::enqueue(volume, broker, &moved)?;
-            }
+            MarkerRoute::Queue { broker } => by_broker.entry(broker).or_default().push(tp.clone()),
         }
+    }
+    // One entry per target, merged with any entry of the same name already waiting
+    // there (the same transaction), so no partition's marker is overwritten away.
+    for (broker, partitions) in by_broker {
+        let mut moved = entry.clone();
+        moved.partitions = partitions;
+        let target = marker_queue::entry_path(volume, broker, &moved);
+        match crate::error::read_versioned_json::<MarkerEntry>(&target, "marker queue entry", MARKER_FORMAT_VERSION) {
+            Ok(waiting) => {
+                for tp in waiting.partitions {
+                    if !moved.partitions.contains(&tp) {
+                        moved.partitions.push(tp);
+                    }
+                }
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        marker_queue::enqueue(volume, broker, &moved)?;
     }
     marker_queue::remove(path)?;
     record_audit(volume, actor, command, &path.display().to_string(), None, None, now_ms)?;
@@ -645,5 +675,32 @@ mod tests {
             execute(&volume, &plan, &admin, &[], 10, Duration::ZERO),
             Err(AdminError::Changed(_))
         ));
+    }
+
+    #[test]
+    fn a_plan_for_transaction_n_is_refused_once_n_plus_1_runs_at_the_same_epoch() {
+        let (_d, volume, _) = setup();
+        let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+        let admin = Actor::Admin {
+            tool: "kaasctl".into(),
+            user: "ops".into(),
+        };
+        // While the operator reads the plan, N ends and N+1 begins with other groups.
+        TxnStateStore::new(volume.clone())
+            .update(plan.slot, 3, |e| {
+                let entry = e.get_mut("stuck").unwrap();
+                entry.txn_seq += 1;
+                entry.groups.insert("other".into());
+                ((), true)
+            })
+            .unwrap();
+        assert!(matches!(
+            execute(&volume, &plan, &admin, &[], 10, Duration::ZERO),
+            Err(AdminError::Changed(_))
+        ));
+        // A fresh plan sees the new groups and may proceed.
+        let (fresh, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+        assert!(fresh.groups.contains(&"other".to_string()));
+        assert!(execute(&volume, &fresh, &admin, &[], 10, Duration::ZERO).is_ok());
     }
 }

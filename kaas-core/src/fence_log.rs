@@ -93,6 +93,15 @@ impl FenceLog {
         true
     }
 
+    /// Drops records older than `max_age_ms` (the broker passes
+    /// `transactional.id.expiration.ms`: by then the coordinator entry itself may be
+    /// gone), so a fence log stays bounded. Returns whether anything was dropped.
+    pub fn prune(&mut self, now_ms: i64, max_age_ms: i64) -> bool {
+        let before = self.fences.len();
+        self.fences.retain(|_, r| now_ms - r.recorded_ms <= max_age_ms);
+        before != self.fences.len()
+    }
+
     pub fn save(&self, volume: &Volume) -> Result<(), VolumeError> {
         let path = fence_log_path(volume, self.broker);
         write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
@@ -161,6 +170,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let v = Volume::new(dir.path());
         (dir, v)
+    }
+
+    #[test]
+    fn old_records_are_pruned() {
+        let mut log = FenceLog::empty(0);
+        log.append(7, 3, None, 100);
+        log.append(8, 1, None, 1_000);
+        assert!(log.prune(1_050, 500));
+        assert_eq!(log.fences.keys().copied().collect::<Vec<_>>(), vec![8]);
+        assert!(!log.prune(1_050, 500));
     }
 
     #[test]

@@ -19,11 +19,7 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
     fs::create_dir_all(dir)?;
     let tmp = temp_path(path);
     let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
+        let mut f = create_temp(&tmp)?;
         f.write_all(contents)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
@@ -36,6 +32,15 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
         return Err(e);
     }
     sync_dir(dir)
+}
+
+/// Creates a new temporary file: never an existing file, never through a symlink.
+fn create_temp(tmp: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(tmp)
 }
 
 /// A temporary name beside `path` that no other writer (thread, process or broker on
@@ -85,16 +90,23 @@ pub struct FileStamp {
     pub len: u64,
     pub modified: Option<std::time::SystemTime>,
     pub inode: u64,
+    /// Inode change time (seconds, nanoseconds): also set by the rename that
+    /// installs a new version.
+    pub changed: (i64, i64),
 }
 
-/// The stamp of `path`, or None if it does not exist (or cannot be stat'ed).
+/// The stamp of `path`, or None if it does not exist (or cannot be read). The file is
+/// opened and its descriptor stat'ed rather than the path: on NFS an open revalidates
+/// the file with the server (close-to-open consistency), where a path `stat` may be
+/// answered from the client's attribute cache for seconds.
 pub fn file_stamp(path: &Path) -> Option<FileStamp> {
     use std::os::unix::fs::MetadataExt;
-    let m = fs::metadata(path).ok()?;
+    let m = File::open(path).ok()?.metadata().ok()?;
     Some(FileStamp {
         len: m.len(),
         modified: m.modified().ok(),
         inode: m.ino(),
+        changed: (m.ctime(), m.ctime_nsec()),
     })
 }
 
@@ -144,6 +156,24 @@ mod tests {
             .filter(|n| n != "state.json")
             .collect();
         assert!(leftovers.is_empty(), "temporary files left behind: {leftovers:?}");
+    }
+
+    #[test]
+    fn a_file_or_symlink_already_at_a_temporary_name_is_refused_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        let tmp = dir.path().join(".state.json.tmp-1-2-3");
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        assert!(create_temp(&tmp).is_err());
+        let dangling = dir.path().join(".state.json.tmp-4-5-6");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+        assert!(create_temp(&dangling).is_err());
+        assert!(
+            !dir.path().join("nowhere").exists(),
+            "a dangling symlink was not followed"
+        );
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //! gone.
 //!
 //! Entries without a transaction number — written by older versions as
-//! `<pid>-<epoch>.json`, or by `kaasctl txn repair` for a hanging transaction the
-//! coordinator does not know (`<pid>-<epoch>-h<ms>.json`) — are read and applied too.
+//! `<pid>-<epoch>.json`, or by `kaasctl txn repair` for a hanging transaction
+//! (`<pid>-<epoch>-h<ms>-<hash of its partitions>.json`) — are read and applied too.
 
 use crate::error::{read_versioned_json, Loaded, VolumeError};
 use crate::fsutil::write_json;
@@ -55,13 +55,24 @@ pub fn queue_dir(volume: &Volume, target_broker: i32) -> PathBuf {
         .join(format!("to-{target_broker}"))
 }
 
-/// The file of one entry: `<pid>-<epoch>-<txn>.json`, or `<pid>-<epoch>-h<ms>.json`
-/// for an entry that names no transaction.
+/// The file of one entry: `<pid>-<epoch>-<txn>.json`, or
+/// `<pid>-<epoch>-h<ms>-<partitions hash>.json` for an entry that names no transaction.
 pub fn entry_path(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> PathBuf {
     let (pid, epoch) = (entry.producer_id, entry.producer_epoch);
     let name = match entry.txn_seq {
         Some(txn) => format!("{pid}-{epoch}-{txn}.json"),
-        None => format!("{pid}-{epoch}-h{}.json", entry.enqueued_ms),
+        // Several repairs of one producer may be queued in the same millisecond: the
+        // partitions they end tell them apart.
+        None => {
+            let mut hash: u32 = 0x811c_9dc5;
+            for tp in &entry.partitions {
+                for b in tp.topic.bytes().chain(tp.partition.to_be_bytes()) {
+                    hash ^= b as u32;
+                    hash = hash.wrapping_mul(0x0100_0193);
+                }
+            }
+            format!("{pid}-{epoch}-h{}-{hash:08x}.json", entry.enqueued_ms)
+        }
     };
     queue_dir(volume, target_broker).join(name)
 }
@@ -69,11 +80,16 @@ pub fn entry_path(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> P
 /// Queue files of one transaction still waiting in any broker's queue.
 pub fn pending_files(volume: &Volume, producer_id: i64, epoch: i16, txn_seq: u64) -> Result<Vec<PathBuf>, VolumeError> {
     let name = format!("{producer_id}-{epoch}-{txn_seq}.json");
-    Ok(targets(volume)?
-        .into_iter()
-        .map(|t| queue_dir(volume, t).join(&name))
-        .filter(|p| p.exists())
-        .collect())
+    let mut out = Vec::new();
+    for t in targets(volume)? {
+        let path = queue_dir(volume, t).join(&name);
+        // An error is not "gone": completing over a marker that may still be
+        // waiting would lose it.
+        if path.try_exists().map_err(|e| VolumeError::io(&path, e))? {
+            out.push(path);
+        }
+    }
+    Ok(out)
 }
 
 /// Writes (or rewrites) the queue entry for `target_broker`.

@@ -296,9 +296,20 @@ impl PartitionState {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<Option<AppendInfo>, PartitionError> {
-        let first = self.producers.get(producer_id).and_then(|e| e.txn_first_offset);
+        let (first, known_epoch) = match self.producers.get(producer_id) {
+            Some(e) => (e.txn_first_offset, Some(e.epoch)),
+            None => (None, None),
+        };
+        // A marker from an older epoch than this partition knows the producer at is
+        // stale (a repair or queue entry that lost a race with a newer session): it
+        // must not close whatever that session has open here. Apache refuses it too.
+        if known_epoch.is_some_and(|k| producer_epoch < k) {
+            tracing::warn!(dir = %self.log.dir().display(), producer_id, producer_epoch, known_epoch,
+                "ignoring a transaction marker older than the producer's epoch on this partition");
+            return Ok(None);
+        }
         let Some(first_offset) = first else {
-            self.producers.fence(producer_id, producer_epoch);
+            self.producers.fence_at(producer_id, producer_epoch, now_ms);
             return Ok(None);
         };
         crate::failpoint::check(crate::failpoint::MARKER_APPEND).map_err(|e| VolumeError::io(self.log.dir(), e))?;
@@ -662,6 +673,20 @@ mod tests {
             p.append(&mut b, &h, 0, 1),
             Err(AppendError::Sequence(SequenceError::StaleEpoch { .. }))
         ));
+    }
+
+    #[test]
+    fn a_marker_older_than_the_producers_epoch_never_closes_its_newer_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        // A hanging transaction at epoch 3, a repair queued for it, then the producer's
+        // new session at epoch 5 opens a transaction here before the repair lands.
+        produce_txn(&mut p, 7, 5, 0);
+        assert_eq!(p.write_marker(7, 3, false, 0, 0, 1).unwrap(), None);
+        assert_eq!(p.last_stable_offset(), 0, "epoch 5's transaction is still open");
+        assert!(p.aborted.is_empty());
+        assert!(p.write_marker(7, 5, true, 0, 0, 1).unwrap().is_some());
+        assert_eq!(p.last_stable_offset(), 2);
     }
 
     #[test]

@@ -144,15 +144,13 @@ impl SlotGuard {
         &mut self.file.entries
     }
     /// Writes the slot (generation + 1), atomically replacing the file, still under
-    /// the lock. Returns the new generation.
+    /// the lock. Returns the new generation. After an error the file may hold the old
+    /// or (if only the directory fsync failed) the new version, and this copy matches
+    /// neither for sure: drop the guard and read again.
     pub fn write(&mut self, now_ms: i64) -> Result<u64, VolumeError> {
         self.file.generation += 1;
         self.file.updated_ms = now_ms;
-        if let Err(e) = write_json(&self.path, &self.file) {
-            // The file on disk is still the old one: so must our copy be.
-            self.file.generation -= 1;
-            return Err(VolumeError::io(&self.path, e));
-        }
+        write_json(&self.path, &self.file).map_err(|e| VolumeError::io(&self.path, e))?;
         Ok(self.file.generation)
     }
 }

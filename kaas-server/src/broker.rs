@@ -212,7 +212,7 @@ impl Broker {
             live_brokers: RwLock::new(vec![config_broker_id]),
         });
         let fences = broker.apply_fence_logs()?;
-        info!(producers = fences, "fence logs applied");
+        info!(raised = fences, "fence logs applied to the partitions' producers");
         Ok(broker)
     }
 
@@ -394,7 +394,13 @@ impl Broker {
     ) -> Result<(AppendOutcome, i64), AppendRejected> {
         let (outcome, log_start) = {
             let mut state = partition.state();
-            if let Some(h) = headers.iter().find(|h| h.is_transactional()) {
+            // Every transactional batch, not just the first: a records set may carry
+            // batches of several producers.
+            let mut verified: Option<(i64, i16)> = None;
+            for h in headers.iter().filter(|h| h.is_transactional()) {
+                if verified == Some((h.producer_id, h.producer_epoch)) {
+                    continue;
+                }
                 let tp = kaas_core::txn::TopicPartition {
                     topic: partition.topic.clone(),
                     partition: partition.index,
@@ -406,6 +412,7 @@ impl Broker {
                         .map_err(AppendRejected::Txn)?,
                     None => return Err(AppendRejected::Txn(TxnError::InvalidTxnState.into())),
                 }
+                verified = Some((h.producer_id, h.producer_epoch));
             }
             let outcome = state
                 .append(records, headers, partition.leader_epoch, now_ms())
@@ -473,14 +480,21 @@ impl Broker {
                 }
             }
         }
+        // Only producers a partition knows: a partition that never saw a producer
+        // takes no state for it (its transactional batches are refused by produce-time
+        // verification anyway), so fences recorded long ago do not pile up in every
+        // partition at every start.
         let now = now_ms();
+        let mut applied = 0;
         for p in self.partitions() {
             let mut state = p.state();
             for (pid, epoch) in &latest {
-                state.producers.fence_at(*pid, *epoch, now);
+                if state.producers.get(*pid).is_some() && state.producers.fence_at(*pid, *epoch, now) {
+                    applied += 1;
+                }
             }
         }
-        Ok(latest.len())
+        Ok(applied)
     }
 
     /// Writes a transaction marker to a partition this broker leads and waits until

@@ -279,8 +279,16 @@ impl TransactionCoordinator {
             path: kaas_core::fence_log::fence_log_path(&broker.volume, self.broker_id),
             detail: e.clone(),
         })?;
-        if log.append(producer_id, epoch, Some(tid), now_ms()) {
-            log.save(&broker.volume)?;
+        let now = now_ms();
+        let appended = log.append(producer_id, epoch, Some(tid), now);
+        let pruned = log.prune(now, broker.config.transactional_id_expiration_ms);
+        if appended || pruned {
+            if let Err(e) = log.save(&broker.volume) {
+                // Memory must not run ahead of the file: a retry of this fence would
+                // otherwise find it recorded and never write it.
+                *guard = FenceLog::load(&broker.volume, self.broker_id).map_err(|e| e.to_string());
+                return Err(e.into());
+            }
         }
         Ok(())
     }
@@ -568,7 +576,10 @@ impl TransactionCoordinator {
                 let ambiguous = current.as_ref().is_some_and(|c| {
                     c.producer_id == entry.producer_id
                         && c.producer_epoch == entry.producer_epoch
-                        && c.state == TxnState::Ongoing
+                        && matches!(
+                            c.state,
+                            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+                        )
                         && entry.partitions.iter().any(|tp| c.partitions.contains(tp))
                 });
                 if ambiguous {
@@ -658,14 +669,36 @@ impl TransactionCoordinator {
         seen: Option<&TxnEntry>,
         (pid, epoch, first): (i64, i16, i64),
     ) -> Result<bool, CoordError> {
-        let held = match seen {
-            Some(e) => Some(self.lock_slot(slot_for(&e.transactional_id)).await?),
+        let tid = match seen {
+            Some(e) => Some(e.transactional_id.clone()),
+            // The index was read before the partition was looked at: an id created
+            // since (whose first transaction just opened here) is not in it. Its entry
+            // was written before its first batch could be verified, so a read now,
+            // after the open transaction was seen, finds it if it exists.
+            None => {
+                let mut found = None;
+                for (_, file) in self.store.read_all() {
+                    let file = file?;
+                    if let Some(e) = file
+                        .entries
+                        .values()
+                        .find(|e| e.producer_id == pid || e.last_producer_id == pid)
+                    {
+                        found = Some(e.transactional_id.clone());
+                        break;
+                    }
+                }
+                found
+            }
+        };
+        let held = match &tid {
+            Some(t) => Some(self.lock_slot(slot_for(t)).await?),
             None => None,
         };
-        let entry = match (&held, seen) {
-            (Some(h), Some(e)) => h
+        let entry = match (&held, &tid) {
+            (Some(h), Some(t)) => h
                 .guard
-                .entry(&e.transactional_id)
+                .entry(t)
                 .filter(|c| c.producer_id == pid || c.last_producer_id == pid)
                 .cloned(),
             _ => None,
@@ -698,8 +731,9 @@ impl TransactionCoordinator {
         Ok(true)
     }
 
-    /// At start (and on taking a slot over): finishes every Prepare* entry left by a
-    /// coordinator that died between PrepareCommit/PrepareAbort and Complete*.
+    /// At start: finishes every Prepare* entry left by a coordinator that died between
+    /// PrepareCommit/PrepareAbort and Complete*. (Slots taken over from another broker
+    /// are finished by the reaper's sweep once their entries have sat still.)
     pub async fn recover(&self, broker: &Broker) {
         self.sweep(broker, 0, false).await;
     }

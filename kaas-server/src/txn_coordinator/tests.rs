@@ -263,22 +263,34 @@ async fn an_idle_transactional_id_expires_but_one_in_flight_does_not() {
 async fn fences_in_the_fence_logs_survive_a_restart_without_snapshots() {
     use kaas_core::fence_log::{FenceLog, ADMIN_WRITER};
     let dir = tempfile::tempdir().unwrap();
+    let fenced = [(1, 7i64, 3i16), (0, 8, 2), (ADMIN_WRITER, 9, 5)];
     {
         let b = broker(dir.path());
         b.create_topic("t", 1, Default::default()).await.unwrap();
+        let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+        for (_, pid, epoch) in fenced {
+            let mut batch = build_batch(0, 1, Some((pid, epoch - 1, 0)), 0, &[(None, Some(b"before"))]);
+            let headers = validate_all(&batch).unwrap();
+            b.append(&partition, &mut batch, &headers, None).unwrap();
+        }
     }
     // A peer's bump, this broker's own bump, and a kaasctl force-abort's fence, none
-    // of which any log or snapshot of the partition remembers (as after a kill -9).
+    // of which any log or snapshot of the partition remembers (as after a kill -9);
+    // and a fence of a producer this partition never saw.
     let volume = kaas_core::Volume::new(dir.path());
-    for (writer, pid, epoch) in [(1, 7, 3), (0, 8, 2), (ADMIN_WRITER, 9, 5)] {
+    for (writer, pid, epoch) in fenced.into_iter().chain([(1, 10, 4)]) {
         let mut log = FenceLog::load(&volume, writer).unwrap();
         log.append(pid, epoch, None, now_ms());
         log.save(&volume).unwrap();
     }
     let b = broker(dir.path());
     let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
-    for (pid, epoch) in [(7i64, 3i16), (8, 2), (9, 5)] {
-        let mut batch = build_batch(0, 1, Some((pid, epoch - 1, 0)), 0, &[(None, Some(b"zombie"))]);
+    assert!(
+        partition.state().producers.get(10).is_none(),
+        "no state is made up for producers a partition never saw"
+    );
+    for (_, pid, epoch) in fenced {
+        let mut batch = build_batch(0, 1, Some((pid, epoch - 1, 1)), 0, &[(None, Some(b"zombie"))]);
         let headers = validate_all(&batch).unwrap();
         let refused = b.append(&partition, &mut batch, &headers, None);
         assert!(
@@ -352,4 +364,66 @@ async fn reconcile_aborts_an_open_transaction_no_coordinator_entry_knows() {
     assert_eq!(lso_and_end(&b), (first + 2, first + 2));
     let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
     assert_eq!(partition.state().aborted.len(), 1, "no entry: ABORT");
+}
+
+#[tokio::test]
+async fn reconcile_never_closes_a_transaction_of_an_id_created_after_it_read_the_slots() {
+    let (_d, b, _) = setup().await;
+    // What reconcile's first, lock-free read of the slots saw: no such producer.
+    let index_before: Vec<TxnEntry> = Vec::new();
+    let (pid, epoch) = b.txn.init_producer_id(&b, "fresh", 60_000, (-1, -1)).await.unwrap();
+    b.txn.add(&b, "fresh", pid, epoch, &[tp("t", 0)], &[]).await.unwrap();
+    let first = produce_txn(&b, "fresh", pid, epoch, 0).unwrap();
+    let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    let seen = index_before.iter().find(|e| e.producer_id == pid);
+    let repaired = b
+        .txn
+        .reconcile_one(&b, &partition, &tp("t", 0), seen, (pid, epoch, first))
+        .await
+        .unwrap();
+    assert!(!repaired, "the live transaction was left alone");
+    assert_eq!(lso_and_end(&b), (first, first + 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_broker_and_kaasctl_writing_one_group_file_lose_no_update() {
+    let (_d, b, _) = setup().await;
+    let volume = b.volume.clone();
+    let tool = std::thread::spawn(move || {
+        for i in 0..40 {
+            GroupOffsets::update(&volume, "g", |o| {
+                let offset = kaas_core::offsets::CommittedOffset {
+                    offset: i,
+                    leader_epoch: -1,
+                    metadata: None,
+                    commit_ms: 1,
+                };
+                o.set("by-kaasctl", i as i32, offset);
+                ((), true)
+            })
+            .unwrap();
+        }
+    });
+    for i in 0..40 {
+        b.groups
+            .commit_offsets("g", &[("by-broker".into(), i, i as i64, -1, None)])
+            .unwrap();
+    }
+    tool.join().unwrap();
+    let g = GroupOffsets::load(&b.volume, "g").unwrap();
+    assert_eq!(
+        g.offsets["by-kaasctl"].len(),
+        40,
+        "kaasctl's updates survived the broker's"
+    );
+    assert_eq!(
+        g.offsets["by-broker"].len(),
+        40,
+        "the broker's updates survived kaasctl's"
+    );
+    assert_eq!(
+        b.groups.fetch_offsets("g").unwrap(),
+        g,
+        "the broker's cache sees the file"
+    );
 }

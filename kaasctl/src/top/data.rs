@@ -456,5 +456,6 @@ fn dir_stamp(dir: &Path) -> Option<FileStamp> {
         len,
         modified: Some(newest),
         inode: count,
+        changed: (0, 0),
     })
 }
