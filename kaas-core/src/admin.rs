@@ -248,22 +248,16 @@ pub fn execute(
         }
     }
     for (broker, partitions) in by_broker {
-        let entry = MarkerEntry {
-            version: MARKER_FORMAT_VERSION,
-            transactional_id: tid.clone(),
-            producer_id: plan.producer_id,
-            producer_epoch: plan.marker_epoch,
-            result: if plan.commit {
-                MarkerResult::Commit
-            } else {
-                MarkerResult::Abort
-            },
-            coordinator_epoch: 0,
+        let entry = MarkerEntry::new(
+            &tid,
+            plan.producer_id,
+            plan.marker_epoch,
+            plan.commit,
             partitions,
-            txn_seq: Some(prepared.txn_seq),
-            enqueued_by: ADMIN_WRITER,
-            enqueued_ms: now_ms,
-        };
+            Some(prepared.txn_seq),
+            ADMIN_WRITER,
+            now_ms,
+        );
         queued.push((broker, marker_queue::enqueue(volume, broker, &entry)?));
     }
     // Record that the queue entries exist, so a broker finishing the entry waits for
@@ -380,22 +374,16 @@ pub fn end_hanging(
             write_marker_direct(volume, tp, producer_id, epoch, commit, now_ms)?;
         }
         MarkerRoute::Queue { broker } => {
-            let entry = MarkerEntry {
-                version: MARKER_FORMAT_VERSION,
-                transactional_id: String::new(),
+            let entry = MarkerEntry::new(
+                "",
                 producer_id,
-                producer_epoch: epoch,
-                result: if commit {
-                    MarkerResult::Commit
-                } else {
-                    MarkerResult::Abort
-                },
-                coordinator_epoch: 0,
-                partitions: vec![tp.clone()],
-                txn_seq: None,
-                enqueued_by: ADMIN_WRITER,
-                enqueued_ms: now_ms,
-            };
+                epoch,
+                commit,
+                vec![tp.clone()],
+                None,
+                ADMIN_WRITER,
+                now_ms,
+            );
             marker_queue::enqueue(volume, broker, &entry)?;
         }
     }

@@ -48,6 +48,40 @@ pub struct MarkerEntry {
     pub enqueued_ms: i64,
 }
 
+impl MarkerEntry {
+    /// An entry asking `partitions`' leader to write `commit`'s marker for
+    /// (`producer_id`, `producer_epoch`), closing transaction `txn_seq` (None: an entry
+    /// that names no transaction, such as a hanging-transaction repair).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        partitions: Vec<TopicPartition>,
+        txn_seq: Option<u64>,
+        enqueued_by: i32,
+        enqueued_ms: i64,
+    ) -> MarkerEntry {
+        MarkerEntry {
+            version: MARKER_FORMAT_VERSION,
+            transactional_id: transactional_id.to_string(),
+            producer_id,
+            producer_epoch,
+            result: if commit {
+                MarkerResult::Commit
+            } else {
+                MarkerResult::Abort
+            },
+            coordinator_epoch: 0,
+            partitions,
+            txn_seq,
+            enqueued_by,
+            enqueued_ms,
+        }
+    }
+}
+
 pub fn queue_dir(volume: &Volume, target_broker: i32) -> PathBuf {
     volume
         .cluster_dir()

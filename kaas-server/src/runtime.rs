@@ -62,42 +62,36 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         )),
         tokio::spawn({
             let broker = broker.clone();
-            let mut shutdown = shutdown.clone();
-            async move {
-                let period = Duration::from_millis(broker.config.volume_poll_interval_ms.max(10));
-                loop {
-                    tokio::select! {
-                        _ = tokio::time::sleep(period) => crate::watchers::process_marker_queue(&broker).await,
-                        _ = shutdown.changed() => break,
-                    }
+            let period = Duration::from_millis(broker.config.volume_poll_interval_ms.max(10));
+            every_async(period, shutdown.clone(), move || {
+                let broker = broker.clone();
+                async move {
+                    crate::watchers::process_marker_queue(&broker).await;
                 }
-            }
+            })
         }),
         tokio::spawn({
             let broker = broker.clone();
-            let mut shutdown = shutdown.clone();
-            async move {
-                let period = Duration::from_millis(broker.config.txn_reaper_interval_ms.max(10));
-                loop {
-                    tokio::select! {
-                        _ = tokio::time::sleep(period) => broker.txn.reap(&broker, 2 * broker.config.volume_poll_interval_ms as i64 + 1000).await,
-                        _ = shutdown.changed() => break,
-                    }
+            let period = Duration::from_millis(broker.config.txn_reaper_interval_ms.max(10));
+            every_async(period, shutdown.clone(), move || {
+                let broker = broker.clone();
+                async move {
+                    broker
+                        .txn
+                        .reap(&broker, 2 * broker.config.volume_poll_interval_ms as i64 + 1000)
+                        .await;
                 }
-            }
+            })
         }),
         tokio::spawn({
             let broker = broker.clone();
-            let mut shutdown = shutdown.clone();
-            async move {
-                let period = Duration::from_millis(broker.config.txn_reconcile_interval_ms.max(100));
-                loop {
-                    tokio::select! {
-                        _ = tokio::time::sleep(period) => { broker.txn.reconcile(&broker).await; }
-                        _ = shutdown.changed() => break,
-                    }
+            let period = Duration::from_millis(broker.config.txn_reconcile_interval_ms.max(100));
+            every_async(period, shutdown.clone(), move || {
+                let broker = broker.clone();
+                async move {
+                    broker.txn.reconcile(&broker).await;
                 }
-            }
+            })
         }),
         tokio::spawn(every(Duration::from_millis(100), shutdown.clone(), {
             let broker = broker.clone();
@@ -113,16 +107,13 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         )),
         tokio::spawn({
             let broker = broker.clone();
-            let mut shutdown = shutdown.clone();
-            async move {
-                let period = Duration::from_millis(broker.config.flush_interval_ms.max(10));
-                loop {
-                    tokio::select! {
-                        _ = tokio::time::sleep(period) => broker.flush_all().await,
-                        _ = shutdown.changed() => break,
-                    }
+            let period = Duration::from_millis(broker.config.flush_interval_ms.max(10));
+            every_async(period, shutdown.clone(), move || {
+                let broker = broker.clone();
+                async move {
+                    broker.flush_all().await;
                 }
-            }
+            })
         }),
     ];
     crate::server::serve(broker.clone(), listener, shutdown).await;
@@ -149,6 +140,21 @@ fn refresh_live_brokers(broker: &Broker) {
             broker.set_live_brokers(live);
         }
         Err(e) => error!(error = %e, "cannot list broker leases"),
+    }
+}
+
+/// Runs the future `f` makes, then waits `period`, until shutdown (a slow round
+/// delays the next one rather than piling up).
+async fn every_async<F, Fut>(period: Duration, mut shutdown: watch::Receiver<bool>, mut f: F)
+where
+    F: FnMut() -> Fut + Send,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => f().await,
+            _ = shutdown.changed() => break,
+        }
     }
 }
 

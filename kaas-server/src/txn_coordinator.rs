@@ -29,7 +29,7 @@
 use crate::broker::{Broker, MarkerError};
 use kaas_core::fence_log::FenceLog;
 use kaas_core::fsutil::{file_stamp, FileStamp};
-use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult, MARKER_FORMAT_VERSION};
+use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult};
 use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
 use kaas_core::txn_store::{SlotFile, SlotGuard, TxnStateStore, SLOTS};
@@ -154,6 +154,17 @@ impl TransactionCoordinator {
             guard,
             slot,
         })
+    }
+
+    /// Takes the slot of `tid` and its entry; no entry is INVALID_PRODUCER_ID_MAPPING.
+    async fn lock_entry(&self, slot: u32, tid: &str) -> Result<(HeldSlot<'_>, TxnEntry), CoordError> {
+        let held = self.lock_slot(slot).await?;
+        let current = held
+            .guard
+            .entry(tid)
+            .cloned()
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        Ok((held, current))
     }
 
     /// Persists the held slot and refreshes the cache from what was written.
@@ -306,12 +317,7 @@ impl TransactionCoordinator {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
         let now = now_ms();
-        let mut held = self.lock_slot(slot).await?;
-        let current = held
-            .guard
-            .entry(tid)
-            .cloned()
-            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        let (mut held, current) = self.lock_entry(slot, tid).await?;
         if let Some(entry) = txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
             held.guard.set(entry);
             self.write(&mut held, now)?;
@@ -407,12 +413,7 @@ impl TransactionCoordinator {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
         let now = now_ms();
-        let mut held = self.lock_slot(slot).await?;
-        let current = held
-            .guard
-            .entry(tid)
-            .cloned()
-            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        let (mut held, current) = self.lock_entry(slot, tid).await?;
         let prepared = match txn::end_txn(&current, pid, epoch, commit, now, &self.actor())? {
             EndOutcome::Prepare(entry) => {
                 held.guard.set(entry.clone());
@@ -475,22 +476,16 @@ impl TransactionCoordinator {
         if !remote.is_empty() {
             if !current.markers_queued {
                 for (leader, partitions) in remote {
-                    let marker = MarkerEntry {
-                        version: MARKER_FORMAT_VERSION,
-                        transactional_id: current.transactional_id.clone(),
-                        producer_id: pid,
-                        producer_epoch: epoch,
-                        result: if commit {
-                            MarkerResult::Commit
-                        } else {
-                            MarkerResult::Abort
-                        },
-                        coordinator_epoch: 0,
+                    let marker = MarkerEntry::new(
+                        &current.transactional_id,
+                        pid,
+                        epoch,
+                        commit,
                         partitions,
-                        txn_seq: Some(current.txn_seq),
-                        enqueued_by: self.broker_id,
-                        enqueued_ms: now_ms(),
-                    };
+                        Some(current.txn_seq),
+                        self.broker_id,
+                        now_ms(),
+                    );
                     marker_queue::enqueue(&broker.volume, leader, &marker)?;
                 }
                 let mut next = current.clone();

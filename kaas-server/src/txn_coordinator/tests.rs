@@ -163,18 +163,7 @@ async fn a_queued_marker_applies_only_to_the_transaction_it_names() {
             (e, true)
         })
         .unwrap();
-    let marker = MarkerEntry {
-        version: MARKER_FORMAT_VERSION,
-        transactional_id: "tx".into(),
-        producer_id: pid,
-        producer_epoch: 0,
-        result: MarkerResult::Commit,
-        coordinator_epoch: 0,
-        partitions: vec![tp("t", 0)],
-        txn_seq: Some(prepared.txn_seq),
-        enqueued_by: 1,
-        enqueued_ms: 1,
-    };
+    let marker = MarkerEntry::new("tx", pid, 0, true, vec![tp("t", 0)], Some(prepared.txn_seq), 1, 1);
     let path = marker_queue::enqueue(&b.volume, 0, &marker).unwrap();
     crate::watchers::process_marker_queue(&b).await;
     assert!(!path.exists());
