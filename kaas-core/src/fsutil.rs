@@ -100,14 +100,18 @@ pub struct FileStamp {
 /// the file with the server (close-to-open consistency), where a path `stat` may be
 /// answered from the client's attribute cache for seconds.
 pub fn file_stamp(path: &Path) -> Option<FileStamp> {
+    Some(stamp_of(&File::open(path).ok()?.metadata().ok()?))
+}
+
+/// The stamp of an open file's metadata.
+pub fn stamp_of(m: &fs::Metadata) -> FileStamp {
     use std::os::unix::fs::MetadataExt;
-    let m = File::open(path).ok()?.metadata().ok()?;
-    Some(FileStamp {
+    FileStamp {
         len: m.len(),
         modified: m.modified().ok(),
         inode: m.ino(),
         changed: (m.ctime(), m.ctime_nsec()),
-    })
+    }
 }
 
 #[cfg(test)]

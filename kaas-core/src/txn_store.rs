@@ -74,6 +74,41 @@ impl TxnStateStore {
         }
     }
 
+    /// The identity of a slot file's current version, cheaply: its stamp and its
+    /// `generation`, both read through one open descriptor (the stamp by fstat, the
+    /// generation from the file's first bytes, where the writer puts it). None when
+    /// the file does not exist or its head does not show a generation. A cached copy
+    /// of the slot is current when both match: the generation rises at every write
+    /// under the lock, and the stamp changes with every replacement of the file.
+    pub fn peek(&self, slot: u32) -> Result<Option<(crate::fsutil::FileStamp, u64)>, VolumeError> {
+        use std::io::Read;
+        let path = self.slot_path(slot);
+        let mut f = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(VolumeError::io(&path, e)),
+        };
+        let stamp = crate::fsutil::stamp_of(&f.metadata().map_err(|e| VolumeError::io(&path, e))?);
+        let mut head = [0u8; 160];
+        let mut len = 0;
+        while len < head.len() {
+            match f.read(&mut head[len..]).map_err(|e| VolumeError::io(&path, e))? {
+                0 => break,
+                n => len += n,
+            }
+        }
+        let head = String::from_utf8_lossy(&head[..len]);
+        let generation = head.find("\"generation\":").and_then(|at| {
+            let digits: String = head[at + 13..]
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            digits.parse().ok()
+        });
+        Ok(generation.map(|g| (stamp, g)))
+    }
+
     /// The entry of one transactional id, read without the lock.
     pub fn get(&self, transactional_id: &str) -> Result<Option<TxnEntry>, VolumeError> {
         Ok(self
@@ -189,6 +224,13 @@ mod tests {
         store.update(slot, 6, |_| ((), false)).unwrap();
         let file = store.read_slot(slot).unwrap();
         assert_eq!(file.generation, 1, "an unchanged update does not write");
+        let (stamp, generation) = store.peek(slot).unwrap().unwrap();
+        assert_eq!(generation, 1);
+        store.update(slot, 7, |_| ((), true)).unwrap();
+        let (stamp2, generation2) = store.peek(slot).unwrap().unwrap();
+        assert_eq!(generation2, 2);
+        assert_ne!(stamp, stamp2);
+        assert!(store.peek(slot + 1).unwrap().is_none());
         assert_eq!(store.get("t1").unwrap().unwrap().producer_id, 7);
         assert!(store.lock_path(slot).exists());
     }

@@ -80,7 +80,8 @@ pub enum Finished {
     Stale,
 }
 
-/// A slot's contents as last read or written, valid while its file stamp matches.
+/// A slot's contents as last read or written, valid while the file's stamp and
+/// generation both match.
 struct CachedSlot {
     stamp: Option<FileStamp>,
     file: Arc<SlotFile>,
@@ -92,8 +93,9 @@ pub struct TransactionCoordinator {
     /// In-process queue in front of each slot's file lock.
     slot_locks: Vec<tokio::sync::Mutex<()>>,
     /// Slot files as last read or written, so verifying a transactional produce costs
-    /// a stat and a map lookup. An entry is used only while the file's stamp (inode,
-    /// size, mtime) is unchanged: every write replaces the file, so a write by anyone
+    /// an open, an fstat and a small read. An entry is used only while the file's
+    /// stamp (inode, size, mtime, ctime) and its `generation` are both unchanged:
+    /// every write replaces the file and raises the generation, so a write by anyone
     /// — this broker, another broker, kaasctl — invalidates it.
     cache: Mutex<HashMap<u32, CachedSlot>>,
     /// This broker's outbound fence log; Err when the file on the volume is unreadable
@@ -193,18 +195,18 @@ impl TransactionCoordinator {
     /// The current entry of `tid`, from the cache while the slot file is unchanged.
     fn current_entry(&self, tid: &str) -> Result<Option<TxnEntry>, CoordError> {
         let slot = slot_for(tid);
-        let path = self.store.slot_path(slot);
-        // The stamp is taken before the read: if the file changes in between, the
-        // cached stamp is already stale and the next call reads again.
-        let stamp = file_stamp(&path);
+        // Peeked before the read: if the file changes in between, the cached identity
+        // is already stale and the next call reads again.
+        let peeked = self.store.peek(slot)?;
         {
             let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(c) = cache.get(&slot) {
-                if c.stamp.is_some() && c.stamp == stamp {
+            if let (Some(c), Some((stamp, generation))) = (cache.get(&slot), peeked) {
+                if c.stamp == Some(stamp) && c.file.generation == generation {
                     return Ok(c.file.entries.get(tid).cloned());
                 }
             }
         }
+        let stamp = peeked.map(|(s, _)| s);
         let file = Arc::new(self.store.read_slot(slot)?);
         let entry = file.entries.get(tid).cloned();
         self.cache
