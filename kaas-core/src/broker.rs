@@ -35,12 +35,103 @@ impl BrokerLease {
     }
 }
 
+/// A running process's claim on its broker id: an exclusive advisory lock on
+/// `__cluster/brokers/<id>.lock`, held for the life of the process and released by the
+/// kernel when it dies (on NFS, when its client's lock lease lapses). Two processes
+/// can never run as one broker id, whatever the lease file says; and a process that
+/// gets the lock knows the previous incarnation is gone, even if it died so recently
+/// that its lease still looks fresh.
+#[derive(Debug)]
+pub struct BrokerIdClaim {
+    _lock: std::fs::File,
+    /// The lease the previous incarnation left, if any.
+    pub previous: Option<BrokerLease>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("broker id {id} is in use by another running process ({holder}); refusing to start as it")]
+    InUse { id: i32, holder: String },
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
+}
+
+/// Claims broker id `id` for this process (see [`BrokerIdClaim`]); never blocks.
+pub fn claim_broker_id(volume: &Volume, id: i32, now_ms: i64) -> Result<BrokerIdClaim, ClaimError> {
+    let dir = volume.brokers_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+    let path = dir.join(format!("{id}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| VolumeError::io(&path, e))?;
+    let previous = match BrokerLease::read(volume, id) {
+        Ok(l) => Some(l),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e.into()),
+    };
+    match file.try_lock() {
+        Ok(()) => Ok(BrokerIdClaim { _lock: file, previous }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ClaimError::InUse {
+            id,
+            holder: match &previous {
+                Some(l) => format!(
+                    "incarnation {} at {}:{}, last heartbeat {} ms ago",
+                    l.incarnation,
+                    l.host,
+                    l.port,
+                    now_ms - l.heartbeat_ms
+                ),
+                None => format!("it holds {}", path.display()),
+            },
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(VolumeError::io(&path, e).into()),
+    }
+}
+
 /// Every lease file on the volume, unreadable ones as errors.
 pub fn list_brokers(volume: &Volume) -> Result<Vec<Result<BrokerLease, VolumeError>>, VolumeError> {
     Ok(crate::error::json_files(&volume.brokers_dir())?
         .iter()
         .map(|p| read_versioned_json(p, "broker lease", LEASE_FORMAT_VERSION))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broker_id_is_claimed_by_one_process_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let lease = BrokerLease {
+            version: LEASE_FORMAT_VERSION,
+            broker_id: 3,
+            host: "10.0.0.1".into(),
+            port: 9092,
+            incarnation: "first".into(),
+            started_ms: 0,
+            heartbeat_ms: 1_000,
+        };
+        lease.write(&v).unwrap();
+        let claim = claim_broker_id(&v, 3, 1_500).unwrap();
+        assert_eq!(claim.previous.as_ref().unwrap().incarnation, "first");
+        // A second claim (flock conflicts between open files, also in one process).
+        let err = claim_broker_id(&v, 3, 1_500).unwrap_err().to_string();
+        assert!(err.contains("broker id 3 is in use"), "{err}");
+        assert!(
+            err.contains("incarnation first at 10.0.0.1:9092, last heartbeat 500 ms ago"),
+            "{err}"
+        );
+        assert!(claim_broker_id(&v, 4, 1_500).is_ok(), "other ids are free");
+        // Once the holder is gone (here: dropped; a dead process's lock is freed by
+        // the kernel) the id can be claimed at once, fresh lease or not.
+        drop(claim);
+        assert!(claim_broker_id(&v, 3, 1_500).is_ok());
+    }
 }
 
 pub const CLUSTER_FORMAT_VERSION: u32 = 1;

@@ -85,6 +85,10 @@ pub enum AppendRejected {
     Txn(crate::txn_coordinator::CoordError),
     #[error(transparent)]
     Append(AppendError),
+    /// This broker could not renew its lease for half the session timeout: it no
+    /// longer appends (another broker may soon be entitled to).
+    #[error("this broker's lease is not renewed; it does not append")]
+    LeaseExpired,
 }
 
 /// A transaction marker that could not be written durably.
@@ -125,6 +129,9 @@ pub struct Broker {
     /// Brokers whose lease is fresh, refreshed by the lease task; ownership of
     /// transaction slots is computed from it.
     live_brokers: RwLock<Vec<i32>>,
+    /// When this broker last renewed its own lease, by the monotonic clock; None
+    /// while no lease task runs (a broker embedded in tests).
+    lease_renewed_at: Mutex<Option<std::time::Instant>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -210,6 +217,7 @@ impl Broker {
             txn,
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(vec![config_broker_id]),
+            lease_renewed_at: Mutex::new(None),
         });
         let fences = broker.apply_fence_logs()?;
         info!(raised = fences, "fence logs applied to the partitions' producers");
@@ -392,6 +400,9 @@ impl Broker {
         headers: &[kaas_core::batch::BatchHeader],
         transactional_id: Option<&str>,
     ) -> Result<(AppendOutcome, i64), AppendRejected> {
+        if !self.lease_fresh() {
+            return Err(AppendRejected::LeaseExpired);
+        }
         let (outcome, log_start) = {
             let mut state = partition.state();
             // Every transactional batch, not just the first: a records set may carry
@@ -423,6 +434,27 @@ impl Broker {
             self.appended.send_modify(|n| *n = n.wrapping_add(1));
         }
         Ok((outcome, log_start))
+    }
+
+    /// Records a successful renewal of this broker's lease (the lease task).
+    pub fn lease_renewed(&self) {
+        self.renewed_at(std::time::Instant::now());
+    }
+
+    /// Records a renewal at `at` (tests use a past instant).
+    pub fn renewed_at(&self, at: std::time::Instant) {
+        *self.lease_renewed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+    }
+
+    /// Whether this broker may append: its own lease was renewed less than half the
+    /// session timeout ago by its monotonic clock. Peers declare it dead after the
+    /// whole timeout by theirs, so it stops writing well before anyone may take over.
+    pub fn lease_fresh(&self) -> bool {
+        let half = std::time::Duration::from_millis((self.config.broker_session_timeout_ms.max(0) / 2) as u64);
+        self.lease_renewed_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none_or(|at| at.elapsed() < half)
     }
 
     /// Whether this broker coordinates transaction slot `slot` (rendezvous hashing
@@ -514,6 +546,9 @@ impl Broker {
             partition: tp.partition,
             detail,
         };
+        if !self.lease_fresh() {
+            return Err(fail("this broker's lease is not renewed; it does not append".into()));
+        }
         let partition = match self.topic(&tp.topic) {
             Ok(t) => match t.partition(tp.partition) {
                 Some(Ok(p)) => p.clone(),

@@ -9,9 +9,23 @@ use kaas_core::now_ms;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    // Before anything is bound or touched on the volume: one process per broker id.
+    let volume = kaas_core::Volume::new(&config.data_dir);
+    let claim = kaas_core::broker::claim_broker_id(&volume, config.broker_id, now_ms())?;
+    if let Some(prev) = claim
+        .previous
+        .as_ref()
+        .filter(|l| l.is_alive(now_ms(), config.broker_session_timeout_ms))
+    {
+        warn!(
+            incarnation = %prev.incarnation,
+            heartbeat_age_ms = now_ms() - prev.heartbeat_ms,
+            "the previous incarnation of this broker id died without releasing its lease; its id lock is free, taking over"
+        );
+    }
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
@@ -27,6 +41,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         heartbeat_ms: now_ms(),
     };
     lease.write(&broker.volume)?;
+    broker.lease_renewed();
     refresh_live_brokers(&broker);
     // Finish what a previous run left between PrepareCommit/PrepareAbort and Complete*.
     broker.txn.recover(&broker).await;
@@ -45,8 +60,11 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             let mut lease = lease.clone();
             move || {
                 lease.heartbeat_ms = now_ms();
-                if let Err(e) = lease.write(&broker.volume) {
-                    error!(error = %e, "cannot renew broker lease");
+                match lease.write(&broker.volume) {
+                    Ok(()) => broker.lease_renewed(),
+                    Err(e) => {
+                        error!(error = %e, "cannot renew broker lease; appends stop once it is older than half the session timeout")
+                    }
                 }
                 refresh_live_brokers(&broker);
             }

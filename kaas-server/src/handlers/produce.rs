@@ -135,6 +135,10 @@ fn append(
                 code => code,
             })
         }
+        Err(AppendRejected::LeaseExpired) => {
+            warn!(topic = %partition.topic, partition = partition.index, "produce refused: this broker's lease is not renewed");
+            Err(ResponseError::NotLeaderOrFollower.code())
+        }
         Err(AppendRejected::Append(AppendError::Sequence(e))) => {
             debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, error = %e, "rejected produce batch");
             Err(match e {

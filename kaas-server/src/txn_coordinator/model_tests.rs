@@ -172,7 +172,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         i.last_sent.insert(partition, (bpid, bepoch, seq));
                     }
                     Ok((AppendOutcome::Duplicate { .. }, _)) => {}
-                    Err(AppendRejected::Txn(_)) | Err(AppendRejected::Append(_)) => {
+                    Err(_) => {
                         if !retry {
                             // A refused batch is not retried by the model.
                             i.last_sent.remove(&partition);

@@ -416,3 +416,24 @@ async fn the_broker_and_kaasctl_writing_one_group_file_lose_no_update() {
         "the broker's cache sees the file"
     );
 }
+
+#[tokio::test]
+async fn a_broker_whose_lease_is_not_renewed_stops_appending_and_writing_markers() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    b.lease_renewed();
+    let first = produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    // The lease task has not renewed for more than half the session timeout (5 s).
+    b.renewed_at(std::time::Instant::now() - std::time::Duration::from_secs(6));
+    assert!(matches!(
+        produce_txn(&b, "tx", pid, 0, 1),
+        Err(AppendRejected::LeaseExpired)
+    ));
+    let err = b.txn.end_txn(&b, "tx", pid, 0, true).await.unwrap_err();
+    assert_eq!(err.code(), 51, "the outcome is decided, its marker waits: {err}");
+    assert_eq!(lso_and_end(&b), (first, first + 1), "nothing was appended");
+    // Renewed again: the retry lands.
+    b.lease_renewed();
+    b.txn.end_txn(&b, "tx", pid, 0, true).await.unwrap();
+    assert_eq!(lso_and_end(&b), (first + 2, first + 2));
+}
