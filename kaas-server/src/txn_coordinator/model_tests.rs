@@ -11,7 +11,6 @@
 //!   (`kaas_core::reconcile::judge`), so nothing ever hangs — without the backstop.
 
 use super::*;
-use crate::broker::AppendRejected;
 use kaas_core::batch::{build_batch, validate_all};
 use kaas_core::partition::AppendOutcome;
 use kaas_core::reconcile::{judge, Verdict};
