@@ -335,6 +335,9 @@ fn write_marker_direct(
         return Ok(false);
     }
     let config = log_config_for(&Default::default(), &meta.configs).unwrap_or_default();
+    // The same lock a leading broker holds: refused, with the owner named, while any
+    // process writes this log.
+    let _owner_lock = PartitionOwner::lock(volume, &tp.topic, tp.partition).map_err(|e| err(e.to_string()))?;
     let dir = volume.partition_dir(&tp.topic, tp.partition);
     let mut state = PartitionState::open(&dir, config, now_ms).map_err(|e| err(e.to_string()))?;
     let leader_epoch = PartitionOwner::read(&PartitionOwner::path(volume, &tp.topic, tp.partition))
@@ -663,6 +666,38 @@ mod tests {
             execute(&volume, &plan, &admin, &[], 10, Duration::ZERO),
             Err(AdminError::Changed(_))
         ));
+    }
+
+    #[test]
+    fn a_direct_marker_is_refused_while_a_process_holds_the_partitions_owner_lock() {
+        let (_d, volume, _) = setup();
+        PartitionOwner {
+            version: crate::topic::OWNER_FORMAT_VERSION,
+            broker: 2,
+            leader_epoch: 7,
+            released: false,
+            updated_ms: 1,
+        }
+        .write(&PartitionOwner::path(&volume, "t", 0))
+        .unwrap();
+        // A broker whose lease looks dead but whose process still writes the log.
+        let held = PartitionOwner::lock(&volume, "t", 0).unwrap();
+        let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+        assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
+        let admin = Actor::Admin {
+            tool: "kaasctl".into(),
+            user: "ops".into(),
+        };
+        let err = execute(&volume, &plan, &admin, &[], 10, Duration::ZERO)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("partition t-0 is being written by broker 2 (leader epoch 7), which holds its owner.lock"),
+            "{err}"
+        );
+        let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+        assert_eq!(p.last_stable_offset(), 0, "nothing was written");
+        drop(held);
     }
 
     #[test]

@@ -115,6 +115,43 @@ impl PartitionOwner {
     pub fn write(&self, path: &Path) -> Result<(), VolumeError> {
         write_json(path, self).map_err(|e| VolumeError::io(path, e))
     }
+
+    /// Takes the partition's `owner.lock` without waiting: the one process that may
+    /// append to the partition holds it for as long as it does (the kernel frees it
+    /// when the process dies). `Held` names the recorded owner when another process
+    /// has it. Every writer of a partition log — a broker leading it, kaasctl writing
+    /// a marker directly — goes through here.
+    pub fn lock(volume: &Volume, topic: &str, partition: i32) -> Result<std::fs::File, OwnerLockError> {
+        let dir = volume.partition_dir(topic, partition);
+        std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+        let path = dir.join("owner.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| VolumeError::io(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => Err(OwnerLockError::Held {
+                partition: format!("{topic}-{partition}"),
+                owner: match PartitionOwner::read(&PartitionOwner::path(volume, topic, partition)) {
+                    Ok(o) => format!("broker {} (leader epoch {})", o.broker, o.leader_epoch),
+                    Err(_) => "an unknown process".into(),
+                },
+            }),
+            Err(std::fs::TryLockError::Error(e)) => Err(VolumeError::io(&path, e).into()),
+        }
+    }
+}
+
+/// Why a partition's `owner.lock` could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerLockError {
+    #[error("partition {partition} is being written by {owner}, which holds its owner.lock")]
+    Held { partition: String, owner: String },
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
 }
 
 #[cfg(test)]

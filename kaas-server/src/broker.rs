@@ -28,6 +28,9 @@ pub struct Partition {
     /// Highest log end offset known to be fsynced.
     durable: AtomicI64,
     flush_lock: tokio::sync::Mutex<()>,
+    /// `owner.lock`, held for as long as this broker may append here: no other
+    /// process (another broker, kaasctl) writes this log meanwhile.
+    _owner_lock: std::fs::File,
 }
 
 impl Partition {
@@ -690,6 +693,11 @@ fn open_partition(
     now: i64,
 ) -> Result<Arc<Partition>, String> {
     let dir = volume.partition_dir(topic, index);
+    // The lock first: recovery itself writes (truncates torn tails, re-indexes).
+    let owner_lock = PartitionOwner::lock(volume, topic, index).map_err(|e| {
+        error!(topic, partition = index, error = %e, "partition is written by another process; it is offline here");
+        e.to_string()
+    })?;
     let state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
         error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
         e.to_string()
@@ -731,5 +739,6 @@ fn open_partition(
         state: Mutex::new(state),
         durable: AtomicI64::new(end),
         flush_lock: tokio::sync::Mutex::new(()),
+        _owner_lock: owner_lock,
     }))
 }

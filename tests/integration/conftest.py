@@ -40,7 +40,7 @@ class KaasBroker:
             str(BIN),
             "--data-dir", str(self.data_dir),
             "--listen", self.bootstrap,
-            "--broker-id", "0",
+            *([] if "--broker-id" in self.extra else ["--broker-id", "0"]),
             "--group-initial-rebalance-delay-ms", "0",
             *self.extra,
         ]

@@ -24,3 +24,33 @@ def test_a_broker_killed_with_sigkill_restarts_at_once_with_its_id(kaas):
     kaas.restart()
     assert time.time() - started < 10, "no wait for the dead incarnation's lease to expire"
     assert "the previous incarnation of this broker id died without releasing its lease" in kaas.log_text()
+
+
+def test_two_brokers_on_one_volume_never_append_to_one_partition(kaas_factory, tmp_path):
+    from confluent_kafka import Producer
+
+    from txn_helpers import create_topic, read_all
+    from wire import Conn, parse_produce_v3, produce_v3, record_batch, request
+
+    data = tmp_path / "shared"
+    first = kaas_factory(data_dir=data)
+    create_topic(first.bootstrap, "one-writer", 1)
+    p = Producer({"bootstrap.servers": first.bootstrap, "acks": "all"})
+    for i in range(50):
+        p.produce("one-writer", value=f"a{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    second = kaas_factory("--broker-id", "1", data_dir=data)
+    assert "which holds its owner.lock" in second.log_text()
+    # The second broker refuses to write the partition the first one leads.
+    c = Conn(second.port)
+    try:
+        c.send(request(0, 3, 1, produce_v3("one-writer", 0, record_batch([b"intruder"]))))
+        [(_, _, err, _)] = parse_produce_v3(c.recv_response()[1])
+        assert err != 0
+    finally:
+        c.close()
+    for i in range(50, 100):
+        p.produce("one-writer", value=f"a{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    got = read_all(first.bootstrap, "one-writer", 1, "read_uncommitted", expect=100)
+    assert got == [f"a{i}" for i in range(100)], "every acked record, once, in order, nothing else"

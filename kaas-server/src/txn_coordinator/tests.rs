@@ -437,3 +437,33 @@ async fn a_broker_whose_lease_is_not_renewed_stops_appending_and_writing_markers
     b.txn.end_txn(&b, "tx", pid, 0, true).await.unwrap();
     assert_eq!(lso_and_end(&b), (first + 2, first + 2));
 }
+
+#[tokio::test]
+async fn a_second_broker_on_the_volume_never_opens_a_partition_another_process_writes() {
+    let (dir, b, _) = setup().await;
+    let config = <crate::config::Config as clap::Parser>::parse_from([
+        "kaas-server",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--broker-id",
+        "1",
+    ]);
+    let other = Broker::open(config, "127.0.0.1:9093".parse().unwrap()).unwrap();
+    let t = other.topic("t").unwrap();
+    let err = t
+        .partition(0)
+        .unwrap()
+        .clone()
+        .err()
+        .expect("offline on the second broker");
+    assert!(err.contains("which holds its owner.lock"), "{err}");
+    // The first broker keeps appending.
+    let (pid, _) = b.txn.init_producer_id(&b, "tx2", 60_000, (-1, -1)).await.unwrap();
+    b.txn.add(&b, "tx2", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx2", pid, 0, 0).unwrap();
+    // Once it is gone, the partition can be opened.
+    drop(b);
+    drop(other);
+    let again = broker(dir.path());
+    assert!(again.topic("t").unwrap().partition(0).unwrap().is_ok());
+}
