@@ -25,6 +25,11 @@ pub fn owner(key: &str, live: &[i32]) -> Option<i32> {
         .max_by_key(|b| (fnv1a64(&[key.as_bytes(), b"\0", &b.to_be_bytes()]), *b))
 }
 
+/// The ownership key of a consumer group.
+pub fn group_key(group: &str) -> String {
+    format!("group-{group}")
+}
+
 /// The ownership key of a transaction slot.
 pub fn txn_slot_key(slot: u32) -> String {
     format!("txn-slot-{slot}")

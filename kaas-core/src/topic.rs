@@ -47,6 +47,25 @@ impl TopicMeta {
         let path = volume.topic_file(&self.name);
         write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
     }
+
+    /// Writes a new topic's file only if no topic of that name exists: the file is
+    /// written whole under a temporary name and hard-linked into place, which fails
+    /// when another broker created the topic first. Ok(false) then.
+    pub fn create(&self, volume: &Volume) -> Result<bool, VolumeError> {
+        let path = volume.topic_file(&self.name);
+        let tmp = path.with_file_name(format!(".{}.json.new-{}", self.name, std::process::id()));
+        write_json(&tmp, self).map_err(|e| VolumeError::io(&tmp, e))?;
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {
+                crate::fsutil::sync_dir(&volume.topics_dir()).map_err(|e| VolumeError::io(&path, e))?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(VolumeError::io(&path, e)),
+        }
+    }
 }
 
 /// Applies topic-level overrides onto broker defaults.

@@ -71,11 +71,11 @@ pub struct Topic {
     pub log_config: LogConfig,
     /// One entry per partition; an Err is a partition whose log could not be opened
     /// (it is reported, never served empty).
-    pub partitions: Vec<Result<Arc<Partition>, String>>,
+    pub partitions: Vec<Result<Arc<Partition>, Offline>>,
 }
 
 impl Topic {
-    pub fn partition(&self, index: i32) -> Option<&Result<Arc<Partition>, String>> {
+    pub fn partition(&self, index: i32) -> Option<&Result<Arc<Partition>, Offline>> {
         usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
     }
 }
@@ -101,6 +101,39 @@ pub struct MarkerError {
     pub topic: String,
     pub partition: i32,
     pub detail: String,
+}
+
+/// Why a partition is not served by this broker.
+#[derive(Debug, Clone)]
+pub struct Offline {
+    pub reason: String,
+    /// Another process holds the partition's `owner.lock`: it leads the partition
+    /// (clients get NOT_LEADER_OR_FOLLOWER and are pointed at it). Otherwise the
+    /// partition is broken here (KAFKA_STORAGE_ERROR until repaired).
+    pub elsewhere: bool,
+}
+
+impl std::fmt::Display for Offline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl Offline {
+    fn broken(reason: impl ToString) -> Offline {
+        Offline {
+            reason: reason.to_string(),
+            elsewhere: false,
+        }
+    }
+    /// The error code for a request that needs this partition's leader.
+    pub fn code(&self) -> i16 {
+        if self.elsewhere {
+            ResponseError::NotLeaderOrFollower.code()
+        } else {
+            ResponseError::KafkaStorageError.code()
+        }
+    }
 }
 
 /// A topic file that could not be read: the topic is refused, not recreated.
@@ -129,9 +162,9 @@ pub struct Broker {
     pub groups: GroupCoordinator,
     pub txn: TransactionCoordinator,
     producer_ids: Mutex<ProducerIdAllocator>,
-    /// Brokers whose lease is fresh, refreshed by the lease task; ownership of
-    /// transaction slots is computed from it.
-    live_brokers: RwLock<Vec<i32>>,
+    /// Brokers whose lease is fresh, with their advertised address, refreshed by the
+    /// lease task; ownership of transaction slots and groups is computed from it.
+    live_brokers: RwLock<BTreeMap<i32, (String, u16)>>,
     /// When this broker last renewed its own lease, by the monotonic clock; None
     /// while no lease task runs (a broker embedded in tests).
     lease_renewed_at: Mutex<Option<std::time::Instant>>,
@@ -208,6 +241,7 @@ impl Broker {
         let volume_for_ids = volume.clone();
         let txn = TransactionCoordinator::new(&volume, config.broker_id);
         let config_broker_id = config.broker_id;
+        let advertised_for_live = advertised.clone();
         let broker = Arc::new(Broker {
             config,
             volume,
@@ -219,7 +253,7 @@ impl Broker {
             groups,
             txn,
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
-            live_brokers: RwLock::new(vec![config_broker_id]),
+            live_brokers: RwLock::new(BTreeMap::from([(config_broker_id, advertised_for_live)])),
             lease_renewed_at: Mutex::new(None),
         });
         let fences = broker.apply_fence_logs()?;
@@ -314,6 +348,9 @@ impl Broker {
     ) -> Result<Arc<Topic>, TopicError> {
         let _admin = self.admin_lock.lock().await;
         self.validate_topic(name, partitions, &configs)?;
+        if self.adopt_from_volume(name) {
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
         let meta = TopicMeta::new(name, partitions, configs, now_ms());
         // Partition directories first, the topic file last: a crash in between leaves
         // directories no topic file names, never a topic file naming missing logs.
@@ -324,12 +361,37 @@ impl Broker {
             self.config.broker_id,
             now_ms(),
         );
-        topic.meta.write(&self.volume)?;
+        if !topic.meta.create(&self.volume)? {
+            // Another broker created it meanwhile: ours is dropped (its partition
+            // locks with it) and theirs is served.
+            drop(topic);
+            self.adopt_from_volume(name);
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
         let topic = Arc::new(topic);
         let mut reg = self.registry_mut();
         reg.by_id.insert(topic.meta.topic_id, name.to_string());
         reg.topics.insert(name.to_string(), topic.clone());
         Ok(topic)
+    }
+
+    /// Loads a topic another broker created into the registry, if its file exists.
+    fn adopt_from_volume(&self, name: &str) -> bool {
+        let path = self.volume.topic_file(name);
+        let Ok(meta) = TopicMeta::read(&path) else {
+            return false;
+        };
+        let topic = Arc::new(open_topic(
+            &self.volume,
+            &self.config.default_log_config(),
+            meta,
+            self.config.broker_id,
+            now_ms(),
+        ));
+        let mut reg = self.registry_mut();
+        reg.by_id.insert(topic.meta.topic_id, name.to_string());
+        reg.topics.insert(name.to_string(), topic);
+        true
     }
 
     pub async fn delete_topic(&self, name: &str) -> Result<Uuid, TopicError> {
@@ -384,6 +446,75 @@ impl Broker {
         });
         self.registry_mut().topics.insert(name.to_string(), topic);
         Ok(())
+    }
+
+    /// Picks up what other processes changed on the volume — topics another broker
+    /// created or grew, and partitions whose `owner.lock` was freed because their
+    /// writer died or let go, which this broker then takes over (recovery from the
+    /// snapshot and the log tail, leader epoch + 1). Blocking file work: run it off the
+    /// runtime threads, every second, and only while this broker's lease is fresh.
+    pub fn sync_with_volume(&self) {
+        if !self.lease_fresh() {
+            return;
+        }
+        let _admin = self.admin_lock.blocking_lock();
+        let listed = match list_topics(&self.volume) {
+            Ok(l) => l,
+            Err(e) => {
+                error!(error = %e, "cannot list topics on the volume");
+                return;
+            }
+        };
+        let defaults = self.config.default_log_config();
+        let id = self.config.broker_id;
+        for meta in listed.into_iter().flatten() {
+            let current = self.registry().topics.get(&meta.name).cloned();
+            let topic = match current {
+                Some(t) if t.meta.topic_id == meta.topic_id => {
+                    let mut partitions = t.partitions.clone();
+                    let mut changed = false;
+                    for (i, slot) in partitions.iter_mut().enumerate() {
+                        if matches!(slot, Err(o) if o.elsewhere) {
+                            if let Ok(p) =
+                                open_partition(&self.volume, &t.log_config, &meta.name, i as i32, id, now_ms())
+                            {
+                                info!(topic = %meta.name, partition = i, leader_epoch = p.leader_epoch, "took over a partition whose writer is gone");
+                                *slot = Ok(p);
+                                changed = true;
+                            }
+                        }
+                    }
+                    for p in t.meta.partitions..meta.partitions {
+                        partitions.push(open_partition(&self.volume, &t.log_config, &meta.name, p, id, now_ms()));
+                        changed = true;
+                    }
+                    if !changed {
+                        continue;
+                    }
+                    Topic {
+                        meta: if meta.partitions > t.meta.partitions {
+                            meta
+                        } else {
+                            t.meta.clone()
+                        },
+                        log_config: t.log_config.clone(),
+                        partitions,
+                    }
+                }
+                // New here (created by another broker), or deleted and created again.
+                _ => {
+                    info!(topic = %meta.name, partitions = meta.partitions, "picked up a topic from the volume");
+                    open_topic(&self.volume, &defaults, meta, id, now_ms())
+                }
+            };
+            let topic = Arc::new(topic);
+            let mut reg = self.registry_mut();
+            reg.by_id.insert(topic.meta.topic_id, topic.meta.name.clone());
+            reg.topics.insert(topic.meta.name.clone(), topic);
+            if self.appended.receiver_count() > 0 {
+                self.appended.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        }
     }
 
     /// Classifies and appends validated records to a partition (idempotence checks
@@ -463,25 +594,50 @@ impl Broker {
     /// Whether this broker coordinates transaction slot `slot` (rendezvous hashing
     /// over the live brokers).
     pub fn owns_txn_slot(&self, slot: u32) -> bool {
-        let live = self.live_brokers.read().unwrap_or_else(|p| p.into_inner());
-        kaas_core::ownership::owner(&kaas_core::ownership::txn_slot_key(slot), &live) == Some(self.config.broker_id)
+        self.owner_of(&kaas_core::ownership::txn_slot_key(slot)) == Some(self.config.broker_id)
+    }
+
+    /// Whether this broker coordinates consumer group `group`.
+    pub fn owns_group(&self, group: &str) -> bool {
+        self.owner_of(&kaas_core::ownership::group_key(group)) == Some(self.config.broker_id)
+    }
+
+    /// The live broker that owns an ownership key (rendezvous hashing).
+    pub fn owner_of(&self, key: &str) -> Option<i32> {
+        let live: Vec<i32> = self.live_brokers().into_keys().collect();
+        kaas_core::ownership::owner(key, &live)
+    }
+
+    /// Live brokers and their advertised (host, port); this broker is always in it.
+    pub fn live_brokers(&self) -> BTreeMap<i32, (String, u16)> {
+        self.live_brokers.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Replaces the live-broker list (from the lease files); this broker is always in it.
-    pub fn set_live_brokers(&self, mut live: Vec<i32>) {
-        if !live.contains(&self.config.broker_id) {
-            live.push(self.config.broker_id);
-        }
-        live.sort_unstable();
+    pub fn set_live_brokers(&self, mut live: BTreeMap<i32, (String, u16)>) {
+        live.insert(self.config.broker_id, self.advertised.clone());
         *self.live_brokers.write().unwrap_or_else(|p| p.into_inner()) = live;
     }
 
-    /// The broker leading a partition, if the partition exists. One broker leads
-    /// every partition it serves; multi-broker ownership reads `owner.json`.
+    /// The broker leading a partition: this one when it holds the partition's
+    /// `owner.lock`; else the live broker `owner.json` names, when another process
+    /// holds the lock. None when the partition does not exist or has no live leader.
     pub fn partition_leader(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.partition_leadership(topic, partition).map(|(b, _)| b)
+    }
+
+    /// [`Broker::partition_leader`] with the leader epoch.
+    pub fn partition_leadership(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
         let t = self.topic(topic).ok()?;
-        t.partition(partition)?;
-        Some(self.config.broker_id)
+        match t.partition(partition)? {
+            Ok(p) => Some((self.config.broker_id, p.leader_epoch)),
+            Err(o) if o.elsewhere => {
+                let owner = PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, partition)).ok()?;
+                (owner.broker != self.config.broker_id && self.live_brokers().contains_key(&owner.broker))
+                    .then_some((owner.broker, owner.leader_epoch))
+            }
+            Err(_) => None,
+        }
     }
 
     /// Raises a producer's epoch and clears its dedupe window on every partition this
@@ -691,16 +847,22 @@ fn open_partition(
     index: i32,
     broker_id: i32,
     now: i64,
-) -> Result<Arc<Partition>, String> {
+) -> Result<Arc<Partition>, Offline> {
     let dir = volume.partition_dir(topic, index);
     // The lock first: recovery itself writes (truncates torn tails, re-indexes).
-    let owner_lock = PartitionOwner::lock(volume, topic, index).map_err(|e| {
-        error!(topic, partition = index, error = %e, "partition is written by another process; it is offline here");
-        e.to_string()
+    let owner_lock = PartitionOwner::lock(volume, topic, index).map_err(|e| match e {
+        kaas_core::topic::OwnerLockError::Held { .. } => Offline {
+            reason: e.to_string(),
+            elsewhere: true,
+        },
+        e => {
+            error!(topic, partition = index, error = %e, "cannot lock partition; it is offline");
+            Offline::broken(e)
+        }
     })?;
     let state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
         error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
-        e.to_string()
+        Offline::broken(e)
     })?;
     for cut in &state.log.truncations {
         warn!(
@@ -714,13 +876,14 @@ fn open_partition(
         );
     }
     let owner_path = PartitionOwner::path(volume, topic, index);
+    // Every take-over (another broker's, or this id's after a restart) is a new
+    // leadership: the leader epoch goes up.
     let leader_epoch = match PartitionOwner::read(&owner_path) {
-        Ok(o) if o.broker == broker_id => o.leader_epoch,
         Ok(o) => o.leader_epoch + 1,
         Err(e) if e.is_not_found() => 0,
         Err(e) => {
             error!(error = %e, "partition owner file unreadable; partition is offline");
-            return Err(e.to_string());
+            return Err(Offline::broken(e));
         }
     };
     let owner = PartitionOwner {
@@ -730,7 +893,7 @@ fn open_partition(
         released: false,
         updated_ms: now,
     };
-    owner.write(&owner_path).map_err(|e| e.to_string())?;
+    owner.write(&owner_path).map_err(Offline::broken)?;
     let end = state.log.log_end_offset();
     Ok(Arc::new(Partition {
         topic: topic.to_string(),

@@ -80,6 +80,17 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         )),
         tokio::spawn({
             let broker = broker.clone();
+            every_async(Duration::from_secs(1), shutdown.clone(), move || {
+                let broker = broker.clone();
+                async move {
+                    if let Err(e) = tokio::task::spawn_blocking(move || broker.sync_with_volume()).await {
+                        error!(error = %e, "volume sync task failed");
+                    }
+                }
+            })
+        }),
+        tokio::spawn({
+            let broker = broker.clone();
             let period = Duration::from_millis(broker.config.volume_poll_interval_ms.max(10));
             every_async(period, shutdown.clone(), move || {
                 let broker = broker.clone();
@@ -153,7 +164,7 @@ fn refresh_live_brokers(broker: &Broker) {
                 .into_iter()
                 .filter_map(|l| l.ok())
                 .filter(|l| l.is_alive(now, broker.config.broker_session_timeout_ms))
-                .map(|l| l.broker_id)
+                .map(|l| (l.broker_id, (l.host, l.port)))
                 .collect();
             broker.set_live_brokers(live);
         }

@@ -48,6 +48,8 @@ pub enum CoordError {
     Volume(#[from] VolumeError),
     #[error("this broker does not coordinate slot {0}")]
     NotCoordinator(u32),
+    #[error("this broker does not coordinate group {0:?}")]
+    NotGroupCoordinator(String),
     /// A marker could not be written: the transaction stays in its Prepare state and
     /// is retried (by the client's retry, the reaper, or the next start).
     #[error(transparent)]
@@ -60,10 +62,19 @@ impl CoordError {
             CoordError::Txn(e) => e.code(),
             // Retriable: the client keeps trying while an operator repairs the file.
             CoordError::Volume(_) => 15, // COORDINATOR_NOT_AVAILABLE
-            CoordError::NotCoordinator(_) => 16,
+            CoordError::NotCoordinator(_) | CoordError::NotGroupCoordinator(_) => 16,
             // Retriable: the outcome is decided and durable, its markers are not yet.
             CoordError::Marker(_) => 51, // CONCURRENT_TRANSACTIONS
         }
+    }
+}
+
+/// TxnOffsetCommit is answered by the group's coordinator.
+fn check_group_owner(broker: &Broker, group: &str) -> Result<(), CoordError> {
+    if broker.owns_group(group) {
+        Ok(())
+    } else {
+        Err(CoordError::NotGroupCoordinator(group.to_string()))
     }
 }
 
@@ -377,7 +388,7 @@ impl TransactionCoordinator {
         epoch: i16,
         group: &str,
     ) -> Result<(), CoordError> {
-        self.check_owner(broker, slot_for(tid))?;
+        check_group_owner(broker, group)?;
         Self::check_ongoing(self.current_entry(tid)?.as_ref(), pid, epoch, group)
     }
 
@@ -394,9 +405,10 @@ impl TransactionCoordinator {
         group: &str,
         entries: &[(String, i32, i64, i32, Option<String>)],
     ) -> Result<(), CoordError> {
-        let slot = slot_for(tid);
-        self.check_owner(broker, slot)?;
-        let held = self.lock_slot(slot).await?;
+        // TxnOffsetCommit goes to the group's coordinator (as in Apache), which checks
+        // the transaction in the slot file on the shared volume, under its lock.
+        check_group_owner(broker, group)?;
+        let held = self.lock_slot(slot_for(tid)).await?;
         Self::check_ongoing(held.guard.entry(tid), pid, epoch, group)?;
         broker.groups.stage_offsets(group, pid, epoch, tid, entries)?;
         drop(held);

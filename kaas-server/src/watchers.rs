@@ -20,29 +20,50 @@ pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher) {
 }
 
 pub async fn process_marker_queue(broker: &Broker) {
-    let entries = match marker_queue::list(&broker.volume, broker.config.broker_id) {
-        Ok(e) => e,
+    let me = broker.config.broker_id;
+    let live = broker.live_brokers();
+    let targets = match marker_queue::targets(&broker.volume) {
+        Ok(t) => t,
         Err(e) => {
-            error!(error = %e, "cannot read this broker's marker queue");
+            error!(error = %e, "cannot list marker queues");
             return;
         }
     };
-    for (path, entry) in entries {
-        let entry = match entry {
+    // This broker's own queue, and the queues of brokers that are gone: their entries
+    // are applied by whoever leads the partitions now.
+    for target in targets.into_iter().filter(|t| *t == me || !live.contains_key(t)) {
+        let entries = match marker_queue::list(&broker.volume, target) {
             Ok(e) => e,
             Err(e) => {
-                error!(path = %path.display(), error = %e, "unreadable marker queue entry left in place");
+                error!(target, error = %e, "cannot read a marker queue");
                 continue;
             }
         };
-        match broker.txn.apply_queued(broker, &path, &entry).await {
-            Ok(true) => {
-                info!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = entry.partitions.len(), "applied queued markers")
+        for (path, entry) in entries {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    error!(path = %path.display(), error = %e, "unreadable marker queue entry left in place");
+                    continue;
+                }
+            };
+            if target != me
+                && !entry
+                    .partitions
+                    .iter()
+                    .all(|tp| broker.partition_leader(&tp.topic, tp.partition) == Some(me))
+            {
+                continue;
             }
-            Ok(false) => {}
-            // Left in place: retried at the next poll.
-            Err(e) => {
-                error!(path = %path.display(), error = %e, "applying a queued marker failed; retried at the next poll")
+            match broker.txn.apply_queued(broker, &path, &entry).await {
+                Ok(true) => {
+                    info!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = entry.partitions.len(), queue = target, "applied queued markers")
+                }
+                Ok(false) => {}
+                // Left in place: retried at the next poll.
+                Err(e) => {
+                    error!(path = %path.display(), error = %e, "applying a queued marker failed; retried at the next poll")
+                }
             }
         }
     }

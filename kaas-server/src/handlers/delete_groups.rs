@@ -14,7 +14,11 @@ pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: DeleteGrou
         .groups_names
         .into_iter()
         .map(|g| {
-            let code = broker.groups.delete(&g.0).err().map_or(0, |e| e.code());
+            let code = if broker.owns_group(&g.0) {
+                broker.groups.delete(&g.0).err().map_or(0, |e| e.code())
+            } else {
+                kafka_protocol::error::ResponseError::NotCoordinator.code()
+            };
             DeletableGroupResult::default().with_group_id(g).with_error_code(code)
         })
         .collect();

@@ -19,6 +19,10 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeGro
             if ctx.version >= 3 {
                 g.authorized_operations = i32::MIN;
             }
+            if !broker.owns_group(&gid.0) {
+                g.error_code = kafka_protocol::error::ResponseError::NotCoordinator.code();
+                return g;
+            }
             match broker.groups.describe(&gid.0) {
                 Some(view) => {
                     g.group_state = sb(view.state.as_str());

@@ -30,7 +30,7 @@ pub async fn handle(
                         Err(e) => return r.with_error_code(e.code()),
                         Ok(t) => match t.partition(index) {
                             None => return r.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                            Some(Err(_)) => return r.with_error_code(ResponseError::KafkaStorageError.code()),
+                            Some(Err(o)) => return r.with_error_code(o.code()),
                             Some(Ok(p)) => p.clone(),
                         },
                     };

@@ -68,7 +68,7 @@ fn gather(broker: &Broker, version: i16, req: &FetchRequest) -> (Vec<FetchableTo
                 Err(e) => Err(e.code()),
                 Ok(t) => match t.partition(fp.partition) {
                     None => Err(ResponseError::UnknownTopicOrPartition.code()),
-                    Some(Err(_)) => Err(ResponseError::KafkaStorageError.code()),
+                    Some(Err(o)) => Err(o.code()),
                     Some(Ok(p)) => Ok(p.clone()),
                 },
             };

@@ -1,8 +1,11 @@
-//! FindCoordinator (key 10): with one broker, this broker coordinates every group and
-//! transactional id. v4+ answers a batch of keys.
+//! FindCoordinator (key 10): the live broker that owns the key by rendezvous hashing
+//! — over the group id for groups (key type 0), over the transactional id's slot for
+//! transactions (key type 1) — with its advertised address from its lease. v4+ answers
+//! a batch of keys.
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use std::sync::Arc;
@@ -10,30 +13,48 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 4;
 
+/// (node id, host, port) of the coordinator of `key`, or an error code.
+fn locate(broker: &Broker, key_type: i8, key: &str) -> Result<(i32, String, u16), i16> {
+    let owner_key = match key_type {
+        0 => kaas_core::ownership::group_key(key),
+        1 => kaas_core::ownership::txn_slot_key(kaas_core::txn::slot_for(key)),
+        _ => return Err(ResponseError::InvalidRequest.code()),
+    };
+    let live = broker.live_brokers();
+    broker
+        .owner_of(&owner_key)
+        .and_then(|id| live.get(&id).map(|(h, p)| (id, h.clone(), *p)))
+        .ok_or(ResponseError::CoordinatorNotAvailable.code())
+}
+
 pub async fn handle(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let me = BrokerId(broker.config.broker_id);
-    let (host, port) = (sb(broker.advertised.0.clone()), broker.advertised.1 as i32);
     if ctx.version >= 4 {
         let coordinators = req
             .coordinator_keys
             .into_iter()
             .map(|key| {
-                Coordinator::default()
-                    .with_key(key)
-                    .with_node_id(me)
-                    .with_host(host.clone())
-                    .with_port(port)
+                let c = Coordinator::default().with_key(key.clone());
+                match locate(broker, req.key_type, &key) {
+                    Ok((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(sb(host)).with_port(port as i32),
+                    Err(code) => c.with_error_code(code).with_node_id(BrokerId(-1)).with_port(-1),
+                }
             })
             .collect();
         FindCoordinatorResponse::default().with_coordinators(coordinators)
     } else {
-        FindCoordinatorResponse::default()
-            .with_node_id(me)
-            .with_host(host)
-            .with_port(port)
+        match locate(broker, req.key_type, &req.key) {
+            Ok((id, host, port)) => FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(id))
+                .with_host(sb(host))
+                .with_port(port as i32),
+            Err(code) => FindCoordinatorResponse::default()
+                .with_error_code(code)
+                .with_node_id(BrokerId(-1))
+                .with_port(-1),
+        }
     }
 }

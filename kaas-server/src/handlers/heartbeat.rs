@@ -10,6 +10,10 @@ pub const MIN: i16 = 0;
 pub const MAX: i16 = 4;
 
 pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+    if !broker.owns_group(&req.group_id.0) {
+        return HeartbeatResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::NotCoordinator.code());
+    }
     let result = broker.groups.heartbeat(
         &req.group_id.0,
         req.generation_id,

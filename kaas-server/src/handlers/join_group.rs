@@ -34,6 +34,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
         client_host: format!("/{}", ctx.peer.ip()),
         version: ctx.version,
     };
+    if !broker.owns_group(&join.group_id) {
+        return JoinGroupResponse::default()
+            .with_error_code(ResponseError::NotCoordinator.code())
+            .with_generation_id(-1)
+            .with_protocol_name((ctx.version < 7).then(Default::default));
+    }
     let mut resp = match broker.groups.join(join, Instant::now()) {
         Reply::Now(r) => r,
         Reply::Wait(rx) => {

@@ -24,6 +24,10 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: LeaveGroupR
     } else {
         vec![(req.member_id.to_string(), None)]
     };
+    if !broker.owns_group(&req.group_id.0) {
+        return LeaveGroupResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::NotCoordinator.code());
+    }
     match broker.groups.leave(&req.group_id.0, &leaving, Instant::now()) {
         Err(code) => LeaveGroupResponse::default().with_error_code(code.code()),
         Ok(results) if ctx.version >= 3 => LeaveGroupResponse::default().with_members(

@@ -14,6 +14,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsR
         .groups
         .list()
         .into_iter()
+        // Each broker lists the groups it coordinates (admin clients ask every broker).
+        .filter(|(id, _, _)| broker.owns_group(id))
         .filter(|(_, state, _)| {
             req.states_filter.is_empty() || req.states_filter.iter().any(|s| s.eq_ignore_ascii_case(state.as_str()))
         })

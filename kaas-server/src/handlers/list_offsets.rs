@@ -31,7 +31,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                     Err(e) => Err(e.code()),
                     Ok(t) => match t.partition(lp.partition_index) {
                         None => Err(ResponseError::UnknownTopicOrPartition.code()),
-                        Some(Err(_)) => Err(ResponseError::KafkaStorageError.code()),
+                        Some(Err(o)) => Err(o.code()),
                         Some(Ok(p)) => Ok(p.clone()),
                     },
                 };

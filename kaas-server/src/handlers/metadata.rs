@@ -1,5 +1,7 @@
-//! Metadata (key 3): brokers, topics and partition leaders. With one broker every
-//! partition is led here; auto-creation follows `--auto-create-topics`.
+//! Metadata (key 3): every live broker (from the leases), topics, and each
+//! partition's leader — this broker for the partitions whose `owner.lock` it holds,
+//! the live broker `owner.json` names for those another process holds;
+//! auto-creation follows `--auto-create-topics`.
 
 use super::{sb, RequestContext};
 use crate::broker::{Broker, Topic, TopicError};
@@ -16,10 +18,16 @@ pub const MAX: i16 = 12;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     let me = BrokerId(broker.config.broker_id);
-    let brokers = vec![MetadataResponseBroker::default()
-        .with_node_id(me)
-        .with_host(sb(broker.advertised.0.clone()))
-        .with_port(broker.advertised.1 as i32)];
+    let brokers = broker
+        .live_brokers()
+        .into_iter()
+        .map(|(id, (host, port))| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(sb(host))
+                .with_port(port as i32)
+        })
+        .collect();
     let auto_create = ctx.version < 4 || req.allow_auto_topic_creation;
     let all = match &req.topics {
         None => true,
@@ -96,13 +104,28 @@ fn describe(broker: &Broker, version: i16, t: &Topic) -> MetadataResponseTopic {
         .enumerate()
         .map(|(i, p)| {
             let base = MetadataResponsePartition::default().with_partition_index(i as i32);
-            match p {
-                Ok(p) => base
+            let led_elsewhere = match p {
+                Err(o) if o.elsewhere => broker.partition_leadership(&t.meta.name, i as i32),
+                _ => None,
+            };
+            match (p, led_elsewhere) {
+                (Ok(p), _) => base
                     .with_leader_id(me)
                     .with_leader_epoch(if version >= 7 { p.leader_epoch } else { -1 })
                     .with_replica_nodes(vec![me])
                     .with_isr_nodes(vec![me]),
-                Err(_) => base
+                (Err(_), Some((leader, epoch))) => base
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(if version >= 7 { epoch } else { -1 })
+                    .with_replica_nodes(vec![BrokerId(leader)])
+                    .with_isr_nodes(vec![BrokerId(leader)]),
+                (Err(o), None) if o.elsewhere => base
+                    // Held by a process whose lease is not live (yet, or any more):
+                    // clients retry while it starts or its partitions move.
+                    .with_error_code(ResponseError::LeaderNotAvailable.code())
+                    .with_leader_id(BrokerId(-1))
+                    .with_leader_epoch(-1),
+                (Err(_), None) => base
                     .with_error_code(ResponseError::KafkaStorageError.code())
                     .with_leader_id(BrokerId(-1))
                     .with_leader_epoch(-1)

@@ -16,12 +16,16 @@ const MAX_METADATA: usize = 4096;
 
 pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let group = req.group_id.0.to_string();
-    let gate = broker.groups.check_commit(
-        &group,
-        req.generation_id_or_member_epoch,
-        &req.member_id,
-        req.group_instance_id.as_deref(),
-    );
+    let gate = if broker.owns_group(&group) {
+        broker.groups.check_commit(
+            &group,
+            req.generation_id_or_member_epoch,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+        )
+    } else {
+        Err(ResponseError::NotCoordinator)
+    };
     let mut entries = Vec::new();
     let mut codes: Vec<Vec<i16>> = Vec::with_capacity(req.topics.len());
     for t in &req.topics {

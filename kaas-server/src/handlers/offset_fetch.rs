@@ -29,6 +29,9 @@ type Fetched = Result<Vec<(String, Vec<Row>)>, i16>;
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 fn fetch(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>, require_stable: bool) -> Fetched {
+    if !broker.owns_group(group) {
+        return Err(ResponseError::NotCoordinator.code());
+    }
     let offsets = broker.groups.fetch_offsets(group).map_err(|e| {
         tracing::error!(group, error = %e, "cannot read committed offsets");
         ResponseError::CoordinatorNotAvailable.code()

@@ -40,7 +40,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
                 Some(Err(e)) => Err(e.code()),
                 Some(Ok(t)) => match t.partition(pd.index) {
                     None => Err(ResponseError::UnknownTopicOrPartition.code()),
-                    Some(Err(_)) => Err(ResponseError::KafkaStorageError.code()),
+                    Some(Err(o)) => Err(o.code()),
                     Some(Ok(p)) => append(
                         broker,
                         ctx,

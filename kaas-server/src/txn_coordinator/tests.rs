@@ -456,7 +456,10 @@ async fn a_second_broker_on_the_volume_never_opens_a_partition_another_process_w
         .clone()
         .err()
         .expect("offline on the second broker");
-    assert!(err.contains("which holds its owner.lock"), "{err}");
+    assert!(
+        err.reason.contains("which holds its owner.lock") && err.elsewhere,
+        "{err}"
+    );
     // The first broker keeps appending.
     let (pid, _) = b.txn.init_producer_id(&b, "tx2", 60_000, (-1, -1)).await.unwrap();
     b.txn.add(&b, "tx2", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
