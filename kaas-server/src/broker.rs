@@ -407,16 +407,27 @@ impl Broker {
         };
         let path = self.volume.topic_file(name);
         std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
-        for p in 0..topic.meta.partitions {
-            let dir = self.volume.partition_dir(name, p);
+        self.remove_partition_dirs(&topic);
+        self.groups.forget_topic(name);
+        Ok(topic.meta.topic_id)
+    }
+
+    /// Removes the directories of a deleted topic's partitions — only those this
+    /// broker holds (or that nobody holds): a partition another process still writes
+    /// is removed by that process when it sees the topic file gone.
+    fn remove_partition_dirs(&self, topic: &Topic) {
+        let name = &topic.meta.name;
+        for (p, slot) in topic.partitions.iter().enumerate() {
+            if matches!(slot, Err(o) if o.elsewhere) {
+                continue;
+            }
+            let dir = self.volume.partition_dir(name, p as i32);
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     warn!(dir = %dir.display(), error = %e, "could not remove partition directory of deleted topic");
                 }
             }
         }
-        self.groups.forget_topic(name);
-        Ok(topic.meta.topic_id)
     }
 
     pub async fn create_partitions(&self, name: &str, count: i32) -> Result<(), TopicError> {
@@ -467,6 +478,32 @@ impl Broker {
         };
         let defaults = self.config.default_log_config();
         let id = self.config.broker_id;
+        // Topics another broker deleted: let their partitions go (locks released with
+        // the last reference) and remove the directories this broker held.
+        let on_volume: std::collections::BTreeSet<String> = listed
+            .iter()
+            .map(|t| match t {
+                Ok(meta) => meta.name.clone(),
+                Err(e) => topic_name_of(e),
+            })
+            .collect();
+        let gone: Vec<Arc<Topic>> = {
+            let mut reg = self.registry_mut();
+            let names: Vec<String> = reg.topics.keys().filter(|n| !on_volume.contains(*n)).cloned().collect();
+            let mut gone = Vec::new();
+            for n in names {
+                if let Some(t) = reg.topics.remove(&n) {
+                    reg.by_id.remove(&t.meta.topic_id);
+                    gone.push(t);
+                }
+            }
+            gone
+        };
+        for topic in gone {
+            info!(topic = %topic.meta.name, "topic deleted by another broker; its partitions are let go");
+            self.remove_partition_dirs(&topic);
+            self.groups.forget_topic(&topic.meta.name);
+        }
         for meta in listed.into_iter().flatten() {
             let current = self.registry().topics.get(&meta.name).cloned();
             let topic = match current {

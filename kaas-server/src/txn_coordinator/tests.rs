@@ -2,7 +2,7 @@
 //! coordinator and partition code of an in-process broker on a temporary volume.
 
 use super::*;
-use crate::broker::AppendRejected;
+use crate::broker::{AppendRejected, TopicError};
 use crate::handlers::test_support::broker;
 use kaas_core::batch::{build_batch, validate_all};
 use kaas_core::offsets::GroupOffsets;
@@ -469,4 +469,41 @@ async fn a_second_broker_on_the_volume_never_opens_a_partition_another_process_w
     drop(other);
     let again = broker(dir.path());
     assert!(again.topic("t").unwrap().partition(0).unwrap().is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_deleted_through_another_broker_is_let_go_by_its_leader() {
+    let (dir, b0, _) = setup().await;
+    let config = <crate::config::Config as clap::Parser>::parse_from([
+        "kaas-server",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--broker-id",
+        "1",
+    ]);
+    let b1 = Broker::open(config, "127.0.0.1:9093".parse().unwrap()).unwrap();
+    let sync = |b: &Arc<Broker>| {
+        let b = b.clone();
+        tokio::task::spawn_blocking(move || b.sync_with_volume())
+    };
+    b0.create_topic("d", 2, Default::default()).await.unwrap();
+    sync(&b1).await.unwrap();
+    assert!(b1
+        .topic("d")
+        .unwrap()
+        .partition(0)
+        .unwrap()
+        .as_ref()
+        .is_err_and(|o| o.elsewhere));
+    b1.delete_topic("d").await.unwrap();
+    assert!(
+        b0.volume.partition_dir("d", 0).exists(),
+        "broker 1 left alone the logs broker 0 writes"
+    );
+    sync(&b0).await.unwrap();
+    assert!(matches!(b0.topic("d"), Err(TopicError::Unknown(_))));
+    assert!(!b0.volume.partition_dir("d", 0).exists(), "their leader removed them");
+    // The name is free again, and its new partitions are written by whoever creates it.
+    b1.create_topic("d", 1, Default::default()).await.unwrap();
+    assert!(b1.topic("d").unwrap().partition(0).unwrap().is_ok());
 }
