@@ -45,7 +45,7 @@ fn create_temp(tmp: &Path) -> io::Result<File> {
 
 /// A temporary name beside `path` that no other writer (thread, process or broker on
 /// another host sharing the volume) picks at the same time.
-fn temp_path(path: &Path) -> PathBuf {
+pub fn temp_path(path: &Path) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

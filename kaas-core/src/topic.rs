@@ -53,7 +53,7 @@ impl TopicMeta {
     /// when another broker created the topic first. Ok(false) then.
     pub fn create(&self, volume: &Volume) -> Result<bool, VolumeError> {
         let path = volume.topic_file(&self.name);
-        let tmp = path.with_file_name(format!(".{}.json.new-{}", self.name, std::process::id()));
+        let tmp = crate::fsutil::temp_path(&path);
         write_json(&tmp, self).map_err(|e| VolumeError::io(&tmp, e))?;
         let linked = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);

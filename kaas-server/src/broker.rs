@@ -103,6 +103,15 @@ pub struct MarkerError {
     pub detail: String,
 }
 
+/// Whether a partition last led by the given owner may be opened by this broker.
+type Gate = dyn Fn(&PartitionOwner) -> bool;
+
+/// The take-over rule: the owner let the partition go, or is this broker id (an
+/// earlier incarnation), or is not among the `live` brokers.
+fn take_over_gate(me: i32, live: BTreeMap<i32, (String, u16)>) -> impl Fn(&PartitionOwner) -> bool {
+    move |o| o.released || o.broker == me || !live.contains_key(&o.broker)
+}
+
 /// Why a partition is not served by this broker.
 #[derive(Debug, Clone)]
 pub struct Offline {
@@ -218,10 +227,19 @@ impl Broker {
         let defaults = config.default_log_config();
         let mut registry = Registry::default();
         let now = now_ms();
+        // Partitions of brokers whose lease is live stay theirs, even if their lock is
+        // free (see take_over_gate).
+        let live_at_start: BTreeMap<i32, (String, u16)> = kaas_core::broker::list_brokers(&volume)?
+            .into_iter()
+            .filter_map(|l| l.ok())
+            .filter(|l| l.is_alive(now, config.broker_session_timeout_ms) && l.broker_id != config.broker_id)
+            .map(|l| (l.broker_id, (l.host, l.port)))
+            .collect();
+        let gate = take_over_gate(config.broker_id, live_at_start);
         for entry in list_topics(&volume)? {
             match entry {
                 Ok(meta) => {
-                    let topic = open_topic(&volume, &defaults, meta, config.broker_id, now);
+                    let topic = open_topic(&volume, &defaults, meta, config.broker_id, now, &gate);
                     registry.by_id.insert(topic.meta.topic_id, topic.meta.name.clone());
                     registry.topics.insert(topic.meta.name.clone(), Arc::new(topic));
                 }
@@ -354,12 +372,14 @@ impl Broker {
         let meta = TopicMeta::new(name, partitions, configs, now_ms());
         // Partition directories first, the topic file last: a crash in between leaves
         // directories no topic file names, never a topic file naming missing logs.
+        let gate = self.gate();
         let topic = open_topic(
             &self.volume,
             &self.config.default_log_config(),
             meta,
             self.config.broker_id,
             now_ms(),
+            &gate,
         );
         if !topic.meta.create(&self.volume)? {
             // Another broker created it meanwhile: ours is dropped (its partition
@@ -375,18 +395,91 @@ impl Broker {
         Ok(topic)
     }
 
+    /// The take-over rule over this broker's current view of the live brokers.
+    fn gate(&self) -> impl Fn(&PartitionOwner) -> bool {
+        take_over_gate(self.config.broker_id, self.live_brokers())
+    }
+
+    /// Applies the latest recorded fences to a partition this broker just took over
+    /// (the fence watcher reports each fence once, before this broker held it).
+    fn apply_fences_to(&self, partition: &Partition) {
+        let Ok(logs) = kaas_core::fence_log::list_fence_logs(&self.volume) else {
+            return;
+        };
+        let now = now_ms();
+        let mut state = partition.state();
+        for log in logs.into_iter().filter_map(|(_, l)| l.ok()) {
+            for (pid, rec) in log.fences {
+                if state.producers.get(pid).is_some() {
+                    state.producers.fence_at(pid, rec.epoch, now);
+                }
+            }
+        }
+    }
+
+    /// Lets every partition go: snapshots written, `owner.json` marked released (so
+    /// another broker may take over at once), locks dropped. Clean shutdown, and a
+    /// broker stepping down because it could not renew its lease.
+    pub fn release_partitions(&self, reason: &str) {
+        let now = now_ms();
+        let _admin = self.admin_lock.blocking_lock();
+        let topics: Vec<Arc<Topic>> = self.topics();
+        let mut released = 0;
+        for t in topics {
+            let mut partitions = t.partitions.clone();
+            let mut changed = false;
+            for (i, slot) in partitions.iter_mut().enumerate() {
+                if let Ok(p) = slot {
+                    if let Err(e) = p.state().write_snapshot(now) {
+                        error!(topic = %p.topic, partition = p.index, error = %e, "cannot write producer-state snapshot");
+                    }
+                    let path = PartitionOwner::path(&self.volume, &t.meta.name, i as i32);
+                    let owner = PartitionOwner {
+                        version: kaas_core::topic::OWNER_FORMAT_VERSION,
+                        broker: self.config.broker_id,
+                        leader_epoch: p.leader_epoch,
+                        released: true,
+                        updated_ms: now,
+                    };
+                    if let Err(e) = owner.write(&path) {
+                        warn!(topic = %p.topic, partition = p.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
+                    }
+                    *slot = Err(Offline {
+                        reason: format!("released by this broker: {reason}"),
+                        elsewhere: true,
+                    });
+                    changed = true;
+                    released += 1;
+                }
+            }
+            if changed {
+                let topic = Arc::new(Topic {
+                    meta: t.meta.clone(),
+                    log_config: t.log_config.clone(),
+                    partitions,
+                });
+                self.registry_mut().topics.insert(t.meta.name.clone(), topic);
+            }
+        }
+        if released > 0 {
+            info!(partitions = released, reason, "released partitions");
+        }
+    }
+
     /// Loads a topic another broker created into the registry, if its file exists.
     fn adopt_from_volume(&self, name: &str) -> bool {
         let path = self.volume.topic_file(name);
         let Ok(meta) = TopicMeta::read(&path) else {
             return false;
         };
+        let gate = self.gate();
         let topic = Arc::new(open_topic(
             &self.volume,
             &self.config.default_log_config(),
             meta,
             self.config.broker_id,
             now_ms(),
+            &gate,
         ));
         let mut reg = self.registry_mut();
         reg.by_id.insert(topic.meta.topic_id, name.to_string());
@@ -438,6 +531,18 @@ impl Broker {
         }
         let mut meta = old.meta.clone();
         meta.partitions = count;
+        // Only over the topic as this broker knows it: not a topic another broker
+        // deleted, recreated or grew meanwhile.
+        match TopicMeta::read(&self.volume.topic_file(name)) {
+            Ok(on_disk) if on_disk.topic_id == old.meta.topic_id && on_disk.partitions == old.meta.partitions => {}
+            Ok(_) => {
+                return Err(TopicError::InvalidConfig(format!(
+                    "topic {name} changed on another broker; retry"
+                )))
+            }
+            Err(e) if e.is_not_found() => return Err(TopicError::Unknown(name.to_string())),
+            Err(e) => return Err(e.into()),
+        }
         let mut partitions = old.partitions.clone();
         for p in old.meta.partitions..count {
             partitions.push(open_partition(
@@ -447,6 +552,7 @@ impl Broker {
                 p,
                 self.config.broker_id,
                 now_ms(),
+                &self.gate(),
             ));
         }
         meta.write(&self.volume)?;
@@ -478,18 +584,30 @@ impl Broker {
         };
         let defaults = self.config.default_log_config();
         let id = self.config.broker_id;
+        let gate = self.gate();
         // Topics another broker deleted: let their partitions go (locks released with
         // the last reference) and remove the directories this broker held.
-        let on_volume: std::collections::BTreeSet<String> = listed
+        // A topic deleted and created again under the same name (another topic id) is
+        // let go too, so its old logs never come back under the new id.
+        let on_volume: BTreeMap<String, Option<Uuid>> = listed
             .iter()
             .map(|t| match t {
-                Ok(meta) => meta.name.clone(),
-                Err(e) => topic_name_of(e),
+                Ok(meta) => (meta.name.clone(), Some(meta.topic_id)),
+                Err(e) => (topic_name_of(e), None),
             })
             .collect();
         let gone: Vec<Arc<Topic>> = {
             let mut reg = self.registry_mut();
-            let names: Vec<String> = reg.topics.keys().filter(|n| !on_volume.contains(*n)).cloned().collect();
+            let names: Vec<String> = reg
+                .topics
+                .iter()
+                .filter(|(n, t)| match on_volume.get(*n) {
+                    None => true,
+                    Some(Some(id)) => *id != t.meta.topic_id,
+                    Some(None) => false,
+                })
+                .map(|(n, _)| n.clone())
+                .collect();
             let mut gone = Vec::new();
             for n in names {
                 if let Some(t) = reg.topics.remove(&n) {
@@ -513,16 +631,25 @@ impl Broker {
                     for (i, slot) in partitions.iter_mut().enumerate() {
                         if matches!(slot, Err(o) if o.elsewhere) {
                             if let Ok(p) =
-                                open_partition(&self.volume, &t.log_config, &meta.name, i as i32, id, now_ms())
+                                open_partition(&self.volume, &t.log_config, &meta.name, i as i32, id, now_ms(), &gate)
                             {
                                 info!(topic = %meta.name, partition = i, leader_epoch = p.leader_epoch, "took over a partition whose writer is gone");
+                                self.apply_fences_to(&p);
                                 *slot = Ok(p);
                                 changed = true;
                             }
                         }
                     }
                     for p in t.meta.partitions..meta.partitions {
-                        partitions.push(open_partition(&self.volume, &t.log_config, &meta.name, p, id, now_ms()));
+                        partitions.push(open_partition(
+                            &self.volume,
+                            &t.log_config,
+                            &meta.name,
+                            p,
+                            id,
+                            now_ms(),
+                            &gate,
+                        ));
                         changed = true;
                     }
                     if !changed {
@@ -541,7 +668,7 @@ impl Broker {
                 // New here (created by another broker), or deleted and created again.
                 _ => {
                     info!(topic = %meta.name, partitions = meta.partitions, "picked up a topic from the volume");
-                    open_topic(&self.volume, &defaults, meta, id, now_ms())
+                    open_topic(&self.volume, &defaults, meta, id, now_ms(), &gate)
                 }
             };
             let topic = Arc::new(topic);
@@ -645,15 +772,35 @@ impl Broker {
         kaas_core::ownership::owner(key, &live)
     }
 
-    /// Live brokers and their advertised (host, port); this broker is always in it.
+    /// Live brokers and their advertised (host, port); this broker is in it while its
+    /// lease is fresh.
     pub fn live_brokers(&self) -> BTreeMap<i32, (String, u16)> {
         self.live_brokers.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Replaces the live-broker list (from the lease files); this broker is always in it.
+    /// Replaces the live-broker list (from the lease files). This broker is in it
+    /// exactly while its own lease is fresh: one that stepped down owns nothing.
     pub fn set_live_brokers(&self, mut live: BTreeMap<i32, (String, u16)>) {
-        live.insert(self.config.broker_id, self.advertised.clone());
-        *self.live_brokers.write().unwrap_or_else(|p| p.into_inner()) = live;
+        if self.lease_fresh() {
+            live.insert(self.config.broker_id, self.advertised.clone());
+        } else {
+            live.remove(&self.config.broker_id);
+        }
+        let changed = {
+            let mut current = self.live_brokers.write().unwrap_or_else(|p| p.into_inner());
+            let changed = current.keys().ne(live.keys());
+            *current = live;
+            changed
+        };
+        if changed {
+            let dropped = self.groups.forget_unowned(|g| self.owns_group(g));
+            if dropped > 0 {
+                info!(
+                    groups = dropped,
+                    "live brokers changed: forgot groups now coordinated elsewhere"
+                );
+            }
+        }
     }
 
     /// The broker leading a partition: this one when it holds the partition's
@@ -859,7 +1006,7 @@ fn topic_name_of(e: &VolumeError) -> String {
         .unwrap_or_default()
 }
 
-fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id: i32, now: i64) -> Topic {
+fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id: i32, now: i64, gate: &Gate) -> Topic {
     let log_config = match kaas_core::topic::log_config_for(defaults, &meta.configs) {
         Ok(c) => c,
         Err(e) => {
@@ -868,7 +1015,7 @@ fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id:
         }
     };
     let partitions = (0..meta.partitions)
-        .map(|p| open_partition(volume, &log_config, &meta.name, p, broker_id, now))
+        .map(|p| open_partition(volume, &log_config, &meta.name, p, broker_id, now, gate))
         .collect();
     Topic {
         meta,
@@ -884,8 +1031,24 @@ fn open_partition(
     index: i32,
     broker_id: i32,
     now: i64,
+    gate: &Gate,
 ) -> Result<Arc<Partition>, Offline> {
     let dir = volume.partition_dir(topic, index);
+    // A partition another broker led is taken only once that broker let it go or
+    // its lease expired: a free lock alone is not enough (on NFS it can be freed
+    // before a dead writer's last pages reach the server).
+    match PartitionOwner::read(&PartitionOwner::path(volume, topic, index)) {
+        Ok(o) if !gate(&o) => {
+            return Err(Offline {
+                reason: format!(
+                    "partition {topic}-{index} is led by broker {} (leader epoch {}), whose lease is live",
+                    o.broker, o.leader_epoch
+                ),
+                elsewhere: true,
+            })
+        }
+        _ => {}
+    }
     // The lock first: recovery itself writes (truncates torn tails, re-indexes).
     let owner_lock = PartitionOwner::lock(volume, topic, index).map_err(|e| match e {
         kaas_core::topic::OwnerLockError::Held { .. } => Offline {

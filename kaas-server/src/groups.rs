@@ -191,6 +191,17 @@ impl GroupCoordinator {
         self.groups.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Forgets the in-memory state (members, generation) of every group `owns` no
+    /// longer claims for this broker: its new coordinator rebuilds it as members
+    /// rejoin, and if ownership comes back later, no stale generation reappears.
+    /// Committed offsets live on the volume and are untouched.
+    pub fn forget_unowned(&self, owns: impl Fn(&str) -> bool) -> usize {
+        let mut groups = self.groups();
+        let before = groups.len();
+        groups.retain(|id, _| owns(id));
+        before - groups.len()
+    }
+
     pub fn join(&self, req: JoinRequest, now: Instant) -> Reply<JoinGroupResponse> {
         if req.group_id.is_empty() {
             return Reply::Now(join_error(ResponseError::InvalidGroupId, &req.member_id));

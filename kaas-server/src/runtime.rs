@@ -55,20 +55,22 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         "kaas-server ready"
     );
     let tasks = vec![
-        tokio::spawn(every(Duration::from_secs(1), shutdown.clone(), {
+        tokio::spawn({
             let broker = broker.clone();
-            let mut lease = lease.clone();
-            move || {
-                lease.heartbeat_ms = now_ms();
-                match lease.write(&broker.volume) {
-                    Ok(()) => broker.lease_renewed(),
-                    Err(e) => {
-                        error!(error = %e, "cannot renew broker lease; appends stop once it is older than half the session timeout")
+            let lease = std::sync::Arc::new(std::sync::Mutex::new(lease.clone()));
+            every_async(Duration::from_secs(1), shutdown.clone(), move || {
+                let (broker, lease) = (broker.clone(), lease.clone());
+                async move {
+                    let tick = tokio::task::spawn_blocking(move || {
+                        let mut lease = lease.lock().unwrap_or_else(|p| p.into_inner());
+                        renew_lease(&broker, &mut lease);
+                    });
+                    if let Err(e) = tick.await {
+                        error!(error = %e, "lease task failed");
                     }
                 }
-                refresh_live_brokers(&broker);
-            }
-        })),
+            })
+        }),
         tokio::spawn(every(
             Duration::from_millis(broker.config.volume_poll_interval_ms.max(10)),
             shutdown.clone(),
@@ -150,9 +152,35 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         let _ = t.await;
     }
     broker.flush_all().await;
-    broker.write_snapshots();
+    let releasing = broker.clone();
+    if let Err(e) = tokio::task::spawn_blocking(move || releasing.release_partitions("clean shutdown")).await {
+        error!(error = %e, "releasing partitions at shutdown failed");
+    }
     info!("kaas-server stopped cleanly");
     Ok(())
+}
+
+/// One tick of the lease task (blocking file work). A broker that finds its own
+/// lease older than half the session timeout — it could not renew it, or the whole
+/// process was paused — first steps down: it lets every partition go (they are
+/// re-acquired through the volume sync once it is fresh again, unless another broker
+/// took them meanwhile) and leaves its own live set, so it coordinates nothing. Then
+/// it renews, timing the renewal from before the write, as peers see the heartbeat.
+fn renew_lease(broker: &Broker, lease: &mut BrokerLease) {
+    if !broker.lease_fresh() {
+        warn!("this broker's lease was not renewed for half the session timeout: stepping down");
+        broker.release_partitions("lease not renewed in time");
+        refresh_live_brokers(broker);
+    }
+    let at = Instant::now();
+    lease.heartbeat_ms = now_ms();
+    match lease.write(&broker.volume) {
+        Ok(()) => broker.renewed_at(at),
+        Err(e) => {
+            error!(error = %e, "cannot renew broker lease; this broker steps down once it is older than half the session timeout")
+        }
+    }
+    refresh_live_brokers(broker);
 }
 
 /// Reads the lease files and keeps the brokers whose lease is fresh.

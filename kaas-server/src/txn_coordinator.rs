@@ -528,26 +528,52 @@ impl TransactionCoordinator {
         Ok(())
     }
 
-    /// Applies one marker-queue entry addressed to this broker (the marker watcher).
+    /// Applies, from one marker-queue entry (in any broker's queue), the markers of
+    /// the partitions in `mine` — those this broker leads now, or that no longer
+    /// exist — and rewrites the entry with the partitions left, or deletes it when
+    /// none are. So a marker reaches its partition wherever the partition moved:
+    /// to a broker restarted at once, to several survivors of a dead one.
+    ///
     /// An entry naming its transaction is applied only while that transaction is
     /// still in its Prepare state at the coordinator (checked under the slot lock,
-    /// held while the markers are written); a stale one is dropped unwritten. The last
-    /// entry of a transaction to be applied completes it. Returns whether the queue
-    /// file was consumed (deleted).
-    pub async fn apply_queued(&self, broker: &Broker, path: &Path, entry: &MarkerEntry) -> Result<bool, CoordError> {
+    /// held while the markers are written and the entry rewritten); a stale one is
+    /// dropped unwritten. Whoever removes the last entry of a transaction completes it.
+    /// Returns whether anything was applied or dropped.
+    pub async fn apply_queued(
+        &self,
+        broker: &Broker,
+        path: &Path,
+        entry: &MarkerEntry,
+        mine: &[TopicPartition],
+    ) -> Result<bool, CoordError> {
         let commit = entry.result == MarkerResult::Commit;
-        if entry.transactional_id.is_empty() {
-            // A repair of a hanging transaction the coordinator never knew of.
-            for tp in &entry.partitions {
-                broker
-                    .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
-                    .await?;
-            }
-            marker_queue::remove(path)?;
-            return Ok(true);
+        let held = if entry.transactional_id.is_empty() {
+            None
+        } else {
+            Some(self.lock_slot(slot_for(&entry.transactional_id)).await?)
+        };
+        // Re-read under the lock: another broker may have applied part of it.
+        let entry = match kaas_core::error::read_versioned_json::<MarkerEntry>(
+            path,
+            "marker queue entry",
+            marker_queue::MARKER_FORMAT_VERSION,
+        ) {
+            Ok(e) => e,
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let mine: Vec<TopicPartition> = entry
+            .partitions
+            .iter()
+            .filter(|tp| mine.contains(tp))
+            .cloned()
+            .collect();
+        if mine.is_empty() {
+            return Ok(false);
         }
-        let mut held = self.lock_slot(slot_for(&entry.transactional_id)).await?;
-        let current = held.guard.entry(&entry.transactional_id).cloned();
+        let current = held
+            .as_ref()
+            .and_then(|h| h.guard.entry(&entry.transactional_id).cloned());
         let wanted = if commit {
             TxnState::PrepareCommit
         } else {
@@ -559,48 +585,58 @@ impl TransactionCoordinator {
                 && c.state == wanted
                 && entry.txn_seq.is_none_or(|n| n == c.txn_seq)
         });
-        match (live, entry.txn_seq) {
-            (Some(c), _) => {
-                let c = c.clone();
-                for tp in &entry.partitions {
-                    broker
-                        .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
-                        .await?;
+        if held.is_some() && live.is_none() {
+            match entry.txn_seq {
+                Some(_) => {
+                    warn!(path = %path.display(), transactional_id = %entry.transactional_id, "queued marker of a transaction that is no longer being finished; dropped unwritten");
+                    marker_queue::remove(path)?;
+                    return Ok(true);
                 }
-                marker_queue::remove(path)?;
-                let done =
-                    marker_queue::pending_files(&broker.volume, c.producer_id, c.producer_epoch, c.txn_seq)?.is_empty();
-                if c.markers_queued && done {
-                    self.complete_held(&mut held, &c)?;
+                None => {
+                    // An entry of an older version, which names no transaction: while
+                    // the producer has a newer transaction active at the same epoch on
+                    // one of these partitions, its marker could close that one instead;
+                    // wait until it is over.
+                    let ambiguous = current.as_ref().is_some_and(|c| {
+                        c.producer_id == entry.producer_id
+                            && c.producer_epoch == entry.producer_epoch
+                            && matches!(
+                                c.state,
+                                TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+                            )
+                            && mine.iter().any(|tp| c.partitions.contains(tp))
+                    });
+                    if ambiguous {
+                        debug!(path = %path.display(), "legacy queue entry waits until the producer's open transaction ends");
+                        return Ok(false);
+                    }
                 }
             }
-            (None, Some(_)) => {
-                warn!(path = %path.display(), transactional_id = %entry.transactional_id, "queued marker of a transaction that is no longer being finished; dropped unwritten");
-                marker_queue::remove(path)?;
-            }
-            (None, None) => {
-                // An entry of an older version, which names no transaction: while the
-                // producer has a newer transaction open at the same epoch, its marker
-                // could close that one instead; wait until it is over.
-                let ambiguous = current.as_ref().is_some_and(|c| {
-                    c.producer_id == entry.producer_id
-                        && c.producer_epoch == entry.producer_epoch
-                        && matches!(
-                            c.state,
-                            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
-                        )
-                        && entry.partitions.iter().any(|tp| c.partitions.contains(tp))
-                });
-                if ambiguous {
-                    debug!(path = %path.display(), "legacy queue entry waits until the producer's open transaction ends");
-                    return Ok(false);
-                }
-                for tp in &entry.partitions {
-                    broker
-                        .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
-                        .await?;
-                }
-                marker_queue::remove(path)?;
+        }
+        for tp in &mine {
+            broker
+                .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
+                .await?;
+        }
+        let rest: Vec<TopicPartition> = entry
+            .partitions
+            .iter()
+            .filter(|tp| !mine.contains(tp))
+            .cloned()
+            .collect();
+        if rest.is_empty() {
+            marker_queue::remove(path)?;
+        } else {
+            let mut left = entry.clone();
+            left.partitions = rest;
+            kaas_core::fsutil::write_json(path, &left).map_err(|e| VolumeError::io(path, e))?;
+            return Ok(true);
+        }
+        if let (Some(mut held), Some(c)) = (held, live.cloned()) {
+            let done =
+                marker_queue::pending_files(&broker.volume, c.producer_id, c.producer_epoch, c.txn_seq)?.is_empty();
+            if c.markers_queued && done {
+                self.complete_held(&mut held, &c)?;
             }
         }
         Ok(true)

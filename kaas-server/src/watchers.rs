@@ -6,6 +6,7 @@
 use crate::broker::Broker;
 use kaas_core::fence_log::FenceWatcher;
 use kaas_core::marker_queue;
+use kaas_core::txn::TopicPartition;
 use tracing::{error, info};
 
 pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher) {
@@ -21,7 +22,6 @@ pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher) {
 
 pub async fn process_marker_queue(broker: &Broker) {
     let me = broker.config.broker_id;
-    let live = broker.live_brokers();
     let targets = match marker_queue::targets(&broker.volume) {
         Ok(t) => t,
         Err(e) => {
@@ -29,9 +29,10 @@ pub async fn process_marker_queue(broker: &Broker) {
             return;
         }
     };
-    // This broker's own queue, and the queues of brokers that are gone: their entries
-    // are applied by whoever leads the partitions now.
-    for target in targets.into_iter().filter(|t| *t == me || !live.contains_key(t)) {
+    // Every queue: an entry's partitions may be led elsewhere by now (its addressee
+    // died, restarted, or its partitions were taken over by several brokers); each
+    // broker applies the partitions it leads.
+    for target in targets {
         let entries = match marker_queue::list(&broker.volume, target) {
             Ok(e) => e,
             Err(e) => {
@@ -43,21 +44,24 @@ pub async fn process_marker_queue(broker: &Broker) {
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
-                    error!(path = %path.display(), error = %e, "unreadable marker queue entry left in place");
+                    if target == me {
+                        error!(path = %path.display(), error = %e, "unreadable marker queue entry left in place");
+                    }
                     continue;
                 }
             };
-            if target != me
-                && !entry
-                    .partitions
-                    .iter()
-                    .all(|tp| broker.partition_leader(&tp.topic, tp.partition) == Some(me))
-            {
+            let mine: Vec<TopicPartition> = entry
+                .partitions
+                .iter()
+                .filter(|tp| broker.partition_leader(&tp.topic, tp.partition) == Some(me) || gone(broker, tp))
+                .cloned()
+                .collect();
+            if mine.is_empty() {
                 continue;
             }
-            match broker.txn.apply_queued(broker, &path, &entry).await {
+            match broker.txn.apply_queued(broker, &path, &entry, &mine).await {
                 Ok(true) => {
-                    info!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = entry.partitions.len(), queue = target, "applied queued markers")
+                    info!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = mine.len(), queue = target, "applied queued markers")
                 }
                 Ok(false) => {}
                 // Left in place: retried at the next poll.
@@ -66,5 +70,14 @@ pub async fn process_marker_queue(broker: &Broker) {
                 }
             }
         }
+    }
+}
+
+/// A partition that no longer exists on the volume (its topic was deleted, or it
+/// never had that many partitions): its marker has nothing left to end.
+fn gone(broker: &Broker, tp: &TopicPartition) -> bool {
+    match kaas_core::topic::TopicMeta::read(&broker.volume.topic_file(&tp.topic)) {
+        Ok(meta) => tp.partition < 0 || tp.partition >= meta.partitions,
+        Err(e) => e.is_not_found(),
     }
 }

@@ -507,3 +507,136 @@ async fn a_topic_deleted_through_another_broker_is_let_go_by_its_leader() {
     b1.create_topic("d", 1, Default::default()).await.unwrap();
     assert!(b1.topic("d").unwrap().partition(0).unwrap().is_ok());
 }
+
+fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
+    let config = <crate::config::Config as clap::Parser>::parse_from([
+        "kaas-server",
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--broker-id",
+        id,
+    ]);
+    Broker::open(config, "127.0.0.1:9093".parse().unwrap()).unwrap()
+}
+
+fn live(ids: &[i32]) -> std::collections::BTreeMap<i32, (String, u16)> {
+    ids.iter().map(|i| (*i, ("127.0.0.1".to_string(), 9092u16))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
+    let (dir, b0, pid) = setup().await;
+    let b1 = second_broker(dir.path(), "1");
+    b0.set_live_brokers(live(&[0, 1]));
+    b1.set_live_brokers(live(&[0, 1]));
+    b1.create_topic("x", 1, Default::default()).await.unwrap(); // led by broker 1
+    let b0_ = b0.clone();
+    tokio::task::spawn_blocking(move || b0_.sync_with_volume())
+        .await
+        .unwrap();
+    let parts = [tp("t", 0), tp("x", 0)];
+    b0.txn
+        .store()
+        .update(slot_for("tx"), now_ms(), |entries| {
+            let e = txn::add_to_txn(&entries["tx"], pid, 0, &parts, &[], now_ms(), &Actor::Broker { id: 0 })
+                .unwrap()
+                .unwrap();
+            entries.insert("tx".into(), e);
+            ((), true)
+        })
+        .unwrap();
+    produce_txn(&b0, "tx", pid, 0, 0).unwrap();
+    let x0 = b1.topic("x").unwrap().partition(0).unwrap().clone().unwrap();
+    let mut batch = build_batch(0, 1, Some((pid, 0, 0)), 0x10, &[(None, Some(b"x"))]);
+    let headers = validate_all(&batch).unwrap();
+    b1.append(&x0, &mut batch, &headers, Some("tx")).unwrap();
+    // Prepared by a coordinator that queued both markers to broker 7, which is gone.
+    let prepared = b0
+        .txn
+        .store()
+        .update(slot_for("tx"), now_ms(), |entries| {
+            let EndOutcome::Prepare(mut e) =
+                txn::end_txn(&entries["tx"], pid, 0, true, now_ms(), &Actor::Broker { id: 7 }).unwrap()
+            else {
+                panic!()
+            };
+            e.markers_queued = true;
+            entries.insert("tx".into(), e.clone());
+            (e, true)
+        })
+        .unwrap();
+    let marker = MarkerEntry::new("tx", pid, 0, true, parts.to_vec(), Some(prepared.txn_seq), 7, 1);
+    let path = marker_queue::enqueue(&b0.volume, 7, &marker).unwrap();
+    crate::watchers::process_marker_queue(&b0).await;
+    let left: MarkerEntry =
+        kaas_core::error::read_versioned_json(&path, "marker queue entry", marker_queue::MARKER_FORMAT_VERSION)
+            .unwrap();
+    assert_eq!(left.partitions, vec![tp("x", 0)], "broker 0 applied t-0 and left x-0");
+    assert_eq!(lso_and_end(&b0).0, lso_and_end(&b0).1, "t-0 committed");
+    assert_eq!(
+        b0.txn.store().get("tx").unwrap().unwrap().state,
+        TxnState::PrepareCommit
+    );
+    crate::watchers::process_marker_queue(&b1).await;
+    assert!(!path.exists());
+    {
+        let x = x0.state();
+        assert_eq!(x.last_stable_offset(), x.log.log_end_offset(), "x-0 committed");
+    }
+    assert_eq!(
+        b0.txn.store().get("tx").unwrap().unwrap().state,
+        TxnState::CompleteCommit,
+        "the last partition applied completed the transaction"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_of_a_dead_writer_are_taken_over_only_once_its_lease_expired_or_it_released_them() {
+    let (dir, b0, _) = setup().await;
+    let b1 = second_broker(dir.path(), "1");
+    b1.create_topic("x", 1, Default::default()).await.unwrap();
+    let sync = |b: &Arc<Broker>| {
+        let b = b.clone();
+        tokio::task::spawn_blocking(move || b.sync_with_volume())
+    };
+    drop(b1); // its lock is free now, as after kill -9
+    b0.set_live_brokers(live(&[0, 1])); // ...but its lease is still live
+    sync(&b0).await.unwrap();
+    assert!(
+        b0.topic("x").unwrap().partition(0).unwrap().is_err(),
+        "no take-over while its lease is live"
+    );
+    b0.set_live_brokers(live(&[0]));
+    sync(&b0).await.unwrap();
+    let x0 = b0.topic("x").unwrap().partition(0).unwrap().clone().unwrap();
+    assert_eq!(x0.leader_epoch, 1, "the take-over bumped the leader epoch");
+    // A broker stepping down releases its partitions (owner.json released): another
+    // may take them at once, and it takes them back itself once fresh again.
+    drop(x0);
+    let b0_ = b0.clone();
+    tokio::task::spawn_blocking(move || b0_.release_partitions("test"))
+        .await
+        .unwrap();
+    let owner =
+        kaas_core::topic::PartitionOwner::read(&kaas_core::topic::PartitionOwner::path(&b0.volume, "x", 0)).unwrap();
+    assert!(owner.released);
+    assert!(b0.topic("x").unwrap().partition(0).unwrap().is_err());
+    let b2 = second_broker(dir.path(), "2");
+    assert!(
+        b2.topic("x").unwrap().partition(0).unwrap().is_ok(),
+        "released: taken at once"
+    );
+}
+
+#[tokio::test]
+async fn a_broker_whose_lease_is_stale_leaves_its_own_live_set_and_coordinates_nothing() {
+    let (_d, b, _) = setup().await;
+    b.renewed_at(std::time::Instant::now() - std::time::Duration::from_secs(6));
+    b.set_live_brokers(live(&[0, 1]));
+    assert!(!b.live_brokers().contains_key(&0));
+    assert!((0..50).all(|s| !b.owns_txn_slot(s)));
+    assert!(!b.owns_group("g"));
+    b.lease_renewed();
+    b.set_live_brokers(live(&[1]));
+    assert!(b.live_brokers().contains_key(&0));
+}
