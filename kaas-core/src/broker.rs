@@ -91,6 +91,58 @@ pub fn claim_broker_id(volume: &Volume, id: i32, now_ms: i64) -> Result<BrokerId
     }
 }
 
+/// Judges peers' liveness by their heartbeats *changing*, timed by this process's
+/// monotonic clock, so clock skew between hosts does not matter: a peer is live while
+/// its heartbeat value changed less than the session timeout ago. A lease seen for the
+/// first time is judged by its age on the wall clock (it may be long dead), and then
+/// only by changes: a host whose clock runs ahead cannot look alive for longer than
+/// the timeout after it stops.
+#[derive(Debug, Default)]
+pub struct LeaseTracker {
+    seen: std::collections::HashMap<(i32, String), (i64, std::time::Instant)>,
+}
+
+impl LeaseTracker {
+    /// The live leases among `leases`, as of `now_ms` (wall) and `now` (monotonic).
+    pub fn observe<'a>(
+        &mut self,
+        leases: impl IntoIterator<Item = &'a BrokerLease>,
+        now_ms: i64,
+        now: std::time::Instant,
+        session_timeout_ms: i64,
+    ) -> Vec<&'a BrokerLease> {
+        let timeout = std::time::Duration::from_millis(session_timeout_ms.max(0) as u64);
+        let mut live = Vec::new();
+        let mut present = std::collections::HashSet::new();
+        for lease in leases {
+            let key = (lease.broker_id, lease.incarnation.clone());
+            present.insert(key.clone());
+            let alive = match self.seen.get_mut(&key) {
+                Some((hb, changed)) => {
+                    if *hb != lease.heartbeat_ms {
+                        *hb = lease.heartbeat_ms;
+                        *changed = now;
+                    }
+                    now.duration_since(*changed) < timeout
+                }
+                None => {
+                    // First sight: credit it with the age its own clock claims (at
+                    // least zero), so a long-dead lease is dead at once.
+                    let age = std::time::Duration::from_millis((now_ms - lease.heartbeat_ms).max(0) as u64);
+                    let since = now.checked_sub(age).unwrap_or(now);
+                    self.seen.insert(key, (lease.heartbeat_ms, since));
+                    age < timeout
+                }
+            };
+            if alive {
+                live.push(lease);
+            }
+        }
+        self.seen.retain(|k, _| present.contains(k));
+        live
+    }
+}
+
 /// Every lease file on the volume, unreadable ones as errors.
 pub fn list_brokers(volume: &Volume) -> Result<Vec<Result<BrokerLease, VolumeError>>, VolumeError> {
     Ok(crate::error::json_files(&volume.brokers_dir())?
@@ -102,6 +154,43 @@ pub fn list_brokers(volume: &Volume) -> Result<Vec<Result<BrokerLease, VolumeErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lease(id: i32, hb: i64) -> BrokerLease {
+        BrokerLease {
+            version: LEASE_FORMAT_VERSION,
+            broker_id: id,
+            host: "h".into(),
+            port: 1,
+            incarnation: format!("i{id}"),
+            started_ms: 0,
+            heartbeat_ms: hb,
+        }
+    }
+
+    #[test]
+    fn liveness_follows_heartbeat_changes_on_the_local_monotonic_clock() {
+        use std::time::{Duration, Instant};
+        let mut t = LeaseTracker::default();
+        let t0 = Instant::now();
+        let ids = |v: Vec<&BrokerLease>| v.iter().map(|l| l.broker_id).collect::<Vec<_>>();
+        // Broker 1 is current; broker 2's clock runs an hour ahead; broker 3 died long ago.
+        let now_ms = 1_000_000;
+        let (b1, b2, b3) = (
+            lease(1, now_ms),
+            lease(2, now_ms + 3_600_000),
+            lease(3, now_ms - 60_000),
+        );
+        assert_eq!(ids(t.observe([&b1, &b2, &b3], now_ms, t0, 10_000)), vec![1, 2]);
+        // 11 s later broker 1 renewed, broker 2 stopped: its future heartbeat no
+        // longer keeps it alive.
+        let b1 = lease(1, now_ms + 11_000);
+        let later = t0 + Duration::from_secs(11);
+        assert_eq!(ids(t.observe([&b1, &b2, &b3], now_ms + 11_000, later, 10_000)), vec![1]);
+        // A new incarnation of broker 2 is tracked afresh.
+        let mut b2 = lease(2, now_ms + 3_600_000 + 11_000);
+        b2.incarnation = "again".into();
+        assert_eq!(ids(t.observe([&b1, &b2], now_ms + 11_000, later, 10_000)), vec![1, 2]);
+    }
 
     #[test]
     fn a_broker_id_is_claimed_by_one_process_at_a_time() {

@@ -177,6 +177,8 @@ pub struct Broker {
     /// When this broker last renewed its own lease, by the monotonic clock; None
     /// while no lease task runs (a broker embedded in tests).
     lease_renewed_at: Mutex<Option<std::time::Instant>>,
+    /// Peers' heartbeats as last seen, for judging liveness by change.
+    pub lease_tracker: Mutex<kaas_core::broker::LeaseTracker>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -273,6 +275,7 @@ impl Broker {
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(BTreeMap::from([(config_broker_id, advertised_for_live)])),
             lease_renewed_at: Mutex::new(None),
+            lease_tracker: Mutex::new(Default::default()),
         });
         let fences = broker.apply_fence_logs()?;
         info!(raised = fences, "fence logs applied to the partitions' producers");

@@ -183,16 +183,20 @@ fn renew_lease(broker: &Broker, lease: &mut BrokerLease) {
     refresh_live_brokers(broker);
 }
 
-/// Reads the lease files and keeps the brokers whose lease is fresh.
+/// Reads the lease files and keeps the brokers whose heartbeat keeps changing
+/// (`LeaseTracker`: by this process's monotonic clock, whatever the peers' clocks say).
 fn refresh_live_brokers(broker: &Broker) {
     let now = now_ms();
     match kaas_core::broker::list_brokers(&broker.volume) {
         Ok(leases) => {
-            let live = leases
+            let leases: Vec<BrokerLease> = leases.into_iter().filter_map(|l| l.ok()).collect();
+            let live = broker
+                .lease_tracker
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .observe(&leases, now, Instant::now(), broker.config.broker_session_timeout_ms)
                 .into_iter()
-                .filter_map(|l| l.ok())
-                .filter(|l| l.is_alive(now, broker.config.broker_session_timeout_ms))
-                .map(|l| (l.broker_id, (l.host, l.port)))
+                .map(|l| (l.broker_id, (l.host.clone(), l.port)))
                 .collect();
             broker.set_live_brokers(live);
         }
