@@ -61,20 +61,14 @@ pub fn claim_broker_id(volume: &Volume, id: i32, now_ms: i64) -> Result<BrokerId
     let dir = volume.brokers_dir();
     std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
     let path = dir.join(format!("{id}.lock"));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| VolumeError::io(&path, e))?;
     let previous = match BrokerLease::read(volume, id) {
         Ok(l) => Some(l),
         Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e.into()),
     };
-    match file.try_lock() {
-        Ok(()) => Ok(BrokerIdClaim { _lock: file, previous }),
-        Err(std::fs::TryLockError::WouldBlock) => Err(ClaimError::InUse {
+    match crate::fsutil::try_lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))? {
+        Some(lock) => Ok(BrokerIdClaim { _lock: lock, previous }),
+        None => Err(ClaimError::InUse {
             id,
             holder: match &previous {
                 Some(l) => format!(
@@ -87,7 +81,6 @@ pub fn claim_broker_id(volume: &Volume, id: i32, now_ms: i64) -> Result<BrokerId
                 None => format!("it holds {}", path.display()),
             },
         }),
-        Err(std::fs::TryLockError::Error(e)) => Err(VolumeError::io(&path, e).into()),
     }
 }
 

@@ -70,6 +70,17 @@ pub fn lock_exclusive(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// Like [`lock_exclusive`] but never waits: Ok(None) when another open file (this
+/// process or another) holds the lock.
+pub fn try_lock_exclusive(path: &Path) -> io::Result<Option<File>> {
+    let f = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+    match f.try_lock() {
+        Ok(()) => Ok(Some(f)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
 /// Makes a directory entry change (create, rename, unlink) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

@@ -144,22 +144,15 @@ impl PartitionOwner {
         let dir = volume.partition_dir(topic, partition);
         std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
         let path = dir.join("owner.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| VolumeError::io(&path, e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => Err(OwnerLockError::Held {
+        match crate::fsutil::try_lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))? {
+            Some(lock) => Ok(lock),
+            None => Err(OwnerLockError::Held {
                 partition: format!("{topic}-{partition}"),
                 owner: match PartitionOwner::read(&PartitionOwner::path(volume, topic, partition)) {
                     Ok(o) => format!("broker {} (leader epoch {})", o.broker, o.leader_epoch),
                     Err(_) => "an unknown process".into(),
                 },
             }),
-            Err(std::fs::TryLockError::Error(e)) => Err(VolumeError::io(&path, e).into()),
         }
     }
 }

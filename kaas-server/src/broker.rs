@@ -375,15 +375,7 @@ impl Broker {
         let meta = TopicMeta::new(name, partitions, configs, now_ms());
         // Partition directories first, the topic file last: a crash in between leaves
         // directories no topic file names, never a topic file naming missing logs.
-        let gate = self.gate();
-        let topic = open_topic(
-            &self.volume,
-            &self.config.default_log_config(),
-            meta,
-            self.config.broker_id,
-            now_ms(),
-            &gate,
-        );
+        let topic = self.open_topic_here(meta);
         if !topic.meta.create(&self.volume)? {
             // Another broker created it meanwhile: ours is dropped (its partition
             // locks with it) and theirs is served.
@@ -396,6 +388,31 @@ impl Broker {
         reg.by_id.insert(topic.meta.topic_id, name.to_string());
         reg.topics.insert(name.to_string(), topic.clone());
         Ok(topic)
+    }
+
+    /// Opens a topic's partitions here, under the take-over rule.
+    fn open_topic_here(&self, meta: TopicMeta) -> Topic {
+        open_topic(
+            &self.volume,
+            &self.config.default_log_config(),
+            meta,
+            self.config.broker_id,
+            now_ms(),
+            &self.gate(),
+        )
+    }
+
+    /// Opens one partition here, under the take-over rule.
+    fn open_partition_here(&self, config: &LogConfig, topic: &str, index: i32) -> Result<Arc<Partition>, Offline> {
+        open_partition(
+            &self.volume,
+            config,
+            topic,
+            index,
+            self.config.broker_id,
+            now_ms(),
+            &self.gate(),
+        )
     }
 
     /// The take-over rule over this broker's current view of the live brokers.
@@ -475,15 +492,7 @@ impl Broker {
         let Ok(meta) = TopicMeta::read(&path) else {
             return false;
         };
-        let gate = self.gate();
-        let topic = Arc::new(open_topic(
-            &self.volume,
-            &self.config.default_log_config(),
-            meta,
-            self.config.broker_id,
-            now_ms(),
-            &gate,
-        ));
+        let topic = Arc::new(self.open_topic_here(meta));
         let mut reg = self.registry_mut();
         reg.by_id.insert(topic.meta.topic_id, name.to_string());
         reg.topics.insert(name.to_string(), topic);
@@ -548,15 +557,7 @@ impl Broker {
         }
         let mut partitions = old.partitions.clone();
         for p in old.meta.partitions..count {
-            partitions.push(open_partition(
-                &self.volume,
-                &old.log_config,
-                name,
-                p,
-                self.config.broker_id,
-                now_ms(),
-                &self.gate(),
-            ));
+            partitions.push(self.open_partition_here(&old.log_config, name, p));
         }
         meta.write(&self.volume)?;
         let topic = Arc::new(Topic {
@@ -585,9 +586,6 @@ impl Broker {
                 return;
             }
         };
-        let defaults = self.config.default_log_config();
-        let id = self.config.broker_id;
-        let gate = self.gate();
         // Topics another broker deleted: let their partitions go (locks released with
         // the last reference) and remove the directories this broker held.
         // A topic deleted and created again under the same name (another topic id) is
@@ -633,9 +631,7 @@ impl Broker {
                     let mut changed = false;
                     for (i, slot) in partitions.iter_mut().enumerate() {
                         if matches!(slot, Err(o) if o.elsewhere) {
-                            if let Ok(p) =
-                                open_partition(&self.volume, &t.log_config, &meta.name, i as i32, id, now_ms(), &gate)
-                            {
+                            if let Ok(p) = self.open_partition_here(&t.log_config, &meta.name, i as i32) {
                                 info!(topic = %meta.name, partition = i, leader_epoch = p.leader_epoch, "took over a partition whose writer is gone");
                                 self.apply_fences_to(&p);
                                 *slot = Ok(p);
@@ -644,15 +640,7 @@ impl Broker {
                         }
                     }
                     for p in t.meta.partitions..meta.partitions {
-                        partitions.push(open_partition(
-                            &self.volume,
-                            &t.log_config,
-                            &meta.name,
-                            p,
-                            id,
-                            now_ms(),
-                            &gate,
-                        ));
+                        partitions.push(self.open_partition_here(&t.log_config, &meta.name, p));
                         changed = true;
                     }
                     if !changed {
@@ -671,7 +659,7 @@ impl Broker {
                 // New here (created by another broker), or deleted and created again.
                 _ => {
                     info!(topic = %meta.name, partitions = meta.partitions, "picked up a topic from the volume");
-                    open_topic(&self.volume, &defaults, meta, id, now_ms(), &gate)
+                    self.open_topic_here(meta)
                 }
             };
             let topic = Arc::new(topic);
@@ -939,16 +927,6 @@ impl Broker {
     /// A fresh producer id from this broker's claimed block.
     pub fn next_producer_id(&self) -> Result<i64, VolumeError> {
         self.producer_ids.lock().unwrap_or_else(|p| p.into_inner()).next_id()
-    }
-
-    /// Saves every partition's producer state (clean shutdown).
-    pub fn write_snapshots(&self) {
-        let now = now_ms();
-        for p in self.partitions() {
-            if let Err(e) = p.state().write_snapshot(now) {
-                error!(topic = %p.topic, partition = p.index, error = %e, "cannot write producer-state snapshot");
-            }
-        }
     }
 
     pub fn subscribe_appends(&self) -> watch::Receiver<u64> {

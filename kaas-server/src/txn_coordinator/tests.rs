@@ -40,6 +40,23 @@ async fn setup() -> (tempfile::TempDir, Arc<Broker>, i64) {
     (dir, b, pid)
 }
 
+/// Moves "tx" to PrepareCommit as a coordinator on broker `by` that queued its
+/// markers for other brokers would.
+fn prepare_with_queued_markers(store: &TxnStateStore, pid: i64, by: i32) -> TxnEntry {
+    store
+        .update(slot_for("tx"), now_ms(), |entries| {
+            let EndOutcome::Prepare(mut e) =
+                txn::end_txn(&entries["tx"], pid, 0, true, now_ms(), &Actor::Broker { id: by }).unwrap()
+            else {
+                panic!()
+            };
+            e.markers_queued = true;
+            entries.insert("tx".into(), e.clone());
+            (e, true)
+        })
+        .unwrap()
+}
+
 fn code(r: Result<i64, AppendRejected>) -> i16 {
     match r {
         Err(AppendRejected::Txn(e)) => e.code(),
@@ -151,18 +168,7 @@ async fn a_queued_marker_applies_only_to_the_transaction_it_names() {
     // The coordinator (standing in for one on another broker) prepares N and queues
     // its marker for this broker.
     let store = b.txn.store().clone();
-    let prepared = store
-        .update(slot_for("tx"), now_ms(), |entries| {
-            let EndOutcome::Prepare(mut e) =
-                txn::end_txn(&entries["tx"], pid, 0, true, now_ms(), &Actor::Broker { id: 1 }).unwrap()
-            else {
-                panic!()
-            };
-            e.markers_queued = true;
-            entries.insert("tx".into(), e.clone());
-            (e, true)
-        })
-        .unwrap();
+    let prepared = prepare_with_queued_markers(&store, pid, 1);
     let marker = MarkerEntry::new("tx", pid, 0, true, vec![tp("t", 0)], Some(prepared.txn_seq), 1, 1);
     let path = marker_queue::enqueue(&b.volume, 0, &marker).unwrap();
     crate::watchers::process_marker_queue(&b).await;
@@ -441,14 +447,7 @@ async fn a_broker_whose_lease_is_not_renewed_stops_appending_and_writing_markers
 #[tokio::test]
 async fn a_second_broker_on_the_volume_never_opens_a_partition_another_process_writes() {
     let (dir, b, _) = setup().await;
-    let config = <crate::config::Config as clap::Parser>::parse_from([
-        "kaas-server",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--broker-id",
-        "1",
-    ]);
-    let other = Broker::open(config, "127.0.0.1:9093".parse().unwrap()).unwrap();
+    let other = second_broker(dir.path(), "1");
     let t = other.topic("t").unwrap();
     let err = t
         .partition(0)
@@ -474,14 +473,7 @@ async fn a_second_broker_on_the_volume_never_opens_a_partition_another_process_w
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_deleted_through_another_broker_is_let_go_by_its_leader() {
     let (dir, b0, _) = setup().await;
-    let config = <crate::config::Config as clap::Parser>::parse_from([
-        "kaas-server",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--broker-id",
-        "1",
-    ]);
-    let b1 = Broker::open(config, "127.0.0.1:9093".parse().unwrap()).unwrap();
+    let b1 = second_broker(dir.path(), "1");
     let sync = |b: &Arc<Broker>| {
         let b = b.clone();
         tokio::task::spawn_blocking(move || b.sync_with_volume())
@@ -551,20 +543,7 @@ async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
     let headers = validate_all(&batch).unwrap();
     b1.append(&x0, &mut batch, &headers, Some("tx")).unwrap();
     // Prepared by a coordinator that queued both markers to broker 7, which is gone.
-    let prepared = b0
-        .txn
-        .store()
-        .update(slot_for("tx"), now_ms(), |entries| {
-            let EndOutcome::Prepare(mut e) =
-                txn::end_txn(&entries["tx"], pid, 0, true, now_ms(), &Actor::Broker { id: 7 }).unwrap()
-            else {
-                panic!()
-            };
-            e.markers_queued = true;
-            entries.insert("tx".into(), e.clone());
-            (e, true)
-        })
-        .unwrap();
+    let prepared = prepare_with_queued_markers(b0.txn.store(), pid, 7);
     let marker = MarkerEntry::new("tx", pid, 0, true, parts.to_vec(), Some(prepared.txn_seq), 7, 1);
     let path = marker_queue::enqueue(&b0.volume, 7, &marker).unwrap();
     crate::watchers::process_marker_queue(&b0).await;

@@ -601,19 +601,10 @@ type OpenTransactions = BTreeMap<(String, i32), Vec<(i64, i16, i64)>>;
 /// partitions, queue entries against live brokers, and every unreadable file.
 pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
     let mut findings = Vec::new();
-    let mut by_pid: BTreeMap<i64, TxnEntry> = BTreeMap::new();
-    // Entries by the producer id they had before a rotation.
-    let mut by_old_pid: BTreeMap<i64, TxnEntry> = BTreeMap::new();
+    let mut entries: Vec<TxnEntry> = Vec::new();
     for (slot, file) in c.slots() {
         match file {
-            Ok(f) => {
-                for e in f.entries.into_values() {
-                    if e.last_producer_id >= 0 {
-                        by_old_pid.insert(e.last_producer_id, e.clone());
-                    }
-                    by_pid.insert(e.producer_id, e);
-                }
-            }
+            Ok(f) => entries.extend(f.entries.into_values()),
             Err(e) => {
                 let mut f = Finding::new("unreadable_slot", e.to_string());
                 f.partition = Some(slot as i32);
@@ -621,6 +612,8 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
             }
         }
     }
+    // Entries by every producer id they hold or held (the broker's reconcile uses the same).
+    let by_pid = reconcile::index_by_producer(entries.iter());
     let mut open_on: OpenTransactions = BTreeMap::new();
     for topic in list_topics(&c.volume)? {
         let topic = match topic {
@@ -653,7 +646,7 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
                 topic: topic.clone(),
                 partition: *partition,
             };
-            let entry = by_pid.get(&pid).or_else(|| by_old_pid.get(&pid));
+            let entry = by_pid.get(&pid).copied();
             if entry.is_some_and(|e| e.producer_epoch < epoch) {
                 let e = entry.expect("checked");
                 let mut f = Finding::new("epoch_regression", format!("partition {topic}-{partition} knows producer {pid} at epoch {epoch}, its coordinator entry {:?} only at {}", e.transactional_id, e.producer_epoch));
@@ -684,7 +677,9 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
             }
         }
     }
-    for e in by_pid.values().filter(|e| e.state.is_prepare()) {
+    let mut prepared: Vec<&TxnEntry> = entries.iter().filter(|e| e.state.is_prepare()).collect();
+    prepared.sort_by_key(|e| e.producer_id);
+    for e in prepared {
         let pending: Vec<String> = e
             .partitions
             .iter()
