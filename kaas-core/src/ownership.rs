@@ -35,9 +35,143 @@ pub fn txn_slot_key(slot: u32) -> String {
     format!("txn-slot-{slot}")
 }
 
+/// The ownership key of a partition.
+pub fn partition_key(topic: &str, partition: i32) -> String {
+    format!("partition\0{topic}\0{partition}")
+}
+
+/// What a broker does with one partition, from its view of the live brokers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// It holds the partition and is its rendezvous owner: it keeps leading it.
+    Keep,
+    /// It holds the partition but another live broker is its rendezvous owner: it
+    /// stops appending, flushes, writes the snapshot, marks `owner.json` released and
+    /// drops `owner.lock`, and that broker takes it.
+    HandOver(i32),
+    /// It is the rendezvous owner and the last owner is gone: it may take the
+    /// partition, if it can get `owner.lock`.
+    Take,
+    /// It does not take the partition; why.
+    Wait(String),
+}
+
+/// The placement rule, the same on every broker. `held`: this broker leads the
+/// partition now. `last`: the partition's `owner.json`, None if it has none yet.
+///
+/// A broker takes a partition only when it is the rendezvous owner over `live` and the
+/// last owner let the partition go (`released`), or is this broker id (an earlier
+/// incarnation), or is no longer live. A free `owner.lock` alone is never enough — on
+/// NFS it can be freed before a dead writer's last pages reach the server — and the
+/// lock is still required on top (see `PartitionOwner::lock`): the rule decides who
+/// may try, the lock who succeeds.
+pub fn place(
+    me: i32,
+    live: &[i32],
+    topic: &str,
+    partition: i32,
+    held: bool,
+    last: Option<&crate::topic::PartitionOwner>,
+) -> Placement {
+    let assigned = owner(&partition_key(topic, partition), live);
+    if held {
+        return match assigned {
+            Some(to) if to != me => Placement::HandOver(to),
+            _ => Placement::Keep,
+        };
+    }
+    match assigned {
+        None => return Placement::Wait(format!("partition {topic}-{partition} has no live broker to lead it")),
+        Some(b) if b != me => {
+            return Placement::Wait(format!("partition {topic}-{partition} is assigned to broker {b}"));
+        }
+        Some(_) => {}
+    }
+    match last {
+        Some(o) if !o.released && o.broker != me && live.contains(&o.broker) => Placement::Wait(format!(
+            "partition {topic}-{partition} is led by broker {} (leader epoch {}), whose lease is live",
+            o.broker, o.leader_epoch
+        )),
+        _ => Placement::Take,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topic::PartitionOwner;
+
+    fn last(broker: i32, released: bool) -> PartitionOwner {
+        PartitionOwner {
+            version: crate::topic::OWNER_FORMAT_VERSION,
+            broker,
+            leader_epoch: 4,
+            released,
+            updated_ms: 0,
+        }
+    }
+
+    /// A partition of `topic` that `live` assigns to `to`.
+    fn assigned_to(to: i32, live: &[i32]) -> i32 {
+        (0..1000)
+            .find(|p| owner(&partition_key("t", *p), live) == Some(to))
+            .unwrap()
+    }
+
+    #[test]
+    fn only_the_rendezvous_owner_takes_and_only_once_the_last_owner_is_gone() {
+        let live = [0, 1, 2];
+        let p = assigned_to(1, &live);
+        assert_eq!(place(1, &live, "t", p, false, None), Placement::Take, "never led");
+        assert!(
+            matches!(place(0, &live, "t", p, false, None), Placement::Wait(_)),
+            "not the owner"
+        );
+        assert!(
+            matches!(place(1, &live, "t", p, false, Some(&last(2, false))), Placement::Wait(r) if r.contains("broker 2")),
+            "the last owner is live and did not let go"
+        );
+        assert_eq!(
+            place(1, &live, "t", p, false, Some(&last(2, true))),
+            Placement::Take,
+            "released"
+        );
+        assert_eq!(
+            place(1, &[0, 1], "t", assigned_to(1, &[0, 1]), false, Some(&last(2, false))),
+            Placement::Take,
+            "last owner dead"
+        );
+        assert_eq!(
+            place(1, &live, "t", p, false, Some(&last(1, false))),
+            Placement::Take,
+            "an earlier incarnation"
+        );
+        assert!(
+            matches!(place(1, &[], "t", p, false, None), Placement::Wait(_)),
+            "a broker outside its own live set takes nothing"
+        );
+    }
+
+    #[test]
+    fn a_holder_hands_over_to_the_rendezvous_owner_and_keeps_the_rest() {
+        let live = [0, 1, 2];
+        let mine = assigned_to(0, &live);
+        let theirs = assigned_to(2, &live);
+        assert_eq!(place(0, &live, "t", mine, true, None), Placement::Keep);
+        assert_eq!(place(0, &live, "t", theirs, true, None), Placement::HandOver(2));
+        // A joining broker takes only the keys it wins; a leaving one gives up only its own.
+        let before: Vec<i32> = (0..300)
+            .map(|p| owner(&partition_key("t", p), &[0, 1]).unwrap())
+            .collect();
+        let after: Vec<i32> = (0..300)
+            .map(|p| owner(&partition_key("t", p), &[0, 1, 2]).unwrap())
+            .collect();
+        assert!(before.iter().zip(&after).all(|(b, a)| a == b || *a == 2));
+        assert!(
+            after.iter().filter(|a| **a == 2).count() > 50,
+            "the new broker gets its share"
+        );
+    }
 
     #[test]
     fn every_broker_computes_the_same_owner_and_a_lone_broker_owns_everything() {

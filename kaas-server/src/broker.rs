@@ -14,7 +14,7 @@ use kaas_core::{now_ms, Volume, VolumeError};
 use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
@@ -28,8 +28,13 @@ pub struct Partition {
     /// Highest log end offset known to be fsynced.
     durable: AtomicI64,
     flush_lock: tokio::sync::Mutex<()>,
+    /// Set, under the partition lock, when this broker lets the partition go (hand-over,
+    /// step-down, shutdown): nothing is appended after the final snapshot, even by a
+    /// request that looked the partition up before.
+    retired: AtomicBool,
     /// `owner.lock`, held for as long as this broker may append here: no other
-    /// process (another broker, kaasctl) writes this log meanwhile.
+    /// process (another broker, kaasctl) writes this log meanwhile. Declared last, so
+    /// it is dropped after the log files are closed.
     _owner_lock: std::fs::File,
 }
 
@@ -40,6 +45,46 @@ impl Partition {
         // in a way later appends would trust (recovery re-checks on restart), so a
         // poisoned lock is taken over rather than propagated.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The partition lock for a write: None once this broker let the partition go.
+    pub fn writable(&self) -> Option<std::sync::MutexGuard<'_, PartitionState>> {
+        let state = self.state();
+        (!self.retired.load(Ordering::Acquire)).then_some(state)
+    }
+
+    /// Lets the partition go: under the partition lock, no more writes, the producer
+    /// state written to `producer-state.snapshot` and the log fsynced; then
+    /// `owner.json` marked released so the next owner need not wait for this
+    /// broker's lease. `owner.lock` itself is dropped with the last reference.
+    /// Failures are logged: the next owner then replays more of the log (from an
+    /// older snapshot) or waits for this broker's lease to expire, never less safe.
+    fn retire(&self, volume: &Volume, broker_id: i32, reason: &str) {
+        let now = now_ms();
+        {
+            let mut state = self.state();
+            if self.retired.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            if let Err(e) = state.write_snapshot(now) {
+                error!(topic = %self.topic, partition = self.index, error = %e, "cannot write producer-state snapshot; the next owner replays the log instead");
+            }
+            let (file, _) = state.log.sync_handle();
+            if let Err(e) = file.sync_data() {
+                error!(topic = %self.topic, partition = self.index, error = %e, "cannot fsync the log while letting the partition go");
+            }
+        }
+        let owner = PartitionOwner {
+            version: kaas_core::topic::OWNER_FORMAT_VERSION,
+            broker: broker_id,
+            leader_epoch: self.leader_epoch,
+            released: true,
+            updated_ms: now,
+        };
+        if let Err(e) = owner.write(&PartitionOwner::path(volume, &self.topic, self.index)) {
+            warn!(topic = %self.topic, partition = self.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
+        }
+        debug!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, reason, "partition let go");
     }
 
     /// Waits until everything up to `offset` (exclusive) is fsynced. Concurrent
@@ -92,6 +137,10 @@ pub enum AppendRejected {
     /// longer appends (another broker may soon be entitled to).
     #[error("this broker's lease is not renewed; it does not append")]
     LeaseExpired,
+    /// This broker let the partition go (hand-over or step-down) after the request
+    /// looked it up.
+    #[error("this broker no longer leads the partition")]
+    NotLeader,
 }
 
 /// A transaction marker that could not be written durably.
@@ -103,13 +152,22 @@ pub struct MarkerError {
     pub detail: String,
 }
 
-/// Whether a partition last led by the given owner may be opened by this broker.
-type Gate = dyn Fn(&PartitionOwner) -> bool;
+/// Whether this broker may open partition (topic, index), last led by the given
+/// owner (None: never led); Err says why not.
+type Gate = dyn Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String>;
 
-/// The take-over rule: the owner let the partition go, or is this broker id (an
-/// earlier incarnation), or is not among the `live` brokers.
-fn take_over_gate(me: i32, live: BTreeMap<i32, (String, u16)>) -> impl Fn(&PartitionOwner) -> bool {
-    move |o| o.released || o.broker == me || !live.contains_key(&o.broker)
+/// The placement rule (`kaas_core::ownership::place`) over one view of the live
+/// brokers: this broker is the partition's rendezvous owner, and the last owner let
+/// it go, or is this broker id (an earlier incarnation), or is not live.
+fn take_over_gate(
+    me: i32,
+    live: &BTreeMap<i32, (String, u16)>,
+) -> impl Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String> {
+    let live: Vec<i32> = live.keys().copied().collect();
+    move |topic, index, last| match kaas_core::ownership::place(me, &live, topic, index, false, last) {
+        kaas_core::ownership::Placement::Wait(why) => Err(why),
+        _ => Ok(()),
+    }
 }
 
 /// Why a partition is not served by this broker.
@@ -229,15 +287,18 @@ impl Broker {
         let defaults = config.default_log_config();
         let mut registry = Registry::default();
         let now = now_ms();
-        // Partitions of brokers whose lease is live stay theirs, even if their lock is
-        // free (see take_over_gate).
-        let live_at_start: BTreeMap<i32, (String, u16)> = kaas_core::broker::list_brokers(&volume)?
+        // The live brokers as their leases say now (a first sighting is judged by the
+        // heartbeat's age), this one included: partitions are opened only where this
+        // broker is their rendezvous owner, and those of live brokers stay theirs even
+        // if their lock is free (see take_over_gate).
+        let mut live_at_start: BTreeMap<i32, (String, u16)> = kaas_core::broker::list_brokers(&volume)?
             .into_iter()
             .filter_map(|l| l.ok())
             .filter(|l| l.is_alive(now, config.broker_session_timeout_ms) && l.broker_id != config.broker_id)
             .map(|l| (l.broker_id, (l.host, l.port)))
             .collect();
-        let gate = take_over_gate(config.broker_id, live_at_start);
+        live_at_start.insert(config.broker_id, advertised.clone());
+        let gate = take_over_gate(config.broker_id, &live_at_start);
         for entry in list_topics(&volume)? {
             match entry {
                 Ok(meta) => {
@@ -261,7 +322,6 @@ impl Broker {
         let volume_for_ids = volume.clone();
         let txn = TransactionCoordinator::new(&volume, config.broker_id);
         let config_broker_id = config.broker_id;
-        let advertised_for_live = advertised.clone();
         let broker = Arc::new(Broker {
             config,
             volume,
@@ -273,7 +333,7 @@ impl Broker {
             groups,
             txn,
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
-            live_brokers: RwLock::new(BTreeMap::from([(config_broker_id, advertised_for_live)])),
+            live_brokers: RwLock::new(live_at_start),
             lease_renewed_at: Mutex::new(None),
             lease_tracker: Mutex::new(Default::default()),
         });
@@ -416,8 +476,8 @@ impl Broker {
     }
 
     /// The take-over rule over this broker's current view of the live brokers.
-    fn gate(&self) -> impl Fn(&PartitionOwner) -> bool {
-        take_over_gate(self.config.broker_id, self.live_brokers())
+    fn gate(&self) -> impl Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String> {
+        take_over_gate(self.config.broker_id, &self.live_brokers())
     }
 
     /// Applies the latest recorded fences to a partition this broker just took over
@@ -437,40 +497,57 @@ impl Broker {
         }
     }
 
-    /// Lets every partition go: snapshots written, `owner.json` marked released (so
-    /// another broker may take over at once), locks dropped. Clean shutdown, and a
+    /// Lets every partition go (see [`Partition::retire`]): clean shutdown, and a
     /// broker stepping down because it could not renew its lease.
     pub fn release_partitions(&self, reason: &str) {
-        let now = now_ms();
         let _admin = self.admin_lock.blocking_lock();
-        let topics: Vec<Arc<Topic>> = self.topics();
-        let mut released = 0;
-        for t in topics {
+        let released = self.let_go(reason, |_, _| true);
+        if released > 0 {
+            info!(partitions = released, reason, "released partitions");
+        }
+    }
+
+    /// Hands every partition this broker leads but is no longer the rendezvous owner
+    /// of (a broker joined, or came back) to its owner: the partition is let go
+    /// cleanly, and the owner takes it over at its next volume sync. Caller holds
+    /// the admin lock.
+    fn hand_over_misplaced(&self) -> usize {
+        let live: Vec<i32> = self.live_brokers().into_keys().collect();
+        let me = self.config.broker_id;
+        let moved = self.let_go("handed over to its rendezvous owner", |topic, index| {
+            matches!(
+                kaas_core::ownership::place(me, &live, topic, index, true, None),
+                kaas_core::ownership::Placement::HandOver(_)
+            )
+        });
+        if moved > 0 {
+            info!(
+                partitions = moved,
+                "handed partitions over to the brokers that own them now"
+            );
+        }
+        moved
+    }
+
+    /// Retires the partitions this broker leads that `pick` selects, and marks them
+    /// led elsewhere in the registry. Returns how many.
+    fn let_go(&self, reason: &str, pick: impl Fn(&str, i32) -> bool) -> usize {
+        let mut count = 0;
+        for t in self.topics() {
             let mut partitions = t.partitions.clone();
             let mut changed = false;
-            for (i, slot) in partitions.iter_mut().enumerate() {
-                if let Ok(p) = slot {
-                    if let Err(e) = p.state().write_snapshot(now) {
-                        error!(topic = %p.topic, partition = p.index, error = %e, "cannot write producer-state snapshot");
-                    }
-                    let path = PartitionOwner::path(&self.volume, &t.meta.name, i as i32);
-                    let owner = PartitionOwner {
-                        version: kaas_core::topic::OWNER_FORMAT_VERSION,
-                        broker: self.config.broker_id,
-                        leader_epoch: p.leader_epoch,
-                        released: true,
-                        updated_ms: now,
-                    };
-                    if let Err(e) = owner.write(&path) {
-                        warn!(topic = %p.topic, partition = p.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
-                    }
-                    *slot = Err(Offline {
-                        reason: format!("released by this broker: {reason}"),
-                        elsewhere: true,
-                    });
-                    changed = true;
-                    released += 1;
+            for slot in partitions.iter_mut() {
+                let Ok(p) = slot else { continue };
+                if !pick(&p.topic, p.index) {
+                    continue;
                 }
+                p.retire(&self.volume, self.config.broker_id, reason);
+                *slot = Err(Offline {
+                    reason: format!("partition {}-{} was let go by this broker: {reason}", p.topic, p.index),
+                    elsewhere: true,
+                });
+                changed = true;
+                count += 1;
             }
             if changed {
                 let topic = Arc::new(Topic {
@@ -481,9 +558,7 @@ impl Broker {
                 self.registry_mut().topics.insert(t.meta.name.clone(), topic);
             }
         }
-        if released > 0 {
-            info!(partitions = released, reason, "released partitions");
-        }
+        count
     }
 
     /// Loads a topic another broker created into the registry, if its file exists.
@@ -579,6 +654,7 @@ impl Broker {
             return;
         }
         let _admin = self.admin_lock.blocking_lock();
+        self.hand_over_misplaced();
         let listed = match list_topics(&self.volume) {
             Ok(l) => l,
             Err(e) => {
@@ -693,7 +769,7 @@ impl Broker {
             return Err(AppendRejected::LeaseExpired);
         }
         let (outcome, log_start) = {
-            let mut state = partition.state();
+            let mut state = partition.writable().ok_or(AppendRejected::NotLeader)?;
             // Every transactional batch, not just the first: a records set may carry
             // batches of several producers.
             let mut verified: Option<(i64, i16)> = None;
@@ -808,8 +884,10 @@ impl Broker {
             Ok(p) => Some((self.config.broker_id, p.leader_epoch)),
             Err(o) if o.elsewhere => {
                 let owner = PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, partition)).ok()?;
-                (owner.broker != self.config.broker_id && self.live_brokers().contains_key(&owner.broker))
-                    .then_some((owner.broker, owner.leader_epoch))
+                (owner.broker != self.config.broker_id
+                    && !owner.released
+                    && self.live_brokers().contains_key(&owner.broker))
+                .then_some((owner.broker, owner.leader_epoch))
             }
             Err(_) => None,
         }
@@ -899,7 +977,8 @@ impl Broker {
             Err(e) => return Err(fail(e.to_string())),
         };
         let written = partition
-            .state()
+            .writable()
+            .ok_or_else(|| fail("this broker let the partition go".into()))?
             .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms())
             .map_err(|e| fail(e.to_string()))?;
         match written {
@@ -962,7 +1041,8 @@ impl Broker {
             if expired > 0 {
                 debug!(topic = %p.topic, partition = p.index, producers = expired, "expired idle producers");
             }
-            match p.state().enforce_retention(now) {
+            let Some(mut state) = p.writable() else { continue };
+            match state.enforce_retention(now) {
                 Ok(deleted) if !deleted.is_empty() => {
                     info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
                 }
@@ -1018,18 +1098,18 @@ fn open_partition(
     // A partition another broker led is taken only once that broker let it go or
     // its lease expired: a free lock alone is not enough (on NFS it can be freed
     // before a dead writer's last pages reach the server).
-    match PartitionOwner::read(&PartitionOwner::path(volume, topic, index)) {
-        Ok(o) if !gate(&o) => {
-            return Err(Offline {
-                reason: format!(
-                    "partition {topic}-{index} is led by broker {} (leader epoch {}), whose lease is live",
-                    o.broker, o.leader_epoch
-                ),
-                elsewhere: true,
-            })
+    let last = match PartitionOwner::read(&PartitionOwner::path(volume, topic, index)) {
+        Ok(o) => Some(o),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => {
+            error!(topic, partition = index, error = %e, "partition owner file unreadable; partition is offline");
+            return Err(Offline::broken(e));
         }
-        _ => {}
-    }
+    };
+    gate(topic, index, last.as_ref()).map_err(|reason| Offline {
+        reason,
+        elsewhere: true,
+    })?;
     // The lock first: recovery itself writes (truncates torn tails, re-indexes).
     let owner_lock = PartitionOwner::lock(volume, topic, index).map_err(|e| match e {
         kaas_core::topic::OwnerLockError::Held { .. } => Offline {
@@ -1041,6 +1121,15 @@ fn open_partition(
             Offline::broken(e)
         }
     })?;
+    // Again with the lock in hand: another broker may have taken the partition (and
+    // died, freeing the lock) between the first read and the lock.
+    match PartitionOwner::read(&PartitionOwner::path(volume, topic, index)) {
+        Ok(o) if last.as_ref() != Some(&o) => gate(topic, index, Some(&o)).map_err(|reason| Offline {
+            reason,
+            elsewhere: true,
+        })?,
+        _ => {}
+    }
     let state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
         error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
         Offline::broken(e)
@@ -1083,6 +1172,7 @@ fn open_partition(
         state: Mutex::new(state),
         durable: AtomicI64::new(end),
         flush_lock: tokio::sync::Mutex::new(()),
+        retired: AtomicBool::new(false),
         _owner_lock: owner_lock,
     }))
 }

@@ -28,7 +28,9 @@ pub async fn handle(
                 topic: t.name.0.to_string(),
                 partition: p,
             };
-            if broker.partition_leader(&tp.topic, p).is_some() {
+            // The partition must exist; whoever leads it (even nobody, for the moment
+            // of a hand-over) does not matter to the coordinator.
+            if broker.topic(&tp.topic).is_ok_and(|t| t.partition(p).is_some()) {
                 wanted.push(tp);
             } else {
                 unknown.push(tp);

@@ -135,6 +135,10 @@ fn append(
                 code => code,
             })
         }
+        Err(AppendRejected::NotLeader) => {
+            debug!(topic = %partition.topic, partition = partition.index, "produce refused: the partition was let go meanwhile");
+            Err(ResponseError::NotLeaderOrFollower.code())
+        }
         Err(AppendRejected::LeaseExpired) => {
             warn!(topic = %partition.topic, partition = partition.index, "produce refused: this broker's lease is not renewed");
             Err(ResponseError::NotLeaderOrFollower.code())

@@ -515,18 +515,34 @@ fn live(ids: &[i32]) -> std::collections::BTreeMap<i32, (String, u16)> {
     ids.iter().map(|i| (*i, ("127.0.0.1".to_string(), 9092u16))).collect()
 }
 
+/// A broker id that, alive beside broker 0, leaves partition t-0 with broker 0
+/// (rendezvous placement), and a topic name whose partition 0 it gets.
+fn peer_and_its_topic() -> (i32, String) {
+    use kaas_core::ownership::{owner, partition_key};
+    let peer = (1..)
+        .find(|id| owner(&partition_key("t", 0), &[0, *id]) == Some(0))
+        .unwrap();
+    let topic = (0..)
+        .map(|n| format!("x{n}"))
+        .find(|x| owner(&partition_key(x, 0), &[0, peer]) == Some(peer))
+        .unwrap();
+    (peer, topic)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
     let (dir, b0, pid) = setup().await;
-    let b1 = second_broker(dir.path(), "1");
-    b0.set_live_brokers(live(&[0, 1]));
-    b1.set_live_brokers(live(&[0, 1]));
-    b1.create_topic("x", 1, Default::default()).await.unwrap(); // led by broker 1
+    let (peer, x) = peer_and_its_topic();
+    let x = x.as_str();
+    let b1 = second_broker(dir.path(), &peer.to_string());
+    b0.set_live_brokers(live(&[0, peer]));
+    b1.set_live_brokers(live(&[0, peer]));
+    b1.create_topic(x, 1, Default::default()).await.unwrap(); // led by the peer
     let b0_ = b0.clone();
     tokio::task::spawn_blocking(move || b0_.sync_with_volume())
         .await
         .unwrap();
-    let parts = [tp("t", 0), tp("x", 0)];
+    let parts = [tp("t", 0), tp(x, 0)];
     b0.txn
         .store()
         .update(slot_for("tx"), now_ms(), |entries| {
@@ -538,7 +554,7 @@ async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
         })
         .unwrap();
     produce_txn(&b0, "tx", pid, 0, 0).unwrap();
-    let x0 = b1.topic("x").unwrap().partition(0).unwrap().clone().unwrap();
+    let x0 = b1.topic(x).unwrap().partition(0).unwrap().clone().unwrap();
     let mut batch = build_batch(0, 1, Some((pid, 0, 0)), 0x10, &[(None, Some(b"x"))]);
     let headers = validate_all(&batch).unwrap();
     b1.append(&x0, &mut batch, &headers, Some("tx")).unwrap();
@@ -550,7 +566,7 @@ async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
     let left: MarkerEntry =
         kaas_core::error::read_versioned_json(&path, "marker queue entry", marker_queue::MARKER_FORMAT_VERSION)
             .unwrap();
-    assert_eq!(left.partitions, vec![tp("x", 0)], "broker 0 applied t-0 and left x-0");
+    assert_eq!(left.partitions, vec![tp(x, 0)], "broker 0 applied t-0 and left x-0");
     assert_eq!(lso_and_end(&b0).0, lso_and_end(&b0).1, "t-0 committed");
     assert_eq!(
         b0.txn.store().get("tx").unwrap().unwrap().state,
@@ -618,4 +634,139 @@ async fn a_broker_whose_lease_is_stale_leaves_its_own_live_set_and_coordinates_n
     b.lease_renewed();
     b.set_live_brokers(live(&[1]));
     assert!(b.live_brokers().contains_key(&0));
+}
+
+/// Appends one batch of `producer` = (pid, epoch, first sequence) to `topic`-`index`
+/// on `b`, transactional when `tid` is given.
+fn append_to(
+    b: &Broker,
+    topic: &str,
+    index: i32,
+    producer: (i64, i16, i32),
+    tid: Option<&str>,
+) -> Result<kaas_core::partition::AppendOutcome, AppendRejected> {
+    let partition = b.topic(topic).unwrap().partition(index).unwrap().clone().unwrap();
+    let attrs = if tid.is_some() { 0x10 } else { 0 };
+    let mut batch = build_batch(0, 1, Some(producer), attrs, &[(None, Some(b"v"))]);
+    let headers = validate_all(&batch).unwrap();
+    b.append(&partition, &mut batch, &headers, tid).map(|(o, _)| o)
+}
+
+fn sync(b: &Arc<Broker>) -> tokio::task::JoinHandle<()> {
+    let b = b.clone();
+    tokio::task::spawn_blocking(move || b.sync_with_volume())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_broker_gets_its_partitions_by_hand_over_with_windows_and_open_transactions_intact() {
+    use kaas_core::ownership::{owner, partition_key};
+    use kaas_core::partition::AppendOutcome;
+    let (dir, b0, tpid) = setup().await;
+    // Alone, broker 0 leads all of h's partitions.
+    b0.create_topic("h", 8, Default::default()).await.unwrap();
+    let peer: i32 = 1;
+    let moving: Vec<i32> = (0..8)
+        .filter(|p| owner(&partition_key("h", *p), &[0, peer]) == Some(peer))
+        .collect();
+    assert!(!moving.is_empty() && moving.len() < 8, "{moving:?}");
+    let (ipid, _) = b0.txn.init_producer_id(&b0, "", 60_000, (-1, -1)).await.unwrap();
+    let moved: Vec<TopicPartition> = moving.iter().map(|p| tp("h", *p)).collect();
+    b0.txn.add(&b0, "tx", tpid, 0, &moved, &[]).await.unwrap();
+    for &p in &moving {
+        assert!(matches!(
+            append_to(&b0, "h", p, (ipid, 0, 0), None).unwrap(),
+            AppendOutcome::Appended(_)
+        ));
+        assert!(matches!(
+            append_to(&b0, "h", p, (tpid, 0, 0), Some("tx")).unwrap(),
+            AppendOutcome::Appended(_)
+        ));
+    }
+    let handle = b0.topic("h").unwrap().partition(moving[0]).unwrap().clone().unwrap();
+    // Broker 1 joins: broker 0 lets its partitions go, broker 1 takes them.
+    let b1 = second_broker(dir.path(), &peer.to_string());
+    b0.set_live_brokers(live(&[0, peer]));
+    b1.set_live_brokers(live(&[0, peer]));
+    sync(&b0).await.unwrap();
+    for p in 0..8 {
+        let here = b0.topic("h").unwrap().partition(p).unwrap().is_ok();
+        assert_eq!(
+            here,
+            !moving.contains(&p),
+            "h-{p} stays with broker 0 only if it is its owner"
+        );
+    }
+    assert!(
+        matches!(
+            append_to_handle(&b0, &handle, (ipid, 0, 1)),
+            Err(AppendRejected::NotLeader)
+        ),
+        "a request that looked the partition up before the hand-over appends nothing"
+    );
+    drop(handle);
+    assert_eq!(b0.partition_leader("h", moving[0]), None, "released, not yet taken");
+    sync(&b1).await.unwrap();
+    for &p in &moving {
+        let taken = b1.topic("h").unwrap().partition(p).unwrap().clone().unwrap();
+        assert_eq!(taken.leader_epoch, 1, "the take-over bumped the leader epoch");
+        // The idempotence window moved with it: a retry is a duplicate, the next
+        // sequence is appended, a gap is refused.
+        assert!(matches!(
+            append_to(&b1, "h", p, (ipid, 0, 0), None).unwrap(),
+            AppendOutcome::Duplicate { .. }
+        ));
+        assert!(matches!(
+            append_to(&b1, "h", p, (ipid, 0, 1), None).unwrap(),
+            AppendOutcome::Appended(_)
+        ));
+        assert!(append_to(&b1, "h", p, (ipid, 0, 5), None).is_err());
+        // The open transaction moved with it: the last stable offset holds at its first batch.
+        let state = taken.state();
+        assert_eq!(
+            state.last_stable_offset(),
+            1,
+            "h-{p}: the open transaction still bounds read_committed"
+        );
+    }
+    assert_eq!(b0.partition_leader("h", moving[0]), Some(peer));
+    // The transaction commits through broker 1's partitions (queued to it by broker 0).
+    b0.txn.end_txn(&b0, "tx", tpid, 0, true).await.unwrap();
+    crate::watchers::process_marker_queue(&b1).await;
+    for &p in &moving {
+        let taken = b1.topic("h").unwrap().partition(p).unwrap().clone().unwrap();
+        let state = taken.state();
+        assert_eq!(
+            state.last_stable_offset(),
+            state.log.log_end_offset(),
+            "h-{p} committed"
+        );
+    }
+    // Broker 1 stops cleanly: its partitions come back to broker 0 at once.
+    let b1_ = b1.clone();
+    tokio::task::spawn_blocking(move || b1_.release_partitions("test stop"))
+        .await
+        .unwrap();
+    drop(b1);
+    b0.set_live_brokers(live(&[0]));
+    sync(&b0).await.unwrap();
+    for p in 0..8 {
+        let back = b0.topic("h").unwrap().partition(p).unwrap().clone().unwrap();
+        if moving.contains(&p) {
+            assert_eq!(back.leader_epoch, 2);
+            assert!(matches!(
+                append_to(&b0, "h", p, (ipid, 0, 1), None).unwrap(),
+                AppendOutcome::Duplicate { .. }
+            ));
+        }
+    }
+}
+
+fn append_to_handle(
+    b: &Broker,
+    partition: &crate::broker::Partition,
+    producer: (i64, i16, i32),
+) -> Result<kaas_core::partition::AppendOutcome, AppendRejected> {
+    let mut batch = build_batch(0, 1, Some(producer), 0, &[(None, Some(b"v"))]);
+    let headers = validate_all(&batch).unwrap();
+    b.append(partition, &mut batch, &headers, None).map(|(o, _)| o)
 }
