@@ -84,12 +84,42 @@ pub fn claim_broker_id(volume: &Volume, id: i32, now_ms: i64) -> Result<BrokerId
     }
 }
 
+/// A lease whose heartbeat is this many session timeouts old by the wall clock is dead
+/// at first sight; clocks must agree to within `LONG_DEAD_FACTOR - 1` timeouts.
+pub const LONG_DEAD_FACTOR: i64 = 3;
+
+/// The start-up clock check: a peer's heartbeat more than one session timeout ahead
+/// of this host's clock means the clocks disagree by more than kaas tolerates for
+/// judging leases at first sight (see [`LeaseTracker`]). Err names the peer and the
+/// gap. Only heartbeats ahead can be checked: one behind cannot be told from a peer
+/// that stopped.
+pub fn check_clock_skew(leases: &[BrokerLease], me: i32, now_ms: i64, session_timeout_ms: i64) -> Result<(), String> {
+    match leases
+        .iter()
+        .filter(|l| l.broker_id != me)
+        .max_by_key(|l| l.heartbeat_ms)
+    {
+        Some(l) if l.heartbeat_ms - now_ms > session_timeout_ms => Err(format!(
+            "broker {}'s last heartbeat ({} at {}:{}) is {} ms ahead of this host's clock; brokers' clocks must agree to \
+             within the session timeout ({session_timeout_ms} ms): fix the clocks (NTP) before starting this broker",
+            l.broker_id,
+            l.heartbeat_ms,
+            l.host,
+            l.port,
+            l.heartbeat_ms - now_ms
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Judges peers' liveness by their heartbeats *changing*, timed by this process's
 /// monotonic clock, so clock skew between hosts does not matter: a peer is live while
 /// its heartbeat value changed less than the session timeout ago. A lease seen for the
-/// first time is judged by its age on the wall clock (it may be long dead), and then
-/// only by changes: a host whose clock runs ahead cannot look alive for longer than
-/// the timeout after it stops.
+/// first time counts as having just changed — live for a whole timeout unless it
+/// changes — unless its wall-clock age is over [`LONG_DEAD_FACTOR`] session timeouts:
+/// so a host whose clock runs behind cannot make a live peer look dead (only skew of
+/// more than `LONG_DEAD_FACTOR - 1` timeouts could), and one whose clock runs ahead
+/// cannot look alive for longer than the timeout after it stops.
 #[derive(Debug, Default)]
 pub struct LeaseTracker {
     seen: std::collections::HashMap<(i32, String), (i64, std::time::Instant)>,
@@ -119,12 +149,17 @@ impl LeaseTracker {
                     now.duration_since(*changed) < timeout
                 }
                 None => {
-                    // First sight: credit it with the age its own clock claims (at
-                    // least zero), so a long-dead lease is dead at once.
-                    let age = std::time::Duration::from_millis((now_ms - lease.heartbeat_ms).max(0) as u64);
-                    let since = now.checked_sub(age).unwrap_or(now);
+                    // First sight: live for a whole timeout from now, unless the
+                    // heartbeat is so old by the wall clock that no tolerated skew
+                    // explains it (then it is dead at once).
+                    let long_dead = now_ms - lease.heartbeat_ms >= LONG_DEAD_FACTOR * session_timeout_ms.max(0);
+                    let since = if long_dead {
+                        now.checked_sub(timeout).unwrap_or(now)
+                    } else {
+                        now
+                    };
                     self.seen.insert(key, (lease.heartbeat_ms, since));
-                    age < timeout
+                    !long_dead
                 }
             };
             if alive {
@@ -166,13 +201,28 @@ mod tests {
         let mut t = LeaseTracker::default();
         let t0 = Instant::now();
         let ids = |v: Vec<&BrokerLease>| v.iter().map(|l| l.broker_id).collect::<Vec<_>>();
-        // Broker 1 is current; broker 2's clock runs an hour ahead; broker 3 died long ago.
+        // Broker 1 is current; broker 2's clock runs an hour ahead; broker 3 died long
+        // ago; broker 4's clock runs 15 s behind (its fresh heartbeat looks 15 s old).
         let now_ms = 1_000_000;
-        let (b1, b2, b3) = (
+        let (b1, b2, b3, b4) = (
             lease(1, now_ms),
             lease(2, now_ms + 3_600_000),
             lease(3, now_ms - 60_000),
+            lease(4, now_ms - 15_000),
         );
+        assert_eq!(ids(t.observe([&b1, &b2, &b3, &b4], now_ms, t0, 10_000)), vec![1, 2, 4]);
+        // Unchanged for a whole timeout after first sight: dead.
+        let b1_ = lease(1, now_ms + 10_000);
+        assert_eq!(
+            ids(t.observe(
+                [&b1_, &b2, &b3, &b4],
+                now_ms + 10_000,
+                t0 + Duration::from_secs(10),
+                10_000
+            )),
+            vec![1]
+        );
+        let mut t = LeaseTracker::default();
         assert_eq!(ids(t.observe([&b1, &b2, &b3], now_ms, t0, 10_000)), vec![1, 2]);
         // 11 s later broker 1 renewed, broker 2 stopped: its future heartbeat no
         // longer keeps it alive.
@@ -183,6 +233,18 @@ mod tests {
         let mut b2 = lease(2, now_ms + 3_600_000 + 11_000);
         b2.incarnation = "again".into();
         assert_eq!(ids(t.observe([&b1, &b2], now_ms + 11_000, later, 10_000)), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_peer_heartbeat_from_beyond_the_tolerated_skew_refuses_the_start() {
+        let now = 1_000_000;
+        assert!(check_clock_skew(&[lease(1, now + 9_000), lease(2, now - 500_000)], 0, now, 10_000).is_ok());
+        let err = check_clock_skew(&[lease(1, now + 11_000)], 0, now, 10_000).unwrap_err();
+        assert!(err.contains("broker 1") && err.contains("11000 ms ahead"), "{err}");
+        assert!(
+            check_clock_skew(&[lease(0, now + 60_000)], 0, now, 10_000).is_ok(),
+            "its own old lease is not a peer"
+        );
     }
 
     #[test]

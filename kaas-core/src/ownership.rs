@@ -61,7 +61,8 @@ pub enum Placement {
 ///
 /// A broker takes a partition only when it is the rendezvous owner over `live` and the
 /// last owner let the partition go (`released`), or is this broker id (an earlier
-/// incarnation), or is no longer live. A free `owner.lock` alone is never enough — on
+/// incarnation), or is no longer live; and, whoever the owner, a partition this broker
+/// id led and never released (which no one else may take while it is live). A free `owner.lock` alone is never enough — on
 /// NFS it can be freed before a dead writer's last pages reach the server — and the
 /// lock is still required on top (see `PartitionOwner::lock`): the rule decides who
 /// may try, the lock who succeeds.
@@ -79,6 +80,18 @@ pub fn place(
             Some(to) if to != me => Placement::HandOver(to),
             _ => Placement::Keep,
         };
+    }
+    if !live.contains(&me) {
+        return Placement::Wait(format!(
+            "partition {topic}-{partition}: this broker's own lease is not fresh"
+        ));
+    }
+    // A partition this broker id led and never let go (it stepped down with a stale
+    // lease, which writes nothing, or an earlier incarnation died): nobody else may
+    // take it while this broker is live, so it takes it back — and hands it over
+    // properly at its next sync if it is not its owner any more.
+    if last.is_some_and(|o| o.broker == me && !o.released) {
+        return Placement::Take;
     }
     match assigned {
         None => return Placement::Wait(format!("partition {topic}-{partition} has no live broker to lead it")),
@@ -147,9 +160,22 @@ mod tests {
             "an earlier incarnation"
         );
         assert!(
-            matches!(place(1, &[], "t", p, false, None), Placement::Wait(_)),
+            matches!(
+                place(1, &[0, 2], "t", p, false, Some(&last(1, false))),
+                Placement::Wait(_)
+            ),
             "a broker outside its own live set takes nothing"
         );
+        let elsewhere = assigned_to(2, &live);
+        assert_eq!(
+            place(1, &live, "t", elsewhere, false, Some(&last(1, false))),
+            Placement::Take,
+            "one it led and never released is taken back (to be handed over properly)"
+        );
+        assert!(matches!(
+            place(1, &live, "t", elsewhere, false, Some(&last(1, true))),
+            Placement::Wait(_)
+        ));
     }
 
     #[test]

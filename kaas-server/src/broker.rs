@@ -59,11 +59,16 @@ impl Partition {
     /// broker's lease. `owner.lock` itself is dropped with the last reference.
     /// Failures are logged: the next owner then replays more of the log (from an
     /// older snapshot) or waits for this broker's lease to expire, never less safe.
-    fn retire(&self, volume: &Volume, broker_id: i32, reason: &str) {
+    ///
+    /// With `write` false (a broker stepping down because its lease went stale) it
+    /// only stops writing: such a broker may already have been declared dead and the
+    /// partition taken over (on NFS its lock may have lapsed meanwhile), so it must
+    /// not touch the partition's files; the next owner waits for its lease instead.
+    fn retire(&self, volume: &Volume, broker_id: i32, reason: &str, write: bool) {
         let now = now_ms();
         {
             let mut state = self.state();
-            if self.retired.swap(true, Ordering::AcqRel) {
+            if self.retired.swap(true, Ordering::AcqRel) || !write {
                 return;
             }
             if let Err(e) = state.write_snapshot(now) {
@@ -291,11 +296,21 @@ impl Broker {
         // heartbeat's age), this one included: partitions are opened only where this
         // broker is their rendezvous owner, and those of live brokers stay theirs even
         // if their lock is free (see take_over_gate).
-        let mut live_at_start: BTreeMap<i32, (String, u16)> = kaas_core::broker::list_brokers(&volume)?
+        let leases: Vec<kaas_core::broker::BrokerLease> = kaas_core::broker::list_brokers(&volume)?
             .into_iter()
             .filter_map(|l| l.ok())
-            .filter(|l| l.is_alive(now, config.broker_session_timeout_ms) && l.broker_id != config.broker_id)
-            .map(|l| (l.broker_id, (l.host, l.port)))
+            .filter(|l| l.broker_id != config.broker_id)
+            .collect();
+        let mut lease_tracker = kaas_core::broker::LeaseTracker::default();
+        let mut live_at_start: BTreeMap<i32, (String, u16)> = lease_tracker
+            .observe(
+                &leases,
+                now,
+                std::time::Instant::now(),
+                config.broker_session_timeout_ms,
+            )
+            .into_iter()
+            .map(|l| (l.broker_id, (l.host.clone(), l.port)))
             .collect();
         live_at_start.insert(config.broker_id, advertised.clone());
         let gate = take_over_gate(config.broker_id, &live_at_start);
@@ -335,7 +350,7 @@ impl Broker {
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(live_at_start),
             lease_renewed_at: Mutex::new(None),
-            lease_tracker: Mutex::new(Default::default()),
+            lease_tracker: Mutex::new(lease_tracker),
         });
         let fences = broker.apply_fence_logs()?;
         info!(raised = fences, "fence logs applied to the partitions' producers");
@@ -498,10 +513,12 @@ impl Broker {
     }
 
     /// Lets every partition go (see [`Partition::retire`]): clean shutdown, and a
-    /// broker stepping down because it could not renew its lease.
+    /// broker stepping down because it could not renew its lease (which lets them go
+    /// without writing anything: see `retire`).
     pub fn release_partitions(&self, reason: &str) {
         let _admin = self.admin_lock.blocking_lock();
-        let released = self.let_go(reason, |_, _| true);
+        let write = self.lease_fresh();
+        let released = self.let_go(reason, write, |_, _| true);
         if released > 0 {
             info!(partitions = released, reason, "released partitions");
         }
@@ -514,7 +531,7 @@ impl Broker {
     fn hand_over_misplaced(&self) -> usize {
         let live: Vec<i32> = self.live_brokers().into_keys().collect();
         let me = self.config.broker_id;
-        let moved = self.let_go("handed over to its rendezvous owner", |topic, index| {
+        let moved = self.let_go("handed over to its rendezvous owner", true, |topic, index| {
             matches!(
                 kaas_core::ownership::place(me, &live, topic, index, true, None),
                 kaas_core::ownership::Placement::HandOver(_)
@@ -531,7 +548,7 @@ impl Broker {
 
     /// Retires the partitions this broker leads that `pick` selects, and marks them
     /// led elsewhere in the registry. Returns how many.
-    fn let_go(&self, reason: &str, pick: impl Fn(&str, i32) -> bool) -> usize {
+    fn let_go(&self, reason: &str, write: bool, pick: impl Fn(&str, i32) -> bool) -> usize {
         let mut count = 0;
         for t in self.topics() {
             let mut partitions = t.partitions.clone();
@@ -541,7 +558,7 @@ impl Broker {
                 if !pick(&p.topic, p.index) {
                     continue;
                 }
-                p.retire(&self.volume, self.config.broker_id, reason);
+                p.retire(&self.volume, self.config.broker_id, reason, write);
                 *slot = Err(Offline {
                     reason: format!("partition {}-{} was let go by this broker: {reason}", p.topic, p.index),
                     elsewhere: true,

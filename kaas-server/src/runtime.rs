@@ -26,6 +26,12 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             "the previous incarnation of this broker id died without releasing its lease; its id lock is free, taking over"
         );
     }
+    let leases: Vec<BrokerLease> = kaas_core::broker::list_brokers(&volume)?
+        .into_iter()
+        .filter_map(|l| l.ok())
+        .collect();
+    kaas_core::broker::check_clock_skew(&leases, config.broker_id, now_ms(), config.broker_session_timeout_ms)
+        .map_err(|e| anyhow::anyhow!("refusing to start: {e}"))?;
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
@@ -190,6 +196,14 @@ fn refresh_live_brokers(broker: &Broker) {
     match kaas_core::broker::list_brokers(&broker.volume) {
         Ok(leases) => {
             let leases: Vec<BrokerLease> = leases.into_iter().filter_map(|l| l.ok()).collect();
+            if let Err(e) = kaas_core::broker::check_clock_skew(
+                &leases,
+                broker.config.broker_id,
+                now,
+                broker.config.broker_session_timeout_ms,
+            ) {
+                warn!("{e}");
+            }
             let live = broker
                 .lease_tracker
                 .lock()

@@ -1,0 +1,488 @@
+//! A deterministic simulation of the ownership protocol of brokers sharing one volume
+//! (docs/cluster.md): a simulated clock and volume (lease files, `owner.json`,
+//! `owner.lock`), no sockets, no threads. The brokers run the real rules —
+//! `LeaseTracker` for liveness, `ownership::place` for who takes and who hands over —
+//! on the schedule `kaas-server` runs them (lease task and volume sync every second),
+//! through random crashes, restarts, pauses and clock skew and rate drift within the
+//! documented bounds, for many seeds. It checks:
+//!
+//! - never two writers: at no instant may two brokers append to one partition (a
+//!   broker may append while it holds the partition and its own lease is fresh), and
+//!   a broker appends only at the partition's current leader epoch;
+//! - every partition is led again within [`RECOVERY_MS`] of the last fault, unless
+//!   a paused process still holds its lock (SIGSTOP keeps a local lock, an NFS lock
+//!   lasts until the server's lease lapses: those partitions wait, by design).
+//!
+//! Two kinds of pause: a process pause (SIGSTOP: its locks are kept) and a host cut
+//! off from the volume (NFS: the server frees its locks after a lease of its own,
+//! here at any moment, even at once — the gate must not rely on that lease).
+//! `KAAS_SIM_SEEDS` sets how many seeds run (default 1,000, spread over the cores).
+
+use kaas_core::broker::{BrokerLease, LeaseTracker, LEASE_FORMAT_VERSION};
+use kaas_core::ownership::{owner, partition_key, place, Placement};
+use kaas_core::topic::{PartitionOwner, OWNER_FORMAT_VERSION};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+const BROKERS: i32 = 10;
+const PARTITIONS: i32 = 1000;
+const TOPIC: &str = "t";
+const TIMEOUT_MS: i64 = 10_000;
+const PERIOD_MS: i64 = 1_000;
+const TICK_MS: i64 = 200;
+/// Wall clocks of any two hosts differ by less than this (the start-up check refuses
+/// a peer more than one session timeout ahead).
+const MAX_SKEW_MS: i64 = TIMEOUT_MS;
+/// Monotonic clocks run at the same rate to within this fraction.
+const MAX_DRIFT: f64 = 0.05;
+/// After the last fault, every partition is led again within this long: the dead
+/// owner's lease expires (timeout after its last change, seen within a period), the
+/// rendezvous owner's next sync takes it, and a partition first taken by a broker
+/// that is not its final owner is handed over once more (two syncs).
+const RECOVERY_MS: i64 = TIMEOUT_MS + 5 * PERIOD_MS;
+const CHAOS_MS: i64 = 60_000;
+const CALM_MS: i64 = RECOVERY_MS + 5_000;
+
+/// splitmix64: small, deterministic, good enough to pick faults.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: i64) -> i64 {
+        (self.next() % n.max(1) as u64) as i64
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Run {
+    Up,
+    Down,
+    /// Paused until the time given; `keeps_locks`: SIGSTOP on a local filesystem,
+    /// else a host cut off from an NFS server, whose locks lapse at `lapse_at`.
+    Paused {
+        until: i64,
+        keeps_locks: bool,
+        lapse_at: i64,
+    },
+}
+
+struct Node {
+    id: i32,
+    incarnation: u64,
+    run: Run,
+    skew_ms: i64,
+    drift: f64,
+    phase_ms: i64,
+    tracker: LeaseTracker,
+    /// Last successful renewal, by this node's monotonic clock.
+    renewed: Option<Instant>,
+    live: Vec<i32>,
+    /// Partitions this process leads, with the leader epoch it took them at.
+    held: BTreeMap<i32, i32>,
+}
+
+struct Volume {
+    leases: BTreeMap<i32, BrokerLease>,
+    /// owner.json per partition.
+    owners: Vec<Option<PartitionOwner>>,
+    /// owner.lock per partition: held by (broker, incarnation).
+    locks: Vec<Option<(i32, u64)>>,
+}
+
+impl Volume {
+    fn owner(&self, p: i32) -> Option<&PartitionOwner> {
+        self.owners[p as usize].as_ref()
+    }
+    /// Frees `owner.lock` of `p` if `holder` holds it.
+    fn unlock(&mut self, p: i32, holder: (i32, u64)) {
+        if self.locks[p as usize] == Some(holder) {
+            self.locks[p as usize] = None;
+        }
+    }
+    /// Frees every lock `holder` holds; whether it held any.
+    fn free_all(&mut self, holder: (i32, u64)) -> bool {
+        let mut any = false;
+        for l in self.locks.iter_mut().filter(|l| **l == Some(holder)) {
+            *l = None;
+            any = true;
+        }
+        any
+    }
+}
+
+struct Sim {
+    t: i64,
+    base: Instant,
+    nodes: Vec<Node>,
+    vol: Volume,
+    /// Rendezvous assignment per live set, so the real rule is only asked about
+    /// partitions whose answer may change something.
+    assigned: HashMap<Vec<i32>, Vec<i32>>,
+    last_fault: i64,
+}
+
+impl Sim {
+    fn wall(&self, n: &Node) -> i64 {
+        1_700_000_000_000 + self.t + n.skew_ms
+    }
+    fn mono(&self, n: &Node) -> Instant {
+        self.base + Duration::from_micros((self.t as f64 * 1000.0 * (1.0 + n.drift)) as u64)
+    }
+    fn fresh(&self, n: &Node) -> bool {
+        n.renewed
+            .is_some_and(|r| self.mono(n).duration_since(r) < Duration::from_millis((TIMEOUT_MS / 2) as u64))
+    }
+    fn assignment(&mut self, live: &[i32]) -> &Vec<i32> {
+        self.assigned.entry(live.to_vec()).or_insert_with(|| {
+            (0..PARTITIONS)
+                .map(|p| owner(&partition_key(TOPIC, p), live).unwrap_or(-1))
+                .collect()
+        })
+    }
+
+    /// The lease task: step down if stale (let go, writing nothing), renew, refresh
+    /// the live set.
+    fn lease_tick(&mut self, i: usize) {
+        if !self.fresh(&self.nodes[i]) {
+            let n = &mut self.nodes[i];
+            for (p, _) in std::mem::take(&mut n.held) {
+                self.vol.unlock(p, (n.id, n.incarnation));
+            }
+        }
+        let (wall, mono) = (self.wall(&self.nodes[i]), self.mono(&self.nodes[i]));
+        let n = &self.nodes[i];
+        self.vol.leases.insert(
+            n.id,
+            BrokerLease {
+                version: LEASE_FORMAT_VERSION,
+                broker_id: n.id,
+                host: "h".into(),
+                port: 9092,
+                incarnation: n.incarnation.to_string(),
+                started_ms: 0,
+                heartbeat_ms: wall,
+            },
+        );
+        self.nodes[i].renewed = Some(mono);
+        self.refresh_live(i);
+    }
+
+    fn refresh_live(&mut self, i: usize) {
+        let (wall, mono) = (self.wall(&self.nodes[i]), self.mono(&self.nodes[i]));
+        let fresh = self.fresh(&self.nodes[i]);
+        let leases: Vec<BrokerLease> = self.vol.leases.values().cloned().collect();
+        let n = &mut self.nodes[i];
+        let mut live: BTreeSet<i32> = n
+            .tracker
+            .observe(&leases, wall, mono, TIMEOUT_MS)
+            .into_iter()
+            .map(|l| l.broker_id)
+            .collect();
+        if fresh {
+            live.insert(n.id);
+        } else {
+            live.remove(&n.id);
+        }
+        n.live = live.into_iter().collect();
+    }
+
+    /// The volume sync: hand over what another broker owns now, take what this one
+    /// owns and its last owner let go or is dead.
+    fn sync_tick(&mut self, i: usize) {
+        if !self.fresh(&self.nodes[i]) {
+            return;
+        }
+        let live = self.nodes[i].live.clone();
+        let assigned = self.assignment(&live).clone();
+        let n = &mut self.nodes[i];
+        let me = n.id;
+        let moving: Vec<(i32, i32)> = n
+            .held
+            .iter()
+            .filter(|(p, _)| assigned[**p as usize] != me)
+            .map(|(p, e)| (*p, *e))
+            .collect();
+        for (p, epoch) in moving {
+            if let Placement::HandOver(_) = place(me, &live, TOPIC, p, true, None) {
+                n.held.remove(&p);
+                self.vol.owners[p as usize] = Some(PartitionOwner {
+                    version: OWNER_FORMAT_VERSION,
+                    broker: me,
+                    leader_epoch: epoch,
+                    released: true,
+                    updated_ms: 0,
+                });
+                self.vol.unlock(p, (me, n.incarnation));
+            }
+        }
+        let wanted: Vec<i32> = (0..PARTITIONS)
+            // Only the partitions the rule can say Take for (the rule decides).
+            .filter(|p| assigned[*p as usize] == me || self.vol.owner(*p).is_some_and(|o| o.broker == me))
+            .filter(|p| !n.held.contains_key(p))
+            .collect();
+        for p in wanted {
+            if place(me, &live, TOPIC, p, false, self.vol.owner(p)) != Placement::Take {
+                continue;
+            }
+            if self.vol.locks[p as usize].is_some() {
+                continue; // another process holds owner.lock
+            }
+            self.vol.locks[p as usize] = Some((me, n.incarnation));
+            let epoch = self.vol.owner(p).map_or(0, |o| o.leader_epoch + 1);
+            self.vol.owners[p as usize] = Some(PartitionOwner {
+                version: OWNER_FORMAT_VERSION,
+                broker: me,
+                leader_epoch: epoch,
+                released: false,
+                updated_ms: 0,
+            });
+            n.held.insert(p, epoch);
+        }
+    }
+
+    /// Process start: a fresh tracker judges the leases at first sight, partitions
+    /// are opened under the same rule, then the lease is written.
+    fn start(&mut self, i: usize, rng: &mut Rng) {
+        let n = &mut self.nodes[i];
+        n.incarnation = rng.next();
+        n.tracker = LeaseTracker::default();
+        n.held.clear();
+        n.run = Run::Up;
+        n.renewed = None;
+        let mono = self.mono(&self.nodes[i]);
+        // Broker::open: live set from first sight, this broker included; it opens
+        // partitions before its first renewal (a fresh lease by definition).
+        self.nodes[i].renewed = Some(mono);
+        self.refresh_live(i);
+        self.sync_tick(i);
+        self.lease_tick(i);
+    }
+
+    fn crash(&mut self, i: usize) {
+        let n = &mut self.nodes[i];
+        n.run = Run::Down;
+        n.held.clear();
+        let key = (n.id, n.incarnation);
+        self.vol.free_all(key);
+    }
+
+    /// Checks the safety invariants at this instant.
+    fn check_writers(&self, seed: u64) {
+        let mut writer: Vec<Option<i32>> = vec![None; PARTITIONS as usize];
+        for n in &self.nodes {
+            if n.run != Run::Up || !self.fresh(n) {
+                continue;
+            }
+            for (p, epoch) in &n.held {
+                if let Some(other) = writer[*p as usize].replace(n.id) {
+                    panic!(
+                        "seed {seed}, t={} ms: brokers {other} and {} may both append to partition {p}",
+                        self.t, n.id
+                    );
+                }
+                let current = self.vol.owner(*p).map_or(-1, |o| o.leader_epoch);
+                assert_eq!(
+                    *epoch, current,
+                    "seed {seed}, t={} ms: broker {} may append to partition {p} at leader epoch {epoch}, but it was taken at {current}",
+                    self.t, n.id
+                );
+            }
+        }
+    }
+
+    /// Partitions no broker may append to, other than those whose lock a paused
+    /// process still holds (SIGSTOP, or a host cut off before its NFS lease lapsed).
+    fn leaderless(&self) -> Vec<i32> {
+        let mut led = vec![false; PARTITIONS as usize];
+        for n in &self.nodes {
+            match n.run {
+                Run::Up if self.fresh(n) => n.held.keys().for_each(|p| led[*p as usize] = true),
+                Run::Paused { .. } => n
+                    .held
+                    .keys()
+                    .filter(|p| self.vol.locks[**p as usize] == Some((n.id, n.incarnation)))
+                    .for_each(|p| led[*p as usize] = true),
+                _ => {}
+            }
+        }
+        (0..PARTITIONS).filter(|p| !led[*p as usize]).collect()
+    }
+}
+
+fn run(seed: u64) {
+    let mut rng = Rng(seed);
+    let mut sim = Sim {
+        t: 0,
+        base: Instant::now(),
+        nodes: (0..BROKERS)
+            .map(|id| Node {
+                id,
+                incarnation: 0,
+                run: Run::Down,
+                skew_ms: 0,
+                drift: 0.0,
+                phase_ms: 0,
+                tracker: LeaseTracker::default(),
+                renewed: None,
+                live: Vec::new(),
+                held: BTreeMap::new(),
+            })
+            .collect(),
+        vol: Volume {
+            leases: BTreeMap::new(),
+            owners: vec![None; PARTITIONS as usize],
+            locks: vec![None; PARTITIONS as usize],
+        },
+        assigned: HashMap::new(),
+        last_fault: 0,
+    };
+    for n in sim.nodes.iter_mut() {
+        n.skew_ms = rng.below(MAX_SKEW_MS) - MAX_SKEW_MS / 2;
+        n.drift = (rng.below(2001) - 1000) as f64 / 1000.0 * MAX_DRIFT;
+        n.phase_ms = rng.below(PERIOD_MS / TICK_MS) * TICK_MS;
+    }
+    // Brokers start at random moments in the first few seconds.
+    let starts: Vec<i64> = (0..BROKERS).map(|_| rng.below(5_000) / TICK_MS * TICK_MS).collect();
+    let mut next_fault = 10_000 + rng.below(8_000);
+    while sim.t <= CHAOS_MS + CALM_MS {
+        let t = sim.t;
+        for (i, start) in starts.iter().enumerate() {
+            if sim.nodes[i].run == Run::Down && *start == t {
+                sim.start(i, &mut rng);
+            }
+            if let Run::Paused {
+                until,
+                keeps_locks,
+                lapse_at,
+            } = sim.nodes[i].run
+            {
+                if !keeps_locks && t >= lapse_at {
+                    let key = (sim.nodes[i].id, sim.nodes[i].incarnation);
+                    // The NFS server freed them.
+                    if sim.vol.free_all(key) {
+                        sim.last_fault = t; // partitions may move only from now
+                    }
+                }
+                if t >= until {
+                    sim.nodes[i].run = Run::Up;
+                    sim.last_fault = t;
+                }
+            }
+        }
+        // Faults during the chaos phase; then everything paused resumes and every
+        // crashed broker restarts.
+        if t < CHAOS_MS && t >= next_fault {
+            let i = rng.below(BROKERS as i64) as usize;
+            match (sim.nodes[i].run, rng.below(4)) {
+                (Run::Up, 0) => sim.crash(i),
+                (Run::Up, 1) => {
+                    sim.nodes[i].run = Run::Paused {
+                        until: t + rng.below(3 * TIMEOUT_MS),
+                        keeps_locks: true,
+                        lapse_at: i64::MAX,
+                    }
+                }
+                (Run::Up, _) => {
+                    sim.nodes[i].run = Run::Paused {
+                        until: t + rng.below(3 * TIMEOUT_MS),
+                        keeps_locks: false,
+                        lapse_at: t + rng.below(3 * TIMEOUT_MS),
+                    }
+                }
+                (Run::Down, _) => sim.start(i, &mut rng),
+                (Run::Paused { .. }, _) => {}
+            }
+            sim.last_fault = t;
+            next_fault = t + 1 + rng.below(2 * TIMEOUT_MS);
+        }
+        if t == CHAOS_MS {
+            for i in 0..sim.nodes.len() {
+                match sim.nodes[i].run {
+                    Run::Down => sim.start(i, &mut rng),
+                    Run::Paused { keeps_locks, .. } => {
+                        if !keeps_locks {
+                            let key = (sim.nodes[i].id, sim.nodes[i].incarnation);
+                            sim.vol.free_all(key);
+                        }
+                        sim.nodes[i].run = Run::Up;
+                    }
+                    Run::Up => {}
+                }
+            }
+            sim.last_fault = t;
+        }
+        for i in 0..sim.nodes.len() {
+            if sim.nodes[i].run != Run::Up {
+                continue;
+            }
+            let phase = sim.nodes[i].phase_ms;
+            if (t + phase) % PERIOD_MS == 0 {
+                sim.lease_tick(i);
+            }
+            if (t + phase + PERIOD_MS / 2 / TICK_MS * TICK_MS) % PERIOD_MS == 0 {
+                sim.sync_tick(i);
+            }
+        }
+        sim.check_writers(seed);
+        if t % PERIOD_MS == 0 && t >= 5_000 + RECOVERY_MS && t - sim.last_fault >= RECOVERY_MS {
+            let left = sim.leaderless();
+            if !left.is_empty() {
+                let p = left[0];
+                eprintln!("owner {:?} lock {:?}", sim.vol.owner(p), sim.vol.locks[p as usize]);
+                for n in &sim.nodes {
+                    eprintln!(
+                        "node {} run {:?} fresh {} live {:?} assigned {} holds {}",
+                        n.id,
+                        n.run,
+                        sim.fresh(n),
+                        n.live,
+                        owner(&partition_key(TOPIC, p), &n.live).unwrap_or(-1),
+                        n.held.contains_key(&p)
+                    );
+                }
+            }
+            assert!(
+                left.is_empty(),
+                "seed {seed}, t={t} ms: {} partitions (e.g. {:?}) without a leader {} ms after the last fault",
+                left.len(),
+                &left[..left.len().min(5)],
+                t - sim.last_fault
+            );
+        }
+        sim.t += TICK_MS;
+    }
+    // Calm at the end: every partition is led by its rendezvous owner over all brokers.
+    let all: Vec<i32> = (0..BROKERS).collect();
+    let assigned = sim.assignment(&all).clone();
+    for n in &sim.nodes {
+        for p in n.held.keys() {
+            assert_eq!(
+                assigned[*p as usize], n.id,
+                "seed {seed}: partition {p} not with its owner at the end"
+            );
+        }
+    }
+    assert!(
+        sim.leaderless().is_empty(),
+        "seed {seed}: partitions without a leader at the end"
+    );
+}
+
+#[test]
+fn ownership_never_has_two_writers_and_recovers_from_every_fault() {
+    let seeds: u64 = std::env::var("KAAS_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    std::thread::scope(|s| {
+        for k in 0..threads {
+            s.spawn(move || (k..seeds).step_by(threads as usize).for_each(run));
+        }
+    });
+}
