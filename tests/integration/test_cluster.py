@@ -4,7 +4,7 @@ markers cross brokers through the marker queue, and when the leader is killed th
 other broker takes its partitions over. (docs/cluster.md)"""
 import time
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from conftest import wait_for
@@ -18,16 +18,42 @@ def leaders(bootstrap, topic):
     return sorted(md.brokers), {p: m.leader for p, m in md.topics[topic].partitions.items()}
 
 
+def rendezvous(key, live):
+    """kaas_core::ownership::owner, for checking placement from the outside."""
+    def weight(b):
+        h = 0xcbf29ce484222325
+        for byte in key.encode() + b"\0" + b.to_bytes(4, "big", signed=True):
+            h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 33
+        h = (h * 0xff51afd7ed558ccd) & 0xFFFFFFFFFFFFFFFF
+        return (h ^ (h >> 33), b)
+    return max(live, key=weight)
+
+
+def placement(topic, partitions, live):
+    return {p: rendezvous(f"partition\0{topic}\0{p}", live) for p in range(partitions)}
+
+
+def settled(*bootstraps, topic, brokers):
+    """The leader map once every broker lists `brokers` and names, for every
+    partition of `topic`, its rendezvous owner over them as leader; else None."""
+    seen = [leaders(b, topic) for b in bootstraps]
+    want = placement(topic, len(seen[0][1]), brokers)
+    return want if all(listed == brokers and led == want for listed, led in seen) else None
+
+
 def test_two_brokers_share_one_volume_and_survive_the_leaders_death(kaas_factory, tmp_path):
     data = tmp_path / "shared"
     b0 = kaas_factory(*SHORT, data_dir=data)
     b1 = kaas_factory("--broker-id", "1", *SHORT, data_dir=data)
     both = f"{b0.bootstrap},{b1.bootstrap}"
-    create_topic(b0.bootstrap, "cl", 4)
-    # Both brokers are listed by either; broker 1 learns the topic from the volume
-    # and points at broker 0, which holds every partition.
-    wait_for(lambda: leaders(b1.bootstrap, "cl") == ([0, 1], {0: 0, 1: 0, 2: 0, 3: 0}), what="broker 1 routes to 0")
-    wait_for(lambda: leaders(b0.bootstrap, "cl") == ([0, 1], {0: 0, 1: 0, 2: 0, 3: 0}), what="broker 0 lists 1")
+    create_topic(b0.bootstrap, "cl2", 4)
+    # Both brokers are listed by either, and both agree on the leaders: the
+    # partitions' rendezvous owners over the two live brokers.
+    spread = wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="cl2", brokers=[0, 1]),
+                      timeout=30, what="partitions placed and routed the same by both brokers")
+    assert 0 in spread.values() and 1 in spread.values(), f"both brokers lead some: {spread}"
+    b0_led = [p for p, b in spread.items() if b == 0]
 
     # Transactions whose coordinators are spread over both brokers (several ids):
     # markers for broker 0's partitions go through its queue when broker 1 coordinates.
@@ -37,21 +63,21 @@ def test_two_brokers_share_one_volume_and_survive_the_leaders_death(kaas_factory
         p.init_transactions(30)
         p.begin_transaction()
         for k in range(4):
-            p.produce("cl", value=f"t{i}-{k}".encode(), partition=k)
+            p.produce("cl2", value=f"t{i}-{k}".encode(), partition=k)
             expected.append(f"t{i}-{k}")
         p.commit_transaction(30)
     p = producers[0]
     p.begin_transaction()
-    p.produce("cl", value=b"dropped", partition=1)
+    p.produce("cl2", value=b"dropped", partition=1)
     p.abort_transaction(30)
-    got = read_all(both, "cl", 4, "read_committed", expect=len(expected))
+    got = read_all(both, "cl2", 4, "read_committed", expect=len(expected))
     assert sorted(got) == sorted(expected)
     assert b0.log_text().count("applied queued markers") > 0, "some markers crossed brokers via the queue"
 
     # A consumer group commits through its coordinator, wherever it is.
     c = Consumer({"bootstrap.servers": both, "group.id": "cl-group", "auto.offset.reset": "earliest",
                   "enable.auto.commit": False, "isolation.level": "read_committed"})
-    c.subscribe(["cl"])
+    c.subscribe(["cl2"])
     seen = []
     deadline = time.time() + 30
     while len(seen) < len(expected) and time.time() < deadline:
@@ -62,23 +88,24 @@ def test_two_brokers_share_one_volume_and_survive_the_leaders_death(kaas_factory
     c.close()
     assert sorted(seen) == sorted(expected)
 
-    # The leader dies: broker 1 takes every partition over, and producing, transactions
+    # Broker 0 dies: broker 1 takes its partitions over, and producing, transactions
     # and the group's committed offsets carry on there.
+    assert b0_led
     b0.kill9()
-    wait_for(lambda: leaders(b1.bootstrap, "cl")[1] == {0: 1, 1: 1, 2: 1, 3: 1}, timeout=30,
+    wait_for(lambda: leaders(b1.bootstrap, "cl2")[1] == {0: 1, 1: 1, 2: 1, 3: 1}, timeout=30,
              what="broker 1 leads every partition")
     assert "took over a partition whose writer is gone" in b1.log_text()
     p = producers[1]
     p.begin_transaction()
     for k in range(4):
-        p.produce("cl", value=f"after-{k}".encode(), partition=k)
+        p.produce("cl2", value=f"after-{k}".encode(), partition=k)
         expected.append(f"after-{k}")
     p.commit_transaction(60)
-    got = read_all(b1.bootstrap, "cl", 4, "read_committed", expect=len(expected))
+    got = read_all(b1.bootstrap, "cl2", 4, "read_committed", expect=len(expected))
     assert sorted(got) == sorted(expected), "every committed record once, nothing aborted"
     c = Consumer({"bootstrap.servers": b1.bootstrap, "group.id": "cl-group", "enable.auto.commit": False,
                   "isolation.level": "read_committed"})
-    c.subscribe(["cl"])
+    c.subscribe(["cl2"])
     rest = []
     deadline = time.time() + 40
     while len(rest) < 4 and time.time() < deadline:
@@ -87,3 +114,108 @@ def test_two_brokers_share_one_volume_and_survive_the_leaders_death(kaas_factory
             rest.append(m.value().decode())
     c.close()
     assert sorted(rest) == [f"after-{k}" for k in range(4)], "the group resumed from its committed offsets"
+
+
+def _rewind(consumer):
+    """Back to the group's committed offsets (after an aborted transaction)."""
+    assignment = consumer.assignment()
+    if not assignment:
+        return
+    for tp in consumer.committed(assignment, timeout=20):
+        tp.offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+        consumer.seek(tp)
+
+
+def _ctp_round(consumer, producer, n_inputs):
+    """One consume-transform-produce transaction; False when it was aborted."""
+    msgs = [m for m in consumer.consume(50, timeout=0.5) if not m.error()]
+    if not msgs:
+        return True
+    producer.begin_transaction()
+    for m in msgs:
+        producer.produce("ctp-out", value=b"out-" + m.value(), partition=m.partition())
+    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                         consumer.consumer_group_metadata(), 30)
+    while True:
+        try:
+            producer.commit_transaction(30)
+            return True
+        except KafkaException as e:
+            if e.args[0].retriable():
+                continue
+            raise
+
+
+def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(kaas_factory, tmp_path):
+    """Acceptance (issue 9): a confluent-kafka consume-transform-produce job over 6
+    partitions with 3 brokers; one broker killed with kill -9 mid-run and restarted
+    later. The output holds every input exactly once under read_committed, every
+    acks=all input record is present, and the group's committed offsets match."""
+    data = tmp_path / "shared"
+    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
+    every = ",".join(b.bootstrap for b in brokers)
+    create_topic(brokers[0].bootstrap, "ctp-in", 6)
+    create_topic(brokers[0].bootstrap, "ctp-out", 6)
+    for t in ("ctp-in", "ctp-out"):
+        wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic=t, brokers=[0, 1, 2]),
+                 timeout=30, what=f"{t} placed on the three brokers")
+    placed = settled(*(b.bootstrap for b in brokers), topic="ctp-in", brokers=[0, 1, 2])
+    victim = placed[0]  # the broker leading ctp-in partition 0
+
+    def produce_inputs(start, count):
+        p = Producer({"bootstrap.servers": every, "acks": "all", "enable.idempotence": True})
+        for i in range(start, start + count):
+            p.produce("ctp-in", value=f"v{i}".encode(), partition=i % 6)
+        assert p.flush(60) == 0, "every input acknowledged"
+
+    produce_inputs(0, 300)
+    consumer = Consumer({"bootstrap.servers": every, "group.id": "ctp", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.subscribe(["ctp-in"])
+    producer = Producer({"bootstrap.servers": every, "transactional.id": "ctp-job",
+                         "transaction.timeout.ms": 60000})
+    producer.init_transactions(60)
+
+    def run_until(total, seconds):
+        nonlocal producer
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            try:
+                _ctp_round(consumer, producer, total)
+            except KafkaException as e:
+                err = e.args[0]
+                if err.txn_requires_abort():
+                    producer.abort_transaction(60)
+                elif err.fatal():
+                    producer = Producer({"bootstrap.servers": every, "transactional.id": "ctp-job",
+                                         "transaction.timeout.ms": 60000})
+                    producer.init_transactions(60)
+                else:
+                    raise
+                _rewind(consumer)
+            committed = consumer.committed([TopicPartition("ctp-in", p) for p in range(6)], timeout=20)
+            if sum(max(tp.offset, 0) for tp in committed) >= total:
+                return
+        raise AssertionError(f"the job did not process {total} inputs in {seconds} s")
+
+    run_until(150, 60)  # part-way (offsets of whole transactions)
+    brokers[victim].kill9()
+    produce_inputs(300, 150)  # while the victim is down
+    run_until(450, 120)
+    brokers[victim].restart()
+    wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic="ctp-in", brokers=[0, 1, 2]) == placed,
+             timeout=40, what="the restarted broker leads its partitions again")
+    produce_inputs(450, 150)
+    run_until(600, 90)
+    producer.flush(10)
+    consumer.close()
+
+    out = read_all(every, "ctp-out", 6, "read_committed", expect=600)
+    assert sorted(out) == sorted(f"out-v{i}" for i in range(600)), "every input exactly once in the output"
+    inputs = read_all(every, "ctp-in", 6, "read_uncommitted", expect=600)
+    assert sorted(inputs) == sorted(f"v{i}" for i in range(600)), "every acks=all input present, once"
+    check = Consumer({"bootstrap.servers": every, "group.id": "ctp"})
+    committed = check.committed([TopicPartition("ctp-in", p) for p in range(6)], timeout=20)
+    ends = [check.get_watermark_offsets(TopicPartition("ctp-in", p), timeout=10)[1] for p in range(6)]
+    check.close()
+    assert [tp.offset for tp in committed] == ends, "the group's committed offsets are the input's ends"
