@@ -14,14 +14,64 @@ pub struct BrokerRow {
     pub heartbeat: Option<Time>,
     pub started: Option<Time>,
     pub incarnation: Option<String>,
+    /// Partitions whose `owner.json` names this broker as their current (not
+    /// released) leader.
+    pub leads: Vec<String>,
+    /// Transaction slots and consumer groups it coordinates: their rendezvous owner
+    /// over the brokers alive by lease age (empty for a dead broker).
+    pub txn_slots: Vec<u32>,
+    pub groups: Vec<String>,
     pub error: Option<String>,
 }
 
+/// What each broker owns: partitions by `owner.json`, slots and groups by rendezvous
+/// hashing over the live brokers (as the brokers compute it).
+struct Ownership {
+    leads: std::collections::BTreeMap<i32, Vec<String>>,
+    slots: std::collections::BTreeMap<i32, Vec<u32>>,
+    groups: std::collections::BTreeMap<i32, Vec<String>>,
+}
+
+fn ownership(c: &Cluster) -> anyhow::Result<Ownership> {
+    use kaas_core::ownership::{group_key, owner, txn_slot_key};
+    use kaas_core::topic::{list_topics, PartitionOwner};
+    let live = kaas_core::admin::live_brokers(&c.volume, c.now_ms, c.session_timeout_ms)?;
+    let mut o = Ownership {
+        leads: Default::default(),
+        slots: Default::default(),
+        groups: Default::default(),
+    };
+    for t in list_topics(&c.volume)?.into_iter().flatten() {
+        for p in 0..t.partitions {
+            if let Ok(owner) = PartitionOwner::read(&PartitionOwner::path(&c.volume, &t.name, p)) {
+                if !owner.released {
+                    o.leads.entry(owner.broker).or_default().push(format!("{}-{p}", t.name));
+                }
+            }
+        }
+    }
+    for slot in 0..kaas_core::txn_store::SLOTS {
+        if let Some(b) = owner(&txn_slot_key(slot), &live) {
+            o.slots.entry(b).or_default().push(slot);
+        }
+    }
+    for g in kaas_core::offsets::list_groups(&c.volume)? {
+        if let Some(b) = owner(&group_key(&g), &live) {
+            o.groups.entry(b).or_default().push(g);
+        }
+    }
+    Ok(o)
+}
+
 pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
+    let mut owned = ownership(c)?;
     let rows: Vec<BrokerRow> = list_brokers(&c.volume)?
         .into_iter()
         .map(|l| match l {
             Ok(l) => BrokerRow {
+                leads: owned.leads.remove(&l.broker_id).unwrap_or_default(),
+                txn_slots: owned.slots.remove(&l.broker_id).unwrap_or_default(),
+                groups: owned.groups.remove(&l.broker_id).unwrap_or_default(),
                 broker_id: Some(l.broker_id),
                 host: Some(l.host.clone()),
                 port: Some(l.port),
@@ -41,6 +91,9 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 heartbeat: None,
                 started: None,
                 incarnation: None,
+                leads: Vec::new(),
+                txn_slots: Vec::new(),
+                groups: Vec::new(),
                 error: Some(e.to_string()),
             },
         })
@@ -49,7 +102,16 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
     if out.json {
         out.json(&rows);
     } else {
-        let mut t = out.table(&["BROKER", "ADDRESS", "STATE", "LEASE AGE", "STARTED"]);
+        let mut t = out.table(&[
+            "BROKER",
+            "ADDRESS",
+            "STATE",
+            "LEASE AGE",
+            "STARTED",
+            "LEADS",
+            "TXN SLOTS",
+            "GROUPS",
+        ]);
         for r in &rows {
             match &r.error {
                 Some(e) => t.add_row(vec![out.cell("?", Tone::Bad), out.cell(e, Tone::Bad)]),
@@ -72,6 +134,9 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                             .unwrap_or_default(),
                         Tone::Dim,
                     ),
+                    out.cell(r.leads.len(), Tone::Plain),
+                    out.cell(r.txn_slots.len(), Tone::Plain),
+                    out.cell(r.groups.len(), Tone::Plain),
                 ]),
             };
         }
