@@ -1,0 +1,100 @@
+"""Consumers of different clients in one group, over three brokers on one volume,
+while the group's coordinator dies (issue 9): kafka-python and kafkajs members
+rebalance onto the new coordinator and, between them, miss no record. (docs/cluster.md)"""
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+from kafka import KafkaConsumer
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+from conftest import wait_for
+from test_cluster import SHORT, placement, rendezvous, settled
+from txn_helpers import create_topic
+
+JS = Path(__file__).resolve().parents[1] / "js"
+
+
+def test_kafka_python_and_kafkajs_members_rebalance_when_the_coordinator_dies_and_miss_nothing(kaas_factory, tmp_path):
+    data = tmp_path / "shared"
+    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
+    every = ",".join(b.bootstrap for b in brokers)
+    create_topic(brokers[0].bootstrap, "rb", 6)
+    wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic="rb", brokers=[0, 1, 2]),
+             timeout=30, what="rb placed on the three brokers")
+    coordinator = rendezvous("group-rbg", [0, 1, 2])
+    assert coordinator in placement("rb", 6, [0, 1, 2]).values(), "the coordinator also leads partitions"
+
+    def produce(start, count):
+        p = Producer({"bootstrap.servers": every, "acks": "all", "enable.idempotence": True})
+        for i in range(start, start + count):
+            p.produce("rb", value=f"r{i}".encode(), partition=i % 6)
+        assert p.flush(60) == 0
+
+    seen = {"python": [], "js": []}
+    assigned = {"python": set(), "js": set()}
+    after_kill = {"python": 0, "js": 0}
+    killed = threading.Event()
+    stop = threading.Event()
+
+    def python_member():
+        c = KafkaConsumer("rb", bootstrap_servers=every.split(","), group_id="rbg", auto_offset_reset="earliest",
+                          session_timeout_ms=10000, heartbeat_interval_ms=1000, request_timeout_ms=30000,
+                          partition_assignment_strategy=[RoundRobinPartitionAssignor])
+        try:
+            while not stop.is_set():
+                batch = c.poll(timeout_ms=500)
+                assigned["python"] = {tp.partition for tp in c.assignment()}
+                for records in batch.values():
+                    for r in records:
+                        seen["python"].append(r.value.decode())
+                        after_kill["python"] += killed.is_set()
+        finally:
+            c.close()
+
+    js = subprocess.Popen(["node", str(JS / "group_member.js"), every, "rb", "rbg"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, cwd=JS)
+    js_log = []
+
+    def js_reader():
+        for line in js.stdout:
+            js_log.append(line.rstrip())
+            if line.startswith("JOINED "):
+                assigned["js"] = set(json.loads(line[7:]).get("rb", []))
+            if line.startswith("SEEN "):
+                seen["js"].append(line[5:].strip())
+                after_kill["js"] += killed.is_set()
+
+    threads = [threading.Thread(target=python_member, daemon=True), threading.Thread(target=js_reader, daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        # Both members in the group, sharing the six partitions, before anything is produced.
+        wait_for(lambda: assigned["python"] and assigned["js"] and assigned["python"] | assigned["js"] == set(range(6))
+                 and not assigned["python"] & assigned["js"], timeout=60, what="both members sharing the partitions")
+        produce(0, 300)
+        union = lambda: set(seen["python"]) | set(seen["js"])  # noqa: E731
+        wait_for(lambda: len(union()) == 300 and seen["python"] and seen["js"], timeout=60,
+                 what="both members consuming the first 300 records")
+        brokers[coordinator].kill9()
+        killed.set()
+        produce(300, 300)
+        try:
+            wait_for(lambda: len(union()) == 600, timeout=120, what="the last 300 records after the coordinator died")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: have {len(union())}, assigned {assigned}, js log tail {js_log[-8:]}") from None
+        assert union() == {f"r{i}" for i in range(600)}, "between them the members missed nothing"
+        wait_for(lambda: after_kill["python"] and after_kill["js"], timeout=60,
+                 what=f"both members consuming after the rebalance ({after_kill})")
+    finally:
+        stop.set()
+        js.terminate()
+        try:
+            js.wait(20)
+        except subprocess.TimeoutExpired:
+            js.kill()
+        for t in threads:
+            t.join(20)
