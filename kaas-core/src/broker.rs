@@ -19,6 +19,11 @@ pub struct BrokerLease {
     pub incarnation: String,
     pub started_ms: i64,
     pub heartbeat_ms: i64,
+    /// Set by a broker that stopped cleanly (after letting its partitions go): peers
+    /// count it dead at once instead of after the session timeout. Absent in leases
+    /// written before it existed, which read as running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_ms: Option<i64>,
 }
 
 impl BrokerLease {
@@ -29,9 +34,11 @@ impl BrokerLease {
     pub fn read(volume: &Volume, id: i32) -> Result<BrokerLease, VolumeError> {
         read_versioned_json(&volume.broker_lease(id), "broker lease", LEASE_FORMAT_VERSION)
     }
-    /// Alive when the last heartbeat is younger than `session_timeout_ms`.
+    /// Alive when it has not stopped cleanly and the last heartbeat is younger than
+    /// `session_timeout_ms` (by the wall clock: for one-shot readers like kaasctl;
+    /// brokers use [`LeaseTracker`]).
     pub fn is_alive(&self, now_ms: i64, session_timeout_ms: i64) -> bool {
-        now_ms - self.heartbeat_ms < session_timeout_ms
+        self.stopped_ms.is_none() && now_ms - self.heartbeat_ms < session_timeout_ms
     }
 }
 
@@ -140,28 +147,29 @@ impl LeaseTracker {
         for lease in leases {
             let key = (lease.broker_id, lease.incarnation.clone());
             present.insert(key.clone());
-            let alive = match self.seen.get_mut(&key) {
-                Some((hb, changed)) => {
-                    if *hb != lease.heartbeat_ms {
-                        *hb = lease.heartbeat_ms;
-                        *changed = now;
+            let alive = lease.stopped_ms.is_none()
+                && match self.seen.get_mut(&key) {
+                    Some((hb, changed)) => {
+                        if *hb != lease.heartbeat_ms {
+                            *hb = lease.heartbeat_ms;
+                            *changed = now;
+                        }
+                        now.duration_since(*changed) < timeout
                     }
-                    now.duration_since(*changed) < timeout
-                }
-                None => {
-                    // First sight: live for a whole timeout from now, unless the
-                    // heartbeat is so old by the wall clock that no tolerated skew
-                    // explains it (then it is dead at once).
-                    let long_dead = now_ms - lease.heartbeat_ms >= LONG_DEAD_FACTOR * session_timeout_ms.max(0);
-                    let since = if long_dead {
-                        now.checked_sub(timeout).unwrap_or(now)
-                    } else {
-                        now
-                    };
-                    self.seen.insert(key, (lease.heartbeat_ms, since));
-                    !long_dead
-                }
-            };
+                    None => {
+                        // First sight: live for a whole timeout from now, unless the
+                        // heartbeat is so old by the wall clock that no tolerated skew
+                        // explains it (then it is dead at once).
+                        let long_dead = now_ms - lease.heartbeat_ms >= LONG_DEAD_FACTOR * session_timeout_ms.max(0);
+                        let since = if long_dead {
+                            now.checked_sub(timeout).unwrap_or(now)
+                        } else {
+                            now
+                        };
+                        self.seen.insert(key, (lease.heartbeat_ms, since));
+                        !long_dead
+                    }
+                };
             if alive {
                 live.push(lease);
             }
@@ -192,6 +200,7 @@ mod tests {
             incarnation: format!("i{id}"),
             started_ms: 0,
             heartbeat_ms: hb,
+            stopped_ms: None,
         }
     }
 
@@ -224,6 +233,11 @@ mod tests {
         );
         let mut t = LeaseTracker::default();
         assert_eq!(ids(t.observe([&b1, &b2, &b3], now_ms, t0, 10_000)), vec![1, 2]);
+        // A broker that stopped cleanly is dead at once, to the tracker and to kaasctl.
+        let mut stopped = lease(1, now_ms + 1);
+        stopped.stopped_ms = Some(now_ms + 1);
+        assert_eq!(ids(t.observe([&stopped, &b2, &b3], now_ms + 1, t0, 10_000)), vec![2]);
+        assert!(!stopped.is_alive(now_ms + 1, 10_000));
         // 11 s later broker 1 renewed, broker 2 stopped: its future heartbeat no
         // longer keeps it alive.
         let b1 = lease(1, now_ms + 11_000);
@@ -259,6 +273,7 @@ mod tests {
             incarnation: "first".into(),
             started_ms: 0,
             heartbeat_ms: 1_000,
+            stopped_ms: None,
         };
         lease.write(&v).unwrap();
         let claim = claim_broker_id(&v, 3, 1_500).unwrap();

@@ -166,6 +166,7 @@ impl Sim {
                 incarnation: n.incarnation.to_string(),
                 started_ms: 0,
                 heartbeat_ms: wall,
+                stopped_ms: None,
             },
         );
         self.nodes[i].renewed = Some(mono);

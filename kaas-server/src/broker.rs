@@ -64,11 +64,16 @@ impl Partition {
     /// only stops writing: such a broker may already have been declared dead and the
     /// partition taken over (on NFS its lock may have lapsed meanwhile), so it must
     /// not touch the partition's files; the next owner waits for its lease instead.
-    fn retire(&self, volume: &Volume, broker_id: i32, reason: &str, write: bool) {
+    ///
+    /// `fresh` is asked under the partition lock, right before the first write: a
+    /// broker whose lease went stale meanwhile writes nothing. `owner.json` is marked
+    /// released only if it still names this broker at this leader epoch, and only if
+    /// the log reached the disk (a next owner taking over at once must find it whole).
+    fn retire(&self, volume: &Volume, broker_id: i32, reason: &str, fresh: &dyn Fn() -> bool) {
         let now = now_ms();
         {
             let mut state = self.state();
-            if self.retired.swap(true, Ordering::AcqRel) || !write {
+            if self.retired.swap(true, Ordering::AcqRel) || !fresh() {
                 return;
             }
             if let Err(e) = state.write_snapshot(now) {
@@ -76,7 +81,16 @@ impl Partition {
             }
             let (file, _) = state.log.sync_handle();
             if let Err(e) = file.sync_data() {
-                error!(topic = %self.topic, partition = self.index, error = %e, "cannot fsync the log while letting the partition go");
+                error!(topic = %self.topic, partition = self.index, error = %e, "cannot fsync the log while letting the partition go; not marking it released (others take it over once this lease expires)");
+                return;
+            }
+        }
+        let path = PartitionOwner::path(volume, &self.topic, self.index);
+        match PartitionOwner::read(&path) {
+            Ok(o) if o.broker == broker_id && o.leader_epoch == self.leader_epoch && !o.released => {}
+            other => {
+                warn!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, found = ?other.ok(), "owner.json no longer names this leadership; leaving it alone");
+                return;
             }
         }
         let owner = PartitionOwner {
@@ -86,7 +100,7 @@ impl Partition {
             released: true,
             updated_ms: now,
         };
-        if let Err(e) = owner.write(&PartitionOwner::path(volume, &self.topic, self.index)) {
+        if let Err(e) = owner.write(&path) {
             warn!(topic = %self.topic, partition = self.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
         }
         debug!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, reason, "partition let go");
@@ -517,8 +531,7 @@ impl Broker {
     /// without writing anything: see `retire`).
     pub fn release_partitions(&self, reason: &str) {
         let _admin = self.admin_lock.blocking_lock();
-        let write = self.lease_fresh();
-        let released = self.let_go(reason, write, |_, _| true);
+        let released = self.let_go(reason, |_, _| true);
         if released > 0 {
             info!(partitions = released, reason, "released partitions");
         }
@@ -531,7 +544,7 @@ impl Broker {
     fn hand_over_misplaced(&self) -> usize {
         let live: Vec<i32> = self.live_brokers().into_keys().collect();
         let me = self.config.broker_id;
-        let moved = self.let_go("handed over to its rendezvous owner", true, |topic, index| {
+        let moved = self.let_go("handed over to its rendezvous owner", |topic, index| {
             matches!(
                 kaas_core::ownership::place(me, &live, topic, index, true, None),
                 kaas_core::ownership::Placement::HandOver(_)
@@ -548,7 +561,7 @@ impl Broker {
 
     /// Retires the partitions this broker leads that `pick` selects, and marks them
     /// led elsewhere in the registry. Returns how many.
-    fn let_go(&self, reason: &str, write: bool, pick: impl Fn(&str, i32) -> bool) -> usize {
+    fn let_go(&self, reason: &str, pick: impl Fn(&str, i32) -> bool) -> usize {
         let mut count = 0;
         for t in self.topics() {
             let mut partitions = t.partitions.clone();
@@ -558,7 +571,7 @@ impl Broker {
                 if !pick(&p.topic, p.index) {
                     continue;
                 }
-                p.retire(&self.volume, self.config.broker_id, reason, write);
+                p.retire(&self.volume, self.config.broker_id, reason, &|| self.lease_fresh());
                 *slot = Err(Offline {
                     reason: format!("partition {}-{} was let go by this broker: {reason}", p.topic, p.index),
                     elsewhere: true,
@@ -807,6 +820,11 @@ impl Broker {
                 }
                 verified = Some((h.producer_id, h.producer_epoch));
             }
+            // Again under the partition lock, right before the write: verification
+            // may have waited on the volume, and a stale broker must not write.
+            if !self.lease_fresh() {
+                return Err(AppendRejected::LeaseExpired);
+            }
             let outcome = state
                 .append(records, headers, partition.leader_epoch, now_ms())
                 .map_err(AppendRejected::Append)?;
@@ -993,11 +1011,18 @@ impl Broker {
             }
             Err(e) => return Err(fail(e.to_string())),
         };
-        let written = partition
-            .writable()
-            .ok_or_else(|| fail("this broker let the partition go".into()))?
-            .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms())
-            .map_err(|e| fail(e.to_string()))?;
+        let written = {
+            let mut state = partition
+                .writable()
+                .ok_or_else(|| fail("this broker let the partition go".into()))?;
+            // Again under the partition lock, right before the write.
+            if !self.lease_fresh() {
+                return Err(fail("this broker's lease is not renewed; it does not append".into()));
+            }
+            state
+                .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms())
+                .map_err(|e| fail(e.to_string()))?
+        };
         match written {
             Some(info) => {
                 partition

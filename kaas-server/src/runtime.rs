@@ -45,6 +45,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         incarnation: uuid::Uuid::new_v4().to_string(),
         started_ms: now_ms(),
         heartbeat_ms: now_ms(),
+        stopped_ms: None,
     };
     lease.write(&broker.volume)?;
     broker.lease_renewed();
@@ -60,10 +61,11 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         cluster_id = %broker.cluster_id,
         "kaas-server ready"
     );
+    let lease = std::sync::Arc::new(std::sync::Mutex::new(lease));
     let tasks = vec![
         tokio::spawn({
             let broker = broker.clone();
-            let lease = std::sync::Arc::new(std::sync::Mutex::new(lease.clone()));
+            let lease = lease.clone();
             every_async(Duration::from_secs(1), shutdown.clone(), move || {
                 let (broker, lease) = (broker.clone(), lease.clone());
                 async move {
@@ -158,8 +160,21 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         let _ = t.await;
     }
     broker.flush_all().await;
+    // Renew first (draining connections may have taken longer than half the session
+    // timeout, and a stale broker writes nothing), let every partition go, then mark
+    // the lease stopped so peers take over at once rather than after the timeout.
     let releasing = broker.clone();
-    if let Err(e) = tokio::task::spawn_blocking(move || releasing.release_partitions("clean shutdown")).await {
+    let stopping = tokio::task::spawn_blocking(move || {
+        let mut lease = lease.lock().unwrap_or_else(|p| p.into_inner());
+        renew_lease(&releasing, &mut lease);
+        releasing.release_partitions("clean shutdown");
+        lease.heartbeat_ms = now_ms();
+        lease.stopped_ms = Some(lease.heartbeat_ms);
+        if let Err(e) = lease.write(&releasing.volume) {
+            warn!(error = %e, "cannot mark the lease stopped; peers see this broker dead after the session timeout");
+        }
+    });
+    if let Err(e) = stopping.await {
         error!(error = %e, "releasing partitions at shutdown failed");
     }
     info!("kaas-server stopped cleanly");
@@ -173,6 +188,19 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
 /// took them meanwhile) and leaves its own live set, so it coordinates nothing. Then
 /// it renews, timing the renewal from before the write, as peers see the heartbeat.
 fn renew_lease(broker: &Broker, lease: &mut BrokerLease) {
+    // Another process running as this broker id (possible only if the id lock lapsed,
+    // as an NFS lock does for a host cut off long enough) owns the lease now: this
+    // process must stop at once and write nothing more.
+    if let Ok(current) = BrokerLease::read(&broker.volume, lease.broker_id) {
+        if current.incarnation != lease.incarnation {
+            error!(
+                incarnation = %lease.incarnation,
+                other = %current.incarnation,
+                "another process took over this broker id; exiting without writing anything"
+            );
+            std::process::exit(70);
+        }
+    }
     if !broker.lease_fresh() {
         warn!("this broker's lease was not renewed for half the session timeout: stepping down");
         broker.release_partitions("lease not renewed in time");

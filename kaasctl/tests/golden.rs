@@ -137,6 +137,7 @@ fn fixture(dir: &Path) -> Volume {
             incarnation: format!("incarnation-{id}"),
             started_ms: NOW - 3_600_000,
             heartbeat_ms: hb,
+            stopped_ms: None,
         }
         .write(&v)
         .unwrap();

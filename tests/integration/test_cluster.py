@@ -219,3 +219,30 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
     ends = [check.get_watermark_offsets(TopicPartition("ctp-in", p), timeout=10)[1] for p in range(6)]
     check.close()
     assert [tp.offset for tp in committed] == ends, "the group's committed offsets are the input's ends"
+
+
+def test_a_clean_stop_hands_partitions_over_at_once_not_after_the_session_timeout(kaas_factory, tmp_path):
+    """SIGTERM: the stopping broker lets its partitions go and marks its lease stopped,
+    so the survivor takes them within a sync or two, long before the 20 s timeout."""
+    data = tmp_path / "shared"
+    slow = ["--broker-session-timeout-ms", "20000", "--volume-poll-interval-ms", "300"]
+    b0 = kaas_factory(*slow, data_dir=data)
+    b1 = kaas_factory("--broker-id", "1", *slow, data_dir=data)
+    create_topic(b0.bootstrap, "cl2", 4)
+    placed = wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="cl2", brokers=[0, 1]), timeout=30,
+                      what="cl2 placed on both")
+    assert 1 in placed.values()
+    p = Producer({"bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}", "acks": "all", "enable.idempotence": True})
+    for i in range(40):
+        p.produce("cl2", value=f"s{i}".encode(), partition=i % 4)
+    assert p.flush(30) == 0
+    assert b1.stop() == 0
+    stopped_at = time.time()
+    wait_for(lambda: leaders(b0.bootstrap, "cl2") == ([0], {0: 0, 1: 0, 2: 0, 3: 0}), timeout=8,
+             what="broker 0 leading every partition well within the session timeout")
+    assert time.time() - stopped_at < 8
+    for i in range(40, 48):
+        p.produce("cl2", value=f"s{i}".encode(), partition=i % 4)
+    assert p.flush(30) == 0
+    got = read_all(b0.bootstrap, "cl2", 4, "read_uncommitted", expect=48)
+    assert sorted(got) == sorted(f"s{i}" for i in range(48)), "nothing lost or doubled across the hand-over"

@@ -10,6 +10,8 @@ pub struct BrokerRow {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub alive: bool,
+    /// It stopped cleanly (its lease says so).
+    pub stopped: bool,
     pub lease_age_ms: Option<i64>,
     pub heartbeat: Option<Time>,
     pub started: Option<Time>,
@@ -76,6 +78,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 host: Some(l.host.clone()),
                 port: Some(l.port),
                 alive: l.is_alive(c.now_ms, c.session_timeout_ms),
+                stopped: l.stopped_ms.is_some(),
                 lease_age_ms: Some(c.now_ms - l.heartbeat_ms),
                 heartbeat: Time::from_ms(l.heartbeat_ms),
                 started: Time::from_ms(l.started_ms),
@@ -87,6 +90,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 host: None,
                 port: None,
                 alive: false,
+                stopped: false,
                 lease_age_ms: None,
                 heartbeat: None,
                 started: None,
@@ -123,6 +127,8 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                     ),
                     if r.alive {
                         out.cell("alive", Tone::Good)
+                    } else if r.stopped {
+                        out.cell("stopped", Tone::Dim)
                     } else {
                         out.cell("dead", Tone::Bad)
                     },

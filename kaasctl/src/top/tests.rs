@@ -65,6 +65,7 @@ fn fixture(dir: &Path) -> Volume {
         incarnation: "i".into(),
         started_ms: NOW - 10_000,
         heartbeat_ms: NOW - 300,
+        stopped_ms: None,
     }
     .write(&v)
     .unwrap();
