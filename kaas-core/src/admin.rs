@@ -617,6 +617,7 @@ mod tests {
             leader_epoch: 0,
             released: false,
             updated_ms: 0,
+            topic_id: None,
         }
         .write(&PartitionOwner::path(&volume, "t", 0))
         .unwrap();
@@ -677,6 +678,7 @@ mod tests {
             leader_epoch: 7,
             released: false,
             updated_ms: 1,
+            topic_id: None,
         }
         .write(&PartitionOwner::path(&volume, "t", 0))
         .unwrap();

@@ -141,6 +141,21 @@ impl LeaseTracker {
         now: std::time::Instant,
         session_timeout_ms: i64,
     ) -> Vec<&'a BrokerLease> {
+        self.observe_partial(leases, &[], now_ms, now, session_timeout_ms)
+    }
+
+    /// [`LeaseTracker::observe`] when the lease files of the brokers in `unreadable`
+    /// could not be read this time: they are not live now, but what was seen of them
+    /// is kept, so the next successful read is no first sighting (a lease that fails
+    /// to read now and then must not restart its timeout each time).
+    pub fn observe_partial<'a>(
+        &mut self,
+        leases: impl IntoIterator<Item = &'a BrokerLease>,
+        unreadable: &[i32],
+        now_ms: i64,
+        now: std::time::Instant,
+        session_timeout_ms: i64,
+    ) -> Vec<&'a BrokerLease> {
         let timeout = std::time::Duration::from_millis(session_timeout_ms.max(0) as u64);
         let mut live = Vec::new();
         let mut present = std::collections::HashSet::new();
@@ -174,9 +189,21 @@ impl LeaseTracker {
                 live.push(lease);
             }
         }
-        self.seen.retain(|k, _| present.contains(k));
+        self.seen
+            .retain(|k, _| present.contains(k) || unreadable.contains(&k.0));
         live
     }
+}
+
+/// The broker id of the lease file an error is about (`<id>.json`), if it names one.
+pub fn lease_id_of(e: &VolumeError) -> Option<i32> {
+    let path = match e {
+        VolumeError::Io { path, .. }
+        | VolumeError::Parse { path, .. }
+        | VolumeError::UnknownVersion { path, .. }
+        | VolumeError::Invalid { path, .. } => path,
+    };
+    path.file_stem()?.to_str()?.parse().ok()
 }
 
 /// Every lease file on the volume, unreadable ones as errors.
@@ -233,11 +260,6 @@ mod tests {
         );
         let mut t = LeaseTracker::default();
         assert_eq!(ids(t.observe([&b1, &b2, &b3], now_ms, t0, 10_000)), vec![1, 2]);
-        // A broker that stopped cleanly is dead at once, to the tracker and to kaasctl.
-        let mut stopped = lease(1, now_ms + 1);
-        stopped.stopped_ms = Some(now_ms + 1);
-        assert_eq!(ids(t.observe([&stopped, &b2, &b3], now_ms + 1, t0, 10_000)), vec![2]);
-        assert!(!stopped.is_alive(now_ms + 1, 10_000));
         // 11 s later broker 1 renewed, broker 2 stopped: its future heartbeat no
         // longer keeps it alive.
         let b1 = lease(1, now_ms + 11_000);
@@ -247,6 +269,25 @@ mod tests {
         let mut b2 = lease(2, now_ms + 3_600_000 + 11_000);
         b2.incarnation = "again".into();
         assert_eq!(ids(t.observe([&b1, &b2], now_ms + 11_000, later, 10_000)), vec![1, 2]);
+        // A broker that stopped cleanly is dead at once, to the tracker and to kaasctl.
+        let mut t = LeaseTracker::default();
+        let mut stopped = lease(1, now_ms + 1);
+        stopped.stopped_ms = Some(now_ms + 1);
+        assert!(t.observe([&stopped], now_ms + 1, t0, 10_000).is_empty());
+        assert!(!stopped.is_alive(now_ms + 1, 10_000));
+        // A lease that could not be read for a while is remembered, not seen afresh:
+        // broker 5's heartbeat stops changing, its file fails to read for a while, then reads again.
+        let mut t = LeaseTracker::default();
+        let b5 = lease(5, now_ms);
+        assert_eq!(ids(t.observe([&b5], now_ms, t0, 10_000)), vec![5]);
+        assert!(t
+            .observe_partial([], &[5], now_ms + 5_000, t0 + Duration::from_secs(5), 10_000)
+            .is_empty());
+        assert!(
+            t.observe([&b5], now_ms + 11_000, t0 + Duration::from_secs(11), 10_000)
+                .is_empty(),
+            "unchanged for 11 s across the unreadable spell: dead"
+        );
     }
 
     #[test]

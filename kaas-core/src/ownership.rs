@@ -121,6 +121,7 @@ mod tests {
             leader_epoch: 4,
             released,
             updated_ms: 0,
+            topic_id: None,
         }
     }
 

@@ -122,6 +122,11 @@ pub struct PartitionOwner {
     /// Set by an owner that let go cleanly, so the next one need not wait for its lease.
     pub released: bool,
     pub updated_ms: i64,
+    /// The topic id this partition's files belong to. A directory left by a deleted
+    /// topic is told apart from the partition of a new topic of the same name (its
+    /// files are removed, not served). Absent in files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_id: Option<uuid::Uuid>,
 }
 
 impl PartitionOwner {

@@ -217,6 +217,7 @@ impl Sim {
                     leader_epoch: epoch,
                     released: true,
                     updated_ms: 0,
+                    topic_id: None,
                 });
                 self.vol.unlock(p, (me, n.incarnation));
             }
@@ -241,6 +242,7 @@ impl Sim {
                 leader_epoch: epoch,
                 released: false,
                 updated_ms: 0,
+                topic_id: None,
             });
             n.held.insert(p, epoch);
         }

@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 pub struct Partition {
     pub topic: String,
+    pub topic_id: Uuid,
     pub index: i32,
     pub leader_epoch: i32,
     state: Mutex<PartitionState>,
@@ -99,6 +100,7 @@ impl Partition {
             leader_epoch: self.leader_epoch,
             released: true,
             updated_ms: now,
+            topic_id: Some(self.topic_id),
         };
         if let Err(e) = owner.write(&path) {
             warn!(topic = %self.topic, partition = self.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
@@ -256,7 +258,13 @@ pub struct Broker {
     lease_renewed_at: Mutex<Option<std::time::Instant>>,
     /// Peers' heartbeats as last seen, for judging liveness by change.
     pub lease_tracker: Mutex<kaas_core::broker::LeaseTracker>,
+    /// Volume syncs run so far (broken partitions are retried every
+    /// [`BROKEN_RETRY_ROUNDS`]).
+    sync_rounds: std::sync::atomic::AtomicU64,
 }
+
+/// Every this many volume syncs (seconds), partitions that failed to open are tried again.
+const BROKEN_RETRY_ROUNDS: u64 = 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TopicError {
@@ -365,6 +373,7 @@ impl Broker {
             live_brokers: RwLock::new(live_at_start),
             lease_renewed_at: Mutex::new(None),
             lease_tracker: Mutex::new(lease_tracker),
+            sync_rounds: std::sync::atomic::AtomicU64::new(1),
         });
         let fences = broker.apply_fence_logs()?;
         info!(raised = fences, "fence logs applied to the partitions' producers");
@@ -492,11 +501,18 @@ impl Broker {
     }
 
     /// Opens one partition here, under the take-over rule.
-    fn open_partition_here(&self, config: &LogConfig, topic: &str, index: i32) -> Result<Arc<Partition>, Offline> {
+    fn open_partition_here(
+        &self,
+        config: &LogConfig,
+        topic: &str,
+        topic_id: Uuid,
+        index: i32,
+    ) -> Result<Arc<Partition>, Offline> {
         open_partition(
             &self.volume,
             config,
             topic,
+            topic_id,
             index,
             self.config.broker_id,
             now_ms(),
@@ -625,13 +641,29 @@ impl Broker {
     /// Removes the directories of a deleted topic's partitions — only those this
     /// broker holds (or that nobody holds): a partition another process still writes
     /// is removed by that process when it sees the topic file gone.
+    ///
+    /// A partition nobody holds (between a hand-over and the take-over, or after its
+    /// leader died) is removed by whoever gets its `owner.lock`, if its `owner.json`
+    /// still belongs to this topic id: never a new topic's partition of the same name.
     fn remove_partition_dirs(&self, topic: &Topic) {
         let name = &topic.meta.name;
         for (p, slot) in topic.partitions.iter().enumerate() {
-            if matches!(slot, Err(o) if o.elsewhere) {
-                continue;
-            }
             let dir = self.volume.partition_dir(name, p as i32);
+            let _lock = match slot {
+                Err(o) if o.elsewhere => match PartitionOwner::lock(&self.volume, name, p as i32) {
+                    Ok(lock) => {
+                        match PartitionOwner::read(&PartitionOwner::path(&self.volume, name, p as i32)) {
+                            Ok(o) if o.topic_id != Some(topic.meta.topic_id) => continue,
+                            Err(e) if !e.is_not_found() => continue,
+                            _ => {}
+                        }
+                        Some(lock)
+                    }
+                    // Held: its holder removes it when it sees the topic gone.
+                    Err(_) => continue,
+                },
+                _ => None,
+            };
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     warn!(dir = %dir.display(), error = %e, "could not remove partition directory of deleted topic");
@@ -662,7 +694,7 @@ impl Broker {
         }
         let mut partitions = old.partitions.clone();
         for p in old.meta.partitions..count {
-            partitions.push(self.open_partition_here(&old.log_config, name, p));
+            partitions.push(self.open_partition_here(&old.log_config, name, old.meta.topic_id, p));
         }
         meta.write(&self.volume)?;
         let topic = Arc::new(Topic {
@@ -684,6 +716,10 @@ impl Broker {
             return;
         }
         let _admin = self.admin_lock.blocking_lock();
+        let retry_broken = self
+            .sync_rounds
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(BROKEN_RETRY_ROUNDS);
         self.hand_over_misplaced();
         let listed = match list_topics(&self.volume) {
             Ok(l) => l,
@@ -736,8 +772,16 @@ impl Broker {
                     let mut partitions = t.partitions.clone();
                     let mut changed = false;
                     for (i, slot) in partitions.iter_mut().enumerate() {
-                        if matches!(slot, Err(o) if o.elsewhere) {
-                            if let Ok(p) = self.open_partition_here(&t.log_config, &meta.name, i as i32) {
+                        // Broken ones too, now and then: the cause may have been
+                        // transient (an unreadable owner.json, a failed write), and
+                        // only this broker may take the partition while it owns it.
+                        if matches!(slot, Err(o) if o.elsewhere || retry_broken) {
+                            // A broker that went stale meanwhile takes nothing more.
+                            if !self.lease_fresh() {
+                                break;
+                            }
+                            if let Ok(p) = self.open_partition_here(&t.log_config, &meta.name, meta.topic_id, i as i32)
+                            {
                                 info!(topic = %meta.name, partition = i, leader_epoch = p.leader_epoch, "took over a partition whose writer is gone");
                                 self.apply_fences_to(&p);
                                 *slot = Ok(p);
@@ -746,7 +790,7 @@ impl Broker {
                         }
                     }
                     for p in t.meta.partitions..meta.partitions {
-                        partitions.push(self.open_partition_here(&t.log_config, &meta.name, p));
+                        partitions.push(self.open_partition_here(&t.log_config, &meta.name, meta.topic_id, p));
                         changed = true;
                     }
                     if !changed {
@@ -1118,7 +1162,7 @@ fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id:
         }
     };
     let partitions = (0..meta.partitions)
-        .map(|p| open_partition(volume, &log_config, &meta.name, p, broker_id, now, gate))
+        .map(|p| open_partition(volume, &log_config, &meta.name, meta.topic_id, p, broker_id, now, gate))
         .collect();
     Topic {
         meta,
@@ -1127,10 +1171,35 @@ fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id:
     }
 }
 
+/// Whether `owner.json` describes a partition of another topic of the same name (one
+/// that was deleted): its leadership means nothing to this topic.
+fn of_other_topic(owner: &PartitionOwner, topic_id: Uuid) -> bool {
+    owner.topic_id.is_some_and(|id| id != topic_id)
+}
+
+/// Removes what a deleted topic left in a partition directory (everything but
+/// `owner.lock`, which the caller holds), so a new topic of the same name starts empty.
+fn clear_leftovers(dir: &std::path::Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name() == "owner.lock" {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
 fn open_partition(
     volume: &Volume,
     config: &LogConfig,
     topic: &str,
+    topic_id: Uuid,
     index: i32,
     broker_id: i32,
     now: i64,
@@ -1139,8 +1208,10 @@ fn open_partition(
     let dir = volume.partition_dir(topic, index);
     // A partition another broker led is taken only once that broker let it go or
     // its lease expired: a free lock alone is not enough (on NFS it can be freed
-    // before a dead writer's last pages reach the server).
+    // before a dead writer's last pages reach the server). The leadership of a
+    // deleted topic's partition of the same name does not count.
     let last = match PartitionOwner::read(&PartitionOwner::path(volume, topic, index)) {
+        Ok(o) if of_other_topic(&o, topic_id) => None,
         Ok(o) => Some(o),
         Err(e) if e.is_not_found() => None,
         Err(e) => {
@@ -1166,6 +1237,13 @@ fn open_partition(
     // Again with the lock in hand: another broker may have taken the partition (and
     // died, freeing the lock) between the first read and the lock.
     match PartitionOwner::read(&PartitionOwner::path(volume, topic, index)) {
+        Ok(o) if of_other_topic(&o, topic_id) => {
+            warn!(topic, partition = index, old_topic_id = ?o.topic_id, "removing what a deleted topic of the same name left in the partition directory");
+            clear_leftovers(&dir).map_err(|e| {
+                error!(topic, partition = index, error = %e, "cannot clear a deleted topic's files; partition is offline");
+                Offline::broken(VolumeError::io(&dir, e))
+            })?;
+        }
         Ok(o) if last.as_ref() != Some(&o) => gate(topic, index, Some(&o)).map_err(|reason| Offline {
             reason,
             elsewhere: true,
@@ -1204,11 +1282,13 @@ fn open_partition(
         leader_epoch,
         released: false,
         updated_ms: now,
+        topic_id: Some(topic_id),
     };
     owner.write(&owner_path).map_err(Offline::broken)?;
     let end = state.log.log_end_offset();
     Ok(Arc::new(Partition {
         topic: topic.to_string(),
+        topic_id,
         index,
         leader_epoch,
         state: Mutex::new(state),

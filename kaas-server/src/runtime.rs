@@ -223,7 +223,17 @@ fn refresh_live_brokers(broker: &Broker) {
     let now = now_ms();
     match kaas_core::broker::list_brokers(&broker.volume) {
         Ok(leases) => {
-            let leases: Vec<BrokerLease> = leases.into_iter().filter_map(|l| l.ok()).collect();
+            let mut unreadable = Vec::new();
+            let leases: Vec<BrokerLease> = leases
+                .into_iter()
+                .filter_map(|l| {
+                    l.map_err(|e| {
+                        warn!(error = %e, "broker lease unreadable; that broker is not counted live until it reads again");
+                        unreadable.extend(kaas_core::broker::lease_id_of(&e));
+                    })
+                    .ok()
+                })
+                .collect();
             if let Err(e) = kaas_core::broker::check_clock_skew(
                 &leases,
                 broker.config.broker_id,
@@ -236,7 +246,13 @@ fn refresh_live_brokers(broker: &Broker) {
                 .lease_tracker
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .observe(&leases, now, Instant::now(), broker.config.broker_session_timeout_ms)
+                .observe_partial(
+                    &leases,
+                    &unreadable,
+                    now,
+                    Instant::now(),
+                    broker.config.broker_session_timeout_ms,
+                )
                 .into_iter()
                 .map(|l| (l.broker_id, (l.host.clone(), l.port)))
                 .collect();

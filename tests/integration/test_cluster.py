@@ -116,12 +116,25 @@ def test_two_brokers_share_one_volume_and_survive_the_leaders_death(kaas_factory
     assert sorted(rest) == [f"after-{k}" for k in range(4)], "the group resumed from its committed offsets"
 
 
+def _committed(consumer, partitions, seconds=60):
+    """The group's committed offsets, retried while the coordinator moves (a client
+    gets NOT_COORDINATOR until it finds the new one)."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=20)
+        except KafkaException as e:
+            if not e.args[0].retriable() or time.time() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def _rewind(consumer):
     """Back to the group's committed offsets (after an aborted transaction)."""
     assignment = consumer.assignment()
     if not assignment:
         return
-    for tp in consumer.committed(assignment, timeout=20):
+    for tp in _committed(consumer, assignment):
         tp.offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
         consumer.seek(tp)
 
@@ -193,7 +206,7 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
                 else:
                     raise
                 _rewind(consumer)
-            committed = consumer.committed([TopicPartition("ctp-in", p) for p in range(6)], timeout=20)
+            committed = _committed(consumer, [TopicPartition("ctp-in", p) for p in range(6)])
             if sum(max(tp.offset, 0) for tp in committed) >= total:
                 return
         raise AssertionError(f"the job did not process {total} inputs in {seconds} s")
@@ -215,7 +228,7 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
     inputs = read_all(every, "ctp-in", 6, "read_uncommitted", expect=600)
     assert sorted(inputs) == sorted(f"v{i}" for i in range(600)), "every acks=all input present, once"
     check = Consumer({"bootstrap.servers": every, "group.id": "ctp"})
-    committed = check.committed([TopicPartition("ctp-in", p) for p in range(6)], timeout=20)
+    committed = _committed(check, [TopicPartition("ctp-in", p) for p in range(6)])
     ends = [check.get_watermark_offsets(TopicPartition("ctp-in", p), timeout=10)[1] for p in range(6)]
     check.close()
     assert [tp.offset for tp in committed] == ends, "the group's committed offsets are the input's ends"

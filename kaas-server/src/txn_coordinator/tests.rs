@@ -770,3 +770,47 @@ fn append_to_handle(
     let headers = validate_all(&batch).unwrap();
     b.append(partition, &mut batch, &headers, None).map(|(o, _)| o)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_topics_records_never_reappear_in_a_new_topic_of_the_same_name() {
+    let (_d, b, _) = setup().await;
+    let append_one = |b: &Broker, topic: &str| {
+        let p = b.topic(topic).unwrap().partition(0).unwrap().clone().unwrap();
+        let mut batch = build_batch(0, 1, None, 0, &[(None, Some(b"old"))]);
+        let headers = validate_all(&batch).unwrap();
+        b.append(&p, &mut batch, &headers, None).unwrap();
+    };
+    let release = |b: &Arc<Broker>| {
+        let b = b.clone();
+        tokio::task::spawn_blocking(move || b.release_partitions("test"))
+    };
+    // Deleted while nobody holds the partition (between a hand-over and the
+    // take-over): the deleting broker takes the free lock and removes it.
+    b.create_topic("d", 1, Default::default()).await.unwrap();
+    append_one(&b, "d");
+    release(&b).await.unwrap();
+    b.delete_topic("d").await.unwrap();
+    assert!(
+        !b.volume.partition_dir("d", 0).join("owner.json").exists(),
+        "unheld partition removed"
+    );
+    // Left behind anyway (its files outlived the topic file, e.g. their holder was
+    // paused): a new topic of the same name starts empty. The leftover is made here by
+    // copying another topic's partition (records, snapshot, owner.json naming its id).
+    b.create_topic("e", 1, Default::default()).await.unwrap();
+    append_one(&b, "e");
+    release(&b).await.unwrap();
+    let (from, to) = (b.volume.partition_dir("e", 0), b.volume.partition_dir("f", 0));
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+    let f = b.create_topic("f", 1, Default::default()).await.unwrap();
+    let p = f.partition(0).unwrap().clone().unwrap();
+    assert_eq!(p.high_watermark(), 0, "the old topic's record is gone");
+    assert_eq!(p.topic_id, f.meta.topic_id);
+    let owner =
+        kaas_core::topic::PartitionOwner::read(&kaas_core::topic::PartitionOwner::path(&b.volume, "f", 0)).unwrap();
+    assert_eq!(owner.topic_id, Some(f.meta.topic_id));
+}
