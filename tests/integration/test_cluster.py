@@ -259,3 +259,80 @@ def test_a_clean_stop_hands_partitions_over_at_once_not_after_the_session_timeou
     assert p.flush(30) == 0
     got = read_all(b0.bootstrap, "cl2", 4, "read_uncommitted", expect=48)
     assert sorted(got) == sorted(f"s{i}" for i in range(48)), "nothing lost or doubled across the hand-over"
+
+
+def _txn_slot(transactional_id):
+    """FNV-1a 32-bit over the id, modulo 50 (ARCHITECTURE.md §3)."""
+    h = 0x811c9dc5
+    for byte in transactional_id.encode():
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h % 50
+
+
+def test_a_zombie_is_fenced_on_other_brokers_and_a_transaction_over_two_brokers_drains_the_queue(kaas_factory, tmp_path):
+    """Issue 9: a zombie producer is fenced on partitions led by brokers other than its
+    coordinator within the fence poll interval; one transaction spanning partitions
+    led by two brokers commits, its markers land on both, and `kaasctl markers list`
+    shows every queue empty afterwards."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    data = tmp_path / "shared"
+    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
+    every = ",".join(b.bootstrap for b in brokers)
+    create_topic(brokers[0].bootstrap, "zb", 6)
+    placed = wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic="zb", brokers=[0, 1, 2]),
+                      timeout=30, what="zb placed")
+    tid = "zombie-tx"
+    coordinator = rendezvous(f"txn-slot-{_txn_slot(tid)}", [0, 1, 2])
+    remote = [p for p, b in placed.items() if b != coordinator]
+    assert len({placed[p] for p in remote}) == 2, f"partitions on both other brokers: {placed}, coordinator {coordinator}"
+
+    zombie = Producer({"bootstrap.servers": every, "transactional.id": tid})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for p in remote:
+        zombie.produce("zb", value=f"zombie-{p}".encode(), partition=p)
+    assert zombie.flush(30) == 0
+    # A new instance: the coordinator aborts the zombie's transaction, bumps the epoch
+    # and records the fence; the brokers leading `remote` apply it from the fence log.
+    fresh = Producer({"bootstrap.servers": every, "transactional.id": tid})
+    fresh.init_transactions(30)
+    fenced_at = time.time()
+    for b in {placed[p] for p in remote}:
+        wait_for(lambda: "applying a peer's fence" in brokers[b].log_text(), timeout=5,
+                 what=f"broker {b} applying the coordinator's fence")
+    assert time.time() - fenced_at < 2.0, "within a few fence-watcher polls (300 ms here)"
+    try:
+        for p in remote:
+            zombie.produce("zb", value=f"late-{p}".encode(), partition=p)
+        zombie.flush(30)
+        zombie.commit_transaction(30)
+        raise AssertionError("the zombie committed")
+    except KafkaException as e:
+        # Fenced by the partition leaders themselves (their producer state holds the
+        # new epoch), not only by the coordinator.
+        assert e.args[0].fatal() and "old epoch" in e.args[0].str(), e
+
+    # The new instance's transaction spans every partition, so partitions led by all
+    # three brokers: markers go locally and through the queues of the other two.
+    fresh.begin_transaction()
+    for p in range(6):
+        fresh.produce("zb", value=f"fresh-{p}".encode(), partition=p)
+    fresh.commit_transaction(60)
+    got = read_all(every, "zb", 6, "read_committed", expect=6)
+    assert sorted(got) == sorted(f"fresh-{p}" for p in range(6)), "nothing of the zombie, the new transaction whole"
+
+    kaasctl = Path(os.environ.get("KAASCTL_BIN", Path(__file__).resolve().parents[2] / "target" / "debug" / "kaasctl"))
+
+    def queues_empty():
+        out = subprocess.run([str(kaasctl), "--data-dir", str(data), "markers", "list", "--json"],
+                             capture_output=True, text=True, timeout=30)
+        rows = json.loads(out.stdout)
+        return all(r["depth"] == 0 for r in rows)
+
+    wait_for(queues_empty, timeout=20, what="every marker queue drained")
+    applied = sum(b.log_text().count("applied queued markers") for b in brokers)
+    assert applied >= 1, "some markers crossed brokers through the queue"
