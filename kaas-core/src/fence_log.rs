@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-crate::versioned!(FenceLog);
+crate::versioned!(FenceLog, FenceDeliveries);
 
 pub const FENCE_FORMAT_VERSION: u32 = 1;
 
@@ -119,6 +119,104 @@ pub fn list_fence_logs(volume: &Volume) -> Result<Vec<(i32, Loaded<FenceLog>)>, 
     Ok(out)
 }
 
+/// One fence a watcher found in another writer's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerFence {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The log it came from (a broker id, or [`ADMIN_WRITER`]).
+    pub writer: i32,
+    pub recorded_ms: i64,
+}
+
+/// What one broker's fence watcher applied, and when:
+/// `__cluster/producer_fences/applied-by-<broker>.json`, written by that broker only
+/// (atomic replace), so `kaasctl fence show` can tell per broker which bumps reached
+/// it and how late.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceDeliveries {
+    pub version: u32,
+    pub broker: i32,
+    pub updated_ms: i64,
+    /// producer id → the latest fence applied for it.
+    pub applied: BTreeMap<i64, Delivery>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub epoch: i16,
+    pub writer: i32,
+    /// When the writer recorded the bump (its clock).
+    pub recorded_ms: i64,
+    /// When this broker applied it (its clock).
+    pub applied_ms: i64,
+}
+
+pub fn deliveries_path(volume: &Volume, broker: i32) -> PathBuf {
+    fences_dir(volume).join(format!("applied-by-{broker}.json"))
+}
+
+impl FenceDeliveries {
+    /// A broker's record; missing means nothing applied yet, corrupt is an error
+    /// naming the file.
+    pub fn load(volume: &Volume, broker: i32) -> Result<FenceDeliveries, VolumeError> {
+        match read_versioned_json(
+            &deliveries_path(volume, broker),
+            "fence deliveries",
+            FENCE_FORMAT_VERSION,
+        ) {
+            Ok(d) => Ok(d),
+            Err(e) if e.is_not_found() => Ok(FenceDeliveries {
+                version: FENCE_FORMAT_VERSION,
+                broker,
+                updated_ms: 0,
+                applied: BTreeMap::new(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records fences applied at `now_ms`, drops records older than `max_age_ms`
+    /// (bounded like the fence logs), and saves.
+    pub fn record(
+        &mut self,
+        volume: &Volume,
+        fences: &[PeerFence],
+        now_ms: i64,
+        max_age_ms: i64,
+    ) -> Result<(), VolumeError> {
+        for f in fences {
+            if self.applied.get(&f.producer_id).is_some_and(|d| d.epoch >= f.epoch) {
+                continue;
+            }
+            self.applied.insert(
+                f.producer_id,
+                Delivery {
+                    epoch: f.epoch,
+                    writer: f.writer,
+                    recorded_ms: f.recorded_ms,
+                    applied_ms: now_ms,
+                },
+            );
+        }
+        self.applied.retain(|_, d| now_ms - d.applied_ms <= max_age_ms);
+        self.updated_ms = now_ms;
+        let path = deliveries_path(volume, self.broker);
+        write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
+    }
+}
+
+/// Every broker's delivery record on the volume: (broker id, record or the error).
+pub fn list_deliveries(volume: &Volume) -> Result<Vec<(i32, Loaded<FenceDeliveries>)>, VolumeError> {
+    let mut out: Vec<(i32, Loaded<FenceDeliveries>)> = crate::error::dir_entries(&fences_dir(volume))?
+        .into_iter()
+        .filter_map(|(name, _)| name.strip_prefix("applied-by-")?.strip_suffix(".json")?.parse().ok())
+        .map(|id| (id, FenceDeliveries::load(volume, id)))
+        .collect();
+    out.sort_by_key(|(id, _)| *id);
+    Ok(out)
+}
+
 /// Reads the other brokers' fence logs and reports each (pid, epoch) newer than what
 /// it reported before, so a fence is applied once per bump.
 pub struct FenceWatcher {
@@ -136,6 +234,12 @@ impl FenceWatcher {
 
     /// One poll: fences to apply now, and logs that could not be read.
     pub fn poll(&mut self, volume: &Volume) -> (Vec<(i64, i16)>, Vec<VolumeError>) {
+        let (fresh, errors) = self.poll_fences(volume);
+        (fresh.into_iter().map(|f| (f.producer_id, f.epoch)).collect(), errors)
+    }
+
+    /// [`FenceWatcher::poll`] with where each fence came from and when it was recorded.
+    pub fn poll_fences(&mut self, volume: &Volume) -> (Vec<PeerFence>, Vec<VolumeError>) {
         let mut fresh = Vec::new();
         let mut errors = Vec::new();
         let logs = match list_fence_logs(volume) {
@@ -151,7 +255,12 @@ impl FenceWatcher {
                     for (pid, rec) in log.fences {
                         if self.applied.get(&pid).is_none_or(|&e| e < rec.epoch) {
                             self.applied.insert(pid, rec.epoch);
-                            fresh.push((pid, rec.epoch));
+                            fresh.push(PeerFence {
+                                producer_id: pid,
+                                epoch: rec.epoch,
+                                writer: broker,
+                                recorded_ms: rec.recorded_ms,
+                            });
                         }
                     }
                 }
@@ -222,6 +331,30 @@ mod tests {
         fresh.sort();
         assert_eq!(fresh, vec![(7, 2), (8, 1)]);
         assert!(errors.is_empty());
+    }
+
+    #[test]
+    fn deliveries_record_the_latest_fence_per_producer_and_when_it_was_applied() {
+        let (_d, v) = volume();
+        let mut d = FenceDeliveries::load(&v, 2).unwrap();
+        let f = |pid, epoch, recorded_ms| PeerFence {
+            producer_id: pid,
+            epoch,
+            writer: 1,
+            recorded_ms,
+        };
+        d.record(&v, &[f(7, 2, 100), f(8, 1, 100)], 400, 10_000).unwrap();
+        d.record(&v, &[f(7, 1, 50)], 500, 10_000).unwrap();
+        let back = FenceDeliveries::load(&v, 2).unwrap();
+        assert_eq!(back.applied[&7].epoch, 2, "an older fence does not replace a newer one");
+        assert_eq!(back.applied[&7].applied_ms - back.applied[&7].recorded_ms, 300);
+        d.record(&v, &[], 20_000, 10_000).unwrap();
+        assert!(
+            FenceDeliveries::load(&v, 2).unwrap().applied.is_empty(),
+            "old records pruned"
+        );
+        assert_eq!(list_deliveries(&v).unwrap().len(), 1);
+        assert!(list_fence_logs(&v).unwrap().is_empty(), "not mistaken for a fence log");
     }
 
     #[test]

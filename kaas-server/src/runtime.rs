@@ -85,7 +85,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             {
                 let broker = broker.clone();
                 let mut watcher = kaas_core::fence_log::FenceWatcher::new(broker.config.broker_id);
-                move || crate::watchers::apply_peer_fences(&broker, &mut watcher)
+                let mut deliveries = None;
+                move || crate::watchers::apply_peer_fences(&broker, &mut watcher, &mut deliveries)
             },
         )),
         tokio::spawn({

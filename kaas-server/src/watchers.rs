@@ -4,19 +4,55 @@
 //! queued for this broker and deletes each entry once its markers are durable.
 
 use crate::broker::Broker;
-use kaas_core::fence_log::FenceWatcher;
+use kaas_core::fence_log::{FenceDeliveries, FenceWatcher};
 use kaas_core::marker_queue;
 use kaas_core::txn::TopicPartition;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
-pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher) {
-    let (fresh, errors) = watcher.poll(&broker.volume);
+/// One fence-watcher poll: applies the peers' new fences, then records them in this
+/// broker's `applied-by-<id>.json` (what reached it, and when) for `kaasctl fence show`.
+pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher, deliveries: &mut Option<FenceDeliveries>) {
+    let (fresh, errors) = watcher.poll_fences(&broker.volume);
     for e in errors {
         error!(error = %e, "unreadable fence log; its fences are not applied until it is repaired");
     }
-    for (pid, epoch) in fresh {
-        info!(producer_id = pid, epoch, "applying a peer's fence");
-        broker.fence_producer_epoch(pid, epoch);
+    if fresh.is_empty() {
+        return;
+    }
+    let now = kaas_core::now_ms();
+    for f in &fresh {
+        info!(
+            producer_id = f.producer_id,
+            epoch = f.epoch,
+            writer = f.writer,
+            delay_ms = now - f.recorded_ms,
+            "applying a peer's fence"
+        );
+        broker.fence_producer_epoch(f.producer_id, f.epoch);
+    }
+    let record = match deliveries {
+        Some(d) => d,
+        None => match FenceDeliveries::load(&broker.volume, broker.config.broker_id) {
+            Ok(d) => deliveries.insert(d),
+            Err(e) => {
+                // Start afresh rather than never record again; the file is replaced.
+                warn!(error = %e, "fence delivery record unreadable; starting a new one");
+                deliveries.insert(FenceDeliveries {
+                    version: kaas_core::fence_log::FENCE_FORMAT_VERSION,
+                    broker: broker.config.broker_id,
+                    updated_ms: 0,
+                    applied: Default::default(),
+                })
+            }
+        },
+    };
+    if let Err(e) = record.record(
+        &broker.volume,
+        &fresh,
+        now,
+        broker.config.transactional_id_expiration_ms,
+    ) {
+        warn!(error = %e, "cannot record applied fences (kaasctl fence show will not list them for this broker)");
     }
 }
 

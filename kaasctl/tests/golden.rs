@@ -112,6 +112,7 @@ fn topic(volume: &Volume, name: &str, partitions: i32, id: u128, configs: &[(&st
             leader_epoch: 0,
             released: false,
             updated_ms: NOW - 900_000,
+            topic_id: None,
         }
         .write(&PartitionOwner::path(volume, name, p))
         .unwrap();
@@ -196,6 +197,21 @@ fn fixture(dir: &Path) -> Volume {
     let mut fences = FenceLog::empty(0);
     fences.append(103, 2, Some("aborted-tx"), NOW - 49_500);
     fences.save(&v).unwrap();
+    // Broker 1's fence watcher applied it 400 ms after it was recorded, before it died.
+    let mut reached = kaas_core::fence_log::FenceDeliveries::load(&v, 1).unwrap();
+    reached
+        .record(
+            &v,
+            &[kaas_core::fence_log::PeerFence {
+                producer_id: 103,
+                epoch: 2,
+                writer: 0,
+                recorded_ms: NOW - 49_500,
+            }],
+            NOW - 49_100,
+            i64::MAX,
+        )
+        .unwrap();
     marker_queue::enqueue(
         &v,
         1,

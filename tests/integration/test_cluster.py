@@ -334,5 +334,13 @@ def test_a_zombie_is_fenced_on_other_brokers_and_a_transaction_over_two_brokers_
         return all(r["depth"] == 0 for r in rows)
 
     wait_for(queues_empty, timeout=20, what="every marker queue drained")
+    # kaasctl fence show: the bump reached both brokers leading the zombie's partitions.
+    shown = json.loads(subprocess.run([str(kaasctl), "--data-dir", str(data), "fence", "show", "--json"],
+                                      capture_output=True, text=True, timeout=30).stdout)
+    bump = [f for f in shown["fences"] if f["transactional_id"] == tid and f["writer"] == str(coordinator)]
+    assert bump, shown
+    reached = bump[-1]["reached"]
+    for b in {placed[p] for p in remote}:
+        assert str(b) in reached and 0 <= reached[str(b)]["delay_ms"] < 5000, reached
     applied = sum(b.log_text().count("applied queued markers") for b in brokers)
     assert applied >= 1, "some markers crossed brokers through the queue"

@@ -1,7 +1,7 @@
 use super::Status;
 use crate::cluster::Cluster;
 use crate::out::{age, Out, Time, Tone};
-use kaas_core::fence_log::{list_fence_logs, ADMIN_WRITER};
+use kaas_core::fence_log::{list_deliveries, list_fence_logs, ADMIN_WRITER};
 use kaas_core::inspect::segment_files;
 use kaas_core::partition::ProducerStateSnapshot;
 use kaas_core::topic::{list_topics, PartitionOwner};
@@ -21,6 +21,17 @@ pub struct FenceRow {
     /// hold the fenced epoch in their producer-state snapshot, out of how many. Only
     /// what snapshots show: a broker may have applied it in memory since.
     pub applied: BTreeMap<String, (usize, usize)>,
+    /// Per broker whose fence watcher applied this bump (or a later one for the same
+    /// producer): when, and how long after it was recorded (the two hosts' clocks).
+    pub reached: BTreeMap<String, Reach>,
+    /// Live brokers other than the writer whose watcher has not recorded it (yet).
+    pub not_reached: Vec<i32>,
+}
+
+#[derive(Serialize)]
+pub struct Reach {
+    pub applied: Option<Time>,
+    pub delay_ms: i64,
 }
 
 #[derive(Serialize)]
@@ -50,6 +61,14 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
     }
     let mut fences = Vec::new();
     let mut unreadable = Vec::new();
+    let mut deliveries = Vec::new();
+    for (broker, d) in list_deliveries(&c.volume)? {
+        match d {
+            Ok(d) => deliveries.push((broker, d)),
+            Err(e) => unreadable.push(e.to_string()),
+        }
+    }
+    let live = kaas_core::admin::live_brokers(&c.volume, c.now_ms, c.session_timeout_ms)?;
     for (writer, log) in list_fence_logs(&c.volume)? {
         let log = match log {
             Ok(l) => l,
@@ -72,6 +91,23 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
                     slot.0 += 1;
                 }
             }
+            let mut reached = BTreeMap::new();
+            for (broker, d) in &deliveries {
+                if let Some(got) = d.applied.get(&p).filter(|got| got.epoch >= r.epoch) {
+                    reached.insert(
+                        broker.to_string(),
+                        Reach {
+                            applied: Time::from_ms(got.applied_ms),
+                            delay_ms: got.applied_ms - r.recorded_ms,
+                        },
+                    );
+                }
+            }
+            let not_reached = live
+                .iter()
+                .copied()
+                .filter(|b| *b != writer && !reached.contains_key(&b.to_string()))
+                .collect();
             fences.push(FenceRow {
                 writer: if writer == ADMIN_WRITER {
                     "admin".into()
@@ -84,6 +120,8 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
                 recorded: Time::from_ms(r.recorded_ms),
                 age_ms: c.now_ms - r.recorded_ms,
                 applied,
+                reached,
+                not_reached,
             });
         }
     }
@@ -92,7 +130,15 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
     if out.json {
         out.json(&show);
     } else {
-        let mut t = out.table(&["FROM", "PRODUCER", "EPOCH", "TRANSACTIONAL ID", "AGE", "IN SNAPSHOTS"]);
+        let mut t = out.table(&[
+            "FROM",
+            "PRODUCER",
+            "EPOCH",
+            "TRANSACTIONAL ID",
+            "AGE",
+            "REACHED",
+            "IN SNAPSHOTS",
+        ]);
         for f in &show.fences {
             t.add_row(vec![
                 out.cell(&f.writer, Tone::Plain),
@@ -100,6 +146,19 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
                 out.cell(f.epoch, Tone::Plain),
                 out.cell(f.transactional_id.as_deref().unwrap_or("-"), Tone::Plain),
                 out.cell(age(f.age_ms), Tone::Dim),
+                out.cell(
+                    f.reached
+                        .iter()
+                        .map(|(b, r)| format!("{b} +{}", age(r.delay_ms)))
+                        .chain(f.not_reached.iter().map(|b| format!("{b} not yet")))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if f.not_reached.is_empty() {
+                        Tone::Plain
+                    } else {
+                        Tone::Warn
+                    },
+                ),
                 out.cell(
                     f.applied
                         .iter()

@@ -79,6 +79,7 @@ fn fixture(dir: &Path) -> Volume {
             leader_epoch: 0,
             released: false,
             updated_ms: NOW,
+            topic_id: None,
         }
         .write(&PartitionOwner::path(&v, "orders", p))
         .unwrap();
