@@ -231,7 +231,8 @@ impl PartitionState {
                 }
             }
         }
-        let mut aborted = recover_txn_indexes(dir, end)?;
+        let bases: Vec<i64> = log.segments().iter().map(|s| s.base_offset()).collect();
+        let mut aborted = recover_txn_indexes(dir, end, &bases)?;
         let mut derived = replay_log(&log, &mut producers, from)?;
         if derive_from < from {
             derived.extend(replay_log(&log, &mut ProducerStateTable::default(), derive_from)?);
@@ -543,20 +544,30 @@ pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
 /// Loads every `*.txnindex` file at open, making each describe the recovered log: a
 /// torn tail is cut, and entries whose marker is at or past `log_end` (a marker the
 /// crash lost while its entry was durable) are removed, the file being replaced
-/// atomically. Each change is logged with the path.
-fn recover_txn_indexes(dir: &Path, log_end: i64) -> Result<Vec<AbortedTxn>, VolumeError> {
+/// atomically; so are entries of a sealed segment's file whose marker is at or past
+/// the next segment's base (`segment_bases`): a leader that had lost the partition
+/// wrote them after its successor rolled. Each change is logged with the path.
+fn recover_txn_indexes(dir: &Path, log_end: i64, segment_bases: &[i64]) -> Result<Vec<AbortedTxn>, VolumeError> {
     let mut out = Vec::new();
     for path in txn_index_paths(dir)? {
+        let own_base = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse::<i64>().ok());
+        let limit = own_base
+            .and_then(|b| segment_bases.iter().copied().find(|next| *next > b))
+            .unwrap_or(log_end)
+            .min(log_end);
         let bytes = std::fs::read(&path).map_err(|e| VolumeError::io(&path, e))?;
         let torn = bytes.len() % TXN_INDEX_ENTRY_LEN;
         let mut kept = Vec::with_capacity(bytes.len());
         let mut dropped = 0usize;
         for chunk in bytes.chunks_exact(TXN_INDEX_ENTRY_LEN) {
             let a = parse_txn_index_entry(chunk);
-            if a.last_offset >= log_end {
+            if a.last_offset >= limit {
                 dropped += 1;
-                tracing::warn!(path = %path.display(), producer_id = a.producer_id, marker_offset = a.last_offset, log_end,
-                    "removing an aborted-transaction entry whose marker is past the recovered log end");
+                tracing::warn!(path = %path.display(), producer_id = a.producer_id, marker_offset = a.last_offset, log_end, limit,
+                    "removing an aborted-transaction entry whose marker is past the recovered log end or its segment");
             } else {
                 kept.extend_from_slice(chunk);
                 out.push(a);

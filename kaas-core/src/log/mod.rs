@@ -126,9 +126,9 @@ impl PartitionLog {
         let mut segments = Vec::with_capacity(bases.len().max(1));
         let mut truncations = Vec::new();
         let count = bases.len();
-        for (i, base) in bases.into_iter().enumerate() {
-            let last = i + 1 == count;
-            let (seg, cut) = Segment::open(dir, base, config.index_interval_bytes, last, now_ms)?;
+        for (i, base) in bases.iter().copied().enumerate() {
+            let next_base = if i + 1 == count { None } else { Some(bases[i + 1]) };
+            let (seg, cut) = Segment::open(dir, base, config.index_interval_bytes, next_base, now_ms)?;
             if let Some(cut) = cut {
                 truncations.push(cut);
             }

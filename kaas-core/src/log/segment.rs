@@ -90,14 +90,18 @@ impl Segment {
 
     /// Opens an existing segment. The active (last) one is fully scanned: every batch's
     /// CRC is checked, offsets must follow on, and anything after the last good batch is
-    /// truncated. Sealed segments trust their index unless it is unusable.
+    /// truncated. Sealed segments trust their index unless it is unusable; `next_base`
+    /// is the base offset of the segment after a sealed one, and batches at or past it
+    /// are cut off (what a writer that lost the partition may have appended to a
+    /// segment its successor had already closed: docs/cluster.md).
     pub fn open(
         dir: &Path,
         base: i64,
         index_interval: u32,
-        active: bool,
+        next_base: Option<i64>,
         now_ms: i64,
     ) -> Result<(Segment, Option<Truncation>), SegmentError> {
+        let active = next_base.is_none();
         let log_path = dir.join(file_name(base, "log"));
         let index_path = dir.join(file_name(base, "index"));
         let file = OpenOptions::new()
@@ -134,28 +138,43 @@ impl Segment {
             max_timestamp: None,
         };
         let cut = if active {
-            seg.recover()?
+            seg.recover(None)?
         } else {
+            let mut cut = None;
             if !seg.load_index()? {
-                seg.recover()?;
+                cut = seg.recover(next_base)?;
             }
             seg.next_offset = seg.scan_last_offset()?;
-            None
+            if next_base.is_some_and(|next| seg.next_offset > next) {
+                cut = seg.recover(next_base)?;
+            }
+            cut
         };
         Ok((seg, cut))
     }
 
-    /// Scans every batch, rebuilding the index; truncates at the first bad batch.
-    fn recover(&mut self) -> Result<Option<Truncation>, SegmentError> {
+    /// Scans every batch, rebuilding the index; truncates at the first bad batch, or at
+    /// the first batch at or past `limit` (the next segment's base offset).
+    fn recover(&mut self, limit: Option<i64>) -> Result<Option<Truncation>, SegmentError> {
         let mut index = Vec::new();
         let mut since_index = 0u32;
         let mut max_ts = -1;
         let mut reason = None;
+        let mut stray_at: Option<(u64, i64)> = None;
         let file = self.file.clone();
         let mut scanner = BatchScanner::new(&file, self.size, self.base_offset);
         loop {
             match scanner.next_batch().map_err(|e| SegmentError::io(&self.log_path, e))? {
                 Scanned::Batch { pos, header, .. } => {
+                    if limit.is_some_and(|l| header.base_offset >= l) {
+                        reason = Some(format!(
+                            "batch at offset {} belongs past this segment's successor (base {}): written by a leader that had lost the partition",
+                            header.base_offset,
+                            limit.unwrap_or_default()
+                        ));
+                        stray_at = Some((pos, header.base_offset));
+                        break;
+                    }
                     if index.is_empty() || since_index >= self.index_interval {
                         index.push(((header.base_offset - self.base_offset) as u32, pos as u32));
                         since_index = 0;
@@ -170,8 +189,10 @@ impl Segment {
                 Scanned::End => break,
             }
         }
-        let pos = scanner.position();
-        let expected = scanner.next_offset();
+        let (pos, expected) = match stray_at {
+            Some((pos, offset)) => (pos, offset),
+            None => (scanner.position(), scanner.next_offset()),
+        };
         let cut = if pos < self.size {
             let cut = Truncation {
                 path: self.log_path.clone(),

@@ -218,3 +218,44 @@ fn offset_for_timestamp_finds_the_first_batch_at_or_after() {
     assert_eq!(log.offset_for_timestamp(50).unwrap(), Some((0, 100)));
     assert_eq!(log.offset_for_timestamp(301).unwrap(), None);
 }
+
+#[test]
+fn a_batch_a_deposed_leader_appended_to_a_segment_its_successor_rolled_away_is_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // The deposed leader's view: one segment, log end 3, its file handle kept open.
+    let mut old = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    append(&mut old, 3, 1);
+    // Its successor takes over: recovers the log and starts a new segment at 3, then
+    // appends there.
+    let mut new = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    new.roll(1).unwrap();
+    append(&mut new, 2, 2);
+    // The deposed leader, resumed mid-append, writes a batch at offset 3 into the
+    // segment it still has open.
+    let stray = append(&mut old, 1, 3);
+    assert_eq!(stray.base_offset, 3);
+    drop(old);
+    // The successor never serves it (its view of the old segment ends at 3)...
+    let data = new.read(0, 1 << 20, i64::MAX, true).unwrap();
+    let offsets: Vec<i64> = crate::batch::HeaderIter::new(&data)
+        .map(|(_, h)| h.base_offset)
+        .collect();
+    assert_eq!(offsets, vec![0]);
+    assert_eq!(new.log_end_offset(), 5);
+    drop(new);
+    // ...and a reopen cuts it off the old segment, whose index it had reached too.
+    let log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(log.truncations.len(), 1, "{:?}", log.truncations);
+    assert!(log.truncations[0].reason.contains("past this segment's successor"));
+    assert_eq!(log.log_end_offset(), 5);
+    let mut seen = Vec::new();
+    let mut at = 0;
+    while at < log.log_end_offset() {
+        let data = log.read(at, 1 << 20, i64::MAX, true).unwrap();
+        for (_, h) in crate::batch::HeaderIter::new(&data) {
+            seen.push(h.base_offset);
+            at = h.next_offset();
+        }
+    }
+    assert_eq!(seen, vec![0, 3], "each offset once");
+}
