@@ -130,6 +130,7 @@ pub fn check_clock_skew(leases: &[BrokerLease], me: i32, now_ms: i64, session_ti
 #[derive(Debug, Default)]
 pub struct LeaseTracker {
     seen: std::collections::HashMap<(i32, String), (i64, std::time::Instant)>,
+    dead: std::collections::BTreeSet<i32>,
 }
 
 impl LeaseTracker {
@@ -142,6 +143,27 @@ impl LeaseTracker {
         session_timeout_ms: i64,
     ) -> Vec<&'a BrokerLease> {
         self.observe_partial(leases, &[], now_ms, now, session_timeout_ms)
+    }
+
+    /// Brokers whose current lease the last observation judged dead: seen, and
+    /// unchanged for the session timeout (or stopped, or long dead at first sight).
+    /// Unlike "not live", never a broker merely not seen yet — only these may have a
+    /// lock they still hold taken from them.
+    pub fn dead(&self) -> &std::collections::BTreeSet<i32> {
+        &self.dead
+    }
+
+    /// Whether `lease`, as read just now, is still the one this tracker judged dead:
+    /// the same incarnation and heartbeat, unchanged for the session timeout by `now`
+    /// (or stopped cleanly). A broker restarted or renewed since is not.
+    pub fn confirms_dead(&self, lease: &BrokerLease, now: std::time::Instant, session_timeout_ms: i64) -> bool {
+        if lease.stopped_ms.is_some() {
+            return true;
+        }
+        let timeout = std::time::Duration::from_millis(session_timeout_ms.max(0) as u64);
+        self.seen
+            .get(&(lease.broker_id, lease.incarnation.clone()))
+            .is_some_and(|(hb, changed)| *hb == lease.heartbeat_ms && now.duration_since(*changed) >= timeout)
     }
 
     /// [`LeaseTracker::observe`] when the lease files of the brokers in `unreadable`
@@ -159,6 +181,7 @@ impl LeaseTracker {
         let timeout = std::time::Duration::from_millis(session_timeout_ms.max(0) as u64);
         let mut live = Vec::new();
         let mut present = std::collections::HashSet::new();
+        self.dead.clear();
         for lease in leases {
             let key = (lease.broker_id, lease.incarnation.clone());
             present.insert(key.clone());
@@ -187,6 +210,8 @@ impl LeaseTracker {
                 };
             if alive {
                 live.push(lease);
+            } else {
+                self.dead.insert(lease.broker_id);
             }
         }
         self.seen

@@ -81,6 +81,13 @@ pub fn try_lock_exclusive(path: &Path) -> io::Result<Option<File>> {
     }
 }
 
+/// Whether the open `file` is the file `path` names now (same device and inode).
+pub fn same_file(file: &File, path: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let (a, b) = (file.metadata()?, std::fs::metadata(path)?);
+    Ok(a.dev() == b.dev() && a.ino() == b.ino())
+}
+
 /// Makes a directory entry change (create, rename, unlink) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

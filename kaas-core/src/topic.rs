@@ -146,19 +146,90 @@ impl PartitionOwner {
     /// has it. Every writer of a partition log — a broker leading it, kaasctl writing
     /// a marker directly — goes through here.
     pub fn lock(volume: &Volume, topic: &str, partition: i32) -> Result<std::fs::File, OwnerLockError> {
+        Ok(PartitionOwner::acquire(volume, topic, partition, false)?.lock)
+    }
+
+    /// Takes `owner.lock` under the partition's `owner.gate` (held only while a lock
+    /// changes hands, and returned with it so the caller can record the new
+    /// leadership in `owner.json` before anyone else looks).
+    ///
+    /// With `steal`, a lock another process holds is taken anyway by putting a new
+    /// lock file in its place (rename): the caller has judged its holder dead by its
+    /// lease — a process paused with SIGSTOP keeps its lock forever, and a stale
+    /// holder stops writing on its own (docs/cluster.md). The deposed holder keeps a
+    /// lock on a file nobody else opens; every later acquisition finds the new one.
+    /// Because every acquisition and steal happens under the gate, and a plain one
+    /// checks that the file it locked is still the one at the path, two processes
+    /// never both come out holding the partition's current lock.
+    pub fn acquire(volume: &Volume, topic: &str, partition: i32, steal: bool) -> Result<OwnerLock, OwnerLockError> {
         let dir = volume.partition_dir(topic, partition);
         std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
-        let path = dir.join("owner.lock");
-        match crate::fsutil::try_lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))? {
-            Some(lock) => Ok(lock),
-            None => Err(OwnerLockError::Held {
-                partition: format!("{topic}-{partition}"),
-                owner: match PartitionOwner::read(&PartitionOwner::path(volume, topic, partition)) {
-                    Ok(o) => format!("broker {} (leader epoch {})", o.broker, o.leader_epoch),
-                    Err(_) => "an unknown process".into(),
-                },
-            }),
+        let held = |what: &str| OwnerLockError::Held {
+            partition: format!("{topic}-{partition}"),
+            owner: match PartitionOwner::read(&PartitionOwner::path(volume, topic, partition)) {
+                Ok(o) => format!("broker {} (leader epoch {}){what}", o.broker, o.leader_epoch),
+                Err(_) => format!("an unknown process{what}"),
+            },
+        };
+        let gate_path = dir.join("owner.gate");
+        let mut gate = None;
+        for _ in 0..20 {
+            gate = crate::fsutil::try_lock_exclusive(&gate_path).map_err(|e| VolumeError::io(&gate_path, e))?;
+            if gate.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        let Some(gate) = gate else {
+            return Err(held(", while another process is taking its owner.gate"));
+        };
+        let path = dir.join("owner.lock");
+        if let Some(lock) = crate::fsutil::try_lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))? {
+            // Under the gate nobody replaces the file, but a steal may have done so
+            // between our open and our lock: then we locked a file nobody else opens.
+            if crate::fsutil::same_file(&lock, &path).map_err(|e| VolumeError::io(&path, e))? {
+                return Ok(OwnerLock {
+                    lock,
+                    gate: Some(gate),
+                    stolen: false,
+                });
+            }
+        }
+        if !steal {
+            return Err(held(""));
+        }
+        let fresh = crate::fsutil::temp_path(&path);
+        let lock = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&fresh)
+            .map_err(|e| VolumeError::io(&fresh, e))?;
+        lock.try_lock()
+            .map_err(|e| VolumeError::io(&fresh, std::io::Error::other(e.to_string())))?;
+        std::fs::rename(&fresh, &path).map_err(|e| VolumeError::io(&path, e))?;
+        Ok(OwnerLock {
+            lock,
+            gate: Some(gate),
+            stolen: true,
+        })
+    }
+}
+
+/// A partition's `owner.lock`, held, and (until [`OwnerLock::open_gate`]) its
+/// `owner.gate`.
+#[derive(Debug)]
+pub struct OwnerLock {
+    pub lock: std::fs::File,
+    gate: Option<std::fs::File>,
+    /// Taken from a holder judged dead (see [`PartitionOwner::acquire`]).
+    pub stolen: bool,
+}
+
+impl OwnerLock {
+    /// Lets other processes try the partition's lock again (after the new leadership
+    /// is recorded in `owner.json`).
+    pub fn open_gate(&mut self) {
+        self.gate = None;
     }
 }
 
@@ -174,6 +245,40 @@ pub enum OwnerLockError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stolen_lock_is_the_only_one_anyone_can_take_afterwards() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let mut paused = PartitionOwner::acquire(&v, "t", 0, false).unwrap();
+        assert!(!paused.stolen);
+        // While one process records its leadership, nobody else may take the lock.
+        assert!(matches!(
+            PartitionOwner::acquire(&v, "t", 0, true),
+            Err(OwnerLockError::Held { owner, .. }) if owner.contains("owner.gate")
+        ));
+        paused.open_gate();
+        assert!(matches!(
+            PartitionOwner::acquire(&v, "t", 0, false),
+            Err(OwnerLockError::Held { .. })
+        ));
+        // Its holder judged dead by its lease: the lock is taken anyway.
+        let mut taker = PartitionOwner::acquire(&v, "t", 0, true).unwrap();
+        assert!(taker.stolen);
+        taker.open_gate();
+        assert!(matches!(
+            PartitionOwner::acquire(&v, "t", 0, false),
+            Err(OwnerLockError::Held { .. })
+        ));
+        // The deposed holder letting go frees nothing anyone can take: its file is gone.
+        drop(paused);
+        assert!(matches!(
+            PartitionOwner::acquire(&v, "t", 0, false),
+            Err(OwnerLockError::Held { .. })
+        ));
+        drop(taker);
+        assert!(!PartitionOwner::acquire(&v, "t", 0, false).unwrap().stolen);
+    }
 
     #[test]
     fn topic_files_round_trip_and_bad_ones_are_reported_with_their_path() {

@@ -9,9 +9,10 @@
 //! - never two writers: at no instant may two brokers append to one partition (a
 //!   broker may append while it holds the partition and its own lease is fresh), and
 //!   a broker appends only at the partition's current leader epoch;
-//! - every partition is led again within [`RECOVERY_MS`] of the last fault, unless
-//!   a paused process still holds its lock (SIGSTOP keeps a local lock, an NFS lock
-//!   lasts until the server's lease lapses: those partitions wait, by design).
+//! - every partition is led again within [`RECOVERY_MS`] of the last fault, also
+//!   when its leader is paused holding its lock (SIGSTOP keeps a local lock, an NFS
+//!   lock lasts until the server's lease lapses): the lock of a holder judged dead by
+//!   its lease is stolen, as kaas-server does.
 //!
 //! Two kinds of pause: a process pause (SIGSTOP: its locks are kept) and a host cut
 //! off from the volume (NFS: the server frees its locks after a lease of its own,
@@ -228,11 +229,30 @@ impl Sim {
             .filter(|p| !n.held.contains_key(p))
             .collect();
         for p in wanted {
-            if place(me, &live, TOPIC, p, false, self.vol.owner(p)) != Placement::Take {
+            let last = self.vol.owner(p);
+            if place(me, &live, TOPIC, p, false, last) != Placement::Take {
                 continue;
             }
-            if self.vol.locks[p as usize].is_some() {
+            // As kaas-server's take-over gate: the lock of a holder judged dead by its
+            // lease is stolen (a SIGSTOPped process keeps it forever).
+            let mono = self.base + Duration::from_micros((self.t as f64 * 1000.0 * (1.0 + n.drift)) as u64);
+            let may_steal = last.is_some_and(|o| {
+                !o.released
+                    && o.broker != me
+                    && self
+                        .vol
+                        .leases
+                        .get(&o.broker)
+                        .is_some_and(|l| n.tracker.confirms_dead(l, mono, TIMEOUT_MS))
+            });
+            if self.vol.locks[p as usize].is_some() && !may_steal {
                 continue; // another process holds owner.lock
+            }
+            if std::env::var_os("SIM_DEBUG").is_some() && self.vol.locks[p as usize].is_some() {
+                eprintln!(
+                    "t={} node {me} steals {p} from {:?}, last {:?}, live {:?}",
+                    self.t, self.vol.locks[p as usize], last, live
+                );
             }
             self.vol.locks[p as usize] = Some((me, n.incarnation));
             let epoch = self.vol.owner(p).map_or(0, |o| o.leader_epoch + 1);
@@ -298,19 +318,12 @@ impl Sim {
         }
     }
 
-    /// Partitions no broker may append to, other than those whose lock a paused
-    /// process still holds (SIGSTOP, or a host cut off before its NFS lease lapsed).
+    /// Partitions no broker may append to.
     fn leaderless(&self) -> Vec<i32> {
         let mut led = vec![false; PARTITIONS as usize];
         for n in &self.nodes {
-            match n.run {
-                Run::Up if self.fresh(n) => n.held.keys().for_each(|p| led[*p as usize] = true),
-                Run::Paused { .. } => n
-                    .held
-                    .keys()
-                    .filter(|p| self.vol.locks[**p as usize] == Some((n.id, n.incarnation)))
-                    .for_each(|p| led[*p as usize] = true),
-                _ => {}
+            if n.run == Run::Up && self.fresh(n) {
+                n.held.keys().for_each(|p| led[*p as usize] = true);
             }
         }
         (0..PARTITIONS).filter(|p| !led[*p as usize]).collect()

@@ -174,21 +174,34 @@ pub struct MarkerError {
 }
 
 /// Whether this broker may open partition (topic, index), last led by the given
-/// owner (None: never led); Err says why not.
-type Gate = dyn Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String>;
+/// owner (None: never led): Ok(true) when it may even steal the partition's lock
+/// (its holder is judged dead by its lease), Err says why not.
+type Gate<'a> = dyn Fn(&str, i32, Option<&PartitionOwner>) -> Result<bool, String> + 'a;
 
 /// The placement rule (`kaas_core::ownership::place`) over one view of the live
 /// brokers: this broker is the partition's rendezvous owner, and the last owner let
 /// it go, or is this broker id (an earlier incarnation), or is not live.
-fn take_over_gate(
+/// The lock of the last owner may be stolen only if it did not let go and its lease
+/// is positively dead — `confirm_dead` re-reads it and asks the lease tracker (seen,
+/// same incarnation and heartbeat, unchanged for the session timeout) — never merely
+/// because this broker has not seen it yet, or saw it dead before it restarted.
+fn take_over_gate<'a>(
     me: i32,
     live: &BTreeMap<i32, (String, u16)>,
-) -> impl Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String> {
+    confirm_dead: impl Fn(i32) -> bool + 'a,
+) -> impl Fn(&str, i32, Option<&PartitionOwner>) -> Result<bool, String> + 'a {
     let live: Vec<i32> = live.keys().copied().collect();
     move |topic, index, last| match kaas_core::ownership::place(me, &live, topic, index, false, last) {
         kaas_core::ownership::Placement::Wait(why) => Err(why),
-        _ => Ok(()),
+        _ => Ok(last.is_some_and(|o| !o.released && o.broker != me && confirm_dead(o.broker))),
     }
+}
+
+/// Reads broker `id`'s lease now and asks `tracker` whether it is still the one it
+/// judged dead.
+fn lease_confirmed_dead(volume: &Volume, tracker: &kaas_core::broker::LeaseTracker, id: i32, timeout_ms: i64) -> bool {
+    kaas_core::broker::BrokerLease::read(volume, id)
+        .is_ok_and(|l| tracker.confirms_dead(&l, std::time::Instant::now(), timeout_ms))
 }
 
 /// Why a partition is not served by this broker.
@@ -258,6 +271,10 @@ pub struct Broker {
     lease_renewed_at: Mutex<Option<std::time::Instant>>,
     /// Peers' heartbeats as last seen, for judging liveness by change.
     pub lease_tracker: Mutex<kaas_core::broker::LeaseTracker>,
+    /// Times this broker stepped down (its lease went stale): a write that saw a
+    /// different count before and after may have been made while another broker took
+    /// the partition, and is not acknowledged.
+    stepdowns: std::sync::atomic::AtomicU64,
     /// Volume syncs run so far (broken partitions are retried every
     /// [`BROKEN_RETRY_ROUNDS`]).
     sync_rounds: std::sync::atomic::AtomicU64,
@@ -335,7 +352,10 @@ impl Broker {
             .map(|l| (l.broker_id, (l.host.clone(), l.port)))
             .collect();
         live_at_start.insert(config.broker_id, advertised.clone());
-        let gate = take_over_gate(config.broker_id, &live_at_start);
+        let timeout = config.broker_session_timeout_ms;
+        let gate = take_over_gate(config.broker_id, &live_at_start, |id| {
+            lease_confirmed_dead(&volume, &lease_tracker, id, timeout)
+        });
         for entry in list_topics(&volume)? {
             match entry {
                 Ok(meta) => {
@@ -350,6 +370,7 @@ impl Broker {
                 }
             }
         }
+        drop(gate);
         info!(
             topics = registry.topics.len(),
             broken = registry.broken.len(),
@@ -374,6 +395,7 @@ impl Broker {
             lease_renewed_at: Mutex::new(None),
             lease_tracker: Mutex::new(lease_tracker),
             sync_rounds: std::sync::atomic::AtomicU64::new(1),
+            stepdowns: std::sync::atomic::AtomicU64::new(0),
         });
         let fences = broker.apply_fence_logs()?;
         info!(raised = fences, "fence logs applied to the partitions' producers");
@@ -521,8 +543,11 @@ impl Broker {
     }
 
     /// The take-over rule over this broker's current view of the live brokers.
-    fn gate(&self) -> impl Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String> {
-        take_over_gate(self.config.broker_id, &self.live_brokers())
+    fn gate(&self) -> impl Fn(&str, i32, Option<&PartitionOwner>) -> Result<bool, String> + '_ {
+        take_over_gate(self.config.broker_id, &self.live_brokers(), |id| {
+            let tracker = self.lease_tracker.lock().unwrap_or_else(|p| p.into_inner());
+            lease_confirmed_dead(&self.volume, &tracker, id, self.config.broker_session_timeout_ms)
+        })
     }
 
     /// Applies the latest recorded fences to a partition this broker just took over
@@ -866,12 +891,20 @@ impl Broker {
             }
             // Again under the partition lock, right before the write: verification
             // may have waited on the volume, and a stale broker must not write.
+            let stepdowns = self.stepdowns.load(Ordering::Acquire);
             if !self.lease_fresh() {
                 return Err(AppendRejected::LeaseExpired);
             }
             let outcome = state
                 .append(records, headers, partition.leader_epoch, now_ms())
                 .map_err(AppendRejected::Append)?;
+            // And after it: a process paused between the check and the write (SIGSTOP)
+            // may have lost the partition meanwhile, its batch landing where the new
+            // leader never reads. Not acknowledged; a retry goes to the new leader.
+            if !self.still_fresh_since(stepdowns) {
+                warn!(topic = %partition.topic, partition = partition.index, "the lease went stale during an append; not acknowledging it");
+                return Err(AppendRejected::LeaseExpired);
+            }
             (outcome, state.log.log_start_offset())
         };
         if matches!(outcome, AppendOutcome::Appended(_)) {
@@ -888,6 +921,18 @@ impl Broker {
     /// Records a renewal at `at` (tests use a past instant).
     pub fn renewed_at(&self, at: std::time::Instant) {
         *self.lease_renewed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+    }
+
+    /// Records that this broker is stepping down (the lease task, before it lets its
+    /// partitions go).
+    pub fn stepping_down(&self) {
+        self.stepdowns.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether the lease is fresh now and this broker did not step down since it
+    /// read `stepdowns`.
+    fn still_fresh_since(&self, stepdowns: u64) -> bool {
+        self.lease_fresh() && self.stepdowns.load(Ordering::Acquire) == stepdowns
     }
 
     /// Whether this broker may append: its own lease was renewed less than half the
@@ -1059,13 +1104,20 @@ impl Broker {
             let mut state = partition
                 .writable()
                 .ok_or_else(|| fail("this broker let the partition go".into()))?;
-            // Again under the partition lock, right before the write.
+            // Again under the partition lock, right before the write, and after it.
+            let stepdowns = self.stepdowns.load(Ordering::Acquire);
             if !self.lease_fresh() {
                 return Err(fail("this broker's lease is not renewed; it does not append".into()));
             }
-            state
+            let written = state
                 .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms())
-                .map_err(|e| fail(e.to_string()))?
+                .map_err(|e| fail(e.to_string()))?;
+            if !self.still_fresh_since(stepdowns) {
+                return Err(fail(
+                    "the lease went stale while the marker was written; it may not count".into(),
+                ));
+            }
+            written
         };
         match written {
             Some(info) => {
@@ -1153,7 +1205,14 @@ fn topic_name_of(e: &VolumeError) -> String {
         .unwrap_or_default()
 }
 
-fn open_topic(volume: &Volume, defaults: &LogConfig, meta: TopicMeta, broker_id: i32, now: i64, gate: &Gate) -> Topic {
+fn open_topic(
+    volume: &Volume,
+    defaults: &LogConfig,
+    meta: TopicMeta,
+    broker_id: i32,
+    now: i64,
+    gate: &Gate<'_>,
+) -> Topic {
     let log_config = match kaas_core::topic::log_config_for(defaults, &meta.configs) {
         Ok(c) => c,
         Err(e) => {
@@ -1178,11 +1237,11 @@ fn of_other_topic(owner: &PartitionOwner, topic_id: Uuid) -> bool {
 }
 
 /// Removes what a deleted topic left in a partition directory (everything but
-/// `owner.lock`, which the caller holds), so a new topic of the same name starts empty.
+/// `owner.lock` and `owner.gate`, which the caller holds), so a new topic of the same name starts empty.
 fn clear_leftovers(dir: &std::path::Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        if entry.file_name() == "owner.lock" {
+        if entry.file_name() == "owner.lock" || entry.file_name() == "owner.gate" {
             continue;
         }
         if entry.file_type()?.is_dir() {
@@ -1203,7 +1262,7 @@ fn open_partition(
     index: i32,
     broker_id: i32,
     now: i64,
-    gate: &Gate,
+    gate: &Gate<'_>,
 ) -> Result<Arc<Partition>, Offline> {
     let dir = volume.partition_dir(topic, index);
     // A partition another broker led is taken only once that broker let it go or
@@ -1219,12 +1278,12 @@ fn open_partition(
             return Err(Offline::broken(e));
         }
     };
-    gate(topic, index, last.as_ref()).map_err(|reason| Offline {
+    let may_steal = gate(topic, index, last.as_ref()).map_err(|reason| Offline {
         reason,
         elsewhere: true,
     })?;
     // The lock first: recovery itself writes (truncates torn tails, re-indexes).
-    let owner_lock = PartitionOwner::lock(volume, topic, index).map_err(|e| match e {
+    let mut owner_lock = PartitionOwner::acquire(volume, topic, index, may_steal).map_err(|e| match e {
         kaas_core::topic::OwnerLockError::Held { .. } => Offline {
             reason: e.to_string(),
             elsewhere: true,
@@ -1236,24 +1295,62 @@ fn open_partition(
     })?;
     // Again with the lock in hand: another broker may have taken the partition (and
     // died, freeing the lock) between the first read and the lock.
-    match PartitionOwner::read(&PartitionOwner::path(volume, topic, index)) {
-        Ok(o) if of_other_topic(&o, topic_id) => {
+    let owner_path = PartitionOwner::path(volume, topic, index);
+    let current = match PartitionOwner::read(&owner_path) {
+        Ok(o) => Some(o),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => {
+            error!(topic, partition = index, error = %e, "partition owner file unreadable; partition is offline");
+            return Err(Offline::broken(e));
+        }
+    };
+    match current.clone() {
+        Some(o) if of_other_topic(&o, topic_id) => {
             warn!(topic, partition = index, old_topic_id = ?o.topic_id, "removing what a deleted topic of the same name left in the partition directory");
             clear_leftovers(&dir).map_err(|e| {
                 error!(topic, partition = index, error = %e, "cannot clear a deleted topic's files; partition is offline");
                 Offline::broken(VolumeError::io(&dir, e))
             })?;
         }
-        Ok(o) if last.as_ref() != Some(&o) => gate(topic, index, Some(&o)).map_err(|reason| Offline {
-            reason,
-            elsewhere: true,
-        })?,
+        Some(o) if last.as_ref() != Some(&o) => {
+            gate(topic, index, Some(&o)).map_err(|reason| Offline {
+                reason,
+                elsewhere: true,
+            })?;
+        }
         _ => {}
     }
-    let state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
+    if owner_lock.stolen {
+        warn!(topic, partition = index, last_owner = ?current.as_ref().map(|o| o.broker), "took the owner.lock of a partition whose holder's lease expired while it held the lock (paused or cut off); it no longer writes");
+    }
+    // Every take-over (another broker's, or this id's after a restart) is a new
+    // leadership: the leader epoch goes up. Recorded before the gate opens, so no
+    // other process judges the lock's holder by the previous leadership.
+    let same_topic = current.as_ref().filter(|o| !of_other_topic(o, topic_id));
+    let leader_epoch = same_topic.map_or(0, |o| o.leader_epoch + 1);
+    let owner = PartitionOwner {
+        version: kaas_core::topic::OWNER_FORMAT_VERSION,
+        broker: broker_id,
+        leader_epoch,
+        released: false,
+        updated_ms: now,
+        topic_id: Some(topic_id),
+    };
+    owner.write(&owner_path).map_err(Offline::broken)?;
+    owner_lock.open_gate();
+    // A leader that did not let go may still be writing (paused): start a segment of
+    // our own, so nothing it appends through its open file is ever read.
+    let deposed = same_topic.is_some_and(|o| !o.released);
+    let mut state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
         error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
         Offline::broken(e)
     })?;
+    if deposed {
+        state.log.start_fresh_segment(now).map_err(|e| {
+            error!(topic, partition = index, error = %e, "cannot start a fresh segment after a take-over; partition is offline");
+            Offline::broken(e)
+        })?;
+    }
     for cut in &state.log.truncations {
         warn!(
             topic,
@@ -1265,26 +1362,6 @@ fn open_partition(
             "recovery truncated a corrupt or torn log tail"
         );
     }
-    let owner_path = PartitionOwner::path(volume, topic, index);
-    // Every take-over (another broker's, or this id's after a restart) is a new
-    // leadership: the leader epoch goes up.
-    let leader_epoch = match PartitionOwner::read(&owner_path) {
-        Ok(o) => o.leader_epoch + 1,
-        Err(e) if e.is_not_found() => 0,
-        Err(e) => {
-            error!(error = %e, "partition owner file unreadable; partition is offline");
-            return Err(Offline::broken(e));
-        }
-    };
-    let owner = PartitionOwner {
-        version: kaas_core::topic::OWNER_FORMAT_VERSION,
-        broker: broker_id,
-        leader_epoch,
-        released: false,
-        updated_ms: now,
-        topic_id: Some(topic_id),
-    };
-    owner.write(&owner_path).map_err(Offline::broken)?;
     let end = state.log.log_end_offset();
     Ok(Arc::new(Partition {
         topic: topic.to_string(),
@@ -1295,6 +1372,6 @@ fn open_partition(
         durable: AtomicI64::new(end),
         flush_lock: tokio::sync::Mutex::new(()),
         retired: AtomicBool::new(false),
-        _owner_lock: owner_lock,
+        _owner_lock: owner_lock.lock,
     }))
 }

@@ -204,6 +204,7 @@ fn renew_lease(broker: &Broker, lease: &mut BrokerLease) {
     }
     if !broker.lease_fresh() {
         warn!("this broker's lease was not renewed for half the session timeout: stepping down");
+        broker.stepping_down();
         broker.release_partitions("lease not renewed in time");
         refresh_live_brokers(broker);
     }

@@ -2,6 +2,7 @@
 led by the broker holding their owner.lock, coordinators spread by rendezvous hashing,
 markers cross brokers through the marker queue, and when the leader is killed the
 other broker takes its partitions over. (docs/cluster.md)"""
+import os
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -344,3 +345,75 @@ def test_a_zombie_is_fenced_on_other_brokers_and_a_transaction_over_two_brokers_
         assert str(b) in reached and 0 <= reached[str(b)]["delay_ms"] < 5000, reached
     applied = sum(b.log_text().count("applied queued markers") for b in brokers)
     assert applied >= 1, "some markers crossed brokers through the queue"
+
+
+def test_a_leader_paused_past_the_session_timeout_is_replaced_and_appends_nothing_after(kaas_factory, tmp_path):
+    """Issue 9: SIGSTOP a leader past the session timeout; the other broker takes its
+    partitions (stealing the lock the paused process still holds); SIGCONT: the paused
+    one steps down without writing, and every acknowledged record is readable exactly
+    once — also after both brokers restart and recover the logs."""
+    import collections
+    import signal
+    import threading
+
+    data = tmp_path / "shared"
+    b0 = kaas_factory(*SHORT, data_dir=data)
+    b1 = kaas_factory("--broker-id", "1", *SHORT, data_dir=data)
+    brokers = [b0, b1]
+    create_topic(b0.bootstrap, "ss", 4)
+    placed = wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="ss", brokers=[0, 1]), timeout=30,
+                      what="ss placed on both")
+    victim = placed[0]
+    survivor = 1 - victim
+    acked, failed = [], []
+    stop = threading.Event()
+
+    def produce():
+        p = Producer({"bootstrap.servers": f"{b0.bootstrap},{b1.bootstrap}", "acks": "all",
+                      "enable.idempotence": True, "message.timeout.ms": 60000})
+
+        def done(err, msg):
+            (failed if err else acked).append(msg.value().decode() if not err else str(err))
+        i = 0
+        while not stop.is_set():
+            p.produce("ss", value=f"s{i}".encode(), partition=i % 4, on_delivery=done)
+            i += 1
+            p.poll(0.01)
+        p.flush(60)
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: len(acked) > 50, timeout=20, what="records acknowledged before the pause")
+        os.kill(brokers[victim].proc.pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: leaders(brokers[survivor].bootstrap, "ss") == ([survivor], {p: survivor for p in range(4)}),
+                     timeout=30, what="the survivor leading every partition while the victim is paused")
+            assert "holder's lease expired while it held the lock" in brokers[survivor].log_text()
+            before = len(acked)
+            wait_for(lambda: len(acked) > before + 50, timeout=30, what="records acknowledged by the survivor")
+        finally:
+            os.kill(brokers[victim].proc.pid, signal.SIGCONT)
+        wait_for(lambda: "stepping down" in brokers[victim].log_text(), timeout=15, what="the resumed broker stepping down")
+        # It becomes live again and gets its partitions back by hand-over.
+        wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="ss", brokers=[0, 1]) == placed, timeout=30,
+                 what="placement restored after the victim resumed")
+        before = len(acked)
+        wait_for(lambda: len(acked) > before + 50, timeout=30, what="records acknowledged after the resume")
+    finally:
+        stop.set()
+        t.join(90)
+    assert not failed, failed[:5]
+    got = read_all(f"{b0.bootstrap},{b1.bootstrap}", "ss", 4, "read_uncommitted", expect=len(acked))
+    counts = collections.Counter(got)
+    assert not [v for v, n in counts.items() if n > 1], "no record twice"
+    assert set(acked) <= set(got), f"missing acknowledged records: {sorted(set(acked) - set(got))[:5]}"
+    # Both restart: recovery (which cuts anything a deposed leader appended to a
+    # segment its successor had closed) still shows every acknowledged record once.
+    for b in brokers:
+        b.kill9()
+    for b in brokers:
+        b.restart()
+    wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="ss", brokers=[0, 1]), timeout=30, what="placed again")
+    again = read_all(f"{b0.bootstrap},{b1.bootstrap}", "ss", 4, "read_uncommitted", expect=len(got))
+    assert collections.Counter(again) == counts

@@ -237,6 +237,23 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Starts a new active segment at the log end for a new leader that took the
+    /// partition from one that did not let it go: the old leader, if it is only paused,
+    /// may still append through the segment file it has open, and nothing it writes
+    /// there is read (a sealed segment ends where its successor begins). An empty
+    /// active segment is replaced by new files rather than rolled.
+    pub fn start_fresh_segment(&mut self, now_ms: i64) -> Result<(), LogError> {
+        if self.active().size() > 0 {
+            return self.roll(now_ms);
+        }
+        let old = self.segments.pop().expect("a log always has a segment");
+        let base = old.base_offset();
+        old.delete()?;
+        let seg = Segment::create(&self.dir, base, self.config.index_interval_bytes, now_ms)?;
+        self.segments.push(seg);
+        Ok(())
+    }
+
     /// Base offset of the segment that holds (or, past the end, would hold) `offset`.
     pub fn segment_base_for(&self, offset: i64) -> i64 {
         let i = match self.segments.binary_search_by_key(&offset, |s| s.base_offset()) {
