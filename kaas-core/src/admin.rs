@@ -682,8 +682,10 @@ mod tests {
         }
         .write(&PartitionOwner::path(&volume, "t", 0))
         .unwrap();
-        // A broker whose lease looks dead but whose process still writes the log.
-        let held = PartitionOwner::lock(&volume, "t", 0).unwrap();
+        // A broker whose lease looks dead but whose process still writes the log (a
+        // broker opens the partition's gate once its leadership is recorded).
+        let mut held = PartitionOwner::lock(&volume, "t", 0).unwrap();
+        held.open_gate();
         let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
         assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
         let admin = Actor::Admin {

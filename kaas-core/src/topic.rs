@@ -145,8 +145,12 @@ impl PartitionOwner {
     /// when the process dies). `Held` names the recorded owner when another process
     /// has it. Every writer of a partition log — a broker leading it, kaasctl writing
     /// a marker directly — goes through here.
-    pub fn lock(volume: &Volume, topic: &str, partition: i32) -> Result<std::fs::File, OwnerLockError> {
-        Ok(PartitionOwner::acquire(volume, topic, partition, false)?.lock)
+    ///
+    /// The partition's `owner.gate` stays held with it, so no broker can steal the
+    /// lock from a holder that records no leadership of its own in `owner.json`
+    /// (kaasctl's direct writes, a deleting broker removing the directory).
+    pub fn lock(volume: &Volume, topic: &str, partition: i32) -> Result<OwnerLock, OwnerLockError> {
+        PartitionOwner::acquire(volume, topic, partition, None)
     }
 
     /// Takes `owner.lock` under the partition's `owner.gate` (held only while a lock
@@ -154,14 +158,20 @@ impl PartitionOwner {
     /// leadership in `owner.json` before anyone else looks).
     ///
     /// With `steal`, a lock another process holds is taken anyway by putting a new
-    /// lock file in its place (rename): the caller has judged its holder dead by its
-    /// lease — a process paused with SIGSTOP keeps its lock forever, and a stale
+    /// lock file in its place (rename) — if `steal`, asked under the gate with the
+    /// partition's `owner.json` as it is then, judges that leadership's holder dead by
+    /// its lease: a process paused with SIGSTOP keeps its lock forever, and a stale
     /// holder stops writing on its own (docs/cluster.md). The deposed holder keeps a
     /// lock on a file nobody else opens; every later acquisition finds the new one.
     /// Because every acquisition and steal happens under the gate, and a plain one
     /// checks that the file it locked is still the one at the path, two processes
     /// never both come out holding the partition's current lock.
-    pub fn acquire(volume: &Volume, topic: &str, partition: i32, steal: bool) -> Result<OwnerLock, OwnerLockError> {
+    pub fn acquire(
+        volume: &Volume,
+        topic: &str,
+        partition: i32,
+        steal: Option<&StealJudge<'_>>,
+    ) -> Result<OwnerLock, OwnerLockError> {
         let dir = volume.partition_dir(topic, partition);
         std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
         let held = |what: &str| OwnerLockError::Held {
@@ -195,7 +205,8 @@ impl PartitionOwner {
                 });
             }
         }
-        if !steal {
+        let last = PartitionOwner::read(&PartitionOwner::path(volume, topic, partition)).ok();
+        if !steal.is_some_and(|judge| judge(last.as_ref())) {
             return Err(held(""));
         }
         let fresh = crate::fsutil::temp_path(&path);
@@ -214,6 +225,10 @@ impl PartitionOwner {
         })
     }
 }
+
+/// Judges, from the partition's `owner.json` as read under its gate, whether the lock's
+/// holder is dead by its lease (so the lock may be stolen).
+pub type StealJudge<'a> = dyn Fn(Option<&PartitionOwner>) -> bool + 'a;
 
 /// A partition's `owner.lock`, held, and (until [`OwnerLock::open_gate`]) its
 /// `owner.gate`.
@@ -250,34 +265,34 @@ mod tests {
     fn a_stolen_lock_is_the_only_one_anyone_can_take_afterwards() {
         let dir = tempfile::tempdir().unwrap();
         let v = Volume::new(dir.path());
-        let mut paused = PartitionOwner::acquire(&v, "t", 0, false).unwrap();
+        let mut paused = PartitionOwner::acquire(&v, "t", 0, None).unwrap();
         assert!(!paused.stolen);
         // While one process records its leadership, nobody else may take the lock.
         assert!(matches!(
-            PartitionOwner::acquire(&v, "t", 0, true),
+            PartitionOwner::acquire(&v, "t", 0, Some(&|_| true)),
             Err(OwnerLockError::Held { owner, .. }) if owner.contains("owner.gate")
         ));
         paused.open_gate();
         assert!(matches!(
-            PartitionOwner::acquire(&v, "t", 0, false),
+            PartitionOwner::acquire(&v, "t", 0, None),
             Err(OwnerLockError::Held { .. })
         ));
         // Its holder judged dead by its lease: the lock is taken anyway.
-        let mut taker = PartitionOwner::acquire(&v, "t", 0, true).unwrap();
+        let mut taker = PartitionOwner::acquire(&v, "t", 0, Some(&|_| true)).unwrap();
         assert!(taker.stolen);
         taker.open_gate();
         assert!(matches!(
-            PartitionOwner::acquire(&v, "t", 0, false),
+            PartitionOwner::acquire(&v, "t", 0, None),
             Err(OwnerLockError::Held { .. })
         ));
         // The deposed holder letting go frees nothing anyone can take: its file is gone.
         drop(paused);
         assert!(matches!(
-            PartitionOwner::acquire(&v, "t", 0, false),
+            PartitionOwner::acquire(&v, "t", 0, None),
             Err(OwnerLockError::Held { .. })
         ));
         drop(taker);
-        assert!(!PartitionOwner::acquire(&v, "t", 0, false).unwrap().stolen);
+        assert!(!PartitionOwner::acquire(&v, "t", 0, None).unwrap().stolen);
     }
 
     #[test]

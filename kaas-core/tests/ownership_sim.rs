@@ -17,7 +17,7 @@
 //! Two kinds of pause: a process pause (SIGSTOP: its locks are kept) and a host cut
 //! off from the volume (NFS: the server frees its locks after a lease of its own,
 //! here at any moment, even at once — the gate must not rely on that lease).
-//! `KAAS_SIM_SEEDS` sets how many seeds run (default 1,000, spread over the cores).
+//! `KAAS_SIM_SEEDS` sets how many seeds run (default 2,000, spread over the cores).
 
 use kaas_core::broker::{BrokerLease, LeaseTracker, LEASE_FORMAT_VERSION};
 use kaas_core::ownership::{owner, partition_key, place, Placement};
@@ -494,7 +494,7 @@ fn ownership_never_has_two_writers_and_recovers_from_every_fault() {
     let seeds: u64 = std::env::var("KAAS_SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000);
+        .unwrap_or(2_000);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     std::thread::scope(|s| {
         for k in 0..threads {

@@ -173,10 +173,17 @@ pub struct MarkerError {
     pub detail: String,
 }
 
-/// Whether this broker may open partition (topic, index), last led by the given
-/// owner (None: never led): Ok(true) when it may even steal the partition's lock
-/// (its holder is judged dead by its lease), Err says why not.
-type Gate<'a> = dyn Fn(&str, i32, Option<&PartitionOwner>) -> Result<bool, String> + 'a;
+/// Whether this broker may open partition (topic, index), last led by the given owner
+/// (None: never led); Err says why not.
+type PlaceRule<'a> = dyn Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String> + 'a;
+
+/// The take-over rule over one view of the live brokers.
+struct Gate<'a> {
+    place: Box<PlaceRule<'a>>,
+    /// Whether broker `id`'s lease, re-read now, is confirmed dead (only then may a
+    /// lock it holds be stolen).
+    confirm_dead: Box<dyn Fn(i32) -> bool + 'a>,
+}
 
 /// The placement rule (`kaas_core::ownership::place`) over one view of the live
 /// brokers: this broker is the partition's rendezvous owner, and the last owner let
@@ -189,11 +196,16 @@ fn take_over_gate<'a>(
     me: i32,
     live: &BTreeMap<i32, (String, u16)>,
     confirm_dead: impl Fn(i32) -> bool + 'a,
-) -> impl Fn(&str, i32, Option<&PartitionOwner>) -> Result<bool, String> + 'a {
+) -> Gate<'a> {
     let live: Vec<i32> = live.keys().copied().collect();
-    move |topic, index, last| match kaas_core::ownership::place(me, &live, topic, index, false, last) {
-        kaas_core::ownership::Placement::Wait(why) => Err(why),
-        _ => Ok(last.is_some_and(|o| !o.released && o.broker != me && confirm_dead(o.broker))),
+    Gate {
+        place: Box::new(move |topic, index, last| {
+            match kaas_core::ownership::place(me, &live, topic, index, false, last) {
+                kaas_core::ownership::Placement::Wait(why) => Err(why),
+                _ => Ok(()),
+            }
+        }),
+        confirm_dead: Box::new(confirm_dead),
     }
 }
 
@@ -543,7 +555,7 @@ impl Broker {
     }
 
     /// The take-over rule over this broker's current view of the live brokers.
-    fn gate(&self) -> impl Fn(&str, i32, Option<&PartitionOwner>) -> Result<bool, String> + '_ {
+    fn gate(&self) -> Gate<'_> {
         take_over_gate(self.config.broker_id, &self.live_brokers(), |id| {
             let tracker = self.lease_tracker.lock().unwrap_or_else(|p| p.into_inner());
             lease_confirmed_dead(&self.volume, &tracker, id, self.config.broker_session_timeout_ms)
@@ -929,9 +941,16 @@ impl Broker {
         self.stepdowns.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// How many times this broker stepped down so far; with
+    /// [`Broker::still_fresh_since`], a request tells whether the broker may have lost
+    /// its partitions while it was being served.
+    pub fn stepdown_count(&self) -> u64 {
+        self.stepdowns.load(Ordering::Acquire)
+    }
+
     /// Whether the lease is fresh now and this broker did not step down since it
     /// read `stepdowns`.
-    fn still_fresh_since(&self, stepdowns: u64) -> bool {
+    pub fn still_fresh_since(&self, stepdowns: u64) -> bool {
         self.lease_fresh() && self.stepdowns.load(Ordering::Acquire) == stepdowns
     }
 
@@ -1100,12 +1119,12 @@ impl Broker {
             }
             Err(e) => return Err(fail(e.to_string())),
         };
+        let stepdowns = self.stepdowns.load(Ordering::Acquire);
         let written = {
             let mut state = partition
                 .writable()
                 .ok_or_else(|| fail("this broker let the partition go".into()))?;
             // Again under the partition lock, right before the write, and after it.
-            let stepdowns = self.stepdowns.load(Ordering::Acquire);
             if !self.lease_fresh() {
                 return Err(fail("this broker's lease is not renewed; it does not append".into()));
             }
@@ -1126,6 +1145,13 @@ impl Broker {
                     .await
                     .map_err(|e| fail(format!("fsync: {e}")))?;
                 self.appended.send_modify(|n| *n = n.wrapping_add(1));
+                // Durable only counts if this broker still led the partition when the
+                // fsync finished (on NFS, unflushed pages are not seen by a successor).
+                if !self.still_fresh_since(stepdowns) {
+                    return Err(fail(
+                        "the lease went stale before the marker was durable; it may not count".into(),
+                    ));
+                }
                 Ok(true)
             }
             None => {
@@ -1173,6 +1199,11 @@ impl Broker {
     }
 
     pub fn enforce_retention(&self) {
+        // A stale broker (resumed from a pause, say) may have lost its partitions:
+        // it deletes nothing.
+        if !self.lease_fresh() {
+            return;
+        }
         let now = now_ms();
         for p in self.partitions() {
             let expired = p.state().producers.expire(now, self.config.producer_id_expiration_ms);
@@ -1237,11 +1268,15 @@ fn of_other_topic(owner: &PartitionOwner, topic_id: Uuid) -> bool {
 }
 
 /// Removes what a deleted topic left in a partition directory (everything but
-/// `owner.lock` and `owner.gate`, which the caller holds), so a new topic of the same name starts empty.
+/// `owner.lock` and `owner.gate`, which the caller holds, and `owner.json`, which it
+/// has just rewritten), so a new topic of the same name starts empty.
 fn clear_leftovers(dir: &std::path::Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        if entry.file_name() == "owner.lock" || entry.file_name() == "owner.gate" {
+        if ["owner.lock", "owner.gate", "owner.json"]
+            .iter()
+            .any(|keep| entry.file_name() == *keep)
+        {
             continue;
         }
         if entry.file_type()?.is_dir() {
@@ -1278,12 +1313,20 @@ fn open_partition(
             return Err(Offline::broken(e));
         }
     };
-    let may_steal = gate(topic, index, last.as_ref()).map_err(|reason| Offline {
+    (gate.place)(topic, index, last.as_ref()).map_err(|reason| Offline {
         reason,
         elsewhere: true,
     })?;
-    // The lock first: recovery itself writes (truncates torn tails, re-indexes).
-    let mut owner_lock = PartitionOwner::acquire(volume, topic, index, may_steal).map_err(|e| match e {
+    // The lock first: recovery itself writes (truncates torn tails, re-indexes). A
+    // lock whose holder is paused is stolen only if, read under the partition's gate,
+    // `owner.json` names a leadership that did not let go and whose broker's lease is
+    // confirmed dead now.
+    let steal_from = |o: Option<&PartitionOwner>| {
+        o.is_some_and(|o| {
+            !of_other_topic(o, topic_id) && !o.released && o.broker != broker_id && (gate.confirm_dead)(o.broker)
+        })
+    };
+    let mut owner_lock = PartitionOwner::acquire(volume, topic, index, Some(&steal_from)).map_err(|e| match e {
         kaas_core::topic::OwnerLockError::Held { .. } => Offline {
             reason: e.to_string(),
             elsewhere: true,
@@ -1304,16 +1347,11 @@ fn open_partition(
             return Err(Offline::broken(e));
         }
     };
+    let leftovers = current.as_ref().is_some_and(|o| of_other_topic(o, topic_id));
     match current.clone() {
-        Some(o) if of_other_topic(&o, topic_id) => {
-            warn!(topic, partition = index, old_topic_id = ?o.topic_id, "removing what a deleted topic of the same name left in the partition directory");
-            clear_leftovers(&dir).map_err(|e| {
-                error!(topic, partition = index, error = %e, "cannot clear a deleted topic's files; partition is offline");
-                Offline::broken(VolumeError::io(&dir, e))
-            })?;
-        }
+        Some(o) if of_other_topic(&o, topic_id) => {}
         Some(o) if last.as_ref() != Some(&o) => {
-            gate(topic, index, Some(&o)).map_err(|reason| Offline {
+            (gate.place)(topic, index, Some(&o)).map_err(|reason| Offline {
                 reason,
                 elsewhere: true,
             })?;
@@ -1338,6 +1376,13 @@ fn open_partition(
     };
     owner.write(&owner_path).map_err(Offline::broken)?;
     owner_lock.open_gate();
+    if leftovers {
+        warn!(topic, partition = index, old_topic_id = ?current.as_ref().and_then(|o| o.topic_id), "removing what a deleted topic of the same name left in the partition directory");
+        clear_leftovers(&dir).map_err(|e| {
+            error!(topic, partition = index, error = %e, "cannot clear a deleted topic's files; partition is offline");
+            Offline::broken(VolumeError::io(&dir, e))
+        })?;
+    }
     // A leader that did not let go may still be writing (paused): start a segment of
     // our own, so nothing it appends through its open file is ever read.
     let deposed = same_topic.is_some_and(|o| !o.released);

@@ -36,19 +36,26 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let bound = listener.local_addr()?;
-    let broker = Broker::open(config, bound)?;
+    // The new incarnation's lease first, then the partitions: a peer that judged the
+    // previous incarnation dead never confirms it dead once this one is on the volume,
+    // so it cannot steal a lock this process took while opening (docs/cluster.md).
+    let (host, port) = config.advertised(bound);
     let lease = BrokerLease {
         version: LEASE_FORMAT_VERSION,
-        broker_id: broker.config.broker_id,
-        host: broker.advertised.0.clone(),
-        port: broker.advertised.1,
+        broker_id: config.broker_id,
+        host,
+        port,
         incarnation: uuid::Uuid::new_v4().to_string(),
         started_ms: now_ms(),
         heartbeat_ms: now_ms(),
         stopped_ms: None,
     };
-    lease.write(&broker.volume)?;
-    broker.lease_renewed();
+    let written_at = Instant::now();
+    lease.write(&volume)?;
+    let broker = Broker::open(config, bound)?;
+    // Fresh as of that write: an open slower than half the session timeout leaves the
+    // broker stale, so it steps down (writing nothing) and renews before it appends.
+    broker.renewed_at(written_at);
     refresh_live_brokers(&broker);
     // Finish what a previous run left between PrepareCommit/PrepareAbort and Complete*.
     broker.txn.recover(&broker).await;

@@ -5,7 +5,7 @@ other broker takes its partitions over. (docs/cluster.md)"""
 import os
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from conftest import wait_for
@@ -125,7 +125,9 @@ def _committed(consumer, partitions, seconds=60):
         try:
             return consumer.committed(partitions, timeout=20)
         except KafkaException as e:
-            if not e.args[0].retriable() or time.time() > deadline:
+            moving = e.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                                          KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+            if not (moving or e.args[0].retriable()) or time.time() > deadline:
                 raise
             time.sleep(0.5)
 

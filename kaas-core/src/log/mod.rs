@@ -247,9 +247,7 @@ impl PartitionLog {
             return self.roll(now_ms);
         }
         let old = self.segments.pop().expect("a log always has a segment");
-        let base = old.base_offset();
-        old.delete()?;
-        let seg = Segment::create(&self.dir, base, self.config.index_interval_bytes, now_ms)?;
+        let seg = old.replace_empty(now_ms)?;
         self.segments.push(seg);
         Ok(())
     }

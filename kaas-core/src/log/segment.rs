@@ -58,10 +58,12 @@ impl Segment {
     pub fn create(dir: &Path, base: i64, index_interval: u32, now_ms: i64) -> Result<Segment, SegmentError> {
         let log_path = dir.join(file_name(base, "log"));
         let index_path = dir.join(file_name(base, "index"));
+        // Never over an existing segment: a deposed leader rolling late must fail
+        // here, not write into (and truncate the index of) its successor's segment.
         let file = OpenOptions::new()
             .read(true)
             .append(true)
-            .create(true)
+            .create_new(true)
             .open(&log_path)
             .map_err(|e| SegmentError::io(&log_path, e))?;
         let index_file = OpenOptions::new()
@@ -441,6 +443,27 @@ impl Segment {
     }
 
     /// Removes the segment's files: log, index and aborted-transaction index.
+    /// Replaces an empty segment's files with new empty ones (each renamed into
+    /// place, so the segment is never missing, even after a crash), leaving whoever
+    /// still has the old files open writing to files nobody reads.
+    pub fn replace_empty(self, now_ms: i64) -> Result<Segment, SegmentError> {
+        let dir = self.log_path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let (base, interval) = (self.base_offset, self.index_interval);
+        for path in [self.log_path.clone(), self.index_path.clone()] {
+            let tmp = crate::fsutil::temp_path(&path);
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(|e| SegmentError::io(&tmp, e))?;
+            fs::rename(&tmp, &path).map_err(|e| SegmentError::io(&path, e))?;
+        }
+        crate::fsutil::sync_dir(&dir).map_err(|e| SegmentError::io(&dir, e))?;
+        drop(self);
+        let (seg, _) = Segment::open(&dir, base, interval, None, now_ms)?;
+        Ok(seg)
+    }
+
     pub fn delete(self) -> Result<(), SegmentError> {
         fs::remove_file(&self.log_path).map_err(|e| SegmentError::io(&self.log_path, e))?;
         for path in [self.index_path.clone(), self.log_path.with_extension("txnindex")] {

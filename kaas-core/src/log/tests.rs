@@ -259,3 +259,43 @@ fn a_batch_a_deposed_leader_appended_to_a_segment_its_successor_rolled_away_is_n
     }
     assert_eq!(seen, vec![0, 3], "each offset once");
 }
+
+#[test]
+fn a_deposed_leader_rolling_late_fails_instead_of_writing_into_its_successors_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut old = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    append(&mut old, 3, 1);
+    let mut new = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    new.start_fresh_segment(1).unwrap();
+    append(&mut new, 2, 2);
+    assert!(
+        old.roll(3).is_err(),
+        "the successor's segment file exists: never reopened for writing"
+    );
+    let reopened = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(reopened.log_end_offset(), 5);
+    assert!(reopened.truncations.is_empty());
+}
+
+#[test]
+fn an_empty_active_segment_is_replaced_so_a_deposed_writer_appends_where_nobody_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut old = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    append(&mut old, 3, 1);
+    old.roll(1).unwrap(); // an empty active segment at 3
+    let mut new = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    new.start_fresh_segment(2).unwrap();
+    assert_eq!(new.segments().len(), 2, "replaced, not rolled (same base)");
+    append(&mut new, 2, 2);
+    let stray = append(&mut old, 1, 3); // through the old, replaced file
+    assert_eq!(stray.base_offset, 3);
+    drop(old);
+    drop(new);
+    let log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(log.log_end_offset(), 5);
+    let data = log.read(3, 1 << 20, i64::MAX, true).unwrap();
+    let batches: Vec<(i64, i32)> = crate::batch::HeaderIter::new(&data)
+        .map(|(_, h)| (h.base_offset, h.last_offset_delta))
+        .collect();
+    assert_eq!(batches, vec![(3, 1)], "only the successor's two-record batch");
+}

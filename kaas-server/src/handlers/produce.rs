@@ -19,6 +19,7 @@ pub const MAX: i16 = 11;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequest) -> ProduceResponse {
     let acks_ok = matches!(req.acks, -1..=1);
+    let stepdowns = broker.stepdown_count();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_sync: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
     for topic_data in req.topic_data {
@@ -81,6 +82,22 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
             let r = &mut responses[ti].partition_responses[pi];
             r.error_code = ResponseError::KafkaStorageError.code();
             r.base_offset = -1;
+        }
+    }
+    // A broker paused or cut off while this request was served may have lost its
+    // partitions meanwhile, its writes landing where the new leader never reads (and,
+    // on NFS, its fsync finishing only after the new leader recovered the log): what
+    // it appended is not acknowledged. The client retries at the new leader.
+    if !broker.still_fresh_since(stepdowns) {
+        for r in responses.iter_mut().flat_map(|t| t.partition_responses.iter_mut()) {
+            if r.error_code == 0 {
+                warn!(
+                    index = r.index,
+                    "the lease went stale while the request was served; not acknowledging the append"
+                );
+                r.error_code = ResponseError::NotLeaderOrFollower.code();
+                r.base_offset = -1;
+            }
         }
     }
     ProduceResponse::default().with_responses(responses)
