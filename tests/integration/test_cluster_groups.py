@@ -98,3 +98,58 @@ def test_kafka_python_and_kafkajs_members_rebalance_when_the_coordinator_dies_an
             js.kill()
         for t in threads:
             t.join(20)
+
+
+def test_kcat_and_aiokafka_follow_leaders_spread_over_three_brokers(kaas_factory, tmp_path):
+    """Clients given one broker as bootstrap find each partition's leader among three
+    (Metadata lists every live broker and the rendezvous-placed leaders) and follow
+    NOT_LEADER_OR_FOLLOWER when a leader stops."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    data = tmp_path / "shared"
+    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
+    create_topic(brokers[0].bootstrap, "kc6", 6)
+    placed = wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic="kc6", brokers=[0, 1, 2]),
+                      timeout=30, what="kc6 placed")
+    assert len(set(placed.values())) == 3, placed
+    lines = "".join(f"k{i}:v{i}\n" for i in range(60))
+    prod = subprocess.run(["kcat", "-b", brokers[0].bootstrap, "-P", "-t", "kc6", "-K", ":", "-X", "acks=all"],
+                          input=lines, capture_output=True, text=True, timeout=60)
+    assert prod.returncode == 0, prod.stderr
+
+    async def aio_round():
+        p = AIOKafkaProducer(bootstrap_servers=brokers[1].bootstrap, acks="all")
+        await p.start()
+        try:
+            for i in range(60):
+                await p.send_and_wait("kc6", f"a{i}".encode(), partition=i % 6)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer("kc6", bootstrap_servers=brokers[2].bootstrap, auto_offset_reset="earliest",
+                             group_id="aio3", enable_auto_commit=False)
+        await c.start()
+        got = []
+        try:
+            end = asyncio.get_event_loop().time() + 30
+            while len(got) < 120 and asyncio.get_event_loop().time() < end:
+                for records in (await c.getmany(timeout_ms=500)).values():
+                    got.extend(r.value.decode() for r in records)
+        finally:
+            await c.stop()
+        return got
+
+    got = asyncio.run(aio_round())
+    assert sorted(got) == sorted([f"v{i}" for i in range(60)] + [f"a{i}" for i in range(60)])
+    # A leader stops cleanly: kcat, bootstrapped on a survivor, still reads everything.
+    gone = placed[0]
+    assert brokers[gone].stop() == 0
+    survivor = brokers[(gone + 1) % 3]
+    rest = sorted({0, 1, 2} - {gone})
+    wait_for(lambda: settled(*(brokers[i].bootstrap for i in rest), topic="kc6", brokers=rest), timeout=30,
+             what="the survivors leading every partition")
+    cons = subprocess.run(["kcat", "-b", survivor.bootstrap, "-C", "-t", "kc6", "-o", "beginning", "-e",
+                           "-f", "%s\n"], capture_output=True, text=True, timeout=60)
+    assert cons.returncode == 0, cons.stderr
+    assert sorted(cons.stdout.split()) == sorted([f"v{i}" for i in range(60)] + [f"a{i}" for i in range(60)])
