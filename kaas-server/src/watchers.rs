@@ -7,7 +7,7 @@ use crate::broker::Broker;
 use kaas_core::fence_log::{FenceDeliveries, FenceWatcher};
 use kaas_core::marker_queue;
 use kaas_core::txn::TopicPartition;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// One fence-watcher poll: applies the peers' new fences, then records them in this
 /// broker's `applied-by-<id>.json` (what reached it, and when) for `kaasctl fence show`.
@@ -96,8 +96,9 @@ pub async fn process_marker_queue(broker: &Broker) {
                 continue;
             }
             match broker.txn.apply_queued(broker, &path, &entry, &mine).await {
+                // Per transaction (thousands a second): debug, not info.
                 Ok(true) => {
-                    info!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = mine.len(), queue = target, "applied queued markers")
+                    debug!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = mine.len(), queue = target, "applied queued markers")
                 }
                 Ok(false) => {}
                 // Left in place: retried at the next poll.

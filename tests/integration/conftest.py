@@ -45,7 +45,8 @@ class KaasBroker:
             *self.extra,
         ]
         self.log = open(self.log_path, "ab")
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"), **self.env)
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
+        env.update(self.env)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 20
         while time.time() < deadline:

@@ -12,6 +12,8 @@ from conftest import wait_for
 from txn_helpers import create_topic, read_all
 
 SHORT = ["--broker-session-timeout-ms", "4000", "--volume-poll-interval-ms", "300"]
+# Queued markers are logged per transaction, at debug level.
+MARKER_LOGS = {"RUST_LOG": "info,kaas_server::watchers=debug"}
 
 
 def leaders(bootstrap, topic):
@@ -45,8 +47,8 @@ def settled(*bootstraps, topic, brokers):
 
 def test_two_brokers_share_one_volume_and_survive_the_leaders_death(kaas_factory, tmp_path):
     data = tmp_path / "shared"
-    b0 = kaas_factory(*SHORT, data_dir=data)
-    b1 = kaas_factory("--broker-id", "1", *SHORT, data_dir=data)
+    b0 = kaas_factory(*SHORT, data_dir=data, env=MARKER_LOGS)
+    b1 = kaas_factory("--broker-id", "1", *SHORT, data_dir=data, env=MARKER_LOGS)
     both = f"{b0.bootstrap},{b1.bootstrap}"
     create_topic(b0.bootstrap, "cl2", 4)
     # Both brokers are listed by either, and both agree on the leaders: the
@@ -283,7 +285,7 @@ def test_a_zombie_is_fenced_on_other_brokers_and_a_transaction_over_two_brokers_
     from pathlib import Path
 
     data = tmp_path / "shared"
-    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
+    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data, env=MARKER_LOGS) for i in range(3)]
     every = ",".join(b.bootstrap for b in brokers)
     create_topic(brokers[0].bootstrap, "zb", 6)
     placed = wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic="zb", brokers=[0, 1, 2]),
