@@ -52,10 +52,39 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     };
     let written_at = Instant::now();
     lease.write(&volume)?;
-    let broker = Broker::open(config, bound)?;
-    // Fresh as of that write: an open slower than half the session timeout leaves the
-    // broker stale, so it steps down (writing nothing) and renews before it appends.
-    broker.renewed_at(written_at);
+    // Opening recovers every partition this broker owns, which can take longer than
+    // the session timeout on big logs: the lease is renewed meanwhile, so peers do not
+    // judge this process dead (and take its locks) while it is still recovering.
+    let renewed = std::sync::Arc::new(std::sync::Mutex::new(written_at));
+    let opening = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let renewer = std::thread::spawn({
+        let (renewed, opening, volume) = (renewed.clone(), opening.clone(), volume.clone());
+        let mut lease = lease.clone();
+        move || {
+            while opening.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(200));
+                if renewed.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < Duration::from_secs(1) {
+                    continue;
+                }
+                let at = Instant::now();
+                lease.heartbeat_ms = now_ms();
+                match lease.write(&volume) {
+                    Ok(()) => *renewed.lock().unwrap_or_else(|p| p.into_inner()) = at,
+                    Err(e) => error!(error = %e, "cannot renew broker lease while opening the volume"),
+                }
+            }
+        }
+    });
+    let opened = Broker::open(config, bound);
+    opening.store(false, std::sync::atomic::Ordering::Release);
+    if renewer.join().is_err() {
+        error!("the lease renewer of the opening broker panicked");
+    }
+    let broker = opened?;
+    // Fresh as of the last renewal: if renewing failed for half the session timeout,
+    // the broker is stale, so it steps down (writing nothing) and renews before it
+    // appends.
+    broker.renewed_at(*renewed.lock().unwrap_or_else(|p| p.into_inner()));
     refresh_live_brokers(&broker);
     // Finish what a previous run left between PrepareCommit/PrepareAbort and Complete*.
     broker.txn.recover(&broker).await;
