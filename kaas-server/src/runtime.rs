@@ -56,13 +56,15 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // the session timeout on big logs: the lease is renewed meanwhile, so peers do not
     // judge this process dead (and take its locks) while it is still recovering.
     let renewed = std::sync::Arc::new(std::sync::Mutex::new(written_at));
-    let opening = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    // Dropping `opened_tx` wakes the renewer at once and ends it.
+    let (opened_tx, opened_rx) = std::sync::mpsc::channel::<()>();
     let renewer = std::thread::spawn({
-        let (renewed, opening, volume) = (renewed.clone(), opening.clone(), volume.clone());
+        let (renewed, volume) = (renewed.clone(), volume.clone());
         let mut lease = lease.clone();
         move || {
-            while opening.load(std::sync::atomic::Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(200));
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                opened_rx.recv_timeout(Duration::from_millis(200))
+            {
                 if renewed.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < Duration::from_secs(1) {
                     continue;
                 }
@@ -76,7 +78,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         }
     });
     let opened = Broker::open(config, bound);
-    opening.store(false, std::sync::atomic::Ordering::Release);
+    drop(opened_tx);
     if renewer.join().is_err() {
         error!("the lease renewer of the opening broker panicked");
     }

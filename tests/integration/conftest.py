@@ -47,17 +47,19 @@ class KaasBroker:
         self.log = open(self.log_path, "ab")
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
         env.update(self.env)
+        # The listener is bound before the volume is opened and recovered; a started
+        # broker is one that logged it is ready (the log file keeps earlier runs).
+        ready_before = self.log_text().count("kaas-server ready")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 20
+        deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kaas-server exited with {self.proc.returncode}; log:\n{self.log_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+            if self.log_text().count("kaas-server ready") > ready_before:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
                     return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("kaas-server did not start listening in 20 s")
+            time.sleep(0.05)
+        raise RuntimeError(f"kaas-server did not log that it is ready in 30 s; log:\n{self.log_text()}")
 
     def stop(self, timeout=15) -> int:
         """SIGTERM and wait; returns the exit code."""

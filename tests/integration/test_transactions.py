@@ -158,7 +158,9 @@ def test_a_crash_between_prepare_commit_and_the_markers_completes_the_commit(kaa
     assert states == ["PrepareCommit"]
     b.env = {}
     b.restart()
-    assert "finished a transaction left in a Prepare state" in b.log_text()
+    # The listener is bound before the volume is opened and recovered: wait for it.
+    wait_for(lambda: "finished a transaction left in a Prepare state" in b.log_text(), timeout=20,
+             what="the restarted broker finishing the Prepare entry")
     got = read_all(b.bootstrap, "prep", 2, "read_committed", expect=10)
     assert sorted(got) == sorted(f"p{i}" for i in range(10))
     states = [e["state"] for f in slot_files for e in json.loads(f.read_text())["entries"].values()]

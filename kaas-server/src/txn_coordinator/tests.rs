@@ -814,3 +814,42 @@ async fn a_deleted_topics_records_never_reappear_in_a_new_topic_of_the_same_name
         kaas_core::topic::PartitionOwner::read(&kaas_core::topic::PartitionOwner::path(&b.volume, "f", 0)).unwrap();
     assert_eq!(owner.topic_id, Some(f.meta.topic_id));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_dying_between_prepare_and_complete_is_finished_by_the_slots_next_owner() {
+    let (dir, b0, pid) = setup().await;
+    b0.txn.add(&b0, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b0, "tx", pid, 0, 0).unwrap();
+    // EndTxn(commit) made durable in the slot, then broker 0 dies before any marker.
+    b0.txn
+        .store()
+        .update(slot_for("tx"), now_ms(), |entries| {
+            let EndOutcome::Prepare(e) =
+                txn::end_txn(&entries["tx"], pid, 0, true, now_ms(), &Actor::Broker { id: 0 }).unwrap()
+            else {
+                panic!()
+            };
+            entries.insert("tx".into(), e);
+            ((), true)
+        })
+        .unwrap();
+    drop(b0); // as after kill -9: its locks are free, its lease stops
+              // Broker 1, alone alive, leads t-0 (taken over) and owns the transaction's slot.
+    let b1 = second_broker(dir.path(), "1");
+    assert!(b1.owns_txn_slot(slot_for("tx")));
+    let t0 = b1.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    let lso = t0.state().last_stable_offset();
+    assert!(lso < t0.high_watermark(), "the transaction is open on t-0");
+    b1.txn.reap(&b1, 0).await;
+    assert_eq!(
+        b1.txn.store().get("tx").unwrap().unwrap().state,
+        TxnState::CompleteCommit
+    );
+    let state = t0.state();
+    assert_eq!(
+        state.last_stable_offset(),
+        state.log.log_end_offset(),
+        "its COMMIT marker landed"
+    );
+    assert!(state.aborted.is_empty(), "committed, not aborted");
+}
