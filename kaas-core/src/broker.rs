@@ -222,13 +222,7 @@ impl LeaseTracker {
 
 /// The broker id of the lease file an error is about (`<id>.json`), if it names one.
 pub fn lease_id_of(e: &VolumeError) -> Option<i32> {
-    let path = match e {
-        VolumeError::Io { path, .. }
-        | VolumeError::Parse { path, .. }
-        | VolumeError::UnknownVersion { path, .. }
-        | VolumeError::Invalid { path, .. } => path,
-    };
-    path.file_stem()?.to_str()?.parse().ok()
+    e.path().file_stem()?.to_str()?.parse().ok()
 }
 
 /// Every lease file on the volume, unreadable ones as errors.

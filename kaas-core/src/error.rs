@@ -40,6 +40,15 @@ impl VolumeError {
             source,
         }
     }
+    /// The file the error is about.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            VolumeError::Io { path, .. }
+            | VolumeError::Parse { path, .. }
+            | VolumeError::UnknownVersion { path, .. }
+            | VolumeError::Invalid { path, .. } => path,
+        }
+    }
     pub fn is_not_found(&self) -> bool {
         matches!(self, VolumeError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
     }

@@ -1225,13 +1225,8 @@ impl Broker {
 }
 
 fn topic_name_of(e: &VolumeError) -> String {
-    let path = match e {
-        VolumeError::Io { path, .. }
-        | VolumeError::Parse { path, .. }
-        | VolumeError::UnknownVersion { path, .. }
-        | VolumeError::Invalid { path, .. } => path,
-    };
-    path.file_stem()
+    e.path()
+        .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
 }
@@ -1304,15 +1299,16 @@ fn open_partition(
     // its lease expired: a free lock alone is not enough (on NFS it can be freed
     // before a dead writer's last pages reach the server). The leadership of a
     // deleted topic's partition of the same name does not count.
-    let last = match PartitionOwner::read(&PartitionOwner::path(volume, topic, index)) {
-        Ok(o) if of_other_topic(&o, topic_id) => None,
-        Ok(o) => Some(o),
-        Err(e) if e.is_not_found() => None,
+    let owner_path = PartitionOwner::path(volume, topic, index);
+    let read_owner = || match PartitionOwner::read(&owner_path) {
+        Ok(o) => Ok(Some(o)),
+        Err(e) if e.is_not_found() => Ok(None),
         Err(e) => {
             error!(topic, partition = index, error = %e, "partition owner file unreadable; partition is offline");
-            return Err(Offline::broken(e));
+            Err(Offline::broken(e))
         }
     };
+    let last = read_owner()?.filter(|o| !of_other_topic(o, topic_id));
     (gate.place)(topic, index, last.as_ref()).map_err(|reason| Offline {
         reason,
         elsewhere: true,
@@ -1338,15 +1334,7 @@ fn open_partition(
     })?;
     // Again with the lock in hand: another broker may have taken the partition (and
     // died, freeing the lock) between the first read and the lock.
-    let owner_path = PartitionOwner::path(volume, topic, index);
-    let current = match PartitionOwner::read(&owner_path) {
-        Ok(o) => Some(o),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => {
-            error!(topic, partition = index, error = %e, "partition owner file unreadable; partition is offline");
-            return Err(Offline::broken(e));
-        }
-    };
+    let current = read_owner()?;
     let leftovers = current.as_ref().is_some_and(|o| of_other_topic(o, topic_id));
     match current.clone() {
         Some(o) if of_other_topic(&o, topic_id) => {}
