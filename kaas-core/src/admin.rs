@@ -447,22 +447,35 @@ pub fn redeliver(
     Ok(())
 }
 
-/// Moves an unreadable slot file aside to `slot-N.json.corrupt-<now>` (never deleting
-/// or emptying it silently). Returns the new path.
+/// Moves an unreadable slot aside — its checkpoint to `slot-N.json.corrupt-<now>` and
+/// its journal to `slot-N.journal.corrupt-<now>`, whichever hold anything — under the slot's
+/// lock, never deleting or emptying them silently. Returns the new paths.
 pub fn quarantine_slot(
     volume: &Volume,
     slot: u32,
     actor: &Actor,
     command: &[String],
     now_ms: i64,
-) -> Result<PathBuf, AdminError> {
+) -> Result<Vec<PathBuf>, AdminError> {
     let store = TxnStateStore::new(volume.clone());
-    let from = store.slot_path(slot);
-    let to = from.with_file_name(format!("slot-{slot}.json.corrupt-{now_ms}"));
-    std::fs::rename(&from, &to).map_err(|e| VolumeError::io(&from, e))?;
+    let _lock = store.lock_slot(slot)?;
+    let mut moved = Vec::new();
+    for from in [store.slot_path(slot), store.journal_path(slot)] {
+        if std::fs::metadata(&from).is_ok_and(|m| m.len() == 0) {
+            continue; // an empty journal holds nothing to keep
+        }
+        let mut name = from.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".corrupt-{now_ms}"));
+        let to = from.with_file_name(name);
+        match std::fs::rename(&from, &to) {
+            Ok(()) => moved.push(to),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(VolumeError::io(&from, e).into()),
+        }
+    }
     crate::fsutil::sync_dir(&store.dir()).map_err(|e| VolumeError::io(store.dir(), e))?;
     record_audit(volume, actor, command, &format!("slot-{slot}"), None, None, now_ms)?;
-    Ok(to)
+    Ok(moved)
 }
 
 pub const AUDIT_FORMAT_VERSION: u32 = 1;

@@ -90,16 +90,26 @@ pub fn read_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
     what: &'static str,
     supported: u32,
 ) -> Result<T, VolumeError> {
+    let bytes = std::fs::read(path).map_err(|e| VolumeError::io(path, e))?;
+    parse_versioned_json(path, &bytes, what, supported)
+}
+
+/// [`read_versioned_json`] of bytes already read from `path`.
+pub fn parse_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
+    path: &std::path::Path,
+    bytes: &[u8],
+    what: &'static str,
+    supported: u32,
+) -> Result<T, VolumeError> {
     #[derive(serde::Deserialize)]
     struct VersionOnly {
         version: Option<u64>,
     }
-    let bytes = std::fs::read(path).map_err(|e| VolumeError::io(path, e))?;
-    let parsed = match serde_json::from_slice::<T>(&bytes) {
+    let parsed = match serde_json::from_slice::<T>(bytes) {
         Ok(v) if v.version() == supported => return Ok(v),
         other => other,
     };
-    match serde_json::from_slice::<VersionOnly>(&bytes) {
+    match serde_json::from_slice::<VersionOnly>(bytes) {
         Ok(VersionOnly { version: Some(found) }) if found != supported as u64 => Err(VolumeError::UnknownVersion {
             path: path.into(),
             what,

@@ -13,6 +13,10 @@ use std::sync::OnceLock;
 pub const TXN_AFTER_PREPARE: &str = "txn-after-prepare";
 /// Every marker is durable (or queued); Complete* is not written yet.
 pub const TXN_AFTER_MARKERS: &str = "txn-after-markers";
+/// A transaction slot's journal append (error injection, or a crash before it).
+pub const TXN_JOURNAL_APPEND: &str = "txn-journal-append";
+/// A fold wrote the new slot checkpoint; the journal is not emptied yet.
+pub const TXN_FOLD_AFTER_CHECKPOINT: &str = "txn-fold-after-checkpoint";
 /// Appending a COMMIT/ABORT control batch to a partition log (error injection).
 pub const MARKER_APPEND: &str = "marker-append";
 /// An ABORT marker is in the log (not fsynced), its `.txnindex` entry not yet written.

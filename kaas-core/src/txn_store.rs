@@ -1,27 +1,68 @@
-//! The transaction state store: `__cluster/txn_state/slot-<N>.json` (N = 0..50) holding
-//! the entries of every transactional id that hashes to N, and `slot-<N>.lock`, the
-//! advisory lock every writer (broker or kaasctl) holds for its read-modify-write.
-//! Each write bumps the file's `generation` and replaces it atomically, so a reader
-//! without the lock still sees a whole file, old or new.
+//! The transaction state store. For each slot N (0..50) of the transactional ids:
+//!
+//! - `__cluster/txn_state/slot-<N>.json`, the *checkpoint*: every entry of the slot as
+//!   of its `generation`, replaced atomically (write, fsync, rename, fsync directory);
+//! - `__cluster/txn_state/slot-<N>.journal`, the transitions since: one JSON line per
+//!   transition, appended, each carrying the generation it makes (checkpoint + 1, + 2,
+//!   ...), made durable with one fdatasync;
+//! - `__cluster/txn_state/slot-<N>.lock`, the advisory lock every writer (broker or
+//!   kaasctl) holds from its read to its last append.
+//!
+//! A transition costs one journal line — the entry as it is afterwards, with only the
+//! history items it adds — whatever the number of ids in the slot. When the journal
+//! outgrows the checkpoint (and at least [`FOLD_MIN_BYTES`]) the writer *folds* it:
+//! writes a new checkpoint at the current generation, then truncates the journal. A
+//! crash between the two leaves journal lines the checkpoint already holds; readers
+//! skip lines at or below the checkpoint's generation.
+//!
+//! Readers (with or without the lock) load the checkpoint and replay the journal's
+//! complete lines. A last line cut short by a crash — no newline, or unparseable with
+//! nothing valid after it — is ignored by readers and cut off by the next writer
+//! before it appends; it was never acknowledged. An invalid line with valid lines
+//! after it is corruption: an error naming the file and the byte offset, and the
+//! slot is left as it is for an operator (`kaasctl txn repair --fix` moves it aside).
+//!
+//! A reader keeps a [`SlotState`] and brings it up to date with
+//! [`TxnStateStore::refresh`]: an open and fstat of each file, and a read of only the
+//! journal bytes appended since. Format: docs/transaction-formats.md.
 
-use crate::error::{read_versioned_json, VolumeError};
-use crate::fsutil::write_json;
+use crate::error::VolumeError;
+use crate::fsutil::{stamp_of, FileStamp};
 use crate::layout::Volume;
-use crate::txn::{slot_for, TxnEntry};
+use crate::txn::{slot_for, Transition, TxnEntry, HISTORY_LEN};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 crate::versioned!(SlotFile);
 
 pub const SLOTS: u32 = 50;
-pub const SLOT_FORMAT_VERSION: u32 = 1;
+/// The checkpoint format. Version 1 (before the journal) is read and migrated in
+/// place: the first writer of such a slot writes it back as version 2 before it
+/// appends, so a build that knows no journal refuses the slot instead of misreading it.
+pub const SLOT_FORMAT_VERSION: u32 = 2;
+pub const LEGACY_SLOT_FORMAT_VERSION: u32 = 1;
+pub const JOURNAL_FORMAT_VERSION: u32 = 1;
+/// A journal is folded into the checkpoint once it holds more bytes than this and
+/// more than the checkpoint itself: the fold's cost, O(ids in the slot), is then paid
+/// at most once per as many journal bytes, so each transition costs O(1) amortised.
+pub const FOLD_MIN_BYTES: u64 = 1 << 20;
+/// Lock-free reads retry this many times when a fold by another writer changes the
+/// files under them.
+const READ_ATTEMPTS: usize = 5;
 
+/// A slot's entries at one generation: the checkpoint, and what a reader materialises
+/// from checkpoint + journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotFile {
     pub version: u32,
     pub slot: u32,
-    /// Bumped by every write; a cached copy is valid only while it matches.
+    /// Raised by every transition; a cached copy is valid only while it matches.
     pub generation: u64,
     pub updated_ms: i64,
     pub entries: BTreeMap<String, TxnEntry>,
@@ -39,9 +80,107 @@ impl SlotFile {
     }
 }
 
+/// One transition of one entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotOp {
+    /// The entry as it is after the transition.
+    Put(TxnEntry),
+    /// The entry is gone (transactional.id.expiration.ms).
+    Remove(String),
+}
+
+/// One journal line. Exactly one of `put` / `remove` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalLine {
+    pub version: u32,
+    pub generation: u64,
+    pub at_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub put: Option<TxnEntry>,
+    /// With `put`: its `history` holds only the transitions added to the entry's
+    /// previous history (which it extends, oldest dropped past [`HISTORY_LEN`]);
+    /// false when it holds the whole history.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub history_appended: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove: Option<String>,
+}
+
+/// A slot as a reader last saw it, and where in its files it stands.
+#[derive(Debug, Clone)]
+pub struct SlotState {
+    pub file: SlotFile,
+    checkpoint: Option<FileStamp>,
+    checkpoint_len: u64,
+    /// The inode of the journal whose bytes up to `journal_len` are applied.
+    journal_inode: Option<u64>,
+    /// Bytes of the journal applied (always just after a newline).
+    journal_len: u64,
+}
+
+impl SlotState {
+    fn new(file: SlotFile, checkpoint: Option<FileStamp>) -> Self {
+        SlotState {
+            checkpoint_len: checkpoint.map_or(0, |s| s.len),
+            file,
+            checkpoint,
+            journal_inode: None,
+            journal_len: 0,
+        }
+    }
+    pub fn slot(&self) -> u32 {
+        self.file.slot
+    }
+    pub fn generation(&self) -> u64 {
+        self.file.generation
+    }
+    pub fn entry(&self, transactional_id: &str) -> Option<&TxnEntry> {
+        self.file.entries.get(transactional_id)
+    }
+    pub fn entries(&self) -> &BTreeMap<String, TxnEntry> {
+        &self.file.entries
+    }
+    /// Bytes of journal not yet folded into the checkpoint.
+    pub fn journal_bytes(&self) -> u64 {
+        self.journal_len
+    }
+    fn wants_fold(&self) -> bool {
+        self.journal_len > FOLD_MIN_BYTES.max(self.checkpoint_len) || self.file.version != SLOT_FORMAT_VERSION
+    }
+}
+
+/// What identifies the current version of a slot cheaply: the stamps of its two
+/// files. A copy read while both were as they are now is current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotStamp {
+    pub checkpoint: Option<FileStamp>,
+    pub journal: Option<FileStamp>,
+}
+
+/// The exclusive lock of one slot (see [`TxnStateStore::lock_slot`]); released on drop.
+#[derive(Debug)]
+pub struct SlotLock {
+    slot: u32,
+    _file: File,
+}
+
+impl SlotLock {
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TxnStateStore {
     volume: Volume,
+}
+
+/// Why a replay stopped short.
+enum ReplayError {
+    /// The files changed under a lock-free reader (a fold), or disagree: read again.
+    Moved(VolumeError),
+    /// A definite error (I/O, an unknown version).
+    Fatal(VolumeError),
 }
 
 impl TxnStateStore {
@@ -52,61 +191,30 @@ impl TxnStateStore {
     pub fn dir(&self) -> PathBuf {
         self.volume.cluster_dir().join("txn_state")
     }
+    /// The checkpoint.
     pub fn slot_path(&self, slot: u32) -> PathBuf {
         self.dir().join(format!("slot-{slot}.json"))
+    }
+    pub fn journal_path(&self, slot: u32) -> PathBuf {
+        self.dir().join(format!("slot-{slot}.journal"))
     }
     pub fn lock_path(&self, slot: u32) -> PathBuf {
         self.dir().join(format!("slot-{slot}.lock"))
     }
 
-    /// Reads a slot without the lock; a missing file is an empty slot, a corrupt or
-    /// unknown-version file an error naming it.
-    pub fn read_slot(&self, slot: u32) -> Result<SlotFile, VolumeError> {
-        let path = self.slot_path(slot);
-        match read_versioned_json::<SlotFile>(&path, "transaction slot", SLOT_FORMAT_VERSION) {
-            Ok(f) if f.slot != slot => Err(VolumeError::Invalid {
-                path,
-                detail: format!("file says it is slot {}, its name says slot {slot}", f.slot),
-            }),
-            Ok(f) => Ok(f),
-            Err(e) if e.is_not_found() => Ok(SlotFile::empty(slot)),
-            Err(e) => Err(e),
-        }
+    /// The stamps of a slot's files; None when neither exists (an empty slot).
+    pub fn stamp(&self, slot: u32) -> Option<SlotStamp> {
+        let stamp = SlotStamp {
+            checkpoint: crate::fsutil::file_stamp(&self.slot_path(slot)),
+            journal: crate::fsutil::file_stamp(&self.journal_path(slot)),
+        };
+        (stamp.checkpoint.is_some() || stamp.journal.is_some()).then_some(stamp)
     }
 
-    /// The identity of a slot file's current version, cheaply: its stamp and its
-    /// `generation`, both read through one open descriptor (the stamp by fstat, the
-    /// generation from the file's first bytes, where the writer puts it). None when
-    /// the file does not exist or its head does not show a generation. A cached copy
-    /// of the slot is current when both match: the generation rises at every write
-    /// under the lock, and the stamp changes with every replacement of the file.
-    pub fn peek(&self, slot: u32) -> Result<Option<(crate::fsutil::FileStamp, u64)>, VolumeError> {
-        use std::io::Read;
-        let path = self.slot_path(slot);
-        let mut f = match std::fs::File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(VolumeError::io(&path, e)),
-        };
-        let stamp = crate::fsutil::stamp_of(&f.metadata().map_err(|e| VolumeError::io(&path, e))?);
-        let mut head = [0u8; 160];
-        let mut len = 0;
-        while len < head.len() {
-            match f.read(&mut head[len..]).map_err(|e| VolumeError::io(&path, e))? {
-                0 => break,
-                n => len += n,
-            }
-        }
-        let head = String::from_utf8_lossy(&head[..len]);
-        let generation = head.find("\"generation\":").and_then(|at| {
-            let digits: String = head[at + 13..]
-                .trim_start()
-                .chars()
-                .take_while(|c| c.is_ascii_digit())
-                .collect();
-            digits.parse().ok()
-        });
-        Ok(generation.map(|g| (stamp, g)))
+    /// Reads a slot without the lock; a slot with no files is empty, a corrupt or
+    /// unknown-version file an error naming it (and the byte offset in a journal).
+    pub fn read_slot(&self, slot: u32) -> Result<SlotFile, VolumeError> {
+        Ok(self.load(slot)?.file)
     }
 
     /// The entry of one transactional id, read without the lock.
@@ -117,26 +225,353 @@ impl TxnStateStore {
             .remove(transactional_id))
     }
 
-    /// Takes the exclusive lock of one slot and reads it. The lock is held until the
-    /// guard is dropped, so a caller can check an entry, act on it (write markers,
-    /// stage offsets) and record the result as one compare-and-set, with no other
-    /// writer (broker or kaasctl) in between. Blocks while another process holds it.
-    pub fn lock(&self, slot: u32) -> Result<SlotGuard, VolumeError> {
+    /// Every slot, each as read or as the error that prevented reading it.
+    pub fn read_all(&self) -> Vec<(u32, Result<SlotFile, VolumeError>)> {
+        (0..SLOTS).map(|s| (s, self.read_slot(s))).collect()
+    }
+
+    /// Reads the checkpoint through one descriptor: its contents and the stamp of
+    /// exactly the version read.
+    fn read_checkpoint(&self, slot: u32) -> Result<(SlotFile, Option<FileStamp>), VolumeError> {
+        let path = self.slot_path(slot);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((SlotFile::empty(slot), None)),
+            Err(e) => return Err(VolumeError::io(&path, e)),
+        };
+        let stamp = stamp_of(&file.metadata().map_err(|e| VolumeError::io(&path, e))?);
+        let mut bytes = Vec::with_capacity(stamp.len as usize);
+        (&file).read_to_end(&mut bytes).map_err(|e| VolumeError::io(&path, e))?;
+        let parsed = parse_checkpoint(&path, &bytes)?;
+        if parsed.slot != slot {
+            return Err(VolumeError::Invalid {
+                path,
+                detail: format!("file says it is slot {}, its name says slot {slot}", parsed.slot),
+            });
+        }
+        Ok((parsed, Some(stamp)))
+    }
+
+    /// Reads a slot in full without the lock: the checkpoint, then the journal.
+    pub fn load(&self, slot: u32) -> Result<SlotState, VolumeError> {
+        let mut last = None;
+        for _ in 0..READ_ATTEMPTS {
+            let (file, stamp) = self.read_checkpoint(slot)?;
+            let mut state = SlotState::new(file, stamp);
+            match self.replay(&mut state) {
+                // The checkpoint must still be the one read: a fold in between may
+                // have emptied the journal of lines the old checkpoint lacks.
+                Ok(_) if crate::fsutil::file_stamp(&self.slot_path(slot)) == stamp => return Ok(state),
+                Ok(_) => {
+                    last = Some(VolumeError::Invalid {
+                        path: self.slot_path(slot),
+                        detail: "replaced while read, again and again".into(),
+                    })
+                }
+                Err(ReplayError::Fatal(e)) => return Err(e),
+                Err(ReplayError::Moved(e)) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    /// Brings `state` up to date without the lock: reads only what was appended since,
+    /// or everything again when the checkpoint was replaced. Returns whether anything
+    /// changed. On error `state` is as before or newer, never torn.
+    pub fn refresh(&self, state: &mut SlotState) -> Result<bool, VolumeError> {
+        let slot = state.slot();
+        if crate::fsutil::file_stamp(&self.slot_path(slot)) != state.checkpoint {
+            *state = self.load(slot)?;
+            return Ok(true);
+        }
+        let before = state.file.generation;
+        match self.replay(state) {
+            Ok(()) => Ok(state.file.generation != before),
+            Err(ReplayError::Fatal(e)) => Err(e),
+            Err(ReplayError::Moved(_)) => {
+                *state = self.load(slot)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Applies the journal's complete lines after `state.journal_len`.
+    fn replay(&self, state: &mut SlotState) -> Result<(), ReplayError> {
+        let path = self.journal_path(state.slot());
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return if state.journal_len == 0 {
+                    state.journal_inode = None;
+                    Ok(())
+                } else {
+                    Err(ReplayError::Moved(VolumeError::io(&path, e)))
+                };
+            }
+            Err(e) => return Err(ReplayError::Fatal(VolumeError::io(&path, e))),
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| ReplayError::Fatal(VolumeError::io(&path, e)))?;
+        let inode = stamp_of(&meta).inode;
+        if state.journal_inode.is_some_and(|i| i != inode) || meta.len() < state.journal_len {
+            return Err(ReplayError::Moved(VolumeError::Invalid {
+                path,
+                detail: "the journal was replaced or truncated while read".into(),
+            }));
+        }
+        state.journal_inode = Some(inode);
+        if meta.len() == state.journal_len {
+            return Ok(());
+        }
+        let start = state.journal_len;
+        let mut bytes = Vec::with_capacity((meta.len() - start) as usize);
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.take(meta.len() - start).read_to_end(&mut bytes))
+            .map_err(|e| ReplayError::Fatal(VolumeError::io(&path, e)))?;
+        let mut at = 0usize;
+        while let Some(nl) = bytes[at..].iter().position(|b| *b == b'\n') {
+            let line = &bytes[at..at + nl];
+            let offset = start + at as u64;
+            match parse_line(line) {
+                Ok(parsed) => {
+                    if parsed.version != JOURNAL_FORMAT_VERSION {
+                        return Err(ReplayError::Fatal(VolumeError::UnknownVersion {
+                            path,
+                            what: "transaction slot journal line",
+                            found: parsed.version,
+                            supported: JOURNAL_FORMAT_VERSION,
+                        }));
+                    }
+                    if parsed.generation > state.file.generation {
+                        if parsed.generation != state.file.generation + 1 {
+                            return Err(ReplayError::Moved(VolumeError::Invalid {
+                                path,
+                                detail: format!(
+                                    "byte {offset}: line of generation {} follows generation {}",
+                                    parsed.generation, state.file.generation
+                                ),
+                            }));
+                        }
+                        apply_line(&mut state.file, parsed).map_err(|detail| {
+                            ReplayError::Moved(VolumeError::Invalid {
+                                path: path.clone(),
+                                detail: format!("byte {offset}: {detail}"),
+                            })
+                        })?;
+                    }
+                }
+                Err(e) => {
+                    // A torn write of the last append ends the journal: nothing valid
+                    // after it. Anything valid after it makes it corruption.
+                    let rest = &bytes[at + nl + 1..];
+                    if rest.split(|b| *b == b'\n').any(|l| parse_line(l).is_ok()) {
+                        return Err(ReplayError::Moved(VolumeError::Parse {
+                            path,
+                            what: "transaction slot journal line",
+                            detail: format!("byte {offset}: {e}"),
+                        }));
+                    }
+                    return Ok(());
+                }
+            }
+            at += nl + 1;
+            state.journal_len = start + at as u64;
+        }
+        Ok(())
+    }
+
+    /// Takes the exclusive lock of one slot. Blocks while another process holds it.
+    pub fn lock_slot(&self, slot: u32) -> Result<SlotLock, VolumeError> {
         let dir = self.dir();
         std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
-        let lock_path = self.lock_path(slot);
-        let lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
-        let file = self.read_slot(slot)?;
+        let path = self.lock_path(slot);
+        let file = crate::fsutil::lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))?;
+        Ok(SlotLock { slot, _file: file })
+    }
+
+    /// Under the lock: brings `state` (None: nothing read yet) up to date for a write.
+    /// A torn last line is cut off, and a version-1 checkpoint migrated, so the next
+    /// append lands on a clean journal end under a checkpoint every reader knows.
+    pub fn catch_up(&self, lock: &SlotLock, state: &mut Option<SlotState>) -> Result<(), VolumeError> {
+        let st = match state {
+            Some(st) if st.slot() == lock.slot => {
+                if let Err(e) = self.refresh(st) {
+                    *state = None;
+                    return Err(e);
+                }
+                st
+            }
+            _ => state.insert(self.load(lock.slot)?),
+        };
+        let path = self.journal_path(lock.slot);
+        if let Ok(meta) = std::fs::metadata(&path) {
+            if meta.len() > st.journal_len {
+                tracing::warn!(path = %path.display(), from = st.journal_len, to = meta.len(), "cutting off the torn end of a transaction slot journal (an append cut by a crash, never acknowledged)");
+                let f = OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&path)
+                    .map_err(|e| VolumeError::io(&path, e))?;
+                f.set_len(st.journal_len)
+                    .and_then(|_| f.sync_data())
+                    .map_err(|e| VolumeError::io(&path, e))?;
+            }
+        }
+        if st.file.version != SLOT_FORMAT_VERSION {
+            self.fold(lock, st)?;
+        }
+        Ok(())
+    }
+
+    /// Under the lock, with `state` caught up: appends one line per op (one write, no
+    /// sync: see [`Self::sync`] and [`GroupCommit`]) and applies them to `state`.
+    /// Returns the generation of the last line. After an error the journal may end in
+    /// a torn line and `state` is stale: catch up again before the next append.
+    pub fn append(
+        &self,
+        lock: &SlotLock,
+        state: &mut SlotState,
+        ops: &[SlotOp],
+        now_ms: i64,
+    ) -> Result<u64, VolumeError> {
+        assert_eq!(lock.slot, state.slot(), "append under another slot's lock");
+        let path = self.journal_path(lock.slot);
+        let mut bytes = Vec::with_capacity(512 * ops.len());
+        let mut next = state.file.clone_header();
+        let mut lines = Vec::with_capacity(ops.len());
+        for op in ops {
+            next.generation += 1;
+            let line = match op {
+                SlotOp::Put(entry) => {
+                    let prior = state.file.entries.get(&entry.transactional_id);
+                    let appended = prior.and_then(|p| appended_history(&p.history, &entry.history));
+                    let mut stored = entry.clone();
+                    if let Some(n) = appended {
+                        stored.history = entry.history.iter().skip(entry.history.len() - n).cloned().collect();
+                    }
+                    JournalLine {
+                        version: JOURNAL_FORMAT_VERSION,
+                        generation: next.generation,
+                        at_ms: now_ms,
+                        put: Some(stored),
+                        history_appended: appended.is_some(),
+                        remove: None,
+                    }
+                }
+                SlotOp::Remove(id) => JournalLine {
+                    version: JOURNAL_FORMAT_VERSION,
+                    generation: next.generation,
+                    at_ms: now_ms,
+                    put: None,
+                    history_appended: false,
+                    remove: Some(id.clone()),
+                },
+            };
+            serde_json::to_writer(&mut bytes, &line).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
+            bytes.push(b'\n');
+            lines.push(line);
+        }
+        crate::failpoint::check(crate::failpoint::TXN_JOURNAL_APPEND).map_err(|e| VolumeError::io(&path, e))?;
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| VolumeError::io(&path, e))?;
+        f.write_all(&bytes).map_err(|e| VolumeError::io(&path, e))?;
+        let meta = f.metadata().map_err(|e| VolumeError::io(&path, e))?;
+        if meta.len() != state.journal_len + bytes.len() as u64 {
+            return Err(VolumeError::Invalid {
+                path,
+                detail: format!(
+                    "journal is {} bytes after appending {} at byte {}: another writer without the slot lock?",
+                    meta.len(),
+                    bytes.len(),
+                    state.journal_len
+                ),
+            });
+        }
+        for line in lines {
+            apply_line(&mut state.file, line).map_err(|detail| VolumeError::Invalid {
+                path: path.clone(),
+                detail,
+            })?;
+        }
+        state.journal_inode = Some(stamp_of(&meta).inode);
+        state.journal_len = meta.len();
+        Ok(state.file.generation)
+    }
+
+    /// Makes every line appended so far durable (fdatasync of the journal).
+    pub fn sync(&self, slot: u32) -> Result<(), VolumeError> {
+        let path = self.journal_path(slot);
+        match File::open(&path) {
+            Ok(f) => f.sync_data().map_err(|e| VolumeError::io(&path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(VolumeError::io(&path, e)),
+        }
+    }
+
+    /// Folds the journal into the checkpoint when it has grown past its bound (or the
+    /// checkpoint is of the old version). Returns whether it folded.
+    pub fn maybe_fold(&self, lock: &SlotLock, state: &mut SlotState) -> Result<bool, VolumeError> {
+        if !state.wants_fold() {
+            return Ok(false);
+        }
+        self.fold(lock, state)?;
+        Ok(true)
+    }
+
+    /// Writes the checkpoint at `state`'s generation, then empties the journal. A crash
+    /// in between leaves lines at or below the checkpoint's generation, which readers
+    /// skip.
+    pub fn fold(&self, lock: &SlotLock, state: &mut SlotState) -> Result<(), VolumeError> {
+        assert_eq!(lock.slot, state.slot(), "fold under another slot's lock");
+        let path = self.slot_path(lock.slot);
+        state.file.version = SLOT_FORMAT_VERSION;
+        let mut bytes =
+            serde_json::to_vec(&state.file).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
+        bytes.push(b'\n');
+        crate::fsutil::atomic_write(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
+        crate::failpoint::check(crate::failpoint::TXN_FOLD_AFTER_CHECKPOINT).map_err(|e| VolumeError::io(&path, e))?;
+        state.checkpoint = crate::fsutil::file_stamp(&path);
+        state.checkpoint_len = bytes.len() as u64;
+        let journal = self.journal_path(lock.slot);
+        match OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&journal)
+        {
+            Ok(f) => {
+                f.set_len(0)
+                    .and_then(|_| f.sync_data())
+                    .map_err(|e| VolumeError::io(&journal, e))?;
+                state.journal_inode = Some(stamp_of(&f.metadata().map_err(|e| VolumeError::io(&journal, e))?).inode);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => state.journal_inode = None,
+            Err(e) => return Err(VolumeError::io(&journal, e)),
+        }
+        state.journal_len = 0;
+        Ok(())
+    }
+
+    /// Takes the lock of one slot and reads it, for a compare-and-set by a caller that
+    /// keeps no state of its own (kaasctl, tests): see [`SlotGuard`].
+    pub fn lock(&self, slot: u32) -> Result<SlotGuard, VolumeError> {
+        let lock = self.lock_slot(slot)?;
+        let mut state = None;
+        self.catch_up(&lock, &mut state)?;
         Ok(SlotGuard {
-            path: self.slot_path(slot),
-            file,
-            _lock: lock,
+            store: self.clone(),
+            lock,
+            state: state.expect("caught up"),
         })
     }
 
     /// Read-modify-write of one slot under its exclusive lock. `f` gets the entries
-    /// and returns its result plus whether it changed anything; only then is the file
-    /// rewritten (generation + 1).
+    /// and returns its result plus whether it changed anything; only then are the
+    /// changed entries appended (one line each) and made durable.
     pub fn update<R>(
         &self,
         slot: u32,
@@ -144,115 +579,199 @@ impl TxnStateStore {
         f: impl FnOnce(&mut BTreeMap<String, TxnEntry>) -> (R, bool),
     ) -> Result<R, VolumeError> {
         let mut guard = self.lock(slot)?;
-        let (result, changed) = f(&mut guard.file.entries);
+        let mut entries = guard.state.file.entries.clone();
+        let (result, changed) = f(&mut entries);
         if changed {
-            guard.write(now_ms)?;
+            let before = &guard.state.file.entries;
+            let mut ops: Vec<SlotOp> = entries
+                .iter()
+                .filter(|(id, e)| before.get(*id) != Some(*e))
+                .map(|(_, e)| SlotOp::Put(e.clone()))
+                .collect();
+            ops.extend(
+                before
+                    .keys()
+                    .filter(|id| !entries.contains_key(*id))
+                    .map(|id| SlotOp::Remove(id.clone())),
+            );
+            guard.commit(&ops, now_ms)?;
         }
         Ok(result)
     }
+}
 
-    /// Every slot, each as read or as the error that prevented reading it.
-    pub fn read_all(&self) -> Vec<(u32, Result<SlotFile, VolumeError>)> {
-        (0..SLOTS).map(|s| (s, self.read_slot(s))).collect()
+impl SlotFile {
+    fn clone_header(&self) -> SlotFile {
+        SlotFile {
+            version: self.version,
+            slot: self.slot,
+            generation: self.generation,
+            updated_ms: self.updated_ms,
+            entries: BTreeMap::new(),
+        }
     }
 }
 
-/// One slot, read and held under its exclusive lock (see [`TxnStateStore::lock`]).
+/// One slot, held under its exclusive lock (see [`TxnStateStore::lock`]), so a caller
+/// can check an entry, act on it (write markers, stage offsets) and record the result
+/// as one compare-and-set, with no other writer (broker or kaasctl) in between.
 pub struct SlotGuard {
-    path: PathBuf,
-    file: SlotFile,
-    _lock: std::fs::File,
+    store: TxnStateStore,
+    lock: SlotLock,
+    state: SlotState,
 }
 
 impl SlotGuard {
     pub fn file(&self) -> &SlotFile {
-        &self.file
+        &self.state.file
     }
     pub fn entry(&self, transactional_id: &str) -> Option<&TxnEntry> {
-        self.file.entries.get(transactional_id)
+        self.state.entry(transactional_id)
     }
-    /// Replaces one entry in memory; [`SlotGuard::write`] makes it durable.
-    pub fn set(&mut self, entry: TxnEntry) {
-        self.file.entries.insert(entry.transactional_id.clone(), entry);
+    /// Folds the journal into the checkpoint now (tools and test fixtures that want
+    /// the whole slot in `slot-N.json`).
+    pub fn fold(&mut self) -> Result<(), VolumeError> {
+        self.store.fold(&self.lock, &mut self.state)
     }
-    pub fn entries_mut(&mut self) -> &mut BTreeMap<String, TxnEntry> {
-        &mut self.file.entries
+    /// Appends `ops`, makes them durable and folds the journal when due. Returns the
+    /// new generation. After an error, drop the guard and read again.
+    pub fn commit(&mut self, ops: &[SlotOp], now_ms: i64) -> Result<u64, VolumeError> {
+        if ops.is_empty() {
+            return Ok(self.state.generation());
+        }
+        let generation = self.store.append(&self.lock, &mut self.state, ops, now_ms)?;
+        self.store.sync(self.lock.slot)?;
+        self.store.maybe_fold(&self.lock, &mut self.state)?;
+        Ok(generation)
     }
-    /// Writes the slot (generation + 1), atomically replacing the file, still under
-    /// the lock. Returns the new generation. After an error the file may hold the old
-    /// or (if only the directory fsync failed) the new version, and this copy matches
-    /// neither for sure: drop the guard and read again.
-    pub fn write(&mut self, now_ms: i64) -> Result<u64, VolumeError> {
-        self.file.generation += 1;
-        self.file.updated_ms = now_ms;
-        write_json(&self.path, &self.file).map_err(|e| VolumeError::io(&self.path, e))?;
-        Ok(self.file.generation)
+}
+
+/// Shares one fdatasync among the transitions this process appended to a slot's
+/// journal concurrently (group commit): a writer appends under the slot lock, lets
+/// the lock go, and then waits here until a sync that started after its append has
+/// finished — its own, or one another writer started meanwhile.
+#[derive(Debug)]
+pub struct GroupCommit {
+    /// Per slot: the generation known durable. Held during the fdatasync, so writers
+    /// arriving meanwhile wait for it and then usually find their line covered.
+    durable: Vec<Mutex<u64>>,
+    appended: Vec<AtomicU64>,
+    syncs: AtomicU64,
+}
+
+impl Default for GroupCommit {
+    fn default() -> Self {
+        GroupCommit {
+            durable: (0..SLOTS).map(|_| Mutex::new(0)).collect(),
+            appended: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            syncs: AtomicU64::new(0),
+        }
+    }
+}
+
+impl GroupCommit {
+    /// Records that this process appended a slot's journal up to `generation`.
+    pub fn appended(&self, slot: u32, generation: u64) {
+        self.appended[slot as usize].fetch_max(generation, Ordering::AcqRel);
+    }
+
+    /// Records that a slot is durable up to `generation` by other means (a fold).
+    pub fn made_durable(&self, slot: u32, generation: u64) {
+        let mut d = self.durable[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
+        *d = (*d).max(generation);
+    }
+
+    /// Returns once the slot's journal is durable up to `generation`. Blocking.
+    pub fn wait_durable(&self, store: &TxnStateStore, slot: u32, generation: u64) -> Result<(), VolumeError> {
+        let mut durable = self.durable[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
+        if *durable >= generation {
+            return Ok(());
+        }
+        // Everything appended before this sync starts is covered by it.
+        let upto = self.appended[slot as usize].load(Ordering::Acquire).max(generation);
+        store.sync(slot)?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        *durable = upto;
+        Ok(())
+    }
+
+    /// Syncs every slot with appended lines not yet known durable (a periodic flush of
+    /// transitions whose writers did not wait, such as Complete*).
+    pub fn flush(&self, store: &TxnStateStore) -> Result<(), VolumeError> {
+        for slot in 0..SLOTS {
+            let appended = self.appended[slot as usize].load(Ordering::Acquire);
+            self.wait_durable(store, slot, appended)?;
+        }
+        Ok(())
+    }
+
+    /// fdatasyncs issued so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
+    }
+}
+
+/// How many items at the end of `new` extend `old` (oldest dropped past
+/// [`HISTORY_LEN`]) into `new`; None when `new` is not such an extension.
+fn appended_history(old: &VecDeque<Transition>, new: &VecDeque<Transition>) -> Option<usize> {
+    (0..=new.len()).find(|&n| {
+        let kept = new.len() - n;
+        let from = old.len().saturating_sub(kept);
+        old.len() - from == kept
+            && old.iter().skip(from).eq(new.iter().take(kept))
+            && (old.len() + n).min(HISTORY_LEN) == new.len()
+    })
+}
+
+fn apply_line(file: &mut SlotFile, line: JournalLine) -> Result<(), String> {
+    match (line.put, line.remove) {
+        (Some(mut entry), None) => {
+            if line.history_appended {
+                let added = std::mem::take(&mut entry.history);
+                let mut history = file
+                    .entries
+                    .get(&entry.transactional_id)
+                    .map(|e| e.history.clone())
+                    .ok_or_else(|| {
+                        format!(
+                            "line extends the history of {:?}, which the slot does not hold",
+                            entry.transactional_id
+                        )
+                    })?;
+                history.extend(added);
+                while history.len() > HISTORY_LEN {
+                    history.pop_front();
+                }
+                entry.history = history;
+            }
+            file.entries.insert(entry.transactional_id.clone(), entry);
+        }
+        (None, Some(id)) => {
+            file.entries.remove(&id);
+        }
+        _ => return Err("line has neither or both of \"put\" and \"remove\"".into()),
+    }
+    file.generation = line.generation;
+    file.updated_ms = line.at_ms;
+    Ok(())
+}
+
+fn parse_line(line: &[u8]) -> Result<JournalLine, serde_json::Error> {
+    serde_json::from_slice(line)
+}
+
+/// A checkpoint of version 2, or of version 1 (migrated by the next writer).
+fn parse_checkpoint(path: &std::path::Path, bytes: &[u8]) -> Result<SlotFile, VolumeError> {
+    match crate::error::parse_versioned_json::<SlotFile>(path, bytes, "transaction slot", SLOT_FORMAT_VERSION) {
+        Err(VolumeError::UnknownVersion {
+            found: LEGACY_SLOT_FORMAT_VERSION,
+            ..
+        }) => {
+            crate::error::parse_versioned_json::<SlotFile>(path, bytes, "transaction slot", LEGACY_SLOT_FORMAT_VERSION)
+        }
+        other => other,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::txn::{init_producer_id, Actor, InitOutcome};
-
-    fn entry(id: &str) -> TxnEntry {
-        match init_producer_id(None, id, 60_000, (-1, -1), 1, &Actor::Broker { id: 0 }, &mut || 7) {
-            InitOutcome::Ready { entry, .. } => entry,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn the_slot_is_fnv1a_of_the_id_modulo_50() {
-        // FNV-1a("a") = 0xe40c292c; 0xe40c292c % 50 = 38.
-        assert_eq!(slot_for("a"), 0xe40c_292c % 50);
-        assert_eq!(slot_for(""), 0x811c_9dc5 % 50);
-        assert!((0..1000).all(|i| slot_for(&format!("txn-{i}")) < SLOTS));
-    }
-
-    #[test]
-    fn updates_bump_the_generation_and_survive_a_reload() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = TxnStateStore::new(Volume::new(dir.path()));
-        let slot = slot_for("t1");
-        store
-            .update(slot, 5, |entries| {
-                entries.insert("t1".into(), entry("t1"));
-                ((), true)
-            })
-            .unwrap();
-        store.update(slot, 6, |_| ((), false)).unwrap();
-        let file = store.read_slot(slot).unwrap();
-        assert_eq!(file.generation, 1, "an unchanged update does not write");
-        let (stamp, generation) = store.peek(slot).unwrap().unwrap();
-        assert_eq!(generation, 1);
-        store.update(slot, 7, |_| ((), true)).unwrap();
-        let (stamp2, generation2) = store.peek(slot).unwrap().unwrap();
-        assert_eq!(generation2, 2);
-        assert_ne!(stamp, stamp2);
-        assert!(store.peek(slot + 1).unwrap().is_none());
-        assert_eq!(store.get("t1").unwrap().unwrap().producer_id, 7);
-        assert!(store.lock_path(slot).exists());
-    }
-
-    #[test]
-    fn a_corrupt_slot_file_is_an_error_naming_it_and_is_never_overwritten() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = TxnStateStore::new(Volume::new(dir.path()));
-        std::fs::create_dir_all(store.dir()).unwrap();
-        std::fs::write(store.slot_path(3), b"{\"version\": 1, \"slot\": 3, \"gener").unwrap();
-        let err = store.read_slot(3).unwrap_err().to_string();
-        assert!(err.contains("slot-3.json"), "{err}");
-        assert!(store.update(3, 1, |_| ((), true)).is_err());
-        assert_eq!(
-            std::fs::read(store.slot_path(3)).unwrap(),
-            b"{\"version\": 1, \"slot\": 3, \"gener"
-        );
-        std::fs::write(store.slot_path(4), b"{\"version\": 2}").unwrap();
-        assert!(store
-            .read_slot(4)
-            .unwrap_err()
-            .to_string()
-            .contains("unknown format version 2"));
-    }
-}
+mod tests;

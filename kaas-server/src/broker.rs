@@ -1196,6 +1196,10 @@ impl Broker {
                 error!(topic = %p.topic, partition = p.index, error = %e, "fsync failed");
             }
         }
+        // Transitions the coordinator did not wait for (Complete*, expiries).
+        if let Err(e) = self.txn.flush().await {
+            error!(error = %e, "syncing transaction slot journals failed; retried at the next flush");
+        }
     }
 
     pub fn enforce_retention(&self) {

@@ -2,7 +2,8 @@
 //! machine with the effects each transition needs, in an order that survives a crash
 //! at any point:
 //!
-//! 1. persist the new slot entry (under the slot lock);
+//! 1. persist the new slot entry (under the slot lock: one journal line, see
+//!    `kaas_core::txn_store`);
 //! 2. on an epoch bump, fence the producer on every partition this broker leads and
 //!    record the bump in this broker's fence log;
 //! 3. for Prepare*, apply the offset hook (commit or discard the offsets staged at the
@@ -17,6 +18,17 @@
 //! entry) can never write its marker onto transaction N+1's records or commit N+1's
 //! staged offsets, and a failed marker leaves the entry in Prepare* to be retried.
 //!
+//! Durability: a transition the next step depends on (Prepare* before its markers, a
+//! timeout's PrepareAbort, InitProducerId's and AddPartitionsToTxn's answer) waits
+//! for its journal line's fdatasync, shared with the transitions of the same slot
+//! appended meanwhile (group commit: InitProducerId and AddPartitionsToTxn let the
+//! slot go before they wait). What recovery redoes anyway — markers_queued,
+//! Complete*, an expiry — is not waited for: the next sync of its slot, or the
+//! background flush (`--flush-interval-ms`), makes it durable; a crash before that leaves the entry in its
+//! Prepare state, and recovery finishes it again (markers and offset hooks are
+//! idempotent). So a transaction answers after three fdatasyncs: AddPartitionsToTxn,
+//! Prepare*, and the marker with its batch.
+//!
 //! Slot locks: one async mutex per slot in this process, then the slot's file lock
 //! (taken on the blocking pool) for other processes — kaasctl and other brokers. The
 //! async mutex keeps two tasks of this process from blocking runtime threads on
@@ -28,13 +40,12 @@
 
 use crate::broker::{Broker, MarkerError};
 use kaas_core::fence_log::FenceLog;
-use kaas_core::fsutil::{file_stamp, FileStamp};
 use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult};
 use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
-use kaas_core::txn_store::{SlotFile, SlotGuard, TxnStateStore, SLOTS};
+use kaas_core::txn_store::{GroupCommit, SlotLock, SlotOp, SlotState, TxnStateStore, SLOTS};
 use kaas_core::VolumeError;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tracing::{debug, error, info, warn};
@@ -91,11 +102,13 @@ pub enum Finished {
     Stale,
 }
 
-/// A slot's contents as last read or written, valid while the file's stamp and
-/// generation both match.
-struct CachedSlot {
-    stamp: Option<FileStamp>,
-    file: Arc<SlotFile>,
+/// Whether a transition must be durable before the caller goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durable {
+    /// Wait for the fdatasync (shared with concurrent transitions of the slot).
+    Now,
+    /// The next sync of the slot, or the reaper's flush, covers it.
+    Later,
 }
 
 pub struct TransactionCoordinator {
@@ -103,12 +116,15 @@ pub struct TransactionCoordinator {
     broker_id: i32,
     /// In-process queue in front of each slot's file lock.
     slot_locks: Vec<tokio::sync::Mutex<()>>,
-    /// Slot files as last read or written, so verifying a transactional produce costs
-    /// an open, an fstat and a small read. An entry is used only while the file's
-    /// stamp (inode, size, mtime, ctime) and its `generation` are both unchanged:
-    /// every write replaces the file and raises the generation, so a write by anyone
-    /// — this broker, another broker, kaasctl — invalidates it.
-    cache: Mutex<HashMap<u32, CachedSlot>>,
+    /// Each slot as this broker last read or wrote it. Writers (holding the slot's
+    /// locks) append through it; readers without the locks (produce verification,
+    /// the sweeps, ListTransactions) first bring it up to date — an open and fstat of
+    /// the two files and a read of only the journal bytes appended since, by anyone:
+    /// this broker, another broker, kaasctl. None until first read, or after an
+    /// append failed (the next user reads the slot again).
+    states: Arc<Vec<Mutex<Option<SlotState>>>>,
+    /// One fdatasync for the transitions of a slot appended concurrently.
+    group: Arc<GroupCommit>,
     /// This broker's outbound fence log; Err when the file on the volume is unreadable
     /// (bumps are then refused rather than recorded into a log that would be lost).
     fence_log: Mutex<Result<FenceLog, String>>,
@@ -116,10 +132,10 @@ pub struct TransactionCoordinator {
     reconcile_repairs: std::sync::atomic::AtomicU64,
 }
 
-/// A slot held under both locks.
+/// A slot held under both locks; its state is `states[slot]`, caught up.
 struct HeldSlot<'a> {
     _turn: tokio::sync::MutexGuard<'a, ()>,
-    guard: SlotGuard,
+    lock: SlotLock,
     slot: u32,
 }
 
@@ -133,7 +149,8 @@ impl TransactionCoordinator {
             store: TxnStateStore::new(volume.clone()),
             broker_id,
             slot_locks: (0..SLOTS).map(|_| tokio::sync::Mutex::new(())).collect(),
-            cache: Mutex::new(HashMap::new()),
+            states: Arc::new((0..SLOTS).map(|_| Mutex::new(None)).collect()),
+            group: Arc::new(GroupCommit::default()),
             fence_log: Mutex::new(fence_log),
             reconcile_repairs: std::sync::atomic::AtomicU64::new(0),
         }
@@ -155,76 +172,130 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Takes slot `slot` under both locks and reads it.
+    /// Takes slot `slot` under both locks and brings its state up to date.
     async fn lock_slot(&self, slot: u32) -> Result<HeldSlot<'_>, CoordError> {
         let turn = self.slot_locks[slot as usize].lock().await;
-        let store = self.store.clone();
-        let guard = tokio::task::spawn_blocking(move || store.lock(slot))
-            .await
-            .map_err(|e| VolumeError::io(self.store.lock_path(slot), std::io::Error::other(e)))??;
+        let (store, states) = (self.store.clone(), self.states.clone());
+        let lock = tokio::task::spawn_blocking(move || {
+            let lock = store.lock_slot(slot)?;
+            let mut state = states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
+            store.catch_up(&lock, &mut state)?;
+            Ok::<_, VolumeError>(lock)
+        })
+        .await
+        .map_err(|e| VolumeError::io(self.store.lock_path(slot), std::io::Error::other(e)))??;
         Ok(HeldSlot {
             _turn: turn,
-            guard,
+            lock,
             slot,
         })
+    }
+
+    /// Runs `f` on the state of a held slot.
+    fn with_held<R>(&self, held: &HeldSlot<'_>, f: impl FnOnce(&SlotState) -> R) -> Result<R, CoordError> {
+        let mut state = self.states[held.slot as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if state.is_none() {
+            self.store.catch_up(&held.lock, &mut state)?;
+        }
+        Ok(f(state.as_ref().expect("caught up")))
+    }
+
+    fn held_entry(&self, held: &HeldSlot<'_>, tid: &str) -> Result<Option<TxnEntry>, CoordError> {
+        self.with_held(held, |st| st.entry(tid).cloned())
     }
 
     /// Takes the slot of `tid` and its entry; no entry is INVALID_PRODUCER_ID_MAPPING.
     async fn lock_entry(&self, slot: u32, tid: &str) -> Result<(HeldSlot<'_>, TxnEntry), CoordError> {
         let held = self.lock_slot(slot).await?;
-        let current = held
-            .guard
-            .entry(tid)
-            .cloned()
-            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        let current = self.held_entry(&held, tid)?.ok_or(TxnError::InvalidProducerIdMapping)?;
         Ok((held, current))
     }
 
-    /// Persists the held slot and refreshes the cache from what was written.
-    fn write(&self, held: &mut HeldSlot<'_>, now: i64) -> Result<(), CoordError> {
-        let written = held.guard.write(now);
-        let path = self.store.slot_path(held.slot);
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        match written {
-            Ok(_) => {
-                cache.insert(
-                    held.slot,
-                    CachedSlot {
-                        stamp: file_stamp(&path),
-                        file: Arc::new(held.guard.file().clone()),
-                    },
-                );
-                Ok(())
-            }
-            Err(e) => {
-                cache.remove(&held.slot);
-                Err(e.into())
-            }
+    /// Appends transitions to the held slot's journal, folds it when due, and with
+    /// [`Durable::Now`] waits until they are durable. Returns their last generation.
+    async fn record(&self, held: &HeldSlot<'_>, ops: &[SlotOp], now: i64, durable: Durable) -> Result<u64, CoordError> {
+        let generation = self.append(held, ops, now)?;
+        if durable == Durable::Now {
+            self.durable(held.slot, generation).await?;
         }
+        Ok(generation)
     }
 
-    /// The current entry of `tid`, from the cache while the slot file is unchanged.
-    fn current_entry(&self, tid: &str) -> Result<Option<TxnEntry>, CoordError> {
-        let slot = slot_for(tid);
-        // Peeked before the read: if the file changes in between, the cached identity
-        // is already stale and the next call reads again.
-        let peeked = self.store.peek(slot)?;
-        {
-            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if let (Some(c), Some((stamp, generation))) = (cache.get(&slot), peeked) {
-                if c.stamp == Some(stamp) && c.file.generation == generation {
-                    return Ok(c.file.entries.get(tid).cloned());
-                }
+    /// The append of [`Self::record`], without waiting.
+    fn append(&self, held: &HeldSlot<'_>, ops: &[SlotOp], now: i64) -> Result<u64, CoordError> {
+        let mut state = self.states[held.slot as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if state.is_none() {
+            self.store.catch_up(&held.lock, &mut state)?;
+        }
+        let st = state.as_mut().expect("caught up");
+        let generation = match self.store.append(&held.lock, st, ops, now) {
+            Ok(g) => g,
+            Err(e) => {
+                // The journal may end in a torn line: the next holder cuts it off.
+                *state = None;
+                return Err(e.into());
+            }
+        };
+        self.group.appended(held.slot, generation);
+        match self.store.maybe_fold(&held.lock, st) {
+            Ok(true) => self.group.made_durable(held.slot, generation),
+            Ok(false) => {}
+            // The transition is appended; only the fold failed (retried at the next
+            // append, the journal meanwhile growing). Read again next time.
+            Err(e) => {
+                error!(slot = held.slot, error = %e, "folding a transaction slot journal into its checkpoint failed");
+                *state = None;
             }
         }
-        let stamp = peeked.map(|(s, _)| s);
-        let file = Arc::new(self.store.read_slot(slot)?);
-        let entry = file.entries.get(tid).cloned();
-        self.cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(slot, CachedSlot { stamp, file });
-        Ok(entry)
+        Ok(generation)
+    }
+
+    /// Waits until slot `slot` is durable up to `generation` (group commit).
+    async fn durable(&self, slot: u32, generation: u64) -> Result<(), CoordError> {
+        let (store, group) = (self.store.clone(), self.group.clone());
+        tokio::task::spawn_blocking(move || group.wait_durable(&store, slot, generation))
+            .await
+            .map_err(|e| VolumeError::io(self.store.journal_path(slot), std::io::Error::other(e)))??;
+        Ok(())
+    }
+
+    /// Makes every transition this broker appended durable (the background flush,
+    /// every `--flush-interval-ms`, and a clean stop).
+    pub async fn flush(&self) -> Result<(), VolumeError> {
+        let (store, group) = (self.store.clone(), self.group.clone());
+        tokio::task::spawn_blocking(move || group.flush(&store))
+            .await
+            .map_err(|e| VolumeError::io(self.store.dir(), std::io::Error::other(e)))?
+    }
+
+    /// fdatasyncs of slot journals this broker issued (benchmarks, tests).
+    pub fn journal_syncs(&self) -> u64 {
+        self.group.syncs()
+    }
+
+    /// Runs `f` on slot `slot` brought up to date, without its locks.
+    pub fn visit<R>(&self, slot: u32, f: impl FnOnce(&SlotState) -> R) -> Result<R, VolumeError> {
+        let mut state = self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
+        match state.as_mut() {
+            Some(st) => {
+                self.store.refresh(st)?;
+            }
+            None => *state = Some(self.store.load(slot)?),
+        }
+        Ok(f(state.as_ref().expect("loaded")))
+    }
+
+    /// The current entry of `tid`, without the slot's locks.
+    pub fn entry(&self, tid: &str) -> Result<Option<TxnEntry>, VolumeError> {
+        self.visit(slot_for(tid), |st| st.entry(tid).cloned())
+    }
+
+    fn current_entry(&self, tid: &str) -> Result<Option<TxnEntry>, CoordError> {
+        Ok(self.entry(tid)?)
     }
 
     /// InitProducerId for a transactional id: (producer id, epoch).
@@ -245,8 +316,8 @@ impl TransactionCoordinator {
         }
         let now = now_ms();
         let actor = self.actor();
-        let mut held = self.lock_slot(slot).await?;
-        let current = held.guard.entry(tid).cloned();
+        let held = self.lock_slot(slot).await?;
+        let current = self.held_entry(&held, tid)?;
         let mut alloc_error = None;
         let mut alloc = || match broker.next_producer_id() {
             Ok(id) => id,
@@ -261,11 +332,16 @@ impl TransactionCoordinator {
         }
         match outcome {
             InitOutcome::Ready { entry, fence } => {
-                if current.as_ref() != Some(&entry) {
-                    held.guard.set(entry.clone());
-                    self.write(&mut held, now)?;
-                }
+                let written = if current.as_ref() != Some(&entry) {
+                    Some(self.append(&held, &[SlotOp::Put(entry.clone())], now)?)
+                } else {
+                    None
+                };
+                // Group commit: the slot is free for others while this waits.
                 drop(held);
+                if let Some(generation) = written {
+                    self.durable(slot, generation).await?;
+                }
                 if let Some((pid, epoch)) = fence {
                     self.fence(broker, pid, epoch, tid)?;
                 }
@@ -278,8 +354,8 @@ impl TransactionCoordinator {
                 Ok((entry.producer_id, entry.producer_epoch))
             }
             InitOutcome::AbortFirst { entry } => {
-                held.guard.set(entry.clone());
-                self.write(&mut held, now)?;
+                self.record(&held, &[SlotOp::Put(entry.clone())], now, Durable::Now)
+                    .await?;
                 info!(
                     transactional_id = tid,
                     producer_id = entry.producer_id,
@@ -287,7 +363,7 @@ impl TransactionCoordinator {
                     "rejoin while Ongoing: aborting the open transaction first"
                 );
                 self.fence(broker, entry.producer_id, entry.producer_epoch, tid)?;
-                self.finish_held(broker, &mut held, &entry).await?;
+                self.finish_held(broker, &held, &entry).await?;
                 Err(TxnError::ConcurrentTransactions.into())
             }
             InitOutcome::Reject(e) => Err(e.into()),
@@ -330,10 +406,12 @@ impl TransactionCoordinator {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
         let now = now_ms();
-        let (mut held, current) = self.lock_entry(slot, tid).await?;
+        let (held, current) = self.lock_entry(slot, tid).await?;
         if let Some(entry) = txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
-            held.guard.set(entry);
-            self.write(&mut held, now)?;
+            let generation = self.append(&held, &[SlotOp::Put(entry)], now)?;
+            // Group commit: the slot is free for others while this waits.
+            drop(held);
+            self.durable(slot, generation).await?;
         }
         Ok(())
     }
@@ -409,7 +487,7 @@ impl TransactionCoordinator {
         // the transaction in the slot file on the shared volume, under its lock.
         check_group_owner(broker, group)?;
         let held = self.lock_slot(slot_for(tid)).await?;
-        Self::check_ongoing(held.guard.entry(tid), pid, epoch, group)?;
+        Self::check_ongoing(self.held_entry(&held, tid)?.as_ref(), pid, epoch, group)?;
         broker.groups.stage_offsets(group, pid, epoch, tid, entries)?;
         drop(held);
         Ok(())
@@ -427,11 +505,12 @@ impl TransactionCoordinator {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
         let now = now_ms();
-        let (mut held, current) = self.lock_entry(slot, tid).await?;
+        let (held, current) = self.lock_entry(slot, tid).await?;
         let prepared = match txn::end_txn(&current, pid, epoch, commit, now, &self.actor())? {
             EndOutcome::Prepare(entry) => {
-                held.guard.set(entry.clone());
-                self.write(&mut held, now)?;
+                // Durable before any marker: a marker is the outcome's effect.
+                self.record(&held, &[SlotOp::Put(entry.clone())], now, Durable::Now)
+                    .await?;
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_PREPARE);
                 entry
             }
@@ -440,7 +519,7 @@ impl TransactionCoordinator {
             // finish it now.
             EndOutcome::InProgress => current,
         };
-        let finished = self.finish_held(broker, &mut held, &prepared).await?;
+        let finished = self.finish_held(broker, &held, &prepared).await?;
         debug!(
             transactional_id = tid,
             producer_id = pid,
@@ -455,8 +534,8 @@ impl TransactionCoordinator {
     /// Finishes the Prepare* transaction `expected` if the entry still is it (see the
     /// module comment), taking the slot's locks. Idempotent.
     pub async fn finish(&self, broker: &Broker, expected: &TxnEntry) -> Result<Finished, CoordError> {
-        let mut held = self.lock_slot(slot_for(&expected.transactional_id)).await?;
-        self.finish_held(broker, &mut held, expected).await
+        let held = self.lock_slot(slot_for(&expected.transactional_id)).await?;
+        self.finish_held(broker, &held, expected).await
     }
 
     /// The compare-and-set finish, with the slot held: re-check, offset hook, markers,
@@ -464,10 +543,10 @@ impl TransactionCoordinator {
     async fn finish_held(
         &self,
         broker: &Broker,
-        held: &mut HeldSlot<'_>,
+        held: &HeldSlot<'_>,
         expected: &TxnEntry,
     ) -> Result<Finished, CoordError> {
-        let Some(current) = held.guard.entry(&expected.transactional_id).cloned() else {
+        let Some(current) = self.held_entry(held, &expected.transactional_id)? else {
             return Ok(Finished::Stale);
         };
         if !txn::is_same_prepared(&current, expected) {
@@ -504,8 +583,9 @@ impl TransactionCoordinator {
                 }
                 let mut next = current.clone();
                 next.markers_queued = true;
-                held.guard.set(next);
-                self.write(held, now_ms())?;
+                // Not waited for: lost, the queue entries are simply written again.
+                self.record(held, &[SlotOp::Put(next)], now_ms(), Durable::Later)
+                    .await?;
                 return Ok(Finished::Queued);
             }
             if !marker_queue::pending_files(&broker.volume, pid, epoch, current.txn_seq)?.is_empty() {
@@ -518,11 +598,12 @@ impl TransactionCoordinator {
     }
 
     /// Prepare* → Complete* of the entry `current` (already checked by the caller).
-    fn complete_held(&self, held: &mut HeldSlot<'_>, current: &TxnEntry) -> Result<(), CoordError> {
+    fn complete_held(&self, held: &HeldSlot<'_>, current: &TxnEntry) -> Result<(), CoordError> {
         let now = now_ms();
         if let Some(done) = txn::complete(current, now, &self.actor()) {
-            held.guard.set(done);
-            self.write(held, now)?;
+            // Not waited for: the outcome is durable (Prepare*) and every marker is in
+            // its log; lost in a crash, recovery finishes the Prepare* entry again.
+            self.append(held, &[SlotOp::Put(done)], now)?;
             debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, state = current.state.as_str(), "transaction completed");
         }
         Ok(())
@@ -571,9 +652,10 @@ impl TransactionCoordinator {
         if mine.is_empty() {
             return Ok(false);
         }
-        let current = held
-            .as_ref()
-            .and_then(|h| h.guard.entry(&entry.transactional_id).cloned());
+        let current = match &held {
+            Some(h) => self.held_entry(h, &entry.transactional_id)?,
+            None => None,
+        };
         let wanted = if commit {
             TxnState::PrepareCommit
         } else {
@@ -632,11 +714,11 @@ impl TransactionCoordinator {
             kaas_core::fsutil::write_json(path, &left).map_err(|e| VolumeError::io(path, e))?;
             return Ok(true);
         }
-        if let (Some(mut held), Some(c)) = (held, live.cloned()) {
+        if let (Some(held), Some(c)) = (held, live.cloned()) {
             let done =
                 marker_queue::pending_files(&broker.volume, c.producer_id, c.producer_epoch, c.txn_seq)?.is_empty();
             if c.markers_queued && done {
-                self.complete_held(&mut held, &c)?;
+                self.complete_held(&held, &c)?;
             }
         }
         Ok(true)
@@ -654,11 +736,46 @@ impl TransactionCoordinator {
     /// transaction can begin or end meanwhile) and the partition re-read, before any
     /// marker is written. Every repair is logged and counted. Returns the repairs.
     pub async fn reconcile(&self, broker: &Broker) -> usize {
+        // The open transactions of the partitions this broker leads, first: most
+        // rounds find none and read no slot at all. The entries are read after: one
+        // that exists before a transaction's first batch (always: its batches are
+        // verified against it) is then found.
+        let mut open = Vec::new();
+        for p in broker.partitions() {
+            if broker.partition_leader(&p.topic, p.index) != Some(self.broker_id) {
+                continue;
+            }
+            let tp = TopicPartition {
+                topic: p.topic.clone(),
+                partition: p.index,
+            };
+            let txns: Vec<(i64, i16, i64)> = p
+                .state()
+                .producers
+                .producers
+                .values()
+                .filter_map(|e| e.txn_first_offset.map(|first| (e.producer_id, e.epoch, first)))
+                .collect();
+            if !txns.is_empty() {
+                open.push((p, tp, txns));
+            }
+        }
+        if open.is_empty() {
+            return 0;
+        }
+        let wanted: std::collections::BTreeSet<i64> = open.iter().flat_map(|(_, _, t)| t.iter().map(|o| o.0)).collect();
         let mut entries = Vec::new();
         let mut unreadable = Vec::new();
-        for (slot, file) in self.store.read_all() {
-            match file {
-                Ok(f) => entries.extend(f.entries.into_values()),
+        for slot in 0..SLOTS {
+            let found = self.visit(slot, |st| {
+                st.entries()
+                    .values()
+                    .filter(|e| wanted.contains(&e.producer_id) || wanted.contains(&e.last_producer_id))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            });
+            match found {
+                Ok(found) => entries.extend(found),
                 // Its producers cannot be judged: none of them is repaired.
                 Err(e) => {
                     warn!(slot, error = %e, "reconcile skips an unreadable slot's transactions");
@@ -668,22 +785,8 @@ impl TransactionCoordinator {
         }
         let index = kaas_core::reconcile::index_by_producer(entries.iter());
         let mut repairs = 0;
-        for p in broker.partitions() {
-            if broker.partition_leader(&p.topic, p.index) != Some(self.broker_id) {
-                continue;
-            }
-            let tp = TopicPartition {
-                topic: p.topic.clone(),
-                partition: p.index,
-            };
-            let open: Vec<(i64, i16, i64)> = p
-                .state()
-                .producers
-                .producers
-                .values()
-                .filter_map(|e| e.txn_first_offset.map(|first| (e.producer_id, e.epoch, first)))
-                .collect();
-            for (pid, epoch, first) in open {
+        for (p, tp, txns) in open {
+            for (pid, epoch, first) in txns {
                 let seen = index.get(&pid).copied();
                 if kaas_core::reconcile::judge(seen, &tp, pid, epoch) == kaas_core::reconcile::Verdict::Covered {
                     continue;
@@ -716,20 +819,19 @@ impl TransactionCoordinator {
     ) -> Result<bool, CoordError> {
         let tid = match seen {
             Some(e) => Some(e.transactional_id.clone()),
-            // The index was read before the partition was looked at: an id created
-            // since (whose first transaction just opened here) is not in it. Its entry
-            // was written before its first batch could be verified, so a read now,
-            // after the open transaction was seen, finds it if it exists.
+            // The index may predate the transaction's producer (a caller's older read):
+            // its entry was written before its first batch could be verified, so a
+            // read now, after the open transaction was seen, finds it if it exists.
             None => {
                 let mut found = None;
-                for (_, file) in self.store.read_all() {
-                    let file = file?;
-                    if let Some(e) = file
-                        .entries
-                        .values()
-                        .find(|e| e.producer_id == pid || e.last_producer_id == pid)
-                    {
-                        found = Some(e.transactional_id.clone());
+                for slot in 0..SLOTS {
+                    found = self.visit(slot, |st| {
+                        st.entries()
+                            .values()
+                            .find(|e| e.producer_id == pid || e.last_producer_id == pid)
+                            .map(|e| e.transactional_id.clone())
+                    })?;
+                    if found.is_some() {
                         break;
                     }
                 }
@@ -741,11 +843,9 @@ impl TransactionCoordinator {
             None => None,
         };
         let entry = match (&held, &tid) {
-            (Some(h), Some(t)) => h
-                .guard
-                .entry(t)
-                .filter(|c| c.producer_id == pid || c.last_producer_id == pid)
-                .cloned(),
+            (Some(h), Some(t)) => self
+                .held_entry(h, t)?
+                .filter(|c| c.producer_id == pid || c.last_producer_id == pid),
             _ => None,
         };
         let still_open = partition
@@ -805,8 +905,8 @@ impl TransactionCoordinator {
                 (e.state.is_prepare() && now - e.last_update_ms >= stuck_after_ms)
                     || (abort_overdue && (e.is_overdue(now) || e.is_expired(now, expiration)))
             };
-            match self.store.read_slot(slot) {
-                Ok(file) if !file.entries.values().any(needs_work) => continue,
+            match self.visit(slot, |st| st.entries().values().any(needs_work)) {
+                Ok(false) => continue,
                 Ok(_) => {}
                 Err(e) => {
                     error!(slot, error = %e, "transaction slot unreadable; its transactional ids get COORDINATOR_NOT_AVAILABLE until it is repaired");
@@ -827,36 +927,36 @@ impl TransactionCoordinator {
         abort_overdue: bool,
     ) -> Result<(), CoordError> {
         let now = now_ms();
-        let mut held = self.lock_slot(slot).await?;
+        let held = self.lock_slot(slot).await?;
         let mut aborted = Vec::new();
         if abort_overdue {
             let expiration = broker.config.transactional_id_expiration_ms;
-            let expired: Vec<String> = held
-                .guard
-                .file()
-                .entries
-                .values()
-                .filter(|e| e.is_expired(now, expiration))
-                .map(|e| e.transactional_id.clone())
-                .collect();
+            let expired: Vec<String> = self.with_held(&held, |st| {
+                st.entries()
+                    .values()
+                    .filter(|e| e.is_expired(now, expiration))
+                    .map(|e| e.transactional_id.clone())
+                    .collect()
+            })?;
             if !expired.is_empty() {
                 for tid in &expired {
-                    held.guard.entries_mut().remove(tid);
                     info!(transactional_id = %tid, "transactional id expired (transactional.id.expiration.ms)");
                 }
-                self.write(&mut held, now)?;
+                let ops: Vec<SlotOp> = expired.into_iter().map(SlotOp::Remove).collect();
+                self.record(&held, &ops, now, Durable::Later).await?;
             }
             let actor = self.actor();
-            for entry in held.guard.entries_mut().values_mut() {
-                if entry.is_overdue(now) {
-                    if let Some(next) = txn::force_abort(entry, "transaction timeout", now, &actor) {
-                        *entry = next.clone();
-                        aborted.push(next);
-                    }
-                }
-            }
+            aborted = self.with_held(&held, |st| {
+                st.entries()
+                    .values()
+                    .filter(|e| e.is_overdue(now))
+                    .filter_map(|e| txn::force_abort(e, "transaction timeout", now, &actor))
+                    .collect::<Vec<_>>()
+            })?;
             if !aborted.is_empty() {
-                self.write(&mut held, now)?;
+                let ops: Vec<SlotOp> = aborted.iter().cloned().map(SlotOp::Put).collect();
+                // Durable before the ABORT markers.
+                self.record(&held, &ops, now, Durable::Now).await?;
             }
         }
         for entry in &aborted {
@@ -868,17 +968,16 @@ impl TransactionCoordinator {
                 error!(transactional_id = %entry.transactional_id, error = %e, "recording the timed-out producer's fence failed");
             }
         }
-        let stuck: Vec<TxnEntry> = held
-            .guard
-            .file()
-            .entries
-            .values()
-            .filter(|e| e.state.is_prepare() && (now - e.last_update_ms >= stuck_after_ms || aborted.contains(e)))
-            .cloned()
-            .collect();
+        let stuck: Vec<TxnEntry> = self.with_held(&held, |st| {
+            st.entries()
+                .values()
+                .filter(|e| e.state.is_prepare() && (now - e.last_update_ms >= stuck_after_ms || aborted.contains(e)))
+                .cloned()
+                .collect()
+        })?;
         let mut first_error = None;
         for entry in stuck {
-            match self.finish_held(broker, &mut held, &entry).await {
+            match self.finish_held(broker, &held, &entry).await {
                 Ok(Finished::Completed) => {
                     info!(transactional_id = %entry.transactional_id, state = entry.state.as_str(), "finished a transaction left in a Prepare state")
                 }

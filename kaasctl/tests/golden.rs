@@ -76,13 +76,18 @@ fn entry(
     }
 }
 
+/// Writes the entry, then folds its slot: the fixture's slots are whole in their
+/// checkpoints, so the corruption cases below can cut and rewrite `slot-N.json`.
 fn put(volume: &Volume, e: TxnEntry) {
-    TxnStateStore::new(volume.clone())
-        .update(slot_for(&e.transactional_id), NOW - 1_000, |entries| {
+    let store = TxnStateStore::new(volume.clone());
+    let slot = slot_for(&e.transactional_id);
+    store
+        .update(slot, NOW - 1_000, |entries| {
             entries.insert(e.transactional_id.clone(), e.clone());
             ((), true)
         })
         .unwrap();
+    store.lock(slot).unwrap().fold().unwrap();
 }
 
 fn produce(p: &mut PartitionState, producer: Option<(i64, i16, i32)>, txn: bool, values: &[&str], ts: i64) {

@@ -29,7 +29,7 @@ pub async fn handle(
             if !broker.owns_txn_slot(kaas_core::txn::slot_for(&tid)) {
                 return out.with_error_code(16);
             }
-            match broker.txn.store().get(&tid) {
+            match broker.txn.entry(&tid) {
                 Ok(Some(e)) => {
                     let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
                     for tp in &e.partitions {

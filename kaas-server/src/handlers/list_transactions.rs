@@ -25,38 +25,36 @@ pub async fn handle(
     let now = kaas_core::now_ms();
     let mut states = Vec::new();
     let mut error_code = 0;
-    for (slot, file) in broker.txn.store().read_all() {
+    for slot in 0..kaas_core::txn_store::SLOTS {
         if !broker.owns_txn_slot(slot) {
             continue;
         }
-        let file = match file {
-            Ok(f) => f,
+        let listed = broker.txn.visit(slot, |st| {
+            st.entries()
+                .values()
+                .filter(|entry| {
+                    (req.state_filters.is_empty()
+                        || req.state_filters.iter().any(|s| s.as_str() == entry.state.as_str()))
+                        && (req.producer_id_filters.is_empty()
+                            || req.producer_id_filters.iter().any(|p| p.0 == entry.producer_id))
+                        && !(ctx.version >= 1
+                            && req.duration_filter >= 0
+                            && (entry.txn_start_ms < 0 || now - entry.txn_start_ms < req.duration_filter))
+                })
+                .map(|entry| {
+                    TransactionState::default()
+                        .with_transactional_id(TransactionalId(sb(entry.transactional_id.clone())))
+                        .with_producer_id(ProducerId(entry.producer_id))
+                        .with_transaction_state(sb(entry.state.as_str()))
+                })
+                .collect::<Vec<_>>()
+        });
+        match listed {
+            Ok(listed) => states.extend(listed),
             Err(e) => {
                 tracing::error!(slot, error = %e, "ListTransactions: slot unreadable");
                 error_code = 15; // COORDINATOR_NOT_AVAILABLE: the answer would be incomplete
-                continue;
             }
-        };
-        for entry in file.entries.values() {
-            if !req.state_filters.is_empty() && !req.state_filters.iter().any(|s| s.as_str() == entry.state.as_str()) {
-                continue;
-            }
-            if !req.producer_id_filters.is_empty() && !req.producer_id_filters.iter().any(|p| p.0 == entry.producer_id)
-            {
-                continue;
-            }
-            if ctx.version >= 1
-                && req.duration_filter >= 0
-                && (entry.txn_start_ms < 0 || now - entry.txn_start_ms < req.duration_filter)
-            {
-                continue;
-            }
-            states.push(
-                TransactionState::default()
-                    .with_transactional_id(TransactionalId(sb(entry.transactional_id.clone())))
-                    .with_producer_id(ProducerId(entry.producer_id))
-                    .with_transaction_state(sb(entry.state.as_str())),
-            );
         }
     }
     ListTransactionsResponse::default()

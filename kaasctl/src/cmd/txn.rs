@@ -91,7 +91,7 @@ pub fn collect(c: &Cluster, args: &TxnListArgs) -> anyhow::Result<TxnList> {
             Err(e) => {
                 return vec![Item::Unreadable(SlotProblem {
                     slot,
-                    path: c.store().slot_path(slot).display().to_string(),
+                    path: e.path().display().to_string(),
                     error: e.to_string(),
                 })]
             }
@@ -853,8 +853,9 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Dur
                 "unreadable_slot" => {
                     let slot = f.partition.unwrap_or(0) as u32;
                     admin::quarantine_slot(&c.volume, slot, &actor, &cmd, now)
-                        .map(|to| {
-                            f.fix = Some(format!("moved aside to {}", to.display()));
+                        .map(|moved| {
+                            let moved: Vec<String> = moved.iter().map(|p| p.display().to_string()).collect();
+                            f.fix = Some(format!("moved aside to {}", moved.join(" and ")));
                             true
                         })
                         .map_err(Into::into)

@@ -14,25 +14,26 @@ use kaas_core::offsets::{list_groups, GroupOffsets};
 use kaas_core::ownership::{owner, txn_slot_key};
 use kaas_core::topic::{list_topics, PartitionOwner};
 use kaas_core::txn::{slot_for, TxnEntry, TxnState};
-use kaas_core::txn_store::{SlotFile, TxnStateStore, SLOTS};
+use kaas_core::txn_store::{SlotFile, SlotStamp, TxnStateStore, SLOTS};
 use kaas_core::Volume;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A parsed file and the stamp it was parsed at.
-struct Cached<T> {
-    stamp: Option<FileStamp>,
+struct Cached<T, S> {
+    stamp: Option<S>,
     value: Result<T, String>,
 }
 
-/// Re-reads a file only when its stamp changed.
-struct StampCache<T> {
-    entries: HashMap<PathBuf, Cached<T>>,
+/// Re-reads a file only when its stamp changed (a transaction slot's stamp covers
+/// both its checkpoint and its journal).
+struct StampCache<T, S = FileStamp> {
+    entries: HashMap<PathBuf, Cached<T, S>>,
     pub reads: usize,
 }
 
-impl<T> Default for StampCache<T> {
+impl<T, S> Default for StampCache<T, S> {
     fn default() -> Self {
         StampCache {
             entries: HashMap::new(),
@@ -41,13 +42,8 @@ impl<T> Default for StampCache<T> {
     }
 }
 
-impl<T> StampCache<T> {
-    fn get(
-        &mut self,
-        path: &Path,
-        stamp: Option<FileStamp>,
-        load: impl FnOnce() -> Result<T, String>,
-    ) -> &Result<T, String> {
+impl<T, S: PartialEq> StampCache<T, S> {
+    fn get(&mut self, path: &Path, stamp: Option<S>, load: impl FnOnce() -> Result<T, String>) -> &Result<T, String> {
         let fresh = self
             .entries
             .get(path)
@@ -212,7 +208,7 @@ impl Snapshot {
 
 #[derive(Default)]
 pub struct Watcher {
-    slots: StampCache<Arc<SlotData>>,
+    slots: StampCache<Arc<SlotData>, SlotStamp>,
     fences: StampCache<FenceLog>,
     groups: StampCache<GroupOffsets>,
     partitions: StampCache<PartitionInspection>,
@@ -265,7 +261,7 @@ impl Watcher {
         let store = TxnStateStore::new(volume.clone());
         for slot in 0..SLOTS {
             let path = store.slot_path(slot);
-            let stamp = file_stamp(&path);
+            let stamp = store.stamp(slot);
             if stamp.is_none() {
                 snap.slots.push(None);
                 continue;

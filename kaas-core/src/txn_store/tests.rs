@@ -1,0 +1,485 @@
+use super::*;
+use crate::txn::{init_producer_id, Actor, InitOutcome, TxnState};
+use proptest::prelude::*;
+
+fn entry(id: &str) -> TxnEntry {
+    match init_producer_id(None, id, 60_000, (-1, -1), 1, &Actor::Broker { id: 0 }, &mut || 7) {
+        InitOutcome::Ready { entry, .. } => entry,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `e` after one more transition (history extended, oldest dropped past the bound).
+fn stepped(e: &TxnEntry, at_ms: i64) -> TxnEntry {
+    let mut next = e.clone();
+    next.txn_seq += 1;
+    next.last_update_ms = at_ms;
+    next.history.push_back(Transition {
+        at_ms,
+        from: e.state,
+        to: TxnState::Ongoing,
+        producer_id: e.producer_id,
+        epoch: e.producer_epoch,
+        reason: "test".into(),
+        by: Actor::Broker { id: 1 },
+    });
+    while next.history.len() > HISTORY_LEN {
+        next.history.pop_front();
+    }
+    next
+}
+
+fn store() -> (tempfile::TempDir, TxnStateStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = TxnStateStore::new(Volume::new(dir.path()));
+    (dir, store)
+}
+
+fn journal_len(store: &TxnStateStore, slot: u32) -> u64 {
+    std::fs::metadata(store.journal_path(slot)).map_or(0, |m| m.len())
+}
+
+#[test]
+fn the_slot_is_fnv1a_of_the_id_modulo_50() {
+    // FNV-1a("a") = 0xe40c292c; 0xe40c292c % 50 = 38.
+    assert_eq!(slot_for("a"), 0xe40c_292c % 50);
+    assert_eq!(slot_for(""), 0x811c_9dc5 % 50);
+    assert!((0..1000).all(|i| slot_for(&format!("txn-{i}")) < SLOTS));
+}
+
+#[test]
+fn updates_bump_the_generation_and_survive_a_reload() {
+    let (_dir, store) = store();
+    let slot = slot_for("t1");
+    assert!(store.stamp(slot).is_none());
+    store
+        .update(slot, 5, |entries| {
+            entries.insert("t1".into(), entry("t1"));
+            ((), true)
+        })
+        .unwrap();
+    store.update(slot, 6, |_| ((), false)).unwrap();
+    let file = store.read_slot(slot).unwrap();
+    assert_eq!(file.generation, 1, "an unchanged update does not write");
+    assert_eq!(file.updated_ms, 5);
+    let stamp = store.stamp(slot).unwrap();
+    store
+        .update(slot, 7, |entries| {
+            entries.get_mut("t1").unwrap().timeout_ms = 1;
+            ((), true)
+        })
+        .unwrap();
+    assert_ne!(store.stamp(slot).unwrap(), stamp);
+    assert_eq!(store.read_slot(slot).unwrap().generation, 2);
+    assert_eq!(store.get("t1").unwrap().unwrap().timeout_ms, 1);
+    assert!(store.lock_path(slot).exists());
+    assert!(
+        !store.slot_path(slot).exists(),
+        "small journals are not folded: the transitions are only in the journal"
+    );
+    store
+        .update(slot, 8, |entries| {
+            entries.remove("t1");
+            ((), true)
+        })
+        .unwrap();
+    let file = store.read_slot(slot).unwrap();
+    assert_eq!((file.generation, file.entries.len()), (3, 0));
+}
+
+#[test]
+fn a_corrupt_slot_file_is_an_error_naming_it_and_is_never_overwritten() {
+    let (_dir, store) = store();
+    std::fs::create_dir_all(store.dir()).unwrap();
+    std::fs::write(store.slot_path(3), b"{\"version\": 2, \"slot\": 3, \"gener").unwrap();
+    let err = store.read_slot(3).unwrap_err().to_string();
+    assert!(err.contains("slot-3.json"), "{err}");
+    assert!(store.update(3, 1, |_| ((), true)).is_err());
+    assert_eq!(
+        std::fs::read(store.slot_path(3)).unwrap(),
+        b"{\"version\": 2, \"slot\": 3, \"gener"
+    );
+    assert!(!store.journal_path(3).exists());
+    std::fs::write(store.slot_path(4), b"{\"version\": 3}").unwrap();
+    assert!(store
+        .read_slot(4)
+        .unwrap_err()
+        .to_string()
+        .contains("unknown format version 3"));
+}
+
+/// ARCHITECTURE §3: a transition costs O(1) bytes, whatever the number of ids.
+#[test]
+fn a_transition_appends_one_short_line_whatever_the_slot_holds() {
+    let (_dir, store) = store();
+    let grow = |slot: u32, ids: usize| -> u64 {
+        let mut guard = store.lock(slot).unwrap();
+        let mut ops = Vec::new();
+        for i in 0..ids {
+            let mut e = entry(&format!("id-{slot}-{i}"));
+            for k in 0..HISTORY_LEN as i64 {
+                e = stepped(&e, k);
+            }
+            ops.push(SlotOp::Put(e));
+        }
+        guard.commit(&ops, 1).unwrap();
+        let target = guard.entry(&format!("id-{slot}-0")).unwrap().clone();
+        let before = journal_len(&store, slot);
+        guard.commit(&[SlotOp::Put(stepped(&target, 99))], 2).unwrap();
+        let after = journal_len(&store, slot);
+        assert!(after > before, "the transition went to the journal");
+        after - before
+    };
+    let one = grow(1, 1);
+    let many = grow(2, 2_000);
+    assert!(one < 1_024, "one transition wrote {one} bytes");
+    assert!(
+        many.abs_diff(one) < 16,
+        "a transition wrote {many} bytes in a slot of 2,000 ids, {one} in a slot of one"
+    );
+    // The history is stored as a delta and read back whole.
+    let read = store.read_slot(2).unwrap();
+    let e = &read.entries["id-2-0"];
+    assert_eq!(e.history.len(), HISTORY_LEN);
+    assert_eq!(e.history.back().unwrap().at_ms, 99);
+    assert_eq!(e.txn_seq, HISTORY_LEN as u64 + 1);
+}
+
+#[test]
+fn a_journal_past_its_bound_is_folded_into_the_checkpoint() {
+    let (_dir, store) = store();
+    let mut guard = store.lock(9).unwrap();
+    let mut e = entry("fold-me");
+    let mut n = 0;
+    let mut before_fold = 0;
+    while store.stamp(9).and_then(|s| s.checkpoint).is_none() {
+        before_fold = journal_len(&store, 9);
+        e = stepped(&e, n);
+        guard.commit(&[SlotOp::Put(e.clone())], n).unwrap();
+        n += 1;
+        assert!(n < 100_000, "never folded");
+    }
+    assert_eq!(journal_len(&store, 9), 0, "the fold empties the journal");
+    assert!(
+        before_fold <= FOLD_MIN_BYTES && before_fold > FOLD_MIN_BYTES - 1_024,
+        "folded at {before_fold} journal bytes"
+    );
+    let cp: SlotFile = serde_json::from_slice(&std::fs::read(store.slot_path(9)).unwrap()).unwrap();
+    assert_eq!((cp.version, cp.generation), (SLOT_FORMAT_VERSION, n as u64));
+    assert_eq!(cp.entries["fold-me"], e);
+    guard.commit(&[SlotOp::Put(stepped(&e, -1))], 0).unwrap();
+    assert_eq!(store.read_slot(9).unwrap().generation, n as u64 + 1);
+}
+
+#[test]
+fn a_version_1_slot_file_opens_and_is_migrated_in_place() {
+    let (_dir, store) = store();
+    let slot = slot_for("legacy");
+    let mut legacy = SlotFile::empty(slot);
+    legacy.version = LEGACY_SLOT_FORMAT_VERSION;
+    legacy.generation = 41;
+    legacy.updated_ms = 3;
+    legacy.entries.insert("legacy".into(), entry("legacy"));
+    std::fs::create_dir_all(store.dir()).unwrap();
+    crate::fsutil::write_json(&store.slot_path(slot), &legacy).unwrap();
+    let read = store.read_slot(slot).unwrap();
+    assert_eq!((read.version, read.generation), (1, 41));
+    assert_eq!(read.entries, legacy.entries);
+    store
+        .update(slot, 4, |entries| {
+            entries.get_mut("legacy").unwrap().timeout_ms = 5;
+            ((), true)
+        })
+        .unwrap();
+    let cp: SlotFile = serde_json::from_slice(&std::fs::read(store.slot_path(slot)).unwrap()).unwrap();
+    assert_eq!(
+        (cp.version, cp.generation),
+        (SLOT_FORMAT_VERSION, 41),
+        "migrated before the first append"
+    );
+    let read = store.read_slot(slot).unwrap();
+    assert_eq!((read.version, read.generation), (2, 42));
+    assert_eq!(read.entries["legacy"].timeout_ms, 5);
+}
+
+#[test]
+fn a_torn_last_line_is_ignored_by_readers_and_cut_off_by_the_next_writer() {
+    let (_dir, store) = store();
+    let e = entry("t");
+    let slot = slot_for("t");
+    store.lock(slot).unwrap().commit(&[SlotOp::Put(e.clone())], 1).unwrap();
+    let good = journal_len(&store, slot);
+    let mut f = OpenOptions::new().append(true).open(store.journal_path(slot)).unwrap();
+    f.write_all(br#"{"version":1,"generation":2,"at_ms":2,"put":{"transactional_id":"t","#)
+        .unwrap();
+    drop(f);
+    let read = store.read_slot(slot).unwrap();
+    assert_eq!((read.generation, &read.entries["t"]), (1, &e));
+    // Garbage ending in a newline (a torn page) with nothing valid after it: the same.
+    let mut f = OpenOptions::new().append(true).open(store.journal_path(slot)).unwrap();
+    f.write_all(b"\0\0\0\n\0\0").unwrap();
+    drop(f);
+    assert_eq!(store.read_slot(slot).unwrap().generation, 1);
+    let next = stepped(&e, 3);
+    store
+        .lock(slot)
+        .unwrap()
+        .commit(&[SlotOp::Put(next.clone())], 3)
+        .unwrap();
+    let read = store.read_slot(slot).unwrap();
+    assert_eq!((read.generation, &read.entries["t"]), (2, &next));
+    let bytes = std::fs::read(store.journal_path(slot)).unwrap();
+    assert!(bytes[good as usize..].starts_with(br#"{"version":1,"generation":2,"#));
+    assert_eq!(bytes.iter().filter(|b| **b == b'\n').count(), 2);
+}
+
+#[test]
+fn an_invalid_line_followed_by_valid_ones_is_corruption_naming_the_offset() {
+    let (_dir, store) = store();
+    let slot = slot_for("t");
+    let mut guard = store.lock(slot).unwrap();
+    let e = entry("t");
+    guard.commit(&[SlotOp::Put(e.clone())], 1).unwrap();
+    guard.commit(&[SlotOp::Put(stepped(&e, 2))], 2).unwrap();
+    guard.commit(&[SlotOp::Remove("t".into())], 3).unwrap();
+    drop(guard);
+    let path = store.journal_path(slot);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let first_end = bytes.iter().position(|b| *b == b'\n').unwrap();
+    bytes[first_end + 5] = b'#';
+    std::fs::write(&path, &bytes).unwrap();
+    let err = store.read_slot(slot).unwrap_err().to_string();
+    assert!(
+        err.contains("slot-") && err.contains(".journal") && err.contains(&format!("byte {}", first_end + 1)),
+        "{err}"
+    );
+    assert!(store.update(slot, 3, |_| ((), true)).is_err());
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "a corrupt journal is left as it is"
+    );
+    // A gap in the generations is corruption too.
+    let mut gap = std::fs::read(&path).unwrap();
+    gap.truncate(first_end + 1);
+    let mut line: JournalLine = serde_json::from_slice(&gap[..first_end]).unwrap();
+    line.generation = 5;
+    line.history_appended = false;
+    gap.extend(serde_json::to_vec(&line).unwrap());
+    gap.push(b'\n');
+    std::fs::write(&path, &gap).unwrap();
+    let err = store.read_slot(slot).unwrap_err().to_string();
+    assert!(err.contains("generation 5 follows generation 1"), "{err}");
+}
+
+#[test]
+fn a_crash_between_the_checkpoint_and_emptying_the_journal_loses_nothing() {
+    let (_dir, store) = store();
+    let slot = 4;
+    let lock = store.lock_slot(slot).unwrap();
+    let mut state = None;
+    store.catch_up(&lock, &mut state).unwrap();
+    let mut st = state.unwrap();
+    let mut e = entry("x");
+    for i in 0..5 {
+        e = stepped(&e, i);
+        store.append(&lock, &mut st, &[SlotOp::Put(e.clone())], i).unwrap();
+    }
+    let journal = std::fs::read(store.journal_path(slot)).unwrap();
+    store.fold(&lock, &mut st).unwrap();
+    // As if the truncation never happened: the old lines are back behind the new
+    // checkpoint.
+    std::fs::write(store.journal_path(slot), &journal).unwrap();
+    drop(lock);
+    let read = store.read_slot(slot).unwrap();
+    assert_eq!((read.generation, &read.entries["x"]), (5, &e));
+    let next = stepped(&e, 9);
+    store
+        .lock(slot)
+        .unwrap()
+        .commit(&[SlotOp::Put(next.clone())], 9)
+        .unwrap();
+    let read = store.read_slot(slot).unwrap();
+    assert_eq!((read.generation, &read.entries["x"]), (6, &next));
+}
+
+#[test]
+fn concurrent_appends_share_one_fdatasync() {
+    let (_dir, store) = store();
+    let group = GroupCommit::default();
+    let lock = store.lock_slot(0).unwrap();
+    let mut state = None;
+    store.catch_up(&lock, &mut state).unwrap();
+    let mut st = state.unwrap();
+    let gens: Vec<u64> = (0..3)
+        .map(|i| {
+            let g = store
+                .append(&lock, &mut st, &[SlotOp::Put(entry(&format!("g{i}")))], i)
+                .unwrap();
+            group.appended(0, g);
+            g
+        })
+        .collect();
+    for g in &gens {
+        group.wait_durable(&store, 0, *g).unwrap();
+    }
+    assert_eq!(group.syncs(), 1, "three waiting transitions, one fdatasync");
+    group.flush(&store).unwrap();
+    assert_eq!(group.syncs(), 1, "nothing left to flush");
+    let g = store.append(&lock, &mut st, &[SlotOp::Remove("g0".into())], 9).unwrap();
+    group.appended(0, g);
+    group.flush(&store).unwrap();
+    assert_eq!(group.syncs(), 2);
+}
+
+#[test]
+fn a_reader_without_the_lock_never_sees_a_torn_or_backward_state_across_folds() {
+    let (_dir, store) = store();
+    let slot = 7;
+    let writer = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            let lock = store.lock_slot(slot).unwrap();
+            let mut state = None;
+            store.catch_up(&lock, &mut state).unwrap();
+            let mut st = state.unwrap();
+            let mut e = entry("c");
+            for i in 1..=400u64 {
+                // The entry's txn_seq always equals the generation its line makes.
+                e.txn_seq = st.generation() + 1;
+                e.last_update_ms = i as i64;
+                store
+                    .append(&lock, &mut st, &[SlotOp::Put(e.clone())], i as i64)
+                    .unwrap();
+                if i % 25 == 0 {
+                    store.fold(&lock, &mut st).unwrap();
+                }
+            }
+        })
+    };
+    let mut reader: Option<SlotState> = None;
+    let mut last = 0;
+    let mut reads = 0;
+    while !writer.is_finished() || reads == 0 {
+        let st = match &mut reader {
+            Some(st) => {
+                store.refresh(st).unwrap();
+                st
+            }
+            None => reader.insert(store.load(slot).unwrap()),
+        };
+        if let Some(e) = st.entry("c") {
+            assert_eq!(e.txn_seq, st.generation(), "a state mixing two versions");
+        }
+        assert!(st.generation() >= last, "went back from {last} to {}", st.generation());
+        last = st.generation();
+        reads += 1;
+    }
+    writer.join().unwrap();
+    let st = reader.as_mut().unwrap();
+    store.refresh(st).unwrap();
+    assert_eq!(st.generation(), 400);
+    assert_eq!(store.read_slot(slot).unwrap(), st.file);
+}
+
+#[test]
+fn history_deltas_extend_and_trim() {
+    let e = entry("h");
+    let mut long = e.clone();
+    for i in 0..HISTORY_LEN as i64 + 3 {
+        long = stepped(&long, i);
+    }
+    let next = stepped(&long, 100);
+    assert_eq!(appended_history(&long.history, &next.history), Some(1));
+    assert_eq!(appended_history(&e.history, &e.history), Some(0));
+    let twice = stepped(&stepped(&e, 1), 2);
+    assert_eq!(appended_history(&e.history, &twice.history), Some(2));
+    // A history that does not extend the old one is stored whole.
+    assert_eq!(appended_history(&next.history, &e.history), None);
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Put(usize),
+    Remove(usize),
+    Fold,
+    /// A writer crashed mid-append: part of a line, no newline.
+    Torn(usize),
+    /// The writer drops its cached state and reads everything again.
+    Reopen,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => (0..6usize).prop_map(Step::Put),
+        1 => (0..6usize).prop_map(Step::Remove),
+        1 => Just(Step::Fold),
+        1 => (1..60usize).prop_map(Step::Torn),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Against a map as the reference: whatever mix of transitions, folds, torn
+    /// appends and reopenings, a fresh read, the writer's cached state and a reader
+    /// refreshing from an old state all equal the model, at the model's generation.
+    #[test]
+    fn the_store_matches_a_map_of_entries(steps in proptest::collection::vec(step(), 1..60)) {
+        let (_dir, store) = store();
+        let slot = 11;
+        let mut model: BTreeMap<String, TxnEntry> = BTreeMap::new();
+        let mut generation = 0u64;
+        let mut lock = Some(store.lock_slot(slot).unwrap());
+        let mut state = None;
+        store.catch_up(lock.as_ref().unwrap(), &mut state).unwrap();
+        let mut reader = store.load(slot).unwrap();
+        for (i, s) in steps.iter().enumerate() {
+            let held = lock.as_ref().unwrap();
+            let st = state.as_mut().unwrap();
+            match s {
+                Step::Put(k) => {
+                    let id = format!("id-{k}");
+                    let next = match model.get(&id) {
+                        Some(e) => stepped(e, i as i64),
+                        None => entry(&id),
+                    };
+                    generation = store.append(held, st, &[SlotOp::Put(next.clone())], i as i64).unwrap();
+                    model.insert(id, next);
+                }
+                Step::Remove(k) => {
+                    let id = format!("id-{k}");
+                    if model.remove(&id).is_some() {
+                        generation = store.append(held, st, &[SlotOp::Remove(id)], i as i64).unwrap();
+                    }
+                }
+                Step::Fold => store.fold(held, st).unwrap(),
+                Step::Torn(n) => {
+                    let mut f = OpenOptions::new().create(true).append(true).open(store.journal_path(slot)).unwrap();
+                    let line = br#"{"version":1,"generation":999999,"at_ms":0,"remove":"id-0"}"#;
+                    f.write_all(&line[..(*n).min(line.len() - 1)]).unwrap();
+                    // The crashed writer is gone; the next one catches up.
+                    drop(lock.take());
+                    lock = Some(store.lock_slot(slot).unwrap());
+                    store.catch_up(lock.as_ref().unwrap(), &mut state).unwrap();
+                }
+                Step::Reopen => {
+                    state = None;
+                    store.catch_up(held, &mut state).unwrap();
+                }
+            }
+            let st = state.as_ref().unwrap();
+            prop_assert_eq!(&st.file.entries, &model);
+            prop_assert_eq!(st.generation(), generation);
+            let fresh = store.read_slot(slot).unwrap();
+            prop_assert_eq!(&fresh.entries, &model);
+            prop_assert_eq!(fresh.generation, generation);
+            if i % 3 == 0 {
+                store.refresh(&mut reader).unwrap();
+                prop_assert_eq!(&reader.file.entries, &model);
+                prop_assert_eq!(reader.generation(), generation);
+            }
+        }
+    }
+}
