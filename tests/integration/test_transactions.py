@@ -1,12 +1,11 @@
 """Transactions end to end with confluent-kafka (librdkafka) against a real kaas-server."""
-import json
 import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from conftest import wait_for
-from txn_helpers import create_topic, read_all
+from txn_helpers import create_topic, read_all, txn_entries
 
 
 def txn_producer(bootstrap, tid, **conf):
@@ -118,8 +117,7 @@ def test_a_silent_producer_is_aborted_by_the_reaper_and_consumers_move_on(kaas_f
     got = read_all(b.bootstrap, "silent", 1, "read_committed", expect=5, timeout=30)
     assert sorted(got) == [f"after-{i}" for i in range(5)]
     assert "aborting transaction past its timeout" in b.log_text()
-    slot = json.loads(next((b.data_dir / "__cluster" / "txn_state").glob("slot-*.json")).read_text())
-    entry = slot["entries"]["goes-quiet"]
+    entry = txn_entries(b.data_dir)["goes-quiet"]
     assert entry["state"] == "CompleteAbort" and entry["producer_epoch"] == 1
 
 
@@ -153,8 +151,7 @@ def test_a_crash_between_prepare_commit_and_the_markers_completes_the_commit(kaa
     with pytest.raises(KafkaException):
         p.commit_transaction(3)  # the broker dies mid-commit
     wait_for(lambda: not b.alive(), what="failpoint abort")
-    slot_files = list((tmp_path / "fp" / "__cluster" / "txn_state").glob("slot-*.json"))
-    states = [e["state"] for f in slot_files for e in json.loads(f.read_text())["entries"].values()]
+    states = [e["state"] for e in txn_entries(tmp_path / "fp").values()]
     assert states == ["PrepareCommit"]
     b.env = {}
     b.restart()
@@ -163,8 +160,8 @@ def test_a_crash_between_prepare_commit_and_the_markers_completes_the_commit(kaa
              what="the restarted broker finishing the Prepare entry")
     got = read_all(b.bootstrap, "prep", 2, "read_committed", expect=10)
     assert sorted(got) == sorted(f"p{i}" for i in range(10))
-    states = [e["state"] for f in slot_files for e in json.loads(f.read_text())["entries"].values()]
-    assert states == ["CompleteCommit"]
+    wait_for(lambda: [e["state"] for e in txn_entries(tmp_path / "fp").values()] == ["CompleteCommit"],
+             what="the entry completed")
 
 
 def test_kip_664_admin_apis_list_and_describe_transactions_and_producers(kaas):

@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""kaas's benchmark suite (docs/performance.md). Run it through scripts/bench.sh, which
+builds what it needs first.
+
+Starts a release kaas-server on a fresh data directory per scenario group, drives it
+with kaas-bench (librdkafka), measures the machine's limits in the same run, and writes
+target/bench/results.json and target/bench/results.md. Figures are reported, never
+asserted.
+
+  scripts/bench.sh                         every scenario against kaas
+  scripts/bench.sh --quick                 smaller counts (a smoke run of the suite)
+  scripts/bench.sh --only txn-1,consume    a subset
+  scripts/bench.sh --peer tansu=127.0.0.1:9093[:PID]
+                                           the same scenarios against another broker
+                                           (started by you; with its PID, its CPU
+                                           seconds and peak RSS are read as well)
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench/target/release/kaas-bench"
+SERVER = ROOT / "target/release/kaas-server"
+KAASCTL = ROOT / "target/release/kaasctl"
+GEN = ROOT / "target/release/examples/gen_txn_volume"
+OUT = ROOT / "target/bench"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_mib(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Sampler:
+    """Peak RSS of a process while a scenario runs (VmHWM would include earlier ones)."""
+
+    def __init__(self, pid):
+        self.pid, self.peak, self.stop = pid, 0.0, threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                self.peak = max(self.peak, rss_mib(self.pid))
+            except OSError:
+                return
+            self.stop.wait(0.05)
+
+    def __enter__(self):
+        self.cpu0 = cpu_seconds(self.pid)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self.cpu = cpu_seconds(self.pid) - self.cpu0
+
+
+class Target:
+    """A broker under test: kaas started here, or a peer started by the user."""
+
+    def __init__(self, name, bootstrap=None, pid=None):
+        self.name, self.bootstrap, self.pid, self.proc = name, bootstrap, pid, None
+
+    def start_kaas(self, data_dir, log):
+        self.bootstrap = f"127.0.0.1:{free_port()}"
+        self.log = open(log, "ab")
+        env = dict(os.environ, RUST_LOG="info")
+        self.proc = subprocess.Popen(
+            [str(SERVER), "--data-dir", str(data_dir), "--listen", self.bootstrap, "--broker-id", "0"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.pid = self.proc.pid
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kaas-server exited with {self.proc.returncode}; see {log}")
+            if "kaas-server ready" in Path(log).read_text(errors="replace"):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"kaas-server not ready in 120 s; see {log}")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def bench(*args, timeout=600):
+    out = subprocess.run([str(BENCH), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"kaas-bench {' '.join(map(str, args))} failed: {out.stderr.strip()}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measured(target, fn):
+    """Runs fn(), adding the broker's CPU seconds and peak RSS when its pid is known."""
+    if not target.pid:
+        return fn()
+    with Sampler(target.pid) as s:
+        result = fn()
+    result["broker_cpu_s"] = round(s.cpu, 2)
+    result["broker_peak_rss_mib"] = round(s.peak, 1)
+    return result
+
+
+def timed_command(args, runs=3):
+    """Median wall time and the peak RSS of a command, over `runs` runs."""
+    times, rss = [], 0
+    for _ in range(runs):
+        t = time.time()
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(p.pid, 0)
+        times.append(time.time() - t)
+        rss = max(rss, usage.ru_maxrss / 1024)
+        if os.waitstatus_to_exitcode(status) not in (0, 3):
+            raise RuntimeError(f"{args} failed: {p.stderr.read().decode()}")
+    times.sort()
+    return {"seconds": round(times[len(times) // 2], 3), "peak_rss_mib": round(rss, 1)}
+
+
+def scenarios(quick):
+    n = 20_000 if quick else 200_000
+    t1, t8 = (100, 50) if quick else (1_000, 500)
+    return {
+        "produce-100B-1p": dict(kind="produce", size=100, partitions=1, count=n),
+        "produce-1KiB-1p": dict(kind="produce", size=1024, partitions=1, count=n),
+        "consume-1KiB": dict(kind="consume", after="produce-1KiB-1p", count=n),
+        "produce-100B-8p": dict(kind="produce", size=100, partitions=8, count=n),
+        "produce-1KiB-8p": dict(kind="produce", size=1024, partitions=8, count=n),
+        "txn-1": dict(kind="txn", producers=1, txns=t1),
+        "txn-8": dict(kind="txn", producers=8, txns=t8),
+        "txn-1-100k-ids": dict(kind="txn", producers=1, txns=t1, ids=100_000),
+        "txn-8-100k-ids": dict(kind="txn", producers=8, txns=t8, ids=100_000),
+        "latency-1KiB-10k-per-s": dict(kind="latency", rate=10_000, size=1024, seconds=3 if quick else 10),
+    }
+
+
+def run_scenario(target, name, sc, results):
+    topic = f"bench-{name}"
+    if sc["kind"] == "produce":
+        bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", sc["partitions"])
+        return measured(target, lambda: bench(
+            "produce", "--bootstrap", target.bootstrap, "--topic", topic, "--count", sc["count"],
+            "--size", sc["size"], "--partitions", sc["partitions"]))
+    if sc["kind"] == "consume":
+        return measured(target, lambda: bench(
+            "consume", "--bootstrap", target.bootstrap, "--topic", f"bench-{sc['after']}", "--count", sc["count"]))
+    if sc["kind"] == "txn":
+        bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", 1)
+        return measured(target, lambda: bench(
+            "txn", "--bootstrap", target.bootstrap, "--topic", topic, "--producers", sc["producers"],
+            "--txns", sc["txns"], "--id-prefix", f"{name}-{os.getpid()}"))
+    if sc["kind"] == "latency":
+        bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", 1)
+        count = sc["rate"] * sc["seconds"]
+
+        def run():
+            consumer = subprocess.Popen(
+                [str(BENCH), "latency-consume", "--bootstrap", target.bootstrap, "--topic", topic, "--count", str(count)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if consumer.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"latency consumer failed: {consumer.stderr.read()}")
+            produced = bench("latency-produce", "--bootstrap", target.bootstrap, "--topic", topic,
+                             "--rate", sc["rate"], "--size", sc["size"], "--seconds", sc["seconds"])
+            out, err = consumer.communicate(timeout=120)
+            if consumer.returncode != 0:
+                raise RuntimeError(f"latency consumer failed: {err}")
+            got = json.loads(out.strip().splitlines()[-1])
+            return {**got, "producer": produced}
+        return measured(target, run)
+    raise ValueError(sc["kind"])
+
+
+def run_kaas(selected, all_sc, results, args):
+    """kaas: one fresh broker per group of scenarios that share a volume."""
+    groups = {}
+    for name in selected:
+        sc = all_sc[name]
+        # A consume reads what its produce scenario wrote, on the same broker.
+        key = ("ids", sc["ids"]) if sc.get("ids") else ("plain", sc.get("after", name))
+        groups.setdefault(key, []).append(name)
+    for key, names in groups.items():
+        data = OUT / f"data-{names[0]}"
+        shutil.rmtree(data, ignore_errors=True)
+        if key[0] == "ids":
+            t = time.time()
+            subprocess.run([str(GEN), str(data), str(key[1])], check=True, capture_output=True)
+            results["setup"][f"gen_{key[1]}_ids_s"] = round(time.time() - t, 1)
+        target = Target("kaas")
+        target.start_kaas(data, OUT / f"kaas-{names[0]}.log")
+        try:
+            time.sleep(2)
+            results["kaas"].setdefault("idle_rss_mib", {})[names[0]] = round(rss_mib(target.pid), 1)
+            for name in names:
+                print(f"  kaas {name} ...", file=sys.stderr, flush=True)
+                results["kaas"][name] = run_scenario(target, name, all_sc[name], results)
+        finally:
+            target.stop()
+        if key[0] == "ids" and not args.keep:
+            # kaasctl on the same volume, with the broker stopped.
+            for cmd, argv in (("kaasctl txn list", ["txn", "list"]), ("kaasctl top --once", ["top", "--once"])):
+                results["kaasctl"][f"{cmd} ({key[1]:,} ids)"] = timed_command(
+                    [str(KAASCTL), "--data-dir", str(data), *argv])
+        if not args.keep:
+            shutil.rmtree(data, ignore_errors=True)
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        v = f"{v:,.0f}" if v >= 100 else f"{v:,.2f}"
+    else:
+        v = f"{v:,}"
+    return f"{v}{unit}"
+
+
+def report(results):
+    lim = results["limits"]
+    lines = [f"# kaas benchmark run, {results['date']}", "",
+             f"Machine: {results['machine']}", "",
+             "## Machine limits (same run)", "",
+             "| limit | MB/s |", "|---|---|",
+             f"| 64 KiB writes, O_DSYNC | {fmt(lim['dsync_64k_mb_per_s'])} |",
+             f"| 1 GiB buffered + one fdatasync | {fmt(lim['buffered_fdatasync_mb_per_s'])} |",
+             f"| loopback TCP, one connection | {fmt(lim['loopback_tcp_mb_per_s'])} |", ""]
+    targets = [t for t in results if t not in ("limits", "date", "machine", "setup", "kaasctl")]
+    for t in targets:
+        r = results[t]
+        lines += [f"## {t}", "", "| scenario | result | of limit | broker CPU s | peak RSS MiB |", "|---|---|---|---|---|"]
+        for name, v in r.items():
+            if name == "idle_rss_mib" or not isinstance(v, dict):
+                continue
+            if "error" in v:
+                lines.append(f"| {name} | failed: {v['error']} | | | |")
+                continue
+            frac = ""
+            if "txn_per_s" in v:
+                lat = v["txn_latency_ms"] or {}
+                what = f"{fmt(v['txn_per_s'])} txn/s (p50 {fmt(lat.get('p50'))} ms, p99 {fmt(lat.get('p99'))} ms)"
+            elif "latency_ms" in v:
+                lat = v["latency_ms"] or {}
+                what = (f"p50 {fmt(lat.get('p50'))} ms, p99 {fmt(lat.get('p99'))} ms, p99.9 {fmt(lat.get('p999'))} ms"
+                        f" ({fmt(v['received'])} records, {fmt(v['producer']['achieved_rate'])} rec/s)")
+            else:
+                what = f"{fmt(v['records_per_s'])} rec/s, {fmt(v['mb_per_s'])} MB/s"
+                limit = lim["loopback_tcp_mb_per_s"] if name.startswith("consume") else lim["dsync_64k_mb_per_s"]
+                frac = f"{v['mb_per_s'] / limit:.0%} of {'loopback' if name.startswith('consume') else 'O_DSYNC'}"
+            lines.append(f"| {name} | {what} | {frac} | {fmt(v.get('broker_cpu_s'))} | {fmt(v.get('broker_peak_rss_mib'))} |")
+        if "idle_rss_mib" in r:
+            lines += ["", "Idle RSS after start (MiB): " + ", ".join(f"{k}: {v}" for k, v in r["idle_rss_mib"].items())]
+        lines.append("")
+    if results["kaasctl"]:
+        lines += ["## kaasctl", "", "| command | median s | peak RSS MiB |", "|---|---|---|"]
+        for k, v in results["kaasctl"].items():
+            lines.append(f"| {k} | {v['seconds']} | {v['peak_rss_mib']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--peer", action="append", default=[])
+    ap.add_argument("--skip-kaas", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the data directories")
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    all_sc = scenarios(args.quick)
+    selected = [s for s in all_sc if not args.only or any(s.startswith(o) for o in args.only.split(","))]
+    for s in list(selected):
+        after = all_sc[s].get("after")
+        if after and after not in selected:
+            selected.insert(selected.index(s), after)
+    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{os.cpu_count()} cores, "
+               f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
+               "setup": {}, "kaasctl": {}}
+    print("machine limits ...", file=sys.stderr, flush=True)
+    results["limits"] = bench("limits", "--dir", OUT, *(["--dsync-mib", 64, "--buffered-mib", 256] if args.quick else []))
+    if not args.skip_kaas:
+        results["kaas"] = {}
+        run_kaas(selected, all_sc, results, args)
+    for spec in args.peer:
+        name, addr = spec.split("=", 1)
+        parts = addr.split(":")
+        pid = int(parts[2]) if len(parts) > 2 else None
+        target = Target(name, f"{parts[0]}:{parts[1]}", pid)
+        results[name] = {}
+        for s in selected:
+            if all_sc[s].get("ids"):
+                continue  # a volume of ids is kaas's own format
+            print(f"  {name} {s} ...", file=sys.stderr, flush=True)
+            try:
+                results[name][s] = run_scenario(target, s, all_sc[s], results)
+            except Exception as e:  # a peer may lack a feature; report it, go on
+                results[name][s] = {"error": str(e)[:200]}
+    (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    md = report(results)
+    (OUT / "results.md").write_text(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
