@@ -362,6 +362,15 @@ impl TxnStateStore {
                     }
                 }
                 Err(e) => {
+                    // A line of a newer format: refuse, never cut it as torn.
+                    if let Some(found) = line_version(line).filter(|v| *v != JOURNAL_FORMAT_VERSION) {
+                        return Err(ReplayError::Fatal(VolumeError::UnknownVersion {
+                            path,
+                            what: "transaction slot journal line",
+                            found,
+                            supported: JOURNAL_FORMAT_VERSION,
+                        }));
+                    }
                     // A torn write of the last append ends the journal: nothing valid
                     // after it. Anything valid after it makes it corruption.
                     let rest = &bytes[at + nl + 1..];
@@ -383,31 +392,63 @@ impl TxnStateStore {
 
     /// Takes the exclusive lock of one slot. Blocks while another process holds it.
     pub fn lock_slot(&self, slot: u32) -> Result<SlotLock, VolumeError> {
-        let dir = self.dir();
-        std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
         let path = self.lock_path(slot);
-        let file = crate::fsutil::lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))?;
+        let file = self
+            .with_dir(|| crate::fsutil::lock_exclusive(&path))
+            .map_err(|e| VolumeError::io(&path, e))?;
         Ok(SlotLock { slot, _file: file })
+    }
+
+    /// Like [`Self::lock_slot`] but never waits: None while another process (or
+    /// another open of the lock file) holds it.
+    pub fn try_lock_slot(&self, slot: u32) -> Result<Option<SlotLock>, VolumeError> {
+        let path = self.lock_path(slot);
+        let file = self
+            .with_dir(|| crate::fsutil::try_lock_exclusive(&path))
+            .map_err(|e| VolumeError::io(&path, e))?;
+        Ok(file.map(|file| SlotLock { slot, _file: file }))
+    }
+
+    /// Runs `f`, creating the slot directory first only when `f` finds it missing
+    /// (no mkdir on every lock).
+    fn with_dir<T>(&self, f: impl Fn() -> std::io::Result<T>) -> std::io::Result<T> {
+        match f() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(self.dir())?;
+                f()
+            }
+            other => other,
+        }
     }
 
     /// Under the lock: brings `state` (None: nothing read yet) up to date for a write.
     /// A torn last line is cut off, and a version-1 checkpoint migrated, so the next
     /// append lands on a clean journal end under a checkpoint every reader knows.
     pub fn catch_up(&self, lock: &SlotLock, state: &mut Option<SlotState>) -> Result<(), VolumeError> {
+        let result = self.catch_up_inner(lock, state);
+        if result.is_err() {
+            // Whatever `state` holds now is not known to match the files.
+            *state = None;
+        }
+        result
+    }
+
+    fn catch_up_inner(&self, lock: &SlotLock, state: &mut Option<SlotState>) -> Result<(), VolumeError> {
         let st = match state {
             Some(st) if st.slot() == lock.slot => {
-                if let Err(e) = self.refresh(st) {
-                    *state = None;
-                    return Err(e);
-                }
+                self.refresh(st)?;
                 st
             }
             _ => state.insert(self.load(lock.slot)?),
         };
         let path = self.journal_path(lock.slot);
-        if let Ok(meta) = std::fs::metadata(&path) {
-            if meta.len() > st.journal_len {
-                tracing::warn!(path = %path.display(), from = st.journal_len, to = meta.len(), "cutting off the torn end of a transaction slot journal (an append cut by a crash, never acknowledged)");
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > st.journal_len) {
+            // Bytes past the last line applied. Before cutting anything, read the
+            // slot again from scratch: only what a full read also finds torn is cut.
+            *st = self.load(lock.slot)?;
+            let len = std::fs::metadata(&path).map_err(|e| VolumeError::io(&path, e))?.len();
+            if len > st.journal_len {
+                tracing::warn!(path = %path.display(), from = st.journal_len, to = len, "cutting off the torn end of a transaction slot journal (an append cut by a crash, never acknowledged)");
                 let f = OpenOptions::new()
                     .write(true)
                     .custom_flags(libc::O_NOFOLLOW)
@@ -418,7 +459,10 @@ impl TxnStateStore {
                     .map_err(|e| VolumeError::io(&path, e))?;
             }
         }
-        if st.file.version != SLOT_FORMAT_VERSION {
+        // Every slot written by this build has a version-2 checkpoint before its
+        // first journal line: a build that knows no journal then refuses the slot
+        // (unknown version) instead of reading it as empty.
+        if st.checkpoint.is_none() || st.file.version != SLOT_FORMAT_VERSION {
             self.fold(lock, st)?;
         }
         Ok(())
@@ -436,15 +480,24 @@ impl TxnStateStore {
         now_ms: i64,
     ) -> Result<u64, VolumeError> {
         assert_eq!(lock.slot, state.slot(), "append under another slot's lock");
+        if ops.is_empty() {
+            return Ok(state.generation());
+        }
         let path = self.journal_path(lock.slot);
         let mut bytes = Vec::with_capacity(512 * ops.len());
         let mut next = state.file.clone_header();
         let mut lines = Vec::with_capacity(ops.len());
+        // An id put twice in one append: its second delta is against its first.
+        let mut earlier: BTreeMap<&str, &TxnEntry> = BTreeMap::new();
         for op in ops {
             next.generation += 1;
             let line = match op {
                 SlotOp::Put(entry) => {
-                    let prior = state.file.entries.get(&entry.transactional_id);
+                    let prior = match earlier.get(entry.transactional_id.as_str()) {
+                        Some(e) => Some(*e),
+                        None => state.file.entries.get(&entry.transactional_id),
+                    };
+                    earlier.insert(&entry.transactional_id, entry);
                     let appended = prior.and_then(|p| appended_history(&p.history, &entry.history));
                     let mut stored = entry.clone();
                     if let Some(n) = appended {
@@ -459,14 +512,17 @@ impl TxnStateStore {
                         remove: None,
                     }
                 }
-                SlotOp::Remove(id) => JournalLine {
-                    version: JOURNAL_FORMAT_VERSION,
-                    generation: next.generation,
-                    at_ms: now_ms,
-                    put: None,
-                    history_appended: false,
-                    remove: Some(id.clone()),
-                },
+                SlotOp::Remove(id) => {
+                    earlier.remove(id.as_str());
+                    JournalLine {
+                        version: JOURNAL_FORMAT_VERSION,
+                        generation: next.generation,
+                        at_ms: now_ms,
+                        put: None,
+                        history_appended: false,
+                        remove: Some(id.clone()),
+                    }
+                }
             };
             serde_json::to_writer(&mut bytes, &line).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
             bytes.push(b'\n');
@@ -481,6 +537,11 @@ impl TxnStateStore {
             .map_err(|e| VolumeError::io(&path, e))?;
         f.write_all(&bytes).map_err(|e| VolumeError::io(&path, e))?;
         let meta = f.metadata().map_err(|e| VolumeError::io(&path, e))?;
+        if state.journal_inode != Some(stamp_of(&meta).inode) {
+            // This append created the journal (or found a new one): its directory
+            // entry must be durable too, or a power loss takes the file with it.
+            crate::fsutil::sync_dir(&self.dir()).map_err(|e| VolumeError::io(self.dir(), e))?;
+        }
         if meta.len() != state.journal_len + bytes.len() as u64 {
             return Err(VolumeError::Invalid {
                 path,
@@ -523,35 +584,44 @@ impl TxnStateStore {
         Ok(true)
     }
 
-    /// Writes the checkpoint at `state`'s generation, then empties the journal. A crash
-    /// in between leaves lines at or below the checkpoint's generation, which readers
-    /// skip.
+    /// Writes the checkpoint at `state`'s generation, then installs a fresh, empty
+    /// journal. Each step is durable (fsync of the file and of the directory) before
+    /// the next: a crash after the checkpoint leaves journal lines it already holds,
+    /// which readers skip. The new journal is a new file (rename), so a reader's
+    /// position in the old one can never be mistaken for one in the new.
     pub fn fold(&self, lock: &SlotLock, state: &mut SlotState) -> Result<(), VolumeError> {
         assert_eq!(lock.slot, state.slot(), "fold under another slot's lock");
         let path = self.slot_path(lock.slot);
-        state.file.version = SLOT_FORMAT_VERSION;
-        let mut bytes =
-            serde_json::to_vec(&state.file).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
+        let io = |e: std::io::Error| VolumeError::io(&path, e);
+        let mut bytes = {
+            // Serialised as version 2 without touching `state` until it is on disk.
+            #[derive(Serialize)]
+            struct Checkpoint<'a> {
+                version: u32,
+                slot: u32,
+                generation: u64,
+                updated_ms: i64,
+                entries: &'a BTreeMap<String, TxnEntry>,
+            }
+            serde_json::to_vec(&Checkpoint {
+                version: SLOT_FORMAT_VERSION,
+                slot: state.file.slot,
+                generation: state.file.generation,
+                updated_ms: state.file.updated_ms,
+                entries: &state.file.entries,
+            })
+            .map_err(|e| io(std::io::Error::other(e)))?
+        };
         bytes.push(b'\n');
-        crate::fsutil::atomic_write(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
-        crate::failpoint::check(crate::failpoint::TXN_FOLD_AFTER_CHECKPOINT).map_err(|e| VolumeError::io(&path, e))?;
+        crate::fsutil::atomic_write(&path, &bytes).map_err(io)?;
+        state.file.version = SLOT_FORMAT_VERSION;
         state.checkpoint = crate::fsutil::file_stamp(&path);
         state.checkpoint_len = bytes.len() as u64;
+        crate::failpoint::check(crate::failpoint::TXN_FOLD_AFTER_CHECKPOINT).map_err(io)?;
         let journal = self.journal_path(lock.slot);
-        match OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&journal)
-        {
-            Ok(f) => {
-                f.set_len(0)
-                    .and_then(|_| f.sync_data())
-                    .map_err(|e| VolumeError::io(&journal, e))?;
-                state.journal_inode = Some(stamp_of(&f.metadata().map_err(|e| VolumeError::io(&journal, e))?).inode);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => state.journal_inode = None,
-            Err(e) => return Err(VolumeError::io(&journal, e)),
-        }
+        crate::fsutil::atomic_write(&journal, b"").map_err(|e| VolumeError::io(&journal, e))?;
+        let inode = crate::fsutil::file_stamp(&journal).map(|s| s.inode);
+        state.journal_inode = inode;
         state.journal_len = 0;
         Ok(())
     }
@@ -641,7 +711,11 @@ impl SlotGuard {
         }
         let generation = self.store.append(&self.lock, &mut self.state, ops, now_ms)?;
         self.store.sync(self.lock.slot)?;
-        self.store.maybe_fold(&self.lock, &mut self.state)?;
+        // The transitions are durable; a failed fold only leaves the journal longer
+        // (the next writer folds it).
+        if let Err(e) = self.store.maybe_fold(&self.lock, &mut self.state) {
+            tracing::warn!(slot = self.lock.slot, error = %e, "folding a transaction slot journal failed; the next writer retries");
+        }
         Ok(generation)
     }
 }
@@ -650,59 +724,130 @@ impl SlotGuard {
 /// journal concurrently (group commit): a writer appends under the slot lock, lets
 /// the lock go, and then waits here until a sync that started after its append has
 /// finished — its own, or one another writer started meanwhile.
+///
+/// Generations identify lines only within one history of the slot: when an append's
+/// generation is not above the last one seen (the slot was moved aside and started
+/// again), what was known durable is forgotten. A failed fdatasync poisons the slot:
+/// the kernel reports a write-back error once, so a later sync that succeeds proves
+/// nothing about the lines before it. Waits fail until the slot is folded again (a
+/// new checkpoint and journal, written and synced from memory): see
+/// [`GroupCommit::poisoned`] and [`GroupCommit::made_durable`].
 #[derive(Debug)]
 pub struct GroupCommit {
-    /// Per slot: the generation known durable. Held during the fdatasync, so writers
-    /// arriving meanwhile wait for it and then usually find their line covered.
-    durable: Vec<Mutex<u64>>,
-    appended: Vec<AtomicU64>,
+    slots: Vec<SlotSync>,
     syncs: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct SlotSync {
+    /// Held during the fdatasync, so writers arriving meanwhile wait for it and then
+    /// usually find their line covered.
+    turn: Mutex<()>,
+    track: Mutex<Track>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Track {
+    appended: u64,
+    durable: u64,
+    /// Raised when the slot's history restarts; a sync records its result only in
+    /// the history it started in.
+    history: u64,
+    poisoned: bool,
 }
 
 impl Default for GroupCommit {
     fn default() -> Self {
         GroupCommit {
-            durable: (0..SLOTS).map(|_| Mutex::new(0)).collect(),
-            appended: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..SLOTS).map(|_| SlotSync::default()).collect(),
             syncs: AtomicU64::new(0),
         }
     }
 }
 
 impl GroupCommit {
-    /// Records that this process appended a slot's journal up to `generation`.
-    pub fn appended(&self, slot: u32, generation: u64) {
-        self.appended[slot as usize].fetch_max(generation, Ordering::AcqRel);
+    fn track(&self, slot: u32) -> std::sync::MutexGuard<'_, Track> {
+        self.slots[slot as usize]
+            .track
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that a slot is durable up to `generation` by other means (a fold).
+    /// Records that this process appended a slot's journal up to `generation`.
+    pub fn appended(&self, slot: u32, generation: u64) {
+        let mut t = self.track(slot);
+        if generation <= t.appended {
+            t.history += 1;
+            t.durable = 0;
+        }
+        t.appended = generation;
+    }
+
+    /// Records that the slot is durable up to `generation` by other means (a fold:
+    /// the whole slot written and synced from memory), which also heals a poisoned
+    /// slot.
     pub fn made_durable(&self, slot: u32, generation: u64) {
-        let mut d = self.durable[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
-        *d = (*d).max(generation);
+        let mut t = self.track(slot);
+        t.durable = t.durable.max(generation);
+        t.poisoned = false;
+    }
+
+    /// Whether a sync of this slot failed since its last fold.
+    pub fn poisoned(&self, slot: u32) -> bool {
+        self.track(slot).poisoned
+    }
+
+    /// Whether the slot is known durable up to `generation` (no waiting).
+    pub fn is_durable(&self, slot: u32, generation: u64) -> bool {
+        let t = self.track(slot);
+        !t.poisoned && t.durable >= generation
     }
 
     /// Returns once the slot's journal is durable up to `generation`. Blocking.
     pub fn wait_durable(&self, store: &TxnStateStore, slot: u32, generation: u64) -> Result<(), VolumeError> {
-        let mut durable = self.durable[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
-        if *durable >= generation {
-            return Ok(());
-        }
+        let _turn = self.slots[slot as usize].turn.lock().unwrap_or_else(|p| p.into_inner());
+        let before = {
+            let t = self.track(slot);
+            if t.poisoned {
+                return Err(VolumeError::Invalid {
+                    path: store.journal_path(slot),
+                    detail: "an earlier fdatasync of this journal failed; refusing to count anything as durable until the slot is rewritten".into(),
+                });
+            }
+            if t.durable >= generation {
+                return Ok(());
+            }
+            *t
+        };
         // Everything appended before this sync starts is covered by it.
-        let upto = self.appended[slot as usize].load(Ordering::Acquire).max(generation);
-        store.sync(slot)?;
+        let synced = store.sync(slot);
         self.syncs.fetch_add(1, Ordering::Relaxed);
-        *durable = upto;
+        let mut t = self.track(slot);
+        if let Err(e) = synced {
+            t.poisoned = true;
+            return Err(e);
+        }
+        if t.history == before.history {
+            t.durable = t.durable.max(before.appended.max(generation));
+        }
         Ok(())
     }
 
     /// Syncs every slot with appended lines not yet known durable (a periodic flush of
-    /// transitions whose writers did not wait, such as Complete*).
+    /// transitions whose writers did not wait, such as Complete*). Every slot is
+    /// tried; the first error is returned.
     pub fn flush(&self, store: &TxnStateStore) -> Result<(), VolumeError> {
+        let mut first = None;
         for slot in 0..SLOTS {
-            let appended = self.appended[slot as usize].load(Ordering::Acquire);
-            self.wait_durable(store, slot, appended)?;
+            let t = *self.track(slot);
+            if t.poisoned || t.durable >= t.appended {
+                continue;
+            }
+            if let Err(e) = self.wait_durable(store, slot, t.appended) {
+                first.get_or_insert(e);
+            }
         }
-        Ok(())
+        first.map_or(Ok(()), Err)
     }
 
     /// fdatasyncs issued so far.
@@ -758,6 +903,15 @@ fn apply_line(file: &mut SlotFile, line: JournalLine) -> Result<(), String> {
 
 fn parse_line(line: &[u8]) -> Result<JournalLine, serde_json::Error> {
     serde_json::from_slice(line)
+}
+
+/// The `version` of a line that does not parse as a [`JournalLine`], if it has one.
+fn line_version(line: &[u8]) -> Option<u32> {
+    #[derive(Deserialize)]
+    struct VersionOnly {
+        version: u32,
+    }
+    serde_json::from_slice::<VersionOnly>(line).ok().map(|v| v.version)
 }
 
 /// A checkpoint of version 2, or of version 1 (migrated by the next writer).

@@ -147,8 +147,16 @@ async fn read_frame<R: AsyncReadExt + Unpin>(reader: &mut R, max: usize) -> Resu
     if size < MIN_REQUEST_LEN as i64 {
         return Err(FrameError::TooShort { size });
     }
-    let mut buf = BytesMut::zeroed(size as usize);
-    reader.read_exact(&mut buf).await?;
+    // Read into the buffer's spare capacity: no zeroing of every frame first (it
+    // showed in the produce profile, docs/performance.md).
+    let size = size as usize;
+    let mut buf = BytesMut::with_capacity(size);
+    let mut body = (&mut *reader).take(size as u64);
+    while buf.len() < size {
+        if body.read_buf(&mut buf).await? == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+        }
+    }
     Ok(Some(buf.freeze()))
 }
 

@@ -175,6 +175,21 @@ impl TransactionCoordinator {
     /// Takes slot `slot` under both locks and brings its state up to date.
     async fn lock_slot(&self, slot: u32) -> Result<HeldSlot<'_>, CoordError> {
         let turn = self.slot_locks[slot as usize].lock().await;
+        // The common case, inline: the file lock is free and the slot's state is
+        // cached, so catching up is an fstat of each file. Otherwise (another process
+        // holds the lock, or the slot is read in full) on the blocking pool.
+        if let Some(lock) = self.store.try_lock_slot(slot)? {
+            let mut state = self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
+            if state.is_some() {
+                self.store.catch_up(&lock, &mut state)?;
+                drop(state);
+                return Ok(HeldSlot {
+                    _turn: turn,
+                    lock,
+                    slot,
+                });
+            }
+        }
         let (store, states) = (self.store.clone(), self.states.clone());
         let lock = tokio::task::spawn_blocking(move || {
             let lock = store.lock_slot(slot)?;
@@ -200,6 +215,13 @@ impl TransactionCoordinator {
             self.store.catch_up(&held.lock, &mut state)?;
         }
         Ok(f(state.as_ref().expect("caught up")))
+    }
+
+    /// The generation of the held slot's state: an answer derived from that state
+    /// waits until it is durable (a retry may find its request's transition appended
+    /// by the first attempt, whose sync has not finished or failed).
+    fn held_generation(&self, held: &HeldSlot<'_>) -> Result<u64, CoordError> {
+        self.with_held(held, |st| st.generation())
     }
 
     fn held_entry(&self, held: &HeldSlot<'_>, tid: &str) -> Result<Option<TxnEntry>, CoordError> {
@@ -232,6 +254,18 @@ impl TransactionCoordinator {
             self.store.catch_up(&held.lock, &mut state)?;
         }
         let st = state.as_mut().expect("caught up");
+        if self.group.poisoned(held.slot) {
+            // A sync of this journal failed: rewrite the whole slot from memory (new
+            // checkpoint and journal, synced) before anything else counts as durable.
+            if let Err(e) = self.store.fold(&held.lock, st) {
+                *state = None;
+                return Err(e.into());
+            }
+            self.group.made_durable(held.slot, st.generation());
+        }
+        if ops.is_empty() {
+            return Ok(st.generation());
+        }
         let generation = match self.store.append(&held.lock, st, ops, now) {
             Ok(g) => g,
             Err(e) => {
@@ -256,6 +290,9 @@ impl TransactionCoordinator {
 
     /// Waits until slot `slot` is durable up to `generation` (group commit).
     async fn durable(&self, slot: u32, generation: u64) -> Result<(), CoordError> {
+        if self.group.is_durable(slot, generation) {
+            return Ok(());
+        }
         let (store, group) = (self.store.clone(), self.group.clone());
         tokio::task::spawn_blocking(move || group.wait_durable(&store, slot, generation))
             .await
@@ -266,6 +303,18 @@ impl TransactionCoordinator {
     /// Makes every transition this broker appended durable (the background flush,
     /// every `--flush-interval-ms`, and a clean stop).
     pub async fn flush(&self) -> Result<(), VolumeError> {
+        // A slot whose sync failed is rewritten from memory under its lock.
+        for slot in 0..SLOTS {
+            if self.group.poisoned(slot) {
+                let healed = match self.lock_slot(slot).await {
+                    Ok(held) => self.append(&held, &[], now_ms()).map(|_| ()),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = healed {
+                    error!(slot, error = %e, "a transaction slot whose journal sync failed could not be rewritten; its transitions wait");
+                }
+            }
+        }
         let (store, group) = (self.store.clone(), self.group.clone());
         tokio::task::spawn_blocking(move || group.flush(&store))
             .await
@@ -332,16 +381,14 @@ impl TransactionCoordinator {
         }
         match outcome {
             InitOutcome::Ready { entry, fence } => {
-                let written = if current.as_ref() != Some(&entry) {
-                    Some(self.append(&held, &[SlotOp::Put(entry.clone())], now)?)
+                let generation = if current.as_ref() != Some(&entry) {
+                    self.append(&held, &[SlotOp::Put(entry.clone())], now)?
                 } else {
-                    None
+                    self.held_generation(&held)?
                 };
                 // Group commit: the slot is free for others while this waits.
                 drop(held);
-                if let Some(generation) = written {
-                    self.durable(slot, generation).await?;
-                }
+                self.durable(slot, generation).await?;
                 if let Some((pid, epoch)) = fence {
                     self.fence(broker, pid, epoch, tid)?;
                 }
@@ -407,12 +454,14 @@ impl TransactionCoordinator {
         self.check_owner(broker, slot)?;
         let now = now_ms();
         let (held, current) = self.lock_entry(slot, tid).await?;
-        if let Some(entry) = txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
-            let generation = self.append(&held, &[SlotOp::Put(entry)], now)?;
-            // Group commit: the slot is free for others while this waits.
-            drop(held);
-            self.durable(slot, generation).await?;
-        }
+        let generation = match txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
+            Some(entry) => self.append(&held, &[SlotOp::Put(entry)], now)?,
+            // Already added (a retry): answered once the state it saw is durable.
+            None => self.held_generation(&held)?,
+        };
+        // Group commit: the slot is free for others while this waits.
+        drop(held);
+        self.durable(slot, generation).await?;
         Ok(())
     }
 
@@ -514,10 +563,19 @@ impl TransactionCoordinator {
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_PREPARE);
                 entry
             }
-            EndOutcome::AlreadyComplete => return Ok(()),
+            EndOutcome::AlreadyComplete => {
+                let generation = self.held_generation(&held)?;
+                drop(held);
+                self.durable(slot, generation).await?;
+                return Ok(());
+            }
             // A retry while the markers are still being written (or failed before):
-            // finish it now.
-            EndOutcome::InProgress => current,
+            // finish it now — once its Prepare* is known durable.
+            EndOutcome::InProgress => {
+                let generation = self.held_generation(&held)?;
+                self.durable(slot, generation).await?;
+                current
+            }
         };
         let finished = self.finish_held(broker, &held, &prepared).await?;
         debug!(

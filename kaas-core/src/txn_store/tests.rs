@@ -73,9 +73,11 @@ fn updates_bump_the_generation_and_survive_a_reload() {
     assert_eq!(store.read_slot(slot).unwrap().generation, 2);
     assert_eq!(store.get("t1").unwrap().unwrap().timeout_ms, 1);
     assert!(store.lock_path(slot).exists());
-    assert!(
-        !store.slot_path(slot).exists(),
-        "small journals are not folded: the transitions are only in the journal"
+    let cp: SlotFile = serde_json::from_slice(&std::fs::read(store.slot_path(slot)).unwrap()).unwrap();
+    assert_eq!(
+        (cp.version, cp.generation, cp.entries.len()),
+        (SLOT_FORMAT_VERSION, 0, 0),
+        "a version-2 checkpoint is written before the first line; small journals are not folded"
     );
     store
         .update(slot, 8, |entries| {
@@ -152,8 +154,12 @@ fn a_journal_past_its_bound_is_folded_into_the_checkpoint() {
     let mut e = entry("fold-me");
     let mut n = 0;
     let mut before_fold = 0;
-    while store.stamp(9).and_then(|s| s.checkpoint).is_none() {
-        before_fold = journal_len(&store, 9);
+    loop {
+        let len = journal_len(&store, 9);
+        if len < before_fold {
+            break;
+        }
+        before_fold = len;
         e = stepped(&e, n);
         guard.commit(&[SlotOp::Put(e.clone())], n).unwrap();
         n += 1;
@@ -482,4 +488,132 @@ proptest! {
             }
         }
     }
+}
+
+/// Review finding: a reader that read the new checkpoint while the old journal was
+/// still in place must never use its position in the old journal as one in the new.
+#[test]
+fn a_position_in_the_journal_before_a_fold_is_never_used_after_it() {
+    let (_dir, store) = store();
+    let slot = 5;
+    let lock = store.lock_slot(slot).unwrap();
+    let mut state = None;
+    store.catch_up(&lock, &mut state).unwrap();
+    let mut st = state.unwrap();
+    let mut e = entry("x");
+    for i in 0..5 {
+        e = stepped(&e, i);
+        store.append(&lock, &mut st, &[SlotOp::Put(e.clone())], i).unwrap();
+    }
+    let old_inode = st.journal_inode;
+    let old_len = st.journal_len;
+    store.fold(&lock, &mut st).unwrap();
+    assert_ne!(st.journal_inode, old_inode, "a fold installs a new journal file");
+    for i in 5..20 {
+        e = stepped(&e, i);
+        store.append(&lock, &mut st, &[SlotOp::Put(e.clone())], i).unwrap();
+    }
+    assert!(st.journal_len > old_len);
+    // What a lock-free read in the fold's window kept: the new checkpoint (generation
+    // 5), and the old journal's file and length.
+    let mut stale = store.load(slot).unwrap();
+    stale.file = store.read_checkpoint(slot).unwrap().0;
+    assert_eq!(stale.file.generation, 5);
+    stale.journal_inode = old_inode;
+    stale.journal_len = old_len;
+    let journal_before = std::fs::read(store.journal_path(slot)).unwrap();
+    let mut refreshed = stale.clone();
+    store.refresh(&mut refreshed).unwrap();
+    assert_eq!((refreshed.generation(), &refreshed.file.entries["x"]), (20, &e));
+    drop(lock);
+    let lock = store.lock_slot(slot).unwrap();
+    let mut held = Some(stale);
+    store.catch_up(&lock, &mut held).unwrap();
+    assert_eq!(held.unwrap().generation(), 20);
+    assert_eq!(
+        std::fs::read(store.journal_path(slot)).unwrap(),
+        journal_before,
+        "nothing acknowledged was cut"
+    );
+}
+
+/// Review finding: after a slot was moved aside its generations start again; what
+/// was known durable of the old history must not cover the new one.
+#[test]
+fn group_commit_forgets_what_was_durable_when_the_history_restarts() {
+    let (_dir, store) = store();
+    let group = GroupCommit::default();
+    group.appended(3, 5_000);
+    group.wait_durable(&store, 3, 5_000).unwrap();
+    assert_eq!(group.syncs(), 1);
+    assert!(group.is_durable(3, 4_000));
+    group.appended(3, 1);
+    assert!(!group.is_durable(3, 1), "generation 1 of a new history is not durable");
+    group.wait_durable(&store, 3, 1).unwrap();
+    assert_eq!(group.syncs(), 2);
+}
+
+/// Review finding: the kernel reports a failed write-back once; a later successful
+/// sync proves nothing about the lines before it. A failed sync poisons the slot
+/// until it is rewritten whole.
+#[test]
+fn a_failed_fdatasync_poisons_the_slot_until_it_is_rewritten() {
+    let (_dir, store) = store();
+    let group = GroupCommit::default();
+    std::fs::create_dir_all(store.dir()).unwrap();
+    // A socket where the journal should be: opening it fails (ENXIO).
+    let socket = std::os::unix::net::UnixListener::bind(store.journal_path(2)).unwrap();
+    group.appended(2, 7);
+    assert!(group.wait_durable(&store, 2, 7).is_err());
+    assert!(group.poisoned(2));
+    drop(socket);
+    std::fs::remove_file(store.journal_path(2)).unwrap();
+    let err = group.wait_durable(&store, 2, 6).unwrap_err().to_string();
+    assert!(err.contains("earlier fdatasync"), "{err}");
+    assert!(!group.is_durable(2, 1));
+    assert!(
+        group.flush(&store).is_ok(),
+        "a poisoned slot is healed by its writer, not the flush"
+    );
+    group.made_durable(2, 7);
+    assert!(!group.poisoned(2));
+    assert!(group.is_durable(2, 7));
+}
+
+/// Review finding: a line of a newer format that this build cannot parse is refused,
+/// never cut off as a torn write.
+#[test]
+fn a_journal_line_of_a_newer_version_is_refused_not_cut() {
+    let (_dir, store) = store();
+    let slot = slot_for("t");
+    store.lock(slot).unwrap().commit(&[SlotOp::Put(entry("t"))], 1).unwrap();
+    let mut f = OpenOptions::new().append(true).open(store.journal_path(slot)).unwrap();
+    f.write_all(b"{\"version\":2,\"generation\":2,\"op\":\"something new\"}\n")
+        .unwrap();
+    drop(f);
+    let before = std::fs::read(store.journal_path(slot)).unwrap();
+    let err = store.read_slot(slot).unwrap_err().to_string();
+    assert!(err.contains("unknown format version 2"), "{err}");
+    assert!(store.lock(slot).is_err());
+    assert_eq!(std::fs::read(store.journal_path(slot)).unwrap(), before);
+}
+
+#[test]
+fn an_id_put_twice_in_one_append_reads_back_as_its_last_put() {
+    let (_dir, store) = store();
+    let slot = slot_for("twice");
+    let first = entry("twice");
+    store
+        .lock(slot)
+        .unwrap()
+        .commit(&[SlotOp::Put(first.clone())], 1)
+        .unwrap();
+    let a = stepped(&first, 2);
+    let b = stepped(&a, 3);
+    store
+        .lock(slot)
+        .unwrap()
+        .commit(&[SlotOp::Put(a), SlotOp::Put(b.clone())], 3)
+        .unwrap();
+    assert_eq!(store.read_slot(slot).unwrap().entries["twice"], b);
 }

@@ -853,3 +853,30 @@ async fn a_coordinator_dying_between_prepare_and_complete_is_finished_by_the_slo
     );
     assert!(state.aborted.is_empty(), "committed, not aborted");
 }
+
+/// Review finding: a retried AddPartitionsToTxn whose first attempt was appended but
+/// cut before its fdatasync (connection dropped, sync failed) finds the partition
+/// already added; it is answered only once that state is durable — else the client
+/// produces, a power loss drops the line, and the reconcile backstop judges the
+/// transaction by the previous one.
+#[tokio::test]
+async fn a_retried_add_partitions_is_answered_only_once_its_state_is_durable() {
+    let (_d, b, pid) = setup().await;
+    let slot = slot_for("tx");
+    // The first attempt: appended, never synced.
+    {
+        let held = b.txn.lock_slot(slot).await.unwrap();
+        let current = b.txn.held_entry(&held, "tx").unwrap().unwrap();
+        let added = txn::add_to_txn(&current, pid, 0, &[tp("t", 0)], &[], now_ms(), &b.txn.actor())
+            .unwrap()
+            .unwrap();
+        let generation = b.txn.append(&held, &[SlotOp::Put(added)], now_ms()).unwrap();
+        assert!(!b.txn.group.is_durable(slot, generation));
+    }
+    let syncs = b.txn.journal_syncs();
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    assert_eq!(b.txn.journal_syncs(), syncs + 1, "the retry waited for a sync");
+    // A retry of a durable state costs nothing more.
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    assert_eq!(b.txn.journal_syncs(), syncs + 1);
+}

@@ -855,7 +855,11 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Dur
                     admin::quarantine_slot(&c.volume, slot, &actor, &cmd, now)
                         .map(|moved| {
                             let moved: Vec<String> = moved.iter().map(|p| p.display().to_string()).collect();
-                            f.fix = Some(format!("moved aside to {}", moved.join(" and ")));
+                            f.fix = Some(if moved.is_empty() {
+                                "reads fine now; nothing moved".into()
+                            } else {
+                                format!("moved aside to {}", moved.join(" and "))
+                            });
                             true
                         })
                         .map_err(Into::into)
