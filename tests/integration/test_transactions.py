@@ -1,4 +1,5 @@
 """Transactions end to end with confluent-kafka (librdkafka) against a real kaas-server."""
+import json
 import time
 
 import pytest
@@ -138,6 +139,60 @@ def test_kill_9_mid_transaction_then_commit_loses_and_duplicates_nothing(kaas):
     p.produce("crash", value=b"next", partition=0)
     p.commit_transaction(30)
     assert len(read_all(kaas.bootstrap, "crash", 2, "read_committed", expect=21)) == 21
+
+
+def test_failed_journal_appends_are_retried_by_the_client_and_record_nothing_twice(kaas_factory, tmp_path):
+    """The slot journal's append fails twice (failpoint): those requests get a retriable
+    error, the client retries, and the transactions commit exactly once."""
+    b = kaas_factory(data_dir=tmp_path / "jf", env={"KAAS_FAILPOINTS": "txn-journal-append=error*2"})
+    create_topic(b.bootstrap, "jf", 1)
+    p = txn_producer(b.bootstrap, "journal-fails")
+    for t in range(3):
+        p.begin_transaction()
+        for i in range(4):
+            p.produce("jf", value=f"t{t}-{i}".encode())
+        p.commit_transaction(30)
+    got = read_all(b.bootstrap, "jf", 1, "read_committed", expect=12)
+    assert sorted(got) == sorted(f"t{t}-{i}" for t in range(3) for i in range(4))
+    assert b.log_text().count("injecting an I/O error") == 2
+    entry = txn_entries(tmp_path / "jf")["journal-fails"]
+    assert entry["state"] == "CompleteCommit"
+
+
+def test_a_volume_of_the_version_1_slot_format_opens_and_is_migrated_in_place(kaas_factory, tmp_path):
+    """A slot file written before the journal existed (version 1, the whole slot in
+    slot-N.json): the broker reads it, a real client's InitProducerId bumps the stored
+    producer's epoch, and the slot is rewritten as a version-2 checkpoint plus journal."""
+    tid = "legacy-tx"
+    h = 0x811C9DC5
+    for byte in tid.encode():
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    slot = h % 50
+    data = tmp_path / "legacy"
+    (data / "__cluster" / "txn_state").mkdir(parents=True)
+    entry = {
+        "transactional_id": tid, "producer_id": 5000, "producer_epoch": 3, "last_epoch": 2,
+        "last_producer_id": -1, "state": "CompleteCommit", "timeout_ms": 60000, "partitions": [],
+        "groups": [], "txn_start_ms": -1, "txn_seq": 9, "markers_queued": False,
+        "last_update_ms": 1_700_000_000_000,
+        "history": [{"at_ms": 1_700_000_000_000, "from": "PrepareCommit", "to": "CompleteCommit",
+                     "producer_id": 5000, "epoch": 3, "reason": "EndTxn(commit)", "by": {"kind": "broker", "id": 0}}],
+    }
+    path = data / "__cluster" / "txn_state" / f"slot-{slot}.json"
+    path.write_text(json.dumps({"version": 1, "slot": slot, "generation": 41, "updated_ms": 1_700_000_000_000,
+                                "entries": {tid: entry}}, indent=2))
+    b = kaas_factory(data_dir=data)
+    create_topic(b.bootstrap, "legacy", 1)
+    p = txn_producer(b.bootstrap, tid)
+    p.begin_transaction()
+    p.produce("legacy", value=b"after-migration")
+    p.commit_transaction(30)
+    assert read_all(b.bootstrap, "legacy", 1, "read_committed", expect=1) == ["after-migration"]
+    after = txn_entries(data)[tid]
+    assert (after["producer_id"], after["producer_epoch"], after["state"]) == (5000, 4, "CompleteCommit")
+    checkpoint = json.loads(path.read_text())
+    assert checkpoint["version"] == 2 and checkpoint["generation"] >= 41
+    assert (data / "__cluster" / "txn_state" / f"slot-{slot}.journal").exists()
 
 
 def test_a_crash_between_prepare_commit_and_the_markers_completes_the_commit(kaas_factory, tmp_path):
