@@ -450,7 +450,8 @@ pub fn redeliver(
 /// Moves an unreadable slot aside — its checkpoint to `slot-N.json.corrupt-<now>` and
 /// its journal to `slot-N.journal.corrupt-<now>`, whichever hold anything — under the slot's
 /// lock, never deleting or emptying them silently. Returns the new paths: none when
-/// the slot reads fine under the lock. A slot of a newer format version is refused.
+/// the slot reads fine under the lock. A slot of a newer format version, or one that
+/// fails to read with an I/O error, is refused.
 pub fn quarantine_slot(
     volume: &Volume,
     slot: u32,
@@ -465,8 +466,10 @@ pub fn quarantine_slot(
     // belongs to the newer build, which reads it.
     match store.load(slot) {
         Ok(_) => return Ok(Vec::new()),
-        Err(e @ VolumeError::UnknownVersion { .. }) => return Err(e.into()),
-        Err(_) => {}
+        // Only what is damaged is moved: an I/O error (a flaky disk, a network file
+        // system's stale handle) may pass.
+        Err(VolumeError::Parse { .. } | VolumeError::Invalid { .. }) => {}
+        Err(e) => return Err(e.into()),
     }
     let mut moved = Vec::new();
     for from in [store.slot_path(slot), store.journal_path(slot)] {
@@ -572,6 +575,14 @@ mod tests {
             Err(AdminError::Volume(VolumeError::UnknownVersion { found: 9, .. }))
         ));
         assert!(store.slot_path(slot).exists());
+        // An I/O error (here: a directory where the checkpoint should be) may pass.
+        std::fs::remove_file(store.slot_path(slot)).unwrap();
+        std::fs::create_dir(store.slot_path(slot)).unwrap();
+        assert!(matches!(
+            quarantine_slot(&volume, slot, &actor, &[], 6),
+            Err(AdminError::Volume(VolumeError::Io { .. }))
+        ));
+        std::fs::remove_dir(store.slot_path(slot)).unwrap();
         std::fs::write(store.slot_path(slot), b"{ torn").unwrap();
         let moved = quarantine_slot(&volume, slot, &actor, &[], 7).unwrap();
         assert_eq!(moved.len(), 2, "checkpoint and journal: {moved:?}");

@@ -116,6 +116,11 @@ pub struct SlotState {
     journal_inode: Option<u64>,
     /// Bytes of the journal applied (always just after a newline).
     journal_len: u64,
+    /// Whether this copy's writer has fsynced the slot directory since the copy was
+    /// read: the journal's directory entry may be unsynced (a writer that crashed
+    /// between installing it and syncing the directory), and lines fdatasynced into
+    /// a file whose name a power loss takes back are lost.
+    dir_synced: bool,
 }
 
 impl SlotState {
@@ -126,6 +131,7 @@ impl SlotState {
             checkpoint,
             journal_inode: None,
             journal_len: 0,
+            dir_synced: false,
         }
     }
     pub fn slot(&self) -> u32 {
@@ -173,6 +179,16 @@ impl SlotLock {
 #[derive(Debug, Clone)]
 pub struct TxnStateStore {
     volume: Volume,
+}
+
+/// An I/O error of a replay: a file replaced under an NFS reader (ESTALE) is a fold
+/// by another host, read again; anything else is a definite error.
+fn io_failure(path: &std::path::Path, e: std::io::Error) -> ReplayError {
+    if e.raw_os_error() == Some(libc::ESTALE) {
+        ReplayError::Moved(VolumeError::io(path, e))
+    } else {
+        ReplayError::Fatal(VolumeError::io(path, e))
+    }
 }
 
 /// Why a replay stopped short.
@@ -308,11 +324,9 @@ impl TxnStateStore {
                     Err(ReplayError::Moved(VolumeError::io(&path, e)))
                 };
             }
-            Err(e) => return Err(ReplayError::Fatal(VolumeError::io(&path, e))),
+            Err(e) => return Err(io_failure(&path, e)),
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| ReplayError::Fatal(VolumeError::io(&path, e)))?;
+        let meta = file.metadata().map_err(|e| io_failure(&path, e))?;
         let inode = stamp_of(&meta).inode;
         if state.journal_inode.is_some_and(|i| i != inode) || meta.len() < state.journal_len {
             return Err(ReplayError::Moved(VolumeError::Invalid {
@@ -328,7 +342,7 @@ impl TxnStateStore {
         let mut bytes = Vec::with_capacity((meta.len() - start) as usize);
         file.seek(SeekFrom::Start(start))
             .and_then(|_| file.take(meta.len() - start).read_to_end(&mut bytes))
-            .map_err(|e| ReplayError::Fatal(VolumeError::io(&path, e)))?;
+            .map_err(|e| io_failure(&path, e))?;
         let mut at = 0usize;
         while let Some(nl) = bytes[at..].iter().position(|b| *b == b'\n') {
             let line = &bytes[at..at + nl];
@@ -374,7 +388,10 @@ impl TxnStateStore {
                     // A torn write of the last append ends the journal: nothing valid
                     // after it. Anything valid after it makes it corruption.
                     let rest = &bytes[at + nl + 1..];
-                    if rest.split(|b| *b == b'\n').any(|l| parse_line(l).is_ok()) {
+                    if rest
+                        .split(|b| *b == b'\n')
+                        .any(|l| parse_line(l).is_ok() || line_version(l).is_some())
+                    {
                         return Err(ReplayError::Moved(VolumeError::Parse {
                             path,
                             what: "transaction slot journal line",
@@ -419,6 +436,15 @@ impl TxnStateStore {
             }
             other => other,
         }
+    }
+
+    /// Whether bringing `state` up to date is cheap: its checkpoint is the current
+    /// one, of this version (no full read, no migration), so only journal bytes
+    /// appended since are read. One open and fstat.
+    pub fn catch_up_is_cheap(&self, state: &SlotState) -> bool {
+        state.checkpoint.is_some()
+            && state.file.version == SLOT_FORMAT_VERSION
+            && crate::fsutil::file_stamp(&self.slot_path(state.slot())) == state.checkpoint
     }
 
     /// Under the lock: brings `state` (None: nothing read yet) up to date for a write.
@@ -537,10 +563,13 @@ impl TxnStateStore {
             .map_err(|e| VolumeError::io(&path, e))?;
         f.write_all(&bytes).map_err(|e| VolumeError::io(&path, e))?;
         let meta = f.metadata().map_err(|e| VolumeError::io(&path, e))?;
-        if state.journal_inode != Some(stamp_of(&meta).inode) {
-            // This append created the journal (or found a new one): its directory
-            // entry must be durable too, or a power loss takes the file with it.
+        if state.journal_inode != Some(stamp_of(&meta).inode) || !state.dir_synced {
+            // This append created the journal (or found a new one, or its copy was
+            // read from files some other writer may not have finished syncing): the
+            // directory entries must be durable too, or a power loss takes the file
+            // with it.
             crate::fsutil::sync_dir(&self.dir()).map_err(|e| VolumeError::io(self.dir(), e))?;
+            state.dir_synced = true;
         }
         if meta.len() != state.journal_len + bytes.len() as u64 {
             return Err(VolumeError::Invalid {
@@ -623,6 +652,7 @@ impl TxnStateStore {
         let inode = crate::fsutil::file_stamp(&journal).map(|s| s.inode);
         state.journal_inode = inode;
         state.journal_len = 0;
+        state.dir_synced = true;
         Ok(())
     }
 
@@ -799,8 +829,8 @@ impl GroupCommit {
 
     /// Whether the slot is known durable up to `generation` (no waiting).
     pub fn is_durable(&self, slot: u32, generation: u64) -> bool {
-        let t = self.track(slot);
-        !t.poisoned && t.durable >= generation
+        // What was durable before a failed sync stays durable.
+        self.track(slot).durable >= generation
     }
 
     /// Returns once the slot's journal is durable up to `generation`. Blocking.
@@ -808,14 +838,14 @@ impl GroupCommit {
         let _turn = self.slots[slot as usize].turn.lock().unwrap_or_else(|p| p.into_inner());
         let before = {
             let t = self.track(slot);
+            if t.durable >= generation {
+                return Ok(());
+            }
             if t.poisoned {
                 return Err(VolumeError::Invalid {
                     path: store.journal_path(slot),
                     detail: "an earlier fdatasync of this journal failed; refusing to count anything as durable until the slot is rewritten".into(),
                 });
-            }
-            if t.durable >= generation {
-                return Ok(());
             }
             *t
         };
@@ -829,6 +859,36 @@ impl GroupCommit {
         }
         if t.history == before.history {
             t.durable = t.durable.max(before.appended.max(generation));
+        }
+        Ok(())
+    }
+
+    /// Makes the slot's journal durable as it is now, whatever this process knows
+    /// of it: for an answer derived from a state this process did not append (a
+    /// retry finding its transition already there, written by a first attempt or by
+    /// another process whose sync may not have happened; generations alone cannot
+    /// tell, as a slot moved aside starts its history again).
+    pub fn sync_now(&self, store: &TxnStateStore, slot: u32) -> Result<(), VolumeError> {
+        let _turn = self.slots[slot as usize].turn.lock().unwrap_or_else(|p| p.into_inner());
+        let before = {
+            let t = self.track(slot);
+            if t.poisoned {
+                return Err(VolumeError::Invalid {
+                    path: store.journal_path(slot),
+                    detail: "an earlier fdatasync of this journal failed; refusing to count anything as durable until the slot is rewritten".into(),
+                });
+            }
+            *t
+        };
+        let synced = store.sync(slot);
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        let mut t = self.track(slot);
+        if let Err(e) = synced {
+            t.poisoned = true;
+            return Err(e);
+        }
+        if t.history == before.history {
+            t.durable = t.durable.max(before.appended);
         }
         Ok(())
     }

@@ -180,7 +180,7 @@ impl TransactionCoordinator {
         // holds the lock, or the slot is read in full) on the blocking pool.
         if let Some(lock) = self.store.try_lock_slot(slot)? {
             let mut state = self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
-            if state.is_some() {
+            if state.as_ref().is_some_and(|st| self.store.catch_up_is_cheap(st)) {
                 self.store.catch_up(&lock, &mut state)?;
                 drop(state);
                 return Ok(HeldSlot {
@@ -221,7 +221,8 @@ impl TransactionCoordinator {
     /// waits until it is durable (a retry may find its request's transition appended
     /// by the first attempt, whose sync has not finished or failed).
     fn held_generation(&self, held: &HeldSlot<'_>) -> Result<u64, CoordError> {
-        self.with_held(held, |st| st.generation())
+        // Appending nothing heals a slot whose last sync failed (it is rewritten).
+        self.append(held, &[], now_ms())
     }
 
     fn held_entry(&self, held: &HeldSlot<'_>, tid: &str) -> Result<Option<TxnEntry>, CoordError> {
@@ -295,6 +296,16 @@ impl TransactionCoordinator {
         }
         let (store, group) = (self.store.clone(), self.group.clone());
         tokio::task::spawn_blocking(move || group.wait_durable(&store, slot, generation))
+            .await
+            .map_err(|e| VolumeError::io(self.store.journal_path(slot), std::io::Error::other(e)))??;
+        Ok(())
+    }
+
+    /// Makes the slot's journal durable as it is now: for an answer derived from a
+    /// state this call did not append (see `GroupCommit::sync_now`).
+    async fn durable_now(&self, slot: u32) -> Result<(), CoordError> {
+        let (store, group) = (self.store.clone(), self.group.clone());
+        tokio::task::spawn_blocking(move || group.sync_now(&store, slot))
             .await
             .map_err(|e| VolumeError::io(self.store.journal_path(slot), std::io::Error::other(e)))??;
         Ok(())
@@ -381,14 +392,17 @@ impl TransactionCoordinator {
         }
         match outcome {
             InitOutcome::Ready { entry, fence } => {
-                let generation = if current.as_ref() != Some(&entry) {
-                    self.append(&held, &[SlotOp::Put(entry.clone())], now)?
+                if current.as_ref() != Some(&entry) {
+                    let generation = self.append(&held, &[SlotOp::Put(entry.clone())], now)?;
+                    // Group commit: the slot is free for others while this waits.
+                    drop(held);
+                    self.durable(slot, generation).await?;
                 } else {
-                    self.held_generation(&held)?
-                };
-                // Group commit: the slot is free for others while this waits.
-                drop(held);
-                self.durable(slot, generation).await?;
+                    // The answer comes from a state this call did not write.
+                    self.held_generation(&held)?;
+                    drop(held);
+                    self.durable_now(slot).await?;
+                }
                 if let Some((pid, epoch)) = fence {
                     self.fence(broker, pid, epoch, tid)?;
                 }
@@ -454,14 +468,20 @@ impl TransactionCoordinator {
         self.check_owner(broker, slot)?;
         let now = now_ms();
         let (held, current) = self.lock_entry(slot, tid).await?;
-        let generation = match txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
-            Some(entry) => self.append(&held, &[SlotOp::Put(entry)], now)?,
+        match txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
+            Some(entry) => {
+                let generation = self.append(&held, &[SlotOp::Put(entry)], now)?;
+                // Group commit: the slot is free for others while this waits.
+                drop(held);
+                self.durable(slot, generation).await?;
+            }
             // Already added (a retry): answered once the state it saw is durable.
-            None => self.held_generation(&held)?,
-        };
-        // Group commit: the slot is free for others while this waits.
-        drop(held);
-        self.durable(slot, generation).await?;
+            None => {
+                self.held_generation(&held)?;
+                drop(held);
+                self.durable_now(slot).await?;
+            }
+        }
         Ok(())
     }
 
@@ -564,16 +584,16 @@ impl TransactionCoordinator {
                 entry
             }
             EndOutcome::AlreadyComplete => {
-                let generation = self.held_generation(&held)?;
+                self.held_generation(&held)?;
                 drop(held);
-                self.durable(slot, generation).await?;
+                self.durable_now(slot).await?;
                 return Ok(());
             }
             // A retry while the markers are still being written (or failed before):
             // finish it now — once its Prepare* is known durable.
             EndOutcome::InProgress => {
-                let generation = self.held_generation(&held)?;
-                self.durable(slot, generation).await?;
+                self.held_generation(&held)?;
+                self.durable_now(slot).await?;
                 current
             }
         };

@@ -876,7 +876,9 @@ async fn a_retried_add_partitions_is_answered_only_once_its_state_is_durable() {
     let syncs = b.txn.journal_syncs();
     b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
     assert_eq!(b.txn.journal_syncs(), syncs + 1, "the retry waited for a sync");
-    // A retry of a durable state costs nothing more.
+    // Every answer from a state the call did not write syncs the journal as it is
+    // (what this process knows of a slot's generations proves nothing when another
+    // process wrote, or the slot started its history again); retries are rare.
     b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
-    assert_eq!(b.txn.journal_syncs(), syncs + 1);
+    assert_eq!(b.txn.journal_syncs(), syncs + 2);
 }
