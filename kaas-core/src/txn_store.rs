@@ -835,10 +835,24 @@ impl GroupCommit {
 
     /// Returns once the slot's journal is durable up to `generation`. Blocking.
     pub fn wait_durable(&self, store: &TxnStateStore, slot: u32, generation: u64) -> Result<(), VolumeError> {
+        self.sync_slot(store, slot, Some(generation))
+    }
+
+    /// Makes the slot's journal durable as it is now, whatever this process knows
+    /// of it: for an answer derived from a state this process did not append (a
+    /// retry finding its transition already there, written by a first attempt or by
+    /// another process whose sync may not have happened; generations alone cannot
+    /// tell, as a slot moved aside starts its history again).
+    pub fn sync_now(&self, store: &TxnStateStore, slot: u32) -> Result<(), VolumeError> {
+        self.sync_slot(store, slot, None)
+    }
+
+    /// One fdatasync of the slot's journal, unless `wanted` is already known durable.
+    fn sync_slot(&self, store: &TxnStateStore, slot: u32, wanted: Option<u64>) -> Result<(), VolumeError> {
         let _turn = self.slots[slot as usize].turn.lock().unwrap_or_else(|p| p.into_inner());
         let before = {
             let t = self.track(slot);
-            if t.durable >= generation {
+            if wanted.is_some_and(|g| t.durable >= g) {
                 return Ok(());
             }
             if t.poisoned {
@@ -858,37 +872,7 @@ impl GroupCommit {
             return Err(e);
         }
         if t.history == before.history {
-            t.durable = t.durable.max(before.appended.max(generation));
-        }
-        Ok(())
-    }
-
-    /// Makes the slot's journal durable as it is now, whatever this process knows
-    /// of it: for an answer derived from a state this process did not append (a
-    /// retry finding its transition already there, written by a first attempt or by
-    /// another process whose sync may not have happened; generations alone cannot
-    /// tell, as a slot moved aside starts its history again).
-    pub fn sync_now(&self, store: &TxnStateStore, slot: u32) -> Result<(), VolumeError> {
-        let _turn = self.slots[slot as usize].turn.lock().unwrap_or_else(|p| p.into_inner());
-        let before = {
-            let t = self.track(slot);
-            if t.poisoned {
-                return Err(VolumeError::Invalid {
-                    path: store.journal_path(slot),
-                    detail: "an earlier fdatasync of this journal failed; refusing to count anything as durable until the slot is rewritten".into(),
-                });
-            }
-            *t
-        };
-        let synced = store.sync(slot);
-        self.syncs.fetch_add(1, Ordering::Relaxed);
-        let mut t = self.track(slot);
-        if let Err(e) = synced {
-            t.poisoned = true;
-            return Err(e);
-        }
-        if t.history == before.history {
-            t.durable = t.durable.max(before.appended);
+            t.durable = t.durable.max(before.appended.max(wanted.unwrap_or(0)));
         }
         Ok(())
     }
