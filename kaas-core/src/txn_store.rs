@@ -146,10 +146,6 @@ impl SlotState {
     pub fn entries(&self) -> &BTreeMap<String, TxnEntry> {
         &self.file.entries
     }
-    /// Bytes of journal not yet folded into the checkpoint.
-    pub fn journal_bytes(&self) -> u64 {
-        self.journal_len
-    }
     fn wants_fold(&self) -> bool {
         self.journal_len > FOLD_MIN_BYTES.max(self.checkpoint_len) || self.file.version != SLOT_FORMAT_VERSION
     }
@@ -511,12 +507,10 @@ impl TxnStateStore {
         }
         let path = self.journal_path(lock.slot);
         let mut bytes = Vec::with_capacity(512 * ops.len());
-        let mut next = state.file.clone_header();
         let mut lines = Vec::with_capacity(ops.len());
         // An id put twice in one append: its second delta is against its first.
         let mut earlier: BTreeMap<&str, &TxnEntry> = BTreeMap::new();
-        for op in ops {
-            next.generation += 1;
+        for (generation, op) in (state.file.generation + 1..).zip(ops) {
             let line = match op {
                 SlotOp::Put(entry) => {
                     let prior = match earlier.get(entry.transactional_id.as_str()) {
@@ -531,7 +525,7 @@ impl TxnStateStore {
                     }
                     JournalLine {
                         version: JOURNAL_FORMAT_VERSION,
-                        generation: next.generation,
+                        generation,
                         at_ms: now_ms,
                         put: Some(stored),
                         history_appended: appended.is_some(),
@@ -542,7 +536,7 @@ impl TxnStateStore {
                     earlier.remove(id.as_str());
                     JournalLine {
                         version: JOURNAL_FORMAT_VERSION,
-                        generation: next.generation,
+                        generation,
                         at_ms: now_ms,
                         put: None,
                         history_appended: false,
@@ -700,18 +694,6 @@ impl TxnStateStore {
     }
 }
 
-impl SlotFile {
-    fn clone_header(&self) -> SlotFile {
-        SlotFile {
-            version: self.version,
-            slot: self.slot,
-            generation: self.generation,
-            updated_ms: self.updated_ms,
-            entries: BTreeMap::new(),
-        }
-    }
-}
-
 /// One slot, held under its exclusive lock (see [`TxnStateStore::lock`]), so a caller
 /// can check an entry, act on it (write markers, stage offsets) and record the result
 /// as one compare-and-set, with no other writer (broker or kaasctl) in between.
@@ -722,9 +704,6 @@ pub struct SlotGuard {
 }
 
 impl SlotGuard {
-    pub fn file(&self) -> &SlotFile {
-        &self.state.file
-    }
     pub fn entry(&self, transactional_id: &str) -> Option<&TxnEntry> {
         self.state.entry(transactional_id)
     }

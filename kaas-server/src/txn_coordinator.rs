@@ -206,23 +206,27 @@ impl TransactionCoordinator {
         })
     }
 
-    /// Runs `f` on the state of a held slot.
-    fn with_held<R>(&self, held: &HeldSlot<'_>, f: impl FnOnce(&SlotState) -> R) -> Result<R, CoordError> {
+    /// The state of a held slot, read again if an earlier failure dropped it.
+    fn held_state(&self, held: &HeldSlot<'_>) -> Result<std::sync::MutexGuard<'_, Option<SlotState>>, CoordError> {
         let mut state = self.states[held.slot as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         if state.is_none() {
             self.store.catch_up(&held.lock, &mut state)?;
         }
-        Ok(f(state.as_ref().expect("caught up")))
+        Ok(state)
     }
 
-    /// The generation of the held slot's state: an answer derived from that state
-    /// waits until it is durable (a retry may find its request's transition appended
-    /// by the first attempt, whose sync has not finished or failed).
-    fn held_generation(&self, held: &HeldSlot<'_>) -> Result<u64, CoordError> {
-        // Appending nothing heals a slot whose last sync failed (it is rewritten).
-        self.append(held, &[], now_ms())
+    /// Runs `f` on the state of a held slot.
+    fn with_held<R>(&self, held: &HeldSlot<'_>, f: impl FnOnce(&SlotState) -> R) -> Result<R, CoordError> {
+        Ok(f(self.held_state(held)?.as_ref().expect("caught up")))
+    }
+
+    /// Before an answer derived from the held slot's state (followed by
+    /// [`Self::durable_now`]): a slot whose last sync failed is rewritten first, as
+    /// appending nothing does.
+    fn heal(&self, held: &HeldSlot<'_>) -> Result<(), CoordError> {
+        self.append(held, &[], now_ms()).map(|_| ())
     }
 
     fn held_entry(&self, held: &HeldSlot<'_>, tid: &str) -> Result<Option<TxnEntry>, CoordError> {
@@ -248,12 +252,7 @@ impl TransactionCoordinator {
 
     /// The append of [`Self::record`], without waiting.
     fn append(&self, held: &HeldSlot<'_>, ops: &[SlotOp], now: i64) -> Result<u64, CoordError> {
-        let mut state = self.states[held.slot as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if state.is_none() {
-            self.store.catch_up(&held.lock, &mut state)?;
-        }
+        let mut state = self.held_state(held)?;
         let st = state.as_mut().expect("caught up");
         if self.group.poisoned(held.slot) {
             // A sync of this journal failed: rewrite the whole slot from memory (new
@@ -289,26 +288,35 @@ impl TransactionCoordinator {
         Ok(generation)
     }
 
+    /// Runs a group-commit step (an fdatasync) on the blocking pool.
+    async fn syncing(
+        &self,
+        path: std::path::PathBuf,
+        step: impl FnOnce(&GroupCommit, &TxnStateStore) -> Result<(), VolumeError> + Send + 'static,
+    ) -> Result<(), VolumeError> {
+        let (store, group) = (self.store.clone(), self.group.clone());
+        tokio::task::spawn_blocking(move || step(&group, &store))
+            .await
+            .map_err(|e| VolumeError::io(path, std::io::Error::other(e)))?
+    }
+
     /// Waits until slot `slot` is durable up to `generation` (group commit).
     async fn durable(&self, slot: u32, generation: u64) -> Result<(), CoordError> {
-        if self.group.is_durable(slot, generation) {
-            return Ok(());
+        if !self.group.is_durable(slot, generation) {
+            self.syncing(self.store.journal_path(slot), move |g, s| {
+                g.wait_durable(s, slot, generation)
+            })
+            .await?;
         }
-        let (store, group) = (self.store.clone(), self.group.clone());
-        tokio::task::spawn_blocking(move || group.wait_durable(&store, slot, generation))
-            .await
-            .map_err(|e| VolumeError::io(self.store.journal_path(slot), std::io::Error::other(e)))??;
         Ok(())
     }
 
     /// Makes the slot's journal durable as it is now: for an answer derived from a
     /// state this call did not append (see `GroupCommit::sync_now`).
     async fn durable_now(&self, slot: u32) -> Result<(), CoordError> {
-        let (store, group) = (self.store.clone(), self.group.clone());
-        tokio::task::spawn_blocking(move || group.sync_now(&store, slot))
-            .await
-            .map_err(|e| VolumeError::io(self.store.journal_path(slot), std::io::Error::other(e)))??;
-        Ok(())
+        Ok(self
+            .syncing(self.store.journal_path(slot), move |g, s| g.sync_now(s, slot))
+            .await?)
     }
 
     /// Makes every transition this broker appended durable (the background flush,
@@ -326,10 +334,7 @@ impl TransactionCoordinator {
                 }
             }
         }
-        let (store, group) = (self.store.clone(), self.group.clone());
-        tokio::task::spawn_blocking(move || group.flush(&store))
-            .await
-            .map_err(|e| VolumeError::io(self.store.dir(), std::io::Error::other(e)))?
+        self.syncing(self.store.dir(), |g, s| g.flush(s)).await
     }
 
     /// fdatasyncs of slot journals this broker issued (benchmarks, tests).
@@ -352,10 +357,6 @@ impl TransactionCoordinator {
     /// The current entry of `tid`, without the slot's locks.
     pub fn entry(&self, tid: &str) -> Result<Option<TxnEntry>, VolumeError> {
         self.visit(slot_for(tid), |st| st.entry(tid).cloned())
-    }
-
-    fn current_entry(&self, tid: &str) -> Result<Option<TxnEntry>, CoordError> {
-        Ok(self.entry(tid)?)
     }
 
     /// InitProducerId for a transactional id: (producer id, epoch).
@@ -399,7 +400,7 @@ impl TransactionCoordinator {
                     self.durable(slot, generation).await?;
                 } else {
                     // The answer comes from a state this call did not write.
-                    self.held_generation(&held)?;
+                    self.heal(&held)?;
                     drop(held);
                     self.durable_now(slot).await?;
                 }
@@ -477,7 +478,7 @@ impl TransactionCoordinator {
             }
             // Already added (a retry): answered once the state it saw is durable.
             None => {
-                self.held_generation(&held)?;
+                self.heal(&held)?;
                 drop(held);
                 self.durable_now(slot).await?;
             }
@@ -496,7 +497,7 @@ impl TransactionCoordinator {
         epoch: i16,
         tp: &TopicPartition,
     ) -> Result<(), CoordError> {
-        match self.current_entry(tid)? {
+        match self.entry(tid)? {
             Some(e) if e.producer_id == producer_id && e.producer_epoch > epoch => Err(TxnError::ProducerFenced.into()),
             Some(e)
                 if e.state == TxnState::Ongoing
@@ -536,7 +537,7 @@ impl TransactionCoordinator {
         group: &str,
     ) -> Result<(), CoordError> {
         check_group_owner(broker, group)?;
-        Self::check_ongoing(self.current_entry(tid)?.as_ref(), pid, epoch, group)
+        Self::check_ongoing(self.entry(tid)?.as_ref(), pid, epoch, group)
     }
 
     /// TxnOffsetCommit: stages the offsets under (group, producer id, epoch), with the
@@ -584,7 +585,7 @@ impl TransactionCoordinator {
                 entry
             }
             EndOutcome::AlreadyComplete => {
-                self.held_generation(&held)?;
+                self.heal(&held)?;
                 drop(held);
                 self.durable_now(slot).await?;
                 return Ok(());
@@ -592,7 +593,7 @@ impl TransactionCoordinator {
             // A retry while the markers are still being written (or failed before):
             // finish it now — once its Prepare* is known durable.
             EndOutcome::InProgress => {
-                self.held_generation(&held)?;
+                self.heal(&held)?;
                 self.durable_now(slot).await?;
                 current
             }

@@ -35,6 +35,14 @@ fn store() -> (tempfile::TempDir, TxnStateStore) {
     (dir, store)
 }
 
+/// A slot's lock and its state, caught up, as a writer holds them.
+fn locked(store: &TxnStateStore, slot: u32) -> (SlotLock, SlotState) {
+    let lock = store.lock_slot(slot).unwrap();
+    let mut state = None;
+    store.catch_up(&lock, &mut state).unwrap();
+    (lock, state.unwrap())
+}
+
 fn journal_len(store: &TxnStateStore, slot: u32) -> u64 {
     std::fs::metadata(store.journal_path(slot)).map_or(0, |m| m.len())
 }
@@ -282,10 +290,7 @@ fn an_invalid_line_followed_by_valid_ones_is_corruption_naming_the_offset() {
 fn a_crash_between_the_checkpoint_and_emptying_the_journal_loses_nothing() {
     let (_dir, store) = store();
     let slot = 4;
-    let lock = store.lock_slot(slot).unwrap();
-    let mut state = None;
-    store.catch_up(&lock, &mut state).unwrap();
-    let mut st = state.unwrap();
+    let (lock, mut st) = locked(&store, slot);
     let mut e = entry("x");
     for i in 0..5 {
         e = stepped(&e, i);
@@ -313,10 +318,7 @@ fn a_crash_between_the_checkpoint_and_emptying_the_journal_loses_nothing() {
 fn concurrent_appends_share_one_fdatasync() {
     let (_dir, store) = store();
     let group = GroupCommit::default();
-    let lock = store.lock_slot(0).unwrap();
-    let mut state = None;
-    store.catch_up(&lock, &mut state).unwrap();
-    let mut st = state.unwrap();
+    let (lock, mut st) = locked(&store, 0);
     let gens: Vec<u64> = (0..3)
         .map(|i| {
             let g = store
@@ -345,10 +347,7 @@ fn a_reader_without_the_lock_never_sees_a_torn_or_backward_state_across_folds() 
     let writer = {
         let store = store.clone();
         std::thread::spawn(move || {
-            let lock = store.lock_slot(slot).unwrap();
-            let mut state = None;
-            store.catch_up(&lock, &mut state).unwrap();
-            let mut st = state.unwrap();
+            let (lock, mut st) = locked(&store, slot);
             let mut e = entry("c");
             for i in 1..=400u64 {
                 // The entry's txn_seq always equals the generation its line makes.
@@ -496,10 +495,7 @@ proptest! {
 fn a_position_in_the_journal_before_a_fold_is_never_used_after_it() {
     let (_dir, store) = store();
     let slot = 5;
-    let lock = store.lock_slot(slot).unwrap();
-    let mut state = None;
-    store.catch_up(&lock, &mut state).unwrap();
-    let mut st = state.unwrap();
+    let (lock, mut st) = locked(&store, slot);
     let mut e = entry("x");
     for i in 0..5 {
         e = stepped(&e, i);
