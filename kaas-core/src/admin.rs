@@ -530,7 +530,7 @@ pub fn record_audit(
     let path = audit_dir(volume).join(format!(
         "{now_ms:015}-{}-{}.json",
         std::process::id(),
-        crate::layout::encode_name(target)
+        crate::layout::stored_name(target)
     ));
     write_json(&path, &record).map_err(|e| VolumeError::io(&path, e))?;
     Ok(path)

@@ -90,7 +90,8 @@ pub fn read_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
     what: &'static str,
     supported: u32,
 ) -> Result<T, VolumeError> {
-    let bytes = std::fs::read(path).map_err(|e| VolumeError::io(path, e))?;
+    let bytes =
+        crate::fsutil::read_capped(path, crate::fsutil::MAX_STATE_FILE_BYTES).map_err(|e| VolumeError::io(path, e))?;
     parse_versioned_json(path, &bytes, what, supported)
 }
 

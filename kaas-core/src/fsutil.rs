@@ -43,22 +43,139 @@ fn create_temp(tmp: &Path) -> io::Result<File> {
         .open(tmp)
 }
 
+/// At most this many bytes of the target's name go into a temporary name, so that
+/// the temporary name of any file whose own name fits (255 bytes) fits too.
+const TEMP_NAME_PREFIX_BYTES: usize = 160;
+
 /// A temporary name beside `path` that no other writer (thread, process or broker on
-/// another host sharing the volume) picks at the same time.
+/// another host sharing the volume) picks at the same time. It starts with (at most
+/// 160 bytes of) the target's name, so an orphan says whose it was, and always fits
+/// the file-name limit.
 pub fn temp_path(path: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
+    let target = path.file_name().unwrap_or_default().as_bytes();
     let mut name = std::ffi::OsString::from(".");
-    name.push(path.file_name().unwrap_or_default());
+    name.push(std::ffi::OsStr::from_bytes(
+        &target[..target.len().min(TEMP_NAME_PREFIX_BYTES)],
+    ));
     name.push(format!(
         ".tmp-{}-{}-{nanos}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     path.with_file_name(name)
+}
+
+/// Writes `contents` to `path` only if no file of that name exists yet: the file is
+/// written whole and fsynced under a temporary name, then hard-linked into place,
+/// which fails when another writer (another broker) got there first. Ok(false) then,
+/// and nothing of ours is left behind either way.
+pub fn atomic_create(path: &Path, contents: &[u8]) -> io::Result<bool> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let tmp = temp_path(path);
+    // A file planted at the temporary name is refused here and is not ours to remove.
+    let mut f = create_temp(&tmp)?;
+    let linked = (|| {
+        f.write_all(contents)?;
+        f.sync_all()?;
+        fs::hard_link(&tmp, path)
+    })();
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => sync_dir(dir).map(|()| true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens a file of the volume for reading: never through a symlink, never blocking on
+/// a FIFO or device (O_NONBLOCK), and only if it is a regular file. A planted symlink,
+/// FIFO, device or directory is an error that says which it was.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(NO_FOLLOW_NO_BLOCK)
+        .open(path)
+        .map_err(explain_open_error)?;
+    ensure_regular(&f)?;
+    Ok(f)
+}
+
+/// Names the planted symlink behind an ELOOP from an O_NOFOLLOW open.
+pub fn explain_open_error(e: io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => io::Error::new(
+            io::ErrorKind::InvalidData,
+            "is a symbolic link, which is never followed",
+        ),
+        _ => e,
+    }
+}
+
+/// Refuses an open file that is not a regular file (a FIFO, device, socket or
+/// directory planted where the volume keeps a file), saying which it is.
+pub fn ensure_regular(f: &File) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = f.metadata()?.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("is {what}, not a regular file"),
+    ))
+}
+
+/// Flags for opening any file of the volume: never through a symlink, never blocking
+/// on a FIFO (O_NONBLOCK has no effect on regular files).
+pub const NO_FOLLOW_NO_BLOCK: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+
+/// The largest state file (JSON, snapshot, slot checkpoint or journal) read off the
+/// volume. A file past it is refused with its size rather than read into memory.
+pub const MAX_STATE_FILE_BYTES: u64 = 256 << 20;
+
+/// Reads a whole state file through [`open_regular`], refusing one larger than `cap`
+/// (also one that grows past it while read).
+pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    read_capped_from(&open_regular(path)?, cap)
+}
+
+/// [`read_capped`] of an already open file.
+pub fn read_capped_from(file: &File, cap: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let len = file.metadata()?.len();
+    let too_big = |len: u64| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("is {len} bytes, more than the {cap} bytes a state file may have"),
+        )
+    };
+    if len > cap {
+        return Err(too_big(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// Opens (creating if needed) a lock file and takes an exclusive advisory lock on it;
@@ -118,7 +235,7 @@ pub struct FileStamp {
 /// the file with the server (close-to-open consistency), where a path `stat` may be
 /// answered from the client's attribute cache for seconds.
 pub fn file_stamp(path: &Path) -> Option<FileStamp> {
-    Some(stamp_of(&File::open(path).ok()?.metadata().ok()?))
+    Some(stamp_of(&open_regular(path).ok()?.metadata().ok()?))
 }
 
 /// The stamp of an open file's metadata.
@@ -199,10 +316,62 @@ mod tests {
     }
 
     #[test]
+    fn files_with_names_of_the_longest_legal_length_are_written_atomically() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("{}.json", "n".repeat(250)));
+        atomic_write(&path, b"one").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"one");
+        let fresh = dir.path().join(format!("{}.json", "m".repeat(250)));
+        assert!(atomic_create(&fresh, b"first").unwrap());
+        assert!(!atomic_create(&fresh, b"second").unwrap());
+        assert_eq!(fs::read(&fresh).unwrap(), b"first");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "temporary files left behind: {names:?}");
+    }
+
+    #[test]
+    fn only_regular_files_are_read_and_never_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let regular = dir.path().join("ok.json");
+        fs::write(&regular, b"{}").unwrap();
+        assert_eq!(read_capped(&regular, 10).unwrap(), b"{}");
+        let fifo = dir.path().join("fifo.json");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let zero = dir.path().join("zero.json");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&regular, &link).unwrap();
+        let folder = dir.path().join("dir.json");
+        fs::create_dir(&folder).unwrap();
+        for (path, words) in [
+            (&fifo, "a FIFO"),
+            (&zero, "symbolic link"),
+            (&link, "symbolic link"),
+            (&folder, "a directory"),
+        ] {
+            let e = read_capped(path, 1 << 20).unwrap_err();
+            assert!(e.to_string().contains(words), "{}: {e}", path.display());
+        }
+        let big = dir.path().join("big.json");
+        fs::write(&big, vec![b' '; 11]).unwrap();
+        let e = read_capped(&big, 10).unwrap_err();
+        assert!(e.to_string().contains("11 bytes, more than the 10"), "{e}");
+    }
+
+    #[test]
     fn temporary_names_are_unique_and_hidden() {
         let a = temp_path(Path::new("/v/x.json"));
         let b = temp_path(Path::new("/v/x.json"));
         assert_ne!(a, b);
         assert!(a.file_name().unwrap().to_string_lossy().starts_with(".x.json.tmp-"));
+        let longest = temp_path(&Path::new("/v").join("y".repeat(255)));
+        assert!(longest.file_name().unwrap().len() <= 255);
     }
 }

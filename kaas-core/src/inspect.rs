@@ -10,7 +10,6 @@ use crate::log::scan::{BatchScanner, Scanned};
 use crate::partition::{
     replay, snapshot_mismatch, AbortedTxn, BatchId, ProducerStateSnapshot, SNAPSHOT_FORMAT_WITH_IDENTITY,
 };
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +63,7 @@ fn scan_batches_of(
 ) -> Result<Option<BadTail>, VolumeError> {
     let first = segments.iter().rposition(|s| s.base_offset <= from).unwrap_or(0);
     for seg in &segments[first..] {
-        let file = File::open(&seg.path).map_err(|e| VolumeError::io(&seg.path, e))?;
+        let file = crate::fsutil::open_regular(&seg.path).map_err(|e| VolumeError::io(&seg.path, e))?;
         let mut scanner = BatchScanner::new(&file, seg.size, seg.base_offset);
         loop {
             match scanner.next_batch().map_err(|e| VolumeError::io(&seg.path, e))? {

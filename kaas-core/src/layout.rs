@@ -33,14 +33,48 @@ impl Volume {
     pub fn groups_dir(&self) -> PathBuf {
         self.cluster_dir().join("groups")
     }
-    /// Committed offsets of one consumer group. Group ids are free-form strings, so the
-    /// file name is the id with every byte outside `[A-Za-z0-9._-]` percent-encoded.
+    /// Committed offsets of one consumer group. Group ids are free-form strings of any
+    /// length, so the file is named by [`stored_name`].
     pub fn group_offsets_file(&self, group: &str) -> PathBuf {
-        self.groups_dir().join(format!("{}.json", encode_name(group)))
+        self.groups_dir().join(format!("{}.json", stored_name(group)))
     }
     pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
         self.root.join(format!("{topic}-{partition}"))
     }
+}
+
+/// Longest [`encode_name`] used as it is; longer ones are shortened and hashed.
+const MAX_PLAIN_STORED_NAME: usize = 180;
+/// How much of a long encoded name is kept before its hash.
+const HASHED_NAME_PREFIX: usize = 100;
+
+/// The file-name form of a free-form name a client chose (a group id, a
+/// transactional id): [`encode_name`] when that is at most 180 bytes, else the first
+/// ~100 bytes of it, `~`, and 32 hex digits of the SHA-256 of the name. Either form
+/// leaves room for a suffix and a temporary-file decoration within the 255-byte limit;
+/// `~` never occurs in an encoded name, so a hashed name is told apart. The file
+/// itself keeps the real name: readers of a hashed name take it from there and check
+/// it (two names sharing a hashed name would need a SHA-256 collision).
+pub fn stored_name(name: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let encoded = encode_name(name);
+    if encoded.len() <= MAX_PLAIN_STORED_NAME {
+        return encoded;
+    }
+    let mut cut = HASHED_NAME_PREFIX;
+    // Never split a %XX escape.
+    while encoded.as_bytes()[cut - 1] == b'%' || encoded.as_bytes()[cut - 2] == b'%' {
+        cut -= 1;
+    }
+    let digest = Sha256::digest(name.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}~{hex}", &encoded[..cut])
+}
+
+/// Whether a file stem is a [`stored_name`] that had to be hashed (its real name is
+/// only inside the file).
+pub fn is_hashed_name(stem: &str) -> bool {
+    stem.contains('~')
 }
 
 /// Percent-encodes everything outside `[A-Za-z0-9._-]` (and a leading `.`).
@@ -81,6 +115,11 @@ pub fn decode_name(encoded: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The most partitions one topic can have: the directory of its last partition,
+/// `<name>-99999`, still fits the 255-byte file-name limit with a topic name of
+/// Kafka's maximum length (249).
+pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;
+
 /// Kafka's topic name rule: 1..=249 chars of `[A-Za-z0-9._-]`, not `.` or `..`.
 pub fn valid_topic_name(name: &str) -> bool {
     !name.is_empty()
@@ -103,6 +142,24 @@ mod tests {
             assert!(!enc.contains('/') && !enc.starts_with('.'), "{enc}");
             assert_eq!(decode_name(&enc).as_deref(), Some(name));
         }
+    }
+
+    #[test]
+    fn stored_names_fit_the_file_name_limit_and_stay_apart() {
+        let long_a = "g".repeat(5000);
+        let long_b = format!("{}h", "g".repeat(4999));
+        let escaped = "\u{1F600}/".repeat(100);
+        for name in [long_a.as_str(), long_b.as_str(), escaped.as_str(), "short"] {
+            let stored = stored_name(name);
+            assert!(stored.len() + ".json".len() <= 200, "{} bytes", stored.len());
+            assert!(!stored.contains('/') && !stored.starts_with('.'));
+            assert_eq!(is_hashed_name(&stored), name != "short");
+        }
+        assert_ne!(stored_name(&long_a), stored_name(&long_b));
+        assert_eq!(stored_name("short"), "short");
+        // Exactly at the bound: plain; one past: hashed.
+        assert!(!is_hashed_name(&stored_name(&"x".repeat(180))));
+        assert!(is_hashed_name(&stored_name(&"x".repeat(181))));
     }
 
     #[test]

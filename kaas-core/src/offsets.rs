@@ -67,7 +67,11 @@ impl GroupOffsets {
     /// Loads a group's offsets; a missing file is an empty group, a broken one an error.
     pub fn load(volume: &Volume, group: &str) -> Result<GroupOffsets, VolumeError> {
         let path = volume.group_offsets_file(group);
-        match read_versioned_json(&path, "group offsets", OFFSETS_FORMAT_VERSION) {
+        match read_versioned_json::<GroupOffsets>(&path, "group offsets", OFFSETS_FORMAT_VERSION) {
+            Ok(g) if g.group != group => Err(VolumeError::Invalid {
+                path,
+                detail: format!("holds the offsets of group {:?}, not of {group:?}", g.group),
+            }),
             Ok(g) => Ok(g),
             Err(e) if e.is_not_found() => Ok(GroupOffsets::new(group)),
             Err(e) => Err(e),
@@ -203,11 +207,20 @@ impl GroupOffsets {
     }
 }
 
-/// Group ids that have an offsets file on the volume.
+/// Group ids that have an offsets file on the volume. A long id's file name is
+/// hashed ([`crate::layout::stored_name`]): its id is read from the file, and a file
+/// that cannot be read is left out here (loading that group reports it).
 pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
     let mut out: Vec<String> = crate::error::dir_entries(&volume.groups_dir())?
         .into_iter()
-        .filter_map(|(name, _)| name.strip_suffix(".json").and_then(decode_name))
+        .filter_map(|(name, path)| {
+            let stem = name.strip_suffix(".json")?;
+            if !crate::layout::is_hashed_name(stem) {
+                return decode_name(stem);
+            }
+            let g = read_versioned_json::<GroupOffsets>(&path, "group offsets", OFFSETS_FORMAT_VERSION).ok()?;
+            (crate::layout::stored_name(&g.group) == stem).then_some(g.group)
+        })
         .collect();
     out.sort();
     Ok(out)

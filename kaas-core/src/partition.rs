@@ -44,6 +44,7 @@ use crate::fsutil::write_json;
 use crate::idempotence::{Classification, ProducerEntry, ProducerStateTable, SequenceError};
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
 use serde::{Deserialize, Serialize};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -356,7 +357,10 @@ impl PartitionState {
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .custom_flags(crate::fsutil::NO_FOLLOW_NO_BLOCK)
                 .open(&path)
+                .map_err(crate::fsutil::explain_open_error)
+                .and_then(|f| crate::fsutil::ensure_regular(&f).map(|()| f))
                 .map_err(io)?;
             // Never append after a torn entry (a write that failed half-way): that
             // would misalign every later entry.
@@ -535,7 +539,8 @@ fn txn_index_paths(dir: &Path) -> Result<Vec<PathBuf>, VolumeError> {
 pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
     let mut out = Vec::new();
     for path in txn_index_paths(dir)? {
-        let bytes = std::fs::read(&path).map_err(|e| VolumeError::io(&path, e))?;
+        let bytes = crate::fsutil::read_capped(&path, crate::fsutil::MAX_STATE_FILE_BYTES)
+            .map_err(|e| VolumeError::io(&path, e))?;
         out.extend(bytes.chunks_exact(TXN_INDEX_ENTRY_LEN).map(parse_txn_index_entry));
     }
     Ok(out)
@@ -558,7 +563,8 @@ fn recover_txn_indexes(dir: &Path, log_end: i64, segment_bases: &[i64]) -> Resul
             .and_then(|b| segment_bases.iter().copied().find(|next| *next > b))
             .unwrap_or(log_end)
             .min(log_end);
-        let bytes = std::fs::read(&path).map_err(|e| VolumeError::io(&path, e))?;
+        let bytes = crate::fsutil::read_capped(&path, crate::fsutil::MAX_STATE_FILE_BYTES)
+            .map_err(|e| VolumeError::io(&path, e))?;
         let torn = bytes.len() % TXN_INDEX_ENTRY_LEN;
         let mut kept = Vec::with_capacity(bytes.len());
         let mut dropped = 0usize;
@@ -581,8 +587,9 @@ fn recover_txn_indexes(dir: &Path, log_end: i64, segment_bases: &[i64]) -> Resul
         } else if torn != 0 {
             let f = std::fs::OpenOptions::new()
                 .write(true)
+                .custom_flags(crate::fsutil::NO_FOLLOW_NO_BLOCK)
                 .open(&path)
-                .map_err(|e| VolumeError::io(&path, e))?;
+                .map_err(|e| VolumeError::io(&path, crate::fsutil::explain_open_error(e)))?;
             f.set_len(kept.len() as u64)
                 .and_then(|_| f.sync_data())
                 .map_err(|e| VolumeError::io(&path, e))?;

@@ -39,8 +39,39 @@ impl TopicMeta {
         }
     }
 
+    /// Reads a topic file. Its name becomes path components (`<name>-<partition>/`), so
+    /// a name that is not a legal Kafka topic name, or that disagrees with the file's
+    /// own name, is refused: a planted `"name": "/etc"` never leads outside the volume.
     pub fn read(path: &Path) -> Result<TopicMeta, VolumeError> {
-        read_versioned_json(path, "topic metadata", TOPIC_FORMAT_VERSION)
+        let meta: TopicMeta = read_versioned_json(path, "topic metadata", TOPIC_FORMAT_VERSION)?;
+        let invalid = |detail: String| {
+            Err(VolumeError::Invalid {
+                path: path.into(),
+                detail,
+            })
+        };
+        if !crate::layout::valid_topic_name(&meta.name) {
+            return invalid(format!("topic name {:?} is not a legal Kafka topic name", meta.name));
+        }
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".json"))
+            != Some(meta.name.as_str())
+        {
+            return invalid(format!(
+                "the file says it is topic {:?}, its name says otherwise",
+                meta.name
+            ));
+        }
+        if !(1..=crate::layout::MAX_PARTITIONS_PER_TOPIC).contains(&meta.partitions) {
+            return invalid(format!(
+                "{} partitions: a topic has 1 to {}",
+                meta.partitions,
+                crate::layout::MAX_PARTITIONS_PER_TOPIC
+            ));
+        }
+        Ok(meta)
     }
 
     pub fn write(&self, volume: &Volume) -> Result<(), VolumeError> {
@@ -53,18 +84,10 @@ impl TopicMeta {
     /// when another broker created the topic first. Ok(false) then.
     pub fn create(&self, volume: &Volume) -> Result<bool, VolumeError> {
         let path = volume.topic_file(&self.name);
-        let tmp = crate::fsutil::temp_path(&path);
-        write_json(&tmp, self).map_err(|e| VolumeError::io(&tmp, e))?;
-        let linked = std::fs::hard_link(&tmp, &path);
-        let _ = std::fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {
-                crate::fsutil::sync_dir(&volume.topics_dir()).map_err(|e| VolumeError::io(&path, e))?;
-                Ok(true)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(VolumeError::io(&path, e)),
-        }
+        let mut bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
+        bytes.push(b'\n');
+        crate::fsutil::atomic_create(&path, &bytes).map_err(|e| VolumeError::io(&path, e))
     }
 }
 
@@ -293,6 +316,27 @@ mod tests {
         ));
         drop(taker);
         assert!(!PartitionOwner::acquire(&v, "t", 0, None).unwrap().stolen);
+    }
+
+    #[test]
+    fn topic_files_whose_names_could_leave_the_volume_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        std::fs::create_dir_all(volume.topics_dir()).unwrap();
+        for (file, name, partitions, words) in [
+            ("evil", "/etc", 1, "not a legal Kafka topic name"),
+            ("evil", "../../x", 1, "not a legal Kafka topic name"),
+            ("evil", "other", 1, "its name says otherwise"),
+            ("evil", "evil", 0, "0 partitions"),
+            ("evil", "evil", 100_001, "100001 partitions"),
+        ] {
+            let mut meta = TopicMeta::new(name, partitions, BTreeMap::new(), 0);
+            meta.name = name.into();
+            let path = volume.topic_file(file);
+            std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+            let e = TopicMeta::read(&path).unwrap_err().to_string();
+            assert!(e.contains(words) && e.contains("evil.json"), "{e}");
+        }
     }
 
     #[test]

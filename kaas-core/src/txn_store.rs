@@ -246,14 +246,14 @@ impl TxnStateStore {
     /// exactly the version read.
     fn read_checkpoint(&self, slot: u32) -> Result<(SlotFile, Option<FileStamp>), VolumeError> {
         let path = self.slot_path(slot);
-        let file = match File::open(&path) {
+        let file = match crate::fsutil::open_regular(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((SlotFile::empty(slot), None)),
             Err(e) => return Err(VolumeError::io(&path, e)),
         };
         let stamp = stamp_of(&file.metadata().map_err(|e| VolumeError::io(&path, e))?);
-        let mut bytes = Vec::with_capacity(stamp.len as usize);
-        (&file).read_to_end(&mut bytes).map_err(|e| VolumeError::io(&path, e))?;
+        let bytes = crate::fsutil::read_capped_from(&file, crate::fsutil::MAX_STATE_FILE_BYTES)
+            .map_err(|e| VolumeError::io(&path, e))?;
         let parsed = parse_checkpoint(&path, &bytes)?;
         if parsed.slot != slot {
             return Err(VolumeError::Invalid {
@@ -310,7 +310,7 @@ impl TxnStateStore {
     /// Applies the journal's complete lines after `state.journal_len`.
     fn replay(&self, state: &mut SlotState) -> Result<(), ReplayError> {
         let path = self.journal_path(state.slot());
-        let mut file = match File::open(&path) {
+        let mut file = match crate::fsutil::open_regular(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return if state.journal_len == 0 {
@@ -333,6 +333,16 @@ impl TxnStateStore {
         state.journal_inode = Some(inode);
         if meta.len() == state.journal_len {
             return Ok(());
+        }
+        if meta.len() > crate::fsutil::MAX_STATE_FILE_BYTES {
+            return Err(ReplayError::Fatal(VolumeError::Invalid {
+                path,
+                detail: format!(
+                    "the journal is {} bytes, more than the {} bytes a state file may have",
+                    meta.len(),
+                    crate::fsutil::MAX_STATE_FILE_BYTES
+                ),
+            }));
         }
         let start = state.journal_len;
         let mut bytes = Vec::with_capacity((meta.len() - start) as usize);
@@ -590,7 +600,7 @@ impl TxnStateStore {
     /// Makes every line appended so far durable (fdatasync of the journal).
     pub fn sync(&self, slot: u32) -> Result<(), VolumeError> {
         let path = self.journal_path(slot);
-        match File::open(&path) {
+        match crate::fsutil::open_regular(&path) {
             Ok(f) => f.sync_data().map_err(|e| VolumeError::io(&path, e)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(VolumeError::io(&path, e)),

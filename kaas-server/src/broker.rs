@@ -301,8 +301,10 @@ pub enum TopicError {
     AlreadyExists(String),
     #[error("invalid topic name {0:?}: 1-249 characters of [A-Za-z0-9._-], not . or ..")]
     InvalidName(String),
-    #[error("number of partitions must be at least 1, got {0}")]
+    #[error("number of partitions must be 1 to {max}, got {0}", max = kaas_core::layout::MAX_PARTITIONS_PER_TOPIC)]
     InvalidPartitions(i32),
+    #[error("{0}")]
+    PartitionLimit(String),
     #[error("{0}")]
     InvalidConfig(String),
     #[error("topic {0} is unreadable on the volume: {1}")]
@@ -322,6 +324,7 @@ impl TopicError {
             TopicError::InvalidName(_) => ResponseError::InvalidTopicException.code(),
             TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions.code(),
             TopicError::InvalidConfig(_) => ResponseError::InvalidConfig.code(),
+            TopicError::PartitionLimit(_) => ResponseError::PolicyViolation.code(),
             TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition.code(),
             TopicError::Broken(..) | TopicError::Volume(_) | TopicError::Log(_) => {
                 ResponseError::KafkaStorageError.code()
@@ -478,7 +481,7 @@ impl Broker {
         if !kaas_core::layout::valid_topic_name(name) {
             return Err(TopicError::InvalidName(name.to_string()));
         }
-        if partitions < 1 {
+        if !(1..=kaas_core::layout::MAX_PARTITIONS_PER_TOPIC).contains(&partitions) {
             return Err(TopicError::InvalidPartitions(partitions));
         }
         let log_config = kaas_core::topic::log_config_for(&self.config.default_log_config(), configs)
@@ -490,7 +493,44 @@ impl Broker {
         if let Some(b) = reg.broken.get(name) {
             return Err(TopicError::Broken(name.to_string(), b.error.clone()));
         }
+        drop(reg);
+        self.check_partition_limits(partitions as i64)?;
         Ok(log_config)
+    }
+
+    /// Whether `topic` may grow to `count` partitions.
+    pub fn validate_partitions(&self, topic: &Topic, count: i32) -> Result<(), TopicError> {
+        if count <= topic.meta.partitions || count > kaas_core::layout::MAX_PARTITIONS_PER_TOPIC {
+            return Err(TopicError::InvalidPartitions(count));
+        }
+        self.check_partition_limits((count - topic.meta.partitions) as i64)
+    }
+
+    /// Refuses `more` new partitions when the volume would then hold more than
+    /// `max.partitions`, or more than `max.broker.partitions` per live broker.
+    fn check_partition_limits(&self, more: i64) -> Result<(), TopicError> {
+        let total: i64 = self
+            .registry()
+            .topics
+            .values()
+            .map(|t| t.meta.partitions as i64)
+            .sum::<i64>()
+            + more;
+        let live = self.live_brokers().len().max(1) as i64;
+        let per_broker = self.config.max_broker_partitions as i64 * live;
+        if total > self.config.max_partitions as i64 {
+            return Err(TopicError::PartitionLimit(format!(
+                "the volume would hold {total} partitions, more than max.partitions={}",
+                self.config.max_partitions
+            )));
+        }
+        if total > per_broker {
+            return Err(TopicError::PartitionLimit(format!(
+                "the volume would hold {total} partitions, more than max.broker.partitions={} times {live} live broker(s)",
+                self.config.max_broker_partitions
+            )));
+        }
+        Ok(())
     }
 
     pub async fn create_topic(
@@ -712,9 +752,7 @@ impl Broker {
     pub async fn create_partitions(&self, name: &str, count: i32) -> Result<(), TopicError> {
         let _admin = self.admin_lock.lock().await;
         let old = self.topic(name)?;
-        if count <= old.meta.partitions {
-            return Err(TopicError::InvalidPartitions(count));
-        }
+        self.validate_partitions(&old, count)?;
         let mut meta = old.meta.clone();
         meta.partitions = count;
         // Only over the topic as this broker knows it: not a topic another broker

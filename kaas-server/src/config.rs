@@ -48,6 +48,17 @@ pub struct Config {
     #[arg(long, env = "KAAS_DEFAULT_PARTITIONS", default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=100_000))]
     pub default_partitions: i32,
 
+    /// max.partitions (KIP-578): the most partitions the volume may hold, all topics
+    /// together. CreateTopics and CreatePartitions past it are refused
+    /// (POLICY_VIOLATION) before any directory is made.
+    #[arg(long, env = "KAAS_MAX_PARTITIONS", default_value_t = 100_000, value_parser = clap::value_parser!(i32).range(1..))]
+    pub max_partitions: i32,
+
+    /// max.broker.partitions (KIP-578): the most partitions each live broker should
+    /// lead; with N live brokers the volume may hold N times this many.
+    #[arg(long, env = "KAAS_MAX_BROKER_PARTITIONS", default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
+    pub max_broker_partitions: i32,
+
     /// Largest request frame accepted (socket.request.max.bytes); bigger ones close the connection.
     #[arg(long, env = "KAAS_MAX_REQUEST_BYTES", default_value_t = 104_857_600)]
     pub max_request_bytes: usize,

@@ -185,3 +185,27 @@ class TxnWire(Conn):
     def end_txn(self, pid, epoch, commit):
         resp = self.call(26, 1, string(self.tid) + struct.pack(">qhb", pid, epoch, 1 if commit else 0))
         return struct.unpack(">ih", resp[:6])[1]
+
+
+def create_topics_v2(name: str, partitions: int, validate_only=False) -> bytes:
+    """A CreateTopics v2 body creating one topic (replication factor -1, no configs)."""
+    topic = string(name) + struct.pack(">ihii", partitions, -1, 0, 0)
+    return struct.pack(">i", 1) + topic + struct.pack(">i?", 20000, validate_only)
+
+
+def parse_create_topics_v2(body: bytes):
+    """(name, error code, error message) of each topic of a CreateTopics v2 answer."""
+    (count,) = struct.unpack(">i", body[4:8])
+    at, out = 8, []
+    for _ in range(count):
+        (n,) = struct.unpack(">h", body[at:at + 2])
+        name = body[at + 2:at + 2 + n].decode()
+        at += 2 + n
+        error, mlen = struct.unpack(">hh", body[at:at + 4])
+        at += 4
+        message = None
+        if mlen >= 0:
+            message = body[at:at + mlen].decode()
+            at += mlen
+        out.append((name, error, message))
+    return out

@@ -5,10 +5,11 @@
 use super::scan::{BatchScanner, Scanned};
 use super::Truncation;
 use crate::batch::{self, BatchHeader, HEADER_LEN};
+use crate::fsutil::{ensure_regular, explain_open_error, NO_FOLLOW_NO_BLOCK};
 use bytes::{Bytes, BytesMut};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
@@ -54,6 +55,21 @@ fn file_name(base: i64, ext: &str) -> String {
     format!("{base:020}.{ext}")
 }
 
+/// Opens (creating if missing; emptied when `truncate`) a segment's offset index: never
+/// through a symlink, and only a regular file.
+fn open_index(path: &Path, truncate: bool) -> Result<File, SegmentError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .custom_flags(NO_FOLLOW_NO_BLOCK)
+        .open(path)
+        .map_err(explain_open_error)
+        .and_then(|f| ensure_regular(&f).map(|()| f))
+        .map_err(|e| SegmentError::io(path, e))
+}
+
 impl Segment {
     pub fn create(dir: &Path, base: i64, index_interval: u32, now_ms: i64) -> Result<Segment, SegmentError> {
         let log_path = dir.join(file_name(base, "log"));
@@ -64,15 +80,10 @@ impl Segment {
             .read(true)
             .append(true)
             .create_new(true)
+            .custom_flags(NO_FOLLOW_NO_BLOCK)
             .open(&log_path)
-            .map_err(|e| SegmentError::io(&log_path, e))?;
-        let index_file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&index_path)
-            .map_err(|e| SegmentError::io(&index_path, e))?;
+            .map_err(|e| SegmentError::io(&log_path, explain_open_error(e)))?;
+        let index_file = open_index(&index_path, true)?;
         crate::fsutil::sync_dir(dir).map_err(|e| SegmentError::io(dir, e))?;
         Ok(Segment {
             base_offset: base,
@@ -109,16 +120,13 @@ impl Segment {
         let file = OpenOptions::new()
             .read(true)
             .append(true)
+            .custom_flags(NO_FOLLOW_NO_BLOCK)
             .open(&log_path)
+            .map_err(explain_open_error)
+            .and_then(|f| ensure_regular(&f).map(|()| f))
             .map_err(|e| SegmentError::io(&log_path, e))?;
         let meta = file.metadata().map_err(|e| SegmentError::io(&log_path, e))?;
-        let index_file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&index_path)
-            .map_err(|e| SegmentError::io(&index_path, e))?;
+        let index_file = open_index(&index_path, false)?;
         let created_ms = meta
             .modified()
             .ok()
@@ -221,7 +229,8 @@ impl Segment {
 
     /// Loads the index file; false when it is missing, ragged or inconsistent.
     fn load_index(&mut self) -> Result<bool, SegmentError> {
-        let bytes = fs::read(&self.index_path).map_err(|e| SegmentError::io(&self.index_path, e))?;
+        let bytes = crate::fsutil::read_capped(&self.index_path, crate::fsutil::MAX_STATE_FILE_BYTES)
+            .map_err(|e| SegmentError::io(&self.index_path, e))?;
         if bytes.is_empty() && self.size > 0 || bytes.len() % INDEX_ENTRY_LEN != 0 {
             return Ok(false);
         }

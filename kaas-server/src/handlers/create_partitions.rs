@@ -32,7 +32,9 @@ pub async fn handle(
                 ResponseError::InvalidReplicaAssignment.code(),
                 "manual replica assignment is not supported".into(),
             )),
-            Ok(_) if req.validate_only => Ok(()),
+            Ok(topic) if req.validate_only => broker
+                .validate_partitions(&topic, t.count)
+                .map_err(|e| (e.code(), e.to_string())),
             Ok(_) => broker
                 .create_partitions(&name, t.count)
                 .await

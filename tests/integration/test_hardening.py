@@ -1,0 +1,232 @@
+"""Attacks on a real broker and on kaasctl (issue 11): names that do not fit a file
+name, requests that would create millions of partitions, hostile files planted on the
+volume. Each test checks what the attacker gets (a clear error), that nothing is left
+behind, and that everyone else keeps being served."""
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from conftest import KaasBroker
+from wire import Conn, create_topics_v2, parse_create_topics_v2, request
+
+ROOT = Path(__file__).resolve().parents[2]
+KAASCTL = Path(os.environ.get("KAASCTL_BIN", ROOT / "target" / "debug" / "kaasctl"))
+
+
+def kaasctl(data_dir, *args, timeout=30):
+    return subprocess.run([str(KAASCTL), "--data-dir", str(data_dir), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def produce_and_read_back(bootstrap, topic, values, group="reader"):
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for v in values:
+        p.produce(topic, v, partition=0)
+    assert p.flush(20) == 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.time() + 20
+    while len(got) < len(values) and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    return got
+
+
+@pytest.mark.parametrize("length", [247, 249])
+def test_topic_names_up_to_kafkas_limit_are_created_written_and_read(kaas, length):
+    name = "t" * length
+    admin = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    admin.create_topics([NewTopic(name, 3)])[name].result(timeout=20)
+    assert produce_and_read_back(kaas.bootstrap, name, [b"a", b"b"]) == [b"a", b"b"]
+    assert (kaas.data_dir / "__cluster" / "topics" / f"{name}.json").is_file()
+    # The last partition's directory name is the longest a topic can need.
+    assert (kaas.data_dir / f"{name}-2").is_dir()
+    kaas.stop()
+    kaas.restart()
+    assert produce_and_read_back(kaas.bootstrap, name, [b"c"], group="again") == [b"a"]
+
+
+def test_a_topic_name_over_kafkas_limit_is_refused_and_leaves_nothing(kaas):
+    name = "t" * 250
+    admin = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    with pytest.raises(Exception) as err:
+        admin.create_topics([NewTopic(name, 1)])[name].result(timeout=20)
+    assert err.value.args[0].code() == KafkaError.TOPIC_EXCEPTION, err.value
+    assert not [p for p in kaas.data_dir.iterdir() if p.name.startswith("ttt")]
+
+
+def test_long_group_and_transactional_ids_commit_and_survive_a_restart(kaas):
+    group = "g" * 3000 + " /%~"
+    txn_id = "x" * 3000
+    topic = "long-ids"
+    admin = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=20)
+    p = Producer({"bootstrap.servers": kaas.bootstrap, "transactional.id": txn_id})
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce(topic, b"v")
+    meta_consumer = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": group})
+    p.send_offsets_to_transaction([TopicPartition(topic, 0, 7)], meta_consumer.consumer_group_metadata(), 20)
+    p.commit_transaction(20)
+    meta_consumer.close()
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": group})
+    assert c.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 7
+    c.close()
+
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    c.close()
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": group})
+    assert c.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 1
+    c.close()
+    for f in (kaas.data_dir / "__cluster").rglob("*"):
+        assert len(f.name.encode()) <= 255
+    kaas.stop()
+    kaas.restart()
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": group})
+    assert c.committed([TopicPartition(topic, 0)], timeout=20)[0].offset == 1
+    c.close()
+    admin = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    listed = admin.list_consumer_groups().result(timeout=20)
+    assert group in {g.group_id for g in listed.valid}
+    listed = json.loads(kaasctl(kaas.data_dir, "txn", "list", "--json").stdout)
+    assert any(t.get("transactional_id") == txn_id for t in listed["transactions"]), listed
+
+
+def test_ten_million_partitions_are_refused_before_any_directory_is_made(kaas):
+    admin = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    before = sorted(p.name for p in kaas.data_dir.iterdir())
+    started = time.time()
+    # librdkafka refuses more than 100,000 itself: the raw request goes past it.
+    conn = Conn(kaas.port)
+    conn.send(request(19, 2, 5, create_topics_v2("huge", 10_000_000)))
+    corr, body = conn.recv_response()
+    ((name, error, message),) = parse_create_topics_v2(body)
+    assert (corr, name, error) == (5, "huge", 37), message  # INVALID_PARTITIONS
+    assert "100000" in message
+    # Within the per-topic bound but past max.partitions of the volume.
+    with pytest.raises(Exception) as err:
+        admin.create_topics([NewTopic("big", 100_000)])["big"].result(timeout=20)
+    assert err.value.args[0].code() == KafkaError.POLICY_VIOLATION, err.value
+    assert "max.broker.partitions" in str(err.value)
+    admin.create_topics([NewTopic("small", 1)])["small"].result(timeout=20)
+    with pytest.raises(Exception) as err:
+        admin.create_partitions([NewPartitions("small", 100_000)])["small"].result(timeout=20)
+    assert err.value.args[0].code() == KafkaError.POLICY_VIOLATION, err.value
+    assert time.time() - started < 15
+    after = sorted(p.name for p in kaas.data_dir.iterdir())
+    assert after == sorted(before + ["small-0"]), after
+
+
+def test_partition_limits_are_configurable_and_count_the_whole_volume(kaas_factory):
+    broker = kaas_factory("--max-partitions", "10")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("a", 6)])["a"].result(timeout=20)
+    with pytest.raises(Exception) as err:
+        admin.create_topics([NewTopic("b", 5)], validate_only=True)["b"].result(timeout=20)
+    assert err.value.args[0].code() == KafkaError.POLICY_VIOLATION
+    assert "max.partitions=10" in str(err.value)
+    with pytest.raises(Exception) as err:
+        admin.create_partitions([NewPartitions("a", 11)])["a"].result(timeout=20)
+    assert err.value.args[0].code() == KafkaError.POLICY_VIOLATION
+    admin.create_partitions([NewPartitions("a", 10)])["a"].result(timeout=20)
+    assert not (broker.data_dir / "b-0").exists()
+
+
+def plant(data_dir: Path, kind: str) -> Path:
+    """Plants one hostile file in the topics folder of a volume; returns what it
+    must never touch (the victim)."""
+    topics = data_dir / "__cluster" / "topics"
+    topics.mkdir(parents=True, exist_ok=True)
+    victim = data_dir.parent / ("victim-" + kind.replace(" ", "-").replace("/", "_"))
+    victim.mkdir(exist_ok=True)
+    if kind == "absolute name":
+        (topics / "evil.json").write_text(json.dumps({
+            "version": 1, "name": str(victim / "escaped"), "topic_id": "6f1b2c3d-0000-4000-8000-000000000001",
+            "partitions": 1, "configs": {}, "created_ms": 0,
+        }))
+    elif kind == "dotdot name":
+        (topics / "evil.json").write_text(json.dumps({
+            "version": 1, "name": "../../victim-dotdot/escaped", "topic_id": "6f1b2c3d-0000-4000-8000-000000000002",
+            "partitions": 1, "configs": {}, "created_ms": 0,
+        }))
+    elif kind == "symlink to /dev/zero":
+        os.symlink("/dev/zero", topics / "evil.json")
+    elif kind == "fifo":
+        os.mkfifo(topics / "evil.json")
+    elif kind == "symlink to a victim file":
+        secret = victim / "secret.json"
+        secret.write_text('{"version": 1}')
+        os.symlink(secret, topics / "evil.json")
+    return victim
+
+
+HOSTILE = ["absolute name", "dotdot name", "symlink to /dev/zero", "fifo", "symlink to a victim file"]
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_hostile_topic_files_are_refused_by_the_broker_which_keeps_serving(tmp_path, kind):
+    data = tmp_path / "data"
+    victim = plant(data, kind)
+    before = sorted(p.name for p in victim.iterdir())
+    broker = KaasBroker(data, tmp_path / "broker.log")
+    try:
+        broker.start()
+        assert produce_and_read_back(broker.bootstrap, "fine", [b"ok"]) == [b"ok"]
+        assert "evil" in broker.log_text(), broker.log_text()[-3000:]
+        assert sorted(p.name for p in victim.iterdir()) == before, "the broker wrote outside its volume"
+        assert not (tmp_path / "escaped").exists()
+        assert broker.alive()
+    finally:
+        broker.kill9()
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_hostile_topic_files_are_reported_by_kaasctl_without_hanging(tmp_path, kind):
+    data = tmp_path / "data"
+    (data / "__cluster" / "topics").mkdir(parents=True)
+    victim = plant(data, kind)
+    for args in (["topics"], ["topics", "--json"]):
+        r = kaasctl(data, *args, timeout=20)
+        assert "evil.json" in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+        assert r.returncode == 3 and "panicked" not in r.stderr, (r.returncode, r.stderr)
+    # The dashboard's one frame is drawn (the subprocess timeout would catch a hang).
+    r = kaasctl(data, "top", "--once", timeout=20)
+    assert "Overview" in r.stdout and "panicked" not in r.stderr, r.stderr
+    assert not list(victim.glob("escaped*"))
+
+
+def plant_special(path: Path, kind: str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink to /dev/zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "directory":
+        path.mkdir()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink to /dev/zero", "directory"])
+def test_special_files_in_place_of_state_files_are_refused_by_kaasctl_and_the_broker(tmp_path, kind):
+    data = tmp_path / "data"
+    plant_special(data / "__cluster" / "txn_state" / "slot-7.json", kind)
+    plant_special(data / "__cluster" / "groups" / "evil-group.json", kind)
+    r = kaasctl(data, "txn", "list", timeout=20)
+    assert "slot-7.json" in r.stdout + r.stderr and r.returncode != 0, (r.stdout, r.stderr)
+    r = kaasctl(data, "--json", "groups", timeout=20)
+    assert "evil-group.json" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    broker = KaasBroker(data, tmp_path / "broker.log")
+    try:
+        broker.start()
+        assert produce_and_read_back(broker.bootstrap, "fine", [b"ok"]) == [b"ok"]
+        assert broker.alive()
+    finally:
+        broker.kill9()
