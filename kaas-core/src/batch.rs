@@ -39,6 +39,8 @@ pub enum BatchError {
     },
     #[error("batch at byte {position} has record count {count} but last offset delta {delta}")]
     BadCount { position: usize, count: i32, delta: i32 },
+    #[error("produced batch at byte {position} has record count {count} but last offset delta {delta}: a batch must hold at least one record and its offsets must span exactly its records (delta = count - 1)")]
+    InconsistentCount { position: usize, count: i32, delta: i32 },
 }
 
 /// The decoded fixed header of one v2 record batch.
@@ -187,11 +189,21 @@ pub fn validate(buf: &[u8], position: usize) -> Result<BatchHeader, BatchError> 
 
 /// Validates every batch in `buf` (a produce request's records for one partition).
 /// Rejects trailing partial batches: a produce request must carry whole batches.
+/// Stricter than [`validate`], which also reads what is already in the log: a new
+/// batch must hold at least one record and span exactly its records, as Kafka's
+/// LogValidator requires (a larger delta would leave offsets no record holds).
 pub fn validate_all(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
     let mut headers = Vec::with_capacity(1);
     let mut pos = 0;
     while pos < buf.len() {
         let header = validate(&buf[pos..], pos)?;
+        if header.record_count < 1 || header.last_offset_delta != header.record_count - 1 {
+            return Err(BatchError::InconsistentCount {
+                position: pos,
+                count: header.record_count,
+                delta: header.last_offset_delta,
+            });
+        }
         pos += header.total_len();
         headers.push(header);
     }
@@ -315,6 +327,32 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         build_batch(0, 1000, None, 0, &[(Some(b"k"), Some(b"v1")), (None, Some(b"v2"))])
+    }
+
+    /// `b` with its last offset delta and record count replaced, CRC recomputed.
+    fn with_counts(mut b: Vec<u8>, delta: i32, count: i32) -> Vec<u8> {
+        b[23..27].copy_from_slice(&delta.to_be_bytes());
+        b[57..61].copy_from_slice(&count.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn a_produced_batch_must_span_exactly_its_records() {
+        assert!(validate_all(&sample()).is_ok());
+        for (delta, count) in [(5, 2), (0, 2), (0, 0), (-1, 0)] {
+            let b = with_counts(sample(), delta, count);
+            assert!(
+                matches!(
+                    validate_all(&b),
+                    Err(BatchError::InconsistentCount { .. } | BatchError::BadCount { .. })
+                ),
+                "delta {delta} count {count}"
+            );
+        }
+        // What the log already holds is still read with the looser rule.
+        assert!(validate(&with_counts(sample(), 5, 2), 0).is_ok());
     }
 
     #[test]

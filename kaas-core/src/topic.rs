@@ -101,7 +101,14 @@ pub fn log_config_for(defaults: &LogConfig, configs: &BTreeMap<String, String>) 
                 .map_err(|_| format!("{key}={value:?} is not a number"))
         };
         match key.as_str() {
-            "segment.bytes" => c.segment_bytes = num()?.max(1) as u64,
+            "segment.bytes" => {
+                // An int in Kafka; index positions are 32-bit here, so never past 2 GiB.
+                let v = num()?;
+                if !(14..=i32::MAX as i64).contains(&v) {
+                    return Err(format!("segment.bytes={value:?}: expected 14 to {}", i32::MAX));
+                }
+                c.segment_bytes = v as u64
+            }
             "segment.ms" => c.segment_ms = num()?,
             "retention.ms" => c.retention_ms = num()?,
             "retention.bytes" => c.retention_bytes = num()?,

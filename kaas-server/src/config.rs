@@ -68,7 +68,7 @@ pub struct Config {
     pub message_max_bytes: usize,
 
     /// Default segment.bytes: roll the active segment past this size.
-    #[arg(long, env = "KAAS_SEGMENT_BYTES", default_value_t = 1 << 30)]
+    #[arg(long, env = "KAAS_SEGMENT_BYTES", default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(14..=i32::MAX as u64))]
     pub segment_bytes: u64,
 
     /// Default segment.ms: roll the active segment after this long.

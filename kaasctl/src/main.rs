@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         Ok(Status::Ok) => ExitCode::SUCCESS,
         Ok(Status::Problems) => ExitCode::from(EXIT_PROBLEMS),
         Err(e) => {
-            eprintln!("kaasctl: {e:#}");
+            eprintln!("kaasctl: {}", out::safe(&format!("{e:#}")));
             ExitCode::from(EXIT_ERROR)
         }
     }

@@ -44,9 +44,9 @@ impl Out {
         t
     }
 
-    /// A cell coloured by meaning (only when colour is on).
+    /// A cell coloured by meaning (only when colour is on); its text is [`safe`].
     pub fn cell(&self, text: impl ToString, tone: Tone) -> Cell {
-        let c = Cell::new(text.to_string());
+        let c = Cell::new(safe(&text.to_string()));
         if !self.color {
             return c;
         }
@@ -79,6 +79,14 @@ impl Out {
             return;
         }
         let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+        let rows: Vec<Vec<(String, Tone)>> = rows
+            .into_iter()
+            .map(|r| {
+                r.into_iter()
+                    .map(|(text, tone)| (safe(&text).into_owned(), tone))
+                    .collect()
+            })
+            .collect();
         for r in &rows {
             for (w, (text, _)) in widths.iter_mut().zip(r) {
                 *w = (*w).max(text.chars().count());
@@ -150,6 +158,36 @@ pub enum Tone {
     Dim,
 }
 
+/// `text` made harmless for a terminal: control characters (C0, DEL, C1: escape
+/// sequences, carriage returns, bells) and the Unicode bidirectional controls that can
+/// make text read as something else are shown as `\x1b`-style escapes. Everything
+/// kaasctl prints for people that came from a client (topic and group names,
+/// transactional ids, record keys and values, error messages quoting them) passes
+/// through here; JSON output is escaped by its encoder.
+pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(harmful) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if harmful(c) && (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if harmful(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Characters a terminal must never receive from data: controls (C0, DEL, C1) and
+/// the bidirectional overrides and isolates.
+pub fn harmful(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 fn terminal_width() -> Option<u16> {
     std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
 }
@@ -200,6 +238,16 @@ pub fn when(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_shown_escaped_never_sent_to_the_terminal() {
+        assert_eq!(safe("plain name.v1"), "plain name.v1");
+        assert_eq!(safe("\x1b]0;pwned\x07"), "\\x1b]0;pwned\\x07");
+        assert_eq!(safe("a\r\nb\tc\x7f"), "a\\r\\nb\\tc\\x7f");
+        assert_eq!(safe("\u{9b}31m"), "\\x9b31m");
+        assert_eq!(safe("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(safe("ünï ✓"), "ünï ✓");
+    }
 
     #[test]
     fn ages_and_times_read_well() {

@@ -230,3 +230,44 @@ def test_special_files_in_place_of_state_files_are_refused_by_kaasctl_and_the_br
         assert broker.alive()
     finally:
         broker.kill9()
+
+
+def test_terminal_escapes_in_values_and_names_are_printed_escaped_by_kaasctl(kaas):
+    evil = "\x1b]0;pwned\x07\x1b[2J\u202e"
+    p = Producer({"bootstrap.servers": kaas.bootstrap})
+    p.produce("esc", key=evil.encode(), value=("value " + evil).encode(), partition=0)
+    assert p.flush(20) == 0
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "grp" + evil, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("esc", 0, 1)], asynchronous=False)
+    c.close()
+    outputs = [
+        kaasctl(kaas.data_dir, "log", "dump", "esc", "0", "--records"),
+        kaasctl(kaas.data_dir, "groups"),
+        kaasctl(kaas.data_dir, "top", "--once", "--view", "groups"),
+    ]
+    for r in outputs:
+        assert r.returncode in (0, 3), r.stderr
+        for bad in ("\x1b", "\x07", "\u202e"):
+            assert bad not in r.stdout + r.stderr, (r.args, r.stdout)
+    dump = outputs[0].stdout
+    assert "\\x1b]0;pwned\\x07\\x1b[2J\\u{202e}" in dump, dump
+    assert "value \\x1b]0;pwned" in dump, dump
+    assert "\\x1b]0;pwned" in outputs[1].stdout, outputs[1].stdout
+    # JSON keeps the exact value (escaped by the JSON encoder).
+    records = json.loads(kaasctl(kaas.data_dir, "--json", "log", "dump", "esc", "0", "--records").stdout)
+    assert records["batches"][0]["records"][0]["key"] == evil
+
+
+def test_a_batch_whose_offsets_do_not_span_its_records_is_refused_with_invalid_record(kaas):
+    from wire import parse_produce_v3, produce_v3, record_batch
+    import struct
+    batch = bytearray(record_batch([b"a", b"b"]))
+    batch[23:27] = struct.pack(">i", 9)  # last offset delta 9 for 2 records
+    from wire import crc32c
+    batch[17:21] = struct.pack(">I", crc32c(bytes(batch[21:])))
+    conn = Conn(kaas.port)
+    conn.send(request(0, 3, 9, produce_v3("span", 0, bytes(batch))))
+    _, body = conn.recv_response()
+    ((_, _, error, _),) = parse_produce_v3(body)
+    assert error == 87  # INVALID_RECORD
+    assert produce_and_read_back(kaas.bootstrap, "span", [b"fine"]) == [b"fine"]

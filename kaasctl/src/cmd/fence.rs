@@ -171,7 +171,7 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
         }
         println!("{t}");
         for u in &show.unreadable {
-            eprintln!("kaasctl: {u}");
+            eprintln!("kaasctl: {}", crate::out::safe(u));
         }
     }
     Ok(Status::from_problems(problems))

@@ -1,6 +1,6 @@
 use super::Status;
 use crate::cluster::Cluster;
-use crate::out::{when, Out, Time, Tone};
+use crate::out::{safe, when, Out, Time, Tone};
 use kaas_core::batch::{control_marker_type, records};
 use kaas_core::inspect::scan_batches;
 use serde::Serialize;
@@ -175,13 +175,13 @@ pub fn run(
                 println!(
                     "{}\t{}\t{}",
                     r.offset,
-                    r.key.as_deref().unwrap_or("(null)"),
-                    r.value.as_deref().unwrap_or("(null)")
+                    safe(r.key.as_deref().unwrap_or("(null)")),
+                    safe(r.value.as_deref().unwrap_or("(null)"))
                 );
             }
         }
         if let Some(b) = &dump.bad_tail {
-            eprintln!("kaasctl: the log ends early: {b}");
+            eprintln!("kaasctl: the log ends early: {}", safe(b));
         }
     }
     Ok(Status::from_problems(problems))

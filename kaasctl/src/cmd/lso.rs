@@ -117,12 +117,12 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Resul
                 p.producer_id,
                 p.producer_epoch,
                 p.first_offset,
-                p.transactional_id.as_deref().unwrap_or("(none)"),
+                crate::out::safe(p.transactional_id.as_deref().unwrap_or("(none)")),
                 p.coordinator_state.unwrap_or("-"),
                 p.open_age_ms.map(age).unwrap_or_else(|| "-".into())
             );
         }
-        println!("{}", e.advice);
+        println!("{}", crate::out::safe(&e.advice));
     }
     Ok(Status::from_problems(pinned))
 }

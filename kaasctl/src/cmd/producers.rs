@@ -111,7 +111,10 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Resul
         }
         println!("{t}");
         if let Some(b) = &show.bad_tail {
-            eprintln!("kaasctl: the log has a bad tail the next broker start will cut: {b}");
+            eprintln!(
+                "kaasctl: the log has a bad tail the next broker start will cut: {}",
+                crate::out::safe(b)
+            );
         }
     }
     Ok(Status::from_problems(problems))

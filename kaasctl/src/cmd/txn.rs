@@ -180,7 +180,7 @@ pub fn list(c: &Cluster, out: &Out, args: &TxnListArgs) -> anyhow::Result<Status
             rows,
         );
         for p in &list.unreadable_slots {
-            eprintln!("kaasctl: slot {} unreadable: {}", p.slot, p.error);
+            eprintln!("kaasctl: slot {} unreadable: {}", p.slot, crate::out::safe(&p.error));
         }
     }
     Ok(Status::from_problems(problems))

@@ -14,6 +14,22 @@ pub const MIN_WIDTH: u16 = 40;
 pub const MIN_HEIGHT: u16 = 10;
 
 pub fn draw(f: &mut Frame, app: &App) {
+    draw_views(f, app);
+    defuse(f.buffer_mut());
+}
+
+/// Replaces every cell holding a character a terminal must not receive (a control or
+/// bidirectional override from a name or value a client chose; see
+/// [`crate::out::harmful`]) with U+FFFD, whatever widget drew it.
+fn defuse(buf: &mut ratatui::buffer::Buffer) {
+    for cell in buf.content.iter_mut() {
+        if cell.symbol().chars().any(crate::out::harmful) {
+            cell.set_symbol("\u{fffd}");
+        }
+    }
+}
+
+fn draw_views(f: &mut Frame, app: &App) {
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         f.render_widget(
