@@ -16,7 +16,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupResponse, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -86,6 +86,9 @@ pub struct Group {
     static_members: HashMap<String, String>,
     join_deadline: Option<Instant>,
     initial_delay_until: Option<Instant>,
+    /// Taken out of the coordinator's map (evicted, deleted, or no longer owned): whoever
+    /// still holds it looks the group up again.
+    removed: bool,
 }
 
 impl Group {
@@ -102,7 +105,14 @@ impl Group {
             static_members: HashMap::new(),
             join_deadline: None,
             initial_delay_until: None,
+            removed: false,
         }
+    }
+
+    /// Nothing in memory worth keeping: no members, no member ids handed out and not
+    /// yet used. Its committed offsets are on the volume; a later join starts afresh.
+    fn vacant(&self) -> bool {
+        self.members.is_empty() && self.pending.is_empty() && matches!(self.state, GroupState::Empty | GroupState::Dead)
     }
 }
 
@@ -147,8 +157,18 @@ struct Settings {
 pub struct GroupCoordinator {
     volume: Volume,
     settings: Settings,
-    groups: Mutex<HashMap<String, Group>>,
+    /// Each group under its own lock: work on one group (a JoinGroup with many
+    /// protocols) never holds up another. The map's lock is held only to look up,
+    /// insert or remove an entry, never while a group's lock is awaited; the one
+    /// nesting is group, then map (eviction).
+    groups: Mutex<HashMap<String, Arc<Mutex<Group>>>>,
     offsets: Mutex<HashMap<String, Arc<Mutex<CachedOffsets>>>>,
+}
+
+type GroupGuard<'a> = std::sync::MutexGuard<'a, Group>;
+
+fn lock_group(g: &Arc<Mutex<Group>>) -> GroupGuard<'_> {
+    g.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A group's offsets as last read or written, with the stamp of the file then: a
@@ -187,8 +207,32 @@ impl GroupCoordinator {
         }
     }
 
-    fn groups(&self) -> std::sync::MutexGuard<'_, HashMap<String, Group>> {
+    fn groups(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Mutex<Group>>>> {
         self.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The group, if it is in memory.
+    fn group(&self, id: &str) -> Option<Arc<Mutex<Group>>> {
+        self.groups().get(id).cloned()
+    }
+
+    /// Runs `f` on the group under its lock; None when it is not in memory.
+    fn with_group<R>(&self, id: &str, f: impl FnOnce(&mut Group) -> R) -> Option<R> {
+        let g = self.group(id)?;
+        let mut guard = lock_group(&g);
+        if guard.removed {
+            return None;
+        }
+        Some(f(&mut guard))
+    }
+
+    /// Takes a vacant group out of memory; the caller holds its lock.
+    fn evict(&self, handle: &Arc<Mutex<Group>>, group: &mut Group) {
+        group.removed = true;
+        let mut groups = self.groups();
+        if groups.get(&group.id).is_some_and(|g| Arc::ptr_eq(g, handle)) {
+            groups.remove(&group.id);
+        }
     }
 
     /// Forgets the in-memory state (members, generation) of every group `owns` no
@@ -196,10 +240,20 @@ impl GroupCoordinator {
     /// rejoin, and if ownership comes back later, no stale generation reappears.
     /// Committed offsets live on the volume and are untouched.
     pub fn forget_unowned(&self, owns: impl Fn(&str) -> bool) -> usize {
-        let mut groups = self.groups();
-        let before = groups.len();
-        groups.retain(|id, _| owns(id));
-        before - groups.len()
+        let gone: Vec<Arc<Mutex<Group>>> = {
+            let mut groups = self.groups();
+            let ids: Vec<String> = groups.keys().filter(|id| !owns(id)).cloned().collect();
+            ids.iter().filter_map(|id| groups.remove(id)).collect()
+        };
+        for g in &gone {
+            lock_group(g).removed = true;
+        }
+        gone.len()
+    }
+
+    /// How many groups are in memory (members, pending ids or a rebalance).
+    pub fn in_memory(&self) -> usize {
+        self.groups().len()
     }
 
     pub fn join(&self, req: JoinRequest, now: Instant) -> Reply<JoinGroupResponse> {
@@ -211,25 +265,52 @@ impl GroupCoordinator {
         {
             return Reply::Now(join_error(ResponseError::InvalidSessionTimeout, &req.member_id));
         }
-        let settings = self.settings;
-        let mut groups = self.groups();
-        let group = groups
-            .entry(req.group_id.clone())
-            .or_insert_with(|| Group::new(&req.group_id));
+        let mut req = req;
+        loop {
+            let handle = self
+                .groups()
+                .entry(req.group_id.clone())
+                .or_insert_with(|| Arc::new(Mutex::new(Group::new(&req.group_id))))
+                .clone();
+            match self.join_in(&handle, req, now) {
+                Ok(reply) => return reply,
+                // Evicted between the lookup and the lock: look it up again.
+                Err(back) => req = *back,
+            }
+        }
+    }
+
+    /// JoinGroup on one group under its lock; Err(req) when the group was evicted.
+    fn join_in(
+        &self,
+        handle: &Arc<Mutex<Group>>,
+        req: JoinRequest,
+        now: Instant,
+    ) -> Result<Reply<JoinGroupResponse>, Box<JoinRequest>> {
+        let mut group = lock_group(handle);
+        if group.removed {
+            return Err(Box::new(req));
+        }
         if group.state == GroupState::Dead {
             *group = Group::new(&req.group_id);
         }
-        if !protocols_fit(group, &req) {
-            return Reply::Now(join_error(ResponseError::InconsistentGroupProtocol, &req.member_id));
-        }
-        let (tx, rx) = oneshot::channel();
-        match admit(group, req, tx, now, settings) {
-            Some(immediate) => Reply::Now(immediate),
-            None => {
-                maybe_complete_join(group, now);
-                Reply::Wait(rx)
+        let reply = if !protocols_fit(&group, &req) {
+            Reply::Now(join_error(ResponseError::InconsistentGroupProtocol, &req.member_id))
+        } else {
+            let (tx, rx) = oneshot::channel();
+            match admit(&mut group, req, tx, now, self.settings) {
+                Some(immediate) => Reply::Now(immediate),
+                None => {
+                    maybe_complete_join(&mut group, now);
+                    Reply::Wait(rx)
+                }
             }
+        };
+        // A refused join must not leave a group behind.
+        if group.vacant() {
+            self.evict(handle, &mut group);
         }
+        Ok(reply)
     }
 
     pub fn sync(&self, req: SyncRequest<'_>, now: Instant) -> Reply<SyncGroupResponse> {
@@ -241,8 +322,9 @@ impl GroupCoordinator {
             protocol,
             assignments,
         } = req;
-        let mut groups = self.groups();
-        let Some(group) = groups.get_mut(group_id) else {
+        let handle = self.group(group_id);
+        let mut guard = handle.as_ref().map(lock_group);
+        let Some(group) = guard.as_deref_mut().filter(|g| !g.removed) else {
             return Reply::Now(sync_error(ResponseError::UnknownMemberId));
         };
         if let Err(code) = check_member(group, member_id, instance_id) {
@@ -312,20 +394,21 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         now: Instant,
     ) -> Result<(), ResponseError> {
-        let mut groups = self.groups();
-        let group = groups.get_mut(group_id).ok_or(ResponseError::UnknownMemberId)?;
-        check_member(group, member_id, instance_id)?;
-        if generation != group.generation {
-            return Err(ResponseError::IllegalGeneration);
-        }
-        if let Some(m) = group.members.get_mut(member_id) {
-            m.last_seen = now;
-        }
-        match group.state {
-            GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
-            GroupState::Empty | GroupState::Dead => Err(ResponseError::UnknownMemberId),
-            GroupState::CompletingRebalance | GroupState::Stable => Ok(()),
-        }
+        self.with_group(group_id, |group| {
+            check_member(group, member_id, instance_id)?;
+            if generation != group.generation {
+                return Err(ResponseError::IllegalGeneration);
+            }
+            if let Some(m) = group.members.get_mut(member_id) {
+                m.last_seen = now;
+            }
+            match group.state {
+                GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+                GroupState::Empty | GroupState::Dead => Err(ResponseError::UnknownMemberId),
+                GroupState::CompletingRebalance | GroupState::Stable => Ok(()),
+            }
+        })
+        .unwrap_or(Err(ResponseError::UnknownMemberId))
     }
 
     /// Removes members; each (member id, instance id) gets its own result.
@@ -335,10 +418,12 @@ impl GroupCoordinator {
         leaving: &[(String, Option<String>)],
         now: Instant,
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
-        let mut groups = self.groups();
-        let Some(group) = groups.get_mut(group_id) else {
+        let handle = self.group(group_id).ok_or(ResponseError::UnknownMemberId)?;
+        let mut guard = lock_group(&handle);
+        if guard.removed {
             return Err(ResponseError::UnknownMemberId);
-        };
+        }
+        let group = &mut *guard;
         let mut results = Vec::with_capacity(leaving.len());
         let mut removed = false;
         for (member_id, instance_id) in leaving {
@@ -372,14 +457,24 @@ impl GroupCoordinator {
         if removed {
             on_membership_loss(group, now);
         }
+        if group.vacant() {
+            self.evict(&handle, group);
+        }
         Ok(results)
     }
 
     /// Periodic work: expire sessions and pending members, finish rebalances whose
     /// deadline passed.
+    /// Groups left with nothing in memory are evicted (their offsets stay on the
+    /// volume), so ids clients try once and abandon do not accumulate.
     pub fn tick(&self, now: Instant) {
-        let mut groups = self.groups();
-        for group in groups.values_mut() {
+        let handles: Vec<Arc<Mutex<Group>>> = self.groups().values().cloned().collect();
+        for handle in handles {
+            let mut guard = lock_group(&handle);
+            if guard.removed {
+                continue;
+            }
+            let group = &mut *guard;
             group.pending.retain(|_, expires| *expires > now);
             let expired: Vec<String> = group
                 .members
@@ -395,14 +490,15 @@ impl GroupCoordinator {
                 on_membership_loss(group, now);
             }
             maybe_complete_join(group, now);
+            if group.vacant() {
+                self.evict(&handle, group);
+            }
         }
     }
 
     /// (state, protocol type, protocol, members as (id, instance, client, host, metadata, assignment))
     pub fn describe(&self, group_id: &str) -> Option<GroupView> {
-        let groups = self.groups();
-        let g = groups.get(group_id)?;
-        Some(GroupView {
+        self.with_group(group_id, |g| GroupView {
             state: g.state,
             protocol_type: g.protocol_type.clone().unwrap_or_default(),
             protocol: g.protocol.clone().unwrap_or_default(),
@@ -432,8 +528,10 @@ impl GroupCoordinator {
             }
             Err(e) => warn!(error = %e, "cannot list group offset files"),
         }
-        for g in self.groups().values() {
-            if g.state != GroupState::Dead {
+        let handles: Vec<Arc<Mutex<Group>>> = self.groups().values().cloned().collect();
+        for handle in handles {
+            let g = lock_group(&handle);
+            if g.state != GroupState::Dead && !g.removed {
                 out.insert(
                     g.id.clone(),
                     (g.state, g.protocol_type.clone().unwrap_or_else(|| "consumer".into())),
@@ -444,12 +542,12 @@ impl GroupCoordinator {
     }
 
     pub fn delete(&self, group_id: &str) -> Result<(), ResponseError> {
-        let mut groups = self.groups();
-        let in_memory = groups.get(group_id).is_some_and(|g| g.state != GroupState::Dead);
-        if let Some(g) = groups.get(group_id) {
-            if !g.members.is_empty() {
-                return Err(ResponseError::NonEmptyGroup);
-            }
+        let handle = self.group(group_id);
+        let mut guard = handle.as_ref().map(lock_group);
+        let live = guard.as_deref_mut().filter(|g| !g.removed);
+        let in_memory = live.as_ref().is_some_and(|g| g.state != GroupState::Dead);
+        if live.as_ref().is_some_and(|g| !g.members.is_empty()) {
+            return Err(ResponseError::NonEmptyGroup);
         }
         let on_disk = self.volume.group_offsets_file(group_id).exists();
         if !in_memory && !on_disk {
@@ -459,7 +557,9 @@ impl GroupCoordinator {
             warn!(group = group_id, error = %e, "cannot delete group offsets");
             ResponseError::KafkaStorageError
         })?;
-        groups.remove(group_id);
+        if let (Some(handle), Some(group)) = (&handle, guard.as_deref_mut()) {
+            self.evict(handle, group);
+        }
         self.offsets.lock().unwrap_or_else(|p| p.into_inner()).remove(group_id);
         info!(group = group_id, "deleted group");
         Ok(())
@@ -473,9 +573,9 @@ impl GroupCoordinator {
         member_id: &str,
         instance_id: Option<&str>,
     ) -> Result<(), ResponseError> {
-        let groups = self.groups();
-        let group = groups.get(group_id);
-        let Some(group) = group else {
+        let handle = self.group(group_id);
+        let guard = handle.as_ref().map(lock_group);
+        let Some(group) = guard.as_deref().filter(|g| !g.removed) else {
             return if generation < 0 {
                 Ok(())
             } else {
@@ -653,6 +753,7 @@ pub struct MemberView {
 
 /// A joining member must name a protocol type and protocols, and share the type and at
 /// least one protocol with every *other* member (it may be replacing its own entry).
+/// Linear in the protocols of the request and of the group's members.
 fn protocols_fit(group: &Group, req: &JoinRequest) -> bool {
     if req.protocols.is_empty() || req.protocol_type.is_empty() {
         return false;
@@ -664,10 +765,15 @@ fn protocols_fit(group: &Group, req: &JoinRequest) -> bool {
     if group.protocol_type.as_deref() != Some(req.protocol_type.as_str()) {
         return false;
     }
-    let others: Vec<&Member> = others.collect();
-    req.protocols
-        .iter()
-        .any(|(p, _)| others.iter().all(|m| m.protocols.iter().any(|(q, _)| q == p)))
+    let mut common: HashSet<&str> = req.protocols.iter().map(|(p, _)| p.as_str()).collect();
+    for m in others {
+        let theirs: HashSet<&str> = m.protocols.iter().map(|(p, _)| p.as_str()).collect();
+        common.retain(|p| theirs.contains(p));
+        if common.is_empty() {
+            return false;
+        }
+    }
+    true
 }
 
 fn check_member(group: &Group, member_id: &str, instance_id: Option<&str>) -> Result<(), ResponseError> {
@@ -931,30 +1037,31 @@ fn complete_join(group: &mut Group, now: Instant) {
     }
 }
 
-/// The protocol every member supports that most members list first (Apache's vote).
+/// The protocol every member supports that most members list first (Apache's vote);
+/// ties go to the one the first member lists first. Linear in all members' protocols.
 fn select_protocol(group: &Group) -> Option<String> {
     let first = group.members.values().next()?;
-    let candidates: Vec<&String> = first
+    let mut seen = HashSet::new();
+    let mut candidates: Vec<&str> = first
         .protocols
         .iter()
-        .map(|(p, _)| p)
-        .filter(|p| group.members.values().all(|m| m.protocols.iter().any(|(q, _)| q == *p)))
+        .map(|(p, _)| p.as_str())
+        .filter(|p| seen.insert(*p))
         .collect();
-    let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
+    for m in group.members.values().skip(1) {
+        let theirs: HashSet<&str> = m.protocols.iter().map(|(p, _)| p.as_str()).collect();
+        candidates.retain(|p| theirs.contains(p));
+    }
+    let position: HashMap<&str, usize> = candidates.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+    let mut votes = vec![0usize; candidates.len()];
     for m in group.members.values() {
-        if let Some((p, _)) = m.protocols.iter().find(|(p, _)| candidates.contains(&p)) {
-            *votes.entry(p).or_default() += 1;
+        if let Some(i) = m.protocols.iter().find_map(|(p, _)| position.get(p.as_str())) {
+            votes[*i] += 1;
         }
     }
-    candidates
-        .iter()
-        .max_by_key(|p| {
-            (
-                votes.get(*p).copied().unwrap_or(0),
-                std::cmp::Reverse(candidates.iter().position(|c| c == *p)),
-            )
-        })
-        .map(|p| p.to_string())
+    (0..candidates.len())
+        .max_by_key(|i| (votes[*i], std::cmp::Reverse(*i)))
+        .map(|i| candidates[i].to_string())
 }
 
 fn current_generation_response(group: &Group, member_id: &str, version: i16) -> JoinGroupResponse {

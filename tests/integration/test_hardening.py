@@ -3,6 +3,7 @@ name, requests that would create millions of partitions, hostile files planted o
 volume. Each test checks what the attacker gets (a clear error), that nothing is left
 behind, and that everyone else keeps being served."""
 import json
+import struct
 import os
 import subprocess
 import time
@@ -271,3 +272,40 @@ def test_a_batch_whose_offsets_do_not_span_its_records_is_refused_with_invalid_r
     ((_, _, error, _),) = parse_produce_v3(body)
     assert error == 87  # INVALID_RECORD
     assert produce_and_read_back(kaas.bootstrap, "span", [b"fine"]) == [b"fine"]
+
+
+def test_a_join_group_with_200000_protocols_holds_up_no_other_client(kaas):
+    import threading
+    from wire import join_group_v1
+    admin = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    admin.create_topics([NewTopic("lat", 1)])["lat"].result(timeout=20)
+    frame = request(11, 1, 77, join_group_v1("big", [(f"p{i}", b"m") for i in range(200_000)]))
+    answered = {}
+
+    def join():
+        conn = Conn(kaas.port)
+        conn.sock.settimeout(120)
+        started = time.time()
+        conn.send(frame)
+        corr, body = conn.recv_response()
+        answered["error"] = struct.unpack(">h", body[:2])[0]
+        answered["seconds"] = time.time() - started
+
+    p = Producer({"bootstrap.servers": kaas.bootstrap, "acks": "all", "linger.ms": 0})
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "bystander", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("lat", 0, 0)], asynchronous=False)  # warm up
+    worst = 0.0
+    t = threading.Thread(target=join)
+    t.start()
+    for i in range(20):
+        started = time.time()
+        p.produce("lat", b"x", partition=0)
+        assert p.flush(30) == 0
+        c.commit(offsets=[TopicPartition("lat", 0, i + 1)], asynchronous=False)
+        worst = max(worst, time.time() - started)
+        time.sleep(0.05)
+    t.join(120)
+    c.close()
+    assert answered.get("error") == 0, answered
+    assert worst < 2.0, f"a bystander's produce + commit took {worst:.2f} s"
+    assert kaas.alive()

@@ -209,3 +209,12 @@ def parse_create_topics_v2(body: bytes):
             at += mlen
         out.append((name, error, message))
     return out
+
+
+def join_group_v1(group: str, protocols, member_id="", session_timeout_ms=10000, rebalance_timeout_ms=10000) -> bytes:
+    """A JoinGroup v1 body: (name, metadata bytes) protocols of type "consumer"."""
+    body = string(group) + struct.pack(">ii", session_timeout_ms, rebalance_timeout_ms) + string(member_id) + string("consumer")
+    parts = [body, struct.pack(">i", len(protocols))]
+    for name, meta in protocols:
+        parts.append(string(name) + struct.pack(">i", len(meta)) + meta)
+    return b"".join(parts)

@@ -211,12 +211,15 @@ fn leaving_empties_the_group_and_an_empty_group_can_be_deleted() {
     let (a, mut rx_a) = handshake(&c, t0);
     rx_a.try_recv().unwrap();
     assert_eq!(c.delete("g"), Err(ResponseError::NonEmptyGroup));
+    c.commit_offsets("g", &[("t".into(), 0, 5, -1, None)]).unwrap();
     assert_eq!(c.leave("g", &[(a.clone(), None)], t0).unwrap(), vec![None]);
-    assert_eq!(c.describe("g").unwrap().state, GroupState::Empty);
-    assert_eq!(
-        c.leave("g", &[(a, None)], t0).unwrap(),
-        vec![Some(ResponseError::UnknownMemberId)]
-    );
+    // Nothing left in memory; the committed offsets keep it listed (as Empty).
+    assert!(c.describe("g").is_none());
+    assert!(c
+        .list()
+        .iter()
+        .any(|(id, state, _)| id == "g" && *state == GroupState::Empty));
+    assert_eq!(c.leave("g", &[(a, None)], t0), Err(ResponseError::UnknownMemberId));
     assert_eq!(c.delete("g"), Ok(()));
     assert_eq!(c.delete("g"), Err(ResponseError::GroupIdNotFound));
 }
@@ -243,7 +246,7 @@ fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
     );
     let view = c.describe("g").unwrap();
     assert_eq!(view.state, GroupState::CompletingRebalance);
-    let leader = c.groups().get("g").unwrap().leader.clone().unwrap();
+    let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
     let follower = view.members.iter().find(|m| m.id != leader).unwrap().id.clone();
     let follower_inst = view
         .members
@@ -312,6 +315,64 @@ fn a_member_with_no_common_protocol_is_inconsistent() {
         now_response(c.join(req, t0)).error_code,
         ResponseError::InconsistentGroupProtocol.code()
     );
+}
+
+#[test]
+fn refused_and_abandoned_joins_leave_no_group_in_memory() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    for i in 0..100 {
+        let mut req = join_req("", 9);
+        req.group_id = format!("refused-{i}");
+        req.protocols.clear();
+        let r = now_response(c.join(req, t0));
+        assert_eq!(r.error_code, ResponseError::InconsistentGroupProtocol.code());
+        let mut req = join_req("no-such-member", 9);
+        req.group_id = format!("unknown-{i}");
+        assert_eq!(
+            now_response(c.join(req, t0)).error_code,
+            ResponseError::UnknownMemberId.code()
+        );
+    }
+    assert_eq!(c.in_memory(), 0);
+    // A handshake never completed holds a pending id until its session timeout.
+    let mut req = join_req("", 9);
+    req.group_id = "abandoned".into();
+    assert_eq!(
+        now_response(c.join(req, t0)).error_code,
+        ResponseError::MemberIdRequired.code()
+    );
+    assert_eq!(c.in_memory(), 1);
+    c.tick(t0 + Duration::from_secs(11));
+    assert_eq!(c.in_memory(), 0);
+    // A group whose last member left is evicted too; its generation restarts.
+    let (id, mut rx) = handshake(&c, t0);
+    assert_eq!(rx.try_recv().unwrap().generation_id, 1);
+    c.leave("g", &[(id, None)], t0).unwrap();
+    assert_eq!(c.in_memory(), 0);
+}
+
+#[test]
+fn protocol_matching_is_linear_in_the_protocols() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let many: Vec<(String, Bytes)> = (0..200_000).map(|i| (format!("p{i}"), Bytes::new())).collect();
+    let fresh = |protocols: Vec<(String, Bytes)>| {
+        let mut req = join_req("", 1);
+        req.protocols = protocols;
+        waited(c.join(req, t0))
+    };
+    let first = fresh(many.clone()).try_recv().unwrap();
+    // Two more members, one listing the same 200,000 protocols in reverse: every
+    // protocol is common, and the vote (what each lists first) is 2 to 1 for p0.
+    let mut b = fresh(many.clone());
+    let mut r = fresh(many.iter().rev().cloned().collect());
+    let mut req = join_req(&first.member_id, 1);
+    req.protocols = many;
+    let mut a = waited(c.join(req, t0));
+    for rx in [&mut a, &mut b, &mut r] {
+        assert_eq!(rx.try_recv().unwrap().protocol_name.as_deref(), Some("p0"));
+    }
 }
 
 #[test]

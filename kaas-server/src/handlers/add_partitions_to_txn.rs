@@ -21,7 +21,7 @@ pub async fn handle(
 ) -> AddPartitionsToTxnResponse {
     // Partitions of unknown topics fail the request; the others are not attempted.
     let mut wanted = Vec::new();
-    let mut unknown = Vec::new();
+    let mut unknown = std::collections::HashSet::new();
     for t in &req.v3_and_below_topics {
         for &p in &t.partitions {
             let tp = TopicPartition {
@@ -33,7 +33,7 @@ pub async fn handle(
             if broker.topic(&tp.topic).is_ok_and(|t| t.partition(p).is_some()) {
                 wanted.push(tp);
             } else {
-                unknown.push(tp);
+                unknown.insert(tp);
             }
         }
     }

@@ -21,7 +21,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
         protocols: req
             .protocols
             .iter()
-            .map(|p| (p.name.to_string(), p.metadata.clone()))
+            // Copied out: a slice would keep the whole request frame alive for as
+            // long as the member stays.
+            .map(|p| (p.name.to_string(), bytes::Bytes::copy_from_slice(&p.metadata)))
             .collect(),
         session_timeout_ms: req.session_timeout_ms,
         // v0 has no rebalance timeout: Apache uses the session timeout.
