@@ -59,6 +59,32 @@ pub struct Config {
     #[arg(long, env = "KAAS_MAX_BROKER_PARTITIONS", default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
     pub max_broker_partitions: i32,
 
+    /// max.connections: client connections this broker keeps open at once; one past it
+    /// is closed as soon as it is accepted.
+    #[arg(long, env = "KAAS_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// max.connections.per.ip: connections from one address; one past it is closed as
+    /// soon as it is accepted.
+    #[arg(long, env = "KAAS_MAX_CONNECTIONS_PER_IP", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_ip: u32,
+
+    /// connections.max.idle.ms: a connection that sends nothing for this long is closed
+    /// (also one that stalls half-way through a request).
+    #[arg(long, env = "KAAS_CONNECTIONS_MAX_IDLE_MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub connections_max_idle_ms: u64,
+
+    /// queued.max.request.bytes: memory for request frames read but not yet answered,
+    /// all connections together. When it is used up, connections stop being read until
+    /// requests finish (back-pressure, as Kafka's memory pool).
+    #[arg(long, env = "KAAS_QUEUED_MAX_REQUEST_BYTES", default_value_t = 512 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub queued_max_request_bytes: u64,
+
+    /// fetch.max.bytes: the most record bytes one Fetch response carries, whatever the
+    /// request asks (at least one batch, as Kafka).
+    #[arg(long, env = "KAAS_FETCH_MAX_BYTES", default_value_t = 57_671_680, value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    pub fetch_max_bytes: u64,
+
     /// Largest request frame accepted (socket.request.max.bytes); bigger ones close the connection.
     #[arg(long, env = "KAAS_MAX_REQUEST_BYTES", default_value_t = 104_857_600)]
     pub max_request_bytes: usize,

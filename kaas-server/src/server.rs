@@ -8,12 +8,14 @@ use crate::handlers::{self, RequestContext};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
@@ -40,23 +42,128 @@ pub enum FrameError {
     BadHeader { api: ApiKey, version: i16, detail: String },
     #[error("undecodable {api:?} v{version} request body: {detail}")]
     BadBody { api: ApiKey, version: i16, detail: String },
+    #[error("idle for connections.max.idle.ms ({0} ms)")]
+    Idle(u64),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+/// Open connections, in total and per address, against `max.connections` and
+/// `max.connections.per.ip`. A slot is freed when its connection task ends.
+struct ConnectionSlots {
+    counts: Mutex<(u32, HashMap<IpAddr, u32>)>,
+    max_total: u32,
+    max_per_ip: u32,
+    refused: AtomicU64,
+    last_warned_ms: AtomicI64,
+}
+
+/// One open connection's place in [`ConnectionSlots`].
+struct Slot {
+    slots: Arc<ConnectionSlots>,
+    ip: IpAddr,
+}
+
+impl ConnectionSlots {
+    fn new(max_total: u32, max_per_ip: u32) -> Arc<Self> {
+        Arc::new(ConnectionSlots {
+            counts: Mutex::new((0, HashMap::new())),
+            max_total,
+            max_per_ip,
+            refused: AtomicU64::new(0),
+            last_warned_ms: AtomicI64::new(0),
+        })
+    }
+
+    /// A slot for a connection from `ip`, or which limit it would break.
+    fn acquire(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, &'static str> {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let (total, per_ip) = &mut *counts;
+        if *total >= self.max_total {
+            return Err("max.connections");
+        }
+        let mine = per_ip.entry(ip).or_insert(0);
+        if *mine >= self.max_per_ip {
+            return Err("max.connections.per.ip");
+        }
+        *mine += 1;
+        *total += 1;
+        Ok(Slot {
+            slots: self.clone(),
+            ip,
+        })
+    }
+
+    /// Logs a refusal, at most once a second (a flood must not flood the log too).
+    fn refused(&self, peer: SocketAddr, limit: &str, max: u32) {
+        let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        let now = kaas_core::now_ms();
+        let last = self.last_warned_ms.load(Ordering::Relaxed);
+        if now - last >= 1000
+            && self
+                .last_warned_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            warn!(%peer, limit, max, refused_so_far = refused, "connection refused: {limit} reached");
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self.slots.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let (total, per_ip) = &mut *counts;
+        *total -= 1;
+        if let Some(n) = per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// What every connection shares: the limits of docs/limits.md.
+struct Limits {
+    slots: Arc<ConnectionSlots>,
+    /// `queued.max.request.bytes`, as permits of one byte each.
+    request_bytes: Arc<Semaphore>,
+    request_bytes_max: u64,
+    idle: Duration,
+    max_frame: usize,
 }
 
 /// Accepts connections until `shutdown` flips, then waits (bounded) for connections
 /// to finish their in-flight request.
 pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+    let config = &broker.config;
+    let budget = config.queued_max_request_bytes.min(Semaphore::MAX_PERMITS as u64);
+    let limits = Arc::new(Limits {
+        slots: ConnectionSlots::new(config.max_connections, config.max_connections_per_ip),
+        request_bytes: Arc::new(Semaphore::new(budget as usize)),
+        request_bytes_max: budget,
+        idle: Duration::from_millis(config.connections_max_idle_ms),
+        max_frame: config.max_request_bytes,
+    });
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let broker = broker.clone();
-                    let shutdown = shutdown.clone();
-                    conns.spawn(async move { connection(broker, stream, peer, shutdown).await });
-                }
+                Ok((stream, peer)) => match limits.slots.acquire(peer.ip()) {
+                    Ok(slot) => {
+                        let broker = broker.clone();
+                        let shutdown = shutdown.clone();
+                        let limits = limits.clone();
+                        conns.spawn(async move { connection(broker, stream, peer, shutdown, limits, slot).await });
+                    }
+                    Err(limit) => {
+                        let max = if limit == "max.connections" { limits.slots.max_total } else { limits.slots.max_per_ip };
+                        limits.slots.refused(peer, limit, max);
+                        drop(stream);
+                    }
+                },
                 Err(e) => {
                     // Usually EMFILE: back off instead of spinning.
                     warn!(error = %e, "accept failed");
@@ -84,7 +191,14 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: wat
     }
 }
 
-async fn connection(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut shutdown: watch::Receiver<bool>) {
+async fn connection(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+    limits: Arc<Limits>,
+    _slot: Slot,
+) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
     let mut writer = BufWriter::new(writer);
@@ -93,13 +207,17 @@ async fn connection(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mu
         let frame = tokio::select! {
             biased;
             _ = shutdown.changed() => break,
-            frame = read_frame(&mut reader, broker.config.max_request_bytes) => frame,
+            frame = read_frame(&mut reader, &limits) => frame,
         };
-        let frame = match frame {
+        let (frame, _permit) = match frame {
             Ok(Some(f)) => f,
             Ok(None) => break,
             Err(FrameError::Io(e)) => {
                 debug!(%peer, error = %e, "connection read failed");
+                break;
+            }
+            Err(e @ FrameError::Idle(_)) => {
+                debug!(%peer, error = %e, "closing idle connection");
                 break;
             }
             Err(e) => {
@@ -132,32 +250,56 @@ async fn connection(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mu
     debug!(%peer, "connection closed");
 }
 
-/// Reads one frame; None on a clean end of stream between frames.
-async fn read_frame<R: AsyncReadExt + Unpin>(reader: &mut R, max: usize) -> Result<Option<Bytes>, FrameError> {
+/// Reads one frame, with its share of the request memory budget (held until the
+/// request is answered); None on a clean end of stream between frames. Every read
+/// must make progress within `connections.max.idle.ms`.
+async fn read_frame<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    limits: &Limits,
+) -> Result<Option<(Bytes, OwnedSemaphorePermit)>, FrameError> {
+    let idle = limits.idle;
+    let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
     let mut len = [0u8; 4];
-    match reader.read_exact(&mut len).await {
+    match tokio::time::timeout(idle, reader.read_exact(&mut len))
+        .await
+        .map_err(timed)?
+    {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e.into()),
     }
     let size = i32::from_be_bytes(len) as i64;
+    let max = limits.max_frame;
     if size > max as i64 {
         return Err(FrameError::TooLarge { size, max });
     }
     if size < MIN_REQUEST_LEN as i64 {
         return Err(FrameError::TooShort { size });
     }
+    // Wait for room in the budget before allocating (a frame bigger than the whole
+    // budget waits for all of it).
+    let size = size as usize;
+    let cost = (size as u64).min(limits.request_bytes_max) as u32;
+    let permit = limits
+        .request_bytes
+        .clone()
+        .acquire_many_owned(cost)
+        .await
+        .map_err(|_| std::io::Error::other("request memory budget closed"))?;
     // Read into the buffer's spare capacity: no zeroing of every frame first (it
     // showed in the produce profile, docs/performance.md).
-    let size = size as usize;
     let mut buf = BytesMut::with_capacity(size);
     let mut body = (&mut *reader).take(size as u64);
     while buf.len() < size {
-        if body.read_buf(&mut buf).await? == 0 {
+        if tokio::time::timeout(idle, body.read_buf(&mut buf))
+            .await
+            .map_err(timed)??
+            == 0
+        {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
         }
     }
-    Ok(Some(buf.freeze()))
+    Ok(Some((buf.freeze(), permit)))
 }
 
 /// Decodes, dispatches and encodes one request. Ok(None) when no response is due
@@ -248,4 +390,26 @@ fn encode_response(
     let len = (buf.len() - 4) as i32;
     buf[0..4].copy_from_slice(&len.to_be_bytes());
     Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_slots_count_per_address_and_in_total_and_free_on_drop() {
+        let slots = ConnectionSlots::new(5, 3);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let mut held: Vec<Slot> = (0..3).map(|_| slots.acquire(a).unwrap()).collect();
+        assert_eq!(slots.acquire(a).err(), Some("max.connections.per.ip"));
+        held.push(slots.acquire(b).unwrap());
+        held.push(slots.acquire(b).unwrap());
+        assert_eq!(slots.acquire(b).err(), Some("max.connections"));
+        held.truncate(1);
+        assert!(slots.acquire(a).is_ok());
+        drop(held);
+        let counts = slots.counts.lock().unwrap();
+        assert_eq!(counts.0, 0);
+        assert!(counts.1.is_empty(), "no address left behind");
+    }
 }

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from conftest import KaasBroker
+from conftest import KaasBroker, wait_for
 from wire import Conn, create_topics_v2, parse_create_topics_v2, request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -309,3 +309,114 @@ def test_a_join_group_with_200000_protocols_holds_up_no_other_client(kaas):
     assert answered.get("error") == 0, answered
     assert worst < 2.0, f"a bystander's produce + commit took {worst:.2f} s"
     assert kaas.alive()
+
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_five_thousand_idle_connections_past_the_limits_are_shed_and_clients_keep_working(kaas_factory):
+    import resource
+    import socket
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 20000), hard))
+    broker = kaas_factory("--max-connections-per-ip", "50", "--max-connections", "200", "--connections-max-idle-ms", "5000")
+    pid = broker.proc.pid
+    fds_before = open_fds(pid)
+    socks = []
+    try:
+        for _ in range(5000):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.settimeout(10)
+            s.connect(("127.0.0.1", broker.port))
+            socks.append(s)
+        # Everything past the per-address limit is closed by the broker at once.
+        def shed():
+            open_count = 0
+            for s in socks:
+                try:
+                    if s.recv(1, socket.MSG_DONTWAIT) == b"":
+                        continue
+                except BlockingIOError:
+                    open_count += 1
+                except OSError:
+                    continue
+            return open_count <= 50
+        wait_for(shed, timeout=30, what="connections past the limit closed")
+        assert open_fds(pid) <= fds_before + 60
+        # A client from another address is served meanwhile.
+        assert produce_and_read_back(broker.bootstrap, "busy", [b"served"]) == [b"served"]
+        # The idle ones go after connections.max.idle.ms.
+        wait_for(lambda: open_fds(pid) <= fds_before + 5, timeout=30, what="idle connections closed")
+        assert rss_kib(pid) < 200 * 1024
+        assert "connection refused: max.connections.per.ip reached" in broker.log_text()
+    finally:
+        for s in socks:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert broker.alive()
+
+
+def test_a_fetch_asking_for_2_gib_gets_at_most_fetch_max_bytes(kaas_factory):
+    broker = kaas_factory("--fetch-max-bytes", "100000")
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(60):
+        p.produce("wide", b"v" * 10_000, partition=0)
+        p.flush(20)
+    c = Consumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": "wide", "auto.offset.reset": "earliest",
+        "fetch.max.bytes": 2_000_000_000, "max.partition.fetch.bytes": 1_000_000_000,
+        "receive.message.max.bytes": 2_147_483_647,
+    })
+    c.assign([TopicPartition("wide", 0, 0)])
+    got = 0
+    deadline = time.time() + 30
+    while got < 60 and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got += 1
+    c.close()
+    assert got == 60
+    # The raw request: one Fetch v4 for 2 GiB answers at most about fetch.max.bytes.
+    body = struct.pack(">iiiib", -1, 500, 1, 2_000_000_000, 0)
+    body += struct.pack(">i", 1) + struct.pack(">h", 4) + b"wide" + struct.pack(">i", 1)
+    body += struct.pack(">iqi", 0, 0, 2_000_000_000)
+    conn = Conn(broker.port)
+    conn.send(request(1, 4, 3, body))
+    _, resp = conn.recv_response()
+    # Whole batches of ~10 KB up to the cap: nine of them, never the 600 KB asked for.
+    assert 80_000 <= len(resp) <= 100_000 + 200, len(resp)
+
+
+def test_request_memory_is_budgeted_and_a_stalled_sender_gives_its_share_back(kaas_factory):
+    broker = kaas_factory("--queued-max-request-bytes", "1000000", "--connections-max-idle-ms", "3000")
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    p.produce("budget", b"warm", partition=0)
+    assert p.flush(20) == 0
+    rss_before = rss_kib(broker.proc.pid)
+    # Five senders each announce a 900 KB frame and stall half-way: only one at a time
+    # gets budget, the others are not read at all.
+    stalled = []
+    for _ in range(5):
+        c = Conn(broker.port)
+        c.send(struct.pack(">i", 900_000) + b"\x00" * 450_000)
+        stalled.append(c)
+    time.sleep(0.5)
+    assert rss_kib(broker.proc.pid) - rss_before < 10 * 1024, "frames were buffered past the budget"
+    # The small produce waits behind the budget, then goes through once the stalled
+    # senders are closed for idling.
+    started = time.time()
+    p.produce("budget", b"after", partition=0)
+    assert p.flush(60) == 0
+    assert time.time() - started < 30
+    for c in stalled:
+        assert c.closed_by_peer()
+    assert broker.alive()

@@ -46,7 +46,8 @@ fn batch_end(data: &[u8]) -> Option<i64> {
 
 /// One pass over the requested partitions: (responses, record bytes, any error).
 fn gather(broker: &Broker, version: i16, req: &FetchRequest) -> (Vec<FetchableTopicResponse>, usize, bool) {
-    let mut remaining = req.max_bytes.max(0) as usize;
+    // fetch.max.bytes caps what any request may ask for.
+    let mut remaining = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes as usize);
     let mut total = 0usize;
     let mut any_error = false;
     let mut responses = Vec::with_capacity(req.topics.len());
