@@ -27,9 +27,33 @@ pub struct BrokerLease {
 }
 
 impl BrokerLease {
+    /// Replaces the lease atomically; on a full volume, where even the temporary file
+    /// cannot be written, overwrites it in place instead ([`crate::fsutil::overwrite_in_place`]),
+    /// so a full disk does not make every broker step down.
     pub fn write(&self, volume: &Volume) -> Result<(), VolumeError> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        /// Said once per spell of a full volume, not at every renewal.
+        static IN_PLACE: AtomicBool = AtomicBool::new(false);
         let path = volume.broker_lease(self.broker_id);
-        write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
+        match write_json(&path, self) {
+            Err(e) if crate::fsutil::is_out_of_space(&e) && path.exists() => {
+                let mut bytes =
+                    serde_json::to_vec_pretty(self).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
+                bytes.push(b'\n');
+                crate::fsutil::overwrite_in_place(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
+                if !IN_PLACE.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(path = %path.display(), "the volume is full: broker lease renewed in place until space returns");
+                }
+                Ok(())
+            }
+            Ok(()) => {
+                if IN_PLACE.swap(false, Ordering::Relaxed) {
+                    tracing::info!(path = %path.display(), "space returned: broker lease replaced atomically again");
+                }
+                Ok(())
+            }
+            Err(e) => Err(VolumeError::io(&path, e)),
+        }
     }
     pub fn read(volume: &Volume, id: i32) -> Result<BrokerLease, VolumeError> {
         read_versioned_json(&volume.broker_lease(id), "broker lease", LEASE_FORMAT_VERSION)

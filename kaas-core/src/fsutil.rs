@@ -71,6 +71,35 @@ pub fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Whether an error is the volume being out of space (or quota).
+pub fn is_out_of_space(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+/// The last resort for a small file that must still be written when the volume is
+/// full (a broker's lease): `contents`, padded with spaces to the file's current
+/// length, written over the existing file in place and fdatasynced. It needs no new
+/// blocks as long as the contents fit the file's last block, but it is not atomic: a
+/// reader may see a torn file (readers of leases keep their last good reading then)
+/// and a crash may leave one (its writer rewrites it at start). JSON readers accept
+/// the trailing spaces.
+pub fn overwrite_in_place(path: &Path, contents: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = OpenOptions::new()
+        .write(true)
+        .custom_flags(NO_FOLLOW_NO_BLOCK)
+        .open(path)
+        .map_err(explain_open_error)?;
+    ensure_regular(&f)?;
+    let len = f.metadata()?.len() as usize;
+    let mut padded = contents.to_vec();
+    if padded.len() < len {
+        padded.resize(len, b' ');
+    }
+    f.write_all_at(&padded, 0)?;
+    f.sync_data()
+}
+
 /// Writes `contents` to `path` only if no file of that name exists yet: the file is
 /// written whole and fsynced under a temporary name, then hard-linked into place,
 /// which fails when another writer (another broker) got there first. Ok(false) then,
@@ -363,6 +392,19 @@ mod tests {
         fs::write(&big, vec![b' '; 11]).unwrap();
         let e = read_capped(&big, 10).unwrap_err();
         assert!(e.to_string().contains("11 bytes, more than the 10"), "{e}");
+    }
+
+    #[test]
+    fn a_file_overwritten_in_place_reads_as_the_new_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lease.json");
+        atomic_write(&path, br#"{"heartbeat_ms": 123456789}"#).unwrap();
+        overwrite_in_place(&path, br#"{"heartbeat_ms": 1}"#).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert_eq!(v["heartbeat_ms"], 1);
+        overwrite_in_place(&path, br#"{"heartbeat_ms": 1234567890123, "more": true}"#).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert_eq!(v["more"], true);
     }
 
     #[test]

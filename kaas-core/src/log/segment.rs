@@ -49,6 +49,9 @@ pub struct Segment {
     created_ms: i64,
     /// Newest batch max timestamp; None until computed (lazily for sealed segments).
     max_timestamp: Option<i64>,
+    /// A failed append left bytes past `size` (or index entries past `index`) that
+    /// could not be cut off then: the next append cuts them first, or fails too.
+    torn_tail: bool,
 }
 
 fn file_name(base: i64, ext: &str) -> String {
@@ -98,6 +101,7 @@ impl Segment {
             bytes_since_index: 0,
             created_ms: now_ms,
             max_timestamp: Some(-1),
+            torn_tail: false,
         })
     }
 
@@ -146,6 +150,7 @@ impl Segment {
             bytes_since_index: 0,
             created_ms,
             max_timestamp: None,
+            torn_tail: false,
         };
         let cut = if active {
             seg.recover(None)?
@@ -306,39 +311,72 @@ impl Segment {
     }
 
     /// Writes batches whose offsets were already assigned, starting at `first_offset`.
+    /// Appends whole batches. On failure (ENOSPC, EIO half-way through a write) the
+    /// segment is as before: whatever part of the batch reached the files is cut off
+    /// again, so the next append never lands after garbage; if even the cut fails, the
+    /// next append retries it first and refuses to write until it succeeds.
     pub fn append(&mut self, records: &[u8], headers: &[BatchHeader], first_offset: i64) -> Result<(), SegmentError> {
-        (&*self.file)
-            .write_all(records)
-            .map_err(|e| SegmentError::io(&self.log_path, e))?;
+        if self.torn_tail {
+            self.cut_torn_tail()?;
+        }
         let mut pos = self.size;
         let mut offset = first_offset;
+        let mut since_index = self.bytes_since_index;
+        let mut max_ts = self.max_timestamp;
         let mut new_entries = Vec::new();
         for h in headers {
-            if self.index.is_empty() && new_entries.is_empty() || self.bytes_since_index >= self.index_interval {
+            if self.index.is_empty() && new_entries.is_empty() || since_index >= self.index_interval {
                 new_entries.push(((offset - self.base_offset) as u32, pos as u32));
-                self.bytes_since_index = 0;
+                since_index = 0;
             }
-            self.bytes_since_index += h.total_len() as u32;
-            if let Some(ts) = self.max_timestamp.as_mut() {
+            since_index += h.total_len() as u32;
+            if let Some(ts) = max_ts.as_mut() {
                 *ts = (*ts).max(h.max_timestamp);
             }
             offset += h.last_offset_delta as i64 + 1;
             pos += h.total_len() as u64;
         }
-        if !new_entries.is_empty() {
-            let mut bytes = Vec::with_capacity(new_entries.len() * INDEX_ENTRY_LEN);
-            for (rel, p) in &new_entries {
-                bytes.extend_from_slice(&rel.to_be_bytes());
-                bytes.extend_from_slice(&p.to_be_bytes());
+        let written = (&*self.file)
+            .write_all(records)
+            .map_err(|e| SegmentError::io(&self.log_path, e))
+            .and_then(|()| {
+                if new_entries.is_empty() {
+                    return Ok(());
+                }
+                let mut bytes = Vec::with_capacity(new_entries.len() * INDEX_ENTRY_LEN);
+                for (rel, p) in &new_entries {
+                    bytes.extend_from_slice(&rel.to_be_bytes());
+                    bytes.extend_from_slice(&p.to_be_bytes());
+                }
+                let at = (self.index.len() * INDEX_ENTRY_LEN) as u64;
+                self.index_file
+                    .write_all_at(&bytes, at)
+                    .map_err(|e| SegmentError::io(&self.index_path, e))
+            });
+        if let Err(e) = written {
+            self.torn_tail = true;
+            if let Err(cut) = self.cut_torn_tail() {
+                tracing::error!(path = %self.log_path.display(), error = %cut, "cannot cut a failed append off the segment; appends wait until it can be");
             }
-            let at = (self.index.len() * INDEX_ENTRY_LEN) as u64;
-            self.index_file
-                .write_all_at(&bytes, at)
-                .map_err(|e| SegmentError::io(&self.index_path, e))?;
-            self.index.extend(new_entries);
+            return Err(e);
         }
+        self.index.extend(new_entries);
+        self.bytes_since_index = since_index;
+        self.max_timestamp = max_ts;
         self.size = pos;
         self.next_offset = offset;
+        Ok(())
+    }
+
+    /// Cuts the log and the index back to what this segment holds.
+    fn cut_torn_tail(&mut self) -> Result<(), SegmentError> {
+        self.file
+            .set_len(self.size)
+            .map_err(|e| SegmentError::io(&self.log_path, e))?;
+        self.index_file
+            .set_len((self.index.len() * INDEX_ENTRY_LEN) as u64)
+            .map_err(|e| SegmentError::io(&self.index_path, e))?;
+        self.torn_tail = false;
         Ok(())
     }
 
