@@ -146,7 +146,9 @@ impl SlotState {
     pub fn entries(&self) -> &BTreeMap<String, TxnEntry> {
         &self.file.entries
     }
-    fn wants_fold(&self) -> bool {
+    /// Whether the journal has grown past its bound (or the checkpoint is of the old
+    /// version): the next writer folds it into the checkpoint.
+    pub fn wants_fold(&self) -> bool {
         self.journal_len > FOLD_MIN_BYTES.max(self.checkpoint_len) || self.file.version != SLOT_FORMAT_VERSION
     }
 }

@@ -540,6 +540,16 @@ impl Broker {
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<Topic>, TopicError> {
         let _admin = self.admin_lock.lock().await;
+        // Directory creation and fsyncs, off the runtime's workers.
+        crate::blocking::off_worker(|| self.create_topic_blocking(name, partitions, configs))
+    }
+
+    fn create_topic_blocking(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, TopicError> {
         self.validate_topic(name, partitions, &configs)?;
         if self.adopt_from_volume(name) {
             return Err(TopicError::AlreadyExists(name.to_string()));
@@ -709,9 +719,12 @@ impl Broker {
             topic
         };
         let path = self.volume.topic_file(name);
-        std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
-        self.remove_partition_dirs(&topic);
-        self.groups.forget_topic(name);
+        crate::blocking::off_worker(|| {
+            std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
+            self.remove_partition_dirs(&topic);
+            self.groups.forget_topic(name);
+            Ok::<_, TopicError>(())
+        })?;
         Ok(topic.meta.topic_id)
     }
 
@@ -768,10 +781,12 @@ impl Broker {
             Err(e) => return Err(e.into()),
         }
         let mut partitions = old.partitions.clone();
-        for p in old.meta.partitions..count {
-            partitions.push(self.open_partition_here(&old.log_config, name, old.meta.topic_id, p));
-        }
-        meta.write(&self.volume)?;
+        crate::blocking::off_worker(|| {
+            for p in old.meta.partitions..count {
+                partitions.push(self.open_partition_here(&old.log_config, name, old.meta.topic_id, p));
+            }
+            meta.write(&self.volume)
+        })?;
         let topic = Arc::new(Topic {
             meta,
             log_config: old.log_config.clone(),
@@ -945,9 +960,14 @@ impl Broker {
             if !self.lease_fresh() {
                 return Err(AppendRejected::LeaseExpired);
             }
-            let outcome = state
-                .append(records, headers, partition.leader_epoch, now_ms())
-                .map_err(AppendRejected::Append)?;
+            let now = now_ms();
+            let outcome = if state.log.would_roll(records.len() as u64, now) {
+                // A roll seals (fsyncs) a segment and creates files.
+                crate::blocking::off_worker(|| state.append(records, headers, partition.leader_epoch, now))
+            } else {
+                state.append(records, headers, partition.leader_epoch, now)
+            }
+            .map_err(AppendRejected::Append)?;
             // And after it: a process paused between the check and the write (SIGSTOP)
             // may have lost the partition meanwhile, its batch landing where the new
             // leader never reads. Not acknowledged; a retry goes to the new leader.

@@ -212,7 +212,8 @@ impl TransactionCoordinator {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         if state.is_none() {
-            self.store.catch_up(&held.lock, &mut state)?;
+            // A full read of the slot (after an earlier failure).
+            crate::blocking::off_worker(|| self.store.catch_up(&held.lock, &mut state))?;
         }
         Ok(state)
     }
@@ -257,7 +258,7 @@ impl TransactionCoordinator {
         if self.group.poisoned(held.slot) {
             // A sync of this journal failed: rewrite the whole slot from memory (new
             // checkpoint and journal, synced) before anything else counts as durable.
-            if let Err(e) = self.store.fold(&held.lock, st) {
+            if let Err(e) = crate::blocking::off_worker(|| self.store.fold(&held.lock, st)) {
                 *state = None;
                 return Err(e.into());
             }
@@ -275,7 +276,12 @@ impl TransactionCoordinator {
             }
         };
         self.group.appended(held.slot, generation);
-        match self.store.maybe_fold(&held.lock, st) {
+        let folded = if st.wants_fold() {
+            crate::blocking::off_worker(|| self.store.maybe_fold(&held.lock, st))
+        } else {
+            Ok(false)
+        };
+        match folded {
             Ok(true) => self.group.made_durable(held.slot, generation),
             Ok(false) => {}
             // The transition is appended; only the fold failed (retried at the next

@@ -214,6 +214,12 @@ impl PartitionLog {
         })
     }
 
+    /// Whether appending `incoming` bytes at `now_ms` rolls the active segment first
+    /// (blocking file work: callers on an async runtime move off its workers).
+    pub fn would_roll(&self, incoming: u64, now_ms: i64) -> bool {
+        self.should_roll(incoming, now_ms)
+    }
+
     fn should_roll(&self, incoming: u64, now_ms: i64) -> bool {
         let active = self.active();
         if active.size() == 0 {

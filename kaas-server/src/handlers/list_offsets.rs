@@ -49,11 +49,14 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                             LATEST => r.offset = log.log_end_offset(),
                             EARLIEST => r.offset = log.log_start_offset(),
                             ts => {
-                                let found = if ts == MAX_TIMESTAMP {
-                                    max_timestamp(log)
-                                } else {
-                                    log.offset_for_timestamp(ts).map_err(|e| e.to_string())
-                                };
+                                // Both may read whole segments.
+                                let found = crate::blocking::off_worker(|| {
+                                    if ts == MAX_TIMESTAMP {
+                                        max_timestamp(log)
+                                    } else {
+                                        log.offset_for_timestamp(ts).map_err(|e| e.to_string())
+                                    }
+                                });
                                 match found {
                                     Ok(Some((offset, ts))) => {
                                         r.offset = offset;
