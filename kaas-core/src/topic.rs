@@ -326,6 +326,17 @@ mod tests {
     }
 
     #[test]
+    fn segment_bytes_outside_kafkas_int_range_is_refused() {
+        let d = LogConfig::default();
+        for bad in ["13", "2147483648", "-1", "99999999999"] {
+            let e = log_config_for(&d, &BTreeMap::from([("segment.bytes".to_string(), bad.to_string())])).unwrap_err();
+            assert!(e.contains("segment.bytes"), "{e}");
+        }
+        let ok = log_config_for(&d, &BTreeMap::from([("segment.bytes".to_string(), "2147483647".to_string())])).unwrap();
+        assert_eq!(ok.segment_bytes, i32::MAX as u64);
+    }
+
+    #[test]
     fn topic_files_whose_names_could_leave_the_volume_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let volume = Volume::new(dir.path());
