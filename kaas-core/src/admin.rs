@@ -348,7 +348,7 @@ fn write_marker_direct(
         .map_err(|e| err(e.to_string()))?
         .is_some()
     {
-        let (file, _) = state.log.sync_handle();
+        let (file, _) = state.log.sync_handle().map_err(|e| err(e.to_string()))?;
         file.sync_data().map_err(|e| err(e.to_string()))?;
     }
     state.write_snapshot(now_ms).map_err(|e| err(e.to_string()))?;

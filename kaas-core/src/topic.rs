@@ -332,7 +332,11 @@ mod tests {
             let e = log_config_for(&d, &BTreeMap::from([("segment.bytes".to_string(), bad.to_string())])).unwrap_err();
             assert!(e.contains("segment.bytes"), "{e}");
         }
-        let ok = log_config_for(&d, &BTreeMap::from([("segment.bytes".to_string(), "2147483647".to_string())])).unwrap();
+        let ok = log_config_for(
+            &d,
+            &BTreeMap::from([("segment.bytes".to_string(), "2147483647".to_string())]),
+        )
+        .unwrap();
         assert_eq!(ok.segment_bytes, i32::MAX as u64);
     }
 

@@ -80,8 +80,12 @@ impl Partition {
             if let Err(e) = state.write_snapshot(now) {
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot write producer-state snapshot; the next owner replays the log instead");
             }
-            let (file, _) = state.log.sync_handle();
-            if let Err(e) = file.sync_data() {
+            if let Err(e) = state
+                .log
+                .sync_handle()
+                .map_err(std::io::Error::other)
+                .and_then(|(file, _)| file.sync_data())
+            {
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot fsync the log while letting the partition go; not marking it released (others take it over once this lease expires)");
                 return;
             }
@@ -119,7 +123,7 @@ impl Partition {
         if self.durable.load(Ordering::Acquire) >= offset {
             return Ok(());
         }
-        let (file, end) = self.state().log.sync_handle();
+        let (file, end) = self.state().log.sync_handle().map_err(std::io::Error::other)?;
         tokio::task::spawn_blocking(move || file.sync_data())
             .await
             .map_err(std::io::Error::other)??;

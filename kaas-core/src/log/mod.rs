@@ -288,8 +288,8 @@ impl PartitionLog {
 
     /// The active segment's file and the log end offset it covers, for a flusher that
     /// fsyncs outside the partition lock.
-    pub fn sync_handle(&self) -> (Arc<File>, i64) {
-        (self.active().file(), self.log_end_offset())
+    pub fn sync_handle(&self) -> Result<(Arc<File>, i64), LogError> {
+        Ok((self.active().file()?, self.log_end_offset()))
     }
 
     /// Reads whole batches starting with the one that holds `offset`, up to `max_bytes`

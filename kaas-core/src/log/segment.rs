@@ -39,8 +39,13 @@ pub struct Segment {
     base_offset: i64,
     log_path: PathBuf,
     index_path: PathBuf,
-    file: Arc<File>,
-    index_file: File,
+    /// The log file, held open while the segment takes appends. None once sealed:
+    /// reads open it by path, so a partition's open files do not grow with its
+    /// segments (a topic with a tiny `segment.ms` cannot exhaust descriptors).
+    file: Option<Arc<File>>,
+    /// The index file, only while the segment takes appends (a sealed segment's index
+    /// is in memory).
+    index_file: Option<File>,
     size: u64,
     next_offset: i64,
     index: Vec<(u32, u32)>,
@@ -92,8 +97,8 @@ impl Segment {
             base_offset: base,
             log_path,
             index_path,
-            file: Arc::new(file),
-            index_file,
+            file: Some(Arc::new(file)),
+            index_file: Some(index_file),
             size: 0,
             next_offset: base,
             index: Vec::new(),
@@ -141,8 +146,8 @@ impl Segment {
             base_offset: base,
             log_path,
             index_path,
-            file: Arc::new(file),
-            index_file,
+            file: Some(Arc::new(file)),
+            index_file: Some(index_file),
             size: meta.len(),
             next_offset: base,
             index: Vec::new(),
@@ -165,7 +170,44 @@ impl Segment {
             }
             cut
         };
+        if !active {
+            seg.close_files();
+        }
         Ok((seg, cut))
+    }
+
+    /// Lets go of the open files of a segment that takes no more appends.
+    fn close_files(&mut self) {
+        self.file = None;
+        self.index_file = None;
+    }
+
+    /// The log file for reading: the open one, or (sealed) opened now, read-only.
+    fn reader(&self) -> Result<Arc<File>, SegmentError> {
+        match &self.file {
+            Some(f) => Ok(f.clone()),
+            None => crate::fsutil::open_regular(&self.log_path)
+                .map(Arc::new)
+                .map_err(|e| SegmentError::io(&self.log_path, e)),
+        }
+    }
+
+    /// The log file for writing: only a segment that still takes appends has one.
+    fn writer(&self) -> Result<&Arc<File>, SegmentError> {
+        self.file.as_ref().ok_or_else(|| {
+            SegmentError::io(
+                &self.log_path,
+                io::Error::other("the segment is sealed and takes no more writes"),
+            )
+        })
+    }
+
+    /// The index file for writing (reopened if a sealed segment's index is rewritten).
+    fn index_writer(&mut self) -> Result<&File, SegmentError> {
+        if self.index_file.is_none() {
+            self.index_file = Some(open_index(&self.index_path, false)?);
+        }
+        Ok(self.index_file.as_ref().expect("just opened"))
     }
 
     /// Scans every batch, rebuilding the index; truncates at the first bad batch, or at
@@ -176,7 +218,7 @@ impl Segment {
         let mut max_ts = -1;
         let mut reason = None;
         let mut stray_at: Option<(u64, i64)> = None;
-        let file = self.file.clone();
+        let file = self.reader()?;
         let mut scanner = BatchScanner::new(&file, self.size, self.base_offset);
         loop {
             match scanner.next_batch().map_err(|e| SegmentError::io(&self.log_path, e))? {
@@ -215,9 +257,9 @@ impl Segment {
                 cut_bytes: self.size - pos,
                 reason: reason.unwrap_or_else(|| "trailing bytes".into()),
             };
-            self.file
-                .set_len(pos)
-                .and_then(|_| self.file.sync_all())
+            let f = self.writer()?;
+            f.set_len(pos)
+                .and_then(|_| f.sync_all())
                 .map_err(|e| SegmentError::io(&self.log_path, e))?;
             self.size = pos;
             Some(cut)
@@ -262,8 +304,9 @@ impl Segment {
         let mut pos = self.index.last().map(|e| e.1 as u64).unwrap_or(0);
         let mut next = self.base_offset;
         let mut head = [0u8; HEADER_LEN];
+        let file = self.reader()?;
         while pos + HEADER_LEN as u64 <= self.size {
-            self.read_exact_at(&mut head, pos)?;
+            self.read_exact_at(&file, &mut head, pos)?;
             let Ok(h) = BatchHeader::parse(&head, pos as usize) else {
                 break;
             };
@@ -279,15 +322,15 @@ impl Segment {
             bytes.extend_from_slice(&rel.to_be_bytes());
             bytes.extend_from_slice(&pos.to_be_bytes());
         }
-        self.index_file
+        let index_file = self.index_writer()?;
+        index_file
             .set_len(0)
-            .and_then(|_| self.index_file.write_all_at(&bytes, 0))
+            .and_then(|_| index_file.write_all_at(&bytes, 0))
             .map_err(|e| SegmentError::io(&self.index_path, e))
     }
 
-    fn read_exact_at(&self, buf: &mut [u8], pos: u64) -> Result<(), SegmentError> {
-        self.file
-            .read_exact_at(buf, pos)
+    fn read_exact_at(&self, file: &File, buf: &mut [u8], pos: u64) -> Result<(), SegmentError> {
+        file.read_exact_at(buf, pos)
             .map_err(|e| SegmentError::io(&self.log_path, e))
     }
 
@@ -306,8 +349,10 @@ impl Segment {
     pub fn log_path(&self) -> &Path {
         &self.log_path
     }
-    pub fn file(&self) -> Arc<File> {
-        self.file.clone()
+    /// The log file: the open one of a segment that takes appends, or (sealed) opened
+    /// now, read-only (enough for fsync).
+    pub fn file(&self) -> Result<Arc<File>, SegmentError> {
+        self.reader()
     }
 
     /// Writes batches whose offsets were already assigned, starting at `first_offset`.
@@ -336,7 +381,7 @@ impl Segment {
             offset += h.last_offset_delta as i64 + 1;
             pos += h.total_len() as u64;
         }
-        let written = (&*self.file)
+        let written = (&**self.writer()?)
             .write_all(records)
             .map_err(|e| SegmentError::io(&self.log_path, e))
             .and_then(|()| {
@@ -349,7 +394,7 @@ impl Segment {
                     bytes.extend_from_slice(&p.to_be_bytes());
                 }
                 let at = (self.index.len() * INDEX_ENTRY_LEN) as u64;
-                self.index_file
+                self.index_writer()?
                     .write_all_at(&bytes, at)
                     .map_err(|e| SegmentError::io(&self.index_path, e))
             });
@@ -370,11 +415,12 @@ impl Segment {
 
     /// Cuts the log and the index back to what this segment holds.
     fn cut_torn_tail(&mut self) -> Result<(), SegmentError> {
-        self.file
+        self.writer()?
             .set_len(self.size)
             .map_err(|e| SegmentError::io(&self.log_path, e))?;
-        self.index_file
-            .set_len((self.index.len() * INDEX_ENTRY_LEN) as u64)
+        let index_len = (self.index.len() * INDEX_ENTRY_LEN) as u64;
+        self.index_writer()?
+            .set_len(index_len)
             .map_err(|e| SegmentError::io(&self.index_path, e))?;
         self.torn_tail = false;
         Ok(())
@@ -382,14 +428,23 @@ impl Segment {
 
     /// fsyncs the log and index of a segment that will receive no more appends.
     pub fn seal(&mut self) -> Result<(), SegmentError> {
-        self.file.sync_all().map_err(|e| SegmentError::io(&self.log_path, e))?;
-        self.index_file
+        self.writer()?
             .sync_all()
-            .map_err(|e| SegmentError::io(&self.index_path, e))
+            .map_err(|e| SegmentError::io(&self.log_path, e))?;
+        self.index_writer()?
+            .sync_all()
+            .map_err(|e| SegmentError::io(&self.index_path, e))?;
+        self.close_files();
+        Ok(())
     }
 
     /// Byte position of the batch that holds `offset`, or None if the segment ends first.
     fn locate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, SegmentError> {
+        self.locate_in(&*self.reader()?, offset)
+    }
+
+    /// [`Self::locate`] through an already open log file.
+    fn locate_in(&self, file: &File, offset: i64) -> Result<Option<(u64, BatchHeader)>, SegmentError> {
         let rel = (offset - self.base_offset).max(0);
         let start = match self.index.binary_search_by_key(&(rel as u32), |e| e.0) {
             Ok(i) => self.index[i].1 as u64,
@@ -399,7 +454,7 @@ impl Segment {
         let mut pos = start;
         let mut head = [0u8; HEADER_LEN];
         while pos + HEADER_LEN as u64 <= self.size {
-            self.read_exact_at(&mut head, pos)?;
+            self.read_exact_at(file, &mut head, pos)?;
             let Ok(h) = BatchHeader::parse(&head, pos as usize) else {
                 return Ok(None);
             };
@@ -419,7 +474,8 @@ impl Segment {
     /// Whole batches from the one holding `offset`, up to `max_bytes` (but at least one
     /// batch when `min_one`), stopping before any batch that starts at or after `max_offset`.
     pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, SegmentError> {
-        let Some((start, first)) = self.locate(offset)? else {
+        let file = self.reader()?;
+        let Some((start, first)) = self.locate_in(&file, offset)? else {
             return Ok(Bytes::new());
         };
         if first.base_offset >= max_offset {
@@ -430,7 +486,7 @@ impl Segment {
         }
         let want = (max_bytes.max(first.total_len()) as u64).min(self.size - start) as usize;
         let mut buf = BytesMut::zeroed(want);
-        self.read_exact_at(&mut buf, start)?;
+        self.read_exact_at(&file, &mut buf, start)?;
         let mut keep = 0;
         for (at, h) in batch::HeaderIter::new(&buf) {
             if h.base_offset >= max_offset {
@@ -476,8 +532,9 @@ impl Segment {
     pub fn for_each_header(&self, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<(), SegmentError> {
         let mut pos = 0u64;
         let mut head = [0u8; HEADER_LEN];
+        let file = self.reader()?;
         while pos + HEADER_LEN as u64 <= self.size {
-            self.read_exact_at(&mut head, pos)?;
+            self.read_exact_at(&file, &mut head, pos)?;
             let Ok(h) = BatchHeader::parse(&head, pos as usize) else {
                 break;
             };

@@ -118,6 +118,48 @@ fn segments_roll_by_size_and_reads_cross_them() {
     }
 }
 
+/// How many of this process's open descriptors point into `dir`.
+fn open_files_in(dir: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+#[test]
+fn only_the_active_segment_keeps_files_open_and_sealed_ones_are_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 200,
+        index_interval_bytes: 100,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    for _ in 0..200 {
+        append(&mut log, 2, 1);
+    }
+    assert!(log.segments().len() >= 100, "{}", log.segments().len());
+    assert!(
+        open_files_in(dir.path()) <= 2,
+        "{} files open",
+        open_files_in(dir.path())
+    );
+    drop(log);
+    let mut log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    assert!(
+        open_files_in(dir.path()) <= 2,
+        "{} files open after reopening",
+        open_files_in(dir.path())
+    );
+    for offset in [0, 1, 77, 398, 399] {
+        let data = log.read(offset, 1, i64::MAX, true).unwrap();
+        let h = crate::batch::validate(&data, 0).unwrap();
+        assert!(h.base_offset <= offset && offset <= h.last_offset(), "{offset}");
+    }
+    assert_eq!(log.offset_for_timestamp(1).unwrap().map(|(o, _)| o), Some(0));
+}
+
 #[test]
 fn segments_roll_by_time() {
     let dir = tempfile::tempdir().unwrap();
