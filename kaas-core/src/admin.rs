@@ -17,7 +17,7 @@ use crate::layout::Volume;
 use crate::marker_queue::{self, MarkerEntry, MarkerResult, MARKER_FORMAT_VERSION};
 use crate::offsets::GroupOffsets;
 use crate::partition::PartitionState;
-use crate::topic::{log_config_for, PartitionOwner, TopicMeta};
+use crate::topic::{PartitionOwner, TopicMeta};
 use crate::txn::{self, slot_for, Actor, TopicPartition, TxnEntry, TxnState};
 use crate::txn_store::TxnStateStore;
 use serde::{Deserialize, Serialize};
@@ -334,7 +334,7 @@ fn write_marker_direct(
     if tp.partition < 0 || tp.partition >= meta.partitions {
         return Ok(false);
     }
-    let config = log_config_for(&Default::default(), &meta.configs).unwrap_or_default();
+    let config = crate::topic::stored_log_config(&Default::default(), &meta.configs).0;
     // The same lock a leading broker holds: refused, with the owner named, while any
     // process writes this log.
     let _owner_lock = PartitionOwner::lock(volume, &tp.topic, tp.partition).map_err(|e| err(e.to_string()))?;

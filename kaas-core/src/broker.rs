@@ -92,13 +92,20 @@ pub fn claim_broker_id(volume: &Volume, id: i32, now_ms: i64) -> Result<BrokerId
     let dir = volume.brokers_dir();
     std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
     let path = dir.join(format!("{id}.lock"));
-    let previous = match BrokerLease::read(volume, id) {
-        Ok(l) => Some(l),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(e.into()),
+    let (previous, unreadable) = match BrokerLease::read(volume, id) {
+        Ok(l) => (Some(l), None),
+        Err(e) if e.is_not_found() => (None, None),
+        Err(e) => (None, Some(e)),
     };
     match crate::fsutil::try_lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))? {
-        Some(lock) => Ok(BrokerIdClaim { _lock: lock, previous }),
+        Some(lock) => {
+            // The id lock is the authority: a lease this id's last process left torn
+            // (a crash during an in-place renewal on a full volume) is rewritten.
+            if let Some(e) = unreadable {
+                tracing::warn!(error = %e, "this broker id's lease is unreadable; it is rewritten at start");
+            }
+            Ok(BrokerIdClaim { _lock: lock, previous })
+        }
         None => Err(ClaimError::InUse {
             id,
             holder: match &previous {
@@ -374,6 +381,11 @@ mod tests {
         // the kernel) the id can be claimed at once, fresh lease or not.
         drop(claim);
         assert!(claim_broker_id(&v, 3, 1_500).is_ok());
+        // A lease torn by a crash during an in-place renewal does not keep the id
+        // from starting again.
+        std::fs::write(v.broker_lease(3), b"{\"version\": 1, \"broker_id\": 3, \"host\": \"10.").unwrap();
+        let claim = claim_broker_id(&v, 3, 1_500).unwrap();
+        assert!(claim.previous.is_none());
     }
 }
 

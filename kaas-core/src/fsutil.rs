@@ -211,15 +211,29 @@ pub fn read_capped_from(file: &File, cap: u64) -> io::Result<Vec<u8>> {
 /// the lock is released when the returned file is dropped. Every writer of a shared
 /// state file (broker or kaasctl) goes through here.
 pub fn lock_exclusive(path: &Path) -> io::Result<File> {
-    let f = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+    let f = open_lock_file(path)?;
     f.lock()?;
+    Ok(f)
+}
+
+/// Opens (creating if needed) a lock file: never through a symlink, never blocking on
+/// a FIFO planted in its place, only a regular file.
+fn open_lock_file(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(NO_FOLLOW_NO_BLOCK)
+        .open(path)
+        .map_err(explain_open_error)?;
+    ensure_regular(&f)?;
     Ok(f)
 }
 
 /// Like [`lock_exclusive`] but never waits: Ok(None) when another open file (this
 /// process or another) holds the lock.
 pub fn try_lock_exclusive(path: &Path) -> io::Result<Option<File>> {
-    let f = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+    let f = open_lock_file(path)?;
     match f.try_lock() {
         Ok(()) => Ok(Some(f)),
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),

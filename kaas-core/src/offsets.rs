@@ -10,7 +10,6 @@
 //! at its own epoch; an abort drops those of its epoch and older.
 
 use crate::error::{read_versioned_json, VolumeError};
-use crate::fsutil::write_json;
 use crate::layout::{decode_name, Volume};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -66,21 +65,56 @@ impl GroupOffsets {
 
     /// Loads a group's offsets; a missing file is an empty group, a broken one an error.
     pub fn load(volume: &Volume, group: &str) -> Result<GroupOffsets, VolumeError> {
-        let path = volume.group_offsets_file(group);
-        match read_versioned_json::<GroupOffsets>(&path, "group offsets", OFFSETS_FORMAT_VERSION) {
+        let read = |path: std::path::PathBuf| match read_versioned_json::<GroupOffsets>(
+            &path,
+            "group offsets",
+            OFFSETS_FORMAT_VERSION,
+        ) {
             Ok(g) if g.group != group => Err(VolumeError::Invalid {
                 path,
                 detail: format!("holds the offsets of group {:?}, not of {group:?}", g.group),
             }),
-            Ok(g) => Ok(g),
-            Err(e) if e.is_not_found() => Ok(GroupOffsets::new(group)),
-            Err(e) => Err(e),
+            other => other,
+        };
+        match read(volume.group_offsets_file(group)) {
+            Err(e) if e.is_not_found() => match legacy_offsets_file(volume, group).map(read) {
+                Some(Err(e)) if !e.is_not_found() => Err(e),
+                Some(Ok(g)) => Ok(g),
+                _ => Ok(GroupOffsets::new(group)),
+            },
+            other => other,
         }
     }
 
+    /// Writes the offsets atomically; a file of the group under its pre-hashing name
+    /// ([`legacy_offsets_file`]) is removed once the new one is in place.
     pub fn save(&self, volume: &Volume) -> Result<(), VolumeError> {
         let path = volume.group_offsets_file(&self.group);
-        write_json(&path, self).map_err(|e| VolumeError::io(&path, e))
+        let mut bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
+        bytes.push(b'\n');
+        // Never write what no reader would read back (the state-file size cap).
+        if bytes.len() as u64 > crate::fsutil::MAX_STATE_FILE_BYTES {
+            return Err(VolumeError::Invalid {
+                path,
+                detail: format!(
+                    "the group's offsets would take {} bytes, more than the {} bytes a state file may have; not written",
+                    bytes.len(),
+                    crate::fsutil::MAX_STATE_FILE_BYTES
+                ),
+            });
+        }
+        crate::fsutil::atomic_write(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
+        if let Some(legacy) = legacy_offsets_file(volume, &self.group) {
+            match std::fs::remove_file(&legacy) {
+                Ok(()) => {
+                    tracing::info!(from = %legacy.display(), to = %path.display(), "group offsets file renamed to its hashed name")
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(VolumeError::io(&legacy, e)),
+            }
+        }
+        Ok(())
     }
 
     /// Takes the group's cross-process write lock (`<encoded group id>.lock`); held
@@ -112,12 +146,15 @@ impl GroupOffsets {
     /// Deletes a group's offsets file, under the group's lock.
     pub fn delete(volume: &Volume, group: &str) -> Result<(), VolumeError> {
         let _lock = GroupOffsets::lock(volume, group)?;
-        let path = volume.group_offsets_file(group);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(VolumeError::io(&path, e)),
+        let paths = std::iter::once(volume.group_offsets_file(group)).chain(legacy_offsets_file(volume, group));
+        for path in paths {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(VolumeError::io(&path, e)),
+            }
         }
+        Ok(())
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<&CommittedOffset> {
@@ -207,6 +244,16 @@ impl GroupOffsets {
     }
 }
 
+/// Where a group whose file name is now hashed kept its offsets before names were
+/// hashed (percent-encoded names of 181 to ~235 bytes worked then): read when the
+/// hashed file does not exist yet, removed by the next save.
+fn legacy_offsets_file(volume: &Volume, group: &str) -> Option<std::path::PathBuf> {
+    let stored = crate::layout::stored_name(group);
+    let encoded = crate::layout::encode_name(group);
+    (crate::layout::is_hashed_name(&stored) && encoded.len() + ".json".len() <= 255)
+        .then(|| volume.groups_dir().join(format!("{encoded}.json")))
+}
+
 /// Group ids that have an offsets file on the volume. A long id's file name is
 /// hashed ([`crate::layout::stored_name`]): its id is read from the file, and a file
 /// that cannot be read is left out here (loading that group reports it).
@@ -218,8 +265,13 @@ pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
             if !crate::layout::is_hashed_name(stem) {
                 return decode_name(stem);
             }
-            let g = read_versioned_json::<GroupOffsets>(&path, "group offsets", OFFSETS_FORMAT_VERSION).ok()?;
-            (crate::layout::stored_name(&g.group) == stem).then_some(g.group)
+            match read_versioned_json::<GroupOffsets>(&path, "group offsets", OFFSETS_FORMAT_VERSION) {
+                Ok(g) => (crate::layout::stored_name(&g.group) == stem).then_some(g.group),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a group offsets file under a hashed name is unreadable; its group is not listed");
+                    None
+                }
+            }
         })
         .collect();
     out.sort();
@@ -229,6 +281,51 @@ pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_file_under_its_old_unhashed_name_is_read_and_renamed_by_the_next_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        let group = "g".repeat(200);
+        let mut g = GroupOffsets::new(&group);
+        g.set(
+            "t",
+            0,
+            CommittedOffset {
+                offset: 7,
+                leader_epoch: 0,
+                metadata: None,
+                commit_ms: 1,
+            },
+        );
+        let legacy = volume.groups_dir().join(format!("{group}.json"));
+        crate::fsutil::write_json(&legacy, &g).unwrap();
+        assert_eq!(
+            GroupOffsets::load(&volume, &group).unwrap().get("t", 0).unwrap().offset,
+            7
+        );
+        assert_eq!(list_groups(&volume).unwrap(), vec![group.clone()]);
+        GroupOffsets::update(&volume, &group, |o| {
+            o.set(
+                "t",
+                0,
+                CommittedOffset {
+                    offset: 8,
+                    leader_epoch: 0,
+                    metadata: None,
+                    commit_ms: 2,
+                },
+            );
+            ((), true)
+        })
+        .unwrap();
+        assert!(!legacy.exists());
+        assert_eq!(
+            GroupOffsets::load(&volume, &group).unwrap().get("t", 0).unwrap().offset,
+            8
+        );
+        assert_eq!(list_groups(&volume).unwrap(), vec![group]);
+    }
 
     #[test]
     fn offsets_survive_a_reload_and_missing_means_empty() {

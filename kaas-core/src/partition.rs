@@ -534,13 +534,16 @@ fn txn_index_paths(dir: &Path) -> Result<Vec<PathBuf>, VolumeError> {
     Ok(out)
 }
 
+/// The largest `.txnindex` read: each entry stands for an ABORT marker of at least
+/// its own size in the segment, and a segment is at most 2 GiB (`segment.bytes`).
+const TXN_INDEX_MAX_BYTES: u64 = i32::MAX as u64;
+
 /// Loads every `*.txnindex` file of a partition directory without changing it (for
 /// read-only inspection). A ragged tail (a torn append) is ignored, as open cuts it.
 pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
     let mut out = Vec::new();
     for path in txn_index_paths(dir)? {
-        let bytes = crate::fsutil::read_capped(&path, crate::fsutil::MAX_STATE_FILE_BYTES)
-            .map_err(|e| VolumeError::io(&path, e))?;
+        let bytes = crate::fsutil::read_capped(&path, TXN_INDEX_MAX_BYTES).map_err(|e| VolumeError::io(&path, e))?;
         out.extend(bytes.chunks_exact(TXN_INDEX_ENTRY_LEN).map(parse_txn_index_entry));
     }
     Ok(out)
@@ -563,8 +566,7 @@ fn recover_txn_indexes(dir: &Path, log_end: i64, segment_bases: &[i64]) -> Resul
             .and_then(|b| segment_bases.iter().copied().find(|next| *next > b))
             .unwrap_or(log_end)
             .min(log_end);
-        let bytes = crate::fsutil::read_capped(&path, crate::fsutil::MAX_STATE_FILE_BYTES)
-            .map_err(|e| VolumeError::io(&path, e))?;
+        let bytes = crate::fsutil::read_capped(&path, TXN_INDEX_MAX_BYTES).map_err(|e| VolumeError::io(&path, e))?;
         let torn = bytes.len() % TXN_INDEX_ENTRY_LEN;
         let mut kept = Vec::with_capacity(bytes.len());
         let mut dropped = 0usize;

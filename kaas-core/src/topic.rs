@@ -64,12 +64,10 @@ impl TopicMeta {
                 meta.name
             ));
         }
-        if !(1..=crate::layout::MAX_PARTITIONS_PER_TOPIC).contains(&meta.partitions) {
-            return invalid(format!(
-                "{} partitions: a topic has 1 to {}",
-                meta.partitions,
-                crate::layout::MAX_PARTITIONS_PER_TOPIC
-            ));
+        // More than MAX_PARTITIONS_PER_TOPIC is refused for new topics only: a volume
+        // written before that bound may hold more.
+        if meta.partitions < 1 {
+            return invalid(format!("{} partitions: a topic has at least 1", meta.partitions));
         }
         Ok(meta)
     }
@@ -132,6 +130,29 @@ pub fn log_config_for(defaults: &LogConfig, configs: &BTreeMap<String, String>) 
         }
     }
     Ok(c)
+}
+
+/// The log config of a topic as stored on the volume, which may predate today's
+/// validation: each key is applied on its own, a `segment.bytes` outside today's range
+/// is clamped into it, and any other key that does not apply is left out (the rest
+/// still apply). Returns the config and what was clamped or left out.
+pub fn stored_log_config(defaults: &LogConfig, configs: &BTreeMap<String, String>) -> (LogConfig, Vec<String>) {
+    let mut c = defaults.clone();
+    let mut problems = Vec::new();
+    for (key, value) in configs {
+        let one = BTreeMap::from([(key.clone(), value.clone())]);
+        match log_config_for(&c, &one) {
+            Ok(next) => c = next,
+            Err(e) => match (key.as_str(), value.parse::<i64>()) {
+                ("segment.bytes", Ok(v)) => {
+                    c.segment_bytes = v.clamp(14, i32::MAX as i64) as u64;
+                    problems.push(format!("{e}; using {}", c.segment_bytes));
+                }
+                _ => problems.push(format!("{e}; ignored")),
+            },
+        }
+    }
+    (c, problems)
 }
 
 /// Every topic file on the volume, in name order. Unreadable files are returned as
@@ -332,6 +353,18 @@ mod tests {
             let e = log_config_for(&d, &BTreeMap::from([("segment.bytes".to_string(), bad.to_string())])).unwrap_err();
             assert!(e.contains("segment.bytes"), "{e}");
         }
+        // Stored by an older version: clamped, the other keys still apply.
+        let stored = BTreeMap::from([
+            ("segment.bytes".to_string(), "4294967296".to_string()),
+            ("retention.ms".to_string(), "-1".to_string()),
+            ("cleanup.policy".to_string(), "compact".to_string()),
+        ]);
+        let (c, problems) = stored_log_config(&d, &stored);
+        assert_eq!(
+            (c.segment_bytes, c.retention_ms, c.cleanup_delete),
+            (i32::MAX as u64, -1, false)
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
         let ok = log_config_for(
             &d,
             &BTreeMap::from([("segment.bytes".to_string(), "2147483647".to_string())]),
@@ -350,7 +383,7 @@ mod tests {
             ("evil", "../../x", 1, "not a legal Kafka topic name"),
             ("evil", "other", 1, "its name says otherwise"),
             ("evil", "evil", 0, "0 partitions"),
-            ("evil", "evil", 100_001, "100001 partitions"),
+            ("evil", "evil", -5, "-5 partitions"),
         ] {
             let mut meta = TopicMeta::new(name, partitions, BTreeMap::new(), 0);
             meta.name = name.into();

@@ -1305,13 +1305,10 @@ fn open_topic(
     now: i64,
     gate: &Gate<'_>,
 ) -> Topic {
-    let log_config = match kaas_core::topic::log_config_for(defaults, &meta.configs) {
-        Ok(c) => c,
-        Err(e) => {
-            warn!(topic = %meta.name, error = %e, "ignoring invalid topic config stored on the volume");
-            defaults.clone()
-        }
-    };
+    let (log_config, problems) = kaas_core::topic::stored_log_config(defaults, &meta.configs);
+    for problem in problems {
+        warn!(topic = %meta.name, problem = %problem, "a topic config stored on the volume does not apply as written");
+    }
     let partitions = (0..meta.partitions)
         .map(|p| open_partition(volume, &log_config, &meta.name, meta.topic_id, p, broker_id, now, gate))
         .collect();

@@ -715,8 +715,20 @@ impl GroupCoordinator {
         Ok(())
     }
 
+    /// A group's committed offsets. A group this broker has not written is read
+    /// without its lock (files are replaced atomically) and not cached, so fetches
+    /// for ids nobody commits to leave neither lock files nor memory behind.
     pub fn fetch_offsets(&self, group_id: &str) -> Result<GroupOffsets, VolumeError> {
-        self.with_offsets(group_id, |offsets| (offsets.clone(), false))
+        let cached = self
+            .offsets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(group_id);
+        if cached {
+            self.with_offsets(group_id, |offsets| (offsets.clone(), false))
+        } else {
+            GroupOffsets::load(&self.volume, group_id)
+        }
     }
 
     /// Drops the offsets of a deleted topic from every group.

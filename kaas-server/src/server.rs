@@ -209,7 +209,7 @@ async fn connection(
             _ = shutdown.changed() => break,
             frame = read_frame(&mut reader, &limits) => frame,
         };
-        let (frame, _permit) = match frame {
+        let (frame, permit) = match frame {
             Ok(Some(f)) => f,
             Ok(None) => break,
             Err(FrameError::Io(e)) => {
@@ -225,16 +225,25 @@ async fn connection(
                 break;
             }
         };
-        match handle_frame(&broker, peer, frame, &shutdown).await {
+        match handle_frame(&broker, peer, frame, &shutdown, Some(permit)).await {
             Ok(Some(response)) => {
-                if let Err(e) = async {
+                // A reader that stops reading (a zero TCP window) is closed like an
+                // idle one, with its response.
+                let written = tokio::time::timeout(limits.idle, async {
                     writer.write_all(&response).await?;
                     writer.flush().await
-                }
-                .await
-                {
-                    debug!(%peer, error = %e, "connection write failed");
-                    break;
+                })
+                .await;
+                match written {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        debug!(%peer, error = %e, "connection write failed");
+                        break;
+                    }
+                    Err(_) => {
+                        debug!(%peer, "closing a connection that did not take its response within connections.max.idle.ms");
+                        break;
+                    }
                 }
             }
             Ok(None) => {}
@@ -250,9 +259,10 @@ async fn connection(
     debug!(%peer, "connection closed");
 }
 
-/// Reads one frame, with its share of the request memory budget (held until the
-/// request is answered); None on a clean end of stream between frames. Every read
-/// must make progress within `connections.max.idle.ms`.
+/// Reads one frame, with its share of the request memory budget; None on a clean end
+/// of stream between frames. The next frame must start within
+/// `connections.max.idle.ms`, and once started, arrive whole within it too (a sender
+/// trickling a byte at a time gives its share of the budget back then).
 async fn read_frame<R: AsyncReadExt + Unpin>(
     reader: &mut R,
     limits: &Limits,
@@ -290,25 +300,31 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
     // showed in the produce profile, docs/performance.md).
     let mut buf = BytesMut::with_capacity(size);
     let mut body = (&mut *reader).take(size as u64);
-    while buf.len() < size {
-        if tokio::time::timeout(idle, body.read_buf(&mut buf))
-            .await
-            .map_err(timed)??
-            == 0
-        {
-            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    tokio::time::timeout(idle, async {
+        while buf.len() < size {
+            if body.read_buf(&mut buf).await? == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+            }
         }
-    }
+        Ok(())
+    })
+    .await
+    .map_err(timed)??;
     Ok(Some((buf.freeze(), permit)))
 }
 
 /// Decodes, dispatches and encodes one request. Ok(None) when no response is due
 /// (acks=0 produce).
+/// `permit` is the frame's share of `queued.max.request.bytes`: a Produce keeps it
+/// until answered (its records are the bulk of the memory); any other request gives it
+/// back once decoded, so requests that wait (JoinGroup for a rebalance, a long-poll
+/// Fetch) never hold the budget while they wait.
 pub async fn handle_frame(
     broker: &Arc<Broker>,
     peer: SocketAddr,
     mut frame: Bytes,
     shutdown: &watch::Receiver<bool>,
+    permit: Option<OwnedSemaphorePermit>,
 ) -> Result<Option<Bytes>, FrameError> {
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
@@ -339,6 +355,7 @@ pub async fn handle_frame(
             "request has trailing bytes"
         );
     }
+    let _permit = permit.filter(|_| matches!(&request, RequestKind::Produce(_)));
     let silent = matches!(&request, RequestKind::Produce(p) if p.acks == 0);
     let ctx = RequestContext {
         api,

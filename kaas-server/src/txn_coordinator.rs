@@ -352,10 +352,15 @@ impl TransactionCoordinator {
     pub fn visit<R>(&self, slot: u32, f: impl FnOnce(&SlotState) -> R) -> Result<R, VolumeError> {
         let mut state = self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
         match state.as_mut() {
-            Some(st) => {
+            // An fstat of each file and the journal bytes appended since; a fold
+            // elsewhere makes it a full read.
+            Some(st) if self.store.catch_up_is_cheap(st) => {
                 self.store.refresh(st)?;
             }
-            None => *state = Some(self.store.load(slot)?),
+            Some(st) => {
+                crate::blocking::off_worker(|| self.store.refresh(st))?;
+            }
+            None => *state = Some(crate::blocking::off_worker(|| self.store.load(slot))?),
         }
         Ok(f(state.as_ref().expect("loaded")))
     }

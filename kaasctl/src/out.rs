@@ -119,11 +119,12 @@ impl Out {
         let _ = w.flush();
     }
 
+    /// JSON on stdout. The encoder escapes C0 controls only; DEL, C1 controls and
+    /// bidirectional overrides (see [`harmful`]) are escaped here as `\uXXXX`, which
+    /// is the same JSON string, so no value can reach the terminal raw.
     pub fn json<T: Serialize>(&self, value: &T) {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(value).expect("kaasctl output serialises")
-        );
+        let text = serde_json::to_string_pretty(value).expect("kaasctl output serialises");
+        println!("{}", json_safe(&text));
     }
 }
 
@@ -177,6 +178,25 @@ pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
             c if harmful(c) && (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
             c if harmful(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
             c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Encoded JSON with every [`harmful`] character the encoder leaves (DEL and beyond:
+/// it escapes C0 controls in strings itself, and the pretty printer's newlines must
+/// stay) written as a `\uXXXX` escape; such characters only occur inside strings.
+pub fn json_safe(json: &str) -> std::borrow::Cow<'_, str> {
+    let left = |c: char| c as u32 >= 0x7f && harmful(c);
+    if !json.chars().any(left) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if left(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
         }
     }
     std::borrow::Cow::Owned(out)
@@ -247,6 +267,13 @@ mod tests {
         assert_eq!(safe("\u{9b}31m"), "\\x9b31m");
         assert_eq!(safe("abc\u{202e}fed"), "abc\\u{202e}fed");
         assert_eq!(safe("ünï ✓"), "ünï ✓");
+        let json = serde_json::to_string(&"a\u{9b}b\u{7f}\u{202e}").unwrap();
+        let escaped = json_safe(&json);
+        assert_eq!(escaped, "\"a\\u009bb\\u007f\\u202e\"");
+        assert_eq!(
+            serde_json::from_str::<String>(&escaped).unwrap(),
+            "a\u{9b}b\u{7f}\u{202e}"
+        );
     }
 
     #[test]

@@ -420,3 +420,36 @@ def test_request_memory_is_budgeted_and_a_stalled_sender_gives_its_share_back(ka
     for c in stalled:
         assert c.closed_by_peer()
     assert broker.alive()
+
+
+def test_a_sender_trickling_a_frame_byte_by_byte_gives_the_budget_back_after_the_idle_time(kaas_factory):
+    import threading
+    broker = kaas_factory("--queued-max-request-bytes", "1000000", "--connections-max-idle-ms", "3000")
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    p.produce("trickle", b"warm", partition=0)
+    assert p.flush(20) == 0
+    c = Conn(broker.port)
+    c.send(struct.pack(">i", 990_000))
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.is_set():
+            try:
+                c.send(b"\x00")
+            except OSError:
+                return
+            time.sleep(0.5)
+
+    t = threading.Thread(target=trickle, daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)
+        started = time.time()
+        p.produce("trickle", b"after", partition=0)
+        assert p.flush(30) == 0
+        # Freed when the whole frame did not arrive within connections.max.idle.ms,
+        # although every read made progress.
+        assert time.time() - started < 10
+        assert c.closed_by_peer()
+    finally:
+        stop.set()

@@ -91,8 +91,20 @@ impl Segment {
             .custom_flags(NO_FOLLOW_NO_BLOCK)
             .open(&log_path)
             .map_err(|e| SegmentError::io(&log_path, explain_open_error(e)))?;
-        let index_file = open_index(&index_path, true)?;
-        crate::fsutil::sync_dir(dir).map_err(|e| SegmentError::io(dir, e))?;
+        let index_file = open_index(&index_path, true).and_then(|f| {
+            crate::fsutil::sync_dir(dir).map_err(|e| SegmentError::io(dir, e))?;
+            Ok(f)
+        });
+        let index_file = match index_file {
+            Ok(f) => f,
+            Err(e) => {
+                // Ours and empty: removed, so a later roll (the disk has room again)
+                // does not fail on it with "file exists".
+                let _ = fs::remove_file(&log_path);
+                let _ = fs::remove_file(&index_path);
+                return Err(e);
+            }
+        };
         Ok(Segment {
             base_offset: base,
             log_path,
@@ -428,6 +440,10 @@ impl Segment {
 
     /// fsyncs the log and index of a segment that will receive no more appends.
     pub fn seal(&mut self) -> Result<(), SegmentError> {
+        if self.torn_tail {
+            // Never fsync a failed append's garbage into a segment that stays.
+            self.cut_torn_tail()?;
+        }
         self.writer()?
             .sync_all()
             .map_err(|e| SegmentError::io(&self.log_path, e))?;

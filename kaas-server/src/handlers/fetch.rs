@@ -22,10 +22,14 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let mut appends = broker.subscribe_appends();
     let mut shutdown = ctx.shutdown.clone();
+    // A min_bytes no response can reach (past max_bytes or fetch.max.bytes) waits
+    // only for what one response can carry.
+    let max_bytes = (req.max_bytes.max(0) as u64).min(broker.config.fetch_max_bytes);
+    let min_bytes = (req.min_bytes.max(0) as u64).min(max_bytes) as usize;
     loop {
         appends.borrow_and_update();
         let (responses, bytes, errors) = gather(broker, ctx.version, &req);
-        let done = bytes >= req.min_bytes.max(0) as usize || errors || Instant::now() >= deadline || *shutdown.borrow();
+        let done = bytes >= min_bytes || errors || Instant::now() >= deadline || *shutdown.borrow();
         if done {
             return FetchResponse::default().with_responses(responses);
         }

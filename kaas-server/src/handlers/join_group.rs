@@ -36,6 +36,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
         client_host: format!("/{}", ctx.peer.ip()),
         version: ctx.version,
     };
+    // Everything needed is copied out: the request (and the frame under it) is not
+    // kept alive while the join waits for the rebalance.
+    drop(req);
     if !broker.owns_group(&join.group_id) {
         return JoinGroupResponse::default()
             .with_error_code(ResponseError::NotCoordinator.code())
