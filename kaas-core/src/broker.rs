@@ -413,20 +413,13 @@ pub fn cluster_id(volume: &Volume) -> Result<String, VolumeError> {
         cluster_id: uuid::Uuid::new_v4().simple().to_string(),
         created_ms: crate::now_ms(),
     };
-    let tmp = volume
-        .cluster_dir()
-        .join(format!("cluster.json.{}.tmp", std::process::id()));
-    write_json(&tmp, &meta).map_err(|e| VolumeError::io(&tmp, e))?;
-    let linked = std::fs::hard_link(&tmp, &path);
-    let _ = std::fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => {
-            crate::fsutil::sync_dir(&volume.cluster_dir()).map_err(|e| VolumeError::io(&path, e))?;
-            Ok(meta.cluster_id)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            read_versioned_json::<ClusterMeta>(&path, "cluster metadata", CLUSTER_FORMAT_VERSION).map(|m| m.cluster_id)
-        }
-        Err(e) => Err(VolumeError::io(&path, e)),
+    let mut bytes = serde_json::to_vec_pretty(&meta).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
+    bytes.push(b'\n');
+    // A unique temporary name per writer: two brokers (even with equal pids on two
+    // hosts) starting at once cannot link each other's file.
+    if crate::fsutil::atomic_create(&path, &bytes).map_err(|e| VolumeError::io(&path, e))? {
+        Ok(meta.cluster_id)
+    } else {
+        read_versioned_json::<ClusterMeta>(&path, "cluster metadata", CLUSTER_FORMAT_VERSION).map(|m| m.cluster_id)
     }
 }

@@ -162,3 +162,26 @@ proptest! {
         let _ = batch::records(&bytes);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn allocator_cluster_marker_audit_and_delivery_files(allocator in bytes_like(br#"{"version":1,"next_block_start":1000,"block_size":1000}"#.to_vec()),
+                                                          cluster in bytes_like(br#"{"version":1,"cluster_id":"abc","created_ms":1}"#.to_vec()),
+                                                          marker in prop::collection::vec(any::<u8>(), 0..512),
+                                                          audit in prop::collection::vec(any::<u8>(), 0..512),
+                                                          deliveries in prop::collection::vec(any::<u8>(), 0..512)) {
+        let (_d, v) = volume();
+        put(&v.cluster_dir().join("producer_ids.json"), &allocator);
+        let _ = kaas_core::producer_ids::claim_block(&v, 0);
+        put(&v.cluster_dir().join("cluster.json"), &cluster);
+        let _ = kaas_core::broker::cluster_id(&v);
+        put(&kaas_core::marker_queue::queue_dir(&v, 0).join("7-0-1.json"), &marker);
+        let _ = kaas_core::marker_queue::list(&v, 0);
+        put(&kaas_core::admin::audit_dir(&v).join("000000000000001-1-x.json"), &audit);
+        let _ = kaas_core::admin::list_audit(&v);
+        put(&kaas_core::fence_log::deliveries_path(&v, 0), &deliveries);
+        let _ = kaas_core::fence_log::FenceDeliveries::load(&v, 0);
+    }
+}
