@@ -23,7 +23,8 @@ def free_port() -> int:
 
 
 class KaasBroker:
-    def __init__(self, data_dir: Path, log_path: Path, extra=(), env=None):
+    def __init__(self, data_dir: Path, log_path: Path, extra=(), env=None, wrapper=()):
+        self.wrapper = list(wrapper)  # a command the broker runs under (e.g. prlimit)
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.port = free_port()
@@ -37,6 +38,7 @@ class KaasBroker:
 
     def start(self):
         args = [
+            *self.wrapper,
             str(BIN),
             "--data-dir", str(self.data_dir),
             "--listen", self.bootstrap,

@@ -103,3 +103,31 @@ def test_invalid_acks_are_rejected(broker):
     c = Conn(broker.port)
     c.send(request(0, 3, 5, produce_v3("acks", 0, record_batch([b"x"]), acks=7)))
     assert parse_produce_v3(c.recv_response()[1]) == [("acks", 0, 21, -1)]
+
+
+def test_huge_array_counts_under_an_address_space_limit_close_only_their_connection(tmp_path):
+    """Under `ulimit -v` (here 4 GiB of address space) even the allocation guard's
+    reserved mappings fail: the decoder itself must not reserve for counts the frame
+    cannot hold (vendor/kafka-protocol/KAAS-PATCH.md)."""
+    from conftest import KaasBroker
+    broker = KaasBroker(tmp_path / "data", tmp_path / "broker.log", ["--max-request-bytes", "1048576"],
+                        wrapper=["prlimit", f"--as={4 << 30}", "--"])
+    try:
+        broker.start()
+        bystander = Conn(broker.port)
+        assert bystander.api_versions_ok()
+        payload = struct.pack(">hhi", 3, 9, 1) + struct.pack(">h", 1) + b"x" + b"\x00" + bytes.fromhex("ffffffff07")
+        frames = [
+            request(3, 0, 1, bytes.fromhex("7fffffff")),  # Metadata v0: 2^31-1 topics
+            request(3, 0, 1, bytes.fromhex("00989680")),  # 10,000,000 topics: under the 1 GiB guard
+            request(0, 3, 1, struct.pack(">hhi", -1, 1, 1000) + bytes.fromhex("7ffffff0")),
+            struct.pack(">i", len(payload)) + payload,  # a compact array count of 2^32-2
+        ]
+        for frame in frames:
+            bad = Conn(broker.port)
+            bad.send(frame)
+            assert bad.closed_by_peer()
+            assert broker.alive(), broker.log_text()[-3000:]
+        check_bystander(broker, bystander)
+    finally:
+        broker.kill9()
