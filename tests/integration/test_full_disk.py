@@ -11,7 +11,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import KaasBroker, wait_for
+from conftest import KaasBroker
+from txn_helpers import read_all
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
@@ -30,10 +31,15 @@ def small_volume(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def start(mnt, brokers, tmp_path, *extra):
-    b = KaasBroker(mnt / "data", tmp_path / "broker.log", extra)
+def start_with_topic(small_volume, tmp_path, topic):
+    """A broker on the small volume, with `topic` (one partition) created."""
+    mnt, brokers = small_volume
+    b = KaasBroker(mnt / "data", tmp_path / "broker.log")
     brokers.append(b)
-    return b.start()
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=20)
+    return mnt, b
 
 
 def fill(mnt) -> Path:
@@ -57,27 +63,9 @@ def free(ballast: Path):
     ballast.unlink()
 
 
-def read_all(bootstrap, topic, isolation="read_uncommitted", expect=None, timeout=30):
-    c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"reader-{time.time()}", "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "isolation.level": isolation, "check.crcs": True,
-    })
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = []
-    deadline = time.time() + timeout
-    idle_since = time.time()
-    while time.time() < deadline:
-        m = c.poll(0.3)
-        if m is None:
-            if (expect is not None and len(got) >= expect) or time.time() - idle_since > 3:
-                break
-            continue
-        assert m.error() is None or m.error().code() == KafkaError._PARTITION_EOF, m.error()
-        if m.error() is None:
-            got.append(m.value())
-            idle_since = time.time()
-    c.close()
-    return got
+def read_back(bootstrap, topic, isolation="read_uncommitted", expect=None):
+    """Every value of partition 0, CRCs checked."""
+    return read_all(bootstrap, topic, 1, isolation, settle=1.0, expect=expect, decode=False, check_crcs=True)
 
 
 def produce(bootstrap, topic, values, **conf):
@@ -95,34 +83,28 @@ def produce(bootstrap, topic, values, **conf):
 
 
 def test_produce_on_a_full_volume_fails_clearly_loses_nothing_acked_and_recovers(small_volume, tmp_path):
-    mnt, brokers = small_volume
-    broker = start(mnt, brokers, tmp_path)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("full", 1)])["full"].result(timeout=20)
+    mnt, broker = start_with_topic(small_volume, tmp_path, "full")
     before, failed = produce(broker.bootstrap, "full", [b"a%05d" % i + b"." * 4000 for i in range(500)])
     assert len(before) == 500 and not failed
     ballast = fill(mnt)
     during, failed = produce(broker.bootstrap, "full", [b"b%05d" % i + b"." * 4000 for i in range(300)])
     assert failed, "a full volume acknowledged everything"
     # Reads keep being served while the volume is full, and the broker keeps its lease.
-    assert len(read_all(broker.bootstrap, "full", expect=500 + len(during))) == 500 + len(during)
+    assert len(read_back(broker.bootstrap, "full", expect=500 + len(during))) == 500 + len(during)
     assert "No space left on device" in broker.log_text()
     time.sleep(6)  # longer than half the session timeout: a broker that lost its lease steps down
     assert "stepping down" not in broker.log_text(), broker.log_text()[-3000:]
     free(ballast)
     after, failed = produce(broker.bootstrap, "full", [b"c%05d" % i + b"." * 4000 for i in range(300)])
     assert len(after) == 300 and not failed
-    everything = read_all(broker.bootstrap, "full", expect=500 + len(during) + 300)
+    everything = read_back(broker.bootstrap, "full", expect=500 + len(during) + 300)
     assert everything == before + during + after, "acknowledged records lost, reordered or duplicated"
     assert "torn" not in broker.log_text()
     assert broker.alive()
 
 
 def test_transactions_on_a_full_volume_fail_and_the_next_ones_commit_once_space_returns(small_volume, tmp_path):
-    mnt, brokers = small_volume
-    broker = start(mnt, brokers, tmp_path)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("txfull", 1)])["txfull"].result(timeout=20)
+    mnt, broker = start_with_topic(small_volume, tmp_path, "txfull")
     conf = {"bootstrap.servers": broker.bootstrap, "transactional.id": "full-tx", "transaction.timeout.ms": 10000, "message.timeout.ms": 8000}
     p = Producer(conf)
     p.init_transactions(20)
@@ -163,16 +145,13 @@ def test_transactions_on_a_full_volume_fail_and_the_next_ones_commit_once_space_
         p.produce("txfull", v, partition=0)
     p.commit_transaction(30)
     committed += vals
-    seen = read_all(broker.bootstrap, "txfull", isolation="read_committed", expect=len(committed))
+    seen = read_back(broker.bootstrap, "txfull", isolation="read_committed", expect=len(committed))
     assert seen == committed, "read_committed saw records of the failed transaction or lost committed ones"
     assert broker.alive()
 
 
 def test_offset_commits_on_a_full_volume_fail_with_a_storage_error_and_work_again(small_volume, tmp_path):
-    mnt, brokers = small_volume
-    broker = start(mnt, brokers, tmp_path)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic("ofull", 1)])["ofull"].result(timeout=20)
+    mnt, broker = start_with_topic(small_volume, tmp_path, "ofull")
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-full", "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition("ofull", 0, 5)], asynchronous=False)
     ballast = fill(mnt)

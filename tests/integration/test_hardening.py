@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from conftest import KaasBroker, wait_for
+from txn_helpers import read_all
 from wire import Conn, create_topics_v2, parse_create_topics_v2, request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,21 +25,13 @@ def kaasctl(data_dir, *args, timeout=30):
     return subprocess.run([str(KAASCTL), "--data-dir", str(data_dir), *args], capture_output=True, text=True, timeout=timeout)
 
 
-def produce_and_read_back(bootstrap, topic, values, group="reader"):
+def produce_and_read_back(bootstrap, topic, values):
+    """Produces `values` to partition 0 and returns what partition 0 holds."""
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for v in values:
         p.produce(topic, v, partition=0)
     assert p.flush(20) == 0
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = []
-    deadline = time.time() + 20
-    while len(got) < len(values) and time.time() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value())
-    c.close()
-    return got
+    return read_all(bootstrap, topic, 1, "read_uncommitted", settle=1.0, decode=False)
 
 
 @pytest.mark.parametrize("length", [247, 249])
@@ -52,7 +45,7 @@ def test_topic_names_up_to_kafkas_limit_are_created_written_and_read(kaas, lengt
     assert (kaas.data_dir / f"{name}-2").is_dir()
     kaas.stop()
     kaas.restart()
-    assert produce_and_read_back(kaas.bootstrap, name, [b"c"], group="again") == [b"a"]
+    assert produce_and_read_back(kaas.bootstrap, name, [b"c"]) == [b"a", b"b", b"c"]
 
 
 def test_a_topic_name_over_kafkas_limit_is_refused_and_leaves_nothing(kaas):
@@ -371,20 +364,10 @@ def test_a_fetch_asking_for_2_gib_gets_at_most_fetch_max_bytes(kaas_factory):
     for i in range(60):
         p.produce("wide", b"v" * 10_000, partition=0)
         p.flush(20)
-    c = Consumer({
-        "bootstrap.servers": broker.bootstrap, "group.id": "wide", "auto.offset.reset": "earliest",
-        "fetch.max.bytes": 2_000_000_000, "max.partition.fetch.bytes": 1_000_000_000,
-        "receive.message.max.bytes": 2_147_483_647,
-    })
-    c.assign([TopicPartition("wide", 0, 0)])
-    got = 0
-    deadline = time.time() + 30
-    while got < 60 and time.time() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got += 1
-    c.close()
-    assert got == 60
+    got = read_all(broker.bootstrap, "wide", 1, "read_uncommitted", settle=1.0, expect=60, decode=False,
+                   fetch_max_bytes=2_000_000_000, max_partition_fetch_bytes=1_000_000_000,
+                   receive_message_max_bytes=2_147_483_647)
+    assert len(got) == 60
     # The raw request: one Fetch v4 for 2 GiB answers at most about fetch.max.bytes.
     body = struct.pack(">iiiib", -1, 500, 1, 2_000_000_000, 0)
     body += struct.pack(">i", 1) + struct.pack(">h", 4) + b"wide" + struct.pack(">i", 1)

@@ -49,10 +49,11 @@ class RecordingProxy:
             except OSError:
                 client.close()
                 continue
-            threading.Thread(target=self._requests, args=(client, up), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(up, client), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, up, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(up, client, False), daemon=True).start()
 
-    def _requests(self, src, dst):
+    def _pump(self, src, dst, record):
+        """Copies src to dst; client-to-broker traffic is also cut into frames and kept."""
         buf = b""
         try:
             while True:
@@ -60,6 +61,8 @@ class RecordingProxy:
                 if not data:
                     break
                 dst.sendall(data)
+                if not record:
+                    continue
                 buf += data
                 while len(buf) >= 4:
                     (n,) = struct.unpack(">i", buf[:4])
@@ -76,17 +79,6 @@ class RecordingProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-
-    @staticmethod
-    def _pipe(src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
 
     def close(self):
         self.stopped = True

@@ -14,15 +14,17 @@ def create_topic(bootstrap, name, partitions):
     a.create_topics([NewTopic(name, partitions)])[name].result(15)
 
 
-def read_all(bootstrap, topic, partitions, isolation, settle=3.0, timeout=30.0, expect=None):
-    """Every record value of `topic` as `isolation` sees it: reads until `expect`
-    records arrived (then `settle` more seconds to catch extras) or until nothing new
-    came for `settle` seconds."""
+def read_all(bootstrap, topic, partitions, isolation, settle=3.0, timeout=30.0, expect=None, decode=True, **conf):
+    """Every record value of `topic` as `isolation` sees it (str, or bytes without
+    `decode`): reads until `expect` records arrived (then `settle` more seconds to
+    catch extras) or until nothing new came for `settle` seconds. `conf` adds consumer
+    settings (dots as underscores: `check_crcs=True`)."""
     c = Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": f"reader-{time.time()}",
         "enable.auto.commit": False,
         "isolation.level": isolation,
+        **{k.replace("_", "."): v for k, v in conf.items()},
     })
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
@@ -32,7 +34,7 @@ def read_all(bootstrap, topic, partitions, isolation, settle=3.0, timeout=30.0, 
         while time.time() < deadline:
             m = c.poll(0.2)
             if m is not None and not m.error():
-                out.append(m.value().decode())
+                out.append(m.value().decode() if decode else m.value())
                 last_new = time.time()
                 continue
             if expect is not None and len(out) >= expect and time.time() - last_new > settle:
