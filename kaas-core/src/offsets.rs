@@ -65,31 +65,21 @@ impl GroupOffsets {
 
     /// Loads a group's offsets; a missing file is an empty group, a broken one an error.
     pub fn load(volume: &Volume, group: &str) -> Result<GroupOffsets, VolumeError> {
-        let read = |path: std::path::PathBuf| match read_versioned_json::<GroupOffsets>(
-            &path,
-            "group offsets",
-            OFFSETS_FORMAT_VERSION,
-        ) {
+        let path = offsets_file(volume, group);
+        match read_versioned_json::<GroupOffsets>(&path, "group offsets", OFFSETS_FORMAT_VERSION) {
             Ok(g) if g.group != group => Err(VolumeError::Invalid {
                 path,
                 detail: format!("holds the offsets of group {:?}, not of {group:?}", g.group),
             }),
-            other => other,
-        };
-        match read(volume.group_offsets_file(group)) {
-            Err(e) if e.is_not_found() => match legacy_offsets_file(volume, group).map(read) {
-                Some(Err(e)) if !e.is_not_found() => Err(e),
-                Some(Ok(g)) => Ok(g),
-                _ => Ok(GroupOffsets::new(group)),
-            },
-            other => other,
+            Ok(g) => Ok(g),
+            Err(e) if e.is_not_found() => Ok(GroupOffsets::new(group)),
+            Err(e) => Err(e),
         }
     }
 
-    /// Writes the offsets atomically; a file of the group under its pre-hashing name
-    /// ([`legacy_offsets_file`]) is removed once the new one is in place.
+    /// Writes the offsets atomically, refusing a file no reader would read back.
     pub fn save(&self, volume: &Volume) -> Result<(), VolumeError> {
-        let path = volume.group_offsets_file(&self.group);
+        let path = offsets_file(volume, &self.group);
         let mut bytes =
             serde_json::to_vec_pretty(self).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
         bytes.push(b'\n');
@@ -104,23 +94,13 @@ impl GroupOffsets {
                 ),
             });
         }
-        crate::fsutil::atomic_write(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
-        if let Some(legacy) = legacy_offsets_file(volume, &self.group) {
-            match std::fs::remove_file(&legacy) {
-                Ok(()) => {
-                    tracing::info!(from = %legacy.display(), to = %path.display(), "group offsets file renamed to its hashed name")
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(VolumeError::io(&legacy, e)),
-            }
-        }
-        Ok(())
+        crate::fsutil::atomic_write(&path, &bytes).map_err(|e| VolumeError::io(&path, e))
     }
 
     /// Takes the group's cross-process write lock (`<encoded group id>.lock`); held
     /// until the returned file is dropped.
     pub fn lock(volume: &Volume, group: &str) -> Result<std::fs::File, VolumeError> {
-        let path = volume.group_offsets_file(group).with_extension("lock");
+        let path = offsets_file(volume, group).with_extension("lock");
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| VolumeError::io(dir, e))?;
         }
@@ -146,15 +126,12 @@ impl GroupOffsets {
     /// Deletes a group's offsets file, under the group's lock.
     pub fn delete(volume: &Volume, group: &str) -> Result<(), VolumeError> {
         let _lock = GroupOffsets::lock(volume, group)?;
-        let paths = std::iter::once(volume.group_offsets_file(group)).chain(legacy_offsets_file(volume, group));
-        for path in paths {
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(VolumeError::io(&path, e)),
-            }
+        let path = offsets_file(volume, group);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(VolumeError::io(&path, e)),
         }
-        Ok(())
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<&CommittedOffset> {
@@ -244,14 +221,20 @@ impl GroupOffsets {
     }
 }
 
-/// Where a group whose file name is now hashed kept its offsets before names were
-/// hashed (percent-encoded names of 181 to ~235 bytes worked then): read when the
-/// hashed file does not exist yet, removed by the next save.
-fn legacy_offsets_file(volume: &Volume, group: &str) -> Option<std::path::PathBuf> {
+/// The file of a group's offsets: [`Volume::group_offsets_file`], except for a group
+/// whose file was written before long names were hashed (percent-encoded names of 181
+/// to ~235 bytes worked then). Such a group keeps its old file name, and its lock's,
+/// for good: every writer, of whatever version, then uses the same file and lock.
+pub fn offsets_file(volume: &Volume, group: &str) -> std::path::PathBuf {
     let stored = crate::layout::stored_name(group);
     let encoded = crate::layout::encode_name(group);
-    (crate::layout::is_hashed_name(&stored) && encoded.len() + ".json".len() <= 255)
-        .then(|| volume.groups_dir().join(format!("{encoded}.json")))
+    if crate::layout::is_hashed_name(&stored) && encoded.len() + ".json".len() <= 255 {
+        let legacy = volume.groups_dir().join(format!("{encoded}.json"));
+        if legacy.exists() {
+            return legacy;
+        }
+    }
+    volume.group_offsets_file(group)
 }
 
 /// Group ids that have an offsets file on the volume. A long id's file name is
@@ -275,6 +258,7 @@ pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
         })
         .collect();
     out.sort();
+    out.dedup();
     Ok(out)
 }
 
@@ -283,7 +267,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_group_file_under_its_old_unhashed_name_is_read_and_renamed_by_the_next_save() {
+    fn a_group_file_under_its_old_unhashed_name_keeps_that_name() {
         let dir = tempfile::tempdir().unwrap();
         let volume = Volume::new(dir.path());
         let group = "g".repeat(200);
@@ -319,12 +303,15 @@ mod tests {
             ((), true)
         })
         .unwrap();
-        assert!(!legacy.exists());
+        assert!(legacy.exists() && !volume.group_offsets_file(&group).exists());
         assert_eq!(
             GroupOffsets::load(&volume, &group).unwrap().get("t", 0).unwrap().offset,
             8
         );
-        assert_eq!(list_groups(&volume).unwrap(), vec![group]);
+        assert_eq!(list_groups(&volume).unwrap(), vec![group.clone()]);
+        GroupOffsets::delete(&volume, &group).unwrap();
+        assert!(!legacy.exists());
+        assert!(GroupOffsets::load(&volume, &group).unwrap().offsets.is_empty());
     }
 
     #[test]

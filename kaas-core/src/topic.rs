@@ -13,6 +13,9 @@ use uuid::Uuid;
 crate::versioned!(TopicMeta, PartitionOwner);
 
 pub const TOPIC_FORMAT_VERSION: u32 = 1;
+
+/// The most partitions a topic file may name (ten times what a new topic may have).
+pub const MAX_STORED_PARTITIONS: i32 = 1_000_000;
 pub const OWNER_FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,10 +67,14 @@ impl TopicMeta {
                 meta.name
             ));
         }
-        // More than MAX_PARTITIONS_PER_TOPIC is refused for new topics only: a volume
-        // written before that bound may hold more.
-        if meta.partitions < 1 {
-            return invalid(format!("{} partitions: a topic has at least 1", meta.partitions));
+        // MAX_PARTITIONS_PER_TOPIC binds new topics; a file may hold more (written
+        // before that bound), but not past what any broker could have opened: such a
+        // count is corruption, and every reader would walk it.
+        if !(1..=MAX_STORED_PARTITIONS).contains(&meta.partitions) {
+            return invalid(format!(
+                "{} partitions: a topic file holds 1 to {MAX_STORED_PARTITIONS}",
+                meta.partitions
+            ));
         }
         Ok(meta)
     }
@@ -147,6 +154,12 @@ pub fn stored_log_config(defaults: &LogConfig, configs: &BTreeMap<String, String
                 ("segment.bytes", Ok(v)) => {
                     c.segment_bytes = v.clamp(14, i32::MAX as i64) as u64;
                     problems.push(format!("{e}; using {}", c.segment_bytes));
+                }
+                // A retention setting that does not apply must not let the defaults
+                // delete what it meant to keep: nothing is deleted by time or size.
+                ("retention.ms" | "retention.bytes" | "cleanup.policy", _) => {
+                    c.cleanup_delete = false;
+                    problems.push(format!("{e}; retention is off for this topic until it is fixed"));
                 }
                 _ => problems.push(format!("{e}; ignored")),
             },
@@ -365,6 +378,13 @@ mod tests {
             (i32::MAX as u64, -1, false)
         );
         assert_eq!(problems.len(), 1, "{problems:?}");
+        // A retention key that does not apply turns retention off, never to defaults.
+        let stored = BTreeMap::from([
+            ("cleanup.policy".to_string(), "delete".to_string()),
+            ("retention.ms".to_string(), "forever".to_string()),
+        ]);
+        let (c, problems) = stored_log_config(&d, &stored);
+        assert!(!c.cleanup_delete && problems.len() == 1, "{problems:?}");
         let ok = log_config_for(
             &d,
             &BTreeMap::from([("segment.bytes".to_string(), "2147483647".to_string())]),
@@ -384,6 +404,7 @@ mod tests {
             ("evil", "other", 1, "its name says otherwise"),
             ("evil", "evil", 0, "0 partitions"),
             ("evil", "evil", -5, "-5 partitions"),
+            ("evil", "evil", i32::MAX, "2147483647 partitions"),
         ] {
             let mut meta = TopicMeta::new(name, partitions, BTreeMap::new(), 0);
             meta.name = name.into();

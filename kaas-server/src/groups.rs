@@ -549,7 +549,7 @@ impl GroupCoordinator {
         if live.as_ref().is_some_and(|g| !g.members.is_empty()) {
             return Err(ResponseError::NonEmptyGroup);
         }
-        let on_disk = self.volume.group_offsets_file(group_id).exists();
+        let on_disk = kaas_core::offsets::offsets_file(&self.volume, group_id).exists();
         if !in_memory && !on_disk {
             return Err(ResponseError::GroupIdNotFound);
         }
@@ -619,7 +619,7 @@ impl GroupCoordinator {
         // The cross-process lock every writer of this file (other brokers, kaasctl)
         // holds: the stamp check and the write below are one read-modify-write.
         let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
-        let path = self.volume.group_offsets_file(group_id);
+        let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
         let stamp = file_stamp(&path);
         if stamp.is_none() || stamp != cached.stamp {
             cached.offsets = GroupOffsets::load(&self.volume, group_id)?;

@@ -22,11 +22,25 @@ use tracing::{debug, info, warn};
 /// Smallest request: api key, api version, correlation id, client id length.
 const MIN_REQUEST_LEN: usize = 10;
 
+/// The largest frame of any request but Produce. Only Produce carries bulk data (record
+/// batches, kept as bytes); every other request is decoded into structures that can
+/// take many times the bytes they came in (an empty string on the wire is two bytes,
+/// decoded it is tens), so their frames are bounded far below --max-request-bytes.
+/// 8 MiB is room for a Metadata request naming 100,000 topics or a SyncGroup
+/// assignment of thousands of members.
+pub const MAX_NON_PRODUCE_FRAME: usize = 8 << 20;
+
+/// What a decoded non-Produce request may take per byte of its frame, charged to the
+/// request memory budget.
+const DECODE_INFLATION: u64 = 32;
+
 /// Why a connection was closed by the broker.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
     #[error("frame of {size} bytes exceeds --max-request-bytes {max}")]
     TooLarge { size: i64, max: usize },
+    #[error("a request other than Produce of {size} bytes exceeds {max} bytes")]
+    TooLargeForApi { size: usize, max: usize },
     #[error("frame of {size} bytes is shorter than a request header ({MIN_REQUEST_LEN} bytes)")]
     TooShort { size: i64 },
     #[error("unknown api key {0}")]
@@ -286,10 +300,26 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
     if size < MIN_REQUEST_LEN as i64 {
         return Err(FrameError::TooShort { size });
     }
-    // Wait for room in the budget before allocating (a frame bigger than the whole
-    // budget waits for all of it).
     let size = size as usize;
-    let cost = (size as u64).min(limits.request_bytes_max) as u32;
+    // The API key comes first: it decides the frame's bound and what it costs.
+    let mut key = [0u8; 2];
+    tokio::time::timeout(idle, reader.read_exact(&mut key))
+        .await
+        .map_err(timed)??;
+    let produce = i16::from_be_bytes(key) == ApiKey::Produce as i16;
+    if !produce && size > MAX_NON_PRODUCE_FRAME {
+        return Err(FrameError::TooLargeForApi {
+            size,
+            max: MAX_NON_PRODUCE_FRAME,
+        });
+    }
+    // Wait for room in the budget before allocating (a frame bigger than the whole
+    // budget waits for all of it). A Produce costs its bytes; any other request what
+    // it may take once decoded.
+    let weight = if produce { 1 } else { DECODE_INFLATION };
+    let cost = (size as u64 * weight)
+        .min(limits.request_bytes_max)
+        .min(u32::MAX as u64) as u32;
     let permit = limits
         .request_bytes
         .clone()
@@ -299,7 +329,8 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
     // Read into the buffer's spare capacity: no zeroing of every frame first (it
     // showed in the produce profile, docs/performance.md).
     let mut buf = BytesMut::with_capacity(size);
-    let mut body = (&mut *reader).take(size as u64);
+    buf.extend_from_slice(&key);
+    let mut body = (&mut *reader).take((size - key.len()) as u64);
     tokio::time::timeout(idle, async {
         while buf.len() < size {
             if body.read_buf(&mut buf).await? == 0 {
@@ -315,10 +346,10 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
 
 /// Decodes, dispatches and encodes one request. Ok(None) when no response is due
 /// (acks=0 produce).
-/// `permit` is the frame's share of `queued.max.request.bytes`: a Produce keeps it
-/// until answered (its records are the bulk of the memory); any other request gives it
-/// back once decoded, so requests that wait (JoinGroup for a rebalance, a long-poll
-/// Fetch) never hold the budget while they wait.
+/// `permit` is the frame's share of `queued.max.request.bytes`, kept until the request
+/// is answered (the decoded request refers to the frame's bytes). JoinGroup and
+/// SyncGroup give it back once decoded: their handlers copy out what they keep and drop
+/// the request before they wait for the rebalance, so waiting members never hold it.
 pub async fn handle_frame(
     broker: &Arc<Broker>,
     peer: SocketAddr,
@@ -355,7 +386,8 @@ pub async fn handle_frame(
             "request has trailing bytes"
         );
     }
-    let _permit = permit.filter(|_| matches!(&request, RequestKind::Produce(_)));
+    let _permit = permit.filter(|_| !matches!(&request, RequestKind::JoinGroup(_) | RequestKind::SyncGroup(_)));
+    drop(frame);
     let silent = matches!(&request, RequestKind::Produce(p) if p.acks == 0);
     let ctx = RequestContext {
         api,

@@ -98,10 +98,12 @@ impl Segment {
         let index_file = match index_file {
             Ok(f) => f,
             Err(e) => {
-                // Ours and empty: removed, so a later roll (the disk has room again)
-                // does not fail on it with "file exists".
-                let _ = fs::remove_file(&log_path);
-                let _ = fs::remove_file(&index_path);
+                // The log file is ours and empty: removed, so a later roll (the disk has
+                // room again) does not fail on it with "file exists" — but only if the
+                // name still is our file (a new leader may have replaced it meanwhile).
+                if crate::fsutil::same_file(&file, &log_path).unwrap_or(false) {
+                    let _ = fs::remove_file(&log_path);
+                }
                 return Err(e);
             }
         };
@@ -440,6 +442,11 @@ impl Segment {
 
     /// fsyncs the log and index of a segment that will receive no more appends.
     pub fn seal(&mut self) -> Result<(), SegmentError> {
+        if self.file.is_none() {
+            // Sealed already (a roll that sealed it could not create the next segment;
+            // the retry comes here again).
+            return Ok(());
+        }
         if self.torn_tail {
             // Never fsync a failed append's garbage into a segment that stays.
             self.cut_torn_tail()?;

@@ -161,6 +161,36 @@ fn only_the_active_segment_keeps_files_open_and_sealed_ones_are_still_read() {
 }
 
 #[test]
+fn a_roll_that_cannot_create_the_next_segment_is_retried_by_the_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 200,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    append(&mut log, 2, 1);
+    append(&mut log, 2, 1);
+    // The next segment's index cannot be created (a directory stands in its way).
+    let blocker = dir.path().join(format!("{:020}.index", log.log_end_offset()));
+    std::fs::create_dir(&blocker).unwrap();
+    let mut b = batch(2, 1);
+    let headers = log.validate(&b).unwrap();
+    assert!(log.append(&mut b, &headers, 0, 1).is_err());
+    assert!(
+        !dir.path().join(format!("{:020}.log", log.log_end_offset())).exists(),
+        "the half-created segment is removed"
+    );
+    std::fs::remove_dir(&blocker).unwrap();
+    append(&mut log, 2, 1);
+    append(&mut log, 2, 1);
+    assert_eq!(log.log_end_offset(), 8);
+    drop(log);
+    let log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 8);
+    assert!(log.truncations.is_empty());
+}
+
+#[test]
 fn segments_roll_by_time() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {

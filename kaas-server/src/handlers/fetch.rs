@@ -15,11 +15,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// The longest a Fetch waits for `min_bytes`, whatever it asks.
+pub const MAX_WAIT_MS: u64 = 30_000;
+
 pub const MIN: i16 = 4;
 pub const MAX: i16 = 12;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
-    let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    // A long poll holds its request (and its share of the request memory budget):
+    // capped, as clients ask for 500 ms and re-fetch anyway.
+    let deadline = Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_MS));
     let mut appends = broker.subscribe_appends();
     let mut shutdown = ctx.shutdown.clone();
     // A min_bytes no response can reach (past max_bytes or fetch.max.bytes) waits

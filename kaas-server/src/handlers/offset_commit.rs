@@ -61,7 +61,7 @@ pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: OffsetComm
             .await
             .unwrap_or_else(|e| {
                 Err(kaas_core::VolumeError::io(
-                    broker.volume.group_offsets_file(&group),
+                    kaas_core::offsets::offsets_file(&broker.volume, &group),
                     std::io::Error::other(e),
                 ))
             });

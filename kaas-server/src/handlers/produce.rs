@@ -76,13 +76,26 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
                 .with_partition_responses(partitions),
         );
     }
+    // The request's timeout bounds the wait for durability (a stalled disk must not
+    // hold the request, and its share of the request memory, forever): past it the
+    // answer is REQUEST_TIMED_OUT, as Kafka's for acks not reached in time; the batch
+    // stays appended, and an idempotent retry is answered as a duplicate.
+    let ack_deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(req.timeout_ms.max(1000) as u64);
     for (partition, next, ti, pi) in to_sync {
-        if let Err(e) = partition.wait_durable(next).await {
-            warn!(topic = %partition.topic, partition = partition.index, error = %e, "fsync failed; answering KAFKA_STORAGE_ERROR");
-            let r = &mut responses[ti].partition_responses[pi];
-            r.error_code = ResponseError::KafkaStorageError.code();
-            r.base_offset = -1;
-        }
+        let code = match tokio::time::timeout_at(ack_deadline, partition.wait_durable(next)).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => {
+                warn!(topic = %partition.topic, partition = partition.index, error = %e, "fsync failed; answering KAFKA_STORAGE_ERROR");
+                ResponseError::KafkaStorageError.code()
+            }
+            Err(_) => {
+                warn!(topic = %partition.topic, partition = partition.index, timeout_ms = req.timeout_ms, "fsync not done within the request's timeout; answering REQUEST_TIMED_OUT");
+                ResponseError::RequestTimedOut.code()
+            }
+        };
+        let r = &mut responses[ti].partition_responses[pi];
+        r.error_code = code;
+        r.base_offset = -1;
     }
     // A broker paused or cut off while this request was served may have lost its
     // partitions meanwhile, its writes landing where the new leader never reads (and,

@@ -15,7 +15,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRe
     let assignments = req
         .assignments
         .iter()
-        .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+        // Copied out: a slice would keep the whole request frame alive until the next
+        // rebalance.
+        .map(|a| (a.member_id.to_string(), bytes::Bytes::copy_from_slice(&a.assignment)))
         .collect();
     let sync = SyncRequest {
         group_id: &req.group_id.0,
@@ -29,6 +31,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRe
         return SyncGroupResponse::default().with_error_code(ResponseError::NotCoordinator.code());
     }
     let reply = broker.groups.sync(sync, Instant::now());
+    // Nothing of the request is needed while waiting for the leader (server.rs gave
+    // its memory budget back on that promise).
+    drop(req);
     let mut resp = match reply {
         Reply::Now(r) => r,
         Reply::Wait(rx) => {

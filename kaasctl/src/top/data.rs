@@ -383,7 +383,7 @@ impl Watcher {
         }
         // Groups.
         for g in list_groups(&volume).unwrap_or_default() {
-            let path = volume.group_offsets_file(&g);
+            let path = kaas_core::offsets::offsets_file(&volume, &g);
             let stamp = file_stamp(&path);
             match self.groups.get(&path, stamp, || {
                 GroupOffsets::load(&volume, &g).map_err(|e| e.to_string())

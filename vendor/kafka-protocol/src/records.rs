@@ -515,7 +515,7 @@ impl RecordBatchDecoder {
         records: &mut Vec<Record>,
     ) -> Result<()> {
         // kaas patch: bounded by the bytes left (upstream #156).
-        records.reserve((batch_decode_info.record_count as usize).min(buf.remaining()));
+        records.reserve((batch_decode_info.record_count as usize).min(buf.remaining() / std::mem::size_of::<Record>()));
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }
@@ -895,7 +895,7 @@ impl Record {
         let num_headers = num_headers as usize;
 
         // kaas patch: bounded by the bytes left.
-        let mut headers = IndexMap::with_capacity(num_headers.min(bytes::Buf::remaining(buf)));
+        let mut headers = IndexMap::with_capacity(num_headers.min(bytes::Buf::remaining(buf) / 64));
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;

@@ -986,8 +986,9 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
             -1 => Ok(None),
             n if n >= 0 => {
                 // kaas patch: every element takes at least one byte, so a count past
-                // the bytes left cannot be decoded; never reserve for it.
-                let mut result = Vec::with_capacity((n as usize).min(buf.remaining()));
+                // the bytes left cannot be decoded; reserve at most as many bytes as
+                // are left, and let pushes grow past that for real elements.
+                let mut result = Vec::with_capacity((n as usize).min(buf.remaining() / std::mem::size_of::<T>().max(1)));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1096,7 +1097,8 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
             0 => Ok(None),
             n => {
                 // kaas patch: bounded by the bytes left, as above.
-                let mut result = Vec::with_capacity(((n - 1) as usize).min(buf.remaining()));
+                let mut result =
+                    Vec::with_capacity(((n - 1) as usize).min(buf.remaining() / std::mem::size_of::<T>().max(1)));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }
