@@ -202,10 +202,16 @@ pub fn json_safe(json: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// Characters a terminal must never receive from data: controls (C0, DEL, C1) and
-/// the bidirectional overrides and isolates.
+/// Characters a terminal must never receive from data: controls (C0, DEL, C1), the
+/// bidirectional marks, overrides and isolates (U+061C, U+200E/F, U+202A-E,
+/// U+2066-9), and the line and paragraph separators (U+2028/9), which break lines
+/// like a newline.
 pub fn harmful(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
 }
 
 fn terminal_width() -> Option<u16> {
@@ -266,6 +272,7 @@ mod tests {
         assert_eq!(safe("a\r\nb\tc\x7f"), "a\\r\\nb\\tc\\x7f");
         assert_eq!(safe("\u{9b}31m"), "\\x9b31m");
         assert_eq!(safe("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(safe("a\u{2028}b\u{61c}"), "a\\u{2028}b\\u{061c}");
         assert_eq!(safe("ünï ✓"), "ünï ✓");
         let json = serde_json::to_string(&"a\u{9b}b\u{7f}\u{202e}").unwrap();
         let escaped = json_safe(&json);
