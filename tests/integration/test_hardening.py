@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from conftest import KaasBroker, wait_for
@@ -436,3 +436,34 @@ def test_a_sender_trickling_a_frame_byte_by_byte_gives_the_budget_back_after_the
         assert c.closed_by_peer()
     finally:
         stop.set()
+
+
+def test_offset_metadata_over_4096_bytes_is_refused_for_that_partition(kaas):
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "meta", "enable.auto.commit": False})
+    admin = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    admin.create_topics([NewTopic("meta", 1)])["meta"].result(timeout=20)
+    c.commit(offsets=[TopicPartition("meta", 0, 3, metadata="m" * 4000)], asynchronous=False)
+    try:
+        result = c.commit(offsets=[TopicPartition("meta", 0, 4, metadata="m" * 5000)], asynchronous=False)
+        errors = [tp.error for tp in result if tp.error is not None]
+    except KafkaException as e:
+        errors = [e.args[0]]
+    assert errors and errors[0].code() == KafkaError.OFFSET_METADATA_TOO_LARGE, errors
+    assert c.committed([TopicPartition("meta", 0)], timeout=20)[0].offset == 3
+    c.close()
+
+
+def test_a_long_poll_asking_to_wait_forever_is_answered_after_30_seconds(kaas):
+    from wire import produce_v3, record_batch
+    conn = Conn(kaas.port)
+    conn.send(request(0, 3, 1, produce_v3("poll", 0, record_batch([b"x"]))))
+    conn.recv_response()
+    # Fetch v4 from the log end, min_bytes 1, max_wait_ms 2^31-1.
+    body = struct.pack(">iiiib", -1, 2_147_483_647, 1, 1_000_000, 0)
+    body += struct.pack(">i", 1) + struct.pack(">h", 4) + b"poll" + struct.pack(">i", 1)
+    body += struct.pack(">iqi", 0, 1, 1_000_000)
+    conn.sock.settimeout(60)
+    started = time.time()
+    conn.send(request(1, 4, 2, body))
+    corr, _ = conn.recv_response()
+    assert corr == 2 and 29 < time.time() - started < 45
