@@ -37,9 +37,7 @@ impl BrokerLease {
         let path = volume.broker_lease(self.broker_id);
         match write_json(&path, self) {
             Err(e) if crate::fsutil::is_out_of_space(&e) && path.exists() => {
-                let mut bytes =
-                    serde_json::to_vec_pretty(self).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
-                bytes.push(b'\n');
+                let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
                 crate::fsutil::overwrite_in_place(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
                 if !IN_PLACE.swap(true, Ordering::Relaxed) {
                     tracing::warn!(path = %path.display(), "the volume is full: broker lease renewed in place until space returns");
@@ -413,8 +411,7 @@ pub fn cluster_id(volume: &Volume) -> Result<String, VolumeError> {
         cluster_id: uuid::Uuid::new_v4().simple().to_string(),
         created_ms: crate::now_ms(),
     };
-    let mut bytes = serde_json::to_vec_pretty(&meta).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
-    bytes.push(b'\n');
+    let bytes = crate::fsutil::json_bytes(&meta).map_err(|e| VolumeError::io(&path, e))?;
     // A unique temporary name per writer: two brokers (even with equal pids on two
     // hosts) starting at once cannot link each other's file.
     if crate::fsutil::atomic_create(&path, &bytes).map_err(|e| VolumeError::io(&path, e))? {

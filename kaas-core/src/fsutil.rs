@@ -85,12 +85,7 @@ pub fn is_out_of_space(e: &io::Error) -> bool {
 /// the trailing spaces.
 pub fn overwrite_in_place(path: &Path, contents: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let f = OpenOptions::new()
-        .write(true)
-        .custom_flags(NO_FOLLOW_NO_BLOCK)
-        .open(path)
-        .map_err(explain_open_error)?;
-    ensure_regular(&f)?;
+    let f = open_volume_file(OpenOptions::new().write(true), path)?;
     let len = f.metadata()?.len() as usize;
     let mut padded = contents.to_vec();
     if padded.len() < len {
@@ -127,9 +122,15 @@ pub fn atomic_create(path: &Path, contents: &[u8]) -> io::Result<bool> {
 /// a FIFO or device (O_NONBLOCK), and only if it is a regular file. A planted symlink,
 /// FIFO, device or directory is an error that says which it was.
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(NO_FOLLOW_NO_BLOCK)
+    open_volume_file(OpenOptions::new().read(true), path)
+}
+
+/// Opens a file of the volume with `options` (read, write, create...): never through a
+/// symlink, never blocking on a FIFO (O_NONBLOCK has no effect on regular files), and
+/// only if it is a regular file. Every open of a volume file goes through here.
+pub fn open_volume_file(options: &mut OpenOptions, path: &Path) -> io::Result<File> {
+    let f = options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(explain_open_error)?;
     ensure_regular(&f)?;
@@ -137,7 +138,7 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 }
 
 /// Names the planted symlink behind an ELOOP from an O_NOFOLLOW open.
-pub fn explain_open_error(e: io::Error) -> io::Error {
+fn explain_open_error(e: io::Error) -> io::Error {
     match e.raw_os_error() {
         Some(libc::ELOOP) => io::Error::new(
             io::ErrorKind::InvalidData,
@@ -149,7 +150,7 @@ pub fn explain_open_error(e: io::Error) -> io::Error {
 
 /// Refuses an open file that is not a regular file (a FIFO, device, socket or
 /// directory planted where the volume keeps a file), saying which it is.
-pub fn ensure_regular(f: &File) -> io::Result<()> {
+fn ensure_regular(f: &File) -> io::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     let kind = f.metadata()?.file_type();
     if kind.is_file() {
@@ -171,10 +172,6 @@ pub fn ensure_regular(f: &File) -> io::Result<()> {
         format!("is {what}, not a regular file"),
     ))
 }
-
-/// Flags for opening any file of the volume: never through a symlink, never blocking
-/// on a FIFO (O_NONBLOCK has no effect on regular files).
-pub const NO_FOLLOW_NO_BLOCK: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
 
 /// The largest state file (JSON, snapshot, slot checkpoint or journal) read off the
 /// volume. A file past it is refused with its size rather than read into memory.
@@ -219,15 +216,7 @@ pub fn lock_exclusive(path: &Path) -> io::Result<File> {
 /// Opens (creating if needed) a lock file: never through a symlink, never blocking on
 /// a FIFO planted in its place, only a regular file.
 fn open_lock_file(path: &Path) -> io::Result<File> {
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .custom_flags(NO_FOLLOW_NO_BLOCK)
-        .open(path)
-        .map_err(explain_open_error)?;
-    ensure_regular(&f)?;
-    Ok(f)
+    open_volume_file(OpenOptions::new().create(true).truncate(false).write(true), path)
 }
 
 /// Like [`lock_exclusive`] but never waits: Ok(None) when another open file (this
@@ -253,11 +242,16 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Serialises `value` as pretty JSON and replaces `path` atomically.
-pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
+/// `value` as the volume writes JSON files: pretty, with a final newline.
+pub fn json_bytes<T: serde::Serialize>(value: &T) -> io::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
-    atomic_write(path, &bytes)
+    Ok(bytes)
+}
+
+/// Serialises `value` as pretty JSON and replaces `path` atomically.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    atomic_write(path, &json_bytes(value)?)
 }
 
 /// What identifies one version of a file cheaply: size, modification time and inode.

@@ -80,9 +80,7 @@ impl GroupOffsets {
     /// Writes the offsets atomically, refusing a file no reader would read back.
     pub fn save(&self, volume: &Volume) -> Result<(), VolumeError> {
         let path = offsets_file(volume, &self.group);
-        let mut bytes =
-            serde_json::to_vec_pretty(self).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
-        bytes.push(b'\n');
+        let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
         // Never write what no reader would read back (the state-file size cap).
         if bytes.len() as u64 > crate::fsutil::MAX_STATE_FILE_BYTES {
             return Err(VolumeError::Invalid {

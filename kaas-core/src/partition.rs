@@ -44,7 +44,6 @@ use crate::fsutil::write_json;
 use crate::idempotence::{Classification, ProducerEntry, ProducerStateTable, SequenceError};
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
 use serde::{Deserialize, Serialize};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -354,13 +353,7 @@ impl PartitionState {
             entry.extend_from_slice(&self.last_stable_offset().to_be_bytes());
             let io = |e| VolumeError::io(&path, e);
             let created = !path.exists();
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .custom_flags(crate::fsutil::NO_FOLLOW_NO_BLOCK)
-                .open(&path)
-                .map_err(crate::fsutil::explain_open_error)
-                .and_then(|f| crate::fsutil::ensure_regular(&f).map(|()| f))
+            let mut f = crate::fsutil::open_volume_file(std::fs::OpenOptions::new().create(true).append(true), &path)
                 .map_err(io)?;
             // Never append after a torn entry (a write that failed half-way): that
             // would misalign every later entry.
@@ -587,11 +580,8 @@ fn recover_txn_indexes(dir: &Path, log_end: i64, segment_bases: &[i64]) -> Resul
         if dropped > 0 {
             crate::fsutil::atomic_write(&path, &kept).map_err(|e| VolumeError::io(&path, e))?;
         } else if torn != 0 {
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(crate::fsutil::NO_FOLLOW_NO_BLOCK)
-                .open(&path)
-                .map_err(|e| VolumeError::io(&path, crate::fsutil::explain_open_error(e)))?;
+            let f = crate::fsutil::open_volume_file(std::fs::OpenOptions::new().write(true), &path)
+                .map_err(|e| VolumeError::io(&path, e))?;
             f.set_len(kept.len() as u64)
                 .and_then(|_| f.sync_data())
                 .map_err(|e| VolumeError::io(&path, e))?;

@@ -89,9 +89,7 @@ impl TopicMeta {
     /// when another broker created the topic first. Ok(false) then.
     pub fn create(&self, volume: &Volume) -> Result<bool, VolumeError> {
         let path = volume.topic_file(&self.name);
-        let mut bytes =
-            serde_json::to_vec_pretty(self).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
-        bytes.push(b'\n');
+        let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
         crate::fsutil::atomic_create(&path, &bytes).map_err(|e| VolumeError::io(&path, e))
     }
 }

@@ -34,7 +34,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -483,10 +482,7 @@ impl TxnStateStore {
             let len = std::fs::metadata(&path).map_err(|e| VolumeError::io(&path, e))?.len();
             if len > st.journal_len {
                 tracing::warn!(path = %path.display(), from = st.journal_len, to = len, "cutting off the torn end of a transaction slot journal (an append cut by a crash, never acknowledged)");
-                let f = OpenOptions::new()
-                    .write(true)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&path)
+                let f = crate::fsutil::open_volume_file(OpenOptions::new().write(true), &path)
                     .map_err(|e| VolumeError::io(&path, e))?;
                 f.set_len(st.journal_len)
                     .and_then(|_| f.sync_data())
@@ -561,11 +557,7 @@ impl TxnStateStore {
             lines.push(line);
         }
         crate::failpoint::check(crate::failpoint::TXN_JOURNAL_APPEND).map_err(|e| VolumeError::io(&path, e))?;
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
+        let mut f = crate::fsutil::open_volume_file(OpenOptions::new().create(true).append(true), &path)
             .map_err(|e| VolumeError::io(&path, e))?;
         f.write_all(&bytes).map_err(|e| VolumeError::io(&path, e))?;
         let meta = f.metadata().map_err(|e| VolumeError::io(&path, e))?;

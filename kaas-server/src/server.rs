@@ -89,16 +89,16 @@ impl ConnectionSlots {
         })
     }
 
-    /// A slot for a connection from `ip`, or which limit it would break.
-    fn acquire(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, &'static str> {
+    /// A slot for a connection from `ip`, or which limit (name, value) it would break.
+    fn acquire(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, (&'static str, u32)> {
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         let (total, per_ip) = &mut *counts;
         if *total >= self.max_total {
-            return Err("max.connections");
+            return Err(("max.connections", self.max_total));
         }
         let mine = per_ip.entry(ip).or_insert(0);
         if *mine >= self.max_per_ip {
-            return Err("max.connections.per.ip");
+            return Err(("max.connections.per.ip", self.max_per_ip));
         }
         *mine += 1;
         *total += 1;
@@ -172,8 +172,7 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: wat
                         let limits = limits.clone();
                         conns.spawn(async move { connection(broker, stream, peer, shutdown, limits, slot).await });
                     }
-                    Err(limit) => {
-                        let max = if limit == "max.connections" { limits.slots.max_total } else { limits.slots.max_per_ip };
+                    Err((limit, max)) => {
                         limits.slots.refused(peer, limit, max);
                         drop(stream);
                     }
@@ -450,10 +449,10 @@ mod tests {
         let slots = ConnectionSlots::new(5, 3);
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         let mut held: Vec<Slot> = (0..3).map(|_| slots.acquire(a).unwrap()).collect();
-        assert_eq!(slots.acquire(a).err(), Some("max.connections.per.ip"));
+        assert_eq!(slots.acquire(a).err().map(|e| e.0), Some("max.connections.per.ip"));
         held.push(slots.acquire(b).unwrap());
         held.push(slots.acquire(b).unwrap());
-        assert_eq!(slots.acquire(b).err(), Some("max.connections"));
+        assert_eq!(slots.acquire(b).err().map(|e| e.0), Some("max.connections"));
         held.truncate(1);
         assert!(slots.acquire(a).is_ok());
         drop(held);

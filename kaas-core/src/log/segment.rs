@@ -5,11 +5,11 @@
 use super::scan::{BatchScanner, Scanned};
 use super::Truncation;
 use crate::batch::{self, BatchHeader, HEADER_LEN};
-use crate::fsutil::{ensure_regular, explain_open_error, NO_FOLLOW_NO_BLOCK};
+use crate::fsutil::open_volume_file;
 use bytes::{Bytes, BytesMut};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
@@ -66,16 +66,15 @@ fn file_name(base: i64, ext: &str) -> String {
 /// Opens (creating if missing; emptied when `truncate`) a segment's offset index: never
 /// through a symlink, and only a regular file.
 fn open_index(path: &Path, truncate: bool) -> Result<File, SegmentError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(truncate)
-        .custom_flags(NO_FOLLOW_NO_BLOCK)
-        .open(path)
-        .map_err(explain_open_error)
-        .and_then(|f| ensure_regular(&f).map(|()| f))
-        .map_err(|e| SegmentError::io(path, e))
+    open_volume_file(
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(truncate),
+        path,
+    )
+    .map_err(|e| SegmentError::io(path, e))
 }
 
 impl Segment {
@@ -84,13 +83,8 @@ impl Segment {
         let index_path = dir.join(file_name(base, "index"));
         // Never over an existing segment: a deposed leader rolling late must fail
         // here, not write into (and truncate the index of) its successor's segment.
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .custom_flags(NO_FOLLOW_NO_BLOCK)
-            .open(&log_path)
-            .map_err(|e| SegmentError::io(&log_path, explain_open_error(e)))?;
+        let file = open_volume_file(OpenOptions::new().read(true).append(true).create_new(true), &log_path)
+            .map_err(|e| SegmentError::io(&log_path, e))?;
         let index_file = open_index(&index_path, true).and_then(|f| {
             crate::fsutil::sync_dir(dir).map_err(|e| SegmentError::io(dir, e))?;
             Ok(f)
@@ -140,13 +134,7 @@ impl Segment {
         let active = next_base.is_none();
         let log_path = dir.join(file_name(base, "log"));
         let index_path = dir.join(file_name(base, "index"));
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .custom_flags(NO_FOLLOW_NO_BLOCK)
-            .open(&log_path)
-            .map_err(explain_open_error)
-            .and_then(|f| ensure_regular(&f).map(|()| f))
+        let file = open_volume_file(OpenOptions::new().read(true).append(true), &log_path)
             .map_err(|e| SegmentError::io(&log_path, e))?;
         let meta = file.metadata().map_err(|e| SegmentError::io(&log_path, e))?;
         let index_file = open_index(&index_path, false)?;

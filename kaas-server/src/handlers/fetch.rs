@@ -27,13 +27,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
     let deadline = Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_MS));
     let mut appends = broker.subscribe_appends();
     let mut shutdown = ctx.shutdown.clone();
-    // A min_bytes no response can reach (past max_bytes or fetch.max.bytes) waits
-    // only for what one response can carry.
-    let max_bytes = (req.max_bytes.max(0) as u64).min(broker.config.fetch_max_bytes);
-    let min_bytes = (req.min_bytes.max(0) as u64).min(max_bytes) as usize;
+    // fetch.max.bytes caps what any request may ask for; a min_bytes no response can
+    // reach waits only for what one response can carry.
+    let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes as usize);
+    let min_bytes = (req.min_bytes.max(0) as usize).min(max_bytes);
     loop {
         appends.borrow_and_update();
-        let (responses, bytes, errors) = gather(broker, ctx.version, &req);
+        let (responses, bytes, errors) = gather(broker, ctx.version, &req, max_bytes);
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline || *shutdown.borrow();
         if done {
             return FetchResponse::default().with_responses(responses);
@@ -53,10 +53,15 @@ fn batch_end(data: &[u8]) -> Option<i64> {
         .map(|(_, h)| h.next_offset())
 }
 
-/// One pass over the requested partitions: (responses, record bytes, any error).
-fn gather(broker: &Broker, version: i16, req: &FetchRequest) -> (Vec<FetchableTopicResponse>, usize, bool) {
-    // fetch.max.bytes caps what any request may ask for.
-    let mut remaining = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes as usize);
+/// One pass over the requested partitions, `max_bytes` of records at most:
+/// (responses, record bytes, any error).
+fn gather(
+    broker: &Broker,
+    version: i16,
+    req: &FetchRequest,
+    max_bytes: usize,
+) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    let mut remaining = max_bytes;
     let mut total = 0usize;
     let mut any_error = false;
     let mut responses = Vec::with_capacity(req.topics.len());
