@@ -24,6 +24,14 @@ impl Volume {
     pub fn broker_lease(&self, id: i32) -> PathBuf {
         self.brokers_dir().join(format!("{id}.json"))
     }
+    /// Dynamic broker configs (IncrementalAlterConfigs / AlterConfigs on brokers).
+    pub fn broker_configs_file(&self) -> PathBuf {
+        self.cluster_dir().join("broker-configs.json")
+    }
+    /// Held by whoever rewrites a topic file (config changes, added partitions).
+    pub fn topic_files_lock(&self) -> PathBuf {
+        self.cluster_dir().join("topic-files.lock")
+    }
     pub fn topics_dir(&self) -> PathBuf {
         self.cluster_dir().join("topics")
     }

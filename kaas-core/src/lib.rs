@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod batch;
 pub mod broker;
+pub mod configs;
 pub mod error;
 pub mod failpoint;
 pub mod fence_log;

@@ -217,6 +217,19 @@ impl GroupOffsets {
     pub fn remove_topic(&mut self, topic: &str) -> bool {
         self.offsets.remove(topic).is_some()
     }
+
+    /// Drops one partition's committed offset (OffsetDelete); staged transactional
+    /// offsets are left to their transaction. True when there was one.
+    pub fn remove(&mut self, topic: &str, partition: i32) -> bool {
+        let Some(parts) = self.offsets.get_mut(topic) else {
+            return false;
+        };
+        let removed = parts.remove(&partition).is_some();
+        if parts.is_empty() {
+            self.offsets.remove(topic);
+        }
+        removed
+    }
 }
 
 /// The file of a group's offsets: [`Volume::group_offsets_file`], except for a group

@@ -212,7 +212,9 @@ impl PartitionState {
     /// producer state.
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionState, PartitionError> {
         let log = PartitionLog::open(dir, config, now_ms)?;
-        let (start, end) = (log.log_start_offset(), log.log_end_offset());
+        // Producer state is rebuilt from the first byte of the log, which may lie below
+        // the log start clients see (DeleteRecords).
+        let (start, end) = (log.first_segment_base(), log.log_end_offset());
         let mut producers = ProducerStateTable::default();
         let mut from = start;
         // Where aborts are re-derived from the log: the replay start, or the log start
@@ -378,10 +380,24 @@ impl PartitionState {
     /// Retention, keeping the aborted-transaction list in step with the log start.
     pub fn enforce_retention(&mut self, now_ms: i64) -> Result<Vec<i64>, LogError> {
         let deleted = self.log.enforce_retention(now_ms)?;
+        self.forget_below_start();
+        Ok(deleted)
+    }
+
+    /// DeleteRecords: moves the log start up to `offset` (see
+    /// [`PartitionLog::advance_start`]), keeping the aborted-transaction list in step.
+    /// Producer state is kept: a producer's sequence window does not depend on where
+    /// the log starts.
+    pub fn delete_records(&mut self, offset: i64) -> Result<Vec<i64>, LogError> {
+        let deleted = self.log.advance_start(offset)?;
+        self.forget_below_start();
+        Ok(deleted)
+    }
+
+    fn forget_below_start(&mut self) {
         let start = self.log.log_start_offset();
         self.aborted.retain(|a| a.last_offset >= start);
         self.unsynced_aborts.retain(|a| a.last_offset >= start);
-        Ok(deleted)
     }
 
     /// Classifies every batch (under the caller's partition lock), then appends them

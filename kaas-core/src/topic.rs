@@ -4,7 +4,6 @@
 use crate::error::{read_versioned_json, VolumeError};
 use crate::fsutil::write_json;
 use crate::layout::Volume;
-use crate::log::LogConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -94,77 +93,7 @@ impl TopicMeta {
     }
 }
 
-/// Applies topic-level overrides onto broker defaults.
-pub fn log_config_for(defaults: &LogConfig, configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
-    let mut c = defaults.clone();
-    for (key, value) in configs {
-        let num = || {
-            value
-                .parse::<i64>()
-                .map_err(|_| format!("{key}={value:?} is not a number"))
-        };
-        match key.as_str() {
-            "segment.bytes" => {
-                // An int in Kafka; index positions are 32-bit here, so never past 2 GiB.
-                let v = num()?;
-                if !(14..=i32::MAX as i64).contains(&v) {
-                    return Err(format!("segment.bytes={value:?}: expected 14 to {}", i32::MAX));
-                }
-                c.segment_bytes = v as u64
-            }
-            "segment.ms" => c.segment_ms = num()?,
-            "retention.ms" => c.retention_ms = num()?,
-            "retention.bytes" => c.retention_bytes = num()?,
-            "max.message.bytes" => c.max_message_bytes = num()?.max(0) as usize,
-            "index.interval.bytes" => c.index_interval_bytes = num()?.clamp(1, u32::MAX as i64) as u32,
-            "message.timestamp.type" => {
-                if value != "CreateTime" {
-                    return Err(format!(
-                        "message.timestamp.type={value:?}: only CreateTime is supported"
-                    ));
-                }
-            }
-            "cleanup.policy" => {
-                if value.split(',').any(|p| p.trim() != "delete" && p.trim() != "compact") {
-                    return Err(format!("cleanup.policy={value:?}: expected delete and/or compact"));
-                }
-                c.cleanup_delete = value.split(',').any(|p| p.trim() == "delete");
-            }
-            "min.insync.replicas" | "compression.type" => {}
-            other => return Err(format!("unknown topic config {other:?}")),
-        }
-    }
-    Ok(c)
-}
-
-/// The log config of a topic as stored on the volume, which may predate today's
-/// validation: each key is applied on its own, a `segment.bytes` outside today's range
-/// is clamped into it, and any other key that does not apply is left out (the rest
-/// still apply). Returns the config and what was clamped or left out.
-pub fn stored_log_config(defaults: &LogConfig, configs: &BTreeMap<String, String>) -> (LogConfig, Vec<String>) {
-    let mut c = defaults.clone();
-    let mut problems = Vec::new();
-    for (key, value) in configs {
-        let one = BTreeMap::from([(key.clone(), value.clone())]);
-        match log_config_for(&c, &one) {
-            Ok(next) => c = next,
-            Err(e) => match (key.as_str(), value.parse::<i64>()) {
-                ("segment.bytes", Ok(v)) => {
-                    c.segment_bytes = v.clamp(14, i32::MAX as i64) as u64;
-                    problems.push(format!("{e}; using {}", c.segment_bytes));
-                }
-                // A retention setting that does not apply must not let the defaults
-                // delete what it meant to keep: nothing is deleted by time or size.
-                ("retention.ms" | "retention.bytes" | "cleanup.policy", _) => {
-                    c.cleanup_delete = false;
-                    problems.push(format!("{e}; retention is off for this topic until it is fixed"));
-                }
-                _ => problems.push(format!("{e}; ignored")),
-            },
-        }
-    }
-    (c, problems)
-}
+pub use crate::configs::{log_config_for, stored_log_config};
 
 /// Every topic file on the volume, in name order. Unreadable files are returned as
 /// errors beside the good ones, never skipped silently.
@@ -322,6 +251,7 @@ pub enum OwnerLockError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::LogConfig;
 
     #[test]
     fn a_stolen_lock_is_the_only_one_anyone_can_take_afterwards() {

@@ -20,6 +20,9 @@ use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
+mod configs;
+pub use configs::ConfigChange;
+
 pub struct Partition {
     pub topic: String,
     pub topic_id: Uuid,
@@ -294,6 +297,8 @@ pub struct Broker {
     /// Volume syncs run so far (broken partitions are retried every
     /// [`BROKEN_RETRY_ROUNDS`]).
     sync_rounds: std::sync::atomic::AtomicU64,
+    /// Dynamic broker configs and the log defaults they give (broker/configs.rs).
+    dynamic: RwLock<configs::DynamicState>,
 }
 
 /// Every this many volume syncs (seconds), partitions that failed to open are tried again.
@@ -347,7 +352,8 @@ impl Broker {
         std::fs::create_dir_all(volume.groups_dir())?;
         let cluster_id = kaas_core::broker::cluster_id(&volume)?;
         let advertised = config.advertised(bound);
-        let defaults = config.default_log_config();
+        let dynamic = configs::DynamicState::load(&volume, &config)?;
+        let defaults = dynamic.defaults.clone();
         let mut registry = Registry::default();
         let now = now_ms();
         // The live brokers as their leases say now (a first sighting is judged by the
@@ -415,6 +421,7 @@ impl Broker {
             lease_tracker: Mutex::new(lease_tracker),
             sync_rounds: std::sync::atomic::AtomicU64::new(1),
             stepdowns: std::sync::atomic::AtomicU64::new(0),
+            dynamic: RwLock::new(dynamic),
         });
         let fences = broker.apply_fence_logs()?;
         info!(raised = fences, "fence logs applied to the partitions' producers");
@@ -488,8 +495,8 @@ impl Broker {
         if !(1..=kaas_core::layout::MAX_PARTITIONS_PER_TOPIC).contains(&partitions) {
             return Err(TopicError::InvalidPartitions(partitions));
         }
-        let log_config = kaas_core::topic::log_config_for(&self.config.default_log_config(), configs)
-            .map_err(TopicError::InvalidConfig)?;
+        let log_config =
+            kaas_core::topic::log_config_for(&self.log_defaults(), configs).map_err(TopicError::InvalidConfig)?;
         let reg = self.registry();
         if reg.topics.contains_key(name) {
             return Err(TopicError::AlreadyExists(name.to_string()));
@@ -580,7 +587,7 @@ impl Broker {
     fn open_topic_here(&self, meta: TopicMeta) -> Topic {
         open_topic(
             &self.volume,
-            &self.config.default_log_config(),
+            &self.log_defaults(),
             meta,
             self.config.broker_id,
             now_ms(),
@@ -770,33 +777,41 @@ impl Broker {
         let _admin = self.admin_lock.lock().await;
         let old = self.topic(name)?;
         self.validate_partitions(&old, count)?;
-        let mut meta = old.meta.clone();
-        meta.partitions = count;
-        // Only over the topic as this broker knows it: not a topic another broker
-        // deleted, recreated or grew meanwhile.
-        match TopicMeta::read(&self.volume.topic_file(name)) {
-            Ok(on_disk) if on_disk.topic_id == old.meta.topic_id && on_disk.partitions == old.meta.partitions => {}
-            Ok(_) => {
-                return Err(TopicError::InvalidConfig(format!(
-                    "topic {name} changed on another broker; retry"
-                )))
-            }
-            Err(e) if e.is_not_found() => return Err(TopicError::Unknown(name.to_string())),
-            Err(e) => return Err(e.into()),
-        }
         let mut partitions = old.partitions.clone();
-        crate::blocking::off_worker(|| {
+        let meta = crate::blocking::off_worker(|| {
+            // Under the lock every rewriter of a topic file takes, and only over the
+            // topic as this broker knows it: not a topic another broker deleted,
+            // recreated or grew meanwhile. Configs changed meanwhile are kept.
+            let lock_path = self.volume.topic_files_lock();
+            let _lock = kaas_core::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+            let mut meta = match TopicMeta::read(&self.volume.topic_file(name)) {
+                Ok(on_disk) if on_disk.topic_id == old.meta.topic_id && on_disk.partitions == old.meta.partitions => {
+                    on_disk
+                }
+                Ok(_) => {
+                    return Err(TopicError::InvalidConfig(format!(
+                        "topic {name} changed on another broker; retry"
+                    )))
+                }
+                Err(e) if e.is_not_found() => return Err(TopicError::Unknown(name.to_string())),
+                Err(e) => return Err(e.into()),
+            };
+            meta.partitions = count;
+            let log_config = self.topic_log_config(&meta);
             for p in old.meta.partitions..count {
-                partitions.push(self.open_partition_here(&old.log_config, name, old.meta.topic_id, p));
+                partitions.push(self.open_partition_here(&log_config, name, old.meta.topic_id, p));
             }
-            meta.write(&self.volume)
+            meta.write(&self.volume)?;
+            Ok::<_, TopicError>(meta)
         })?;
-        let topic = Arc::new(Topic {
-            meta,
+        let grown = Topic {
+            meta: old.meta.clone(),
             log_config: old.log_config.clone(),
             partitions,
-        });
-        self.registry_mut().topics.insert(name.to_string(), topic);
+        };
+        // With the configs as they are on the volume (another broker may have
+        // changed them since this one last looked).
+        self.reconfigure(&grown, meta);
         Ok(())
     }
 
@@ -815,6 +830,7 @@ impl Broker {
             .fetch_add(1, Ordering::Relaxed)
             .is_multiple_of(BROKEN_RETRY_ROUNDS);
         self.hand_over_misplaced();
+        let defaults_changed = self.reload_dynamic_configs();
         let listed = match list_topics(&self.volume) {
             Ok(l) => l,
             Err(e) => {
@@ -863,6 +879,14 @@ impl Broker {
             let current = self.registry().topics.get(&meta.name).cloned();
             let topic = match current {
                 Some(t) if t.meta.topic_id == meta.topic_id => {
+                    // Configs changed by another broker (or new log defaults).
+                    let t = if defaults_changed || meta.configs != t.meta.configs {
+                        let mut m = t.meta.clone();
+                        m.configs = meta.configs.clone();
+                        self.reconfigure(&t, m)
+                    } else {
+                        t
+                    };
                     let mut partitions = t.partitions.clone();
                     let mut changed = false;
                     for (i, slot) in partitions.iter_mut().enumerate() {

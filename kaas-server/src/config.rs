@@ -163,9 +163,58 @@ pub struct Config {
     /// How long shutdown waits for in-flight requests before closing connections.
     #[arg(long, env = "KAAS_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000)]
     pub shutdown_timeout_ms: u64,
+
+    /// Flags given on the command line or through the environment (their ids, e.g.
+    /// `segment_bytes`): DescribeConfigs reports those as STATIC_BROKER_CONFIG and
+    /// the rest as DEFAULT_CONFIG.
+    #[arg(skip)]
+    pub explicit: std::collections::BTreeSet<String>,
 }
 
 impl Config {
+    /// Parses the process's flags and environment, noting which were given.
+    pub fn parse_noting_sources() -> Config {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = Config::command().get_matches();
+        let mut config = Config::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        config.explicit = matches
+            .ids()
+            .filter(|id| {
+                matches!(
+                    matches.value_source(id.as_str()),
+                    Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
+                )
+            })
+            .map(|id| id.as_str().to_string())
+            .collect();
+        config
+    }
+
+    /// The broker-level log defaults the flags set, under Apache's broker config
+    /// names, with whether each was given (else it is the built-in default).
+    pub fn static_log_defaults(&self) -> Vec<(&'static str, String, bool)> {
+        let given = |id: &str| self.explicit.contains(id);
+        vec![
+            (
+                "log.segment.bytes",
+                self.segment_bytes.to_string(),
+                given("segment_bytes"),
+            ),
+            ("log.roll.ms", self.segment_ms.to_string(), given("segment_ms")),
+            ("log.retention.ms", self.retention_ms.to_string(), given("retention_ms")),
+            (
+                "log.retention.bytes",
+                self.retention_bytes.to_string(),
+                given("retention_bytes"),
+            ),
+            (
+                "message.max.bytes",
+                self.message_max_bytes.to_string(),
+                given("message_max_bytes"),
+            ),
+        ]
+    }
+
     /// The broker-wide defaults every topic's log config starts from.
     pub fn default_log_config(&self) -> LogConfig {
         LogConfig {
@@ -175,7 +224,7 @@ impl Config {
             retention_bytes: self.retention_bytes,
             index_interval_bytes: 4096,
             max_message_bytes: self.message_max_bytes,
-            cleanup_delete: true,
+            ..LogConfig::default()
         }
     }
 

@@ -565,6 +565,65 @@ impl GroupCoordinator {
         Ok(())
     }
 
+    /// OffsetDelete: drops the committed offsets of `partitions` (topic, partition)
+    /// from a group, except those of topics a member of the group is subscribed to
+    /// (GROUP_SUBSCRIBED_TO_TOPIC for those, as Apache). A group with members that
+    /// does not use the consumer protocol may not lose offsets at all
+    /// (NON_EMPTY_GROUP). Returns each partition's error code (0: deleted, or had none).
+    pub fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> Result<Vec<i16>, ResponseError> {
+        let handle = self.group(group_id);
+        let guard = handle.as_ref().map(lock_group);
+        let live = guard.as_deref().filter(|g| !g.removed && g.state != GroupState::Dead);
+        let subscribed: Option<HashSet<String>> = match live {
+            Some(g) if !g.members.is_empty() => {
+                if g.protocol_type.as_deref() != Some("consumer") {
+                    return Err(ResponseError::NonEmptyGroup);
+                }
+                subscribed_topics(g)
+            }
+            _ => Some(HashSet::new()),
+        };
+        let on_disk = kaas_core::offsets::offsets_file(&self.volume, group_id).exists();
+        if live.is_none() && !on_disk {
+            return Err(ResponseError::GroupIdNotFound);
+        }
+        // Unreadable subscriptions: every topic counts as subscribed (nothing a live
+        // member may need is deleted).
+        let protected = |topic: &str| subscribed.as_ref().is_none_or(|s| s.contains(topic));
+        let codes: Vec<i16> = partitions
+            .iter()
+            .map(|(t, _)| {
+                if protected(t) {
+                    ResponseError::GroupSubscribedToTopic.code()
+                } else {
+                    0
+                }
+            })
+            .collect();
+        if !on_disk {
+            return Ok(codes);
+        }
+        self.with_offsets(group_id, |offsets| {
+            let mut changed = false;
+            for ((t, p), code) in partitions.iter().zip(&codes) {
+                if *code == 0 {
+                    changed |= offsets.remove(t, *p);
+                }
+            }
+            ((), changed)
+        })
+        .map_err(|e| {
+            warn!(group = group_id, error = %e, "cannot delete group offsets");
+            ResponseError::KafkaStorageError
+        })?;
+        info!(
+            group = group_id,
+            partitions = codes.iter().filter(|c| **c == 0).count(),
+            "deleted committed offsets"
+        );
+        Ok(codes)
+    }
+
     /// Whether a commit from this (generation, member) may proceed.
     pub fn check_commit(
         &self,
@@ -745,6 +804,36 @@ impl GroupCoordinator {
             }
         }
     }
+}
+
+/// The topics the members of a consumer-protocol group subscribe to, from their
+/// JoinGroup metadata (ConsumerProtocolSubscription: version i16, then the topic
+/// array, in every version); None when any member's metadata cannot be read.
+fn subscribed_topics(group: &Group) -> Option<HashSet<String>> {
+    let protocol = group.protocol.as_deref()?;
+    let mut topics = HashSet::new();
+    for m in group.members.values() {
+        let meta = m.metadata_for(protocol);
+        topics.extend(parse_subscription_topics(&meta)?);
+    }
+    Some(topics)
+}
+
+fn parse_subscription_topics(meta: &[u8]) -> Option<Vec<String>> {
+    let mut at = 2usize; // version
+    let take = |at: &mut usize, n: usize| -> Option<&[u8]> {
+        let s = meta.get(*at..at.checked_add(n)?)?;
+        *at += n;
+        Some(s)
+    };
+    let count = i32::from_be_bytes(take(&mut at, 4)?.try_into().ok()?);
+    let mut out = Vec::with_capacity(usize::try_from(count).ok()?.min(meta.len() / 2));
+    for _ in 0..count {
+        let len = i16::from_be_bytes(take(&mut at, 2)?.try_into().ok()?);
+        let name = take(&mut at, usize::try_from(len).ok()?)?;
+        out.push(String::from_utf8(name.to_vec()).ok()?);
+    }
+    Some(out)
 }
 
 pub struct GroupView {

@@ -1,6 +1,5 @@
 //! `kaas-server`: parse flags, set up logging, run until SIGTERM/SIGINT.
 
-use clap::Parser;
 use kaas_server::config::Config;
 use std::io::IsTerminal;
 use tokio::signal::unix::{signal, SignalKind};
@@ -11,7 +10,7 @@ use tracing_subscriber::EnvFilter;
 static GLOBAL: kaas_server::alloc::GuardedAlloc = kaas_server::alloc::GuardedAlloc;
 
 fn main() -> std::process::ExitCode {
-    let config = Config::parse();
+    let config = Config::parse_noting_sources();
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)

@@ -218,3 +218,37 @@ def join_group_v1(group: str, protocols, member_id="", session_timeout_ms=10000,
     for name, meta in protocols:
         parts.append(string(name) + struct.pack(">i", len(meta)) + meta)
     return b"".join(parts)
+
+
+def nullable_string(s) -> bytes:
+    return struct.pack(">h", -1) if s is None else string(s)
+
+
+def alter_configs_v0(resources, validate_only=False) -> bytes:
+    """An AlterConfigs v0 body: [(resource type, resource name, {name: value})]. Real
+    clients cannot name the cluster-wide broker resource (""); this can."""
+    parts = [struct.pack(">i", len(resources))]
+    for rtype, name, configs in resources:
+        parts.append(struct.pack(">b", rtype) + string(name) + struct.pack(">i", len(configs)))
+        for k, v in configs.items():
+            parts.append(string(k) + nullable_string(v))
+    parts.append(struct.pack(">?", validate_only))
+    return b"".join(parts)
+
+
+def parse_alter_configs_v0(body: bytes):
+    """[(error code, error message, resource type, resource name)] of an AlterConfigs v0 answer."""
+    (count,) = struct.unpack(">i", body[4:8])
+    at, out = 8, []
+    for _ in range(count):
+        error, mlen = struct.unpack(">hh", body[at:at + 4])
+        at += 4
+        message = None
+        if mlen >= 0:
+            message = body[at:at + mlen].decode()
+            at += mlen
+        (rtype, n) = struct.unpack(">bh", body[at:at + 3])
+        name = body[at + 3:at + 3 + n].decode()
+        at += 3 + n
+        out.append((error, message, rtype, name))
+    return out

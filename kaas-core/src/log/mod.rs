@@ -17,7 +17,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 /// Per-topic log settings (Kafka topic config names in the docs).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would grow past this.
     pub segment_bytes: u64,
@@ -34,6 +34,20 @@ pub struct LogConfig {
     /// `cleanup.policy` includes `delete`: retention may delete segments. A topic
     /// whose policy is only `compact` never loses data to retention.
     pub cleanup_delete: bool,
+    /// `cleanup.policy` includes `compact`: the log cleaner keeps the latest record
+    /// of every key.
+    pub compact: bool,
+    /// `delete.retention.ms`: how long a tombstone (and a transaction marker) stays in
+    /// a compacted log after the segment holding it was cleaned.
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`: clean when at least this share of the log's
+    /// bytes lies past the last cleaned offset.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: a record stays uncompacted at least this long.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a record is eligible for cleaning, whatever the dirty
+    /// ratio, once it is this old.
+    pub max_compaction_lag_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -46,6 +60,11 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             max_message_bytes: 1_048_588,
             cleanup_delete: true,
+            compact: false,
+            delete_retention_ms: 86_400_000,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
         }
     }
 }
@@ -60,6 +79,41 @@ pub enum LogError {
     OutOfRange { offset: i64, start: i64, end: i64 },
     #[error(transparent)]
     Segment(#[from] SegmentError),
+    #[error(transparent)]
+    Volume(#[from] crate::VolumeError),
+}
+
+/// `log-start.json` in a partition directory: the log start offset when DeleteRecords
+/// moved it past the base offset of the first segment (docs/segment-format.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LogStartFile {
+    pub version: u32,
+    pub log_start_offset: i64,
+}
+
+crate::versioned!(LogStartFile);
+
+pub const LOG_START_FILE: &str = "log-start.json";
+pub const LOG_START_FORMAT_VERSION: u32 = 1;
+
+impl LogStartFile {
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join(LOG_START_FILE)
+    }
+
+    /// The recorded log start of the partition in `dir`, None when none is recorded.
+    pub fn read(dir: &Path) -> Result<Option<i64>, crate::VolumeError> {
+        let path = Self::path(dir);
+        match crate::error::read_versioned_json::<LogStartFile>(&path, "log start offset", LOG_START_FORMAT_VERSION) {
+            Ok(f) if f.log_start_offset < 0 => Err(crate::VolumeError::Invalid {
+                path,
+                detail: format!("log start offset {} is negative", f.log_start_offset),
+            }),
+            Ok(f) => Ok(Some(f.log_start_offset)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// Where one append landed.
@@ -100,6 +154,9 @@ pub struct PartitionLog {
     dir: PathBuf,
     config: LogConfig,
     segments: Vec<Segment>,
+    /// The log start offset recorded in `log-start.json` (DeleteRecords), if any; the
+    /// log starts at the larger of it and the first segment's base offset.
+    recorded_start: i64,
     /// Recovery findings, kept for the caller to log.
     pub truncations: Vec<Truncation>,
 }
@@ -137,10 +194,20 @@ impl PartitionLog {
         if segments.is_empty() {
             segments.push(Segment::create(dir, 0, config.index_interval_bytes, now_ms)?);
         }
+        let mut recorded_start = LogStartFile::read(dir)?.unwrap_or(0);
+        let end = segments.last().map_or(0, |s| s.next_offset());
+        if recorded_start > end {
+            // Records below it were deleted while they were not yet fsynced, and a
+            // crash took the tail since: the log starts at its (recovered) end.
+            tracing::warn!(dir = %dir.display(), recorded_start, log_end = end,
+                "the recorded log start is past the recovered log end; the log starts at its end");
+            recorded_start = end;
+        }
         Ok(PartitionLog {
             dir: dir.to_path_buf(),
             config,
             segments,
+            recorded_start,
             truncations,
         })
     }
@@ -158,9 +225,54 @@ impl PartitionLog {
         &self.segments
     }
 
-    /// First offset still in the log.
+    /// First offset still in the log: what clients may read from (ListOffsets
+    /// EARLIEST, Fetch's log start). Records below it may still lie in the first
+    /// segment (DeleteRecords moves it to any offset), but are never served.
     pub fn log_start_offset(&self) -> i64 {
+        self.recorded_start.max(self.segments[0].base_offset())
+    }
+
+    /// Base offset of the first segment: where the log's bytes begin, at or below
+    /// [`Self::log_start_offset`] (replay of producer state starts here).
+    pub fn first_segment_base(&self) -> i64 {
         self.segments[0].base_offset()
+    }
+
+    /// Moves the log start offset up to `offset` (DeleteRecords): recorded durably in
+    /// `log-start.json` first, then every segment wholly below it is deleted (never
+    /// the active one). A crash between the steps leaves segments the next call or
+    /// retention deletes; they are never served again. An `offset` at or below the
+    /// current start changes nothing. Returns the base offsets deleted.
+    pub fn advance_start(&mut self, offset: i64) -> Result<Vec<i64>, LogError> {
+        let end = self.log_end_offset();
+        if offset > end {
+            return Err(LogError::OutOfRange {
+                offset,
+                start: self.log_start_offset(),
+                end,
+            });
+        }
+        if offset > self.log_start_offset() {
+            let path = LogStartFile::path(&self.dir);
+            let file = LogStartFile {
+                version: LOG_START_FORMAT_VERSION,
+                log_start_offset: offset,
+            };
+            crate::fsutil::write_json(&path, &file).map_err(|e| crate::VolumeError::io(&path, e))?;
+            self.recorded_start = offset;
+        }
+        self.delete_segments_below_start()
+    }
+
+    /// Deletes the segments every record of which lies below the log start.
+    fn delete_segments_below_start(&mut self) -> Result<Vec<i64>, LogError> {
+        let mut deleted = Vec::new();
+        while self.segments.len() > 1 && self.segments[1].base_offset() <= self.log_start_offset() {
+            let seg = self.segments.remove(0);
+            deleted.push(seg.base_offset());
+            seg.delete()?;
+        }
+        Ok(deleted)
     }
 
     /// Offset the next appended record gets (the high watermark, with one replica).
@@ -273,7 +385,7 @@ impl PartitionLog {
     /// below the log start or past the log end, or when `offset - 1` lies inside a
     /// batch (`offset` is not a batch boundary).
     pub fn batch_ending_at(&self, offset: i64) -> Result<Option<BatchHeader>, LogError> {
-        if offset <= self.log_start_offset() || offset > self.log_end_offset() {
+        if offset <= self.first_segment_base() || offset > self.log_end_offset() {
             return Ok(None);
         }
         let last = offset - 1;
@@ -322,19 +434,27 @@ impl PartitionLog {
 
     /// First offset whose batch has a timestamp >= `ts` (batch granularity, using the
     /// batch's max timestamp), or None when every record is older.
+    /// Never below the log start.
     pub fn offset_for_timestamp(&mut self, ts: i64) -> Result<Option<(i64, i64)>, LogError> {
+        let start = self.log_start_offset();
         for seg in &mut self.segments {
-            if let Some(found) = seg.find_timestamp(ts)? {
-                return Ok(Some(found));
+            if let Some((offset, found_ts)) = seg.find_timestamp(ts)? {
+                if offset < start {
+                    // Its batch reaches past the log start, or a later one matches too.
+                    let end = self.log_end_offset();
+                    return Ok((start < end).then_some((start, found_ts)));
+                }
+                return Ok(Some((offset, found_ts)));
             }
         }
         Ok(None)
     }
 
-    /// Deletes whole segments past `retention.ms` / `retention.bytes`; never the
-    /// active one. Returns the base offsets deleted.
+    /// Deletes whole segments past `retention.ms` / `retention.bytes`, and those wholly
+    /// below a log start DeleteRecords moved; never the active one. Returns the base
+    /// offsets deleted.
     pub fn enforce_retention(&mut self, now_ms: i64) -> Result<Vec<i64>, LogError> {
-        let mut deleted = Vec::new();
+        let mut deleted = self.delete_segments_below_start()?;
         if !self.config.cleanup_delete {
             return Ok(deleted);
         }

@@ -371,3 +371,93 @@ fn an_empty_active_segment_is_replaced_so_a_deposed_writer_appends_where_nobody_
         .collect();
     assert_eq!(batches, vec![(3, 1)], "only the successor's two-record batch");
 }
+
+#[test]
+fn delete_records_moves_the_log_start_durably_and_deletes_only_whole_segments_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 200,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    for _ in 0..20 {
+        append(&mut log, 2, 1);
+    }
+    let bases: Vec<i64> = log.segments().iter().map(|s| s.base_offset()).collect();
+    assert!(bases.len() > 3, "{bases:?}");
+    // Inside the third segment: the first two go, the third stays (it holds the start).
+    let target = bases[2] + 1;
+    let deleted = log.advance_start(target).unwrap();
+    assert_eq!(deleted, bases[..2].to_vec());
+    assert_eq!(log.log_start_offset(), target);
+    assert_eq!(log.first_segment_base(), bases[2]);
+    assert!(matches!(
+        log.read(target - 1, 1 << 20, i64::MAX, true),
+        Err(LogError::OutOfRange { .. })
+    ));
+    let data = log.read(target, 1 << 20, i64::MAX, true).unwrap();
+    assert!(crate::batch::validate(&data, 0).unwrap().last_offset() >= target);
+    // Never backwards; past the log end is refused.
+    assert!(log.advance_start(1).unwrap().is_empty());
+    assert_eq!(log.log_start_offset(), target);
+    assert!(matches!(log.advance_start(41), Err(LogError::OutOfRange { .. })));
+    // Timestamp lookups never answer below the start.
+    assert_eq!(log.offset_for_timestamp(0).unwrap().map(|f| f.0), Some(target));
+    drop(log);
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    assert_eq!(log.log_start_offset(), target);
+    // Up to the log end: every sealed segment goes, the active one stays, empty of
+    // anything readable.
+    log.advance_start(40).unwrap();
+    assert_eq!(
+        (log.segments().len(), log.log_start_offset(), log.log_end_offset()),
+        (1, 40, 40)
+    );
+    assert!(log.read(40, 1 << 20, i64::MAX, true).unwrap().is_empty());
+    // A recorded start past a log end that a crash cut back is brought down to it.
+    drop(log);
+    let f = LogStartFile {
+        version: 1,
+        log_start_offset: 99,
+    };
+    crate::fsutil::write_json(&LogStartFile::path(dir.path()), &f).unwrap();
+    let log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    assert_eq!(log.log_start_offset(), 40);
+}
+
+#[test]
+fn a_crash_after_recording_the_start_leaves_segments_that_retention_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_ms: -1,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    for _ in 0..20 {
+        append(&mut log, 2, 1);
+    }
+    let bases: Vec<i64> = log.segments().iter().map(|s| s.base_offset()).collect();
+    drop(log);
+    // Only the record of the new start made it.
+    let f = LogStartFile {
+        version: 1,
+        log_start_offset: bases[2],
+    };
+    crate::fsutil::write_json(&LogStartFile::path(dir.path()), &f).unwrap();
+    let mut log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    assert_eq!(log.log_start_offset(), bases[2]);
+    assert_eq!(log.enforce_retention(0).unwrap(), bases[..2].to_vec());
+    // A broken record is an error naming the file, never a start of 0.
+    drop(log);
+    std::fs::write(
+        LogStartFile::path(dir.path()),
+        b"{\"version\":1,\"log_start_offset\":-4}",
+    )
+    .unwrap();
+    let e = PartitionLog::open(dir.path(), LogConfig::default(), 0)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("log-start.json") && e.contains("negative"), "{e}");
+}

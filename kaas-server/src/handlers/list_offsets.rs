@@ -87,10 +87,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
 /// (offset, timestamp) of the batch carrying the largest timestamp.
 fn max_timestamp(log: &mut kaas_core::log::PartitionLog) -> Result<Option<(i64, i64)>, String> {
     let mut best: Option<(i64, i64)> = None;
+    let start = log.log_start_offset();
     for seg in log.segments() {
         seg.for_each_header(|_, h| {
-            if !h.is_control() && best.is_none_or(|(_, ts)| h.max_timestamp > ts) {
-                best = Some((h.base_offset, h.max_timestamp));
+            if !h.is_control() && h.last_offset() >= start && best.is_none_or(|(_, ts)| h.max_timestamp > ts) {
+                best = Some((h.base_offset.max(start), h.max_timestamp));
             }
             true
         })

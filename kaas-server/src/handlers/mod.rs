@@ -10,10 +10,12 @@ use tokio::sync::watch;
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -24,6 +26,7 @@ pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
@@ -32,6 +35,7 @@ pub mod list_offsets;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
+pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
@@ -80,8 +84,12 @@ api_table! {
     CreateTopics => create_topics,
     DeleteTopics => delete_topics,
     DescribeConfigs => describe_configs,
+    AlterConfigs => alter_configs,
+    IncrementalAlterConfigs => incremental_alter_configs,
     CreatePartitions => create_partitions,
     DeleteGroups => delete_groups,
+    DeleteRecords => delete_records,
+    OffsetDelete => offset_delete,
     DescribeCluster => describe_cluster,
     InitProducerId => init_producer_id,
     AddPartitionsToTxn => add_partitions_to_txn,

@@ -1,0 +1,257 @@
+//! Config changes at run time: topic overrides (the topic file) and dynamic broker
+//! configs (`__cluster/broker-configs.json`), each a read-modify-write under a lock
+//! file every broker takes, applied here at once and by the other brokers at their
+//! next volume sync (about a second).
+
+use super::{Broker, Topic, TopicError};
+use kaas_core::configs::{log_config_for, stored_log_config, validate_dynamic_broker_config, DynamicBrokerConfigs};
+use kaas_core::fsutil::{file_stamp, lock_exclusive, FileStamp};
+use kaas_core::log::LogConfig;
+use kaas_core::topic::TopicMeta;
+use kaas_core::VolumeError;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tracing::{error, info, warn};
+
+/// The dynamic broker configs as last read, and the log defaults they give this broker.
+pub(super) struct DynamicState {
+    pub configs: DynamicBrokerConfigs,
+    stamp: Option<FileStamp>,
+    pub defaults: LogConfig,
+}
+
+impl DynamicState {
+    /// Reads the dynamic configs at start. An unreadable file stops the broker: its
+    /// log defaults (retention above all) would silently be the static ones.
+    pub fn load(volume: &kaas_core::Volume, config: &crate::config::Config) -> Result<DynamicState, VolumeError> {
+        let path = volume.broker_configs_file();
+        let stamp = file_stamp(&path);
+        let configs = DynamicBrokerConfigs::read(volume)?;
+        let defaults = defaults_from(&configs, config);
+        Ok(DynamicState {
+            configs,
+            stamp,
+            defaults,
+        })
+    }
+}
+
+fn defaults_from(configs: &DynamicBrokerConfigs, config: &crate::config::Config) -> LogConfig {
+    let (defaults, problems) = configs.log_defaults(&config.default_log_config(), config.broker_id);
+    for problem in problems {
+        warn!(problem = %problem, "a dynamic broker config stored on the volume does not apply as written");
+    }
+    defaults
+}
+
+/// The change a request makes to a set of overrides: the overrides after it, or why
+/// it is refused.
+pub type ConfigChange<'a> =
+    dyn FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String> + Send + 'a;
+
+impl Broker {
+    /// The log defaults of this broker: static flags, then the dynamic cluster-wide
+    /// and per-broker configs on the volume.
+    pub fn log_defaults(&self) -> LogConfig {
+        self.dynamic().defaults.clone()
+    }
+
+    /// The dynamic broker configs as this broker last read them.
+    pub fn dynamic_configs(&self) -> DynamicBrokerConfigs {
+        self.dynamic().configs.clone()
+    }
+
+    fn dynamic(&self) -> std::sync::RwLockReadGuard<'_, DynamicState> {
+        self.dynamic.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Re-reads `broker-configs.json` if it changed; true when the log defaults did.
+    /// An unreadable file keeps the configs last read (logged).
+    pub(super) fn reload_dynamic_configs(&self) -> bool {
+        let path = self.volume.broker_configs_file();
+        let stamp = file_stamp(&path);
+        if stamp.is_some() && stamp == self.dynamic().stamp {
+            return false;
+        }
+        let configs = match DynamicBrokerConfigs::read(&self.volume) {
+            Ok(c) => c,
+            Err(e) => {
+                error!(error = %e, "cannot read the dynamic broker configs; keeping the ones last read");
+                return false;
+            }
+        };
+        let defaults = defaults_from(&configs, &self.config);
+        let mut state = self.dynamic.write().unwrap_or_else(|p| p.into_inner());
+        let changed = state.defaults != defaults;
+        *state = DynamicState {
+            configs,
+            stamp,
+            defaults,
+        };
+        changed
+    }
+
+    /// The log config of a topic over this broker's current defaults (stored values
+    /// that no longer validate are clamped or left out, and logged).
+    pub(super) fn topic_log_config(&self, meta: &TopicMeta) -> LogConfig {
+        let (log_config, problems) = stored_log_config(&self.log_defaults(), &meta.configs);
+        for problem in problems {
+            warn!(topic = %meta.name, problem = %problem, "a topic config stored on the volume does not apply as written");
+        }
+        log_config
+    }
+
+    /// Serves `topic` with `meta` (new configs) from now on: every partition it leads
+    /// here takes the new log config under its lock.
+    pub(super) fn reconfigure(&self, topic: &Topic, meta: TopicMeta) -> Arc<Topic> {
+        let log_config = self.topic_log_config(&meta);
+        for p in topic.partitions.iter().flatten() {
+            p.state().log.set_config(log_config.clone());
+        }
+        let topic = Arc::new(Topic {
+            meta,
+            log_config,
+            partitions: topic.partitions.clone(),
+        });
+        let mut reg = self.registry_mut();
+        if reg
+            .topics
+            .get(&topic.meta.name)
+            .is_some_and(|t| t.meta.topic_id == topic.meta.topic_id)
+        {
+            reg.topics.insert(topic.meta.name.clone(), topic.clone());
+        }
+        topic
+    }
+
+    /// Every topic over new log defaults.
+    fn reconfigure_all(&self) {
+        for topic in self.topics() {
+            self.reconfigure(&topic, topic.meta.clone());
+        }
+    }
+
+    /// IncrementalAlterConfigs / AlterConfigs on a topic: `change` maps the topic's
+    /// overrides as stored to the new ones, which must validate over this broker's
+    /// defaults. With `validate_only`, nothing is written. The topic file is rewritten
+    /// under `topic-files.lock` and only if it is still the topic this broker serves.
+    pub async fn alter_topic_configs(
+        &self,
+        name: &str,
+        change: Box<ConfigChange<'_>>,
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
+        let _admin = self.admin_lock.lock().await;
+        let topic = self.topic(name)?;
+        crate::blocking::off_worker(|| {
+            let lock_path = self.volume.topic_files_lock();
+            let _lock = lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+            let mut meta = match TopicMeta::read(&self.volume.topic_file(name)) {
+                Ok(m) if m.topic_id == topic.meta.topic_id => m,
+                Ok(_) => return Err(TopicError::Unknown(name.to_string())),
+                Err(e) if e.is_not_found() => return Err(TopicError::Unknown(name.to_string())),
+                Err(e) => return Err(e.into()),
+            };
+            let configs = change(&meta.configs).map_err(TopicError::InvalidConfig)?;
+            log_config_for(&self.log_defaults(), &configs).map_err(TopicError::InvalidConfig)?;
+            if validate_only || configs == meta.configs {
+                return Ok(());
+            }
+            meta.configs = configs;
+            meta.write(&self.volume)?;
+            info!(topic = name, configs = ?meta.configs, "topic configs changed");
+            self.reconfigure(&topic, meta);
+            Ok(())
+        })
+    }
+
+    /// IncrementalAlterConfigs / AlterConfigs on a broker resource: `resource` is ""
+    /// (cluster-wide defaults) or a broker id. Every key must be a dynamic broker
+    /// config with a valid value. Applied here at once, by other brokers at their next
+    /// volume sync.
+    pub async fn alter_broker_configs(
+        &self,
+        resource: &str,
+        change: Box<ConfigChange<'_>>,
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
+        let _admin = self.admin_lock.lock().await;
+        let check = |current: &BTreeMap<String, String>| -> Result<BTreeMap<String, String>, TopicError> {
+            let next = change(current).map_err(TopicError::InvalidConfig)?;
+            for (k, v) in &next {
+                if current.get(k) != Some(v) {
+                    validate_dynamic_broker_config(k, v).map_err(TopicError::InvalidConfig)?;
+                }
+            }
+            Ok(next)
+        };
+        crate::blocking::off_worker(|| {
+            if validate_only {
+                let stored = DynamicBrokerConfigs::read(&self.volume)?;
+                check(stored.of(resource).unwrap_or(&BTreeMap::new()))?;
+                return Ok(());
+            }
+            DynamicBrokerConfigs::update(&self.volume, |all| {
+                let next = check(all.of(resource).unwrap_or(&BTreeMap::new()))?;
+                *all.of_mut(resource) = next;
+                Ok::<(), TopicError>(())
+            })?;
+            info!(
+                resource = if resource.is_empty() {
+                    "cluster default"
+                } else {
+                    resource
+                },
+                "dynamic broker configs changed"
+            );
+            if self.reload_dynamic_configs() {
+                self.reconfigure_all();
+            }
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::handlers::test_support::broker;
+    use std::collections::BTreeMap;
+
+    #[tokio::test]
+    async fn a_dynamic_default_reaches_the_running_partitions_and_a_topic_override_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, BTreeMap::new()).await.unwrap();
+        let set = |k: &str, v: &str| {
+            let (k, v) = (k.to_string(), v.to_string());
+            Box::new(move |c: &BTreeMap<String, String>| {
+                let mut c = c.clone();
+                c.insert(k, v);
+                Ok(c)
+            }) as Box<super::ConfigChange<'_>>
+        };
+        b.alter_broker_configs("", set("log.retention.ms", "1234"), false)
+            .await
+            .unwrap();
+        let p = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+        assert_eq!(p.state().log.config().retention_ms, 1234);
+        b.alter_broker_configs("0", set("log.retention.ms", "999"), false)
+            .await
+            .unwrap();
+        assert_eq!(p.state().log.config().retention_ms, 999);
+        b.alter_topic_configs("t", set("retention.ms", "5"), false)
+            .await
+            .unwrap();
+        assert_eq!(p.state().log.config().retention_ms, 5);
+        assert_eq!(b.topic("t").unwrap().log_config.retention_ms, 5);
+        // validate_only changes nothing; a bad value changes nothing either.
+        b.alter_topic_configs("t", set("retention.ms", "6"), true)
+            .await
+            .unwrap();
+        assert!(b
+            .alter_topic_configs("t", set("retention.ms", "x"), false)
+            .await
+            .is_err());
+        assert_eq!(p.state().log.config().retention_ms, 5);
+    }
+}
