@@ -39,6 +39,11 @@ pub const ROLL_BEFORE_SNAPSHOT: &str = "roll-before-snapshot";
 /// A roll wrote the producer-state snapshot; the append is not fsynced nor answered.
 pub const ROLL_AFTER_SNAPSHOT: &str = "roll-after-snapshot";
 
+/// The cleaner recorded a swap (`cleaning-swap.json`); no old segment is removed yet.
+pub const CLEAN_AFTER_SWAP_RECORD: &str = "clean-after-swap-record";
+/// The cleaner swapped its segments in; the swap record is not removed yet.
+pub const CLEAN_AFTER_SWAP: &str = "clean-after-swap";
+
 enum Action {
     /// Abort when this many more hits have passed (0: at the next one).
     Abort(AtomicU64),

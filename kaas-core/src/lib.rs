@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod batch;
 pub mod broker;
+pub mod cleaner;
 pub mod configs;
 pub mod error;
 pub mod failpoint;

@@ -394,6 +394,62 @@ impl PartitionState {
         Ok(deleted)
     }
 
+    /// What the log cleaner would clean now, given where cleaning reached.
+    pub fn cleaner_plan(
+        &mut self,
+        cleaner: &crate::cleaner::CleanerState,
+        now_ms: i64,
+    ) -> Result<Option<crate::cleaner::Plan>, LogError> {
+        let lso = self.last_stable_offset();
+        let deletes_due = cleaner.deletes_due(now_ms, self.log.config().delete_retention_ms);
+        crate::cleaner::plan(&mut self.log, cleaner.clean_offset, deletes_due, lso, now_ms)
+    }
+
+    /// The facts a cleaning pass over `plan` needs, taken under the partition lock.
+    pub fn clean_input(
+        &self,
+        plan: &crate::cleaner::Plan,
+        cleaner: &crate::cleaner::CleanerState,
+        tag: String,
+        now_ms: i64,
+    ) -> crate::cleaner::CleanInput {
+        let segments = self.log.segments();
+        let config = self.log.config();
+        crate::cleaner::CleanInput {
+            dir: self.log.dir().to_path_buf(),
+            segments: segments[..plan.cleanable]
+                .iter()
+                .map(|s| (s.base_offset(), s.size()))
+                .collect(),
+            end_base: segments[plan.cleanable].base_offset(),
+            first_dirty: plan.first_dirty,
+            aborted: self.aborted.clone(),
+            last_batch_of: self
+                .producers
+                .producers
+                .values()
+                .filter_map(|e| e.batches.back().map(|b| (e.producer_id, b.base_offset)))
+                .collect(),
+            delete_horizon: cleaner.delete_horizon(now_ms, config.delete_retention_ms),
+            index_interval: config.index_interval_bytes,
+            segment_bytes: config.segment_bytes,
+            tag,
+        }
+    }
+
+    /// Swaps a finished pass's segments in (see `cleaner::install`) and forgets the
+    /// aborted transactions whose markers it removed. False when the log changed
+    /// under the pass and it was dropped.
+    pub fn install_cleaned(&mut self, out: &crate::cleaner::CleanOutput, now_ms: i64) -> Result<bool, LogError> {
+        if !crate::cleaner::install(&mut self.log, out, now_ms)? {
+            return Ok(false);
+        }
+        let removed = |a: &AbortedTxn| out.removed_aborts.contains(&(a.producer_id, a.last_offset));
+        self.aborted.retain(|a| !removed(a));
+        self.unsynced_aborts.retain(|a| !removed(a));
+        Ok(true)
+    }
+
     fn forget_below_start(&mut self) {
         let start = self.log.log_start_offset();
         self.aborted.retain(|a| a.last_offset >= start);

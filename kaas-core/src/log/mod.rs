@@ -4,6 +4,7 @@
 //! tail. This module does file I/O only; it knows nothing of the network, and leaves
 //! fsync scheduling (group commit) to its caller through [`PartitionLog::sync_handle`].
 
+pub mod compression;
 pub mod scan;
 mod segment;
 
@@ -166,6 +167,9 @@ impl PartitionLog {
     /// every batch is CRC-checked and a corrupt or torn tail is truncated.
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionLog, LogError> {
         fs::create_dir_all(dir).map_err(|e| SegmentError::io(dir, e))?;
+        if let Some(done) = crate::cleaner::finish_interrupted_swap(dir)? {
+            tracing::warn!(dir = %dir.display(), "{done}");
+        }
         let mut bases = Vec::new();
         for entry in fs::read_dir(dir).map_err(|e| SegmentError::io(dir, e))? {
             let entry = entry.map_err(|e| SegmentError::io(dir, e))?;
@@ -367,6 +371,40 @@ impl PartitionLog {
         let old = self.segments.pop().expect("a log always has a segment");
         let seg = old.replace_empty(now_ms)?;
         self.segments.push(seg);
+        Ok(())
+    }
+
+    /// Newest batch timestamp of segment `i` (scanned once, then cached).
+    pub fn segment_max_timestamp(&mut self, i: usize) -> Result<i64, LogError> {
+        Ok(self.segments[i].max_timestamp()?)
+    }
+
+    /// Puts the log cleaner's new segments in place of the ones they replace (their
+    /// files already swapped on disk, see `cleaner::install`).
+    pub(crate) fn replace_cleaned(
+        &mut self,
+        groups: &[crate::cleaner::SwapGroup],
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        for g in groups {
+            let first = self
+                .segments
+                .iter()
+                .position(|s| s.base_offset() == g.new_base)
+                .expect("install checked the replaced segments are present");
+            let next_base = self.segments.get(first + g.replaces.len()).map(|s| s.base_offset());
+            let (seg, cut) = Segment::open(
+                &self.dir,
+                g.new_base,
+                self.config.index_interval_bytes,
+                next_base,
+                now_ms,
+            )?;
+            if let Some(cut) = cut {
+                self.truncations.push(cut);
+            }
+            self.segments.splice(first..first + g.replaces.len(), [seg]);
+        }
         Ok(())
     }
 

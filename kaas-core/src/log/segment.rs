@@ -222,6 +222,10 @@ impl Segment {
         let mut stray_at: Option<(u64, i64)> = None;
         let file = self.reader()?;
         let mut scanner = BatchScanner::new(&file, self.size, self.base_offset);
+        if limit.is_some() {
+            // A sealed segment may have been rewritten by the log cleaner.
+            scanner = scanner.allowing_gaps();
+        }
         loop {
             match scanner.next_batch().map_err(|e| SegmentError::io(&self.log_path, e))? {
                 Scanned::Batch { pos, header, .. } => {

@@ -1,0 +1,408 @@
+//! The log cleaner against a reference model: whatever mix of plain writes,
+//! tombstones, committed and aborted transactions, compressed batches, cleaning
+//! passes and reopenings, a read_committed reader of the whole log sees the latest
+//! committed value of every key (and no key whose latest record is a tombstone past
+//! its retention), offsets only grow, and a cleaned log is about one record per key.
+
+use super::*;
+use crate::batch::build_batch;
+use crate::partition::PartitionState;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const TRANSACTIONAL: i16 = 0x10;
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 400,
+        compact: true,
+        cleanup_delete: false,
+        delete_retention_ms: 0,
+        min_cleanable_dirty_ratio: 0.0,
+        ..LogConfig::default()
+    }
+}
+
+/// `batch` with its records section compressed by `codec` (attributes and CRC fixed).
+fn compressed(batch: Vec<u8>, codec: Codec) -> Vec<u8> {
+    let payload = compress(codec, &batch[HEADER_LEN..]).unwrap();
+    let mut out = batch[..HEADER_LEN].to_vec();
+    out.extend_from_slice(&payload);
+    let len = (out.len() - batch::LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&len.to_be_bytes());
+    let attrs = i16::from_be_bytes([out[21], out[22]]) | codec.code();
+    out[21..23].copy_from_slice(&attrs.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+fn append(p: &mut PartitionState, mut b: Vec<u8>, now: i64) {
+    let headers = p.log.validate(&b).unwrap();
+    p.append(&mut b, &headers, 0, now).unwrap();
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Plain records (key, Some(value) or None for a tombstone), in one batch.
+    Put(Vec<(u8, Option<u8>)>, u8),
+    /// A transaction of one producer: its records, then commit (true) or abort.
+    Txn(u8, Vec<(u8, Option<u8>)>, bool),
+    Clean,
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let rec = (0u8..12, prop::option::weighted(0.85, any::<u8>()));
+    prop_oneof![
+        5 => (prop::collection::vec(rec.clone(), 1..5), 0u8..6).prop_map(|(r, c)| Op::Put(r, c)),
+        2 => (0u8..3, prop::collection::vec(rec, 1..4), any::<bool>()).prop_map(|(p, r, c)| Op::Txn(p, r, c)),
+        2 => Just(Op::Clean),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn codec_of(c: u8) -> Codec {
+    match c {
+        1 => Codec::Gzip,
+        2 => Codec::Snappy { xerial: false },
+        3 => Codec::Lz4,
+        4 => Codec::Zstd,
+        5 => Codec::Snappy { xerial: true },
+        _ => Codec::None,
+    }
+}
+
+fn plain_batch(records: &[(u8, Option<u8>)], producer: Option<(i64, i16, i32)>, attrs: i16) -> Vec<u8> {
+    let keys: Vec<[u8; 1]> = records.iter().map(|(k, _)| [*k]).collect();
+    let values: Vec<Option<[u8; 1]>> = records.iter().map(|(_, v)| v.map(|v| [v])).collect();
+    let recs: Vec<crate::batch::PlainRecord<'_>> = keys
+        .iter()
+        .zip(&values)
+        .map(|(k, v)| (Some(&k[..]), v.as_ref().map(|v| &v[..])))
+        .collect();
+    build_batch(0, 1, producer, attrs, &recs)
+}
+
+/// Every (offset, key, value) a read_committed reader gets from the log start.
+fn read_committed(p: &PartitionState) -> Vec<(i64, u8, Option<u8>)> {
+    let mut out = Vec::new();
+    let log = &p.log;
+    let mut at = log.log_start_offset();
+    loop {
+        let data = log.read(at, 1 << 20, p.last_stable_offset(), true).unwrap();
+        if data.is_empty() {
+            break;
+        }
+        for (pos, h) in batch::HeaderIter::new(&data) {
+            at = h.next_offset();
+            let aborted = h.is_transactional()
+                && p.aborted.iter().any(|a| {
+                    a.producer_id == h.producer_id && a.first_offset <= h.base_offset && h.base_offset <= a.last_offset
+                });
+            if h.is_control() || aborted {
+                continue;
+            }
+            let bytes = &data[pos..pos + h.total_len()];
+            let (plain, _, recs) = batch_records(bytes, &h).expect("readable batch");
+            for r in recs {
+                let key = plain[r.key.clone().unwrap()][0];
+                let mut vpos = r.key.unwrap().end;
+                let len = batch::read_varint(&plain, &mut vpos).unwrap();
+                let value = (len >= 0).then(|| plain[vpos]);
+                out.push((h.base_offset + r.offset_delta, key, value));
+            }
+        }
+    }
+    out
+}
+
+fn pass(p: &mut PartitionState, dir: &Path, now: i64) -> Option<CleanReport> {
+    let mut state = CleanerState::read(dir).unwrap().unwrap_or_default();
+    let plan = p.cleaner_plan(&state, now).unwrap()?;
+    let input = p.clean_input(&plan, &state, "0-0".into(), now);
+    let out = clean(
+        &input,
+        CleanLimits {
+            dedupe_buffer_bytes: 1 << 20,
+            io_max_bytes_per_second: None,
+        },
+        now,
+    )
+    .unwrap();
+    assert!(p.install_cleaned(&out, now).unwrap());
+    let mut report = out.report;
+    report.finished_ms = now;
+    state.record(report.clone());
+    state.write(dir).unwrap();
+    Some(report)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_reader_of_a_cleaned_log_sees_the_latest_committed_value_of_every_key(ops in prop::collection::vec(op(), 1..60)) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), config(), 0).unwrap();
+        let mut model: BTreeMap<u8, Option<u8>> = BTreeMap::new();
+        let mut seqs: HashMap<i64, i32> = HashMap::new();
+        let mut now = 1_000;
+        for op in ops {
+            now += 10;
+            match op {
+                Op::Put(records, c) => {
+                    for (k, v) in &records {
+                        model.insert(*k, *v);
+                    }
+                    append(&mut p, compressed(plain_batch(&records, None, 0), codec_of(c)), now);
+                }
+                Op::Txn(producer, records, commit) => {
+                    let pid = 100 + producer as i64;
+                    let seq = seqs.entry(pid).or_insert(0);
+                    let b = plain_batch(&records, Some((pid, 0, *seq)), TRANSACTIONAL);
+                    *seq += records.len() as i32;
+                    append(&mut p, b, now);
+                    p.write_marker(pid, 0, commit, 0, 0, now).unwrap();
+                    if commit {
+                        for (k, v) in &records {
+                            model.insert(*k, *v);
+                        }
+                    }
+                }
+                Op::Clean => {
+                    // Twice: the second pass is past the first's delete horizon.
+                    pass(&mut p, dir.path(), now);
+                    pass(&mut p, dir.path(), now + 1);
+                }
+                Op::Reopen => {
+                    p.write_snapshot(now).unwrap();
+                    drop(p);
+                    p = PartitionState::open(dir.path(), config(), now).unwrap();
+                }
+            }
+            let seen = read_committed(&p);
+            prop_assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "offsets must grow: {seen:?}");
+            let mut latest: BTreeMap<u8, Option<u8>> = BTreeMap::new();
+            for (_, k, v) in &seen {
+                latest.insert(*k, *v);
+            }
+            // Keys whose latest record is a tombstone may be gone entirely.
+            let live = |m: &BTreeMap<u8, Option<u8>>| -> BTreeMap<u8, u8> {
+                m.iter().filter_map(|(k, v)| v.map(|v| (*k, v))).collect()
+            };
+            prop_assert_eq!(live(&latest), live(&model));
+        }
+    }
+}
+
+#[test]
+fn a_cleaned_log_holds_about_one_record_per_key_and_tombstones_go_after_their_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        delete_retention_ms: 1_000,
+        ..config()
+    };
+    let mut p = PartitionState::open(dir.path(), cfg, 0).unwrap();
+    for round in 0..50u8 {
+        let records: Vec<(u8, Option<u8>)> = (0..10).map(|k| (k, Some(round))).collect();
+        append(
+            &mut p,
+            compressed(plain_batch(&records, None, 0), codec_of(round % 6)),
+            10,
+        );
+    }
+    // Key 3 deleted.
+    append(&mut p, plain_batch(&[(3, None)], None, 0), 10);
+    append(&mut p, plain_batch(&[(0, Some(0))], None, 0), 10); // rolls the tombstone's segment away
+    let before = p.log.size_bytes();
+    let report = pass(&mut p, dir.path(), 100).unwrap();
+    assert!(report.records_removed >= 400, "{report:?}");
+    let seen = read_committed(&p);
+    let keys: std::collections::BTreeSet<u8> = seen.iter().map(|r| r.1).collect();
+    assert!(
+        seen.len() <= keys.len() + 10,
+        "{} records for {} keys",
+        seen.len(),
+        keys.len()
+    );
+    assert!(
+        p.log.size_bytes() < before / 4,
+        "{} of {before} bytes left",
+        p.log.size_bytes()
+    );
+    // The tombstone stays until delete.retention.ms after cleaning reached it...
+    assert!(seen.iter().any(|r| r.1 == 3 && r.2.is_none()));
+    let filler = |p: &mut PartitionState, now: i64| {
+        for i in 0..10u8 {
+            append(p, plain_batch(&[(1, Some(i))], None, 0), now);
+        }
+    };
+    filler(&mut p, 500);
+    pass(&mut p, dir.path(), 500);
+    filler(&mut p, 600);
+    pass(&mut p, dir.path(), 600);
+    assert!(read_committed(&p).iter().any(|r| r.1 == 3), "gone too early");
+    // ...then goes, at the next pass, even with nothing new written.
+    let report = pass(&mut p, dir.path(), 2_000).expect("a pass for the deletes due");
+    assert!(report.tombstones_removed >= 1, "{report:?}");
+    assert!(
+        !read_committed(&p).iter().any(|r| r.1 == 3),
+        "still there after its retention"
+    );
+    assert!(pass(&mut p, dir.path(), 3_000).is_none(), "nothing left to do");
+    // Every batch that lost records was written back with its codec.
+    for seg in p.log.segments() {
+        seg.for_each_header(|_, h| {
+            assert!(h.record_count >= 1);
+            true
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn aborted_records_and_their_markers_are_removed_and_committed_data_keeps_its_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), config(), 0).unwrap();
+    append(&mut p, plain_batch(&[(1, Some(1))], Some((7, 0, 0)), TRANSACTIONAL), 10);
+    p.write_marker(7, 0, false, 0, 0, 10).unwrap();
+    append(&mut p, plain_batch(&[(2, Some(2))], Some((8, 0, 0)), TRANSACTIONAL), 10);
+    p.write_marker(8, 0, true, 0, 0, 10).unwrap();
+    // Producer 7 moves on, so its aborted batch is no longer its last.
+    append(&mut p, plain_batch(&[(3, Some(3))], Some((7, 0, 1)), TRANSACTIONAL), 10);
+    p.write_marker(7, 0, true, 0, 0, 10).unwrap();
+    for i in 0..30u8 {
+        append(&mut p, plain_batch(&[(10 + i % 3, Some(i))], None, 0), 10);
+    }
+    assert_eq!(p.aborted.len(), 1);
+    // The first pass removes the aborted data; the markers wait for the delete
+    // horizon (delete.retention.ms = 0: the next pass).
+    pass(&mut p, dir.path(), 100);
+    let report = pass(&mut p, dir.path(), 101).expect("a pass for the markers due");
+    let mut kinds = Vec::new();
+    for seg in p.log.segments() {
+        seg.for_each_header(|_, h| {
+            kinds.push((h.base_offset, h.producer_id, h.is_control()));
+            true
+        })
+        .unwrap();
+    }
+    // The aborted batch (offset 0) and its marker (1) are gone; producer 8's committed
+    // batch is its last, so it stays, and so does its marker.
+    assert!(!kinds.iter().any(|k| k.0 <= 1), "{kinds:?} {report:?}");
+    assert!(
+        kinds.contains(&(2, 8, false)) && kinds.contains(&(3, 8, true)),
+        "{kinds:?}"
+    );
+    assert!(p.aborted.is_empty(), "{:?}", p.aborted);
+    // A rebuild of the producer state from the log (no snapshot) finds no open
+    // transaction: every kept transactional batch kept its marker.
+    std::fs::remove_file(crate::partition::ProducerStateSnapshot::path(dir.path())).ok();
+    drop(p);
+    let p = PartitionState::open(dir.path(), config(), 200).unwrap();
+    assert_eq!(p.last_stable_offset(), p.log.log_end_offset());
+    assert_eq!(read_committed(&p).iter().filter(|r| r.1 == 2).count(), 1);
+}
+
+#[test]
+fn a_crash_at_any_step_of_the_swap_leaves_the_old_segments_or_the_new_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |dir: &Path| {
+        let mut p = PartitionState::open(dir, config(), 0).unwrap();
+        for i in 0..60u8 {
+            append(&mut p, plain_batch(&[(i % 5, Some(i))], None, 0), 10);
+        }
+        p
+    };
+    let expected: Vec<(u8, Option<u8>)> = {
+        let mut m = BTreeMap::new();
+        for i in 0..60u8 {
+            m.insert(i % 5, Some(i));
+        }
+        m.into_iter().collect()
+    };
+    let latest = |p: &PartitionState| -> Vec<(u8, Option<u8>)> {
+        let mut m = BTreeMap::new();
+        for (_, k, v) in read_committed(p) {
+            m.insert(k, v);
+        }
+        m.into_iter().collect()
+    };
+    // Stop after each step: cleaned files written; swap recorded; swap applied half
+    // way (one group's files replaced); swap applied, record not removed.
+    for stop in 0..4 {
+        let d = dir.path().join(format!("s{stop}"));
+        let mut p = build(&d);
+        let state = CleanerState::default();
+        let plan = p.cleaner_plan(&state, 100).unwrap().unwrap();
+        let input = p.clean_input(&plan, &state, "0-0".into(), 100);
+        let out = clean(
+            &input,
+            CleanLimits {
+                dedupe_buffer_bytes: 1 << 20,
+                io_max_bytes_per_second: None,
+            },
+            100,
+        )
+        .unwrap();
+        assert!(out.groups.len() >= 2, "{:?}", out.groups);
+        let manifest = SwapManifest {
+            version: CLEANER_FORMAT_VERSION,
+            tag: out.tag.clone(),
+            groups: out.groups.clone(),
+        };
+        if stop >= 1 {
+            write_json(&d.join(SWAP_FILE), &manifest).unwrap();
+        }
+        if stop == 2 {
+            let half = SwapManifest {
+                groups: manifest.groups[..1].to_vec(),
+                ..manifest.clone()
+            };
+            apply_swap(&d, &half).unwrap();
+        }
+        if stop == 3 {
+            apply_swap(&d, &manifest).unwrap();
+        }
+        drop(p);
+        let p = PartitionState::open(&d, config(), 200).unwrap();
+        assert_eq!(latest(&p), expected, "stop {stop}");
+        let names: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.ends_with(".cleaned") || n == SWAP_FILE),
+            "stop {stop}: {names:?}"
+        );
+        let cleaned = stop >= 1;
+        assert_eq!(read_committed(&p).len() <= 10, cleaned, "stop {stop}");
+    }
+}
+
+#[test]
+fn the_offset_map_covers_as_many_whole_segments_as_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), config(), 0).unwrap();
+    for i in 0..100u8 {
+        append(&mut p, plain_batch(&[(i, Some(i))], None, 0), 10);
+    }
+    let state = CleanerState::default();
+    let plan = p.cleaner_plan(&state, 100).unwrap().unwrap();
+    let input = p.clean_input(&plan, &state, "0-0".into(), 100);
+    let limits = |entries: usize| CleanLimits {
+        dedupe_buffer_bytes: entries * MAP_BYTES_PER_ENTRY,
+        io_max_bytes_per_second: None,
+    };
+    let e = clean(&input, limits(1), 100).unwrap_err().to_string();
+    assert!(e.contains("log.cleaner.dedupe.buffer.size"), "{e}");
+    let out = clean(&input, limits(20), 100).unwrap();
+    assert!(
+        out.report.dirty_to > 0 && out.report.dirty_to < input.end_base,
+        "{:?}",
+        out.report
+    );
+    assert!(out.report.map_entries <= 20);
+    remove_cleaned_files(dir.path(), None);
+}
