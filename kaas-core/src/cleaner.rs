@@ -274,12 +274,20 @@ pub struct CleanInput {
 }
 
 /// Limits of a pass.
-#[derive(Debug, Clone, Copy)]
-pub struct CleanLimits {
+#[derive(Clone, Copy)]
+pub struct CleanLimits<'a> {
     /// `log.cleaner.dedupe.buffer.size`: bytes for the offset map.
     pub dedupe_buffer_bytes: usize,
     /// `log.cleaner.io.max.bytes.per.second`: read plus written; None = unthrottled.
     pub io_max_bytes_per_second: Option<f64>,
+    /// Asked before each segment: true stops the pass (shutdown, lost lease), which
+    /// then leaves the log as it was.
+    pub stop: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// Never stop.
+pub fn never() -> bool {
+    false
 }
 
 /// The cleaned files of one group of segments, ready to be swapped in.
@@ -388,6 +396,20 @@ fn batch_records(bytes: &[u8], h: &BatchHeader) -> Option<(Vec<u8>, Codec, Vec<R
     Some((plain, codec, recs))
 }
 
+/// For produce to a compacted topic, which must refuse records without a key (the
+/// cleaner could never tell which one is the latest): whether every record of the
+/// batch `bytes` has a key. Err when its records cannot be read.
+pub fn all_records_keyed(bytes: &[u8], h: &BatchHeader) -> Result<bool, String> {
+    let (plain, _, recs) = batch_records(bytes, h).ok_or_else(|| {
+        format!(
+            "the records of the batch at offset delta 0..={} cannot be decoded",
+            h.last_offset_delta
+        )
+    })?;
+    drop(plain);
+    Ok(recs.iter().all(|r| r.key.is_some()))
+}
+
 /// A batch with only `kept` of its records: same base offset, last offset delta,
 /// timestamps, producer fields and codec; new length, count and CRC.
 fn rebuild_batch(orig: &[u8], codec: Codec, plain: &[u8], kept: &[&Rec]) -> std::io::Result<Vec<u8>> {
@@ -463,7 +485,7 @@ fn is_aborted(aborted: &[AbortedTxn], h: &BatchHeader) -> bool {
 /// Step 2 of a pass: builds the offset map over the dirty segments (as many whole
 /// segments as the map holds) and writes the cleaned segments as `*.cleaned` files.
 /// Reads only sealed segment files and writes only files named by `input.tag`.
-pub fn clean(input: &CleanInput, limits: CleanLimits, now_ms: i64) -> Result<CleanOutput, LogError> {
+pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result<CleanOutput, LogError> {
     let dir = &input.dir;
     let mut throttle = Throttle {
         limit: limits.io_max_bytes_per_second.filter(|l| *l > 0.0 && l.is_finite()),
@@ -480,7 +502,18 @@ pub fn clean(input: &CleanInput, limits: CleanLimits, now_ms: i64) -> Result<Cle
     } else {
         input.first_dirty
     };
+    let stopped = || -> Result<(), LogError> {
+        if (limits.stop)() {
+            return Err(VolumeError::Invalid {
+                path: input.dir.clone(),
+                detail: "cleaning stopped (shutdown or lost leadership); the log is as it was".into(),
+            }
+            .into());
+        }
+        Ok(())
+    };
     for (i, &(base, size)) in input.segments.iter().enumerate().skip(input.first_dirty) {
+        stopped()?;
         let mut records = 0usize;
         for_each_batch(dir, base, size, |h, _| {
             records += h.record_count.max(0) as usize;
@@ -564,6 +597,7 @@ pub fn clean(input: &CleanInput, limits: CleanLimits, now_ms: i64) -> Result<Cle
             let mut since_index = u64::MAX;
             let mut txnindex: Vec<u8> = Vec::new();
             for &(base, size) in group {
+                stopped()?;
                 report.bytes_before += size;
                 for_each_batch(dir, base, size, |h, bytes| {
                     throttle.account(bytes.len());

@@ -113,6 +113,25 @@ pub struct Config {
     #[arg(long, env = "KAAS_RETENTION_CHECK_INTERVAL_MS", default_value_t = 300_000)]
     pub retention_check_interval_ms: u64,
 
+    /// log.cleaner.enable: run the log cleaner for topics whose cleanup.policy
+    /// includes compact (docs/compaction.md).
+    #[arg(long, env = "KAAS_LOG_CLEANER_ENABLE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub log_cleaner_enable: bool,
+
+    /// log.cleaner.backoff.ms: how often the cleaner looks for partitions to clean.
+    #[arg(long, env = "KAAS_LOG_CLEANER_BACKOFF_MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub log_cleaner_backoff_ms: u64,
+
+    /// log.cleaner.dedupe.buffer.size: memory for the cleaner's offset map (about 40
+    /// bytes per distinct key of a pass); a pass covers as many dirty segments as fit.
+    #[arg(long, env = "KAAS_LOG_CLEANER_DEDUPE_BUFFER_SIZE", default_value_t = 128 << 20, value_parser = clap::value_parser!(u64).range(1 << 10..))]
+    pub log_cleaner_dedupe_buffer_size: u64,
+
+    /// log.cleaner.io.max.bytes.per.second: the cleaner's read plus write rate
+    /// (unlimited when not set).
+    #[arg(long, env = "KAAS_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND")]
+    pub log_cleaner_io_max_bytes_per_second: Option<f64>,
+
     /// When produced data is fsynced before the answer.
     #[arg(long, env = "KAAS_FLUSH_POLICY", value_enum, default_value_t = FlushPolicy::AcksAll)]
     pub flush_policy: FlushPolicy,

@@ -5,6 +5,7 @@
 pub mod alloc;
 pub mod blocking;
 pub mod broker;
+pub mod cleaner;
 pub mod config;
 pub mod groups;
 pub mod handlers;

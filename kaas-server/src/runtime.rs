@@ -185,6 +185,21 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         )),
         tokio::spawn({
             let broker = broker.clone();
+            let period = Duration::from_millis(broker.config.log_cleaner_backoff_ms);
+            let stopping = shutdown.clone();
+            every_async(period, shutdown.clone(), move || {
+                let broker = broker.clone();
+                let stopping = stopping.clone();
+                async move {
+                    let round = tokio::task::spawn_blocking(move || broker.clean_round(&|| *stopping.borrow()));
+                    if let Err(e) = round.await {
+                        tracing::error!(error = %e, "the log cleaner's round panicked");
+                    }
+                }
+            })
+        }),
+        tokio::spawn({
+            let broker = broker.clone();
             let period = Duration::from_millis(broker.config.flush_interval_ms.max(10));
             every_async(period, shutdown.clone(), move || {
                 let broker = broker.clone();

@@ -126,6 +126,7 @@ fn pass(p: &mut PartitionState, dir: &Path, now: i64) -> Option<CleanReport> {
         CleanLimits {
             dedupe_buffer_bytes: 1 << 20,
             io_max_bytes_per_second: None,
+            stop: &never,
         },
         now,
     )
@@ -342,6 +343,7 @@ fn a_crash_at_any_step_of_the_swap_leaves_the_old_segments_or_the_new_ones() {
             CleanLimits {
                 dedupe_buffer_bytes: 1 << 20,
                 io_max_bytes_per_second: None,
+                stop: &never,
             },
             100,
         )
@@ -394,6 +396,7 @@ fn the_offset_map_covers_as_many_whole_segments_as_it_holds() {
     let limits = |entries: usize| CleanLimits {
         dedupe_buffer_bytes: entries * MAP_BYTES_PER_ENTRY,
         io_max_bytes_per_second: None,
+        stop: &never,
     };
     let e = clean(&input, limits(1), 100).unwrap_err().to_string();
     assert!(e.contains("log.cleaner.dedupe.buffer.size"), "{e}");

@@ -46,7 +46,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
                         broker,
                         ctx,
                         p,
-                        t.log_config.max_message_bytes,
+                        &t.log_config,
                         req.transactional_id.as_deref().map(|s| s.as_str()),
                         pd.records.as_deref(),
                     ),
@@ -121,7 +121,7 @@ fn append(
     broker: &Broker,
     ctx: &RequestContext,
     partition: &Partition,
-    max_message_bytes: usize,
+    log_config: &kaas_core::log::LogConfig,
     transactional_id: Option<&str>,
     records: Option<&[u8]>,
 ) -> Result<(i64, i64, i64), i16> {
@@ -129,7 +129,7 @@ fn append(
         warn!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, "produce request without records");
         return Err(ResponseError::CorruptMessage.code());
     };
-    let headers = match kaas_core::log::validate_records(records, max_message_bytes) {
+    let headers = match kaas_core::log::validate_records(records, log_config.max_message_bytes) {
         Ok(h) => h,
         Err(e) => {
             warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, error = %e, "rejected produce batch");
@@ -145,6 +145,25 @@ fn append(
     if headers.iter().any(|h| h.is_control()) {
         warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, "rejected a control batch from a client");
         return Err(ResponseError::InvalidRecord.code());
+    }
+    if log_config.compact {
+        // As Apache: a compacted topic takes only records with a key.
+        let mut at = 0;
+        for h in &headers {
+            let bytes = &records[at..at + h.total_len()];
+            at += h.total_len();
+            match kaas_core::cleaner::all_records_keyed(bytes, h) {
+                Ok(true) => {}
+                Ok(false) => {
+                    warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, "rejected records without a key for a compacted topic");
+                    return Err(ResponseError::InvalidRecord.code());
+                }
+                Err(e) => {
+                    warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, error = %e, "rejected a batch whose records cannot be read");
+                    return Err(ResponseError::CorruptMessage.code());
+                }
+            }
+        }
     }
     // The one copy on the produce path: the request buffer is shared and immutable,
     // and the base offsets must be written into the bytes we store.

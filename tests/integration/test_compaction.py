@@ -1,0 +1,192 @@
+"""Compacted topics with real clients: the log cleaner keeps the latest record of every
+key while readers from the beginning always see the latest value of every key; tombstones
+go after delete.retention.ms; aborted transactions' records go; kill -9 mid-clean loses
+nothing (docs/compaction.md)."""
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import wait_for
+
+CLEANER = ("--log-cleaner-backoff-ms", "200")
+
+
+def compacted(b, topic, **extra):
+    config = {"cleanup.policy": "compact", "segment.bytes": "4000", "min.cleanable.dirty.ratio": "0.01",
+              "delete.retention.ms": "1000"}
+    config.update({k.replace("_", "."): v for k, v in extra.items()})
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    a.create_topics([NewTopic(topic, 1, config=config)])[topic].result(10)
+
+
+def read_latest(b, topic, isolation="read_committed", settle=1.0, timeout=30.0):
+    """(latest value of every key, records read) for a reader from the beginning."""
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"r-{time.time()}", "enable.auto.commit": False,
+                  "isolation.level": isolation})
+    c.assign([TopicPartition(topic, 0, 0)])
+    latest, count = {}, 0
+    deadline = time.time() + timeout
+    last_new = time.time()
+    try:
+        while time.time() < deadline and time.time() - last_new < settle:
+            m = c.poll(0.1)
+            if m is None:
+                continue
+            if m.error():
+                raise KafkaException(m.error())
+            latest[m.key().decode()] = None if m.value() is None else m.value().decode()
+            count += 1
+            last_new = time.time()
+    finally:
+        c.close()
+    return latest, count
+
+
+def log_bytes(b, topic):
+    return sum(p.stat().st_size for p in (b.data_dir / f"{topic}-0").glob("*.log"))
+
+
+def cleaner_passes(b, topic):
+    import json
+    path = b.data_dir / f"{topic}-0" / "cleaner.json"
+    return json.loads(path.read_text())["total_passes"] if path.exists() else 0
+
+
+def test_a_compacted_topic_shrinks_to_one_record_per_key_and_readers_always_see_the_latest(kaas_factory):
+    b = kaas_factory(*CLEANER, "--log-cleaner-enable", "false")
+    compacted(b, "state", segment_ms="1000")
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "compression.type": "gzip",
+                  "enable.idempotence": True})
+    expected = {}
+    for round_ in range(40):
+        for k in range(50):
+            expected[f"k{k}"] = f"v{round_}-{k}"
+            p.produce("state", key=f"k{k}", value=expected[f"k{k}"])
+        p.flush(10)
+    # One more write after segment.ms rolls everything before it into sealed segments.
+    time.sleep(1.2)
+    expected["k0"] = "last"
+    p.produce("state", key="k0", value="last")
+    p.flush(10)
+    before = log_bytes(b, "state")
+    latest, count = read_latest(b, "state")
+    assert latest == expected and count == 2001
+    # Now the cleaner runs; readers from the beginning keep seeing the latest values.
+    b.stop()
+    b.extra = [x for x in b.extra if x not in ("--log-cleaner-enable", "false")]
+    b.restart()
+    reads = 0
+    while cleaner_passes(b, "state") == 0 or reads < 3:
+        latest, _ = read_latest(b, "state", settle=0.5)
+        assert latest == expected, "a reader during cleaning saw a stale or missing value"
+        reads += 1
+        assert reads < 60, "the cleaner never ran"
+    latest, count = read_latest(b, "state")
+    assert latest == expected
+    # About one record per key: 50 keys, the active segment's one record, and the
+    # idempotent producer's last batch, kept for its sequence.
+    assert count <= 50 + 1 + 50, count
+    assert log_bytes(b, "state") < before / 4, (log_bytes(b, "state"), before)
+    # kafka-python reads across the gaps too.
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition as KTP
+    kc = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    kc.assign([KTP("state", 0)])
+    kc.seek_to_beginning()
+    seen = {m.key.decode(): m.value.decode() for m in kc}
+    kc.close()
+    assert seen == expected
+
+
+def test_a_tombstone_disappears_after_delete_retention_ms(kaas_factory):
+    b = kaas_factory(*CLEANER)
+    compacted(b, "tomb")
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    p.produce("tomb", key="gone", value="here")
+    p.produce("tomb", key="gone", value=None)
+    for i in range(200):
+        p.produce("tomb", key=f"f{i % 20}", value="x" * 50)
+        if i % 20 == 19:
+            p.flush(10)  # separate batches, so segments roll
+    # First the old value goes and the tombstone stays...
+    wait_for(lambda: cleaner_passes(b, "tomb") > 0, what="a cleaning pass")
+    latest, _ = read_latest(b, "tomb")
+    assert "gone" in latest and latest["gone"] is None
+    # ...then, delete.retention.ms (1 s) after cleaning reached it, the tombstone goes.
+    wait_for(lambda: "gone" not in read_latest(b, "tomb", settle=0.5)[0], timeout=30, what="the tombstone to go")
+    assert all(v == "x" * 50 for v in read_latest(b, "tomb")[0].values())
+
+
+def test_an_aborted_transactions_records_disappear_from_a_compacted_topic(kaas_factory):
+    b = kaas_factory(*CLEANER)
+    compacted(b, "txstate")
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "compactor", "linger.ms": 0})
+    p.init_transactions(10)
+    p.begin_transaction()
+    for i in range(20):
+        p.produce("txstate", key=f"a{i}", value="aborted")
+    p.flush(10)
+    p.abort_transaction(10)
+    p.begin_transaction()
+    for i in range(20):
+        p.produce("txstate", key=f"c{i}", value="committed")
+    p.commit_transaction(10)
+    plain = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    for i in range(200):
+        plain.produce("txstate", key=f"f{i % 10}", value="y" * 50)
+        if i % 20 == 19:
+            plain.flush(10)
+    # read_uncommitted sees the aborted records until the cleaner removes them.
+    wait_for(lambda: not any(k.startswith("a") for k in read_latest(b, "txstate", "read_uncommitted", 0.5)[0]),
+             timeout=30, what="aborted records to be cleaned away")
+    latest, _ = read_latest(b, "txstate")
+    assert {k for k in latest if k.startswith("c")} == {f"c{i}" for i in range(20)}
+    # The producer goes on, its transactions still work.
+    p.begin_transaction()
+    p.produce("txstate", key="c0", value="again")
+    p.commit_transaction(10)
+    assert read_latest(b, "txstate")[0]["c0"] == "again"
+
+
+def test_records_without_a_key_are_refused_by_a_compacted_topic(kaas_factory):
+    b = kaas_factory()
+    compacted(b, "keyed")
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "message.send.max.retries": 0})
+    errors = []
+    p.produce("keyed", value="no key", on_delivery=lambda e, m: errors.append(e))
+    p.flush(10)
+    p.produce("keyed", key="k", value="keyed", on_delivery=lambda e, m: errors.append(e))
+    p.flush(10)
+    assert errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
+    assert errors[1] is None
+
+
+def test_kill9_during_cleaning_loses_no_latest_value(kaas_factory):
+    """The broker dies at each step of a swap (failpoints), restarts, and every latest
+    value is there; then it cleans again to the end."""
+    for point in ("clean-after-swap-record", "clean-after-swap"):
+        b = kaas_factory(*CLEANER, "--log-cleaner-enable", "false")
+        topic = f"crash-{point}"
+        compacted(b, topic)
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        expected = {}
+        for round_ in range(20):
+            for k in range(30):
+                expected[f"k{k}"] = f"{round_}"
+                p.produce(topic, key=f"k{k}", value=f"{round_}")
+            p.flush(10)
+        b.stop()
+        b.extra = [x for x in b.extra if x not in ("--log-cleaner-enable", "false")]
+        b.env = {"KAAS_FAILPOINTS": point}
+        b.proc = None
+        b.start()
+        wait_for(lambda: not b.alive(), timeout=30, what=f"the broker to die at {point}")
+        b.env = {}
+        b.restart()
+        assert "finished an interrupted cleaner swap" in b.log_text(), point
+        latest, _ = read_latest(b, topic)
+        assert latest == expected, point
+        wait_for(lambda: cleaner_passes(b, topic) > 0, what="a pass after the restart")
+        assert read_latest(b, topic)[0] == expected
+        b.kill9()
