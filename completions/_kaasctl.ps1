@@ -30,7 +30,8 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('brokers', 'brokers', [CompletionResultType]::ParameterValue, 'Brokers with their lease age and liveness')
-            [CompletionResult]::new('topics', 'topics', [CompletionResultType]::ParameterValue, 'Topics: partitions, id, config overrides')
+            [CompletionResult]::new('topics', 'topics', [CompletionResultType]::ParameterValue, 'Topics: partitions, id, config overrides, and for compacted topics each partition''s dirty ratio and last cleaning')
+            [CompletionResult]::new('compaction', 'compaction', [CompletionResultType]::ParameterValue, 'The log cleaner per partition of compacted topics: dirty ratio, how far cleaning reached, what the last pass removed, failures')
             [CompletionResult]::new('groups', 'groups', [CompletionResultType]::ParameterValue, 'Consumer groups: committed offsets and lag per partition (real lag, lag blocked behind an open transaction, control records no consumer will see)')
             [CompletionResult]::new('txn', 'txn', [CompletionResultType]::ParameterValue, 'Transactions')
             [CompletionResult]::new('fence', 'fence', [CompletionResultType]::ParameterValue, 'Fence logs')
@@ -56,6 +57,15 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             break
         }
         'kaasctl;topics' {
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;compaction' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
@@ -411,7 +421,8 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;help' {
             [CompletionResult]::new('brokers', 'brokers', [CompletionResultType]::ParameterValue, 'Brokers with their lease age and liveness')
-            [CompletionResult]::new('topics', 'topics', [CompletionResultType]::ParameterValue, 'Topics: partitions, id, config overrides')
+            [CompletionResult]::new('topics', 'topics', [CompletionResultType]::ParameterValue, 'Topics: partitions, id, config overrides, and for compacted topics each partition''s dirty ratio and last cleaning')
+            [CompletionResult]::new('compaction', 'compaction', [CompletionResultType]::ParameterValue, 'The log cleaner per partition of compacted topics: dirty ratio, how far cleaning reached, what the last pass removed, failures')
             [CompletionResult]::new('groups', 'groups', [CompletionResultType]::ParameterValue, 'Consumer groups: committed offsets and lag per partition (real lag, lag blocked behind an open transaction, control records no consumer will see)')
             [CompletionResult]::new('txn', 'txn', [CompletionResultType]::ParameterValue, 'Transactions')
             [CompletionResult]::new('fence', 'fence', [CompletionResultType]::ParameterValue, 'Fence logs')
@@ -431,6 +442,9 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             break
         }
         'kaasctl;help;topics' {
+            break
+        }
+        'kaasctl;help;compaction' {
             break
         }
         'kaasctl;help;groups' {

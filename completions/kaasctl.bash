@@ -22,6 +22,9 @@ _kaasctl() {
             kaasctl,brokers)
                 cmd="kaasctl__subcmd__brokers"
                 ;;
+            kaasctl,compaction)
+                cmd="kaasctl__subcmd__compaction"
+                ;;
             kaasctl,completions)
                 cmd="kaasctl__subcmd__completions"
                 ;;
@@ -78,6 +81,9 @@ _kaasctl() {
                 ;;
             kaasctl__subcmd__help,brokers)
                 cmd="kaasctl__subcmd__help__subcmd__brokers"
+                ;;
+            kaasctl__subcmd__help,compaction)
+                cmd="kaasctl__subcmd__help__subcmd__compaction"
                 ;;
             kaasctl__subcmd__help,completions)
                 cmd="kaasctl__subcmd__help__subcmd__completions"
@@ -257,7 +263,7 @@ _kaasctl() {
 
     case "${cmd}" in
         kaasctl)
-            opts="-h -V --data-dir --json --color --session-timeout --help --version brokers topics groups txn fence markers producers log lso audit metrics top completions man help"
+            opts="-h -V --data-dir --json --color --session-timeout --help --version brokers topics compaction groups txn fence markers producers log lso audit metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -309,6 +315,32 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__brokers)
+            opts="-h --data-dir --json --color --session-timeout --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__compaction)
             opts="-h --data-dir --json --color --session-timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -485,7 +517,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help)
-            opts="brokers topics groups txn fence markers producers log lso audit metrics top completions man help"
+            opts="brokers topics compaction groups txn fence markers producers log lso audit metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -513,6 +545,20 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help__subcmd__brokers)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__compaction)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

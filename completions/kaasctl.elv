@@ -27,7 +27,8 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand brokers 'Brokers with their lease age and liveness'
-            cand topics 'Topics: partitions, id, config overrides'
+            cand topics 'Topics: partitions, id, config overrides, and for compacted topics each partition''s dirty ratio and last cleaning'
+            cand compaction 'The log cleaner per partition of compacted topics: dirty ratio, how far cleaning reached, what the last pass removed, failures'
             cand groups 'Consumer groups: committed offsets and lag per partition (real lag, lag blocked behind an open transaction, control records no consumer will see)'
             cand txn 'Transactions'
             cand fence 'Fence logs'
@@ -51,6 +52,14 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --help 'Print help'
         }
         &'kaasctl;topics'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;compaction'= {
             cand --data-dir 'The shared volume (the brokers'' --data-dir)'
             cand --color 'When to colour tables (NO_COLOR in the environment means never)'
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
@@ -357,7 +366,8 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         }
         &'kaasctl;help'= {
             cand brokers 'Brokers with their lease age and liveness'
-            cand topics 'Topics: partitions, id, config overrides'
+            cand topics 'Topics: partitions, id, config overrides, and for compacted topics each partition''s dirty ratio and last cleaning'
+            cand compaction 'The log cleaner per partition of compacted topics: dirty ratio, how far cleaning reached, what the last pass removed, failures'
             cand groups 'Consumer groups: committed offsets and lag per partition (real lag, lag blocked behind an open transaction, control records no consumer will see)'
             cand txn 'Transactions'
             cand fence 'Fence logs'
@@ -375,6 +385,8 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         &'kaasctl;help;brokers'= {
         }
         &'kaasctl;help;topics'= {
+        }
+        &'kaasctl;help;compaction'= {
         }
         &'kaasctl;help;groups'= {
         }

@@ -875,5 +875,48 @@ pub fn install(log: &mut PartitionLog, out: &CleanOutput, now_ms: i64) -> Result
     Ok(true)
 }
 
+/// A compacted partition as kaasctl shows it, read without writing anything.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactionView {
+    /// Offsets below this are clean.
+    pub clean_offset: i64,
+    /// Bytes of sealed segments at or past the clean offset, and of all sealed ones:
+    /// their ratio is what `min.cleanable.dirty.ratio` is compared with (the broker
+    /// also holds back segments past the last stable offset or younger than
+    /// `min.compaction.lag.ms`).
+    pub dirty_bytes: u64,
+    pub sealed_bytes: u64,
+    pub dirty_ratio: f64,
+    pub state: Option<CleanerState>,
+    /// A swap a crash interrupted: the next broker to open the partition finishes it.
+    pub swap_pending: bool,
+}
+
+/// The cleaner's view of the partition in `dir`.
+pub fn view(dir: &Path) -> Result<CompactionView, VolumeError> {
+    let state = CleanerState::read(dir)?;
+    let clean_offset = state.as_ref().map_or(i64::MIN, |s| s.clean_offset);
+    let segments = crate::inspect::segment_files(dir)?;
+    let sealed = &segments[..segments.len().saturating_sub(1)];
+    let sealed_bytes: u64 = sealed.iter().map(|s| s.size).sum();
+    let dirty_bytes: u64 = sealed
+        .iter()
+        .filter(|s| s.base_offset >= clean_offset)
+        .map(|s| s.size)
+        .sum();
+    Ok(CompactionView {
+        clean_offset: clean_offset.max(segments.first().map_or(0, |s| s.base_offset)),
+        dirty_bytes,
+        sealed_bytes,
+        dirty_ratio: if sealed_bytes == 0 {
+            0.0
+        } else {
+            dirty_bytes as f64 / sealed_bytes as f64
+        },
+        state,
+        swap_pending: dir.join(SWAP_FILE).exists(),
+    })
+}
+
 #[cfg(test)]
 mod tests;

@@ -62,9 +62,14 @@ fn scan_batches_of(
     mut f: impl FnMut(&BatchHeader, &[u8]),
 ) -> Result<Option<BadTail>, VolumeError> {
     let first = segments.iter().rposition(|s| s.base_offset <= from).unwrap_or(0);
-    for seg in &segments[first..] {
+    let last = segments.len().saturating_sub(1);
+    for (i, seg) in segments.iter().enumerate().skip(first) {
         let file = crate::fsutil::open_regular(&seg.path).map_err(|e| VolumeError::io(&seg.path, e))?;
         let mut scanner = BatchScanner::new(&file, seg.size, seg.base_offset);
+        if i < last {
+            // Sealed: the log cleaner may have left gaps in it.
+            scanner = scanner.allowing_gaps();
+        }
         loop {
             match scanner.next_batch().map_err(|e| VolumeError::io(&seg.path, e))? {
                 Scanned::Batch { header, bytes, .. } => {
@@ -128,7 +133,10 @@ fn valid_log_end(segments: &[SegmentFile]) -> Result<i64, VolumeError> {
 /// `full_replay`, replays the whole log instead (to list every marker and abort).
 pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspection, VolumeError> {
     let segments = segment_files(dir)?;
+    // Replay starts at the first segment; clients read from the log start, which
+    // DeleteRecords may have moved past it.
     let log_start = segments.first().map(|s| s.base_offset).unwrap_or(0);
+    let client_log_start = crate::log::LogStartFile::read(dir)?.unwrap_or(0).max(log_start);
     let snapshot = ProducerStateSnapshot::read(dir)?;
     let mut producers = ProducerStateTable::default();
     let mut from = log_start;
@@ -193,7 +201,7 @@ pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspe
     Ok(PartitionInspection {
         dir: dir.to_path_buf(),
         segments,
-        log_start_offset: log_start,
+        log_start_offset: client_log_start.min(end),
         log_end_offset: end,
         last_stable_offset: lso,
         snapshot: snap_info,

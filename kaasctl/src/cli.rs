@@ -44,8 +44,15 @@ pub enum ColorChoice {
 pub enum Command {
     /// Brokers with their lease age and liveness.
     Brokers,
-    /// Topics: partitions, id, config overrides.
+    /// Topics: partitions, id, config overrides, and for compacted topics each
+    /// partition's dirty ratio and last cleaning.
     Topics,
+    /// The log cleaner per partition of compacted topics: dirty ratio, how far
+    /// cleaning reached, what the last pass removed, failures.
+    Compaction {
+        /// Only this topic.
+        topic: Option<String>,
+    },
     /// Consumer groups: committed offsets and lag per partition (real lag, lag blocked
     /// behind an open transaction, control records no consumer will see).
     Groups {

@@ -66,6 +66,7 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
     match cli.command {
         Command::Brokers => cmd::brokers::run(&c, &out),
         Command::Topics => cmd::topics::run(&c, &out),
+        Command::Compaction { topic } => cmd::compaction::run(&c, &out, topic.as_deref()),
         Command::Groups { group } => cmd::groups::run(&c, &out, group.as_deref()),
         Command::Txn(TxnCommand::List(args)) => cmd::txn::list(&c, &out, &args),
         Command::Txn(TxnCommand::Show { transactional_id }) => cmd::txn::show(&c, &out, &transactional_id),

@@ -554,3 +554,75 @@ fn colour_is_used_only_when_asked_and_never_with_no_color() {
     );
     assert!(!run(&["--color", "auto"], true).contains("\u{1b}["));
 }
+
+/// A compacted topic cleaned once by the cleaner (its first partition) and never
+/// (its second, with a failure recorded): `topics`, `compaction` and a `log dump`
+/// with the gaps cleaning left.
+#[test]
+fn compaction_views() {
+    use kaas_core::cleaner::{clean, never, CleanLimits, CleanerState};
+    let d = tempfile::tempdir().unwrap();
+    let v = Volume::new(d.path());
+    topic(
+        &v,
+        "profiles",
+        2,
+        3,
+        &[("cleanup.policy", "compact"), ("segment.bytes", "300")],
+    );
+    let cfg = kaas_core::configs::log_config_for(
+        &LogConfig::default(),
+        &BTreeMap::from([
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            ("segment.bytes".to_string(), "300".to_string()),
+        ]),
+    )
+    .unwrap();
+    for partition in 0..2 {
+        let dir = v.partition_dir("profiles", partition);
+        let mut p = PartitionState::open(&dir, cfg.clone(), NOW).unwrap();
+        for round in 0..4 {
+            for key in ["alice", "bob"] {
+                let value = format!("{key}-v{round}");
+                let mut b = build_batch(
+                    0,
+                    NOW - 100_000 + round,
+                    None,
+                    0,
+                    &[(Some(key.as_bytes()), Some(value.as_bytes()))],
+                );
+                let h = validate_all(&b).unwrap();
+                p.append(&mut b, &h, 0, NOW - 100_000).unwrap();
+            }
+        }
+        let mut state = CleanerState::default();
+        if partition == 0 {
+            let plan = p.cleaner_plan(&state, NOW - 60_000).unwrap().unwrap();
+            let input = p.clean_input(&plan, &state, "0-0".into(), NOW - 60_000);
+            let limits = CleanLimits {
+                dedupe_buffer_bytes: 1 << 20,
+                io_max_bytes_per_second: None,
+                stop: &never,
+            };
+            let out = clean(&input, limits, NOW - 60_000).unwrap();
+            assert!(p.install_cleaned(&out, NOW - 60_000).unwrap());
+            let mut report = out.report;
+            report.finished_ms = NOW - 59_990;
+            state.record(report);
+        } else {
+            state.version = kaas_core::cleaner::CLEANER_FORMAT_VERSION;
+            state.last_error = Some("its 9 records do not fit the cleaner's offset map".into());
+        }
+        state.write(&dir).unwrap();
+    }
+    cases(
+        d.path(),
+        &[
+            ("compaction_topics", &["topics"]),
+            ("compaction_table", &["compaction"]),
+            ("compaction_json", &["compaction", "profiles", "--json"]),
+            ("compaction_log_dump", &["log", "dump", "profiles", "0"]),
+            ("compaction_unknown_topic", &["compaction", "nope"]),
+        ],
+    );
+}

@@ -16,6 +16,10 @@ pub struct RecordRow {
 
 #[derive(Serialize)]
 pub struct BatchRow {
+    /// Offsets between the previous batch and this one that are not in the log
+    /// (removed by the log cleaner): [first, last].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap_before: Option<[i64; 2]>,
     pub base_offset: i64,
     pub last_offset: i64,
     pub record_count: i32,
@@ -62,10 +66,18 @@ pub fn run(
         anyhow::bail!("no partition directory {}", dir.display());
     }
     let mut batches = Vec::new();
+    // Offsets missing between the start and the first batch shown count as a gap too.
+    let log_start = kaas_core::inspect::segment_files(&dir)?
+        .first()
+        .map_or(0, |s| s.base_offset)
+        .max(kaas_core::log::LogStartFile::read(&dir)?.unwrap_or(0));
+    let mut expected: Option<i64> = Some(from.max(log_start));
     let bad = scan_batches(&dir, from, |h, bytes| {
         if batches.len() >= count {
             return;
         }
+        let gap_before = expected.filter(|e| h.base_offset > *e).map(|e| [e, h.base_offset - 1]);
+        expected = Some(h.next_offset());
         let recs = if with_records && !h.is_control() {
             records(bytes).map(|rs| {
                 rs.into_iter()
@@ -87,6 +99,7 @@ pub fn run(
             None
         };
         batches.push(BatchRow {
+            gap_before,
             base_offset: h.base_offset,
             last_offset: h.last_offset(),
             record_count: h.record_count,
@@ -124,6 +137,16 @@ pub fn run(
     } else {
         let mut t = out.table(&["OFFSETS", "RECORDS", "PRODUCER", "SEQ", "FLAGS", "TIME"]);
         for b in &dump.batches {
+            if let Some([first, last]) = b.gap_before {
+                t.add_row(vec![
+                    out.cell(format!("{first}..{last}"), Tone::Dim),
+                    out.cell(0, Tone::Dim),
+                    out.cell("-", Tone::Dim),
+                    out.cell("-", Tone::Dim),
+                    out.cell("gap (compacted away)", Tone::Dim),
+                    out.cell("", Tone::Dim),
+                ]);
+            }
             let mut flags = Vec::new();
             if b.transactional {
                 flags.push("txn".to_string());

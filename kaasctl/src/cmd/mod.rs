@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod brokers;
+pub mod compaction;
 pub mod fence;
 pub mod groups;
 pub mod log;

@@ -11,15 +11,26 @@ pub struct TopicRow {
     pub topic_id: Option<String>,
     pub partitions: Option<i32>,
     pub configs: BTreeMap<String, String>,
+    /// For a compacted topic, the log cleaner's view of each partition.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compaction: Vec<super::compaction::CompactionRow>,
     /// Set when the topic file could not be read; the other fields are then empty.
     pub error: Option<String>,
 }
 
 pub fn rows(c: &Cluster) -> anyhow::Result<Vec<TopicRow>> {
+    let mut compaction = super::compaction::rows(c, None)?;
     Ok(list_topics(&c.volume)?
         .into_iter()
         .map(|r| match r {
             Ok(t) => TopicRow {
+                compaction: {
+                    let (mine, rest) = std::mem::take(&mut compaction)
+                        .into_iter()
+                        .partition(|r| r.topic == t.name);
+                    compaction = rest;
+                    mine
+                },
                 name: Some(t.name),
                 topic_id: Some(t.topic_id.to_string()),
                 partitions: Some(t.partitions),
@@ -31,6 +42,7 @@ pub fn rows(c: &Cluster) -> anyhow::Result<Vec<TopicRow>> {
                 topic_id: None,
                 partitions: None,
                 configs: BTreeMap::new(),
+                compaction: Vec::new(),
                 error: Some(e.to_string()),
             },
         })
@@ -43,7 +55,14 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
     if out.json {
         out.json(&rows);
     } else {
-        let mut t = out.table(&["TOPIC", "PARTITIONS", "TOPIC ID", "CONFIGS"]);
+        let now = crate::cluster::now_ms();
+        // The compaction column only when some topic is compacted.
+        let compacted = rows.iter().any(|r| !r.compaction.is_empty());
+        let mut header = vec!["TOPIC", "PARTITIONS", "TOPIC ID", "CONFIGS"];
+        if compacted {
+            header.push("COMPACTION");
+        }
+        let mut t = out.table(&header);
         for r in &rows {
             match &r.error {
                 Some(e) => t.add_row(vec![
@@ -52,19 +71,37 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                     out.cell("", Tone::Plain),
                     out.cell(e, Tone::Bad),
                 ]),
-                None => t.add_row(vec![
-                    out.cell(r.name.as_deref().unwrap_or(""), Tone::Plain),
-                    out.cell(r.partitions.unwrap_or(0), Tone::Plain),
-                    out.cell(r.topic_id.as_deref().unwrap_or(""), Tone::Dim),
-                    out.cell(
-                        r.configs
-                            .iter()
-                            .map(|(k, v)| format!("{k}={v}"))
-                            .collect::<Vec<_>>()
-                            .join(","),
-                        Tone::Plain,
-                    ),
-                ]),
+                None => t.add_row({
+                    let mut row = vec![
+                        out.cell(r.name.as_deref().unwrap_or(""), Tone::Plain),
+                        out.cell(r.partitions.unwrap_or(0), Tone::Plain),
+                        out.cell(r.topic_id.as_deref().unwrap_or(""), Tone::Dim),
+                        out.cell(
+                            r.configs
+                                .iter()
+                                .map(|(k, v)| format!("{k}={v}"))
+                                .collect::<Vec<_>>()
+                                .join(","),
+                            Tone::Plain,
+                        ),
+                    ];
+                    if compacted {
+                        row.push(
+                            out.cell(
+                                r.compaction
+                                    .iter()
+                                    .map(|p| match &p.view {
+                                        Some(v) => format!("p{}: {}", p.partition, super::compaction::summary(v, now)),
+                                        None => format!("p{}: unreadable", p.partition),
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .join("; "),
+                                Tone::Plain,
+                            ),
+                        );
+                    }
+                    row
+                }),
             };
         }
         println!("{t}");
