@@ -32,6 +32,16 @@ if ! .venv/bin/python -c 'import sys' 2>/dev/null || ! cmp -s tests/requirements
   cp tests/requirements.txt .venv/.requirements
 fi
 
+step "quix streams (.venv-quix)"
+# Its own venv: quixstreams pins a confluent-kafka older than the one in .venv.
+if [ ! -x .venv-quix/bin/python ]; then
+  python3 -m venv .venv-quix
+fi
+if ! cmp -s tests/requirements-quix.txt .venv-quix/.requirements 2>/dev/null; then
+  .venv-quix/bin/pip install -q --disable-pip-version-check -r tests/requirements-quix.txt
+  cp tests/requirements-quix.txt .venv-quix/.requirements
+fi
+
 step "kafkajs (tests/js)"
 if [ ! -d tests/js/node_modules/kafkajs ]; then
   (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)

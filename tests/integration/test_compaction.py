@@ -2,10 +2,14 @@
 key while readers from the beginning always see the latest value of every key; tombstones
 go after delete.retention.ms; aborted transactions' records go; kill -9 mid-clean loses
 nothing (docs/compaction.md)."""
+import json
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from conftest import wait_for
 
@@ -190,3 +194,49 @@ def test_kill9_during_cleaning_loses_no_latest_value(kaas_factory):
         wait_for(lambda: cleaner_passes(b, topic) > 0, what="a pass after the restart")
         assert read_latest(b, topic)[0] == expected
         b.kill9()
+
+
+QUIX_PYTHON = Path(__file__).resolve().parents[2] / ".venv-quix" / "bin" / "python"
+
+
+def test_a_quix_streams_exactly_once_app_restores_its_state_from_a_compacted_changelog(kaas_factory, tmp_path):
+    """Quix Streams keeps its state in RocksDB, backed by a compacted changelog topic.
+    The cleaner compacts that changelog (small segments); the app's local state is
+    deleted; a new run restores it from the changelog and counts on from there."""
+    b = kaas_factory(*CLEANER, "--segment-bytes", "2000", "--default-partitions", "1")
+    keys = [f"w{i}" for i in range(10)]
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+
+    def feed(rounds):
+        for _ in range(rounds):
+            for k in keys:
+                p.produce("words", key=k, value="x")
+            p.flush(10)
+
+    def run_app(outputs):
+        out = subprocess.run([str(QUIX_PYTHON), str(Path(__file__).parent / "quix_counter.py"), b.bootstrap,
+                              str(tmp_path / "state"), str(outputs), "10"],
+                             capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    feed(20)
+    first = run_app(200)
+    assert {k: max(n for kk, n in first if kk == k) for k in keys} == {k: 20 for k in keys}
+    changelogs = [t for t in AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics
+                  if t.startswith("changelog__")]
+    assert len(changelogs) == 1, changelogs
+    changelog = changelogs[0]
+    desc = AdminClient({"bootstrap.servers": b.bootstrap})
+    res = ConfigResource(ResourceType.TOPIC, changelog)
+    assert "compact" in desc.describe_configs([res])[res].result(10)["cleanup.policy"].value
+    # A checkpoint every 10 messages: the changelog holds ~200 updates of 10 keys,
+    # which the cleaner compacts.
+    wait_for(lambda: cleaner_passes(b, changelog) > 0, timeout=30, what="the changelog to be cleaned")
+    shutil.rmtree(tmp_path / "state")
+    feed(5)
+    second = run_app(50)
+    assert {k: max(n for kk, n in second if kk == k) for k in keys} == {k: 25 for k in keys}
+    # Exactly once: `counts` read committed holds each count once per key.
+    latest, total = read_latest(b, "counts")
+    assert total == 250 and latest == {k: "25" for k in keys}
