@@ -48,9 +48,12 @@ use std::path::{Path, PathBuf};
 pub const CLEANER_FILE: &str = "cleaner.json";
 pub const SWAP_FILE: &str = "cleaning-swap.json";
 pub const CLEANER_FORMAT_VERSION: u32 = 1;
-/// Bytes of the offset map per entry (a 128-bit key hash, an offset, and the hash
-/// table's own overhead), to size it from `log.cleaner.dedupe.buffer.size`.
-pub const MAP_BYTES_PER_ENTRY: usize = 40;
+/// Bytes of the offset map per entry, to size it from `log.cleaner.dedupe.buffer.size`:
+/// 25 per bucket (a 128-bit key hash, an offset, a control byte); buckets are a power
+/// of two at most 7/8 full, and while the table grows the old one (n buckets) and the
+/// new (2n) coexist, so at the worst moment 7n/8 entries take 75n bytes. At 96 bytes
+/// per entry the map never exceeds the buffer, and it grows only as keys come.
+pub const MAP_BYTES_PER_ENTRY: usize = 96;
 /// The most a compressed batch may expand to when the cleaner reads it; a batch that
 /// would expand further is kept whole.
 const MAX_DECOMPRESSED_BATCH: usize = 256 << 20;
@@ -220,17 +223,22 @@ pub fn plan(
         if next_base > uncleanable {
             break;
         }
-        let newest = log.segment_max_timestamp(i)?;
-        if config.min_compaction_lag_ms > 0 && now_ms.saturating_sub(newest) < config.min_compaction_lag_ms {
+        // Only with a minimum lag (a sealed segment's newest timestamp may need a scan
+        // of its headers, under the caller's lock; the cleaner's own segments inherit
+        // theirs, see PartitionLog::replace_cleaned).
+        if config.min_compaction_lag_ms > 0
+            && now_ms.saturating_sub(log.segment_max_timestamp(i)?) < config.min_compaction_lag_ms
+        {
             break;
         }
         cleanable = i + 1;
     }
-    let segments = &log.segments()[..cleanable];
-    let first_dirty = segments
-        .iter()
-        .position(|s| s.base_offset() >= clean_offset)
+    // The first segment holding dirty records: the one whose end (the next
+    // segment's base) is past the clean offset.
+    let first_dirty = (0..cleanable)
+        .find(|&i| log.segments()[i + 1].base_offset() > clean_offset)
         .unwrap_or(cleanable);
+    let segments = &log.segments()[..cleanable];
     if first_dirty == cleanable && !(deletes_due && cleanable > 0) {
         return Ok(None);
     }
@@ -261,6 +269,8 @@ pub struct CleanInput {
     pub segments: Vec<(i64, u64)>,
     /// Base offset of the segment after the last cleanable one.
     pub end_base: i64,
+    /// Where cleaning reached (records from here on are dirty).
+    pub clean_offset: i64,
     pub first_dirty: usize,
     pub aborted: Vec<AbortedTxn>,
     /// Producer id -> base offset of its last batch, for producers still tracked.
@@ -430,38 +440,53 @@ fn rebuild_batch(orig: &[u8], codec: Codec, plain: &[u8], kept: &[&Rec]) -> std:
 }
 
 /// Keeps a pass's read and write rate under a limit.
-struct Throttle {
+struct Throttle<'a> {
     limit: Option<f64>,
     start: std::time::Instant,
     bytes: u64,
+    stop: &'a (dyn Fn() -> bool + Sync),
+    dir: &'a Path,
 }
 
-impl Throttle {
-    fn account(&mut self, n: usize) {
+impl Throttle<'_> {
+    /// Counts `n` bytes read or written, sleeping as the limit needs (in short steps,
+    /// so a stop is noticed within a tenth of a second).
+    fn account(&mut self, n: usize) -> Result<(), LogError> {
         self.bytes += n as u64;
         if let Some(limit) = self.limit {
             let due = std::time::Duration::from_secs_f64(self.bytes as f64 / limit);
-            let elapsed = self.start.elapsed();
-            if due > elapsed {
-                std::thread::sleep(due - elapsed);
+            while due > self.start.elapsed() {
+                if (self.stop)() {
+                    return Err(VolumeError::Invalid {
+                        path: self.dir.to_path_buf(),
+                        detail: "cleaning stopped (shutdown or lost leadership); the log is as it was".into(),
+                    }
+                    .into());
+                }
+                std::thread::sleep((due - self.start.elapsed()).min(std::time::Duration::from_millis(100)));
             }
         }
+        Ok(())
     }
 }
 
-/// Visits every valid batch of a sealed segment (gaps allowed).
+/// Visits every valid batch of a sealed segment (gaps allowed) until `f` returns false.
 fn for_each_batch(
     dir: &Path,
     base: i64,
     size: u64,
-    mut f: impl FnMut(&BatchHeader, &[u8]) -> Result<(), LogError>,
+    mut f: impl FnMut(&BatchHeader, &[u8]) -> Result<bool, LogError>,
 ) -> Result<(), LogError> {
     let path = seg_path(dir, base, "log");
     let file = crate::fsutil::open_regular(&path).map_err(|e| VolumeError::io(&path, e))?;
     let mut scanner = BatchScanner::new(&file, size, base).allowing_gaps();
     loop {
         match scanner.next_batch().map_err(|e| VolumeError::io(&path, e))? {
-            Scanned::Batch { header, bytes, .. } => f(&header, bytes)?,
+            Scanned::Batch { header, bytes, .. } => {
+                if !f(&header, bytes)? {
+                    return Ok(());
+                }
+            }
             Scanned::Bad { pos, reason } => {
                 return Err(VolumeError::Invalid {
                     path,
@@ -491,16 +516,8 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
         limit: limits.io_max_bytes_per_second.filter(|l| *l > 0.0 && l.is_finite()),
         start: std::time::Instant::now(),
         bytes: 0,
-    };
-    let capacity = (limits.dedupe_buffer_bytes / MAP_BYTES_PER_ENTRY).max(1);
-    // Records per dirty segment, to add only segments the map can hold whole.
-    let mut map: HashMap<u128, i64> = HashMap::new();
-    // With no dirty segment (a pass for tombstones whose horizon passed), every
-    // cleanable segment is rewritten with an empty map.
-    let mut mapped_end = if input.first_dirty == input.segments.len() {
-        input.segments.len()
-    } else {
-        input.first_dirty
+        stop: limits.stop,
+        dir,
     };
     let stopped = || -> Result<(), LogError> {
         if (limits.stop)() {
@@ -512,29 +529,37 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
         }
         Ok(())
     };
-    for (i, &(base, size)) in input.segments.iter().enumerate().skip(input.first_dirty) {
+    let capacity = limits.dedupe_buffer_bytes / MAP_BYTES_PER_ENTRY;
+    // The map covers the dirty records from the clean offset on, batch by batch, until
+    // it is full: cleaning then reaches the end of the last batch mapped (which may
+    // lie inside a segment; the next pass starts there, as Apache's cleaner does).
+    let mut map: HashMap<u128, i64> = HashMap::new();
+    let mut dirty_to = input.end_base;
+    let mut full = false;
+    for &(base, size) in input.segments.iter().skip(input.first_dirty) {
         stopped()?;
-        let mut records = 0usize;
-        for_each_batch(dir, base, size, |h, _| {
-            records += h.record_count.max(0) as usize;
-            Ok(())
-        })?;
-        if map.len() + records > capacity {
-            if i == input.first_dirty {
-                return Err(VolumeError::Invalid {
-                    path: seg_path(dir, base, "log"),
-                    detail: format!(
-                        "its {records} records do not fit the cleaner's offset map of {capacity} entries; raise log.cleaner.dedupe.buffer.size"
-                    ),
-                }
-                .into());
-            }
-            break;
-        }
         for_each_batch(dir, base, size, |h, bytes| {
-            throttle.account(bytes.len());
+            if h.last_offset() < input.clean_offset {
+                return Ok(true);
+            }
+            throttle.account(bytes.len())?;
+            if map.len() + h.record_count.max(0) as usize > capacity {
+                if map.is_empty() {
+                    return Err(VolumeError::Invalid {
+                        path: seg_path(dir, base, "log"),
+                        detail: format!(
+                            "the batch at offset {} has {} records, more than the cleaner's offset map holds ({capacity}); raise log.cleaner.dedupe.buffer.size",
+                            h.base_offset, h.record_count
+                        ),
+                    }
+                    .into());
+                }
+                dirty_to = h.base_offset;
+                full = true;
+                return Ok(false);
+            }
             if h.is_control() || is_aborted(&input.aborted, h) {
-                return Ok(());
+                return Ok(true);
             }
             if let Some((plain, _, recs)) = batch_records(bytes, h) {
                 for r in &recs {
@@ -543,21 +568,29 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
                     }
                 }
             }
-            Ok(())
+            Ok(true)
         })?;
-        mapped_end = i + 1;
+        if full {
+            break;
+        }
     }
-    let dirty_to = match input.segments.get(mapped_end) {
-        Some(&(next_base, _)) => next_base,
-        None => input.end_base,
-    };
+    // The segments rewritten: every one holding an offset below where the map ends.
+    let mapped_end = input
+        .segments
+        .iter()
+        .position(|&(base, _)| base >= dirty_to)
+        .unwrap_or(input.segments.len());
 
     // Groups of consecutive segments, each at most segment.bytes before cleaning.
     let mut groups: Vec<Vec<(i64, u64)>> = Vec::new();
     let mut current: Vec<(i64, u64)> = Vec::new();
     let mut current_bytes = 0u64;
-    for &(base, size) in &input.segments[..mapped_end] {
-        if !current.is_empty() && current_bytes + size > input.segment_bytes {
+    for (i, &(base, size)) in input.segments[..mapped_end].iter().enumerate() {
+        // Index entries hold offsets relative to the group's base in 32 bits (as
+        // Apache's groups, a group spans fewer than 2^31 offsets).
+        let end = input.segments.get(i + 1).map_or(input.end_base, |s| s.0);
+        let too_wide = current.first().is_some_and(|&(first, _)| end - first > i32::MAX as i64);
+        if !current.is_empty() && (current_bytes + size > input.segment_bytes || too_wide) {
             groups.push(std::mem::take(&mut current));
             current_bytes = 0;
         }
@@ -570,7 +603,10 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
 
     let mut report = CleanReport {
         started_ms: now_ms,
-        dirty_from: input.segments.get(input.first_dirty).map_or(input.end_base, |s| s.0),
+        dirty_from: input
+            .segments
+            .get(input.first_dirty)
+            .map_or(input.end_base, |s| s.0.max(input.clean_offset)),
         dirty_to,
         segments_before: mapped_end,
         map_entries: map.len(),
@@ -600,7 +636,7 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
                 stopped()?;
                 report.bytes_before += size;
                 for_each_batch(dir, base, size, |h, bytes| {
-                    throttle.account(bytes.len());
+                    throttle.account(bytes.len())?;
                     report.records_read += h.record_count.max(0) as u64;
                     let last_of_producer =
                         h.has_producer_id() && input.last_batch_of.get(&h.producer_id) == Some(&h.base_offset);
@@ -657,8 +693,10 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
                                 let mut kept = Vec::with_capacity(recs.len());
                                 for r in &recs {
                                     let offset = h.base_offset + r.offset_delta;
+                                    // A record without a key (written before the topic was
+                                    // compacted) is dropped, as Apache's cleaner does.
                                     let latest = match &r.key {
-                                        None => true,
+                                        None => false,
                                         Some(k) => map.get(&key_hash(&plain[k.clone()])).is_none_or(|m| offset >= *m),
                                     };
                                     if !latest {
@@ -695,11 +733,11 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
                             since_index = 0;
                         }
                         w.write_all(&b).map_err(io)?;
-                        throttle.account(b.len());
+                        throttle.account(b.len())?;
                         pos += b.len() as u64;
                         since_index += b.len() as u64;
                     }
-                    Ok(())
+                    Ok(true)
                 })?;
             }
             let file = w.into_inner().map_err(|e| io(e.into_error()))?;
@@ -846,7 +884,9 @@ pub fn finish_interrupted_swap(dir: &Path) -> Result<Option<String>, VolumeError
 /// Step 3 of a pass, under the partition lock: checks the replaced segments are
 /// still there as planned (retention, DeleteRecords or a take-over may have changed
 /// the log meanwhile: then the pass is dropped), records the swap, applies it and
-/// reopens the new segments. Returns false when the pass was dropped.
+/// reopens the new segments. Returns false when the pass was dropped;
+/// [`LogError::SwapIncomplete`] when the swap was recorded but could not be finished
+/// (the caller must reopen the partition, whose open finishes it).
 pub fn install(log: &mut PartitionLog, out: &CleanOutput, now_ms: i64) -> Result<bool, LogError> {
     let dir = log.dir().to_path_buf();
     let present: Vec<(i64, u64)> = log
@@ -867,11 +907,18 @@ pub fn install(log: &mut PartitionLog, out: &CleanOutput, now_ms: i64) -> Result
     let path = dir.join(SWAP_FILE);
     write_json(&path, &manifest).map_err(|e| VolumeError::io(&path, e))?;
     crate::failpoint::hit(crate::failpoint::CLEAN_AFTER_SWAP_RECORD);
-    apply_swap(&dir, &manifest)?;
+    // From here the swap is decided: if it cannot be carried out now, the segments in
+    // memory no longer describe the files, and the partition must be reopened (which
+    // finishes the swap) before it serves again.
+    let incomplete = |e: VolumeError| LogError::SwapIncomplete(e.to_string());
+    apply_swap(&dir, &manifest).map_err(incomplete)?;
     crate::failpoint::hit(crate::failpoint::CLEAN_AFTER_SWAP);
-    fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
-    sync_dir(&dir).map_err(|e| VolumeError::io(&dir, e))?;
-    log.replace_cleaned(&out.groups, now_ms)?;
+    log.replace_cleaned(&out.groups, now_ms)
+        .map_err(|e| LogError::SwapIncomplete(e.to_string()))?;
+    fs::remove_file(&path)
+        .map_err(|e| VolumeError::io(&path, e))
+        .and_then(|()| sync_dir(&dir).map_err(|e| VolumeError::io(&dir, e)))
+        .map_err(incomplete)?;
     Ok(true)
 }
 

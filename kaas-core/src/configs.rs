@@ -295,11 +295,15 @@ pub fn stored_log_config(defaults: &LogConfig, configs: &BTreeMap<String, String
 /// `base` as the topic configs they are the defaults of. Keys that are not topic
 /// defaults are skipped; values that do not apply are returned as problems.
 pub fn apply_broker_defaults(base: &LogConfig, broker_configs: &BTreeMap<String, String>) -> (LogConfig, Vec<String>) {
-    let as_topic: BTreeMap<String, String> = broker_configs
+    stored_log_config(base, &as_topic_configs(broker_configs))
+}
+
+/// Broker-level log defaults renamed to the topic configs they are the defaults of.
+pub fn as_topic_configs(broker_configs: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    broker_configs
         .iter()
         .filter_map(|(k, v)| topic_config_for_broker_name(k).map(|d| (d.name.to_string(), v.clone())))
-        .collect();
-    stored_log_config(base, &as_topic)
+        .collect()
 }
 
 /// Checks a dynamic broker config (`name` as brokers name it) before it is stored.

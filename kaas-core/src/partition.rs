@@ -422,6 +422,7 @@ impl PartitionState {
                 .map(|s| (s.base_offset(), s.size()))
                 .collect(),
             end_base: segments[plan.cleanable].base_offset(),
+            clean_offset: cleaner.clean_offset,
             first_dirty: plan.first_dirty,
             aborted: self.aborted.clone(),
             last_batch_of: self
@@ -447,6 +448,11 @@ impl PartitionState {
         let removed = |a: &AbortedTxn| out.removed_aborts.contains(&(a.producer_id, a.last_offset));
         self.aborted.retain(|a| !removed(a));
         self.unsynced_aborts.retain(|a| !removed(a));
+        // The last snapshot may name a batch the pass removed or rewrote (then the next
+        // open would replay the whole log): a fresh one names the log end.
+        if let Err(e) = self.write_snapshot(now_ms) {
+            tracing::warn!(dir = %self.log.dir().display(), error = %e, "producer-state snapshot after cleaning failed; the next open replays more log");
+        }
         Ok(true)
     }
 

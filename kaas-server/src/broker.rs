@@ -51,6 +51,11 @@ impl Partition {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether this broker let the partition go.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
     /// The partition lock for a write: None once this broker let the partition go.
     pub fn writable(&self) -> Option<std::sync::MutexGuard<'_, PartitionState>> {
         let state = self.state();
@@ -671,6 +676,13 @@ impl Broker {
             );
         }
         moved
+    }
+
+    /// Lets one partition go so that the next volume sync opens it again (recovery
+    /// from its files, at a new leader epoch): for a partition whose state in memory
+    /// no longer matches its files.
+    pub fn reopen_partition(&self, topic: &str, index: i32, reason: &str) {
+        self.let_go(reason, |t, i| t == topic && i == index);
     }
 
     /// Retires the partitions this broker leads that `pick` selects, and marks them

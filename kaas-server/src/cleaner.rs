@@ -54,7 +54,8 @@ impl Broker {
     }
 
     /// One cleaning pass over `p`; true when segments were swapped in. Failures are
-    /// logged and recorded in the partition's `cleaner.json` (kaasctl shows them).
+    /// logged and recorded in the partition's `cleaner.json` (kaasctl shows them),
+    /// which is only ever written under the partition lock by its current leader.
     pub fn clean_partition(&self, p: &Partition, stop: &(dyn Fn() -> bool + Sync)) -> bool {
         let started = now_ms();
         let (dir, input) = {
@@ -62,35 +63,45 @@ impl Broker {
             let dir = state.log.dir().to_path_buf();
             let cs = match CleanerState::read(&dir) {
                 Ok(cs) => cs.unwrap_or_default(),
-                Err(_) => return false,
+                Err(e) => {
+                    error!(topic = %p.topic, partition = p.index, error = %e, "cleaner state unreadable; partition not cleaned until it is repaired");
+                    return false;
+                }
             };
             let plan = match state.cleaner_plan(&cs, started) {
                 Ok(Some(plan)) if plan.due(state.log.config()) => plan,
                 _ => return false,
             };
-            let tag = format!("{}-{}", self.config.broker_id, p.leader_epoch);
+            // Unique to this broker, leadership and pass: no other writer's files
+            // are ever taken for this pass's.
+            let tag = format!("{}-{}-{started}", self.config.broker_id, p.leader_epoch);
             (dir.clone(), state.clean_input(&plan, &cs, tag, started))
         };
-        let should_stop = || stop() || !self.lease_fresh();
+        let should_stop = || stop() || p.is_retired() || !self.lease_fresh();
         let limits = CleanLimits {
             dedupe_buffer_bytes: usize::try_from(self.config.log_cleaner_dedupe_buffer_size).unwrap_or(usize::MAX),
             io_max_bytes_per_second: self.config.log_cleaner_io_max_bytes_per_second,
             stop: &should_stop,
         };
-        let result = cleaner::clean(&input, limits, started).and_then(|out| {
-            // A broker that went stale meanwhile swaps nothing in.
-            let installed = match p.writable().filter(|_| self.lease_fresh()) {
-                Some(mut state) => state.install_cleaned(&out, now_ms())?,
-                None => false,
-            };
-            if !installed {
-                cleaner::remove_cleaned_files(&dir, Some(&out.tag));
+        let out = match cleaner::clean(&input, limits, started) {
+            Ok(out) => out,
+            Err(e) if should_stop() => {
+                debug!(topic = %p.topic, partition = p.index, error = %e, "cleaning stopped");
+                return false;
             }
-            Ok(installed.then_some(out))
-        });
-        let mut cs = CleanerState::read(&dir).ok().flatten().unwrap_or_default();
-        match result {
-            Ok(Some(out)) => {
+            Err(e) => {
+                error!(topic = %p.topic, partition = p.index, error = %e, "cleaning failed; the log is as it was");
+                self.record_cleaner_error(p, &dir, e.to_string());
+                return false;
+            }
+        };
+        // A broker that went stale meanwhile swaps nothing in.
+        let Some(mut state) = p.writable().filter(|_| self.lease_fresh()) else {
+            cleaner::remove_cleaned_files(&dir, Some(&out.tag));
+            return false;
+        };
+        match state.install_cleaned(&out, now_ms()) {
+            Ok(true) => {
                 let mut report = out.report;
                 report.finished_ms = now_ms();
                 info!(topic = %p.topic, partition = p.index,
@@ -100,28 +111,50 @@ impl Broker {
                     records_removed = report.records_removed, tombstones_removed = report.tombstones_removed,
                     aborted_batches_removed = report.aborted_batches_removed, markers_removed = report.markers_removed,
                     millis = report.finished_ms - report.started_ms, "cleaned");
-                cs.record(report);
-                if let Err(e) = cs.write(&dir) {
-                    // The swap stands; the next pass recomputes from an older clean offset.
+                let recorded = CleanerState::read(&dir).and_then(|cs| {
+                    let mut cs = cs.unwrap_or_default();
+                    cs.record(report);
+                    cs.write(&dir)
+                });
+                if let Err(e) = recorded {
+                    // The swap stands; the next pass starts from the older clean offset.
                     warn!(topic = %p.topic, partition = p.index, error = %e, "cannot record the cleaner state");
                 }
                 true
             }
-            Ok(None) => {
+            Ok(false) => {
                 debug!(topic = %p.topic, partition = p.index, "the log changed during cleaning; the pass was dropped");
                 false
             }
-            Err(e) if stop() => {
-                debug!(topic = %p.topic, partition = p.index, error = %e, "cleaning stopped");
+            Err(e @ kaas_core::log::LogError::SwapIncomplete(_)) => {
+                error!(topic = %p.topic, partition = p.index, error = %e, "reopening the partition to finish the cleaner's swap");
+                drop(state);
+                self.reopen_partition(&p.topic, p.index, "a cleaner swap must be finished by reopening it");
                 false
             }
             Err(e) => {
-                error!(topic = %p.topic, partition = p.index, error = %e, "cleaning failed; the log is as it was");
-                cs.version = kaas_core::cleaner::CLEANER_FORMAT_VERSION;
-                cs.last_error = Some(e.to_string());
-                let _ = cs.write(&dir);
+                error!(topic = %p.topic, partition = p.index, error = %e, "installing cleaned segments failed; the log is as it was");
+                drop(state);
+                self.record_cleaner_error(p, &dir, e.to_string());
                 false
             }
+        }
+    }
+
+    /// Notes a failed pass in `cleaner.json`, under the partition lock and only while
+    /// this broker still leads the partition; never over a file it cannot read.
+    fn record_cleaner_error(&self, p: &Partition, dir: &std::path::Path, error: String) {
+        let Some(_state) = p.writable().filter(|_| self.lease_fresh()) else {
+            return;
+        };
+        let written = CleanerState::read(dir).and_then(|cs| {
+            let mut cs = cs.unwrap_or_default();
+            cs.version = kaas_core::cleaner::CLEANER_FORMAT_VERSION;
+            cs.last_error = Some(error);
+            cs.write(dir)
+        });
+        if let Err(e) = written {
+            warn!(topic = %p.topic, partition = p.index, error = %e, "cannot record the cleaner's failure");
         }
     }
 }

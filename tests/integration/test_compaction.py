@@ -240,3 +240,17 @@ def test_a_quix_streams_exactly_once_app_restores_its_state_from_a_compacted_cha
     # Exactly once: `counts` read committed holds each count once per key.
     latest, total = read_latest(b, "counts")
     assert total == 250 and latest == {k: "25" for k in keys}
+
+
+def test_delete_records_is_refused_on_a_topic_that_is_only_compacted(kaas):
+    compacted(kaas, "only-compact")
+    p = Producer({"bootstrap.servers": kaas.bootstrap})
+    p.produce("only-compact", key="k", value="v")
+    p.flush(10)
+    a = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    f = a.delete_records([TopicPartition("only-compact", 0, 1)])[TopicPartition("only-compact", 0, 1)]
+    try:
+        f.result(10)
+        raise AssertionError("DeleteRecords deleted records of a compact-only topic")
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.POLICY_VIOLATION

@@ -48,7 +48,8 @@ enum Op {
     Put(Vec<(u8, Option<u8>)>, u8),
     /// A transaction of one producer: its records, then commit (true) or abort.
     Txn(u8, Vec<(u8, Option<u8>)>, bool),
-    Clean,
+    /// A cleaning pass (twice) with an offset map of this many entries.
+    Clean(usize),
     Reopen,
 }
 
@@ -57,7 +58,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         5 => (prop::collection::vec(rec.clone(), 1..5), 0u8..6).prop_map(|(r, c)| Op::Put(r, c)),
         2 => (0u8..3, prop::collection::vec(rec, 1..4), any::<bool>()).prop_map(|(p, r, c)| Op::Txn(p, r, c)),
-        2 => Just(Op::Clean),
+        2 => prop_oneof![Just(1usize << 14), 4usize..40].prop_map(Op::Clean),
         1 => Just(Op::Reopen),
     ]
 }
@@ -118,13 +119,17 @@ fn read_committed(p: &PartitionState) -> Vec<(i64, u8, Option<u8>)> {
 }
 
 fn pass(p: &mut PartitionState, dir: &Path, now: i64) -> Option<CleanReport> {
+    pass_with(p, dir, now, 1 << 14)
+}
+
+fn pass_with(p: &mut PartitionState, dir: &Path, now: i64, map_entries: usize) -> Option<CleanReport> {
     let mut state = CleanerState::read(dir).unwrap().unwrap_or_default();
     let plan = p.cleaner_plan(&state, now).unwrap()?;
     let input = p.clean_input(&plan, &state, "0-0".into(), now);
     let out = clean(
         &input,
         CleanLimits {
-            dedupe_buffer_bytes: 1 << 20,
+            dedupe_buffer_bytes: map_entries * MAP_BYTES_PER_ENTRY,
             io_max_bytes_per_second: None,
             stop: &never,
         },
@@ -171,10 +176,10 @@ proptest! {
                         }
                     }
                 }
-                Op::Clean => {
+                Op::Clean(entries) => {
                     // Twice: the second pass is past the first's delete horizon.
-                    pass(&mut p, dir.path(), now);
-                    pass(&mut p, dir.path(), now + 1);
+                    pass_with(&mut p, dir.path(), now, entries);
+                    pass_with(&mut p, dir.path(), now + 1, entries);
                 }
                 Op::Reopen => {
                     p.write_snapshot(now).unwrap();
@@ -384,28 +389,58 @@ fn a_crash_at_any_step_of_the_swap_leaves_the_old_segments_or_the_new_ones() {
 }
 
 #[test]
-fn the_offset_map_covers_as_many_whole_segments_as_it_holds() {
+fn a_full_offset_map_ends_the_pass_mid_segment_and_the_next_pass_goes_on_from_there() {
     let dir = tempfile::tempdir().unwrap();
-    let mut p = PartitionState::open(dir.path(), config(), 0).unwrap();
-    for i in 0..100u8 {
-        append(&mut p, plain_batch(&[(i, Some(i))], None, 0), 10);
+    let cfg = LogConfig {
+        segment_bytes: 2_000,
+        ..config()
+    };
+    let mut p = PartitionState::open(dir.path(), cfg.clone(), 0).unwrap();
+    for round in 0..3u8 {
+        for k in 0..40u8 {
+            append(&mut p, plain_batch(&[(k, Some(round))], None, 0), 10);
+        }
     }
-    let state = CleanerState::default();
-    let plan = p.cleaner_plan(&state, 100).unwrap().unwrap();
-    let input = p.clean_input(&plan, &state, "0-0".into(), 100);
     let limits = |entries: usize| CleanLimits {
         dedupe_buffer_bytes: entries * MAP_BYTES_PER_ENTRY,
         io_max_bytes_per_second: None,
         stop: &never,
     };
-    let e = clean(&input, limits(1), 100).unwrap_err().to_string();
-    assert!(e.contains("log.cleaner.dedupe.buffer.size"), "{e}");
-    let out = clean(&input, limits(20), 100).unwrap();
-    assert!(
-        out.report.dirty_to > 0 && out.report.dirty_to < input.end_base,
-        "{:?}",
-        out.report
-    );
-    assert!(out.report.map_entries <= 20);
-    remove_cleaned_files(dir.path(), None);
+    // A batch with more records than the map holds cannot be cleaned: said plainly.
+    {
+        let state = CleanerState::default();
+        let plan = p.cleaner_plan(&state, 100).unwrap().unwrap();
+        let input = p.clean_input(&plan, &state, "0-0".into(), 100);
+        let e = clean(&input, limits(0), 100).unwrap_err().to_string();
+        assert!(e.contains("log.cleaner.dedupe.buffer.size"), "{e}");
+    }
+    // 15 keys per pass: each pass ends inside a segment and the next starts there.
+    let mut state = CleanerState::default();
+    let mut passes = 0;
+    while let Some(plan) = p.cleaner_plan(&state, 100).unwrap() {
+        let input = p.clean_input(&plan, &state, "0-0".into(), 100);
+        let out = clean(&input, limits(15), 100).unwrap();
+        assert!(out.report.map_entries <= 15, "{:?}", out.report);
+        assert!(
+            out.report.dirty_to > state.clean_offset,
+            "no progress: {:?}",
+            out.report
+        );
+        assert!(p.install_cleaned(&out, 100).unwrap());
+        state.record(out.report);
+        passes += 1;
+        assert!(passes < 50, "never done");
+    }
+    assert!(passes > 3, "{passes} passes");
+    let seen = read_committed(&p);
+    let mut latest = BTreeMap::new();
+    for (_, k, v) in &seen {
+        latest.insert(*k, *v);
+    }
+    assert_eq!(latest, (0..40u8).map(|k| (k, Some(2))).collect::<BTreeMap<_, _>>());
+    // Everything below the active segment holds each key once.
+    let active_base = p.log.segments().last().unwrap().base_offset();
+    let below: Vec<u8> = seen.iter().filter(|r| r.0 < active_base).map(|r| r.1).collect();
+    let distinct: std::collections::BTreeSet<u8> = below.iter().copied().collect();
+    assert_eq!(below.len(), distinct.len(), "{seen:?}");
 }

@@ -82,6 +82,10 @@ pub enum LogError {
     Segment(#[from] SegmentError),
     #[error(transparent)]
     Volume(#[from] crate::VolumeError),
+    /// The log cleaner recorded a segment swap it could not finish: the segments in
+    /// memory no longer match the files until the partition is reopened.
+    #[error("a cleaner swap could not be finished ({0}); the partition must be reopened")]
+    SwapIncomplete(String),
 }
 
 /// `log-start.json` in a partition directory: the log start offset when DeleteRecords
@@ -202,10 +206,17 @@ impl PartitionLog {
         let end = segments.last().map_or(0, |s| s.next_offset());
         if recorded_start > end {
             // Records below it were deleted while they were not yet fsynced, and a
-            // crash took the tail since: the log starts at its (recovered) end.
+            // crash took the tail since: the log starts at its (recovered) end, and the
+            // record says so at once (offsets from `end` on will be written again).
             tracing::warn!(dir = %dir.display(), recorded_start, log_end = end,
                 "the recorded log start is past the recovered log end; the log starts at its end");
             recorded_start = end;
+            let path = LogStartFile::path(dir);
+            let file = LogStartFile {
+                version: LOG_START_FORMAT_VERSION,
+                log_start_offset: end,
+            };
+            crate::fsutil::write_json(&path, &file).map_err(|e| crate::VolumeError::io(&path, e))?;
         }
         Ok(PartitionLog {
             dir: dir.to_path_buf(),
@@ -341,7 +352,14 @@ impl PartitionLog {
         if active.size() == 0 {
             return false;
         }
-        active.size() + incoming > self.config.segment_bytes || now_ms - active.created_ms() >= self.config.segment_ms
+        // A compacted log rolls by max.compaction.lag.ms too, or records in the active
+        // segment (never cleaned) would wait for segment.ms (Apache's maxSegmentMs).
+        let roll_ms = if self.config.compact {
+            self.config.segment_ms.min(self.config.max_compaction_lag_ms)
+        } else {
+            self.config.segment_ms
+        };
+        active.size() + incoming > self.config.segment_bytes || now_ms - active.created_ms() >= roll_ms
     }
 
     /// Closes the active segment (fsyncing it, so durability never depends on a file
@@ -393,7 +411,7 @@ impl PartitionLog {
                 .position(|s| s.base_offset() == g.new_base)
                 .expect("install checked the replaced segments are present");
             let next_base = self.segments.get(first + g.replaces.len()).map(|s| s.base_offset());
-            let (seg, cut) = Segment::open(
+            let (mut seg, cut) = Segment::open(
                 &self.dir,
                 g.new_base,
                 self.config.index_interval_bytes,
@@ -402,6 +420,18 @@ impl PartitionLog {
             )?;
             if let Some(cut) = cut {
                 self.truncations.push(cut);
+            }
+            // The newest timestamp of what it replaced, if known: an upper bound of its
+            // own (cleaning only removes), so retention and min.compaction.lag.ms stay
+            // on the safe side without a scan under the partition lock.
+            let replaced = &self.segments[first..first + g.replaces.len()];
+            if let Some(newest) = replaced
+                .iter()
+                .map(|s| s.cached_max_timestamp())
+                .collect::<Option<Vec<i64>>>()
+                .and_then(|v| v.into_iter().max())
+            {
+                seg.set_max_timestamp(newest);
             }
             self.segments.splice(first..first + g.replaces.len(), [seg]);
         }
@@ -476,13 +506,9 @@ impl PartitionLog {
     pub fn offset_for_timestamp(&mut self, ts: i64) -> Result<Option<(i64, i64)>, LogError> {
         let start = self.log_start_offset();
         for seg in &mut self.segments {
-            if let Some((offset, found_ts)) = seg.find_timestamp(ts)? {
-                if offset < start {
-                    // Its batch reaches past the log start, or a later one matches too.
-                    let end = self.log_end_offset();
-                    return Ok((start < end).then_some((start, found_ts)));
-                }
-                return Ok(Some((offset, found_ts)));
+            if let Some((offset, found_ts)) = seg.find_timestamp(ts, start)? {
+                // A batch holding the log start is answered with the log start.
+                return Ok(Some((offset.max(start), found_ts)));
             }
         }
         Ok(None)

@@ -527,14 +527,25 @@ impl Segment {
         Ok(max)
     }
 
-    /// (offset, timestamp) of the first batch whose max timestamp is >= `ts`.
-    pub fn find_timestamp(&mut self, ts: i64) -> Result<Option<(i64, i64)>, SegmentError> {
+    /// The newest batch timestamp if known without a scan.
+    pub fn cached_max_timestamp(&self) -> Option<i64> {
+        self.max_timestamp
+    }
+
+    /// Sets the newest batch timestamp (a known upper bound) so no scan is needed.
+    pub fn set_max_timestamp(&mut self, ts: i64) {
+        self.max_timestamp = Some(ts);
+    }
+
+    /// (offset, timestamp) of the first batch ending at or after `from` whose max
+    /// timestamp is >= `ts`.
+    pub fn find_timestamp(&mut self, ts: i64, from: i64) -> Result<Option<(i64, i64)>, SegmentError> {
         if self.max_timestamp()? < ts {
             return Ok(None);
         }
         let mut found = None;
         self.for_each_header(|_, h| {
-            if h.max_timestamp >= ts && !h.is_control() {
+            if h.max_timestamp >= ts && !h.is_control() && h.last_offset() >= from {
                 found = Some((h.base_offset, h.max_timestamp));
                 return false;
             }

@@ -423,6 +423,42 @@ fn delete_records_moves_the_log_start_durably_and_deletes_only_whole_segments_be
     crate::fsutil::write_json(&LogStartFile::path(dir.path()), &f).unwrap();
     let log = PartitionLog::open(dir.path(), config, 0).unwrap();
     assert_eq!(log.log_start_offset(), 40);
+    // ...and recorded so at once: offsets from 40 on are written again, and must not
+    // be hidden by the old record at the next open.
+    assert_eq!(LogStartFile::read(dir.path()).unwrap(), Some(40));
+}
+
+#[test]
+fn a_timestamp_lookup_never_answers_below_the_log_start_nor_from_records_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 200,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    append(&mut log, 2, 1_000); // offsets 0..1, newest 1000
+    append(&mut log, 2, 10); // offsets 2..3, old
+    append(&mut log, 2, 20); // offsets 4..5, old
+    log.advance_start(3).unwrap();
+    // Only a record below the start is at or after 500: nothing at or after the start is.
+    assert_eq!(log.offset_for_timestamp(500).unwrap(), None);
+    assert_eq!(log.offset_for_timestamp(15).unwrap().map(|f| f.0), Some(4));
+    assert_eq!(log.offset_for_timestamp(5).unwrap().map(|f| f.0), Some(3));
+}
+
+#[test]
+fn a_compacted_log_rolls_by_max_compaction_lag_ms_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        compact: true,
+        max_compaction_lag_ms: 100,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    append(&mut log, 1, 0);
+    assert!(log.would_roll(10, 150), "past max.compaction.lag.ms");
+    log.set_config(LogConfig { compact: false, ..config });
+    assert!(!log.would_roll(10, 150), "only segment.ms for a log that is not compacted");
 }
 
 #[test]

@@ -183,6 +183,13 @@ impl Broker {
                     validate_dynamic_broker_config(k, v).map_err(TopicError::InvalidConfig)?;
                 }
             }
+            // Together, over this broker's static defaults (min.compaction.lag.ms
+            // above max.compaction.lag.ms, say, is refused, not stored and ignored).
+            log_config_for(
+                &self.config.default_log_config(),
+                &kaas_core::configs::as_topic_configs(&next),
+            )
+            .map_err(TopicError::InvalidConfig)?;
             Ok(next)
         };
         crate::blocking::off_worker(|| {

@@ -20,58 +20,20 @@ pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: DeleteReco
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let topic = broker.topic(&t.name.0);
-        let partitions = t
-            .partitions
-            .iter()
-            .map(|dp| {
-                let mut r = DeleteRecordsPartitionResult::default()
-                    .with_partition_index(dp.partition_index)
-                    .with_low_watermark(-1);
-                let p = match &topic {
-                    Err(e) => Err(e.code()),
-                    Ok(t) => match t.partition(dp.partition_index) {
-                        None => Err(ResponseError::UnknownTopicOrPartition.code()),
-                        Some(Err(o)) => Err(o.code()),
-                        Some(Ok(p)) => Ok(p.clone()),
-                    },
-                };
-                let p = match p {
-                    Ok(p) => p,
-                    Err(code) => {
-                        r.error_code = code;
-                        return r;
-                    }
-                };
-                // A broker whose lease went stale may have lost the partition already.
-                let state = if broker.lease_fresh() { p.writable() } else { None };
-                let Some(mut state) = state else {
-                    r.error_code = ResponseError::NotLeaderOrFollower.code();
-                    return r;
-                };
-                let end = state.log.log_end_offset();
-                let offset = if dp.offset == HIGH_WATERMARK { end } else { dp.offset };
-                if !(0..=end).contains(&offset) {
-                    r.error_code = ResponseError::OffsetOutOfRange.code();
-                    r.low_watermark = state.log.log_start_offset();
-                    return r;
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for dp in &t.partitions {
+            let mut r = DeleteRecordsPartitionResult::default()
+                .with_partition_index(dp.partition_index)
+                .with_low_watermark(-1);
+            match delete(broker, &topic, dp.partition_index, dp.offset).await {
+                Ok(low) => r.low_watermark = low,
+                Err((code, low)) => {
+                    r.error_code = code;
+                    r.low_watermark = low;
                 }
-                match crate::blocking::off_worker(|| state.delete_records(offset)) {
-                    Ok(deleted) => {
-                        r.low_watermark = state.log.log_start_offset();
-                        tracing::info!(topic = %p.topic, partition = p.index, log_start_offset = r.low_watermark,
-                            segments_deleted = deleted.len(), "DeleteRecords moved the log start");
-                    }
-                    Err(LogError::OutOfRange { .. }) => r.error_code = ResponseError::OffsetOutOfRange.code(),
-                    Err(e) => {
-                        tracing::error!(topic = %p.topic, partition = p.index, offset, error = %e, "DeleteRecords failed");
-                        // The start may have moved before a segment could be deleted.
-                        r.low_watermark = state.log.log_start_offset();
-                        r.error_code = ResponseError::KafkaStorageError.code();
-                    }
-                }
-                r
-            })
-            .collect();
+            }
+            partitions.push(r);
+        }
         topics.push(
             DeleteRecordsTopicResult::default()
                 .with_name(t.name)
@@ -79,4 +41,60 @@ pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: DeleteReco
         );
     }
     DeleteRecordsResponse::default().with_topics(topics)
+}
+
+/// Moves one partition's log start to `requested` (-1: the high watermark). Returns
+/// the new log start, or an error code with the log start as it is.
+async fn delete(
+    broker: &Broker,
+    topic: &Result<Arc<crate::broker::Topic>, crate::broker::TopicError>,
+    index: i32,
+    requested: i64,
+) -> Result<i64, (i16, i64)> {
+    let t = topic.as_ref().map_err(|e| (e.code(), -1))?;
+    let p = match t.partition(index) {
+        None => return Err((ResponseError::UnknownTopicOrPartition.code(), -1)),
+        Some(Err(o)) => return Err((o.code(), -1)),
+        Some(Ok(p)) => p.clone(),
+    };
+    // As Apache: records of a topic that is only compacted are not deleted by offset.
+    if !t.log_config.cleanup_delete {
+        return Err((ResponseError::PolicyViolation.code(), p.state().log.log_start_offset()));
+    }
+    let (offset, start) = {
+        let state = p.state();
+        let end = state.log.log_end_offset();
+        let start = state.log.log_start_offset();
+        let offset = if requested == HIGH_WATERMARK { end } else { requested };
+        if !(0..=end).contains(&offset) {
+            return Err((ResponseError::OffsetOutOfRange.code(), start));
+        }
+        (offset, start)
+    };
+    // Everything below the new start is durable first: a crash must never leave a
+    // recorded start above what the log still holds (those offsets would be written
+    // again, and hidden).
+    if let Err(e) = p.wait_durable(offset).await {
+        tracing::error!(topic = %p.topic, partition = p.index, error = %e, "DeleteRecords: cannot make the log durable");
+        return Err((ResponseError::KafkaStorageError.code(), start));
+    }
+    // A broker whose lease went stale may have lost the partition already.
+    let state = if broker.lease_fresh() { p.writable() } else { None };
+    let Some(mut state) = state else {
+        return Err((ResponseError::NotLeaderOrFollower.code(), start));
+    };
+    match crate::blocking::off_worker(|| state.delete_records(offset)) {
+        Ok(deleted) => {
+            let low = state.log.log_start_offset();
+            tracing::info!(topic = %p.topic, partition = p.index, log_start_offset = low,
+                segments_deleted = deleted.len(), "DeleteRecords moved the log start");
+            Ok(low)
+        }
+        Err(LogError::OutOfRange { .. }) => Err((ResponseError::OffsetOutOfRange.code(), state.log.log_start_offset())),
+        Err(e) => {
+            tracing::error!(topic = %p.topic, partition = p.index, offset, error = %e, "DeleteRecords failed");
+            // The start may have moved before a segment could be deleted.
+            Err((ResponseError::KafkaStorageError.code(), state.log.log_start_offset()))
+        }
+    }
 }

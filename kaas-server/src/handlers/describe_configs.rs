@@ -146,6 +146,31 @@ fn broker_entries(broker: &Broker) -> Vec<ConfigEntry> {
             ConfigType::String,
         ),
         (
+            "log.cleaner.backoff.ms",
+            "log_cleaner_backoff_ms",
+            c.log_cleaner_backoff_ms.to_string(),
+            ConfigType::Long,
+        ),
+        (
+            "log.cleaner.dedupe.buffer.size",
+            "log_cleaner_dedupe_buffer_size",
+            c.log_cleaner_dedupe_buffer_size.to_string(),
+            ConfigType::Long,
+        ),
+        (
+            "log.cleaner.enable",
+            "log_cleaner_enable",
+            c.log_cleaner_enable.to_string(),
+            ConfigType::Boolean,
+        ),
+        (
+            "log.cleaner.io.max.bytes.per.second",
+            "log_cleaner_io_max_bytes_per_second",
+            c.log_cleaner_io_max_bytes_per_second
+                .map_or_else(|| f64::MAX.to_string(), |v| v.to_string()),
+            ConfigType::Double,
+        ),
+        (
             "log.retention.check.interval.ms",
             "retention_check_interval_ms",
             c.retention_check_interval_ms.to_string(),

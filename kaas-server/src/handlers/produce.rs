@@ -152,7 +152,8 @@ fn append(
         for h in &headers {
             let bytes = &records[at..at + h.total_len()];
             at += h.total_len();
-            match kaas_core::cleaner::all_records_keyed(bytes, h) {
+            // Decompresses (up to 64 MiB): off the runtime's workers.
+            match crate::blocking::off_worker(|| kaas_core::cleaner::all_records_keyed(bytes, h)) {
                 Ok(true) => {}
                 Ok(false) => {
                     warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, "rejected records without a key for a compacted topic");
