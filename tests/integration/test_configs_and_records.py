@@ -287,3 +287,39 @@ def test_offset_delete_drops_offsets_only_of_topics_no_member_subscribes_to(kaas
             ka.delete_group_offsets("never-was", [KTP("od-a", 0)])
     finally:
         ka.close()
+
+
+def test_kafka_python_alters_validates_and_describes_topic_configs(kaas):
+    from kafka.admin import ConfigResource as KConfigResource, KafkaAdminClient
+    from kafka.errors import InvalidConfigurationError
+
+    a = admin(kaas)
+    a.create_topics([NewTopic("kp", 1)])["kp"].result(10)
+    ka = KafkaAdminClient(bootstrap_servers=kaas.bootstrap)
+    try:
+        def results(out):
+            return [v for per_type in out.values() for v in per_type.values()]
+
+        # IncrementalAlterConfigs (kafka-python picks it when the broker offers it).
+        out = ka.alter_configs([KConfigResource("TOPIC", "kp", {"retention.ms": "777", "cleanup.policy": "compact"})])
+        assert results(out) == ["OK"], out
+        # validate_only changes nothing; a bad value is refused.
+        assert results(ka.alter_configs([KConfigResource("TOPIC", "kp", {"retention.ms": "888"})],
+                                         validate_only=True)) == ["OK"]
+        try:
+            refused = results(ka.alter_configs([KConfigResource("TOPIC", "kp", {"min.cleanable.dirty.ratio": "2"})]))
+        except InvalidConfigurationError as e:
+            refused = [e]
+        assert refused != ["OK"] and ("InvalidConfiguration" in repr(refused) or "INVALID_CONFIG" in repr(refused)), refused
+        described = ka.describe_configs([KConfigResource("TOPIC", "kp")])
+        text = str(described)
+        assert "777" in text and "compact" in text and "888" not in text, text
+        # The older AlterConfigs call (kafka-python sends the other overrides along, as
+        # it replaces them all).
+        ka.alter_configs([KConfigResource("TOPIC", "kp", {"retention.bytes": "5000"})], incremental=False)
+        text = str(ka.describe_configs([KConfigResource("TOPIC", "kp")]))
+        assert "'5000'" in text and "'777'" in text, text
+    finally:
+        ka.close()
+    e = describe_topic(a, "kp")
+    assert e["retention.bytes"].value == "5000" and e["retention.ms"].value == "777"
