@@ -457,8 +457,14 @@ fn a_compacted_log_rolls_by_max_compaction_lag_ms_too() {
     let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
     append(&mut log, 1, 0);
     assert!(log.would_roll(10, 150), "past max.compaction.lag.ms");
-    log.set_config(LogConfig { compact: false, ..config });
-    assert!(!log.would_roll(10, 150), "only segment.ms for a log that is not compacted");
+    log.set_config(LogConfig {
+        compact: false,
+        ..config
+    });
+    assert!(
+        !log.would_roll(10, 150),
+        "only segment.ms for a log that is not compacted"
+    );
 }
 
 #[test]
