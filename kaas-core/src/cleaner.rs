@@ -246,7 +246,11 @@ pub fn plan(
     let total_bytes: u64 = segments.iter().map(|s| s.size()).sum();
     let mut oldest_dirty = None;
     if let Some(first) = segments.get(first_dirty) {
+        // The first dirty batch (a pass may have ended inside this segment).
         first.for_each_header(|_, h| {
+            if h.last_offset() < clean_offset {
+                return true;
+            }
             oldest_dirty = Some(h.base_timestamp);
             false
         })?;
@@ -410,15 +414,16 @@ fn batch_records(bytes: &[u8], h: &BatchHeader) -> Option<(Vec<u8>, Codec, Vec<R
 /// cleaner could never tell which one is the latest): whether every record of the
 /// batch `bytes` has a key. Err when its records cannot be read.
 pub fn all_records_keyed(bytes: &[u8], h: &BatchHeader) -> Result<bool, String> {
-    let (plain, _, recs) = batch_records(bytes, h).ok_or_else(|| {
-        format!(
-            "the records of the batch at offset delta 0..={} cannot be decoded",
-            h.last_offset_delta
-        )
-    })?;
-    drop(plain);
+    let (plain, _) = decompress(h.compression(), &bytes[HEADER_LEN..], MAX_PRODUCED_DECOMPRESSED)
+        .map_err(|e| format!("the batch's records cannot be read: {e}"))?;
+    let recs = parse_records(&plain, h.record_count)
+        .ok_or_else(|| format!("the batch's {} records do not parse", h.record_count))?;
     Ok(recs.iter().all(|r| r.key.is_some()))
 }
+
+/// The most a batch produced to a compacted topic may expand to when its keys are
+/// checked (a bound on what one request can make the broker allocate).
+pub const MAX_PRODUCED_DECOMPRESSED: usize = 64 << 20;
 
 /// A batch with only `kept` of its records: same base offset, last offset delta,
 /// timestamps, producer fields and codec; new length, count and CRC.
@@ -444,6 +449,7 @@ struct Throttle<'a> {
     limit: Option<f64>,
     start: std::time::Instant,
     bytes: u64,
+    calls: u64,
     stop: &'a (dyn Fn() -> bool + Sync),
     dir: &'a Path,
 }
@@ -453,6 +459,14 @@ impl Throttle<'_> {
     /// so a stop is noticed within a tenth of a second).
     fn account(&mut self, n: usize) -> Result<(), LogError> {
         self.bytes += n as u64;
+        self.calls += 1;
+        if self.calls.is_multiple_of(64) && (self.stop)() {
+            return Err(VolumeError::Invalid {
+                path: self.dir.to_path_buf(),
+                detail: "cleaning stopped (shutdown or lost leadership); the log is as it was".into(),
+            }
+            .into());
+        }
         if let Some(limit) = self.limit {
             let due = std::time::Duration::from_secs_f64(self.bytes as f64 / limit);
             while due > self.start.elapsed() {
@@ -516,6 +530,7 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
         limit: limits.io_max_bytes_per_second.filter(|l| *l > 0.0 && l.is_finite()),
         start: std::time::Instant::now(),
         bytes: 0,
+        calls: 0,
         stop: limits.stop,
         dir,
     };
@@ -534,7 +549,9 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
     // it is full: cleaning then reaches the end of the last batch mapped (which may
     // lie inside a segment; the next pass starts there, as Apache's cleaner does).
     let mut map: HashMap<u128, i64> = HashMap::new();
-    let mut dirty_to = input.end_base;
+    // (A pass with nothing dirty never moves the clean offset back, even when the
+    // cleanable range shrank since.)
+    let mut dirty_to = input.end_base.max(input.clean_offset);
     let mut full = false;
     for &(base, size) in input.segments.iter().skip(input.first_dirty) {
         stopped()?;
@@ -905,20 +922,36 @@ pub fn install(log: &mut PartitionLog, out: &CleanOutput, now_ms: i64) -> Result
         groups: out.groups.clone(),
     };
     let path = dir.join(SWAP_FILE);
-    write_json(&path, &manifest).map_err(|e| VolumeError::io(&path, e))?;
+    // From the record's write on, a failure leaves it unknown whether the swap is
+    // decided (the rename may have happened, its directory fsync not), and the
+    // segments in memory may no longer describe the files: the partition must be
+    // reopened (which finishes a recorded swap, or drops the cleaned files) before it
+    // serves again. Until then its log refuses reads and appends.
+    let incomplete = |log: &mut PartitionLog, e: VolumeError| {
+        let why = e.to_string();
+        log.set_broken(&why);
+        LogError::SwapIncomplete(why)
+    };
+    if let Err(e) = write_json(&path, &manifest) {
+        return Err(incomplete(log, VolumeError::io(&path, e)));
+    }
     crate::failpoint::hit(crate::failpoint::CLEAN_AFTER_SWAP_RECORD);
-    // From here the swap is decided: if it cannot be carried out now, the segments in
-    // memory no longer describe the files, and the partition must be reopened (which
-    // finishes the swap) before it serves again.
-    let incomplete = |e: VolumeError| LogError::SwapIncomplete(e.to_string());
-    apply_swap(&dir, &manifest).map_err(incomplete)?;
+    if let Err(e) = apply_swap(&dir, &manifest) {
+        return Err(incomplete(log, e));
+    }
     crate::failpoint::hit(crate::failpoint::CLEAN_AFTER_SWAP);
-    log.replace_cleaned(&out.groups, now_ms)
-        .map_err(|e| LogError::SwapIncomplete(e.to_string()))?;
-    fs::remove_file(&path)
+    if let Err(e) = log.replace_cleaned(&out.groups, now_ms) {
+        return Err(incomplete(
+            log,
+            VolumeError::io(&dir, std::io::Error::other(e.to_string())),
+        ));
+    }
+    if let Err(e) = fs::remove_file(&path)
         .map_err(|e| VolumeError::io(&path, e))
         .and_then(|()| sync_dir(&dir).map_err(|e| VolumeError::io(&dir, e)))
-        .map_err(incomplete)?;
+    {
+        return Err(incomplete(log, e));
+    }
     Ok(true)
 }
 
@@ -946,10 +979,13 @@ pub fn view(dir: &Path) -> Result<CompactionView, VolumeError> {
     let segments = crate::inspect::segment_files(dir)?;
     let sealed = &segments[..segments.len().saturating_sub(1)];
     let sealed_bytes: u64 = sealed.iter().map(|s| s.size).sum();
+    // Dirty: every sealed segment that ends past the clean offset (the broker's rule;
+    // a pass may have ended inside one).
     let dirty_bytes: u64 = sealed
         .iter()
-        .filter(|s| s.base_offset >= clean_offset)
-        .map(|s| s.size)
+        .zip(&segments[1..])
+        .filter(|(_, next)| next.base_offset > clean_offset)
+        .map(|(s, _)| s.size)
         .sum();
     Ok(CompactionView {
         clean_offset: clean_offset.max(segments.first().map_or(0, |s| s.base_offset)),

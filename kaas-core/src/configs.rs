@@ -267,6 +267,11 @@ pub fn list_items(value: &str) -> Vec<&str> {
 /// is clamped into it, and any other key that does not apply is left out (the rest
 /// still apply). Returns the config and what was clamped or left out.
 pub fn stored_log_config(defaults: &LogConfig, configs: &BTreeMap<String, String>) -> (LogConfig, Vec<String>) {
+    // As a whole first: keys checked together (min and max compaction lag) must not be
+    // judged one at a time against defaults they were set to override.
+    if let Ok(c) = log_config_for(defaults, configs) {
+        return (c, Vec::new());
+    }
     let mut c = defaults.clone();
     let mut problems = Vec::new();
     for (key, value) in configs {
@@ -483,6 +488,23 @@ mod tests {
         assert!(e.contains("cannot be changed at run time"), "{e}");
         let e = validate_dynamic_broker_config("log.retention.ms", "soon").unwrap_err();
         assert!(e.starts_with("log.retention.ms="), "{e}");
+    }
+
+    #[test]
+    fn stored_overrides_checked_together_apply_together() {
+        // Over a default min.compaction.lag.ms of 1 h, a topic setting max to 1 min and
+        // min to 0 is valid as a whole, though max alone would not be.
+        let defaults = LogConfig {
+            min_compaction_lag_ms: 3_600_000,
+            ..LogConfig::default()
+        };
+        let stored = BTreeMap::from([
+            ("max.compaction.lag.ms".to_string(), "60000".to_string()),
+            ("min.compaction.lag.ms".to_string(), "0".to_string()),
+        ]);
+        let (c, problems) = stored_log_config(&defaults, &stored);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!((c.min_compaction_lag_ms, c.max_compaction_lag_ms), (0, 60_000));
     }
 
     #[test]

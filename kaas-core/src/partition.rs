@@ -269,6 +269,9 @@ impl PartitionState {
         self.producers
             .first_open_offset()
             .unwrap_or_else(|| self.log.log_end_offset())
+            // Never below the log start (DeleteRecords may pass an open transaction's
+            // first offset), as Apache.
+            .max(self.log.log_start_offset())
     }
 
     /// Aborted transactions overlapping `[from, to)`, for a read_committed fetch.

@@ -682,6 +682,9 @@ impl Broker {
     /// from its files, at a new leader epoch): for a partition whose state in memory
     /// no longer matches its files.
     pub fn reopen_partition(&self, topic: &str, index: i32, reason: &str) {
+        // As every registry rewrite of partitions: under the admin lock, so no sync or
+        // admin call puts back a copy that still holds the retired partition.
+        let _admin = self.admin_lock.blocking_lock();
         self.let_go(reason, |t, i| t == topic && i == index);
     }
 
@@ -905,7 +908,11 @@ impl Broker {
                         // Broken ones too, now and then: the cause may have been
                         // transient (an unreadable owner.json, a failed write), and
                         // only this broker may take the partition while it owns it.
-                        if matches!(slot, Err(o) if o.elsewhere || retry_broken) {
+                        // A partition retired but still in the registry (let go by a path
+                        // that lost a race with this copy) is opened again too.
+                        if matches!(slot, Err(o) if o.elsewhere || retry_broken)
+                            || matches!(slot, Ok(p) if p.is_retired())
+                        {
                             // A broker that went stale meanwhile takes nothing more.
                             if !self.lease_fresh() {
                                 break;

@@ -89,14 +89,21 @@ impl Broker {
                 debug!(topic = %p.topic, partition = p.index, error = %e, "cleaning stopped");
                 return false;
             }
+            Err(kaas_core::log::LogError::Volume(e)) if e.is_not_found() => {
+                // Retention or DeleteRecords removed a segment the pass was reading.
+                debug!(topic = %p.topic, partition = p.index, error = %e, "the log changed during cleaning; the pass was dropped");
+                cleaner::remove_cleaned_files(&dir, Some(&input.tag));
+                return false;
+            }
             Err(e) => {
                 error!(topic = %p.topic, partition = p.index, error = %e, "cleaning failed; the log is as it was");
                 self.record_cleaner_error(p, &dir, e.to_string());
                 return false;
             }
         };
-        // A broker that went stale meanwhile swaps nothing in.
-        let Some(mut state) = p.writable().filter(|_| self.lease_fresh()) else {
+        // A broker that went stale meanwhile swaps nothing in; nor one whose leadership
+        // owner.json no longer records (another broker took the partition over).
+        let Some(mut state) = p.writable().filter(|_| self.lease_fresh() && self.still_leads(p)) else {
             cleaner::remove_cleaned_files(&dir, Some(&out.tag));
             return false;
         };
@@ -139,6 +146,13 @@ impl Broker {
                 false
             }
         }
+    }
+
+    /// Whether `owner.json` still names this broker's leadership of `p`.
+    fn still_leads(&self, p: &Partition) -> bool {
+        let path = kaas_core::topic::PartitionOwner::path(&self.volume, &p.topic, p.index);
+        kaas_core::topic::PartitionOwner::read(&path)
+            .is_ok_and(|o| o.broker == self.config.broker_id && o.leader_epoch == p.leader_epoch && !o.released)
     }
 
     /// Notes a failed pass in `cleaner.json`, under the partition lock and only while

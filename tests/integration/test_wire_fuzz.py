@@ -14,7 +14,7 @@ import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 
 from conftest import KaasBroker, free_port
 from wire import Conn, request, string
@@ -91,6 +91,11 @@ def drive_real_clients(bootstrap):
     admin.create_topics([NewTopic("fz", 2)])["fz"].result(timeout=20)
     admin.create_partitions([NewPartitions("fz", 3)])["fz"].result(timeout=20)
     admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "fz")])
+    res = ConfigResource(ConfigResource.Type.TOPIC, "fz", set_config={"retention.ms": "600000"})
+    admin.alter_configs([res])[res].result(timeout=20)
+    res = ConfigResource(ConfigResource.Type.TOPIC, "fz", incremental_configs=[
+        ConfigEntry("segment.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(timeout=20)
     time.sleep(0.5)
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for i in range(20):
@@ -108,6 +113,7 @@ def drive_real_clients(bootstrap):
     c.committed([TopicPartition("fz", 0)], timeout=10)
     c.get_watermark_offsets(TopicPartition("fz", 0), timeout=10)
     c.offsets_for_times([TopicPartition("fz", 0, 0)], timeout=10)
+    admin.delete_records([TopicPartition("fz", 2, 0)])[TopicPartition("fz", 2, 0)].result(timeout=20)
     tp = Producer({"bootstrap.servers": bootstrap, "transactional.id": "fz-tx"})
     tp.init_transactions(20)
     tp.begin_transaction()
@@ -155,6 +161,16 @@ def hand_built_requests():
         28: request(28, 0, 1, string("fz-tx") + string("fz-group") + struct.pack(">qhi", 1, 0, 0)),
         # EndTxn v0: txn id, pid, epoch, committed
         26: request(26, 0, 1, string("fz-tx") + struct.pack(">qh?", 1, 0, True)),
+        # DeleteRecords v0: topics [name, partitions [index, offset]], timeout
+        21: request(21, 0, 1, struct.pack(">i", 1) + string("fz") + struct.pack(">iiqi", 1, 0, 0, 1000)),
+        # AlterConfigs v0: resources [type, name, configs [name, value]], validate_only
+        33: request(33, 0, 1, struct.pack(">ib", 1, 2) + string("fz") + struct.pack(">i", 1)
+                    + string("retention.ms") + string("60000") + b"\x01"),
+        # IncrementalAlterConfigs v0: resources [type, name, configs [name, op, value]], validate_only
+        44: request(44, 0, 1, struct.pack(">ib", 1, 2) + string("fz") + struct.pack(">i", 1)
+                    + string("cleanup.policy") + b"\x02" + string("compact") + b"\x01"),
+        # OffsetDelete v0: group, topics [name, partitions [index]]
+        47: request(47, 0, 1, string("fz-group") + struct.pack(">i", 1) + string("fz") + struct.pack(">ii", 1, 0)),
         # DescribeCluster v0 is flexible: header v2 (empty tagged fields) + include_authorized_operations + tags
         60: struct.pack(">i", 0),  # replaced below
     }

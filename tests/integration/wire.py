@@ -201,14 +201,18 @@ def parse_create_topics_v2(body: bytes):
         (n,) = struct.unpack(">h", body[at:at + 2])
         name = body[at + 2:at + 2 + n].decode()
         at += 2 + n
-        error, mlen = struct.unpack(">hh", body[at:at + 4])
-        at += 4
-        message = None
-        if mlen >= 0:
-            message = body[at:at + mlen].decode()
-            at += mlen
+        (error,) = struct.unpack(">h", body[at:at + 2])
+        message, at = read_nullable_string(body, at + 2)
         out.append((name, error, message))
     return out
+
+
+def read_nullable_string(body: bytes, at: int):
+    """(the nullable string at `at`, the position after it)."""
+    (n,) = struct.unpack(">h", body[at:at + 2])
+    if n < 0:
+        return None, at + 2
+    return body[at + 2:at + 2 + n].decode(), at + 2 + n
 
 
 def join_group_v1(group: str, protocols, member_id="", session_timeout_ms=10000, rebalance_timeout_ms=10000) -> bytes:
@@ -241,12 +245,8 @@ def parse_alter_configs_v0(body: bytes):
     (count,) = struct.unpack(">i", body[4:8])
     at, out = 8, []
     for _ in range(count):
-        error, mlen = struct.unpack(">hh", body[at:at + 4])
-        at += 4
-        message = None
-        if mlen >= 0:
-            message = body[at:at + mlen].decode()
-            at += mlen
+        (error,) = struct.unpack(">h", body[at:at + 2])
+        message, at = read_nullable_string(body, at + 2)
         (rtype, n) = struct.unpack(">bh", body[at:at + 3])
         name = body[at + 3:at + 3 + n].decode()
         at += 3 + n

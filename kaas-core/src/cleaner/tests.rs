@@ -444,3 +444,60 @@ fn a_full_offset_map_ends_the_pass_mid_segment_and_the_next_pass_goes_on_from_th
     let distinct: std::collections::BTreeSet<u8> = below.iter().copied().collect();
     assert_eq!(below.len(), distinct.len(), "{seen:?}");
 }
+
+#[test]
+fn a_swap_that_cannot_be_finished_refuses_reads_until_a_reopen_finishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), config(), 0).unwrap();
+    for i in 0..60u8 {
+        append(&mut p, plain_batch(&[(i % 5, Some(i))], None, 0), 10);
+    }
+    let state = CleanerState::default();
+    let plan = p.cleaner_plan(&state, 100).unwrap().unwrap();
+    let input = p.clean_input(&plan, &state, "0-0".into(), 100);
+    let limits = CleanLimits {
+        dedupe_buffer_bytes: 1 << 20,
+        io_max_bytes_per_second: None,
+        stop: &never,
+    };
+    let out = clean(&input, limits, 100).unwrap();
+    // The first group's index cannot be renamed into place: a directory is in the way.
+    let index = dir.path().join(format!("{:020}.index", out.groups[0].new_base));
+    std::fs::remove_file(&index).unwrap();
+    std::fs::create_dir(&index).unwrap();
+    std::fs::write(index.join("blocker"), b"x").unwrap();
+    let e = p.install_cleaned(&out, 100).unwrap_err();
+    assert!(matches!(e, LogError::SwapIncomplete(_)), "{e}");
+    // Memory no longer describes the files: nothing is served or appended.
+    assert!(matches!(
+        p.log.read(0, 1 << 20, i64::MAX, true),
+        Err(LogError::SwapIncomplete(_))
+    ));
+    let mut b = plain_batch(&[(1, Some(1))], None, 0);
+    let h = p.log.validate(&b).unwrap();
+    assert!(p.append(&mut b, &h, 0, 100).is_err());
+    drop(p);
+    // Once the obstacle is gone, a reopen finishes the recorded swap.
+    std::fs::remove_dir_all(&index).unwrap();
+    let p = PartitionState::open(dir.path(), config(), 200).unwrap();
+    let mut latest = BTreeMap::new();
+    let seen = read_committed(&p);
+    for (_, k, v) in &seen {
+        latest.insert(*k, *v);
+    }
+    assert_eq!(latest, (0..5u8).map(|k| (k, Some(55 + k))).collect::<BTreeMap<_, _>>());
+    assert!(seen.len() <= 10, "{seen:?}");
+    assert!(!dir.path().join(SWAP_FILE).exists());
+}
+
+#[test]
+fn the_last_stable_offset_is_never_below_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    append(&mut p, plain_batch(&[(1, Some(1))], Some((7, 0, 0)), TRANSACTIONAL), 10); // open at 0
+    append(&mut p, plain_batch(&[(2, Some(2))], None, 0), 10);
+    append(&mut p, plain_batch(&[(3, Some(3))], None, 0), 10);
+    assert_eq!(p.last_stable_offset(), 0);
+    p.delete_records(2).unwrap();
+    assert_eq!(p.last_stable_offset(), 2);
+}

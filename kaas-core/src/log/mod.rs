@@ -162,6 +162,10 @@ pub struct PartitionLog {
     /// The log start offset recorded in `log-start.json` (DeleteRecords), if any; the
     /// log starts at the larger of it and the first segment's base offset.
     recorded_start: i64,
+    /// Set when the segments in memory may no longer match the files (a cleaner swap
+    /// that could not be finished): reads and appends are refused until the partition
+    /// is reopened.
+    broken: Option<String>,
     /// Recovery findings, kept for the caller to log.
     pub truncations: Vec<Truncation>,
 }
@@ -223,12 +227,25 @@ impl PartitionLog {
             config,
             segments,
             recorded_start,
+            broken: None,
             truncations,
         })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Refuses every read and append from now on (see `broken`).
+    pub(crate) fn set_broken(&mut self, why: &str) {
+        self.broken = Some(why.to_string());
+    }
+
+    fn check_usable(&self) -> Result<(), LogError> {
+        match &self.broken {
+            Some(why) => Err(LogError::SwapIncomplete(why.clone())),
+            None => Ok(()),
+        }
     }
     pub fn config(&self) -> &LogConfig {
         &self.config
@@ -317,6 +334,7 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        self.check_usable()?;
         let first = self.log_end_offset();
         let mut next = first;
         let mut pos = 0;
@@ -477,6 +495,7 @@ impl PartitionLog {
     /// partition of a fetch), never past `max_offset` (exclusive; the high watermark
     /// or last stable offset).
     pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, LogError> {
+        self.check_usable()?;
         let start = self.log_start_offset();
         let end = self.log_end_offset();
         if offset < start || offset > end {

@@ -22,6 +22,25 @@ pub fn invalid_request(msg: impl Into<String>) -> Refusal {
     (ResponseError::InvalidRequest.code(), msg.into())
 }
 
+/// The outcome of one resource of either call: `change` (or why the request's
+/// entries were refused before any) applied, as (error code, message) for the answer.
+pub async fn outcome(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+    change: Result<Box<ConfigChange<'_>>, Refusal>,
+    validate_only: bool,
+) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    let result = match change {
+        Ok(change) => alter(broker, resource_type, name, change, validate_only).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => (0, None),
+        Err((code, msg)) => (code, Some(sb(msg))),
+    }
+}
+
 /// Applies `change` to the resource (after checking its type and name).
 pub async fn alter(
     broker: &Broker,
@@ -102,22 +121,16 @@ pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: AlterConfi
                     })
                     .collect()
             });
-        let result = match entries {
-            Ok(entries) => {
-                let change: Box<ConfigChange<'_>> = Box::new(move |_current| Ok(entries));
-                alter(broker, res.resource_type, &name, change, req.validate_only).await
-            }
-            Err(e) => Err(e),
-        };
-        let mut r = AlterConfigsResourceResponse::default()
-            .with_resource_type(res.resource_type)
-            .with_resource_name(res.resource_name)
-            .with_error_message(None);
-        if let Err((code, msg)) = result {
-            r.error_code = code;
-            r.error_message = Some(sb(msg));
-        }
-        responses.push(r);
+        let change =
+            entries.map(|entries| Box::new(move |_: &BTreeMap<String, String>| Ok(entries)) as Box<ConfigChange<'_>>);
+        let (code, message) = outcome(broker, res.resource_type, &name, change, req.validate_only).await;
+        responses.push(
+            AlterConfigsResourceResponse::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name)
+                .with_error_code(code)
+                .with_error_message(message),
+        );
     }
     AlterConfigsResponse::default().with_responses(responses)
 }

@@ -3,8 +3,8 @@
 //! APPEND and SUBTRACT apply to list configs (`cleanup.policy`) and start from the
 //! value in force when the resource has no override.
 
-use super::alter_configs::{alter, check_unique, fallback_value, invalid_request, Refusal};
-use super::{sb, RequestContext};
+use super::alter_configs::{check_unique, fallback_value, invalid_request, outcome, Refusal};
+use super::RequestContext;
 use crate::broker::{Broker, ConfigChange};
 use kaas_core::configs::{list_items, topic_config, topic_config_for_broker_name, ConfigType};
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -124,22 +124,18 @@ pub async fn handle(
                     })
                     .collect()
             });
-        let result = match changes {
-            Ok(changes) => {
-                let change: Box<ConfigChange<'_>> = Box::new(move |current| Ok(apply(current, changes)));
-                alter(broker, res.resource_type, &name, change, req.validate_only).await
-            }
-            Err(e) => Err(e),
-        };
-        let mut r = AlterConfigsResourceResponse::default()
-            .with_resource_type(res.resource_type)
-            .with_resource_name(res.resource_name)
-            .with_error_message(None);
-        if let Err((code, msg)) = result {
-            r.error_code = code;
-            r.error_message = Some(sb(msg));
-        }
-        responses.push(r);
+        let change = changes.map(|changes| {
+            Box::new(move |current: &std::collections::BTreeMap<String, String>| Ok(apply(current, changes)))
+                as Box<ConfigChange<'_>>
+        });
+        let (code, message) = outcome(broker, res.resource_type, &name, change, req.validate_only).await;
+        responses.push(
+            AlterConfigsResourceResponse::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name)
+                .with_error_code(code)
+                .with_error_message(message),
+        );
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
