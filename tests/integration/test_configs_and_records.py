@@ -278,6 +278,13 @@ def test_offset_delete_drops_offsets_only_of_topics_no_member_subscribes_to(kaas
         assert errors["od-b"].__name__ == "NoError", errors
         offsets = ka.list_group_offsets("od")["od"]
         assert KTP("od-a", 0) in offsets and KTP("od-b", 0) not in offsets
+        # librdkafka's own DeleteConsumerGroupOffsets (confluent-kafka's library; its
+        # Python AdminClient does not expose the call) gets the same answers.
+        from librdkafka_admin import delete_consumer_group_offsets
+        code, parts = delete_consumer_group_offsets(kaas.bootstrap, "od", [("od-a", 0), ("od-b", 0)])
+        assert code == 0 and parts == {("od-a", 0): 86, ("od-b", 0): 0}, (code, parts)
+        assert KTP("od-a", 0) in ka.list_group_offsets("od")["od"]
+        assert delete_consumer_group_offsets(kaas.bootstrap, "never-was", [("od-a", 0)])[0] == 69
         c.close()
         # Empty now: od-a's offset may go too.
         wait_for(lambda: a.describe_consumer_groups(["od"])["od"].result(10).members == [], what="group empty")
