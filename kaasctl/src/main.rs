@@ -2,6 +2,24 @@
 //! shared volume, with or without brokers running. Parsing is in `cli`, reading in
 //! `cluster` and kaas-core, one module per command in `cmd`, printing in `out`.
 
+/// `println!` for kaasctl's output: through [`out::emit`], so a reader that closes
+/// early (`kaasctl … | head`) ends kaasctl quietly instead of a panic.
+macro_rules! outln {
+    () => {
+        $crate::out::emit(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::emit(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` through [`out::emit`].
+macro_rules! outp {
+    ($($arg:tt)*) => {
+        $crate::out::emit(format_args!($($arg)*))
+    };
+}
+
 mod cli;
 mod cluster;
 mod cmd;
@@ -33,11 +51,15 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
     // Commands that do not read the volume.
     match &cli.command {
         Command::Completions { shell } => {
-            clap_complete::generate(*shell, &mut Cli::command(), "kaasctl", &mut std::io::stdout());
+            let mut text = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "kaasctl", &mut text);
+            outp!("{}", String::from_utf8_lossy(&text));
             return Ok(Status::Ok);
         }
         Command::Man => {
-            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            let mut text = Vec::new();
+            clap_mangen::Man::new(Cli::command()).render(&mut text)?;
+            outp!("{}", String::from_utf8_lossy(&text));
             return Ok(Status::Ok);
         }
         _ => {}

@@ -75,7 +75,7 @@ impl Out {
                         .collect::<Vec<_>>(),
                 );
             }
-            println!("{t}");
+            outln!("{t}");
             return;
         }
         let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -124,7 +124,23 @@ impl Out {
     /// is the same JSON string, so no value can reach the terminal raw.
     pub fn json<T: Serialize>(&self, value: &T) {
         let text = serde_json::to_string_pretty(value).expect("kaasctl output serialises");
-        println!("{}", json_safe(&text));
+        outln!("{}", json_safe(&text));
+    }
+}
+
+/// Writes kaasctl's output to stdout. A closed pipe (the reader, `head` say, has
+/// what it wanted) ends kaasctl at once and quietly with exit code 0, as ripgrep does;
+/// any other write error ends it with the error and exit code 1. Never a panic.
+pub fn emit(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        drop(stdout);
+        eprintln!("kaasctl: cannot write to stdout: {e}");
+        std::process::exit(1);
     }
 }
 

@@ -626,3 +626,57 @@ fn compaction_views() {
         ],
     );
 }
+
+/// Every command whose reader closes the pipe before reading a byte (as `head` does
+/// once it has its lines) ends quietly: no panic, no "Broken pipe" message, exit 0.
+#[test]
+fn a_reader_that_closes_early_ends_every_command_quietly() {
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    let commands: &[&[&str]] = &[
+        &["brokers"],
+        &["topics"],
+        &["compaction"],
+        &["groups"],
+        &["txn", "list"],
+        &["txn", "list", "--json"],
+        &["txn", "show", "open-tx"],
+        &["txn", "timeline", "aborted-tx"],
+        &["txn", "find-hanging"],
+        &["txn", "repair"],
+        &["txn", "abort", "open-tx", "--dry-run"],
+        &["fence", "show"],
+        &["markers", "list"],
+        &["markers", "show"],
+        &["producers", "show", "orders", "0"],
+        &["log", "dump", "orders", "0", "--records"],
+        &["log", "dump", "orders", "0", "--json"],
+        &["lso", "explain", "orders", "0"],
+        &["metrics"],
+        &["audit"],
+        &["top", "--once"],
+        &["completions", "bash"],
+        &["man"],
+    ];
+    for args in commands {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+            .arg("--data-dir")
+            .arg(d.path())
+            .args(*args)
+            .env("KAASCTL_NOW_MS", NOW.to_string())
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kaasctl runs");
+        // The reader goes away before kaasctl writes anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("kaasctl ends");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(0) && !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "kaasctl {args:?}: {:?}\n{stderr}",
+            out.status
+        );
+    }
+}

@@ -81,7 +81,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 ),
             ]);
         }
-        println!("{t}");
+        outln!("{t}");
     }
     Ok(Status::from_problems(problems))
 }

@@ -138,6 +138,6 @@ pub fn run(c: &Cluster, out: &Out, topic: Option<&str>) -> anyhow::Result<Status
             out.cell(safe(problem.as_deref().unwrap_or("")), Tone::Bad),
         ]);
     }
-    println!("{t}");
+    outln!("{t}");
     Ok(Status::from_problems(problems))
 }

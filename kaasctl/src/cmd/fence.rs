@@ -169,7 +169,7 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
                 ),
             ]);
         }
-        println!("{t}");
+        outln!("{t}");
         for u in &show.unreadable {
             eprintln!("kaasctl: {}", crate::out::safe(u));
         }

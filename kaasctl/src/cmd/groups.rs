@@ -143,7 +143,7 @@ pub fn run(c: &Cluster, out: &Out, only: Option<&str>) -> anyhow::Result<Status>
                 out.cell(n(r.control_records), Tone::Dim),
             ]);
         }
-        println!("{t}");
+        outln!("{t}");
     }
     Ok(Status::from_problems(problems))
 }

@@ -192,10 +192,10 @@ pub fn run(
                 ),
             ]);
         }
-        println!("{t}");
+        outln!("{t}");
         for b in &dump.batches {
             for r in b.records.iter().flatten() {
-                println!(
+                outln!(
                     "{}\t{}\t{}",
                     r.offset,
                     safe(r.key.as_deref().unwrap_or("(null)")),

@@ -107,12 +107,16 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Resul
     if out.json {
         out.json(&e);
     } else {
-        println!(
+        outln!(
             "{}-{}: high watermark {}, last stable offset {} ({} records held back)",
-            e.topic, e.partition, e.high_watermark, e.last_stable_offset, e.blocked_records
+            e.topic,
+            e.partition,
+            e.high_watermark,
+            e.last_stable_offset,
+            e.blocked_records
         );
         if let Some(p) = &e.pinned_by {
-            println!(
+            outln!(
                 "pinned by producer {} (epoch {}) since offset {}: transactional.id {}, coordinator state {}, open for {}",
                 p.producer_id,
                 p.producer_epoch,
@@ -122,7 +126,7 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Resul
                 p.open_age_ms.map(age).unwrap_or_else(|| "-".into())
             );
         }
-        println!("{}", crate::out::safe(&e.advice));
+        outln!("{}", crate::out::safe(&e.advice));
     }
     Ok(Status::from_problems(pinned))
 }

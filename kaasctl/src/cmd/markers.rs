@@ -105,7 +105,7 @@ pub fn list(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 out.cell(r.unreadable, if r.unreadable > 0 { Tone::Bad } else { Tone::Plain }),
             ]);
         }
-        println!("{t}");
+        outln!("{t}");
     }
     Ok(Status::from_problems(problems))
 }
@@ -140,7 +140,7 @@ pub fn show(c: &Cluster, out: &Out, broker: Option<i32>) -> anyhow::Result<Statu
                 ]),
             };
         }
-        println!("{t}");
+        outln!("{t}");
     }
     Ok(Status::from_problems(problems))
 }

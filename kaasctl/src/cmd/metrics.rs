@@ -84,6 +84,6 @@ pub fn render(c: &Cluster) -> anyhow::Result<String> {
 }
 
 pub fn run(c: &Cluster) -> anyhow::Result<Status> {
-    print!("{}", render(c)?);
+    outp!("{}", render(c)?);
     Ok(Status::Ok)
 }

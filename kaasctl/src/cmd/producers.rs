@@ -68,7 +68,7 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Resul
     if out.json {
         out.json(&show);
     } else {
-        println!(
+        outln!(
             "{topic}-{partition}: log end {}, last stable offset {}, snapshot at {}",
             show.log_end_offset,
             show.last_stable_offset,
@@ -109,7 +109,7 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Resul
                 ),
             ]);
         }
-        println!("{t}");
+        outln!("{t}");
         if let Some(b) = &show.bad_tail {
             eprintln!(
                 "kaasctl: the log has a bad tail the next broker start will cut: {}",

@@ -371,7 +371,7 @@ pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
         };
         t.add_row(vec![out.cell(k, Tone::Dim), out.cell(v, tone)]);
     }
-    println!("{t}");
+    outln!("{t}");
     if !d.partition_details.is_empty() {
         let mut p = out.table(&["PARTITION", "LEADER", "HW", "LSO", "OPEN SINCE", "MARKER"]);
         for pd in &d.partition_details {
@@ -405,7 +405,7 @@ pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
                 ]),
             };
         }
-        println!("{p}");
+        outln!("{p}");
     }
     if !d.staged_offsets.is_empty() {
         let mut st = out.table(&["GROUP", "PARTITION", "STAGED OFFSET"]);
@@ -416,12 +416,15 @@ pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
                 out.cell(o.offset, Tone::Plain),
             ]);
         }
-        println!("{st}");
+        outln!("{st}");
     }
     for m in &d.queued_markers {
-        println!(
+        outln!(
             "queued {} marker (epoch {}) for broker {}: {}",
-            m.result, m.producer_epoch, m.target_broker, m.path
+            m.result,
+            m.producer_epoch,
+            m.target_broker,
+            m.path
         );
     }
     Ok(Status::from_problems(problems))
@@ -502,7 +505,7 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
                 report: None,
             });
         } else {
-            print!("would {}", describe_plan(&plan));
+            outp!("would {}", describe_plan(&plan));
         }
         return Ok(Status::Ok);
     }
@@ -527,7 +530,7 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
             report: Some(&report),
         });
     } else {
-        println!(
+        outln!(
             "transaction {:?}: {} -> {} (epoch {} -> {})",
             plan.transactional_id,
             report.before.state.as_str(),
@@ -536,18 +539,18 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
             report.after.producer_epoch
         );
         for tp in &report.markers_written {
-            println!("  ABORT marker written to {}-{}", tp.topic, tp.partition);
+            outln!("  ABORT marker written to {}-{}", tp.topic, tp.partition);
         }
         for (b, p) in &report.markers_queued {
-            println!("  ABORT markers queued for broker {b}: {}", p.display());
+            outln!("  ABORT markers queued for broker {b}: {}", p.display());
         }
         if !report.completed {
-            println!(
+            outln!(
                 "  queued markers not yet written after {}; the owning broker completes the transaction when they land",
                 humantime::format_duration(args.wait)
             );
         }
-        println!("  audit: {}", report.audit_file.display());
+        outln!("  audit: {}", report.audit_file.display());
     }
     Ok(Status::Ok)
 }
@@ -745,7 +748,7 @@ fn print_findings(out: &Out, findings: &[Finding]) {
         return;
     }
     if findings.is_empty() {
-        println!("no problems found");
+        outln!("no problems found");
         return;
     }
     let mut t = out.table(&["PROBLEM", "DETAIL", "FIX"]);
@@ -763,7 +766,7 @@ fn print_findings(out: &Out, findings: &[Finding]) {
             ),
         ]);
     }
-    println!("{t}");
+    outln!("{t}");
 }
 
 pub fn find_hanging(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
@@ -965,7 +968,7 @@ pub fn timeline(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
                 out.cell(&ev.by, Tone::Plain),
             ]);
         }
-        println!("{t}");
+        outln!("{t}");
     }
     Ok(Status::Ok)
 }

@@ -66,7 +66,7 @@ pub fn run(opts: TopOptions) -> anyhow::Result<Status> {
             .and_then(|v| v.parse().ok())
             .unwrap_or(120);
         let height = std::env::var("LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(40);
-        print!("{}", render_text(&app, width, height));
+        outp!("{}", render_text(&app, width, height));
         return Ok(Status::Ok);
     }
     // ratatui::try_init enters raw mode and the alternate screen and installs a panic
