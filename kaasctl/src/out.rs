@@ -9,8 +9,10 @@ use std::io::{IsTerminal, Write};
 pub struct Out {
     pub json: bool,
     pub color: bool,
-    /// Table width: the terminal's, or 80 when not a terminal.
-    pub width: u16,
+    /// Table width to wrap cells at: COLUMNS when set, else the terminal's. None when
+    /// stdout is not a terminal: lines are never wrapped, so `grep` and `cut` see
+    /// whole rows (UUIDs, paths and messages unbroken).
+    pub width: Option<u16>,
 }
 
 impl Out {
@@ -22,8 +24,10 @@ impl Out {
             ColorChoice::Never => false,
             ColorChoice::Auto => tty && !no_color,
         };
-        // COLUMNS wins (scripts, tests); a terminal without it gets 100; else 80.
-        let width = terminal_width().unwrap_or(if tty { 100 } else { 80 });
+        // COLUMNS wins (scripts, tests); then the terminal's width; a pipe or file
+        // gets whole lines.
+        let width = terminal_width()
+            .or_else(|| tty.then(|| ratatui::crossterm::terminal::size().map(|(w, _)| w).unwrap_or(100)));
         Out { json, color, width }
     }
 
@@ -31,9 +35,15 @@ impl Out {
         let mut t = Table::new();
         // Borderless, kubectl-style: two spaces between columns leaves the most room
         // for content in 80 columns.
-        t.load_preset(NOTHING)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(self.width);
+        t.load_preset(NOTHING);
+        match self.width {
+            Some(w) => {
+                t.set_content_arrangement(ContentArrangement::Dynamic).set_width(w);
+            }
+            None => {
+                t.set_content_arrangement(ContentArrangement::Disabled);
+            }
+        }
         if self.color {
             t.enforce_styling();
             t.set_header(header.iter().map(|h| Cell::new(h).add_attribute(Attribute::Bold)));

@@ -514,7 +514,8 @@ fn tables_fit_80_columns() {
             .arg(d.path())
             .args(args)
             .env("KAASCTL_NOW_MS", NOW.to_string())
-            .env_remove("COLUMNS")
+            // An 80-column terminal (a pipe gets whole lines, see below).
+            .env("COLUMNS", "80")
             .output()
             .unwrap();
         let text = String::from_utf8(out.stdout).unwrap();
@@ -679,4 +680,38 @@ fn a_reader_that_closes_early_ends_every_command_quietly() {
             out.status
         );
     }
+}
+
+/// Into a pipe (no COLUMNS, not a terminal) tables never wrap: every row is one line,
+/// whatever its length, so `grep` and `cut` see whole rows.
+#[test]
+fn piped_tables_are_never_wrapped() {
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    std::fs::write(d.path().join("__cluster/topics/broken.json"), b"{\"version\":1,").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+        .arg("--data-dir")
+        .arg(d.path())
+        .arg("topics")
+        .env_remove("COLUMNS")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("kaasctl runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    // Header, the unreadable topic and two topics: four lines, each whole.
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("broken.json") && l.contains("line 1 column 13")),
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("00000000-0000-0000-0000-000000000001") && l.contains("retention.ms=60000")),
+        "{text}"
+    );
+    assert!(lines.iter().map(|l| l.chars().count()).max().unwrap() > 100, "{text}");
 }
