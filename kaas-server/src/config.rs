@@ -7,6 +7,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One readable line per event (colour only on a terminal).
+    Human,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `fields` (the message
+    /// and every field of the event: `topic`, `partition`, `producer_id`, …), for log
+    /// collectors.
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FlushPolicy {
     /// acks=-1 produce requests are answered after an fsync that covers them
     /// (concurrent requests share one fsync); other data is fsynced every
@@ -27,6 +37,10 @@ pub struct Config {
     /// Directory holding the shared volume (created if missing).
     #[arg(long, env = "KAAS_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
+
+    /// How log lines are written to stderr.
+    #[arg(long, env = "KAAS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
 
     /// Address to listen on for Kafka clients.
     #[arg(long, env = "KAAS_LISTEN", default_value = "127.0.0.1:9092")]

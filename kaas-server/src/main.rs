@@ -1,6 +1,6 @@
 //! `kaas-server`: parse flags, set up logging, run until SIGTERM/SIGINT.
 
-use kaas_server::config::Config;
+use kaas_server::config::{Config, LogFormat};
 use std::io::IsTerminal;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -11,11 +11,20 @@ static GLOBAL: kaas_server::alloc::GuardedAlloc = kaas_server::alloc::GuardedAll
 
 fn main() -> std::process::ExitCode {
     let config = Config::parse_noting_sources();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
-        .init();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    match config.log_format {
+        LogFormat::Human => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init(),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
