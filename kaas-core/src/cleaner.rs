@@ -3,7 +3,7 @@
 //!
 //! A pass works in three steps, so that produce and fetch are held up only by the
 //! last one:
-//! 1. [`plan`] and [`CleanInput::capture`], under the partition lock: which sealed
+//! 1. [`plan`] and `PartitionState::clean_input`, under the partition lock: which sealed
 //!    segments may be cleaned (below the active segment, the last stable offset and
 //!    `min.compaction.lag.ms`), and the facts the pass needs (aborted transactions,
 //!    each live producer's last batch, the tombstone delete horizon).
@@ -35,8 +35,8 @@ use crate::error::read_versioned_json;
 use crate::fsutil::{sync_dir, write_json};
 use crate::log::compression::{compress, decompress, Codec};
 use crate::log::scan::{BatchScanner, Scanned};
-use crate::log::{LogConfig, LogError, PartitionLog};
-use crate::partition::{AbortedTxn, TXN_INDEX_ENTRY_LEN};
+use crate::log::{segment_file_name, LogConfig, LogError, PartitionLog};
+use crate::partition::{txn_index_entry, AbortedTxn};
 use crate::VolumeError;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -338,11 +338,11 @@ pub struct CleanOutput {
 }
 
 fn cleaned_path(dir: &Path, base: i64, ext: &str, tag: &str) -> PathBuf {
-    dir.join(format!("{base:020}.{ext}.{tag}.cleaned"))
+    dir.join(format!("{}.{tag}.cleaned", segment_file_name(base, ext)))
 }
 
 fn seg_path(dir: &Path, base: i64, ext: &str) -> PathBuf {
-    dir.join(format!("{base:020}.{ext}"))
+    dir.join(segment_file_name(base, ext))
 }
 
 /// A 128-bit hash of a record key (two independent SipHash-1-3 halves): the map
@@ -444,6 +444,15 @@ fn rebuild_batch(orig: &[u8], codec: Codec, plain: &[u8], kept: &[&Rec]) -> std:
     Ok(out)
 }
 
+/// The error that ends a pass asked to stop.
+fn stopped_error(dir: &Path) -> LogError {
+    VolumeError::Invalid {
+        path: dir.to_path_buf(),
+        detail: "cleaning stopped (shutdown or lost leadership); the log is as it was".into(),
+    }
+    .into()
+}
+
 /// Keeps a pass's read and write rate under a limit.
 struct Throttle<'a> {
     limit: Option<f64>,
@@ -461,21 +470,13 @@ impl Throttle<'_> {
         self.bytes += n as u64;
         self.calls += 1;
         if self.calls.is_multiple_of(64) && (self.stop)() {
-            return Err(VolumeError::Invalid {
-                path: self.dir.to_path_buf(),
-                detail: "cleaning stopped (shutdown or lost leadership); the log is as it was".into(),
-            }
-            .into());
+            return Err(stopped_error(self.dir));
         }
         if let Some(limit) = self.limit {
             let due = std::time::Duration::from_secs_f64(self.bytes as f64 / limit);
             while due > self.start.elapsed() {
                 if (self.stop)() {
-                    return Err(VolumeError::Invalid {
-                        path: self.dir.to_path_buf(),
-                        detail: "cleaning stopped (shutdown or lost leadership); the log is as it was".into(),
-                    }
-                    .into());
+                    return Err(stopped_error(self.dir));
                 }
                 std::thread::sleep((due - self.start.elapsed()).min(std::time::Duration::from_millis(100)));
             }
@@ -536,11 +537,7 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
     };
     let stopped = || -> Result<(), LogError> {
         if (limits.stop)() {
-            return Err(VolumeError::Invalid {
-                path: input.dir.clone(),
-                detail: "cleaning stopped (shutdown or lost leadership); the log is as it was".into(),
-            }
-            .into());
+            return Err(stopped_error(&input.dir));
         }
         Ok(())
     };
@@ -681,7 +678,9 @@ pub fn clean(input: &CleanInput, limits: CleanLimits<'_>, now_ms: i64) -> Result
                                     .iter()
                                     .find(|a| a.producer_id == h.producer_id && a.last_offset == h.base_offset)
                                 {
-                                    txnindex.extend_from_slice(&txn_index_entry(a));
+                                    // The last stable offset when the abort was written is not kept;
+                                    // its marker offset stands in (nothing reads that field).
+                                    txnindex.extend_from_slice(&txn_index_entry(a, a.last_offset));
                                 }
                             }
                             Some(bytes.into())
@@ -799,17 +798,6 @@ fn empty_batch(orig: &[u8]) -> Vec<u8> {
     let crc = crc32c::crc32c(&out[21..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     out
-}
-
-fn txn_index_entry(a: &AbortedTxn) -> [u8; TXN_INDEX_ENTRY_LEN] {
-    let mut e = [0u8; TXN_INDEX_ENTRY_LEN];
-    e[2..10].copy_from_slice(&a.producer_id.to_be_bytes());
-    e[10..18].copy_from_slice(&a.first_offset.to_be_bytes());
-    e[18..26].copy_from_slice(&a.last_offset.to_be_bytes());
-    // The last stable offset when the abort was written is not kept; its marker
-    // offset is a safe stand-in (nothing reads this field).
-    e[26..34].copy_from_slice(&a.last_offset.to_be_bytes());
-    e
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), LogError> {

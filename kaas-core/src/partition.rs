@@ -350,12 +350,7 @@ impl PartitionState {
         while let Some(&a) = self.unsynced_aborts.first() {
             let base = self.log.segment_base_for(a.last_offset);
             let path = self.log.dir().join(format!("{base:020}.txnindex"));
-            let mut entry = Vec::with_capacity(TXN_INDEX_ENTRY_LEN);
-            entry.extend_from_slice(&0i16.to_be_bytes());
-            entry.extend_from_slice(&a.producer_id.to_be_bytes());
-            entry.extend_from_slice(&a.first_offset.to_be_bytes());
-            entry.extend_from_slice(&a.last_offset.to_be_bytes());
-            entry.extend_from_slice(&self.last_stable_offset().to_be_bytes());
+            let entry = txn_index_entry(&a, self.last_stable_offset());
             let io = |e| VolumeError::io(&path, e);
             let created = !path.exists();
             let mut f = crate::fsutil::open_volume_file(std::fs::OpenOptions::new().create(true).append(true), &path)
@@ -585,6 +580,17 @@ pub fn replay(producers: &mut ProducerStateTable, h: &BatchHeader, marker: Optio
         }),
         _ => None,
     }
+}
+
+/// One `.txnindex` entry (see [`TXN_INDEX_ENTRY_LEN`]) for `a`, with `lso` as its
+/// last-stable-offset field.
+pub fn txn_index_entry(a: &AbortedTxn, lso: i64) -> [u8; TXN_INDEX_ENTRY_LEN] {
+    let mut e = [0u8; TXN_INDEX_ENTRY_LEN];
+    e[2..10].copy_from_slice(&a.producer_id.to_be_bytes());
+    e[10..18].copy_from_slice(&a.first_offset.to_be_bytes());
+    e[18..26].copy_from_slice(&a.last_offset.to_be_bytes());
+    e[26..34].copy_from_slice(&lso.to_be_bytes());
+    e
 }
 
 fn parse_txn_index_entry(chunk: &[u8]) -> AbortedTxn {

@@ -8,6 +8,7 @@ pub mod compression;
 pub mod scan;
 mod segment;
 
+pub(crate) use segment::file_name as segment_file_name;
 pub use segment::{Segment, SegmentError, INDEX_ENTRY_LEN};
 
 use crate::batch::{self, BatchError, BatchHeader};
@@ -104,6 +105,16 @@ pub const LOG_START_FORMAT_VERSION: u32 = 1;
 impl LogStartFile {
     pub fn path(dir: &Path) -> PathBuf {
         dir.join(LOG_START_FILE)
+    }
+
+    /// Records `offset` as the log start of the partition in `dir` (atomically, fsynced).
+    pub fn write(dir: &Path, offset: i64) -> Result<(), crate::VolumeError> {
+        let path = Self::path(dir);
+        let file = LogStartFile {
+            version: LOG_START_FORMAT_VERSION,
+            log_start_offset: offset,
+        };
+        crate::fsutil::write_json(&path, &file).map_err(|e| crate::VolumeError::io(&path, e))
     }
 
     /// The recorded log start of the partition in `dir`, None when none is recorded.
@@ -215,12 +226,7 @@ impl PartitionLog {
             tracing::warn!(dir = %dir.display(), recorded_start, log_end = end,
                 "the recorded log start is past the recovered log end; the log starts at its end");
             recorded_start = end;
-            let path = LogStartFile::path(dir);
-            let file = LogStartFile {
-                version: LOG_START_FORMAT_VERSION,
-                log_start_offset: end,
-            };
-            crate::fsutil::write_json(&path, &file).map_err(|e| crate::VolumeError::io(&path, e))?;
+            LogStartFile::write(dir, end)?;
         }
         Ok(PartitionLog {
             dir: dir.to_path_buf(),
@@ -285,12 +291,7 @@ impl PartitionLog {
             });
         }
         if offset > self.log_start_offset() {
-            let path = LogStartFile::path(&self.dir);
-            let file = LogStartFile {
-                version: LOG_START_FORMAT_VERSION,
-                log_start_offset: offset,
-            };
-            crate::fsutil::write_json(&path, &file).map_err(|e| crate::VolumeError::io(&path, e))?;
+            LogStartFile::write(&self.dir, offset)?;
             self.recorded_start = offset;
         }
         self.delete_segments_below_start()

@@ -59,7 +59,8 @@ pub struct Segment {
     torn_tail: bool,
 }
 
-fn file_name(base: i64, ext: &str) -> String {
+/// A segment file's name: its base offset as 20 digits, then `ext`.
+pub(crate) fn file_name(base: i64, ext: &str) -> String {
     format!("{base:020}.{ext}")
 }
 
