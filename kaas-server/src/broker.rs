@@ -132,9 +132,13 @@ impl Partition {
             return Ok(());
         }
         let (file, end) = self.state().log.sync_handle().map_err(std::io::Error::other)?;
+        let started = std::time::Instant::now();
         tokio::task::spawn_blocking(move || file.sync_data())
             .await
             .map_err(std::io::Error::other)??;
+        crate::metrics::metrics()
+            .log_fsync
+            .observe(started.elapsed().as_secs_f64());
         self.durable.fetch_max(end, Ordering::AcqRel);
         Ok(())
     }
@@ -1008,6 +1012,7 @@ impl Broker {
                 return Err(AppendRejected::LeaseExpired);
             }
             let now = now_ms();
+            let started = std::time::Instant::now();
             let outcome = if state.log.would_roll(records.len() as u64, now) {
                 // A roll seals (fsyncs) a segment and creates files.
                 crate::blocking::off_worker(|| state.append(records, headers, partition.leader_epoch, now))
@@ -1015,6 +1020,9 @@ impl Broker {
                 state.append(records, headers, partition.leader_epoch, now)
             }
             .map_err(AppendRejected::Append)?;
+            crate::metrics::metrics()
+                .produce_append
+                .observe(started.elapsed().as_secs_f64());
             // And after it: a process paused between the check and the write (SIGSTOP)
             // may have lost the partition meanwhile, its batch landing where the new
             // leader never reads. Not acknowledged; a retry goes to the new leader.
@@ -1245,6 +1253,7 @@ impl Broker {
         };
         match written {
             Some(info) => {
+                crate::metrics::metrics().markers_written.inc();
                 partition
                     .wait_durable(info.next_offset)
                     .await

@@ -46,6 +46,11 @@ pub struct Config {
     #[arg(long, env = "KAAS_LISTEN", default_value = "127.0.0.1:9092")]
     pub listen: SocketAddr,
 
+    /// Address of the operations listener: Prometheus metrics at /metrics, Kubernetes
+    /// probes at /health/live and /health/ready (docs/operations.md). Off when not set.
+    #[arg(long, env = "KAAS_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+
     /// This broker's id (node id in Metadata responses); unique in the cluster.
     #[arg(long, env = "KAAS_BROKER_ID", default_value_t = 0)]
     pub broker_id: i32,

@@ -9,6 +9,8 @@ pub mod cleaner;
 pub mod config;
 pub mod groups;
 pub mod handlers;
+pub mod http;
+pub mod metrics;
 pub mod runtime;
 pub mod server;
 pub mod txn_coordinator;

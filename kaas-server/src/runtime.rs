@@ -52,6 +52,28 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     };
     let written_at = Instant::now();
     lease.write(&volume)?;
+    // The operations listener answers liveness during the (possibly long) opening;
+    // readiness says "opening" until the broker serves.
+    let (ops_stop, ops_stopped) = watch::channel(false);
+    let ops = match config.metrics_listen {
+        Some(addr) => {
+            let ops_listener = TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on --metrics-listen {addr}: {e}"))?;
+            let state = std::sync::Arc::new(crate::http::OpsState {
+                broker: std::sync::OnceLock::new(),
+                volume: volume.clone(),
+                broker_id: config.broker_id,
+                incarnation: lease.incarnation.clone(),
+                kafka: bound,
+                shutdown: shutdown.clone(),
+            });
+            info!(metrics_listen = %ops_listener.local_addr()?, "operations listener: /metrics, /health/live, /health/ready");
+            let task = tokio::spawn(crate::http::serve(ops_listener, state.clone(), ops_stopped));
+            Some((state, task))
+        }
+        None => None,
+    };
     // Opening recovers every partition this broker owns, which can take longer than
     // the session timeout on big logs: the lease is renewed meanwhile, so peers do not
     // judge this process dead (and take its locks) while it is still recovering.
@@ -99,6 +121,9 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         cluster_id = %broker.cluster_id,
         "kaas-server ready"
     );
+    if let Some((state, _)) = &ops {
+        let _ = state.broker.set(broker.clone());
+    }
     let lease = std::sync::Arc::new(std::sync::Mutex::new(lease));
     let tasks = vec![
         tokio::spawn({
@@ -230,6 +255,10 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     });
     if let Err(e) = stopping.await {
         error!(error = %e, "releasing partitions at shutdown failed");
+    }
+    let _ = ops_stop.send(true);
+    if let Some((_, task)) = ops {
+        let _ = task.await;
     }
     info!("kaas-server stopped cleanly");
     Ok(())

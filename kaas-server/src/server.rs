@@ -102,6 +102,9 @@ impl ConnectionSlots {
         }
         *mine += 1;
         *total += 1;
+        let m = crate::metrics::metrics();
+        m.connections.inc();
+        m.connections_accepted.inc();
         Ok(Slot {
             slots: self.clone(),
             ip,
@@ -109,7 +112,8 @@ impl ConnectionSlots {
     }
 
     /// Logs a refusal, at most once a second (a flood must not flood the log too).
-    fn refused(&self, peer: SocketAddr, limit: &str, max: u32) {
+    fn refused(&self, peer: SocketAddr, limit: &'static str, max: u32) {
+        crate::metrics::metrics().connection_refused(limit);
         let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
         let now = kaas_core::now_ms();
         let last = self.last_warned_ms.load(Ordering::Relaxed);
@@ -126,6 +130,7 @@ impl ConnectionSlots {
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        crate::metrics::metrics().connections.dec();
         let mut counts = self.slots.counts.lock().unwrap_or_else(|p| p.into_inner());
         let (total, per_ip) = &mut *counts;
         *total -= 1;
@@ -396,7 +401,9 @@ pub async fn handle_frame(
         peer,
         shutdown: shutdown.clone(),
     };
+    let started = std::time::Instant::now();
     let response = handlers::dispatch(broker, &ctx, request).await;
+    crate::metrics::metrics().request_done(api, &response, started.elapsed());
     if silent {
         return Ok(None);
     }

@@ -301,9 +301,14 @@ impl TransactionCoordinator {
         step: impl FnOnce(&GroupCommit, &TxnStateStore) -> Result<(), VolumeError> + Send + 'static,
     ) -> Result<(), VolumeError> {
         let (store, group) = (self.store.clone(), self.group.clone());
-        tokio::task::spawn_blocking(move || step(&group, &store))
+        let started = std::time::Instant::now();
+        let synced = tokio::task::spawn_blocking(move || step(&group, &store))
             .await
-            .map_err(|e| VolumeError::io(path, std::io::Error::other(e)))?
+            .map_err(|e| VolumeError::io(path, std::io::Error::other(e)))?;
+        crate::metrics::metrics()
+            .txn_journal_sync
+            .observe(started.elapsed().as_secs_f64());
+        synced
     }
 
     /// Waits until slot `slot` is durable up to `generation` (group commit).
@@ -694,6 +699,7 @@ impl TransactionCoordinator {
             // Not waited for: the outcome is durable (Prepare*) and every marker is in
             // its log; lost in a crash, recovery finishes the Prepare* entry again.
             self.append(held, &[SlotOp::Put(done)], now)?;
+            crate::metrics::metrics().transaction_completed(current.state == TxnState::PrepareCommit);
             debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, state = current.state.as_str(), "transaction completed");
         }
         Ok(())
@@ -896,6 +902,7 @@ impl TransactionCoordinator {
         }
         self.reconcile_repairs
             .fetch_add(repairs as u64, std::sync::atomic::Ordering::Relaxed);
+        crate::metrics::metrics().reconcile_repairs.inc_by(repairs as u64);
         repairs
     }
 

@@ -20,6 +20,9 @@ pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher, deliveries
         return;
     }
     let now = kaas_core::now_ms();
+    crate::metrics::metrics()
+        .fence_events_applied
+        .inc_by(fresh.len() as u64);
     for f in &fresh {
         info!(
             producer_id = f.producer_id,

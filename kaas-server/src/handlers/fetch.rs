@@ -125,6 +125,12 @@ fn gather(
                                 }
                                 total += data.len();
                                 remaining = remaining.saturating_sub(data.len());
+                                if !data.is_empty() {
+                                    crate::metrics::metrics()
+                                        .topic(&name)
+                                        .bytes_out
+                                        .inc_by(data.len() as u64);
+                                }
                                 pd.records = Some(data);
                             }
                             Err(LogError::OutOfRange { .. }) => {

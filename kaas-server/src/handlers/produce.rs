@@ -170,7 +170,14 @@ fn append(
     // and the base offsets must be written into the bytes we store.
     let mut owned = BytesMut::from(records);
     match broker.append(partition, &mut owned, &headers, transactional_id) {
-        Ok((AppendOutcome::Appended(info), log_start)) => Ok((info.base_offset, info.next_offset, log_start)),
+        Ok((AppendOutcome::Appended(info), log_start)) => {
+            let counters = crate::metrics::metrics().topic(&partition.topic);
+            counters.bytes_in.inc_by(owned.len() as u64);
+            counters
+                .records_in
+                .inc_by(headers.iter().map(|h| h.record_count.max(0) as u64).sum());
+            Ok((info.base_offset, info.next_offset, log_start))
+        }
         Ok((
             AppendOutcome::Duplicate {
                 base_offset,

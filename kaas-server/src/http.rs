@@ -1,0 +1,238 @@
+//! The operations listener (`--metrics-listen`): `/metrics` for Prometheus and
+//! `/health/live`, `/health/ready` for Kubernetes probes (docs/operations.md).
+//!
+//! It starts before the volume is opened, so a liveness probe is answered during a
+//! long recovery (ready says "opening" meanwhile), and stops after the Kafka
+//! listener, saying "not ready" as soon as shutdown begins.
+
+use crate::broker::Broker;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use kaas_core::broker::BrokerLease;
+use kaas_core::Volume;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+/// Operations connections served at once; more are closed at accept (a scraper and
+/// two probes need three).
+const MAX_HTTP_CONNECTIONS: usize = 32;
+
+/// How long a probe's connection to the Kafka listener may take.
+const ACCEPT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What the handlers see.
+pub struct OpsState {
+    /// Set once the volume is open and the broker serves.
+    pub broker: OnceLock<Arc<Broker>>,
+    pub volume: Volume,
+    pub broker_id: i32,
+    /// This process's lease incarnation: the lease on the volume must still name it.
+    pub incarnation: String,
+    /// The Kafka listener's bound address, probed for readiness.
+    pub kafka: SocketAddr,
+    /// Flips when shutdown begins.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Serves until `stop` flips.
+pub async fn serve(listener: TcpListener, state: Arc<OpsState>, mut stop: watch::Receiver<bool>) {
+    let slots = Arc::new(Semaphore::new(MAX_HTTP_CONNECTIONS));
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        debug!(%peer, "operations listener: too many connections; closing this one");
+                        continue;
+                    };
+                    let state = state.clone();
+                    conns.spawn(async move {
+                        let _slot = slot;
+                        let service = hyper::service::service_fn(move |req| {
+                            let state = state.clone();
+                            async move { Ok::<_, Infallible>(route(&state, req).await) }
+                        });
+                        let served = hyper::server::conn::http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(Duration::from_secs(10))
+                            .keep_alive(true)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                        if let Err(e) = served {
+                            debug!(%peer, error = %e, "operations connection ended");
+                        }
+                    });
+                }
+                Err(e) => {
+                    warn!(error = %e, "operations listener: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    conns.abort_all();
+}
+
+fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    if let Ok(v) = content_type.parse() {
+        response.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    response
+}
+
+async fn route(state: &Arc<OpsState>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return reply(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "only GET\n");
+    }
+    match req.uri().path() {
+        "/metrics" => {
+            let broker = state.broker.get().cloned();
+            match tokio::task::spawn_blocking(move || crate::metrics::render(broker.as_deref())).await {
+                Ok(Ok(text)) => reply(
+                    StatusCode::OK,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    text,
+                ),
+                Ok(Err(e)) => reply(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    format!("encoding metrics failed: {e}\n"),
+                ),
+                Err(e) => reply(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    format!("collecting metrics failed: {e}\n"),
+                ),
+            }
+        }
+        "/health/live" => reply(StatusCode::OK, "text/plain", "live\n"),
+        "/health/ready" => {
+            let checks = readiness(state).await;
+            let ready = checks.iter().all(|c| c.ok);
+            let body = serde_json::json!({
+                "status": if ready { "ready" } else { "not ready" },
+                "checks": checks
+                    .iter()
+                    .map(|c| (c.name.to_string(), serde_json::json!({"ok": c.ok, "detail": c.detail})))
+                    .collect::<serde_json::Map<_, _>>(),
+            });
+            let status = if ready {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            reply(status, "application/json", format!("{body}\n"))
+        }
+        _ => reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: try /metrics, /health/live or /health/ready\n",
+        ),
+    }
+}
+
+/// One readiness check's outcome.
+#[derive(Debug)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+fn check(name: &'static str, result: Result<String, String>) -> Check {
+    match result {
+        Ok(detail) => Check { name, ok: true, detail },
+        Err(detail) => Check {
+            name,
+            ok: false,
+            detail,
+        },
+    }
+}
+
+/// Ready when: the volume is open and the broker not stopping; its own lease reads
+/// back (the volume is readable) naming this process, not stopped (the lease is
+/// held); the lease was renewed — written — within half the session timeout (the
+/// volume is writable, and the broker may append); and the Kafka listener accepts a
+/// connection.
+pub async fn readiness(state: &Arc<OpsState>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let broker = state.broker.get().cloned();
+    checks.push(check(
+        "serving",
+        match (&broker, *state.shutdown.borrow()) {
+            (_, true) => Err("shutting down".into()),
+            (None, _) => Err("opening the volume (recovering partitions)".into()),
+            (Some(_), false) => Ok("serving".into()),
+        },
+    ));
+    let lease = {
+        let (volume, id) = (state.volume.clone(), state.broker_id);
+        tokio::task::spawn_blocking(move || BrokerLease::read(&volume, id))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+    };
+    checks.push(check(
+        "volume_readable",
+        lease
+            .as_ref()
+            .map(|_| "own lease read back".to_string())
+            .map_err(|e| format!("cannot read own lease: {e}")),
+    ));
+    checks.push(check(
+        "lease_held",
+        match &lease {
+            Ok(l) if l.incarnation != state.incarnation => Err(format!(
+                "the lease names incarnation {} (another process), not this one",
+                l.incarnation
+            )),
+            Ok(l) if l.stopped_ms.is_some() => Err("the lease is marked stopped".into()),
+            Ok(_) => Ok("the lease names this process".into()),
+            Err(_) => Err("own lease unreadable".into()),
+        },
+    ));
+    checks.push(check(
+        "volume_writable",
+        match &broker {
+            Some(b) if b.lease_fresh() => Ok("lease renewed within half the session timeout".into()),
+            Some(_) => Err(
+                "the lease was not renewed (written) within half the session timeout: the broker stepped down".into(),
+            ),
+            None => Err("not open yet".into()),
+        },
+    ));
+    let probe = if state.kafka.ip().is_unspecified() {
+        let loopback: std::net::IpAddr = if state.kafka.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        };
+        SocketAddr::new(loopback, state.kafka.port())
+    } else {
+        state.kafka
+    };
+    checks.push(check(
+        "listener_accepting",
+        match tokio::time::timeout(ACCEPT_PROBE_TIMEOUT, TcpStream::connect(probe)).await {
+            Ok(Ok(_)) => Ok(format!("{probe} accepted a connection")),
+            Ok(Err(e)) => Err(format!("{probe}: {e}")),
+            Err(_) => Err(format!("{probe}: no connection within {ACCEPT_PROBE_TIMEOUT:?}")),
+        },
+    ));
+    checks
+}

@@ -1,0 +1,686 @@
+//! What a broker exports to Prometheus (docs/operations.md#metrics).
+//!
+//! Two kinds of figures:
+//! - counters and histograms the request paths update as they go ([`Metrics`], one
+//!   per process: a process runs one broker), kept allocation-free on the hot paths
+//!   (per-API and per-topic series are looked up by key, their handles cached);
+//! - gauges read off the broker's state at scrape time ([`render`]): partitions led,
+//!   offsets and LSO lag per partition, open transactions, the marker queue, the
+//!   leases. They are built afresh for each scrape, so a partition this broker no
+//!   longer leads, or a broker gone from the volume, leaves no stale series behind.
+//!
+//! Names follow Prometheus conventions: `kaas_` prefix, base units (seconds, bytes),
+//! `_total` on counters (added by the encoder).
+
+use crate::broker::Broker;
+use kafka_protocol::messages::{ApiKey, ResponseKind};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::AtomicU64;
+use std::sync::{LazyLock, RwLock};
+use std::time::Duration;
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+    &METRICS
+}
+
+/// A Kafka API, labelled by its name (`Produce`, `EndTxn`, …).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Api(pub ApiKey);
+
+impl EncodeLabelValue for Api {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        write!(encoder, "{:?}", self.0)
+    }
+}
+
+/// A Kafka error code, labelled by its protocol name (`NOT_LEADER_OR_FOLLOWER`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct ErrorName(pub i16);
+
+impl EncodeLabelValue for ErrorName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(&error_name(self.0))
+    }
+}
+
+/// Kafka's name of an error code: `NotLeaderOrFollower` → `NOT_LEADER_OR_FOLLOWER`.
+pub fn error_name(code: i16) -> String {
+    match kafka_protocol::error::ResponseError::try_from_code(code) {
+        Some(e) => {
+            let camel = format!("{e:?}");
+            let mut name = String::with_capacity(camel.len() + 8);
+            for (i, c) in camel.chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    name.push('_');
+                }
+                name.push(c.to_ascii_uppercase());
+            }
+            name
+        }
+        None => format!("ERROR_CODE_{code}"),
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiLabels {
+    api: Api,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    api: Api,
+    error: ErrorName,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TopicLabels {
+    topic: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    limit: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartitionLabels {
+    topic: String,
+    partition: i32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BrokerLabels {
+    broker: i32,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Latency buckets: 100 µs to about 15 s, each 2.5 times the last.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.5, 14))
+}
+
+/// One topic's traffic counters, cached so a request finds them without allocating.
+#[derive(Clone)]
+pub struct TopicCounters {
+    pub bytes_in: Counter,
+    pub records_in: Counter,
+    pub bytes_out: Counter,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<ApiLabels, Counter>,
+    request_errors: Family<ErrorLabels, Counter>,
+    request_duration: HistogramFamily<ApiLabels>,
+    bytes_in: Family<TopicLabels, Counter>,
+    records_in: Family<TopicLabels, Counter>,
+    bytes_out: Family<TopicLabels, Counter>,
+    topics: RwLock<HashMap<String, TopicCounters>>,
+    /// Appending one partition's records under its lock (idempotence checks, the
+    /// write, a roll if due).
+    pub produce_append: Histogram,
+    /// One fdatasync of a partition log.
+    pub log_fsync: Histogram,
+    /// A transaction state change waiting for its slot journal to be durable
+    /// (a shared fdatasync, group commit).
+    pub txn_journal_sync: Histogram,
+    pub connections: Gauge,
+    pub connections_accepted: Counter,
+    connections_refused: Family<LimitLabels, Counter>,
+    transactions_completed: Family<ResultLabels, Counter>,
+    pub fence_events_applied: Counter,
+    pub reconcile_repairs: Counter,
+    pub markers_written: Counter<u64, AtomicU64>,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("kaas");
+        let requests = Family::<ApiLabels, Counter>::default();
+        registry.register("requests", "Requests answered, per API", requests.clone());
+        let request_errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "request_errors",
+            "Error codes in responses, per API and error (each partition or resource of a response counts)",
+            request_errors.clone(),
+        );
+        let request_duration: HistogramFamily<ApiLabels> = Family::new_with_constructor(latency_histogram);
+        registry.register_with_unit(
+            "request_duration",
+            "Time from a request decoded to its response ready, per API (long polls and rebalance waits included)",
+            Unit::Seconds,
+            request_duration.clone(),
+        );
+        let bytes_in = Family::<TopicLabels, Counter>::default();
+        registry.register_with_unit(
+            "topic_produced",
+            "Record batch bytes appended to the topic's partitions led here (duplicates not counted)",
+            Unit::Bytes,
+            bytes_in.clone(),
+        );
+        let records_in = Family::<TopicLabels, Counter>::default();
+        registry.register(
+            "topic_produced_records",
+            "Records appended to the topic's partitions led here",
+            records_in.clone(),
+        );
+        let bytes_out = Family::<TopicLabels, Counter>::default();
+        registry.register_with_unit(
+            "topic_fetched",
+            "Record batch bytes returned by Fetch from the topic",
+            Unit::Bytes,
+            bytes_out.clone(),
+        );
+        let produce_append = latency_histogram();
+        registry.register_with_unit(
+            "produce_append_duration",
+            "Appending one partition's records of a Produce under the partition lock",
+            Unit::Seconds,
+            produce_append.clone(),
+        );
+        let log_fsync = latency_histogram();
+        registry.register_with_unit(
+            "log_fsync_duration",
+            "One fdatasync of a partition log",
+            Unit::Seconds,
+            log_fsync.clone(),
+        );
+        let txn_journal_sync = latency_histogram();
+        registry.register_with_unit(
+            "txn_journal_sync_duration",
+            "A transaction state change waiting for its slot journal to be durable (one fdatasync shared by concurrent changes)",
+            Unit::Seconds,
+            txn_journal_sync.clone(),
+        );
+        let connections = Gauge::default();
+        registry.register("connections", "Open client connections", connections.clone());
+        let connections_accepted = Counter::default();
+        registry.register(
+            "connections_accepted",
+            "Client connections accepted",
+            connections_accepted.clone(),
+        );
+        let connections_refused = Family::<LimitLabels, Counter>::default();
+        registry.register(
+            "connections_refused",
+            "Client connections closed at accept, per limit reached",
+            connections_refused.clone(),
+        );
+        let transactions_completed = Family::<ResultLabels, Counter>::default();
+        // Both results from the start, so rates and alerts see 0 rather than nothing.
+        for result in ["commit", "abort"] {
+            let _ = transactions_completed.get_or_create(&ResultLabels { result });
+        }
+        registry.register(
+            "transactions_completed",
+            "Transactions this broker's coordinator completed (every marker written), per result",
+            transactions_completed.clone(),
+        );
+        let fence_events_applied = Counter::default();
+        registry.register(
+            "fence_events_applied",
+            "Other brokers' producer epoch bumps applied to partitions led here",
+            fence_events_applied.clone(),
+        );
+        let reconcile_repairs = Counter::default();
+        registry.register(
+            "reconcile_repairs",
+            "Hanging transactions the reconcile backstop ended",
+            reconcile_repairs.clone(),
+        );
+        let markers_written = Counter::default();
+        registry.register(
+            "markers_written",
+            "COMMIT/ABORT markers written into partitions led here",
+            markers_written.clone(),
+        );
+        registry.register(
+            "build",
+            "The broker's version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        Metrics {
+            registry,
+            requests,
+            request_errors,
+            request_duration,
+            bytes_in,
+            records_in,
+            bytes_out,
+            topics: RwLock::new(HashMap::new()),
+            produce_append,
+            log_fsync,
+            txn_journal_sync,
+            connections,
+            connections_accepted,
+            connections_refused,
+            transactions_completed,
+            fence_events_applied,
+            reconcile_repairs,
+            markers_written,
+        }
+    }
+
+    /// Counts one answered request, the error codes in its response and its latency.
+    pub fn request_done(&self, api: ApiKey, response: &ResponseKind, elapsed: Duration) {
+        let labels = ApiLabels { api: Api(api) };
+        self.requests.get_or_create(&labels).inc();
+        self.request_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        error_codes(response, &mut |code| {
+            if code != 0 {
+                self.request_errors
+                    .get_or_create(&ErrorLabels {
+                        api: Api(api),
+                        error: ErrorName(code),
+                    })
+                    .inc();
+            }
+        });
+    }
+
+    /// The traffic counters of `topic` (created at first use).
+    pub fn topic(&self, topic: &str) -> TopicCounters {
+        if let Some(c) = self.topics.read().unwrap_or_else(|p| p.into_inner()).get(topic) {
+            return c.clone();
+        }
+        let labels = TopicLabels {
+            topic: topic.to_string(),
+        };
+        let counters = TopicCounters {
+            bytes_in: self.bytes_in.get_or_create_owned(&labels),
+            records_in: self.records_in.get_or_create_owned(&labels),
+            bytes_out: self.bytes_out.get_or_create_owned(&labels),
+        };
+        self.topics
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(topic.to_string())
+            .or_insert(counters)
+            .clone()
+    }
+
+    /// Drops the series of topics not in `keep` (deleted ones), so they do not
+    /// linger in every scrape.
+    fn forget_topics_except(&self, keep: &std::collections::HashSet<&str>) {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        topics.retain(|name, _| {
+            if keep.contains(name.as_str()) {
+                return true;
+            }
+            let labels = TopicLabels { topic: name.clone() };
+            self.bytes_in.remove(&labels);
+            self.records_in.remove(&labels);
+            self.bytes_out.remove(&labels);
+            false
+        });
+    }
+
+    pub fn connection_refused(&self, limit: &'static str) {
+        self.connections_refused.get_or_create(&LimitLabels { limit }).inc();
+    }
+
+    pub fn transaction_completed(&self, commit: bool) {
+        let result = if commit { "commit" } else { "abort" };
+        self.transactions_completed
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+}
+
+/// The exposition of one scrape (OpenMetrics text): the process's counters, then the
+/// broker's state as of now (None while the volume is still being opened). Reads
+/// lease files and the marker queue: call it off the runtime's workers.
+pub fn render(broker: Option<&Broker>) -> Result<String, std::fmt::Error> {
+    let m = metrics();
+    let mut out = String::with_capacity(16 << 10);
+    if let Some(b) = broker {
+        let topics = b.topics();
+        m.forget_topics_except(&topics.iter().map(|t| t.meta.name.as_str()).collect());
+    }
+    prometheus_client::encoding::text::encode_registry(&mut out, &m.registry)?;
+    if let Some(b) = broker {
+        prometheus_client::encoding::text::encode_registry(&mut out, &broker_state(b))?;
+    }
+    prometheus_client::encoding::text::encode_eof(&mut out)?;
+    Ok(out)
+}
+
+/// Gauges read off the broker at scrape time.
+fn broker_state(broker: &Broker) -> Registry {
+    let mut r = Registry::with_prefix("kaas");
+    let now = kaas_core::now_ms();
+    let secs = |ms: i64| ms.max(0) as f64 / 1000.0;
+
+    let hw = Family::<PartitionLabels, Gauge>::default();
+    let lso = Family::<PartitionLabels, Gauge>::default();
+    let lag = Family::<PartitionLabels, Gauge>::default();
+    let start = Family::<PartitionLabels, Gauge>::default();
+    let partitions = broker.partitions();
+    let mut led = 0;
+    for p in partitions.iter().filter(|p| !p.is_retired()) {
+        led += 1;
+        let (end, stable, first) = {
+            let state = p.state();
+            (
+                state.log.log_end_offset(),
+                state.last_stable_offset(),
+                state.log.log_start_offset(),
+            )
+        };
+        let labels = PartitionLabels {
+            topic: p.topic.clone(),
+            partition: p.index,
+        };
+        hw.get_or_create(&labels).set(end);
+        lso.get_or_create(&labels).set(stable);
+        lag.get_or_create(&labels).set(end - stable);
+        start.get_or_create(&labels).set(first);
+    }
+    let partitions_led = Gauge::<i64>::default();
+    partitions_led.set(led);
+    r.register("partitions_led", "Partitions this broker leads", partitions_led);
+    r.register(
+        "partition_high_watermark",
+        "High watermark (log end offset) of each partition led here",
+        hw,
+    );
+    r.register(
+        "partition_last_stable_offset",
+        "Last stable offset of each partition led here: read_committed consumers see up to it",
+        lso,
+    );
+    r.register(
+        "partition_lso_lag",
+        "High watermark minus last stable offset: offsets held back by open transactions",
+        lag,
+    );
+    r.register(
+        "partition_log_start_offset",
+        "First offset of each partition led here",
+        start,
+    );
+
+    // Transactions of the slots this broker coordinates.
+    let open = Family::<StateLabels, Gauge>::default();
+    for state in ["Ongoing", "PrepareCommit", "PrepareAbort"] {
+        open.get_or_create(&StateLabels { state }).set(0);
+    }
+    let mut oldest: Option<i64> = None;
+    let mut unreadable = 0;
+    for slot in 0..kaas_core::txn_store::SLOTS {
+        if !broker.owns_txn_slot(slot) {
+            continue;
+        }
+        let visited = broker.txn.visit(slot, |st| {
+            for e in st.entries().values() {
+                let state = e.state.as_str();
+                if matches!(state, "Ongoing" | "PrepareCommit" | "PrepareAbort") {
+                    open.get_or_create(&StateLabels {
+                        state: match state {
+                            "Ongoing" => "Ongoing",
+                            "PrepareCommit" => "PrepareCommit",
+                            _ => "PrepareAbort",
+                        },
+                    })
+                    .inc();
+                    if e.txn_start_ms >= 0 {
+                        oldest = Some(oldest.map_or(e.txn_start_ms, |o: i64| o.min(e.txn_start_ms)));
+                    }
+                }
+            }
+        });
+        if let Err(e) = visited {
+            unreadable += 1;
+            tracing::warn!(slot, error = %e, "metrics: transaction slot unreadable");
+        }
+    }
+    r.register(
+        "transactions_open",
+        "Open transactions of the slots this broker coordinates, per state",
+        open,
+    );
+    let oldest_age = Gauge::<f64, AtomicU64>::default();
+    oldest_age.set(oldest.map_or(0.0, |t| secs(now - t)));
+    r.register_with_unit(
+        "transaction_oldest_open_age",
+        "Age of the oldest open transaction of the slots this broker coordinates (0 when none)",
+        Unit::Seconds,
+        oldest_age,
+    );
+    let slots_unreadable = Gauge::<i64>::default();
+    slots_unreadable.set(unreadable);
+    r.register(
+        "transaction_slots_unreadable",
+        "Transaction slots this broker coordinates that could not be read at this scrape",
+        slots_unreadable,
+    );
+
+    // The marker queue this broker applies.
+    let depth = Gauge::<i64>::default();
+    let queue_age = Gauge::<f64, AtomicU64>::default();
+    match kaas_core::marker_queue::list(&broker.volume, broker.config.broker_id) {
+        Ok(entries) => {
+            depth.set(entries.len() as i64);
+            let oldest = entries
+                .iter()
+                .filter_map(|(_, e)| e.as_ref().ok().map(|e| e.enqueued_ms))
+                .min();
+            queue_age.set(oldest.map_or(0.0, |t| secs(now - t)));
+        }
+        Err(e) => {
+            depth.set(-1);
+            tracing::warn!(error = %e, "metrics: marker queue unreadable");
+        }
+    }
+    r.register(
+        "marker_queue_entries",
+        "Entries in this broker's marker queue (markers other coordinators asked it to write; -1 when unreadable)",
+        depth,
+    );
+    r.register_with_unit(
+        "marker_queue_oldest_entry_age",
+        "Age of the oldest entry in this broker's marker queue (0 when empty)",
+        Unit::Seconds,
+        queue_age,
+    );
+
+    // Every broker's lease as this broker reads it.
+    let lease_age = Family::<BrokerLabels, Gauge<f64, AtomicU64>>::default();
+    let live = Family::<BrokerLabels, Gauge>::default();
+    let live_now = broker.live_brokers();
+    match kaas_core::broker::list_brokers(&broker.volume) {
+        Ok(leases) => {
+            for lease in leases.into_iter().flatten() {
+                let labels = BrokerLabels {
+                    broker: lease.broker_id,
+                };
+                lease_age.get_or_create(&labels).set(secs(now - lease.heartbeat_ms));
+                live.get_or_create(&labels)
+                    .set(live_now.contains_key(&lease.broker_id) as i64);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "metrics: broker leases unreadable"),
+    }
+    r.register_with_unit(
+        "broker_lease_age",
+        "Time since each broker's last heartbeat on the volume, by this broker's clock",
+        Unit::Seconds,
+        lease_age,
+    );
+    r.register(
+        "broker_live",
+        "Whether this broker counts each broker live (1) or not (0)",
+        live,
+    );
+    let fresh = Gauge::<i64>::default();
+    fresh.set(broker.lease_fresh() as i64);
+    r.register(
+        "lease_fresh",
+        "Whether this broker's own lease was renewed within half the session timeout (1): it may write",
+        fresh,
+    );
+    r
+}
+
+/// Calls `f` with every error code in `response` (Kafka's `errorCounts`): the
+/// top-level code where there is one, and each partition's, resource's or member's.
+pub fn error_codes(response: &ResponseKind, f: &mut impl FnMut(i16)) {
+    match response {
+        ResponseKind::Produce(r) => r
+            .responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .for_each(|p| f(p.error_code)),
+        ResponseKind::Fetch(r) => {
+            f(r.error_code);
+            r.responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| f(p.error_code));
+        }
+        ResponseKind::ListOffsets(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code)),
+        ResponseKind::Metadata(r) => {
+            f(r.error_code);
+            for t in &r.topics {
+                f(t.error_code);
+                t.partitions.iter().for_each(|p| f(p.error_code));
+            }
+        }
+        ResponseKind::OffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code)),
+        ResponseKind::OffsetFetch(r) => {
+            f(r.error_code);
+            r.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| f(p.error_code));
+            for g in &r.groups {
+                f(g.error_code);
+                g.topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .for_each(|p| f(p.error_code));
+            }
+        }
+        ResponseKind::FindCoordinator(r) => {
+            f(r.error_code);
+            r.coordinators.iter().for_each(|c| f(c.error_code));
+        }
+        ResponseKind::JoinGroup(r) => f(r.error_code),
+        ResponseKind::Heartbeat(r) => f(r.error_code),
+        ResponseKind::LeaveGroup(r) => {
+            f(r.error_code);
+            r.members.iter().for_each(|m| f(m.error_code));
+        }
+        ResponseKind::SyncGroup(r) => f(r.error_code),
+        ResponseKind::DescribeGroups(r) => r.groups.iter().for_each(|g| f(g.error_code)),
+        ResponseKind::ListGroups(r) => f(r.error_code),
+        ResponseKind::ApiVersions(r) => f(r.error_code),
+        ResponseKind::CreateTopics(r) => r.topics.iter().for_each(|t| f(t.error_code)),
+        ResponseKind::DeleteTopics(r) => r.responses.iter().for_each(|t| f(t.error_code)),
+        ResponseKind::DescribeConfigs(r) => r.results.iter().for_each(|x| f(x.error_code)),
+        ResponseKind::AlterConfigs(r) => r.responses.iter().for_each(|x| f(x.error_code)),
+        ResponseKind::IncrementalAlterConfigs(r) => r.responses.iter().for_each(|x| f(x.error_code)),
+        ResponseKind::CreatePartitions(r) => r.results.iter().for_each(|x| f(x.error_code)),
+        ResponseKind::DeleteGroups(r) => r.results.iter().for_each(|x| f(x.error_code)),
+        ResponseKind::DeleteRecords(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code)),
+        ResponseKind::OffsetDelete(r) => {
+            f(r.error_code);
+            r.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| f(p.error_code));
+        }
+        ResponseKind::DescribeCluster(r) => f(r.error_code),
+        ResponseKind::InitProducerId(r) => f(r.error_code),
+        ResponseKind::AddPartitionsToTxn(r) => {
+            f(r.error_code);
+            r.results_by_transaction
+                .iter()
+                .flat_map(|t| &t.topic_results)
+                .chain(&r.results_by_topic_v3_and_below)
+                .flat_map(|t| &t.results_by_partition)
+                .for_each(|p| f(p.partition_error_code));
+        }
+        ResponseKind::AddOffsetsToTxn(r) => f(r.error_code),
+        ResponseKind::EndTxn(r) => f(r.error_code),
+        ResponseKind::TxnOffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code)),
+        ResponseKind::DescribeProducers(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code)),
+        ResponseKind::DescribeTransactions(r) => r.transaction_states.iter().for_each(|t| f(t.error_code)),
+        ResponseKind::ListTransactions(r) => f(r.error_code),
+        // APIs this broker does not answer: no response of theirs is ever built.
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_names_are_kafkas() {
+        assert_eq!(error_name(6), "NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(error_name(48), "INVALID_TXN_STATE");
+        assert_eq!(error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(error_name(30_000), "ERROR_CODE_30000");
+    }
+
+    #[test]
+    fn every_partition_error_of_a_produce_response_counts() {
+        use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+        use kafka_protocol::messages::ProduceResponse;
+        let response = ResponseKind::Produce(ProduceResponse::default().with_responses(vec![
+            TopicProduceResponse::default().with_partition_responses(vec![
+                PartitionProduceResponse::default().with_error_code(6),
+                PartitionProduceResponse::default(),
+                PartitionProduceResponse::default().with_error_code(6),
+            ]),
+        ]));
+        let mut codes = Vec::new();
+        error_codes(&response, &mut |c| codes.push(c));
+        assert_eq!(codes, vec![6, 0, 6]);
+    }
+}
