@@ -56,7 +56,8 @@ impl EncodeLabelValue for ErrorName {
 /// Kafka's name of an error code: `NotLeaderOrFollower` → `NOT_LEADER_OR_FOLLOWER`.
 pub fn error_name(code: i16) -> String {
     match kafka_protocol::error::ResponseError::try_from_code(code) {
-        Some(e) => {
+        // Codes the codec does not know come back as `Unknown(code)`.
+        Some(e) if !format!("{e:?}").contains('(') => {
             let camel = format!("{e:?}");
             let mut name = String::with_capacity(camel.len() + 8);
             for (i, c) in camel.chars().enumerate() {
@@ -67,7 +68,7 @@ pub fn error_name(code: i16) -> String {
             }
             name
         }
-        None => format!("ERROR_CODE_{code}"),
+        _ => format!("ERROR_CODE_{code}"),
     }
 }
 
