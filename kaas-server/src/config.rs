@@ -34,6 +34,17 @@ pub enum FlushPolicy {
     long_about = "A Kafka-compatible broker whose brokers share one volume.\n\nAll state lives under --data-dir in the layout documented in docs/volume-layout.md. Logs go to stderr through tracing; set RUST_LOG (e.g. RUST_LOG=kaas_server=debug) to change the level. SIGTERM or SIGINT stop the broker cleanly."
 )]
 pub struct Config {
+    /// A TOML file of settings: each key a long flag without `--` (`data-dir =
+    /// "/var/lib/kaas"`, `segment-bytes = 1073741824`). Flags and KAAS_* variables
+    /// override it; unknown keys are an error.
+    #[arg(long, env = "KAAS_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Print the effective configuration (as a config file, with each value's source)
+    /// and exit.
+    #[arg(long)]
+    pub print_config: bool,
+
     /// Directory holding the shared volume (created if missing).
     #[arg(long, env = "KAAS_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
@@ -207,25 +218,298 @@ pub struct Config {
     /// the rest as DEFAULT_CONFIG.
     #[arg(skip)]
     pub explicit: std::collections::BTreeSet<String>,
+
+    /// Every setting's key (its long flag), effective value and origin, by id.
+    #[arg(skip)]
+    pub sources: std::collections::BTreeMap<String, Setting>,
+}
+
+/// Arguments about the configuration itself: not settings, not allowed in the file.
+const SELF_ARGS: &[&str] = &["config", "print_config", "help", "version"];
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Flag,
+    Env(String),
+    File(PathBuf),
+    Default,
+}
+
+/// One setting as `--print-config` shows it.
+#[derive(Debug, Clone)]
+pub struct Setting {
+    /// The long flag, which is also the key in a config file.
+    pub key: String,
+    /// None when not set (an optional setting without a default).
+    pub value: Option<String>,
+    pub origin: Origin,
+}
+
+/// A config file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is not valid TOML: {detail}")]
+    Syntax { path: PathBuf, detail: String },
+    #[error(
+        "config file {path}: unknown key `{key}`{hint} (keys are the long flags without `--`, see kaas-server --help)"
+    )]
+    UnknownKey { path: PathBuf, key: String, hint: String },
+    #[error("config file {path}: key `{key}`: {detail}")]
+    Value { path: PathBuf, key: String, detail: String },
+}
+
+/// The settings of a TOML config file: (arg id, long flag, value as a flag takes it).
+/// Every key must be a setting's long flag; values are strings, numbers or booleans.
+fn read_config_file(
+    command: &clap::Command,
+    path: &std::path::Path,
+) -> Result<Vec<(String, String, String)>, ConfigError> {
+    let text = kaas_core::fsutil::read_capped(path, 1 << 20)
+        .map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+        .and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|e| ConfigError::Syntax {
+                path: path.to_path_buf(),
+                detail: format!("not UTF-8: {e}"),
+            })
+        })?;
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let at = e.span().map(|span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {column}: ")
+        });
+        ConfigError::Syntax {
+            path: path.to_path_buf(),
+            detail: format!("{}{}", at.unwrap_or_default(), e.message()),
+        }
+    })?;
+    let settings: Vec<(&str, &str)> = command
+        .get_arguments()
+        .filter(|a| !SELF_ARGS.contains(&a.get_id().as_str()))
+        .filter_map(|a| Some((a.get_id().as_str(), a.get_long()?)))
+        .collect();
+    let mut out = Vec::new();
+    for (key, value) in table {
+        let Some(&(id, long)) = settings.iter().find(|(_, long)| *long == key) else {
+            let closest = settings
+                .iter()
+                .map(|(_, long)| (strsim::jaro(long, &key), *long))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .filter(|(score, _)| *score > 0.8);
+            return Err(ConfigError::UnknownKey {
+                path: path.to_path_buf(),
+                hint: closest
+                    .map(|(_, l)| format!(" (did you mean `{l}`?)"))
+                    .unwrap_or_default(),
+                key,
+            });
+        };
+        let value = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(ConfigError::Value {
+                    path: path.to_path_buf(),
+                    key,
+                    detail: format!("expected a string, number or boolean, found {}", other.type_str()),
+                })
+            }
+        };
+        out.push((id.to_string(), long.to_string(), value));
+    }
+    Ok(out)
+}
+
+/// The configuration reference of docs/operations.md, generated from the flags: each
+/// setting's file key (its long flag), env variable, default and help.
+pub fn reference_markdown() -> String {
+    use clap::CommandFactory;
+    let mut out = String::from("| Key (file) / flag | Environment | Default | What it does |\n|---|---|---|---|\n");
+    let command = Config::command();
+    for arg in command.get_arguments() {
+        let (Some(long), id) = (arg.get_long(), arg.get_id().as_str()) else {
+            continue;
+        };
+        if matches!(id, "help" | "version") {
+            continue;
+        }
+        let env = arg
+            .get_env()
+            .map(|e| format!("`{}`", e.to_string_lossy()))
+            .unwrap_or_else(|| "—".into());
+        let defaults: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect();
+        let default = if defaults.is_empty() {
+            "not set".to_string()
+        } else {
+            format!("`{}`", defaults.join(","))
+        };
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace('|', "\\|");
+        let key = if SELF_ARGS.contains(&id) {
+            let how = if arg.get_env().is_some() {
+                "flag and env only"
+            } else {
+                "flag only"
+            };
+            format!("`--{long}` ({how})")
+        } else {
+            format!("`{long}`")
+        };
+        out.push_str(&format!("| {key} | {env} | {default} | {help} |\n"));
+    }
+    out
+}
+
+/// A value as TOML writes it: numbers and booleans bare, anything else a string.
+fn toml_value(v: &str) -> String {
+    if v.parse::<i64>().is_ok() || v.parse::<f64>().is_ok_and(f64::is_finite) || v == "true" || v == "false" {
+        v.to_string()
+    } else {
+        toml::Value::String(v.to_string()).to_string()
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ")
+        .to_string()
 }
 
 impl Config {
-    /// Parses the process's flags and environment, noting which were given.
-    pub fn parse_noting_sources() -> Config {
+    /// Parses the process's flags, environment and `--config` file, noting where each
+    /// value came from; exits with clap's message on a bad flag or env value, `--help`
+    /// and `--version`.
+    pub fn parse_noting_sources() -> Result<Config, ConfigError> {
+        Config::load_from(std::env::args_os())
+    }
+
+    /// [`Config::parse_noting_sources`] with these arguments (the first is the program).
+    pub fn load_from<I, T>(args: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::parser::ValueSource;
         use clap::{CommandFactory, FromArgMatches};
-        let matches = Config::command().get_matches();
-        let mut config = Config::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-        config.explicit = matches
-            .ids()
-            .filter(|id| {
-                matches!(
-                    matches.value_source(id.as_str()),
-                    Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
-                )
-            })
-            .map(|id| id.as_str().to_string())
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let command = Config::command();
+        let first = command.clone().get_matches_from(args.iter().cloned());
+        let file = match first.get_one::<PathBuf>("config") {
+            Some(path) => Some((path.clone(), read_config_file(&command, path)?)),
+            None => None,
+        };
+        // A file value goes in as a flag ahead of the real ones, unless a flag or the
+        // environment sets it: flags > environment > file > defaults.
+        let mut file_args = Vec::new();
+        let mut from_file = std::collections::BTreeSet::new();
+        if let Some((path, values)) = &file {
+            for (id, long, value) in values {
+                if matches!(
+                    first.value_source(id),
+                    Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+                ) {
+                    continue;
+                }
+                let arg = std::ffi::OsString::from(format!("--{long}={value}"));
+                // Checked alone first, so a bad value is reported as the file's.
+                if let Err(e) = Config::command().try_get_matches_from([args[0].clone(), arg.clone()]) {
+                    return Err(ConfigError::Value {
+                        path: path.clone(),
+                        key: long.clone(),
+                        detail: first_line(&e.to_string()),
+                    });
+                }
+                file_args.push(arg);
+                from_file.insert(id.clone());
+            }
+        }
+        let merged: Vec<std::ffi::OsString> = args[..1]
+            .iter()
+            .cloned()
+            .chain(file_args)
+            .chain(args[1..].iter().cloned())
             .collect();
-        config
+        let matches = command.get_matches_from(merged);
+        let mut config = Config::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        for arg in Config::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            if SELF_ARGS.contains(&id) {
+                continue;
+            }
+            let origin = match first.value_source(id) {
+                _ if from_file.contains(id) => Origin::File(file.as_ref().map(|f| f.0.clone()).unwrap_or_default()),
+                Some(ValueSource::CommandLine) => Origin::Flag,
+                Some(ValueSource::EnvVariable) => Origin::Env(
+                    arg.get_env()
+                        .map(|e| e.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                ),
+                _ => Origin::Default,
+            };
+            let raw = matches.get_raw(id).map(|values| {
+                values
+                    .map(|v| v.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            });
+            if origin != Origin::Default {
+                config.explicit.insert(id.to_string());
+            }
+            config.sources.insert(
+                id.to_string(),
+                Setting {
+                    key: arg.get_long().unwrap_or(id).to_string(),
+                    value: raw,
+                    origin,
+                },
+            );
+        }
+        Ok(config)
+    }
+
+    /// The effective configuration as a TOML file (usable as `--config`), each line
+    /// ending with where its value came from.
+    pub fn render_effective(&self) -> String {
+        let mut out = format!(
+            "# kaas-server {}: the effective configuration. Each value's source is at the end of\n\
+             # its line: flag, env KAAS_*, file <path> or default (flags > env > file > defaults).\n",
+            env!("CARGO_PKG_VERSION")
+        );
+        for setting in self.sources.values() {
+            let source = match &setting.origin {
+                Origin::Flag => "flag".to_string(),
+                Origin::Env(var) => format!("env {var}"),
+                Origin::File(path) => format!("file {}", path.display()),
+                Origin::Default => "default".to_string(),
+            };
+            match &setting.value {
+                Some(v) => out.push_str(&format!("{} = {}  # {source}\n", setting.key, toml_value(v))),
+                None => out.push_str(&format!("# {} = (not set)  # {source}\n", setting.key)),
+            }
+        }
+        out
     }
 
     /// The broker-level log defaults the flags set, under Apache's broker config
@@ -288,4 +572,63 @@ fn parse_host_port(s: &str) -> Result<(String, u16), String> {
         return Err(format!("expected HOST:PORT with a host and a non-zero port, got {s:?}"));
     }
     Ok((host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEGIN: &str = "<!-- config-reference:begin (generated from kaas-server/src/config.rs) -->\n";
+    const END: &str = "<!-- config-reference:end -->";
+
+    /// docs/operations.md carries the reference generated from the flags; with
+    /// KAAS_UPDATE_DOCS=1 this test rewrites it.
+    #[test]
+    fn the_configuration_reference_in_the_docs_is_generated_from_the_flags() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md");
+        let doc = std::fs::read_to_string(&path).expect("docs/operations.md");
+        let start = doc.find(BEGIN).expect("begin marker") + BEGIN.len();
+        let end = doc.find(END).expect("end marker");
+        let generated = reference_markdown();
+        if doc[start..end] != generated {
+            if std::env::var_os("KAAS_UPDATE_DOCS").is_some() {
+                std::fs::write(&path, format!("{}{}{}", &doc[..start], generated, &doc[end..])).expect("write");
+            } else {
+                panic!("docs/operations.md's configuration reference is out of date: run KAAS_UPDATE_DOCS=1 cargo test -p kaas-server configuration_reference");
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_sets_what_flags_leave_unset_and_flags_win() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("k.toml");
+        std::fs::write(
+            &file,
+            "segment-bytes = 5000\nretention-ms = 9\nmetrics-listen = \"127.0.0.1:9100\"\n",
+        )
+        .expect("write");
+        let c = Config::load_from([
+            "kaas-server",
+            "--config",
+            file.to_str().unwrap(),
+            "--retention-ms",
+            "11",
+        ])
+        .expect("loads");
+        assert_eq!(c.segment_bytes, 5000);
+        assert_eq!(c.retention_ms, 11);
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9100".parse().unwrap()));
+        assert_eq!(c.sources["segment_bytes"].origin, Origin::File(file.clone()));
+        assert_eq!(c.sources["retention_ms"].origin, Origin::Flag);
+        assert_eq!(c.sources["segment_ms"].origin, Origin::Default);
+        // Values from the file count as given (STATIC_BROKER_CONFIG in DescribeConfigs).
+        assert!(c.explicit.contains("segment_bytes") && !c.explicit.contains("segment_ms"));
+        std::fs::write(&file, "segment-byte = 5000\n").expect("write");
+        let e = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::UnknownKey { key, hint, .. } if key == "segment-byte" && hint.contains("segment-bytes")),
+            "{e}"
+        );
+    }
 }

@@ -10,7 +10,17 @@ use tracing_subscriber::EnvFilter;
 static GLOBAL: kaas_server::alloc::GuardedAlloc = kaas_server::alloc::GuardedAlloc;
 
 fn main() -> std::process::ExitCode {
-    let config = Config::parse_noting_sources();
+    let config = match Config::parse_noting_sources() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kaas-server: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    if config.print_config {
+        print!("{}", config.render_effective());
+        return std::process::ExitCode::SUCCESS;
+    }
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     match config.log_format {
         LogFormat::Human => tracing_subscriber::fmt()
