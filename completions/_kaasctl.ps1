@@ -40,6 +40,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Partition logs')
             [CompletionResult]::new('lso', 'lso', [CompletionResultType]::ParameterValue, 'Last stable offsets')
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
+            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Shell completions for kaasctl')
@@ -380,6 +381,17 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'kaasctl;doctor' {
+            [CompletionResult]::new('--stuck-after', '--stuck-after', [CompletionResultType]::ParameterName, 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck')
+            [CompletionResult]::new('--min-free-percent', '--min-free-percent', [CompletionResultType]::ParameterName, 'Free space or inodes below this percentage is a problem (below twice it, a warning)')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'kaasctl;metrics' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
@@ -431,6 +443,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Partition logs')
             [CompletionResult]::new('lso', 'lso', [CompletionResultType]::ParameterValue, 'Last stable offsets')
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
+            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Shell completions for kaasctl')
@@ -517,6 +530,9 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             break
         }
         'kaasctl;help;audit' {
+            break
+        }
+        'kaasctl;help;doctor' {
             break
         }
         'kaasctl;help;metrics' {

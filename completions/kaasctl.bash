@@ -28,6 +28,9 @@ _kaasctl() {
             kaasctl,completions)
                 cmd="kaasctl__subcmd__completions"
                 ;;
+            kaasctl,doctor)
+                cmd="kaasctl__subcmd__doctor"
+                ;;
             kaasctl,fence)
                 cmd="kaasctl__subcmd__fence"
                 ;;
@@ -87,6 +90,9 @@ _kaasctl() {
                 ;;
             kaasctl__subcmd__help,completions)
                 cmd="kaasctl__subcmd__help__subcmd__completions"
+                ;;
+            kaasctl__subcmd__help,doctor)
+                cmd="kaasctl__subcmd__help__subcmd__doctor"
                 ;;
             kaasctl__subcmd__help,fence)
                 cmd="kaasctl__subcmd__help__subcmd__fence"
@@ -263,7 +269,7 @@ _kaasctl() {
 
     case "${cmd}" in
         kaasctl)
-            opts="-h -V --data-dir --json --color --session-timeout --help --version brokers topics compaction groups txn fence markers producers log lso audit metrics top completions man help"
+            opts="-h -V --data-dir --json --color --session-timeout --help --version brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -373,6 +379,40 @@ _kaasctl() {
                 return 0
             fi
             case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__doctor)
+            opts="-h --stuck-after --min-free-percent --data-dir --json --color --session-timeout --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --stuck-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-free-percent)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --data-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -517,7 +557,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help)
-            opts="brokers topics compaction groups txn fence markers producers log lso audit metrics top completions man help"
+            opts="brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -573,6 +613,20 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__doctor)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -37,6 +37,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand log 'Partition logs'
             cand lso 'Last stable offsets'
             cand audit 'The audit journal of mutating kaasctl commands'
+            cand doctor 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
             cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
             cand completions 'Shell completions for kaasctl'
@@ -329,6 +330,16 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'kaasctl;doctor'= {
+            cand --stuck-after 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck'
+            cand --min-free-percent 'Free space or inodes below this percentage is a problem (below twice it, a warning)'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'kaasctl;metrics'= {
             cand --data-dir 'The shared volume (the brokers'' --data-dir)'
             cand --color 'When to colour tables (NO_COLOR in the environment means never)'
@@ -376,6 +387,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand log 'Partition logs'
             cand lso 'Last stable offsets'
             cand audit 'The audit journal of mutating kaasctl commands'
+            cand doctor 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
             cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
             cand completions 'Shell completions for kaasctl'
@@ -439,6 +451,8 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         &'kaasctl;help;lso;explain'= {
         }
         &'kaasctl;help;audit'= {
+        }
+        &'kaasctl;help;doctor'= {
         }
         &'kaasctl;help;metrics'= {
         }

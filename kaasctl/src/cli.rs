@@ -79,6 +79,17 @@ pub enum Command {
     Lso(LsoCommand),
     /// The audit journal of mutating kaasctl commands.
     Audit,
+    /// Check the volume and cluster from the outside: leases, clocks, slot files, disk
+    /// space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs.
+    /// Prints a verdict and the next step for each finding; exit code 3 on a problem.
+    Doctor {
+        /// A marker entry, Prepare* transaction or pinned LSO older than this is stuck.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        stuck_after: Duration,
+        /// Free space or inodes below this percentage is a problem (below twice it, a warning).
+        #[arg(long, default_value_t = 5.0)]
+        min_free_percent: f64,
+    },
     /// Transaction facts in Prometheus text format (for a textfile collector).
     Metrics,
     /// The live dashboard: transactions, markers, fences, partitions, groups.

@@ -111,6 +111,17 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         }) => cmd::log::run(&c, &out, &topic, partition, from, count, records),
         Command::Lso(LsoCommand::Explain { topic, partition }) => cmd::lso::run(&c, &out, &topic, partition),
         Command::Audit => cmd::audit::run(&c, &out),
+        Command::Doctor {
+            stuck_after,
+            min_free_percent,
+        } => cmd::doctor::run(
+            &c,
+            &out,
+            &cmd::doctor::Limits {
+                stuck_after,
+                min_free_percent,
+            },
+        ),
         Command::Metrics => cmd::metrics::run(&c),
         Command::Completions { .. } | Command::Man | Command::Top { .. } => unreachable!("handled above"),
     }

@@ -248,7 +248,17 @@ fn fixture(dir: &Path) -> Volume {
 }
 
 fn run(dir: &Path, args: &[&str]) -> String {
+    run_env(dir, args, &[])
+}
+
+/// The volume's file system as `kaasctl doctor` sees it in these tests (4 KiB blocks):
+/// 4 GiB with half free, and 90% of the inodes free.
+const ROOMY_DISK: &str = "1048576,524288,1000000,900000";
+
+fn run_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+        .env("KAASCTL_STATVFS", ROOMY_DISK)
+        .envs(env.iter().copied())
         .arg("--data-dir")
         .arg(dir)
         .args(args)
@@ -508,6 +518,7 @@ fn tables_fit_80_columns() {
         &["producers", "show", "orders", "0"],
         &["log", "dump", "orders", "0"],
         &["audit"],
+        &["doctor"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
             .arg("--data-dir")
@@ -655,6 +666,7 @@ fn a_reader_that_closes_early_ends_every_command_quietly() {
         &["lso", "explain", "orders", "0"],
         &["metrics"],
         &["audit"],
+        &["doctor"],
         &["top", "--once"],
         &["completions", "bash"],
         &["man"],
@@ -714,4 +726,134 @@ fn piped_tables_are_never_wrapped() {
         "{text}"
     );
     assert!(lines.iter().map(|l| l.chars().count()).max().unwrap() > 100, "{text}");
+}
+
+/// One live broker (heartbeat 500 ms ago), a topic with a committed transaction.
+fn healthy(dir: &Path) -> Volume {
+    let v = Volume::new(dir);
+    lease(&v, 0, NOW - 500);
+    topic(&v, "t", 1, 9, &[]);
+    let mut p = PartitionState::open(&v.partition_dir("t", 0), LogConfig::default(), NOW).unwrap();
+    produce(&mut p, Some((200, 0, 0)), true, &["a", "b"], NOW - 30_000);
+    p.write_marker(200, 0, true, 0, 0, NOW - 29_000).unwrap();
+    drop(p);
+    let mut done = entry("ok-tx", 200, 0, TxnState::CompleteCommit, &[], &[], NOW - 29_000);
+    done.txn_start_ms = -1;
+    put(&v, done);
+    v
+}
+
+fn lease(v: &Volume, id: i32, heartbeat_ms: i64) {
+    BrokerLease {
+        version: LEASE_FORMAT_VERSION,
+        broker_id: id,
+        host: "127.0.0.1".into(),
+        port: 9092 + id as u16,
+        incarnation: format!("incarnation-{id}"),
+        started_ms: NOW - 3_600_000,
+        heartbeat_ms,
+        stopped_ms: None,
+    }
+    .write(v)
+    .unwrap();
+}
+
+#[test]
+fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
+    // Healthy: exit 0.
+    let ok = tempfile::tempdir().unwrap();
+    healthy(ok.path());
+    cases(ok.path(), &[("doctor_healthy", &["doctor"])]);
+    // A full disk and exhausted inodes on the same volume.
+    golden(
+        "doctor_disk_full",
+        &run_env(
+            ok.path(),
+            &["doctor"],
+            &[("KAASCTL_STATVFS", "1048576,20000,1000000,30000")],
+        ),
+    );
+    // The standard fixture: a dead broker with queued markers, an overdue transaction,
+    // a hanging one, a pinned LSO.
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    cases(
+        d.path(),
+        &[
+            ("doctor_fixture", &["doctor"]),
+            ("doctor_fixture_json", &["doctor", "--json"]),
+        ],
+    );
+    // A Prepare* entry left 40 s ago is stuck once the threshold is lower.
+    cases(
+        d.path(),
+        &[("doctor_fixture_stuck_10s", &["doctor", "--stuck-after", "10s"])],
+    );
+    // Clocks: a heartbeat 30 s in the future, and live brokers 6 s apart.
+    let c = tempfile::tempdir().unwrap();
+    let v = healthy(c.path());
+    lease(&v, 1, NOW + 30_000);
+    lease(&v, 2, NOW - 6_000);
+    cases(c.path(), &[("doctor_clocks", &["doctor"])]);
+    // An unreadable slot and an unreadable lease.
+    let u = tempfile::tempdir().unwrap();
+    let v = healthy(u.path());
+    let store = TxnStateStore::new(v.clone());
+    let slot = slot_for("ok-tx");
+    let bytes = std::fs::read(store.slot_path(slot)).unwrap();
+    std::fs::write(store.slot_path(slot), &bytes[..bytes.len() / 2]).unwrap();
+    std::fs::write(v.broker_lease(3), b"{ not json").unwrap();
+    cases(u.path(), &[("doctor_unreadable", &["doctor"])]);
+    // A marker entry queued for a live broker five minutes ago: stuck.
+    let m = tempfile::tempdir().unwrap();
+    let v = healthy(m.path());
+    marker_queue::enqueue(
+        &v,
+        0,
+        &MarkerEntry {
+            version: MARKER_FORMAT_VERSION,
+            transactional_id: "slow-tx".into(),
+            producer_id: 300,
+            producer_epoch: 1,
+            result: MarkerResult::Abort,
+            coordinator_epoch: 0,
+            partitions: vec![tp("t", 0)],
+            txn_seq: Some(4),
+            enqueued_by: 0,
+            enqueued_ms: NOW - 300_000,
+        },
+    )
+    .unwrap();
+    cases(m.path(), &[("doctor_stuck_marker", &["doctor"])]);
+    // A volume no broker ever ran on.
+    let e = tempfile::tempdir().unwrap();
+    cases(e.path(), &[("doctor_empty", &["doctor"])]);
+}
+
+#[test]
+fn doctor_measures_the_real_file_system() {
+    let d = tempfile::tempdir().unwrap();
+    healthy(d.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+        .args(["--data-dir", d.path().to_str().unwrap(), "doctor", "--json"])
+        .env("KAASCTL_NOW_MS", NOW.to_string())
+        .env_remove("KAASCTL_STATVFS")
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let disk: Vec<&serde_json::Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["check"] == "disk")
+        .collect();
+    assert!(
+        disk.iter()
+            .any(|f| f["detail"].as_str().unwrap().starts_with("space: ")),
+        "{report}"
+    );
+    assert!(
+        disk.iter().all(|f| f["detail"].as_str().unwrap().contains("% free")),
+        "{report}"
+    );
 }

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod brokers;
 pub mod compaction;
+pub mod doctor;
 pub mod fence;
 pub mod groups;
 pub mod log;

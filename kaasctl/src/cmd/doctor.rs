@@ -1,0 +1,495 @@
+//! `kaasctl doctor`: the volume and the cluster checked from the outside — leases,
+//! clocks, slot files, disk space and inodes, the marker queue, hanging and overdue
+//! transactions, pinned LSOs — each finding with what it means and the next step.
+//! Works with every broker down. Exit code 3 when something is wrong (a problem;
+//! warnings alone exit 0).
+
+use super::Status;
+use crate::cluster::Cluster;
+use crate::out::{age, Out, Tone};
+use kaas_core::broker::list_brokers;
+use serde::Serialize;
+use std::time::Duration;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Ok,
+    Warning,
+    Problem,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Finding {
+    /// leases | clocks | slots | disk | markers | transactions | lso | volume
+    pub check: &'static str,
+    pub severity: Severity,
+    pub detail: String,
+    /// What to do about it (None when all is well).
+    pub next_step: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// healthy | warnings | problems
+    pub verdict: &'static str,
+    pub problems: usize,
+    pub warnings: usize,
+    pub findings: Vec<Finding>,
+}
+
+/// Thresholds of the checks.
+pub struct Limits {
+    /// A queued marker entry, a Prepare* entry or a pinned LSO older than this is stuck.
+    pub stuck_after: Duration,
+    /// Free space or inodes below this percentage is a problem (twice it a warning).
+    pub min_free_percent: f64,
+}
+
+fn finding(check: &'static str, severity: Severity, detail: String, next_step: Option<String>) -> Finding {
+    Finding {
+        check,
+        severity,
+        detail,
+        next_step,
+    }
+}
+
+fn ok(check: &'static str, detail: String) -> Finding {
+    finding(check, Severity::Ok, detail, None)
+}
+
+pub fn examine(c: &Cluster, limits: &Limits) -> anyhow::Result<Report> {
+    let mut f = Vec::new();
+    leases_and_clocks(c, &mut f)?;
+    slots(c, &mut f);
+    disk(c, limits, &mut f);
+    markers(c, limits, &mut f)?;
+    transactions(c, limits, &mut f)?;
+    lso(c, limits, &mut f)?;
+    let problems = f.iter().filter(|x| x.severity == Severity::Problem).count();
+    let warnings = f.iter().filter(|x| x.severity == Severity::Warning).count();
+    Ok(Report {
+        verdict: match (problems, warnings) {
+            (0, 0) => "healthy",
+            (0, _) => "warnings",
+            _ => "problems",
+        },
+        problems,
+        warnings,
+        findings: f,
+    })
+}
+
+fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
+    let timeout = c.session_timeout_ms;
+    let mut leases = Vec::new();
+    for lease in list_brokers(&c.volume)? {
+        match lease {
+            Ok(l) => leases.push(l),
+            Err(e) => f.push(finding(
+                "leases",
+                Severity::Problem,
+                format!("unreadable broker lease: {e}"),
+                Some("the broker it belongs to is not counted live; restart it (it rewrites its lease) or remove the file if that broker is gone for good".into()),
+            )),
+        }
+    }
+    if leases.is_empty() {
+        f.push(finding(
+            "leases",
+            Severity::Warning,
+            "no broker has ever run on this volume".into(),
+            Some("start a broker with --data-dir pointing here".into()),
+        ));
+        return Ok(());
+    }
+    let mut live = 0;
+    for l in &leases {
+        let age_ms = c.now_ms - l.heartbeat_ms;
+        if l.stopped_ms.is_some() {
+            f.push(ok(
+                "leases",
+                format!("broker {} stopped cleanly {} ago", l.broker_id, age(age_ms)),
+            ));
+        } else if l.is_alive(c.now_ms, timeout) {
+            live += 1;
+            if age_ms > timeout / 2 {
+                f.push(finding(
+                    "leases",
+                    Severity::Warning,
+                    format!(
+                        "broker {}'s lease is {} old, over half the session timeout ({}): it is about to step down, or its clock is behind this host's",
+                        l.broker_id,
+                        age(age_ms),
+                        age(timeout)
+                    ),
+                    Some(format!("look at broker {}'s log for lease renewal errors (a slow or full volume) and check its clock (NTP)", l.broker_id)),
+                ));
+            } else {
+                f.push(ok(
+                    "leases",
+                    format!("broker {} is live (heartbeat {} ago)", l.broker_id, age(age_ms.max(0))),
+                ));
+            }
+        } else {
+            f.push(finding(
+                "leases",
+                Severity::Warning,
+                format!(
+                    "broker {} ({}:{}) did not stop cleanly: its last heartbeat is {} old",
+                    l.broker_id,
+                    l.host,
+                    l.port,
+                    age(age_ms)
+                ),
+                Some(format!(
+                    "live brokers took over its partitions and transactions; restart broker {} if it should run (`kaasctl brokers` shows who owns what)",
+                    l.broker_id
+                )),
+            ));
+        }
+        // A heartbeat from the future: that broker's clock is ahead of this host's.
+        if l.heartbeat_ms - c.now_ms > 1_000 {
+            let ahead = l.heartbeat_ms - c.now_ms;
+            f.push(finding(
+                "clocks",
+                if ahead > timeout { Severity::Problem } else { Severity::Warning },
+                format!(
+                    "broker {}'s last heartbeat is {} ahead of this host's clock{}",
+                    l.broker_id,
+                    age(ahead),
+                    if ahead > timeout {
+                        ", more than the session timeout: brokers refuse to start beside it and judge leases wrongly at first sight"
+                    } else {
+                        ""
+                    }
+                ),
+                Some("sync the clocks of every broker host and this one (chrony or ntpd)".into()),
+            ));
+        }
+    }
+    // Live brokers renew every second: their heartbeats, read now, should lie within
+    // a few seconds of each other whatever their clocks.
+    let live_beats: Vec<(i32, i64)> = leases
+        .iter()
+        .filter(|l| l.is_alive(c.now_ms, timeout))
+        .map(|l| (l.broker_id, l.heartbeat_ms))
+        .collect();
+    if let (Some(lo), Some(hi)) = (
+        live_beats.iter().min_by_key(|b| b.1),
+        live_beats.iter().max_by_key(|b| b.1),
+    ) {
+        if hi.1 - lo.1 > timeout / 2 {
+            f.push(finding(
+                "clocks",
+                Severity::Warning,
+                format!(
+                    "live brokers' heartbeats are {} apart (broker {} behind broker {}): their clocks disagree, or one renews slowly",
+                    age(hi.1 - lo.1),
+                    lo.0,
+                    hi.0
+                ),
+                Some("sync the brokers' clocks (NTP); kaas tolerates skew below the session timeout".into()),
+            ));
+        }
+    }
+    if !f.iter().any(|x| x.check == "clocks") {
+        f.push(ok(
+            "clocks",
+            "no lease heartbeat is ahead of this host's clock; live brokers agree".into(),
+        ));
+    }
+    if live == 0 {
+        f.push(finding(
+            "leases",
+            Severity::Warning,
+            "no broker is live: clients cannot connect, transactions time out only once a broker runs".into(),
+            Some("start the brokers; kaasctl works meanwhile (txn abort writes markers itself)".into()),
+        ));
+    }
+    Ok(())
+}
+
+fn slots(c: &Cluster, f: &mut Vec<Finding>) {
+    let mut bad = 0;
+    for (slot, file) in c.slots() {
+        if let Err(e) = file {
+            bad += 1;
+            f.push(finding(
+                "slots",
+                Severity::Problem,
+                format!("transaction slot {slot} is unreadable: {e}"),
+                Some("its transactions cannot be coordinated; `kaasctl txn repair --fix` rebuilds the slot from what is readable (see docs/transaction-formats.md)".into()),
+            ));
+        }
+    }
+    if bad == 0 {
+        f.push(ok(
+            "slots",
+            format!("all {} transaction slot files parse", kaas_core::txn_store::SLOTS),
+        ));
+    }
+}
+
+/// Space and inodes of the volume's file system. KAASCTL_STATVFS
+/// (`blocks,free_blocks,files,free_files` in 4 KiB blocks) pins them for reproducible
+/// output, as KAASCTL_NOW_MS pins the time.
+fn disk(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) {
+    let stat = match std::env::var("KAASCTL_STATVFS") {
+        Ok(pinned) => {
+            let n: Vec<u64> = pinned.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+            match n[..] {
+                [blocks, bfree, files, ffree] => Ok((blocks * 4096, bfree * 4096, files, ffree)),
+                _ => Err("KAASCTL_STATVFS must be blocks,free_blocks,files,free_files".to_string()),
+            }
+        }
+        Err(_) => rustix::fs::statvfs(c.volume.root())
+            .map(|s| {
+                let unit = s.f_frsize.max(1);
+                (s.f_blocks * unit, s.f_bavail * unit, s.f_files, s.f_favail)
+            })
+            .map_err(|e| format!("statvfs {}: {e}", c.volume.root().display())),
+    };
+    let (total, free, files, ffree) = match stat {
+        Ok(s) => s,
+        Err(e) => {
+            f.push(finding(
+                "disk",
+                Severity::Warning,
+                format!("cannot measure free space: {e}"),
+                None,
+            ));
+            return;
+        }
+    };
+    let pct = |part: u64, whole: u64| {
+        if whole == 0 {
+            100.0
+        } else {
+            part as f64 * 100.0 / whole as f64
+        }
+    };
+    let judge = |what: &str, left: f64, figures: String, f: &mut Vec<Finding>| {
+        let severity = if left < limits.min_free_percent {
+            Severity::Problem
+        } else if left < 2.0 * limits.min_free_percent {
+            Severity::Warning
+        } else {
+            Severity::Ok
+        };
+        let detail = format!("{what}: {left:.1}% free ({figures})");
+        f.push(match severity {
+            Severity::Ok => ok("disk", detail),
+            s => finding(
+                "disk",
+                s,
+                detail,
+                Some(format!(
+                    "free {what} on the volume: lower retention.ms / retention.bytes, delete unused topics, or grow the file system; a full volume refuses produce with KAFKA_STORAGE_ERROR (docs/limits.md)"
+                )),
+            ),
+        });
+    };
+    judge(
+        "space",
+        pct(free, total),
+        format!("{} of {} MiB", free >> 20, total >> 20),
+        f,
+    );
+    if files > 0 {
+        judge("inodes", pct(ffree, files), format!("{ffree} of {files}"), f);
+    }
+}
+
+fn markers(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()> {
+    let stuck = limits.stuck_after.as_millis() as i64;
+    let before = f.len();
+    for q in super::markers::queues(c)? {
+        if q.unreadable > 0 {
+            f.push(finding(
+                "markers",
+                Severity::Problem,
+                format!("{} unreadable entries in broker {}'s marker queue", q.unreadable, q.broker),
+                Some(format!("`kaasctl markers show {}` names the files; the transactions they finish stay in their Prepare state until repaired (`kaasctl txn repair --fix`)", q.broker)),
+            ));
+        }
+        if q.depth == 0 {
+            continue;
+        }
+        let oldest = q.oldest_age_ms.unwrap_or(0);
+        if !q.alive {
+            f.push(finding(
+                "markers",
+                Severity::Problem,
+                format!(
+                    "{} marker entries queued for broker {}, which is not live (oldest {} old)",
+                    q.depth,
+                    q.broker,
+                    age(oldest)
+                ),
+                Some("live brokers deliver them once they lead the partitions; with none running, `kaasctl txn repair --fix` writes the markers itself".into()),
+            ));
+        } else if oldest > stuck {
+            f.push(finding(
+                "markers",
+                Severity::Problem,
+                format!(
+                    "broker {}'s marker queue holds {} entries, the oldest {} old (stuck after {})",
+                    q.broker,
+                    q.depth,
+                    age(oldest),
+                    age(stuck)
+                ),
+                Some(format!("look at broker {}'s log for marker errors (a partition offline, the volume failing); `kaasctl markers show {}`", q.broker, q.broker)),
+            ));
+        }
+    }
+    if f.len() == before {
+        f.push(ok("markers", "no marker entry is stuck".into()));
+    }
+    Ok(())
+}
+
+fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()> {
+    let stuck = limits.stuck_after.as_millis() as i64;
+    let before = f.len();
+    let entries: Vec<kaas_core::txn::TxnEntry> = c
+        .slots()
+        .into_iter()
+        .filter_map(|(_, file)| file.ok())
+        .flat_map(|file| file.entries.into_values())
+        .collect();
+    for x in super::txn::check(c)? {
+        let next = x.fix.as_ref().map(|fix| format!("`kaasctl txn repair --fix` ({fix})"));
+        match x.kind {
+            "hanging_transaction" | "epoch_regression" => f.push(finding(
+                "transactions",
+                Severity::Problem,
+                format!("{}: {}", x.kind.replace('_', " "), x.detail),
+                next.or_else(|| Some("`kaasctl txn find-hanging`; see docs/runbook-hanging-transaction.md".into())),
+            )),
+            "prepare_not_finished" => {
+                // A Prepare* entry is normal for the moment its markers are written.
+                let since = entries
+                    .iter()
+                    .find(|e| Some(&e.transactional_id) == x.transactional_id.as_ref())
+                    .map(|e| c.now_ms - e.last_update_ms);
+                if since.is_none_or(|ms| ms > stuck) {
+                    f.push(finding("transactions", Severity::Problem, x.detail, next));
+                }
+            }
+            "unreadable_file" => f.push(finding(
+                "volume",
+                Severity::Problem,
+                x.detail,
+                Some("restore or remove the file; `kaasctl txn repair` lists what it affects".into()),
+            )),
+            // Reported by the slots and markers checks.
+            "unreadable_slot" | "queue_to_dead_broker" => {}
+            _ => f.push(finding("transactions", Severity::Problem, x.detail, next)),
+        }
+    }
+    for e in entries
+        .iter()
+        .filter(|e| e.state == kaas_core::txn::TxnState::Ongoing && e.is_overdue(c.now_ms))
+    {
+        let (tid, age_ms, timeout_ms) = (&e.transactional_id, c.now_ms - e.txn_start_ms, e.timeout_ms);
+        let owner = c.slot_owner(kaas_core::txn::slot_for(tid));
+        f.push(finding(
+            "transactions",
+            Severity::Warning,
+            format!(
+                "{:?} has been open {}, past its timeout ({})",
+                tid,
+                age(age_ms),
+                age(timeout_ms as i64)
+            ),
+            Some(match owner {
+                Some(b) => format!(
+                    "broker {b} coordinates it and aborts it at its next reaper sweep; now: `kaasctl txn abort {tid}`"
+                ),
+                None => format!("no live broker coordinates it: `kaasctl txn abort {tid}`"),
+            }),
+        ));
+    }
+    if f.len() == before {
+        f.push(ok("transactions", "no hanging, stuck or overdue transaction".into()));
+    }
+    Ok(())
+}
+
+fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()> {
+    let stuck = limits.stuck_after.as_millis() as i64;
+    let before = f.len();
+    for topic in kaas_core::topic::list_topics(&c.volume)?.into_iter().flatten() {
+        for p in 0..topic.partitions {
+            let dir = c.volume.partition_dir(&topic.name, p);
+            let Ok(view) = kaas_core::inspect::inspect_partition(&dir, false) else {
+                continue; // reported by the transactions check (unreadable file)
+            };
+            let lag = view.log_end_offset - view.last_stable_offset;
+            if lag <= 0 {
+                continue;
+            }
+            let e = super::lso::explain(c, &topic.name, p)?;
+            let pin_age = e.pinned_by.as_ref().and_then(|p| p.open_age_ms);
+            if pin_age.is_some_and(|a| a <= stuck) {
+                continue; // a transaction in progress
+            }
+            f.push(finding(
+                "lso",
+                Severity::Problem,
+                format!(
+                    "{}-{p}: {lag} records held back from read_committed consumers{}",
+                    topic.name,
+                    match pin_age {
+                        Some(a) => format!(" for {}", age(a)),
+                        None => String::new(),
+                    }
+                ),
+                Some(e.advice),
+            ));
+        }
+    }
+    if f.len() == before {
+        f.push(ok("lso", "no partition's last stable offset is pinned for long".into()));
+    }
+    Ok(())
+}
+
+pub fn run(c: &Cluster, out: &Out, limits: &Limits) -> anyhow::Result<Status> {
+    let report = examine(c, limits)?;
+    if out.json {
+        out.json(&report);
+    } else {
+        let mut t = out.table(&["CHECK", "STATUS", "FINDING", "NEXT STEP"]);
+        for x in &report.findings {
+            let (label, tone) = match x.severity {
+                Severity::Ok => ("ok", Tone::Good),
+                Severity::Warning => ("WARNING", Tone::Warn),
+                Severity::Problem => ("PROBLEM", Tone::Bad),
+            };
+            t.add_row(vec![
+                out.cell(x.check, Tone::Plain),
+                out.cell(label, tone),
+                out.cell(&x.detail, Tone::Plain),
+                out.cell(x.next_step.as_deref().unwrap_or("-"), Tone::Plain),
+            ]);
+        }
+        outln!("{t}");
+        outln!(
+            "verdict: {}",
+            match report.verdict {
+                "healthy" => "healthy".to_string(),
+                "warnings" => format!("{} warning(s), no problem", report.warnings),
+                _ => format!(
+                    "{} problem(s), {} warning(s): follow NEXT STEP for each",
+                    report.problems, report.warnings
+                ),
+            }
+        );
+    }
+    Ok(Status::from_problems(report.problems > 0))
+}
