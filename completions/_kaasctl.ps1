@@ -22,9 +22,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
     $completions = @(switch ($command) {
         'kaasctl' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
@@ -50,45 +54,65 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;brokers' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;topics' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;compaction' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;groups' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;txn' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)')
@@ -108,18 +132,26 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--transactional-id', '--transactional-id', [CompletionResultType]::ParameterName, 'Only transactional ids matching this glob (e.g. ''orders-*'')')
             [CompletionResult]::new('--sort', '--sort', [CompletionResultType]::ParameterName, 'Sort order')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;txn;show' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -127,12 +159,16 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         'kaasctl;txn;abort' {
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for brokers to write queued markers before leaving completion to them')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Show the plan and change nothing')
             [CompletionResult]::new('-y', '-y', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
             [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -140,30 +176,42 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         'kaasctl;txn;repair' {
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for brokers to write queued markers of a finished transaction')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--fix', '--fix', [CompletionResultType]::ParameterName, 'Repair what was found (asks first unless --yes)')
             [CompletionResult]::new('-y', '-y', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
             [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;txn;find-hanging' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;txn;timeline' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -201,9 +249,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;fence' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Per writer (broker or admin): producer id, fenced epoch, when recorded')
@@ -213,9 +265,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         'kaasctl;fence;show' {
             [CompletionResult]::new('--pid', '--pid', [CompletionResultType]::ParameterName, 'Only this producer id')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -233,9 +289,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;markers' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Queue depth and oldest entry age per target broker')
@@ -245,18 +305,26 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;markers;list' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;markers;show' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -278,9 +346,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;producers' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'The partition''s producer-state snapshot plus the log tail replayed after it')
@@ -289,9 +361,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;producers;show' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -309,9 +385,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;log' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('dump', 'dump', [CompletionResultType]::ParameterValue, 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type')
@@ -322,10 +402,14 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--from', '--from', [CompletionResultType]::ParameterName, 'First offset to show')
             [CompletionResult]::new('--count', '--count', [CompletionResultType]::ParameterName, 'At most this many batches')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--records', '--records', [CompletionResultType]::ParameterName, 'Also print each record''s key and value (uncompressed batches)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -343,9 +427,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;lso' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Which producer and transaction pin a partition''s last stable offset, and what to do')
@@ -354,9 +442,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;lso;explain' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -374,9 +466,13 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;audit' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -385,18 +481,26 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--stuck-after', '--stuck-after', [CompletionResultType]::ParameterName, 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck')
             [CompletionResult]::new('--min-free-percent', '--min-free-percent', [CompletionResultType]::ParameterName, 'Free space or inodes below this percentage is a problem (below twice it, a warning)')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;metrics' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -405,28 +509,40 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'Refresh period')
             [CompletionResult]::new('--view', '--view', [CompletionResultType]::ParameterName, 'The view to start in')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--once', '--once', [CompletionResultType]::ParameterName, 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;completions' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'kaasctl;man' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break

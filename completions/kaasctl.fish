@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_kaasctl_global_optspecs
-    string join \n data-dir= json color= session-timeout= h/help V/version
+    string join \n data-dir= json o/output= wide columns= color= session-timeout= h/help V/version
 end
 
 function __fish_kaasctl_needs_command
@@ -25,11 +25,16 @@ function __fish_kaasctl_using_subcommand
 end
 
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_needs_command" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -s V -l version -d 'Print version'
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "brokers" -d 'Brokers with their lease age and liveness'
@@ -50,39 +55,64 @@ complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "completions" -d 'Sh
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "man" -d 'The kaasctl man page (roff) on stdout'
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "list" -d 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "show" -d 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
@@ -102,52 +132,82 @@ state\t''
 pid\t''
 slot\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l wait -d 'How long to wait for brokers to write queued markers before leaving completion to them' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l dry-run -d 'Show the plan and change nothing'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -s y -l yes -d 'Do not ask for confirmation'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l wait -d 'How long to wait for brokers to write queued markers of a finished transaction' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l fix -d 'Repair what was found (asks first unless --yes)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -s y -l yes -d 'Do not ask for confirmation'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "list" -d 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "show" -d 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
@@ -157,130 +217,200 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_sub
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "timeline" -d 'The recorded transition history of one transaction, with its fences and queued markers'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -f -a "show" -d 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l pid -d 'Only this producer id' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from help" -f -a "show" -d 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -f -a "list" -d 'Queue depth and oldest entry age per target broker'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -f -a "show" -d 'Each queued entry: transaction, result, partitions'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from help" -f -a "list" -d 'Queue depth and oldest entry age per target broker'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from help" -f -a "show" -d 'Each queued entry: transaction, result, partitions'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -f -a "show" -d 'The partition\'s producer-state snapshot plus the log tail replayed after it'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from help" -f -a "show" -d 'The partition\'s producer-state snapshot plus the log tail replayed after it'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -f -a "dump" -d 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l from -d 'First offset to show' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l count -d 'At most this many batches' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l records -d 'Also print each record\'s key and value (uncompressed batches)'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from help" -f -a "dump" -d 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l stuck-after -d 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l min-free-percent -d 'Free space or inodes below this percentage is a problem (below twice it, a warning)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l interval -d 'Refresh period' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l view -d 'The view to start in' -r -f -a "overview\t''
@@ -290,26 +420,41 @@ fences\t''
 partitions\t''
 groups\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l once -d 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help" -f -a "brokers" -d 'Brokers with their lease age and liveness'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help" -f -a "topics" -d 'Topics: partitions, id, config overrides, and for compacted topics each partition\'s dirty ratio and last cleaning'

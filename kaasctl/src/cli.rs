@@ -17,9 +17,24 @@ pub struct Cli {
     #[arg(long, env = "KAAS_DATA_DIR", default_value = "./data", global = true)]
     pub data_dir: PathBuf,
 
-    /// Print JSON (stable field names, see docs/kaasctl.md) instead of tables.
-    #[arg(long, global = true)]
+    /// Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same
+    /// as --output json.
+    #[arg(long, global = true, conflicts_with = "output")]
     pub json: bool,
+
+    /// Output format: tables for people, JSON or YAML (the same fields) for scripts.
+    #[arg(long, short = 'o', value_enum, global = true)]
+    pub output: Option<OutputFormat>,
+
+    /// Tables: whole rows on one line even on a terminal, and the extra columns some
+    /// commands keep for this (like kubectl -o wide).
+    #[arg(long, global = true)]
+    pub wide: bool,
+
+    /// Tables: only these columns (header names, comma-separated, any case), in the
+    /// table's order; e.g. --columns 'transactional id,state'.
+    #[arg(long, global = true, value_delimiter = ',')]
+    pub columns: Vec<String>,
 
     /// When to colour tables (NO_COLOR in the environment means never).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
@@ -31,6 +46,13 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+    Yaml,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

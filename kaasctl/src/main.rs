@@ -80,12 +80,17 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
             cli.data_dir.display()
         );
     }
-    let out = out::Out::new(cli.json, cli.color);
+    let format = match (cli.json, cli.output) {
+        (true, _) => cli::OutputFormat::Json,
+        (false, Some(f)) => f,
+        (false, None) => cli::OutputFormat::Table,
+    };
+    let out = out::Out::new(format, cli.color, cli.wide, &cli.columns);
     let c = cluster::Cluster::open(
         kaas_core::Volume::new(&cli.data_dir),
         cli.session_timeout.as_millis() as i64,
     )?;
-    match cli.command {
+    let status = match cli.command {
         Command::Brokers => cmd::brokers::run(&c, &out),
         Command::Topics => cmd::topics::run(&c, &out),
         Command::Compaction { topic } => cmd::compaction::run(&c, &out, topic.as_deref()),
@@ -124,5 +129,10 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         ),
         Command::Metrics => cmd::metrics::run(&c),
         Command::Completions { .. } | Command::Man | Command::Top { .. } => unreachable!("handled above"),
+    }?;
+    if let Err(unknown) = out.check_columns() {
+        eprintln!("kaasctl: {}", out::safe(&unknown));
+        std::process::exit(2);
     }
+    Ok(status)
 }

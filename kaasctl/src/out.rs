@@ -1,22 +1,30 @@
 //! Printing: every command returns data (serde types); this module turns it into a
 //! table for people or JSON for scripts, chosen once per run.
 
-use crate::cli::ColorChoice;
+use crate::cli::{ColorChoice, OutputFormat};
 use comfy_table::{presets::NOTHING, Attribute, Cell, Color, ColumnConstraint, ContentArrangement, Table, Width};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 
 pub struct Out {
+    /// Structured output (JSON or YAML, as `format` says) instead of tables.
     pub json: bool,
+    pub format: OutputFormat,
     pub color: bool,
     /// Table width to wrap cells at: COLUMNS when set, else the terminal's. None when
-    /// stdout is not a terminal: lines are never wrapped, so `grep` and `cut` see
-    /// whole rows (UUIDs, paths and messages unbroken).
+    /// stdout is not a terminal or with --wide: lines are never wrapped, so `grep`
+    /// and `cut` see whole rows (UUIDs, paths and messages unbroken).
     pub width: Option<u16>,
+    /// --wide: wide-only columns (headers written `~NAME`) are shown.
+    pub wide: bool,
+    /// --columns, upper-cased: only these columns are shown.
+    columns: Vec<String>,
+    /// Every header of the tables printed so far, for [`Out::check_columns`].
+    headers_seen: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl Out {
-    pub fn new(json: bool, choice: ColorChoice) -> Out {
+    pub fn new(format: OutputFormat, choice: ColorChoice, wide: bool, columns: &[String]) -> Out {
         let tty = std::io::stdout().is_terminal();
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         let color = match choice {
@@ -25,10 +33,66 @@ impl Out {
             ColorChoice::Auto => tty && !no_color,
         };
         // COLUMNS wins (scripts, tests); then the terminal's width; a pipe or file
-        // gets whole lines.
-        let width = terminal_width()
-            .or_else(|| tty.then(|| ratatui::crossterm::terminal::size().map(|(w, _)| w).unwrap_or(100)));
-        Out { json, color, width }
+        // gets whole lines, and so does --wide.
+        let width = (!wide)
+            .then(|| {
+                terminal_width()
+                    .or_else(|| tty.then(|| ratatui::crossterm::terminal::size().map(|(w, _)| w).unwrap_or(100)))
+            })
+            .flatten();
+        Out {
+            json: format != OutputFormat::Table,
+            format,
+            color,
+            width,
+            wide,
+            columns: columns
+                .iter()
+                .map(|c| c.trim().to_uppercase())
+                .filter(|c| !c.is_empty())
+                .collect(),
+            headers_seen: Default::default(),
+        }
+    }
+
+    /// Which of `header`'s columns are shown (wide-only ones start with `~`), and the
+    /// header names to print. With --columns, a table that has none of the named
+    /// columns (another table of the same command) is shown whole.
+    fn visible(&self, header: &[&str]) -> (Vec<bool>, Vec<String>) {
+        let names: Vec<String> = header.iter().map(|h| h.trim_start_matches('~').to_string()).collect();
+        self.headers_seen
+            .borrow_mut()
+            .extend(names.iter().map(|n| n.to_uppercase()));
+        let picked = !self.columns.is_empty() && names.iter().any(|n| self.columns.contains(&n.to_uppercase()));
+        let shown = header
+            .iter()
+            .zip(&names)
+            .map(|(h, n)| {
+                if picked {
+                    self.columns.contains(&n.to_uppercase())
+                } else {
+                    !h.starts_with('~') || self.wide
+                }
+            })
+            .collect();
+        (shown, names)
+    }
+
+    /// Err naming the --columns that matched no table this command printed.
+    pub fn check_columns(&self) -> Result<(), String> {
+        if self.json {
+            return Ok(());
+        }
+        let seen = self.headers_seen.borrow();
+        let unknown: Vec<&String> = self.columns.iter().filter(|c| !seen.contains(*c)).collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "--columns: no column {} here; this command's columns are: {}",
+            unknown.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", "),
+            seen.iter().cloned().collect::<Vec<_>>().join(", ")
+        ))
     }
 
     pub fn table(&self, header: &[&str]) -> Table {
@@ -44,12 +108,20 @@ impl Out {
                 t.set_content_arrangement(ContentArrangement::Disabled);
             }
         }
+        let (shown, names) = self.visible(header);
         if self.color {
             t.enforce_styling();
-            t.set_header(header.iter().map(|h| Cell::new(h).add_attribute(Attribute::Bold)));
+            t.set_header(names.iter().map(|h| Cell::new(h).add_attribute(Attribute::Bold)));
         } else {
             t.force_no_tty();
-            t.set_header(header.iter().copied());
+            t.set_header(names.iter());
+        }
+        for (i, shown) in shown.into_iter().enumerate() {
+            if !shown {
+                if let Some(c) = t.column_mut(i) {
+                    c.set_constraint(ColumnConstraint::Hidden);
+                }
+            }
         }
         t
     }
@@ -88,12 +160,21 @@ impl Out {
             outln!("{t}");
             return;
         }
+        let (shown, names) = self.visible(header);
+        let header: Vec<&str> = names
+            .iter()
+            .zip(&shown)
+            .filter(|(_, s)| **s)
+            .map(|(n, _)| n.as_str())
+            .collect();
         let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
         let rows: Vec<Vec<(String, Tone)>> = rows
             .into_iter()
             .map(|r| {
                 r.into_iter()
-                    .map(|(text, tone)| (safe(&text).into_owned(), tone))
+                    .zip(&shown)
+                    .filter(|(_, s)| **s)
+                    .map(|((text, tone), _)| (safe(&text).into_owned(), tone))
                     .collect()
             })
             .collect();
@@ -132,10 +213,26 @@ impl Out {
     /// JSON on stdout. The encoder escapes C0 controls only; DEL, C1 controls and
     /// bidirectional overrides (see [`harmful`]) are escaped here as `\uXXXX`, which
     /// is the same JSON string, so no value can reach the terminal raw.
+    /// JSON or YAML (per --output) on stdout.
     pub fn json<T: Serialize>(&self, value: &T) {
-        let text = serde_json::to_string_pretty(value).expect("kaasctl output serialises");
-        outln!("{}", json_safe(&text));
+        outp!("{}", structured(self.format, value));
     }
+}
+
+/// `value` as JSON, or as YAML for [`OutputFormat::Yaml`], ending with a newline.
+///
+/// YAML: when a string holds a character [`harmful`] for a terminal, the YAML emitter
+/// could write it raw, so such a document is written as its JSON instead (JSON is
+/// YAML, and [`json_safe`] escapes those characters).
+pub fn structured<T: Serialize>(format: OutputFormat, value: &T) -> String {
+    if format == OutputFormat::Yaml {
+        let yaml = serde_yaml_ng::to_string(value).expect("kaasctl output serialises as YAML");
+        if !yaml.chars().any(|c| harmful(c) && c != '\n') {
+            return yaml;
+        }
+    }
+    let text = serde_json::to_string_pretty(value).expect("kaasctl output serialises");
+    format!("{}\n", json_safe(&text))
 }
 
 /// Writes kaasctl's output to stdout. A closed pipe (the reader, `head` say, has
@@ -307,6 +404,21 @@ mod tests {
             serde_json::from_str::<String>(&escaped).unwrap(),
             "a\u{9b}b\u{7f}\u{202e}"
         );
+    }
+
+    #[test]
+    fn yaml_is_the_same_data_and_never_carries_terminal_controls_raw() {
+        let value =
+            serde_json::json!({"id": "orders-1", "n": 3, "parts": [{"topic": "t", "partition": 0}], "none": null});
+        let yaml = structured(OutputFormat::Yaml, &value);
+        assert!(yaml.starts_with("id: orders-1\n"), "{yaml}");
+        assert_eq!(serde_yaml_ng::from_str::<serde_json::Value>(&yaml).unwrap(), value);
+        // A bidirectional override: the document is written as (escaped) JSON, which
+        // YAML parsers read as the same data.
+        let tricky = serde_json::json!({"id": "abc\u{202e}fed\u{9b}"});
+        let text = structured(OutputFormat::Yaml, &tricky);
+        assert!(!text.chars().any(|c| harmful(c) && c != '\n'), "{text:?}");
+        assert_eq!(serde_yaml_ng::from_str::<serde_json::Value>(&text).unwrap(), tricky);
     }
 
     #[test]

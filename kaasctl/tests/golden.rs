@@ -857,3 +857,51 @@ fn doctor_measures_the_real_file_system() {
         "{report}"
     );
 }
+
+/// --output json|yaml|table, --wide and --columns (like kubectl).
+#[test]
+fn output_formats_wide_and_columns() {
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    cases(
+        d.path(),
+        &[
+            ("wide_brokers", &["brokers", "--wide"]),
+            ("wide_txn_list", &["txn", "list", "--wide"]),
+            (
+                "columns_txn_list",
+                &["txn", "list", "--columns", "transactional id,STATE,slot"],
+            ),
+            ("columns_unknown", &["txn", "list", "--columns", "state,nope"]),
+            ("yaml_markers_list", &["markers", "list", "-o", "yaml"]),
+            ("output_json_and_json_conflict", &["brokers", "--json", "-o", "yaml"]),
+        ],
+    );
+    // YAML and JSON carry the same data, for every command that prints data.
+    for args in [
+        &["txn", "list"][..],
+        &["brokers"],
+        &["doctor"],
+        &["topics"],
+        &["groups"],
+    ] {
+        let json = run(d.path(), &[args, &["-o", "json"]].concat());
+        let yaml = run(d.path(), &[args, &["-o", "yaml"]].concat());
+        let body = |s: &str| {
+            s.split("--- stdout\n")
+                .nth(1)
+                .unwrap()
+                .split("--- stderr")
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        let from_json: serde_json::Value = serde_json::from_str(&body(&json)).unwrap();
+        let from_yaml: serde_json::Value = serde_yaml_ng::from_str(&body(&yaml)).unwrap();
+        assert_eq!(from_json, from_yaml, "{args:?}");
+        assert!(
+            !body(&yaml).trim_start().starts_with('{') && !body(&yaml).trim_start().starts_with('['),
+            "{args:?} is YAML: {yaml}"
+        );
+    }
+}

@@ -115,6 +115,8 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
             "LEADS",
             "TXN SLOTS",
             "GROUPS",
+            "~HEARTBEAT",
+            "~INCARNATION",
         ]);
         for r in &rows {
             match &r.error {
@@ -143,6 +145,11 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                     out.cell(r.leads.len(), Tone::Plain),
                     out.cell(r.txn_slots.len(), Tone::Plain),
                     out.cell(r.groups.len(), Tone::Plain),
+                    out.cell(
+                        r.heartbeat.as_ref().map(|t| t.rfc3339.clone()).unwrap_or_default(),
+                        Tone::Dim,
+                    ),
+                    out.cell(r.incarnation.as_deref().unwrap_or(""), Tone::Dim),
                 ]),
             };
         }

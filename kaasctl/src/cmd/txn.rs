@@ -161,6 +161,15 @@ pub fn list(c: &Cluster, out: &Out, args: &TxnListArgs) -> anyhow::Result<Status
                         r.coordinator.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
                         Tone::Plain,
                     ),
+                    (r.slot.to_string(), Tone::Plain),
+                    (r.groups.to_string(), Tone::Plain),
+                    (
+                        r.last_update
+                            .as_ref()
+                            .map(|t| crate::out::when(t.epoch_ms))
+                            .unwrap_or_else(|| "-".into()),
+                        Tone::Dim,
+                    ),
                 ]
             })
             .collect();
@@ -175,6 +184,9 @@ pub fn list(c: &Cluster, out: &Out, args: &TxnListArgs) -> anyhow::Result<Status
                 "TIMEOUT",
                 "LATE",
                 "COORD",
+                "~SLOT",
+                "~GROUPS",
+                "~LAST UPDATE",
             ],
             &[(3, 14)],
             rows,
