@@ -83,3 +83,38 @@ def test_force_abort_of_a_dead_producers_transaction_unblocks_read_committed(kaa
     audit = json.loads(kaasctl(kaas, "audit", "--json").stdout)
     assert audit[0]["target"] == "orders-tx" and audit[0]["state_before"] == "Ongoing" and audit[0]["state_after"] == "CompleteAbort"
     assert kaasctl(kaas, "txn", "find-hanging").returncode == 0
+
+
+def test_a_cleanly_stopped_broker_is_gone_at_once_and_kaasctl_writes_markers_itself(kaas_factory):
+    """A broker that stops cleanly marks its lease stopped and its partitions released:
+    kaasctl sees it gone at once — not after the session timeout (60 s here) — so an
+    abort or repair right after the stop writes its markers itself instead of queueing
+    them for the stopped broker (issue 13)."""
+    b = kaas_factory("--broker-session-timeout-ms", "60000")
+    create_topic(b.bootstrap, "orders", 2)
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "left-open"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce("orders", value=f"open-{i}".encode(), partition=i % 2)
+    p.flush(15)
+    assert b.stop() == 0
+    started = time.time()
+
+    brokers = json.loads(kaasctl(b, "brokers", "--json").stdout)
+    assert [(r["broker_id"], r["alive"], r["stopped"]) for r in brokers] == [(0, False, True)]
+    doctor = json.loads(kaasctl(b, "doctor", "--json").stdout)
+    assert any(f["check"] == "leases" and "stopped cleanly" in f["detail"] for f in doctor["findings"]), doctor
+
+    aborted = kaasctl(b, "txn", "abort", "left-open", "--yes", "--wait", "0s", "--json")
+    assert aborted.returncode == 0, aborted.stderr
+    assert json.loads(kaasctl(b, "markers", "list", "--json").stdout) == [], "nothing queued for the stopped broker"
+    for part in ("0", "1"):
+        explain = kaasctl(b, "lso", "explain", "orders", part, "--json")
+        assert explain.returncode == 0 and json.loads(explain.stdout)["pinned_by"] is None, explain.stdout
+    repaired = kaasctl(b, "txn", "repair", "--fix", "--yes", "--wait", "0s")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert json.loads(kaasctl(b, "markers", "list", "--json").stdout) == []
+    assert time.time() - started < 30, "all of it well within the session timeout"
+    entry = json.loads(kaasctl(b, "txn", "show", "left-open", "--json").stdout)
+    assert entry["state"] == "CompleteAbort", entry
