@@ -819,7 +819,8 @@ pub fn remove_cleaned_files(dir: &Path, tag: Option<&str>) {
         };
         if ours {
             if let Err(e) = fs::remove_file(entry.path()) {
-                tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove a cleaner's temporary file");
+                let (topic, partition) = crate::layout::partition_ids(&entry.path());
+                tracing::warn!(topic, partition, path = %entry.path().display(), error = %e, "cannot remove a cleaner's temporary file");
             }
         }
     }

@@ -51,6 +51,22 @@ impl Volume {
     }
 }
 
+/// A partition's topic and index, from its directory `<root>/<topic>-<partition>`,
+/// for the `topic` and `partition` fields of log lines about it ("?" and -1 for a
+/// path of another shape). `path` may be the directory or a file in it.
+pub fn partition_ids(path: &Path) -> (String, i32) {
+    let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string);
+    let parse = |n: &str| {
+        n.rsplit_once('-')
+            .and_then(|(t, p)| Some((t.to_string(), p.parse::<i32>().ok()?)))
+            .filter(|(t, _)| !t.is_empty())
+    };
+    name(path)
+        .and_then(|n| parse(&n))
+        .or_else(|| path.parent().and_then(name).and_then(|n| parse(&n)))
+        .unwrap_or_else(|| ("?".to_string(), -1))
+}
+
 /// Longest [`encode_name`] used as it is; longer ones are shortened and hashed.
 const MAX_PLAIN_STORED_NAME: usize = 180;
 /// How much of a long encoded name is kept before its hash.
@@ -142,6 +158,18 @@ pub fn valid_topic_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_lines_name_a_partition_by_its_directory() {
+        let root = Path::new("/data");
+        assert_eq!(partition_ids(&root.join("orders-3")), ("orders".into(), 3));
+        assert_eq!(
+            partition_ids(&root.join("my-topic.v2-0/00000000000000000000.log")),
+            ("my-topic.v2".into(), 0)
+        );
+        assert_eq!(partition_ids(&root.join("__cluster")), ("?".into(), -1));
+        assert_eq!(partition_ids(&root.join("-7")), ("?".into(), -1));
+    }
 
     #[test]
     fn group_names_round_trip_through_file_names() {

@@ -249,8 +249,14 @@ impl PartitionState {
         // Markers whose index entry was lost in a crash are re-indexed from the log.
         for a in derived {
             if !aborted.contains(&a) {
-                tracing::info!(dir = %dir.display(), producer_id = a.producer_id, marker_offset = a.last_offset,
-                    "re-indexing an aborted transaction found in the log");
+                let (topic, partition) = crate::layout::partition_ids(dir);
+                tracing::info!(
+                    topic,
+                    partition,
+                    producer_id = a.producer_id,
+                    marker_offset = a.last_offset,
+                    "re-indexing an aborted transaction found in the log"
+                );
                 state.unsynced_aborts.push(a);
                 aborted.push(a);
             }
@@ -310,8 +316,15 @@ impl PartitionState {
         // stale (a repair or queue entry that lost a race with a newer session): it
         // must not close whatever that session has open here. Apache refuses it too.
         if known_epoch.is_some_and(|k| producer_epoch < k) {
-            tracing::warn!(dir = %self.log.dir().display(), producer_id, producer_epoch, known_epoch,
-                "ignoring a transaction marker older than the producer's epoch on this partition");
+            let (topic, partition) = crate::layout::partition_ids(self.log.dir());
+            tracing::warn!(
+                topic,
+                partition,
+                producer_id,
+                producer_epoch,
+                known_epoch,
+                "ignoring a transaction marker older than the producer's epoch on this partition"
+            );
             return Ok(None);
         }
         let Some(first_offset) = first else {
@@ -336,7 +349,8 @@ impl PartitionState {
             self.aborted.push(a);
             self.unsynced_aborts.push(a);
             if let Err(e) = self.sync_txn_index() {
-                tracing::error!(dir = %self.log.dir().display(), producer_id, marker_offset = a.last_offset, error = %e,
+                let (topic, partition) = crate::layout::partition_ids(self.log.dir());
+                tracing::error!(topic, partition, producer_id, marker_offset = a.last_offset, error = %e,
                     "cannot make an aborted transaction's index entry durable; retried before the next snapshot");
             }
         }
@@ -360,7 +374,8 @@ impl PartitionState {
             let len = f.metadata().map_err(io)?.len();
             let aligned = len - len % TXN_INDEX_ENTRY_LEN as u64;
             if aligned != len {
-                tracing::warn!(path = %path.display(), cut_bytes = len - aligned, "cutting a torn .txnindex entry");
+                let (topic, partition) = crate::layout::partition_ids(&path);
+                tracing::warn!(topic, partition, path = %path.display(), cut_bytes = len - aligned, "cutting a torn .txnindex entry");
                 f.set_len(aligned).map_err(io)?;
             }
             f.write_all(&entry).map_err(io)?;
@@ -449,7 +464,8 @@ impl PartitionState {
         // The last snapshot may name a batch the pass removed or rewrote (then the next
         // open would replay the whole log): a fresh one names the log end.
         if let Err(e) = self.write_snapshot(now_ms) {
-            tracing::warn!(dir = %self.log.dir().display(), error = %e, "producer-state snapshot after cleaning failed; the next open replays more log");
+            let (topic, partition) = crate::layout::partition_ids(self.log.dir());
+            tracing::warn!(topic, partition, error = %e, "producer-state snapshot after cleaning failed; the next open replays more log");
         }
         Ok(true)
     }
@@ -507,7 +523,8 @@ impl PartitionState {
         if info.rolled {
             crate::failpoint::hit(crate::failpoint::ROLL_BEFORE_SNAPSHOT);
             if let Err(e) = self.write_snapshot(now_ms) {
-                tracing::warn!(error = %e, "producer-state snapshot on roll failed; the next open replays more log");
+                let (topic, partition) = crate::layout::partition_ids(self.log.dir());
+                tracing::warn!(topic, partition, error = %e, "producer-state snapshot on roll failed; the next open replays more log");
             }
             crate::failpoint::hit(crate::failpoint::ROLL_AFTER_SNAPSHOT);
         }
@@ -538,7 +555,8 @@ impl PartitionState {
 /// fsynced, so it cannot come back and be trusted once the log has grown past it).
 fn discard_snapshot(dir: &Path, why: &str) -> Result<(), VolumeError> {
     let path = ProducerStateSnapshot::path(dir);
-    tracing::warn!(path = %path.display(), reason = why,
+    let (topic, partition) = crate::layout::partition_ids(dir);
+    tracing::warn!(topic, partition, path = %path.display(), reason = why,
         "deleting a producer-state snapshot that does not belong to this log; rebuilding the state from the log start");
     std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
     crate::fsutil::sync_dir(dir).map_err(|e| VolumeError::io(dir, e))
@@ -654,7 +672,8 @@ fn recover_txn_indexes(dir: &Path, log_end: i64, segment_bases: &[i64]) -> Resul
             let a = parse_txn_index_entry(chunk);
             if a.last_offset >= limit {
                 dropped += 1;
-                tracing::warn!(path = %path.display(), producer_id = a.producer_id, marker_offset = a.last_offset, log_end, limit,
+                let (topic, partition) = crate::layout::partition_ids(&path);
+                tracing::warn!(topic, partition, path = %path.display(), producer_id = a.producer_id, marker_offset = a.last_offset, log_end, limit,
                     "removing an aborted-transaction entry whose marker is past the recovered log end or its segment");
             } else {
                 kept.extend_from_slice(chunk);
@@ -662,7 +681,8 @@ fn recover_txn_indexes(dir: &Path, log_end: i64, segment_bases: &[i64]) -> Resul
             }
         }
         if torn != 0 {
-            tracing::warn!(path = %path.display(), cut_bytes = torn, "cutting a torn .txnindex tail");
+            let (topic, partition) = crate::layout::partition_ids(&path);
+            tracing::warn!(topic, partition, path = %path.display(), cut_bytes = torn, "cutting a torn .txnindex tail");
         }
         if dropped > 0 {
             crate::fsutil::atomic_write(&path, &kept).map_err(|e| VolumeError::io(&path, e))?;

@@ -766,7 +766,7 @@ impl TransactionCoordinator {
         if held.is_some() && live.is_none() {
             match entry.txn_seq {
                 Some(_) => {
-                    warn!(path = %path.display(), transactional_id = %entry.transactional_id, "queued marker of a transaction that is no longer being finished; dropped unwritten");
+                    warn!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, partitions = ?entry.partitions, "queued marker of a transaction that is no longer being finished; dropped unwritten");
                     marker_queue::remove(path)?;
                     return Ok(true);
                 }
@@ -785,7 +785,7 @@ impl TransactionCoordinator {
                             && mine.iter().any(|tp| c.partitions.contains(tp))
                     });
                     if ambiguous {
-                        debug!(path = %path.display(), "legacy queue entry waits until the producer's open transaction ends");
+                        debug!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, "legacy queue entry waits until the producer's open transaction ends");
                         return Ok(false);
                     }
                 }
@@ -1062,7 +1062,7 @@ impl TransactionCoordinator {
             // epoch where they land, and produce-time verification refuses it
             // everywhere); the failure is surfaced, not swallowed.
             if let Err(e) = self.fence(broker, entry.producer_id, entry.producer_epoch, &entry.transactional_id) {
-                error!(transactional_id = %entry.transactional_id, error = %e, "recording the timed-out producer's fence failed");
+                error!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, error = %e, "recording the timed-out producer's fence failed");
             }
         }
         let stuck: Vec<TxnEntry> = self.with_held(&held, |st| {

@@ -106,7 +106,7 @@ pub async fn process_marker_queue(broker: &Broker) {
                 Ok(false) => {}
                 // Left in place: retried at the next poll.
                 Err(e) => {
-                    error!(path = %path.display(), error = %e, "applying a queued marker failed; retried at the next poll")
+                    error!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, partitions = ?mine, error = %e, "applying a queued marker failed; retried at the next poll")
                 }
             }
         }

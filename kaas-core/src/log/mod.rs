@@ -187,7 +187,8 @@ impl PartitionLog {
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionLog, LogError> {
         fs::create_dir_all(dir).map_err(|e| SegmentError::io(dir, e))?;
         if let Some(done) = crate::cleaner::finish_interrupted_swap(dir)? {
-            tracing::warn!(dir = %dir.display(), "{done}");
+            let (topic, partition) = crate::layout::partition_ids(dir);
+            tracing::warn!(topic, partition, dir = %dir.display(), "{done}");
         }
         let mut bases = Vec::new();
         for entry in fs::read_dir(dir).map_err(|e| SegmentError::io(dir, e))? {
@@ -223,8 +224,14 @@ impl PartitionLog {
             // Records below it were deleted while they were not yet fsynced, and a
             // crash took the tail since: the log starts at its (recovered) end, and the
             // record says so at once (offsets from `end` on will be written again).
-            tracing::warn!(dir = %dir.display(), recorded_start, log_end = end,
-                "the recorded log start is past the recovered log end; the log starts at its end");
+            let (topic, partition) = crate::layout::partition_ids(dir);
+            tracing::warn!(
+                topic,
+                partition,
+                recorded_start,
+                log_end = end,
+                "the recorded log start is past the recovered log end; the log starts at its end"
+            );
             recorded_start = end;
             LogStartFile::write(dir, end)?;
         }

@@ -408,7 +408,8 @@ impl Segment {
         if let Err(e) = written {
             self.torn_tail = true;
             if let Err(cut) = self.cut_torn_tail() {
-                tracing::error!(path = %self.log_path.display(), error = %cut, "cannot cut a failed append off the segment; appends wait until it can be");
+                let (topic, partition) = crate::layout::partition_ids(&self.log_path);
+                tracing::error!(topic, partition, path = %self.log_path.display(), error = %cut, "cannot cut a failed append off the segment; appends wait until it can be");
             }
             return Err(e);
         }

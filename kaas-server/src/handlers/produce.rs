@@ -102,10 +102,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
     // on NFS, its fsync finishing only after the new leader recovered the log): what
     // it appended is not acknowledged. The client retries at the new leader.
     if !broker.still_fresh_since(stepdowns) {
-        for r in responses.iter_mut().flat_map(|t| t.partition_responses.iter_mut()) {
-            if r.error_code == 0 {
+        for t in responses.iter_mut() {
+            for r in t.partition_responses.iter_mut().filter(|r| r.error_code == 0) {
                 warn!(
-                    index = r.index,
+                    topic = %t.name.0,
+                    partition = r.index,
                     "the lease went stale while the request was served; not acknowledging the append"
                 );
                 r.error_code = ResponseError::NotLeaderOrFollower.code();
@@ -189,7 +190,7 @@ fn append(
             Ok((base_offset, last_offset + 1, log_start))
         }
         Err(AppendRejected::Txn(e)) => {
-            debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, error = %e, "transactional batch outside an ongoing transaction");
+            debug!(peer = %ctx.peer, topic = %partition.topic, partition = partition.index, transactional_id = transactional_id.unwrap_or(""), error = %e, "transactional batch outside an ongoing transaction");
             Err(match e.code() {
                 90 => ResponseError::InvalidProducerEpoch.code(),
                 code => code,
