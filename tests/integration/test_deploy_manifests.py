@@ -190,16 +190,22 @@ def test_selectors_match_the_pod_template_labels(docs):
             assert subset(d["spec"]["selector"]["matchLabels"], labels)
 
 
-def test_services_and_probes_point_at_the_port_kaas_server_listens_on(docs):
+def test_services_and_probes_point_at_the_ports_kaas_server_listens_on(docs):
     sts = one(docs, "StatefulSet")
     c = broker_container(sts)
     host, _, port = setting(c, "listen").rpartition(":")
     assert host not in ("127.0.0.1", "localhost", "[::1]"), "a pod listening on loopback is unreachable"
     assert int(port) in [p["containerPort"] for p in c["ports"]]
-    for probe in ("readinessProbe", "livenessProbe"):
+    # The probes are the operations listener's HTTP endpoints (docs/operations.md).
+    ops_host, _, ops_port = setting(c, "metrics-listen").rpartition(":")
+    assert ops_host not in ("127.0.0.1", "localhost", "[::1]"), "the kubelet cannot reach a loopback listener"
+    assert int(ops_port) in [p["containerPort"] for p in c["ports"]]
+    for probe, path in (("readinessProbe", "/health/ready"), ("livenessProbe", "/health/live")):
         assert probe in c, f"the broker container has no {probe}"
-        assert "tcpSocket" in c[probe], f"{probe} is not a TCP probe"
-        assert container_port(c, c[probe]["tcpSocket"]["port"]) == int(port), f"{probe} checks another port"
+        assert c[probe].get("httpGet", {}).get("path") == path, f"{probe} does not GET {path}"
+        assert container_port(c, c[probe]["httpGet"]["port"]) == int(ops_port), f"{probe} checks another port"
+    annotations = sts["spec"]["template"]["metadata"].get("annotations", {})
+    assert annotations.get("prometheus.io/port") == ops_port and annotations.get("prometheus.io/path") == "/metrics"
     for _, d in docs:
         if d["kind"] == "Service":
             for p in d["spec"]["ports"]:
