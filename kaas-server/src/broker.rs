@@ -868,6 +868,7 @@ impl Broker {
                 Err(e) => (topic_name_of(e), None),
             })
             .collect();
+        crate::metrics::metrics().forget_topics(|name| on_volume.contains_key(name));
         let gone: Vec<Arc<Topic>> = {
             let mut reg = self.registry_mut();
             let names: Vec<String> = reg

@@ -243,6 +243,8 @@ pub struct Setting {
     pub key: String,
     /// None when not set (an optional setting without a default).
     pub value: Option<String>,
+    /// A number or boolean, written without quotes.
+    pub bare: bool,
     pub origin: Origin,
 }
 
@@ -267,7 +269,7 @@ fn read_config_file(
     command: &clap::Command,
     path: &std::path::Path,
 ) -> Result<Vec<(String, String, String)>, ConfigError> {
-    let text = kaas_core::fsutil::read_capped(path, 1 << 20)
+    let text = read_config_bytes(path)
         .map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
@@ -380,13 +382,48 @@ pub fn reference_markdown() -> String {
     out
 }
 
+/// The config file's bytes. Unlike files on the volume, the path is the operator's
+/// own choice, so symbolic links are followed (a Kubernetes ConfigMap mounts its keys
+/// as links); it must be a regular file (never blocks on a FIFO) of at most 1 MiB.
+fn read_config_bytes(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    kaas_core::fsutil::read_capped_from(&file, 1 << 20)
+}
+
 /// A value as TOML writes it: numbers and booleans bare, anything else a string.
-fn toml_value(v: &str) -> String {
-    if v.parse::<i64>().is_ok() || v.parse::<f64>().is_ok_and(f64::is_finite) || v == "true" || v == "false" {
+fn toml_value(v: &str, bare: bool) -> String {
+    if bare {
         v.to_string()
     } else {
         toml::Value::String(v.to_string()).to_string()
     }
+}
+
+/// Whether `arg`'s values are numbers or booleans (written bare in TOML); anything
+/// else (paths, addresses, names, enums) is written as a string, even `007`.
+fn bare_in_toml(arg: &clap::Arg) -> bool {
+    use std::any::TypeId;
+    let t = arg.get_value_parser().type_id();
+    [
+        TypeId::of::<i16>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<f64>(),
+        TypeId::of::<bool>(),
+    ]
+    .iter()
+    .any(|id| t == *id)
 }
 
 fn first_line(s: &str) -> String {
@@ -482,6 +519,7 @@ impl Config {
                 Setting {
                     key: arg.get_long().unwrap_or(id).to_string(),
                     value: raw,
+                    bare: bare_in_toml(arg),
                     origin,
                 },
             );
@@ -505,7 +543,11 @@ impl Config {
                 Origin::Default => "default".to_string(),
             };
             match &setting.value {
-                Some(v) => out.push_str(&format!("{} = {}  # {source}\n", setting.key, toml_value(v))),
+                Some(v) => out.push_str(&format!(
+                    "{} = {}  # {source}\n",
+                    setting.key,
+                    toml_value(v, setting.bare)
+                )),
                 None => out.push_str(&format!("# {} = (not set)  # {source}\n", setting.key)),
             }
         }

@@ -26,8 +26,17 @@ use tracing::{debug, warn};
 /// two probes need three).
 const MAX_HTTP_CONNECTIONS: usize = 32;
 
-/// How long a probe's connection to the Kafka listener may take.
-const ACCEPT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Connections from one address at once: one client cannot take every slot and
+/// starve the kubelet's probes.
+const MAX_HTTP_CONNECTIONS_PER_IP: usize = 8;
+
+/// The longest a connection lives, whatever it does (a client that trickles its
+/// request or never reads its response gives its slot back then).
+const HTTP_CONNECTION_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long the readiness round trip to the Kafka listener (connect, ApiVersions,
+/// answer) may take.
+const KAFKA_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What the handlers see.
 pub struct OpsState {
@@ -41,11 +50,15 @@ pub struct OpsState {
     pub kafka: SocketAddr,
     /// Flips when shutdown begins.
     pub shutdown: watch::Receiver<bool>,
+    /// The last exposition and when its render began; the lock also makes renders
+    /// one at a time.
+    pub rendered: tokio::sync::Mutex<Option<(std::time::Instant, Bytes)>>,
 }
 
 /// Serves until `stop` flips.
 pub async fn serve(listener: TcpListener, state: Arc<OpsState>, mut stop: watch::Receiver<bool>) {
     let slots = Arc::new(Semaphore::new(MAX_HTTP_CONNECTIONS));
+    let per_ip: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Default::default();
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
@@ -56,7 +69,16 @@ pub async fn serve(listener: TcpListener, state: Arc<OpsState>, mut stop: watch:
                         debug!(%peer, "operations listener: too many connections; closing this one");
                         continue;
                     };
-                    let state = state.clone();
+                    {
+                        let mut counts = per_ip.lock().unwrap_or_else(|p| p.into_inner());
+                        let n = counts.entry(peer.ip()).or_insert(0);
+                        if *n >= MAX_HTTP_CONNECTIONS_PER_IP {
+                            debug!(%peer, "operations listener: too many connections from this address; closing this one");
+                            continue;
+                        }
+                        *n += 1;
+                    }
+                    let (state, per_ip) = (state.clone(), per_ip.clone());
                     conns.spawn(async move {
                         let _slot = slot;
                         let service = hyper::service::service_fn(move |req| {
@@ -67,10 +89,18 @@ pub async fn serve(listener: TcpListener, state: Arc<OpsState>, mut stop: watch:
                             .timer(TokioTimer::new())
                             .header_read_timeout(Duration::from_secs(10))
                             .keep_alive(true)
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                        if let Err(e) = served {
-                            debug!(%peer, error = %e, "operations connection ended");
+                            .serve_connection(TokioIo::new(stream), service);
+                        match tokio::time::timeout(HTTP_CONNECTION_DEADLINE, served).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => debug!(%peer, error = %e, "operations connection ended"),
+                            Err(_) => debug!(%peer, "operations connection closed at its deadline"),
+                        }
+                        let mut counts = per_ip.lock().unwrap_or_else(|p| p.into_inner());
+                        if let Some(n) = counts.get_mut(&peer.ip()) {
+                            *n -= 1;
+                            if *n == 0 {
+                                counts.remove(&peer.ip());
+                            }
                         }
                     });
                 }
@@ -100,13 +130,30 @@ async fn route(state: &Arc<OpsState>, req: Request<Incoming>) -> Response<Full<B
     }
     match req.uri().path() {
         "/metrics" => {
-            let broker = state.broker.get().cloned();
-            match tokio::task::spawn_blocking(move || crate::metrics::render(broker.as_deref())).await {
-                Ok(Ok(text)) => reply(
+            // One render at a time; a scrape that waited takes the result of a render
+            // begun after it arrived (as fresh as its own would be): a burst of
+            // scrapers costs two renders, not one each.
+            let arrived = std::time::Instant::now();
+            let mut rendered = state.rendered.lock().await;
+            if let Some((_, text)) = rendered.as_ref().filter(|(at, _)| *at >= arrived) {
+                return reply(
                     StatusCode::OK,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    text,
-                ),
+                    text.clone(),
+                );
+            }
+            let broker = state.broker.get().cloned();
+            let started = std::time::Instant::now();
+            match tokio::task::spawn_blocking(move || crate::metrics::render(broker.as_deref())).await {
+                Ok(Ok(text)) => {
+                    let text = Bytes::from(text);
+                    *rendered = Some((started, text.clone()));
+                    reply(
+                        StatusCode::OK,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        text,
+                    )
+                }
                 Ok(Err(e)) => reply(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "text/plain",
@@ -228,11 +275,39 @@ pub async fn readiness(state: &Arc<OpsState>) -> Vec<Check> {
     };
     checks.push(check(
         "listener_accepting",
-        match tokio::time::timeout(ACCEPT_PROBE_TIMEOUT, TcpStream::connect(probe)).await {
-            Ok(Ok(_)) => Ok(format!("{probe} accepted a connection")),
+        match tokio::time::timeout(KAFKA_PROBE_TIMEOUT, api_versions_round_trip(probe)).await {
+            Ok(Ok(())) => Ok(format!("{probe} answered an ApiVersions request")),
             Ok(Err(e)) => Err(format!("{probe}: {e}")),
-            Err(_) => Err(format!("{probe}: no connection within {ACCEPT_PROBE_TIMEOUT:?}")),
+            Err(_) => Err(format!("{probe}: no ApiVersions answer within {KAFKA_PROBE_TIMEOUT:?}")),
         },
     ));
     checks
+}
+
+/// Connects to the Kafka listener and sends an ApiVersions v0 request: ok once a
+/// response with the same correlation id comes back. So the check covers the accept
+/// loop and request handling, not only a bound socket whose backlog the kernel fills.
+async fn api_versions_round_trip(addr: SocketAddr) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const CORRELATION_ID: i32 = 0x6b61_6173; // "kaas"
+    let client_id = b"kaas-readiness-probe";
+    let mut frame = Vec::with_capacity(32);
+    let len = 2 + 2 + 4 + 2 + client_id.len();
+    frame.extend_from_slice(&(len as i32).to_be_bytes());
+    frame.extend_from_slice(&18i16.to_be_bytes()); // ApiVersions
+    frame.extend_from_slice(&0i16.to_be_bytes()); // v0: no flexible header
+    frame.extend_from_slice(&CORRELATION_ID.to_be_bytes());
+    frame.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    frame.extend_from_slice(client_id);
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.write_all(&frame).await?;
+    let mut head = [0u8; 8];
+    stream.read_exact(&mut head).await?;
+    let correlation = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+    if correlation != CORRELATION_ID {
+        return Err(std::io::Error::other(format!(
+            "answered with correlation id {correlation}, not {CORRELATION_ID}"
+        )));
+    }
+    Ok(())
 }

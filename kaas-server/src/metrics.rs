@@ -323,12 +323,22 @@ impl Metrics {
             .clone()
     }
 
-    /// Drops the series of topics not in `keep` (deleted ones), so they do not
-    /// linger in every scrape.
-    fn forget_topics_except(&self, keep: &std::collections::HashSet<&str>) {
+    /// Drops the series of topics that no longer `exist` (deleted ones), so they
+    /// neither linger in every scrape nor hold memory (the volume sync calls it every
+    /// second, whether or not anything scrapes).
+    pub fn forget_topics(&self, exists: impl Fn(&str) -> bool) {
+        if self
+            .topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .all(|name| exists(name))
+        {
+            return;
+        }
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
         topics.retain(|name, _| {
-            if keep.contains(name.as_str()) {
+            if exists(name) {
                 return true;
             }
             let labels = TopicLabels { topic: name.clone() };
@@ -357,10 +367,6 @@ impl Metrics {
 pub fn render(broker: Option<&Broker>) -> Result<String, std::fmt::Error> {
     let m = metrics();
     let mut out = String::with_capacity(16 << 10);
-    if let Some(b) = broker {
-        let topics = b.topics();
-        m.forget_topics_except(&topics.iter().map(|t| t.meta.name.as_str()).collect());
-    }
     prometheus_client::encoding::text::encode_registry(&mut out, &m.registry)?;
     if let Some(b) = broker {
         prometheus_client::encoding::text::encode_registry(&mut out, &broker_state(b))?;
@@ -518,7 +524,11 @@ fn broker_state(broker: &Broker) -> Registry {
                 let labels = BrokerLabels {
                     broker: lease.broker_id,
                 };
-                lease_age.get_or_create(&labels).set(secs(now - lease.heartbeat_ms));
+                // A broker that stopped cleanly (or was scaled away) has no lease age
+                // to alert on: it is not expected to renew.
+                if lease.stopped_ms.is_none() {
+                    lease_age.get_or_create(&labels).set(secs(now - lease.heartbeat_ms));
+                }
                 live.get_or_create(&labels)
                     .set(live_now.contains_key(&lease.broker_id) as i64);
             }

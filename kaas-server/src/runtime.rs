@@ -36,24 +36,10 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let bound = listener.local_addr()?;
-    // The new incarnation's lease first, then the partitions: a peer that judged the
-    // previous incarnation dead never confirms it dead once this one is on the volume,
-    // so it cannot steal a lock this process took while opening (docs/cluster.md).
-    let (host, port) = config.advertised(bound);
-    let lease = BrokerLease {
-        version: LEASE_FORMAT_VERSION,
-        broker_id: config.broker_id,
-        host,
-        port,
-        incarnation: uuid::Uuid::new_v4().to_string(),
-        started_ms: now_ms(),
-        heartbeat_ms: now_ms(),
-        stopped_ms: None,
-    };
-    let written_at = Instant::now();
-    lease.write(&volume)?;
+    let incarnation = uuid::Uuid::new_v4().to_string();
     // The operations listener answers liveness during the (possibly long) opening;
-    // readiness says "opening" until the broker serves.
+    // readiness says "opening" until the broker serves. Bound before the lease is
+    // written: a port already taken stops this process before peers see it live.
     let (ops_stop, ops_stopped) = watch::channel(false);
     let ops = match config.metrics_listen {
         Some(addr) => {
@@ -64,9 +50,10 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 broker: std::sync::OnceLock::new(),
                 volume: volume.clone(),
                 broker_id: config.broker_id,
-                incarnation: lease.incarnation.clone(),
+                incarnation: incarnation.clone(),
                 kafka: bound,
                 shutdown: shutdown.clone(),
+                rendered: tokio::sync::Mutex::new(None),
             });
             info!(metrics_listen = %ops_listener.local_addr()?, "operations listener: /metrics, /health/live, /health/ready");
             let task = tokio::spawn(crate::http::serve(ops_listener, state.clone(), ops_stopped));
@@ -74,6 +61,22 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         }
         None => None,
     };
+    // The new incarnation's lease first, then the partitions: a peer that judged the
+    // previous incarnation dead never confirms it dead once this one is on the volume,
+    // so it cannot steal a lock this process took while opening (docs/cluster.md).
+    let (host, port) = config.advertised(bound);
+    let lease = BrokerLease {
+        version: LEASE_FORMAT_VERSION,
+        broker_id: config.broker_id,
+        host,
+        port,
+        incarnation,
+        started_ms: now_ms(),
+        heartbeat_ms: now_ms(),
+        stopped_ms: None,
+    };
+    let written_at = Instant::now();
+    lease.write(&volume)?;
     // Opening recovers every partition this broker owns, which can take longer than
     // the session timeout on big logs: the lease is renewed meanwhile, so peers do not
     // judge this process dead (and take its locks) while it is still recovering.
@@ -149,7 +152,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 let broker = broker.clone();
                 let mut watcher = kaas_core::fence_log::FenceWatcher::new(broker.config.broker_id);
                 let mut deliveries = None;
-                move || crate::watchers::apply_peer_fences(&broker, &mut watcher, &mut deliveries)
+                let mut counting = false;
+                move || crate::watchers::apply_peer_fences(&broker, &mut watcher, &mut deliveries, &mut counting)
             },
         )),
         tokio::spawn({

@@ -403,17 +403,14 @@ pub async fn handle_frame(
     };
     let started = std::time::Instant::now();
     let response = handlers::dispatch(broker, &ctx, request).await;
-    crate::metrics::metrics().request_done(api, &response, started.elapsed());
     if silent {
+        crate::metrics::metrics().request_done(api, &response, started.elapsed());
         return Ok(None);
     }
     let response_header_version = api.response_header_version(version);
-    Ok(Some(encode_response(
-        correlation_id,
-        response_header_version,
-        &response,
-        version,
-    )?))
+    let encoded = encode_response(correlation_id, response_header_version, &response, version)?;
+    crate::metrics::metrics().request_done(api, &response, started.elapsed());
+    Ok(Some(encoded))
 }
 
 /// Runs a kafka-protocol decoder, turning both errors and panics into a message.

@@ -11,8 +11,18 @@ use tracing::{debug, error, info, warn};
 
 /// One fence-watcher poll: applies the peers' new fences, then records them in this
 /// broker's `applied-by-<id>.json` (what reached it, and when) for `kaasctl fence show`.
-pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher, deliveries: &mut Option<FenceDeliveries>) {
+///
+/// The watcher's first poll returns every fence the logs hold (the opening broker
+/// applied them already); `counting` is false for it, so
+/// `kaas_fence_events_applied_total` counts fences as they arrive, not that backlog.
+pub fn apply_peer_fences(
+    broker: &Broker,
+    watcher: &mut FenceWatcher,
+    deliveries: &mut Option<FenceDeliveries>,
+    counting: &mut bool,
+) {
     let (fresh, errors) = watcher.poll_fences(&broker.volume);
+    let count = std::mem::replace(counting, true);
     for e in errors {
         error!(error = %e, "unreadable fence log; its fences are not applied until it is repaired");
     }
@@ -20,9 +30,11 @@ pub fn apply_peer_fences(broker: &Broker, watcher: &mut FenceWatcher, deliveries
         return;
     }
     let now = kaas_core::now_ms();
-    crate::metrics::metrics()
-        .fence_events_applied
-        .inc_by(fresh.len() as u64);
+    if count {
+        crate::metrics::metrics()
+            .fence_events_applied
+            .inc_by(fresh.len() as u64);
+    }
     for f in &fresh {
         info!(
             producer_id = f.producer_id,

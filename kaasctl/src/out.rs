@@ -254,7 +254,10 @@ pub fn emit(args: std::fmt::Arguments<'_>) {
 /// Gives a column a fixed width of `width` characters of content so words such as state names
 /// are never split; the other columns give way.
 pub fn keep_whole(t: &mut Table, column: usize, width: u16) {
-    if let Some(c) = t.column_mut(column) {
+    if let Some(c) = t
+        .column_mut(column)
+        .filter(|c| !matches!(c.constraint(), Some(ColumnConstraint::Hidden)))
+    {
         // The constraint counts the column's padding (one space each side) too.
         c.set_constraint(ColumnConstraint::Absolute(Width::Fixed(width + 2)));
     }

@@ -872,6 +872,7 @@ fn output_formats_wide_and_columns() {
                 "columns_txn_list",
                 &["txn", "list", "--columns", "transactional id,STATE,slot"],
             ),
+            ("columns_without_state", &["txn", "list", "--columns", "pid,epoch"]),
             ("columns_unknown", &["txn", "list", "--columns", "state,nope"]),
             ("yaml_markers_list", &["markers", "list", "-o", "yaml"]),
             ("output_json_and_json_conflict", &["brokers", "--json", "-o", "yaml"]),

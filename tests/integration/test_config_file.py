@@ -52,6 +52,26 @@ def test_flags_beat_env_beat_file_beat_defaults(tmp_path):
     assert {k: v for k, (v, _) in effective(r2.stdout).items()} == {k: v for k, (v, _) in conf.items()}
 
 
+def test_print_config_quotes_what_is_not_a_number_and_follows_a_symlinked_file(tmp_path):
+    """A path that looks like a number stays a string; a config file reached through a
+    symbolic link (as a Kubernetes ConfigMap mounts it) is read."""
+    real = tmp_path / "..data" / "kaas.toml"
+    real.parent.mkdir()
+    real.write_text('data-dir = "007"\nlog-cleaner-io-max-bytes-per-second = 1e5\n')
+    link = tmp_path / "kaas.toml"
+    link.symlink_to(real.relative_to(tmp_path))
+    r = run("--config", str(link), "--print-config")
+    assert r.returncode == 0, r.stderr
+    conf = effective(r.stdout)
+    assert conf["data-dir"] == ('"007"', f"file {link}")
+    assert conf["log-cleaner-io-max-bytes-per-second"][0] == "100000"
+    again = tmp_path / "again.toml"
+    again.write_text(r.stdout)
+    r2 = run("--config", str(again), "--print-config")
+    assert r2.returncode == 0, r2.stderr
+    assert effective(r2.stdout)["data-dir"][0] == '"007"'
+
+
 def test_the_config_file_can_be_named_by_env_and_configures_a_running_broker(tmp_path):
     port = free_port()
     cfg = tmp_path / "kaas.toml"

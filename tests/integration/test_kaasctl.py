@@ -118,3 +118,46 @@ def test_a_cleanly_stopped_broker_is_gone_at_once_and_kaasctl_writes_markers_its
     assert time.time() - started < 30, "all of it well within the session timeout"
     entry = json.loads(kaasctl(b, "txn", "show", "left-open", "--json").stdout)
     assert entry["state"] == "CompleteAbort", entry
+
+
+def test_doctor_finds_nothing_wrong_with_a_busy_transactional_cluster(kaas_factory):
+    """Producers committing and aborting back to back while kaasctl doctor reads the
+    volume: a transaction that ends, or a new one that begins, while doctor reads is
+    never reported as hanging, and in-progress transactions are not problems."""
+    import threading
+
+    b = kaas_factory()
+    create_topic(b.bootstrap, "busy", 4)
+    stop = threading.Event()
+    done = []
+
+    def work(tid):
+        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid, "linger.ms": 1})
+        p.init_transactions(30)
+        n = 0
+        while not stop.is_set() and n < 2000:
+            p.begin_transaction()
+            for i in range(4):
+                p.produce("busy", value=f"{tid}-{n}-{i}".encode(), partition=i)
+            p.flush(10)
+            (p.commit_transaction if n % 5 else p.abort_transaction)(30)
+            n += 1
+        done.append(n)
+
+    threads = [threading.Thread(target=work, args=(f"busy-{k}",)) for k in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1)
+        env = dict(os.environ, KAASCTL_STATVFS="1048576,524288,1000000,900000")
+        for _ in range(8):
+            r = subprocess.run([str(KAASCTL), "--data-dir", str(b.data_dir), "doctor", "--json"],
+                               capture_output=True, text=True, timeout=60, env=env)
+            report = json.loads(r.stdout)
+            bad = [f for f in report["findings"] if f["severity"] == "problem"]
+            assert r.returncode == 0 and not bad, bad
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert len(done) == 3 and min(done) > 5, f"the producers kept working: {done}"

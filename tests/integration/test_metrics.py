@@ -194,3 +194,28 @@ def test_a_broker_that_cannot_write_its_lease_is_not_ready(kaas_factory, tmp_pat
         if not lease.exists():
             lease.write_bytes(saved)
     wait_for(lambda: get(base + "/health/ready")[0] == 200, timeout=15, what="readiness back once writable")
+
+
+def test_idle_clients_cannot_take_every_operations_connection(kaas_factory):
+    """At most 8 operations connections per address (32 in all): silent clients from one
+    address hold only their share, and their slots come back when they go."""
+    import socket
+
+    mport = free_port()
+    kaas_factory("--metrics-listen", f"127.0.0.1:{mport}")
+    base = f"http://127.0.0.1:{mport}"
+    idle = [socket.create_connection(("127.0.0.1", mport), timeout=5) for _ in range(8)]
+    try:
+        wait_for(lambda: _refused(base), timeout=10, what="a ninth connection from the same address refused")
+    finally:
+        for s in idle:
+            s.close()
+    wait_for(lambda: get(base + "/health/live")[0] == 200, timeout=10, what="probes answered again")
+
+
+def _refused(base):
+    try:
+        get(base + "/health/live")
+        return False
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return True

@@ -69,6 +69,8 @@ fn gather(
         let name = ft.topic.0.to_string();
         let topic = broker.topic(&name);
         let mut partitions = Vec::with_capacity(ft.partitions.len());
+        // Counted once the partition locks are let go.
+        let mut topic_bytes = 0u64;
         for fp in &ft.partitions {
             let mut pd = PartitionData::default()
                 .with_partition_index(fp.partition)
@@ -125,12 +127,7 @@ fn gather(
                                 }
                                 total += data.len();
                                 remaining = remaining.saturating_sub(data.len());
-                                if !data.is_empty() {
-                                    crate::metrics::metrics()
-                                        .topic(&name)
-                                        .bytes_out
-                                        .inc_by(data.len() as u64);
-                                }
+                                topic_bytes += data.len() as u64;
                                 pd.records = Some(data);
                             }
                             Err(LogError::OutOfRange { .. }) => {
@@ -147,6 +144,9 @@ fn gather(
                 }
             }
             partitions.push(pd);
+        }
+        if topic_bytes > 0 {
+            crate::metrics::metrics().topic(&name).bytes_out.inc_by(topic_bytes);
         }
         responses.push(
             FetchableTopicResponse::default()

@@ -320,9 +320,11 @@ fn markers(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result
         }
         let oldest = q.oldest_age_ms.unwrap_or(0);
         if !q.alive {
+            // A broker restarting (a rolling update) is not live for a moment: its
+            // queue is a problem once its oldest entry waited past --stuck-after.
             f.push(finding(
                 "markers",
-                Severity::Problem,
+                if oldest > stuck { Severity::Problem } else { Severity::Warning },
                 format!(
                     "{} marker entries queued for broker {}, which is not live (oldest {} old)",
                     q.depth,
@@ -420,31 +422,57 @@ fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::R
     Ok(())
 }
 
+/// Partitions whose LSO is held back by a transaction that should have ended: an
+/// Ongoing one past its timeout, or a Prepare* one older than `--stuck-after`. A
+/// transaction within its timeout pinning the LSO is normal (a Flink sink may keep one
+/// open for many minutes); one no coordinator knows as open is reported by the
+/// transactions check, after it confirmed it by reading the partition again.
 fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()> {
+    use kaas_core::txn::TxnState;
     let stuck = limits.stuck_after.as_millis() as i64;
     let before = f.len();
+    let mut lagging = Vec::new();
     for topic in kaas_core::topic::list_topics(&c.volume)?.into_iter().flatten() {
         for p in 0..topic.partitions {
             let dir = c.volume.partition_dir(&topic.name, p);
             let Ok(view) = kaas_core::inspect::inspect_partition(&dir, false) else {
                 continue; // reported by the transactions check (unreadable file)
             };
-            let lag = view.log_end_offset - view.last_stable_offset;
-            if lag <= 0 {
-                continue;
+            if view.log_end_offset > view.last_stable_offset {
+                lagging.push((topic.name.clone(), p, view));
             }
-            let e = super::lso::explain(c, &topic.name, p)?;
-            let pin_age = e.pinned_by.as_ref().and_then(|p| p.open_age_ms);
-            if pin_age.is_some_and(|a| a <= stuck) {
-                continue; // a transaction in progress
+        }
+    }
+    if !lagging.is_empty() {
+        // Read after the partitions: a transaction that moved on shows as newer.
+        let entries: Vec<kaas_core::txn::TxnEntry> = c
+            .slots()
+            .into_iter()
+            .filter_map(|(_, file)| file.ok())
+            .flat_map(|file| file.entries.into_values())
+            .collect();
+        let by_pid = kaas_core::reconcile::index_by_producer(entries.iter());
+        for (topic, p, view) in &lagging {
+            let e = super::lso::explain_with(c, topic, *p, view, &entries);
+            let Some(pin) = &e.pinned_by else { continue };
+            let Some(entry) = by_pid.get(&pin.producer_id) else {
+                continue;
+            };
+            let due = match entry.state {
+                TxnState::Ongoing => entry.is_overdue(c.now_ms),
+                s if s.is_prepare() => c.now_ms - entry.last_update_ms > stuck,
+                _ => false,
+            };
+            if !due {
+                continue;
             }
             f.push(finding(
                 "lso",
                 Severity::Problem,
                 format!(
-                    "{}-{p}: {lag} records held back from read_committed consumers{}",
-                    topic.name,
-                    match pin_age {
+                    "{topic}-{p}: {} records held back from read_committed consumers{}",
+                    e.blocked_records,
+                    match pin.open_age_ms {
                         Some(a) => format!(" for {}", age(a)),
                         None => String::new(),
                     }
@@ -454,7 +482,10 @@ fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()>
         }
     }
     if f.len() == before {
-        f.push(ok("lso", "no partition's last stable offset is pinned for long".into()));
+        f.push(ok(
+            "lso",
+            "no partition's last stable offset is held back by an overdue or stuck transaction".into(),
+        ));
     }
     Ok(())
 }

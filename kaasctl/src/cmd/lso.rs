@@ -36,6 +36,25 @@ pub fn explain(c: &Cluster, topic: &str, partition: i32) -> anyhow::Result<LsoEx
         anyhow::bail!("no partition directory {}", dir.display());
     }
     let view = inspect_partition(&dir, false)?;
+    // The slots after the partition: a producer that moved on meanwhile shows newer.
+    let entries: Vec<kaas_core::txn::TxnEntry> = c
+        .slots()
+        .into_iter()
+        .filter_map(|(_, f)| f.ok())
+        .flat_map(|f| f.entries.into_values())
+        .collect();
+    Ok(explain_with(c, topic, partition, &view, &entries))
+}
+
+/// [`explain`] from a partition view and the coordinator entries already read (the
+/// entries read after the view).
+pub fn explain_with(
+    c: &Cluster,
+    topic: &str,
+    partition: i32,
+    view: &kaas_core::inspect::PartitionInspection,
+    entries: &[kaas_core::txn::TxnEntry],
+) -> LsoExplain {
     let pin = view
         .producers
         .producers
@@ -52,15 +71,12 @@ pub fn explain(c: &Cluster, topic: &str, partition: i32) -> anyhow::Result<LsoEx
         advice: "nothing pins the LSO: read_committed consumers see everything".into(),
     };
     let Some((first, p)) = pin else {
-        return Ok(result);
+        return result;
     };
-    // Which transactional id has this producer id?
-    let entry = c
-        .slots()
-        .into_iter()
-        .filter_map(|(_, f)| f.ok())
-        .flat_map(|f| f.entries.into_values())
-        .find(|e| e.producer_id == p.producer_id);
+    // Which transactional id has (or, before a rotation, had) this producer id?
+    let entry = kaas_core::reconcile::index_by_producer(entries.iter())
+        .get(&p.producer_id)
+        .map(|e| (*e).clone());
     let slot = entry.as_ref().map(|e| slot_for(&e.transactional_id));
     let tp_in = entry.as_ref().is_some_and(|e| {
         e.partitions
@@ -98,7 +114,7 @@ pub fn explain(c: &Cluster, topic: &str, partition: i32) -> anyhow::Result<LsoEx
         slot,
         slot_owner: slot.and_then(|s| c.slot_owner(s)),
     });
-    Ok(result)
+    result
 }
 
 pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Result<Status> {

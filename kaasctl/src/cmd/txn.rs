@@ -611,10 +611,47 @@ impl Finding {
 /// Per partition: (producer id, epoch, first offset) of each open transaction.
 type OpenTransactions = BTreeMap<(String, i32), Vec<(i64, i16, i64)>>;
 
-/// The exact join behind find-hanging and repair: every partition's open
+/// The open transactions of one partition: (producer id, epoch, first offset).
+fn open_transactions(dir: &std::path::Path) -> Result<Vec<(i64, i16, i64)>, kaas_core::VolumeError> {
+    Ok(inspect_partition(dir, false)?
+        .producers
+        .producers
+        .values()
+        .filter_map(|e| e.txn_first_offset.map(|first| (e.producer_id, e.epoch, first)))
+        .collect())
+}
+
+/// The exact join behind find-hanging, repair and doctor: every partition's open
 /// transactions against the coordinator slots, Prepare* entries against the
 /// partitions, queue entries against live brokers, and every unreadable file.
+///
+/// Read while brokers run, so in the order that keeps a busy producer from looking
+/// hanging: the partitions first, the slots after (a producer that moved on to its
+/// next transaction meanwhile shows there as newer, never older); and a transaction
+/// judged hanging is confirmed by reading its partition again, after the slots: it
+/// must still be open there from the same first offset (a marker written between
+/// the first read and the slot read would otherwise look missing).
 pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
+    let mut file_findings = Vec::new();
+    let mut open_on: OpenTransactions = BTreeMap::new();
+    for topic in list_topics(&c.volume)? {
+        let topic = match topic {
+            Ok(t) => t,
+            Err(e) => {
+                file_findings.push(Finding::new("unreadable_file", e.to_string()));
+                continue;
+            }
+        };
+        for p in 0..topic.partitions {
+            match open_transactions(&c.volume.partition_dir(&topic.name, p)) {
+                Ok(opens) if !opens.is_empty() => {
+                    open_on.insert((topic.name.clone(), p), opens);
+                }
+                Ok(_) => {}
+                Err(e) => file_findings.push(Finding::new("unreadable_file", e.to_string())),
+            }
+        }
+    }
     let mut findings = Vec::new();
     let mut entries: Vec<TxnEntry> = Vec::new();
     for (slot, file) in c.slots() {
@@ -627,41 +664,28 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
             }
         }
     }
+    findings.extend(file_findings);
     // Entries by every producer id they hold or held (the broker's reconcile uses the same).
     let by_pid = reconcile::index_by_producer(entries.iter());
-    let mut open_on: OpenTransactions = BTreeMap::new();
-    for topic in list_topics(&c.volume)? {
-        let topic = match topic {
-            Ok(t) => t,
-            Err(e) => {
-                findings.push(Finding::new("unreadable_file", e.to_string()));
-                continue;
-            }
-        };
-        for p in 0..topic.partitions {
-            let dir = c.volume.partition_dir(&topic.name, p);
-            match inspect_partition(&dir, false) {
-                Ok(view) => {
-                    for e in view.producers.producers.values() {
-                        if let Some(first) = e.txn_first_offset {
-                            open_on
-                                .entry((topic.name.clone(), p))
-                                .or_default()
-                                .push((e.producer_id, e.epoch, first));
-                        }
-                    }
-                }
-                Err(e) => findings.push(Finding::new("unreadable_file", e.to_string())),
-            }
-        }
-    }
     for ((topic, partition), opens) in &open_on {
+        let mut reread: Option<Vec<(i64, i16, i64)>> = None;
         for &(pid, epoch, first) in opens {
             let tp = TopicPartition {
                 topic: topic.clone(),
                 partition: *partition,
             };
             let entry = by_pid.get(&pid).copied();
+            if matches!(reconcile::judge(entry, &tp, pid, epoch), Verdict::Hanging { .. }) {
+                if reread.is_none() {
+                    // Unreadable now: judged by the first read (reported, not hidden).
+                    reread = Some(
+                        open_transactions(&c.volume.partition_dir(topic, *partition)).unwrap_or_else(|_| opens.clone()),
+                    );
+                }
+                if !reread.as_ref().is_some_and(|now| now.contains(&(pid, epoch, first))) {
+                    continue; // it ended (or another began) while we read: not hanging
+                }
+            }
             if entry.is_some_and(|e| e.producer_epoch < epoch) {
                 let e = entry.expect("checked");
                 let mut f = Finding::new("epoch_regression", format!("partition {topic}-{partition} knows producer {pid} at epoch {epoch}, its coordinator entry {:?} only at {}", e.transactional_id, e.producer_epoch));
