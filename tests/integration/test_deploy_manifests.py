@@ -272,3 +272,34 @@ def test_the_grace_period_outlasts_a_clean_shutdown(docs):
     grace = sts["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
     # the in-flight wait, then fsync, snapshots and release of every partition
     assert grace >= timeout_ms / 1000 + 20, f"terminationGracePeriodSeconds {grace} leaves no time to stop cleanly"
+
+
+def test_the_dockerfile_is_multi_stage_non_root_and_matches_the_manifests(docs):
+    """deploy/Dockerfile, read statically (this machine has no Docker daemon): a build
+    stage and a small runtime stage, a numeric non-root user that is the one the
+    StatefulSet runs as, the ports the manifests use exposed, and only flags kaas-server
+    has in its default command."""
+    import json as _json
+
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    lines = [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith("#")]
+    froms = [l for l in lines if l.upper().startswith("FROM ")]
+    assert len(froms) == 2 and " AS " in froms[0].upper(), froms
+    assert "slim" in froms[1] or "distroless" in froms[1], f"runtime stage is not a small image: {froms[1]}"
+    runtime = lines[lines.index(froms[1]):]
+    assert any("cargo build --release --locked" in l for l in lines), "the build must use the release profile and Cargo.lock"
+    assert any(l.startswith("COPY --from=") for l in runtime), "the runtime stage copies only the built binaries"
+    user = [l.split()[1] for l in runtime if l.upper().startswith("USER ")]
+    assert user and user[-1].split(":")[0].isdigit() and user[-1].split(":")[0] != "0", f"USER {user}"
+    uid = int(user[-1].split(":")[0])
+    sts = one(docs, "StatefulSet")
+    sc = sts["spec"]["template"]["spec"].get("securityContext", {})
+    assert sc.get("runAsUser", uid) == uid and sc.get("runAsNonRoot", True), sc
+    exposed = {int(p) for l in runtime if l.upper().startswith("EXPOSE ") for p in l.split()[1:]}
+    c = broker_container(sts)
+    assert {p["containerPort"] for p in c["ports"]} <= exposed, (exposed, c["ports"])
+    cmd = _json.loads(next(l for l in runtime if l.upper().startswith("CMD "))[4:])
+    known = config_flags()
+    for w in cmd:
+        if w.startswith("--"):
+            assert w[2:].split("=")[0] in known, f"CMD passes --{w[2:]}, which kaas-server does not have"
