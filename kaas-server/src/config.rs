@@ -399,7 +399,9 @@ fn read_config_bytes(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
 
 /// A value as TOML writes it: numbers and booleans bare, anything else a string.
 fn toml_value(v: &str, bare: bool) -> String {
-    if bare {
+    // A number as the flag took it may not be TOML (`007`, `.5`, `NaN`): quoted then,
+    // which a config file takes just as well (its strings go to the flag parser).
+    if bare && format!("k = {v}").parse::<toml::Table>().is_ok() {
         v.to_string()
     } else {
         toml::Value::String(v.to_string()).to_string()

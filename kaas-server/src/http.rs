@@ -58,7 +58,7 @@ pub struct OpsState {
 /// Serves until `stop` flips.
 pub async fn serve(listener: TcpListener, state: Arc<OpsState>, mut stop: watch::Receiver<bool>) {
     let slots = Arc::new(Semaphore::new(MAX_HTTP_CONNECTIONS));
-    let per_ip: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Default::default();
+    let per_ip: PerIp = Default::default();
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
@@ -69,18 +69,13 @@ pub async fn serve(listener: TcpListener, state: Arc<OpsState>, mut stop: watch:
                         debug!(%peer, "operations listener: too many connections; closing this one");
                         continue;
                     };
-                    {
-                        let mut counts = per_ip.lock().unwrap_or_else(|p| p.into_inner());
-                        let n = counts.entry(peer.ip()).or_insert(0);
-                        if *n >= MAX_HTTP_CONNECTIONS_PER_IP {
-                            debug!(%peer, "operations listener: too many connections from this address; closing this one");
-                            continue;
-                        }
-                        *n += 1;
-                    }
-                    let (state, per_ip) = (state.clone(), per_ip.clone());
+                    let Some(from_ip) = IpSlot::take(&per_ip, peer.ip()) else {
+                        debug!(%peer, "operations listener: too many connections from this address; closing this one");
+                        continue;
+                    };
+                    let state = state.clone();
                     conns.spawn(async move {
-                        let _slot = slot;
+                        let _slots = (slot, from_ip);
                         let service = hyper::service::service_fn(move |req| {
                             let state = state.clone();
                             async move { Ok::<_, Infallible>(route(&state, req).await) }
@@ -95,13 +90,6 @@ pub async fn serve(listener: TcpListener, state: Arc<OpsState>, mut stop: watch:
                             Ok(Err(e)) => debug!(%peer, error = %e, "operations connection ended"),
                             Err(_) => debug!(%peer, "operations connection closed at its deadline"),
                         }
-                        let mut counts = per_ip.lock().unwrap_or_else(|p| p.into_inner());
-                        if let Some(n) = counts.get_mut(&peer.ip()) {
-                            *n -= 1;
-                            if *n == 0 {
-                                counts.remove(&peer.ip());
-                            }
-                        }
                     });
                 }
                 Err(e) => {
@@ -113,6 +101,42 @@ pub async fn serve(listener: TcpListener, state: Arc<OpsState>, mut stop: watch:
         }
     }
     conns.abort_all();
+}
+
+type PerIp = Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>;
+
+/// One connection's share of its address's [`MAX_HTTP_CONNECTIONS_PER_IP`], given
+/// back on drop (also if the connection's task panics or is aborted).
+struct IpSlot {
+    counts: PerIp,
+    ip: std::net::IpAddr,
+}
+
+impl IpSlot {
+    fn take(counts: &PerIp, ip: std::net::IpAddr) -> Option<IpSlot> {
+        let mut map = counts.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(ip).or_insert(0);
+        if *n >= MAX_HTTP_CONNECTIONS_PER_IP {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            counts: counts.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut map = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
 }
 
 fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {

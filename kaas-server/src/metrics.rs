@@ -241,7 +241,7 @@ impl Metrics {
         let fence_events_applied = Counter::default();
         registry.register(
             "fence_events_applied",
-            "Other brokers' producer epoch bumps applied to partitions led here",
+            "Other brokers' producer epoch bumps this broker's fence watcher applied, as they arrived (not the backlog read at start)",
             fence_events_applied.clone(),
         );
         let reconcile_repairs = Counter::default();
@@ -537,7 +537,7 @@ fn broker_state(broker: &Broker) -> Registry {
     }
     r.register_with_unit(
         "broker_lease_age",
-        "Time since each broker's last heartbeat on the volume, by this broker's clock",
+        "Time since each running broker's last heartbeat on the volume, by this broker's clock (brokers that stopped cleanly are left out)",
         Unit::Seconds,
         lease_age,
     );

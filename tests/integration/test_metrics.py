@@ -219,3 +219,36 @@ def _refused(base):
         return False
     except (urllib.error.URLError, ConnectionError, OSError):
         return True
+
+
+def test_a_taken_metrics_port_stops_the_broker_before_it_writes_its_lease(tmp_path):
+    """The operations listener is bound before the lease: a broker that cannot have its
+    port never appears live to its peers."""
+    import socket
+    import subprocess
+
+    from conftest import BIN
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        data = tmp_path / "d"
+        r = subprocess.run([str(BIN), "--data-dir", str(data), "--listen", f"127.0.0.1:{free_port()}",
+                            "--metrics-listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and f"--metrics-listen 127.0.0.1:{port}" in r.stderr, r.stderr
+    assert not (data / "__cluster" / "brokers" / "0.json").exists(), "no lease written"
+
+
+def test_a_cleanly_stopped_peer_has_no_lease_age_and_counts_as_not_live(kaas_factory, tmp_path):
+    mport = free_port()
+    data = tmp_path / "shared"
+    kaas_factory("--metrics-listen", f"127.0.0.1:{mport}", data_dir=data)
+    peer = kaas_factory("--broker-id", "1", data_dir=data)
+    base = f"http://127.0.0.1:{mport}"
+    wait_for(lambda: Scrape(base).value("kaas_broker_live", broker=1) == 1, what="the peer live")
+    assert Scrape(base).value("kaas_broker_lease_age_seconds", broker=1) is not None
+    assert peer.stop() == 0
+    s = wait_for(lambda: (s := Scrape(base)).value("kaas_broker_live", broker=1) == 0 and s, what="the peer not live")
+    assert s.value("kaas_broker_lease_age_seconds", None, broker=1) is None, "a stopped broker has no lease age"
+    assert s.value("kaas_broker_lease_age_seconds", broker=0) is not None

@@ -221,7 +221,7 @@ fn slots(c: &Cluster, f: &mut Vec<Finding>) {
                 "slots",
                 Severity::Problem,
                 format!("transaction slot {slot} is unreadable: {e}"),
-                Some("its transactions cannot be coordinated; `kaasctl txn repair --fix` rebuilds the slot from what is readable (see docs/transaction-formats.md)".into()),
+                Some("its transactions cannot be coordinated, and open transactions it may hold are not judged. Fix the file if you can (a disk or NFS error, a newer kaas version); else `kaasctl txn repair --fix` moves it aside (`slot-N.json.corrupt-*`, kept for inspection) and its transactions are forgotten (docs/transaction-formats.md)".into()),
             ));
         }
     }
@@ -374,14 +374,16 @@ fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::R
             )),
             "prepare_not_finished" => {
                 // A Prepare* entry is normal for the moment its markers are written.
-                let since = entries
-                    .iter()
-                    .find(|e| Some(&e.transactional_id) == x.transactional_id.as_ref())
-                    .map(|e| c.now_ms - e.last_update_ms);
-                if since.is_none_or(|ms| ms > stuck) {
+                if x.since_ms.is_none_or(|at| c.now_ms - at > stuck) {
                     f.push(finding("transactions", Severity::Problem, x.detail, next));
                 }
             }
+            "unverifiable_open_transaction" => f.push(finding(
+                "transactions",
+                Severity::Problem,
+                x.detail,
+                Some("make the slot readable (see the slots check), then `kaasctl txn find-hanging`".into()),
+            )),
             "unreadable_file" => f.push(finding(
                 "volume",
                 Severity::Problem,
@@ -401,7 +403,7 @@ fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::R
         let owner = c.slot_owner(kaas_core::txn::slot_for(tid));
         f.push(finding(
             "transactions",
-            Severity::Warning,
+            overdue_severity(c, e, stuck),
             format!(
                 "{:?} has been open {}, past its timeout ({})",
                 tid,
@@ -427,6 +429,18 @@ fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::R
 /// transaction within its timeout pinning the LSO is normal (a Flink sink may keep one
 /// open for many minutes); one no coordinator knows as open is reported by the
 /// transactions check, after it confirmed it by reading the partition again.
+/// An Ongoing transaction past its timeout: the coordinator's reaper aborts it at its
+/// next sweep, so that is a warning while it is overdue by less than `--stuck-after`
+/// and a live broker coordinates it; a problem after, or with no live coordinator.
+fn overdue_severity(c: &Cluster, e: &kaas_core::txn::TxnEntry, stuck_ms: i64) -> Severity {
+    let overdue_by = c.now_ms - (e.txn_start_ms + e.timeout_ms as i64);
+    if overdue_by > stuck_ms || c.slot_owner(kaas_core::txn::slot_for(&e.transactional_id)).is_none() {
+        Severity::Problem
+    } else {
+        Severity::Warning
+    }
+}
+
 fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()> {
     use kaas_core::txn::TxnState;
     let stuck = limits.stuck_after.as_millis() as i64;
@@ -458,8 +472,12 @@ fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()>
             let Some(entry) = by_pid.get(&pin.producer_id) else {
                 continue;
             };
+            // The same rule as the transactions check, so one transaction gets one
+            // severity.
             let due = match entry.state {
-                TxnState::Ongoing => entry.is_overdue(c.now_ms),
+                TxnState::Ongoing => {
+                    entry.is_overdue(c.now_ms) && overdue_severity(c, entry, stuck) == Severity::Problem
+                }
                 s if s.is_prepare() => c.now_ms - entry.last_update_ms > stuck,
                 _ => false,
             };
