@@ -85,6 +85,12 @@ impl Cluster {
         })
     }
 
+    /// Every coordinator entry of the slots that read (an unreadable slot is left out:
+    /// `txn::check` reports it).
+    pub fn entries(&self) -> Vec<TxnEntry> {
+        self.map_slots(|_, file| file.map(|f| f.entries.into_values().collect()).unwrap_or_default())
+    }
+
     /// Age of an entry's open transaction, if one is open.
     pub fn txn_age_ms(&self, e: &TxnEntry) -> Option<i64> {
         (e.txn_start_ms > 0

@@ -357,12 +357,7 @@ fn markers(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result
 fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()> {
     let stuck = limits.stuck_after.as_millis() as i64;
     let before = f.len();
-    let entries: Vec<kaas_core::txn::TxnEntry> = c
-        .slots()
-        .into_iter()
-        .filter_map(|(_, file)| file.ok())
-        .flat_map(|file| file.entries.into_values())
-        .collect();
+    let entries = c.entries();
     for x in super::txn::check(c)? {
         let next = x.fix.as_ref().map(|fix| format!("`kaasctl txn repair --fix` ({fix})"));
         match x.kind {
@@ -459,12 +454,7 @@ fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()>
     }
     if !lagging.is_empty() {
         // Read after the partitions: a transaction that moved on shows as newer.
-        let entries: Vec<kaas_core::txn::TxnEntry> = c
-            .slots()
-            .into_iter()
-            .filter_map(|(_, file)| file.ok())
-            .flat_map(|file| file.entries.into_values())
-            .collect();
+        let entries = c.entries();
         let by_pid = kaas_core::reconcile::index_by_producer(entries.iter());
         for (topic, p, view) in &lagging {
             let e = super::lso::explain_with(c, topic, *p, view, &entries);

@@ -37,12 +37,7 @@ pub fn explain(c: &Cluster, topic: &str, partition: i32) -> anyhow::Result<LsoEx
     }
     let view = inspect_partition(&dir, false)?;
     // The slots after the partition: a producer that moved on meanwhile shows newer.
-    let entries: Vec<kaas_core::txn::TxnEntry> = c
-        .slots()
-        .into_iter()
-        .filter_map(|(_, f)| f.ok())
-        .flat_map(|f| f.entries.into_values())
-        .collect();
+    let entries = c.entries();
     Ok(explain_with(c, topic, partition, &view, &entries))
 }
 
