@@ -419,11 +419,6 @@ fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::R
     Ok(())
 }
 
-/// Partitions whose LSO is held back by a transaction that should have ended: an
-/// Ongoing one past its timeout, or a Prepare* one older than `--stuck-after`. A
-/// transaction within its timeout pinning the LSO is normal (a Flink sink may keep one
-/// open for many minutes); one no coordinator knows as open is reported by the
-/// transactions check, after it confirmed it by reading the partition again.
 /// An Ongoing transaction past its timeout: the coordinator's reaper aborts it at its
 /// next sweep, so that is a warning while it is overdue by less than `--stuck-after`
 /// and a live broker coordinates it; a problem after, or with no live coordinator.
@@ -436,6 +431,11 @@ fn overdue_severity(c: &Cluster, e: &kaas_core::txn::TxnEntry, stuck_ms: i64) ->
     }
 }
 
+/// Partitions whose LSO is held back by a transaction that should have ended: an
+/// Ongoing one past its timeout (with the transactions check's severity for it), or a Prepare* one older than `--stuck-after`. A
+/// transaction within its timeout pinning the LSO is normal (a Flink sink may keep one
+/// open for many minutes); one no coordinator knows as open is reported by the
+/// transactions check, after it confirmed it by reading the partition again.
 fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()> {
     use kaas_core::txn::TxnState;
     let stuck = limits.stuck_after.as_millis() as i64;
@@ -464,19 +464,14 @@ fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()>
             };
             // The same rule as the transactions check, so one transaction gets one
             // severity.
-            let due = match entry.state {
-                TxnState::Ongoing => {
-                    entry.is_overdue(c.now_ms) && overdue_severity(c, entry, stuck) == Severity::Problem
-                }
-                s if s.is_prepare() => c.now_ms - entry.last_update_ms > stuck,
-                _ => false,
+            let severity = match entry.state {
+                TxnState::Ongoing if entry.is_overdue(c.now_ms) => overdue_severity(c, entry, stuck),
+                s if s.is_prepare() && c.now_ms - entry.last_update_ms > stuck => Severity::Problem,
+                _ => continue,
             };
-            if !due {
-                continue;
-            }
             f.push(finding(
                 "lso",
-                Severity::Problem,
+                severity,
                 format!(
                     "{topic}-{p}: {} records held back from read_committed consumers{}",
                     e.blocked_records,

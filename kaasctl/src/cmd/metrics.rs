@@ -28,6 +28,10 @@ pub fn render(c: &Cluster) -> anyhow::Result<String> {
     let queues = super::markers::queues(c)?;
     let findings = super::txn::check(c)?;
     let hanging = findings.iter().filter(|f| f.kind == "hanging_transaction").count();
+    let unverifiable = findings
+        .iter()
+        .filter(|f| f.kind == "unverifiable_open_transaction")
+        .count();
     let unreadable = findings.iter().filter(|f| f.kind.starts_with("unreadable")).count();
     let mut s = String::new();
     writeln!(
@@ -77,6 +81,12 @@ pub fn render(c: &Cluster) -> anyhow::Result<String> {
     )?;
     writeln!(s, "# TYPE kaas_hanging_transactions gauge")?;
     writeln!(s, "kaas_hanging_transactions {hanging}")?;
+    writeln!(
+        s,
+        "# HELP kaas_unverifiable_open_transactions Partitions' open transactions not judged because a slot is unreadable (or the partition could not be read again)."
+    )?;
+    writeln!(s, "# TYPE kaas_unverifiable_open_transactions gauge")?;
+    writeln!(s, "kaas_unverifiable_open_transactions {unverifiable}")?;
     writeln!(s, "# HELP kaas_unreadable_files Volume files kaasctl could not read.")?;
     writeln!(s, "# TYPE kaas_unreadable_files gauge")?;
     writeln!(s, "kaas_unreadable_files {unreadable}")?;

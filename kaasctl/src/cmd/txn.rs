@@ -591,6 +591,10 @@ pub struct Finding {
     /// judges its age by it). Not part of the JSON.
     #[serde(skip)]
     pub since_ms: Option<i64>,
+    /// Found by repair's second look, after the operator confirmed what it showed:
+    /// reported, not fixed.
+    #[serde(skip)]
+    pub unconfirmed: bool,
 }
 
 impl Finding {
@@ -605,6 +609,7 @@ impl Finding {
             self.producer_epoch,
             self.start_offset,
             &self.path,
+            self.since_ms,
         ) == (
             other.kind,
             &other.transactional_id,
@@ -614,6 +619,7 @@ impl Finding {
             other.producer_epoch,
             other.start_offset,
             &other.path,
+            other.since_ms,
         )
     }
 
@@ -632,6 +638,7 @@ impl Finding {
             fix: None,
             commit: false,
             since_ms: None,
+            unconfirmed: false,
         }
     }
 }
@@ -711,39 +718,8 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
                 partition: *partition,
             };
             let entry = by_pid.get(&pid).copied();
-            if matches!(reconcile::judge(entry, &tp, pid, epoch), Verdict::Hanging { .. }) {
-                let now = reread.get_or_insert_with(|| {
-                    open_transactions(&c.volume.partition_dir(topic, *partition)).map_err(|e| e.to_string())
-                });
-                match now {
-                    Ok(now) if now.contains(&(pid, epoch, first)) => {}
-                    // It ended (or another began) while we read: not hanging.
-                    Ok(_) => continue,
-                    // Not confirmed: reported as unreadable, never judged on the old read.
-                    Err(e) => {
-                        findings.push(Finding::new("unreadable_file", e.clone()));
-                        continue;
-                    }
-                }
-                // Its entry may be in a slot that could not be read: never guess (as
-                // the brokers' reconcile backstop), and never abort it.
-                if entry.is_none() && !unreadable_slots.is_empty() {
-                    let mut f = Finding::new(
-                        "unverifiable_open_transaction",
-                        format!(
-                            "open transaction of producer {pid} on {topic}-{partition} since offset {first}: no readable coordinator entry has this producer id, and slot(s) {} could not be read; not judged (once the slot reads again, or `txn repair --fix` has moved it aside, run repair again)",
-                            unreadable_slots.join(", ")
-                        ),
-                    );
-                    f.topic = Some(topic.clone());
-                    f.partition = Some(*partition);
-                    f.producer_id = Some(pid);
-                    f.producer_epoch = Some(epoch);
-                    f.start_offset = Some(first);
-                    findings.push(f);
-                    continue;
-                }
-            }
+            // The slots were read after the partition, so an entry at a lower epoch
+            // than the partition knows is a real regression, not a race.
             if entry.is_some_and(|e| e.producer_id == pid && e.producer_epoch < epoch) {
                 let e = entry.expect("checked");
                 let mut f = Finding::new("epoch_regression", format!("partition {topic}-{partition} knows producer {pid} at epoch {epoch}, its coordinator entry {:?} only at {}", e.transactional_id, e.producer_epoch));
@@ -753,6 +729,44 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
                 f.producer_id = Some(pid);
                 f.producer_epoch = Some(epoch);
                 findings.push(f);
+            }
+            let unverifiable = |why: String| {
+                let mut f = Finding::new(
+                    "unverifiable_open_transaction",
+                    format!("open transaction of producer {pid} on {topic}-{partition} since offset {first}: {why}; not judged"),
+                );
+                f.topic = Some(topic.clone());
+                f.partition = Some(*partition);
+                f.producer_id = Some(pid);
+                f.producer_epoch = Some(epoch);
+                f.start_offset = Some(first);
+                f
+            };
+            if matches!(reconcile::judge(entry, &tp, pid, epoch), Verdict::Hanging { .. }) {
+                let now = reread.get_or_insert_with(|| {
+                    open_transactions(&c.volume.partition_dir(topic, *partition)).map_err(|e| e.to_string())
+                });
+                match now {
+                    Ok(now) if now.contains(&(pid, epoch, first)) => {}
+                    // It ended (or another began) while we read: not hanging.
+                    Ok(_) => continue,
+                    // Not confirmed: never judged on the old read, still reported.
+                    Err(e) => {
+                        findings.push(unverifiable(format!(
+                            "the partition could not be read again to confirm it ({e}); run the check again"
+                        )));
+                        continue;
+                    }
+                }
+                // Its entry may be in a slot that could not be read: never guess (as
+                // the brokers' reconcile backstop), and never abort it.
+                if entry.is_none() && !unreadable_slots.is_empty() {
+                    findings.push(unverifiable(format!(
+                        "no readable coordinator entry has this producer id, and slot(s) {} could not be read (once the slot reads again, or `txn repair --fix` has moved it aside, run repair again)",
+                        unreadable_slots.join(", ")
+                    )));
+                    continue;
+                }
             }
             if let Verdict::Hanging { commit, reason: why } = reconcile::judge(entry, &tp, pid, epoch) {
                 let mut f = Finding::new(
@@ -879,6 +893,8 @@ pub fn find_hanging(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
 }
 
 pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Duration) -> anyhow::Result<Status> {
+    let mut c = c;
+    let fresh;
     let mut findings = check(c)?;
     if fix && findings.iter().any(|f| f.fix.is_some() || f.kind == "unreadable_slot") {
         if !yes {
@@ -886,15 +902,28 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Dur
             if !confirm("repair these?")? {
                 anyhow::bail!("nothing changed: not confirmed");
             }
-            // The operator took a while: fix only what a fresh look still finds, and
-            // only what they were shown.
+            // The operator took a while: look again (brokers may have started or
+            // died, transactions moved on) and fix only what was shown and is still
+            // there; anything new is reported, not fixed.
+            fresh = crate::cluster::Cluster::open(c.volume.clone(), c.session_timeout_ms)?;
+            c = &fresh;
             let confirmed = std::mem::replace(&mut findings, check(c)?);
-            findings.retain(|f| confirmed.iter().any(|g| g.same_problem(f)));
+            for f in findings
+                .iter_mut()
+                .filter(|f| !confirmed.iter().any(|g| g.same_problem(f)))
+            {
+                f.unconfirmed = true;
+                f.fix = None;
+                f.detail = format!(
+                    "{} (found after the confirmation: run repair again to fix it)",
+                    f.detail
+                );
+            }
         }
         let actor = crate::cluster::admin_actor("kaasctl");
         let cmd = command_line();
         let store = c.store();
-        for f in &mut findings {
+        for f in findings.iter_mut().filter(|f| !f.unconfirmed) {
             let now = c.now_ms;
             // Ok(true): fixed now; Ok(false): handed to a live broker (its queue),
             // which finishes it shortly — still reported, so the exit code says so.
