@@ -269,7 +269,7 @@ _kaasctl() {
 
     case "${cmd}" in
         kaasctl)
-            opts="-o -h -V --data-dir --json --output --wide --columns --color --session-timeout --help --version brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help"
+            opts="-o -h -V --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help --version brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -307,7 +307,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__audit)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -345,7 +345,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__brokers)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -383,7 +383,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__compaction)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -421,7 +421,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__completions)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help bash elvish fish powershell zsh"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -459,7 +459,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__doctor)
-            opts="-o -h --stuck-after --min-free-percent --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --stuck-after --min-free-percent --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -505,7 +505,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__fence)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help show help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help show help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -585,7 +585,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__fence__subcmd__show)
-            opts="-o -h --pid --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --pid --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -627,7 +627,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__groups)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1085,7 +1085,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__log)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help dump help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help dump help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1123,7 +1123,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__log__subcmd__dump)
-            opts="-o -h --from --count --records --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --from --count --records --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1211,7 +1211,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__lso)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help explain help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help explain help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1249,7 +1249,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__lso__subcmd__explain)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1329,7 +1329,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__man)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1367,7 +1367,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__markers)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help list show help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help list show help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1461,7 +1461,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__markers__subcmd__list)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1499,7 +1499,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__markers__subcmd__show)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1537,7 +1537,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__metrics)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1575,7 +1575,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__producers)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help show help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help show help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1655,7 +1655,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__producers__subcmd__show)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1693,7 +1693,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__top)
-            opts="-o -h --interval --once --view --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --interval --once --view --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1739,7 +1739,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__topics)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1777,7 +1777,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help list show abort repair find-hanging timeline help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help list show abort repair find-hanging timeline help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1815,7 +1815,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn__subcmd__abort)
-            opts="-y -o -h --dry-run --yes --wait --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-y -o -h --dry-run --yes --wait --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1857,7 +1857,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn__subcmd__find__subcmd__hanging)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2007,7 +2007,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn__subcmd__list)
-            opts="-o -h --state --slot --owner --older-than --transactional-id --sort --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --state --slot --owner --older-than --transactional-id --sort --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2069,7 +2069,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn__subcmd__repair)
-            opts="-y -o -h --fix --yes --wait --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-y -o -h --fix --yes --wait --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2111,7 +2111,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn__subcmd__show)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2149,7 +2149,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn__subcmd__timeline)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -26,6 +26,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
@@ -57,6 +58,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -69,6 +71,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -81,6 +84,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -93,6 +97,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -105,6 +110,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand list 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
@@ -130,6 +136,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -142,6 +149,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -158,6 +166,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --yes 'Do not ask for confirmation'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -174,6 +183,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --yes 'Do not ask for confirmation'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -186,6 +196,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -198,6 +209,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -233,6 +245,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand show 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
@@ -248,6 +261,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -268,6 +282,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand list 'Queue depth and oldest entry age per target broker'
@@ -283,6 +298,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -295,6 +311,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -318,6 +335,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand show 'The partition''s producer-state snapshot plus the log tail replayed after it'
@@ -332,6 +350,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -352,6 +371,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand dump 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
@@ -369,6 +389,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --records 'Also print each record''s key and value (uncompressed batches)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -389,6 +410,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do'
@@ -403,6 +425,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -423,6 +446,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -437,6 +461,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -449,6 +474,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -464,6 +490,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --once 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -476,6 +503,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -488,6 +516,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }

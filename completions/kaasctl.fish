@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_kaasctl_global_optspecs
-    string join \n data-dir= json o/output= wide columns= color= session-timeout= h/help V/version
+    string join \n data-dir= json o/output= wide columns= color= session-timeout= allow-other-user h/help V/version
 end
 
 function __fish_kaasctl_needs_command
@@ -35,6 +35,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_needs_command" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -s V -l version -d 'Print version'
 complete -c kaasctl -n "__fish_kaasctl_needs_command" -f -a "brokers" -d 'Brokers with their lease age and liveness'
@@ -65,6 +66,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand brokers" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -77,6 +79,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand topics" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -89,6 +92,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand compaction" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -101,6 +105,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand groups" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -113,6 +118,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "list" -d 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and not __fish_seen_subcommand_from list show abort repair find-hanging timeline help" -f -a "show" -d 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
@@ -142,6 +148,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -154,6 +161,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l wait -d 'How long to wait for brokers to write queued markers before leaving completion to them' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
@@ -169,6 +177,7 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_sub
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -s y -l yes -d 'Do not ask for confirmation'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l wait -d 'How long to wait for brokers to write queued markers of a finished transaction' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
@@ -184,6 +193,7 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_sub
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -s y -l yes -d 'Do not ask for confirmation'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -196,6 +206,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from find-hanging" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -208,6 +219,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from timeline" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "list" -d 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from help" -f -a "show" -d 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
@@ -227,6 +239,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -f -a "show" -d 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and not __fish_seen_subcommand_from show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -242,6 +255,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from help" -f -a "show" -d 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand fence; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -256,6 +270,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -f -a "list" -d 'Queue depth and oldest entry age per target broker'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and not __fish_seen_subcommand_from list show help" -f -a "show" -d 'Each queued entry: transaction, result, partitions'
@@ -271,6 +286,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -283,6 +299,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from help" -f -a "list" -d 'Queue depth and oldest entry age per target broker'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand markers; and __fish_seen_subcommand_from help" -f -a "show" -d 'Each queued entry: transaction, result, partitions'
@@ -298,6 +315,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -f -a "show" -d 'The partition\'s producer-state snapshot plus the log tail replayed after it'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and not __fish_seen_subcommand_from show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -312,6 +330,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from help" -f -a "show" -d 'The partition\'s producer-state snapshot plus the log tail replayed after it'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand producers; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -326,6 +345,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -f -a "dump" -d 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and not __fish_seen_subcommand_from dump help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -343,6 +363,7 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_sub
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l records -d 'Also print each record\'s key and value (uncompressed batches)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from help" -f -a "dump" -d 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -357,6 +378,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -371,6 +393,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -385,6 +408,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l stuck-after -d 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l min-free-percent -d 'Free space or inodes below this percentage is a problem (below twice it, a warning)' -r
@@ -399,6 +423,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -411,6 +436,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand metrics" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l interval -d 'Refresh period' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l view -d 'The view to start in' -r -f -a "overview\t''
@@ -431,6 +457,7 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l session-timeout 
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l once -d 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand top" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -443,6 +470,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -455,6 +483,7 @@ never\t''"
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand man" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help" -f -a "brokers" -d 'Brokers with their lease age and liveness'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and not __fish_seen_subcommand_from brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help" -f -a "topics" -d 'Topics: partitions, id, config overrides, and for compacted topics each partition\'s dirty ratio and last cleaning'

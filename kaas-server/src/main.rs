@@ -10,6 +10,10 @@ use tracing_subscriber::EnvFilter;
 static GLOBAL: kaas_server::alloc::GuardedAlloc = kaas_server::alloc::GuardedAlloc;
 
 fn main() -> std::process::ExitCode {
+    // Everything the broker creates on the volume is its own: directories 0700, files
+    // 0600 (docs/operations.md#the-volume-belongs-to-the-brokers-user). Set before any
+    // thread starts, so every file and directory is created under it.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let config = match Config::parse_noting_sources() {
         Ok(c) => c,
         Err(e) => {

@@ -44,6 +44,12 @@ pub struct Cli {
     #[arg(long, default_value = "10s", value_parser = parse_duration, global = true)]
     pub session_timeout: Duration,
 
+    /// Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a
+    /// user other than the volume's owner. The files they write then belong to that
+    /// user, and brokers running as the owner may be unable to read them.
+    #[arg(long, global = true)]
+    pub allow_other_user: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -23,6 +23,23 @@ pub fn now_ms() -> i64 {
         .unwrap_or_else(kaas_core::now_ms)
 }
 
+/// Refuses a mutating command run by another user than the owner of the volume's root
+/// directory (the brokers' user), unless `allow` (--allow-other-user).
+pub fn check_volume_owner(dir: &std::path::Path, allow: bool) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(dir)
+        .map_err(|e| anyhow::anyhow!("cannot stat {}: {e}", dir.display()))?
+        .uid();
+    let me = rustix::process::geteuid().as_raw();
+    if owner == me || allow {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "the volume {} belongs to uid {owner} (the brokers' user) and kaasctl runs as uid {me}: files it writes would belong to uid {me}, which brokers running as uid {owner} may not read. Run kaasctl as the brokers' user (e.g. `sudo -u <user> kaasctl ...`), or pass --allow-other-user",
+        dir.display()
+    )
+}
+
 /// Who a mutating command is recorded as (transition history, audit journal).
 pub fn admin_actor(tool: &str) -> kaas_core::txn::Actor {
     kaas_core::txn::Actor::Admin {

@@ -36,6 +36,9 @@ const EXIT_ERROR: u8 = 1;
 const EXIT_PROBLEMS: u8 = 3;
 
 fn main() -> ExitCode {
+    // What kaasctl writes on the volume (audit entries, queue entries, slot files)
+    // is readable by its owner only, as the brokers' files are.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let cli = Cli::parse();
     match run(cli) {
         Ok(Status::Ok) => ExitCode::SUCCESS,
@@ -72,6 +75,7 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
             session_timeout_ms: cli.session_timeout.as_millis() as i64,
             once,
             view,
+            allow_other_user: cli.allow_other_user,
         });
     }
     if !cli.data_dir.is_dir() {
@@ -86,6 +90,15 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         (false, None) => cli::OutputFormat::Table,
     };
     let out = out::Out::new(format, cli.color, cli.wide, &cli.columns);
+    // Mutating commands write files the brokers must read: only as the volume's owner.
+    let mutating = match &cli.command {
+        Command::Txn(TxnCommand::Abort(a)) => !a.dry_run,
+        Command::Txn(TxnCommand::Repair { fix, .. }) => *fix,
+        _ => false,
+    };
+    if mutating {
+        cluster::check_volume_owner(&cli.data_dir, cli.allow_other_user)?;
+    }
     let c = cluster::Cluster::open(
         kaas_core::Volume::new(&cli.data_dir),
         cli.session_timeout.as_millis() as i64,

@@ -21,6 +21,8 @@ pub struct TopOptions {
     pub session_timeout_ms: i64,
     pub once: bool,
     pub view: crate::cli::TopView,
+    /// --allow-other-user: aborts may run as another user than the volume's owner.
+    pub allow_other_user: bool,
 }
 
 /// What wakes the loop.
@@ -138,8 +140,12 @@ fn event_loop(
                     let tx = tx.clone();
                     let dir = opts.data_dir.clone();
                     let session = opts.session_timeout_ms;
+                    let allow = opts.allow_other_user;
                     std::thread::spawn(move || {
-                        let _ = tx.send(Event::AbortDone(abort(&dir, &id, session)));
+                        let done = crate::cluster::check_volume_owner(&dir, allow)
+                            .map_err(|e| e.to_string())
+                            .and_then(|()| abort(&dir, &id, session));
+                        let _ = tx.send(Event::AbortDone(done));
                     });
                 }
             },
