@@ -213,12 +213,6 @@ pub struct Config {
     #[arg(long, env = "KAAS_SHUTDOWN_TIMEOUT_MS", default_value_t = 10_000)]
     pub shutdown_timeout_ms: u64,
 
-    /// Flags given on the command line or through the environment (their ids, e.g.
-    /// `segment_bytes`): DescribeConfigs reports those as STATIC_BROKER_CONFIG and
-    /// the rest as DEFAULT_CONFIG.
-    #[arg(skip)]
-    pub explicit: std::collections::BTreeSet<String>,
-
     /// Every setting's key (its long flag), effective value and origin, by id.
     #[arg(skip)]
     pub sources: std::collections::BTreeMap<String, Setting>,
@@ -513,9 +507,6 @@ impl Config {
                     .collect::<Vec<_>>()
                     .join(",")
             });
-            if origin != Origin::Default {
-                config.explicit.insert(id.to_string());
-            }
             config.sources.insert(
                 id.to_string(),
                 Setting {
@@ -556,10 +547,17 @@ impl Config {
         out
     }
 
+    /// Whether setting `id` (e.g. `segment_bytes`) was given by flag, environment or
+    /// config file: DescribeConfigs reports those as STATIC_BROKER_CONFIG and the rest
+    /// as DEFAULT_CONFIG. A Config parsed without [`Config::load_from`] has none.
+    pub fn given(&self, id: &str) -> bool {
+        self.sources.get(id).is_some_and(|s| s.origin != Origin::Default)
+    }
+
     /// The broker-level log defaults the flags set, under Apache's broker config
     /// names, with whether each was given (else it is the built-in default).
     pub fn static_log_defaults(&self) -> Vec<(&'static str, String, bool)> {
-        let given = |id: &str| self.explicit.contains(id);
+        let given = |id: &str| self.given(id);
         vec![
             (
                 "log.segment.bytes",
@@ -667,7 +665,7 @@ mod tests {
         assert_eq!(c.sources["retention_ms"].origin, Origin::Flag);
         assert_eq!(c.sources["segment_ms"].origin, Origin::Default);
         // Values from the file count as given (STATIC_BROKER_CONFIG in DescribeConfigs).
-        assert!(c.explicit.contains("segment_bytes") && !c.explicit.contains("segment_ms"));
+        assert!(c.given("segment_bytes") && !c.given("segment_ms"));
         std::fs::write(&file, "segment-byte = 5000\n").expect("write");
         let e = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).unwrap_err();
         assert!(

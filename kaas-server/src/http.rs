@@ -38,6 +38,9 @@ const HTTP_CONNECTION_DEADLINE: Duration = Duration::from_secs(30);
 /// answer) may take.
 const KAFKA_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The content type of `/metrics` (prometheus-client encodes OpenMetrics text).
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
 /// What the handlers see.
 pub struct OpsState {
     /// Set once the volume is open and the broker serves.
@@ -160,11 +163,7 @@ async fn route(state: &Arc<OpsState>, req: Request<Incoming>) -> Response<Full<B
             let arrived = std::time::Instant::now();
             let mut rendered = state.rendered.lock().await;
             if let Some((_, text)) = rendered.as_ref().filter(|(at, _)| *at >= arrived) {
-                return reply(
-                    StatusCode::OK,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    text.clone(),
-                );
+                return reply(StatusCode::OK, OPENMETRICS, text.clone());
             }
             let broker = state.broker.get().cloned();
             let started = std::time::Instant::now();
@@ -172,11 +171,7 @@ async fn route(state: &Arc<OpsState>, req: Request<Incoming>) -> Response<Full<B
                 Ok(Ok(text)) => {
                     let text = Bytes::from(text);
                     *rendered = Some((started, text.clone()));
-                    reply(
-                        StatusCode::OK,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        text,
-                    )
+                    reply(StatusCode::OK, OPENMETRICS, text)
                 }
                 Ok(Err(e)) => reply(
                     StatusCode::INTERNAL_SERVER_ERROR,

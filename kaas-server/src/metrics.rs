@@ -431,9 +431,11 @@ fn broker_state(broker: &Broker) -> Registry {
     );
 
     // Transactions of the slots this broker coordinates.
+    use kaas_core::txn::TxnState;
+    const OPEN: [TxnState; 3] = [TxnState::Ongoing, TxnState::PrepareCommit, TxnState::PrepareAbort];
     let open = Family::<StateLabels, Gauge>::default();
-    for state in ["Ongoing", "PrepareCommit", "PrepareAbort"] {
-        open.get_or_create(&StateLabels { state }).set(0);
+    for state in OPEN {
+        open.get_or_create(&StateLabels { state: state.as_str() }).set(0);
     }
     let mut oldest: Option<i64> = None;
     let mut unreadable = 0;
@@ -443,14 +445,9 @@ fn broker_state(broker: &Broker) -> Registry {
         }
         let visited = broker.txn.visit(slot, |st| {
             for e in st.entries().values() {
-                let state = e.state.as_str();
-                if matches!(state, "Ongoing" | "PrepareCommit" | "PrepareAbort") {
+                if OPEN.contains(&e.state) {
                     open.get_or_create(&StateLabels {
-                        state: match state {
-                            "Ongoing" => "Ongoing",
-                            "PrepareCommit" => "PrepareCommit",
-                            _ => "PrepareAbort",
-                        },
+                        state: e.state.as_str(),
                     })
                     .inc();
                     if e.txn_start_ms >= 0 {

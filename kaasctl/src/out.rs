@@ -7,8 +7,6 @@ use serde::Serialize;
 use std::io::{IsTerminal, Write};
 
 pub struct Out {
-    /// Structured output (JSON or YAML, as `format` says) instead of tables.
-    pub json: bool,
     pub format: OutputFormat,
     pub color: bool,
     /// Table width to wrap cells at: COLUMNS when set, else the terminal's. None when
@@ -41,7 +39,6 @@ impl Out {
             })
             .flatten();
         Out {
-            json: format != OutputFormat::Table,
             format,
             color,
             width,
@@ -53,6 +50,11 @@ impl Out {
                 .collect(),
             headers_seen: Default::default(),
         }
+    }
+
+    /// Structured output (JSON or YAML, as `format` says) instead of tables.
+    pub fn structured(&self) -> bool {
+        self.format != OutputFormat::Table
     }
 
     /// Which of `header`'s columns are shown (wide-only ones start with `~`), and the
@@ -80,7 +82,7 @@ impl Out {
 
     /// Err naming the --columns that matched no table this command printed.
     pub fn check_columns(&self) -> Result<(), String> {
-        if self.json {
+        if self.structured() {
             return Ok(());
         }
         let seen = self.headers_seen.borrow();

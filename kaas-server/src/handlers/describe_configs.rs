@@ -232,7 +232,7 @@ fn broker_entries(broker: &Broker) -> Vec<ConfigEntry> {
         ),
     ];
     entries.extend(fixed.into_iter().map(|(name, id, value, ty)| {
-        let source = if c.explicit.contains(id) {
+        let source = if c.given(id) {
             SOURCE_STATIC_BROKER
         } else {
             SOURCE_DEFAULT
@@ -383,15 +383,15 @@ mod tests {
     #[tokio::test]
     async fn synonyms_list_every_layer_most_specific_first() {
         let dir = tempfile::tempdir().unwrap();
-        let config = <crate::config::Config as clap::Parser>::parse_from([
+        // Parsed as the binary does, so --retention-ms is recorded as given.
+        let config = crate::config::Config::load_from([
             "kaas-server",
             "--data-dir",
             dir.path().to_str().unwrap(),
             "--retention-ms",
             "500",
-        ]);
-        let mut config = config;
-        config.explicit.insert("retention_ms".into());
+        ])
+        .unwrap();
         let b = Broker::open(config, "127.0.0.1:9092".parse().unwrap()).unwrap();
         let configs = [("retention.ms".to_string(), "7".to_string())].into();
         b.create_topic("t", 1, configs).await.unwrap();

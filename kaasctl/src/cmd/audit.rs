@@ -59,7 +59,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
         })
         .collect();
     let problems = rows.iter().any(|r| r.error.is_some());
-    if out.json {
+    if out.structured() {
         out.json(&rows);
     } else {
         let mut t = out.table(&["TIME", "WHO", "TARGET", "CHANGE", "COMMAND"]);

@@ -71,7 +71,7 @@ pub fn run(c: &Cluster, out: &Out, topic: Option<&str>) -> anyhow::Result<Status
                 .as_ref()
                 .is_some_and(|v| v.swap_pending || v.state.as_ref().is_some_and(|s| s.last_error.is_some()))
     });
-    if out.json {
+    if out.structured() {
         out.json(&rows);
         return Ok(Status::from_problems(problems));
     }

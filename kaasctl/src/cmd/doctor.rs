@@ -495,7 +495,7 @@ fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()>
 
 pub fn run(c: &Cluster, out: &Out, limits: &Limits) -> anyhow::Result<Status> {
     let report = examine(c, limits)?;
-    if out.json {
+    if out.structured() {
         out.json(&report);
     } else {
         let mut t = out.table(&["CHECK", "STATUS", "FINDING", "NEXT STEP"]);

@@ -127,7 +127,7 @@ pub fn run(c: &Cluster, out: &Out, pid: Option<i64>) -> anyhow::Result<Status> {
     }
     let problems = !unreadable.is_empty();
     let show = FenceShow { fences, unreadable };
-    if out.json {
+    if out.structured() {
         out.json(&show);
     } else {
         let mut t = out.table(&[

@@ -102,7 +102,7 @@ pub fn run(c: &Cluster, out: &Out, only: Option<&str>) -> anyhow::Result<Status>
         anyhow::bail!("no committed offsets for group {g:?}");
     }
     let problems = rows.iter().any(|r| r.error.is_some());
-    if out.json {
+    if out.structured() {
         out.json(&rows);
     } else {
         let mut t = out.table(&[

@@ -132,7 +132,7 @@ pub fn run(
         bad_tail: bad.map(|b| format!("{} at byte {}: {}", b.path.display(), b.position, b.reason)),
     };
     let problems = dump.bad_tail.is_some();
-    if out.json {
+    if out.structured() {
         out.json(&dump);
     } else {
         let mut t = out.table(&["OFFSETS", "RECORDS", "PRODUCER", "SEQ", "FLAGS", "TIME"]);

@@ -115,7 +115,7 @@ pub fn explain_with(
 pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Result<Status> {
     let e = explain(c, topic, partition)?;
     let pinned = e.pinned_by.is_some();
-    if out.json {
+    if out.structured() {
         out.json(&e);
     } else {
         outln!(

@@ -88,7 +88,7 @@ pub fn queues(c: &Cluster) -> anyhow::Result<Vec<QueueRow>> {
 pub fn list(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
     let rows = queues(c)?;
     let problems = rows.iter().any(|r| r.unreadable > 0 || (!r.alive && r.depth > 0));
-    if out.json {
+    if out.structured() {
         out.json(&rows);
     } else {
         let mut t = out.table(&["TO BROKER", "BROKER STATE", "DEPTH", "OLDEST", "UNREADABLE"]);
@@ -113,7 +113,7 @@ pub fn list(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
 pub fn show(c: &Cluster, out: &Out, broker: Option<i32>) -> anyhow::Result<Status> {
     let rows = entries(c, broker)?;
     let problems = rows.iter().any(|r| r.error.is_some());
-    if out.json {
+    if out.structured() {
         out.json(&rows);
     } else {
         let mut t = out.table(&["TO", "TRANSACTIONAL ID", "PRODUCER", "RESULT", "PARTITIONS", "AGE"]);

@@ -65,7 +65,7 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Resul
             .map(|b| format!("{} at byte {}: {}", b.path.display(), b.position, b.reason)),
     };
     let problems = show.bad_tail.is_some();
-    if out.json {
+    if out.structured() {
         out.json(&show);
     } else {
         outln!(

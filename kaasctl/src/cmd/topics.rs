@@ -52,7 +52,7 @@ pub fn rows(c: &Cluster) -> anyhow::Result<Vec<TopicRow>> {
 pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
     let rows = rows(c)?;
     let problems = rows.iter().any(|r| r.error.is_some());
-    if out.json {
+    if out.structured() {
         out.json(&rows);
     } else {
         let now = crate::cluster::now_ms();

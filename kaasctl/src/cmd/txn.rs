@@ -141,7 +141,7 @@ fn state_tone(state: &str, overdue: bool) -> Tone {
 pub fn list(c: &Cluster, out: &Out, args: &TxnListArgs) -> anyhow::Result<Status> {
     let list = collect(c, args)?;
     let problems = !list.unreadable_slots.is_empty();
-    if out.json {
+    if out.structured() {
         out.json(&list);
     } else {
         let rows = list
@@ -341,7 +341,7 @@ pub fn detail(c: &Cluster, tid: &str) -> anyhow::Result<TxnDetail> {
 pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
     let d = detail(c, tid)?;
     let problems = d.partition_details.iter().any(|p| p.error.is_some());
-    if out.json {
+    if out.structured() {
         out.json(&d);
         return Ok(Status::from_problems(problems));
     }
@@ -510,7 +510,7 @@ struct AbortOutput<'a> {
 pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Status> {
     let (plan, _) = admin::plan_abort(&c.volume, &args.transactional_id, &c.live)?;
     if args.dry_run {
-        if out.json {
+        if out.structured() {
             out.json(&AbortOutput {
                 dry_run: true,
                 plan: &plan,
@@ -521,7 +521,7 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
         }
         return Ok(Status::Ok);
     }
-    if !out.json {
+    if !out.structured() {
         eprint!("{}", describe_plan(&plan));
     }
     if !args.yes && !confirm("proceed?")? {
@@ -535,7 +535,7 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
         c.now_ms,
         args.wait,
     )?;
-    if out.json {
+    if out.structured() {
         out.json(&AbortOutput {
             dry_run: false,
             plan: &plan,
@@ -852,7 +852,7 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
 }
 
 fn print_findings(out: &Out, findings: &[Finding]) {
-    if out.json {
+    if out.structured() {
         out.json(&findings);
         return;
     }
@@ -1084,7 +1084,7 @@ pub fn timeline(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
     }
     events.sort_by_key(|(t, _)| *t);
     let events: Vec<TimelineEvent> = events.into_iter().map(|(_, e)| e).collect();
-    if out.json {
+    if out.structured() {
         out.json(&events);
     } else {
         let mut t = out.table(&["TIME", "EVENT", "DETAIL", "BY"]);
