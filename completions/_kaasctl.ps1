@@ -29,7 +29,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
@@ -45,6 +45,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Partition logs')
             [CompletionResult]::new('lso', 'lso', [CompletionResultType]::ParameterValue, 'Last stable offsets')
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
+            [CompletionResult]::new('users', 'users', [CompletionResultType]::ParameterValue, 'SASL/SCRAM users brokers check logins against (salted verifiers only)')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
@@ -62,7 +63,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -76,7 +77,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -90,7 +91,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -104,7 +105,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -118,7 +119,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)')
@@ -145,7 +146,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -159,7 +160,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -177,7 +178,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -195,7 +196,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -209,7 +210,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -223,7 +224,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -268,7 +269,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Per writer (broker or admin): producer id, fenced epoch, when recorded')
@@ -285,7 +286,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -310,7 +311,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Queue depth and oldest entry age per target broker')
@@ -327,7 +328,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -341,7 +342,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -370,7 +371,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'The partition''s producer-state snapshot plus the log tail replayed after it')
@@ -386,7 +387,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -411,7 +412,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('dump', 'dump', [CompletionResultType]::ParameterValue, 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type')
@@ -430,7 +431,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--records', '--records', [CompletionResultType]::ParameterName, 'Also print each record''s key and value (uncompressed batches)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -455,7 +456,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Which producer and transaction pin a partition''s last stable offset, and what to do')
@@ -471,7 +472,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -496,9 +497,92 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;users' {
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Users and their SCRAM mechanisms with iteration counts')
+            [CompletionResult]::new('add', 'add', [CompletionResultType]::ParameterValue, 'Add a user, or change its password: the password is asked for on the terminal (twice, without echo) or read from stdin''s first line with --password-stdin')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete a user''s credentials (all mechanisms, or those named)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'kaasctl;users;list' {
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;users;add' {
+            [CompletionResult]::new('--mechanism', '--mechanism', [CompletionResultType]::ParameterName, 'SCRAM-SHA-256 or SCRAM-SHA-512; repeat for both (the default). PLAIN logins are checked against these verifiers too')
+            [CompletionResult]::new('--iterations', '--iterations', [CompletionResultType]::ParameterName, 'PBKDF2 iterations (4096..=16384)')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--password-stdin', '--password-stdin', [CompletionResultType]::ParameterName, 'Read the password from the first line of stdin')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;users;delete' {
+            [CompletionResult]::new('--mechanism', '--mechanism', [CompletionResultType]::ParameterName, 'mechanism')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;users;help' {
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Users and their SCRAM mechanisms with iteration counts')
+            [CompletionResult]::new('add', 'add', [CompletionResultType]::ParameterValue, 'Add a user, or change its password: the password is asked for on the terminal (twice, without echo) or read from stdin''s first line with --password-stdin')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete a user''s credentials (all mechanisms, or those named)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'kaasctl;users;help;list' {
+            break
+        }
+        'kaasctl;users;help;add' {
+            break
+        }
+        'kaasctl;users;help;delete' {
+            break
+        }
+        'kaasctl;users;help;help' {
             break
         }
         'kaasctl;doctor' {
@@ -512,7 +596,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -526,7 +610,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -543,7 +627,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--once', '--once', [CompletionResultType]::ParameterName, 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -557,7 +641,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -571,7 +655,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -588,6 +672,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Partition logs')
             [CompletionResult]::new('lso', 'lso', [CompletionResultType]::ParameterValue, 'Last stable offsets')
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
+            [CompletionResult]::new('users', 'users', [CompletionResultType]::ParameterValue, 'SASL/SCRAM users brokers check logins against (salted verifiers only)')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
@@ -675,6 +760,21 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             break
         }
         'kaasctl;help;audit' {
+            break
+        }
+        'kaasctl;help;users' {
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Users and their SCRAM mechanisms with iteration counts')
+            [CompletionResult]::new('add', 'add', [CompletionResultType]::ParameterValue, 'Add a user, or change its password: the password is asked for on the terminal (twice, without echo) or read from stdin''s first line with --password-stdin')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete a user''s credentials (all mechanisms, or those named)')
+            break
+        }
+        'kaasctl;help;users;list' {
+            break
+        }
+        'kaasctl;help;users;add' {
+            break
+        }
+        'kaasctl;help;users;delete' {
             break
         }
         'kaasctl;help;doctor' {

@@ -67,6 +67,9 @@ _kaasctl() {
             kaasctl,txn)
                 cmd="kaasctl__subcmd__txn"
                 ;;
+            kaasctl,users)
+                cmd="kaasctl__subcmd__users"
+                ;;
             kaasctl__subcmd__fence,help)
                 cmd="kaasctl__subcmd__fence__subcmd__help"
                 ;;
@@ -130,6 +133,9 @@ _kaasctl() {
             kaasctl__subcmd__help,txn)
                 cmd="kaasctl__subcmd__help__subcmd__txn"
                 ;;
+            kaasctl__subcmd__help,users)
+                cmd="kaasctl__subcmd__help__subcmd__users"
+                ;;
             kaasctl__subcmd__help__subcmd__fence,show)
                 cmd="kaasctl__subcmd__help__subcmd__fence__subcmd__show"
                 ;;
@@ -165,6 +171,15 @@ _kaasctl() {
                 ;;
             kaasctl__subcmd__help__subcmd__txn,timeline)
                 cmd="kaasctl__subcmd__help__subcmd__txn__subcmd__timeline"
+                ;;
+            kaasctl__subcmd__help__subcmd__users,add)
+                cmd="kaasctl__subcmd__help__subcmd__users__subcmd__add"
+                ;;
+            kaasctl__subcmd__help__subcmd__users,delete)
+                cmd="kaasctl__subcmd__help__subcmd__users__subcmd__delete"
+                ;;
+            kaasctl__subcmd__help__subcmd__users,list)
+                cmd="kaasctl__subcmd__help__subcmd__users__subcmd__list"
                 ;;
             kaasctl__subcmd__log,dump)
                 cmd="kaasctl__subcmd__log__subcmd__dump"
@@ -262,6 +277,30 @@ _kaasctl() {
             kaasctl__subcmd__txn__subcmd__help,timeline)
                 cmd="kaasctl__subcmd__txn__subcmd__help__subcmd__timeline"
                 ;;
+            kaasctl__subcmd__users,add)
+                cmd="kaasctl__subcmd__users__subcmd__add"
+                ;;
+            kaasctl__subcmd__users,delete)
+                cmd="kaasctl__subcmd__users__subcmd__delete"
+                ;;
+            kaasctl__subcmd__users,help)
+                cmd="kaasctl__subcmd__users__subcmd__help"
+                ;;
+            kaasctl__subcmd__users,list)
+                cmd="kaasctl__subcmd__users__subcmd__list"
+                ;;
+            kaasctl__subcmd__users__subcmd__help,add)
+                cmd="kaasctl__subcmd__users__subcmd__help__subcmd__add"
+                ;;
+            kaasctl__subcmd__users__subcmd__help,delete)
+                cmd="kaasctl__subcmd__users__subcmd__help__subcmd__delete"
+                ;;
+            kaasctl__subcmd__users__subcmd__help,help)
+                cmd="kaasctl__subcmd__users__subcmd__help__subcmd__help"
+                ;;
+            kaasctl__subcmd__users__subcmd__help,list)
+                cmd="kaasctl__subcmd__users__subcmd__help__subcmd__list"
+                ;;
             *)
                 ;;
         esac
@@ -269,7 +308,7 @@ _kaasctl() {
 
     case "${cmd}" in
         kaasctl)
-            opts="-o -h -V --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help --version brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help"
+            opts="-o -h -V --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help --version brokers topics compaction groups txn fence markers producers log lso audit users doctor metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -665,7 +704,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help)
-            opts="brokers topics compaction groups txn fence markers producers log lso audit doctor metrics top completions man help"
+            opts="brokers topics compaction groups txn fence markers producers log lso audit users doctor metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1071,6 +1110,62 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help__subcmd__txn__subcmd__timeline)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__users)
+            opts="list add delete"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__users__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__users__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__users__subcmd__list)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2149,6 +2244,240 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn__subcmd__timeline)
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__users)
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help list add delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__users__subcmd__add)
+            opts="-o -h --mechanism --iterations --password-stdin --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --mechanism)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --iterations)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__users__subcmd__delete)
+            opts="-o -h --mechanism --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --mechanism)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__users__subcmd__help)
+            opts="list add delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__users__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__users__subcmd__help__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__users__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__users__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__users__subcmd__list)
             opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

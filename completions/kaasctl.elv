@@ -26,7 +26,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
@@ -42,6 +42,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand log 'Partition logs'
             cand lso 'Last stable offsets'
             cand audit 'The audit journal of mutating kaasctl commands'
+            cand users 'SASL/SCRAM users brokers check logins against (salted verifiers only)'
             cand doctor 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
             cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
@@ -58,7 +59,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -71,7 +72,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -84,7 +85,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -97,7 +98,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -110,7 +111,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand list 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
@@ -136,7 +137,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -149,7 +150,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -166,7 +167,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --yes 'Do not ask for confirmation'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -183,7 +184,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --yes 'Do not ask for confirmation'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -196,7 +197,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -209,7 +210,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -245,7 +246,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand show 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
@@ -261,7 +262,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -282,7 +283,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand list 'Queue depth and oldest entry age per target broker'
@@ -298,7 +299,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -311,7 +312,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -335,7 +336,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand show 'The partition''s producer-state snapshot plus the log tail replayed after it'
@@ -350,7 +351,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -371,7 +372,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand dump 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
@@ -389,7 +390,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --records 'Also print each record''s key and value (uncompressed batches)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -410,7 +411,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do'
@@ -425,7 +426,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -446,9 +447,83 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
+        }
+        &'kaasctl;users'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand list 'Users and their SCRAM mechanisms with iteration counts'
+            cand add 'Add a user, or change its password: the password is asked for on the terminal (twice, without echo) or read from stdin''s first line with --password-stdin'
+            cand delete 'Delete a user''s credentials (all mechanisms, or those named)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;users;list'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;users;add'= {
+            cand --mechanism 'SCRAM-SHA-256 or SCRAM-SHA-512; repeat for both (the default). PLAIN logins are checked against these verifiers too'
+            cand --iterations 'PBKDF2 iterations (4096..=16384)'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --password-stdin 'Read the password from the first line of stdin'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;users;delete'= {
+            cand --mechanism 'mechanism'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;users;help'= {
+            cand list 'Users and their SCRAM mechanisms with iteration counts'
+            cand add 'Add a user, or change its password: the password is asked for on the terminal (twice, without echo) or read from stdin''s first line with --password-stdin'
+            cand delete 'Delete a user''s credentials (all mechanisms, or those named)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;users;help;list'= {
+        }
+        &'kaasctl;users;help;add'= {
+        }
+        &'kaasctl;users;help;delete'= {
+        }
+        &'kaasctl;users;help;help'= {
         }
         &'kaasctl;doctor'= {
             cand --stuck-after 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck'
@@ -461,7 +536,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -474,7 +549,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -490,7 +565,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --once 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -503,7 +578,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -516,7 +591,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -532,6 +607,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand log 'Partition logs'
             cand lso 'Last stable offsets'
             cand audit 'The audit journal of mutating kaasctl commands'
+            cand users 'SASL/SCRAM users brokers check logins against (salted verifiers only)'
             cand doctor 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
             cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
@@ -596,6 +672,17 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         &'kaasctl;help;lso;explain'= {
         }
         &'kaasctl;help;audit'= {
+        }
+        &'kaasctl;help;users'= {
+            cand list 'Users and their SCRAM mechanisms with iteration counts'
+            cand add 'Add a user, or change its password: the password is asked for on the terminal (twice, without echo) or read from stdin''s first line with --password-stdin'
+            cand delete 'Delete a user''s credentials (all mechanisms, or those named)'
+        }
+        &'kaasctl;help;users;list'= {
+        }
+        &'kaasctl;help;users;add'= {
+        }
+        &'kaasctl;help;users;delete'= {
         }
         &'kaasctl;help;doctor'= {
         }

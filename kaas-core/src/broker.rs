@@ -24,6 +24,19 @@ pub struct BrokerLease {
     /// written before it existed, which read as running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_ms: Option<i64>,
+    /// Every listener's advertised address, by listener name (docs/security.md): a
+    /// client is told the address of the listener it came in on. `host`/`port` above
+    /// are the first listener's. Absent in leases written before listeners existed,
+    /// which have one, PLAINTEXT.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub listeners: std::collections::BTreeMap<String, ListenerEndpoint>,
+}
+
+/// One listener's advertised address in a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListenerEndpoint {
+    pub host: String,
+    pub port: u16,
 }
 
 impl BrokerLease {
@@ -276,6 +289,7 @@ mod tests {
             started_ms: 0,
             heartbeat_ms: hb,
             stopped_ms: None,
+            listeners: Default::default(),
         }
     }
 
@@ -363,6 +377,7 @@ mod tests {
             started_ms: 0,
             heartbeat_ms: 1_000,
             stopped_ms: None,
+            listeners: Default::default(),
         };
         lease.write(&v).unwrap();
         let claim = claim_broker_id(&v, 3, 1_500).unwrap();

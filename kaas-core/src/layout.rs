@@ -28,6 +28,10 @@ impl Volume {
     pub fn broker_configs_file(&self) -> PathBuf {
         self.cluster_dir().join("broker-configs.json")
     }
+    /// SASL/SCRAM credentials: salted verifiers, never passwords (docs/security.md).
+    pub fn scram_credentials_file(&self) -> PathBuf {
+        self.cluster_dir().join("scram-credentials.json")
+    }
     /// Held by whoever rewrites a topic file (config changes, added partitions).
     pub fn topic_files_lock(&self) -> PathBuf {
         self.cluster_dir().join("topic-files.lock")

@@ -20,6 +20,7 @@ pub mod ownership;
 pub mod partition;
 pub mod producer_ids;
 pub mod reconcile;
+pub mod scram;
 pub mod topic;
 pub mod txn;
 pub mod txn_store;

@@ -168,6 +168,7 @@ impl Sim {
                 started_ms: 0,
                 heartbeat_ms: wall,
                 stopped_ms: None,
+                listeners: Default::default(),
             },
         );
         self.nodes[i].renewed = Some(mono);

@@ -4,6 +4,7 @@
 
 use crate::config::{Config, FlushPolicy};
 use crate::groups::GroupCoordinator;
+use crate::listeners::Endpoints;
 use crate::txn_coordinator::TransactionCoordinator;
 use kaas_core::log::{LogConfig, LogError};
 use kaas_core::partition::{AppendError, AppendOutcome, PartitionState};
@@ -13,7 +14,6 @@ use kaas_core::txn::TxnError;
 use kaas_core::{now_ms, Volume, VolumeError};
 use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::watch;
@@ -208,11 +208,7 @@ struct Gate<'a> {
 /// is positively dead — `confirm_dead` re-reads it and asks the lease tracker (seen,
 /// same incarnation and heartbeat, unchanged for the session timeout) — never merely
 /// because this broker has not seen it yet, or saw it dead before it restarted.
-fn take_over_gate<'a>(
-    me: i32,
-    live: &BTreeMap<i32, (String, u16)>,
-    confirm_dead: impl Fn(i32) -> bool + 'a,
-) -> Gate<'a> {
+fn take_over_gate<'a>(me: i32, live: &BTreeMap<i32, Endpoints>, confirm_dead: impl Fn(i32) -> bool + 'a) -> Gate<'a> {
     let live: Vec<i32> = live.keys().copied().collect();
     Gate {
         place: Box::new(move |topic, index, last| {
@@ -282,7 +278,8 @@ pub struct Broker {
     pub config: Config,
     pub volume: Volume,
     pub cluster_id: String,
-    pub advertised: (String, u16),
+    /// This broker's advertised address on each of its listeners.
+    pub advertised: Endpoints,
     registry: RwLock<Registry>,
     /// Topic creation and deletion are serialised so two requests cannot race on files.
     admin_lock: tokio::sync::Mutex<()>,
@@ -293,7 +290,7 @@ pub struct Broker {
     producer_ids: Mutex<ProducerIdAllocator>,
     /// Brokers whose lease is fresh, with their advertised address, refreshed by the
     /// lease task; ownership of transaction slots and groups is computed from it.
-    live_brokers: RwLock<BTreeMap<i32, (String, u16)>>,
+    live_brokers: RwLock<BTreeMap<i32, Endpoints>>,
     /// When this broker last renewed its own lease, by the monotonic clock; None
     /// while no lease task runs (a broker embedded in tests).
     lease_renewed_at: Mutex<Option<std::time::Instant>>,
@@ -354,13 +351,12 @@ impl TopicError {
 impl Broker {
     /// Opens the volume: reads the cluster id, every topic file and every partition log
     /// (recovering torn tails). Unreadable topics are kept aside and reported.
-    pub fn open(config: Config, bound: SocketAddr) -> anyhow::Result<Arc<Broker>> {
+    pub fn open(config: Config, advertised: Endpoints) -> anyhow::Result<Arc<Broker>> {
         let volume = Volume::new(&config.data_dir);
         std::fs::create_dir_all(volume.topics_dir())?;
         std::fs::create_dir_all(volume.brokers_dir())?;
         std::fs::create_dir_all(volume.groups_dir())?;
         let cluster_id = kaas_core::broker::cluster_id(&volume)?;
-        let advertised = config.advertised(bound);
         let dynamic = configs::DynamicState::load(&volume, &config)?;
         let defaults = dynamic.defaults.clone();
         let mut registry = Registry::default();
@@ -375,7 +371,7 @@ impl Broker {
             .filter(|l| l.broker_id != config.broker_id)
             .collect();
         let mut lease_tracker = kaas_core::broker::LeaseTracker::default();
-        let mut live_at_start: BTreeMap<i32, (String, u16)> = lease_tracker
+        let mut live_at_start: BTreeMap<i32, Endpoints> = lease_tracker
             .observe(
                 &leases,
                 now,
@@ -383,7 +379,7 @@ impl Broker {
                 config.broker_session_timeout_ms,
             )
             .into_iter()
-            .map(|l| (l.broker_id, (l.host.clone(), l.port)))
+            .map(|l| (l.broker_id, Endpoints::of_lease(l)))
             .collect();
         live_at_start.insert(config.broker_id, advertised.clone());
         let timeout = config.broker_session_timeout_ms;
@@ -1096,15 +1092,15 @@ impl Broker {
         kaas_core::ownership::owner(key, &live)
     }
 
-    /// Live brokers and their advertised (host, port); this broker is in it while its
+    /// Live brokers and their advertised addresses by listener; this broker is in it while its
     /// lease is fresh.
-    pub fn live_brokers(&self) -> BTreeMap<i32, (String, u16)> {
+    pub fn live_brokers(&self) -> BTreeMap<i32, Endpoints> {
         self.live_brokers.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Replaces the live-broker list (from the lease files). This broker is in it
     /// exactly while its own lease is fresh: one that stepped down owns nothing.
-    pub fn set_live_brokers(&self, mut live: BTreeMap<i32, (String, u16)>) {
+    pub fn set_live_brokers(&self, mut live: BTreeMap<i32, Endpoints>) {
         if self.lease_fresh() {
             live.insert(self.config.broker_id, self.advertised.clone());
         } else {

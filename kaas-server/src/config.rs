@@ -17,6 +17,16 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClientAuth {
+    /// No client certificate is asked for.
+    None,
+    /// A client certificate is asked for; a client without one still connects.
+    Requested,
+    /// A client must present a certificate that chains to --ssl-ca.
+    Required,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FlushPolicy {
     /// acks=-1 produce requests are answered after an fsync that covers them
     /// (concurrent requests share one fsync); other data is fsynced every
@@ -66,9 +76,43 @@ pub struct Config {
     #[arg(long, env = "KAAS_BROKER_ID", default_value_t = 0)]
     pub broker_id: i32,
 
-    /// host:port clients are told to connect to; defaults to the bound listen address.
-    #[arg(long, env = "KAAS_ADVERTISED_LISTENER", value_parser = parse_host_port)]
-    pub advertised_listener: Option<(String, u16)>,
+    /// A Kafka listener: NAME=PROTOCOL://HOST:PORT, or PROTOCOL://HOST:PORT for one named
+    /// after its protocol; repeat the flag (or separate with commas) for several.
+    /// PROTOCOL is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (docs/security.md). With
+    /// none, the broker has one PLAINTEXT listener on --listen.
+    #[arg(long = "listener", env = "KAAS_LISTENERS", value_delimiter = ',', value_parser = crate::listeners::parse_listener)]
+    pub listeners: Vec<crate::listeners::ListenerSpec>,
+
+    /// host:port clients are told to connect to, per listener: NAME=HOST:PORT, or
+    /// HOST:PORT for the first listener; repeat (or separate with commas) for several.
+    /// A listener not named gets its bound address.
+    #[arg(long = "advertised-listener", env = "KAAS_ADVERTISED_LISTENER", value_delimiter = ',', value_parser = crate::listeners::parse_advertised)]
+    pub advertised_listeners: Vec<crate::listeners::AdvertisedSpec>,
+
+    /// PEM file with this broker's certificate chain, for SSL and SASL_SSL listeners.
+    /// Re-read when it changes (checked at most once a second), without a restart.
+    #[arg(long, env = "KAAS_SSL_CERTIFICATE")]
+    pub ssl_certificate: Option<PathBuf>,
+
+    /// PEM file with the private key of --ssl-certificate (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "KAAS_SSL_KEY")]
+    pub ssl_key: Option<PathBuf>,
+
+    /// PEM file of the CA certificates client certificates must chain to (Kafka's
+    /// ssl.truststore); needed for --ssl-client-auth requested or required.
+    #[arg(long, env = "KAAS_SSL_CA")]
+    pub ssl_ca: Option<PathBuf>,
+
+    /// ssl.client.auth on SSL and SASL_SSL listeners: none, requested (a client may
+    /// present a certificate) or required (mTLS). On an SSL listener, a client's
+    /// principal is its certificate's subject (User:CN=...,O=...).
+    #[arg(long, env = "KAAS_SSL_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::None)]
+    pub ssl_client_auth: ClientAuth,
+
+    /// sasl.enabled.mechanisms on SASL_PLAINTEXT and SASL_SSL listeners: any of PLAIN,
+    /// SCRAM-SHA-256, SCRAM-SHA-512 (credentials: kaasctl users).
+    #[arg(long, env = "KAAS_SASL_ENABLED_MECHANISMS", value_delimiter = ',', default_values = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"], value_parser = crate::sasl::parse_mechanism)]
+    pub sasl_enabled_mechanisms: Vec<crate::sasl::SaslMechanism>,
 
     /// Create a topic when a client asks for metadata of, or produces to, an unknown one.
     #[arg(long, env = "KAAS_AUTO_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -312,6 +356,11 @@ fn read_config_file(
             toml::Value::Integer(i) => i.to_string(),
             toml::Value::Float(f) => f.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
+            // A list setting (`listener = ["PLAINTEXT://…", "SSL://…"]`): its flag takes
+            // the values comma-separated.
+            toml::Value::Array(items) if items.iter().all(|v| v.is_str()) => {
+                items.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(",")
+            }
             other => {
                 return Err(ConfigError::Value {
                     path: path.to_path_buf(),
@@ -592,17 +641,14 @@ impl Config {
         }
     }
 
-    /// (host, port) handed to clients.
-    pub fn advertised(&self, bound: SocketAddr) -> (String, u16) {
-        match &self.advertised_listener {
-            Some(hp) => hp.clone(),
-            None => (bound.ip().to_string(), bound.port()),
-        }
+    /// The listeners to bind: `--listener`s, or PLAINTEXT on `--listen`.
+    pub fn resolved_listeners(&self) -> Result<Vec<crate::listeners::ListenerSpec>, String> {
+        crate::listeners::resolve(&self.listeners, self.listen, self.given("listen"))
     }
 }
 
 /// Parses `host:port` (IPv6 hosts in brackets).
-fn parse_host_port(s: &str) -> Result<(String, u16), String> {
+pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
     let (host, port) = s
         .rsplit_once(':')
         .ok_or_else(|| format!("expected HOST:PORT, got {s:?}"))?;

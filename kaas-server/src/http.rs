@@ -49,8 +49,10 @@ pub struct OpsState {
     pub broker_id: i32,
     /// This process's lease incarnation: the lease on the volume must still name it.
     pub incarnation: String,
-    /// The Kafka listener's bound address, probed for readiness.
-    pub kafka: SocketAddr,
+    /// A Kafka listener's bound address, probed for readiness, and whether it speaks
+    /// Kafka without TLS (then an ApiVersions round trip is asked of it; with TLS an
+    /// accepted connection is enough).
+    pub kafka: (SocketAddr, bool),
     /// Flips when shutdown begins.
     pub shutdown: watch::Receiver<bool>,
     /// The last exposition and when its render began; the lock also makes renders
@@ -282,22 +284,31 @@ pub async fn readiness(state: &Arc<OpsState>) -> Vec<Check> {
             None => Err("not open yet".into()),
         },
     ));
-    let probe = if state.kafka.ip().is_unspecified() {
-        let loopback: std::net::IpAddr = if state.kafka.is_ipv4() {
+    let (addr, plain) = state.kafka;
+    let probe = if addr.ip().is_unspecified() {
+        let loopback: std::net::IpAddr = if addr.is_ipv4() {
             std::net::Ipv4Addr::LOCALHOST.into()
         } else {
             std::net::Ipv6Addr::LOCALHOST.into()
         };
-        SocketAddr::new(loopback, state.kafka.port())
+        SocketAddr::new(loopback, addr.port())
     } else {
-        state.kafka
+        addr
     };
     checks.push(check(
         "listener_accepting",
-        match tokio::time::timeout(KAFKA_PROBE_TIMEOUT, api_versions_round_trip(probe)).await {
-            Ok(Ok(())) => Ok(format!("{probe} answered an ApiVersions request")),
-            Ok(Err(e)) => Err(format!("{probe}: {e}")),
-            Err(_) => Err(format!("{probe}: no ApiVersions answer within {KAFKA_PROBE_TIMEOUT:?}")),
+        if plain {
+            match tokio::time::timeout(KAFKA_PROBE_TIMEOUT, api_versions_round_trip(probe)).await {
+                Ok(Ok(())) => Ok(format!("{probe} answered an ApiVersions request")),
+                Ok(Err(e)) => Err(format!("{probe}: {e}")),
+                Err(_) => Err(format!("{probe}: no ApiVersions answer within {KAFKA_PROBE_TIMEOUT:?}")),
+            }
+        } else {
+            match tokio::time::timeout(KAFKA_PROBE_TIMEOUT, TcpStream::connect(probe)).await {
+                Ok(Ok(_)) => Ok(format!("{probe} (TLS) accepted a connection")),
+                Ok(Err(e)) => Err(format!("{probe}: {e}")),
+                Err(_) => Err(format!("{probe}: no connection within {KAFKA_PROBE_TIMEOUT:?}")),
+            }
         },
     ));
     checks

@@ -10,9 +10,12 @@ pub mod config;
 pub mod groups;
 pub mod handlers;
 pub mod http;
+pub mod listeners;
 pub mod metrics;
 pub mod runtime;
+pub mod sasl;
 pub mod server;
+pub mod tls;
 pub mod txn_coordinator;
 pub mod watchers;
 

@@ -32,10 +32,45 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         .collect();
     kaas_core::broker::check_clock_skew(&leases, config.broker_id, now_ms(), config.broker_session_timeout_ms)
         .map_err(|e| anyhow::anyhow!("refusing to start: {e}"))?;
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
-    let bound = listener.local_addr()?;
+    let specs = config.resolved_listeners().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tls = if specs.iter().any(|l| l.protocol.tls()) {
+        let (Some(certificate), Some(key)) = (config.ssl_certificate.clone(), config.ssl_key.clone()) else {
+            anyhow::bail!("an SSL or SASL_SSL listener needs --ssl-certificate and --ssl-key");
+        };
+        let settings = crate::tls::TlsSettings {
+            certificate,
+            key,
+            ca: config.ssl_ca.clone(),
+            client_auth: config.ssl_client_auth,
+        };
+        Some(crate::tls::Tls::load(settings).map_err(|e| anyhow::anyhow!("TLS: {e}"))?)
+    } else {
+        None
+    };
+    let mut listeners = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let socket = TcpListener::bind(spec.addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {spec}: {e}"))?;
+        listeners.push(crate::server::BoundListener {
+            tls: tls.clone().filter(|_| spec.protocol.tls()),
+            spec,
+            socket,
+        });
+    }
+    let bound: Vec<(crate::listeners::ListenerSpec, std::net::SocketAddr)> = listeners
+        .iter()
+        .map(|l| Ok((l.spec.clone(), l.socket.local_addr()?)))
+        .collect::<std::io::Result<_>>()?;
+    let advertised =
+        crate::listeners::advertised(&bound, &config.advertised_listeners).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Readiness asks a listener without TLS for ApiVersions (served before SASL
+    // authentication too); with TLS everywhere, a connection accepted is enough.
+    let probe = bound
+        .iter()
+        .find(|(l, _)| !l.protocol.tls())
+        .map(|(_, a)| (*a, true))
+        .unwrap_or((bound[0].1, false));
     let incarnation = uuid::Uuid::new_v4().to_string();
     // The operations listener answers liveness during the (possibly long) opening;
     // readiness says "opening" until the broker serves. Bound before the lease is
@@ -51,7 +86,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 volume: volume.clone(),
                 broker_id: config.broker_id,
                 incarnation: incarnation.clone(),
-                kafka: bound,
+                kafka: probe,
                 shutdown: shutdown.clone(),
                 rendered: tokio::sync::Mutex::new(None),
             });
@@ -64,12 +99,28 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // The new incarnation's lease first, then the partitions: a peer that judged the
     // previous incarnation dead never confirms it dead once this one is on the volume,
     // so it cannot steal a lock this process took while opening (docs/cluster.md).
-    let (host, port) = config.advertised(bound);
+    let (host, port) = advertised
+        .on(&bound[0].0.name)
+        .map(|(h, p)| (h.to_string(), p))
+        .expect("the first listener has an advertised address");
     let lease = BrokerLease {
         version: LEASE_FORMAT_VERSION,
         broker_id: config.broker_id,
         host,
         port,
+        listeners: advertised
+            .0
+            .iter()
+            .map(|(name, (host, port))| {
+                (
+                    name.clone(),
+                    kaas_core::broker::ListenerEndpoint {
+                        host: host.clone(),
+                        port: *port,
+                    },
+                )
+            })
+            .collect(),
         incarnation,
         started_ms: now_ms(),
         heartbeat_ms: now_ms(),
@@ -102,7 +153,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             }
         }
     });
-    let opened = Broker::open(config, bound);
+    let opened = Broker::open(config, advertised);
     drop(opened_tx);
     if renewer.join().is_err() {
         error!("the lease renewer of the opening broker panicked");
@@ -117,8 +168,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     broker.txn.recover(&broker).await;
     broker.txn.reconcile(&broker).await;
     info!(
-        listen = %bound,
-        advertised = %format!("{}:{}", broker.advertised.0, broker.advertised.1),
+        listeners = %bound.iter().map(|(l, a)| format!("{}={}://{a}", l.name, l.protocol.name())).collect::<Vec<_>>().join(","),
+        advertised = %broker.advertised.0.iter().map(|(n, (h, p))| format!("{n}={h}:{p}")).collect::<Vec<_>>().join(","),
         broker_id = broker.config.broker_id,
         data_dir = %broker.config.data_dir.display(),
         cluster_id = %broker.cluster_id,
@@ -238,7 +289,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             })
         }),
     ];
-    crate::server::serve(broker.clone(), listener, shutdown).await;
+    crate::server::serve(broker.clone(), listeners, shutdown).await;
     for t in tasks {
         let _ = t.await;
     }
@@ -342,7 +393,7 @@ fn refresh_live_brokers(broker: &Broker) {
                     broker.config.broker_session_timeout_ms,
                 )
                 .into_iter()
-                .map(|l| (l.broker_id, (l.host.clone(), l.port)))
+                .map(|l| (l.broker_id, crate::listeners::Endpoints::of_lease(l)))
                 .collect();
             broker.set_live_brokers(live);
         }

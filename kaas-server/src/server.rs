@@ -5,6 +5,9 @@
 
 use crate::broker::Broker;
 use crate::handlers::{self, RequestContext};
+use crate::listeners::{ListenerSpec, SecurityProtocol};
+use crate::sasl::{Authenticator, Outcome};
+use crate::tls::Tls;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -13,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -153,9 +156,25 @@ struct Limits {
     max_frame: usize,
 }
 
-/// Accepts connections until `shutdown` flips, then waits (bounded) for connections
-/// to finish their in-flight request.
-pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+/// A bound listener, ready to serve: its name and protocol, its socket, and its TLS
+/// configuration when the protocol has TLS.
+pub struct BoundListener {
+    pub spec: ListenerSpec,
+    pub socket: TcpListener,
+    pub tls: Option<Arc<Tls>>,
+}
+
+/// How long a client has for its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest raw SASL token (after a v0 handshake): Kafka's
+/// sasl.server.max.receive.size.
+const MAX_SASL_TOKEN: usize = 512 * 1024;
+
+/// Accepts connections on every listener until `shutdown` flips, then waits (bounded)
+/// for connections to finish their in-flight request. The connection limits are
+/// shared by all listeners.
+pub async fn serve(broker: Arc<Broker>, listeners: Vec<BoundListener>, shutdown: watch::Receiver<bool>) {
     let config = &broker.config;
     let budget = config.queued_max_request_bytes.min(Semaphore::MAX_PERMITS as u64);
     let limits = Arc::new(Limits {
@@ -165,17 +184,34 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: wat
         idle: Duration::from_millis(config.connections_max_idle_ms),
         max_frame: config.max_request_bytes,
     });
+    let mut loops = JoinSet::new();
+    for listener in listeners {
+        loops.spawn(accept_loop(broker.clone(), listener, shutdown.clone(), limits.clone()));
+    }
+    while loops.join_next().await.is_some() {}
+}
+
+async fn accept_loop(
+    broker: Arc<Broker>,
+    listener: BoundListener,
+    mut shutdown: watch::Receiver<bool>,
+    limits: Arc<Limits>,
+) {
+    let BoundListener { spec, socket, tls } = listener;
+    let name: Arc<str> = spec.name.as_str().into();
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
-            accepted = listener.accept() => match accepted {
+            accepted = socket.accept() => match accepted {
                 Ok((stream, peer)) => match limits.slots.acquire(peer.ip()) {
                     Ok(slot) => {
-                        let broker = broker.clone();
-                        let shutdown = shutdown.clone();
-                        let limits = limits.clone();
-                        conns.spawn(async move { connection(broker, stream, peer, shutdown, limits, slot).await });
+                        let on = Listening {
+                            name: name.clone(),
+                            protocol: spec.protocol,
+                            tls: tls.clone(),
+                        };
+                        conns.spawn(connection(broker.clone(), stream, peer, on, shutdown.clone(), limits.clone(), slot));
                     }
                     Err((limit, max)) => {
                         limits.slots.refused(peer, limit, max);
@@ -184,15 +220,16 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: wat
                 },
                 Err(e) => {
                     // Usually EMFILE: back off instead of spinning.
-                    warn!(error = %e, "accept failed");
+                    warn!(listener = %name, error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
-    drop(listener);
+    drop(socket);
     info!(
+        listener = %name,
         connections = conns.len(),
         "stopped accepting; waiting for in-flight requests"
     );
@@ -202,6 +239,7 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: wat
         .is_err()
     {
         warn!(
+            listener = %name,
             connections = conns.len(),
             "shutdown grace period over; closing remaining connections"
         );
@@ -209,23 +247,166 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: wat
     }
 }
 
+/// The listener a connection came in on.
+struct Listening {
+    name: Arc<str>,
+    protocol: SecurityProtocol,
+    tls: Option<Arc<Tls>>,
+}
+
+/// Who a connection is and where it came in: what its requests are judged by.
+pub struct Session {
+    pub listener: Arc<str>,
+    pub principal: Arc<str>,
+    /// Some until a SASL listener's connection has authenticated.
+    sasl: Option<Authenticator>,
+}
+
+impl Session {
+    /// A connection that needs no authentication (PLAINTEXT), as tests and the
+    /// readiness probe see one.
+    pub fn anonymous(listener: &str) -> Session {
+        Session {
+            listener: listener.into(),
+            principal: ANONYMOUS.into(),
+            sasl: None,
+        }
+    }
+}
+
+/// Kafka's principal for a client that did not authenticate.
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+
 async fn connection(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
-    mut shutdown: watch::Receiver<bool>,
+    on: Listening,
+    shutdown: watch::Receiver<bool>,
     limits: Arc<Limits>,
     _slot: Slot,
 ) {
     let _ = stream.set_nodelay(true);
-    let (mut reader, writer) = stream.into_split();
+    let mut session = Session::anonymous(&on.name);
+    if on.protocol.sasl() {
+        session.sasl = Some(Authenticator::new(&broker.config.sasl_enabled_mechanisms));
+    }
+    debug!(%peer, listener = %on.name, "connection opened");
+    match &on.tls {
+        Some(tls) => {
+            let accepted = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await;
+            let stream = match accepted {
+                Ok(Ok(stream)) => stream,
+                // A connection closed before a handshake began (a TCP probe) is no news.
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    debug!(%peer, listener = %on.name, error = %e, "connection closed during the TLS handshake");
+                    return;
+                }
+                Ok(Err(e)) => {
+                    info!(%peer, listener = %on.name, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    info!(%peer, listener = %on.name, "no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:?}; closing");
+                    return;
+                }
+            };
+            // On an SSL listener a client certificate names the principal; on SASL_SSL
+            // SASL does.
+            if on.protocol == SecurityProtocol::Ssl {
+                if let Some(cert) = stream.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+                    match crate::tls::subject_principal(cert) {
+                        Some(subject) => {
+                            session.principal = format!("User:{subject}").into();
+                            info!(%peer, listener = %on.name, principal = %session.principal, "TLS client certificate accepted");
+                        }
+                        None => {
+                            warn!(%peer, "client certificate subject unreadable; the connection stays User:ANONYMOUS")
+                        }
+                    }
+                }
+            }
+            let (reader, writer) = tokio::io::split(stream);
+            serve_connection(&broker, reader, writer, peer, session, shutdown, &limits).await;
+        }
+        None => {
+            let (reader, writer) = stream.into_split();
+            serve_connection(&broker, reader, writer, peer, session, shutdown, &limits).await;
+        }
+    }
+    debug!(%peer, listener = %on.name, "connection closed");
+}
+
+/// Writes one response, closing a reader that stops reading (a zero TCP window) like
+/// an idle one. False when the connection is done.
+async fn write_response<W: AsyncWrite + Unpin>(
+    writer: &mut BufWriter<W>,
+    response: &[u8],
+    peer: SocketAddr,
+    limits: &Limits,
+) -> bool {
+    let written = tokio::time::timeout(limits.idle, async {
+        writer.write_all(response).await?;
+        writer.flush().await
+    })
+    .await;
+    match written {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            debug!(%peer, error = %e, "connection write failed");
+            false
+        }
+        Err(_) => {
+            debug!(%peer, "closing a connection that did not take its response within connections.max.idle.ms");
+            false
+        }
+    }
+}
+
+async fn serve_connection<R, W>(
+    broker: &Arc<Broker>,
+    mut reader: R,
+    writer: W,
+    peer: SocketAddr,
+    mut session: Session,
+    mut shutdown: watch::Receiver<bool>,
+    limits: &Limits,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut writer = BufWriter::new(writer);
-    debug!(%peer, "connection opened");
     loop {
+        if let Some(auth) = session.sasl.as_mut().filter(|a| a.raw_tokens()) {
+            let token = tokio::select! {
+                biased;
+                _ = shutdown.changed() => break,
+                token = read_raw_token(&mut reader, limits) => token,
+            };
+            let token = match token {
+                Ok(Some(t)) => t,
+                Ok(None) => break,
+                Err(e) => {
+                    info!(%peer, listener = %session.listener, error = %e, "closing connection during SASL authentication");
+                    break;
+                }
+            };
+            let step = auth.raw(broker, token).await;
+            if let Some(response) = &step.response {
+                if !write_response(&mut writer, response, peer, limits).await {
+                    break;
+                }
+            }
+            if !session.after_sasl_step(step.outcome, peer) {
+                close_gracefully(&mut reader, &mut writer).await;
+                break;
+            }
+            continue;
+        }
         let frame = tokio::select! {
             biased;
             _ = shutdown.changed() => break,
-            frame = read_frame(&mut reader, &limits) => frame,
+            frame = read_frame(&mut reader, limits) => frame,
         };
         let (frame, permit) = match frame {
             Ok(Some(f)) => f,
@@ -243,25 +424,37 @@ async fn connection(
                 break;
             }
         };
-        match handle_frame(&broker, peer, frame, &shutdown, Some(permit)).await {
+        if session.sasl.is_some() {
+            let key = i16::from_be_bytes([frame[0], frame[1]]);
+            if key == ApiKey::SaslHandshake as i16 || key == ApiKey::SaslAuthenticate as i16 {
+                let (response, outcome) = match sasl_request(broker, &mut session, frame).await {
+                    Ok(answered) => answered,
+                    Err(e) => {
+                        warn!(%peer, error = %e, "closing connection");
+                        break;
+                    }
+                };
+                if !write_response(&mut writer, &response, peer, limits).await {
+                    break;
+                }
+                if !session.after_sasl_step(outcome, peer) {
+                    close_gracefully(&mut reader, &mut writer).await;
+                    break;
+                }
+                continue;
+            }
+            if key != ApiKey::ApiVersions as i16 {
+                let api = ApiKey::try_from(key)
+                    .map(|a| format!("{a:?}"))
+                    .unwrap_or_else(|_| key.to_string());
+                warn!(%peer, listener = %session.listener, api, "request before SASL authentication; closing (only ApiVersions, SaslHandshake and SaslAuthenticate are served until then)");
+                break;
+            }
+        }
+        match handle_frame(broker, peer, &session, frame, &shutdown, Some(permit)).await {
             Ok(Some(response)) => {
-                // A reader that stops reading (a zero TCP window) is closed like an
-                // idle one, with its response.
-                let written = tokio::time::timeout(limits.idle, async {
-                    writer.write_all(&response).await?;
-                    writer.flush().await
-                })
-                .await;
-                match written {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        debug!(%peer, error = %e, "connection write failed");
-                        break;
-                    }
-                    Err(_) => {
-                        debug!(%peer, "closing a connection that did not take its response within connections.max.idle.ms");
-                        break;
-                    }
+                if !write_response(&mut writer, &response, peer, limits).await {
+                    break;
                 }
             }
             Ok(None) => {}
@@ -274,7 +467,106 @@ async fn connection(
             break;
         }
     }
-    debug!(%peer, "connection closed");
+}
+
+/// How long a connection closed after a failed authentication is drained.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Kafka's connection.failed.authentication.delay.ms (KIP-306): a failed login's
+/// answer is left with the client this long before the connection closes. Clients
+/// read the answer before they see the close (kafka-python otherwise reports "socket
+/// disconnected" instead of the authentication error), and password guessing slows.
+const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
+
+/// Closes after an answer the client must get (a failed authentication): after
+/// [`FAILED_AUTHENTICATION_DELAY`], the write side is shut (TLS close_notify, then
+/// FIN) and what the client still sends is read and dropped until it closes too, for
+/// at most [`LINGER`]. Dropping a socket with unread input sends a reset, which can
+/// destroy the answer before the client reads it.
+async fn close_gracefully<R, W>(reader: &mut R, writer: &mut BufWriter<W>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
+    let drain = async {
+        let _ = writer.shutdown().await;
+        let mut sink = [0u8; 1024];
+        while matches!(reader.read(&mut sink).await, Ok(n) if n > 0) {}
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}
+
+impl Session {
+    /// Applies a SASL step's outcome; false when the connection is to be closed.
+    fn after_sasl_step(&mut self, outcome: Outcome, peer: SocketAddr) -> bool {
+        match outcome {
+            Outcome::Continue => true,
+            Outcome::Authenticated(user) => {
+                info!(%peer, listener = %self.listener, user, "SASL authentication succeeded");
+                self.principal = format!("User:{user}").into();
+                self.sasl = None;
+                true
+            }
+            Outcome::Failed(why) => {
+                info!(%peer, listener = %self.listener, reason = why, "SASL authentication failed; closing connection");
+                false
+            }
+        }
+    }
+}
+
+/// A SaslHandshake or SaslAuthenticate request of a connection still authenticating:
+/// its encoded answer and the outcome.
+async fn sasl_request(
+    broker: &Arc<Broker>,
+    session: &mut Session,
+    mut frame: Bytes,
+) -> Result<(Bytes, Outcome), FrameError> {
+    let started = std::time::Instant::now();
+    let (api, version, correlation_id, request) = match decode_frame(&mut frame)? {
+        Decoded::Answered(bytes) => return Ok((bytes, Outcome::Continue)),
+        Decoded::Request {
+            api,
+            version,
+            correlation_id,
+            request,
+            ..
+        } => (api, version, correlation_id, request),
+    };
+    let auth = session.sasl.as_mut().expect("a connection still authenticating");
+    let (response, outcome) = auth.request(broker, version, request).await;
+    let encoded = encode_response(correlation_id, api.response_header_version(version), &response, version)?;
+    crate::metrics::metrics().request_done(api, &response, started.elapsed());
+    Ok((encoded, outcome))
+}
+
+/// Reads one raw SASL token (4-byte length, then the token), for the framing that
+/// follows a v0 SaslHandshake.
+async fn read_raw_token<R: AsyncReadExt + Unpin>(reader: &mut R, limits: &Limits) -> Result<Option<Bytes>, FrameError> {
+    let idle = limits.idle;
+    let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
+    let mut len = [0u8; 4];
+    match tokio::time::timeout(idle, reader.read_exact(&mut len))
+        .await
+        .map_err(timed)?
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let size = i32::from_be_bytes(len) as i64;
+    if !(0..=MAX_SASL_TOKEN as i64).contains(&size) {
+        return Err(FrameError::TooLarge {
+            size,
+            max: MAX_SASL_TOKEN,
+        });
+    }
+    let mut token = vec![0u8; size as usize];
+    tokio::time::timeout(idle, reader.read_exact(&mut token))
+        .await
+        .map_err(timed)??;
+    Ok(Some(Bytes::from(token)))
 }
 
 /// Reads one frame, with its share of the request memory budget; None on a clean end
@@ -348,19 +640,24 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
     Ok(Some((buf.freeze(), permit)))
 }
 
-/// Decodes, dispatches and encodes one request. Ok(None) when no response is due
-/// (acks=0 produce).
-/// `permit` is the frame's share of `queued.max.request.bytes`, kept until the request
-/// is answered (the decoded request refers to the frame's bytes). JoinGroup and
-/// SyncGroup give it back once decoded: their handlers copy out what they keep and drop
-/// the request before they wait for the rebalance, so waiting members never hold it.
-pub async fn handle_frame(
-    broker: &Arc<Broker>,
-    peer: SocketAddr,
-    mut frame: Bytes,
-    shutdown: &watch::Receiver<bool>,
-    permit: Option<OwnedSemaphorePermit>,
-) -> Result<Option<Bytes>, FrameError> {
+/// A frame decoded: a request, or an answer already due (ApiVersions at a version
+/// this broker does not have).
+// Returned once per request and taken apart at once: boxing the request would cost
+// an allocation per request for nothing.
+#[allow(clippy::large_enum_variant)]
+enum Decoded {
+    Request {
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        header: RequestHeader,
+        request: RequestKind,
+    },
+    Answered(Bytes),
+}
+
+/// Checks a frame's API and version and decodes its header and body.
+fn decode_frame(frame: &mut Bytes) -> Result<Decoded, FrameError> {
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -373,14 +670,14 @@ pub async fn handle_frame(
             // KIP-511: answer with a v0 body carrying UNSUPPORTED_VERSION and our
             // ranges, so the client can pick a version it shares with us.
             let body = ResponseKind::ApiVersions(handlers::api_versions::unsupported_version_response());
-            return Ok(Some(encode_response(correlation_id, 0, &body, 0)?));
+            return Ok(Decoded::Answered(encode_response(correlation_id, 0, &body, 0)?));
         }
         return Err(FrameError::UnsupportedVersion { api, version, min, max });
     }
     let header_version = api.request_header_version(version);
-    let header = decode_guarded(|| RequestHeader::decode(&mut frame, header_version))
+    let header = decode_guarded(|| RequestHeader::decode(frame, header_version))
         .map_err(|detail| FrameError::BadHeader { api, version, detail })?;
-    let request = decode_guarded(|| RequestKind::decode(api, &mut frame, version))
+    let request = decode_guarded(|| RequestKind::decode(api, frame, version))
         .map_err(|detail| FrameError::BadBody { api, version, detail })?;
     if frame.has_remaining() {
         debug!(
@@ -390,6 +687,39 @@ pub async fn handle_frame(
             "request has trailing bytes"
         );
     }
+    Ok(Decoded::Request {
+        api,
+        version,
+        correlation_id,
+        header,
+        request,
+    })
+}
+
+/// Decodes, dispatches and encodes one request of `session`. Ok(None) when no
+/// response is due (acks=0 produce).
+/// `permit` is the frame's share of `queued.max.request.bytes`, kept until the request
+/// is answered (the decoded request refers to the frame's bytes). JoinGroup and
+/// SyncGroup give it back once decoded: their handlers copy out what they keep and drop
+/// the request before they wait for the rebalance, so waiting members never hold it.
+pub async fn handle_frame(
+    broker: &Arc<Broker>,
+    peer: SocketAddr,
+    session: &Session,
+    mut frame: Bytes,
+    shutdown: &watch::Receiver<bool>,
+    permit: Option<OwnedSemaphorePermit>,
+) -> Result<Option<Bytes>, FrameError> {
+    let (api, version, correlation_id, header, request) = match decode_frame(&mut frame)? {
+        Decoded::Answered(bytes) => return Ok(Some(bytes)),
+        Decoded::Request {
+            api,
+            version,
+            correlation_id,
+            header,
+            request,
+        } => (api, version, correlation_id, header, request),
+    };
     let _permit = permit.filter(|_| !matches!(&request, RequestKind::JoinGroup(_) | RequestKind::SyncGroup(_)));
     drop(frame);
     let silent = matches!(&request, RequestKind::Produce(p) if p.acks == 0);
@@ -399,6 +729,8 @@ pub async fn handle_frame(
         correlation_id,
         client_id: header.client_id.as_ref().map(|s| s.to_string()).unwrap_or_default(),
         peer,
+        listener: session.listener.clone(),
+        principal: session.principal.clone(),
         shutdown: shutdown.clone(),
     };
     let started = std::time::Instant::now();

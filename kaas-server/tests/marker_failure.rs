@@ -11,7 +11,7 @@ use std::sync::Arc;
 fn broker(dir: &std::path::Path) -> Arc<Broker> {
     let config =
         <kaas_server::config::Config as clap::Parser>::parse_from(["kaas-server", "--data-dir", dir.to_str().unwrap()]);
-    Broker::open(config, "127.0.0.1:9092".parse().unwrap()).unwrap()
+    Broker::open(config, kaas_server::listeners::Endpoints::plaintext("127.0.0.1", 9092)).unwrap()
 }
 
 fn lso_and_end(b: &Broker) -> (i64, i64) {

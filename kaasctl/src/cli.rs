@@ -44,9 +44,10 @@ pub struct Cli {
     #[arg(long, default_value = "10s", value_parser = parse_duration, global = true)]
     pub session_timeout: Duration,
 
-    /// Let mutating commands (txn abort, txn repair --fix, aborts from top) run as a
-    /// user other than the volume's owner. The files they write then belong to that
-    /// user, and brokers running as the owner may be unable to read them.
+    /// Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts
+    /// from top) run as a user other than the volume's owner. The files they write
+    /// then belong to that user, and brokers running as the owner may be unable to
+    /// read them.
     #[arg(long, global = true)]
     pub allow_other_user: bool,
 
@@ -107,6 +108,9 @@ pub enum Command {
     Lso(LsoCommand),
     /// The audit journal of mutating kaasctl commands.
     Audit,
+    /// SASL/SCRAM users brokers check logins against (salted verifiers only).
+    #[command(subcommand)]
+    Users(UsersCommand),
     /// Check the volume and cluster from the outside: leases, clocks, slot files, disk
     /// space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs.
     /// Prints a verdict and the next step for each finding; exit code 3 on a problem.
@@ -220,6 +224,33 @@ pub struct TxnAbortArgs {
     /// How long to wait for brokers to write queued markers before leaving completion to them.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub wait: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Users and their SCRAM mechanisms with iteration counts.
+    List,
+    /// Add a user, or change its password: the password is asked for on the terminal
+    /// (twice, without echo) or read from stdin's first line with --password-stdin.
+    Add {
+        user: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512; repeat for both (the default). PLAIN logins
+        /// are checked against these verifiers too.
+        #[arg(long = "mechanism", value_parser = crate::cmd::users::parse_mechanism)]
+        mechanisms: Vec<kaas_core::scram::Mechanism>,
+        /// PBKDF2 iterations (4096..=16384).
+        #[arg(long, default_value_t = 8192)]
+        iterations: u32,
+        /// Read the password from the first line of stdin.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Delete a user's credentials (all mechanisms, or those named).
+    Delete {
+        user: String,
+        #[arg(long = "mechanism", value_parser = crate::cmd::users::parse_mechanism)]
+        mechanisms: Vec<kaas_core::scram::Mechanism>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -40,14 +40,34 @@ pub fn check_volume_owner(dir: &std::path::Path, allow: bool) -> anyhow::Result<
     )
 }
 
-/// Who a mutating command is recorded as (transition history, audit journal).
+/// Who a mutating command is recorded as (transition history, audit journal): the OS
+/// account it runs as, [`os_user`].
 pub fn admin_actor(tool: &str) -> kaas_core::txn::Actor {
     kaas_core::txn::Actor::Admin {
         tool: tool.into(),
-        user: std::env::var("USER")
-            .or_else(|_| std::env::var("LOGNAME"))
-            .unwrap_or_else(|_| "unknown".into()),
+        user: os_user(),
     }
+}
+
+/// The OS account kaasctl runs as: the name the password database gives its effective
+/// uid, not `$USER` (which whoever starts kaasctl can set to anything), or `uid N`
+/// when /etc/passwd has no entry for it (a container's arbitrary uid, a directory
+/// service user).
+pub fn os_user() -> String {
+    let uid = rustix::process::geteuid().as_raw();
+    std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|passwd| passwd_name(&passwd, uid))
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// The name of `uid` in passwd(5) text.
+fn passwd_name(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let (name, _, id) = (fields.next()?, fields.next()?, fields.next()?);
+        (id.parse::<u32>().ok() == Some(uid) && !name.is_empty()).then(|| name.to_string())
+    })
 }
 
 impl Cluster {
@@ -118,5 +138,16 @@ impl Cluster {
                     | kaas_core::txn::TxnState::CompleteAbort
             ))
         .then(|| self.now_ms - e.txn_start_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_user_is_the_password_databases_name_for_the_uid() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n# comment\nkaas:x:998:998::/var/lib/kaas:/usr/sbin/nologin\n";
+        assert_eq!(super::passwd_name(passwd, 998).as_deref(), Some("kaas"));
+        assert_eq!(super::passwd_name(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(super::passwd_name(passwd, 1000), None);
     }
 }

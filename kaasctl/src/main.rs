@@ -27,7 +27,9 @@ mod out;
 mod top;
 
 use clap::{CommandFactory, Parser};
-use cli::{Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand, TxnCommand};
+use cli::{
+    Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand, TxnCommand, UsersCommand,
+};
 use cmd::Status;
 use std::process::ExitCode;
 
@@ -94,6 +96,7 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
     let mutating = match &cli.command {
         Command::Txn(TxnCommand::Abort(a)) => !a.dry_run,
         Command::Txn(TxnCommand::Repair { fix, .. }) => *fix,
+        Command::Users(UsersCommand::Add { .. } | UsersCommand::Delete { .. }) => true,
         _ => false,
     };
     if mutating {
@@ -129,6 +132,14 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         }) => cmd::log::run(&c, &out, &topic, partition, from, count, records),
         Command::Lso(LsoCommand::Explain { topic, partition }) => cmd::lso::run(&c, &out, &topic, partition),
         Command::Audit => cmd::audit::run(&c, &out),
+        Command::Users(UsersCommand::List) => cmd::users::list(&c, &out),
+        Command::Users(UsersCommand::Add {
+            user,
+            mechanisms,
+            iterations,
+            password_stdin,
+        }) => cmd::users::add(&c, &user, &mechanisms, iterations, password_stdin),
+        Command::Users(UsersCommand::Delete { user, mechanisms }) => cmd::users::delete(&c, &user, &mechanisms),
         Command::Doctor {
             stuck_after,
             min_free_percent,

@@ -41,7 +41,8 @@ class KaasBroker:
             *self.wrapper,
             str(BIN),
             "--data-dir", str(self.data_dir),
-            "--listen", self.bootstrap,
+            # A broker given its listeners (--listener) names them all itself.
+            *([] if any(a == "--listener" or a.startswith("--listener=") for a in self.extra) else ["--listen", self.bootstrap]),
             *([] if "--broker-id" in self.extra else ["--broker-id", "0"]),
             "--group-initial-rebalance-delay-ms", "0",
             *self.extra,
@@ -58,8 +59,10 @@ class KaasBroker:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kaas-server exited with {self.proc.returncode}; log:\n{self.log_text()}")
             if self.log_text().count("kaas-server ready") > ready_before:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return self
+                if "--listen" in args:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                        return self
+                return self
             time.sleep(0.05)
         raise RuntimeError(f"kaas-server did not log that it is ready in 30 s; log:\n{self.log_text()}")
 

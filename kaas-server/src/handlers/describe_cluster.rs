@@ -1,4 +1,5 @@
-//! DescribeCluster (key 60): this broker, the cluster id, and itself as controller.
+//! DescribeCluster (key 60): the live brokers with their addresses on the listener
+//! the request came in on, the cluster id, and this broker as controller.
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
@@ -19,10 +20,21 @@ pub async fn handle(
         .with_cluster_id(sb(broker.cluster_id.clone()))
         .with_controller_id(me)
         .with_cluster_authorized_operations(i32::MIN)
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(me)
-            .with_host(sb(broker.advertised.0.clone()))
-            .with_port(broker.advertised.1 as i32)]);
+        .with_brokers(
+            broker
+                .live_brokers()
+                .iter()
+                .filter_map(|(id, endpoints)| {
+                    let (host, port) = endpoints.on(&ctx.listener)?;
+                    Some(
+                        DescribeClusterBroker::default()
+                            .with_broker_id(BrokerId(*id))
+                            .with_host(sb(host))
+                            .with_port(port as i32),
+                    )
+                })
+                .collect(),
+        );
     if ctx.version >= 1 {
         resp.endpoint_type = 1;
     }

@@ -392,7 +392,7 @@ mod tests {
             "500",
         ])
         .unwrap();
-        let b = Broker::open(config, "127.0.0.1:9092".parse().unwrap()).unwrap();
+        let b = Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).unwrap();
         let configs = [("retention.ms".to_string(), "7".to_string())].into();
         b.create_topic("t", 1, configs).await.unwrap();
         let set = |k: &'static str, v: &'static str| {

@@ -13,8 +13,9 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 4;
 
-/// (node id, host, port) of the coordinator of `key`, or an error code.
-fn locate(broker: &Broker, key_type: i8, key: &str) -> Result<(i32, String, u16), i16> {
+/// (node id, host, port) of the coordinator of `key` on the listener the request came
+/// in on, or an error code.
+fn locate(broker: &Broker, listener: &str, key_type: i8, key: &str) -> Result<(i32, String, u16), i16> {
     let owner_key = match key_type {
         0 => kaas_core::ownership::group_key(key),
         1 => kaas_core::ownership::txn_slot_key(kaas_core::txn::slot_for(key)),
@@ -23,7 +24,7 @@ fn locate(broker: &Broker, key_type: i8, key: &str) -> Result<(i32, String, u16)
     let live = broker.live_brokers();
     broker
         .owner_of(&owner_key)
-        .and_then(|id| live.get(&id).map(|(h, p)| (id, h.clone(), *p)))
+        .and_then(|id| live.get(&id)?.on(listener).map(|(h, p)| (id, h.to_string(), p)))
         .ok_or(ResponseError::CoordinatorNotAvailable.code())
 }
 
@@ -38,7 +39,7 @@ pub async fn handle(
             .into_iter()
             .map(|key| {
                 let c = Coordinator::default().with_key(key.clone());
-                match locate(broker, req.key_type, &key) {
+                match locate(broker, &ctx.listener, req.key_type, &key) {
                     Ok((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(sb(host)).with_port(port as i32),
                     Err(code) => c.with_error_code(code).with_node_id(BrokerId(-1)).with_port(-1),
                 }
@@ -46,7 +47,7 @@ pub async fn handle(
             .collect();
         FindCoordinatorResponse::default().with_coordinators(coordinators)
     } else {
-        match locate(broker, req.key_type, &req.key) {
+        match locate(broker, &ctx.listener, req.key_type, &req.key) {
             Ok((id, host, port)) => FindCoordinatorResponse::default()
                 .with_node_id(BrokerId(id))
                 .with_host(sb(host))

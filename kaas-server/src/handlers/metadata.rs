@@ -5,11 +5,13 @@
 
 use super::{sb, RequestContext};
 use crate::broker::{Broker, Topic, TopicError};
+use crate::listeners::Endpoints;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -18,14 +20,19 @@ pub const MAX: i16 = 12;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     let me = BrokerId(broker.config.broker_id);
-    let brokers = broker
-        .live_brokers()
-        .into_iter()
-        .map(|(id, (host, port))| {
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(id))
-                .with_host(sb(host))
-                .with_port(port as i32)
+    // Each broker's address on the listener this request came in on; a broker
+    // without that listener is left out (and its partitions say LISTENER_NOT_FOUND).
+    let live = broker.live_brokers();
+    let brokers = live
+        .iter()
+        .filter_map(|(id, endpoints)| {
+            let (host, port) = endpoints.on(&ctx.listener)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(*id))
+                    .with_host(sb(host))
+                    .with_port(port as i32),
+            )
         })
         .collect();
     let auto_create = ctx.version < 4 || req.allow_auto_topic_creation;
@@ -36,7 +43,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
     let mut topics = Vec::new();
     if all {
         for t in broker.topics() {
-            topics.push(describe(broker, ctx.version, &t));
+            topics.push(describe(broker, ctx, &live, &t));
         }
         for (name, b) in broker.broken_topics() {
             tracing::debug!(topic = %name, error = %b.error, "metadata for unreadable topic");
@@ -56,7 +63,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
                     .ok_or_else(|| TopicError::Unknown(requested.topic_id.to_string())),
             };
             topics.push(match result {
-                Ok(t) => describe(broker, ctx.version, &t),
+                Ok(t) => describe(broker, ctx, &live, &t),
                 Err(e) => {
                     let code = match (&e, &requested.name) {
                         (TopicError::Unknown(_), None) => ResponseError::UnknownTopicId.code(),
@@ -96,7 +103,13 @@ fn error_topic(name: Option<String>, id: Uuid, code: i16) -> MetadataResponseTop
         .with_error_code(code)
 }
 
-fn describe(broker: &Broker, version: i16, t: &Topic) -> MetadataResponseTopic {
+fn describe(
+    broker: &Broker,
+    ctx: &RequestContext,
+    live: &BTreeMap<i32, Endpoints>,
+    t: &Topic,
+) -> MetadataResponseTopic {
+    let version = ctx.version;
     let me = BrokerId(broker.config.broker_id);
     let partitions = t
         .partitions
@@ -109,6 +122,12 @@ fn describe(broker: &Broker, version: i16, t: &Topic) -> MetadataResponseTopic {
                 _ => None,
             };
             match (p, led_elsewhere) {
+                (Err(_), Some((leader, _))) if live.get(&leader).is_some_and(|e| e.on(&ctx.listener).is_none()) => {
+                    // Kafka's answer when the leader has no listener of this name.
+                    base.with_error_code(ResponseError::ListenerNotFound.code())
+                        .with_leader_id(BrokerId(-1))
+                        .with_leader_epoch(-1)
+                }
                 (Ok(p), _) => base
                     .with_leader_id(me)
                     .with_leader_epoch(if version >= 7 { p.leader_epoch } else { -1 })

@@ -38,6 +38,8 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 
@@ -48,6 +50,12 @@ pub struct RequestContext {
     pub correlation_id: i32,
     pub client_id: String,
     pub peer: SocketAddr,
+    /// The listener the request came in on: Metadata and FindCoordinator answer with
+    /// the brokers' addresses on it.
+    pub listener: Arc<str>,
+    /// Who sent it, as Kafka writes principals: `User:ANONYMOUS` on PLAINTEXT,
+    /// `User:<name>` after SASL, `User:<certificate subject>` with mTLS.
+    pub principal: Arc<str>,
     /// Flips to true when the broker shuts down; long waits end early on it.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -99,6 +107,8 @@ api_table! {
     DescribeProducers => describe_producers,
     DescribeTransactions => describe_transactions,
     ListTransactions => list_transactions,
+    SaslHandshake => sasl_handshake,
+    SaslAuthenticate => sasl_authenticate,
 }
 
 /// The version range this broker implements for `api`, if any.
@@ -137,7 +147,7 @@ pub(crate) mod test_support {
             "--group-initial-rebalance-delay-ms",
             "0",
         ]);
-        Broker::open(config, "127.0.0.1:9092".parse().expect("addr")).expect("broker opens")
+        Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).expect("broker opens")
     }
 
     pub fn ctx(api: ApiKey, version: i16) -> RequestContext {
@@ -147,6 +157,8 @@ pub(crate) mod test_support {
             correlation_id: 1,
             client_id: "test".into(),
             peer: "127.0.0.1:1".parse().expect("addr"),
+            listener: "PLAINTEXT".into(),
+            principal: "User:ANONYMOUS".into(),
             shutdown: tokio::sync::watch::channel(false).1,
         }
     }

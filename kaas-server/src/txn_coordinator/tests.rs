@@ -239,7 +239,7 @@ async fn an_idle_transactional_id_expires_but_one_in_flight_does_not() {
         "--transactional-id-expiration-ms",
         "20",
     ]);
-    let b = Broker::open(config, "127.0.0.1:9092".parse().unwrap()).unwrap();
+    let b = Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).unwrap();
     b.create_topic("t", 1, Default::default()).await.unwrap();
     let (idle_pid, _) = b.txn.init_producer_id(&b, "idle", 60_000, (-1, -1)).await.unwrap();
     let (busy_pid, _) = b.txn.init_producer_id(&b, "busy", 60_000, (-1, -1)).await.unwrap();
@@ -508,11 +508,13 @@ fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
         "--broker-id",
         id,
     ]);
-    Broker::open(config, "127.0.0.1:9093".parse().unwrap()).unwrap()
+    Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093)).unwrap()
 }
 
-fn live(ids: &[i32]) -> std::collections::BTreeMap<i32, (String, u16)> {
-    ids.iter().map(|i| (*i, ("127.0.0.1".to_string(), 9092u16))).collect()
+fn live(ids: &[i32]) -> std::collections::BTreeMap<i32, crate::listeners::Endpoints> {
+    ids.iter()
+        .map(|i| (*i, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)))
+        .collect()
 }
 
 /// A broker id that, alive beside broker 0, leaves partition t-0 with broker 0

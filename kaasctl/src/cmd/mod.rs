@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod producers;
 pub mod topics;
 pub mod txn;
+pub mod users;
 
 /// How a command ended, for the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

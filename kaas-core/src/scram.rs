@@ -1,0 +1,642 @@
+//! SASL credentials: SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677) verifiers
+//! stored in `__cluster/scram-credentials.json`, and the server side of the SCRAM and
+//! PLAIN exchanges that check a client against them.
+//!
+//! Only salted verifiers are stored (salt, iteration count, StoredKey, ServerKey): the
+//! file lets a reader check a password offered to it, never learn one. PLAIN is checked
+//! against the same verifiers, so there is one set of credentials for both mechanisms
+//! (docs/security.md#how-credentials-are-stored).
+
+use crate::error::read_versioned_json;
+use crate::fsutil::{lock_exclusive, write_json};
+use crate::layout::Volume;
+use crate::VolumeError;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256, Sha512};
+use std::collections::BTreeMap;
+
+/// A SCRAM mechanism, with Kafka's code for it (DescribeUserScramCredentials).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mechanism {
+    ScramSha256,
+    ScramSha512,
+}
+
+/// Kafka's bounds on the iteration count (ScramMechanism.minIterations, and the
+/// broker's refusal of more than 16384).
+pub const MIN_ITERATIONS: u32 = 4096;
+pub const MAX_ITERATIONS: u32 = 16384;
+
+impl Mechanism {
+    pub const ALL: [Mechanism; 2] = [Mechanism::ScramSha256, Mechanism::ScramSha512];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::ScramSha256 => "SCRAM-SHA-256",
+            Mechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Mechanism> {
+        Mechanism::ALL.into_iter().find(|m| m.name().eq_ignore_ascii_case(name))
+    }
+
+    /// Kafka's ScramMechanism type code: 1 = SHA-256, 2 = SHA-512.
+    pub fn code(self) -> i8 {
+        match self {
+            Mechanism::ScramSha256 => 1,
+            Mechanism::ScramSha512 => 2,
+        }
+    }
+
+    pub fn from_code(code: i8) -> Option<Mechanism> {
+        Mechanism::ALL.into_iter().find(|m| m.code() == code)
+    }
+
+    fn hash(self, data: &[u8]) -> Vec<u8> {
+        match self {
+            Mechanism::ScramSha256 => Sha256::digest(data).to_vec(),
+            Mechanism::ScramSha512 => Sha512::digest(data).to_vec(),
+        }
+    }
+
+    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+        // HMAC takes keys of any length: new_from_slice cannot fail.
+        match self {
+            Mechanism::ScramSha256 => {
+                let mut m = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+                m.update(data);
+                m.finalize().into_bytes().to_vec()
+            }
+            Mechanism::ScramSha512 => {
+                let mut m = Hmac::<Sha512>::new_from_slice(key).expect("HMAC takes any key length");
+                m.update(data);
+                m.finalize().into_bytes().to_vec()
+            }
+        }
+    }
+
+    /// SaltedPassword := Hi(Normalize(password), salt, i), RFC 5802 §3. (No SASLprep:
+    /// Kafka's clients and broker use the password's UTF-8 bytes as they are.)
+    pub fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+        match self {
+            Mechanism::ScramSha256 => {
+                let mut out = vec![0u8; 32];
+                pbkdf2::pbkdf2_hmac::<Sha256>(password, salt, iterations, &mut out);
+                out
+            }
+            Mechanism::ScramSha512 => {
+                let mut out = vec![0u8; 64];
+                pbkdf2::pbkdf2_hmac::<Sha512>(password, salt, iterations, &mut out);
+                out
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One user's verifier for one mechanism.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredential {
+    #[serde(with = "b64")]
+    pub salt: Vec<u8>,
+    pub iterations: u32,
+    #[serde(with = "b64")]
+    pub stored_key: Vec<u8>,
+    #[serde(with = "b64")]
+    pub server_key: Vec<u8>,
+}
+
+impl ScramCredential {
+    /// The verifier of `salted_password` (what AlterUserScramCredentials carries: the
+    /// client salts and hashes, the password never travels).
+    pub fn from_salted_password(mechanism: Mechanism, salted_password: &[u8], salt: &[u8], iterations: u32) -> Self {
+        let client_key = mechanism.hmac(salted_password, b"Client Key");
+        ScramCredential {
+            salt: salt.to_vec(),
+            iterations,
+            stored_key: mechanism.hash(&client_key),
+            server_key: mechanism.hmac(salted_password, b"Server Key"),
+        }
+    }
+
+    /// A verifier of `password` with a fresh random salt.
+    pub fn from_password(mechanism: Mechanism, password: &str, iterations: u32) -> std::io::Result<Self> {
+        let salt = random_bytes(32)?;
+        let salted = mechanism.salted_password(password.as_bytes(), &salt, iterations);
+        Ok(Self::from_salted_password(mechanism, &salted, &salt, iterations))
+    }
+
+    /// Whether `password` is the one this verifier was made from (PLAIN). Costs the
+    /// iteration count in HMACs, as a SCRAM login does on the client.
+    pub fn verify_password(&self, mechanism: Mechanism, password: &[u8]) -> bool {
+        let salted = mechanism.salted_password(password, &self.salt, self.iterations);
+        let stored_key = mechanism.hash(&mechanism.hmac(&salted, b"Client Key"));
+        constant_time_eq(&stored_key, &self.stored_key)
+    }
+}
+
+pub fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
+    let mut v = vec![0u8; n];
+    getrandom::fill(&mut v).map_err(|e| std::io::Error::other(format!("no randomness from the OS: {e}")))?;
+    Ok(v)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+mod b64 {
+    use super::*;
+    pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&B64.encode(v))
+    }
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        B64.decode(s.as_bytes()).map_err(serde::de::Error::custom)
+    }
+}
+
+pub const CREDENTIALS_FORMAT_VERSION: u32 = 1;
+
+/// `__cluster/scram-credentials.json`: user -> mechanism name -> verifier.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credentials {
+    pub version: u32,
+    #[serde(default)]
+    pub users: BTreeMap<String, BTreeMap<String, ScramCredential>>,
+}
+
+crate::versioned!(Credentials);
+
+impl Credentials {
+    /// The credentials on the volume; none stored is empty.
+    pub fn read(volume: &Volume) -> Result<Credentials, VolumeError> {
+        let path = volume.scram_credentials_file();
+        match read_versioned_json(&path, "SCRAM credentials", CREDENTIALS_FORMAT_VERSION) {
+            Ok(c) => Ok(c),
+            Err(e) if e.is_not_found() => Ok(Credentials {
+                version: CREDENTIALS_FORMAT_VERSION,
+                ..Default::default()
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Read-modify-write under `scram-credentials.lock` (brokers and kaasctl alike):
+    /// `f` changes the credentials or returns an error, and then nothing is written.
+    pub fn update<E: From<VolumeError>>(
+        volume: &Volume,
+        f: impl FnOnce(&mut Credentials) -> Result<(), E>,
+    ) -> Result<Credentials, E> {
+        let path = volume.scram_credentials_file();
+        let lock_path = path.with_extension("lock");
+        std::fs::create_dir_all(volume.cluster_dir()).map_err(|e| VolumeError::io(volume.cluster_dir(), e))?;
+        let _lock = lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+        let mut creds = Credentials::read(volume)?;
+        let before = creds.clone();
+        f(&mut creds)?;
+        creds.users.retain(|_, m| !m.is_empty());
+        if creds != before {
+            write_json(&path, &creds).map_err(|e| VolumeError::io(&path, e))?;
+        }
+        Ok(creds)
+    }
+
+    pub fn get(&self, user: &str, mechanism: Mechanism) -> Option<&ScramCredential> {
+        self.users.get(user)?.get(mechanism.name())
+    }
+
+    pub fn set(&mut self, user: &str, mechanism: Mechanism, credential: ScramCredential) {
+        self.users
+            .entry(user.to_string())
+            .or_default()
+            .insert(mechanism.name().to_string(), credential);
+    }
+
+    /// Removes one mechanism's credential; whether there was one.
+    pub fn remove(&mut self, user: &str, mechanism: Mechanism) -> bool {
+        let removed = self
+            .users
+            .get_mut(user)
+            .is_some_and(|m| m.remove(mechanism.name()).is_some());
+        self.users.retain(|_, m| !m.is_empty());
+        removed
+    }
+
+    /// The mechanisms a user has, with iteration counts, as kaasctl and
+    /// DescribeUserScramCredentials show them.
+    pub fn mechanisms_of(&self, user: &str) -> Vec<(Mechanism, u32)> {
+        self.users
+            .get(user)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(name, c)| Mechanism::from_name(name).map(|mech| (mech, c.iterations)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// PLAIN: whether `password` is `user`'s, by any of its verifiers (the strongest
+    /// first). An unknown user is false, after the same work as a known one's check
+    /// would take, so timing does not tell which users exist.
+    pub fn check_password(&self, user: &str, password: &[u8]) -> bool {
+        let found = [Mechanism::ScramSha512, Mechanism::ScramSha256]
+            .into_iter()
+            .find_map(|m| self.get(user, m).map(|c| (m, c)));
+        match found {
+            Some((m, c)) => c.verify_password(m, password),
+            None => {
+                let decoy = ScramCredential {
+                    salt: vec![0; 32],
+                    iterations: MIN_ITERATIONS,
+                    stored_key: vec![0; 64],
+                    server_key: vec![0; 64],
+                };
+                let _ = decoy.verify_password(Mechanism::ScramSha512, password);
+                false
+            }
+        }
+    }
+}
+
+/// Why an authentication failed. The message a client gets is the same for an unknown
+/// user and a wrong password ([`AuthError::client_message`]); the log line says which.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("malformed {mechanism} message: {detail}")]
+    Malformed { mechanism: &'static str, detail: String },
+    #[error("unknown user {user:?}")]
+    UnknownUser { user: String },
+    #[error("wrong password for user {user:?}")]
+    WrongPassword { user: String },
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl AuthError {
+    /// What the client is told (Kafka's wording for bad credentials).
+    pub fn client_message(&self) -> String {
+        match self {
+            AuthError::UnknownUser { .. } | AuthError::WrongPassword { .. } => {
+                "Authentication failed: Invalid username or password".into()
+            }
+            other => format!("Authentication failed: {other}"),
+        }
+    }
+}
+
+/// PLAIN (RFC 4616): `[authzid] NUL authcid NUL passwd`. Returns the user name.
+pub fn authenticate_plain(token: &[u8], creds: &Credentials) -> Result<String, AuthError> {
+    let malformed = |detail: &str| AuthError::Malformed {
+        mechanism: "PLAIN",
+        detail: detail.into(),
+    };
+    let mut parts = token.split(|b| *b == 0);
+    let (Some(authzid), Some(user), Some(password), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(malformed("expected authzid NUL username NUL password"));
+    };
+    let user = std::str::from_utf8(user).map_err(|_| malformed("username is not UTF-8"))?;
+    if user.is_empty() {
+        return Err(malformed("empty username"));
+    }
+    if !authzid.is_empty() && authzid != user.as_bytes() {
+        return Err(AuthError::Unsupported(
+            "an authorization id other than the username is not supported".into(),
+        ));
+    }
+    if creds.users.contains_key(user) {
+        if creds.check_password(user, password) {
+            Ok(user.to_string())
+        } else {
+            Err(AuthError::WrongPassword { user: user.into() })
+        }
+    } else {
+        creds.check_password(user, password);
+        Err(AuthError::UnknownUser { user: user.into() })
+    }
+}
+
+/// The server side of one SCRAM exchange: client-first → server-first, client-final →
+/// server-final (RFC 5802 §5).
+#[derive(Debug)]
+pub struct ScramServer {
+    mechanism: Mechanism,
+    state: ScramState,
+}
+
+#[derive(Debug)]
+enum ScramState {
+    AwaitingClientFirst,
+    AwaitingClientFinal {
+        user: String,
+        credential: ScramCredential,
+        /// client-first-bare "," server-first
+        auth_prefix: String,
+        nonce: String,
+        gs2_header: String,
+    },
+    Done,
+}
+
+/// What one step of a SCRAM exchange answers.
+pub enum ScramStep {
+    /// Send this and wait for the next client message.
+    Continue(Vec<u8>),
+    /// Send this; `user` is authenticated.
+    Done { response: Vec<u8>, user: String },
+}
+
+impl ScramServer {
+    pub fn new(mechanism: Mechanism) -> Self {
+        ScramServer {
+            mechanism,
+            state: ScramState::AwaitingClientFirst,
+        }
+    }
+
+    pub fn mechanism(&self) -> Mechanism {
+        self.mechanism
+    }
+
+    /// Takes the next client message; `lookup` finds a user's verifier.
+    pub fn step(
+        &mut self,
+        message: &[u8],
+        lookup: impl FnOnce(&str) -> Option<ScramCredential>,
+    ) -> Result<ScramStep, AuthError> {
+        let mechanism = self.mechanism.name();
+        let malformed = |detail: &str| AuthError::Malformed {
+            mechanism,
+            detail: detail.into(),
+        };
+        let text = std::str::from_utf8(message).map_err(|_| malformed("not UTF-8"))?;
+        match std::mem::replace(&mut self.state, ScramState::Done) {
+            ScramState::AwaitingClientFirst => {
+                // gs2-header: "n,," or "n,a=authzid," (no channel binding: "y"/"p" refused)
+                let (cbind, rest) = text.split_once(',').ok_or_else(|| malformed("no GS2 header"))?;
+                if cbind != "n" && cbind != "y" {
+                    return Err(AuthError::Unsupported("channel binding is not supported".into()));
+                }
+                let (authzid, bare) = rest.split_once(',').ok_or_else(|| malformed("no GS2 header"))?;
+                let gs2_header = format!("{cbind},{authzid},");
+                let mut user = None;
+                let mut client_nonce = None;
+                for attr in bare.split(',') {
+                    match attr.split_once('=') {
+                        Some(("n", v)) => user = Some(sasl_name(v).ok_or_else(|| malformed("bad username escape"))?),
+                        Some(("r", v)) => client_nonce = Some(v.to_string()),
+                        Some(("m", _)) => return Err(malformed("mandatory extension not supported")),
+                        Some(("tokenauth", _)) => {
+                            return Err(AuthError::Unsupported("delegation tokens are not supported".into()))
+                        }
+                        _ => {}
+                    }
+                }
+                let user = user.filter(|u| !u.is_empty()).ok_or_else(|| malformed("no username"))?;
+                let client_nonce = client_nonce
+                    .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_graphic() && b != b','))
+                    .ok_or_else(|| malformed("no client nonce"))?;
+                if let Some(a) = authzid.strip_prefix("a=") {
+                    if sasl_name(a).as_deref() != Some(user.as_str()) {
+                        return Err(AuthError::Unsupported(
+                            "an authorization id other than the username is not supported".into(),
+                        ));
+                    }
+                }
+                let credential = lookup(&user).ok_or_else(|| AuthError::UnknownUser { user: user.clone() })?;
+                let server_nonce = B64.encode(random_bytes(18).map_err(|e| AuthError::Unsupported(e.to_string()))?);
+                let nonce = format!("{client_nonce}{server_nonce}");
+                let server_first = format!(
+                    "r={nonce},s={},i={}",
+                    B64.encode(&credential.salt),
+                    credential.iterations
+                );
+                let auth_prefix = format!("{bare},{server_first}");
+                self.state = ScramState::AwaitingClientFinal {
+                    user,
+                    credential,
+                    auth_prefix,
+                    nonce,
+                    gs2_header,
+                };
+                Ok(ScramStep::Continue(server_first.into_bytes()))
+            }
+            ScramState::AwaitingClientFinal {
+                user,
+                credential,
+                auth_prefix,
+                nonce,
+                gs2_header,
+            } => {
+                let (without_proof, proof) = text.rsplit_once(",p=").ok_or_else(|| malformed("no proof"))?;
+                let mut channel = None;
+                let mut final_nonce = None;
+                for attr in without_proof.split(',') {
+                    match attr.split_once('=') {
+                        Some(("c", v)) => channel = Some(v),
+                        Some(("r", v)) => final_nonce = Some(v),
+                        _ => {}
+                    }
+                }
+                if channel != Some(B64.encode(gs2_header.as_bytes()).as_str()) {
+                    return Err(malformed("channel binding does not match the GS2 header"));
+                }
+                if final_nonce != Some(nonce.as_str()) {
+                    return Err(malformed("nonce does not match"));
+                }
+                let proof = B64.decode(proof).map_err(|_| malformed("proof is not base64"))?;
+                let m = self.mechanism;
+                let auth_message = format!("{auth_prefix},{without_proof}");
+                let client_signature = m.hmac(&credential.stored_key, auth_message.as_bytes());
+                if proof.len() != client_signature.len() {
+                    return Err(AuthError::WrongPassword { user });
+                }
+                let client_key: Vec<u8> = proof.iter().zip(&client_signature).map(|(a, b)| a ^ b).collect();
+                if !constant_time_eq(&m.hash(&client_key), &credential.stored_key) {
+                    return Err(AuthError::WrongPassword { user });
+                }
+                let server_signature = m.hmac(&credential.server_key, auth_message.as_bytes());
+                Ok(ScramStep::Done {
+                    response: format!("v={}", B64.encode(server_signature)).into_bytes(),
+                    user,
+                })
+            }
+            ScramState::Done => Err(malformed("exchange already finished")),
+        }
+    }
+}
+
+/// saslname: "=2C" is ',', "=3D" is '='; any other '=' is malformed.
+fn sasl_name(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('=') {
+        out.push_str(&rest[..i]);
+        match rest.get(i + 1..i + 3) {
+            Some("2C") => out.push(','),
+            Some("3D") => out.push('='),
+            _ => return None,
+        }
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client side written from RFC 5802, to drive the server.
+    fn client_exchange(
+        m: Mechanism,
+        user: &str,
+        password: &str,
+        server: &mut ScramServer,
+        creds: &Credentials,
+    ) -> Result<String, AuthError> {
+        let cnonce = "fyko+d2lbbFgONRv9qkxdawL";
+        let bare = format!("n={user},r={cnonce}");
+        let first = format!("n,,{bare}");
+        let ScramStep::Continue(server_first) = server.step(first.as_bytes(), |u| creds.get(u, m).cloned())? else {
+            panic!("finished after one step")
+        };
+        let server_first = String::from_utf8(server_first).unwrap();
+        let attrs: BTreeMap<&str, &str> = server_first.split(',').filter_map(|a| a.split_once('=')).collect();
+        let salt = B64.decode(attrs["s"]).unwrap();
+        let iterations: u32 = attrs["i"].parse().unwrap();
+        let salted = m.salted_password(password.as_bytes(), &salt, iterations);
+        let client_key = m.hmac(&salted, b"Client Key");
+        let stored_key = m.hash(&client_key);
+        let without_proof = format!("c={},r={}", B64.encode("n,,"), attrs["r"]);
+        let auth_message = format!("{bare},{server_first},{without_proof}");
+        let signature = m.hmac(&stored_key, auth_message.as_bytes());
+        let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
+        let last = format!("{without_proof},p={}", B64.encode(proof));
+        match server.step(last.as_bytes(), |_| unreachable!())? {
+            ScramStep::Done { response, user } => {
+                let server_key = m.hmac(&salted, b"Server Key");
+                let expected = format!("v={}", B64.encode(m.hmac(&server_key, auth_message.as_bytes())));
+                assert_eq!(
+                    String::from_utf8(response).unwrap(),
+                    expected,
+                    "server proves it knows the verifier"
+                );
+                Ok(user)
+            }
+            ScramStep::Continue(_) => panic!("no end"),
+        }
+    }
+
+    fn with_user(user: &str, password: &str) -> Credentials {
+        let mut c = Credentials::default();
+        for m in Mechanism::ALL {
+            c.set(
+                user,
+                m,
+                ScramCredential::from_password(m, password, MIN_ITERATIONS).unwrap(),
+            );
+        }
+        c
+    }
+
+    #[test]
+    fn scram_accepts_the_right_password_and_refuses_others() {
+        let creds = with_user("alice", "s3cret");
+        for m in Mechanism::ALL {
+            assert_eq!(
+                client_exchange(m, "alice", "s3cret", &mut ScramServer::new(m), &creds),
+                Ok("alice".into())
+            );
+            assert_eq!(
+                client_exchange(m, "alice", "wrong", &mut ScramServer::new(m), &creds),
+                Err(AuthError::WrongPassword { user: "alice".into() })
+            );
+            assert_eq!(
+                client_exchange(m, "bob", "s3cret", &mut ScramServer::new(m), &creds),
+                Err(AuthError::UnknownUser { user: "bob".into() })
+            );
+        }
+    }
+
+    /// RFC 7677 §3's SCRAM-SHA-256 example: the verifier made from its password, salt
+    /// and iteration count proves the RFC's client proof.
+    #[test]
+    fn scram_sha_256_matches_the_rfc_7677_example() {
+        let m = Mechanism::ScramSha256;
+        let salt = B64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
+        let cred = ScramCredential::from_salted_password(m, &m.salted_password(b"pencil", &salt, 4096), &salt, 4096);
+        let bare = "n=user,r=rOprNGfwEbeRWgbNEkqO";
+        let server_first = "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+        let without_proof = "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0";
+        let auth = format!("{bare},{server_first},{without_proof}");
+        let proof = B64.decode("dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=").unwrap();
+        let sig = m.hmac(&cred.stored_key, auth.as_bytes());
+        let client_key: Vec<u8> = proof.iter().zip(&sig).map(|(a, b)| a ^ b).collect();
+        assert_eq!(m.hash(&client_key), cred.stored_key);
+        assert_eq!(
+            B64.encode(m.hmac(&cred.server_key, auth.as_bytes())),
+            "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+        );
+    }
+
+    #[test]
+    fn plain_checks_the_password_against_the_scram_verifier() {
+        let creds = with_user("alice", "s3cret");
+        assert_eq!(authenticate_plain(b"\0alice\0s3cret", &creds), Ok("alice".into()));
+        assert_eq!(authenticate_plain(b"alice\0alice\0s3cret", &creds), Ok("alice".into()));
+        assert!(matches!(
+            authenticate_plain(b"\0alice\0nope", &creds),
+            Err(AuthError::WrongPassword { .. })
+        ));
+        assert!(matches!(
+            authenticate_plain(b"\0bob\0s3cret", &creds),
+            Err(AuthError::UnknownUser { .. })
+        ));
+        assert!(matches!(
+            authenticate_plain(b"bob\0alice\0s3cret", &creds),
+            Err(AuthError::Unsupported(_))
+        ));
+        assert!(matches!(
+            authenticate_plain(b"alice s3cret", &creds),
+            Err(AuthError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn sasl_names_unescape_comma_and_equals() {
+        assert_eq!(sasl_name("a=2Cb=3Dc").as_deref(), Some("a,b=c"));
+        assert_eq!(sasl_name("a=b"), None);
+        assert_eq!(sasl_name("a="), None);
+    }
+
+    #[test]
+    fn the_file_holds_no_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        Credentials::update::<VolumeError>(&volume, |c| {
+            c.set(
+                "alice",
+                Mechanism::ScramSha512,
+                ScramCredential::from_password(Mechanism::ScramSha512, "hunter2-very-secret", 8192).unwrap(),
+            );
+            Ok(())
+        })
+        .unwrap();
+        let text = std::fs::read_to_string(volume.scram_credentials_file()).unwrap();
+        assert!(!text.contains("hunter2"));
+        let back = Credentials::read(&volume).unwrap();
+        assert_eq!(back.mechanisms_of("alice"), vec![(Mechanism::ScramSha512, 8192)]);
+        assert!(back.check_password("alice", b"hunter2-very-secret"));
+    }
+}

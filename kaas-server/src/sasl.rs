@@ -1,0 +1,243 @@
+//! SASL on SASL_PLAINTEXT and SASL_SSL listeners (docs/security.md#sasl): PLAIN,
+//! SCRAM-SHA-256 and SCRAM-SHA-512, as Kafka frames them — SaslHandshake v1 then
+//! SaslAuthenticate requests (KIP-152), or SaslHandshake v0 then raw length-prefixed
+//! tokens (the older framing). Until a connection has authenticated, only ApiVersions
+//! and these two are served; anything else closes it, as Kafka does. Credentials are
+//! the salted SCRAM verifiers of `__cluster/scram-credentials.json`
+//! ([`kaas_core::scram`]), read at each authentication, so `kaasctl users` changes
+//! take effect for the next login on every broker.
+
+use crate::broker::Broker;
+use bytes::Bytes;
+use kaas_core::scram::{AuthError, Credentials, Mechanism, ScramServer, ScramStep};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse};
+use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
+
+/// A mechanism `--sasl-enabled-mechanisms` can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    Plain,
+    Scram(Mechanism),
+}
+
+impl SaslMechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::Scram(m) => m.name(),
+        }
+    }
+}
+
+pub fn parse_mechanism(s: &str) -> Result<SaslMechanism, String> {
+    if s.eq_ignore_ascii_case("PLAIN") {
+        return Ok(SaslMechanism::Plain);
+    }
+    Mechanism::from_name(s)
+        .map(SaslMechanism::Scram)
+        .ok_or_else(|| format!("unknown SASL mechanism {s:?} (supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))
+}
+
+/// One connection's authentication, from the handshake to a principal.
+pub struct Authenticator {
+    enabled: Vec<SaslMechanism>,
+    state: State,
+}
+
+enum State {
+    AwaitingHandshake,
+    /// After the handshake: tokens in SaslAuthenticate requests (v1), or raw (v0).
+    Exchanging {
+        raw: bool,
+        mechanism: SaslMechanism,
+        scram: Option<ScramServer>,
+    },
+}
+
+/// What a step leaves the connection with.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answer and read the next frame.
+    Continue,
+    /// Answer; the connection is `user`'s from now on.
+    Authenticated(String),
+    /// Answer (if there is an answer) and close: why, for the log.
+    Failed(String),
+}
+
+/// One step's answer (a whole response frame, or a raw token for v0 framing) and its
+/// outcome.
+pub struct Step {
+    pub response: Option<Bytes>,
+    pub outcome: Outcome,
+}
+
+impl Authenticator {
+    pub fn new(enabled: &[SaslMechanism]) -> Self {
+        Authenticator {
+            enabled: enabled.to_vec(),
+            state: State::AwaitingHandshake,
+        }
+    }
+
+    /// After a v0 handshake, the next frames are raw tokens, without a request header.
+    pub fn raw_tokens(&self) -> bool {
+        matches!(self.state, State::Exchanging { raw: true, .. })
+    }
+
+    /// A SaslHandshake or SaslAuthenticate request, decoded.
+    pub async fn request(
+        &mut self,
+        broker: &Arc<Broker>,
+        version: i16,
+        request: RequestKind,
+    ) -> (ResponseKind, Outcome) {
+        match request {
+            RequestKind::SaslHandshake(req) => {
+                let asked = req.mechanism.to_string();
+                let enabled: Vec<StrBytes> = self
+                    .enabled
+                    .iter()
+                    .map(|m| StrBytes::from_static_str(m.name()))
+                    .collect();
+                let response = SaslHandshakeResponse::default().with_mechanisms(enabled);
+                if !matches!(self.state, State::AwaitingHandshake) {
+                    return (
+                        ResponseKind::SaslHandshake(response.with_error_code(ResponseError::IllegalSaslState.code())),
+                        Outcome::Failed("a second SaslHandshake".into()),
+                    );
+                }
+                match self.enabled.iter().find(|m| m.name().eq_ignore_ascii_case(&asked)) {
+                    Some(&mechanism) => {
+                        self.state = State::Exchanging {
+                            raw: version == 0,
+                            mechanism,
+                            scram: match mechanism {
+                                SaslMechanism::Scram(m) => Some(ScramServer::new(m)),
+                                SaslMechanism::Plain => None,
+                            },
+                        };
+                        (ResponseKind::SaslHandshake(response), Outcome::Continue)
+                    }
+                    None => (
+                        ResponseKind::SaslHandshake(
+                            response.with_error_code(ResponseError::UnsupportedSaslMechanism.code()),
+                        ),
+                        Outcome::Failed(format!("SASL mechanism {asked:?} is not enabled")),
+                    ),
+                }
+            }
+            RequestKind::SaslAuthenticate(req) => {
+                let response = SaslAuthenticateResponse::default();
+                if !matches!(self.state, State::Exchanging { raw: false, .. }) {
+                    return (
+                        ResponseKind::SaslAuthenticate(
+                            response
+                                .with_error_code(ResponseError::IllegalSaslState.code())
+                                .with_error_message(Some(StrBytes::from_static_str(
+                                    "SaslAuthenticate before a SaslHandshake v1",
+                                ))),
+                        ),
+                        Outcome::Failed("SaslAuthenticate out of order".into()),
+                    );
+                }
+                let (token, outcome) = self.token(broker, req.auth_bytes).await;
+                let response = match &outcome {
+                    Outcome::Failed(_) => response
+                        .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+                        .with_error_message(Some(StrBytes::from_string(token.client_message.clone()))),
+                    _ => response.with_auth_bytes(token.bytes),
+                };
+                (ResponseKind::SaslAuthenticate(response), outcome)
+            }
+            other => unreachable!("{other:?} is not a SASL request"),
+        }
+    }
+
+    /// A raw token (after a v0 handshake): the raw answer, or none on failure (the
+    /// connection is then closed without one, as Kafka does).
+    pub async fn raw(&mut self, broker: &Arc<Broker>, token: Bytes) -> Step {
+        let (answer, outcome) = self.token(broker, token).await;
+        let response = match outcome {
+            Outcome::Failed(_) => None,
+            _ => {
+                let mut framed = Vec::with_capacity(4 + answer.bytes.len());
+                framed.extend_from_slice(&(answer.bytes.len() as i32).to_be_bytes());
+                framed.extend_from_slice(&answer.bytes);
+                Some(Bytes::from(framed))
+            }
+        };
+        Step { response, outcome }
+    }
+
+    /// One client token through the chosen mechanism. Credential reads and the PBKDF2
+    /// of PLAIN are blocking work, done off the async threads.
+    async fn token(&mut self, broker: &Arc<Broker>, token: Bytes) -> (Answer, Outcome) {
+        let State::Exchanging { mechanism, scram, .. } = &mut self.state else {
+            return (
+                Answer::failed("no mechanism chosen"),
+                Outcome::Failed("token before handshake".into()),
+            );
+        };
+        let volume = broker.volume.clone();
+        let mechanism = *mechanism;
+        let mut server = scram.take();
+        let worked = tokio::task::spawn_blocking(move || {
+            let creds = Credentials::read(&volume).map_err(|e| {
+                tracing::error!(error = %e, "cannot read SCRAM credentials; authentication fails until it reads again");
+                AuthError::Unsupported("credentials unavailable".into())
+            })?;
+            let result = match (mechanism, server.as_mut()) {
+                (SaslMechanism::Plain, _) => {
+                    kaas_core::scram::authenticate_plain(&token, &creds).map(|user| ScramStep::Done {
+                        response: Vec::new(),
+                        user,
+                    })
+                }
+                (SaslMechanism::Scram(m), Some(s)) => s.step(&token, |u| creds.get(u, m).cloned()),
+                (SaslMechanism::Scram(_), None) => Err(AuthError::Unsupported("exchange already finished".into())),
+            };
+            result.map(|step| (step, server))
+        })
+        .await
+        .unwrap_or_else(|e| Err(AuthError::Unsupported(format!("authentication task failed: {e}"))));
+        match worked {
+            Ok((ScramStep::Continue(bytes), server)) => {
+                if let State::Exchanging { scram, .. } = &mut self.state {
+                    *scram = server;
+                }
+                (Answer::ok(bytes), Outcome::Continue)
+            }
+            Ok((ScramStep::Done { response, user }, _)) => (Answer::ok(response), Outcome::Authenticated(user)),
+            Err(e) => (
+                Answer {
+                    bytes: Bytes::new(),
+                    client_message: e.client_message(),
+                },
+                Outcome::Failed(format!("{} authentication failed: {e}", mechanism.name())),
+            ),
+        }
+    }
+}
+
+struct Answer {
+    bytes: Bytes,
+    client_message: String,
+}
+
+impl Answer {
+    fn ok(bytes: Vec<u8>) -> Answer {
+        Answer {
+            bytes: Bytes::from(bytes),
+            client_message: String::new(),
+        }
+    }
+    fn failed(why: &str) -> Answer {
+        Answer {
+            bytes: Bytes::new(),
+            client_message: format!("Authentication failed: {why}"),
+        }
+    }
+}

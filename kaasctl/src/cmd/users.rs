@@ -1,0 +1,192 @@
+//! `kaasctl users`: the SASL/SCRAM credentials brokers check logins against
+//! (`__cluster/scram-credentials.json`, docs/security.md#how-credentials-are-stored).
+//! Only salted verifiers are written; a password is read from a terminal without
+//! echo, or from the first line of stdin with `--password-stdin`, never from a flag.
+
+use super::Status;
+use crate::cluster::{admin_actor, Cluster};
+use crate::out::{Out, Tone};
+use kaas_core::scram::{Credentials, Mechanism, ScramCredential, MAX_ITERATIONS, MIN_ITERATIONS};
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct UserRow {
+    pub user: String,
+    pub mechanisms: Vec<MechanismRow>,
+}
+
+#[derive(Serialize)]
+pub struct MechanismRow {
+    pub mechanism: &'static str,
+    pub iterations: u32,
+}
+
+pub fn list(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
+    let creds = Credentials::read(&c.volume)?;
+    let rows: Vec<UserRow> = creds
+        .users
+        .keys()
+        .map(|user| UserRow {
+            user: user.clone(),
+            mechanisms: creds
+                .mechanisms_of(user)
+                .into_iter()
+                .map(|(m, iterations)| MechanismRow {
+                    mechanism: m.name(),
+                    iterations,
+                })
+                .collect(),
+        })
+        .collect();
+    if out.structured() {
+        out.json(&rows);
+    } else {
+        let mut t = out.table(&["USER", "MECHANISMS"]);
+        for r in &rows {
+            t.add_row(vec![
+                out.cell(&r.user, Tone::Plain),
+                out.cell(
+                    r.mechanisms
+                        .iter()
+                        .map(|m| format!("{} ({} iterations)", m.mechanism, m.iterations))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    Tone::Plain,
+                ),
+            ]);
+        }
+        outln!("{t}");
+    }
+    Ok(Status::Ok)
+}
+
+/// Parses a mechanism name for `--mechanism`.
+pub fn parse_mechanism(s: &str) -> Result<Mechanism, String> {
+    Mechanism::from_name(s).ok_or_else(|| format!("unknown mechanism {s:?} (SCRAM-SHA-256 or SCRAM-SHA-512)"))
+}
+
+pub fn add(
+    c: &Cluster,
+    user: &str,
+    mechanisms: &[Mechanism],
+    iterations: u32,
+    password_stdin: bool,
+) -> anyhow::Result<Status> {
+    if user.is_empty() {
+        anyhow::bail!("the user name is empty");
+    }
+    if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+        anyhow::bail!("--iterations {iterations} is out of range {MIN_ITERATIONS}..={MAX_ITERATIONS}");
+    }
+    let password = read_password(user, password_stdin)?;
+    if password.is_empty() {
+        anyhow::bail!("the password is empty");
+    }
+    let mechanisms: Vec<Mechanism> = if mechanisms.is_empty() {
+        Mechanism::ALL.to_vec()
+    } else {
+        mechanisms.to_vec()
+    };
+    let verifiers = mechanisms
+        .iter()
+        .map(|&m| Ok((m, ScramCredential::from_password(m, &password, iterations)?)))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    Credentials::update::<anyhow::Error>(&c.volume, |creds| {
+        for (m, v) in verifiers {
+            creds.set(user, m, v);
+        }
+        Ok(())
+    })?;
+    let names: Vec<&str> = mechanisms.iter().map(|m| m.name()).collect();
+    audit(c, &format!("user {user}"))?;
+    outln!("user {user}: {} set ({iterations} iterations)", names.join(", "));
+    Ok(Status::Ok)
+}
+
+pub fn delete(c: &Cluster, user: &str, mechanisms: &[Mechanism]) -> anyhow::Result<Status> {
+    let mechanisms: Vec<Mechanism> = if mechanisms.is_empty() {
+        Mechanism::ALL.to_vec()
+    } else {
+        mechanisms.to_vec()
+    };
+    let mut removed = Vec::new();
+    Credentials::update::<anyhow::Error>(&c.volume, |creds| {
+        for &m in &mechanisms {
+            if creds.remove(user, m) {
+                removed.push(m.name());
+            }
+        }
+        Ok(())
+    })?;
+    if removed.is_empty() {
+        anyhow::bail!(
+            "user {user} has no {} credential",
+            mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>().join(" or ")
+        );
+    }
+    audit(c, &format!("user {user}"))?;
+    outln!(
+        "user {user}: {} deleted (connections already logged in stay until they close)",
+        removed.join(", ")
+    );
+    Ok(Status::Ok)
+}
+
+fn audit(c: &Cluster, target: &str) -> anyhow::Result<()> {
+    let command: Vec<String> = std::env::args().collect();
+    kaas_core::admin::record_audit(
+        &c.volume,
+        &admin_actor("kaasctl"),
+        &command,
+        target,
+        None,
+        None,
+        c.now_ms,
+    )?;
+    Ok(())
+}
+
+/// The password: the first line of stdin with `--password-stdin`; otherwise asked for
+/// twice on the terminal, without echo.
+fn read_password(user: &str, from_stdin: bool) -> anyhow::Result<String> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let stdin = std::io::stdin();
+    if from_stdin {
+        let mut line = String::new();
+        stdin.lock().read_line(&mut line)?;
+        return Ok(line.trim_end_matches(['\n', '\r']).to_string());
+    }
+    if !stdin.is_terminal() {
+        anyhow::bail!("stdin is not a terminal: pass the password on stdin with --password-stdin");
+    }
+    let ask = |prompt: &str| -> anyhow::Result<String> {
+        eprint!("{prompt}");
+        std::io::stderr().flush()?;
+        let line = without_echo(|| {
+            let mut line = String::new();
+            stdin.lock().read_line(&mut line).map(|_| line)
+        })?;
+        eprintln!();
+        Ok(line.trim_end_matches(['\n', '\r']).to_string())
+    };
+    let first = ask(&format!("Password for {user}: "))?;
+    let again = ask("Again: ")?;
+    if first != again {
+        anyhow::bail!("the passwords differ");
+    }
+    Ok(first)
+}
+
+/// Runs `f` with the terminal's echo off, restoring it after.
+fn without_echo<T>(f: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+    use rustix::termios::{tcgetattr, tcsetattr, LocalModes, OptionalActions};
+    let stdin = std::io::stdin();
+    let before = tcgetattr(&stdin)?;
+    let mut quiet = before.clone();
+    quiet.local_modes.remove(LocalModes::ECHO);
+    quiet.local_modes.insert(LocalModes::ECHONL);
+    tcsetattr(&stdin, OptionalActions::Now, &quiet)?;
+    let result = f();
+    tcsetattr(&stdin, OptionalActions::Now, &before)?;
+    result
+}

@@ -1,0 +1,491 @@
+"""Security (issue 14, docs/security.md): listeners, TLS, mTLS and SASL (PLAIN,
+SCRAM-SHA-256/512) with real clients — confluent-kafka, kafka-python and kafkajs — each
+producing, consuming in a group and running a transaction; and the failures a client
+must see: a wrong password, an unknown user, an untrusted or expired certificate, and a
+connection that never authenticated.
+
+Every certificate is made here, by the `cryptography` package, in a temporary
+directory: no private key is committed."""
+import datetime
+import ipaddress
+import json
+import logging
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from conftest import ROOT, free_port, wait_for
+
+import os
+
+KAASCTL = Path(os.environ.get("KAASCTL_BIN", ROOT / "target" / "debug" / "kaasctl"))
+JS = ROOT / "tests" / "js"
+PASSWORD = "alice-secret-Ü"
+
+
+# --- certificates -------------------------------------------------------------------
+
+def _name(cn, org="kaas-tests"):
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, org), x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _write(path, cert, key):
+    path.with_suffix(".pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    path.with_suffix(".key").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+
+
+def _ca(dir, name):
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                                         key_encipherment=False, data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    _write(dir / name, cert, key)
+    return cert, key
+
+
+def _leaf(dir, file, ca, cn, server, valid_days=30, expired=False):
+    ca_cert, ca_key = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = (now - datetime.timedelta(days=10), now - datetime.timedelta(days=1)) if expired else \
+        (now - datetime.timedelta(days=1), now + datetime.timedelta(days=valid_days))
+    b = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(ca_cert.subject)
+         .public_key(key.public_key()).serial_number(x509.random_serial_number())
+         .not_valid_before(start).not_valid_after(end)
+         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+                        critical=False))
+    if server:
+        b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+    _write(dir / file, b.sign(ca_key, hashes.SHA256()), key)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("certs")
+    ca = _ca(d, "ca")
+    _leaf(d, "broker", ca, "broker", server=True)
+    _leaf(d, "writer", ca, "writer", server=False)
+    _leaf(d, "expired", ca, "expired", server=False, expired=True)
+    rogue = _ca(d, "rogue-ca")
+    _leaf(d, "rogue-client", rogue, "mallory", server=False)
+    _leaf(d, "rogue-broker", rogue, "broker", server=True)
+    return d
+
+
+def kaasctl(data_dir, *args, input=None):
+    return subprocess.run([str(KAASCTL), "--data-dir", str(data_dir), *args], input=input,
+                          capture_output=True, text=True, timeout=60)
+
+
+def add_user(data_dir, user, password, *mechanisms):
+    r = kaasctl(data_dir, "users", "add", user, "--password-stdin",
+                *[a for m in mechanisms for a in ("--mechanism", m)], input=password + "\n")
+    assert r.returncode == 0, r.stderr
+
+
+def secure_broker(kaas_factory, certs, client_auth="requested", server_cert="broker"):
+    ports = {name: free_port() for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+    args = []
+    for name, port in ports.items():
+        args += ["--listener", f"{name}://127.0.0.1:{port}"]
+    args += ["--ssl-certificate", str(certs / f"{server_cert}.pem"), "--ssl-key", str(certs / f"{server_cert}.key"),
+             "--ssl-ca", str(certs / "ca.pem"), "--ssl-client-auth", client_auth]
+    b = kaas_factory(*args)
+    add_user(b.data_dir, "alice", PASSWORD)
+    return SimpleNamespace(broker=b, ports=ports, addr={n: f"127.0.0.1:{p}" for n, p in ports.items()}, certs=certs)
+
+
+# --- client settings per protocol ---------------------------------------------------
+
+def rdkafka_conf(s, protocol, mechanism=None, user="alice", password=PASSWORD, client_cert=None):
+    conf = {"bootstrap.servers": s.addr[protocol], "security.protocol": protocol}
+    if "SSL" in protocol:
+        conf["ssl.ca.location"] = str(s.certs / "ca.pem")
+        if client_cert:
+            conf["ssl.certificate.location"] = str(s.certs / f"{client_cert}.pem")
+            conf["ssl.key.location"] = str(s.certs / f"{client_cert}.key")
+    if "SASL" in protocol:
+        conf.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+    return conf
+
+
+def kafka_python_conf(s, protocol, mechanism=None, user="alice", password=PASSWORD, client_cert=None):
+    conf = {"bootstrap_servers": s.addr[protocol], "security_protocol": protocol}
+    if "SSL" in protocol:
+        conf["ssl_cafile"] = str(s.certs / "ca.pem")
+        if client_cert:
+            conf["ssl_certfile"] = str(s.certs / f"{client_cert}.pem")
+            conf["ssl_keyfile"] = str(s.certs / f"{client_cert}.key")
+    if "SASL" in protocol:
+        conf.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
+    return conf
+
+
+def kafkajs_opts(s, protocol, mechanism=None, user="alice", password=PASSWORD, client_cert=None):
+    opts = {"ssl": None, "sasl": None}
+    if "SSL" in protocol:
+        opts["ssl"] = {"ca": str(s.certs / "ca.pem")}
+        if client_cert:
+            opts["ssl"].update(cert=str(s.certs / f"{client_cert}.pem"), key=str(s.certs / f"{client_cert}.key"))
+    if "SASL" in protocol:
+        opts["sasl"] = {"mechanism": mechanism.lower(), "username": user, "password": password}
+    return opts
+
+
+# --- workloads: produce, consume in a group, a transaction ---------------------------
+
+KEEP = [f"keep-{i}" for i in range(10)]
+PLAIN = [f"plain-{i}" for i in range(5)]
+
+
+def confluent_workload(conf, topic):
+    admin = AdminClient(conf)
+    for f in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        f.result(30)
+    tx = Producer({**conf, "transactional.id": f"{topic}-tx"})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    for i, v in enumerate(KEEP):
+        tx.produce(topic, v.encode(), partition=i % 2)
+    tx.commit_transaction(30)
+    tx.begin_transaction()
+    for i in range(10):
+        tx.produce(topic, f"drop-{i}".encode(), partition=i % 2)
+    tx.abort_transaction(30)
+    p = Producer({**conf, "acks": "all", "enable.idempotence": True})
+    for i, v in enumerate(PLAIN):
+        p.produce(topic, v.encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": f"{topic}-g", "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.subscribe([topic])
+    seen = []
+    deadline = time.time() + 60
+    while len(seen) < len(KEEP) + len(PLAIN) and time.time() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            seen.append(m.value().decode())
+    c.commit(asynchronous=False)
+    committed = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+    ends = [c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in (0, 1)]
+    c.close()
+    assert sorted(seen) == sorted(KEEP + PLAIN), seen
+    assert [tp.offset for tp in committed] == ends, (committed, ends)  # the group's offsets, at the end
+
+
+def kafka_python_workload(conf, topic):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
+    admin = KafkaAdminClient(**conf)
+    admin.create_topics([KNewTopic(topic, 2, 1)])
+    admin.close()
+    tx = KafkaProducer(**conf, transactional_id=f"{topic}-tx")
+    tx.init_transactions()
+    tx.begin_transaction()
+    for i, v in enumerate(KEEP):
+        tx.send(topic, v.encode(), partition=i % 2)
+    tx.commit_transaction()
+    tx.begin_transaction()
+    for i in range(10):
+        tx.send(topic, f"drop-{i}".encode(), partition=i % 2)
+    tx.abort_transaction()
+    tx.close()
+    p = KafkaProducer(**conf, acks="all")
+    for i, v in enumerate(PLAIN):
+        p.send(topic, v.encode(), partition=i % 2)
+    p.flush(30)
+    p.close()
+    c = KafkaConsumer(topic, **conf, group_id=f"{topic}-g", auto_offset_reset="earliest",
+                      isolation_level="read_committed", enable_auto_commit=False, consumer_timeout_ms=5000)
+    seen = []
+    deadline = time.time() + 60
+    while len(seen) < len(KEEP) + len(PLAIN) and time.time() < deadline:
+        for m in c:
+            seen.append(m.value.decode())
+            if len(seen) == len(KEEP) + len(PLAIN):
+                break
+    c.commit()
+    from kafka import TopicPartition as KTP
+    parts = [KTP(topic, p) for p in (0, 1)]
+    committed = [c.committed(tp) for tp in parts]
+    ends = c.end_offsets(parts)
+    c.close()
+    assert sorted(seen) == sorted(KEEP + PLAIN), seen
+    assert committed == [ends[tp] for tp in parts], (committed, ends)
+
+
+def kafkajs_workload(opts, addr, topic):
+    r = subprocess.run(["node", str(JS / "secure.js"), addr, json.dumps({**opts, "topic": topic})],
+                       capture_output=True, text=True, timeout=120, cwd=JS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["readCommitted"] == sorted(KEEP)
+
+
+def kafkajs_failure(opts, addr):
+    r = subprocess.run(["node", str(JS / "secure.js"), addr, json.dumps({**opts, "expectFailure": True})],
+                       capture_output=True, text=True, timeout=120, cwd=JS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# --- the real-client tests ----------------------------------------------------------
+
+CASES = [
+    # (protocol, SASL mechanism, client certificate)
+    ("SSL", None, None),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-512", None),
+    ("SASL_SSL", "PLAIN", None),
+    ("SSL", None, "writer"),  # mTLS
+]
+IDS = ["ssl", "sasl_plaintext-scram-sha-512", "sasl_ssl-plain", "mtls"]
+
+
+@pytest.mark.parametrize("protocol,mechanism,client_cert", CASES, ids=IDS)
+def test_confluent_kafka_over_each_security_protocol(kaas_factory, certs, protocol, mechanism, client_cert):
+    s = secure_broker(kaas_factory, certs, client_auth="required" if client_cert else "requested")
+    confluent_workload(rdkafka_conf(s, protocol, mechanism, client_cert=client_cert), "ck")
+
+
+@pytest.mark.parametrize("protocol,mechanism,client_cert", CASES, ids=IDS)
+def test_kafka_python_over_each_security_protocol(kaas_factory, certs, protocol, mechanism, client_cert):
+    s = secure_broker(kaas_factory, certs, client_auth="required" if client_cert else "requested")
+    kafka_python_workload(kafka_python_conf(s, protocol, mechanism, client_cert=client_cert), "kp")
+
+
+@pytest.mark.parametrize("protocol,mechanism,client_cert", CASES, ids=IDS)
+def test_kafkajs_over_each_security_protocol(kaas_factory, certs, protocol, mechanism, client_cert):
+    s = secure_broker(kaas_factory, certs, client_auth="required" if client_cert else "requested")
+    kafkajs_workload(kafkajs_opts(s, protocol, mechanism, client_cert=client_cert), s.addr[protocol], "js")
+
+
+def test_scram_sha_256_and_a_user_with_only_one_mechanism(kaas_factory, certs):
+    """A user added for SCRAM-SHA-256 only logs in with it (and with PLAIN, checked
+    against that verifier), not with SCRAM-SHA-512."""
+    s = secure_broker(kaas_factory, certs)
+    add_user(s.broker.data_dir, "bob", "bob-pw", "SCRAM-SHA-256")
+    confluent_workload(rdkafka_conf(s, "SASL_PLAINTEXT", "SCRAM-SHA-256", user="bob", password="bob-pw"), "b256")
+    assert _confluent_auth_error(rdkafka_conf(s, "SASL_PLAINTEXT", "PLAIN", user="bob", password="bob-pw")) is None
+    assert _confluent_auth_error(rdkafka_conf(s, "SASL_PLAINTEXT", "SCRAM-SHA-512", user="bob", password="bob-pw"))
+
+
+# --- what a client must be refused ---------------------------------------------------
+
+def _confluent_auth_error(conf):
+    """The error an AdminClient gets asking for metadata, or None when it succeeds."""
+    errors = []
+    admin = AdminClient({**conf, "error_cb": lambda e: errors.append(e), "log_level": 0})
+    try:
+        admin.list_topics(timeout=5)
+        return None
+    except KafkaException as e:
+        deadline = time.time() + 10
+        while not errors and time.time() < deadline:
+            admin.poll(0.2)  # error_cb is served by poll
+        return e.args[0], errors
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def _kafka_python_error(conf):
+    """kafka-python's failure to bootstrap, with what its log says about why (its
+    bootstrap gives up with a timeout; the broker's error is in the log)."""
+    from kafka import KafkaAdminClient
+    lines = _Lines()
+    logging.getLogger("kafka").addHandler(lines)
+    try:
+        KafkaAdminClient(**conf, request_timeout_ms=5000, bootstrap_timeout_ms=3000).close()
+        return None
+    except Exception as e:  # noqa: BLE001 - any failure to connect is the point
+        return f"{type(e).__name__}: {e} | " + " | ".join(lines.lines)
+    finally:
+        logging.getLogger("kafka").removeHandler(lines)
+
+
+@pytest.mark.parametrize("protocol,mechanism", [("SASL_PLAINTEXT", "SCRAM-SHA-512"), ("SASL_SSL", "PLAIN"),
+                                                ("SASL_PLAINTEXT", "SCRAM-SHA-256")])
+def test_wrong_password_and_unknown_user_are_authentication_failures(kaas_factory, certs, protocol, mechanism):
+    s = secure_broker(kaas_factory, certs)
+    for user, password in (("alice", "not-the-password"), ("nobody", PASSWORD)):
+        err, errors = _confluent_auth_error(rdkafka_conf(s, protocol, mechanism, user=user, password=password))
+        text = " ".join(str(e) for e in errors) + str(err)
+        assert "Authentication failed" in text or "_AUTHENTICATION" in text, text
+        assert any(e.code() == -169 for e in errors), errors  # RD_KAFKA_RESP_ERR__AUTHENTICATION
+        e = _kafka_python_error(kafka_python_conf(s, protocol, mechanism, user=user, password=password))
+        assert e is not None and "SaslAuthenticationFailedError: Authentication failed: Invalid username or password" in e, e
+        js = kafkajs_failure(kafkajs_opts(s, protocol, mechanism, user=user, password=password), s.addr[protocol])
+        assert js["error"] == "KafkaJSSASLAuthenticationError", js
+    log = s.broker.log_text()
+    # The log says which it was (the client is told the same for both).
+    assert 'wrong password for user \\"alice\\"' in log and 'unknown user \\"nobody\\"' in log
+
+
+def test_untrusted_and_expired_certificates_are_refused(kaas_factory, certs):
+    s = secure_broker(kaas_factory, certs, client_auth="required")
+    # The client does not trust the broker's CA.
+    conf = {**rdkafka_conf(s, "SSL", client_cert="writer"), "ssl.ca.location": str(certs / "rogue-ca.pem")}
+    err, errors = _confluent_auth_error(conf)
+    assert any("certificate verify failed" in str(e) or e.code() == -195 for e in errors), errors
+    # The broker does not trust the client's CA; then a client certificate expired.
+    for bad in ("rogue-client", "expired"):
+        err, errors = _confluent_auth_error(rdkafka_conf(s, "SSL", client_cert=bad))
+        assert errors, f"{bad}: connected"
+        e = _kafka_python_error(kafka_python_conf(s, "SSL", client_cert=bad))
+        assert e is not None, f"kafka-python connected with {bad}"
+        js = kafkajs_failure(kafkajs_opts(s, "SSL", client_cert=bad), s.addr["SSL"])
+        assert js["error"] is not None, js
+    # Without a certificate at all, where one is required.
+    err, errors = _confluent_auth_error(rdkafka_conf(s, "SSL"))
+    assert errors
+    log = s.broker.log_text()
+    assert "TLS handshake failed" in log
+    assert "expired" in log.lower() or "CertExpired" in log or "NotValidYet" in log or "Expired" in log
+
+
+def test_an_mtls_client_is_the_subject_of_its_certificate(kaas_factory, certs):
+    """On an SSL listener with a client certificate, the principal is the certificate's
+    subject, RFC 2253 order (as Kafka writes it); without one, User:ANONYMOUS."""
+    s = secure_broker(kaas_factory, certs, client_auth="requested")
+    AdminClient(rdkafka_conf(s, "SSL", client_cert="writer")).list_topics(timeout=10)
+    wait_for(lambda: "principal=User:CN=writer,O=kaas-tests" in s.broker.log_text(), timeout=10,
+             what="the client certificate's subject as the principal")
+
+
+# --- no authentication, no service ---------------------------------------------------
+
+def _read_response(sock):
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    (n,) = struct.unpack(">i", head)
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def test_an_unauthenticated_connection_gets_only_api_versions_and_sasl(kaas_factory, certs):
+    """On a SASL listener, before authentication: ApiVersions is answered, and Produce,
+    Fetch, OffsetCommit, InitProducerId (each a well-formed request) close the
+    connection without touching anything."""
+    from wire import produce_v3, record_batch, request, string
+    s = secure_broker(kaas_factory, certs)
+    plain = rdkafka_conf(s, "PLAINTEXT")
+    admin = AdminClient(plain)
+    admin.create_topics([NewTopic("guarded", 1, 1)])["guarded"].result(30)
+    fetch_v4 = struct.pack(">iiiib", -1, 0, 1, 1 << 20, 0) + struct.pack(">i", 1) + string("guarded") \
+        + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20)
+    offset_commit_v2 = string("g") + struct.pack(">i", -1) + string("") + struct.pack(">q", -1) \
+        + struct.pack(">i", 1) + string("guarded") + struct.pack(">i", 1) + struct.pack(">iq", 0, 5) + string("")
+    init_producer_id_v0 = string("sneaky-tx") + struct.pack(">i", 60000)
+    addr = ("127.0.0.1", s.ports["SASL_PLAINTEXT"])
+    for name, frame in (
+        ("Produce", request(0, 3, 2, produce_v3("guarded", 0, record_batch([b"x"])))),
+        ("Fetch", request(1, 4, 2, fetch_v4)),
+        ("OffsetCommit", request(8, 2, 2, offset_commit_v2)),
+        ("InitProducerId", request(22, 0, 2, init_producer_id_v0)),
+    ):
+        with socket.create_connection(addr, timeout=10) as sock:
+            sock.sendall(request(18, 0, 1, b""))
+            assert _read_response(sock) is not None, "ApiVersions is answered before authentication"
+            sock.sendall(frame)
+            assert _read_response(sock) is None, f"{name} was answered before authentication"
+        assert f"api={name} " in s.broker.log_text() or f'api="{name}"' in s.broker.log_text() \
+            or f"api={name}\n" in s.broker.log_text(), f"{name}: no log line says why"
+    c = Consumer({**plain, "group.id": "g", "enable.auto.commit": False})
+    lo, hi = c.get_watermark_offsets(TopicPartition("guarded", 0), timeout=10)
+    assert (lo, hi) == (0, 0), "nothing was appended"
+    assert c.committed([TopicPartition("guarded", 0)], timeout=10)[0].offset < 0, "no offset committed"
+    c.close()
+    r = kaasctl(s.broker.data_dir, "--output", "json", "txn", "list")
+    assert r.returncode == 0, r.stderr
+    assert "sneaky-tx" not in r.stdout, "InitProducerId never reached the coordinator"
+
+
+# --- listeners -----------------------------------------------------------------------
+
+def test_metadata_advertises_the_listener_the_client_came_in_on(kaas_factory, certs, tmp_path):
+    """Each listener advertises its own address; --advertised-listener names one."""
+    ports = {n: free_port() for n in ("INTERNAL", "EXTERNAL")}
+    b = kaas_factory("--listener", f"INTERNAL=PLAINTEXT://127.0.0.1:{ports['INTERNAL']}",
+                     "--listener", f"EXTERNAL=SASL_PLAINTEXT://127.0.0.1:{ports['EXTERNAL']}",
+                     "--advertised-listener", f"EXTERNAL=localhost:{ports['EXTERNAL']}")
+    add_user(b.data_dir, "alice", PASSWORD)
+    internal = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['INTERNAL']}"}).list_topics(timeout=10)
+    assert [(x.host, x.port) for x in internal.brokers.values()] == [("127.0.0.1", ports["INTERNAL"])]
+    external = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['EXTERNAL']}", "security.protocol": "SASL_PLAINTEXT",
+                            "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
+                            "sasl.password": PASSWORD}).list_topics(timeout=10)
+    assert [(x.host, x.port) for x in external.brokers.values()] == [("localhost", ports["EXTERNAL"])]
+
+
+def test_listener_flags_are_checked_before_anything_starts(tmp_path, certs):
+    from conftest import BIN
+    cases = [
+        (["--listener", "SSL://127.0.0.1:0"], "needs --ssl-certificate and --ssl-key"),
+        (["--listener", "PLAINTEXT://127.0.0.1:0", "--listen", "127.0.0.1:0"], "--listen and --listener cannot be used together"),
+        (["--listener", "A=PLAINTEXT://127.0.0.1:0", "--listener", "A=SSL://127.0.0.1:0"], "the name A is used twice"),
+        (["--listener", "X=TLS://127.0.0.1:0"], "unknown security protocol"),
+        (["--listener", "SSL://127.0.0.1:0", "--ssl-certificate", str(certs / "broker.pem"),
+          "--ssl-key", str(certs / "writer.key")], "do not go together"),
+        (["--listener", "SSL://127.0.0.1:0", "--ssl-certificate", str(certs / "broker.pem"),
+          "--ssl-key", str(certs / "broker.key"), "--ssl-client-auth", "required"], "needs --ssl-ca"),
+        (["--listener", "PLAINTEXT://127.0.0.1:0", "--advertised-listener", "NOPE=a:1"], "which is not a listener"),
+    ]
+    for i, (args, message) in enumerate(cases):
+        r = subprocess.run([str(BIN), "--data-dir", str(tmp_path / f"d{i}"), *args], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0, args
+        assert message in r.stderr, (args, r.stderr)
+        assert not (tmp_path / f"d{i}" / "__cluster" / "brokers" / "0.json").exists(), "no lease written"
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(kaas_factory, certs, tmp_path):
+    """The broker re-reads its certificate and key when they change: clients trusting
+    only the new CA connect after the swap, without a restart."""
+    d = tmp_path / "live"
+    d.mkdir()
+    for f in ("rogue-broker.pem", "rogue-broker.key"):
+        (d / f).write_bytes((certs / f).read_bytes())
+    port = free_port()
+    b = kaas_factory("--listener", f"PLAINTEXT://127.0.0.1:{free_port()}", "--listener", f"SSL://127.0.0.1:{port}",
+                     "--ssl-certificate", str(d / "rogue-broker.pem"), "--ssl-key", str(d / "rogue-broker.key"))
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": str(certs / "ca.pem")}
+    assert _confluent_auth_error(conf) is not None, "the rogue certificate is not trusted by ca.pem"
+    # Swap in the CA-signed pair (key first, then the certificate, as a renewal would).
+    (d / "rogue-broker.key").write_bytes((certs / "broker.key").read_bytes())
+    (d / "rogue-broker.pem").write_bytes((certs / "broker.pem").read_bytes())
+    wait_for(lambda: _confluent_auth_error(conf) is None, timeout=20, what="the renewed certificate served")
+    assert "TLS certificate files changed: reloaded" in b.log_text()
+    assert b.alive()
