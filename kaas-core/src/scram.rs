@@ -29,6 +29,9 @@ pub enum Mechanism {
 /// broker's refusal of more than 16384).
 pub const MIN_ITERATIONS: u32 = 4096;
 pub const MAX_ITERATIONS: u32 = 16384;
+/// What `kaasctl users add` uses unless told otherwise; also the cost of the decoy
+/// work done for an unknown user.
+pub const DEFAULT_ITERATIONS: u32 = 8192;
 
 impl Mechanism {
     pub const ALL: [Mechanism; 2] = [Mechanism::ScramSha256, Mechanism::ScramSha512];
@@ -181,8 +184,34 @@ impl Credentials {
     /// The credentials on the volume; none stored is empty.
     pub fn read(volume: &Volume) -> Result<Credentials, VolumeError> {
         let path = volume.scram_credentials_file();
-        match read_versioned_json(&path, "SCRAM credentials", CREDENTIALS_FORMAT_VERSION) {
-            Ok(c) => Ok(c),
+        match read_versioned_json::<Credentials>(&path, "SCRAM credentials", CREDENTIALS_FORMAT_VERSION) {
+            Ok(c) => {
+                // A login costs the stored iteration count in HMACs: a file edited by
+                // hand must not make every login (by anyone) arbitrarily expensive.
+                for (user, by_mechanism) in &c.users {
+                    for (name, cred) in by_mechanism {
+                        let Some(m) = Mechanism::from_name(name) else {
+                            return Err(VolumeError::Invalid {
+                                path,
+                                detail: format!("user {user:?}: unknown mechanism {name:?}"),
+                            });
+                        };
+                        if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&cred.iterations)
+                            || cred.stored_key.len() != m.hash(b"").len()
+                            || cred.server_key.len() != m.hash(b"").len()
+                        {
+                            return Err(VolumeError::Invalid {
+                                path,
+                                detail: format!(
+                                    "user {user:?} {name}: iterations must be {MIN_ITERATIONS}..={MAX_ITERATIONS} and keys {} bytes",
+                                    m.hash(b"").len()
+                                ),
+                            });
+                        }
+                    }
+                }
+                Ok(c)
+            }
             Err(e) if e.is_not_found() => Ok(Credentials {
                 version: CREDENTIALS_FORMAT_VERSION,
                 ..Default::default()
@@ -246,8 +275,9 @@ impl Credentials {
     }
 
     /// PLAIN: whether `password` is `user`'s, by any of its verifiers (the strongest
-    /// first). An unknown user is false, after the same work as a known one's check
-    /// would take, so timing does not tell which users exist.
+    /// first). An unknown user is false, after the work a user added with the
+    /// defaults (SCRAM-SHA-512, [`DEFAULT_ITERATIONS`]) costs, so timing tells little
+    /// about which users exist (a user with other settings costs more or less).
     pub fn check_password(&self, user: &str, password: &[u8]) -> bool {
         let found = [Mechanism::ScramSha512, Mechanism::ScramSha256]
             .into_iter()
@@ -257,7 +287,7 @@ impl Credentials {
             None => {
                 let decoy = ScramCredential {
                     salt: vec![0; 32],
-                    iterations: MIN_ITERATIONS,
+                    iterations: DEFAULT_ITERATIONS,
                     stored_key: vec![0; 64],
                     server_key: vec![0; 64],
                 };
@@ -339,6 +369,9 @@ enum ScramState {
     AwaitingClientFirst,
     AwaitingClientFinal {
         user: String,
+        /// No such user: the exchange goes on with a made-up verifier (RFC 5802
+        /// §5.1), so a client learns nothing before its proof fails.
+        unknown: bool,
         credential: ScramCredential,
         /// client-first-bare "," server-first
         auth_prefix: String,
@@ -388,6 +421,9 @@ impl ScramServer {
                     return Err(AuthError::Unsupported("channel binding is not supported".into()));
                 }
                 let (authzid, bare) = rest.split_once(',').ok_or_else(|| malformed("no GS2 header"))?;
+                if !authzid.is_empty() && !authzid.starts_with("a=") {
+                    return Err(malformed("GS2 authzid must be empty or a=name"));
+                }
                 let gs2_header = format!("{cbind},{authzid},");
                 let mut user = None;
                 let mut client_nonce = None;
@@ -413,7 +449,12 @@ impl ScramServer {
                         ));
                     }
                 }
-                let credential = lookup(&user).ok_or_else(|| AuthError::UnknownUser { user: user.clone() })?;
+                let found = lookup(&user);
+                let unknown = found.is_none();
+                let credential = match found {
+                    Some(c) => c,
+                    None => self.decoy(&user)?,
+                };
                 let server_nonce = B64.encode(random_bytes(18).map_err(|e| AuthError::Unsupported(e.to_string()))?);
                 let nonce = format!("{client_nonce}{server_nonce}");
                 let server_first = format!(
@@ -424,6 +465,7 @@ impl ScramServer {
                 let auth_prefix = format!("{bare},{server_first}");
                 self.state = ScramState::AwaitingClientFinal {
                     user,
+                    unknown,
                     credential,
                     auth_prefix,
                     nonce,
@@ -433,6 +475,7 @@ impl ScramServer {
             }
             ScramState::AwaitingClientFinal {
                 user,
+                unknown,
                 credential,
                 auth_prefix,
                 nonce,
@@ -455,6 +498,9 @@ impl ScramServer {
                     return Err(malformed("nonce does not match"));
                 }
                 let proof = B64.decode(proof).map_err(|_| malformed("proof is not base64"))?;
+                if unknown {
+                    return Err(AuthError::UnknownUser { user });
+                }
                 let m = self.mechanism;
                 let auth_message = format!("{auth_prefix},{without_proof}");
                 let client_signature = m.hmac(&credential.stored_key, auth_message.as_bytes());
@@ -473,6 +519,30 @@ impl ScramServer {
             }
             ScramState::Done => Err(malformed("exchange already finished")),
         }
+    }
+}
+
+impl ScramServer {
+    /// A made-up verifier for an unknown user: the same salt for the same name for the
+    /// life of the process (an HMAC of the name under a random process key), the
+    /// default iteration count, keys nobody has.
+    fn decoy(&self, user: &str) -> Result<ScramCredential, AuthError> {
+        static KEY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        let key = match KEY.get() {
+            Some(k) => k,
+            None => {
+                let fresh = random_bytes(32).map_err(|e| AuthError::Unsupported(e.to_string()))?;
+                KEY.get_or_init(|| fresh)
+            }
+        };
+        let m = self.mechanism;
+        let salt = Mechanism::ScramSha256.hmac(key, user.as_bytes());
+        Ok(ScramCredential {
+            stored_key: m.hmac(key, b"no such user"),
+            server_key: m.hmac(key, b"no such user either"),
+            salt,
+            iterations: DEFAULT_ITERATIONS,
+        })
     }
 }
 
@@ -588,6 +658,27 @@ mod tests {
             B64.encode(m.hmac(&cred.server_key, auth.as_bytes())),
             "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
         );
+    }
+
+    /// An unknown user gets a server-first like anyone's (a stable salt for the name,
+    /// the default iterations) and fails only at the proof.
+    #[test]
+    fn an_unknown_user_is_told_apart_only_in_the_log() {
+        let creds = with_user("alice", "s3cret");
+        let first = |user: &str| {
+            let mut s = ScramServer::new(Mechanism::ScramSha512);
+            match s.step(format!("n,,n={user},r=abc").as_bytes(), |u| {
+                creds.get(u, Mechanism::ScramSha512).cloned()
+            }) {
+                Ok(ScramStep::Continue(b)) => String::from_utf8(b).unwrap(),
+                _ => panic!("no server-first for {user}"),
+            }
+        };
+        let salt = |m: &str| m.split(',').find_map(|a| a.strip_prefix("s=")).unwrap().to_string();
+        let (a, b) = (first("nobody"), first("nobody"));
+        assert_eq!(salt(&a), salt(&b), "the same made-up salt each time");
+        assert!(a.ends_with(&format!(",i={DEFAULT_ITERATIONS}")));
+        assert_ne!(salt(&a), salt(&first("somebody")));
     }
 
     #[test]

@@ -109,9 +109,10 @@ pub struct Config {
     #[arg(long, env = "KAAS_SSL_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::None)]
     pub ssl_client_auth: ClientAuth,
 
-    /// sasl.enabled.mechanisms on SASL_PLAINTEXT and SASL_SSL listeners: any of PLAIN,
-    /// SCRAM-SHA-256, SCRAM-SHA-512 (credentials: kaasctl users).
-    #[arg(long, env = "KAAS_SASL_ENABLED_MECHANISMS", value_delimiter = ',', default_values = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"], value_parser = crate::sasl::parse_mechanism)]
+    /// sasl.enabled.mechanisms on SASL_PLAINTEXT and SASL_SSL listeners: any of
+    /// SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (credentials: kaasctl users). PLAIN sends
+    /// the password itself: enable it on purpose, and use it over SASL_SSL.
+    #[arg(long, env = "KAAS_SASL_ENABLED_MECHANISMS", value_delimiter = ',', default_values = ["SCRAM-SHA-256", "SCRAM-SHA-512"], value_parser = crate::sasl::parse_mechanism)]
     pub sasl_enabled_mechanisms: Vec<crate::sasl::SaslMechanism>,
 
     /// Create a topic when a client asks for metadata of, or produces to, an unknown one.

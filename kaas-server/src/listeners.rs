@@ -74,8 +74,9 @@ pub fn parse_listener(s: &str) -> Result<ListenerSpec, String> {
         Some((head, rest)) => (head, rest),
         None => return Err(format!("{expected}, got {s:?}")),
     };
+    // Names are upper-cased, as Kafka's ListenerName.normalised does.
     let (name, protocol) = match named.split_once('=') {
-        Some((name, protocol)) => (name.to_string(), protocol),
+        Some((name, protocol)) => (name.to_ascii_uppercase(), protocol),
         None => (named.to_ascii_uppercase(), named),
     };
     let protocol = SecurityProtocol::from_name(protocol)
@@ -112,7 +113,7 @@ pub fn parse_advertised(s: &str) -> Result<AdvertisedSpec, String> {
                     "listener name {name:?} in {s:?} must be letters, digits, '_' or '-'"
                 ));
             }
-            (Some(name.to_string()), hp)
+            (Some(name.to_ascii_uppercase()), hp)
         }
         None => (None, s),
     };
@@ -227,6 +228,11 @@ mod tests {
         assert_eq!(
             (l.name.as_str(), l.protocol, l.addr.port()),
             ("INTERNAL", SecurityProtocol::SaslSsl, 9094)
+        );
+        assert_eq!(parse_listener("internal=SSL://:1").unwrap().name, "INTERNAL");
+        assert_eq!(
+            parse_advertised("internal=a:1").unwrap().name.as_deref(),
+            Some("INTERNAL")
         );
         let l = parse_listener("ssl://:9093").unwrap();
         assert_eq!((l.name.as_str(), l.addr), ("SSL", "0.0.0.0:9093".parse().unwrap()));

@@ -99,10 +99,14 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // The new incarnation's lease first, then the partitions: a peer that judged the
     // previous incarnation dead never confirms it dead once this one is on the volume,
     // so it cannot steal a lock this process took while opening (docs/cluster.md).
+    // The lease's own host/port is what brokers from before listeners read as this
+    // broker's (PLAINTEXT) address: the PLAINTEXT listener's when there is one, so a
+    // rolling upgrade keeps sending their clients to a port that speaks plain Kafka.
+    let primary = bound.iter().find(|(l, _)| l.name == "PLAINTEXT").unwrap_or(&bound[0]);
     let (host, port) = advertised
-        .on(&bound[0].0.name)
+        .on(&primary.0.name)
         .map(|(h, p)| (h.to_string(), p))
-        .expect("the first listener has an advertised address");
+        .expect("every bound listener has an advertised address");
     let lease = BrokerLease {
         version: LEASE_FORMAT_VERSION,
         broker_id: config.broker_id,

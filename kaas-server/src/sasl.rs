@@ -15,6 +15,9 @@ use kafka_protocol::messages::{RequestKind, ResponseKind, SaslAuthenticateRespon
 use kafka_protocol::protocol::StrBytes;
 use std::sync::Arc;
 
+/// PLAIN logins checked at once (each a PBKDF2 of thousands of HMACs).
+static PBKDF2_AT_ONCE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
 /// A mechanism `--sasl-enabled-mechanisms` can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SaslMechanism {
@@ -173,7 +176,7 @@ impl Authenticator {
     }
 
     /// One client token through the chosen mechanism. Credential reads and the PBKDF2
-    /// of PLAIN are blocking work, done off the async threads.
+    /// of PLAIN are blocking work, done off the async worker ([`crate::blocking`]).
     async fn token(&mut self, broker: &Arc<Broker>, token: Bytes) -> (Answer, Outcome) {
         let State::Exchanging { mechanism, scram, .. } = &mut self.state else {
             return (
@@ -181,15 +184,19 @@ impl Authenticator {
                 Outcome::Failed("token before handshake".into()),
             );
         };
-        let volume = broker.volume.clone();
         let mechanism = *mechanism;
-        let mut server = scram.take();
-        let worked = tokio::task::spawn_blocking(move || {
-            let creds = Credentials::read(&volume).map_err(|e| {
-                tracing::error!(error = %e, "cannot read SCRAM credentials; authentication fails until it reads again");
+        // PLAIN costs a PBKDF2 per attempt, asked for by clients not yet known: a few
+        // at a time, whatever the number of connections trying.
+        let _permit = match mechanism {
+            SaslMechanism::Plain => PBKDF2_AT_ONCE.acquire().await.ok(),
+            SaslMechanism::Scram(_) => None,
+        };
+        let worked = crate::blocking::off_worker(|| {
+            let creds = Credentials::read(&broker.volume).map_err(|e| {
+                tracing::error!(error = %e, "cannot read SCRAM credentials; logins fail until they read again");
                 AuthError::Unsupported("credentials unavailable".into())
             })?;
-            let result = match (mechanism, server.as_mut()) {
+            match (mechanism, scram.as_mut()) {
                 (SaslMechanism::Plain, _) => {
                     kaas_core::scram::authenticate_plain(&token, &creds).map(|user| ScramStep::Done {
                         response: Vec::new(),
@@ -198,19 +205,11 @@ impl Authenticator {
                 }
                 (SaslMechanism::Scram(m), Some(s)) => s.step(&token, |u| creds.get(u, m).cloned()),
                 (SaslMechanism::Scram(_), None) => Err(AuthError::Unsupported("exchange already finished".into())),
-            };
-            result.map(|step| (step, server))
-        })
-        .await
-        .unwrap_or_else(|e| Err(AuthError::Unsupported(format!("authentication task failed: {e}"))));
-        match worked {
-            Ok((ScramStep::Continue(bytes), server)) => {
-                if let State::Exchanging { scram, .. } = &mut self.state {
-                    *scram = server;
-                }
-                (Answer::ok(bytes), Outcome::Continue)
             }
-            Ok((ScramStep::Done { response, user }, _)) => (Answer::ok(response), Outcome::Authenticated(user)),
+        });
+        match worked {
+            Ok(ScramStep::Continue(bytes)) => (Answer::ok(bytes), Outcome::Continue),
+            Ok(ScramStep::Done { response, user }) => (Answer::ok(response), Outcome::Authenticated(user)),
             Err(e) => (
                 Answer {
                     bytes: Bytes::new(),

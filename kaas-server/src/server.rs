@@ -59,6 +59,10 @@ pub enum FrameError {
     BadHeader { api: ApiKey, version: i16, detail: String },
     #[error("undecodable {api:?} v{version} request body: {detail}")]
     BadBody { api: ApiKey, version: i16, detail: String },
+    #[error("frame of {size} bytes before SASL authentication exceeds {max} bytes")]
+    TooLargeBeforeAuthentication { size: i64, max: usize },
+    #[error("{api} request before SASL authentication (until then only ApiVersions, SaslHandshake and SaslAuthenticate are served)")]
+    Unauthenticated { api: String },
     #[error("idle for connections.max.idle.ms ({0} ms)")]
     Idle(u64),
     #[error(transparent)]
@@ -167,9 +171,15 @@ pub struct BoundListener {
 /// How long a client has for its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The largest raw SASL token (after a v0 handshake): Kafka's
-/// sasl.server.max.receive.size.
-const MAX_SASL_TOKEN: usize = 512 * 1024;
+/// The largest frame (or raw SASL token) of a connection that has not authenticated:
+/// ApiVersions, SaslHandshake and SCRAM/PLAIN tokens are well under 1 KiB. (Kafka's
+/// sasl.server.max.receive.size is 512 KiB; this is tighter, as unauthenticated
+/// memory is the first thing a flood spends.)
+const MAX_PRE_AUTH_FRAME: usize = 64 * 1024;
+
+/// A SASL listener's connection must have authenticated this long after it opened
+/// (after its TLS handshake), or it is closed.
+const AUTHENTICATION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Accepts connections on every listener until `shutdown` flips, then waits (bounded)
 /// for connections to finish their in-flight request. The connection limits are
@@ -294,7 +304,8 @@ async fn connection(
     debug!(%peer, listener = %on.name, "connection opened");
     match &on.tls {
         Some(tls) => {
-            let accepted = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await;
+            let acceptor = crate::blocking::off_worker(|| tls.acceptor());
+            let accepted = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
             let stream = match accepted {
                 Ok(Ok(stream)) => stream,
                 // A connection closed before a handshake began (a TCP probe) is no news.
@@ -376,11 +387,17 @@ async fn serve_connection<R, W>(
     W: AsyncWrite + Unpin,
 {
     let mut writer = BufWriter::new(writer);
+    let authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
     loop {
+        let authenticating = session.sasl.is_some();
         if let Some(auth) = session.sasl.as_mut().filter(|a| a.raw_tokens()) {
             let token = tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
+                _ = tokio::time::sleep_until(authenticate_by) => {
+                    info!(%peer, listener = %session.listener, "not authenticated within {AUTHENTICATION_TIMEOUT:?}; closing");
+                    break;
+                }
                 token = read_raw_token(&mut reader, limits) => token,
             };
             let token = match token {
@@ -406,13 +423,21 @@ async fn serve_connection<R, W>(
         let frame = tokio::select! {
             biased;
             _ = shutdown.changed() => break,
-            frame = read_frame(&mut reader, limits) => frame,
+            _ = tokio::time::sleep_until(authenticate_by), if authenticating => {
+                info!(%peer, listener = %session.listener, "not authenticated within {AUTHENTICATION_TIMEOUT:?}; closing");
+                break;
+            }
+            frame = read_frame(&mut reader, limits, authenticating) => frame,
         };
         let (frame, permit) = match frame {
             Ok(Some(f)) => f,
             Ok(None) => break,
             Err(FrameError::Io(e)) => {
                 debug!(%peer, error = %e, "connection read failed");
+                break;
+            }
+            Err(e @ FrameError::Unauthenticated { .. }) => {
+                warn!(%peer, listener = %session.listener, error = %e, "closing connection");
                 break;
             }
             Err(e @ FrameError::Idle(_)) => {
@@ -424,7 +449,8 @@ async fn serve_connection<R, W>(
                 break;
             }
         };
-        if session.sasl.is_some() {
+        if authenticating {
+            // read_frame let through only ApiVersions and the SASL APIs.
             let key = i16::from_be_bytes([frame[0], frame[1]]);
             if key == ApiKey::SaslHandshake as i16 || key == ApiKey::SaslAuthenticate as i16 {
                 let (response, outcome) = match sasl_request(broker, &mut session, frame).await {
@@ -442,13 +468,6 @@ async fn serve_connection<R, W>(
                     break;
                 }
                 continue;
-            }
-            if key != ApiKey::ApiVersions as i16 {
-                let api = ApiKey::try_from(key)
-                    .map(|a| format!("{a:?}"))
-                    .unwrap_or_else(|_| key.to_string());
-                warn!(%peer, listener = %session.listener, api, "request before SASL authentication; closing (only ApiVersions, SaslHandshake and SaslAuthenticate are served until then)");
-                break;
             }
         }
         match handle_frame(broker, peer, &session, frame, &shutdown, Some(permit)).await {
@@ -556,12 +575,19 @@ async fn read_raw_token<R: AsyncReadExt + Unpin>(reader: &mut R, limits: &Limits
         Err(e) => return Err(e.into()),
     }
     let size = i32::from_be_bytes(len) as i64;
-    if !(0..=MAX_SASL_TOKEN as i64).contains(&size) {
-        return Err(FrameError::TooLarge {
+    if !(0..=MAX_PRE_AUTH_FRAME as i64).contains(&size) {
+        return Err(FrameError::TooLargeBeforeAuthentication {
             size,
-            max: MAX_SASL_TOKEN,
+            max: MAX_PRE_AUTH_FRAME,
         });
     }
+    // Its share of the request memory budget, like any frame.
+    let _permit = limits
+        .request_bytes
+        .clone()
+        .acquire_many_owned(size as u32)
+        .await
+        .map_err(|_| std::io::Error::other("request memory budget closed"))?;
     let mut token = vec![0u8; size as usize];
     tokio::time::timeout(idle, reader.read_exact(&mut token))
         .await
@@ -572,10 +598,14 @@ async fn read_raw_token<R: AsyncReadExt + Unpin>(reader: &mut R, limits: &Limits
 /// Reads one frame, with its share of the request memory budget; None on a clean end
 /// of stream between frames. The next frame must start within
 /// `connections.max.idle.ms`, and once started, arrive whole within it too (a sender
-/// trickling a byte at a time gives its share of the budget back then).
+/// trickling a byte at a time gives its share of the budget back then). Before SASL
+/// authentication (`pre_auth`) only ApiVersions, SaslHandshake and SaslAuthenticate
+/// frames of at most [`MAX_PRE_AUTH_FRAME`] are read; any other closes the connection
+/// before its body is read or any budget is taken.
 async fn read_frame<R: AsyncReadExt + Unpin>(
     reader: &mut R,
     limits: &Limits,
+    pre_auth: bool,
 ) -> Result<Option<(Bytes, OwnedSemaphorePermit)>, FrameError> {
     let idle = limits.idle;
     let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
@@ -589,6 +619,12 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
         Err(e) => return Err(e.into()),
     }
     let size = i32::from_be_bytes(len) as i64;
+    if pre_auth && size > MAX_PRE_AUTH_FRAME as i64 {
+        return Err(FrameError::TooLargeBeforeAuthentication {
+            size,
+            max: MAX_PRE_AUTH_FRAME,
+        });
+    }
     let max = limits.max_frame;
     if size > max as i64 {
         return Err(FrameError::TooLarge { size, max });
@@ -602,7 +638,19 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
     tokio::time::timeout(idle, reader.read_exact(&mut key))
         .await
         .map_err(timed)??;
-    let produce = i16::from_be_bytes(key) == ApiKey::Produce as i16;
+    let api = i16::from_be_bytes(key);
+    if pre_auth
+        && ![ApiKey::ApiVersions, ApiKey::SaslHandshake, ApiKey::SaslAuthenticate]
+            .iter()
+            .any(|k| *k as i16 == api)
+    {
+        return Err(FrameError::Unauthenticated {
+            api: ApiKey::try_from(api)
+                .map(|a| format!("{a:?}"))
+                .unwrap_or_else(|_| format!("api key {api}")),
+        });
+    }
+    let produce = api == ApiKey::Produce as i16;
     if !produce && size > MAX_NON_PRODUCE_FRAME {
         return Err(FrameError::TooLargeForApi {
             size,
@@ -612,7 +660,7 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
     // Wait for room in the budget before allocating (a frame bigger than the whole
     // budget waits for all of it). A Produce costs its bytes; any other request what
     // it may take once decoded.
-    let weight = if produce { 1 } else { DECODE_INFLATION };
+    let weight = if produce || pre_auth { 1 } else { DECODE_INFLATION };
     let cost = (size as u64 * weight)
         .min(limits.request_bytes_max)
         .min(u32::MAX as u64) as u32;

@@ -73,7 +73,8 @@ impl Tls {
     }
 
     /// The acceptor for a new connection: the files as they were at the last check (at
-    /// most a second ago), reloaded if they changed since.
+    /// most a second ago), reloaded if they changed since. Looking at (and re-reading)
+    /// the files is blocking work: call it through [`crate::blocking::off_worker`].
     pub fn acceptor(&self) -> TlsAcceptor {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.checked.elapsed() >= RELOAD_CHECK {
@@ -96,11 +97,14 @@ impl Tls {
     }
 }
 
+/// The files' identities. Symbolic links are followed (unlike for volume files): a
+/// Kubernetes Secret mounts `tls.crt -> ..data/tls.crt` and swaps `..data` on
+/// renewal, certbot links `live/` into `archive/`.
 fn stamps(s: &TlsSettings) -> Vec<Option<FileStamp>> {
     [Some(&s.certificate), Some(&s.key), s.ca.as_ref()]
         .into_iter()
         .flatten()
-        .map(|p| kaas_core::fsutil::file_stamp(p))
+        .map(|p| std::fs::metadata(p).ok().map(|m| kaas_core::fsutil::stamp_of(&m)))
         .collect()
 }
 
@@ -192,37 +196,92 @@ impl rustls::server::ResolvesServerCert for OneCertificate {
     }
 }
 
-/// The principal of a verified client certificate: its subject as Kafka writes it
-/// (RFC 2253, most specific first: `CN=writer,OU=apps,O=Example`).
+/// The principal of a verified client certificate: its subject as Kafka writes it,
+/// which is Java's `X500Principal.getName(RFC2253)`: most specific first
+/// (`CN=writer,OU=apps,O=Example`), keywords only for CN, C, L, ST, O, OU, STREET, DC
+/// and UID, any other attribute as its dotted OID and `#` with the hex of its DER
+/// value, multi-valued RDNs joined by `+`.
 pub fn subject_principal(cert: &CertificateDer<'_>) -> Option<String> {
     use x509_parser::prelude::*;
     let (_, cert) = X509Certificate::from_der(cert.as_ref()).ok()?;
-    let registry = x509_parser::objects::oid_registry();
     let mut rdns = Vec::new();
     for rdn in cert.subject().iter() {
         let parts: Vec<String> = rdn
             .iter()
             .map(|attr| {
-                let key = x509_parser::objects::oid2abbrev(attr.attr_type(), registry)
-                    .map(str::to_string)
-                    .unwrap_or_else(|_| attr.attr_type().to_id_string());
-                let value = attr.as_str().map(escape_rdn_value).unwrap_or_else(|_| {
-                    format!(
-                        "#{}",
-                        attr.attr_value()
-                            .data
-                            .iter()
-                            .map(|b| format!("{b:02x}"))
-                            .collect::<String>()
-                    )
-                });
-                format!("{key}={value}")
+                let oid = attr.attr_type().to_id_string();
+                let value = attr.attr_value();
+                let tag = value.header.tag().0;
+                match (java_keyword(&oid), decode_directory_string(tag, value.data)) {
+                    (Some(key), Some(text)) => format!("{key}={}", escape_rdn_value(&text)),
+                    (key, _) => format!(
+                        "{}=#{}",
+                        key.map(str::to_string).unwrap_or(oid),
+                        der_hex(tag, value.data)
+                    ),
+                }
             })
             .collect();
         rdns.push(parts.join("+"));
     }
     rdns.reverse();
     Some(rdns.join(","))
+}
+
+/// The attribute keywords Java's RFC 2253 form writes by name.
+fn java_keyword(oid: &str) -> Option<&'static str> {
+    Some(match oid {
+        "2.5.4.3" => "CN",
+        "2.5.4.6" => "C",
+        "2.5.4.7" => "L",
+        "2.5.4.8" => "ST",
+        "2.5.4.9" => "STREET",
+        "2.5.4.10" => "O",
+        "2.5.4.11" => "OU",
+        "0.9.2342.19200300.100.1.25" => "DC",
+        "0.9.2342.19200300.100.1.1" => "UID",
+        _ => return None,
+    })
+}
+
+/// A DirectoryString (or IA5String) value as text, by its universal tag.
+fn decode_directory_string(tag: u32, data: &[u8]) -> Option<String> {
+    match tag {
+        // UTF8String, NumericString, PrintableString, IA5String, VisibleString
+        12 | 18 | 19 | 22 | 26 => std::str::from_utf8(data).ok().map(str::to_string),
+        // TeletexString: read as Latin-1, as Java does
+        20 => Some(data.iter().map(|&b| b as char).collect()),
+        // BMPString: UTF-16BE
+        30 if data.len().is_multiple_of(2) => String::from_utf16(
+            &data
+                .chunks(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                .collect::<Vec<_>>(),
+        )
+        .ok(),
+        // UniversalString: UTF-32BE
+        28 if data.len().is_multiple_of(4) => data
+            .chunks(4)
+            .map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+        _ => None,
+    }
+}
+
+/// The hex of a value's whole DER encoding (tag, length, content), as Java writes an
+/// attribute it has no keyword for.
+fn der_hex(tag: u32, data: &[u8]) -> String {
+    let mut der = vec![tag.min(30) as u8];
+    let len = data.len();
+    if len < 0x80 {
+        der.push(len as u8);
+    } else {
+        let bytes: Vec<u8> = len.to_be_bytes().into_iter().skip_while(|b| *b == 0).collect();
+        der.push(0x80 | bytes.len() as u8);
+        der.extend(bytes);
+    }
+    der.extend_from_slice(data);
+    der.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// RFC 2253 §2.4: `,+"\<>;` escaped, and a leading `#` or space and a trailing space.
@@ -239,4 +298,23 @@ fn escape_rdn_value(v: &str) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_are_written_as_java_writes_rfc_2253() {
+        assert_eq!(java_keyword("2.5.4.3"), Some("CN"));
+        assert_eq!(
+            java_keyword("1.2.840.113549.1.9.1"),
+            None,
+            "emailAddress has no keyword in Java's RFC 2253 form"
+        );
+        assert_eq!(escape_rdn_value("a,b+c"), "a\\,b\\+c");
+        assert_eq!(escape_rdn_value(" #x "), "\\ #x\\ ");
+        assert_eq!(decode_directory_string(30, &[0, b'h', 0, b'i']).as_deref(), Some("hi"));
+        assert_eq!(der_hex(22, b"a@b"), "1603614062");
+    }
 }

@@ -239,7 +239,7 @@ pub enum UsersCommand {
         #[arg(long = "mechanism", value_parser = crate::cmd::users::parse_mechanism)]
         mechanisms: Vec<kaas_core::scram::Mechanism>,
         /// PBKDF2 iterations (4096..=16384).
-        #[arg(long, default_value_t = 8192)]
+        #[arg(long, default_value_t = kaas_core::scram::DEFAULT_ITERATIONS)]
         iterations: u32,
         /// Read the password from the first line of stdin.
         #[arg(long)]

@@ -109,7 +109,9 @@ def secure_broker(kaas_factory, certs, client_auth="requested", server_cert="bro
     for name, port in ports.items():
         args += ["--listener", f"{name}://127.0.0.1:{port}"]
     args += ["--ssl-certificate", str(certs / f"{server_cert}.pem"), "--ssl-key", str(certs / f"{server_cert}.key"),
-             "--ssl-ca", str(certs / "ca.pem"), "--ssl-client-auth", client_auth]
+             "--ssl-ca", str(certs / "ca.pem"), "--ssl-client-auth", client_auth,
+             # PLAIN is off unless enabled (it sends the password itself).
+             "--sasl-enabled-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"]
     b = kaas_factory(*args)
     add_user(b.data_dir, "alice", PASSWORD)
     return SimpleNamespace(broker=b, ports=ports, addr={n: f"127.0.0.1:{p}" for n, p in ports.items()}, certs=certs)
@@ -375,6 +377,10 @@ def test_an_mtls_client_is_the_subject_of_its_certificate(kaas_factory, certs):
     AdminClient(rdkafka_conf(s, "SSL", client_cert="writer")).list_topics(timeout=10)
     wait_for(lambda: "principal=User:CN=writer,O=kaas-tests" in s.broker.log_text(), timeout=10,
              what="the client certificate's subject as the principal")
+    # Without a certificate, where one is only requested: connected, as User:ANONYMOUS.
+    accepted = s.broker.log_text().count("TLS client certificate accepted")
+    AdminClient(rdkafka_conf(s, "SSL")).list_topics(timeout=10)
+    assert s.broker.log_text().count("TLS client certificate accepted") == accepted
 
 
 # --- no authentication, no service ---------------------------------------------------
@@ -422,8 +428,18 @@ def test_an_unauthenticated_connection_gets_only_api_versions_and_sasl(kaas_fact
             assert _read_response(sock) is not None, "ApiVersions is answered before authentication"
             sock.sendall(frame)
             assert _read_response(sock) is None, f"{name} was answered before authentication"
-        assert f"api={name} " in s.broker.log_text() or f'api="{name}"' in s.broker.log_text() \
-            or f"api={name}\n" in s.broker.log_text(), f"{name}: no log line says why"
+        assert f"{name} request before SASL authentication" in s.broker.log_text(), f"{name}: no log line says why"
+    # Nor after a handshake, half-way through SCRAM.
+    with socket.create_connection(addr, timeout=10) as sock:
+        sock.sendall(request(17, 1, 1, string("SCRAM-SHA-512")))
+        assert _read_response(sock) is not None
+        sock.sendall(request(0, 3, 2, produce_v3("guarded", 0, record_batch([b"x"]))))
+        assert _read_response(sock) is None, "Produce answered after a handshake alone"
+    # A big frame is refused from its header: the broker reads no more of it.
+    with socket.create_connection(addr, timeout=10) as sock:
+        sock.sendall(struct.pack(">ihh", 50 << 20, 0, 3))
+        assert _read_response(sock) is None
+    assert f"frame of {50 << 20} bytes before SASL authentication exceeds 65536 bytes" in s.broker.log_text()
     c = Consumer({**plain, "group.id": "g", "enable.auto.commit": False})
     lo, hi = c.get_watermark_offsets(TopicPartition("guarded", 0), timeout=10)
     assert (lo, hi) == (0, 0), "nothing was appended"
@@ -472,20 +488,91 @@ def test_listener_flags_are_checked_before_anything_starts(tmp_path, certs):
 
 
 def test_a_renewed_certificate_is_served_without_a_restart(kaas_factory, certs, tmp_path):
-    """The broker re-reads its certificate and key when they change: clients trusting
-    only the new CA connect after the swap, without a restart."""
-    d = tmp_path / "live"
+    """The broker re-reads its certificate and key when they change, here mounted as a
+    Kubernetes Secret is (tls.crt -> ..data/tls.crt, ..data -> a versioned directory,
+    swapped by one rename): clients trusting only the new CA connect after the swap,
+    without a restart."""
+    import os as _os
+    d = tmp_path / "secret"
     d.mkdir()
-    for f in ("rogue-broker.pem", "rogue-broker.key"):
-        (d / f).write_bytes((certs / f).read_bytes())
+
+    def version(name, pair):
+        v = d / name
+        v.mkdir()
+        (v / "tls.crt").write_bytes((certs / f"{pair}.pem").read_bytes())
+        (v / "tls.key").write_bytes((certs / f"{pair}.key").read_bytes())
+        tmp = d / "..data_tmp"
+        _os.symlink(name, tmp)
+        _os.rename(tmp, d / "..data")
+
+    version("..v1", "rogue-broker")
+    for f in ("tls.crt", "tls.key"):
+        _os.symlink(f"..data/{f}", d / f)
     port = free_port()
     b = kaas_factory("--listener", f"PLAINTEXT://127.0.0.1:{free_port()}", "--listener", f"SSL://127.0.0.1:{port}",
-                     "--ssl-certificate", str(d / "rogue-broker.pem"), "--ssl-key", str(d / "rogue-broker.key"))
+                     "--ssl-certificate", str(d / "tls.crt"), "--ssl-key", str(d / "tls.key"))
     conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": str(certs / "ca.pem")}
     assert _confluent_auth_error(conf) is not None, "the rogue certificate is not trusted by ca.pem"
-    # Swap in the CA-signed pair (key first, then the certificate, as a renewal would).
-    (d / "rogue-broker.key").write_bytes((certs / "broker.key").read_bytes())
-    (d / "rogue-broker.pem").write_bytes((certs / "broker.pem").read_bytes())
+    version("..v2", "broker")
     wait_for(lambda: _confluent_auth_error(conf) is None, timeout=20, what="the renewed certificate served")
     assert "TLS certificate files changed: reloaded" in b.log_text()
     assert b.alive()
+
+
+# --- credentials through the Kafka API and kaasctl -----------------------------------
+
+def test_scram_credentials_through_the_admin_api_and_kaasctl(kaas_factory, certs):
+    """AlterUserScramCredentials adds a user (the client salts the password; the broker
+    stores only the verifier), it logs in, DescribeUserScramCredentials and `kaasctl
+    users list` show it, deleting it stops the next login; per-user errors are Kafka's."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    s = secure_broker(kaas_factory, certs)
+    admin = AdminClient(rdkafka_conf(s, "SASL_SSL", "SCRAM-SHA-512"))
+    upsert = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-pw")
+    for f in admin.alter_user_scram_credentials([upsert]).values():
+        f.result(30)
+    assert _confluent_auth_error(rdkafka_conf(s, "SASL_PLAINTEXT", "SCRAM-SHA-512", user="carol", password="carol-pw")) is None
+    assert _confluent_auth_error(rdkafka_conf(s, "SASL_PLAINTEXT", "PLAIN", user="carol", password="carol-pw")) is None
+    futures = admin.describe_user_scram_credentials(["carol", "nobody"])
+    carol = futures["carol"].result(30)
+    assert [(i.mechanism, i.iterations) for i in carol.scram_credential_infos] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+    with pytest.raises(KafkaException) as missing:
+        futures["nobody"].result(30)
+    assert missing.value.args[0].code() == 91, missing.value  # RESOURCE_NOT_FOUND
+    stored = (s.broker.data_dir / "__cluster" / "scram-credentials.json").read_text()
+    assert "carol-pw" not in stored and "carol" in stored
+    listed = json.loads(kaasctl(s.broker.data_dir, "-o", "json", "users", "list").stdout)
+    assert {u["user"]: [m["mechanism"] for m in u["mechanisms"]] for u in listed} == {
+        "alice": ["SCRAM-SHA-256", "SCRAM-SHA-512"], "carol": ["SCRAM-SHA-512"]}
+    # Kafka's per-user errors: too few iterations; deleting what is not there.
+    bad = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100), b"pw")
+    with pytest.raises(KafkaException) as e:
+        admin.alter_user_scram_credentials([bad])["dave"].result(30)
+    assert e.value.args[0].code() == 93  # UNACCEPTABLE_CREDENTIAL
+    with pytest.raises(KafkaException) as e:
+        admin.alter_user_scram_credentials([UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)])["carol"].result(30)
+    assert e.value.args[0].code() == 91
+    for f in admin.alter_user_scram_credentials([UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)]).values():
+        f.result(30)
+    assert _confluent_auth_error(rdkafka_conf(s, "SASL_PLAINTEXT", "SCRAM-SHA-512", user="carol", password="carol-pw"))
+    # kaasctl deletes too, and says what it did; the journal records who.
+    r = kaasctl(s.broker.data_dir, "users", "delete", "alice", "--mechanism", "SCRAM-SHA-256")
+    assert r.returncode == 0 and "SCRAM-SHA-256 deleted" in r.stdout, r.stdout + r.stderr
+    r = kaasctl(s.broker.data_dir, "users", "delete", "nobody")
+    assert r.returncode != 0 and "user nobody has no" in r.stderr, r.stderr
+    # Whatever $USER says, the journal records the account kaasctl runs as.
+    r = subprocess.run([str(KAASCTL), "--data-dir", str(s.broker.data_dir), "users", "add", "erin", "--password-stdin"],
+                       input="erin-pw\n", capture_output=True, text=True, timeout=60, env=dict(os.environ, USER="mallory"))
+    assert r.returncode == 0, r.stderr
+    me = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+    audit = json.loads(kaasctl(s.broker.data_dir, "-o", "json", "audit").stdout)
+    by_target = {}
+    for a in audit:
+        by_target.setdefault(a["target"], []).append(a)
+    assert [a["user"] for a in by_target["user erin"]] == [me]
+    assert len(by_target["user alice"]) == 2  # added by the fixture, then deleted
+    # The broker journals the Admin API's changes, with the principal that asked.
+    carol = by_target["user carol"]
+    assert len(carol) == 2 and all(a["tool"] == "broker 0" for a in carol), carol
+    assert "principal=User:alice" in carol[0]["command"], carol

@@ -176,6 +176,21 @@ def hand_built_requests():
     }
     payload = struct.pack(">hhi", 60, 0, 1) + string("fz") + b"\x00" + b"\x00" + b"\x00"
     frames[60] = struct.pack(">i", len(payload)) + payload
+    # SaslHandshake v1: mechanism. SaslAuthenticate v0: auth bytes (ILLEGAL_SASL_STATE
+    # on this PLAINTEXT listener, as Kafka answers).
+    frames[17] = request(17, 1, 1, string("PLAIN"))
+    frames[36] = request(36, 0, 1, struct.pack(">i", 7) + b"\x00fz\x00pw\x00")
+
+    def flexible(key, body):  # header v2: client id, then empty tagged fields
+        payload = struct.pack(">hhi", key, 0, 1) + string("fz") + b"\x00" + body
+        return struct.pack(">i", len(payload)) + payload
+
+    # DescribeUserScramCredentials v0: users [name] (compact), tags
+    frames[50] = flexible(50, b"\x02" + b"\x03fz" + b"\x00" + b"\x00")
+    # AlterUserScramCredentials v0: deletions [], upsertions [name, mechanism, iterations,
+    # salt, salted password] (compact), tags. 100 iterations: refused, nothing stored.
+    frames[51] = flexible(51, b"\x01" + b"\x02" + b"\x03fz" + struct.pack(">bi", 2, 100)
+                          + b"\x05salt" + b"\x05hash" + b"\x00" + b"\x00")
     return frames
 
 

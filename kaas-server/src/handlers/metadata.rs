@@ -123,10 +123,15 @@ fn describe(
             };
             match (p, led_elsewhere) {
                 (Err(_), Some((leader, _))) if live.get(&leader).is_some_and(|e| e.on(&ctx.listener).is_none()) => {
-                    // Kafka's answer when the leader has no listener of this name.
-                    base.with_error_code(ResponseError::ListenerNotFound.code())
-                        .with_leader_id(BrokerId(-1))
-                        .with_leader_epoch(-1)
+                    // Kafka's answer when the leader has no listener of this name (v6+;
+                    // older clients know only LEADER_NOT_AVAILABLE).
+                    base.with_error_code(if version >= 6 {
+                        ResponseError::ListenerNotFound.code()
+                    } else {
+                        ResponseError::LeaderNotAvailable.code()
+                    })
+                    .with_leader_id(BrokerId(-1))
+                    .with_leader_epoch(-1)
                 }
                 (Ok(p), _) => base
                     .with_leader_id(me)

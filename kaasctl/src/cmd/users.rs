@@ -132,6 +132,8 @@ pub fn delete(c: &Cluster, user: &str, mechanisms: &[Mechanism]) -> anyhow::Resu
     Ok(Status::Ok)
 }
 
+/// Records a change already made. (A crash between the two leaves the change
+/// unrecorded; a failure to record says the change stands.)
 fn audit(c: &Cluster, target: &str) -> anyhow::Result<()> {
     let command: Vec<String> = std::env::args().collect();
     kaas_core::admin::record_audit(
@@ -142,7 +144,8 @@ fn audit(c: &Cluster, target: &str) -> anyhow::Result<()> {
         None,
         None,
         c.now_ms,
-    )?;
+    )
+    .map_err(|e| anyhow::anyhow!("{target}: changed, but the audit record could not be written: {e}"))?;
     Ok(())
 }
 

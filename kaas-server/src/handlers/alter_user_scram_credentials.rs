@@ -1,0 +1,184 @@
+//! AlterUserScramCredentials (key 51): adds, replaces and deletes SCRAM credentials in
+//! `__cluster/scram-credentials.json`, under its lock, as `kaasctl users` does. An
+//! upsertion carries the salted password (the client salts and hashes; the password
+//! never travels); the broker keeps only StoredKey and ServerKey. Errors are per user,
+//! as Kafka's: UNSUPPORTED_SASL_MECHANISM, UNACCEPTABLE_CREDENTIAL (iterations out of
+//! 4096..=16384, empty salt or password or name), RESOURCE_NOT_FOUND (deleting what
+//! does not exist), DUPLICATE_RESOURCE (a user and mechanism twice in one request). A
+//! user with any error has none of its changes applied.
+
+use super::{sb, RequestContext};
+use crate::broker::Broker;
+use kaas_core::scram::{Credentials, Mechanism, ScramCredential, MAX_ITERATIONS, MIN_ITERATIONS};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::{AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub const MIN: i16 = 0;
+pub const MAX: i16 = 0;
+
+enum Change {
+    Delete,
+    Upsert(ScramCredential),
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    req: AlterUserScramCredentialsRequest,
+) -> AlterUserScramCredentialsResponse {
+    // user -> first error, or its changes by mechanism
+    let mut errors: BTreeMap<String, (i16, String)> = BTreeMap::new();
+    let mut changes: BTreeMap<String, Vec<(Mechanism, Change)>> = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let requested = req
+        .deletions
+        .iter()
+        .map(|d| (d.name.to_string(), d.mechanism, None))
+        .chain(
+            req.upsertions
+                .iter()
+                .map(|u| (u.name.to_string(), u.mechanism, Some(u))),
+        );
+    for (user, code, upsert) in requested {
+        changes.entry(user.clone()).or_default();
+        if errors.contains_key(&user) {
+            continue;
+        }
+        let fail = |code: ResponseError, message: String| (code.code(), message);
+        let checked = (|| {
+            if user.is_empty() {
+                return Err(fail(
+                    ResponseError::UnacceptableCredential,
+                    "username must not be empty".into(),
+                ));
+            }
+            let mechanism = Mechanism::from_code(code).ok_or_else(|| {
+                fail(
+                    ResponseError::UnsupportedSaslMechanism,
+                    format!("unknown SCRAM mechanism type {code}"),
+                )
+            })?;
+            if !seen.insert((user.clone(), code)) {
+                return Err(fail(
+                    ResponseError::DuplicateResource,
+                    format!("credential for user {user} and mechanism {mechanism} is altered twice in one request"),
+                ));
+            }
+            let change = match upsert {
+                None => Change::Delete,
+                Some(u) => {
+                    let iterations = u32::try_from(u.iterations).unwrap_or(0);
+                    if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+                        return Err(fail(
+                            ResponseError::UnacceptableCredential,
+                            format!("iterations {} not in {MIN_ITERATIONS}..={MAX_ITERATIONS}", u.iterations),
+                        ));
+                    }
+                    if u.salt.is_empty() || u.salted_password.is_empty() {
+                        return Err(fail(
+                            ResponseError::UnacceptableCredential,
+                            "salt and salted password must not be empty".into(),
+                        ));
+                    }
+                    Change::Upsert(ScramCredential::from_salted_password(
+                        mechanism,
+                        &u.salted_password,
+                        &u.salt,
+                        iterations,
+                    ))
+                }
+            };
+            Ok((mechanism, change))
+        })();
+        match checked {
+            Ok(c) => changes.entry(user).or_default().push(c),
+            Err(e) => {
+                errors.insert(user, e);
+            }
+        }
+    }
+    let written = crate::blocking::off_worker(|| {
+        Credentials::update::<kaas_core::VolumeError>(&broker.volume, |creds| {
+            for (user, list) in &changes {
+                if errors.contains_key(user) {
+                    continue;
+                }
+                // A deletion of what is not there fails the user's whole change.
+                let missing = list
+                    .iter()
+                    .find_map(|(m, c)| (matches!(c, Change::Delete) && creds.get(user, *m).is_none()).then_some(*m));
+                if let Some(m) = missing {
+                    errors.insert(
+                        user.clone(),
+                        (
+                            ResponseError::ResourceNotFound.code(),
+                            format!("attempt to delete a user credential that does not exist: {user} {m}"),
+                        ),
+                    );
+                    continue;
+                }
+                for (m, c) in list {
+                    match c {
+                        Change::Delete => {
+                            creds.remove(user, *m);
+                        }
+                        Change::Upsert(v) => creds.set(user, *m, v.clone()),
+                    }
+                }
+            }
+            Ok(())
+        })
+    });
+    let storage_error = written.err().map(|e| {
+        tracing::error!(error = %e, "cannot write SCRAM credentials");
+        e.to_string()
+    });
+    let results = changes
+        .keys()
+        .map(|user| {
+            let r = AlterUserScramCredentialsResult::default().with_user(sb(user.clone()));
+            match (errors.get(user), &storage_error) {
+                (Some((code, message)), _) => r.with_error_code(*code).with_error_message(Some(sb(message.clone()))),
+                (None, Some(e)) => r
+                    .with_error_code(ResponseError::KafkaStorageError.code())
+                    .with_error_message(Some(sb(e.clone()))),
+                (None, None) => r,
+            }
+        })
+        .collect();
+    if storage_error.is_none() {
+        // Who changed which credentials goes in the audit journal, as kaasctl's
+        // changes do (`kaasctl audit`).
+        let command = vec![
+            "AlterUserScramCredentials".to_string(),
+            format!("principal={}", ctx.principal),
+            format!("peer={}", ctx.peer),
+            format!("listener={}", ctx.listener),
+        ];
+        let actor = kaas_core::txn::Actor::Broker {
+            id: broker.config.broker_id,
+        };
+        for user in changes.keys().filter(|u| !errors.contains_key(*u)) {
+            tracing::info!(user, principal = %ctx.principal, peer = %ctx.peer, "SCRAM credentials altered");
+            let target = format!("user {user}");
+            let recorded = crate::blocking::off_worker(|| {
+                kaas_core::admin::record_audit(
+                    &broker.volume,
+                    &actor,
+                    &command,
+                    &target,
+                    None,
+                    None,
+                    kaas_core::now_ms(),
+                )
+            });
+            if let Err(e) = recorded {
+                tracing::error!(error = %e, user, "SCRAM credentials altered but the audit record could not be written");
+            }
+        }
+    }
+    AlterUserScramCredentialsResponse::default().with_results(results)
+}
