@@ -467,6 +467,34 @@ def test_metadata_advertises_the_listener_the_client_came_in_on(kaas_factory, ce
     assert [(x.host, x.port) for x in external.brokers.values()] == [("localhost", ports["EXTERNAL"])]
 
 
+def test_a_peer_without_the_listener_is_left_out_and_its_partitions_say_listener_not_found(kaas_factory, tmp_path):
+    """Two brokers on one volume; only broker 0 has an EXTERNAL listener. A client on
+    EXTERNAL sees broker 0 alone, and the partitions broker 1 leads answer
+    LISTENER_NOT_FOUND (Kafka's answer); on PLAINTEXT it sees both."""
+    from test_cluster import SHORT, settled
+    data = tmp_path / "shared"
+    p0, p0x, p1 = free_port(), free_port(), free_port()
+    kaas_factory("--listener", f"PLAINTEXT://127.0.0.1:{p0}", "--listener", f"EXTERNAL=SASL_PLAINTEXT://127.0.0.1:{p0x}",
+                 *SHORT, data_dir=data)
+    kaas_factory("--broker-id", "1", "--listener", f"PLAINTEXT://127.0.0.1:{p1}", *SHORT, data_dir=data)
+    add_user(data, "alice", PASSWORD)
+    internal = {"bootstrap.servers": f"127.0.0.1:{p0}"}
+    admin = AdminClient(internal)
+    admin.create_topics([NewTopic("lt", 8, 1)])["lt"].result(30)
+    placed = wait_for(lambda: settled(f"127.0.0.1:{p0}", f"127.0.0.1:{p1}", topic="lt", brokers=[0, 1]), timeout=30,
+                      what="both brokers listed and every partition with its leader")
+    assert 1 in placed.values() and 0 in placed.values(), placed
+    external = AdminClient({"bootstrap.servers": f"127.0.0.1:{p0x}", "security.protocol": "SASL_PLAINTEXT",
+                            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": PASSWORD})
+    md = external.list_topics("lt", timeout=10)
+    assert sorted(md.brokers) == [0] and md.brokers[0].port == p0x
+    for p, m in md.topics["lt"].partitions.items():
+        if placed[p] == 1:
+            assert m.error is not None and m.error.code() == 72, (p, m.error)  # LISTENER_NOT_FOUND
+        else:
+            assert m.error is None and m.leader == 0, (p, m.error)
+
+
 def test_listener_flags_are_checked_before_anything_starts(tmp_path, certs):
     from conftest import BIN
     cases = [
