@@ -28,6 +28,10 @@ impl Volume {
     pub fn broker_configs_file(&self) -> PathBuf {
         self.cluster_dir().join("broker-configs.json")
     }
+    /// ACLs (docs/security.md#acls).
+    pub fn acls_file(&self) -> PathBuf {
+        self.cluster_dir().join("acls.json")
+    }
     /// SASL/SCRAM credentials: salted verifiers, never passwords (docs/security.md).
     pub fn scram_credentials_file(&self) -> PathBuf {
         self.cluster_dir().join("scram-credentials.json")

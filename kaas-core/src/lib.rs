@@ -1,6 +1,7 @@
 //! kaas-core: every on-disk format of the shared volume and the state machines the
 //! broker and kaasctl share. No network code and no async runtime live here.
 
+pub mod acl;
 pub mod admin;
 pub mod batch;
 pub mod broker;

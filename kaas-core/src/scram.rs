@@ -184,34 +184,8 @@ impl Credentials {
     /// The credentials on the volume; none stored is empty.
     pub fn read(volume: &Volume) -> Result<Credentials, VolumeError> {
         let path = volume.scram_credentials_file();
-        match read_versioned_json::<Credentials>(&path, "SCRAM credentials", CREDENTIALS_FORMAT_VERSION) {
-            Ok(c) => {
-                // A login costs the stored iteration count in HMACs: a file edited by
-                // hand must not make every login (by anyone) arbitrarily expensive.
-                for (user, by_mechanism) in &c.users {
-                    for (name, cred) in by_mechanism {
-                        let Some(m) = Mechanism::from_name(name) else {
-                            return Err(VolumeError::Invalid {
-                                path,
-                                detail: format!("user {user:?}: unknown mechanism {name:?}"),
-                            });
-                        };
-                        if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&cred.iterations)
-                            || cred.stored_key.len() != m.hash(b"").len()
-                            || cred.server_key.len() != m.hash(b"").len()
-                        {
-                            return Err(VolumeError::Invalid {
-                                path,
-                                detail: format!(
-                                    "user {user:?} {name}: iterations must be {MIN_ITERATIONS}..={MAX_ITERATIONS} and keys {} bytes",
-                                    m.hash(b"").len()
-                                ),
-                            });
-                        }
-                    }
-                }
-                Ok(c)
-            }
+        match read_versioned_json(&path, "SCRAM credentials", CREDENTIALS_FORMAT_VERSION) {
+            Ok(c) => Ok(c),
             Err(e) if e.is_not_found() => Ok(Credentials {
                 version: CREDENTIALS_FORMAT_VERSION,
                 ..Default::default()
@@ -240,8 +214,23 @@ impl Credentials {
         Ok(creds)
     }
 
+    /// `user`'s verifier for `mechanism`, if it has a usable one. An entry with an
+    /// iteration count outside 4096..=16384 or keys of the wrong length (a file
+    /// edited by hand) is not used: a login costs the stored count in HMACs, which
+    /// must stay bounded. Only that user's login fails; `kaasctl users` still
+    /// lists and replaces it.
     pub fn get(&self, user: &str, mechanism: Mechanism) -> Option<&ScramCredential> {
-        self.users.get(user)?.get(mechanism.name())
+        let c = self.users.get(user)?.get(mechanism.name())?;
+        let len = mechanism.hash(b"").len();
+        if (MIN_ITERATIONS..=MAX_ITERATIONS).contains(&c.iterations)
+            && c.stored_key.len() == len
+            && c.server_key.len() == len
+        {
+            Some(c)
+        } else {
+            tracing::warn!(user, %mechanism, iterations = c.iterations, "SCRAM credential unusable (iterations out of 4096..=16384 or keys of the wrong length); replace it with kaasctl users add");
+            None
+        }
     }
 
     pub fn set(&mut self, user: &str, mechanism: Mechanism, credential: ScramCredential) {
@@ -282,6 +271,7 @@ impl Credentials {
         let found = [Mechanism::ScramSha512, Mechanism::ScramSha256]
             .into_iter()
             .find_map(|m| self.get(user, m).map(|c| (m, c)));
+        // (An unusable entry reads as no user: PLAIN's check falls to the decoy.)
         match found {
             Some((m, c)) => c.verify_password(m, password),
             None => {
@@ -344,7 +334,8 @@ pub fn authenticate_plain(token: &[u8], creds: &Credentials) -> Result<String, A
             "an authorization id other than the username is not supported".into(),
         ));
     }
-    if creds.users.contains_key(user) {
+    let usable = Mechanism::ALL.into_iter().any(|m| creds.get(user, m).is_some());
+    if usable {
         if creds.check_password(user, password) {
             Ok(user.to_string())
         } else {
@@ -523,9 +514,11 @@ impl ScramServer {
 }
 
 impl ScramServer {
-    /// A made-up verifier for an unknown user: the same salt for the same name for the
-    /// life of the process (an HMAC of the name under a random process key), the
-    /// default iteration count, keys nobody has.
+    /// A made-up verifier for an unknown user: the same salt for the same name and
+    /// mechanism for the life of the process (an HMAC under a random process key), the
+    /// default iteration count, keys nobody has. (Another broker, or this one after a
+    /// restart, makes up another salt, where a real user's stays: a client patient
+    /// enough to compare can still tell.)
     fn decoy(&self, user: &str) -> Result<ScramCredential, AuthError> {
         static KEY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
         let key = match KEY.get() {
@@ -536,7 +529,8 @@ impl ScramServer {
             }
         };
         let m = self.mechanism;
-        let salt = Mechanism::ScramSha256.hmac(key, user.as_bytes());
+        // Per mechanism, as a real user's salts are (one random salt each).
+        let salt = m.hmac(key, format!("{}\0{user}", m.name()).as_bytes())[..32].to_vec();
         Ok(ScramCredential {
             stored_key: m.hmac(key, b"no such user"),
             server_key: m.hmac(key, b"no such user either"),

@@ -102,7 +102,15 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // The lease's own host/port is what brokers from before listeners read as this
     // broker's (PLAINTEXT) address: the PLAINTEXT listener's when there is one, so a
     // rolling upgrade keeps sending their clients to a port that speaks plain Kafka.
-    let primary = bound.iter().find(|(l, _)| l.name == "PLAINTEXT").unwrap_or(&bound[0]);
+    let plaintext = |(l, _): &&(crate::listeners::ListenerSpec, std::net::SocketAddr)| {
+        l.protocol == crate::listeners::SecurityProtocol::Plaintext
+    };
+    let primary = bound
+        .iter()
+        .filter(plaintext)
+        .find(|(l, _)| l.name == "PLAINTEXT")
+        .or_else(|| bound.iter().find(plaintext))
+        .unwrap_or(&bound[0]);
     let (host, port) = advertised
         .on(&primary.0.name)
         .map(|(h, p)| (h.to_string(), p))

@@ -156,9 +156,15 @@ struct Limits {
     /// `queued.max.request.bytes`, as permits of one byte each.
     request_bytes: Arc<Semaphore>,
     request_bytes_max: u64,
+    /// Memory for frames of connections not yet authenticated, apart from the request
+    /// budget: clients nobody knows cannot take it from those who logged in.
+    pre_auth_bytes: Arc<Semaphore>,
     idle: Duration,
     max_frame: usize,
 }
+
+/// [`Limits::pre_auth_bytes`]: 128 frames of [`MAX_PRE_AUTH_FRAME`] at once.
+const PRE_AUTH_BUDGET: usize = 128 * MAX_PRE_AUTH_FRAME;
 
 /// A bound listener, ready to serve: its name and protocol, its socket, and its TLS
 /// configuration when the protocol has TLS.
@@ -174,8 +180,9 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest frame (or raw SASL token) of a connection that has not authenticated:
 /// ApiVersions, SaslHandshake and SCRAM/PLAIN tokens are well under 1 KiB. (Kafka's
 /// sasl.server.max.receive.size is 512 KiB; this is tighter, as unauthenticated
-/// memory is the first thing a flood spends.)
-const MAX_PRE_AUTH_FRAME: usize = 64 * 1024;
+/// memory is the first thing a flood spends. Decoded, a frame this size packed with
+/// tagged fields takes some 20 times it, still small.)
+const MAX_PRE_AUTH_FRAME: usize = 8 * 1024;
 
 /// A SASL listener's connection must have authenticated this long after it opened
 /// (after its TLS handshake), or it is closed.
@@ -191,6 +198,7 @@ pub async fn serve(broker: Arc<Broker>, listeners: Vec<BoundListener>, shutdown:
         slots: ConnectionSlots::new(config.max_connections, config.max_connections_per_ip),
         request_bytes: Arc::new(Semaphore::new(budget as usize)),
         request_bytes_max: budget,
+        pre_auth_bytes: Arc::new(Semaphore::new(PRE_AUTH_BUDGET)),
         idle: Duration::from_millis(config.connections_max_idle_ms),
         max_frame: config.max_request_bytes,
     });
@@ -304,7 +312,11 @@ async fn connection(
     debug!(%peer, listener = %on.name, "connection opened");
     match &on.tls {
         Some(tls) => {
-            let acceptor = crate::blocking::off_worker(|| tls.acceptor());
+            let acceptor = if tls.check_due() {
+                crate::blocking::off_worker(|| tls.acceptor())
+            } else {
+                tls.acceptor()
+            };
             let accepted = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
             let stream = match accepted {
                 Ok(Ok(stream)) => stream,
@@ -355,8 +367,11 @@ async fn write_response<W: AsyncWrite + Unpin>(
     response: &[u8],
     peer: SocketAddr,
     limits: &Limits,
+    deadline: Option<tokio::time::Instant>,
 ) -> bool {
-    let written = tokio::time::timeout(limits.idle, async {
+    let by = tokio::time::Instant::now() + limits.idle;
+    let by = deadline.map_or(by, |d| d.min(by));
+    let written = tokio::time::timeout_at(by, async {
         writer.write_all(response).await?;
         writer.flush().await
     })
@@ -400,7 +415,7 @@ async fn serve_connection<R, W>(
                 }
                 token = read_raw_token(&mut reader, limits) => token,
             };
-            let token = match token {
+            let (token, _permit) = match token {
                 Ok(Some(t)) => t,
                 Ok(None) => break,
                 Err(e) => {
@@ -410,7 +425,7 @@ async fn serve_connection<R, W>(
             };
             let step = auth.raw(broker, token).await;
             if let Some(response) = &step.response {
-                if !write_response(&mut writer, response, peer, limits).await {
+                if !write_response(&mut writer, response, peer, limits, Some(authenticate_by)).await {
                     break;
                 }
             }
@@ -460,7 +475,7 @@ async fn serve_connection<R, W>(
                         break;
                     }
                 };
-                if !write_response(&mut writer, &response, peer, limits).await {
+                if !write_response(&mut writer, &response, peer, limits, Some(authenticate_by)).await {
                     break;
                 }
                 if !session.after_sasl_step(outcome, peer) {
@@ -472,7 +487,15 @@ async fn serve_connection<R, W>(
         }
         match handle_frame(broker, peer, &session, frame, &shutdown, Some(permit)).await {
             Ok(Some(response)) => {
-                if !write_response(&mut writer, &response, peer, limits).await {
+                if !write_response(
+                    &mut writer,
+                    &response,
+                    peer,
+                    limits,
+                    authenticating.then_some(authenticate_by),
+                )
+                .await
+                {
                     break;
                 }
             }
@@ -562,7 +585,10 @@ async fn sasl_request(
 
 /// Reads one raw SASL token (4-byte length, then the token), for the framing that
 /// follows a v0 SaslHandshake.
-async fn read_raw_token<R: AsyncReadExt + Unpin>(reader: &mut R, limits: &Limits) -> Result<Option<Bytes>, FrameError> {
+async fn read_raw_token<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    limits: &Limits,
+) -> Result<Option<(Bytes, OwnedSemaphorePermit)>, FrameError> {
     let idle = limits.idle;
     let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
     let mut len = [0u8; 4];
@@ -581,9 +607,9 @@ async fn read_raw_token<R: AsyncReadExt + Unpin>(reader: &mut R, limits: &Limits
             max: MAX_PRE_AUTH_FRAME,
         });
     }
-    // Its share of the request memory budget, like any frame.
-    let _permit = limits
-        .request_bytes
+    // Its share of the unauthenticated budget, held until the token is answered.
+    let permit = limits
+        .pre_auth_bytes
         .clone()
         .acquire_many_owned(size as u32)
         .await
@@ -592,7 +618,7 @@ async fn read_raw_token<R: AsyncReadExt + Unpin>(reader: &mut R, limits: &Limits
     tokio::time::timeout(idle, reader.read_exact(&mut token))
         .await
         .map_err(timed)??;
-    Ok(Some(Bytes::from(token)))
+    Ok(Some((Bytes::from(token), permit)))
 }
 
 /// Reads one frame, with its share of the request memory budget; None on a clean end
@@ -664,8 +690,12 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
     let cost = (size as u64 * weight)
         .min(limits.request_bytes_max)
         .min(u32::MAX as u64) as u32;
-    let permit = limits
-        .request_bytes
+    let budget = if pre_auth {
+        &limits.pre_auth_bytes
+    } else {
+        &limits.request_bytes
+    };
+    let permit = budget
         .clone()
         .acquire_many_owned(cost)
         .await

@@ -72,9 +72,15 @@ impl Tls {
         }))
     }
 
+    /// Whether the next [`Tls::acceptor`] looks at the files (blocking work then).
+    pub fn check_due(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).checked.elapsed() >= RELOAD_CHECK
+    }
+
     /// The acceptor for a new connection: the files as they were at the last check (at
     /// most a second ago), reloaded if they changed since. Looking at (and re-reading)
-    /// the files is blocking work: call it through [`crate::blocking::off_worker`].
+    /// the files is blocking work: when [`Tls::check_due`], call it through
+    /// [`crate::blocking::off_worker`].
     pub fn acceptor(&self) -> TlsAcceptor {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.checked.elapsed() >= RELOAD_CHECK {
@@ -247,8 +253,9 @@ fn java_keyword(oid: &str) -> Option<&'static str> {
 /// A DirectoryString (or IA5String) value as text, by its universal tag.
 fn decode_directory_string(tag: u32, data: &[u8]) -> Option<String> {
     match tag {
-        // UTF8String, NumericString, PrintableString, IA5String, VisibleString
-        12 | 18 | 19 | 22 | 26 => std::str::from_utf8(data).ok().map(str::to_string),
+        // UTF8String, PrintableString, IA5String, GeneralString (Java writes
+        // NumericString, VisibleString and UniversalString as #hex)
+        12 | 19 | 22 | 27 => std::str::from_utf8(data).ok().map(str::to_string),
         // TeletexString: read as Latin-1, as Java does
         20 => Some(data.iter().map(|&b| b as char).collect()),
         // BMPString: UTF-16BE
@@ -259,11 +266,6 @@ fn decode_directory_string(tag: u32, data: &[u8]) -> Option<String> {
                 .collect::<Vec<_>>(),
         )
         .ok(),
-        // UniversalString: UTF-32BE
-        28 if data.len().is_multiple_of(4) => data
-            .chunks(4)
-            .map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
-            .collect(),
         _ => None,
     }
 }
@@ -284,14 +286,16 @@ fn der_hex(tag: u32, data: &[u8]) -> String {
     der.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// RFC 2253 §2.4: `,+"\<>;` escaped, and a leading `#` or space and a trailing space.
+/// RFC 2253 §2.4 as Java writes it: `,=+<>#;"\` escaped anywhere, and leading and
+/// trailing spaces.
 fn escape_rdn_value(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
-    let last = v.chars().count().saturating_sub(1);
+    let lead = v.chars().take_while(|c| *c == ' ').count();
+    let total = v.chars().count();
+    let trail = total - v.chars().rev().take_while(|c| *c == ' ').count();
     for (i, c) in v.chars().enumerate() {
-        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
-            || (i == 0 && (c == '#' || c == ' '))
-            || (i == last && c == ' ');
+        let special =
+            matches!(c, ',' | '=' | '+' | '"' | '\\' | '<' | '>' | ';' | '#') || (c == ' ' && (i < lead || i >= trail));
         if special {
             out.push('\\');
         }
@@ -313,7 +317,7 @@ mod tests {
             "emailAddress has no keyword in Java's RFC 2253 form"
         );
         assert_eq!(escape_rdn_value("a,b+c"), "a\\,b\\+c");
-        assert_eq!(escape_rdn_value(" #x "), "\\ #x\\ ");
+        assert_eq!(escape_rdn_value(" #x=1 "), "\\ \\#x\\=1\\ ");
         assert_eq!(decode_directory_string(30, &[0, b'h', 0, b'i']).as_deref(), Some("hi"));
         assert_eq!(der_hex(22, b"a@b"), "1603614062");
     }

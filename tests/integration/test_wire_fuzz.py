@@ -188,7 +188,8 @@ def hand_built_requests():
     # DescribeUserScramCredentials v0: users [name] (compact), tags
     frames[50] = flexible(50, b"\x02" + b"\x03fz" + b"\x00" + b"\x00")
     # AlterUserScramCredentials v0: deletions [], upsertions [name, mechanism, iterations,
-    # salt, salted password] (compact), tags. 100 iterations: refused, nothing stored.
+    # salt, salted password] (compact), tags. 100 iterations: refused (a mutation may
+    # make it valid and store a user on this throwaway volume).
     frames[51] = flexible(51, b"\x01" + b"\x02" + b"\x03fz" + struct.pack(">bi", 2, 100)
                           + b"\x05salt" + b"\x05hash" + b"\x00" + b"\x00")
     return frames

@@ -19,6 +19,10 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 0;
 
+/// The longest salt and user name accepted (Kafka's clients send 32-64 byte salts).
+const MAX_SALT: usize = 1024;
+const MAX_USER: usize = 1024;
+
 enum Change {
     Delete,
     Upsert(ScramCredential),
@@ -81,6 +85,13 @@ pub async fn handle(
                         return Err(fail(
                             ResponseError::UnacceptableCredential,
                             "salt and salted password must not be empty".into(),
+                        ));
+                    }
+                    // Every login reads the whole file: no entry may make it big.
+                    if u.salt.len() > MAX_SALT || user.len() > MAX_USER {
+                        return Err(fail(
+                            ResponseError::UnacceptableCredential,
+                            format!("salt at most {MAX_SALT} bytes, user name at most {MAX_USER}"),
                         ));
                     }
                     Change::Upsert(ScramCredential::from_salted_password(

@@ -35,10 +35,12 @@ pub async fn handle(
     for n in &named {
         *times_named.entry(n.as_str()).or_default() += 1;
     }
+    // One result per user, also for a user named twice (as Kafka answers).
     let users: Vec<String> = if named.is_empty() {
         creds.users.keys().cloned().collect()
     } else {
-        named.clone()
+        let mut seen = std::collections::HashSet::new();
+        named.iter().filter(|n| seen.insert(n.as_str())).cloned().collect()
     };
     let results = users
         .into_iter()

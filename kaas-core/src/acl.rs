@@ -1,0 +1,431 @@
+//! Kafka's ACL model (docs/security.md#acls): bindings of (resource type, pattern,
+//! principal, host, operation, allow/deny), stored in `__cluster/acls.json`, and the
+//! decision Kafka's authorizer makes from them: a super user may do anything; a
+//! matching DENY wins; otherwise a matching ALLOW for the operation (or one that
+//! implies it) allows; otherwise the answer is no.
+//!
+//! Codes are Kafka's wire codes (CreateAcls / DescribeAcls / DeleteAcls), so the
+//! handlers and the file use the same numbers.
+
+use crate::error::read_versioned_json;
+use crate::fsutil::{lock_exclusive, write_json};
+use crate::layout::Volume;
+use crate::VolumeError;
+use serde::{Deserialize, Serialize};
+
+macro_rules! coded_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $code:literal => $text:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+        pub enum $name { $($variant),* }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+            pub fn code(self) -> i8 {
+                match self { $($name::$variant => $code),* }
+            }
+            pub fn from_code(code: i8) -> Option<Self> {
+                match code { $($code => Some($name::$variant),)* _ => None }
+            }
+            /// Kafka's name (`TRANSACTIONAL_ID`, `DESCRIBE_CONFIGS`); any case is read.
+            pub fn name(self) -> &'static str {
+                match self { $($name::$variant => $text),* }
+            }
+            pub fn from_name(s: &str) -> Option<Self> {
+                let s = s.replace('-', "_");
+                Self::ALL.iter().copied().find(|v| v.name().eq_ignore_ascii_case(&s))
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+coded_enum!(
+    /// What an ACL is about (Kafka's ResourceType, the kinds kaas authorizes).
+    ResourceType {
+        Topic = 2 => "TOPIC",
+        Group = 3 => "GROUP",
+        Cluster = 4 => "CLUSTER",
+        TransactionalId = 5 => "TRANSACTIONAL_ID",
+    }
+);
+
+coded_enum!(
+    /// How an ACL's resource name matches (Kafka's PatternType).
+    PatternType {
+        Literal = 3 => "LITERAL",
+        Prefixed = 4 => "PREFIXED",
+    }
+);
+
+coded_enum!(
+    /// Kafka's AclOperation.
+    Operation {
+        All = 2 => "ALL",
+        Read = 3 => "READ",
+        Write = 4 => "WRITE",
+        Create = 5 => "CREATE",
+        Delete = 6 => "DELETE",
+        Alter = 7 => "ALTER",
+        Describe = 8 => "DESCRIBE",
+        ClusterAction = 9 => "CLUSTER_ACTION",
+        DescribeConfigs = 10 => "DESCRIBE_CONFIGS",
+        AlterConfigs = 11 => "ALTER_CONFIGS",
+        IdempotentWrite = 12 => "IDEMPOTENT_WRITE",
+    }
+);
+
+coded_enum!(
+    /// Kafka's AclPermissionType.
+    Permission {
+        Deny = 2 => "DENY",
+        Allow = 3 => "ALLOW",
+    }
+);
+
+/// The literal name that matches every resource of its type.
+pub const WILDCARD: &str = "*";
+/// The principal that matches every principal.
+pub const ANY_PRINCIPAL: &str = "User:*";
+
+/// One ACL.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AclBinding {
+    pub resource_type: ResourceType,
+    pub pattern_type: PatternType,
+    /// A literal name (`*` for all), or a prefix.
+    pub name: String,
+    /// `User:alice`, or `User:*`.
+    pub principal: String,
+    /// A client address, or `*`.
+    pub host: String,
+    pub operation: Operation,
+    pub permission: Permission,
+}
+
+impl AclBinding {
+    /// Whether this ACL is about `name` of `resource_type`.
+    pub fn covers(&self, resource_type: ResourceType, name: &str) -> bool {
+        self.resource_type == resource_type
+            && match self.pattern_type {
+                PatternType::Literal => self.name == name || self.name == WILDCARD,
+                PatternType::Prefixed => name.starts_with(&self.name),
+            }
+    }
+
+    fn applies_to(&self, principal: &str, host: &str) -> bool {
+        (self.principal == principal || self.principal == ANY_PRINCIPAL) && (self.host == host || self.host == WILDCARD)
+    }
+
+    /// What is wrong with this binding for CreateAcls (Kafka's checks), if anything.
+    pub fn invalid(&self) -> Option<String> {
+        if self.name.is_empty() {
+            return Some("the resource name must not be empty".into());
+        }
+        if self.resource_type == ResourceType::Cluster && self.name != "kafka-cluster" {
+            return Some("the cluster resource is named kafka-cluster".into());
+        }
+        if self.pattern_type == PatternType::Prefixed && self.name == WILDCARD {
+            return Some("a prefixed ACL cannot have the name '*' (use a literal '*')".into());
+        }
+        match self.principal.split_once(':') {
+            Some((kind, name)) if !kind.is_empty() && !name.is_empty() => {}
+            _ => {
+                return Some(format!(
+                    "principal {:?} is not TYPE:NAME (e.g. User:alice)",
+                    self.principal
+                ))
+            }
+        }
+        if self.host.is_empty() {
+            return Some("the host must be an address or '*'".into());
+        }
+        None
+    }
+}
+
+/// The operations an ALLOW of `op` grants (Kafka: READ, WRITE, DELETE and ALTER imply
+/// DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS).
+fn implied_by(granted: Operation, wanted: Operation) -> bool {
+    granted == wanted
+        || granted == Operation::All
+        || (wanted == Operation::Describe
+            && matches!(
+                granted,
+                Operation::Read | Operation::Write | Operation::Delete | Operation::Alter
+            ))
+        || (wanted == Operation::DescribeConfigs && granted == Operation::AlterConfigs)
+}
+
+/// Kafka's AclBindingFilter: `None` matches anything; a `Match` pattern matches the
+/// ACLs that would apply to the named resource (literal equal or `*`, prefixes of it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AclFilter {
+    pub resource_type: Option<ResourceType>,
+    pub pattern: PatternFilter,
+    pub name: Option<String>,
+    pub principal: Option<String>,
+    pub host: Option<String>,
+    pub operation: Option<Operation>,
+    pub permission: Option<Permission>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PatternFilter {
+    #[default]
+    Any,
+    Match,
+    Exactly(PatternType),
+}
+
+impl AclFilter {
+    pub fn matches(&self, acl: &AclBinding) -> bool {
+        self.resource_type.is_none_or(|t| t == acl.resource_type)
+            && match (self.pattern, &self.name) {
+                (PatternFilter::Match, Some(name)) => acl.covers(acl.resource_type, name),
+                (PatternFilter::Match, None) => true,
+                (PatternFilter::Any, name) => name.as_ref().is_none_or(|n| *n == acl.name),
+                (PatternFilter::Exactly(p), name) => {
+                    p == acl.pattern_type && name.as_ref().is_none_or(|n| *n == acl.name)
+                }
+            }
+            && self.principal.as_ref().is_none_or(|p| *p == acl.principal)
+            && self.host.as_ref().is_none_or(|h| *h == acl.host)
+            && self.operation.is_none_or(|o| o == acl.operation)
+            && self.permission.is_none_or(|p| p == acl.permission)
+    }
+}
+
+pub const ACLS_FORMAT_VERSION: u32 = 1;
+
+/// `__cluster/acls.json`: every ACL of the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Acls {
+    pub version: u32,
+    #[serde(default)]
+    pub acls: Vec<AclBinding>,
+}
+
+crate::versioned!(Acls);
+
+impl Acls {
+    /// The ACLs on the volume; none stored is none.
+    pub fn read(volume: &Volume) -> Result<Acls, VolumeError> {
+        let path = volume.acls_file();
+        match read_versioned_json::<Acls>(&path, "ACLs", ACLS_FORMAT_VERSION) {
+            Ok(a) => Ok(a),
+            Err(e) if e.is_not_found() => Ok(Acls {
+                version: ACLS_FORMAT_VERSION,
+                acls: Vec::new(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Read-modify-write under `acls.lock` (brokers and kaasctl alike); nothing is
+    /// written when `f` fails or changes nothing. Kept sorted and without duplicates.
+    pub fn update<E: From<VolumeError>>(
+        volume: &Volume,
+        f: impl FnOnce(&mut Acls) -> Result<(), E>,
+    ) -> Result<Acls, E> {
+        let path = volume.acls_file();
+        let lock_path = path.with_extension("lock");
+        std::fs::create_dir_all(volume.cluster_dir()).map_err(|e| VolumeError::io(volume.cluster_dir(), e))?;
+        let _lock = lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+        let mut acls = Acls::read(volume)?;
+        let before = acls.clone();
+        f(&mut acls)?;
+        acls.acls.sort();
+        acls.acls.dedup();
+        if acls != before {
+            write_json(&path, &acls).map_err(|e| VolumeError::io(&path, e))?;
+        }
+        Ok(acls)
+    }
+
+    /// Kafka's decision for `principal` from `host` doing `op` on `name` of
+    /// `resource_type`. Super users are the caller's to check first.
+    pub fn allows(&self, principal: &str, host: &str, op: Operation, resource_type: ResourceType, name: &str) -> bool {
+        let relevant = || {
+            self.acls
+                .iter()
+                .filter(move |a| a.covers(resource_type, name) && a.applies_to(principal, host))
+        };
+        let denied = relevant()
+            .any(|a| a.permission == Permission::Deny && (a.operation == op || a.operation == Operation::All));
+        !denied && relevant().any(|a| a.permission == Permission::Allow && implied_by(a.operation, op))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn acl(
+        rt: ResourceType,
+        pt: PatternType,
+        name: &str,
+        principal: &str,
+        op: Operation,
+        perm: Permission,
+    ) -> AclBinding {
+        AclBinding {
+            resource_type: rt,
+            pattern_type: pt,
+            name: name.into(),
+            principal: principal.into(),
+            host: "*".into(),
+            operation: op,
+            permission: perm,
+        }
+    }
+
+    #[test]
+    fn deny_wins_prefixes_and_wildcards_match_and_describe_is_implied() {
+        use Operation::*;
+        use PatternType::*;
+        use Permission::*;
+        use ResourceType::*;
+        let acls = Acls {
+            version: 1,
+            acls: vec![
+                acl(Topic, Prefixed, "orders-", "User:alice", Write, Allow),
+                acl(Topic, Literal, "orders-secret", "User:alice", All, Deny),
+                acl(Topic, Literal, "*", "User:*", Read, Allow),
+                acl(TransactionalId, Literal, "alice-tx", "User:alice", Write, Allow),
+                acl(Group, Literal, "g", "User:bob", Read, Allow),
+            ],
+        };
+        assert!(acls.allows("User:alice", "10.0.0.1", Write, Topic, "orders-eu"));
+        assert!(
+            acls.allows("User:alice", "10.0.0.1", Describe, Topic, "orders-eu"),
+            "WRITE implies DESCRIBE"
+        );
+        assert!(
+            !acls.allows("User:alice", "10.0.0.1", Write, Topic, "orders-secret"),
+            "DENY wins"
+        );
+        assert!(
+            !acls.allows("User:alice", "10.0.0.1", Read, Topic, "orders-secret"),
+            "DENY ALL denies READ too"
+        );
+        assert!(
+            acls.allows("User:bob", "h", Read, Topic, "anything"),
+            "literal * and User:*"
+        );
+        assert!(!acls.allows("User:bob", "h", Write, Topic, "orders-eu"));
+        assert!(!acls.allows("User:bob", "h", Write, TransactionalId, "alice-tx"));
+        assert!(acls.allows("User:bob", "h", Describe, Group, "g"));
+        assert!(!acls.allows("User:bob", "h", Delete, Group, "g"));
+        assert!(
+            !acls.allows("User:carol", "h", Describe, Cluster, "kafka-cluster"),
+            "no ACL, no access"
+        );
+    }
+
+    #[test]
+    fn filters_match_as_kafkas_binding_filters() {
+        let a = acl(
+            ResourceType::Topic,
+            PatternType::Prefixed,
+            "orders-",
+            "User:alice",
+            Operation::Write,
+            Permission::Allow,
+        );
+        let any = AclFilter::default();
+        assert!(any.matches(&a));
+        let on = |name: &str, pattern| AclFilter {
+            name: Some(name.into()),
+            pattern,
+            ..Default::default()
+        };
+        assert!(on("orders-eu", PatternFilter::Match).matches(&a));
+        assert!(!on("orders-eu", PatternFilter::Any).matches(&a));
+        assert!(on("orders-", PatternFilter::Exactly(PatternType::Prefixed)).matches(&a));
+        assert!(!on("orders-", PatternFilter::Exactly(PatternType::Literal)).matches(&a));
+    }
+
+    #[test]
+    fn acls_round_trip_through_the_file_sorted_and_deduplicated() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let a = acl(
+            ResourceType::Group,
+            PatternType::Literal,
+            "g",
+            "User:bob",
+            Operation::Read,
+            Permission::Allow,
+        );
+        Acls::update::<VolumeError>(&v, |acls| {
+            acls.acls.push(a.clone());
+            acls.acls.push(a.clone());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(Acls::read(&v).unwrap().acls, vec![a]);
+        assert!(std::fs::read_to_string(v.acls_file()).unwrap().contains("\"GROUP\""));
+    }
+
+    /// Against a reference model written straight from Kafka's rule: deny if any
+    /// matching DENY names the operation or ALL; else allow if any matching ALLOW
+    /// names it, ALL, or an operation implying it.
+    fn model(acls: &[AclBinding], principal: &str, op: Operation, rt: ResourceType, name: &str) -> bool {
+        let m: Vec<&AclBinding> = acls
+            .iter()
+            .filter(|a| {
+                a.resource_type == rt
+                    && (a.principal == principal || a.principal == "User:*")
+                    && match a.pattern_type {
+                        PatternType::Literal => a.name == name || a.name == "*",
+                        PatternType::Prefixed => name.starts_with(a.name.as_str()),
+                    }
+            })
+            .collect();
+        let implies = |g: Operation| {
+            g == op
+                || g == Operation::All
+                || (op == Operation::Describe
+                    && [Operation::Read, Operation::Write, Operation::Delete, Operation::Alter].contains(&g))
+                || (op == Operation::DescribeConfigs && g == Operation::AlterConfigs)
+        };
+        !m.iter()
+            .any(|a| a.permission == Permission::Deny && (a.operation == op || a.operation == Operation::All))
+            && m.iter()
+                .any(|a| a.permission == Permission::Allow && implies(a.operation))
+    }
+
+    fn arb_acl() -> impl Strategy<Value = AclBinding> {
+        (
+            prop::sample::select(ResourceType::ALL),
+            prop::sample::select(PatternType::ALL),
+            prop::sample::select(vec!["*", "a", "ab", "abc", "b"]),
+            prop::sample::select(vec!["User:*", "User:x", "User:y"]),
+            prop::sample::select(Operation::ALL),
+            prop::sample::select(Permission::ALL),
+        )
+            .prop_map(|(rt, pt, name, principal, op, perm)| acl(rt, pt, name, principal, op, perm))
+    }
+
+    proptest! {
+        #[test]
+        fn the_decision_is_kafkas(
+            acls in prop::collection::vec(arb_acl(), 0..8),
+            principal in prop::sample::select(vec!["User:x", "User:y"]),
+            op in prop::sample::select(Operation::ALL),
+            rt in prop::sample::select(ResourceType::ALL),
+            name in prop::sample::select(vec!["a", "ab", "abc", "b", "*"]),
+        ) {
+            let set = Acls { version: 1, acls: acls.clone() };
+            prop_assert_eq!(set.allows(principal, "h", op, rt, name), model(&acls, principal, op, rt, name));
+        }
+    }
+}
