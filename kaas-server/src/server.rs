@@ -583,6 +583,19 @@ async fn sasl_request(
     Ok((encoded, outcome))
 }
 
+/// The 4-byte length that starts a frame, within `idle`; None on a clean end of stream.
+async fn read_length<R: AsyncReadExt + Unpin>(reader: &mut R, idle: Duration) -> Result<Option<i64>, FrameError> {
+    let mut len = [0u8; 4];
+    match tokio::time::timeout(idle, reader.read_exact(&mut len))
+        .await
+        .map_err(|_| FrameError::Idle(idle.as_millis() as u64))?
+    {
+        Ok(_) => Ok(Some(i32::from_be_bytes(len) as i64)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Reads one raw SASL token (4-byte length, then the token), for the framing that
 /// follows a v0 SaslHandshake.
 async fn read_raw_token<R: AsyncReadExt + Unpin>(
@@ -591,16 +604,9 @@ async fn read_raw_token<R: AsyncReadExt + Unpin>(
 ) -> Result<Option<(Bytes, OwnedSemaphorePermit)>, FrameError> {
     let idle = limits.idle;
     let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
-    let mut len = [0u8; 4];
-    match tokio::time::timeout(idle, reader.read_exact(&mut len))
-        .await
-        .map_err(timed)?
-    {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
-    let size = i32::from_be_bytes(len) as i64;
+    let Some(size) = read_length(reader, idle).await? else {
+        return Ok(None);
+    };
     if !(0..=MAX_PRE_AUTH_FRAME as i64).contains(&size) {
         return Err(FrameError::TooLargeBeforeAuthentication {
             size,
@@ -635,16 +641,9 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
 ) -> Result<Option<(Bytes, OwnedSemaphorePermit)>, FrameError> {
     let idle = limits.idle;
     let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
-    let mut len = [0u8; 4];
-    match tokio::time::timeout(idle, reader.read_exact(&mut len))
-        .await
-        .map_err(timed)?
-    {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
-    let size = i32::from_be_bytes(len) as i64;
+    let Some(size) = read_length(reader, idle).await? else {
+        return Ok(None);
+    };
     if pre_auth && size > MAX_PRE_AUTH_FRAME as i64 {
         return Err(FrameError::TooLargeBeforeAuthentication {
             size,
