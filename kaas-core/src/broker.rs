@@ -26,8 +26,9 @@ pub struct BrokerLease {
     pub stopped_ms: Option<i64>,
     /// Every listener's advertised address, by listener name (docs/security.md): a
     /// client is told the address of the listener it came in on. `host`/`port` above
-    /// are the first listener's. Absent in leases written before listeners existed,
-    /// which have one, PLAINTEXT.
+    /// are a PLAINTEXT-protocol listener's (the one named PLAINTEXT, else the first
+    /// such, else the first listener), for brokers from before listeners. Absent in
+    /// leases written before listeners existed, which have one, PLAINTEXT.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub listeners: std::collections::BTreeMap<String, ListenerEndpoint>,
 }

@@ -392,6 +392,12 @@ impl ScramServer {
         self.mechanism
     }
 
+    /// Whether the next step is the client's first message (the one that looks the
+    /// user up).
+    pub fn awaiting_first(&self) -> bool {
+        matches!(self.state, ScramState::AwaitingClientFirst)
+    }
+
     /// Takes the next client message; `lookup` finds a user's verifier.
     pub fn step(
         &mut self,

@@ -63,7 +63,7 @@ pub struct Config {
     #[arg(long, env = "KAAS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,
 
-    /// Address to listen on for Kafka clients.
+    /// Address of the one PLAINTEXT listener when no --listener is given.
     #[arg(long, env = "KAAS_LISTEN", default_value = "127.0.0.1:9092")]
     pub listen: SocketAddr,
 
@@ -358,15 +358,26 @@ fn read_config_file(
             toml::Value::Float(f) => f.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
             // A list setting (`listener = ["PLAINTEXT://…", "SSL://…"]`): its flag takes
-            // the values comma-separated.
-            toml::Value::Array(items) if items.iter().all(|v| v.is_str()) => {
+            // the values comma-separated; an empty list leaves it unset.
+            toml::Value::Array(items)
+                if items.iter().all(|v| v.is_str())
+                    && command
+                        .get_arguments()
+                        .any(|a| a.get_id() == id && a.get_value_delimiter().is_some()) =>
+            {
+                if items.is_empty() {
+                    continue;
+                }
                 items.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(",")
             }
             other => {
                 return Err(ConfigError::Value {
                     path: path.to_path_buf(),
                     key,
-                    detail: format!("expected a string, number or boolean, found {}", other.type_str()),
+                    detail: format!(
+                        "expected a string, number or boolean (or a list of strings for a list setting), found {}",
+                        other.type_str()
+                    ),
                 })
             }
         };
@@ -578,7 +589,18 @@ impl Config {
              # its line: flag, env KAAS_*, file <path> or default (flags > env > file > defaults).\n",
             env!("CARGO_PKG_VERSION")
         );
-        for setting in self.sources.values() {
+        for (id, setting) in &self.sources {
+            // --listen means nothing beside --listener (and reading it back from the
+            // file would then be an error): shown, commented out.
+            if id == "listen" && !self.listeners.is_empty() {
+                if let Some(v) = &setting.value {
+                    out.push_str(&format!(
+                        "# listen = {}  # not used: listener is set\n",
+                        toml_value(v, setting.bare)
+                    ));
+                }
+                continue;
+            }
             let source = match &setting.origin {
                 Origin::Flag => "flag".to_string(),
                 Origin::Env(var) => format!("env {var}"),
@@ -686,6 +708,37 @@ mod tests {
                 panic!("docs/operations.md's configuration reference is out of date: run KAAS_UPDATE_DOCS=1 cargo test -p kaas-server configuration_reference");
             }
         }
+    }
+
+    /// Listeners as a TOML list; `--print-config` of such a configuration reads back
+    /// as the same configuration (`listen`, unused, is commented out).
+    #[test]
+    fn listener_lists_in_the_file_and_print_config_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("k.toml");
+        std::fs::write(
+            &file,
+            "listener = [\"PLAINTEXT://127.0.0.1:0\", \"ext=SASL_SSL://127.0.0.1:0\"]\nadvertised-listener = [\"EXT=kaas.example:9094\"]\n",
+        )
+        .expect("write");
+        let c = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).expect("loads");
+        let names: Vec<&str> = c.listeners.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["PLAINTEXT", "EXT"]);
+        assert_eq!(c.resolved_listeners().expect("resolves").len(), 2);
+        let printed = dir.path().join("printed.toml");
+        std::fs::write(&printed, c.render_effective()).expect("write");
+        let again = Config::load_from(["kaas-server", "--config", printed.to_str().unwrap()]).expect("reads back");
+        assert_eq!(again.listeners, c.listeners);
+        assert_eq!(again.advertised_listeners, c.advertised_listeners);
+        assert!(
+            again.resolved_listeners().is_ok(),
+            "listen is not given beside listener"
+        );
+        std::fs::write(&file, "data-dir = [\"a\", \"b\"]\n").expect("write");
+        assert!(
+            Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).is_err(),
+            "a list only where a setting takes several"
+        );
     }
 
     #[test]

@@ -191,11 +191,17 @@ impl Authenticator {
             SaslMechanism::Plain => PBKDF2_AT_ONCE.acquire().await.ok(),
             SaslMechanism::Scram(_) => None,
         };
+        // SCRAM's last step checks the proof against what its first step looked up.
+        let lookup = mechanism == SaslMechanism::Plain || scram.as_ref().is_some_and(|s| s.awaiting_first());
         let worked = crate::blocking::off_worker(|| {
-            let creds = Credentials::read(&broker.volume).map_err(|e| {
-                tracing::error!(error = %e, "cannot read SCRAM credentials; logins fail until they read again");
-                AuthError::Unsupported("credentials unavailable".into())
-            })?;
+            let creds = if lookup {
+                Credentials::read(&broker.volume).map_err(|e| {
+                    tracing::error!(error = %e, "cannot read SCRAM credentials; logins fail until they read again");
+                    AuthError::Unsupported("credentials unavailable".into())
+                })?
+            } else {
+                Credentials::default()
+            };
             match (mechanism, scram.as_mut()) {
                 (SaslMechanism::Plain, _) => {
                     kaas_core::scram::authenticate_plain(&token, &creds).map(|user| ScramStep::Done {

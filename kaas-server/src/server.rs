@@ -156,15 +156,9 @@ struct Limits {
     /// `queued.max.request.bytes`, as permits of one byte each.
     request_bytes: Arc<Semaphore>,
     request_bytes_max: u64,
-    /// Memory for frames of connections not yet authenticated, apart from the request
-    /// budget: clients nobody knows cannot take it from those who logged in.
-    pre_auth_bytes: Arc<Semaphore>,
     idle: Duration,
     max_frame: usize,
 }
-
-/// [`Limits::pre_auth_bytes`]: 128 frames of [`MAX_PRE_AUTH_FRAME`] at once.
-const PRE_AUTH_BUDGET: usize = 128 * MAX_PRE_AUTH_FRAME;
 
 /// A bound listener, ready to serve: its name and protocol, its socket, and its TLS
 /// configuration when the protocol has TLS.
@@ -198,7 +192,6 @@ pub async fn serve(broker: Arc<Broker>, listeners: Vec<BoundListener>, shutdown:
         slots: ConnectionSlots::new(config.max_connections, config.max_connections_per_ip),
         request_bytes: Arc::new(Semaphore::new(budget as usize)),
         request_bytes_max: budget,
-        pre_auth_bytes: Arc::new(Semaphore::new(PRE_AUTH_BUDGET)),
         idle: Duration::from_millis(config.connections_max_idle_ms),
         max_frame: config.max_request_bytes,
     });
@@ -341,7 +334,7 @@ async fn connection(
                     match crate::tls::subject_principal(cert) {
                         Some(subject) => {
                             session.principal = format!("User:{subject}").into();
-                            info!(%peer, listener = %on.name, principal = %session.principal, "TLS client certificate accepted");
+                            info!(%peer, listener = %on.name, principal = ?session.principal, "TLS client certificate accepted");
                         }
                         None => {
                             warn!(%peer, "client certificate subject unreadable; the connection stays User:ANONYMOUS")
@@ -415,7 +408,7 @@ async fn serve_connection<R, W>(
                 }
                 token = read_raw_token(&mut reader, limits) => token,
             };
-            let (token, _permit) = match token {
+            let token = match token {
                 Ok(Some(t)) => t,
                 Ok(None) => break,
                 Err(e) => {
@@ -485,7 +478,7 @@ async fn serve_connection<R, W>(
                 continue;
             }
         }
-        match handle_frame(broker, peer, &session, frame, &shutdown, Some(permit)).await {
+        match handle_frame(broker, peer, &session, frame, &shutdown, permit).await {
             Ok(Some(response)) => {
                 if !write_response(
                     &mut writer,
@@ -598,10 +591,7 @@ async fn read_length<R: AsyncReadExt + Unpin>(reader: &mut R, idle: Duration) ->
 
 /// Reads one raw SASL token (4-byte length, then the token), for the framing that
 /// follows a v0 SaslHandshake.
-async fn read_raw_token<R: AsyncReadExt + Unpin>(
-    reader: &mut R,
-    limits: &Limits,
-) -> Result<Option<(Bytes, OwnedSemaphorePermit)>, FrameError> {
+async fn read_raw_token<R: AsyncReadExt + Unpin>(reader: &mut R, limits: &Limits) -> Result<Option<Bytes>, FrameError> {
     let idle = limits.idle;
     let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
     let Some(size) = read_length(reader, idle).await? else {
@@ -613,21 +603,17 @@ async fn read_raw_token<R: AsyncReadExt + Unpin>(
             max: MAX_PRE_AUTH_FRAME,
         });
     }
-    // Its share of the unauthenticated budget, held until the token is answered.
-    let permit = limits
-        .pre_auth_bytes
-        .clone()
-        .acquire_many_owned(size as u32)
-        .await
-        .map_err(|_| std::io::Error::other("request memory budget closed"))?;
+    // No share of the request budget: before authentication a connection holds at
+    // most this one small token (its frame bound), whatever the others do.
     let mut token = vec![0u8; size as usize];
     tokio::time::timeout(idle, reader.read_exact(&mut token))
         .await
         .map_err(timed)??;
-    Ok(Some((Bytes::from(token), permit)))
+    Ok(Some(Bytes::from(token)))
 }
 
-/// Reads one frame, with its share of the request memory budget; None on a clean end
+/// Reads one frame, with its share of the request memory budget (none before
+/// authentication); None on a clean end
 /// of stream between frames. The next frame must start within
 /// `connections.max.idle.ms`, and once started, arrive whole within it too (a sender
 /// trickling a byte at a time gives its share of the budget back then). Before SASL
@@ -638,7 +624,7 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
     reader: &mut R,
     limits: &Limits,
     pre_auth: bool,
-) -> Result<Option<(Bytes, OwnedSemaphorePermit)>, FrameError> {
+) -> Result<Option<(Bytes, Option<OwnedSemaphorePermit>)>, FrameError> {
     let idle = limits.idle;
     let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
     let Some(size) = read_length(reader, idle).await? else {
@@ -684,21 +670,25 @@ async fn read_frame<R: AsyncReadExt + Unpin>(
     }
     // Wait for room in the budget before allocating (a frame bigger than the whole
     // budget waits for all of it). A Produce costs its bytes; any other request what
-    // it may take once decoded.
-    let weight = if produce || pre_auth { 1 } else { DECODE_INFLATION };
-    let cost = (size as u64 * weight)
-        .min(limits.request_bytes_max)
-        .min(u32::MAX as u64) as u32;
-    let budget = if pre_auth {
-        &limits.pre_auth_bytes
+    // it may take once decoded. A frame before authentication takes none: it is at
+    // most MAX_PRE_AUTH_FRAME, one per connection, and clients nobody knows must not
+    // be able to make anyone else wait.
+    let permit = if pre_auth {
+        None
     } else {
-        &limits.request_bytes
+        let weight = if produce { 1 } else { DECODE_INFLATION };
+        let cost = (size as u64 * weight)
+            .min(limits.request_bytes_max)
+            .min(u32::MAX as u64) as u32;
+        Some(
+            limits
+                .request_bytes
+                .clone()
+                .acquire_many_owned(cost)
+                .await
+                .map_err(|_| std::io::Error::other("request memory budget closed"))?,
+        )
     };
-    let permit = budget
-        .clone()
-        .acquire_many_owned(cost)
-        .await
-        .map_err(|_| std::io::Error::other("request memory budget closed"))?;
     // Read into the buffer's spare capacity: no zeroing of every frame first (it
     // showed in the produce profile, docs/performance.md).
     let mut buf = BytesMut::with_capacity(size);

@@ -102,7 +102,7 @@ def test_unknown_keys_and_bad_values_are_errors_naming_the_file_and_key(tmp_path
         'no-such-thing = 1\n': "unknown key `no-such-thing`",
         'print-config = true\n': "unknown key `print-config`",
         'segment-bytes = 3\n': "key `segment-bytes`: invalid value '3'",
-        'segment-bytes = [1]\n': "key `segment-bytes`: expected a string, number or boolean, found array",
+        'segment-bytes = [1]\n': "key `segment-bytes`: expected a string, number or boolean (or a list of strings for a list setting), found array",
         'flush-policy = "sometimes"\n': "key `flush-policy`: invalid value 'sometimes'",
         'listen = \n': "is not valid TOML: line 1, column 10",
         '[section]\nlisten = "x"\n': "unknown key `section`",

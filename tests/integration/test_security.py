@@ -375,13 +375,13 @@ def test_an_mtls_client_is_the_subject_of_its_certificate(kaas_factory, certs):
     subject, RFC 2253 order (as Kafka writes it); without one, User:ANONYMOUS."""
     s = secure_broker(kaas_factory, certs, client_auth="requested")
     AdminClient(rdkafka_conf(s, "SSL", client_cert="writer")).list_topics(timeout=10)
-    wait_for(lambda: "principal=User:CN=writer,O=kaas-tests" in s.broker.log_text(), timeout=10,
+    wait_for(lambda: 'principal="User:CN=writer,O=kaas-tests"' in s.broker.log_text(), timeout=10,
              what="the client certificate's subject as the principal")
     # Without a certificate, where one is only requested: connected (as User:ANONYMOUS,
     # with no principal line of its own).
     AdminClient(rdkafka_conf(s, "SSL")).list_topics(timeout=10)
     log = s.broker.log_text()
-    assert log.count("TLS client certificate accepted") == log.count("principal=User:CN=writer,O=kaas-tests")
+    assert log.count("TLS client certificate accepted") == log.count('principal="User:CN=writer,O=kaas-tests"')
 
 
 # --- no authentication, no service ---------------------------------------------------

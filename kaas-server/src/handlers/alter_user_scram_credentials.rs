@@ -118,9 +118,11 @@ pub async fn handle(
                     continue;
                 }
                 // A deletion of what is not there fails the user's whole change.
-                let missing = list
-                    .iter()
-                    .find_map(|(m, c)| (matches!(c, Change::Delete) && creds.get(user, *m).is_none()).then_some(*m));
+                // (An entry present but unusable can be deleted: `users`, not `get`.)
+                let missing = list.iter().find_map(|(m, c)| {
+                    let present = creds.users.get(user).is_some_and(|by| by.contains_key(m.name()));
+                    (matches!(c, Change::Delete) && !present).then_some(*m)
+                });
                 if let Some(m) = missing {
                     errors.insert(
                         user.clone(),

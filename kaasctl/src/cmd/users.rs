@@ -79,8 +79,8 @@ pub fn add(
         anyhow::bail!("--iterations {iterations} is out of range {MIN_ITERATIONS}..={MAX_ITERATIONS}");
     }
     let password = read_password(user, password_stdin)?;
-    if password.is_empty() {
-        anyhow::bail!("the password is empty");
+    if password.trim().is_empty() {
+        anyhow::bail!("the password is empty (or only spaces)");
     }
     let mechanisms: Vec<Mechanism> = if mechanisms.is_empty() {
         Mechanism::ALL.to_vec()
@@ -169,7 +169,11 @@ fn read_password(user: &str, from_stdin: bool) -> anyhow::Result<String> {
             let mut line = String::new();
             stdin.lock().read_line(&mut line).map(|_| line)
         })?;
-        eprintln!();
+        // Ctrl-C arrives as a character while signals are off (so the terminal is
+        // always restored); Ctrl-D as an empty read.
+        if line.contains('\u{3}') || line.is_empty() {
+            anyhow::bail!("aborted");
+        }
         Ok(line.trim_end_matches(['\n', '\r']).to_string())
     };
     let first = ask(&format!("Password for {user}: "))?;
@@ -180,13 +184,13 @@ fn read_password(user: &str, from_stdin: bool) -> anyhow::Result<String> {
     Ok(first)
 }
 
-/// Runs `f` with the terminal's echo off, restoring it after.
+/// Runs `f` with the terminal's echo (and signal keys) off, restoring them after.
 fn without_echo<T>(f: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
     use rustix::termios::{tcgetattr, tcsetattr, LocalModes, OptionalActions};
     let stdin = std::io::stdin();
     let before = tcgetattr(&stdin)?;
     let mut quiet = before.clone();
-    quiet.local_modes.remove(LocalModes::ECHO);
+    quiet.local_modes.remove(LocalModes::ECHO | LocalModes::ISIG);
     quiet.local_modes.insert(LocalModes::ECHONL);
     tcsetattr(&stdin, OptionalActions::Now, &quiet)?;
     let result = f();
