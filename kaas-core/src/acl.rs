@@ -7,8 +7,7 @@
 //! Codes are Kafka's wire codes (CreateAcls / DescribeAcls / DeleteAcls), so the
 //! handlers and the file use the same numbers.
 
-use crate::error::read_versioned_json;
-use crate::fsutil::{lock_exclusive, write_json};
+use crate::error::{read_versioned_json_or, update_locked_json};
 use crate::layout::Volume;
 use crate::VolumeError;
 use serde::{Deserialize, Serialize};
@@ -217,15 +216,10 @@ crate::versioned!(Acls);
 impl Acls {
     /// The ACLs on the volume; none stored is none.
     pub fn read(volume: &Volume) -> Result<Acls, VolumeError> {
-        let path = volume.acls_file();
-        match read_versioned_json::<Acls>(&path, "ACLs", ACLS_FORMAT_VERSION) {
-            Ok(a) => Ok(a),
-            Err(e) if e.is_not_found() => Ok(Acls {
-                version: ACLS_FORMAT_VERSION,
-                acls: Vec::new(),
-            }),
-            Err(e) => Err(e),
-        }
+        read_versioned_json_or(&volume.acls_file(), "ACLs", ACLS_FORMAT_VERSION, || Acls {
+            version: ACLS_FORMAT_VERSION,
+            acls: Vec::new(),
+        })
     }
 
     /// Read-modify-write under `acls.lock` (brokers and kaasctl alike); nothing is
@@ -234,19 +228,10 @@ impl Acls {
         volume: &Volume,
         f: impl FnOnce(&mut Acls) -> Result<(), E>,
     ) -> Result<Acls, E> {
-        let path = volume.acls_file();
-        let lock_path = path.with_extension("lock");
-        std::fs::create_dir_all(volume.cluster_dir()).map_err(|e| VolumeError::io(volume.cluster_dir(), e))?;
-        let _lock = lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
-        let mut acls = Acls::read(volume)?;
-        let before = acls.clone();
-        f(&mut acls)?;
-        acls.acls.sort();
-        acls.acls.dedup();
-        if acls != before {
-            write_json(&path, &acls).map_err(|e| VolumeError::io(&path, e))?;
-        }
-        Ok(acls)
+        update_locked_json(volume, &volume.acls_file(), Self::read, f, |a| {
+            a.acls.sort();
+            a.acls.dedup();
+        })
     }
 
     /// Kafka's decision for `principal` from `host` doing `op` on `name` of

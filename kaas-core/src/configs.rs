@@ -4,8 +4,7 @@
 //! IncrementalAlterConfigs / AlterConfigs store on the volume
 //! (`__cluster/broker-configs.json`) for every broker to apply.
 
-use crate::error::read_versioned_json;
-use crate::fsutil::{lock_exclusive, write_json};
+use crate::error::{read_versioned_json_or, update_locked_json};
 use crate::layout::Volume;
 use crate::log::LogConfig;
 use crate::VolumeError;
@@ -352,15 +351,15 @@ crate::versioned!(DynamicBrokerConfigs);
 impl DynamicBrokerConfigs {
     /// The configs on the volume; none stored is empty.
     pub fn read(volume: &Volume) -> Result<DynamicBrokerConfigs, VolumeError> {
-        let path = volume.broker_configs_file();
-        match read_versioned_json(&path, "dynamic broker configs", BROKER_CONFIGS_FORMAT_VERSION) {
-            Ok(c) => Ok(c),
-            Err(e) if e.is_not_found() => Ok(DynamicBrokerConfigs {
+        read_versioned_json_or(
+            &volume.broker_configs_file(),
+            "dynamic broker configs",
+            BROKER_CONFIGS_FORMAT_VERSION,
+            || DynamicBrokerConfigs {
                 version: BROKER_CONFIGS_FORMAT_VERSION,
                 ..Default::default()
-            }),
-            Err(e) => Err(e),
-        }
+            },
+        )
     }
 
     /// Read-modify-write under `broker-configs.lock` (every writer, broker or kaasctl,
@@ -370,18 +369,9 @@ impl DynamicBrokerConfigs {
         volume: &Volume,
         f: impl FnOnce(&mut DynamicBrokerConfigs) -> Result<(), E>,
     ) -> Result<DynamicBrokerConfigs, E> {
-        let path = volume.broker_configs_file();
-        let lock_path = path.with_extension("lock");
-        std::fs::create_dir_all(volume.cluster_dir()).map_err(|e| VolumeError::io(volume.cluster_dir(), e))?;
-        let _lock = lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
-        let mut configs = DynamicBrokerConfigs::read(volume)?;
-        let before = configs.clone();
-        f(&mut configs)?;
-        configs.brokers.retain(|_, c| !c.is_empty());
-        if configs != before {
-            write_json(&path, &configs).map_err(|e| VolumeError::io(&path, e))?;
-        }
-        Ok(configs)
+        update_locked_json(volume, &volume.broker_configs_file(), Self::read, f, |c| {
+            c.brokers.retain(|_, c| !c.is_empty())
+        })
     }
 
     /// The overrides of `resource` ("" for the cluster, else a broker id).

@@ -149,3 +149,45 @@ macro_rules! versioned {
         })*
     };
 }
+
+/// [`read_versioned_json`] of a cluster-wide state file that may not exist yet: a
+/// missing file is `empty` (dynamic broker configs, SCRAM credentials, ACLs).
+pub fn read_versioned_json_or<T: serde::de::DeserializeOwned + Versioned>(
+    path: &std::path::Path,
+    what: &'static str,
+    supported: u32,
+    empty: impl FnOnce() -> T,
+) -> Result<T, VolumeError> {
+    match read_versioned_json(path, what, supported) {
+        Err(e) if e.is_not_found() => Ok(empty()),
+        other => other,
+    }
+}
+
+/// Read-modify-write of a cluster-wide state file under its `.lock` (every writer,
+/// broker or kaasctl, takes it): `f` changes the value or returns an error, and then
+/// nothing is written; `tidy` normalises it (drops empty entries, sorts); the file is
+/// replaced atomically, and only when the value changed.
+pub fn update_locked_json<T, E>(
+    volume: &crate::Volume,
+    path: &std::path::Path,
+    read: impl FnOnce(&crate::Volume) -> Result<T, VolumeError>,
+    f: impl FnOnce(&mut T) -> Result<(), E>,
+    tidy: impl FnOnce(&mut T),
+) -> Result<T, E>
+where
+    T: Clone + PartialEq + serde::Serialize,
+    E: From<VolumeError>,
+{
+    let lock_path = path.with_extension("lock");
+    std::fs::create_dir_all(volume.cluster_dir()).map_err(|e| VolumeError::io(volume.cluster_dir(), e))?;
+    let _lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+    let mut value = read(volume)?;
+    let before = value.clone();
+    f(&mut value)?;
+    tidy(&mut value);
+    if value != before {
+        crate::fsutil::write_json(path, &value).map_err(|e| VolumeError::io(path, e))?;
+    }
+    Ok(value)
+}

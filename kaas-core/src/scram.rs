@@ -7,8 +7,7 @@
 //! against the same verifiers, so there is one set of credentials for both mechanisms
 //! (docs/security.md#how-credentials-are-stored).
 
-use crate::error::read_versioned_json;
-use crate::fsutil::{lock_exclusive, write_json};
+use crate::error::{read_versioned_json_or, update_locked_json};
 use crate::layout::Volume;
 use crate::VolumeError;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -183,15 +182,15 @@ crate::versioned!(Credentials);
 impl Credentials {
     /// The credentials on the volume; none stored is empty.
     pub fn read(volume: &Volume) -> Result<Credentials, VolumeError> {
-        let path = volume.scram_credentials_file();
-        match read_versioned_json(&path, "SCRAM credentials", CREDENTIALS_FORMAT_VERSION) {
-            Ok(c) => Ok(c),
-            Err(e) if e.is_not_found() => Ok(Credentials {
+        read_versioned_json_or(
+            &volume.scram_credentials_file(),
+            "SCRAM credentials",
+            CREDENTIALS_FORMAT_VERSION,
+            || Credentials {
                 version: CREDENTIALS_FORMAT_VERSION,
                 ..Default::default()
-            }),
-            Err(e) => Err(e),
-        }
+            },
+        )
     }
 
     /// Read-modify-write under `scram-credentials.lock` (brokers and kaasctl alike):
@@ -200,18 +199,9 @@ impl Credentials {
         volume: &Volume,
         f: impl FnOnce(&mut Credentials) -> Result<(), E>,
     ) -> Result<Credentials, E> {
-        let path = volume.scram_credentials_file();
-        let lock_path = path.with_extension("lock");
-        std::fs::create_dir_all(volume.cluster_dir()).map_err(|e| VolumeError::io(volume.cluster_dir(), e))?;
-        let _lock = lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
-        let mut creds = Credentials::read(volume)?;
-        let before = creds.clone();
-        f(&mut creds)?;
-        creds.users.retain(|_, m| !m.is_empty());
-        if creds != before {
-            write_json(&path, &creds).map_err(|e| VolumeError::io(&path, e))?;
-        }
-        Ok(creds)
+        update_locked_json(volume, &volume.scram_credentials_file(), Self::read, f, |c| {
+            c.users.retain(|_, m| !m.is_empty())
+        })
     }
 
     /// `user`'s verifier for `mechanism`, if it has a usable one. An entry with an
@@ -264,16 +254,16 @@ impl Credentials {
     }
 
     /// PLAIN: whether `password` is `user`'s, by any of its verifiers (the strongest
-    /// first). An unknown user is false, after the work a user added with the
-    /// defaults (SCRAM-SHA-512, [`DEFAULT_ITERATIONS`]) costs, so timing tells little
-    /// about which users exist (a user with other settings costs more or less).
-    pub fn check_password(&self, user: &str, password: &[u8]) -> bool {
+    /// first); None when the user has no usable verifier, after the work a user added
+    /// with the defaults (SCRAM-SHA-512, [`DEFAULT_ITERATIONS`]) costs, so timing tells
+    /// little about which users exist (a user with other settings costs more or less).
+    pub fn check_password(&self, user: &str, password: &[u8]) -> Option<bool> {
         let found = [Mechanism::ScramSha512, Mechanism::ScramSha256]
             .into_iter()
             .find_map(|m| self.get(user, m).map(|c| (m, c)));
         // (An unusable entry reads as no user: PLAIN's check falls to the decoy.)
         match found {
-            Some((m, c)) => c.verify_password(m, password),
+            Some((m, c)) => Some(c.verify_password(m, password)),
             None => {
                 let decoy = ScramCredential {
                     salt: vec![0; 32],
@@ -282,7 +272,7 @@ impl Credentials {
                     server_key: vec![0; 64],
                 };
                 let _ = decoy.verify_password(Mechanism::ScramSha512, password);
-                false
+                None
             }
         }
     }
@@ -334,16 +324,10 @@ pub fn authenticate_plain(token: &[u8], creds: &Credentials) -> Result<String, A
             "an authorization id other than the username is not supported".into(),
         ));
     }
-    let usable = Mechanism::ALL.into_iter().any(|m| creds.get(user, m).is_some());
-    if usable {
-        if creds.check_password(user, password) {
-            Ok(user.to_string())
-        } else {
-            Err(AuthError::WrongPassword { user: user.into() })
-        }
-    } else {
-        creds.check_password(user, password);
-        Err(AuthError::UnknownUser { user: user.into() })
+    match creds.check_password(user, password) {
+        Some(true) => Ok(user.to_string()),
+        Some(false) => Err(AuthError::WrongPassword { user: user.into() }),
+        None => Err(AuthError::UnknownUser { user: user.into() }),
     }
 }
 
@@ -386,10 +370,6 @@ impl ScramServer {
             mechanism,
             state: ScramState::AwaitingClientFirst,
         }
-    }
-
-    pub fn mechanism(&self) -> Mechanism {
-        self.mechanism
     }
 
     /// Whether the next step is the client's first message (the one that looks the
@@ -728,6 +708,6 @@ mod tests {
         assert!(!text.contains("hunter2"));
         let back = Credentials::read(&volume).unwrap();
         assert_eq!(back.mechanisms_of("alice"), vec![(Mechanism::ScramSha512, 8192)]);
-        assert!(back.check_password("alice", b"hunter2-very-secret"));
+        assert_eq!(back.check_password("alice", b"hunter2-very-secret"), Some(true));
     }
 }

@@ -274,9 +274,8 @@ pub struct Session {
 }
 
 impl Session {
-    /// A connection that needs no authentication (PLAINTEXT), as tests and the
-    /// readiness probe see one.
-    pub fn anonymous(listener: &str) -> Session {
+    /// A connection on `listener` that has not authenticated (yet): User:ANONYMOUS.
+    fn anonymous(listener: &str) -> Session {
         Session {
             listener: listener.into(),
             principal: ANONYMOUS.into(),
