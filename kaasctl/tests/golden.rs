@@ -691,19 +691,22 @@ fn a_reader_that_closes_early_ends_every_command_quietly() {
         &["man"],
     ];
     for args in commands {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+        // The reader is gone before kaasctl starts, so its first write fails, whatever
+        // the scheduling. (Closing it after the start raced with kaasctl: a command
+        // that wrote its few lines first ended with its own exit code, 3 for
+        // `markers list` on this fixture, and the test failed under load.)
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
             .arg("--data-dir")
             .arg(d.path())
             .args(*args)
             .env("KAASCTL_NOW_MS", NOW.to_string())
             .env("NO_COLOR", "1")
-            .stdout(std::process::Stdio::piped())
+            .stdout(writer)
             .stderr(std::process::Stdio::piped())
-            .spawn()
+            .output()
             .expect("kaasctl runs");
-        // The reader goes away before kaasctl writes anything.
-        drop(child.stdout.take());
-        let out = child.wait_with_output().expect("kaasctl ends");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.code() == Some(0) && !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
