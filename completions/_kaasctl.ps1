@@ -29,7 +29,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
@@ -46,6 +46,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('lso', 'lso', [CompletionResultType]::ParameterValue, 'Last stable offsets')
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
             [CompletionResult]::new('users', 'users', [CompletionResultType]::ParameterValue, 'SASL/SCRAM users brokers check logins against (salted verifiers only)')
+            [CompletionResult]::new('acls', 'acls', [CompletionResultType]::ParameterValue, 'ACLs brokers enforce with --authorizer acls (Kafka''s model: deny wins)')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
@@ -63,7 +64,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -77,7 +78,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -91,7 +92,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -105,7 +106,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -119,7 +120,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)')
@@ -146,7 +147,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -160,7 +161,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -178,7 +179,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -196,7 +197,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -210,7 +211,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -224,7 +225,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -269,7 +270,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Per writer (broker or admin): producer id, fenced epoch, when recorded')
@@ -286,7 +287,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -311,7 +312,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Queue depth and oldest entry age per target broker')
@@ -328,7 +329,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -342,7 +343,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -371,7 +372,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'The partition''s producer-state snapshot plus the log tail replayed after it')
@@ -387,7 +388,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -412,7 +413,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('dump', 'dump', [CompletionResultType]::ParameterValue, 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type')
@@ -431,7 +432,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--records', '--records', [CompletionResultType]::ParameterName, 'Also print each record''s key and value (uncompressed batches)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -456,7 +457,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Which producer and transaction pin a partition''s last stable offset, and what to do')
@@ -472,7 +473,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -497,7 +498,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -511,7 +512,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Users and their SCRAM mechanisms with iteration counts')
@@ -529,7 +530,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -546,7 +547,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--password-stdin', '--password-stdin', [CompletionResultType]::ParameterName, 'Read the password from the first line of stdin')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -561,7 +562,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -585,6 +586,109 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         'kaasctl;users;help;help' {
             break
         }
+        'kaasctl;acls' {
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'ACLs, all or those about one resource or principal')
+            [CompletionResult]::new('add', 'add', [CompletionResultType]::ParameterValue, 'Add ACLs: each principal × host × operation on one resource, like kafka-acls --add (e.g. --allow-principal User:alice --operation write --topic orders)')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete the ACLs the same flags as `add` describe')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'kaasctl;acls;list' {
+            [CompletionResult]::new('--topic', '--topic', [CompletionResultType]::ParameterName, 'A topic (''*'' for every topic)')
+            [CompletionResult]::new('--group', '--group', [CompletionResultType]::ParameterName, 'A consumer group (''*'' for every group)')
+            [CompletionResult]::new('--transactional-id', '--transactional-id', [CompletionResultType]::ParameterName, 'A transactional id (''*'' for every id)')
+            [CompletionResult]::new('--resource-pattern-type', '--resource-pattern-type', [CompletionResultType]::ParameterName, 'How the resource name matches: any (ACLs with exactly this name), match (every ACL that applies to it: literal, ''*'' and prefixes), literal, prefixed')
+            [CompletionResult]::new('--principal', '--principal', [CompletionResultType]::ParameterName, 'Only ACLs naming this principal (User:alice)')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--cluster', '--cluster', [CompletionResultType]::ParameterName, 'The cluster (kafka-cluster)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;acls;add' {
+            [CompletionResult]::new('--topic', '--topic', [CompletionResultType]::ParameterName, 'A topic (''*'' for every topic)')
+            [CompletionResult]::new('--group', '--group', [CompletionResultType]::ParameterName, 'A consumer group (''*'' for every group)')
+            [CompletionResult]::new('--transactional-id', '--transactional-id', [CompletionResultType]::ParameterName, 'A transactional id (''*'' for every id)')
+            [CompletionResult]::new('--allow-principal', '--allow-principal', [CompletionResultType]::ParameterName, 'Principals allowed (User:alice, User:* for everyone); repeatable')
+            [CompletionResult]::new('--deny-principal', '--deny-principal', [CompletionResultType]::ParameterName, 'Principals denied; a DENY wins over any ALLOW. Repeatable')
+            [CompletionResult]::new('--operation', '--operation', [CompletionResultType]::ParameterName, 'Operations: all, read, write, create, delete, alter, describe, cluster-action, describe-configs, alter-configs, idempotent-write. Repeatable')
+            [CompletionResult]::new('--host', '--host', [CompletionResultType]::ParameterName, 'Client addresses the ACL applies to (''*'': any). Repeatable')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--cluster', '--cluster', [CompletionResultType]::ParameterName, 'The cluster (kafka-cluster)')
+            [CompletionResult]::new('--prefixed', '--prefixed', [CompletionResultType]::ParameterName, 'The name is a prefix (PREFIXED), not a literal name')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;acls;delete' {
+            [CompletionResult]::new('--topic', '--topic', [CompletionResultType]::ParameterName, 'A topic (''*'' for every topic)')
+            [CompletionResult]::new('--group', '--group', [CompletionResultType]::ParameterName, 'A consumer group (''*'' for every group)')
+            [CompletionResult]::new('--transactional-id', '--transactional-id', [CompletionResultType]::ParameterName, 'A transactional id (''*'' for every id)')
+            [CompletionResult]::new('--allow-principal', '--allow-principal', [CompletionResultType]::ParameterName, 'Principals allowed (User:alice, User:* for everyone); repeatable')
+            [CompletionResult]::new('--deny-principal', '--deny-principal', [CompletionResultType]::ParameterName, 'Principals denied; a DENY wins over any ALLOW. Repeatable')
+            [CompletionResult]::new('--operation', '--operation', [CompletionResultType]::ParameterName, 'Operations: all, read, write, create, delete, alter, describe, cluster-action, describe-configs, alter-configs, idempotent-write. Repeatable')
+            [CompletionResult]::new('--host', '--host', [CompletionResultType]::ParameterName, 'Client addresses the ACL applies to (''*'': any). Repeatable')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--cluster', '--cluster', [CompletionResultType]::ParameterName, 'The cluster (kafka-cluster)')
+            [CompletionResult]::new('--prefixed', '--prefixed', [CompletionResultType]::ParameterName, 'The name is a prefix (PREFIXED), not a literal name')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;acls;help' {
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'ACLs, all or those about one resource or principal')
+            [CompletionResult]::new('add', 'add', [CompletionResultType]::ParameterValue, 'Add ACLs: each principal × host × operation on one resource, like kafka-acls --add (e.g. --allow-principal User:alice --operation write --topic orders)')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete the ACLs the same flags as `add` describe')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'kaasctl;acls;help;list' {
+            break
+        }
+        'kaasctl;acls;help;add' {
+            break
+        }
+        'kaasctl;acls;help;delete' {
+            break
+        }
+        'kaasctl;acls;help;help' {
+            break
+        }
         'kaasctl;doctor' {
             [CompletionResult]::new('--stuck-after', '--stuck-after', [CompletionResultType]::ParameterName, 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck')
             [CompletionResult]::new('--min-free-percent', '--min-free-percent', [CompletionResultType]::ParameterName, 'Free space or inodes below this percentage is a problem (below twice it, a warning)')
@@ -596,7 +700,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -610,7 +714,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -627,7 +731,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--once', '--once', [CompletionResultType]::ParameterName, 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -641,7 +745,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -655,7 +759,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
             [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
-            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -673,6 +777,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('lso', 'lso', [CompletionResultType]::ParameterValue, 'Last stable offsets')
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
             [CompletionResult]::new('users', 'users', [CompletionResultType]::ParameterValue, 'SASL/SCRAM users brokers check logins against (salted verifiers only)')
+            [CompletionResult]::new('acls', 'acls', [CompletionResultType]::ParameterValue, 'ACLs brokers enforce with --authorizer acls (Kafka''s model: deny wins)')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
@@ -775,6 +880,21 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             break
         }
         'kaasctl;help;users;delete' {
+            break
+        }
+        'kaasctl;help;acls' {
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'ACLs, all or those about one resource or principal')
+            [CompletionResult]::new('add', 'add', [CompletionResultType]::ParameterValue, 'Add ACLs: each principal × host × operation on one resource, like kafka-acls --add (e.g. --allow-principal User:alice --operation write --topic orders)')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete the ACLs the same flags as `add` describe')
+            break
+        }
+        'kaasctl;help;acls;list' {
+            break
+        }
+        'kaasctl;help;acls;add' {
+            break
+        }
+        'kaasctl;help;acls;delete' {
             break
         }
         'kaasctl;help;doctor' {

@@ -16,6 +16,9 @@ _kaasctl() {
             ",$1")
                 cmd="kaasctl"
                 ;;
+            kaasctl,acls)
+                cmd="kaasctl__subcmd__acls"
+                ;;
             kaasctl,audit)
                 cmd="kaasctl__subcmd__audit"
                 ;;
@@ -70,6 +73,30 @@ _kaasctl() {
             kaasctl,users)
                 cmd="kaasctl__subcmd__users"
                 ;;
+            kaasctl__subcmd__acls,add)
+                cmd="kaasctl__subcmd__acls__subcmd__add"
+                ;;
+            kaasctl__subcmd__acls,delete)
+                cmd="kaasctl__subcmd__acls__subcmd__delete"
+                ;;
+            kaasctl__subcmd__acls,help)
+                cmd="kaasctl__subcmd__acls__subcmd__help"
+                ;;
+            kaasctl__subcmd__acls,list)
+                cmd="kaasctl__subcmd__acls__subcmd__list"
+                ;;
+            kaasctl__subcmd__acls__subcmd__help,add)
+                cmd="kaasctl__subcmd__acls__subcmd__help__subcmd__add"
+                ;;
+            kaasctl__subcmd__acls__subcmd__help,delete)
+                cmd="kaasctl__subcmd__acls__subcmd__help__subcmd__delete"
+                ;;
+            kaasctl__subcmd__acls__subcmd__help,help)
+                cmd="kaasctl__subcmd__acls__subcmd__help__subcmd__help"
+                ;;
+            kaasctl__subcmd__acls__subcmd__help,list)
+                cmd="kaasctl__subcmd__acls__subcmd__help__subcmd__list"
+                ;;
             kaasctl__subcmd__fence,help)
                 cmd="kaasctl__subcmd__fence__subcmd__help"
                 ;;
@@ -81,6 +108,9 @@ _kaasctl() {
                 ;;
             kaasctl__subcmd__fence__subcmd__help,show)
                 cmd="kaasctl__subcmd__fence__subcmd__help__subcmd__show"
+                ;;
+            kaasctl__subcmd__help,acls)
+                cmd="kaasctl__subcmd__help__subcmd__acls"
                 ;;
             kaasctl__subcmd__help,audit)
                 cmd="kaasctl__subcmd__help__subcmd__audit"
@@ -135,6 +165,15 @@ _kaasctl() {
                 ;;
             kaasctl__subcmd__help,users)
                 cmd="kaasctl__subcmd__help__subcmd__users"
+                ;;
+            kaasctl__subcmd__help__subcmd__acls,add)
+                cmd="kaasctl__subcmd__help__subcmd__acls__subcmd__add"
+                ;;
+            kaasctl__subcmd__help__subcmd__acls,delete)
+                cmd="kaasctl__subcmd__help__subcmd__acls__subcmd__delete"
+                ;;
+            kaasctl__subcmd__help__subcmd__acls,list)
+                cmd="kaasctl__subcmd__help__subcmd__acls__subcmd__list"
                 ;;
             kaasctl__subcmd__help__subcmd__fence,show)
                 cmd="kaasctl__subcmd__help__subcmd__fence__subcmd__show"
@@ -308,12 +347,310 @@ _kaasctl() {
 
     case "${cmd}" in
         kaasctl)
-            opts="-o -h -V --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help --version brokers topics compaction groups txn fence markers producers log lso audit users doctor metrics top completions man help"
+            opts="-o -h -V --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help --version brokers topics compaction groups txn fence markers producers log lso audit users acls doctor metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__acls)
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help list add delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__acls__subcmd__add)
+            opts="-o -h --topic --group --transactional-id --cluster --prefixed --allow-principal --deny-principal --operation --host --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --topic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transactional-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --allow-principal)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deny-principal)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --operation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__acls__subcmd__delete)
+            opts="-o -h --topic --group --transactional-id --cluster --prefixed --allow-principal --deny-principal --operation --host --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --topic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transactional-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --allow-principal)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deny-principal)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --operation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__acls__subcmd__help)
+            opts="list add delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__acls__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__acls__subcmd__help__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__acls__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__acls__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__acls__subcmd__list)
+            opts="-o -h --topic --group --transactional-id --cluster --resource-pattern-type --principal --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --topic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transactional-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --resource-pattern-type)
+                    COMPREPLY=($(compgen -W "any match literal prefixed" -- "${cur}"))
+                    return 0
+                    ;;
+                --principal)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --data-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -704,8 +1041,64 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help)
-            opts="brokers topics compaction groups txn fence markers producers log lso audit users doctor metrics top completions man help"
+            opts="brokers topics compaction groups txn fence markers producers log lso audit users acls doctor metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__acls)
+            opts="list add delete"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__acls__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__acls__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__acls__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -26,7 +26,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
@@ -43,6 +43,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand lso 'Last stable offsets'
             cand audit 'The audit journal of mutating kaasctl commands'
             cand users 'SASL/SCRAM users brokers check logins against (salted verifiers only)'
+            cand acls 'ACLs brokers enforce with --authorizer acls (Kafka''s model: deny wins)'
             cand doctor 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
             cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
@@ -59,7 +60,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -72,7 +73,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -85,7 +86,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -98,7 +99,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -111,7 +112,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand list 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
@@ -137,7 +138,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -150,7 +151,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -167,7 +168,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --yes 'Do not ask for confirmation'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -184,7 +185,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --yes 'Do not ask for confirmation'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -197,7 +198,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -210,7 +211,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -246,7 +247,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand show 'Per writer (broker or admin): producer id, fenced epoch, when recorded'
@@ -262,7 +263,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -283,7 +284,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand list 'Queue depth and oldest entry age per target broker'
@@ -299,7 +300,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -312,7 +313,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -336,7 +337,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand show 'The partition''s producer-state snapshot plus the log tail replayed after it'
@@ -351,7 +352,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -372,7 +373,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand dump 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
@@ -390,7 +391,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --records 'Also print each record''s key and value (uncompressed batches)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -411,7 +412,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do'
@@ -426,7 +427,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -447,7 +448,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -460,7 +461,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
             cand list 'Users and their SCRAM mechanisms with iteration counts'
@@ -477,7 +478,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -493,7 +494,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --password-stdin 'Read the password from the first line of stdin'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -507,7 +508,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -525,6 +526,100 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         }
         &'kaasctl;users;help;help'= {
         }
+        &'kaasctl;acls'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand list 'ACLs, all or those about one resource or principal'
+            cand add 'Add ACLs: each principal × host × operation on one resource, like kafka-acls --add (e.g. --allow-principal User:alice --operation write --topic orders)'
+            cand delete 'Delete the ACLs the same flags as `add` describe'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;acls;list'= {
+            cand --topic 'A topic (''*'' for every topic)'
+            cand --group 'A consumer group (''*'' for every group)'
+            cand --transactional-id 'A transactional id (''*'' for every id)'
+            cand --resource-pattern-type 'How the resource name matches: any (ACLs with exactly this name), match (every ACL that applies to it: literal, ''*'' and prefixes), literal, prefixed'
+            cand --principal 'Only ACLs naming this principal (User:alice)'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --cluster 'The cluster (kafka-cluster)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;acls;add'= {
+            cand --topic 'A topic (''*'' for every topic)'
+            cand --group 'A consumer group (''*'' for every group)'
+            cand --transactional-id 'A transactional id (''*'' for every id)'
+            cand --allow-principal 'Principals allowed (User:alice, User:* for everyone); repeatable'
+            cand --deny-principal 'Principals denied; a DENY wins over any ALLOW. Repeatable'
+            cand --operation 'Operations: all, read, write, create, delete, alter, describe, cluster-action, describe-configs, alter-configs, idempotent-write. Repeatable'
+            cand --host 'Client addresses the ACL applies to (''*'': any). Repeatable'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --cluster 'The cluster (kafka-cluster)'
+            cand --prefixed 'The name is a prefix (PREFIXED), not a literal name'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;acls;delete'= {
+            cand --topic 'A topic (''*'' for every topic)'
+            cand --group 'A consumer group (''*'' for every group)'
+            cand --transactional-id 'A transactional id (''*'' for every id)'
+            cand --allow-principal 'Principals allowed (User:alice, User:* for everyone); repeatable'
+            cand --deny-principal 'Principals denied; a DENY wins over any ALLOW. Repeatable'
+            cand --operation 'Operations: all, read, write, create, delete, alter, describe, cluster-action, describe-configs, alter-configs, idempotent-write. Repeatable'
+            cand --host 'Client addresses the ACL applies to (''*'': any). Repeatable'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --cluster 'The cluster (kafka-cluster)'
+            cand --prefixed 'The name is a prefix (PREFIXED), not a literal name'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;acls;help'= {
+            cand list 'ACLs, all or those about one resource or principal'
+            cand add 'Add ACLs: each principal × host × operation on one resource, like kafka-acls --add (e.g. --allow-principal User:alice --operation write --topic orders)'
+            cand delete 'Delete the ACLs the same flags as `add` describe'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;acls;help;list'= {
+        }
+        &'kaasctl;acls;help;add'= {
+        }
+        &'kaasctl;acls;help;delete'= {
+        }
+        &'kaasctl;acls;help;help'= {
+        }
         &'kaasctl;doctor'= {
             cand --stuck-after 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck'
             cand --min-free-percent 'Free space or inodes below this percentage is a problem (below twice it, a warning)'
@@ -536,7 +631,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -549,7 +644,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -565,7 +660,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --once 'Render one frame as plain text to stdout and exit (size from COLUMNS/LINES, default 120x40)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -578,7 +673,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -591,7 +686,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -608,6 +703,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand lso 'Last stable offsets'
             cand audit 'The audit journal of mutating kaasctl commands'
             cand users 'SASL/SCRAM users brokers check logins against (salted verifiers only)'
+            cand acls 'ACLs brokers enforce with --authorizer acls (Kafka''s model: deny wins)'
             cand doctor 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
             cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
@@ -683,6 +779,17 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         &'kaasctl;help;users;add'= {
         }
         &'kaasctl;help;users;delete'= {
+        }
+        &'kaasctl;help;acls'= {
+            cand list 'ACLs, all or those about one resource or principal'
+            cand add 'Add ACLs: each principal × host × operation on one resource, like kafka-acls --add (e.g. --allow-principal User:alice --operation write --topic orders)'
+            cand delete 'Delete the ACLs the same flags as `add` describe'
+        }
+        &'kaasctl;help;acls;list'= {
+        }
+        &'kaasctl;help;acls;add'= {
+        }
+        &'kaasctl;help;acls;delete'= {
         }
         &'kaasctl;help;doctor'= {
         }

@@ -122,6 +122,34 @@ impl AclBinding {
         (self.principal == principal || self.principal == ANY_PRINCIPAL) && (self.host == host || self.host == WILDCARD)
     }
 
+    /// A binding from Kafka's wire fields (CreateAcls), checked as [`AclBinding::invalid`].
+    pub fn from_wire(
+        resource_type: i8,
+        name: &str,
+        pattern: i8,
+        principal: &str,
+        host: &str,
+        operation: i8,
+        permission: i8,
+    ) -> Result<AclBinding, String> {
+        let binding = AclBinding {
+            resource_type: ResourceType::from_code(resource_type)
+                .ok_or_else(|| format!("unknown or unsupported resource type {resource_type}"))?,
+            pattern_type: PatternType::from_code(pattern)
+                .ok_or_else(|| format!("pattern type {pattern} is not LITERAL (3) or PREFIXED (4)"))?,
+            name: name.to_string(),
+            principal: principal.to_string(),
+            host: host.to_string(),
+            operation: Operation::from_code(operation).ok_or_else(|| format!("unknown operation {operation}"))?,
+            permission: Permission::from_code(permission)
+                .ok_or_else(|| format!("permission type {permission} is not DENY (2) or ALLOW (3)"))?,
+        };
+        match binding.invalid() {
+            Some(problem) => Err(problem),
+            None => Ok(binding),
+        }
+    }
+
     /// What is wrong with this binding for CreateAcls (Kafka's checks), if anything.
     pub fn invalid(&self) -> Option<String> {
         if self.name.is_empty() {
@@ -146,6 +174,68 @@ impl AclBinding {
             return Some("the host must be an address or '*'".into());
         }
         None
+    }
+}
+
+impl std::fmt::Display for AclBinding {
+    /// `ALLOW User:alice from * to WRITE TOPIC orders- (PREFIXED)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} from {} to {} {} {} ({})",
+            self.permission,
+            self.principal,
+            self.host,
+            self.operation,
+            self.resource_type,
+            self.name,
+            self.pattern_type
+        )
+    }
+}
+
+/// Wire codes of "any" in Kafka's ACL filters (AclBindingFilter).
+pub const ANY_CODE: i8 = 1;
+/// PatternType MATCH: the ACLs that would apply to the named resource.
+pub const MATCH_CODE: i8 = 2;
+
+impl AclFilter {
+    /// A filter from Kafka's wire fields (DescribeAcls, DeleteAcls): `1` is ANY for
+    /// every coded field, pattern `2` is MATCH. What is not a known code is refused with
+    /// the field's name.
+    pub fn from_wire(
+        resource_type: i8,
+        name: Option<&str>,
+        pattern: i8,
+        principal: Option<&str>,
+        host: Option<&str>,
+        operation: i8,
+        permission: i8,
+    ) -> Result<AclFilter, String> {
+        fn coded<T>(code: i8, what: &str, from: impl Fn(i8) -> Option<T>) -> Result<Option<T>, String> {
+            if code == ANY_CODE {
+                Ok(None)
+            } else {
+                from(code)
+                    .map(Some)
+                    .ok_or_else(|| format!("unknown or unsupported {what} {code}"))
+            }
+        }
+        Ok(AclFilter {
+            resource_type: coded(resource_type, "resource type", ResourceType::from_code)?,
+            pattern: match pattern {
+                ANY_CODE => PatternFilter::Any,
+                MATCH_CODE => PatternFilter::Match,
+                p => PatternFilter::Exactly(
+                    PatternType::from_code(p).ok_or_else(|| format!("unknown pattern type {p}"))?,
+                ),
+            },
+            name: name.map(str::to_string),
+            principal: principal.map(str::to_string),
+            host: host.map(str::to_string),
+            operation: coded(operation, "operation", Operation::from_code)?,
+            permission: coded(permission, "permission type", Permission::from_code)?,
+        })
     }
 }
 
@@ -245,6 +335,51 @@ impl Acls {
         let denied = relevant()
             .any(|a| a.permission == Permission::Deny && (a.operation == op || a.operation == Operation::All));
         !denied && relevant().any(|a| a.permission == Permission::Allow && implied_by(a.operation, op))
+    }
+
+    /// Whether any ACL at all is about `name` of `resource_type`, whoever it names
+    /// (allow.everyone.if.no.acl.found opens a resource only when none is).
+    pub fn any_about(&self, resource_type: ResourceType, name: &str) -> bool {
+        self.acls.iter().any(|a| a.covers(resource_type, name))
+    }
+
+    /// Kafka's authorizeByResourceType: whether `principal` from `host` may do `op` on
+    /// at least one resource of `resource_type` — an ALLOW for it (or ALL) that no DENY
+    /// for it covers wholly (a literal `*` DENY covers everything; a prefixed DENY
+    /// covers the names and prefixes it starts; a literal DENY its own name).
+    /// InitProducerId without a transactional id asks it of TOPIC WRITE.
+    pub fn allows_any(&self, principal: &str, host: &str, op: Operation, resource_type: ResourceType) -> bool {
+        let applicable = || {
+            self.acls.iter().filter(move |a| {
+                a.resource_type == resource_type
+                    && a.applies_to(principal, host)
+                    && (a.operation == op || a.operation == Operation::All)
+            })
+        };
+        let denies: Vec<&AclBinding> = applicable().filter(|a| a.permission == Permission::Deny).collect();
+        if denies
+            .iter()
+            .any(|d| d.pattern_type == PatternType::Literal && d.name == WILDCARD)
+        {
+            return false;
+        }
+        let denied_by_prefix = |name: &str| {
+            denies
+                .iter()
+                .any(|d| d.pattern_type == PatternType::Prefixed && name.starts_with(&d.name))
+        };
+        applicable()
+            .filter(|a| a.permission == Permission::Allow)
+            .any(|a| match a.pattern_type {
+                PatternType::Literal if a.name == WILDCARD => true,
+                PatternType::Literal => {
+                    !denied_by_prefix(&a.name)
+                        && !denies
+                            .iter()
+                            .any(|d| d.pattern_type == PatternType::Literal && d.name == a.name)
+                }
+                PatternType::Prefixed => !denied_by_prefix(&a.name),
+            })
     }
 }
 
@@ -358,6 +493,42 @@ mod tests {
         .unwrap();
         assert_eq!(Acls::read(&v).unwrap().acls, vec![a]);
         assert!(std::fs::read_to_string(v.acls_file()).unwrap().contains("\"GROUP\""));
+    }
+
+    #[test]
+    fn some_resource_of_a_type_is_allowed_unless_every_allowed_one_is_denied() {
+        use Operation::*;
+        use PatternType::*;
+        use Permission::*;
+        use ResourceType::*;
+        let with = |acls: Vec<AclBinding>| Acls { version: 1, acls };
+        let w = |pt, name: &str, perm| acl(Topic, pt, name, "User:alice", Write, perm);
+        assert!(!with(vec![]).allows_any("User:alice", "h", Write, Topic));
+        assert!(with(vec![w(Literal, "t", Allow)]).allows_any("User:alice", "h", Write, Topic));
+        assert!(!with(vec![w(Literal, "t", Allow)]).allows_any("User:bob", "h", Write, Topic));
+        assert!(
+            !with(vec![w(Literal, "t", Allow)]).allows_any("User:alice", "h", Read, Topic),
+            "WRITE does not grant READ"
+        );
+        assert!(!with(vec![w(Literal, "t", Allow), w(Literal, "t", Deny)]).allows_any("User:alice", "h", Write, Topic));
+        assert!(
+            !with(vec![w(Prefixed, "t-", Allow), w(Prefixed, "t", Deny)]).allows_any("User:alice", "h", Write, Topic)
+        );
+        assert!(
+            with(vec![w(Prefixed, "t", Allow), w(Prefixed, "t-", Deny)]).allows_any("User:alice", "h", Write, Topic),
+            "t-... is denied, tx is not"
+        );
+        assert!(!with(vec![w(Prefixed, "t", Allow), w(Literal, "*", Deny)]).allows_any(
+            "User:alice",
+            "h",
+            Write,
+            Topic
+        ));
+        assert!(with(vec![acl(Topic, Literal, "*", "User:*", All, Allow)]).allows_any("User:alice", "h", Write, Topic));
+        assert!(
+            !with(vec![acl(Group, Literal, "*", "User:*", All, Allow)]).allows_any("User:alice", "h", Write, Topic),
+            "another resource type"
+        );
     }
 
     /// Against a reference model written straight from Kafka's rule: deny if any

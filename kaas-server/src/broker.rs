@@ -305,6 +305,8 @@ pub struct Broker {
     sync_rounds: std::sync::atomic::AtomicU64,
     /// Dynamic broker configs and the log defaults they give (broker/configs.rs).
     dynamic: RwLock<configs::DynamicState>,
+    /// Who may do what (`--authorizer`), over the ACLs on the volume.
+    pub authz: crate::authz::Authorizer,
 }
 
 /// Every this many volume syncs (seconds), partitions that failed to open are tried again.
@@ -358,6 +360,7 @@ impl Broker {
         std::fs::create_dir_all(volume.groups_dir())?;
         let cluster_id = kaas_core::broker::cluster_id(&volume)?;
         let dynamic = configs::DynamicState::load(&volume, &config)?;
+        let authz = crate::authz::Authorizer::load(&volume, &config)?;
         let defaults = dynamic.defaults.clone();
         let mut registry = Registry::default();
         let now = now_ms();
@@ -427,6 +430,7 @@ impl Broker {
             sync_rounds: std::sync::atomic::AtomicU64::new(1),
             stepdowns: std::sync::atomic::AtomicU64::new(0),
             dynamic: RwLock::new(dynamic),
+            authz,
         });
         let fences = broker.apply_fence_logs()?;
         info!(raised = fences, "fence logs applied to the partitions' producers");
@@ -451,6 +455,20 @@ impl Broker {
         Err(TopicError::Unknown(name.to_string()))
     }
 
+    /// The topic, for a client that may do `op` on it; TOPIC_AUTHORIZATION_FAILED
+    /// otherwise, whether or not it exists (Kafka's answer: no probing for names).
+    pub fn topic_as(
+        &self,
+        ctx: &crate::handlers::RequestContext,
+        op: kaas_core::acl::Operation,
+        name: &str,
+    ) -> Result<Arc<Topic>, i16> {
+        if !self.authz.authorize(ctx, op, kaas_core::acl::ResourceType::Topic, name) {
+            return Err(kafka_protocol::error::ResponseError::TopicAuthorizationFailed.code());
+        }
+        self.topic(name).map_err(|e| e.code())
+    }
+
     pub fn topic_by_id(&self, id: &Uuid) -> Option<Arc<Topic>> {
         let reg = self.registry();
         reg.by_id.get(id).and_then(|n| reg.topics.get(n)).cloned()
@@ -466,6 +484,50 @@ impl Broker {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+
+    /// [`Broker::topic_or_create`] on a client's behalf: creating the topic needs
+    /// CREATE on the cluster or on the topic (Kafka's rule for auto-creation); without
+    /// it a missing topic stays unknown.
+    pub async fn topic_or_create_for(
+        &self,
+        ctx: &crate::handlers::RequestContext,
+        name: &str,
+    ) -> Result<Arc<Topic>, TopicError> {
+        match self.topic(name) {
+            Err(TopicError::Unknown(_)) if self.config.auto_create_topics && !self.may_create_topic(ctx, name) => {
+                Err(TopicError::Unknown(name.to_string()))
+            }
+            _ => self.topic_or_create(name).await,
+        }
+    }
+
+    /// READ on the group: what JoinGroup, SyncGroup, Heartbeat and LeaveGroup need.
+    pub fn may_read_group(&self, ctx: &crate::handlers::RequestContext, group: &str) -> bool {
+        self.authz.authorize(
+            ctx,
+            kaas_core::acl::Operation::Read,
+            kaas_core::acl::ResourceType::Group,
+            group,
+        )
+    }
+
+    /// WRITE on the transactional id: what every transactional API needs.
+    pub fn may_write_txn(&self, ctx: &crate::handlers::RequestContext, transactional_id: &str) -> bool {
+        self.authz.authorize(
+            ctx,
+            kaas_core::acl::Operation::Write,
+            kaas_core::acl::ResourceType::TransactionalId,
+            transactional_id,
+        )
+    }
+
+    /// CREATE on the cluster or on the topic.
+    pub fn may_create_topic(&self, ctx: &crate::handlers::RequestContext, name: &str) -> bool {
+        use kaas_core::acl::{Operation, ResourceType};
+        self.authz
+            .authorize(ctx, Operation::Create, ResourceType::Cluster, crate::authz::CLUSTER)
+            || self.authz.authorize(ctx, Operation::Create, ResourceType::Topic, name)
     }
 
     /// The topic, created with broker defaults if auto-creation is on and it is missing.
@@ -846,6 +908,7 @@ impl Broker {
             .is_multiple_of(BROKEN_RETRY_ROUNDS);
         self.hand_over_misplaced();
         let defaults_changed = self.reload_dynamic_configs();
+        self.authz.reload(&self.volume);
         let listed = match list_topics(&self.volume) {
             Ok(l) => l,
             Err(e) => {

@@ -27,6 +27,14 @@ pub enum ClientAuth {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthorizerKind {
+    /// Every client may do everything (Kafka without authorizer.class.name).
+    None,
+    /// Kafka's ACL model over the ACLs on the volume; deny wins, super users pass.
+    Acls,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FlushPolicy {
     /// acks=-1 produce requests are answered after an fsync that covers them
     /// (concurrent requests share one fsync); other data is fsynced every
@@ -114,6 +122,22 @@ pub struct Config {
     /// the password itself: enable it on purpose, and use it over SASL_SSL.
     #[arg(long, env = "KAAS_SASL_ENABLED_MECHANISMS", value_delimiter = ',', default_values = ["SCRAM-SHA-256", "SCRAM-SHA-512"], value_parser = crate::sasl::parse_mechanism)]
     pub sasl_enabled_mechanisms: Vec<crate::sasl::SaslMechanism>,
+
+    /// authorizer.class.name: `none` lets every client do everything; `acls` enforces
+    /// the ACLs in __cluster/acls.json (kaasctl acls, CreateAcls) on every API, as
+    /// Kafka's StandardAuthorizer does (docs/security.md#acls).
+    #[arg(long, env = "KAAS_AUTHORIZER", value_enum, default_value_t = AuthorizerKind::None)]
+    pub authorizer: AuthorizerKind,
+
+    /// super.users: principals the ACL authorizer allows everything, separated by `;`
+    /// (User:admin;User:CN=ops,O=example).
+    #[arg(long, env = "KAAS_SUPER_USERS", value_delimiter = ';', value_parser = crate::authz::parse_principal)]
+    pub super_users: Vec<String>,
+
+    /// allow.everyone.if.no.acl.found: with --authorizer acls, a resource no ACL
+    /// names at all is open to everyone (for moving a cluster onto ACLs).
+    #[arg(long, env = "KAAS_ALLOW_EVERYONE_IF_NO_ACL_FOUND", default_value_t = false, action = clap::ArgAction::Set)]
+    pub allow_everyone_if_no_acl_found: bool,
 
     /// Create a topic when a client asks for metadata of, or produces to, an unknown one.
     #[arg(long, env = "KAAS_AUTO_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]

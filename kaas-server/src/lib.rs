@@ -3,6 +3,7 @@
 //! (`broker`). Every volume format is kaas-core's; nothing here writes a file itself.
 
 pub mod alloc;
+pub mod authz;
 pub mod blocking;
 pub mod broker;
 pub mod cleaner;

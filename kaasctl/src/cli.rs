@@ -44,7 +44,7 @@ pub struct Cli {
     #[arg(long, default_value = "10s", value_parser = parse_duration, global = true)]
     pub session_timeout: Duration,
 
-    /// Let mutating commands (txn abort, txn repair --fix, users add/delete, aborts
+    /// Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts
     /// from top) run as a user other than the volume's owner. The files they write
     /// then belong to that user, and brokers running as the owner may be unable to
     /// read them.
@@ -111,6 +111,9 @@ pub enum Command {
     /// SASL/SCRAM users brokers check logins against (salted verifiers only).
     #[command(subcommand)]
     Users(UsersCommand),
+    /// ACLs brokers enforce with --authorizer acls (Kafka's model: deny wins).
+    #[command(subcommand)]
+    Acls(AclsCommand),
     /// Check the volume and cluster from the outside: leases, clocks, slot files, disk
     /// space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs.
     /// Prints a verdict and the next step for each finding; exit code 3 on a problem.
@@ -251,6 +254,74 @@ pub enum UsersCommand {
         #[arg(long = "mechanism", value_parser = crate::cmd::users::parse_mechanism)]
         mechanisms: Vec<kaas_core::scram::Mechanism>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AclsCommand {
+    /// ACLs, all or those about one resource or principal.
+    List {
+        #[command(flatten)]
+        resource: AclResourceArgs,
+        /// How the resource name matches: any (ACLs with exactly this name), match
+        /// (every ACL that applies to it: literal, '*' and prefixes), literal, prefixed.
+        #[arg(long, value_enum, default_value_t = AclPatternFilter::Any)]
+        resource_pattern_type: AclPatternFilter,
+        /// Only ACLs naming this principal (User:alice).
+        #[arg(long, value_parser = crate::cmd::acls::parse_principal)]
+        principal: Option<String>,
+    },
+    /// Add ACLs: each principal × host × operation on one resource, like kafka-acls
+    /// --add (e.g. --allow-principal User:alice --operation write --topic orders).
+    Add(AclSpec),
+    /// Delete the ACLs the same flags as `add` describe.
+    Delete(AclSpec),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AclPatternFilter {
+    Any,
+    Match,
+    Literal,
+    Prefixed,
+}
+
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct AclResourceArgs {
+    /// A topic ('*' for every topic).
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// A consumer group ('*' for every group).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// A transactional id ('*' for every id).
+    #[arg(long)]
+    pub transactional_id: Option<String>,
+    /// The cluster (kafka-cluster).
+    #[arg(long)]
+    pub cluster: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AclSpec {
+    #[command(flatten)]
+    pub resource: AclResourceArgs,
+    /// The name is a prefix (PREFIXED), not a literal name.
+    #[arg(long)]
+    pub prefixed: bool,
+    /// Principals allowed (User:alice, User:* for everyone); repeatable.
+    #[arg(long = "allow-principal", value_parser = crate::cmd::acls::parse_principal)]
+    pub allow: Vec<String>,
+    /// Principals denied; a DENY wins over any ALLOW. Repeatable.
+    #[arg(long = "deny-principal", value_parser = crate::cmd::acls::parse_principal)]
+    pub deny: Vec<String>,
+    /// Operations: all, read, write, create, delete, alter, describe, cluster-action,
+    /// describe-configs, alter-configs, idempotent-write. Repeatable.
+    #[arg(long = "operation", required = true, value_parser = crate::cmd::acls::parse_operation)]
+    pub operations: Vec<kaas_core::acl::Operation>,
+    /// Client addresses the ACL applies to ('*': any). Repeatable.
+    #[arg(long = "host", default_value = "*")]
+    pub hosts: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -28,7 +28,8 @@ mod top;
 
 use clap::{CommandFactory, Parser};
 use cli::{
-    Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand, TxnCommand, UsersCommand,
+    AclsCommand, Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand, TxnCommand,
+    UsersCommand,
 };
 use cmd::Status;
 use std::process::ExitCode;
@@ -97,6 +98,7 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Txn(TxnCommand::Abort(a)) => !a.dry_run,
         Command::Txn(TxnCommand::Repair { fix, .. }) => *fix,
         Command::Users(UsersCommand::Add { .. } | UsersCommand::Delete { .. }) => true,
+        Command::Acls(AclsCommand::Add(_) | AclsCommand::Delete(_)) => true,
         _ => false,
     };
     if mutating {
@@ -140,6 +142,13 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
             password_stdin,
         }) => cmd::users::add(&c, &user, &mechanisms, iterations, password_stdin),
         Command::Users(UsersCommand::Delete { user, mechanisms }) => cmd::users::delete(&c, &user, &mechanisms),
+        Command::Acls(AclsCommand::List {
+            resource,
+            resource_pattern_type,
+            principal,
+        }) => cmd::acls::list(&c, &out, &resource, resource_pattern_type, principal.as_deref()),
+        Command::Acls(AclsCommand::Add(spec)) => cmd::acls::add(&c, &spec),
+        Command::Acls(AclsCommand::Delete(spec)) => cmd::acls::delete(&c, &spec),
         Command::Doctor {
             stuck_after,
             min_free_percent,

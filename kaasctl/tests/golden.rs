@@ -537,6 +537,8 @@ fn tables_fit_80_columns() {
         &["producers", "show", "orders", "0"],
         &["log", "dump", "orders", "0"],
         &["audit"],
+        &["users", "list"],
+        &["acls", "list"],
         &["doctor"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))

@@ -178,6 +178,12 @@ def hand_built_requests():
     frames[60] = struct.pack(">i", len(payload)) + payload
     # SaslHandshake v1: mechanism. SaslAuthenticate v0: auth bytes (ILLEGAL_SASL_STATE
     # on this PLAINTEXT listener, as Kafka answers).
+    # The ACL APIs, v1 (not flexible). A filter: resource type, name (nullable), pattern,
+    # principal (nullable), host (nullable), operation, permission.
+    acl = struct.pack(">b", 2) + string("fz") + struct.pack(">b", 3) + string("User:fz") + string("*") + struct.pack(">bb", 3, 3)
+    frames[30] = request(30, 1, 1, struct.pack(">i", 1) + acl)  # CreateAcls: creations [acl]
+    frames[29] = request(29, 1, 1, acl)  # DescribeAcls: one filter
+    frames[31] = request(31, 1, 1, struct.pack(">i", 1) + acl)  # DeleteAcls: filters [acl]
     frames[17] = request(17, 1, 1, string("PLAIN"))
     frames[36] = request(36, 0, 1, struct.pack(">i", 7) + b"\x00fz\x00pw\x00")
 
@@ -271,6 +277,9 @@ def test_mutated_and_random_frames_never_take_the_broker_down(tmp_path):
         "--max-partitions", "300",
         "--group-min-session-timeout-ms", "100",
         "--connections-max-idle-ms", "5000",
+        # Every request runs through the authorizer (the anonymous client passes as a
+        # super user), and the ACL APIs are live.
+        "--authorizer", "acls", "--super-users", "User:ANONYMOUS",
     ])
     broker.port = broker_port
     try:

@@ -3,6 +3,7 @@
 
 use super::{client_error_code, RequestContext};
 use crate::broker::Broker;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use std::sync::Arc;
 
@@ -16,6 +17,14 @@ pub async fn handle(
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
     let group = req.group_id.0.to_string();
+    // Kafka's checks: WRITE on the transactional id, READ on the group.
+    if !broker.may_write_txn(ctx, &req.transactional_id) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    if !broker.may_read_group(ctx, &group) {
+        return AddOffsetsToTxnResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let code = match broker
         .txn
         .add(

@@ -2,6 +2,7 @@
 
 use super::{client_error_code, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kaas_core::txn::TopicPartition;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -19,10 +20,17 @@ pub async fn handle(
     ctx: &RequestContext,
     req: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
-    // Partitions of unknown topics fail the request; the others are not attempted.
+    // Kafka's checks: WRITE on the transactional id (every partition refused
+    // otherwise), WRITE on each topic. Partitions refused, or of unknown topics, fail
+    // the request; the others are not attempted.
+    let tid = &req.v3_and_below_transactional_id;
+    let txn_refused = !broker.may_write_txn(ctx, tid);
     let mut wanted = Vec::new();
-    let mut unknown = std::collections::HashSet::new();
+    let mut unknown = std::collections::HashMap::new();
     for t in &req.v3_and_below_topics {
+        let writable = broker
+            .authz
+            .authorize(ctx, Operation::Write, ResourceType::Topic, &t.name.0);
         for &p in &t.partitions {
             let tp = TopicPartition {
                 topic: t.name.0.to_string(),
@@ -30,21 +38,25 @@ pub async fn handle(
             };
             // The partition must exist; whoever leads it (even nobody, for the moment
             // of a hand-over) does not matter to the coordinator.
-            if broker.topic(&tp.topic).is_ok_and(|t| t.partition(p).is_some()) {
+            if !writable {
+                unknown.insert(tp, ResponseError::TopicAuthorizationFailed.code());
+            } else if broker.topic(&tp.topic).is_ok_and(|t| t.partition(p).is_some()) {
                 wanted.push(tp);
             } else {
-                unknown.insert(tp);
+                unknown.insert(tp, ResponseError::UnknownTopicOrPartition.code());
             }
         }
     }
-    let result: Result<(), i16> = if !unknown.is_empty() {
+    let result: Result<(), i16> = if txn_refused {
+        Err(ResponseError::TransactionalIdAuthorizationFailed.code())
+    } else if !unknown.is_empty() {
         Err(ResponseError::UnknownTopicOrPartition.code())
     } else {
         broker
             .txn
             .add(
                 broker,
-                &req.v3_and_below_transactional_id,
+                tid,
                 req.v3_and_below_producer_id.0,
                 req.v3_and_below_producer_epoch,
                 &wanted,
@@ -55,7 +67,8 @@ pub async fn handle(
     };
     let code_for = |tp: &TopicPartition| match &result {
         Ok(()) => 0,
-        Err(code) if unknown.contains(tp) => *code,
+        Err(_) if txn_refused => ResponseError::TransactionalIdAuthorizationFailed.code(),
+        Err(_) if let Some(code) = unknown.get(tp) => *code,
         Err(_) if !unknown.is_empty() => ResponseError::OperationNotAttempted.code(),
         Err(code) => client_error_code(*code, ctx.version, FENCED_SINCE),
     };

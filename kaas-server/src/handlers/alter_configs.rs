@@ -6,6 +6,7 @@
 use super::describe_configs::{broker_layers, RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DYNAMIC_BROKER};
 use super::{sb, RequestContext};
 use crate::broker::{Broker, ConfigChange};
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
@@ -17,6 +18,31 @@ pub const MAX: i16 = 2;
 
 /// A refusal: error code and message.
 pub type Refusal = (i16, String);
+
+/// Kafka's checks for the config APIs: `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on
+/// the topic (TOPIC_AUTHORIZATION_FAILED), or on the cluster for a broker resource
+/// (CLUSTER_AUTHORIZATION_FAILED). Other resource types are refused later as unknown.
+pub fn refused(broker: &Broker, ctx: &RequestContext, resource_type: i8, name: &str, op: Operation) -> Option<Refusal> {
+    let (rt, resource, code) = match resource_type {
+        RESOURCE_TOPIC => (ResourceType::Topic, name, ResponseError::TopicAuthorizationFailed),
+        RESOURCE_BROKER => (
+            ResourceType::Cluster,
+            crate::authz::CLUSTER,
+            ResponseError::ClusterAuthorizationFailed,
+        ),
+        _ => return None,
+    };
+    (!broker.authz.authorize(ctx, op, rt, resource)).then(|| {
+        (
+            code.code(),
+            format!(
+                "{} may not {} {rt} {resource}",
+                ctx.principal,
+                op.name().to_lowercase().replace('_', " ")
+            ),
+        )
+    })
+}
 
 pub fn invalid_request(msg: impl Into<String>) -> Refusal {
     (ResponseError::InvalidRequest.code(), msg.into())
@@ -107,12 +133,15 @@ pub fn check_unique<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), 
     Ok(())
 }
 
-pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(req.resources.len());
     for res in req.resources {
         let name = res.resource_name.to_string();
-        let entries: Result<BTreeMap<String, String>, Refusal> =
-            check_unique(res.configs.iter().map(|c| c.name.as_str())).and_then(|()| {
+        let refusal = refused(broker, ctx, res.resource_type, &name, Operation::AlterConfigs);
+        let entries: Result<BTreeMap<String, String>, Refusal> = refusal
+            .map_or(Ok(()), Err)
+            .and_then(|()| check_unique(res.configs.iter().map(|c| c.name.as_str())))
+            .and_then(|()| {
                 res.configs
                     .iter()
                     .map(|c| match &c.value {

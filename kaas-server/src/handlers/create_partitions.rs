@@ -2,6 +2,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
@@ -12,14 +13,24 @@ pub const MAX: i16 = 3;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let name = t.name.0.to_string();
         let mut r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        // Kafka's check: ALTER on the topic.
         let outcome = match broker.topic(&name) {
+            _ if !broker
+                .authz
+                .authorize(ctx, Operation::Alter, ResourceType::Topic, &name) =>
+            {
+                Err((
+                    ResponseError::TopicAuthorizationFailed.code(),
+                    format!("{} may not add partitions to topic {name}", ctx.principal),
+                ))
+            }
             Err(e) => Err((e.code(), e.to_string())),
             Ok(topic) if t.count <= topic.meta.partitions => Err((
                 ResponseError::InvalidPartitions.code(),

@@ -31,7 +31,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateTopic
             .iter()
             .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
             .collect();
-        let outcome = if !t.assignments.is_empty() {
+        // Kafka's check: CREATE on the cluster or on the topic.
+        let outcome = if !broker.may_create_topic(ctx, &name) {
+            Err((
+                ResponseError::TopicAuthorizationFailed.code(),
+                format!("{} may not create topic {name}", ctx.principal),
+            ))
+        } else if !t.assignments.is_empty() {
             Err((
                 ResponseError::InvalidReplicaAssignment.code(),
                 "manual replica assignment is not supported".to_string(),

@@ -2,6 +2,7 @@
 
 use super::RequestContext;
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use std::sync::Arc;
@@ -9,12 +10,18 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
 
-pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let results = req
         .groups_names
         .into_iter()
         .map(|g| {
-            let code = if broker.owns_group(&g.0) {
+            // Kafka's check: DELETE on the group.
+            let code = if !broker
+                .authz
+                .authorize(ctx, Operation::Delete, ResourceType::Group, &g.0)
+            {
+                kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code()
+            } else if broker.owns_group(&g.0) {
                 broker.groups.delete(&g.0).err().map_or(0, |e| e.code())
             } else {
                 kafka_protocol::error::ResponseError::NotCoordinator.code()

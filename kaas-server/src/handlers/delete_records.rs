@@ -4,6 +4,7 @@
 
 use super::RequestContext;
 use crate::broker::Broker;
+use kaas_core::acl::Operation;
 use kaas_core::log::LogError;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
@@ -16,10 +17,11 @@ pub const MAX: i16 = 2;
 /// "Up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
-pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
-        let topic = broker.topic(&t.name.0);
+        // Kafka's check: DELETE on the topic.
+        let topic = broker.topic_as(ctx, Operation::Delete, &t.name.0);
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for dp in &t.partitions {
             let mut r = DeleteRecordsPartitionResult::default()
@@ -47,11 +49,11 @@ pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: DeleteReco
 /// the new log start, or an error code with the log start as it is.
 async fn delete(
     broker: &Broker,
-    topic: &Result<Arc<crate::broker::Topic>, crate::broker::TopicError>,
+    topic: &Result<Arc<crate::broker::Topic>, i16>,
     index: i32,
     requested: i64,
 ) -> Result<i64, (i16, i64)> {
-    let t = topic.as_ref().map_err(|e| (e.code(), -1))?;
+    let t = topic.as_ref().map_err(|code| (*code, -1))?;
     let p = match t.partition(index) {
         None => return Err((ResponseError::UnknownTopicOrPartition.code(), -1)),
         Some(Err(o)) => return Err((o.code(), -1)),

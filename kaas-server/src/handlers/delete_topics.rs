@@ -2,6 +2,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -24,13 +25,33 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteTopic
     );
     let mut responses = Vec::with_capacity(wanted.len());
     for (name, id) in wanted {
-        let name = name.or_else(|| broker.topic_by_id(&id).map(|t| t.meta.name.clone()));
+        let by_id = name.is_none();
+        let mut name = name.or_else(|| broker.topic_by_id(&id).map(|t| t.meta.name.clone()));
+        // Kafka's checks: a topic named by id is unknown to a client that may not
+        // DESCRIBE it (its name is not given away); DELETE on the topic.
+        if by_id
+            && name
+                .as_ref()
+                .is_some_and(|n| !broker.authz.authorize(ctx, Operation::Describe, ResourceType::Topic, n))
+        {
+            name = None;
+        }
         let mut r = DeletableTopicResult::default().with_name(name.clone().map(|n| TopicName(sb(n))));
         if ctx.version >= 6 {
             r.topic_id = id;
         }
         match name {
             None => r.error_code = ResponseError::UnknownTopicId.code(),
+            Some(name)
+                if !broker
+                    .authz
+                    .authorize(ctx, Operation::Delete, ResourceType::Topic, &name) =>
+            {
+                r.error_code = ResponseError::TopicAuthorizationFailed.code();
+                if ctx.version >= 5 {
+                    r.error_message = Some(sb(format!("{} may not delete topic {name}", ctx.principal)));
+                }
+            }
             Some(name) => match broker.delete_topic(&name).await {
                 Ok(id) => {
                     tracing::info!(topic = %name, "deleted topic");

@@ -13,13 +13,17 @@ pub const MAX: i16 = 1;
 pub async fn handle(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
-    _req: DescribeClusterRequest,
+    req: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let me = BrokerId(broker.config.broker_id);
     let mut resp = DescribeClusterResponse::default()
         .with_cluster_id(sb(broker.cluster_id.clone()))
         .with_controller_id(me)
-        .with_cluster_authorized_operations(i32::MIN)
+        .with_cluster_authorized_operations(crate::authz::cluster_authorized_operations(
+            broker,
+            ctx,
+            req.include_cluster_authorized_operations,
+        ))
         .with_brokers(
             broker
                 .live_brokers()

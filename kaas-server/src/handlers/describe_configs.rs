@@ -5,6 +5,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::Operation;
 use kaas_core::configs::{ConfigType, TOPIC_CONFIGS};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
@@ -280,7 +281,9 @@ pub async fn handle(
             .with_resource_type(res.resource_type)
             .with_resource_name(res.resource_name.clone());
         let name = res.resource_name.as_str();
+        let refusal = super::alter_configs::refused(broker, ctx, res.resource_type, name, Operation::DescribeConfigs);
         let entries: Result<Vec<ConfigEntry>, (i16, String)> = match res.resource_type {
+            _ if let Some(refusal) = refusal => Err(refusal),
             RESOURCE_TOPIC => match broker.topic(name) {
                 Err(e) => Err((e.code(), e.to_string())),
                 Ok(t) => Ok(topic_entries(broker, &t.meta.configs)),

@@ -2,6 +2,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use std::sync::Arc;
@@ -16,8 +17,20 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeGro
         .into_iter()
         .map(|gid| {
             let mut g = DescribedGroup::default().with_group_id(gid.clone());
+            // Kafka's check: DESCRIBE on the group.
+            if !broker
+                .authz
+                .authorize(ctx, Operation::Describe, ResourceType::Group, &gid.0)
+            {
+                g.error_code = kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code();
+                return g;
+            }
             if ctx.version >= 3 {
-                g.authorized_operations = i32::MIN;
+                g.authorized_operations = if req.include_authorized_operations {
+                    broker.authz.authorized_operations(ctx, ResourceType::Group, &gid.0)
+                } else {
+                    i32::MIN
+                };
             }
             if !broker.owns_group(&gid.0) {
                 g.error_code = kafka_protocol::error::ResponseError::NotCoordinator.code();

@@ -3,6 +3,7 @@
 
 use super::RequestContext;
 use crate::broker::Broker;
+use kaas_core::acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_producers_response::{PartitionResponse, ProducerState, TopicResponse};
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
@@ -13,21 +14,22 @@ pub const MAX: i16 = 0;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
-            let topic = broker.topic(&t.name.0);
+            // Kafka's check: READ on the topic.
+            let topic = broker.topic_as(ctx, Operation::Read, &t.name.0);
             let partitions = t
                 .partition_indexes
                 .iter()
                 .map(|&index| {
                     let r = PartitionResponse::default().with_partition_index(index);
                     let p = match &topic {
-                        Err(e) => return r.with_error_code(e.code()),
+                        Err(code) => return r.with_error_code(*code),
                         Ok(t) => match t.partition(index) {
                             None => return r.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
                             Some(Err(o)) => return r.with_error_code(o.code()),

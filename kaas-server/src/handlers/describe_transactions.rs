@@ -2,6 +2,8 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName};
 use std::collections::BTreeMap;
@@ -14,7 +16,7 @@ const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let states = req
@@ -26,13 +28,25 @@ pub async fn handle(
                 .with_transaction_start_time_ms(-1)
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1);
+            // Kafka's checks: DESCRIBE on the transactional id; its topics only as far as
+            // the client may DESCRIBE them.
+            if !broker
+                .authz
+                .authorize(ctx, Operation::Describe, ResourceType::TransactionalId, &tid)
+            {
+                return out.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+            }
             if !broker.owns_txn_slot(kaas_core::txn::slot_for(&tid)) {
                 return out.with_error_code(16);
             }
             match broker.txn.entry(&tid) {
                 Ok(Some(e)) => {
                     let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-                    for tp in &e.partitions {
+                    for tp in e
+                        .partitions
+                        .iter()
+                        .filter(|tp| broker.authz.authorize(ctx, Operation::Describe, ResourceType::Topic, &tp.topic))
+                    {
                         topics.entry(&tp.topic).or_default().push(tp.partition);
                     }
                     out.with_transaction_state(sb(e.state.as_str()))

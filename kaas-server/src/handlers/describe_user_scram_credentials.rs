@@ -5,6 +5,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kaas_core::scram::Credentials;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
@@ -18,9 +19,21 @@ pub const MAX: i16 = 0;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    // Kafka's check: DESCRIBE on the cluster.
+    if !broker
+        .authz
+        .authorize(ctx, Operation::Describe, ResourceType::Cluster, crate::authz::CLUSTER)
+    {
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(sb(format!(
+                "{} may not describe SCRAM credentials",
+                ctx.principal
+            ))));
+    }
     let creds = match crate::blocking::off_worker(|| Credentials::read(&broker.volume)) {
         Ok(c) => c,
         Err(e) => {

@@ -14,6 +14,11 @@ pub const MAX: i16 = 3;
 const FENCED_SINCE: i16 = 2;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: EndTxnRequest) -> EndTxnResponse {
+    // Kafka's check: WRITE on the transactional id.
+    if !broker.may_write_txn(ctx, &req.transactional_id) {
+        return EndTxnResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
     let code = match broker
         .txn
         .end_txn(

@@ -7,6 +7,7 @@
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use bytes::Bytes;
+use kaas_core::acl::{Operation, ResourceType};
 use kaas_core::log::LogError;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
@@ -31,9 +32,19 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
     // reach waits only for what one response can carry.
     let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes as usize);
     let min_bytes = (req.min_bytes.max(0) as usize).min(max_bytes);
+    // READ on each topic, decided once for the whole long poll.
+    let readable: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| {
+            broker
+                .authz
+                .authorize(ctx, Operation::Read, ResourceType::Topic, &t.topic.0)
+        })
+        .collect();
     loop {
         appends.borrow_and_update();
-        let (responses, bytes, errors) = gather(broker, ctx.version, &req, max_bytes);
+        let (responses, bytes, errors) = gather(broker, ctx.version, &req, &readable, max_bytes);
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline || *shutdown.borrow();
         if done {
             return FetchResponse::default().with_responses(responses);
@@ -59,15 +70,20 @@ fn gather(
     broker: &Broker,
     version: i16,
     req: &FetchRequest,
+    readable: &[bool],
     max_bytes: usize,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
     let mut remaining = max_bytes;
     let mut total = 0usize;
     let mut any_error = false;
     let mut responses = Vec::with_capacity(req.topics.len());
-    for ft in &req.topics {
+    for (ft, &readable) in req.topics.iter().zip(readable) {
         let name = ft.topic.0.to_string();
-        let topic = broker.topic(&name);
+        let topic = if readable {
+            broker.topic(&name).map_err(|e| e.code())
+        } else {
+            Err(ResponseError::TopicAuthorizationFailed.code())
+        };
         let mut partitions = Vec::with_capacity(ft.partitions.len());
         // Counted once the partition locks are let go.
         let mut topic_bytes = 0u64;
@@ -82,7 +98,7 @@ fn gather(
                 pd.preferred_read_replica = BrokerId(-1);
             }
             let partition = match &topic {
-                Err(e) => Err(e.code()),
+                Err(code) => Err(*code),
                 Ok(t) => match t.partition(fp.partition) {
                     None => Err(ResponseError::UnknownTopicOrPartition.code()),
                     Some(Err(o)) => Err(o.code()),

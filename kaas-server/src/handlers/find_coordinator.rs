@@ -5,6 +5,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -15,12 +16,26 @@ pub const MAX: i16 = 4;
 
 /// (node id, host, port) of the coordinator of `key` on the listener the request came
 /// in on, or an error code.
-fn locate(broker: &Broker, listener: &str, key_type: i8, key: &str) -> Result<(i32, String, u16), i16> {
+/// Kafka's check: DESCRIBE on the group or the transactional id.
+fn locate(broker: &Broker, ctx: &RequestContext, key_type: i8, key: &str) -> Result<(i32, String, u16), i16> {
     let owner_key = match key_type {
+        0 if !broker
+            .authz
+            .authorize(ctx, Operation::Describe, ResourceType::Group, key) =>
+        {
+            return Err(ResponseError::GroupAuthorizationFailed.code())
+        }
+        1 if !broker
+            .authz
+            .authorize(ctx, Operation::Describe, ResourceType::TransactionalId, key) =>
+        {
+            return Err(ResponseError::TransactionalIdAuthorizationFailed.code())
+        }
         0 => kaas_core::ownership::group_key(key),
         1 => kaas_core::ownership::txn_slot_key(kaas_core::txn::slot_for(key)),
         _ => return Err(ResponseError::InvalidRequest.code()),
     };
+    let listener = &ctx.listener;
     let live = broker.live_brokers();
     broker
         .owner_of(&owner_key)
@@ -39,7 +54,7 @@ pub async fn handle(
             .into_iter()
             .map(|key| {
                 let c = Coordinator::default().with_key(key.clone());
-                match locate(broker, &ctx.listener, req.key_type, &key) {
+                match locate(broker, ctx, req.key_type, &key) {
                     Ok((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(sb(host)).with_port(port as i32),
                     Err(code) => c.with_error_code(code).with_node_id(BrokerId(-1)).with_port(-1),
                 }
@@ -47,7 +62,7 @@ pub async fn handle(
             .collect();
         FindCoordinatorResponse::default().with_coordinators(coordinators)
     } else {
-        match locate(broker, &ctx.listener, req.key_type, &req.key) {
+        match locate(broker, ctx, req.key_type, &req.key) {
             Ok((id, host, port)) => FindCoordinatorResponse::default()
                 .with_node_id(BrokerId(id))
                 .with_host(sb(host))

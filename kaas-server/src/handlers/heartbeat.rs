@@ -9,7 +9,11 @@ use std::time::Instant;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 4;
 
-pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+    if !broker.may_read_group(ctx, &req.group_id.0) {
+        return HeartbeatResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code());
+    }
     if !broker.owns_group(&req.group_id.0) {
         return HeartbeatResponse::default()
             .with_error_code(kafka_protocol::error::ResponseError::NotCoordinator.code());

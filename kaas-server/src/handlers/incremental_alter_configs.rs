@@ -3,9 +3,10 @@
 //! APPEND and SUBTRACT apply to list configs (`cleanup.policy`) and start from the
 //! value in force when the resource has no override.
 
-use super::alter_configs::{check_unique, fallback_value, invalid_request, outcome, Refusal};
+use super::alter_configs::{check_unique, fallback_value, invalid_request, outcome, refused, Refusal};
 use super::RequestContext;
 use crate::broker::{Broker, ConfigChange};
+use kaas_core::acl::Operation;
 use kaas_core::configs::{list_items, topic_config, topic_config_for_broker_name, ConfigType};
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
@@ -102,13 +103,16 @@ fn apply(
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::with_capacity(req.resources.len());
     for res in req.resources {
         let name = res.resource_name.to_string();
-        let changes: Result<Vec<KeyChange>, Refusal> = check_unique(res.configs.iter().map(|c| c.name.as_str()))
+        let refusal = refused(broker, ctx, res.resource_type, &name, Operation::AlterConfigs);
+        let changes: Result<Vec<KeyChange>, Refusal> = refusal
+            .map_or(Ok(()), Err)
+            .and_then(|()| check_unique(res.configs.iter().map(|c| c.name.as_str())))
             .and_then(|()| {
                 res.configs
                     .iter()

@@ -5,6 +5,7 @@
 
 use super::{client_error_code, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use std::sync::Arc;
@@ -28,6 +29,19 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: InitProduce
     match &req.transactional_id {
         // Apache: null is an idempotent producer, the empty string a malformed request.
         Some(tid) if tid.is_empty() => fail(ResponseError::InvalidRequest.code()),
+        // Kafka's checks: WRITE on the transactional id — without it nobody can bump
+        // (and so fence) another principal's producer; IDEMPOTENT_WRITE on the
+        // cluster, or WRITE on some topic, for an idempotent producer.
+        Some(tid) if !broker.may_write_txn(ctx, tid) => fail(ResponseError::TransactionalIdAuthorizationFailed.code()),
+        None if !broker.authz.authorize(
+            ctx,
+            Operation::IdempotentWrite,
+            ResourceType::Cluster,
+            crate::authz::CLUSTER,
+        ) && !broker.authz.authorize_any(ctx, Operation::Write, ResourceType::Topic) =>
+        {
+            fail(ResponseError::ClusterAuthorizationFailed.code())
+        }
         Some(tid) => {
             match broker
                 .txn

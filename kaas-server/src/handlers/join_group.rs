@@ -39,6 +39,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
     // Everything needed is copied out: the request (and the frame under it) is not
     // kept alive while the join waits for the rebalance.
     drop(req);
+    if !broker.may_read_group(ctx, &join.group_id) {
+        return JoinGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code())
+            .with_generation_id(-1)
+            .with_protocol_name((ctx.version < 7).then(Default::default));
+    }
     if !broker.owns_group(&join.group_id) {
         return JoinGroupResponse::default()
             .with_error_code(ResponseError::NotCoordinator.code())

@@ -24,6 +24,10 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: LeaveGroupR
     } else {
         vec![(req.member_id.to_string(), None)]
     };
+    if !broker.may_read_group(ctx, &req.group_id.0) {
+        return LeaveGroupResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code());
+    }
     if !broker.owns_group(&req.group_id.0) {
         return LeaveGroupResponse::default()
             .with_error_code(kafka_protocol::error::ResponseError::NotCoordinator.code());

@@ -2,6 +2,7 @@
 
 use super::RequestContext;
 use crate::broker::Broker;
+use kaas_core::acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
@@ -18,7 +19,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
     let isolation_level = req.isolation_level;
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
-        let topic = broker.topic(&t.name.0);
+        let topic = broker.topic_as(ctx, Operation::Describe, &t.name.0);
         let partitions = t
             .partitions
             .iter()
@@ -28,7 +29,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                     .with_timestamp(-1)
                     .with_offset(-1);
                 let p = match &topic {
-                    Err(e) => Err(e.code()),
+                    Err(code) => Err(*code),
                     Ok(t) => match t.partition(lp.partition_index) {
                         None => Err(ResponseError::UnknownTopicOrPartition.code()),
                         Some(Err(o)) => Err(o.code()),

@@ -3,6 +3,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kaas_core::txn::TxnState;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId};
@@ -40,6 +41,13 @@ pub async fn handle(
                         && !(ctx.version >= 1
                             && req.duration_filter >= 0
                             && (entry.txn_start_ms < 0 || now - entry.txn_start_ms < req.duration_filter))
+                        // Kafka's rule: only the ids the client may DESCRIBE.
+                        && broker.authz.authorize(
+                            ctx,
+                            Operation::Describe,
+                            ResourceType::TransactionalId,
+                            &entry.transactional_id,
+                        )
                 })
                 .map(|entry| {
                     TransactionState::default()

@@ -6,6 +6,7 @@
 use super::{sb, RequestContext};
 use crate::broker::{Broker, Topic, TopicError};
 use crate::listeners::Endpoints;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -40,12 +41,27 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
         None => true,
         Some(t) => t.is_empty() && ctx.version == 0,
     };
+    // Kafka's checks: DESCRIBE on each topic (all topics: those the client may
+    // describe; a topic asked for by name or id: TOPIC_AUTHORIZATION_FAILED), CREATE
+    // to auto-create one.
+    let describable = |name: &str| {
+        broker
+            .authz
+            .authorize(ctx, Operation::Describe, ResourceType::Topic, name)
+    };
+    let ops = |name: &str| {
+        if req.include_topic_authorized_operations {
+            broker.authz.authorized_operations(ctx, ResourceType::Topic, name)
+        } else {
+            i32::MIN
+        }
+    };
     let mut topics = Vec::new();
     if all {
-        for t in broker.topics() {
-            topics.push(describe(broker, ctx, &live, &t));
+        for t in broker.topics().iter().filter(|t| describable(&t.meta.name)) {
+            topics.push(describe(broker, ctx, &live, t, ops(&t.meta.name)));
         }
-        for (name, b) in broker.broken_topics() {
+        for (name, b) in broker.broken_topics().into_iter().filter(|(name, _)| describable(name)) {
             tracing::debug!(topic = %name, error = %b.error, "metadata for unreadable topic");
             topics.push(error_topic(
                 Some(name),
@@ -56,30 +72,32 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
     } else {
         for requested in req.topics.iter().flatten() {
             let result = match &requested.name {
-                Some(name) if auto_create => broker.topic_or_create(name).await,
-                Some(name) => broker.topic(name),
-                None => broker
-                    .topic_by_id(&requested.topic_id)
-                    .ok_or_else(|| TopicError::Unknown(requested.topic_id.to_string())),
+                Some(name) if !describable(name) => Err(None),
+                Some(name) if auto_create => broker.topic_or_create_for(ctx, name).await.map_err(Some),
+                Some(name) => broker.topic(name).map_err(Some),
+                None => match broker.topic_by_id(&requested.topic_id) {
+                    Some(t) if !describable(&t.meta.name) => Err(None),
+                    Some(t) => Ok(t),
+                    None => Err(Some(TopicError::Unknown(requested.topic_id.to_string()))),
+                },
+            };
+            let code = match (&result, &requested.name) {
+                (Ok(_), _) => 0,
+                (Err(None), _) => ResponseError::TopicAuthorizationFailed.code(),
+                (Err(Some(TopicError::Unknown(_))), None) => ResponseError::UnknownTopicId.code(),
+                (Err(Some(e)), _) => e.code(),
             };
             topics.push(match result {
-                Ok(t) => describe(broker, ctx, &live, &t),
-                Err(e) => {
-                    let code = match (&e, &requested.name) {
-                        (TopicError::Unknown(_), None) => ResponseError::UnknownTopicId.code(),
-                        _ => e.code(),
-                    };
-                    let name = requested.name.as_ref().map(|n| n.0.to_string());
-                    error_topic(
-                        name,
-                        if ctx.version >= 10 {
-                            requested.topic_id
-                        } else {
-                            Uuid::nil()
-                        },
-                        code,
-                    )
-                }
+                Ok(t) => describe(broker, ctx, &live, &t, ops(&t.meta.name)),
+                Err(_) => error_topic(
+                    requested.name.as_ref().map(|n| n.0.to_string()),
+                    if ctx.version >= 10 {
+                        requested.topic_id
+                    } else {
+                        Uuid::nil()
+                    },
+                    code,
+                ),
             });
         }
     }
@@ -91,7 +109,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
         resp.cluster_id = Some(sb(broker.cluster_id.clone()));
     }
     if (8..=10).contains(&ctx.version) {
-        resp.cluster_authorized_operations = i32::MIN;
+        resp.cluster_authorized_operations =
+            crate::authz::cluster_authorized_operations(broker, ctx, req.include_cluster_authorized_operations);
     }
     resp
 }
@@ -108,6 +127,7 @@ fn describe(
     ctx: &RequestContext,
     live: &BTreeMap<i32, Endpoints>,
     t: &Topic,
+    authorized_operations: i32,
 ) -> MetadataResponseTopic {
     let version = ctx.version;
     let me = BrokerId(broker.config.broker_id);
@@ -164,7 +184,7 @@ fn describe(
         topic.topic_id = t.meta.topic_id;
     }
     if version >= 8 {
-        topic.topic_authorized_operations = i32::MIN;
+        topic.topic_authorized_operations = authorized_operations;
     }
     topic
 }

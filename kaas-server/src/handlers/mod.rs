@@ -13,11 +13,14 @@ pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -99,6 +102,9 @@ api_table! {
     CreatePartitions => create_partitions,
     DeleteGroups => delete_groups,
     DeleteRecords => delete_records,
+    DescribeAcls => describe_acls,
+    CreateAcls => create_acls,
+    DeleteAcls => delete_acls,
     OffsetDelete => offset_delete,
     DescribeCluster => describe_cluster,
     InitProducerId => init_producer_id,
@@ -134,6 +140,9 @@ pub fn client_error_code(code: i16, version: i16, fenced_since: i16) -> i16 {
 pub fn sb(s: impl Into<String>) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.into())
 }
+
+#[cfg(test)]
+mod authorization_tests;
 
 #[cfg(test)]
 pub(crate) mod test_support {

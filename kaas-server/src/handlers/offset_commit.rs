@@ -3,6 +3,7 @@
 
 use super::RequestContext;
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
@@ -14,9 +15,16 @@ pub const MAX: i16 = 8;
 /// Apache's offset.metadata.max.bytes default.
 const MAX_METADATA: usize = 4096;
 
-pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let group = req.group_id.0.to_string();
-    let gate = if broker.owns_group(&group) {
+    // Kafka's checks: READ on the group (every partition refused otherwise), READ on
+    // each topic.
+    let gate = if !broker
+        .authz
+        .authorize(ctx, Operation::Read, ResourceType::Group, &group)
+    {
+        Err(ResponseError::GroupAuthorizationFailed)
+    } else if broker.owns_group(&group) {
         broker.groups.check_commit(
             &group,
             req.generation_id_or_member_epoch,
@@ -29,11 +37,17 @@ pub async fn handle(broker: &Arc<Broker>, _ctx: &RequestContext, req: OffsetComm
     let mut entries = Vec::new();
     let mut codes: Vec<Vec<i16>> = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
+        let readable = gate.is_ok()
+            && broker
+                .authz
+                .authorize(ctx, Operation::Read, ResourceType::Topic, &t.name.0);
         let known = broker.topic(&t.name.0).ok();
         let mut tc = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
             let code = if let Err(e) = gate {
                 e.code()
+            } else if !readable {
+                ResponseError::TopicAuthorizationFailed.code()
             } else if known.as_ref().is_none_or(|k| k.partition(p.partition_index).is_none()) {
                 ResponseError::UnknownTopicOrPartition.code()
             } else if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {

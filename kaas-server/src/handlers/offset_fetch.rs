@@ -2,6 +2,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
@@ -28,7 +29,21 @@ type Fetched = Result<Vec<(String, Vec<Row>)>, i16>;
 /// UNSTABLE_OFFSET_COMMIT: a transaction has staged an offset for the partition.
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
-fn fetch(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>, require_stable: bool) -> Fetched {
+/// Kafka's checks: DESCRIBE on the group; DESCRIBE on each topic (a topic asked for
+/// by name says TOPIC_AUTHORIZATION_FAILED, one from "all the group's" is left out).
+fn fetch(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> Fetched {
+    if !broker
+        .authz
+        .authorize(ctx, Operation::Describe, ResourceType::Group, group)
+    {
+        return Err(ResponseError::GroupAuthorizationFailed.code());
+    }
     if !broker.owns_group(group) {
         return Err(ResponseError::NotCoordinator.code());
     }
@@ -36,19 +51,35 @@ fn fetch(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>, 
         tracing::error!(group, error = %e, "cannot read committed offsets");
         ResponseError::CoordinatorNotAvailable.code()
     })?;
+    let describable = |topic: &str| {
+        broker
+            .authz
+            .authorize(ctx, Operation::Describe, ResourceType::Topic, topic)
+    };
     let wanted = wanted.unwrap_or_else(|| {
         offsets
             .offsets
             .iter()
+            .filter(|(t, _)| describable(t))
             .map(|(t, ps)| (t.clone(), ps.keys().copied().collect()))
             .collect()
     });
     Ok(wanted
         .into_iter()
         .map(|(topic, partitions)| {
+            let allowed = describable(&topic);
             let rows = partitions
                 .into_iter()
                 .map(|p| {
+                    if !allowed {
+                        return Row {
+                            partition: p,
+                            offset: -1,
+                            leader_epoch: -1,
+                            metadata: Some(String::new()),
+                            error: ResponseError::TopicAuthorizationFailed.code(),
+                        };
+                    }
                     let error = if require_stable && offsets.has_pending(&topic, p) {
                         UNSTABLE_OFFSET_COMMIT
                     } else {
@@ -89,7 +120,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetch
                         .collect()
                 });
                 let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match fetch(broker, &g.group_id.0, wanted, req.require_stable) {
+                match fetch(broker, ctx, &g.group_id.0, wanted, req.require_stable) {
                     Err(code) => out.error_code = code,
                     Ok(rows) => {
                         out.topics = rows
@@ -124,7 +155,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetch
             .collect()
     });
     let mut resp = OffsetFetchResponse::default();
-    match fetch(broker, &req.group_id.0, wanted, ctx.version >= 7 && req.require_stable) {
+    match fetch(
+        broker,
+        ctx,
+        &req.group_id.0,
+        wanted,
+        ctx.version >= 7 && req.require_stable,
+    ) {
         Err(code) => {
             if ctx.version >= 2 {
                 resp.error_code = code;

@@ -5,6 +5,7 @@
 use super::{sb, RequestContext};
 use crate::broker::{AppendRejected, Broker, Partition};
 use bytes::BytesMut;
+use kaas_core::acl::{Operation, ResourceType};
 use kaas_core::idempotence::SequenceError;
 use kaas_core::log::LogError;
 use kaas_core::partition::{AppendError, AppendOutcome};
@@ -22,12 +23,30 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
     let stepdowns = broker.stepdown_count();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_sync: Vec<(Arc<Partition>, i64, usize, usize)> = Vec::new();
+    // Kafka's checks: WRITE on the transactional id for a transactional request (its
+    // every partition refused otherwise), WRITE on each topic.
+    let txn_refused = req.transactional_id.as_ref().is_some_and(|id| {
+        !broker
+            .authz
+            .authorize(ctx, Operation::Write, ResourceType::TransactionalId, id)
+    });
     for topic_data in req.topic_data {
         let name = topic_data.name.0.to_string();
-        let topic = if acks_ok {
-            Some(broker.topic_or_create(&name).await)
+        let refused = if txn_refused {
+            Some(ResponseError::TransactionalIdAuthorizationFailed.code())
+        } else if !broker
+            .authz
+            .authorize(ctx, Operation::Write, ResourceType::Topic, &name)
+        {
+            Some(ResponseError::TopicAuthorizationFailed.code())
+        } else if !acks_ok {
+            Some(ResponseError::InvalidRequiredAcks.code())
         } else {
             None
+        };
+        let topic = match refused {
+            None => Ok(broker.topic_or_create_for(ctx, &name).await),
+            Some(code) => Err(code),
         };
         let mut partitions = Vec::with_capacity(topic_data.partition_data.len());
         for pd in topic_data.partition_data {
@@ -37,9 +56,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
             let outcome = match &topic {
-                None => Err(ResponseError::InvalidRequiredAcks.code()),
-                Some(Err(e)) => Err(e.code()),
-                Some(Ok(t)) => match t.partition(pd.index) {
+                Err(code) => Err(*code),
+                Ok(Err(e)) => Err(e.code()),
+                Ok(Ok(t)) => match t.partition(pd.index) {
                     None => Err(ResponseError::UnknownTopicOrPartition.code()),
                     Some(Err(o)) => Err(o.code()),
                     Some(Ok(p)) => append(
@@ -58,7 +77,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
                     if ctx.version >= 5 {
                         resp.log_start_offset = start;
                     }
-                    if let Some(Ok(t)) = &topic {
+                    if let Ok(Ok(t)) = &topic {
                         if let Some(Ok(p)) = t.partition(pd.index) {
                             if broker.must_fsync(req.acks) {
                                 to_sync.push((p.clone(), next, responses.len(), partitions.len()));

@@ -27,6 +27,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRe
         protocol: (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
         assignments,
     };
+    if !broker.may_read_group(ctx, &req.group_id.0) {
+        return SyncGroupResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     if !broker.owns_group(&req.group_id.0) {
         return SyncGroupResponse::default().with_error_code(ResponseError::NotCoordinator.code());
     }

@@ -4,6 +4,7 @@
 use super::{client_error_code, RequestContext};
 use crate::broker::Broker;
 use crate::txn_coordinator::CoordError;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
@@ -21,16 +22,39 @@ pub async fn handle(
     req: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let group = req.group_id.0.to_string();
-    let mut result = broker
-        .txn
-        .verify_ongoing(
-            broker,
-            &req.transactional_id,
-            req.producer_id.0,
-            req.producer_epoch,
-            &group,
-        )
-        .map_err(|e| client_error_code(e.code(), ctx.version, FENCED_SINCE));
+    // Kafka's checks: WRITE on the transactional id and READ on the group (every
+    // partition refused otherwise); READ on each topic (the partitions of a topic
+    // refused say so, the others are staged).
+    let readable: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| {
+            broker
+                .authz
+                .authorize(ctx, Operation::Read, ResourceType::Topic, &t.name.0)
+        })
+        .collect();
+    let refused = if !broker.may_write_txn(ctx, &req.transactional_id) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed.code())
+    } else if !broker.may_read_group(ctx, &group) {
+        Some(ResponseError::GroupAuthorizationFailed.code())
+    } else {
+        None
+    };
+    let mut result = if let Some(code) = refused {
+        Err(code)
+    } else {
+        broker
+            .txn
+            .verify_ongoing(
+                broker,
+                &req.transactional_id,
+                req.producer_id.0,
+                req.producer_epoch,
+                &group,
+            )
+            .map_err(|e| client_error_code(e.code(), ctx.version, FENCED_SINCE))
+    };
     // KIP-447: with a generation, the member must belong to the group's current one.
     if result.is_ok() && ctx.version >= 3 && req.generation_id >= 0 {
         if let Err(e) = broker.groups.check_commit(
@@ -46,7 +70,9 @@ pub async fn handle(
         let entries: Vec<_> = req
             .topics
             .iter()
-            .flat_map(|t| {
+            .zip(&readable)
+            .filter(|(_, &readable)| readable)
+            .flat_map(|(t, _)| {
                 t.partitions.iter().map(|p| {
                     (
                         t.name.0.to_string(),
@@ -83,7 +109,13 @@ pub async fn handle(
     let topics = req
         .topics
         .iter()
-        .map(|t| {
+        .zip(readable)
+        .map(|(t, readable)| {
+            let code = if readable || refused.is_some() {
+                code
+            } else {
+                ResponseError::TopicAuthorizationFailed.code()
+            };
             TxnOffsetCommitResponseTopic::default()
                 .with_name(t.name.clone())
                 .with_partitions(

@@ -1,6 +1,7 @@
 //! One module per command group; each command returns its data, prints it through
 //! `Out`, and reports whether it found problems (exit code 3).
 
+pub mod acls;
 pub mod audit;
 pub mod brokers;
 pub mod compaction;

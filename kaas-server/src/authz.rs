@@ -1,0 +1,334 @@
+//! The authorizer (docs/security.md#acls): with `--authorizer acls`, every request is
+//! checked where Kafka checks it against the ACLs on the volume
+//! (`__cluster/acls.json`); without, everyone may do everything.
+//!
+//! The ACLs are cached, with the stamp of the file they came from: this broker's own
+//! CreateAcls/DeleteAcls replace the cache at once, and the volume sync (every
+//! second) re-reads the file when another broker or kaasctl changed it. A file that
+//! cannot be read keeps the ACLs last read (logged), never an empty set: an
+//! unreadable file must not open, or close, the cluster by accident.
+
+use crate::config::{AuthorizerKind, Config};
+use crate::handlers::RequestContext;
+use kaas_core::acl::{Acls, Operation, ResourceType};
+use kaas_core::fsutil::{file_stamp, FileStamp};
+use kaas_core::layout::Volume;
+use kaas_core::VolumeError;
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+use tracing::{debug, error, info};
+
+/// The name of the one cluster resource (Kafka's `kafka-cluster`).
+pub const CLUSTER: &str = "kafka-cluster";
+
+pub struct Authorizer {
+    enabled: bool,
+    super_users: HashSet<String>,
+    allow_if_no_acl: bool,
+    cache: RwLock<Cached>,
+}
+
+struct Cached {
+    acls: Arc<Acls>,
+    stamp: Option<FileStamp>,
+}
+
+/// `TYPE:NAME` (User:alice), for --super-users.
+pub fn parse_principal(s: &str) -> Result<String, String> {
+    match s.trim().split_once(':') {
+        Some((kind, name)) if !kind.is_empty() && !name.is_empty() => Ok(s.trim().to_string()),
+        _ => Err(format!("{s:?} is not a principal TYPE:NAME, e.g. User:admin")),
+    }
+}
+
+impl Authorizer {
+    /// Reads the ACLs at start when enforcing them; an unreadable file stops the broker.
+    pub fn load(volume: &Volume, config: &Config) -> Result<Authorizer, VolumeError> {
+        let enabled = config.authorizer == AuthorizerKind::Acls;
+        let (acls, stamp) = if enabled {
+            let stamp = file_stamp(&volume.acls_file());
+            (Acls::read(volume)?, stamp)
+        } else {
+            (Acls::default(), None)
+        };
+        if enabled {
+            info!(
+                acls = acls.acls.len(),
+                super_users = ?config.super_users,
+                allow_everyone_if_no_acl_found = config.allow_everyone_if_no_acl_found,
+                "ACL authorizer on"
+            );
+        }
+        Ok(Authorizer {
+            enabled,
+            super_users: config.super_users.iter().cloned().collect(),
+            allow_if_no_acl: config.allow_everyone_if_no_acl_found,
+            cache: RwLock::new(Cached {
+                acls: Arc::new(acls),
+                stamp,
+            }),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Re-reads `acls.json` if its stamp changed since it was last read.
+    pub fn reload(&self, volume: &Volume) {
+        if !self.enabled {
+            return;
+        }
+        let stamp = file_stamp(&volume.acls_file());
+        if stamp.is_some() && stamp == self.cached().stamp {
+            return;
+        }
+        match Acls::read(volume) {
+            Ok(acls) => {
+                let mut c = self.cache.write().unwrap_or_else(|p| p.into_inner());
+                if *c.acls != acls {
+                    info!(acls = acls.acls.len(), "ACLs changed on the volume");
+                }
+                *c = Cached {
+                    acls: Arc::new(acls),
+                    stamp,
+                };
+            }
+            Err(e) => error!(error = %e, "cannot read the ACLs; enforcing the ones last read"),
+        }
+    }
+
+    /// Takes the ACLs this broker has just written (CreateAcls, DeleteAcls). The stamp
+    /// is read after the write, so the next sync does not re-read the same file; a
+    /// write by someone else in between changes the stamp and is read then.
+    pub fn replace(&self, volume: &Volume, acls: Acls) {
+        let stamp = file_stamp(&volume.acls_file());
+        *self.cache.write().unwrap_or_else(|p| p.into_inner()) = Cached {
+            acls: Arc::new(acls),
+            stamp,
+        };
+    }
+
+    fn cached(&self) -> std::sync::RwLockReadGuard<'_, Cached> {
+        self.cache.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The ACLs being enforced.
+    pub fn acls(&self) -> Arc<Acls> {
+        self.cached().acls.clone()
+    }
+
+    fn is_super(&self, principal: &str) -> bool {
+        self.super_users.contains(principal)
+    }
+
+    /// Kafka's decision for the request's principal and client address; a denial is
+    /// logged at debug (`RUST_LOG=kaas_server::authz=debug`).
+    pub fn authorize(&self, ctx: &RequestContext, op: Operation, resource_type: ResourceType, name: &str) -> bool {
+        let allowed = self.decide(ctx, op, resource_type, name);
+        if !allowed {
+            debug!(
+                principal = %ctx.principal,
+                host = %host_of(ctx),
+                operation = %op,
+                resource_type = %resource_type,
+                resource = name,
+                api = ?ctx.api,
+                "denied"
+            );
+        }
+        allowed
+    }
+
+    fn decide(&self, ctx: &RequestContext, op: Operation, resource_type: ResourceType, name: &str) -> bool {
+        if !self.enabled || self.is_super(&ctx.principal) {
+            return true;
+        }
+        let acls = self.acls();
+        acls.allows(&ctx.principal, &host_of(ctx), op, resource_type, name)
+            || (self.allow_if_no_acl && !acls.any_about(resource_type, name))
+    }
+
+    /// Whether the principal may do `op` on some resource of `resource_type`
+    /// (Kafka's authorizeByResourceType).
+    pub fn authorize_any(&self, ctx: &RequestContext, op: Operation, resource_type: ResourceType) -> bool {
+        if !self.enabled || self.is_super(&ctx.principal) {
+            return true;
+        }
+        let host = host_of(ctx);
+        let acls = self.acls();
+        acls.allows_any(&ctx.principal, &host, op, resource_type)
+            || (self.allow_if_no_acl && !acls.acls.iter().any(|a| a.resource_type == resource_type))
+    }
+
+    /// The operations the principal may do on the resource, as Kafka's bit field
+    /// (bit n for operation code n), for the *_authorized_operations fields.
+    pub fn authorized_operations(&self, ctx: &RequestContext, resource_type: ResourceType, name: &str) -> i32 {
+        operations_of(resource_type)
+            .iter()
+            .filter(|&&op| self.decide(ctx, op, resource_type, name))
+            .fold(0, |bits, op| bits | 1 << op.code())
+    }
+}
+
+/// Kafka's cluster_authorized_operations: unset (i32::MIN) unless asked for; none
+/// without DESCRIBE on the cluster; else the operations allowed on it.
+pub fn cluster_authorized_operations(broker: &crate::broker::Broker, ctx: &RequestContext, asked: bool) -> i32 {
+    if !asked {
+        i32::MIN
+    } else if broker
+        .authz
+        .authorize(ctx, Operation::Describe, ResourceType::Cluster, CLUSTER)
+    {
+        broker.authz.authorized_operations(ctx, ResourceType::Cluster, CLUSTER)
+    } else {
+        0
+    }
+}
+
+/// The client's address as ACL hosts are written: the IP alone, an IPv4 client on a
+/// dual-stack socket as IPv4.
+fn host_of(ctx: &RequestContext) -> String {
+    ctx.peer.ip().to_canonical().to_string()
+}
+
+/// The operations Kafka reports in *_authorized_operations for each resource type.
+fn operations_of(resource_type: ResourceType) -> &'static [Operation] {
+    use Operation::*;
+    match resource_type {
+        ResourceType::Topic => &[
+            Read,
+            Write,
+            Create,
+            Delete,
+            Alter,
+            Describe,
+            DescribeConfigs,
+            AlterConfigs,
+        ],
+        ResourceType::Group => &[Read, Describe, Delete],
+        ResourceType::Cluster => &[
+            Create,
+            Alter,
+            Describe,
+            ClusterAction,
+            DescribeConfigs,
+            AlterConfigs,
+            IdempotentWrite,
+        ],
+        ResourceType::TransactionalId => &[Describe, Write],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::test_support::ctx;
+    use kaas_core::acl::{AclBinding, PatternType, Permission};
+    use kafka_protocol::messages::ApiKey;
+
+    fn config(dir: &std::path::Path, extra: &[&str]) -> Config {
+        let mut args = vec![
+            "kaas-server",
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--authorizer",
+            "acls",
+        ];
+        args.extend_from_slice(extra);
+        <Config as clap::Parser>::parse_from(args)
+    }
+
+    fn allow(name: &str, principal: &str, op: Operation) -> AclBinding {
+        AclBinding {
+            resource_type: ResourceType::Topic,
+            pattern_type: PatternType::Literal,
+            name: name.into(),
+            principal: principal.into(),
+            host: "*".into(),
+            operation: op,
+            permission: Permission::Allow,
+        }
+    }
+
+    #[test]
+    fn super_users_pass_others_need_an_acl_and_changes_on_the_volume_are_picked_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        let authz = Authorizer::load(&volume, &config(dir.path(), &["--super-users", "User:root;User:ops"])).unwrap();
+        let mut c = ctx(ApiKey::Produce, 9);
+        assert!(!authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"));
+        c.principal = "User:ops".into();
+        assert!(authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"));
+        c.principal = "User:alice".into();
+        Acls::update::<VolumeError>(&volume, |a| {
+            a.acls.push(allow("t", "User:alice", Operation::Write));
+            Ok(())
+        })
+        .unwrap();
+        assert!(
+            !authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"),
+            "cached until the next sync"
+        );
+        authz.reload(&volume);
+        assert!(authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"));
+        assert_eq!(
+            authz.authorized_operations(&c, ResourceType::Topic, "t"),
+            1 << Operation::Write.code() | 1 << Operation::Describe.code()
+        );
+    }
+
+    #[test]
+    fn an_unreadable_acl_file_keeps_the_acls_last_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        Acls::update::<VolumeError>(&volume, |a| {
+            a.acls.push(allow("t", "User:alice", Operation::Write));
+            Ok(())
+        })
+        .unwrap();
+        let authz = Authorizer::load(&volume, &config(dir.path(), &[])).unwrap();
+        std::fs::write(volume.acls_file(), b"{ not json").unwrap();
+        authz.reload(&volume);
+        let mut c = ctx(ApiKey::Produce, 9);
+        c.principal = "User:alice".into();
+        assert!(authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"));
+        assert!(
+            Authorizer::load(&volume, &config(dir.path(), &[])).is_err(),
+            "a broker does not start on ACLs it cannot read"
+        );
+    }
+
+    #[test]
+    fn allow_everyone_if_no_acl_found_opens_only_resources_no_acl_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        Acls::update::<VolumeError>(&volume, |a| {
+            a.acls.push(allow("guarded", "User:alice", Operation::Write));
+            Ok(())
+        })
+        .unwrap();
+        let authz = Authorizer::load(
+            &volume,
+            &config(dir.path(), &["--allow-everyone-if-no-acl-found", "true"]),
+        )
+        .unwrap();
+        let c = ctx(ApiKey::Produce, 9);
+        assert!(authz.authorize(&c, Operation::Write, ResourceType::Topic, "open"));
+        assert!(!authz.authorize(&c, Operation::Write, ResourceType::Topic, "guarded"));
+    }
+
+    #[test]
+    fn without_the_authorizer_everything_is_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        let config = <Config as clap::Parser>::parse_from(["kaas-server", "--data-dir", dir.path().to_str().unwrap()]);
+        let authz = Authorizer::load(&volume, &config).unwrap();
+        assert!(authz.authorize(
+            &ctx(ApiKey::DeleteTopics, 6),
+            Operation::Delete,
+            ResourceType::Topic,
+            "t"
+        ));
+    }
+}
