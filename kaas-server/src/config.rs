@@ -382,17 +382,28 @@ fn read_config_file(
             toml::Value::Float(f) => f.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
             // A list setting (`listener = ["PLAINTEXT://…", "SSL://…"]`): its flag takes
-            // the values comma-separated; an empty list leaves it unset.
+            // the values separated by its delimiter (`,`, or `;` for super-users); an
+            // empty list leaves it unset.
             toml::Value::Array(items)
-                if items.iter().all(|v| v.is_str())
-                    && command
-                        .get_arguments()
-                        .any(|a| a.get_id() == id && a.get_value_delimiter().is_some()) =>
+                if let Some(delimiter) = items
+                    .iter()
+                    .all(|v| v.is_str())
+                    .then(|| {
+                        command
+                            .get_arguments()
+                            .find(|a| a.get_id() == id)
+                            .and_then(|a| a.get_value_delimiter())
+                    })
+                    .flatten() =>
             {
                 if items.is_empty() {
                     continue;
                 }
-                items.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(",")
+                items
+                    .iter()
+                    .filter_map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(&delimiter.to_string())
             }
             other => {
                 return Err(ConfigError::Value {
@@ -590,7 +601,7 @@ impl Config {
                 values
                     .map(|v| v.to_string_lossy().into_owned())
                     .collect::<Vec<_>>()
-                    .join(",")
+                    .join(&arg.get_value_delimiter().unwrap_or(',').to_string())
             });
             config.sources.insert(
                 id.to_string(),
@@ -763,6 +774,21 @@ mod tests {
             Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).is_err(),
             "a list only where a setting takes several"
         );
+    }
+
+    /// A list setting whose delimiter is not a comma (super.users takes `;`, since a
+    /// certificate principal holds commas) is joined and printed with its own.
+    #[test]
+    fn super_users_with_commas_in_the_file_and_print_config_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("k.toml");
+        std::fs::write(&file, "super-users = [\"User:admin\", \"User:CN=ops,O=example\"]\n").expect("write");
+        let c = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).expect("loads");
+        assert_eq!(c.super_users, ["User:admin", "User:CN=ops,O=example"]);
+        let printed = dir.path().join("printed.toml");
+        std::fs::write(&printed, c.render_effective()).expect("write");
+        let again = Config::load_from(["kaas-server", "--config", printed.to_str().unwrap()]).expect("reads back");
+        assert_eq!(again.super_users, c.super_users);
     }
 
     #[test]
