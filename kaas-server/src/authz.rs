@@ -30,7 +30,11 @@ pub struct Authorizer {
 
 struct Cached {
     acls: Arc<Acls>,
+    /// The stamp of the file `acls` were read from; None: read it at the next sync.
     stamp: Option<FileStamp>,
+    /// Bumped by every [`Authorizer::replace`]: a reload that began before it does not
+    /// put back what it read.
+    generation: u64,
 }
 
 /// `TYPE:NAME` (User:alice), for --super-users.
@@ -66,6 +70,7 @@ impl Authorizer {
             cache: RwLock::new(Cached {
                 acls: Arc::new(acls),
                 stamp,
+                generation: 0,
             }),
         })
     }
@@ -79,34 +84,40 @@ impl Authorizer {
         if !self.enabled {
             return;
         }
+        // The stamp before the content: a file replaced in between is read again at
+        // the next sync, as its stamp differs from the one kept.
         let stamp = file_stamp(&volume.acls_file());
-        if stamp.is_some() && stamp == self.cached().stamp {
-            return;
-        }
+        let generation = {
+            let c = self.cached();
+            if stamp.is_some() && stamp == c.stamp {
+                return;
+            }
+            c.generation
+        };
         match Acls::read(volume) {
             Ok(acls) => {
                 let mut c = self.cache.write().unwrap_or_else(|p| p.into_inner());
+                if c.generation != generation {
+                    return; // this broker wrote newer ACLs meanwhile
+                }
                 if *c.acls != acls {
                     info!(acls = acls.acls.len(), "ACLs changed on the volume");
                 }
-                *c = Cached {
-                    acls: Arc::new(acls),
-                    stamp,
-                };
+                c.acls = Arc::new(acls);
+                c.stamp = stamp;
             }
             Err(e) => error!(error = %e, "cannot read the ACLs; enforcing the ones last read"),
         }
     }
 
-    /// Takes the ACLs this broker has just written (CreateAcls, DeleteAcls). The stamp
-    /// is read after the write, so the next sync does not re-read the same file; a
-    /// write by someone else in between changes the stamp and is read then.
-    pub fn replace(&self, volume: &Volume, acls: Acls) {
-        let stamp = file_stamp(&volume.acls_file());
-        *self.cache.write().unwrap_or_else(|p| p.into_inner()) = Cached {
-            acls: Arc::new(acls),
-            stamp,
-        };
+    /// Enforces at once the ACLs this broker has just written (CreateAcls,
+    /// DeleteAcls). The file is read again at the next sync (no stamp is kept): a
+    /// writer that came between the write and this call is not missed.
+    pub fn replace(&self, acls: Acls) {
+        let mut c = self.cache.write().unwrap_or_else(|p| p.into_inner());
+        c.acls = Arc::new(acls);
+        c.stamp = None;
+        c.generation += 1;
     }
 
     fn cached(&self) -> std::sync::RwLockReadGuard<'_, Cached> {

@@ -464,7 +464,7 @@ async fn an_acl_lifts_what_it_names_and_listings_show_only_what_may_be_described
         Ok(())
     })
     .unwrap();
-    b.authz.replace(&b.volume, acls);
+    b.authz.replace(acls);
     let fetch = || {
         requests()
             .into_iter()

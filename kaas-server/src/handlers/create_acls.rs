@@ -59,7 +59,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsR
     };
     let storage_error = match written {
         Ok(Some(acls)) => {
-            broker.authz.replace(&broker.volume, acls);
+            broker.authz.replace(acls);
             for acl in &valid {
                 tracing::info!(acl = %acl, principal = %ctx.principal, peer = %ctx.peer, "ACL created");
             }

@@ -65,7 +65,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsR
                 .collect()
         }
         Ok(acls) => {
-            broker.authz.replace(&broker.volume, acls);
+            broker.authz.replace(acls);
             let mut removed: Vec<AclBinding> = matched.iter().flatten().cloned().collect();
             removed.sort();
             removed.dedup();
