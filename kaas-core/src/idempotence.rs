@@ -69,6 +69,8 @@ pub enum SequenceError {
     StaleEpoch { producer_id: i64, current: i16, got: i16 },
     #[error("producer {producer_id}: sequence {got} out of order, expected {expected}")]
     OutOfOrder { producer_id: i64, expected: i32, got: i32 },
+    #[error("producer {producer_id} has an open transaction: only its transactional batches are accepted")]
+    TransactionOpen { producer_id: i64 },
 }
 
 fn in_sequence(last: i32, next: i32) -> bool {
@@ -100,11 +102,17 @@ impl ProducerStateTable {
                 got: h.producer_epoch,
             });
         }
-        if h.base_sequence < 0 {
-            // Transactional/idempotent flag without sequences: nothing to check.
-            return Ok(Classification::Append);
+        // Only the producer's own transactional batches while its transaction is open
+        // (Kafka's InvalidTxnStateException): its producer id is no secret, and a
+        // plain batch under it would land in the transaction's partition or, with a
+        // higher epoch, fence it — from a client without WRITE on its transactional id.
+        if entry.txn_first_offset.is_some() && !h.is_transactional() {
+            return Err(SequenceError::TransactionOpen {
+                producer_id: h.producer_id,
+            });
         }
         if h.producer_epoch > entry.epoch {
+            // A new epoch starts at sequence 0, a batch without sequences included.
             return if h.base_sequence == 0 {
                 Ok(Classification::Append)
             } else {
@@ -114,6 +122,11 @@ impl ProducerStateTable {
                     got: h.base_sequence,
                 })
             };
+        }
+        if h.base_sequence < 0 {
+            // Transactional/idempotent flag without sequences, at the current epoch:
+            // nothing to check.
+            return Ok(Classification::Append);
         }
         if let Some(dup) = entry
             .batches
@@ -235,6 +248,36 @@ mod tests {
             t.record(h);
         }
         c
+    }
+
+    /// Review finding (issue 14): a producer id is visible to readers (batch headers,
+    /// DescribeProducers). A plain batch under the id of a producer whose transaction
+    /// is open — from a client without WRITE on its transactional id — must not land
+    /// in the transaction's partition or raise its epoch (which would fence it); nor
+    /// may a batch without sequences raise any producer's epoch. Kafka refuses both
+    /// (InvalidTxnStateException; "Invalid sequence number for new epoch").
+    #[test]
+    fn a_plain_batch_cannot_ride_or_fence_an_open_transaction_and_no_epoch_rises_without_sequence_zero() {
+        let mut t = ProducerStateTable::default();
+        let mut txn = header(7, 3, 0, 2, 0);
+        txn.attributes |= crate::batch::ATTR_TRANSACTIONAL;
+        append(&mut t, &txn);
+        for plain in [header(7, 3, 2, 1, 2), header(7, 4, 0, 1, 2)] {
+            assert_eq!(
+                t.classify(&plain),
+                Err(SequenceError::TransactionOpen { producer_id: 7 }),
+                "{plain:?}"
+            );
+        }
+        let mut next = header(7, 3, 2, 1, 2);
+        next.attributes |= crate::batch::ATTR_TRANSACTIONAL;
+        assert_eq!(t.classify(&next), Ok(Classification::Append), "the producer itself goes on");
+        // A producer without an open transaction: an epoch raise needs sequence 0.
+        append(&mut t, &header(9, 0, 0, 1, 10));
+        let mut unsequenced = header(9, 1, 0, 1, 11);
+        unsequenced.base_sequence = -1;
+        assert!(matches!(t.classify(&unsequenced), Err(SequenceError::OutOfOrder { .. })));
+        assert_eq!(t.classify(&header(9, 1, 0, 1, 11)), Ok(Classification::Append));
     }
 
     #[test]

@@ -188,6 +188,51 @@ def test_a_principal_without_transactional_id_write_cannot_fence_anothers_produc
     assert shown["state"] == "CompleteCommit", shown
 
 
+def test_a_plain_batch_under_anothers_producer_id_cannot_fence_its_transaction(kaas_factory):
+    """Producer ids are no secret (batch headers, DescribeProducers). A client with WRITE
+    on the topic but not on alice's transactional id sends plain batches under her
+    producer id, at her epoch + 1 (a fence) and at her next sequence: both are refused
+    with INVALID_TXN_STATE, as Kafka refuses them, and her transaction commits whole."""
+    from wire import Conn, parse_produce_v3, produce_v3, record_batch, request
+    sasl, plain = free_port(), free_port()
+    b = kaas_factory("--listener", f"SASL_PLAINTEXT://127.0.0.1:{sasl}", "--listener", f"PLAINTEXT://127.0.0.1:{plain}",
+                     "--authorizer", "acls")
+    add_user(b.data_dir, "alice", PW["alice"], "SCRAM-SHA-512")
+    for spec in ALICE:
+        grant(b.data_dir, "User:alice", *spec)
+    grant(b.data_dir, "User:ANONYMOUS", "topic", "orders-", "prefixed", "ALL", "ALLOW")
+    alice = {"bootstrap.servers": f"127.0.0.1:{sasl}", "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": PW["alice"]}
+    # Once the broker has read the ACLs, the anonymous client may create the topic.
+    wait_for(lambda: produce_error({"bootstrap.servers": f"127.0.0.1:{plain}"}, "orders-fence") is None,
+             timeout=30, what="the ACLs to be read")
+    a = Producer({**alice, "transactional.id": "orders-tx"})
+    a.init_transactions(30)
+    a.begin_transaction()
+    a.produce("orders-fence", b"alice-1", partition=0)
+    a.flush(20)
+    shown = json.loads(kaasctl(b.data_dir, "-o", "json", "txn", "show", "orders-tx").stdout)
+    pid, epoch = shown["producer_id"], shown["producer_epoch"]
+    conn = Conn(plain)
+    for i, (e, seq) in enumerate([(epoch + 1, 0), (epoch, 1)]):
+        conn.send(request(0, 3, i, produce_v3("orders-fence", 0, record_batch([b"mallory"], producer=(pid, e, seq)))))
+        [(_, _, code, _)] = parse_produce_v3(conn.recv_response()[1])
+        assert code == 48, (e, seq, code)  # INVALID_TXN_STATE
+    conn.close()
+    a.produce("orders-fence", b"alice-2", partition=0)
+    a.commit_transaction(30)
+    c = Consumer({**alice, "group.id": "orders-fence-g", "isolation.level": "read_committed"})
+    c.assign([TopicPartition("orders-fence", 0, 0)])
+    seen = []
+    deadline = time.time() + 30
+    while b"alice-2" not in seen and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            seen.append(m.value())
+    c.close()
+    assert [v for v in seen if v != b"x"] == [b"alice-1", b"alice-2"], seen
+
+
 def test_each_denied_acl_gives_kafka_python_its_error(secured):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic

@@ -228,6 +228,7 @@ fn append(
             Err(match e {
                 SequenceError::StaleEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
                 SequenceError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
+                SequenceError::TransactionOpen { .. } => ResponseError::InvalidTxnState.code(),
             })
         }
         Err(AppendRejected::Append(AppendError::DuplicateInMultiBatch)) => Err(ResponseError::InvalidRecord.code()),
