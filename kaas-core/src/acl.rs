@@ -88,6 +88,17 @@ coded_enum!(
     }
 );
 
+/// `*`, or an IP address as hosts are compared: IPv4-mapped IPv6 as IPv4, IPv6 in its
+/// short form (`::1` for Java's `0:0:0:0:0:0:0:1`). None for anything else.
+pub fn canonical_host(host: &str) -> Option<String> {
+    if host == WILDCARD {
+        return Some(host.to_string());
+    }
+    host.parse::<std::net::IpAddr>()
+        .ok()
+        .map(|ip| ip.to_canonical().to_string())
+}
+
 /// The literal name that matches every resource of its type.
 pub const WILDCARD: &str = "*";
 /// The principal that matches every principal.
@@ -118,8 +129,14 @@ impl AclBinding {
             }
     }
 
+    /// `host` is the client's address as [`canonical_host`] writes it.
     fn applies_to(&self, principal: &str, host: &str) -> bool {
-        (self.principal == principal || self.principal == ANY_PRINCIPAL) && (self.host == host || self.host == WILDCARD)
+        (self.principal == principal || self.principal == ANY_PRINCIPAL)
+            && (self.host == host
+                || self.host == WILDCARD
+                // An ACL written by hand in another form (`0:0:0:0:0:0:0:1`, as Java
+                // prints it, or `::ffff:10.0.0.1`).
+                || canonical_host(&self.host).is_some_and(|h| h == host))
     }
 
     /// A binding from Kafka's wire fields (CreateAcls), checked as [`AclBinding::invalid`].
@@ -146,8 +163,17 @@ impl AclBinding {
         };
         match binding.invalid() {
             Some(problem) => Err(problem),
-            None => Ok(binding),
+            None => Ok(binding.canonical()),
         }
+    }
+
+    /// The binding with its host as [`canonical_host`] writes it, so equal ACLs are
+    /// equal strings (kept once in the file, deleted by either spelling).
+    pub fn canonical(mut self) -> AclBinding {
+        if let Some(h) = canonical_host(&self.host) {
+            self.host = h;
+        }
+        self
     }
 
     /// What is wrong with this binding for CreateAcls (Kafka's checks), if anything.
@@ -170,8 +196,11 @@ impl AclBinding {
                 ))
             }
         }
-        if self.host.is_empty() {
-            return Some("the host must be an address or '*'".into());
+        if canonical_host(&self.host).is_none() {
+            return Some(format!(
+                "host {:?} is not an IP address or '*' (ACL hosts are client addresses, not names or ranges)",
+                self.host
+            ));
         }
         None
     }
@@ -232,7 +261,7 @@ impl AclFilter {
             },
             name: name.map(str::to_string),
             principal: principal.map(str::to_string),
-            host: host.map(str::to_string),
+            host: host.map(|h| canonical_host(h).unwrap_or_else(|| h.to_string())),
             operation: coded(operation, "operation", Operation::from_code)?,
             permission: coded(permission, "permission type", Permission::from_code)?,
         })
@@ -451,6 +480,43 @@ mod tests {
     }
 
     #[test]
+    fn hosts_are_ip_addresses_compared_in_one_form() {
+        let mut a = acl(
+            ResourceType::Topic,
+            PatternType::Literal,
+            "t",
+            "User:x",
+            Operation::Read,
+            Permission::Allow,
+        );
+        for (host, canonical) in [
+            ("0:0:0:0:0:0:0:1", "::1"),
+            ("::ffff:10.0.0.1", "10.0.0.1"),
+            ("10.0.0.1", "10.0.0.1"),
+        ] {
+            a.host = host.into();
+            assert_eq!(a.invalid(), None);
+            let acls = Acls {
+                version: 1,
+                acls: vec![a.clone()],
+            };
+            assert!(
+                acls.allows("User:x", canonical, Operation::Read, ResourceType::Topic, "t"),
+                "{host}"
+            );
+            assert!(
+                !acls.allows("User:x", "10.9.9.9", Operation::Read, ResourceType::Topic, "t"),
+                "{host}"
+            );
+            assert_eq!(a.clone().canonical().host, canonical);
+        }
+        for bad in ["", "kafka.example.com", "10.0.0.0/8"] {
+            a.host = bad.into();
+            assert!(a.invalid().is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn filters_match_as_kafkas_binding_filters() {
         let a = acl(
             ResourceType::Topic,
@@ -534,12 +600,13 @@ mod tests {
     /// Against a reference model written straight from Kafka's rule: deny if any
     /// matching DENY names the operation or ALL; else allow if any matching ALLOW
     /// names it, ALL, or an operation implying it.
-    fn model(acls: &[AclBinding], principal: &str, op: Operation, rt: ResourceType, name: &str) -> bool {
+    fn model(acls: &[AclBinding], principal: &str, host: &str, op: Operation, rt: ResourceType, name: &str) -> bool {
         let m: Vec<&AclBinding> = acls
             .iter()
             .filter(|a| {
                 a.resource_type == rt
                     && (a.principal == principal || a.principal == "User:*")
+                    && (a.host == host || a.host == "*")
                     && match a.pattern_type {
                         PatternType::Literal => a.name == name || a.name == "*",
                         PatternType::Prefixed => name.starts_with(a.name.as_str()),
@@ -565,10 +632,14 @@ mod tests {
             prop::sample::select(PatternType::ALL),
             prop::sample::select(vec!["*", "a", "ab", "abc", "b"]),
             prop::sample::select(vec!["User:*", "User:x", "User:y"]),
+            prop::sample::select(vec!["*", "10.0.0.1"]),
             prop::sample::select(Operation::ALL),
             prop::sample::select(Permission::ALL),
         )
-            .prop_map(|(rt, pt, name, principal, op, perm)| acl(rt, pt, name, principal, op, perm))
+            .prop_map(|(rt, pt, name, principal, host, op, perm)| AclBinding {
+                host: host.into(),
+                ..acl(rt, pt, name, principal, op, perm)
+            })
     }
 
     proptest! {
@@ -576,12 +647,13 @@ mod tests {
         fn the_decision_is_kafkas(
             acls in prop::collection::vec(arb_acl(), 0..8),
             principal in prop::sample::select(vec!["User:x", "User:y"]),
+            host in prop::sample::select(vec!["10.0.0.1", "10.0.0.2"]),
             op in prop::sample::select(Operation::ALL),
             rt in prop::sample::select(ResourceType::ALL),
             name in prop::sample::select(vec!["a", "ab", "abc", "b", "*"]),
         ) {
             let set = Acls { version: 1, acls: acls.clone() };
-            prop_assert_eq!(set.allows(principal, "h", op, rt, name), model(&acls, principal, op, rt, name));
+            prop_assert_eq!(set.allows(principal, host, op, rt, name), model(&acls, principal, host, op, rt, name));
         }
     }
 }

@@ -527,9 +527,13 @@ pub fn record_audit(
         before: before.cloned(),
         after: after.cloned(),
     };
+    // Unique per record of this process: two records of one target in the same
+    // millisecond (a CreateAcls and a DeleteAcls of one ACL) must not share a file.
+    static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let path = audit_dir(volume).join(format!(
-        "{now_ms:015}-{}-{}.json",
+        "{now_ms:015}-{}-{}-{}.json",
         std::process::id(),
+        SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         crate::layout::stored_name(target)
     ));
     write_json(&path, &record).map_err(|e| VolumeError::io(&path, e))?;

@@ -271,12 +271,19 @@ mod tests {
         }
         let mut next = header(7, 3, 2, 1, 2);
         next.attributes |= crate::batch::ATTR_TRANSACTIONAL;
-        assert_eq!(t.classify(&next), Ok(Classification::Append), "the producer itself goes on");
+        assert_eq!(
+            t.classify(&next),
+            Ok(Classification::Append),
+            "the producer itself goes on"
+        );
         // A producer without an open transaction: an epoch raise needs sequence 0.
         append(&mut t, &header(9, 0, 0, 1, 10));
         let mut unsequenced = header(9, 1, 0, 1, 11);
         unsequenced.base_sequence = -1;
-        assert!(matches!(t.classify(&unsequenced), Err(SequenceError::OutOfOrder { .. })));
+        assert!(matches!(
+            t.classify(&unsequenced),
+            Err(SequenceError::OutOfOrder { .. })
+        ));
         assert_eq!(t.classify(&header(9, 1, 0, 1, 11)), Ok(Classification::Append));
     }
 

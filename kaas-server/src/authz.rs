@@ -15,7 +15,8 @@ use kaas_core::fsutil::{file_stamp, FileStamp};
 use kaas_core::layout::Volume;
 use kaas_core::VolumeError;
 use std::collections::HashSet;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use tracing::{debug, error, info};
 
 /// The name of the one cluster resource (Kafka's `kafka-cluster`).
@@ -26,15 +27,30 @@ pub struct Authorizer {
     super_users: HashSet<String>,
     allow_if_no_acl: bool,
     cache: RwLock<Cached>,
+    /// This broker's CreateAcls/DeleteAcls, one at a time from the file's lock to the
+    /// cache: two of them cannot install their results in the wrong order.
+    writes: Mutex<()>,
+    /// Volume syncs so far: every [`FULL_READ_EVERY`]th reads the file whatever its
+    /// stamp says (a stamp can repeat: same size, a reused inode, a coarse clock).
+    reloads: AtomicU64,
+    /// The file went missing after it was read (logged once, until it is back).
+    missing_logged: AtomicBool,
 }
+
+/// Every this many volume syncs (seconds) the ACL file is read even if its stamp has
+/// not changed.
+const FULL_READ_EVERY: u64 = 10;
 
 struct Cached {
     acls: Arc<Acls>,
     /// The stamp of the file `acls` were read from; None: read it at the next sync.
     stamp: Option<FileStamp>,
-    /// Bumped by every [`Authorizer::replace`]: a reload that began before it does not
+    /// Bumped by every [`Authorizer::update`]: a reload that began before it does not
     /// put back what it read.
     generation: u64,
+    /// The file has been read (or written by this broker): from then on a missing
+    /// file is an accident, not "no ACLs".
+    file_seen: bool,
 }
 
 /// `TYPE:NAME` (User:alice), for --super-users.
@@ -71,7 +87,11 @@ impl Authorizer {
                 acls: Arc::new(acls),
                 stamp,
                 generation: 0,
+                file_seen: stamp.is_some(),
             }),
+            writes: Mutex::new(()),
+            reloads: AtomicU64::new(1),
+            missing_logged: AtomicBool::new(false),
         })
     }
 
@@ -79,17 +99,29 @@ impl Authorizer {
         self.enabled
     }
 
-    /// Re-reads `acls.json` if its stamp changed since it was last read.
+    /// Re-reads `acls.json` if its stamp changed since it was last read (and every
+    /// [`FULL_READ_EVERY`] calls regardless). A file that is gone after it was read
+    /// keeps the ACLs last read, as an unreadable one does: neither may open or close
+    /// the cluster by accident (kaas never deletes it; no ACLs is an empty list).
     pub fn reload(&self, volume: &Volume) {
         if !self.enabled {
             return;
         }
+        let full = self.reloads.fetch_add(1, Ordering::Relaxed).is_multiple_of(FULL_READ_EVERY);
         // The stamp before the content: a file replaced in between is read again at
         // the next sync, as its stamp differs from the one kept.
-        let stamp = file_stamp(&volume.acls_file());
+        let path = volume.acls_file();
+        let stamp = file_stamp(&path);
         let generation = {
             let c = self.cached();
-            if stamp.is_some() && stamp == c.stamp {
+            if stamp.is_none() {
+                if c.file_seen && !self.missing_logged.swap(true, Ordering::Relaxed) {
+                    error!(path = %path.display(), "the ACL file is gone or cannot be opened; enforcing the ACLs last read");
+                }
+                return;
+            }
+            self.missing_logged.store(false, Ordering::Relaxed);
+            if stamp == c.stamp && !full {
                 return;
             }
             c.generation
@@ -105,19 +137,29 @@ impl Authorizer {
                 }
                 c.acls = Arc::new(acls);
                 c.stamp = stamp;
+                c.file_seen = true;
             }
             Err(e) => error!(error = %e, "cannot read the ACLs; enforcing the ones last read"),
         }
     }
 
-    /// Enforces at once the ACLs this broker has just written (CreateAcls,
-    /// DeleteAcls). The file is read again at the next sync (no stamp is kept): a
-    /// writer that came between the write and this call is not missed.
-    pub fn replace(&self, acls: Acls) {
+    /// A read-modify-write of the ACL file for CreateAcls/DeleteAcls ([`Acls::update`],
+    /// under the file's lock), enforced by this broker at once. Blocking file work.
+    /// The file is read again at the next sync (no stamp is kept), so a writer that
+    /// came between the write and the cache update is not missed.
+    pub fn update(
+        &self,
+        volume: &Volume,
+        f: impl FnOnce(&mut Acls) -> Result<(), VolumeError>,
+    ) -> Result<Acls, VolumeError> {
+        let _one_at_a_time = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        let acls = Acls::update(volume, f)?;
         let mut c = self.cache.write().unwrap_or_else(|p| p.into_inner());
-        c.acls = Arc::new(acls);
+        c.acls = Arc::new(acls.clone());
         c.stamp = None;
         c.generation += 1;
+        c.file_seen = true;
+        Ok(acls)
     }
 
     fn cached(&self) -> std::sync::RwLockReadGuard<'_, Cached> {
@@ -166,10 +208,13 @@ impl Authorizer {
         if !self.enabled || self.is_super(&ctx.principal) {
             return true;
         }
-        let host = host_of(ctx);
-        let acls = self.acls();
-        acls.allows_any(&ctx.principal, &host, op, resource_type)
-            || (self.allow_if_no_acl && !acls.acls.iter().any(|a| a.resource_type == resource_type))
+        // As Kafka's authorizeByResourceType: a made-up name first, so that
+        // allow.everyone.if.no.acl.found (and a literal '*' ALLOW) count as they would
+        // for a resource no ACL names; then the ALLOWs not wholly denied.
+        if self.decide(ctx, op, resource_type, "hardcode") {
+            return true;
+        }
+        self.acls().allows_any(&ctx.principal, &host_of(ctx), op, resource_type)
     }
 
     /// The operations the principal may do on the resource, as Kafka's bit field
@@ -327,6 +372,57 @@ mod tests {
         let c = ctx(ApiKey::Produce, 9);
         assert!(authz.authorize(&c, Operation::Write, ResourceType::Topic, "open"));
         assert!(!authz.authorize(&c, Operation::Write, ResourceType::Topic, "guarded"));
+        // An idempotent producer id (WRITE on some topic) is not refused because one
+        // topic has an ACL: Kafka asks about a name no ACL covers first (review finding).
+        assert!(authz.authorize_any(&c, Operation::Write, ResourceType::Topic));
+    }
+
+    #[test]
+    fn a_vanished_acl_file_keeps_the_acls_last_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        Acls::update::<VolumeError>(&volume, |a| {
+            a.acls.push(allow("t", "User:alice", Operation::Write));
+            Ok(())
+        })
+        .unwrap();
+        let authz = Authorizer::load(
+            &volume,
+            &config(dir.path(), &["--allow-everyone-if-no-acl-found", "true"]),
+        )
+        .unwrap();
+        std::fs::remove_file(volume.acls_file()).unwrap();
+        for _ in 0..FULL_READ_EVERY + 1 {
+            authz.reload(&volume);
+        }
+        let mut c = ctx(ApiKey::Produce, 9);
+        c.principal = "User:mallory".into();
+        assert!(
+            !authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"),
+            "the file's ACLs still hold: t stays closed to others"
+        );
+    }
+
+    #[test]
+    fn a_change_with_the_same_stamp_is_read_within_a_full_read_round() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        let authz = Authorizer::load(&volume, &config(dir.path(), &[])).unwrap();
+        authz.reload(&volume);
+        // Another writer's change the stamp cannot see (kept stamp forced equal).
+        Acls::update::<VolumeError>(&volume, |a| {
+            a.acls.push(allow("t", "User:alice", Operation::Write));
+            Ok(())
+        })
+        .unwrap();
+        authz.cache.write().unwrap().stamp = file_stamp(&volume.acls_file());
+        let mut c = ctx(ApiKey::Produce, 9);
+        c.principal = "User:alice".into();
+        assert!(!authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"));
+        for _ in 0..FULL_READ_EVERY {
+            authz.reload(&volume);
+        }
+        assert!(authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"));
     }
 
     #[test]

@@ -328,6 +328,8 @@ pub enum TopicError {
     Broken(String, String),
     #[error("unknown topic {0}")]
     Unknown(String),
+    #[error("topic {0} does not exist, and the client may not create it")]
+    CreateDenied(String),
     #[error(transparent)]
     Volume(#[from] VolumeError),
     #[error(transparent)]
@@ -343,6 +345,7 @@ impl TopicError {
             TopicError::InvalidConfig(_) => ResponseError::InvalidConfig.code(),
             TopicError::PartitionLimit(_) => ResponseError::PolicyViolation.code(),
             TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition.code(),
+            TopicError::CreateDenied(_) => ResponseError::TopicAuthorizationFailed.code(),
             TopicError::Broken(..) | TopicError::Volume(_) | TopicError::Log(_) => {
                 ResponseError::KafkaStorageError.code()
             }
@@ -488,7 +491,8 @@ impl Broker {
 
     /// [`Broker::topic_or_create`] on a client's behalf: creating the topic needs
     /// CREATE on the cluster or on the topic (Kafka's rule for auto-creation); without
-    /// it a missing topic stays unknown.
+    /// it a missing topic is TOPIC_AUTHORIZATION_FAILED, as Kafka answers (a client
+    /// then fails at once instead of waiting for a topic that will not come).
     pub async fn topic_or_create_for(
         &self,
         ctx: &crate::handlers::RequestContext,
@@ -496,7 +500,7 @@ impl Broker {
     ) -> Result<Arc<Topic>, TopicError> {
         match self.topic(name) {
             Err(TopicError::Unknown(_)) if self.config.auto_create_topics && !self.may_create_topic(ctx, name) => {
-                Err(TopicError::Unknown(name.to_string()))
+                Err(TopicError::CreateDenied(name.to_string()))
             }
             _ => self.topic_or_create(name).await,
         }

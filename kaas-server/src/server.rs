@@ -65,6 +65,8 @@ pub enum FrameError {
     Unauthenticated { api: String },
     #[error("idle for connections.max.idle.ms ({0} ms)")]
     Idle(u64),
+    #[error("an acks=0 produce failed (error {0}): closing the connection so the client notices, as Kafka does")]
+    SilentProduceFailed(i16),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -492,6 +494,10 @@ async fn serve_connection<R, W>(
                 }
             }
             Ok(None) => {}
+            Err(e @ FrameError::SilentProduceFailed(_)) => {
+                debug!(%peer, error = %e, "closing connection");
+                break;
+            }
             Err(e) => {
                 warn!(%peer, error = %e, "closing connection");
                 break;
@@ -803,6 +809,20 @@ pub async fn handle_frame(
     let response = handlers::dispatch(broker, &ctx, request).await;
     if silent {
         crate::metrics::metrics().request_done(api, &response, started.elapsed());
+        // Nothing is answered, so a refusal (an ACL, a leader elsewhere) would go
+        // unseen: Kafka closes the connection instead, and the client reconnects,
+        // refreshes its metadata and sees the error there.
+        if let ResponseKind::Produce(p) = &response {
+            if let Some(code) = p
+                .responses
+                .iter()
+                .flat_map(|t| &t.partition_responses)
+                .map(|r| r.error_code)
+                .find(|&c| c != 0)
+            {
+                return Err(FrameError::SilentProduceFailed(code));
+            }
+        }
         return Ok(None);
     }
     let response_header_version = api.response_header_version(version);

@@ -150,9 +150,14 @@ def test_each_denied_acl_gives_confluent_kafka_its_error(secured):
     # Metadata of all topics shows bob nothing; alice sees her topics.
     assert "orders-1" not in bob_admin.list_topics(timeout=20).topics
     assert "orders-1" in AdminClient(alice).list_topics(timeout=20).topics
-    # A topic bob may not describe is not created for him by a metadata request either.
+    # A topic bob may describe and write but not create is not created for him by a
+    # metadata request or a produce (TOPIC_AUTHORIZATION_FAILED, as Kafka answers).
+    grant(s.data_dir, "User:bob", "topic", "orders-auto", "literal", "WRITE", "ALLOW")
+    wait_for(lambda: len(admin.describe_acls(ANY_ACL).result(30)) == len(ALICE) + 2, what="bob's ACL to be read")
     assert produce_error(bob, "orders-auto").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "orders-auto" not in admin.list_topics(timeout=20).topics
+    grant(s.data_dir, "User:bob", "topic", "orders-auto", "literal", "CREATE", "ALLOW")
+    assert wait_for(lambda: produce_error(bob, "orders-auto") is None, timeout=60, what="CREATE to take effect")
 
 
 def test_a_principal_without_transactional_id_write_cannot_fence_anothers_producer(secured):
@@ -368,5 +373,15 @@ def test_an_anonymous_plaintext_client_is_user_anonymous(kaas_factory):
     b = kaas_factory("--listener", f"PLAINTEXT://127.0.0.1:{port}", "--authorizer", "acls")
     c = {"bootstrap.servers": f"127.0.0.1:{port}"}
     assert produce_error(c, "open").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # acks=0 gets no answer: a refused one closes the connection (as Kafka does), so
+    # the client notices.
+    from wire import Conn, produce_v3, record_batch, request
+    conn = Conn(port)
+    conn.send(request(0, 3, 1, produce_v3("open", 0, record_batch([b"x"]), acks=0)))
+    assert conn.closed_by_peer()
     grant(b.data_dir, "User:ANONYMOUS", "topic", "open", "literal", "ALL", "ALLOW")
     assert wait_for(lambda: produce_error(c, "open") is None, timeout=60, what="the ACL to take effect")
+    conn = Conn(port)
+    conn.send(request(0, 3, 1, produce_v3("open", 0, record_batch([b"x"]), acks=0)))
+    assert conn.api_versions_ok(), "an accepted acks=0 produce leaves the connection open"
+    conn.close()

@@ -5,7 +5,7 @@
 use super::test_support::ctx;
 use super::{dispatch, sb, RequestContext};
 use crate::broker::Broker;
-use kaas_core::acl::{AclBinding, Acls, Operation, PatternType, Permission, ResourceType};
+use kaas_core::acl::{AclBinding, Operation, PatternType, Permission, ResourceType};
 use kafka_protocol::messages::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -424,10 +424,12 @@ fn codes(response: &ResponseKind) -> Vec<i16> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_api_refuses_a_principal_without_acls_and_passes_a_super_user() {
-    let dir = tempfile::tempdir().unwrap();
-    let b = broker(dir.path());
-    b.create_topic("t", 1, BTreeMap::new()).await.unwrap();
     for (api, version, request, expected) in requests() {
+        // A broker of its own per request: the super user's DeleteTopics must not
+        // leave the next request a missing topic to be refused for.
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, BTreeMap::new()).await.unwrap();
         let answer = dispatch(&b, &as_user(api, version, "User:mallory"), request.clone()).await;
         let got = codes(&answer);
         assert!(
@@ -451,20 +453,20 @@ async fn an_acl_lifts_what_it_names_and_listings_show_only_what_may_be_described
     let b = broker(dir.path());
     b.create_topic("t", 1, BTreeMap::new()).await.unwrap();
     b.create_topic("hidden", 1, BTreeMap::new()).await.unwrap();
-    let acls = Acls::update::<kaas_core::VolumeError>(&b.volume, |a| {
-        a.acls.push(AclBinding {
-            resource_type: ResourceType::Topic,
-            pattern_type: PatternType::Literal,
-            name: "t".into(),
-            principal: "User:mallory".into(),
-            host: "127.0.0.1".into(),
-            operation: Operation::Read,
-            permission: Permission::Allow,
-        });
-        Ok(())
-    })
-    .unwrap();
-    b.authz.replace(acls);
+    b.authz
+        .update(&b.volume, |a| {
+            a.acls.push(AclBinding {
+                resource_type: ResourceType::Topic,
+                pattern_type: PatternType::Literal,
+                name: "t".into(),
+                principal: "User:mallory".into(),
+                host: "127.0.0.1".into(),
+                operation: Operation::Read,
+                permission: Permission::Allow,
+            });
+            Ok(())
+        })
+        .unwrap();
     let fetch = || {
         requests()
             .into_iter()
@@ -514,4 +516,105 @@ async fn an_acl_lifts_what_it_names_and_listings_show_only_what_may_be_described
         vec![("t", 1 << Operation::Read.code() | 1 << Operation::Describe.code())]
     );
     assert_eq!(m.cluster_authorized_operations, 0, "no DESCRIBE on the cluster");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_leave_out_what_the_principal_may_not_describe() {
+    use kafka_protocol::messages::offset_commit_request as ocr;
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path());
+    for t in ["t", "hidden"] {
+        b.create_topic(t, 1, BTreeMap::new()).await.unwrap();
+    }
+    // Offsets of both topics in groups g and g2, committed by the super user.
+    for g in ["g", "g2"] {
+        let commit = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb(g)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(
+                ["t", "hidden"]
+                    .iter()
+                    .map(|t| {
+                        ocr::OffsetCommitRequestTopic::default()
+                            .with_name(TopicName(sb(*t)))
+                            .with_partitions(vec![
+                                ocr::OffsetCommitRequestPartition::default().with_committed_offset(1)
+                            ])
+                    })
+                    .collect(),
+            );
+        let answer = dispatch(
+            &b,
+            &as_user(ApiKey::OffsetCommit, 8, "User:admin"),
+            RequestKind::OffsetCommit(commit),
+        )
+        .await;
+        assert!(codes(&answer).iter().all(|&c| c == 0), "{answer:?}");
+    }
+    b.authz
+        .update(&b.volume, |a| {
+            for (rt, name) in [(ResourceType::Group, "g"), (ResourceType::Topic, "t")] {
+                a.acls.push(AclBinding {
+                    resource_type: rt,
+                    pattern_type: PatternType::Literal,
+                    name: name.into(),
+                    principal: "User:mallory".into(),
+                    host: "*".into(),
+                    operation: Operation::Describe,
+                    permission: Permission::Allow,
+                });
+            }
+            Ok(())
+        })
+        .unwrap();
+    // ListGroups: g, not g2.
+    let answer = dispatch(
+        &b,
+        &as_user(ApiKey::ListGroups, 4, "User:mallory"),
+        RequestKind::ListGroups(ListGroupsRequest::default()),
+    )
+    .await;
+    let ResponseKind::ListGroups(l) = answer else {
+        panic!("a ListGroups answer")
+    };
+    let groups: Vec<&str> = l.groups.iter().map(|g| g.group_id.0.as_str()).collect();
+    assert_eq!(groups, ["g"]);
+    // OffsetFetch of all the group's topics: t, not hidden.
+    let answer = dispatch(
+        &b,
+        &as_user(ApiKey::OffsetFetch, 7, "User:mallory"),
+        RequestKind::OffsetFetch(
+            OffsetFetchRequest::default()
+                .with_group_id(GroupId(sb("g")))
+                .with_topics(None),
+        ),
+    )
+    .await;
+    let ResponseKind::OffsetFetch(f) = answer else {
+        panic!("an OffsetFetch answer")
+    };
+    let topics: Vec<&str> = f.topics.iter().map(|t| t.name.0.as_str()).collect();
+    assert_eq!((f.error_code, topics), (0, vec!["t"]));
+    // Metadata by the hidden topic's id: refused, its name not given.
+    let hidden = b.topic("hidden").unwrap().meta.topic_id;
+    let answer = dispatch(
+        &b,
+        &as_user(ApiKey::Metadata, 12, "User:mallory"),
+        RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                .with_name(None)
+                .with_topic_id(hidden),
+        ]))),
+    )
+    .await;
+    let ResponseKind::Metadata(m) = answer else {
+        panic!("a metadata answer")
+    };
+    assert_eq!(
+        m.topics
+            .iter()
+            .map(|t| (t.name.is_none(), t.error_code))
+            .collect::<Vec<_>>(),
+        [(true, TOPIC_DENIED)]
+    );
 }

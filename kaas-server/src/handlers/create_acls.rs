@@ -5,7 +5,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use kaas_core::acl::{AclBinding, Acls, Operation, ResourceType};
+use kaas_core::acl::{AclBinding, Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
@@ -46,27 +46,32 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsR
         })
         .collect();
     let valid: Vec<AclBinding> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
+    // What the file did not hold yet: only that is logged and journalled.
+    let mut added: Vec<AclBinding> = Vec::new();
     let written = if valid.is_empty() {
-        Ok(None)
+        Ok(())
     } else {
         crate::blocking::off_worker(|| {
-            Acls::update::<kaas_core::VolumeError>(&broker.volume, |acls| {
-                acls.acls.extend(valid.iter().cloned());
+            broker.authz.update(&broker.volume, |acls| {
+                for acl in &valid {
+                    if !acls.acls.contains(acl) && !added.contains(acl) {
+                        added.push(acl.clone());
+                    }
+                }
+                acls.acls.extend(added.iter().cloned());
                 Ok(())
             })
         })
-        .map(Some)
+        .map(drop)
     };
     let storage_error = match written {
-        Ok(Some(acls)) => {
-            broker.authz.replace(acls);
-            for acl in &valid {
+        Ok(()) => {
+            for acl in &added {
                 tracing::info!(acl = %acl, principal = %ctx.principal, peer = %ctx.peer, "ACL created");
             }
-            audit(broker, ctx, "CreateAcls", &valid);
+            audit(broker, ctx, "CreateAcls", &added);
             None
         }
-        Ok(None) => None,
         Err(e) => {
             tracing::error!(error = %e, "cannot write the ACLs");
             Some(e.to_string())

@@ -5,7 +5,7 @@
 use super::create_acls::{acl_api_refused, audit};
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use kaas_core::acl::{AclBinding, AclFilter, Acls, Operation};
+use kaas_core::acl::{AclBinding, AclFilter, Operation};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_acls_response::{DeleteAclsFilterResult, DeleteAclsMatchingAcl};
 use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
@@ -43,7 +43,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsR
     // removed in one write.
     let mut matched: Vec<Vec<AclBinding>> = Vec::new();
     let written = crate::blocking::off_worker(|| {
-        Acls::update::<kaas_core::VolumeError>(&broker.volume, |acls| {
+        broker.authz.update(&broker.volume, |acls| {
             matched = filters
                 .iter()
                 .map(|f| match f {
@@ -64,8 +64,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteAclsR
                 .map(|_| failed(ResponseError::KafkaStorageError, &message))
                 .collect()
         }
-        Ok(acls) => {
-            broker.authz.replace(acls);
+        Ok(_) => {
             let mut removed: Vec<AclBinding> = matched.iter().flatten().cloned().collect();
             removed.sort();
             removed.dedup();

@@ -26,22 +26,21 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteTopic
     let mut responses = Vec::with_capacity(wanted.len());
     for (name, id) in wanted {
         let by_id = name.is_none();
-        let mut name = name.or_else(|| broker.topic_by_id(&id).map(|t| t.meta.name.clone()));
-        // Kafka's checks: a topic named by id is unknown to a client that may not
-        // DESCRIBE it (its name is not given away); DELETE on the topic.
-        if by_id
+        let name = name.or_else(|| broker.topic_by_id(&id).map(|t| t.meta.name.clone()));
+        // Kafka's checks: a topic named by id to a client that may not DESCRIBE it is
+        // refused without its name (the id itself is not secret); DELETE on the topic.
+        let hidden = by_id
             && name
                 .as_ref()
-                .is_some_and(|n| !broker.authz.authorize(ctx, Operation::Describe, ResourceType::Topic, n))
-        {
-            name = None;
-        }
-        let mut r = DeletableTopicResult::default().with_name(name.clone().map(|n| TopicName(sb(n))));
+                .is_some_and(|n| !broker.authz.authorize(ctx, Operation::Describe, ResourceType::Topic, n));
+        let mut r =
+            DeletableTopicResult::default().with_name(name.clone().filter(|_| !hidden).map(|n| TopicName(sb(n))));
         if ctx.version >= 6 {
             r.topic_id = id;
         }
         match name {
             None => r.error_code = ResponseError::UnknownTopicId.code(),
+            Some(_) if hidden => r.error_code = ResponseError::TopicAuthorizationFailed.code(),
             Some(name)
                 if !broker
                     .authz

@@ -23,6 +23,19 @@ struct Row {
     error: i16,
 }
 
+impl Row {
+    /// A partition answered with no offset, and `error` (0: none committed).
+    fn failed(partition: i32, error: i16) -> Row {
+        Row {
+            partition,
+            offset: -1,
+            leader_epoch: -1,
+            metadata: Some(String::new()),
+            error,
+        }
+    }
+}
+
 /// (topic, rows) for one group, or the group's error.
 type Fetched = Result<Vec<(String, Vec<Row>)>, i16>;
 
@@ -72,13 +85,7 @@ fn fetch(
                 .into_iter()
                 .map(|p| {
                     if !allowed {
-                        return Row {
-                            partition: p,
-                            offset: -1,
-                            leader_epoch: -1,
-                            metadata: Some(String::new()),
-                            error: ResponseError::TopicAuthorizationFailed.code(),
-                        };
+                        return Row::failed(p, ResponseError::TopicAuthorizationFailed.code());
                     }
                     let error = if require_stable && offsets.has_pending(&topic, p) {
                         UNSTABLE_OFFSET_COMMIT
@@ -93,13 +100,7 @@ fn fetch(
                             metadata: c.metadata.clone(),
                             error,
                         },
-                        None => Row {
-                            partition: p,
-                            offset: -1,
-                            leader_epoch: -1,
-                            metadata: Some(String::new()),
-                            error,
-                        },
+                        None => Row::failed(p, error),
                     }
                 })
                 .collect();
@@ -155,13 +156,23 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetch
             .collect()
     });
     let mut resp = OffsetFetchResponse::default();
-    match fetch(
+    let fetched = fetch(
         broker,
         ctx,
         &req.group_id.0,
-        wanted,
+        wanted.clone(),
         ctx.version >= 7 && req.require_stable,
-    ) {
+    );
+    // v0-1 have no group error: each partition asked for carries it (as Kafka answers),
+    // so a refused client does not take "no offset" for an answer.
+    let fetched = match (fetched, wanted) {
+        (Err(code), Some(wanted)) if ctx.version < 2 => Ok(wanted
+            .into_iter()
+            .map(|(t, ps)| (t, ps.into_iter().map(|p| Row::failed(p, code)).collect()))
+            .collect()),
+        (fetched, _) => fetched,
+    };
+    match fetched {
         Err(code) => {
             if ctx.version >= 2 {
                 resp.error_code = code;

@@ -75,7 +75,7 @@ impl AclSpec {
                     if let Some(problem) = b.invalid() {
                         anyhow::bail!("{b}: {problem}");
                     }
-                    out.push(b);
+                    out.push(b.canonical());
                 }
             }
         }
@@ -154,12 +154,12 @@ pub fn add(c: &Cluster, spec: &AclSpec) -> anyhow::Result<Status> {
         Ok(())
     })?;
     for b in &added {
-        audit(c, b)?;
         outln!("added: {b}");
     }
     for b in wanted.iter().filter(|b| !added.contains(b)) {
         outln!("already there: {b}");
     }
+    audit_all(c, &added)?;
     Ok(Status::Ok)
 }
 
@@ -180,28 +180,41 @@ pub fn delete(c: &Cluster, spec: &AclSpec) -> anyhow::Result<Status> {
         anyhow::bail!("no such ACL: {}", wanted[0]);
     }
     for b in &removed {
-        audit(c, b)?;
         outln!("deleted: {b}");
     }
     for b in wanted.iter().filter(|b| !removed.contains(b)) {
         outln!("was not there: {b}");
     }
+    audit_all(c, &removed)?;
     Ok(Status::Ok)
 }
 
-/// Records a change already made (a failure to record says the change stands).
-fn audit(c: &Cluster, acl: &AclBinding) -> anyhow::Result<()> {
+/// Records changes already made, one record per ACL; every record is tried, and a
+/// failure says which changes stand unrecorded.
+fn audit_all(c: &Cluster, acls: &[AclBinding]) -> anyhow::Result<()> {
     let command: Vec<String> = std::env::args().collect();
-    let target = format!("acl {acl}");
-    kaas_core::admin::record_audit(
-        &c.volume,
-        &admin_actor("kaasctl"),
-        &command,
-        &target,
-        None,
-        None,
-        c.now_ms,
-    )
-    .map_err(|e| anyhow::anyhow!("{target}: changed, but the audit record could not be written: {e}"))?;
+    let failed: Vec<String> = acls
+        .iter()
+        .filter_map(|acl| {
+            let target = format!("acl {acl}");
+            kaas_core::admin::record_audit(
+                &c.volume,
+                &admin_actor("kaasctl"),
+                &command,
+                &target,
+                None,
+                None,
+                c.now_ms,
+            )
+            .err()
+            .map(|e| format!("{target}: {e}"))
+        })
+        .collect();
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "the changes above stand, but these audit records could not be written:\n{}",
+            failed.join("\n")
+        );
+    }
     Ok(())
 }
