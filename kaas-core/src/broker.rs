@@ -31,6 +31,11 @@ pub struct BrokerLease {
     /// leases written before listeners existed, which have one, PLAINTEXT.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub listeners: std::collections::BTreeMap<String, ListenerEndpoint>,
+    /// The broker's `--authorizer` (`none` or `acls`), so peers and `kaasctl doctor`
+    /// see a cluster where one broker lets through what the others refuse. Absent in
+    /// leases from before ACLs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorizer: Option<String>,
 }
 
 /// One listener's advertised address in a lease.
@@ -291,6 +296,7 @@ mod tests {
             heartbeat_ms: hb,
             stopped_ms: None,
             listeners: Default::default(),
+            authorizer: None,
         }
     }
 
@@ -379,6 +385,7 @@ mod tests {
             heartbeat_ms: 1_000,
             stopped_ms: None,
             listeners: Default::default(),
+            authorizer: None,
         };
         lease.write(&v).unwrap();
         let claim = claim_broker_id(&v, 3, 1_500).unwrap();

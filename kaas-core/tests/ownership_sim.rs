@@ -169,6 +169,7 @@ impl Sim {
                 heartbeat_ms: wall,
                 stopped_ms: None,
                 listeners: Default::default(),
+                authorizer: None,
             },
         );
         self.nodes[i].renewed = Some(mono);

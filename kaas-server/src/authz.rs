@@ -107,7 +107,10 @@ impl Authorizer {
         if !self.enabled {
             return;
         }
-        let full = self.reloads.fetch_add(1, Ordering::Relaxed).is_multiple_of(FULL_READ_EVERY);
+        let full = self
+            .reloads
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(FULL_READ_EVERY);
         // The stamp before the content: a file replaced in between is read again at
         // the next sync, as its stamp differs from the one kept.
         let path = volume.acls_file();

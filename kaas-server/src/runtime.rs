@@ -117,6 +117,13 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         .expect("every bound listener has an advertised address");
     let lease = BrokerLease {
         version: LEASE_FORMAT_VERSION,
+        authorizer: Some(
+            match config.authorizer {
+                crate::config::AuthorizerKind::None => "none",
+                crate::config::AuthorizerKind::Acls => "acls",
+            }
+            .into(),
+        ),
         broker_id: config.broker_id,
         host,
         port,
@@ -368,6 +375,31 @@ fn renew_lease(broker: &Broker, lease: &mut BrokerLease) {
     refresh_live_brokers(broker);
 }
 
+/// A live peer that authorizes differently lets clients do there what they may not
+/// do here (Metadata and FindCoordinator send them to it): said at error level, once a
+/// minute, until every broker runs with the same `--authorizer` (docs/security.md).
+fn warn_of_other_authorizers<'a>(broker: &Broker, live: impl IntoIterator<Item = &'a BrokerLease>, now: i64) {
+    static LAST_WARNED_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(i64::MIN);
+    let mine = if broker.authz.enabled() { "acls" } else { "none" };
+    let others: Vec<String> = live
+        .into_iter()
+        .filter(|l| l.broker_id != broker.config.broker_id)
+        .filter_map(|l| {
+            let theirs = l.authorizer.as_deref()?;
+            (theirs != mine).then(|| format!("broker {} (--authorizer {theirs})", l.broker_id))
+        })
+        .collect();
+    let last = LAST_WARNED_MS.load(std::sync::atomic::Ordering::Relaxed);
+    if !others.is_empty() && now.saturating_sub(last) >= 60_000 {
+        LAST_WARNED_MS.store(now, std::sync::atomic::Ordering::Relaxed);
+        error!(
+            authorizer = mine,
+            others = %others.join(", "),
+            "brokers of this cluster authorize differently: clients sent to the others get past what this one refuses, or the reverse; run every broker with the same --authorizer"
+        );
+    }
+}
+
 /// Reads the lease files and keeps the brokers whose heartbeat keeps changing
 /// (`LeaseTracker`: by this process's monotonic clock, whatever the peers' clocks say).
 fn refresh_live_brokers(broker: &Broker) {
@@ -393,7 +425,7 @@ fn refresh_live_brokers(broker: &Broker) {
             ) {
                 warn!("{e}");
             }
-            let live = broker
+            let live_leases = broker
                 .lease_tracker
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -403,7 +435,9 @@ fn refresh_live_brokers(broker: &Broker) {
                     now,
                     Instant::now(),
                     broker.config.broker_session_timeout_ms,
-                )
+                );
+            warn_of_other_authorizers(broker, live_leases.iter().copied(), now);
+            let live = live_leases
                 .into_iter()
                 .map(|l| (l.broker_id, crate::listeners::Endpoints::of_lease(l)))
                 .collect();

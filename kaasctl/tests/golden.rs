@@ -145,6 +145,7 @@ fn fixture(dir: &Path) -> Volume {
             heartbeat_ms: hb,
             stopped_ms: None,
             listeners: Default::default(),
+            authorizer: None,
         }
         .write(&v)
         .unwrap();
@@ -778,6 +779,7 @@ fn lease(v: &Volume, id: i32, heartbeat_ms: i64) {
         heartbeat_ms,
         stopped_ms: None,
         listeners: Default::default(),
+        authorizer: None,
     }
     .write(v)
     .unwrap();
@@ -820,6 +822,16 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
     lease(&v, 1, NOW + 30_000);
     lease(&v, 2, NOW - 6_000);
     cases(c.path(), &[("doctor_clocks", &["doctor"])]);
+    // Live brokers with different --authorizer settings.
+    let a = tempfile::tempdir().unwrap();
+    let v = healthy(a.path());
+    lease(&v, 1, NOW - 500);
+    for (id, authorizer) in [(0, "acls"), (1, "none")] {
+        let mut l = BrokerLease::read(&v, id).unwrap();
+        l.authorizer = Some(authorizer.into());
+        l.write(&v).unwrap();
+    }
+    cases(a.path(), &[("doctor_authorizers", &["doctor"])]);
     // An unreadable slot and an unreadable lease.
     let u = tempfile::tempdir().unwrap();
     let v = healthy(u.path());

@@ -170,6 +170,35 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
             ));
         }
     }
+    // One broker without the authorizer lets clients past what the others refuse
+    // (clients are sent to every broker): all live ones must say the same.
+    let mut authorizers: std::collections::BTreeMap<&str, Vec<i32>> = std::collections::BTreeMap::new();
+    for l in leases
+        .iter()
+        .filter(|l| l.stopped_ms.is_none() && l.is_alive(c.now_ms, timeout))
+    {
+        if let Some(a) = l.authorizer.as_deref() {
+            authorizers.entry(a).or_default().push(l.broker_id);
+        }
+    }
+    if authorizers.len() > 1 {
+        let each: Vec<String> = authorizers
+            .iter()
+            .map(|(a, ids)| {
+                let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+                format!("--authorizer {a} on broker(s) {}", ids.join(", "))
+            })
+            .collect();
+        f.push(finding(
+            "authorizer",
+            Severity::Problem,
+            format!(
+                "live brokers authorize differently ({}): a client sent to one gets past what another refuses",
+                each.join("; ")
+            ),
+            Some("restart the odd brokers with the same --authorizer (and --super-users) as the rest (docs/security.md#acls)".into()),
+        ));
+    }
     // Live brokers renew every second: their heartbeats, read now, should lie within
     // a few seconds of each other whatever their clocks.
     let live_beats: Vec<(i32, i64)> = leases

@@ -67,6 +67,7 @@ fn fixture(dir: &Path) -> Volume {
         heartbeat_ms: NOW - 300,
         stopped_ms: None,
         listeners: Default::default(),
+        authorizer: None,
     }
     .write(&v)
     .unwrap();
