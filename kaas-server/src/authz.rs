@@ -310,6 +310,15 @@ mod tests {
         }
     }
 
+    /// Stores an ACL letting alice WRITE `topic`, as another process would.
+    fn store_alice_write(volume: &Volume, topic: &str) {
+        Acls::update::<VolumeError>(volume, |a| {
+            a.acls.push(allow(topic, "User:alice", Operation::Write));
+            Ok(())
+        })
+        .unwrap();
+    }
+
     #[test]
     fn super_users_pass_others_need_an_acl_and_changes_on_the_volume_are_picked_up() {
         let dir = tempfile::tempdir().unwrap();
@@ -320,11 +329,7 @@ mod tests {
         c.principal = "User:ops".into();
         assert!(authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"));
         c.principal = "User:alice".into();
-        Acls::update::<VolumeError>(&volume, |a| {
-            a.acls.push(allow("t", "User:alice", Operation::Write));
-            Ok(())
-        })
-        .unwrap();
+        store_alice_write(&volume, "t");
         assert!(
             !authz.authorize(&c, Operation::Write, ResourceType::Topic, "t"),
             "cached until the next sync"
@@ -341,11 +346,7 @@ mod tests {
     fn an_unreadable_acl_file_keeps_the_acls_last_read() {
         let dir = tempfile::tempdir().unwrap();
         let volume = Volume::new(dir.path());
-        Acls::update::<VolumeError>(&volume, |a| {
-            a.acls.push(allow("t", "User:alice", Operation::Write));
-            Ok(())
-        })
-        .unwrap();
+        store_alice_write(&volume, "t");
         let authz = Authorizer::load(&volume, &config(dir.path(), &[])).unwrap();
         std::fs::write(volume.acls_file(), b"{ not json").unwrap();
         authz.reload(&volume);
@@ -362,11 +363,7 @@ mod tests {
     fn allow_everyone_if_no_acl_found_opens_only_resources_no_acl_names() {
         let dir = tempfile::tempdir().unwrap();
         let volume = Volume::new(dir.path());
-        Acls::update::<VolumeError>(&volume, |a| {
-            a.acls.push(allow("guarded", "User:alice", Operation::Write));
-            Ok(())
-        })
-        .unwrap();
+        store_alice_write(&volume, "guarded");
         let authz = Authorizer::load(
             &volume,
             &config(dir.path(), &["--allow-everyone-if-no-acl-found", "true"]),
@@ -384,11 +381,7 @@ mod tests {
     fn a_vanished_acl_file_keeps_the_acls_last_read() {
         let dir = tempfile::tempdir().unwrap();
         let volume = Volume::new(dir.path());
-        Acls::update::<VolumeError>(&volume, |a| {
-            a.acls.push(allow("t", "User:alice", Operation::Write));
-            Ok(())
-        })
-        .unwrap();
+        store_alice_write(&volume, "t");
         let authz = Authorizer::load(
             &volume,
             &config(dir.path(), &["--allow-everyone-if-no-acl-found", "true"]),
@@ -413,11 +406,7 @@ mod tests {
         let authz = Authorizer::load(&volume, &config(dir.path(), &[])).unwrap();
         authz.reload(&volume);
         // Another writer's change the stamp cannot see (kept stamp forced equal).
-        Acls::update::<VolumeError>(&volume, |a| {
-            a.acls.push(allow("t", "User:alice", Operation::Write));
-            Ok(())
-        })
-        .unwrap();
+        store_alice_write(&volume, "t");
         authz.cache.write().unwrap().stamp = file_stamp(&volume.acls_file());
         let mut c = ctx(ApiKey::Produce, 9);
         c.principal = "User:alice".into();

@@ -180,33 +180,16 @@ pub async fn handle(
     if storage_error.is_none() {
         // Who changed which credentials goes in the audit journal, as kaasctl's
         // changes do (`kaasctl audit`).
-        let command = vec![
-            "AlterUserScramCredentials".to_string(),
-            format!("principal={}", ctx.principal),
-            format!("peer={}", ctx.peer),
-            format!("listener={}", ctx.listener),
-        ];
-        let actor = kaas_core::txn::Actor::Broker {
-            id: broker.config.broker_id,
-        };
-        for user in changes.keys().filter(|u| !errors.contains_key(*u)) {
-            tracing::info!(user, principal = %ctx.principal, peer = %ctx.peer, "SCRAM credentials altered");
-            let target = format!("user {user}");
-            let recorded = crate::blocking::off_worker(|| {
-                kaas_core::admin::record_audit(
-                    &broker.volume,
-                    &actor,
-                    &command,
-                    &target,
-                    None,
-                    None,
-                    kaas_core::now_ms(),
-                )
-            });
-            if let Err(e) = recorded {
-                tracing::error!(error = %e, user, "SCRAM credentials altered but the audit record could not be written");
-            }
+        let changed: Vec<&String> = changes.keys().filter(|u| !errors.contains_key(*u)).collect();
+        for user in &changed {
+            tracing::info!(user = %user, principal = %ctx.principal, peer = %ctx.peer, "SCRAM credentials altered");
         }
+        super::journal(
+            broker,
+            ctx,
+            "AlterUserScramCredentials",
+            changed.into_iter().map(|u| format!("user {u}")),
+        );
     }
     AlterUserScramCredentialsResponse::default().with_results(results)
 }

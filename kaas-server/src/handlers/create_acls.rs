@@ -115,30 +115,5 @@ pub fn acl_api_refused(broker: &Broker, ctx: &RequestContext, op: Operation) -> 
 
 /// One audit record per ACL changed (`kaasctl audit`), as kaasctl's own changes.
 pub fn audit(broker: &Broker, ctx: &RequestContext, api: &str, acls: &[AclBinding]) {
-    let command = vec![
-        api.to_string(),
-        format!("principal={}", ctx.principal),
-        format!("peer={}", ctx.peer),
-        format!("listener={}", ctx.listener),
-    ];
-    let actor = kaas_core::txn::Actor::Broker {
-        id: broker.config.broker_id,
-    };
-    for acl in acls {
-        let target = format!("acl {acl}");
-        let recorded = crate::blocking::off_worker(|| {
-            kaas_core::admin::record_audit(
-                &broker.volume,
-                &actor,
-                &command,
-                &target,
-                None,
-                None,
-                kaas_core::now_ms(),
-            )
-        });
-        if let Err(e) = recorded {
-            tracing::error!(error = %e, acl = %acl, "ACLs changed but the audit record could not be written");
-        }
-    }
+    super::journal(broker, ctx, api, acls.iter().map(|acl| format!("acl {acl}")));
 }

@@ -136,6 +136,37 @@ pub fn client_error_code(code: i16, version: i16, fenced_since: i16) -> i16 {
     }
 }
 
+/// Journals changes an admin API made (`kaasctl audit`), one record per target
+/// (`user alice`, `acl ALLOW …`), with the principal, address and listener that asked.
+/// The change stands whatever happens here: a record that cannot be written is logged.
+pub fn journal(broker: &Broker, ctx: &RequestContext, api: &str, targets: impl IntoIterator<Item = String>) {
+    let command = vec![
+        api.to_string(),
+        format!("principal={}", ctx.principal),
+        format!("peer={}", ctx.peer),
+        format!("listener={}", ctx.listener),
+    ];
+    let actor = kaas_core::txn::Actor::Broker {
+        id: broker.config.broker_id,
+    };
+    for target in targets {
+        let recorded = crate::blocking::off_worker(|| {
+            kaas_core::admin::record_audit(
+                &broker.volume,
+                &actor,
+                &command,
+                &target,
+                None,
+                None,
+                kaas_core::now_ms(),
+            )
+        });
+        if let Err(e) = recorded {
+            tracing::error!(error = %e, target, api, "changed, but the audit record could not be written");
+        }
+    }
+}
+
 /// Shorthand for building protocol strings.
 pub fn sb(s: impl Into<String>) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.into())
