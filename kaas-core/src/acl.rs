@@ -314,7 +314,10 @@ impl AclFilter {
                 }
             }
             && self.principal.as_ref().is_none_or(|p| *p == acl.principal)
-            && self.host.as_ref().is_none_or(|h| *h == acl.host)
+            && self
+                .host
+                .as_ref()
+                .is_none_or(|h| *h == acl.host || canonical_host(&acl.host).as_deref() == Some(h.as_str()))
             && self.operation.is_none_or(|o| o == acl.operation)
             && self.permission.is_none_or(|p| p == acl.permission)
     }

@@ -527,11 +527,15 @@ pub fn record_audit(
         before: before.cloned(),
         after: after.cloned(),
     };
-    // Unique per record of this process: two records of one target in the same
-    // millisecond (a CreateAcls and a DeleteAcls of one ACL) must not share a file.
+    // Unique per record: two records of one target in the same millisecond (a
+    // CreateAcls and a DeleteAcls of one ACL) must not share a file, in one process
+    // (the counter, zero-padded so names sort in order) or in two with the same pid
+    // (brokers in containers are all pid 1: the process's random tag).
     static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static PROCESS_TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let tag = PROCESS_TAG.get_or_init(|| uuid::Uuid::new_v4().simple().to_string()[..8].to_string());
     let path = audit_dir(volume).join(format!(
-        "{now_ms:015}-{}-{}-{}.json",
+        "{now_ms:015}-{}-{tag}-{:06}-{}.json",
         std::process::id(),
         SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         crate::layout::stored_name(target)

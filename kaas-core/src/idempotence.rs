@@ -69,8 +69,10 @@ pub enum SequenceError {
     StaleEpoch { producer_id: i64, current: i16, got: i16 },
     #[error("producer {producer_id}: sequence {got} out of order, expected {expected}")]
     OutOfOrder { producer_id: i64, expected: i32, got: i32 },
-    #[error("producer {producer_id} has an open transaction: only its transactional batches are accepted")]
+    #[error("producer {producer_id} is transactional (or has an open transaction): only its transactional batches are accepted")]
     TransactionOpen { producer_id: i64 },
+    #[error("producer {producer_id}: a batch with a producer id must carry sequence numbers")]
+    NoSequence { producer_id: i64 },
 }
 
 fn in_sequence(last: i32, next: i32) -> bool {
@@ -92,6 +94,22 @@ impl ProducerStateTable {
         if !h.has_producer_id() || h.is_control() {
             return Ok(Classification::Append);
         }
+        // Kafka's LogValidator: a producer id without sequences is an invalid record
+        // (it would write under that producer's id unchecked).
+        if h.base_sequence < 0 {
+            return Err(SequenceError::NoSequence {
+                producer_id: h.producer_id,
+            });
+        }
+        // A transactional producer's id takes only transactional batches (verified
+        // against its transactional id's coordinator entry, WRITE-checked): its id is
+        // no secret, and a plain batch under it could raise its epoch here (fencing
+        // it) or use up its sequence numbers (its next batch then a "duplicate").
+        if crate::producer_ids::is_transactional(h.producer_id) && !h.is_transactional() {
+            return Err(SequenceError::TransactionOpen {
+                producer_id: h.producer_id,
+            });
+        }
         let Some(entry) = self.producers.get(&h.producer_id) else {
             return Ok(Classification::Append);
         };
@@ -112,7 +130,7 @@ impl ProducerStateTable {
             });
         }
         if h.producer_epoch > entry.epoch {
-            // A new epoch starts at sequence 0, a batch without sequences included.
+            // A new epoch starts at sequence 0.
             return if h.base_sequence == 0 {
                 Ok(Classification::Append)
             } else {
@@ -122,11 +140,6 @@ impl ProducerStateTable {
                     got: h.base_sequence,
                 })
             };
-        }
-        if h.base_sequence < 0 {
-            // Transactional/idempotent flag without sequences, at the current epoch:
-            // nothing to check.
-            return Ok(Classification::Append);
         }
         if let Some(dup) = entry
             .batches
@@ -257,7 +270,7 @@ mod tests {
     /// may a batch without sequences raise any producer's epoch. Kafka refuses both
     /// (InvalidTxnStateException; "Invalid sequence number for new epoch").
     #[test]
-    fn a_plain_batch_cannot_ride_or_fence_an_open_transaction_and_no_epoch_rises_without_sequence_zero() {
+    fn a_plain_batch_cannot_ride_or_fence_an_open_transaction_and_every_batch_with_a_producer_id_has_sequences() {
         let mut t = ProducerStateTable::default();
         let mut txn = header(7, 3, 0, 2, 0);
         txn.attributes |= crate::batch::ATTR_TRANSACTIONAL;
@@ -276,15 +289,40 @@ mod tests {
             Ok(Classification::Append),
             "the producer itself goes on"
         );
-        // A producer without an open transaction: an epoch raise needs sequence 0.
+        // A producer id without sequences is an invalid record, at any epoch.
         append(&mut t, &header(9, 0, 0, 1, 10));
-        let mut unsequenced = header(9, 1, 0, 1, 11);
-        unsequenced.base_sequence = -1;
-        assert!(matches!(
-            t.classify(&unsequenced),
-            Err(SequenceError::OutOfOrder { .. })
-        ));
+        for epoch in [0, 1] {
+            let mut unsequenced = header(9, epoch, 0, 1, 11);
+            unsequenced.base_sequence = -1;
+            assert_eq!(
+                t.classify(&unsequenced),
+                Err(SequenceError::NoSequence { producer_id: 9 })
+            );
+        }
         assert_eq!(t.classify(&header(9, 1, 0, 1, 11)), Ok(Classification::Append));
+    }
+
+    /// Review finding: between transactions, or on a partition the transaction has
+    /// not written yet, a plain batch under a transactional id must be refused too.
+    #[test]
+    fn a_transactional_producer_id_takes_only_transactional_batches() {
+        let mut t = ProducerStateTable::default();
+        let pid = crate::producer_ids::TRANSACTIONAL_BASE + 5;
+        for plain in [header(pid, 0, 0, 1, 0), header(pid, i16::MAX, 0, 1, 0)] {
+            assert_eq!(
+                t.classify(&plain),
+                Err(SequenceError::TransactionOpen { producer_id: pid })
+            );
+        }
+        let mut txn = header(pid, 0, 0, 1, 0);
+        txn.attributes |= crate::batch::ATTR_TRANSACTIONAL;
+        assert_eq!(append(&mut t, &txn), Classification::Append);
+        t.record(&crate::batch::validate(&crate::batch::build_control_batch(pid, 0, true, 1, 1), 0).unwrap());
+        assert_eq!(
+            t.classify(&header(pid, 0, 1, 1, 2)),
+            Err(SequenceError::TransactionOpen { producer_id: pid }),
+            "after its transaction too"
+        );
     }
 
     #[test]

@@ -2,6 +2,15 @@
 //! `producer_ids.lock`). A broker claims a block of ids durably before handing any of
 //! them out, so ids are unique across brokers and restarts (a crash wastes at most the
 //! rest of a block, never reuses one).
+//!
+//! Transactional producers get their ids from the same blocks moved up by
+//! [`TRANSACTIONAL_BASE`]: block `[s, s+1000)` serves either idempotent ids `s..` or
+//! transactional ids `TRANSACTIONAL_BASE + s..`, never both, so ids stay unique and
+//! the file keeps its format (older brokers on the volume draw plain blocks). A
+//! partition refuses a non-transactional batch under a transactional id
+//! ([`is_transactional`], `idempotence.rs`): producer ids are no secret, and such a
+//! batch could otherwise fence a transactional producer or take its sequence numbers
+//! from a client without WRITE on its transactional id (docs/security.md).
 
 use crate::error::{read_versioned_json, VolumeError};
 use crate::fsutil::write_json;
@@ -13,6 +22,15 @@ crate::versioned!(ProducerIdBlocks);
 
 pub const PRODUCER_IDS_FORMAT_VERSION: u32 = 1;
 pub const BLOCK_SIZE: i64 = 1000;
+/// Where transactional producer ids start (2^48: far above any plain id a volume
+/// reaches, far below i64::MAX).
+pub const TRANSACTIONAL_BASE: i64 = 1 << 48;
+
+/// Whether `producer_id` was handed out to a transactional producer (by a broker of
+/// this version or later; ids from before are below the base and not told apart).
+pub fn is_transactional(producer_id: i64) -> bool {
+    producer_id >= TRANSACTIONAL_BASE
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProducerIdBlocks {
@@ -63,6 +81,7 @@ pub struct ProducerIdAllocator {
     volume: Volume,
     broker_id: i32,
     block: Range<i64>,
+    transactional_block: Range<i64>,
 }
 
 impl ProducerIdAllocator {
@@ -71,15 +90,28 @@ impl ProducerIdAllocator {
             volume,
             broker_id,
             block: 0..0,
+            transactional_block: 0..0,
         }
     }
 
+    /// An id for an idempotent producer.
     pub fn next_id(&mut self) -> Result<i64, VolumeError> {
         if self.block.is_empty() {
             self.block = claim_block(&self.volume, self.broker_id)?;
         }
         let id = self.block.start;
         self.block.start += 1;
+        Ok(id)
+    }
+
+    /// An id for a transactional producer: at or above [`TRANSACTIONAL_BASE`].
+    pub fn next_transactional_id(&mut self) -> Result<i64, VolumeError> {
+        if self.transactional_block.is_empty() {
+            let plain = claim_block(&self.volume, self.broker_id)?;
+            self.transactional_block = TRANSACTIONAL_BASE + plain.start..TRANSACTIONAL_BASE + plain.end;
+        }
+        let id = self.transactional_block.start;
+        self.transactional_block.start += 1;
         Ok(id)
     }
 }
@@ -98,6 +130,8 @@ mod tests {
         for _ in 0..1500 {
             assert!(seen.insert(a.next_id().unwrap()));
             assert!(seen.insert(b.next_id().unwrap()));
+            let t = a.next_transactional_id().unwrap();
+            assert!(is_transactional(t) && seen.insert(t) && seen.insert(t - TRANSACTIONAL_BASE));
         }
         // A "restarted" allocator starts on a fresh block.
         let mut c = ProducerIdAllocator::new(volume, 0);

@@ -53,6 +53,25 @@ struct Cached {
     file_seen: bool,
 }
 
+/// This broker's authorization settings as its lease states them, for peers and
+/// `kaasctl doctor` to compare: `none`, or `acls super-users=User:a;User:b
+/// allow-everyone-if-no-acl-found=false` (super users sorted).
+pub fn lease_settings(config: &Config) -> String {
+    match config.authorizer {
+        AuthorizerKind::None => "none".into(),
+        AuthorizerKind::Acls => {
+            let mut supers = config.super_users.clone();
+            supers.sort();
+            supers.dedup();
+            format!(
+                "acls super-users={} allow-everyone-if-no-acl-found={}",
+                supers.join(";"),
+                config.allow_everyone_if_no_acl_found
+            )
+        }
+    }
+}
+
 /// `TYPE:NAME` (User:alice), for --super-users.
 pub fn parse_principal(s: &str) -> Result<String, String> {
     match s.trim().split_once(':') {

@@ -902,6 +902,9 @@ impl Broker {
     /// snapshot and the log tail, leader epoch + 1). Blocking file work: run it off the
     /// runtime threads, every second, and only while this broker's lease is fresh.
     pub fn sync_with_volume(&self) {
+        // ACL changes first, whatever the lease and the admin lock: a broker that
+        // still answers requests must not go on enforcing revoked ACLs.
+        self.authz.reload(&self.volume);
         if !self.lease_fresh() {
             return;
         }
@@ -912,7 +915,6 @@ impl Broker {
             .is_multiple_of(BROKEN_RETRY_ROUNDS);
         self.hand_over_misplaced();
         let defaults_changed = self.reload_dynamic_configs();
-        self.authz.reload(&self.volume);
         let listed = match list_topics(&self.volume) {
             Ok(l) => l,
             Err(e) => {
@@ -1348,6 +1350,15 @@ impl Broker {
     /// A fresh producer id from this broker's claimed block.
     pub fn next_producer_id(&self) -> Result<i64, VolumeError> {
         self.producer_ids.lock().unwrap_or_else(|p| p.into_inner()).next_id()
+    }
+
+    /// A fresh transactional producer id (kaas_core::producer_ids::TRANSACTIONAL_BASE
+    /// and up: partitions refuse plain batches under it).
+    pub fn next_transactional_producer_id(&self) -> Result<i64, VolumeError> {
+        self.producer_ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_transactional_id()
     }
 
     pub fn subscribe_appends(&self) -> watch::Receiver<u64> {

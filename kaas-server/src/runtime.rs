@@ -117,13 +117,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         .expect("every bound listener has an advertised address");
     let lease = BrokerLease {
         version: LEASE_FORMAT_VERSION,
-        authorizer: Some(
-            match config.authorizer {
-                crate::config::AuthorizerKind::None => "none",
-                crate::config::AuthorizerKind::Acls => "acls",
-            }
-            .into(),
-        ),
+        authorizer: Some(crate::authz::lease_settings(&config)),
         broker_id: config.broker_id,
         host,
         port,
@@ -375,27 +369,29 @@ fn renew_lease(broker: &Broker, lease: &mut BrokerLease) {
     refresh_live_brokers(broker);
 }
 
-/// A live peer that authorizes differently lets clients do there what they may not
-/// do here (Metadata and FindCoordinator send them to it): said at error level, once a
-/// minute, until every broker runs with the same `--authorizer` (docs/security.md).
+/// A live peer that authorizes differently (`--authorizer`, `--super-users`,
+/// `--allow-everyone-if-no-acl-found`) lets clients do there what they may not do here
+/// (Metadata and FindCoordinator send them to it): said at error level, once a minute,
+/// until every broker runs with the same settings (docs/security.md).
 fn warn_of_other_authorizers<'a>(broker: &Broker, live: impl IntoIterator<Item = &'a BrokerLease>, now: i64) {
     static LAST_WARNED_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(i64::MIN);
-    let mine = if broker.authz.enabled() { "acls" } else { "none" };
+    let mine = crate::authz::lease_settings(&broker.config);
     let others: Vec<String> = live
         .into_iter()
         .filter(|l| l.broker_id != broker.config.broker_id)
         .filter_map(|l| {
-            let theirs = l.authorizer.as_deref()?;
-            (theirs != mine).then(|| format!("broker {} (--authorizer {theirs})", l.broker_id))
+            // A lease without the field is a broker from before ACLs: it authorizes nothing.
+            let theirs = l.authorizer.as_deref().unwrap_or("none");
+            (theirs != mine).then(|| format!("broker {} ({theirs})", l.broker_id))
         })
         .collect();
     let last = LAST_WARNED_MS.load(std::sync::atomic::Ordering::Relaxed);
     if !others.is_empty() && now.saturating_sub(last) >= 60_000 {
         LAST_WARNED_MS.store(now, std::sync::atomic::Ordering::Relaxed);
         error!(
-            authorizer = mine,
+            authorizer = %mine,
             others = %others.join(", "),
-            "brokers of this cluster authorize differently: clients sent to the others get past what this one refuses, or the reverse; run every broker with the same --authorizer"
+            "brokers of this cluster authorize differently: clients sent to the others get past what this one refuses, or the reverse; run every broker with the same --authorizer, --super-users and --allow-everyone-if-no-acl-found"
         );
     }
 }

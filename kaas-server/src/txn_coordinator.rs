@@ -396,7 +396,7 @@ impl TransactionCoordinator {
         let held = self.lock_slot(slot).await?;
         let current = self.held_entry(&held, tid)?;
         let mut alloc_error = None;
-        let mut alloc = || match broker.next_producer_id() {
+        let mut alloc = || match broker.next_transactional_producer_id() {
             Ok(id) => id,
             Err(e) => {
                 alloc_error = Some(e);

@@ -196,8 +196,10 @@ def test_a_principal_without_transactional_id_write_cannot_fence_anothers_produc
 def test_a_plain_batch_under_anothers_producer_id_cannot_fence_its_transaction(kaas_factory):
     """Producer ids are no secret (batch headers, DescribeProducers). A client with WRITE
     on the topic but not on alice's transactional id sends plain batches under her
-    producer id, at her epoch + 1 (a fence) and at her next sequence: both are refused
-    with INVALID_TXN_STATE, as Kafka refuses them, and her transaction commits whole."""
+    producer id — at the highest epoch (a fence) and at her next sequence numbers (so
+    that her next batch would pass for a duplicate) — during her transaction and
+    between her transactions: all are refused with INVALID_TXN_STATE, and her
+    transactions commit whole."""
     from wire import Conn, parse_produce_v3, produce_v3, record_batch, request
     sasl, plain = free_port(), free_port()
     b = kaas_factory("--listener", f"SASL_PLAINTEXT://127.0.0.1:{sasl}", "--listener", f"PLAINTEXT://127.0.0.1:{plain}",
@@ -219,23 +221,33 @@ def test_a_plain_batch_under_anothers_producer_id_cannot_fence_its_transaction(k
     shown = json.loads(kaasctl(b.data_dir, "-o", "json", "txn", "show", "orders-tx").stdout)
     pid, epoch = shown["producer_id"], shown["producer_epoch"]
     conn = Conn(plain)
-    for i, (e, seq) in enumerate([(epoch + 1, 0), (epoch, 1)]):
-        conn.send(request(0, 3, i, produce_v3("orders-fence", 0, record_batch([b"mallory"], producer=(pid, e, seq)))))
-        [(_, _, code, _)] = parse_produce_v3(conn.recv_response()[1])
-        assert code == 48, (e, seq, code)  # INVALID_TXN_STATE
-    conn.close()
+
+    def attack():
+        # A fence (the highest epoch, sequence 0) and a sequence grab (her epoch, her
+        # next sequence numbers), each refused with INVALID_TXN_STATE.
+        for e, seq in [(32767, 0), (epoch, 1), (epoch, 2)]:
+            conn.send(request(0, 3, 1, produce_v3("orders-fence", 0, record_batch([b"mallory"], producer=(pid, e, seq)))))
+            [(_, _, code, _)] = parse_produce_v3(conn.recv_response()[1])
+            assert code == 48, (e, seq, code)
+
+    attack()  # while her transaction is open
     a.produce("orders-fence", b"alice-2", partition=0)
+    a.commit_transaction(30)
+    attack()  # and between her transactions
+    conn.close()
+    a.begin_transaction()
+    a.produce("orders-fence", b"alice-3", partition=0)
     a.commit_transaction(30)
     c = Consumer({**alice, "group.id": "orders-fence-g", "isolation.level": "read_committed"})
     c.assign([TopicPartition("orders-fence", 0, 0)])
     seen = []
     deadline = time.time() + 30
-    while b"alice-2" not in seen and time.time() < deadline:
+    while b"alice-3" not in seen and time.time() < deadline:
         m = c.poll(0.5)
         if m is not None and m.error() is None:
             seen.append(m.value())
     c.close()
-    assert [v for v in seen if v != b"x"] == [b"alice-1", b"alice-2"], seen
+    assert [v for v in seen if v != b"x"] == [b"alice-1", b"alice-2", b"alice-3"], seen
 
 
 def test_each_denied_acl_gives_kafka_python_its_error(secured):

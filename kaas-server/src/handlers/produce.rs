@@ -229,6 +229,7 @@ fn append(
                 SequenceError::StaleEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
                 SequenceError::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
                 SequenceError::TransactionOpen { .. } => ResponseError::InvalidTxnState.code(),
+                SequenceError::NoSequence { .. } => ResponseError::InvalidRecord.code(),
             })
         }
         Err(AppendRejected::Append(AppendError::DuplicateInMultiBatch)) => Err(ResponseError::InvalidRecord.code()),

@@ -671,7 +671,8 @@ async fn a_joining_broker_gets_its_partitions_by_hand_over_with_windows_and_open
         .filter(|p| owner(&partition_key("h", *p), &[0, peer]) == Some(peer))
         .collect();
     assert!(!moving.is_empty() && moving.len() < 8, "{moving:?}");
-    let (ipid, _) = b0.txn.init_producer_id(&b0, "", 60_000, (-1, -1)).await.unwrap();
+    // An idempotent producer, as the InitProducerId handler makes one.
+    let ipid = b0.next_producer_id().unwrap();
     let moved: Vec<TopicPartition> = moving.iter().map(|p| tp("h", *p)).collect();
     b0.txn.add(&b0, "tx", tpid, 0, &moved, &[]).await.unwrap();
     for &p in &moving {

@@ -168,7 +168,8 @@ pub fn delete(c: &Cluster, spec: &AclSpec) -> anyhow::Result<Status> {
     let mut removed = Vec::new();
     Acls::update::<anyhow::Error>(&c.volume, |acls| {
         acls.acls.retain(|a| {
-            let gone = wanted.contains(a);
+            // By either spelling of its host (a hand-written 0:0:0:0:0:0:0:1 too).
+            let gone = wanted.contains(&a.clone().canonical());
             if gone {
                 removed.push(a.clone());
             }

@@ -177,16 +177,16 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
         .iter()
         .filter(|l| l.stopped_ms.is_none() && l.is_alive(c.now_ms, timeout))
     {
-        if let Some(a) = l.authorizer.as_deref() {
-            authorizers.entry(a).or_default().push(l.broker_id);
-        }
+        // A lease without the field is a broker from before ACLs: it authorizes nothing.
+        let a = l.authorizer.as_deref().unwrap_or("none");
+        authorizers.entry(a).or_default().push(l.broker_id);
     }
     if authorizers.len() > 1 {
         let each: Vec<String> = authorizers
             .iter()
             .map(|(a, ids)| {
                 let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-                format!("--authorizer {a} on broker(s) {}", ids.join(", "))
+                format!("{a} on broker(s) {}", ids.join(", "))
             })
             .collect();
         f.push(finding(
@@ -196,7 +196,7 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
                 "live brokers authorize differently ({}): a client sent to one gets past what another refuses",
                 each.join("; ")
             ),
-            Some("restart the odd brokers with the same --authorizer (and --super-users) as the rest (docs/security.md#acls)".into()),
+            Some("restart the odd brokers with the same --authorizer, --super-users and --allow-everyone-if-no-acl-found as the rest (docs/security.md#acls)".into()),
         ));
     }
     // Live brokers renew every second: their heartbeats, read now, should lie within
