@@ -3,7 +3,11 @@
 //! offset of its open transaction. Classification is a pure function of this state and
 //! a batch header; the caller runs it under the partition lock, before the append.
 //!
-//! Rules (Apache 3.x `ProducerAppendInfo`, ARCHITECTURE.md §4):
+//! Rules (Apache 3.x `ProducerAppendInfo`, ARCHITECTURE.md §4), in order:
+//! - a producer id without sequence numbers is an invalid record (LogValidator);
+//! - a transactional producer id (`producer_ids::is_transactional`) takes only
+//!   transactional batches, and so does any producer while its transaction is open
+//!   here (InvalidTxnStateException);
 //! - a batch identical (epoch, first and last sequence) to one in the window is a
 //!   duplicate: answer its cached base offset, write nothing;
 //! - an epoch older than the known one is INVALID_PRODUCER_EPOCH (a fenced zombie);

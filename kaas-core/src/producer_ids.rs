@@ -22,6 +22,8 @@ crate::versioned!(ProducerIdBlocks);
 
 pub const PRODUCER_IDS_FORMAT_VERSION: u32 = 1;
 pub const BLOCK_SIZE: i64 = 1000;
+/// The largest block size a file may state.
+pub const MAX_BLOCK_SIZE: i64 = 1_000_000;
 /// Where transactional producer ids start (2^48: far above any plain id a volume
 /// reaches, far below i64::MAX).
 pub const TRANSACTIONAL_BASE: i64 = 1 << 48;
@@ -63,6 +65,16 @@ pub fn claim_block(volume: &Volume, broker_id: i32) -> Result<Range<i64>, Volume
         };
     let start = current.next_block_start;
     let size = current.block_size.max(1);
+    // A plain block must stay below the transactional range (its ids moved up by the
+    // base must not overflow either): a file saying otherwise is corrupt, not reset.
+    if start < 0 || size > MAX_BLOCK_SIZE || start.checked_add(size).is_none_or(|end| end > TRANSACTIONAL_BASE) {
+        return Err(VolumeError::Invalid {
+            path: path.clone(),
+            detail: format!(
+                "next_block_start {start} with block_size {size} leaves 0..{TRANSACTIONAL_BASE} (block size at most {MAX_BLOCK_SIZE})"
+            ),
+        });
+    }
     let next = ProducerIdBlocks {
         next_block_start: start + size,
         block_size: size,
@@ -119,6 +131,23 @@ impl ProducerIdAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_that_would_reach_the_transactional_range_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        for (start, size) in [(TRANSACTIONAL_BASE - 10, 1000), (-5, 1000), (0, i64::MAX)] {
+            let file = ProducerIdBlocks {
+                version: PRODUCER_IDS_FORMAT_VERSION,
+                next_block_start: start,
+                block_size: size,
+                last_claim_broker: 0,
+                last_claim_ms: 0,
+            };
+            write_json(&volume.cluster_dir().join("producer_ids.json"), &file).unwrap();
+            assert!(claim_block(&volume, 0).is_err(), "{start} {size}");
+        }
+    }
 
     #[test]
     fn ids_are_unique_across_allocators_and_restarts() {

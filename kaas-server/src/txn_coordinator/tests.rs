@@ -885,3 +885,26 @@ async fn a_retried_add_partitions_is_answered_only_once_its_state_is_durable() {
     b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
     assert_eq!(b.txn.journal_syncs(), syncs + 2);
 }
+
+/// Review finding: the coordinator's ids, first and after the epochs run out, come
+/// from the transactional range (partitions refuse plain batches under them).
+#[tokio::test]
+async fn transactional_producer_ids_come_from_their_own_range_also_when_epochs_run_out() {
+    use kaas_core::producer_ids::is_transactional;
+    let (_d, b, pid) = setup().await;
+    assert!(is_transactional(pid), "{pid}");
+    // Its epochs nearly spent, as a long life (or another process) leaves them.
+    TxnStateStore::new(b.volume.clone())
+        .update(slot_for("tx"), now_ms(), |entries| {
+            let mut e = entries["tx"].clone();
+            e.producer_epoch = i16::MAX - 1;
+            entries.insert("tx".into(), e);
+            ((), true)
+        })
+        .unwrap();
+    let (pid2, epoch2) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+    assert!(
+        pid2 != pid && is_transactional(pid2) && epoch2 == 0,
+        "{pid} -> {pid2} at {epoch2}"
+    );
+}

@@ -398,3 +398,20 @@ fn bench_frame_cost() {
         t.elapsed() / 10
     );
 }
+
+/// Review finding: transactional producer ids (2^48 and up, 15 digits) are shown
+/// whole, not clipped to a column too narrow for them.
+#[test]
+fn a_transactional_range_producer_id_is_shown_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let v = fixture(d.path());
+    let pid = kaas_core::producer_ids::TRANSACTIONAL_BASE + 7;
+    put(
+        &v,
+        entry("big-tx", pid, TxnState::Ongoing, &[("orders", 0)], NOW - 1_000),
+    );
+    let (mut app, _) = app_for(d.path());
+    app.on_key(key(KeyCode::Tab));
+    let s = screen(&app);
+    assert!(s.contains(&pid.to_string()), "{s}");
+}

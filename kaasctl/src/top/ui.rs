@@ -346,7 +346,8 @@ fn transactions(f: &mut Frame, app: &App, area: Rect) {
         &["TRANSACTIONAL ID", "PID", "EPOCH", "STATE", "PARTS", "AGE", "", "COORD"],
         &[
             Constraint::Min(16),
-            Constraint::Length(7),
+            // Transactional producer ids are 2^48 and up: 15 digits.
+            Constraint::Length(16),
             Constraint::Length(6),
             Constraint::Length(15),
             Constraint::Length(6),
@@ -406,7 +407,8 @@ fn markers(f: &mut Frame, app: &App, area: Rect) {
         &[
             Constraint::Length(9),
             Constraint::Min(14),
-            Constraint::Length(10),
+            // pid/epoch: up to 15 + 1 + 5 characters.
+            Constraint::Length(22),
             Constraint::Length(7),
             Constraint::Min(12),
             Constraint::Length(7),
@@ -438,7 +440,7 @@ fn fences(f: &mut Frame, app: &App, area: Rect) {
         &["FROM", "PRODUCER", "EPOCH", "TRANSACTIONAL ID", "AGE"],
         &[
             Constraint::Length(6),
-            Constraint::Length(10),
+            Constraint::Length(16),
             Constraint::Length(6),
             Constraint::Min(16),
             Constraint::Length(8),
