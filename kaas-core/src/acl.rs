@@ -88,6 +88,16 @@ coded_enum!(
     }
 );
 
+/// `TYPE:NAME` (`User:alice`): a principal as ACLs, `--super-users` and kaasctl take it.
+/// Surrounding spaces are dropped (`--super-users 'User:a; User:b'`).
+pub fn parse_principal(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    match s.split_once(':') {
+        Some((kind, name)) if !kind.is_empty() && !name.is_empty() => Ok(s.to_string()),
+        _ => Err(format!("principal {s:?} is not TYPE:NAME (e.g. User:alice)")),
+    }
+}
+
 /// `*`, or an IP address as hosts are compared: IPv4-mapped IPv6 as IPv4, IPv6 in its
 /// short form (`::1` for Java's `0:0:0:0:0:0:0:1`). None for anything else.
 pub fn canonical_host(host: &str) -> Option<String> {
@@ -187,14 +197,8 @@ impl AclBinding {
         if self.pattern_type == PatternType::Prefixed && self.name == WILDCARD {
             return Some("a prefixed ACL cannot have the name '*' (use a literal '*')".into());
         }
-        match self.principal.split_once(':') {
-            Some((kind, name)) if !kind.is_empty() && !name.is_empty() => {}
-            _ => {
-                return Some(format!(
-                    "principal {:?} is not TYPE:NAME (e.g. User:alice)",
-                    self.principal
-                ))
-            }
+        if let Err(problem) = parse_principal(&self.principal) {
+            return Some(problem);
         }
         if canonical_host(&self.host).is_none() {
             return Some(format!(

@@ -498,11 +498,17 @@ impl Broker {
         ctx: &crate::handlers::RequestContext,
         name: &str,
     ) -> Result<Arc<Topic>, TopicError> {
+        // One lookup on the produce path; only a missing topic (rare) goes on to
+        // topic_or_create.
         match self.topic(name) {
-            Err(TopicError::Unknown(_)) if self.config.auto_create_topics && !self.may_create_topic(ctx, name) => {
-                Err(TopicError::CreateDenied(name.to_string()))
+            Err(TopicError::Unknown(_)) if self.config.auto_create_topics => {
+                if self.may_create_topic(ctx, name) {
+                    self.topic_or_create(name).await
+                } else {
+                    Err(TopicError::CreateDenied(name.to_string()))
+                }
             }
-            _ => self.topic_or_create(name).await,
+            found => found,
         }
     }
 

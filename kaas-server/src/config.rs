@@ -131,7 +131,7 @@ pub struct Config {
 
     /// super.users: principals the ACL authorizer allows everything, separated by `;`
     /// (User:admin;User:CN=ops,O=example).
-    #[arg(long, env = "KAAS_SUPER_USERS", value_delimiter = ';', value_parser = crate::authz::parse_principal)]
+    #[arg(long, env = "KAAS_SUPER_USERS", value_delimiter = ';', value_parser = kaas_core::acl::parse_principal)]
     pub super_users: Vec<String>,
 
     /// allow.everyone.if.no.acl.found: with --authorizer acls, a resource no ACL

@@ -267,7 +267,7 @@ pub enum AclsCommand {
         #[arg(long, value_enum, default_value_t = AclPatternFilter::Any)]
         resource_pattern_type: AclPatternFilter,
         /// Only ACLs naming this principal (User:alice).
-        #[arg(long, value_parser = crate::cmd::acls::parse_principal)]
+        #[arg(long, value_parser = kaas_core::acl::parse_principal)]
         principal: Option<String>,
     },
     /// Add ACLs: each principal × host × operation on one resource, like kafka-acls
@@ -310,10 +310,10 @@ pub struct AclSpec {
     #[arg(long)]
     pub prefixed: bool,
     /// Principals allowed (User:alice, User:* for everyone); repeatable.
-    #[arg(long = "allow-principal", value_parser = crate::cmd::acls::parse_principal)]
+    #[arg(long = "allow-principal", value_parser = kaas_core::acl::parse_principal)]
     pub allow: Vec<String>,
     /// Principals denied; a DENY wins over any ALLOW. Repeatable.
-    #[arg(long = "deny-principal", value_parser = crate::cmd::acls::parse_principal)]
+    #[arg(long = "deny-principal", value_parser = kaas_core::acl::parse_principal)]
     pub deny: Vec<String>,
     /// Operations: all, read, write, create, delete, alter, describe, cluster-action,
     /// describe-configs, alter-configs, idempotent-write. Repeatable.

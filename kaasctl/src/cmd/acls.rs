@@ -17,14 +17,6 @@ pub fn parse_operation(s: &str) -> Result<Operation, String> {
     })
 }
 
-/// `User:alice` for `--allow-principal` / `--deny-principal` / `--principal`.
-pub fn parse_principal(s: &str) -> Result<String, String> {
-    match s.split_once(':') {
-        Some((kind, name)) if !kind.is_empty() && !name.is_empty() => Ok(s.to_string()),
-        _ => Err(format!("{s:?} is not a principal TYPE:NAME, e.g. User:alice")),
-    }
-}
-
 impl AclResourceArgs {
     /// The resource named, if one is.
     fn resource(&self) -> Option<(ResourceType, String)> {
