@@ -207,3 +207,39 @@ pub(crate) mod test_support {
         }
     }
 }
+
+#[cfg(test)]
+mod compatibility_page {
+    /// docs/compatibility.md lists exactly the APIs this broker answers, each with the
+    /// version range ApiVersions advertises.
+    #[test]
+    fn the_compatibility_page_lists_every_api_with_its_versions() {
+        let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/compatibility.md"))
+            .expect("docs/compatibility.md");
+        // API rows: `| Name (key) | versions | notes |`.
+        let is_api_row = |l: &&str| {
+            l.strip_prefix("| ")
+                .and_then(|l| l.split_once(") | "))
+                .and_then(|(name, _)| name.rsplit_once(" ("))
+                .is_some_and(|(_, key)| key.parse::<i16>().is_ok())
+        };
+        let rows: Vec<&str> = page.lines().filter(is_api_row).collect();
+        for &(api, min, max) in super::APIS {
+            let versions = if min == max {
+                min.to_string()
+            } else {
+                format!("{min}–{max}")
+            };
+            let row = format!("| {api:?} ({}) | {versions} |", api as i16);
+            assert!(
+                rows.iter().any(|r| r.starts_with(&row)),
+                "docs/compatibility.md has no row starting {row:?}"
+            );
+        }
+        assert_eq!(
+            rows.len(),
+            super::APIS.len(),
+            "a row for an API the broker does not answer"
+        );
+    }
+}
