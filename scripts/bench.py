@@ -122,14 +122,27 @@ def bench(*args, timeout=600):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def children_cpu():
+    """CPU seconds of every child process this script has waited for."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def measured(target, fn):
-    """Runs fn(), adding the broker's CPU seconds and peak RSS when its pid is known."""
+    """Runs fn(), adding the CPU seconds of the load generators it ran (they share the
+    machine's cores with the broker) and, when its pid is known, the broker's CPU
+    seconds and peak RSS."""
+    before = children_cpu()
     if not target.pid:
-        return fn()
-    with Sampler(target.pid) as s:
         result = fn()
-    result["broker_cpu_s"] = round(s.cpu, 2)
-    result["broker_peak_rss_mib"] = round(s.peak, 1)
+    else:
+        with Sampler(target.pid) as s:
+            result = fn()
+        result["broker_cpu_s"] = round(s.cpu, 2)
+        result["broker_peak_rss_mib"] = round(s.peak, 1)
+    # kaas-bench txn measures its own CPU over the transactions alone (cpu_s);
+    # elsewhere the whole load-generator processes count.
+    result["client_cpu_s"] = round(result.pop("cpu_s", children_cpu() - before), 2)
     return result
 
 
@@ -201,6 +214,40 @@ def run_scenario(target, name, sc, results):
     raise ValueError(sc["kind"])
 
 
+def wire_timeline(target, txns):
+    """One transactional producer under a packet capture of its connections: the time
+    the broker holds each request against the time the client takes between them
+    (scripts/wire_timeline.py). Needs tcpdump, allowed to capture on loopback."""
+    tcpdump = shutil.which("tcpdump")
+    if not tcpdump:
+        return {"error": "skipped: tcpdump not found (apt-get install tcpdump)"}
+    port = target.bootstrap.rsplit(":", 1)[1]
+    topic = "bench-timeline"
+    bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", 1)
+    pcap = OUT / f"timeline-{target.name}.pcap"
+    # Immediate mode and packet-buffered output: nothing waits in a capture block
+    # that the stop would drop.
+    cap = subprocess.Popen([tcpdump, "-i", "lo", "-n", "--immediate-mode", "-U", "-s", "256", "-w", str(pcap),
+                            f"tcp port {port}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        # tcpdump says "listening on lo" once it captures.
+        said = cap.stderr.readline().decode(errors="replace")
+        if "listening" not in said:
+            cap.wait(10)
+            said += cap.stderr.read().decode(errors="replace")
+            return {"error": f"skipped: tcpdump failed: {said.strip()[:200]}"}
+        bench("txn", "--bootstrap", target.bootstrap, "--topic", topic, "--producers", 1,
+              "--txns", txns, "--id-prefix", f"timeline-{os.getpid()}")
+        time.sleep(0.5)
+    finally:
+        cap.send_signal(signal.SIGINT)
+        cap.wait(30)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import wire_timeline
+    return wire_timeline.summary(wire_timeline.timeline(str(pcap), int(port)))
+
+
 def run_kaas(selected, all_sc, results, args):
     """kaas: one fresh broker per group of scenarios that share a volume."""
     groups = {}
@@ -224,6 +271,9 @@ def run_kaas(selected, all_sc, results, args):
             for name in names:
                 print(f"  kaas {name} ...", file=sys.stderr, flush=True)
                 results["kaas"][name] = run_scenario(target, name, all_sc[name], results)
+            if args.timeline and key == ("plain", "txn-1"):
+                print("  kaas timeline-txn-1 ...", file=sys.stderr, flush=True)
+                results["kaas"]["timeline-txn-1"] = wire_timeline(target, all_sc["txn-1"]["txns"] // 3)
         finally:
             target.stop()
         if key[0] == "ids" and not args.keep:
@@ -257,17 +307,25 @@ def report(results):
     targets = [t for t in results if t not in ("limits", "date", "machine", "setup", "kaasctl")]
     for t in targets:
         r = results[t]
-        lines += [f"## {t}", "", "| scenario | result | of limit | broker CPU s | peak RSS MiB |", "|---|---|---|---|---|"]
+        lines += [f"## {t}", "", "| scenario | result | of limit | broker CPU s | client CPU s | peak RSS MiB |",
+                  "|---|---|---|---|---|---|"]
         for name, v in r.items():
             if name == "idle_rss_mib" or not isinstance(v, dict):
                 continue
+            if name.startswith("timeline-"):
+                continue
             if "error" in v:
-                lines.append(f"| {name} | failed: {v['error']} | | | |")
+                lines.append(f"| {name} | failed: {v['error']} | | | | |")
                 continue
             frac = ""
             if "txn_per_s" in v:
                 lat = v["txn_latency_ms"] or {}
                 what = f"{fmt(v['txn_per_s'])} txn/s (p50 {fmt(lat.get('p50'))} ms, p99 {fmt(lat.get('p99'))} ms)"
+                if v.get("broker_cpu_s") is not None and v.get("transactions"):
+                    # CPU bound: both processes on the machine's cores, nothing else.
+                    per_txn = (v["broker_cpu_s"] + v["client_cpu_s"]) / v["transactions"]
+                    frac = (f"{per_txn * 1e3:.2f} ms CPU/txn: at most "
+                            f"{fmt((os.cpu_count() or 1) / per_txn)} txn/s on {os.cpu_count()} cores")
             elif "latency_ms" in v:
                 lat = v["latency_ms"] or {}
                 what = (f"p50 {fmt(lat.get('p50'))} ms, p99 {fmt(lat.get('p99'))} ms, p99.9 {fmt(lat.get('p999'))} ms"
@@ -276,7 +334,22 @@ def report(results):
                 what = f"{fmt(v['records_per_s'])} rec/s, {fmt(v['mb_per_s'])} MB/s"
                 limit = lim["loopback_tcp_mb_per_s"] if name.startswith("consume") else lim["dsync_64k_mb_per_s"]
                 frac = f"{v['mb_per_s'] / limit:.0%} of {'loopback' if name.startswith('consume') else 'O_DSYNC'}"
-            lines.append(f"| {name} | {what} | {frac} | {fmt(v.get('broker_cpu_s'))} | {fmt(v.get('broker_peak_rss_mib'))} |")
+            lines.append(f"| {name} | {what} | {frac} | {fmt(v.get('broker_cpu_s'))} | {fmt(v.get('client_cpu_s'))} "
+                         f"| {fmt(v.get('broker_peak_rss_mib'))} |")
+        tl = r.get("timeline-txn-1")
+        if tl:
+            lines += ["", "Where one transactional producer's time goes (packet capture, scripts/wire_timeline.py):", ""]
+            if "error" in tl:
+                lines.append(tl["error"])
+            elif "transactions" in tl:
+                per_api = ", ".join(f"{api} {v['median_ms']} ms" for api, v in tl["requests"].items()
+                                    if api in ("AddPartitionsToTxn", "Produce", "EndTxn"))
+                lines.append(
+                    f"{tl['transactions']} transactions at {fmt(tl['txn_per_s'])} txn/s: per transaction "
+                    f"{tl['broker_ms_per_txn']} ms in the broker (median per request: {per_api}) and "
+                    f"{tl['client_ms_per_txn']} ms in the client, so at most "
+                    f"{fmt(tl['ceiling_txn_per_s_with_an_instant_broker'])} txn/s from this client with a "
+                    "broker that answered at once.")
         if "idle_rss_mib" in r:
             lines += ["", "Idle RSS after start (MiB): " + ", ".join(f"{k}: {v}" for k, v in r["idle_rss_mib"].items())]
         lines.append("")
@@ -294,6 +367,8 @@ def main():
     ap.add_argument("--peer", action="append", default=[])
     ap.add_argument("--skip-kaas", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
+    ap.add_argument("--no-timeline", dest="timeline", action="store_false",
+                    help="skip the packet-capture split of a transaction's time (needs tcpdump)")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     all_sc = scenarios(args.quick)
@@ -324,6 +399,11 @@ def main():
                 results[name][s] = run_scenario(target, s, all_sc[s], results)
             except Exception as e:  # a peer may lack a feature; report it, go on
                 results[name][s] = {"error": str(e)[:200]}
+        if args.timeline and "txn-1" in selected:
+            try:
+                results[name]["timeline-txn-1"] = wire_timeline(target, all_sc["txn-1"]["txns"] // 3)
+            except Exception as e:
+                results[name]["timeline-txn-1"] = {"error": str(e)[:200]}
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
     md = report(results)
     (OUT / "results.md").write_text(md)

@@ -12,7 +12,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde_json::json;
@@ -266,34 +266,30 @@ impl ProducerContext for Counting {
     }
 }
 
-/// Serves delivery reports without waiting for a deadline: the crate's `poll(t)` and
-/// `flush` keep polling until `t` (flush: 100 ms steps) has passed even when every
-/// report is in, which would add up to 100 ms to every transaction or run measured.
-fn serve<C: ProducerContext<DeliveryOpaque = ()>>(p: &BaseProducer<C>) {
-    p.poll(Duration::ZERO);
-    std::thread::sleep(Duration::from_micros(50));
-}
+/// A producer whose delivery reports are served by its own thread (the crate's
+/// `ThreadedProducer`), so that waiting for them blocks instead of spinning. The crate's
+/// `poll(t)` and `flush` keep polling until `t` (flush: 100 ms steps) has passed even
+/// when every report is in, and a poll-and-sleep loop in each producer thread costs
+/// the CPU the broker under test needs (eight transactional producers spinning took
+/// more CPU than the broker).
+type Prod = ThreadedProducer<Counting>;
 
-/// Waits until every record sent is delivered or failed.
-fn drain<C: ProducerContext<DeliveryOpaque = ()>>(p: &BaseProducer<C>, timeout: Duration) -> Result<(), String> {
-    let start = Instant::now();
-    while p.in_flight_count() > 0 {
-        if start.elapsed() > timeout {
-            return Err(format!("{} records undelivered after {timeout:?}", p.in_flight_count()));
-        }
-        serve(p);
+/// Waits until every record sent is delivered or failed: librdkafka's own
+/// `rd_kafka_flush`, which sleeps on a condition variable until the producer's
+/// message count is zero (the producer's thread serves the reports meanwhile).
+fn drain(p: &Prod, timeout: Duration) -> Result<(), String> {
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: `native_ptr` is the rd_kafka_t that `p` owns and keeps alive for the
+    // whole call; rd_kafka_flush is documented as callable from any thread.
+    let err = unsafe { rdkafka::bindings::rd_kafka_flush(p.client().native_ptr(), ms) };
+    if err != rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        return Err(format!("{} records undelivered after {timeout:?}", p.in_flight_count()));
     }
-    p.poll(Duration::ZERO);
     Ok(())
 }
 
-/// Sends one record, waiting (polling) while the local queue is full.
-fn send<C: ProducerContext<DeliveryOpaque = ()>>(
-    p: &BaseProducer<C>,
-    topic: &str,
-    partition: Option<i32>,
-    payload: &[u8],
-) -> Result<(), String> {
+/// Sends one record, waiting while the local queue is full.
+fn send(p: &Prod, topic: &str, partition: Option<i32>, payload: &[u8]) -> Result<(), String> {
     loop {
         let mut rec = BaseRecord::to(topic).payload(payload);
         if let Some(part) = partition {
@@ -301,7 +297,9 @@ fn send<C: ProducerContext<DeliveryOpaque = ()>>(
         }
         match p.send::<[u8], [u8]>(rec) {
             Ok(()) => return Ok(()),
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => serve(p),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
             Err((e, _)) => return Err(e.to_string()),
         }
     }
@@ -309,7 +307,7 @@ fn send<C: ProducerContext<DeliveryOpaque = ()>>(
 
 fn produce(bootstrap: &str, topic: &str, count: u64, size: usize, partitions: i32, linger_ms: u64) -> Res {
     let ctx = Counting::default();
-    let p: BaseProducer<Counting> = config(bootstrap)
+    let p: Prod = config(bootstrap)
         .set("acks", "all")
         .set("enable.idempotence", "true")
         .set("linger.ms", linger_ms.to_string())
@@ -321,9 +319,6 @@ fn produce(bootstrap: &str, topic: &str, count: u64, size: usize, partitions: i3
     let start = Instant::now();
     for i in 0..count {
         send(&p, topic, Some((i % partitions as u64) as i32), &value)?;
-        if i % 1024 == 0 {
-            p.poll(Duration::ZERO);
-        }
     }
     drain(&p, Duration::from_secs(120))?;
     let secs = start.elapsed().as_secs_f64();
@@ -396,23 +391,15 @@ fn percentiles(mut v: Vec<f64>) -> serde_json::Value {
     json!({"p50": at(0.5), "p99": at(0.99), "p999": at(0.999), "max": v[v.len() - 1], "n": v.len()})
 }
 
-fn txn(
-    bootstrap: &str,
-    topic: &str,
-    producers: usize,
-    txns: u64,
-    records: usize,
-    size: usize,
-    id_prefix: &str,
-) -> Res {
+fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize, size: usize, id_prefix: &str) -> Res {
     let value = vec![b't'; size];
     let barrier = std::sync::Barrier::new(producers + 1);
-    let (results, elapsed): (Vec<Result<Vec<f64>, String>>, Duration) = std::thread::scope(|s| {
+    let (results, elapsed, cpu): (Vec<Result<Vec<f64>, String>>, Duration, f64) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..producers)
             .map(|i| {
                 let (value, barrier) = (&value, &barrier);
                 s.spawn(move || -> Result<Vec<f64>, String> {
-                    let p: Result<BaseProducer<Counting>, String> = config(bootstrap)
+                    let p: Result<Prod, String> = config(bootstrap)
                         .set("transactional.id", format!("{id_prefix}-{i}"))
                         .set("linger.ms", "0")
                         .create_with_context(Counting::default())
@@ -435,13 +422,12 @@ fn txn(
                             send(&p, topic, Some(0), value)?;
                         }
                         // Delivered before committing: the crate's flush inside
-                        // commit_transaction then returns at once (see `serve`).
+                        // commit_transaction then returns at once (see `Prod`).
                         drain(&p, Duration::from_secs(60))?;
                         p.commit_transaction(Duration::from_secs(60))
                             .map_err(|e| e.to_string())?;
                         latencies.push(t.elapsed().as_secs_f64() * 1e3);
                     }
-                    p.poll(Duration::ZERO);
                     let failed = p.context().failed.load(Ordering::Relaxed);
                     if failed > 0 {
                         return Err(format!("{failed} records failed"));
@@ -452,11 +438,12 @@ fn txn(
             .collect();
         barrier.wait();
         let start = Instant::now();
+        let cpu = process_cpu_seconds();
         let out: Vec<_> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err("producer thread panicked".into())))
             .collect();
-        (out, start.elapsed())
+        (out, start.elapsed(), process_cpu_seconds() - cpu)
     });
     let secs = elapsed.as_secs_f64();
     let mut all = Vec::new();
@@ -468,7 +455,25 @@ fn txn(
         "transactions": all.len(), "seconds": secs, "txn_per_s": done / secs,
         "records_per_s": done * records as f64 / secs,
         "txn_latency_ms": percentiles(all),
+        // This process's CPU over the transactions alone (not its start-up): the
+        // client's share of the machine's cores.
+        "cpu_s": cpu,
     }))
+}
+
+/// CPU seconds (user + system) this process has used, all its threads.
+fn process_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a whole rusage into the pointer it is given, which
+    // points at one zero-initialised rusage that lives across the call.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    // SAFETY: zeroed is a valid rusage (plain integers), and getrusage filled it.
+    let u = unsafe { usage.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
 }
 
 fn now_nanos() -> u64 {
@@ -478,7 +483,7 @@ fn now_nanos() -> u64 {
 }
 
 fn latency_produce(bootstrap: &str, topic: &str, rate: u64, size: usize, seconds: u64) -> Res {
-    let p: BaseProducer<Counting> = config(bootstrap)
+    let p: Prod = config(bootstrap)
         .set("acks", "all")
         .set("enable.idempotence", "true")
         .set("linger.ms", "0")
@@ -500,11 +505,10 @@ fn latency_produce(bootstrap: &str, topic: &str, rate: u64, size: usize, seconds
             if now >= due {
                 break;
             }
-            p.poll((due - now).min(Duration::from_millis(1)));
+            std::thread::sleep((due - now).min(Duration::from_millis(1)));
         }
         value[..8].copy_from_slice(&now_nanos().to_be_bytes());
         send(&p, topic, Some(0), &value)?;
-        p.poll(Duration::ZERO);
     }
     drain(&p, Duration::from_secs(60))?;
     let secs = start.elapsed().as_secs_f64();

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Splits a client's time from a broker's, from a packet capture of their Kafka
+connections (docs/performance.md#where-a-transaction-spends-its-time).
+
+  tcpdump -i lo -w txn.pcap tcp port 9092        # while one client runs
+  scripts/wire_timeline.py txn.pcap 9092          # prints JSON
+
+Every request is matched to its response by connection and correlation id. A
+request's time in the broker runs from the packet holding its last byte to the packet
+holding its response's first byte; the client's time is everything else. For a client
+that sends one request at a time (a transactional producer: AddPartitionsToTxn,
+Produce, EndTxn, in turn), the client's time per transaction bounds the throughput any
+broker could give it: 1 / client time, with a broker that answers in no time at all.
+
+Reads classic pcap files (what tcpdump -w writes), Ethernet or loopback link types,
+IPv4 and IPv6, whole or cut short by a snap length (only the request and response
+headers are needed); only the standard library.
+"""
+import json
+import statistics
+import struct
+import sys
+from collections import defaultdict
+
+API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+             9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId",
+             24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit"}
+
+
+def packets(path):
+    """(time, src port, dst port, payload) of every TCP packet with a payload."""
+    data = open(path, "rb").read()
+    if len(data) < 24:
+        raise SystemExit(f"{path}: {len(data)} bytes, not a pcap file (a 24-byte header expected)")
+    magic = data[:4]
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        endian = "<"
+    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        endian = ">"
+    else:
+        raise SystemExit(f"{path}: magic {magic.hex()} at byte 0 is not a classic pcap file's "
+                         "(pcapng is not read: capture with tcpdump -w)")
+    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    link = struct.unpack(endian + "I", data[20:24])[0]
+    link_header = {1: 14, 0: 4, 113: 16, 276: 20}.get(link)  # Ethernet, BSD loopback, Linux SLL, SLL2
+    if link_header is None:
+        raise SystemExit(f"{path}: link type {link} not read (Ethernet, loopback, SLL expected)")
+    at = 24
+    while at + 16 <= len(data):
+        sec, frac, caught, _ = struct.unpack(endian + "IIII", data[at:at + 16])
+        at += 16
+        frame = data[at:at + caught]
+        at += caught
+        ip = frame[link_header:]
+        if not ip:
+            continue
+        if ip[0] >> 4 == 4 and len(ip) >= 20:
+            proto, header, total = ip[9], (ip[0] & 15) * 4, struct.unpack(">H", ip[2:4])[0]
+        elif ip[0] >> 4 == 6 and len(ip) >= 40:
+            proto, header, total = ip[6], 40, 40 + struct.unpack(">H", ip[4:6])[0]
+        else:
+            continue
+        tcp = ip[header:]
+        if proto != 6 or len(tcp) < 20:
+            continue
+        sport, dport = struct.unpack(">HH", tcp[:4])
+        offset = (tcp[12] >> 4) * 4
+        payload = tcp[offset:]
+        # A capture with a small snap length cuts packets short: the bytes not
+        # captured are filled in, so frames after them are still found.
+        payload += bytes(max(0, total - header - offset - len(payload)))
+        if payload:
+            yield sec + frac / (1e9 if nano else 1e6), sport, dport, payload
+
+
+class Stream:
+    """One direction of one connection, cut into Kafka frames (4-byte size first)."""
+
+    def __init__(self):
+        self.buf, self.first_at = b"", None
+
+    def feed(self, t, payload):
+        """Yields (time of the frame's first byte, time of its last byte, frame)."""
+        if not self.buf:
+            self.first_at = t
+        self.buf += payload
+        while len(self.buf) >= 4:
+            size = struct.unpack(">i", self.buf[:4])[0]
+            if size < 0 or len(self.buf) < 4 + size:
+                break
+            frame, self.buf = self.buf[4:4 + size], self.buf[4 + size:]
+            yield self.first_at, t, frame
+            self.first_at = t
+
+
+def timeline(path, port):
+    streams = defaultdict(Stream)
+    pending, events = {}, []
+    for t, sport, dport, payload in packets(path):
+        if dport == port:
+            for _, last, frame in streams[(sport, "in")].feed(t, payload):
+                if len(frame) >= 8:
+                    key, _, corr = struct.unpack(">hhi", frame[:8])
+                    pending[(sport, corr)] = (last, key)
+        elif sport == port:
+            for first, _, frame in streams[(dport, "out")].feed(t, payload):
+                if len(frame) >= 4:
+                    corr = struct.unpack(">i", frame[:4])[0]
+                    if (dport, corr) in pending:
+                        sent, key = pending.pop((dport, corr))
+                        events.append((sent, first, API_NAMES.get(key, f"api {key}")))
+    return sorted(events)
+
+
+def summary(events, per="EndTxn"):
+    broker = defaultdict(list)
+    for sent, answered, api in events:
+        broker[api].append((answered - sent) * 1e3)
+    out = {"requests": {api: {"count": len(v), "median_ms": round(statistics.median(v), 3)}
+                        for api, v in sorted(broker.items())}}
+    # The span from the first request of the kind that opens a transaction to the
+    # last answer, split into time with a request in the broker and time without.
+    units = [e for e in events if e[2] == per]
+    if not units:
+        return out
+    start = next(e[0] for e in events if e[2] in ("AddPartitionsToTxn", "Produce"))
+    end = units[-1][1]
+    in_broker, last = 0.0, start
+    for sent, answered, _ in events:
+        if answered <= start or sent >= end:
+            continue
+        sent, answered = max(sent, last), min(answered, end)
+        if answered > sent:
+            in_broker += answered - sent
+            last = answered
+    n = sum(1 for e in units if e[0] >= start)
+    total = end - start
+    client = total - in_broker
+    out.update({
+        "transactions": n,
+        "wall_ms_per_txn": round(total / n * 1e3, 3),
+        "broker_ms_per_txn": round(in_broker / n * 1e3, 3),
+        "client_ms_per_txn": round(client / n * 1e3, 3),
+        "txn_per_s": round(n / total, 1),
+        "ceiling_txn_per_s_with_an_instant_broker": round(n / client, 1) if client > 0 else None,
+    })
+    return out
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    print(json.dumps(summary(timeline(sys.argv[1], int(sys.argv[2]))), indent=2))
+
+
+if __name__ == "__main__":
+    main()
