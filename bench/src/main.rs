@@ -394,10 +394,15 @@ fn percentiles(mut v: Vec<f64>) -> serde_json::Value {
 fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize, size: usize, id_prefix: &str) -> Res {
     let value = vec![b't'; size];
     let barrier = std::sync::Barrier::new(producers + 1);
-    let (results, elapsed, cpu): (Vec<Result<Vec<f64>, String>>, Duration, f64) = std::thread::scope(|s| {
+    // The run ends when the last producer's last transaction does, not when the
+    // producers are torn down (joining a ThreadedProducer's thread takes up to its
+    // 100 ms poll): the last to finish records the time and the CPU used.
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let end = std::sync::Mutex::new(None::<(Instant, f64)>);
+    let (results, start, cpu): (Vec<Result<Vec<f64>, String>>, Instant, f64) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..producers)
             .map(|i| {
-                let (value, barrier) = (&value, &barrier);
+                let (value, barrier, finished, end) = (&value, &barrier, &finished, &end);
                 s.spawn(move || -> Result<Vec<f64>, String> {
                     let p: Result<Prod, String> = config(bootstrap)
                         .set("transactional.id", format!("{id_prefix}-{i}"))
@@ -415,19 +420,26 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
                     barrier.wait();
                     init?;
                     let mut latencies = Vec::with_capacity(txns as usize);
-                    for _ in 0..txns {
-                        let t = Instant::now();
-                        p.begin_transaction().map_err(|e| e.to_string())?;
-                        for _ in 0..records {
-                            send(&p, topic, Some(0), value)?;
+                    let run = (|| {
+                        for _ in 0..txns {
+                            let t = Instant::now();
+                            p.begin_transaction().map_err(|e| e.to_string())?;
+                            for _ in 0..records {
+                                send(&p, topic, Some(0), value)?;
+                            }
+                            // Delivered before committing: the crate's flush inside
+                            // commit_transaction then returns at once (see `Prod`).
+                            drain(&p, Duration::from_secs(60))?;
+                            p.commit_transaction(Duration::from_secs(60))
+                                .map_err(|e| e.to_string())?;
+                            latencies.push(t.elapsed().as_secs_f64() * 1e3);
                         }
-                        // Delivered before committing: the crate's flush inside
-                        // commit_transaction then returns at once (see `Prod`).
-                        drain(&p, Duration::from_secs(60))?;
-                        p.commit_transaction(Duration::from_secs(60))
-                            .map_err(|e| e.to_string())?;
-                        latencies.push(t.elapsed().as_secs_f64() * 1e3);
+                        Ok::<_, String>(())
+                    })();
+                    if finished.fetch_add(1, Ordering::AcqRel) + 1 == producers {
+                        *end.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), process_cpu_seconds()));
                     }
+                    run?;
                     let failed = p.context().failed.load(Ordering::Relaxed);
                     if failed > 0 {
                         return Err(format!("{failed} records failed"));
@@ -443,9 +455,13 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err("producer thread panicked".into())))
             .collect();
-        (out, start.elapsed(), process_cpu_seconds() - cpu)
+        (out, start, cpu)
     });
-    let secs = elapsed.as_secs_f64();
+    let (end, end_cpu) = end
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or_else(|| (Instant::now(), process_cpu_seconds()));
+    let (secs, cpu) = ((end - start).as_secs_f64(), end_cpu - cpu);
     let mut all = Vec::new();
     for r in results {
         all.extend(r?);
