@@ -129,12 +129,23 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 /// symlink, never blocking on a FIFO (O_NONBLOCK has no effect on regular files), and
 /// only if it is a regular file. Every open of a volume file goes through here.
 pub fn open_volume_file(options: &mut OpenOptions, path: &Path) -> io::Result<File> {
+    open_volume_file_meta(options, path).map(|(f, _)| f)
+}
+
+/// [`open_volume_file`], with the metadata the regular-file check read (one fstat
+/// where callers that want the file's size or stamp would otherwise make two).
+pub fn open_volume_file_meta(options: &mut OpenOptions, path: &Path) -> io::Result<(File, fs::Metadata)> {
     let f = options
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(explain_open_error)?;
-    ensure_regular(&f)?;
-    Ok(f)
+    let meta = ensure_regular(&f)?;
+    Ok((f, meta))
+}
+
+/// [`open_regular`] with the file's metadata.
+pub fn open_regular_meta(path: &Path) -> io::Result<(File, fs::Metadata)> {
+    open_volume_file_meta(OpenOptions::new().read(true), path)
 }
 
 /// Names the planted symlink behind an ELOOP from an O_NOFOLLOW open.
@@ -150,11 +161,12 @@ fn explain_open_error(e: io::Error) -> io::Error {
 
 /// Refuses an open file that is not a regular file (a FIFO, device, socket or
 /// directory planted where the volume keeps a file), saying which it is.
-fn ensure_regular(f: &File) -> io::Result<()> {
+fn ensure_regular(f: &File) -> io::Result<fs::Metadata> {
     use std::os::unix::fs::FileTypeExt;
-    let kind = f.metadata()?.file_type();
+    let meta = f.metadata()?;
+    let kind = meta.file_type();
     if kind.is_file() {
-        return Ok(());
+        return Ok(meta);
     }
     let what = if kind.is_dir() {
         "a directory"
@@ -272,7 +284,7 @@ pub struct FileStamp {
 /// the file with the server (close-to-open consistency), where a path `stat` may be
 /// answered from the client's attribute cache for seconds.
 pub fn file_stamp(path: &Path) -> Option<FileStamp> {
-    Some(stamp_of(&open_regular(path).ok()?.metadata().ok()?))
+    Some(stamp_of(&open_regular_meta(path).ok()?.1))
 }
 
 /// The stamp of an open file's metadata.

@@ -247,12 +247,12 @@ impl TxnStateStore {
     /// exactly the version read.
     fn read_checkpoint(&self, slot: u32) -> Result<(SlotFile, Option<FileStamp>), VolumeError> {
         let path = self.slot_path(slot);
-        let file = match crate::fsutil::open_regular(&path) {
+        let (file, meta) = match crate::fsutil::open_regular_meta(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((SlotFile::empty(slot), None)),
             Err(e) => return Err(VolumeError::io(&path, e)),
         };
-        let stamp = stamp_of(&file.metadata().map_err(|e| VolumeError::io(&path, e))?);
+        let stamp = stamp_of(&meta);
         let bytes = crate::fsutil::read_capped_from(&file, crate::fsutil::MAX_STATE_FILE_BYTES)
             .map_err(|e| VolumeError::io(&path, e))?;
         let parsed = parse_checkpoint(&path, &bytes)?;
@@ -299,7 +299,7 @@ impl TxnStateStore {
         }
         let before = state.file.generation;
         match self.replay(state) {
-            Ok(()) => Ok(state.file.generation != before),
+            Ok(_) => Ok(state.file.generation != before),
             Err(ReplayError::Fatal(e)) => Err(e),
             Err(ReplayError::Moved(_)) => {
                 *state = self.load(slot)?;
@@ -308,22 +308,23 @@ impl TxnStateStore {
         }
     }
 
-    /// Applies the journal's complete lines after `state.journal_len`.
-    fn replay(&self, state: &mut SlotState) -> Result<(), ReplayError> {
+    /// Applies the journal's complete lines after `state.journal_len`. Returns the
+    /// journal's size as it was read (0: no journal); past `journal_len` it holds a
+    /// torn last line.
+    fn replay(&self, state: &mut SlotState) -> Result<u64, ReplayError> {
         let path = self.journal_path(state.slot());
-        let mut file = match crate::fsutil::open_regular(&path) {
+        let (mut file, meta) = match crate::fsutil::open_regular_meta(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return if state.journal_len == 0 {
                     state.journal_inode = None;
-                    Ok(())
+                    Ok(0)
                 } else {
                     Err(ReplayError::Moved(VolumeError::io(&path, e)))
                 };
             }
             Err(e) => return Err(io_failure(&path, e)),
         };
-        let meta = file.metadata().map_err(|e| io_failure(&path, e))?;
         let inode = stamp_of(&meta).inode;
         if state.journal_inode.is_some_and(|i| i != inode) || meta.len() < state.journal_len {
             return Err(ReplayError::Moved(VolumeError::Invalid {
@@ -333,7 +334,7 @@ impl TxnStateStore {
         }
         state.journal_inode = Some(inode);
         if meta.len() == state.journal_len {
-            return Ok(());
+            return Ok(meta.len());
         }
         if meta.len() > crate::fsutil::MAX_STATE_FILE_BYTES {
             return Err(ReplayError::Fatal(VolumeError::Invalid {
@@ -405,13 +406,13 @@ impl TxnStateStore {
                             detail: format!("byte {offset}: {e}"),
                         }));
                     }
-                    return Ok(());
+                    return Ok(meta.len());
                 }
             }
             at += nl + 1;
             state.journal_len = start + at as u64;
         }
-        Ok(())
+        Ok(meta.len())
     }
 
     /// Takes the exclusive lock of one slot. Blocks while another process holds it.
@@ -445,13 +446,41 @@ impl TxnStateStore {
         }
     }
 
-    /// Whether bringing `state` up to date is cheap: its checkpoint is the current
-    /// one, of this version (no full read, no migration), so only journal bytes
-    /// appended since are read. One open and fstat.
-    pub fn catch_up_is_cheap(&self, state: &SlotState) -> bool {
-        state.checkpoint.is_some()
-            && state.file.version == SLOT_FORMAT_VERSION
-            && crate::fsutil::file_stamp(&self.slot_path(state.slot())) == state.checkpoint
+    /// [`Self::refresh`] when it is cheap: `state`'s checkpoint is the current one, of
+    /// this version (no full read, no migration), so only the journal bytes appended
+    /// since are read — an open and fstat of each file. Returns the journal's size
+    /// as read, or None when a full refresh is needed (`state` is then as before or
+    /// newer, never torn).
+    pub fn refresh_if_cheap(&self, state: &mut SlotState) -> Result<Option<u64>, VolumeError> {
+        if state.checkpoint.is_none()
+            || state.file.version != SLOT_FORMAT_VERSION
+            || crate::fsutil::file_stamp(&self.slot_path(state.slot())) != state.checkpoint
+        {
+            return Ok(None);
+        }
+        match self.replay(state) {
+            Ok(seen) => Ok(Some(seen)),
+            Err(ReplayError::Fatal(e)) => Err(e),
+            Err(ReplayError::Moved(_)) => Ok(None),
+        }
+    }
+
+    /// Under the lock: [`Self::catch_up`]'s common case, reading each file once —
+    /// the cached state's checkpoint is current and the journal holds nothing past
+    /// its last complete line (nothing to cut, nothing to migrate). False when the
+    /// full `catch_up` is needed; after an error `state` is None, as after
+    /// `catch_up`'s.
+    pub fn catch_up_cheaply(&self, lock: &SlotLock, state: &mut Option<SlotState>) -> Result<bool, VolumeError> {
+        let Some(st) = state.as_mut().filter(|st| st.slot() == lock.slot) else {
+            return Ok(false);
+        };
+        match self.refresh_if_cheap(st) {
+            Ok(seen) => Ok(seen == Some(st.journal_len)),
+            Err(e) => {
+                *state = None;
+                Err(e)
+            }
+        }
     }
 
     /// Under the lock: brings `state` (None: nothing read yet) up to date for a write.

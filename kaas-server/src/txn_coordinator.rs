@@ -176,12 +176,12 @@ impl TransactionCoordinator {
     async fn lock_slot(&self, slot: u32) -> Result<HeldSlot<'_>, CoordError> {
         let turn = self.slot_locks[slot as usize].lock().await;
         // The common case, inline: the file lock is free and the slot's state is
-        // cached, so catching up is an fstat of each file. Otherwise (another process
-        // holds the lock, or the slot is read in full) on the blocking pool.
+        // cached, so catching up is an fstat of each file and the journal's new
+        // bytes. Otherwise (another process holds the lock, the slot is read in full,
+        // a torn line is cut) on the blocking pool.
         if let Some(lock) = self.store.try_lock_slot(slot)? {
             let mut state = self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
-            if state.as_ref().is_some_and(|st| self.store.catch_up_is_cheap(st)) {
-                self.store.catch_up(&lock, &mut state)?;
+            if self.store.catch_up_cheaply(&lock, &mut state)? {
                 drop(state);
                 return Ok(HeldSlot {
                     _turn: turn,
@@ -359,11 +359,10 @@ impl TransactionCoordinator {
         match state.as_mut() {
             // An fstat of each file and the journal bytes appended since; a fold
             // elsewhere makes it a full read.
-            Some(st) if self.store.catch_up_is_cheap(st) => {
-                self.store.refresh(st)?;
-            }
             Some(st) => {
-                crate::blocking::off_worker(|| self.store.refresh(st))?;
+                if self.store.refresh_if_cheap(st)?.is_none() {
+                    crate::blocking::off_worker(|| self.store.refresh(st))?;
+                }
             }
             None => *state = Some(crate::blocking::off_worker(|| self.store.load(slot))?),
         }

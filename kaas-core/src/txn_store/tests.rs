@@ -248,6 +248,58 @@ fn a_torn_last_line_is_ignored_by_readers_and_cut_off_by_the_next_writer() {
 }
 
 #[test]
+fn the_cheap_catch_up_reads_another_writers_lines_and_leaves_torn_ends_and_folds_to_the_full_one() {
+    let (_dir, store) = store();
+    let slot = slot_for("t");
+    let e = entry("t");
+    store.lock(slot).unwrap().commit(&[SlotOp::Put(e.clone())], 1).unwrap();
+    let (lock, st) = locked(&store, slot);
+    drop(lock);
+    let mut cached = Some(st);
+
+    // Another writer (kaasctl, a broker before this one) appended a line.
+    let next = stepped(&e, 2);
+    store
+        .lock(slot)
+        .unwrap()
+        .commit(&[SlotOp::Put(next.clone())], 2)
+        .unwrap();
+    let lock = store.lock_slot(slot).unwrap();
+    assert!(store.catch_up_cheaply(&lock, &mut cached).unwrap());
+    let st = cached.as_ref().unwrap();
+    assert_eq!((st.generation(), st.entry("t")), (2, Some(&next)));
+    drop(lock);
+
+    // A torn last line: not cheap; the full catch-up cuts it and the state is whole.
+    let good = journal_len(&store, slot);
+    let mut f = OpenOptions::new().append(true).open(store.journal_path(slot)).unwrap();
+    f.write_all(br#"{"version":1,"generation":3,"at_ms":3,"put"#).unwrap();
+    drop(f);
+    let lock = store.lock_slot(slot).unwrap();
+    assert!(!store.catch_up_cheaply(&lock, &mut cached).unwrap());
+    store.catch_up(&lock, &mut cached).unwrap();
+    assert_eq!(journal_len(&store, slot), good);
+    assert_eq!(cached.as_ref().unwrap().generation(), 2);
+    drop(lock);
+
+    // Another writer folded (a new checkpoint): not cheap; the full one reads it.
+    {
+        let mut guard = store.lock(slot).unwrap();
+        guard.commit(&[SlotOp::Put(stepped(&next, 4))], 4).unwrap();
+        guard.fold().unwrap();
+    }
+    let lock = store.lock_slot(slot).unwrap();
+    assert!(!store.catch_up_cheaply(&lock, &mut cached).unwrap());
+    store.catch_up(&lock, &mut cached).unwrap();
+    let st = cached.as_ref().unwrap();
+    assert_eq!((st.generation(), st.entry("t")), (3, Some(&stepped(&next, 4))));
+    assert_eq!(journal_len(&store, slot), 0);
+
+    // Nothing cached: not cheap.
+    assert!(!store.catch_up_cheaply(&lock, &mut None).unwrap());
+}
+
+#[test]
 fn an_invalid_line_followed_by_valid_ones_is_corruption_naming_the_offset() {
     let (_dir, store) = store();
     let slot = slot_for("t");
