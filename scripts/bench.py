@@ -57,19 +57,36 @@ def rss_mib(pid):
 
 
 class Sampler:
-    """Peak RSS of a process while a scenario runs (VmHWM would include earlier ones)."""
+    """Peak RSS of a process while a scenario runs (VmHWM would include earlier ones),
+    and its CPU seconds every 50 ms, so the CPU of a window inside the run can be read
+    (`cpu_between`)."""
 
     def __init__(self, pid):
         self.pid, self.peak, self.stop = pid, 0.0, threading.Event()
+        self.samples = []  # (wall-clock time, CPU seconds)
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self):
         while not self.stop.is_set():
             try:
                 self.peak = max(self.peak, rss_mib(self.pid))
+                self.samples.append((time.time(), cpu_seconds(self.pid)))
             except OSError:
                 return
             self.stop.wait(0.05)
+
+    def cpu_between(self, start, end):
+        """CPU seconds between two wall-clock times, from the samples around them
+        (linear between samples; within 50 ms of sampling and the kernel's tick)."""
+        def at(t):
+            before = [x for x in self.samples if x[0] <= t]
+            after = [x for x in self.samples if x[0] >= t]
+            if not before or not after:
+                return None
+            (t0, c0), (t1, c1) = before[-1], after[0]
+            return c0 if t1 == t0 else c0 + (c1 - c0) * (t - t0) / (t1 - t0)
+        a, b = at(start), at(end)
+        return None if a is None or b is None else b - a
 
     def __enter__(self):
         self.cpu0 = cpu_seconds(self.pid)
@@ -88,12 +105,12 @@ class Target:
     def __init__(self, name, bootstrap=None, pid=None):
         self.name, self.bootstrap, self.pid, self.proc = name, bootstrap, pid, None
 
-    def start_kaas(self, data_dir, log):
+    def start_kaas(self, data_dir, log, wrapper=()):
         self.bootstrap = f"127.0.0.1:{free_port()}"
         self.log = open(log, "ab")
         env = dict(os.environ, RUST_LOG="info")
         self.proc = subprocess.Popen(
-            [str(SERVER), "--data-dir", str(data_dir), "--listen", self.bootstrap, "--broker-id", "0"],
+            [*wrapper, str(SERVER), "--data-dir", str(data_dir), "--listen", self.bootstrap, "--broker-id", "0"],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.pid = self.proc.pid
         deadline = time.time() + 120
@@ -138,7 +155,11 @@ def measured(target, fn):
     else:
         with Sampler(target.pid) as s:
             result = fn()
-        result["broker_cpu_s"] = round(s.cpu, 2)
+        # kaas-bench txn gives the window of its transactions (without start-up and
+        # teardown): the broker's CPU is read over the same window as the client's.
+        window = result.pop("window_unix_s", None)
+        cpu = s.cpu_between(*window) if window else None
+        result["broker_cpu_s"] = round(s.cpu if cpu is None else cpu, 2)
         result["broker_peak_rss_mib"] = round(s.peak, 1)
     # kaas-bench txn measures its own CPU over the transactions alone (cpu_s);
     # elsewhere the whole load-generator processes count.
@@ -217,35 +238,51 @@ def run_scenario(target, name, sc, results):
 def wire_timeline(target, txns):
     """One transactional producer under a packet capture of its connections: the time
     the broker holds each request against the time the client takes between them
-    (scripts/wire_timeline.py). Needs tcpdump, allowed to capture on loopback."""
+    (scripts/wire_timeline.py). Needs tcpdump, allowed to capture on loopback. Any
+    failure is reported in the result, never raised: it is an extra, not the run."""
     tcpdump = shutil.which("tcpdump")
     if not tcpdump:
         return {"error": "skipped: tcpdump not found (apt-get install tcpdump)"}
     port = target.bootstrap.rsplit(":", 1)[1]
-    topic = "bench-timeline"
-    bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", 1)
     pcap = OUT / f"timeline-{target.name}.pcap"
-    # Immediate mode and packet-buffered output: nothing waits in a capture block
-    # that the stop would drop.
-    cap = subprocess.Popen([tcpdump, "-i", "lo", "-n", "--immediate-mode", "-U", "-s", "256", "-w", str(pcap),
-                            f"tcp port {port}"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cap = None
+    said = []
     try:
+        topic = "bench-timeline"
+        bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", 1)
+        # Immediate mode and packet-buffered output: nothing waits in a capture block
+        # that the stop would drop. Only the headers are needed (snap length 256).
+        cap = subprocess.Popen([tcpdump, "-i", "lo", "-n", "--immediate-mode", "-U", "-s", "256",
+                                "-w", str(pcap), f"tcp port {port}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        reader = threading.Thread(target=lambda: said.extend(cap.stderr), daemon=True)
+        reader.start()
         # tcpdump says "listening on lo" once it captures.
-        said = cap.stderr.readline().decode(errors="replace")
-        if "listening" not in said:
-            cap.wait(10)
-            said += cap.stderr.read().decode(errors="replace")
-            return {"error": f"skipped: tcpdump failed: {said.strip()[:200]}"}
+        deadline = time.time() + 10
+        while not any("listening" in line for line in said):
+            if cap.poll() is not None or time.time() > deadline:
+                return {"error": f"skipped: tcpdump did not start: {''.join(said).strip()[:200]}"}
+            time.sleep(0.05)
         bench("txn", "--bootstrap", target.bootstrap, "--topic", topic, "--producers", 1,
               "--txns", txns, "--id-prefix", f"timeline-{os.getpid()}")
         time.sleep(0.5)
-    finally:
         cap.send_signal(signal.SIGINT)
         cap.wait(30)
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import wire_timeline
-    return wire_timeline.summary(wire_timeline.timeline(str(pcap), int(port)))
+        reader.join(5)
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import wire_timeline
+        events, lost = wire_timeline.timeline(str(pcap), int(port))
+        result = wire_timeline.summary(events, lost)
+        dropped = [line.strip() for line in said if "dropped by kernel" in line and not line.startswith("0 ")]
+        if dropped:
+            result["capture_dropped"] = dropped[0]
+        return result
+    except Exception as e:
+        return {"error": f"timeline failed: {str(e)[:200]}"}
+    finally:
+        if cap and cap.poll() is None:
+            cap.kill()
+            cap.wait()
 
 
 def run_kaas(selected, all_sc, results, args):
@@ -283,6 +320,35 @@ def run_kaas(selected, all_sc, results, args):
                     [str(KAASCTL), "--data-dir", str(data), *argv])
         if not args.keep:
             shutil.rmtree(data, ignore_errors=True)
+
+
+NO_FSYNC = "kaas with fsync disabled (eatmydata; not durable, a reference only)"
+
+
+def run_kaas_without_fsync(selected, all_sc, results):
+    """The transaction scenarios again against kaas under eatmydata, which turns every
+    fsync and fdatasync into nothing: what the same client reaches when the broker's
+    syncs cost nothing. A reference for reading the durable figures, never a setting."""
+    eatmydata = shutil.which("eatmydata")
+    names = [n for n in selected if all_sc[n]["kind"] == "txn" and not all_sc[n].get("ids")]
+    if not names:
+        return
+    if not eatmydata:
+        results[NO_FSYNC] = {n: {"error": "skipped: eatmydata not found (apt-get install eatmydata)"} for n in names}
+        return
+    results[NO_FSYNC] = {}
+    data = OUT / "data-no-fsync"
+    shutil.rmtree(data, ignore_errors=True)
+    target = Target("kaas-no-fsync")
+    target.start_kaas(data, OUT / "kaas-no-fsync.log", wrapper=(eatmydata,))
+    try:
+        time.sleep(2)
+        for name in names:
+            print(f"  kaas without fsync {name} ...", file=sys.stderr, flush=True)
+            results[NO_FSYNC][name] = run_scenario(target, name, all_sc[name], results)
+    finally:
+        target.stop()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def fmt(v, unit=""):
@@ -344,12 +410,15 @@ def report(results):
             elif "transactions" in tl:
                 per_api = ", ".join(f"{api} {v['median_ms']} ms" for api, v in tl["requests"].items()
                                     if api in ("AddPartitionsToTxn", "Produce", "EndTxn"))
+                gaps = ", ".join(f"{k} {v} ms" for k, v in tl.get("client_gaps_median_ms", {}).items())
                 lines.append(
                     f"{tl['transactions']} transactions at {fmt(tl['txn_per_s'])} txn/s: per transaction "
                     f"{tl['broker_ms_per_txn']} ms in the broker (median per request: {per_api}) and "
-                    f"{tl['client_ms_per_txn']} ms in the client, so at most "
-                    f"{fmt(tl['ceiling_txn_per_s_with_an_instant_broker'])} txn/s from this client with a "
-                    "broker that answered at once.")
+                    f"{tl['client_ms_per_txn']} ms in the client (median per step: {gaps}); with a broker "
+                    f"that answered at once, about {fmt(tl['ceiling_txn_per_s_with_an_instant_broker'])} txn/s.")
+                for extra in ("connections_not_followed", "capture_dropped"):
+                    if extra in tl:
+                        lines.append(f"({extra.replace('_', ' ')}: {tl[extra]})")
         if "idle_rss_mib" in r:
             lines += ["", "Idle RSS after start (MiB): " + ", ".join(f"{k}: {v}" for k, v in r["idle_rss_mib"].items())]
         lines.append("")
@@ -369,6 +438,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
     ap.add_argument("--no-timeline", dest="timeline", action="store_false",
                     help="skip the packet-capture split of a transaction's time (needs tcpdump)")
+    ap.add_argument("--no-fsync-reference", dest="no_fsync_reference", action="store_false",
+                    help="skip the transaction scenarios against kaas with fsync disabled (needs eatmydata)")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     all_sc = scenarios(args.quick)
@@ -385,6 +456,8 @@ def main():
     if not args.skip_kaas:
         results["kaas"] = {}
         run_kaas(selected, all_sc, results, args)
+        if args.no_fsync_reference:
+            run_kaas_without_fsync(selected, all_sc, results)
     for spec in args.peer:
         name, addr = spec.split("=", 1)
         parts = addr.split(":")
@@ -400,10 +473,7 @@ def main():
             except Exception as e:  # a peer may lack a feature; report it, go on
                 results[name][s] = {"error": str(e)[:200]}
         if args.timeline and "txn-1" in selected:
-            try:
-                results[name]["timeline-txn-1"] = wire_timeline(target, all_sc["txn-1"]["txns"] // 3)
-            except Exception as e:
-                results[name]["timeline-txn-1"] = {"error": str(e)[:200]}
+            results[name]["timeline-txn-1"] = wire_timeline(target, all_sc["txn-1"]["txns"] // 3)
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
     md = report(results)
     (OUT / "results.md").write_text(md)

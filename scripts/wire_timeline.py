@@ -9,8 +9,11 @@ Every request is matched to its response by connection and correlation id. A
 request's time in the broker runs from the packet holding its last byte to the packet
 holding its response's first byte; the client's time is everything else. For a client
 that sends one request at a time (a transactional producer: AddPartitionsToTxn,
-Produce, EndTxn, in turn), the client's time per transaction bounds the throughput any
-broker could give it: 1 / client time, with a broker that answers in no time at all.
+Produce, EndTxn, in turn), 1 / (client time per transaction) is what it would reach
+with a broker that answered in no time at all — an estimate: on one machine the
+client's time includes waits for a CPU the broker is using. Whole transactions are
+counted from one EndTxn answer to the next; the medians of the client's steps between
+an answer and its next request are listed too.
 
 Reads classic pcap files (what tcpdump -w writes), Ethernet or loopback link types,
 IPv4 and IPv6, whole or cut short by a snap length (only the request and response
@@ -31,20 +34,20 @@ def packets(path):
     """(time, src port, dst port, payload) of every TCP packet with a payload."""
     data = open(path, "rb").read()
     if len(data) < 24:
-        raise SystemExit(f"{path}: {len(data)} bytes, not a pcap file (a 24-byte header expected)")
+        raise ValueError(f"{path}: {len(data)} bytes, not a pcap file (a 24-byte header expected)")
     magic = data[:4]
     if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
         endian = "<"
     elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
         endian = ">"
     else:
-        raise SystemExit(f"{path}: magic {magic.hex()} at byte 0 is not a classic pcap file's "
+        raise ValueError(f"{path}: magic {magic.hex()} at byte 0 is not a classic pcap file's "
                          "(pcapng is not read: capture with tcpdump -w)")
     nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
     link = struct.unpack(endian + "I", data[20:24])[0]
     link_header = {1: 14, 0: 4, 113: 16, 276: 20}.get(link)  # Ethernet, BSD loopback, Linux SLL, SLL2
     if link_header is None:
-        raise SystemExit(f"{path}: link type {link} not read (Ethernet, loopback, SLL expected)")
+        raise ValueError(f"{path}: link type {link} not read (Ethernet, loopback, SLL expected)")
     at = 24
     while at + 16 <= len(data):
         sec, frac, caught, _ = struct.unpack(endian + "IIII", data[at:at + 16])
@@ -65,28 +68,38 @@ def packets(path):
             continue
         sport, dport = struct.unpack(">HH", tcp[:4])
         offset = (tcp[12] >> 4) * 4
-        payload = tcp[offset:]
-        # A capture with a small snap length cuts packets short: the bytes not
-        # captured are filled in, so frames after them are still found.
-        payload += bytes(max(0, total - header - offset - len(payload)))
+        # Only what the IP header counts (an Ethernet frame may be padded past it);
+        # bytes a small snap length left out are filled in, so frames after them are
+        # still found (a frame header they hold is detected: see Stream).
+        length = max(0, total - header - offset)
+        payload = tcp[offset:offset + length]
+        payload += bytes(length - len(payload))
         if payload:
             yield sec + frac / (1e9 if nano else 1e6), sport, dport, payload
 
 
 class Stream:
-    """One direction of one connection, cut into Kafka frames (4-byte size first)."""
+    """One direction of one connection, cut into Kafka frames (4-byte size first).
+    A size no Kafka frame has (below 8 bytes, or negative) means the bytes are not
+    where a frame starts — a header the capture left out, or a capture started in the
+    middle of a frame: the stream is given up and counted, never guessed at."""
 
     def __init__(self):
-        self.buf, self.first_at = b"", None
+        self.buf, self.first_at, self.lost = b"", None, False
 
     def feed(self, t, payload):
         """Yields (time of the frame's first byte, time of its last byte, frame)."""
+        if self.lost:
+            return
         if not self.buf:
             self.first_at = t
         self.buf += payload
         while len(self.buf) >= 4:
             size = struct.unpack(">i", self.buf[:4])[0]
-            if size < 0 or len(self.buf) < 4 + size:
+            if size < 8:
+                self.lost, self.buf = True, b""
+                return
+            if len(self.buf) < 4 + size:
                 break
             frame, self.buf = self.buf[4:4 + size], self.buf[4 + size:]
             yield self.first_at, t, frame
@@ -109,38 +122,48 @@ def timeline(path, port):
                     if (dport, corr) in pending:
                         sent, key = pending.pop((dport, corr))
                         events.append((sent, first, API_NAMES.get(key, f"api {key}")))
-    return sorted(events)
+    lost = sum(1 for st in streams.values() if st.lost)
+    return sorted(events), lost
 
 
-def summary(events, per="EndTxn"):
+TXN_APIS = ("AddPartitionsToTxn", "Produce", "EndTxn")
+
+
+def summary(events, lost=0):
     broker = defaultdict(list)
     for sent, answered, api in events:
         broker[api].append((answered - sent) * 1e3)
     out = {"requests": {api: {"count": len(v), "median_ms": round(statistics.median(v), 3)}
                         for api, v in sorted(broker.items())}}
-    # The span from the first request of the kind that opens a transaction to the
-    # last answer, split into time with a request in the broker and time without.
-    units = [e for e in events if e[2] == per]
-    if not units:
+    if lost:
+        out["connections_not_followed"] = lost
+    # Whole transactions: from one EndTxn's answer to the last one's, split into time
+    # with a transaction request in the broker and time without (the client's).
+    txn = [e for e in events if e[2] in TXN_APIS]
+    ends = [e for e in txn if e[2] == "EndTxn"]
+    if len(ends) < 2:
         return out
-    start = next(e[0] for e in events if e[2] in ("AddPartitionsToTxn", "Produce"))
-    end = units[-1][1]
+    start, end = ends[0][1], ends[-1][1]
     in_broker, last = 0.0, start
-    for sent, answered, _ in events:
-        if answered <= start or sent >= end:
-            continue
+    for sent, answered, _ in txn:
         sent, answered = max(sent, last), min(answered, end)
         if answered > sent:
             in_broker += answered - sent
             last = answered
-    n = sum(1 for e in units if e[0] >= start)
+    n = len(ends) - 1
     total = end - start
     client = total - in_broker
+    # The client's time between an answer and its next request, per step.
+    gaps = defaultdict(list)
+    for (_, answered, api), (sent, _, next_api) in zip(txn, txn[1:]):
+        if sent >= answered:
+            gaps[f"{api} -> {next_api}"].append((sent - answered) * 1e3)
     out.update({
         "transactions": n,
         "wall_ms_per_txn": round(total / n * 1e3, 3),
         "broker_ms_per_txn": round(in_broker / n * 1e3, 3),
         "client_ms_per_txn": round(client / n * 1e3, 3),
+        "client_gaps_median_ms": {k: round(statistics.median(v), 3) for k, v in gaps.items() if len(v) * 10 >= n},
         "txn_per_s": round(n / total, 1),
         "ceiling_txn_per_s_with_an_instant_broker": round(n / client, 1) if client > 0 else None,
     })
@@ -150,7 +173,11 @@ def summary(events, per="EndTxn"):
 def main():
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
-    print(json.dumps(summary(timeline(sys.argv[1], int(sys.argv[2]))), indent=2))
+    try:
+        events, lost = timeline(sys.argv[1], int(sys.argv[2]))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"wire_timeline: {e}")
+    print(json.dumps(summary(events, lost), indent=2))
 
 
 if __name__ == "__main__":

@@ -280,7 +280,9 @@ type Prod = ThreadedProducer<Counting>;
 fn drain(p: &Prod, timeout: Duration) -> Result<(), String> {
     let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     // SAFETY: `native_ptr` is the rd_kafka_t that `p` owns and keeps alive for the
-    // whole call; rd_kafka_flush is documented as callable from any thread.
+    // whole call. With delivery reports as events (the crate's mode) rd_kafka_flush
+    // only waits for the producer's message count to reach zero and relies on another
+    // thread serving the event queue (rdkafka.h), which `p`'s own thread does.
     let err = unsafe { rdkafka::bindings::rd_kafka_flush(p.client().native_ptr(), ms) };
     if err != rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
         return Err(format!("{} records undelivered after {timeout:?}", p.in_flight_count()));
@@ -394,15 +396,17 @@ fn percentiles(mut v: Vec<f64>) -> serde_json::Value {
 fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize, size: usize, id_prefix: &str) -> Res {
     let value = vec![b't'; size];
     let barrier = std::sync::Barrier::new(producers + 1);
-    // The run ends when the last producer's last transaction does, not when the
-    // producers are torn down (joining a ThreadedProducer's thread takes up to its
-    // 100 ms poll): the last to finish records the time and the CPU used.
+    // The run starts when the first producer passes the barrier and ends when the
+    // last producer's last transaction does, not when the producers are torn down
+    // (joining a ThreadedProducer's thread takes up to its 100 ms poll): the first and
+    // the last record the time and the CPU used.
+    let started = std::sync::OnceLock::<Stamp>::new();
     let finished = std::sync::atomic::AtomicUsize::new(0);
-    let end = std::sync::Mutex::new(None::<(Instant, f64)>);
-    let (results, start, cpu): (Vec<Result<Vec<f64>, String>>, Instant, f64) = std::thread::scope(|s| {
+    let end = std::sync::Mutex::new(None::<Stamp>);
+    let results: Vec<Result<Vec<f64>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..producers)
             .map(|i| {
-                let (value, barrier, finished, end) = (&value, &barrier, &finished, &end);
+                let (value, barrier, started, finished, end) = (&value, &barrier, &started, &finished, &end);
                 s.spawn(move || -> Result<Vec<f64>, String> {
                     let p: Result<Prod, String> = config(bootstrap)
                         .set("transactional.id", format!("{id_prefix}-{i}"))
@@ -418,6 +422,7 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
                     };
                     let init = p.init_transactions(Duration::from_secs(60)).map_err(|e| e.to_string());
                     barrier.wait();
+                    started.get_or_init(Stamp::now);
                     init?;
                     let mut latencies = Vec::with_capacity(txns as usize);
                     let run = (|| {
@@ -437,7 +442,7 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
                         Ok::<_, String>(())
                     })();
                     if finished.fetch_add(1, Ordering::AcqRel) + 1 == producers {
-                        *end.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), process_cpu_seconds()));
+                        *end.lock().unwrap_or_else(|p| p.into_inner()) = Some(Stamp::now());
                     }
                     run?;
                     let failed = p.context().failed.load(Ordering::Relaxed);
@@ -449,19 +454,17 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
             })
             .collect();
         barrier.wait();
-        let start = Instant::now();
-        let cpu = process_cpu_seconds();
-        let out: Vec<_> = handles
+        handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err("producer thread panicked".into())))
-            .collect();
-        (out, start, cpu)
+            .collect()
     });
-    let (end, end_cpu) = end
+    let start = started.get().copied().unwrap_or_else(Stamp::now);
+    let end = end
         .into_inner()
         .unwrap_or_else(|p| p.into_inner())
-        .unwrap_or_else(|| (Instant::now(), process_cpu_seconds()));
-    let (secs, cpu) = ((end - start).as_secs_f64(), end_cpu - cpu);
+        .unwrap_or_else(Stamp::now);
+    let (secs, cpu) = ((end.at - start.at).as_secs_f64(), end.cpu - start.cpu);
     let mut all = Vec::new();
     for r in results {
         all.extend(r?);
@@ -472,9 +475,31 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
         "records_per_s": done * records as f64 / secs,
         "txn_latency_ms": percentiles(all),
         // This process's CPU over the transactions alone (not its start-up): the
-        // client's share of the machine's cores.
+        // client's share of the machine's cores; and that window in wall-clock time,
+        // so the broker's CPU can be read over the same one.
         "cpu_s": cpu,
+        "window_unix_s": [start.unix, end.unix],
     }))
+}
+
+/// A point of the run: when (monotonic and wall clock) and this process's CPU so far.
+#[derive(Clone, Copy)]
+struct Stamp {
+    at: Instant,
+    unix: f64,
+    cpu: f64,
+}
+
+impl Stamp {
+    fn now() -> Stamp {
+        Stamp {
+            at: Instant::now(),
+            unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+            cpu: process_cpu_seconds(),
+        }
+    }
 }
 
 /// CPU seconds (user + system) this process has used, all its threads.

@@ -630,7 +630,8 @@ async fn read_raw_token<R: AsyncReadExt + Unpin>(reader: &mut R, limits: &Limits
 /// trickling a byte at a time gives its share of the budget back then). Before SASL
 /// authentication (`pre_auth`) only ApiVersions, SaslHandshake and SaslAuthenticate
 /// frames of at most [`MAX_PRE_AUTH_FRAME`] are read; any other closes the connection
-/// before its body is read or any budget is taken.
+/// before its body is read (past what the connection's 4 KiB read-ahead,
+/// [`READ_AHEAD`], already holds) or any budget is taken.
 async fn read_frame<R: AsyncReadExt + Unpin>(
     reader: &mut R,
     limits: &Limits,

@@ -6,7 +6,7 @@ use super::scan::{BatchScanner, Scanned};
 use super::Truncation;
 use crate::batch::{self, BatchHeader, HEADER_LEN};
 use crate::fsutil::open_volume_file;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -502,17 +502,17 @@ impl Segment {
             return Ok(Bytes::new());
         }
         let want = (max_bytes.max(first.total_len()) as u64).min(self.size - start) as usize;
-        let mut buf = BytesMut::zeroed(want);
-        self.read_exact_at(&file, &mut buf, start)?;
+        // A reused buffer: no zero-fill and no page faults per fetch (read_buffers).
+        let mut buf = super::read_buffers::take(want);
+        self.read_exact_at(&file, buf.as_mut_slice(), start)?;
         let mut keep = 0;
-        for (at, h) in batch::HeaderIter::new(&buf) {
+        for (at, h) in batch::HeaderIter::new(buf.as_slice()) {
             if h.base_offset >= max_offset {
                 break;
             }
             keep = at + h.total_len();
         }
-        buf.truncate(keep);
-        Ok(buf.freeze())
+        Ok(buf.freeze(keep))
     }
 
     /// Newest batch timestamp in the segment (scanned once, then cached).
