@@ -14,6 +14,10 @@ asserted.
                                            the same scenarios against another broker
                                            (started by you; with its PID, its CPU
                                            seconds and peak RSS are read as well)
+  scripts/bench.sh --no-timeline           without the packet-capture split of one
+                                           producer's transactions (needs tcpdump)
+  scripts/bench.sh --skip-eatmydata        without the transaction scenarios against
+                                           kaas with fsync disabled (needs eatmydata)
 """
 import argparse
 import json
@@ -90,13 +94,16 @@ class Sampler:
 
     def __enter__(self):
         self.cpu0 = cpu_seconds(self.pid)
+        self.samples.append((time.time(), self.cpu0))
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join()
-        self.cpu = cpu_seconds(self.pid) - self.cpu0
+        end = cpu_seconds(self.pid)
+        self.samples.append((time.time(), end))
+        self.cpu = end - self.cpu0
 
 
 class Target:
@@ -107,7 +114,7 @@ class Target:
 
     def start_kaas(self, data_dir, log, wrapper=()):
         self.bootstrap = f"127.0.0.1:{free_port()}"
-        self.log = open(log, "ab")
+        self.log = open(log, "wb")  # a fresh log: "ready" from an earlier run must not count
         env = dict(os.environ, RUST_LOG="info")
         self.proc = subprocess.Popen(
             [*wrapper, str(SERVER), "--data-dir", str(data_dir), "--listen", self.bootstrap, "--broker-id", "0"],
@@ -159,6 +166,8 @@ def measured(target, fn):
         # teardown): the broker's CPU is read over the same window as the client's.
         window = result.pop("window_unix_s", None)
         cpu = s.cpu_between(*window) if window else None
+        if window and cpu is None:
+            result["broker_cpu_window"] = "whole run (the samples did not cover the transactions' window)"
         result["broker_cpu_s"] = round(s.cpu if cpu is None else cpu, 2)
         result["broker_peak_rss_mib"] = round(s.peak, 1)
     # kaas-bench txn measures its own CPU over the transactions alone (cpu_s);
@@ -325,30 +334,35 @@ def run_kaas(selected, all_sc, results, args):
 NO_FSYNC = "kaas with fsync disabled (eatmydata; not durable, a reference only)"
 
 
-def run_kaas_without_fsync(selected, all_sc, results):
+def run_kaas_without_fsync(selected, all_sc, results, args):
     """The transaction scenarios again against kaas under eatmydata, which turns every
     fsync and fdatasync into nothing: what the same client reaches when the broker's
-    syncs cost nothing. A reference for reading the durable figures, never a setting."""
+    syncs cost nothing. A reference for reading the durable figures, never a setting.
+    Like the durable runs, each scenario gets a fresh broker and volume; a failure is
+    reported in its result, never raised."""
     eatmydata = shutil.which("eatmydata")
     names = [n for n in selected if all_sc[n]["kind"] == "txn" and not all_sc[n].get("ids")]
     if not names:
         return
-    if not eatmydata:
-        results[NO_FSYNC] = {n: {"error": "skipped: eatmydata not found (apt-get install eatmydata)"} for n in names}
-        return
     results[NO_FSYNC] = {}
-    data = OUT / "data-no-fsync"
-    shutil.rmtree(data, ignore_errors=True)
-    target = Target("kaas-no-fsync")
-    target.start_kaas(data, OUT / "kaas-no-fsync.log", wrapper=(eatmydata,))
-    try:
-        time.sleep(2)
-        for name in names:
+    for name in names:
+        if not eatmydata:
+            results[NO_FSYNC][name] = {"error": "skipped: eatmydata not found (apt-get install eatmydata)"}
+            continue
+        data = OUT / f"data-no-fsync-{name}"
+        shutil.rmtree(data, ignore_errors=True)
+        target = Target("kaas-no-fsync")
+        try:
+            target.start_kaas(data, OUT / f"kaas-no-fsync-{name}.log", wrapper=(eatmydata,))
+            time.sleep(2)
             print(f"  kaas without fsync {name} ...", file=sys.stderr, flush=True)
             results[NO_FSYNC][name] = run_scenario(target, name, all_sc[name], results)
-    finally:
-        target.stop()
-        shutil.rmtree(data, ignore_errors=True)
+        except Exception as e:
+            results[NO_FSYNC][name] = {"error": str(e)[:200]}
+        finally:
+            target.stop()
+            if not args.keep:
+                shutil.rmtree(data, ignore_errors=True)
 
 
 def fmt(v, unit=""):
@@ -416,9 +430,11 @@ def report(results):
                     f"{tl['broker_ms_per_txn']} ms in the broker (median per request: {per_api}) and "
                     f"{tl['client_ms_per_txn']} ms in the client (median per step: {gaps}); with a broker "
                     f"that answered at once, about {fmt(tl['ceiling_txn_per_s_with_an_instant_broker'])} txn/s.")
-                for extra in ("connections_not_followed", "capture_dropped"):
-                    if extra in tl:
-                        lines.append(f"({extra.replace('_', ' ')}: {tl[extra]})")
+            else:
+                lines.append("no whole transactions found in the capture")
+            for extra in ("connections_not_followed", "capture_dropped"):
+                if extra in tl:
+                    lines.append(f"({extra.replace('_', ' ')}: {tl[extra]})")
         if "idle_rss_mib" in r:
             lines += ["", "Idle RSS after start (MiB): " + ", ".join(f"{k}: {v}" for k, v in r["idle_rss_mib"].items())]
         lines.append("")
@@ -438,8 +454,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
     ap.add_argument("--no-timeline", dest="timeline", action="store_false",
                     help="skip the packet-capture split of a transaction's time (needs tcpdump)")
-    ap.add_argument("--no-fsync-reference", dest="no_fsync_reference", action="store_false",
-                    help="skip the transaction scenarios against kaas with fsync disabled (needs eatmydata)")
+    ap.add_argument("--skip-eatmydata", action="store_true",
+                    help="skip the transaction scenarios against kaas with fsync disabled by eatmydata")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     all_sc = scenarios(args.quick)
@@ -456,8 +472,8 @@ def main():
     if not args.skip_kaas:
         results["kaas"] = {}
         run_kaas(selected, all_sc, results, args)
-        if args.no_fsync_reference:
-            run_kaas_without_fsync(selected, all_sc, results)
+        if not args.skip_eatmydata:
+            run_kaas_without_fsync(selected, all_sc, results, args)
     for spec in args.peer:
         name, addr = spec.split("=", 1)
         parts = addr.split(":")

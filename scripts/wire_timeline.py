@@ -17,7 +17,9 @@ an answer and its next request are listed too.
 
 Reads classic pcap files (what tcpdump -w writes), Ethernet or loopback link types,
 IPv4 and IPv6, whole or cut short by a snap length (only the request and response
-headers are needed); only the standard library.
+headers are needed: a connection whose frame boundaries fell in bytes not captured is
+left out and counted); only the standard library. Requests other than
+AddPartitionsToTxn, Produce and EndTxn count as the client's time.
 """
 import json
 import statistics
@@ -31,7 +33,8 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "Offs
 
 
 def packets(path):
-    """(time, src port, dst port, payload) of every TCP packet with a payload."""
+    """(time, src port, dst port, payload, bytes of it captured) of every TCP packet
+    with a payload; the rest of the payload, past what was captured, is zeros."""
     data = open(path, "rb").read()
     if len(data) < 24:
         raise ValueError(f"{path}: {len(data)} bytes, not a pcap file (a 24-byte header expected)")
@@ -73,50 +76,69 @@ def packets(path):
         # still found (a frame header they hold is detected: see Stream).
         length = max(0, total - header - offset)
         payload = tcp[offset:offset + length]
-        payload += bytes(length - len(payload))
+        captured = len(payload)
+        payload += bytes(length - captured)
         if payload:
-            yield sec + frac / (1e9 if nano else 1e6), sport, dport, payload
+            yield sec + frac / (1e9 if nano else 1e6), sport, dport, payload, captured
 
 
 class Stream:
     """One direction of one connection, cut into Kafka frames (4-byte size first).
-    A size no Kafka frame has (below 8 bytes, or negative) means the bytes are not
-    where a frame starts — a header the capture left out, or a capture started in the
-    middle of a frame: the stream is given up and counted, never guessed at."""
+    Frames are found by their sizes; a frame whose size or header (API key, version,
+    correlation id) lies in bytes the capture left out, or a size no frame has, means
+    the framing is lost: the stream is given up and counted, never guessed at."""
 
-    def __init__(self):
+    def __init__(self, min_size):
+        self.min_size = min_size
         self.buf, self.first_at, self.lost = b"", None, False
+        self.pos = 0        # stream offset of buf[0]
+        self.missing = []   # [start, end) stream offsets of bytes not captured
 
-    def feed(self, t, payload):
+    def feed(self, t, payload, captured):
         """Yields (time of the frame's first byte, time of its last byte, frame)."""
         if self.lost:
             return
         if not self.buf:
             self.first_at = t
+        end = self.pos + len(self.buf)
+        if captured < len(payload):
+            self.missing.append((end + captured, end + len(payload)))
         self.buf += payload
         while len(self.buf) >= 4:
+            if self.overlaps_missing(self.pos, self.pos + 4 + self.min_size):
+                self.lost, self.buf = True, b""
+                return
             size = struct.unpack(">i", self.buf[:4])[0]
-            if size < 8:
+            if size < self.min_size:
                 self.lost, self.buf = True, b""
                 return
             if len(self.buf) < 4 + size:
                 break
             frame, self.buf = self.buf[4:4 + size], self.buf[4 + size:]
+            self.pos += 4 + size
+            self.missing = [m for m in self.missing if m[1] > self.pos]
             yield self.first_at, t, frame
             self.first_at = t
 
+    def overlaps_missing(self, start, end):
+        return any(a < end and start < b for a, b in self.missing)
+
 
 def timeline(path, port):
-    streams = defaultdict(Stream)
+    # A request has at least its API key, version and correlation id (8 bytes); a
+    # response at least its correlation id (4; Heartbeat v0 answers 6 bytes).
+    streams = {}
     pending, events = {}, []
-    for t, sport, dport, payload in packets(path):
+    for t, sport, dport, payload, captured in packets(path):
         if dport == port:
-            for _, last, frame in streams[(sport, "in")].feed(t, payload):
+            stream = streams.setdefault((sport, "in"), Stream(8))
+            for _, last, frame in stream.feed(t, payload, captured):
                 if len(frame) >= 8:
                     key, _, corr = struct.unpack(">hhi", frame[:8])
                     pending[(sport, corr)] = (last, key)
         elif sport == port:
-            for first, _, frame in streams[(dport, "out")].feed(t, payload):
+            stream = streams.setdefault((dport, "out"), Stream(4))
+            for first, _, frame in stream.feed(t, payload, captured):
                 if len(frame) >= 4:
                     corr = struct.unpack(">i", frame[:4])[0]
                     if (dport, corr) in pending:

@@ -5,7 +5,7 @@
 //! fsync scheduling (group commit) to its caller through [`PartitionLog::sync_handle`].
 
 pub mod compression;
-pub mod read_buffers;
+mod read_buffers;
 pub mod scan;
 mod segment;
 

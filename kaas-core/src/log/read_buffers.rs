@@ -1,11 +1,12 @@
 //! Reused buffers for reads of whole batches (Fetch). A fetch reads up to a
 //! partition's `max_bytes` (librdkafka asks for 1 MiB) into one buffer that becomes the
-//! response's record bytes. A fresh buffer of that size each time was zero-filled and
-//! then page-faulted in page by page, and freed (given back to the kernel) when the
-//! response was sent: page faults and page clearing took over 40% of the broker's CPU
-//! while a consumer read from the start (docs/performance.md#profiles). A buffer
-//! handed back here keeps its pages and the bytes it already holds, so the next read
-//! of the same size neither zero-fills nor faults.
+//! response's record bytes (copied into the response when it is encoded). A fresh
+//! buffer of that size each time was zero-filled, then page-faulted in page by page,
+//! and freed (often given back to the kernel) once the response was encoded: page
+//! faults and page clearing took over 40% of the broker's CPU while a consumer read
+//! from the start (docs/performance.md#profiles). A buffer handed back here keeps its
+//! pages and the bytes it already holds, so the next read of up to its size neither
+//! zero-fills nor faults.
 //!
 //! At most [`KEEP`] buffers of at most [`MAX_KEPT`] bytes each are kept: what this
 //! costs when idle is bounded (docs/limits.md).
@@ -14,73 +15,112 @@ use bytes::Bytes;
 use std::sync::Mutex;
 
 /// Buffers kept for reuse.
-pub const KEEP: usize = 8;
-/// Largest buffer kept; a larger one (a read for one huge batch) is freed when done.
-pub const MAX_KEPT: usize = 2 << 20;
+pub(super) const KEEP: usize = 8;
+/// Largest buffer kept; a larger read gets a buffer of its own, freed when done.
+pub(super) const MAX_KEPT: usize = 2 << 20;
 
-/// Kept buffers, each initialised (read into or zeroed) over its whole length.
-static FREE: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// The buffers fetches read into.
+static FETCH: Pool = Pool::new();
 
-/// A buffer to read `len` bytes into, from [`take`].
-pub struct ReadBuffer {
+/// A buffer to read `len` bytes of the log into, for a fetch (see [`Pool::take`]).
+pub(super) fn take(len: usize) -> ReadBuffer {
+    FETCH.take(len)
+}
+
+/// Kept buffers, each initialised (read into or zeroed) over its whole length, which
+/// is its capacity.
+pub(super) struct Pool {
+    free: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Pool {
+    pub(super) const fn new() -> Pool {
+        Pool {
+            free: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn free(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A buffer of `len` bytes to read into: the smallest kept one that holds them
+    /// (its old contents still there, to be overwritten), else a new zeroed one.
+    pub(super) fn take(&'static self, len: usize) -> ReadBuffer {
+        let kept = if len > MAX_KEPT {
+            None
+        } else {
+            let mut free = self.free();
+            (0..free.len())
+                .filter(|&i| free[i].len() >= len)
+                .min_by_key(|&i| free[i].len())
+                .map(|i| free.swap_remove(i))
+        };
+        ReadBuffer {
+            buf: Some(kept.unwrap_or_else(|| vec![0; len])),
+            len,
+            pool: self,
+        }
+    }
+
+    /// Keeps `buf` if it is small enough and either there is room or it is larger than
+    /// the smallest kept one (which it replaces): the pool comes to hold the sizes the
+    /// reads ask for.
+    fn give_back(&self, buf: Vec<u8>) {
+        if buf.capacity() > MAX_KEPT {
+            return;
+        }
+        let mut free = self.free();
+        if free.len() < KEEP {
+            free.push(buf);
+        } else if let Some(i) = (0..free.len()).min_by_key(|&i| free[i].len()) {
+            if free[i].len() < buf.len() {
+                free[i] = buf;
+            }
+        }
+    }
+}
+
+/// A buffer to read `len` bytes into, from [`Pool::take`]; back to its pool when
+/// dropped unused, or when the last clone of its frozen bytes is.
+pub(super) struct ReadBuffer {
     /// Initialised over its whole length, which is at least `len`.
-    buf: Vec<u8>,
+    buf: Option<Vec<u8>>,
     len: usize,
+    pool: &'static Pool,
 }
 
 impl ReadBuffer {
     /// The `len` bytes to read into (a kept buffer still holds its old contents).
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.buf[..self.len]
+    pub(super) fn as_mut_slice(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut self.buf.as_mut().expect("until frozen")[..len]
     }
 
-    pub fn as_slice(&self) -> &[u8] {
-        &self.buf[..self.len]
+    pub(super) fn as_slice(&self) -> &[u8] {
+        &self.buf.as_ref().expect("until frozen")[..self.len]
     }
 
-    /// The first `keep` bytes as shared bytes; the buffer comes back for reuse once
-    /// the last clone of them is dropped.
-    pub fn freeze(self, keep: usize) -> Bytes {
+    /// The first `keep` bytes as shared bytes.
+    pub(super) fn freeze(mut self, keep: usize) -> Bytes {
         assert!(keep <= self.len, "keeping {keep} bytes of a {}-byte read", self.len);
         if keep == 0 {
-            give_back(self.buf);
             return Bytes::new();
         }
-        Bytes::from_owner(Returned { buf: self.buf, keep })
+        let buf = self.buf.take().expect("until frozen");
+        Bytes::from_owner(Returned {
+            buf,
+            keep,
+            pool: self.pool,
+        })
     }
 }
 
-/// A buffer of `len` bytes to read into: a kept one when there is one, else a new
-/// zeroed one. Only the part of a kept buffer past what it held before is zeroed.
-pub fn take(len: usize) -> ReadBuffer {
-    let kept = {
-        let mut free = FREE.lock().unwrap_or_else(|p| p.into_inner());
-        // The smallest kept buffer that holds `len` bytes, else the longest.
-        let fit = (0..free.len())
-            .filter(|&i| free[i].len() >= len)
-            .min_by_key(|&i| free[i].len())
-            .or_else(|| (0..free.len()).max_by_key(|&i| free[i].len()));
-        fit.map(|i| free.swap_remove(i))
-    };
-    let buf = match kept {
-        Some(mut buf) => {
-            if buf.len() < len {
-                buf.resize(len, 0);
-            }
-            buf
+impl Drop for ReadBuffer {
+    fn drop(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            self.pool.give_back(buf);
         }
-        None => vec![0; len],
-    };
-    ReadBuffer { buf, len }
-}
-
-fn give_back(buf: Vec<u8>) {
-    if buf.len() > MAX_KEPT {
-        return;
-    }
-    let mut free = FREE.lock().unwrap_or_else(|p| p.into_inner());
-    if free.len() < KEEP {
-        free.push(buf);
     }
 }
 
@@ -89,6 +129,7 @@ fn give_back(buf: Vec<u8>) {
 struct Returned {
     buf: Vec<u8>,
     keep: usize,
+    pool: &'static Pool,
 }
 
 impl AsRef<[u8]> for Returned {
@@ -99,7 +140,7 @@ impl AsRef<[u8]> for Returned {
 
 impl Drop for Returned {
     fn drop(&mut self) {
-        give_back(std::mem::take(&mut self.buf));
+        self.pool.give_back(std::mem::take(&mut self.buf));
     }
 }
 
@@ -107,21 +148,26 @@ impl Drop for Returned {
 mod tests {
     use super::*;
 
-    /// The pool is process-wide: tests that look at it run one at a time.
-    static SERIAL: Mutex<()> = Mutex::new(());
+    /// A pool of the test's own (the fetch pool is shared with every other test).
+    fn pool() -> &'static Pool {
+        Box::leak(Box::new(Pool::new()))
+    }
 
-    fn kept() -> usize {
-        FREE.lock().unwrap().len()
+    fn kept(pool: &Pool) -> Vec<usize> {
+        let mut sizes: Vec<usize> = pool.free().iter().map(Vec::len).collect();
+        sizes.sort();
+        sizes
     }
 
     #[test]
     fn a_reused_buffer_shows_only_what_the_new_read_put_in_it() {
-        let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        FREE.lock().unwrap().clear();
-        let mut big = take(10_000);
+        let pool = pool();
+        let mut big = pool.take(10_000);
         big.as_mut_slice().fill(0xAA);
         drop(big.freeze(10_000));
-        let mut small = take(100);
+        assert_eq!(kept(pool), [10_000]);
+        let mut small = pool.take(100);
+        assert_eq!(kept(pool), [] as [usize; 0], "the kept buffer is reused");
         assert_eq!(small.as_mut_slice().len(), 100);
         small.as_mut_slice()[..40].copy_from_slice(&[7; 40]);
         let bytes = small.freeze(40);
@@ -131,34 +177,36 @@ mod tests {
             "the old contents past the read are not shown"
         );
         drop(bytes);
-        // Longer than any kept buffer holds: the extension is zeroed, never stale.
-        let longer = take(20_000);
-        assert_eq!(longer.as_slice().len(), 20_000);
-        assert!(longer.as_slice()[..10_000].iter().all(|b| *b == 0xAA || *b == 7));
-        assert!(longer.as_slice()[10_000..].iter().all(|b| *b == 0));
-        drop(longer.freeze(0));
+        assert_eq!(kept(pool), [10_000], "back whole, for a longer read next");
+        // Longer than any kept buffer: a new zeroed one, never a stale extension.
+        let longer = pool.take(20_000);
+        assert!(longer.as_slice().iter().all(|b| *b == 0));
+        drop(longer);
+        assert_eq!(kept(pool), [10_000, 20_000], "dropped unused, it is kept too");
     }
 
     #[test]
     fn a_buffer_comes_back_only_when_its_last_clone_is_dropped_and_the_pool_is_bounded() {
-        let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        FREE.lock().unwrap().clear();
-        let mut buf = take(1_000);
+        let pool = pool();
+        let mut buf = pool.take(1_000);
         buf.as_mut_slice().fill(3);
         let bytes = buf.freeze(1_000);
         let slice = bytes.slice(10..20);
         drop(bytes);
-        assert_eq!(kept(), 0, "a slice still holds it");
+        assert!(kept(pool).is_empty(), "a slice still holds it");
         assert_eq!(&slice[..], &[3u8; 10][..]);
         drop(slice);
-        assert_eq!(kept(), 1);
-        // More buffers out at once than are kept: only KEEP come back.
-        let out: Vec<Bytes> = (0..KEEP + 3).map(|_| take(100).freeze(100)).collect();
+        assert_eq!(kept(pool), [1_000]);
+        // More buffers out at once than are kept: KEEP come back, the largest.
+        let out: Vec<Bytes> = (0..KEEP + 3).map(|i| pool.take(2_000 + i).freeze(10)).collect();
         drop(out);
-        assert_eq!(kept(), KEEP);
-        // A buffer larger than MAX_KEPT is not kept.
-        FREE.lock().unwrap().clear();
-        drop(take(MAX_KEPT + 1).freeze(MAX_KEPT + 1));
-        assert_eq!(kept(), 0);
+        let sizes = kept(pool);
+        assert_eq!(sizes.len(), KEEP);
+        assert_eq!(sizes[0], 2_003, "the smallest were replaced by larger ones");
+        // A read larger than MAX_KEPT neither takes a kept buffer nor is kept.
+        let huge = pool.take(MAX_KEPT + 1);
+        assert_eq!(kept(pool), sizes);
+        drop(huge.freeze(MAX_KEPT + 1));
+        assert_eq!(kept(pool), sizes);
     }
 }

@@ -50,6 +50,44 @@ fn read_returns_at_least_one_whole_batch_even_past_max_bytes() {
 }
 
 #[test]
+fn reads_into_reused_buffers_return_exactly_the_batches_asked_for() {
+    // Reads of different lengths, one after the other, so later ones reuse the
+    // buffers earlier ones gave back (read_buffers): each returns exactly the bytes of
+    // its batches, never a byte a longer earlier read left behind.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    let mut stored = Vec::new();
+    for i in 0..20 {
+        let info = append(&mut log, 1 + i % 7, i as i64);
+        stored.push((info.base_offset, info.next_offset));
+    }
+    let whole = log.read(0, 1 << 20, i64::MAX, true).unwrap();
+    let mut at = 0;
+    let mut bytes_of = Vec::new();
+    for (_, h) in crate::batch::HeaderIter::new(&whole) {
+        bytes_of.push(whole.slice(at..at + h.total_len()));
+        at += h.total_len();
+    }
+    assert_eq!(at, whole.len());
+    drop(whole);
+    for round in 0..3 {
+        for (i, (base, _)) in stored.iter().enumerate() {
+            // Up to the next batch (max_offset) or a byte budget of one batch.
+            let max_offset = if round == 1 { i64::MAX } else { stored[i].1 };
+            let data = log
+                .read(*base, if round == 2 { 1 } else { 1 << 20 }, max_offset, true)
+                .unwrap();
+            let expected: Vec<u8> = if round == 1 {
+                bytes_of[i..].iter().flat_map(|b| b.iter().copied()).collect()
+            } else {
+                bytes_of[i].to_vec()
+            };
+            assert_eq!(data.as_ref(), &expected[..], "round {round}, batch {i}");
+        }
+    }
+}
+
+#[test]
 fn a_garbage_tail_is_truncated_to_the_last_good_batch() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
