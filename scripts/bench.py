@@ -20,6 +20,7 @@ asserted.
                                            kaas with fsync disabled (needs eatmydata)
 """
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -294,6 +295,18 @@ def wire_timeline(target, txns):
             cap.wait()
 
 
+@contextlib.contextmanager
+def running_kaas(name, data, log, wrapper=()):
+    """A kaas broker on `data`, settled for 2 s, stopped on the way out."""
+    target = Target(name)
+    try:
+        target.start_kaas(data, log, wrapper)
+        time.sleep(2)
+        yield target
+    finally:
+        target.stop()
+
+
 def run_kaas(selected, all_sc, results, args):
     """kaas: one fresh broker per group of scenarios that share a volume."""
     groups = {}
@@ -309,10 +322,7 @@ def run_kaas(selected, all_sc, results, args):
             t = time.time()
             subprocess.run([str(GEN), str(data), str(key[1])], check=True, capture_output=True)
             results["setup"][f"gen_{key[1]}_ids_s"] = round(time.time() - t, 1)
-        target = Target("kaas")
-        target.start_kaas(data, OUT / f"kaas-{names[0]}.log")
-        try:
-            time.sleep(2)
+        with running_kaas("kaas", data, OUT / f"kaas-{names[0]}.log") as target:
             results["kaas"].setdefault("idle_rss_mib", {})[names[0]] = round(rss_mib(target.pid), 1)
             for name in names:
                 print(f"  kaas {name} ...", file=sys.stderr, flush=True)
@@ -320,8 +330,6 @@ def run_kaas(selected, all_sc, results, args):
             if args.timeline and key == ("plain", "txn-1"):
                 print("  kaas timeline-txn-1 ...", file=sys.stderr, flush=True)
                 results["kaas"]["timeline-txn-1"] = wire_timeline(target, all_sc["txn-1"]["txns"] // 3)
-        finally:
-            target.stop()
         if key[0] == "ids" and not args.keep:
             # kaasctl on the same volume, with the broker stopped.
             for cmd, argv in (("kaasctl txn list", ["txn", "list"]), ("kaasctl top --once", ["top", "--once"])):
@@ -351,16 +359,13 @@ def run_kaas_without_fsync(selected, all_sc, results, args):
             continue
         data = OUT / f"data-no-fsync-{name}"
         shutil.rmtree(data, ignore_errors=True)
-        target = Target("kaas-no-fsync")
         try:
-            target.start_kaas(data, OUT / f"kaas-no-fsync-{name}.log", wrapper=(eatmydata,))
-            time.sleep(2)
-            print(f"  kaas without fsync {name} ...", file=sys.stderr, flush=True)
-            results[NO_FSYNC][name] = run_scenario(target, name, all_sc[name], results)
+            with running_kaas("kaas-no-fsync", data, OUT / f"kaas-no-fsync-{name}.log", (eatmydata,)) as target:
+                print(f"  kaas without fsync {name} ...", file=sys.stderr, flush=True)
+                results[NO_FSYNC][name] = run_scenario(target, name, all_sc[name], results)
         except Exception as e:
             results[NO_FSYNC][name] = {"error": str(e)[:200]}
         finally:
-            target.stop()
             if not args.keep:
                 shutil.rmtree(data, ignore_errors=True)
 

@@ -402,7 +402,7 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
     // the last record the time and the CPU used.
     let started = std::sync::OnceLock::<Stamp>::new();
     let finished = std::sync::atomic::AtomicUsize::new(0);
-    let end = std::sync::Mutex::new(None::<Stamp>);
+    let end = std::sync::OnceLock::<Stamp>::new();
     let results: Vec<Result<Vec<f64>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..producers)
             .map(|i| {
@@ -442,7 +442,7 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
                         Ok::<_, String>(())
                     })();
                     if finished.fetch_add(1, Ordering::AcqRel) + 1 == producers {
-                        *end.lock().unwrap_or_else(|p| p.into_inner()) = Some(Stamp::now());
+                        end.get_or_init(Stamp::now);
                     }
                     run?;
                     let failed = p.context().failed.load(Ordering::Relaxed);
@@ -460,10 +460,7 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
             .collect()
     });
     let start = started.get().copied().unwrap_or_else(Stamp::now);
-    let end = end
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .unwrap_or_else(Stamp::now);
+    let end = end.get().copied().unwrap_or_else(Stamp::now);
     let (secs, cpu) = ((end.at - start.at).as_secs_f64(), end.cpu - start.cpu);
     let mut all = Vec::new();
     for r in results {

@@ -27,8 +27,7 @@ pub(super) fn take(len: usize) -> ReadBuffer {
     FETCH.take(len)
 }
 
-/// Kept buffers, each initialised (read into or zeroed) over its whole length, which
-/// is its capacity.
+/// Kept buffers, each initialised (read into or zeroed) over its whole length.
 pub(super) struct Pool {
     free: Mutex<Vec<Vec<u8>>>,
 }
@@ -57,7 +56,7 @@ impl Pool {
                 .map(|i| free.swap_remove(i))
         };
         ReadBuffer {
-            buf: Some(kept.unwrap_or_else(|| vec![0; len])),
+            buf: kept.unwrap_or_else(|| vec![0; len]),
             len,
             pool: self,
         }
@@ -81,11 +80,12 @@ impl Pool {
     }
 }
 
-/// A buffer to read `len` bytes into, from [`Pool::take`]; back to its pool when
-/// dropped unused, or when the last clone of its frozen bytes is.
+/// A buffer to read `len` bytes into, from [`Pool::take`]; frozen, the owner of the
+/// shared bytes. Back to its pool when dropped: unused, or with the last clone of its
+/// bytes.
 pub(super) struct ReadBuffer {
     /// Initialised over its whole length, which is at least `len`.
-    buf: Option<Vec<u8>>,
+    buf: Vec<u8>,
     len: usize,
     pool: &'static Pool,
 }
@@ -93,12 +93,11 @@ pub(super) struct ReadBuffer {
 impl ReadBuffer {
     /// The `len` bytes to read into (a kept buffer still holds its old contents).
     pub(super) fn as_mut_slice(&mut self) -> &mut [u8] {
-        let len = self.len;
-        &mut self.buf.as_mut().expect("until frozen")[..len]
+        &mut self.buf[..self.len]
     }
 
     pub(super) fn as_slice(&self) -> &[u8] {
-        &self.buf.as_ref().expect("until frozen")[..self.len]
+        &self.buf[..self.len]
     }
 
     /// The first `keep` bytes as shared bytes.
@@ -107,38 +106,18 @@ impl ReadBuffer {
         if keep == 0 {
             return Bytes::new();
         }
-        let buf = self.buf.take().expect("until frozen");
-        Bytes::from_owner(Returned {
-            buf,
-            keep,
-            pool: self.pool,
-        })
+        self.len = keep;
+        Bytes::from_owner(self)
+    }
+}
+
+impl AsRef<[u8]> for ReadBuffer {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
     }
 }
 
 impl Drop for ReadBuffer {
-    fn drop(&mut self) {
-        if let Some(buf) = self.buf.take() {
-            self.pool.give_back(buf);
-        }
-    }
-}
-
-/// The owner of a frozen buffer: shows its first `keep` bytes, hands it back when
-/// dropped.
-struct Returned {
-    buf: Vec<u8>,
-    keep: usize,
-    pool: &'static Pool,
-}
-
-impl AsRef<[u8]> for Returned {
-    fn as_ref(&self) -> &[u8] {
-        &self.buf[..self.keep]
-    }
-}
-
-impl Drop for Returned {
     fn drop(&mut self) {
         self.pool.give_back(std::mem::take(&mut self.buf));
     }
