@@ -2,9 +2,11 @@
 //! table for people or JSON for scripts, chosen once per run.
 
 use crate::cli::{ColorChoice, OutputFormat};
-use comfy_table::{presets::NOTHING, Attribute, Cell, Color, ColumnConstraint, ContentArrangement, Table, Width};
 use serde::Serialize;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
+
+mod table;
+pub use table::{Cell, Table};
 
 pub struct Out {
     pub format: OutputFormat,
@@ -97,119 +99,53 @@ impl Out {
         ))
     }
 
+    /// A table to fill with [`Table::add_row`] and print with `outln!("{t}")`.
+    /// Header names starting with `~` are wide-only columns (see [`Out::visible`]).
     pub fn table(&self, header: &[&str]) -> Table {
-        let mut t = Table::new();
-        // Borderless, kubectl-style: two spaces between columns leaves the most room
-        // for content in 80 columns.
-        t.load_preset(NOTHING);
-        match self.width {
-            Some(w) => {
-                t.set_content_arrangement(ContentArrangement::Dynamic).set_width(w);
-            }
-            None => {
-                t.set_content_arrangement(ContentArrangement::Disabled);
-            }
-        }
         let (shown, names) = self.visible(header);
-        if self.color {
-            t.enforce_styling();
-            t.set_header(names.iter().map(|h| Cell::new(h).add_attribute(Attribute::Bold)));
-        } else {
-            t.force_no_tty();
-            t.set_header(names.iter());
+        Table {
+            names,
+            shown,
+            rows: Vec::new(),
+            width: self.width,
+            color: self.color,
         }
-        for (i, shown) in shown.into_iter().enumerate() {
-            if !shown {
-                if let Some(c) = t.column_mut(i) {
-                    c.set_constraint(ColumnConstraint::Hidden);
-                }
-            }
-        }
-        t
     }
 
-    /// A cell coloured by meaning (only when colour is on); its text is [`safe`].
+    /// A cell that is one word to the table, whatever spaces it holds: a name, an id,
+    /// a number, a state. It is never wrapped, so `grep` finds it whole; a table too
+    /// narrow for it grows past the terminal's width instead. Its text is [`safe`].
     pub fn cell(&self, text: impl ToString, tone: Tone) -> Cell {
-        let c = Cell::new(safe(&text.to_string()));
-        if !self.color {
-            return c;
-        }
-        match tone {
-            Tone::Plain => c,
-            Tone::Good => c.fg(Color::Green),
-            Tone::Warn => c.fg(Color::Yellow),
-            Tone::Bad => c.fg(Color::Red).add_attribute(Attribute::Bold),
-            Tone::Dim => c.fg(Color::DarkGrey),
+        Cell {
+            text: safe(&text.to_string()).into_owned(),
+            tone,
+            wraps: false,
         }
     }
 
-    /// Prints a listing that may be very long: small ones as a wrapped comfy-table,
-    /// long ones (over `BIG_TABLE` rows) with a one-pass column formatter that neither
-    /// wraps nor holds a second copy of the rows, so 100,000 transactions print fast.
-    pub fn listing(&self, header: &[&str], whole: &[(usize, u16)], rows: Vec<Vec<(String, Tone)>>) {
-        if rows.len() <= BIG_TABLE {
-            let mut t = self.table(header);
-            for &(col, width) in whole {
-                keep_whole(&mut t, col, width);
-            }
-            for r in rows {
-                t.add_row(
-                    r.into_iter()
-                        .map(|(text, tone)| self.cell(text, tone))
-                        .collect::<Vec<_>>(),
-                );
-            }
-            outln!("{t}");
-            return;
+    /// A cell of prose (a message, a detail, a suggested fix, a list): it may wrap,
+    /// but only at spaces. A word is never split, so a path or a name in a message
+    /// stays whole; one wider than its column goes on a line of its own. Its text is
+    /// [`safe`].
+    pub fn text(&self, text: impl ToString, tone: Tone) -> Cell {
+        Cell {
+            wraps: true,
+            ..self.cell(text, tone)
         }
-        let (shown, names) = self.visible(header);
-        let header: Vec<&str> = names
-            .iter()
-            .zip(&shown)
-            .filter(|(_, s)| **s)
-            .map(|(n, _)| n.as_str())
-            .collect();
-        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-        let rows: Vec<Vec<(String, Tone)>> = rows
+    }
+
+    /// Prints a listing that may be very long (100,000 transactions): every cell is
+    /// kept whole, and over `BIG_TABLE` rows nothing is wrapped at all.
+    pub fn listing(&self, header: &[&str], rows: Vec<Vec<(String, Tone)>>) {
+        let mut t = self.table(header);
+        if rows.len() > BIG_TABLE {
+            t.width = None;
+        }
+        t.rows = rows
             .into_iter()
-            .map(|r| {
-                r.into_iter()
-                    .zip(&shown)
-                    .filter(|(_, s)| **s)
-                    .map(|((text, tone), _)| (safe(&text).into_owned(), tone))
-                    .collect()
-            })
+            .map(|r| r.into_iter().map(|(text, tone)| self.cell(text, tone)).collect())
             .collect();
-        for r in &rows {
-            for (w, (text, _)) in widths.iter_mut().zip(r) {
-                *w = (*w).max(text.chars().count());
-            }
-        }
-        let stdout = std::io::stdout();
-        let mut w = std::io::BufWriter::new(stdout.lock());
-        let mut line = String::with_capacity(160);
-        let mut emit = |cells: &mut dyn Iterator<Item = (&str, Tone)>, line: &mut String| {
-            line.clear();
-            for (i, (text, tone)) in cells.enumerate() {
-                line.push(' ');
-                let pad = widths[i].saturating_sub(text.chars().count());
-                match (self.color, ansi(tone)) {
-                    (true, Some(code)) => {
-                        line.push_str(code);
-                        line.push_str(text);
-                        line.push_str("\x1b[0m");
-                    }
-                    _ => line.push_str(text),
-                }
-                line.extend(std::iter::repeat_n(' ', pad + 1));
-            }
-            let _ = writeln!(w, "{}", line.trim_end());
-        };
-        emit(&mut header.iter().map(|h| (*h, Tone::Plain)), &mut line);
-        for r in &rows {
-            emit(&mut r.iter().map(|(t, tone)| (t.as_str(), *tone)), &mut line);
-        }
-        let _ = w.flush();
+        outln!("{t}");
     }
 
     /// JSON on stdout. The encoder escapes C0 controls only; DEL, C1 controls and
@@ -253,19 +189,7 @@ pub fn emit(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// Gives a column a fixed width of `width` characters of content so words such as state names
-/// are never split; the other columns give way.
-pub fn keep_whole(t: &mut Table, column: usize, width: u16) {
-    if let Some(c) = t
-        .column_mut(column)
-        .filter(|c| !matches!(c.constraint(), Some(ColumnConstraint::Hidden)))
-    {
-        // The constraint counts the column's padding (one space each side) too.
-        c.set_constraint(ColumnConstraint::Absolute(Width::Fixed(width + 2)));
-    }
-}
-
-/// Listings longer than this skip comfy-table's layout (see [`Out::listing`]).
+/// Listings longer than this are never wrapped (see [`Out::listing`]).
 pub const BIG_TABLE: usize = 1000;
 
 fn ansi(tone: Tone) -> Option<&'static str> {
@@ -275,6 +199,7 @@ fn ansi(tone: Tone) -> Option<&'static str> {
         Tone::Warn => Some("\x1b[33m"),
         Tone::Bad => Some("\x1b[1;31m"),
         Tone::Dim => Some("\x1b[90m"),
+        Tone::Header => Some("\x1b[1m"),
     }
 }
 
@@ -285,6 +210,8 @@ pub enum Tone {
     Warn,
     Bad,
     Dim,
+    /// A table's header (bold).
+    Header,
 }
 
 /// `text` made harmless for a terminal: control characters (C0, DEL, C1: escape

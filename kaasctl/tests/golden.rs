@@ -260,6 +260,10 @@ const ROOMY_DISK: &str = "1048576,524288,1000000,900000";
 fn run_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
         .env("KAASCTL_STATVFS", ROOMY_DISK)
+        // Wide enough that tables keep their shape whatever the temporary directory's
+        // length (paths are never cut, so `<DATA>` redaction works at any width); the
+        // 80-column fit is checked by `tables_fit_80_columns`. A case may set its own.
+        .env("COLUMNS", "200")
         .envs(env.iter().copied())
         .arg("--data-dir")
         .arg(dir)
@@ -268,9 +272,6 @@ fn run_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
         // Not what the audit journal records (the uid's account is), whatever $USER says.
         .env("USER", "golden")
         .env("NO_COLOR", "1")
-        // Wide enough that no path wraps (so it can be redacted); the 80-column fit
-        // is checked by `tables_fit_80_columns`.
-        .env("COLUMNS", "200")
         .output()
         .expect("kaasctl runs");
     let dir_s = dir.display().to_string();
@@ -505,6 +506,53 @@ fn corrupt_and_odd_files_are_reported_with_their_paths() {
         "the corrupt slot was moved aside, not deleted; the newer-version one was left for its build"
     );
     assert!(store.slot_path(other).exists());
+}
+
+/// An unreadable file is named by its whole path, on one line, at any terminal width
+/// and whatever the volume path's length: the path is what an operator greps for
+/// and pastes into the next command (a narrow table used to cut `evil.json` in two).
+/// Goldens of the rows at 60, 80 and 200 columns.
+#[test]
+fn unreadable_files_are_named_by_their_whole_path_at_any_width() {
+    for pad in [1usize, 6, 23, 70] {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("v".repeat(pad));
+        let v = fixture(&dir);
+        let topic = v.topic_file("evil");
+        let group = dir.join("__cluster/groups/evil-group.json");
+        let marker = marker_queue::queue_dir(&v, 0).join("7-0-1.json");
+        for file in [&topic, &group, &marker] {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, b"{\"version\": 1, \"name\": ").unwrap();
+        }
+        let commands: [(&[&str], &Path); 3] = [
+            (&["topics"], &topic),
+            (&["groups"], &group),
+            (&["markers", "show"], &marker),
+        ];
+        for columns in ["60", "80", "200"] {
+            let mut all = String::new();
+            for (args, file) in commands {
+                let text = run_env(&dir, args, &[("COLUMNS", columns)]);
+                let whole = format!(
+                    "<DATA>{}",
+                    file.display()
+                        .to_string()
+                        .strip_prefix(&dir.display().to_string())
+                        .unwrap()
+                );
+                assert!(
+                    text.lines().any(|l| l.contains(&whole)),
+                    "{columns} columns, {} characters of volume path, kaasctl {args:?}: no line holds {whole}\n{text}",
+                    dir.display().to_string().len()
+                );
+                all.push_str(&text);
+            }
+            if pad == 1 {
+                golden(&format!("unreadable_paths_{columns}_columns"), &all);
+            }
+        }
+    }
 }
 
 #[test]

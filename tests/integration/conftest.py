@@ -1,7 +1,14 @@
-"""Shared fixtures: a real kaas-server process on a free loopback port.
+"""Shared fixtures: a real kaas-server process on a free loopback port, and kaasctl.
 
 Every broker started here is stopped when its test ends, also when the test fails.
-The binary comes from KAAS_SERVER_BIN (set by scripts/test.sh) or target/debug.
+The binaries come from KAAS_SERVER_BIN (set by scripts/test.sh) and KAASCTL_BIN, or
+target/debug.
+
+Every kaas-server and kaasctl a test starts gets `process_env()`: this process's
+environment without COLUMNS and LINES. pytest imports GNU readline, which exports
+COLUMNS=80 and LINES=24 into the process's C environment (os.environ does not show
+them, every child inherits them), and kaasctl fits its tables to COLUMNS. A test
+that wants a terminal width says so (`kaasctl_columns`, the `kaasctl` marker).
 """
 import os
 import signal
@@ -14,6 +21,60 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("KAAS_SERVER_BIN", ROOT / "target" / "debug" / "kaas-server"))
+KAASCTL = Path(os.environ.get("KAASCTL_BIN", ROOT / "target" / "debug" / "kaasctl"))
+
+# Set by whoever sizes a terminal; never inherited by the processes the tests start.
+TERMINAL_SIZE_VARS = ("COLUMNS", "LINES")
+
+
+def forget_terminal_size():
+    """Takes COLUMNS and LINES out of this process's C environment too, for children
+    started without process_env() (clients, scripts): readline put them there, and
+    os.environ never saw them."""
+    for var in TERMINAL_SIZE_VARS:
+        os.environ.pop(var, None)
+        os.unsetenv(var)
+
+
+forget_terminal_size()
+
+
+def process_env(extra=None) -> dict:
+    """The environment for a process a test starts: ours without COLUMNS and LINES,
+    then `extra` (a test that wants a width passes COLUMNS itself)."""
+    env = {k: v for k, v in os.environ.items() if k not in TERMINAL_SIZE_VARS}
+    env.update(extra or {})
+    return env
+
+
+# The terminal width kaasctl runs with in this test: None (no COLUMNS: a pipe, whole
+# lines) or "80". Tests marked `kaasctl` run once with each (see pytest_generate_tests).
+_kaasctl_columns = None
+
+
+@pytest.fixture(autouse=True)
+def kaasctl_columns(request):
+    global _kaasctl_columns
+    forget_terminal_size()  # in case readline was first imported after this module
+    _kaasctl_columns = getattr(request, "param", None)
+    try:
+        yield _kaasctl_columns
+    finally:
+        _kaasctl_columns = None
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.get_closest_marker("kaasctl"):
+        metafunc.parametrize("kaasctl_columns", [None, "80"], ids=["no-COLUMNS", "COLUMNS=80"], indirect=True)
+
+
+def run_kaasctl(data_dir, *args, env=None, timeout=60, **kwargs) -> subprocess.CompletedProcess:
+    """kaasctl --data-dir DATA_DIR ARGS..., output captured as text, with
+    process_env() and this test's `kaasctl_columns`."""
+    extra = {"COLUMNS": _kaasctl_columns} if _kaasctl_columns else {}
+    extra.update(env or {})
+    return subprocess.run([str(KAASCTL), "--data-dir", str(data_dir), *args], capture_output=True, text=True,
+                          timeout=timeout, env=process_env(extra), **kwargs)
 
 
 def free_port() -> int:
@@ -48,8 +109,7 @@ class KaasBroker:
             *self.extra,
         ]
         self.log = open(self.log_path, "ab")
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
-        env.update(self.env)
+        env = process_env({"RUST_LOG": os.environ.get("RUST_LOG", "info"), **self.env})
         # The listener is bound before the volume is opened and recovered; a started
         # broker is one that logged it is ready (the log file keeps earlier runs).
         ready_before = self.log_text().count("kaas-server ready")

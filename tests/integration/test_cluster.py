@@ -8,7 +8,7 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from conftest import wait_for
+from conftest import run_kaasctl, wait_for
 from txn_helpers import create_topic, read_all
 
 SHORT = ["--broker-session-timeout-ms", "4000", "--volume-poll-interval-ms", "300"]
@@ -280,9 +280,6 @@ def test_a_zombie_is_fenced_on_other_brokers_and_a_transaction_over_two_brokers_
     led by two brokers commits, its markers land on both, and `kaasctl markers list`
     shows every queue empty afterwards."""
     import json
-    import os
-    import subprocess
-    from pathlib import Path
 
     data = tmp_path / "shared"
     brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data, env=MARKER_LOGS) for i in range(3)]
@@ -330,18 +327,14 @@ def test_a_zombie_is_fenced_on_other_brokers_and_a_transaction_over_two_brokers_
     got = read_all(every, "zb", 6, "read_committed", expect=6)
     assert sorted(got) == sorted(f"fresh-{p}" for p in range(6)), "nothing of the zombie, the new transaction whole"
 
-    kaasctl = Path(os.environ.get("KAASCTL_BIN", Path(__file__).resolve().parents[2] / "target" / "debug" / "kaasctl"))
-
     def queues_empty():
-        out = subprocess.run([str(kaasctl), "--data-dir", str(data), "markers", "list", "--json"],
-                             capture_output=True, text=True, timeout=30)
+        out = run_kaasctl(data, "markers", "list", "--json", timeout=30)
         rows = json.loads(out.stdout)
         return all(r["depth"] == 0 for r in rows)
 
     wait_for(queues_empty, timeout=20, what="every marker queue drained")
     # kaasctl fence show: the bump reached both brokers leading the zombie's partitions.
-    shown = json.loads(subprocess.run([str(kaasctl), "--data-dir", str(data), "fence", "show", "--json"],
-                                      capture_output=True, text=True, timeout=30).stdout)
+    shown = json.loads(run_kaasctl(data, "fence", "show", "--json", timeout=30).stdout)
     bump = [f for f in shown["fences"] if f["transactional_id"] == tid and f["writer"] == str(coordinator)]
     assert bump, shown
     reached = bump[-1]["reached"]

@@ -1,18 +1,17 @@
 """kaas-server's configuration (issue 13): a TOML file (--config), KAAS_* variables and
 flags, in that order of precedence; --print-config shows each value and its source;
 unknown keys and bad values in the file are errors that name the file and the key."""
-import os
 import re
 import socket
 import subprocess
 
 from confluent_kafka.admin import AdminClient
 
-from conftest import BIN, free_port, wait_for
+from conftest import BIN, free_port, process_env, wait_for
 
 
 def run(*args, env=None, cwd=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("KAAS_")}
+    e = {k: v for k, v in process_env().items() if not k.startswith("KAAS_")}
     e.update(env or {})
     return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=30, env=e, cwd=cwd)
 
@@ -78,7 +77,7 @@ def test_the_config_file_can_be_named_by_env_and_configures_a_running_broker(tmp
     cfg.write_text(f'listen = "127.0.0.1:{port}"\ndata-dir = "{tmp_path / "data"}"\ndefault-partitions = 3\n')
     # The fixture passes --data-dir and --listen as flags; run the binary by hand
     # instead so the file alone configures it.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAAS_")}
+    env = {k: v for k, v in process_env().items() if not k.startswith("KAAS_")}
     env["KAAS_CONFIG"] = str(cfg)
     log = open(tmp_path / "broker.log", "ab")
     proc = subprocess.Popen([str(BIN)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)

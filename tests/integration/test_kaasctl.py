@@ -1,23 +1,23 @@
 """kaasctl against a real broker: a producer dies mid-transaction; the operator finds it,
 force-aborts it, and everything downstream moves on."""
 import json
-import os
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from conftest import run_kaasctl
 from txn_helpers import create_topic, read_all
 
-ROOT = Path(__file__).resolve().parents[2]
-KAASCTL = Path(os.environ.get("KAASCTL_BIN", ROOT / "target" / "debug" / "kaasctl"))
+# Each test runs without COLUMNS and with COLUMNS=80 (conftest.kaasctl_columns).
+pytestmark = pytest.mark.kaasctl
 
 
 def kaasctl(broker, *args):
-    return subprocess.run([str(KAASCTL), "--data-dir", str(broker.data_dir), *args], capture_output=True, text=True, timeout=60)
+    return run_kaasctl(broker.data_dir, *args)
 
 
 def test_force_abort_of_a_dead_producers_transaction_unblocks_read_committed(kaas):
@@ -149,10 +149,8 @@ def test_doctor_finds_nothing_wrong_with_a_busy_transactional_cluster(kaas_facto
         t.start()
     try:
         time.sleep(1)
-        env = dict(os.environ, KAASCTL_STATVFS="1048576,524288,1000000,900000")
         for _ in range(8):
-            r = subprocess.run([str(KAASCTL), "--data-dir", str(b.data_dir), "doctor", "--json"],
-                               capture_output=True, text=True, timeout=60, env=env)
+            r = run_kaasctl(b.data_dir, "doctor", "--json", env={"KAASCTL_STATVFS": "1048576,524288,1000000,900000"})
             report = json.loads(r.stdout)
             bad = [f for f in report["findings"] if f["severity"] == "problem"]
             assert r.returncode == 0 and not bad, bad

@@ -1,23 +1,19 @@
 """kaasctl top driven in a real terminal (tmux) against a running broker: the counts
 change as transactions commit, and a force-abort from the dashboard unblocks a
 read_committed consumer."""
-import os
 import shutil
 import subprocess
 import sys
 import textwrap
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from conftest import wait_for
+from conftest import KAASCTL, process_env, run_kaasctl, wait_for
 from txn_helpers import create_topic
 
-ROOT = Path(__file__).resolve().parents[2]
-KAASCTL = Path(os.environ.get("KAASCTL_BIN", ROOT / "target" / "debug" / "kaasctl"))
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by scripts/test.sh")
 
@@ -26,7 +22,8 @@ class Tmux:
     def __init__(self, command, env):
         self.name = f"kaas-top-{uuid.uuid4().hex[:8]}"
         exports = " ".join(f"{k}={v}" for k, v in env.items())
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "150", "-y", "45", f"env {exports} {command}"], check=True)
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "150", "-y", "45", f"env {exports} {command}"],
+                       check=True, env=process_env())
 
     def screen(self):
         return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True).stdout
@@ -103,5 +100,5 @@ def test_top_shows_commits_live_and_its_force_abort_unblocks_read_committed(kaas
         wait_for(lambda: not top.alive(), what="kaasctl top to exit")
     finally:
         top.close()
-    audit = subprocess.run([str(KAASCTL), "--data-dir", str(b.data_dir), "audit", "--json"], capture_output=True, text=True)
+    audit = run_kaasctl(b.data_dir, "audit", "--json")
     assert '"tool": "kaasctl top"' in audit.stdout

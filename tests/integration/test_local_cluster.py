@@ -7,14 +7,14 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from conftest import BIN, free_port, wait_for
+from conftest import BIN, free_port, process_env, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_local_cluster_script_starts_three_brokers_and_stops_them_cleanly(tmp_path):
     base = free_port()  # and the two after it, free in practice on loopback
-    env = dict(os.environ, BROKERS="3", PORT_BASE=str(base), DATA_DIR=str(tmp_path / "data"), KAAS_SERVER_BIN=str(BIN))
+    env = process_env(dict(BROKERS="3", PORT_BASE=str(base), DATA_DIR=str(tmp_path / "data"), KAAS_SERVER_BIN=str(BIN)))
     proc = subprocess.Popen([str(ROOT / "scripts" / "local-cluster.sh")], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

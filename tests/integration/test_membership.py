@@ -3,14 +3,14 @@ says (`__cluster/brokers/<id>.lock`, docs/cluster.md)."""
 import subprocess
 import time
 
-from conftest import BIN, free_port
+from conftest import BIN, free_port, process_env
 
 
 def test_a_second_process_with_a_running_broker_id_is_refused(kaas, tmp_path):
     port = free_port()
     out = subprocess.run(
         [str(BIN), "--data-dir", str(kaas.data_dir), "--listen", f"127.0.0.1:{port}", "--broker-id", "0"],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True, text=True, timeout=30, env=process_env(),
     )
     assert out.returncode != 0
     assert "broker id 0 is in use by another running process" in out.stderr, out.stderr

@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from conftest import free_port, wait_for
+from conftest import free_port, process_env, wait_for
 
 
 def get(url, method="GET"):
@@ -244,7 +244,8 @@ def test_a_taken_metrics_port_stops_the_broker_before_it_writes_its_lease(tmp_pa
         port = taken.getsockname()[1]
         data = tmp_path / "d"
         r = subprocess.run([str(BIN), "--data-dir", str(data), "--listen", f"127.0.0.1:{free_port()}",
-                            "--metrics-listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30)
+                            "--metrics-listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30,
+                           env=process_env())
     assert r.returncode != 0 and f"--metrics-listen 127.0.0.1:{port}" in r.stderr, r.stderr
     assert not (data / "__cluster" / "brokers" / "0.json").exists(), "no lease written"
 

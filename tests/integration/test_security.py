@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from conftest import ROOT, free_port, wait_for
+from conftest import ROOT, free_port, process_env, run_kaasctl, wait_for
 
 import os
 
@@ -93,8 +93,7 @@ def certs(tmp_path_factory):
 
 
 def kaasctl(data_dir, *args, input=None):
-    return subprocess.run([str(KAASCTL), "--data-dir", str(data_dir), *args], input=input,
-                          capture_output=True, text=True, timeout=60)
+    return run_kaasctl(data_dir, *args, input=input)
 
 
 def add_user(data_dir, user, password, *mechanisms):
@@ -518,7 +517,8 @@ def test_listener_flags_are_checked_before_anything_starts(tmp_path, certs):
         (["--listener", "PLAINTEXT://127.0.0.1:0", "--advertised-listener", "NOPE=a:1"], "which is not a listener"),
     ]
     for i, (args, message) in enumerate(cases):
-        r = subprocess.run([str(BIN), "--data-dir", str(tmp_path / f"d{i}"), *args], capture_output=True, text=True, timeout=30)
+        r = subprocess.run([str(BIN), "--data-dir", str(tmp_path / f"d{i}"), *args], capture_output=True, text=True,
+                           timeout=30, env=process_env())
         assert r.returncode != 0, args
         assert message in r.stderr, (args, r.stderr)
         assert not (tmp_path / f"d{i}" / "__cluster" / "brokers" / "0.json").exists(), "no lease written"
@@ -599,8 +599,8 @@ def test_scram_credentials_through_the_admin_api_and_kaasctl(kaas_factory, certs
     r = kaasctl(s.broker.data_dir, "users", "delete", "nobody")
     assert r.returncode != 0 and "user nobody has no" in r.stderr, r.stderr
     # Whatever $USER says, the journal records the account kaasctl runs as.
-    r = subprocess.run([str(KAASCTL), "--data-dir", str(s.broker.data_dir), "users", "add", "erin", "--password-stdin"],
-                       input="erin-pw\n", capture_output=True, text=True, timeout=60, env=dict(os.environ, USER="mallory"))
+    r = run_kaasctl(s.broker.data_dir, "users", "add", "erin", "--password-stdin", input="erin-pw\n",
+                    env={"USER": "mallory"})
     assert r.returncode == 0, r.stderr
     me = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
     audit = json.loads(kaasctl(s.broker.data_dir, "-o", "json", "audit").stdout)

@@ -5,13 +5,12 @@ unless told to."""
 import json
 import os
 import stat
-import subprocess
 
 import pytest
 from confluent_kafka import Producer
 
 from conftest import wait_for
-from test_kaasctl import KAASCTL
+from conftest import run_kaasctl
 from txn_helpers import create_topic
 
 
@@ -33,8 +32,7 @@ def test_everything_the_broker_and_kaasctl_create_is_the_owners_alone(kaas):
     p.produce("private", value=b"secret", partition=0)
     p.flush(10)
     # kaasctl writes too: an abort records an audit entry and writes markers.
-    r = subprocess.run([str(KAASCTL), "--data-dir", str(kaas.data_dir), "txn", "abort", "perm-tx", "--yes",
-                        "--wait", "0s"], capture_output=True, text=True, timeout=60)
+    r = run_kaasctl(kaas.data_dir, "txn", "abort", "perm-tx", "--yes", "--wait", "0s")
     assert r.returncode == 0, r.stderr
     wait_for(lambda: any("audit" in str(p) for p, _ in modes(kaas.data_dir)), what="an audit entry")
     found = modes(kaas.data_dir)
@@ -51,8 +49,7 @@ def test_mutating_kaasctl_commands_refuse_another_user_than_the_volumes_owner(ka
     os.chown(kaas.data_dir, 12345, 12345)
 
     def ctl(*args):
-        return subprocess.run([str(KAASCTL), "--data-dir", str(kaas.data_dir), *args], capture_output=True,
-                              text=True, timeout=60)
+        return run_kaasctl(kaas.data_dir, *args)
 
     refused = ctl("txn", "repair", "--fix", "--yes")
     assert refused.returncode == 1, refused

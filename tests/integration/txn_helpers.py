@@ -1,12 +1,11 @@
 """Helpers shared by the transaction suites."""
 import json
-import os
-import subprocess
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import run_kaasctl
 
 
 def create_topic(bootstrap, name, partitions):
@@ -46,13 +45,9 @@ def read_all(bootstrap, topic, partitions, isolation, settle=3.0, timeout=30.0, 
     return out
 
 
-KAASCTL = Path(os.environ.get("KAASCTL_BIN", Path(__file__).resolve().parents[2] / "target" / "debug" / "kaasctl"))
-
-
 def txn_entries(data_dir):
     """The coordinator entries on a volume, as kaasctl reads them (checkpoint plus
     journal): transactional id -> `kaasctl txn list --json` row."""
-    out = subprocess.run([str(KAASCTL), "--data-dir", str(data_dir), "txn", "list", "--json"],
-                         capture_output=True, text=True, timeout=60)
+    out = run_kaasctl(data_dir, "txn", "list", "--json")
     assert out.returncode in (0, 3), out.stderr
     return {t["transactional_id"]: t for t in json.loads(out.stdout)["transactions"]}

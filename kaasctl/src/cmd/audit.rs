@@ -68,14 +68,14 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 out.cell(r.at.as_ref().map(|t| when(t.epoch_ms)).unwrap_or_default(), Tone::Dim),
                 out.cell(r.user.as_deref().unwrap_or("-"), Tone::Plain),
                 out.cell(r.target.as_deref().unwrap_or("-"), Tone::Plain),
-                out.cell(
+                out.text(
                     match (r.state_before, r.state_after) {
                         (Some(a), Some(b)) => format!("{a} -> {b}"),
                         _ => r.error.clone().unwrap_or_default(),
                     },
                     if r.error.is_some() { Tone::Bad } else { Tone::Plain },
                 ),
-                out.cell(
+                out.text(
                     r.command.iter().skip(1).cloned().collect::<Vec<_>>().join(" "),
                     Tone::Dim,
                 ),

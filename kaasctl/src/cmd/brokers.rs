@@ -120,7 +120,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
         ]);
         for r in &rows {
             match &r.error {
-                Some(e) => t.add_row(vec![out.cell("?", Tone::Bad), out.cell(e, Tone::Bad)]),
+                Some(e) => t.add_row(vec![out.cell("?", Tone::Bad), out.text(e, Tone::Bad)]),
                 None => t.add_row(vec![
                     out.cell(r.broker_id.unwrap_or(-1), Tone::Plain),
                     out.cell(

@@ -96,7 +96,7 @@ pub fn run(c: &Cluster, out: &Out, topic: Option<&str>) -> anyhow::Result<Status
                 out.cell("", Tone::Plain),
                 out.cell("", Tone::Plain),
                 out.cell("", Tone::Plain),
-                out.cell(safe(r.error.as_deref().unwrap_or("")), Tone::Bad),
+                out.text(r.error.as_deref().unwrap_or(""), Tone::Bad),
             ]);
             continue;
         };
@@ -134,8 +134,8 @@ pub fn run(c: &Cluster, out: &Out, topic: Option<&str>) -> anyhow::Result<Status
                 Tone::Dim,
             ),
             out.cell(v.state.as_ref().map_or(0, |s| s.total_passes), Tone::Plain),
-            out.cell(pass.unwrap_or_default(), Tone::Plain),
-            out.cell(safe(problem.as_deref().unwrap_or("")), Tone::Bad),
+            out.text(pass.unwrap_or_default(), Tone::Plain),
+            out.text(problem.as_deref().unwrap_or(""), Tone::Bad),
         ]);
     }
     outln!("{t}");

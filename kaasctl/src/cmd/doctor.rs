@@ -537,8 +537,8 @@ pub fn run(c: &Cluster, out: &Out, limits: &Limits) -> anyhow::Result<Status> {
             t.add_row(vec![
                 out.cell(x.check, Tone::Plain),
                 out.cell(label, tone),
-                out.cell(&x.detail, Tone::Plain),
-                out.cell(x.next_step.as_deref().unwrap_or("-"), Tone::Plain),
+                out.text(&x.detail, Tone::Plain),
+                out.text(x.next_step.as_deref().unwrap_or("-"), Tone::Plain),
             ]);
         }
         outln!("{t}");

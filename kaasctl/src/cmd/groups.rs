@@ -121,7 +121,7 @@ pub fn run(c: &Cluster, out: &Out, only: Option<&str>) -> anyhow::Result<Status>
                 t.add_row(vec![
                     out.cell(&r.group, Tone::Plain),
                     out.cell(format!("{}-{}", r.topic, r.partition), Tone::Plain),
-                    out.cell(e, Tone::Bad),
+                    out.text(e, Tone::Bad),
                 ]);
                 continue;
             }

@@ -119,7 +119,7 @@ pub fn show(c: &Cluster, out: &Out, broker: Option<i32>) -> anyhow::Result<Statu
         let mut t = out.table(&["TO", "TRANSACTIONAL ID", "PRODUCER", "RESULT", "PARTITIONS", "AGE"]);
         for r in &rows {
             match &r.error {
-                Some(e) => t.add_row(vec![out.cell(r.broker, Tone::Plain), out.cell(e, Tone::Bad)]),
+                Some(e) => t.add_row(vec![out.cell(r.broker, Tone::Plain), out.text(e, Tone::Bad)]),
                 None => t.add_row(vec![
                     out.cell(r.broker, Tone::Plain),
                     out.cell(r.transactional_id.as_deref().unwrap_or("-"), Tone::Plain),
@@ -128,12 +128,12 @@ pub fn show(c: &Cluster, out: &Out, broker: Option<i32>) -> anyhow::Result<Statu
                         Tone::Plain,
                     ),
                     out.cell(r.result.as_deref().unwrap_or(""), Tone::Plain),
-                    out.cell(
+                    out.text(
                         r.partitions
                             .iter()
                             .map(|p| format!("{}-{}", p.topic, p.partition))
                             .collect::<Vec<_>>()
-                            .join(","),
+                            .join(", "),
                         Tone::Plain,
                     ),
                     out.cell(r.age_ms.map(age).unwrap_or_default(), Tone::Dim),

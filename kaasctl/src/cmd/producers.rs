@@ -99,7 +99,7 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Resul
                         Tone::Plain
                     },
                 ),
-                out.cell(
+                out.text(
                     p.window
                         .iter()
                         .map(|(a, b, o)| format!("{a}-{b}@{o}"))

@@ -65,29 +65,25 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
         let mut t = out.table(&header);
         for r in &rows {
             match &r.error {
-                Some(e) => t.add_row(vec![
-                    out.cell("(unreadable)", Tone::Bad),
-                    out.cell("", Tone::Plain),
-                    out.cell("", Tone::Plain),
-                    out.cell(e, Tone::Bad),
-                ]),
+                // The error spans the row (see Table::add_row).
+                Some(e) => t.add_row(vec![out.cell("(unreadable)", Tone::Bad), out.text(e, Tone::Bad)]),
                 None => t.add_row({
                     let mut row = vec![
                         out.cell(r.name.as_deref().unwrap_or(""), Tone::Plain),
                         out.cell(r.partitions.unwrap_or(0), Tone::Plain),
                         out.cell(r.topic_id.as_deref().unwrap_or(""), Tone::Dim),
-                        out.cell(
+                        out.text(
                             r.configs
                                 .iter()
                                 .map(|(k, v)| format!("{k}={v}"))
                                 .collect::<Vec<_>>()
-                                .join(","),
+                                .join(", "),
                             Tone::Plain,
                         ),
                     ];
                     if compacted {
                         row.push(
-                            out.cell(
+                            out.text(
                                 r.compaction
                                     .iter()
                                     .map(|p| match &p.view {

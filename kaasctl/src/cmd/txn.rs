@@ -188,7 +188,6 @@ pub fn list(c: &Cluster, out: &Out, args: &TxnListArgs) -> anyhow::Result<Status
                 "~GROUPS",
                 "~LAST UPDATE",
             ],
-            &[(3, 14)],
             rows,
         );
         for p in &list.unreadable_slots {
@@ -381,7 +380,13 @@ pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
         } else {
             Tone::Plain
         };
-        t.add_row(vec![out.cell(k, Tone::Dim), out.cell(v, tone)]);
+        // The group list may wrap between groups; every other value is one word.
+        let value = if k == "Groups" {
+            out.text(v, tone)
+        } else {
+            out.cell(v, tone)
+        };
+        t.add_row(vec![out.cell(k, Tone::Dim), value]);
     }
     outln!("{t}");
     if !d.partition_details.is_empty() {
@@ -396,7 +401,7 @@ pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
                 Some(e) => p.add_row(vec![
                     out.cell(format!("{}-{}", pd.topic, pd.partition), Tone::Plain),
                     out.cell(leader, Tone::Plain),
-                    out.cell(e, Tone::Bad),
+                    out.text(e, Tone::Bad),
                 ]),
                 None => p.add_row(vec![
                     out.cell(format!("{}-{}", pd.topic, pd.partition), Tone::Plain),
@@ -864,8 +869,8 @@ fn print_findings(out: &Out, findings: &[Finding]) {
     for f in findings {
         t.add_row(vec![
             out.cell(f.kind, if f.fixed { Tone::Good } else { Tone::Bad }),
-            out.cell(&f.detail, Tone::Plain),
-            out.cell(
+            out.text(&f.detail, Tone::Plain),
+            out.text(
                 match (&f.fix, f.fixed) {
                     (Some(fix), true) => format!("fixed: {fix}"),
                     (Some(fix), false) => fix.clone(),
@@ -1092,7 +1097,7 @@ pub fn timeline(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
             t.add_row(vec![
                 out.cell(ev.at.as_ref().map(|t| when(t.epoch_ms)).unwrap_or_default(), Tone::Dim),
                 out.cell(ev.kind, Tone::Plain),
-                out.cell(&ev.detail, Tone::Plain),
+                out.text(&ev.detail, Tone::Plain),
                 out.cell(&ev.by, Tone::Plain),
             ]);
         }

@@ -45,7 +45,7 @@ pub fn list(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
         for r in &rows {
             t.add_row(vec![
                 out.cell(&r.user, Tone::Plain),
-                out.cell(
+                out.text(
                     r.mechanisms
                         .iter()
                         .map(|m| format!("{} ({} iterations)", m.mechanism, m.iterations))
