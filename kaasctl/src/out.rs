@@ -273,6 +273,17 @@ fn terminal_width() -> Option<u16> {
     std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
 }
 
+/// `word` as one shell word, for a command kaasctl suggests: as it is when it holds
+/// only characters no shell treats specially, else in single quotes (a quote inside
+/// written `'\''`), so a transactional id with spaces or quotes pastes as one argument.
+pub fn shell_word(word: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "._-/:=@+,%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        return std::borrow::Cow::Borrowed(word);
+    }
+    std::borrow::Cow::Owned(format!("'{}'", word.replace('\'', "'\\''")))
+}
+
 /// A point in time for JSON: RFC 3339 and epoch milliseconds side by side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Time {
@@ -351,6 +362,15 @@ mod tests {
         let text = structured(OutputFormat::Yaml, &tricky);
         assert!(!text.chars().any(|c| harmful(c) && c != '\n'), "{text:?}");
         assert_eq!(serde_yaml_ng::from_str::<serde_json::Value>(&text).unwrap(), tricky);
+    }
+
+    #[test]
+    fn suggested_commands_quote_what_a_shell_would_split() {
+        assert_eq!(shell_word("orders-tx.1"), "orders-tx.1");
+        assert_eq!(shell_word("my tx"), "'my tx'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("a;rm -rf"), "'a;rm -rf'");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! own writers, with "now" pinned (KAASCTL_NOW_MS) so ages are stable. Each case's
 //! stdout, stderr and exit code are compared with `tests/golden/<case>.txt`;
 //! `UPDATE_GOLDEN=1 cargo test -p kaasctl --test golden` rewrites them (review the diff).
+//! (One file of ~1,000 lines: every case shares the fixture volume built at its top.)
 
 use kaas_core::batch::{build_batch, validate_all};
 use kaas_core::broker::{BrokerLease, LEASE_FORMAT_VERSION};
@@ -19,6 +20,13 @@ use std::path::Path;
 use std::process::Command;
 
 const NOW: i64 = 1_800_000_000_000;
+
+/// A throwaway volume at a path of fixed length (`/tmp/.tmpXXXXXX`) whatever TMPDIR
+/// says: prose cells are wrapped before the path is redacted to `<DATA>`, so where a
+/// golden's lines break must not depend on the machine's temporary directory.
+fn fixture_dir() -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new().tempdir_in("/tmp")
+}
 
 fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition {
@@ -345,7 +353,7 @@ fn cases(dir: &Path, list: &[(&str, &[&str])]) {
 
 #[test]
 fn read_commands_tables() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     fixture(d.path());
     cases(
         d.path(),
@@ -395,7 +403,7 @@ fn read_commands_tables() {
 
 #[test]
 fn read_commands_json() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     fixture(d.path());
     cases(
         d.path(),
@@ -419,7 +427,7 @@ fn read_commands_json() {
 
 #[test]
 fn abort_dry_run_then_abort_then_repair() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     fixture(d.path());
     cases(
         d.path(),
@@ -448,7 +456,7 @@ fn abort_dry_run_then_abort_then_repair() {
 
 #[test]
 fn abort_with_every_broker_down_writes_markers_itself() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     let v = fixture(d.path());
     std::fs::remove_file(v.broker_lease(0)).unwrap();
     cases(
@@ -464,7 +472,7 @@ fn abort_with_every_broker_down_writes_markers_itself() {
 
 #[test]
 fn corrupt_and_odd_files_are_reported_with_their_paths() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     let v = fixture(d.path());
     let store = TxnStateStore::new(v.clone());
     let open_slot = slot_for("open-tx");
@@ -515,7 +523,7 @@ fn corrupt_and_odd_files_are_reported_with_their_paths() {
 #[test]
 fn unreadable_files_are_named_by_their_whole_path_at_any_width() {
     for pad in [1usize, 6, 23, 70] {
-        let base = tempfile::tempdir().unwrap();
+        let base = fixture_dir().unwrap();
         let dir = base.path().join("v".repeat(pad));
         let v = fixture(&dir);
         let topic = v.topic_file("evil");
@@ -557,7 +565,7 @@ fn unreadable_files_are_named_by_their_whole_path_at_any_width() {
 
 #[test]
 fn an_empty_volume_and_a_missing_one() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     cases(
         d.path(),
         &[
@@ -571,7 +579,7 @@ fn an_empty_volume_and_a_missing_one() {
 
 #[test]
 fn tables_fit_80_columns() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     fixture(d.path());
     for args in [
         &["brokers"][..],
@@ -617,7 +625,7 @@ fn tables_fit_80_columns() {
 
 #[test]
 fn colour_is_used_only_when_asked_and_never_with_no_color() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     fixture(d.path());
     let run = |extra: &[&str], no_color: bool| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_kaasctl"));
@@ -644,7 +652,7 @@ fn colour_is_used_only_when_asked_and_never_with_no_color() {
 #[test]
 fn compaction_views() {
     use kaas_core::cleaner::{clean, never, CleanLimits, CleanerState};
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     let v = Volume::new(d.path());
     topic(
         &v,
@@ -714,7 +722,7 @@ fn compaction_views() {
 /// once it has its lines) ends quietly: no panic, no "Broken pipe" message, exit 0.
 #[test]
 fn a_reader_that_closes_early_ends_every_command_quietly() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     fixture(d.path());
     let commands: &[&[&str]] = &[
         &["brokers"],
@@ -772,7 +780,7 @@ fn a_reader_that_closes_early_ends_every_command_quietly() {
 /// whatever its length, so `grep` and `cut` see whole rows.
 #[test]
 fn piped_tables_are_never_wrapped() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     fixture(d.path());
     std::fs::write(d.path().join("__cluster/topics/broken.json"), b"{\"version\":1,").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
@@ -837,7 +845,7 @@ fn lease(v: &Volume, id: i32, heartbeat_ms: i64) {
 #[test]
 fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
     // Healthy: exit 0.
-    let ok = tempfile::tempdir().unwrap();
+    let ok = fixture_dir().unwrap();
     healthy(ok.path());
     cases(ok.path(), &[("doctor_healthy", &["doctor"])]);
     // A full disk and exhausted inodes on the same volume.
@@ -851,7 +859,7 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
     );
     // The standard fixture: a dead broker with queued markers, an overdue transaction,
     // a hanging one, a pinned LSO.
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     fixture(d.path());
     cases(
         d.path(),
@@ -866,13 +874,13 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
         &[("doctor_fixture_stuck_10s", &["doctor", "--stuck-after", "10s"])],
     );
     // Clocks: a heartbeat 30 s in the future, and live brokers 6 s apart.
-    let c = tempfile::tempdir().unwrap();
+    let c = fixture_dir().unwrap();
     let v = healthy(c.path());
     lease(&v, 1, NOW + 30_000);
     lease(&v, 2, NOW - 6_000);
     cases(c.path(), &[("doctor_clocks", &["doctor"])]);
     // Live brokers with different --authorizer settings.
-    let a = tempfile::tempdir().unwrap();
+    let a = fixture_dir().unwrap();
     let v = healthy(a.path());
     lease(&v, 1, NOW - 500);
     lease(&v, 2, NOW - 500);
@@ -887,7 +895,7 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
     }
     cases(a.path(), &[("doctor_authorizers", &["doctor"])]);
     // An unreadable slot and an unreadable lease.
-    let u = tempfile::tempdir().unwrap();
+    let u = fixture_dir().unwrap();
     let v = healthy(u.path());
     let store = TxnStateStore::new(v.clone());
     let slot = slot_for("ok-tx");
@@ -896,7 +904,7 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
     std::fs::write(v.broker_lease(3), b"{ not json").unwrap();
     cases(u.path(), &[("doctor_unreadable", &["doctor"])]);
     // A marker entry queued for a live broker five minutes ago: stuck.
-    let m = tempfile::tempdir().unwrap();
+    let m = fixture_dir().unwrap();
     let v = healthy(m.path());
     marker_queue::enqueue(
         &v,
@@ -917,13 +925,13 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
     .unwrap();
     cases(m.path(), &[("doctor_stuck_marker", &["doctor"])]);
     // A volume no broker ever ran on.
-    let e = tempfile::tempdir().unwrap();
+    let e = fixture_dir().unwrap();
     cases(e.path(), &[("doctor_empty", &["doctor"])]);
 }
 
 #[test]
 fn doctor_measures_the_real_file_system() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     healthy(d.path());
     let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
         .args(["--data-dir", d.path().to_str().unwrap(), "doctor", "--json"])
@@ -952,7 +960,7 @@ fn doctor_measures_the_real_file_system() {
 /// --output json|yaml|table, --wide and --columns (like kubectl).
 #[test]
 fn output_formats_wide_and_columns() {
-    let d = tempfile::tempdir().unwrap();
+    let d = fixture_dir().unwrap();
     fixture(d.path());
     cases(
         d.path(),

@@ -1,6 +1,7 @@
 """kaasctl top driven in a real terminal (tmux) against a running broker: the counts
 change as transactions commit, and a force-abort from the dashboard unblocks a
 read_committed consumer."""
+import shlex
 import shutil
 import subprocess
 import sys
@@ -19,25 +20,30 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is in
 
 
 class Tmux:
+    """A terminal of its own: a private tmux server (its own socket, no config file),
+    so a tmux the developer runs in lends it no environment, and the command runs
+    without COLUMNS and LINES (the pane's size is the terminal's)."""
+
     def __init__(self, command, env):
         self.name = f"kaas-top-{uuid.uuid4().hex[:8]}"
-        exports = " ".join(f"{k}={v}" for k, v in env.items())
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "150", "-y", "45", f"env {exports} {command}"],
-                       check=True, env=process_env())
+        self.tmux = ["tmux", "-L", self.name, "-f", "/dev/null"]
+        exports = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+        subprocess.run([*self.tmux, "new-session", "-d", "-s", self.name, "-x", "150", "-y", "45",
+                        f"env -u COLUMNS -u LINES {exports} {command}"], check=True, env=process_env())
 
     def screen(self):
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True).stdout
+        return subprocess.run([*self.tmux, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True).stdout
 
     def keys(self, *keys):
         for k in keys:
-            subprocess.run(["tmux", "send-keys", "-t", self.name, k], check=True)
+            subprocess.run([*self.tmux, "send-keys", "-t", self.name, k], check=True)
             time.sleep(0.15)
 
     def alive(self):
-        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
+        return subprocess.run([*self.tmux, "has-session", "-t", self.name], capture_output=True).returncode == 0
 
     def close(self):
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True)
 
 
 def count(screen, label):

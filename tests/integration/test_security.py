@@ -14,7 +14,6 @@ import socket
 import struct
 import subprocess
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -27,9 +26,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from conftest import ROOT, free_port, process_env, run_kaasctl, wait_for
 
-import os
 
-KAASCTL = Path(os.environ.get("KAASCTL_BIN", ROOT / "target" / "debug" / "kaasctl"))
 JS = ROOT / "tests" / "js"
 PASSWORD = "alice-secret-Ü"
 

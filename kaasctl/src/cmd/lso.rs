@@ -84,11 +84,11 @@ pub fn explain_with(
             "the transaction {:?} is open and within its timeout ({} left); it ends when the producer commits or aborts, or when the reaper aborts it. To end it now: `kaasctl txn abort {}`.",
             e.transactional_id,
             age(e.txn_start_ms + e.timeout_ms as i64 - c.now_ms),
-            e.transactional_id
+            crate::out::shell_word(&e.transactional_id)
         ),
         Some(e) if e.state == TxnState::Ongoing && tp_in => match slot.and_then(|s| c.slot_owner(s)) {
-            Some(b) => format!("{:?} is past its timeout; broker {b} owns its slot and its reaper aborts it within one sweep. Or now: `kaasctl txn abort {}`.", e.transactional_id, e.transactional_id),
-            None => format!("{:?} is past its timeout and no live broker coordinates it: `kaasctl txn abort {}`.", e.transactional_id, e.transactional_id),
+            Some(b) => format!("{:?} is past its timeout; broker {b} owns its slot and its reaper aborts it within one sweep. Or now: `kaasctl txn abort {}`.", e.transactional_id, crate::out::shell_word(&e.transactional_id)),
+            None => format!("{:?} is past its timeout and no live broker coordinates it: `kaasctl txn abort {}`.", e.transactional_id, crate::out::shell_word(&e.transactional_id)),
         },
         Some(e) if e.state.is_prepare() => format!("{:?} is {}: its markers have not landed here. `kaasctl txn repair --fix` finishes it.", e.transactional_id, e.state.as_str()),
         Some(e) => format!(

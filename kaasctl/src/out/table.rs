@@ -21,6 +21,10 @@ const GAP: usize = 2;
 /// A prose column is not squeezed below this many characters (nor below its
 /// header) while there is room: narrower, every word would get a line of its own.
 const PROSE_FLOOR: usize = 12;
+/// Nor below its longest word (a quoted command, a name) up to this many characters,
+/// so such a word fits in its column where the terminal allows; longer words (paths,
+/// usually) go on a line of their own and stick out.
+const WORD_FLOOR: usize = 32;
 
 /// One cell: its text (already made [`safe`](super::safe)), its colour, and whether
 /// it may wrap.
@@ -56,11 +60,29 @@ impl Table {
         row.len() < self.names.len() && c + 1 == row.len()
     }
 
+    /// The row's cells by printed column (`names.len()` + 1 of them: the last is past
+    /// the table's last column). A short row's spanning cell whose own column is hidden
+    /// (`--columns`) moves to the next shown column, or past the last one, so an error
+    /// is never hidden with its column. Also returns that cell's column.
+    fn place<'r>(&self, row: &'r [Cell]) -> (Vec<Option<&'r Cell>>, Option<usize>) {
+        let n = self.names.len();
+        let mut placed: Vec<Option<&Cell>> = (0..=n).map(|c| row.get(c).filter(|_| c < n)).collect();
+        if row.is_empty() || row.len() >= n {
+            return (placed, None);
+        }
+        let own = row.len() - 1;
+        let at = (own..n).find(|&c| self.shown[c]).unwrap_or(n);
+        placed[own] = None;
+        placed[at] = row.last();
+        (placed, Some(at))
+    }
+
     /// Each column's width; hidden columns get 0 and are skipped when printing.
     ///
     /// Every column has a natural width (its widest cell or header on one line) and
     /// a least one: a whole column's widest cell (its header may wrap at spaces), a
-    /// prose column's longest header word or [`PROSE_FLOOR`]. When the naturals do
+    /// prose column's longest header word, [`PROSE_FLOOR`], or its longest word up to
+    /// [`WORD_FLOOR`]. When the naturals do
     /// not fit, every column starts at its least width and the room left is shared
     /// out (water-filling): each column takes no more than it needs, the rest share
     /// evenly what the others leave.
@@ -68,6 +90,7 @@ impl Table {
         let n = self.names.len();
         let mut natural: Vec<usize> = self.names.iter().map(|h| display_width(h)).collect();
         let mut widest_cell = vec![0; n];
+        let mut longest_word = vec![0; n];
         let mut prose = vec![false; n];
         for row in &self.rows {
             for (c, cell) in row.iter().enumerate().take(n) {
@@ -78,6 +101,8 @@ impl Table {
                 natural[c] = natural[c].max(w);
                 if cell.wraps {
                     prose[c] = true;
+                    let words = quoted_words(&cell.text).map(|w| display_width(w.word));
+                    longest_word[c] = longest_word[c].max(words.filter(|&w| w <= WORD_FLOOR).max().unwrap_or(0));
                 } else {
                     widest_cell[c] = widest_cell[c].max(w);
                 }
@@ -97,7 +122,11 @@ impl Table {
         }
         for &c in &shown {
             let header_word = self.names[c].split(' ').map(display_width).max().unwrap_or(0);
-            let floor = if prose[c] { PROSE_FLOOR.min(natural[c]) } else { 0 };
+            let floor = if prose[c] {
+                PROSE_FLOOR.max(longest_word[c]).min(natural[c])
+            } else {
+                0
+            };
             widths[c] = header_word.max(widest_cell[c]).max(floor);
         }
         let mut left = budget.saturating_sub(shown.iter().map(|&c| widths[c]).sum());
@@ -114,12 +143,14 @@ impl Table {
         widths
     }
 
+    /// One printed line: `cells` by column, with one more past the last column.
     fn write_line(&self, f: &mut fmt::Formatter<'_>, widths: &[usize], cells: &[(&str, Tone)]) -> fmt::Result {
         let mut line = String::with_capacity(widths.iter().sum::<usize>() + 16);
         line.push_str(&" ".repeat(MARGIN));
         let mut first = true;
         for (c, &(text, tone)) in cells.iter().enumerate() {
-            if !self.shown[c] {
+            let past_the_last = c == self.names.len();
+            if past_the_last && text.is_empty() || !past_the_last && !self.shown[c] {
                 continue;
             }
             if !first {
@@ -140,14 +171,55 @@ impl Table {
     }
 }
 
-/// `text` in lines of at most `width` columns, broken at spaces only: a word wider
-/// than `width` is a line of its own.
+/// `text` in lines of at most `width` columns, broken at spaces only, and never
+/// inside a quoted span (`"a group id"`, `` `kaasctl txn abort 'a b'` ``): names with
+/// spaces and suggested commands stay whole. A word wider than `width` is a line of
+/// its own.
 fn wrap(text: &str, width: usize) -> Vec<std::borrow::Cow<'_, str>> {
     let options = textwrap::Options::new(width.max(1))
-        .word_separator(WordSeparator::AsciiSpace)
+        .word_separator(WordSeparator::Custom(quoted_words))
         .word_splitter(WordSplitter::NoHyphenation)
         .break_words(false);
     textwrap::wrap(text, options)
+}
+
+/// The words of `line` for [`wrap`]: split after runs of spaces, except inside a
+/// span opened by `"` or `` ` `` (a backslash escapes the next character, as in the
+/// Debug form of a string), which is one word however many spaces it holds.
+fn quoted_words(line: &str) -> Box<dyn Iterator<Item = textwrap::core::Word<'_>> + '_> {
+    let mut words = Vec::new();
+    let mut start = 0;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut after_space = false;
+    for (i, ch) in line.char_indices() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if ch == '\\' {
+                escaped = true;
+            } else if ch == q {
+                quote = None;
+            }
+            continue;
+        }
+        if ch == ' ' {
+            after_space = true;
+            continue;
+        }
+        if after_space {
+            words.push(textwrap::core::Word::from(&line[start..i]));
+            start = i;
+            after_space = false;
+        }
+        if ch == '"' || ch == '`' {
+            quote = Some(ch);
+        }
+    }
+    if start < line.len() {
+        words.push(textwrap::core::Word::from(&line[start..]));
+    }
+    Box::new(words.into_iter())
 }
 
 impl fmt::Display for Table {
@@ -164,19 +236,27 @@ impl fmt::Display for Table {
                 wraps: true,
             })
             .collect();
-        // Where each column starts on the line, for spanning cells.
-        let mut starts = vec![MARGIN; n];
+        // Where each column starts on the line, for spanning cells; one more column
+        // past the last (width 0) for a spanning cell whose own column is hidden.
+        let mut widths = widths;
+        widths.push(0);
+        let mut starts = vec![MARGIN; n + 1];
         let mut at = MARGIN;
-        for c in (0..n).filter(|&c| self.shown[c]) {
+        for c in (0..=n).filter(|&c| c == n || self.shown[c]) {
             starts[c] = at;
             at += widths[c] + GAP;
         }
         for (r, row) in std::iter::once(&header).chain(&self.rows).enumerate() {
-            let lines: Vec<(Vec<std::borrow::Cow<'_, str>>, Tone)> = (0..n)
-                .map(|c| match (row.get(c), self.width) {
-                    _ if !self.shown[c] => (Vec::new(), Tone::Plain),
-                    (Some(cell), Some(width)) if cell.wraps || self.spans(row, c) => {
-                        let room = if self.spans(row, c) {
+            let (placed, spanning) = if r == 0 {
+                ((0..=n).map(|c| row.get(c)).collect(), None)
+            } else {
+                self.place(row)
+            };
+            let lines: Vec<(Vec<std::borrow::Cow<'_, str>>, Tone)> = (0..=n)
+                .map(|c| match (placed[c], self.width) {
+                    _ if c < n && !self.shown[c] => (Vec::new(), Tone::Plain),
+                    (Some(cell), Some(width)) if cell.wraps || spanning == Some(c) => {
+                        let room = if spanning == Some(c) {
                             (width as usize).saturating_sub(starts[c]).max(widths[c])
                         } else {
                             widths[c]
@@ -307,6 +387,61 @@ mod tests {
                 .any(|l| l.starts_with("               not valid JSON for topic metadata: EOF")),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_error_whose_column_is_hidden_is_shown_in_the_next_or_past_the_last() {
+        let render = |shown: Vec<bool>| {
+            Table {
+                names: vec!["TOPIC".into(), "PARTITIONS".into(), "CONFIGS".into()],
+                shown,
+                rows: vec![vec![
+                    Cell {
+                        text: "(unreadable)".into(),
+                        tone: Tone::Plain,
+                        wraps: false,
+                    },
+                    Cell {
+                        text: format!("{PATH}: not a regular file"),
+                        tone: Tone::Plain,
+                        wraps: true,
+                    },
+                ]],
+                width: Some(80),
+                color: false,
+            }
+            .to_string()
+        };
+        // PARTITIONS hidden: the error moves to CONFIGS.
+        let text = render(vec![true, false, true]);
+        assert!(
+            text.lines().any(|l| l.contains(PATH)) && !text.contains("PARTITIONS"),
+            "{text}"
+        );
+        // Only TOPIC shown (`--columns TOPIC`): the error follows it.
+        let text = render(vec![true, false, false]);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(" (unreadable)  ") && l.contains(PATH)),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn quoted_names_and_suggested_commands_are_never_broken() {
+        let detail = "\"my orders tx\" has been open 2m00s, past its timeout; now: `kaasctl txn abort 'my orders tx'`";
+        for width in 20..=120u16 {
+            let text = table(
+                Some(width),
+                &["CHECK", "FINDING"],
+                &[&[("transactions", false), (detail, true)]],
+            );
+            assert!(text.contains("\"my orders tx\""), "{width}:\n{text}");
+            assert!(text.contains("`kaasctl txn abort 'my orders tx'`"), "{width}:\n{text}");
+        }
+        // A Debug-escaped quote inside a name does not end the name.
+        let words: Vec<String> = quoted_words(r#"a "x\" y" b"#).map(|w| w.word.to_string()).collect();
+        assert_eq!(words, ["a", r#""x\" y""#, "b"]);
     }
 
     #[test]
