@@ -29,14 +29,20 @@
 //!   same base offset, last offset delta and codec).
 //!
 //! Offsets never change: a cleaned log has gaps, and every client reads across them.
+//!
+//! Why one file of ~900 lines: the three steps share the record walk and the rules
+//! above (what a pass keeps), which must read as one; the crash-safe swap they end in
+//! is the log's (`log::swap`), and the tests are in `cleaner/tests.rs`.
 
 use crate::batch::{self, BatchHeader, HEADER_LEN};
 use crate::error::read_versioned_json;
 use crate::fsutil::{sync_dir, write_json};
 use crate::log::compression::{compress, decompress, Codec};
 use crate::log::scan::{BatchScanner, Scanned};
-use crate::log::{segment_file_name, LogConfig, LogError, PartitionLog};
-use crate::partition::{txn_index_entry, AbortedTxn};
+use crate::log::swap::{apply_swap, cleaned_path, seg_path, SWAP_FORMAT_VERSION};
+pub use crate::log::swap::{finish_interrupted_swap, remove_cleaned_files, SwapGroup, SwapManifest, SWAP_FILE};
+use crate::log::txn_index::{txn_index_entry, AbortedTxn};
+use crate::log::{LogConfig, LogError, PartitionLog};
 use crate::VolumeError;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -46,7 +52,6 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 pub const CLEANER_FILE: &str = "cleaner.json";
-pub const SWAP_FILE: &str = "cleaning-swap.json";
 pub const CLEANER_FORMAT_VERSION: u32 = 1;
 /// Bytes of the offset map per entry, to size it from `log.cleaner.dedupe.buffer.size`:
 /// 25 per bucket (a 128-bit key hash, an offset, a control byte); buckets are a power
@@ -304,27 +309,6 @@ pub fn never() -> bool {
     false
 }
 
-/// The cleaned files of one group of segments, ready to be swapped in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SwapGroup {
-    /// Base offset of the new segment (that of the first segment it replaces).
-    pub new_base: i64,
-    /// Base offsets of the segments it replaces, in order.
-    pub replaces: Vec<i64>,
-    /// Whether it has a `.txnindex` (else the one of `new_base` is removed).
-    pub txnindex: bool,
-}
-
-/// `cleaning-swap.json`: a swap in progress.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SwapManifest {
-    pub version: u32,
-    pub tag: String,
-    pub groups: Vec<SwapGroup>,
-}
-
-crate::versioned!(SwapManifest);
-
 /// A finished pass's output.
 #[derive(Debug, Clone)]
 pub struct CleanOutput {
@@ -335,14 +319,6 @@ pub struct CleanOutput {
     /// ABORT markers removed: their aborted transactions need no entry any more.
     pub removed_aborts: Vec<(i64, i64)>,
     pub report: CleanReport,
-}
-
-fn cleaned_path(dir: &Path, base: i64, ext: &str, tag: &str) -> PathBuf {
-    dir.join(format!("{}.{tag}.cleaned", segment_file_name(base, ext)))
-}
-
-fn seg_path(dir: &Path, base: i64, ext: &str) -> PathBuf {
-    dir.join(segment_file_name(base, ext))
 }
 
 /// A 128-bit hash of a record key (two independent SipHash-1-3 halves): the map
@@ -808,85 +784,6 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), LogError> {
     Ok(())
 }
 
-/// Removes `*.cleaned` files: those of `tag`, or all.
-pub fn remove_cleaned_files(dir: &Path, tag: Option<&str>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let ours = match tag {
-            Some(t) => name.ends_with(&format!(".{t}.cleaned")),
-            None => name.ends_with(".cleaned"),
-        };
-        if ours {
-            if let Err(e) = fs::remove_file(entry.path()) {
-                let (topic, partition) = crate::layout::partition_ids(&entry.path());
-                tracing::warn!(topic, partition, path = %entry.path().display(), error = %e, "cannot remove a cleaner's temporary file");
-            }
-        }
-    }
-}
-
-/// Carries out a recorded swap (idempotent: a crash half-way through is finished by
-/// running it again): every replaced segment's files are removed, except that the
-/// cleaned files are renamed over the first one's.
-fn apply_swap(dir: &Path, m: &SwapManifest) -> Result<(), VolumeError> {
-    let remove = |p: &Path| match fs::remove_file(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(VolumeError::io(p, e)),
-    };
-    for g in &m.groups {
-        let log_tmp = cleaned_path(dir, g.new_base, "log", &m.tag);
-        // The log's rename is the group's last step: while its cleaned file exists,
-        // the group is not done.
-        if !log_tmp.exists() {
-            continue;
-        }
-        for &base in g.replaces.iter().filter(|b| **b != g.new_base) {
-            for ext in ["log", "index", "txnindex"] {
-                remove(&seg_path(dir, base, ext))?;
-            }
-        }
-        let tmp_txn = cleaned_path(dir, g.new_base, "txnindex", &m.tag);
-        if g.txnindex {
-            if tmp_txn.exists() {
-                fs::rename(&tmp_txn, seg_path(dir, g.new_base, "txnindex"))
-                    .map_err(|e| VolumeError::io(&tmp_txn, e))?;
-            }
-        } else {
-            remove(&seg_path(dir, g.new_base, "txnindex"))?;
-        }
-        let tmp_index = cleaned_path(dir, g.new_base, "index", &m.tag);
-        if tmp_index.exists() {
-            fs::rename(&tmp_index, seg_path(dir, g.new_base, "index")).map_err(|e| VolumeError::io(&tmp_index, e))?;
-        }
-        fs::rename(&log_tmp, seg_path(dir, g.new_base, "log")).map_err(|e| VolumeError::io(&log_tmp, e))?;
-    }
-    sync_dir(dir).map_err(|e| VolumeError::io(dir, e))
-}
-
-/// At open: finishes a swap a crash interrupted (its record exists), then removes
-/// every other `*.cleaned` file (a pass that never reached its swap). Returns what was
-/// done, for the log.
-pub fn finish_interrupted_swap(dir: &Path) -> Result<Option<String>, VolumeError> {
-    let path = dir.join(SWAP_FILE);
-    let done = match read_versioned_json::<SwapManifest>(&path, "cleaner swap", CLEANER_FORMAT_VERSION) {
-        Ok(m) => {
-            apply_swap(dir, &m)?;
-            fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
-            sync_dir(dir).map_err(|e| VolumeError::io(dir, e))?;
-            Some(format!(
-                "finished an interrupted cleaner swap of {} segment group(s)",
-                m.groups.len()
-            ))
-        }
-        Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(e),
-    };
-    remove_cleaned_files(dir, None);
-    Ok(done)
-}
-
 /// Step 3 of a pass, under the partition lock: checks the replaced segments are
 /// still there as planned (retention, DeleteRecords or a take-over may have changed
 /// the log meanwhile: then the pass is dropped), records the swap, applies it and
@@ -906,7 +803,7 @@ pub fn install(log: &mut PartitionLog, out: &CleanOutput, now_ms: i64) -> Result
         return Ok(false);
     }
     let manifest = SwapManifest {
-        version: CLEANER_FORMAT_VERSION,
+        version: SWAP_FORMAT_VERSION,
         tag: out.tag.clone(),
         groups: out.groups.clone(),
     };
@@ -965,7 +862,7 @@ pub struct CompactionView {
 pub fn view(dir: &Path) -> Result<CompactionView, VolumeError> {
     let state = CleanerState::read(dir)?;
     let clean_offset = state.as_ref().map_or(i64::MIN, |s| s.clean_offset);
-    let segments = crate::inspect::segment_files(dir)?;
+    let segments = crate::log::scan::segment_files(dir)?;
     let sealed = &segments[..segments.len().saturating_sub(1)];
     let sealed_bytes: u64 = sealed.iter().map(|s| s.size).sum();
     // Dirty: every sealed segment that ends past the clean offset (the broker's rule;

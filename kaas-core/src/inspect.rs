@@ -6,40 +6,12 @@
 use crate::batch::{control_marker_type, BatchHeader};
 use crate::error::VolumeError;
 use crate::idempotence::ProducerStateTable;
+pub use crate::log::scan::{segment_files, SegmentFile};
 use crate::log::scan::{BatchScanner, Scanned};
 use crate::partition::{
     replay, snapshot_mismatch, AbortedTxn, BatchId, ProducerStateSnapshot, SNAPSHOT_FORMAT_WITH_IDENTITY,
 };
 use std::path::{Path, PathBuf};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentFile {
-    pub base_offset: i64,
-    pub path: PathBuf,
-    pub size: u64,
-}
-
-/// Segment files of a partition directory, by base offset.
-pub fn segment_files(dir: &Path) -> Result<Vec<SegmentFile>, VolumeError> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| VolumeError::io(dir, e))? {
-        let entry = entry.map_err(|e| VolumeError::io(dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = name.strip_suffix(".log") {
-            if let (20, Ok(base)) = (stem.len(), stem.parse::<i64>()) {
-                let path = entry.path();
-                let size = entry.metadata().map_err(|e| VolumeError::io(&path, e))?.len();
-                out.push(SegmentFile {
-                    base_offset: base,
-                    path,
-                    size,
-                });
-            }
-        }
-    }
-    out.sort_by_key(|s| s.base_offset);
-    Ok(out)
-}
 
 /// Where a scan stopped early: what recovery at the next broker start would cut.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -444,6 +444,10 @@ pub fn force_abort(current: &TxnEntry, reason: &str, now_ms: i64, by: &Actor) ->
     Some(entry)
 }
 
+/// How many transaction slots there are: the transactional ids hash into 50, as in
+/// Kafka's `__transaction_state` (each a `slot-N` file set in `txn_store`).
+pub const SLOTS: u32 = 50;
+
 /// The slot of a transactional id: FNV-1a 32-bit over its UTF-8 bytes, modulo 50.
 pub fn slot_for(transactional_id: &str) -> u32 {
     let mut hash: u32 = 0x811c_9dc5;
@@ -451,7 +455,7 @@ pub fn slot_for(transactional_id: &str) -> u32 {
         hash ^= *b as u32;
         hash = hash.wrapping_mul(0x0100_0193);
     }
-    hash % crate::txn_store::SLOTS
+    hash % SLOTS
 }
 
 #[cfg(test)]

@@ -25,6 +25,11 @@
 //! A reader keeps a [`SlotState`] and brings it up to date with
 //! [`TxnStateStore::refresh`]: an open and fstat of each file, and a read of only the
 //! journal bytes appended since. Format: docs/transaction-formats.md.
+//!
+//! Why one file of ~1,000 lines: the checkpoint, the journal, the fold and the group
+//! commit are one protocol over the same two files and the same lock — a reader's
+//! catch-up is only correct against exactly this writer's order of appends, folds and
+//! renames — so they are read, reviewed and changed together.
 
 use crate::error::VolumeError;
 use crate::fsutil::{stamp_of, FileStamp};
@@ -40,7 +45,8 @@ use std::sync::Mutex;
 
 crate::versioned!(SlotFile);
 
-pub const SLOTS: u32 = 50;
+/// How many slots the transactional ids hash into ([`crate::txn::slot_for`]).
+pub use crate::txn::SLOTS;
 /// The checkpoint format. Version 1 (before the journal) is read and migrated in
 /// place: the first writer of such a slot writes it back as version 2 before it
 /// appends, so a build that knows no journal refuses the slot instead of misreading it.

@@ -9,7 +9,6 @@
 //! unreadable file must not open, or close, the cluster by accident.
 
 use crate::config::{AuthorizerKind, Config};
-use crate::handlers::RequestContext;
 use kaas_core::acl::{Acls, Operation, ResourceType};
 use kaas_core::fsutil::{file_stamp, FileStamp};
 use kaas_core::layout::Volume;
@@ -21,6 +20,14 @@ use tracing::{debug, error, info};
 
 /// The name of the one cluster resource (Kafka's `kafka-cluster`).
 pub const CLUSTER: &str = "kafka-cluster";
+
+/// Who asks, as far as the authorizer needs to know: a request's principal and client
+/// address (and its API, for the denial log). `handlers::RequestContext` is one.
+pub trait Requester: Sync {
+    fn principal(&self) -> &str;
+    fn peer(&self) -> std::net::SocketAddr;
+    fn api(&self) -> kafka_protocol::messages::ApiKey;
+}
 
 pub struct Authorizer {
     enabled: bool,
@@ -191,34 +198,34 @@ impl Authorizer {
 
     /// Kafka's decision for the request's principal and client address; a denial is
     /// logged at debug (`RUST_LOG=kaas_server::authz=debug`).
-    pub fn authorize(&self, ctx: &RequestContext, op: Operation, resource_type: ResourceType, name: &str) -> bool {
+    pub fn authorize(&self, ctx: &dyn Requester, op: Operation, resource_type: ResourceType, name: &str) -> bool {
         let allowed = self.decide(ctx, op, resource_type, name);
         if !allowed {
             debug!(
-                principal = %ctx.principal,
+                principal = %ctx.principal(),
                 host = %host_of(ctx),
                 operation = %op,
                 resource_type = %resource_type,
                 resource = name,
-                api = ?ctx.api,
+                api = ?ctx.api(),
                 "denied"
             );
         }
         allowed
     }
 
-    fn decide(&self, ctx: &RequestContext, op: Operation, resource_type: ResourceType, name: &str) -> bool {
-        if !self.enabled || self.is_super(&ctx.principal) {
+    fn decide(&self, ctx: &dyn Requester, op: Operation, resource_type: ResourceType, name: &str) -> bool {
+        if !self.enabled || self.is_super(ctx.principal()) {
             return true;
         }
         let acls = self.acls();
-        acls.allows(&ctx.principal, &host_of(ctx), op, resource_type, name)
+        acls.allows(ctx.principal(), &host_of(ctx), op, resource_type, name)
             || (self.allow_if_no_acl && !acls.any_about(resource_type, name))
     }
 
     /// Whether the principal may do `op` on some resource of `resource_type`
     /// (Kafka's authorizeByResourceType).
-    pub fn authorize_any(&self, ctx: &RequestContext, op: Operation, resource_type: ResourceType) -> bool {
+    pub fn authorize_any(&self, ctx: &dyn Requester, op: Operation, resource_type: ResourceType) -> bool {
         // As Kafka's authorizeByResourceType: a made-up name first (which also lets
         // everyone through without the authorizer, and super users), so that
         // allow.everyone.if.no.acl.found (and a literal '*' ALLOW) count as they would
@@ -226,12 +233,25 @@ impl Authorizer {
         if self.decide(ctx, op, resource_type, "hardcode") {
             return true;
         }
-        self.acls().allows_any(&ctx.principal, &host_of(ctx), op, resource_type)
+        self.acls()
+            .allows_any(ctx.principal(), &host_of(ctx), op, resource_type)
+    }
+
+    /// Kafka's cluster_authorized_operations: unset (i32::MIN) unless asked for; none
+    /// without DESCRIBE on the cluster; else the operations allowed on it.
+    pub fn cluster_authorized_operations(&self, ctx: &dyn Requester, asked: bool) -> i32 {
+        if !asked {
+            i32::MIN
+        } else if self.authorize(ctx, Operation::Describe, ResourceType::Cluster, CLUSTER) {
+            self.authorized_operations(ctx, ResourceType::Cluster, CLUSTER)
+        } else {
+            0
+        }
     }
 
     /// The operations the principal may do on the resource, as Kafka's bit field
     /// (bit n for operation code n), for the *_authorized_operations fields.
-    pub fn authorized_operations(&self, ctx: &RequestContext, resource_type: ResourceType, name: &str) -> i32 {
+    pub fn authorized_operations(&self, ctx: &dyn Requester, resource_type: ResourceType, name: &str) -> i32 {
         operations_of(resource_type)
             .iter()
             .filter(|&&op| self.decide(ctx, op, resource_type, name))
@@ -239,25 +259,10 @@ impl Authorizer {
     }
 }
 
-/// Kafka's cluster_authorized_operations: unset (i32::MIN) unless asked for; none
-/// without DESCRIBE on the cluster; else the operations allowed on it.
-pub fn cluster_authorized_operations(broker: &crate::broker::Broker, ctx: &RequestContext, asked: bool) -> i32 {
-    if !asked {
-        i32::MIN
-    } else if broker
-        .authz
-        .authorize(ctx, Operation::Describe, ResourceType::Cluster, CLUSTER)
-    {
-        broker.authz.authorized_operations(ctx, ResourceType::Cluster, CLUSTER)
-    } else {
-        0
-    }
-}
-
 /// The client's address as ACL hosts are written: the IP alone, an IPv4 client on a
 /// dual-stack socket as IPv4.
-fn host_of(ctx: &RequestContext) -> String {
-    ctx.peer.ip().to_canonical().to_string()
+fn host_of(ctx: &dyn Requester) -> String {
+    ctx.peer().ip().to_canonical().to_string()
 }
 
 /// The operations Kafka reports in *_authorized_operations for each resource type.

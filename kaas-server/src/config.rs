@@ -120,8 +120,8 @@ pub struct Config {
     /// sasl.enabled.mechanisms on SASL_PLAINTEXT and SASL_SSL listeners: any of
     /// SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (credentials: kaasctl users). PLAIN sends
     /// the password itself: enable it on purpose, and use it over SASL_SSL.
-    #[arg(long, env = "KAAS_SASL_ENABLED_MECHANISMS", value_delimiter = ',', default_values = ["SCRAM-SHA-256", "SCRAM-SHA-512"], value_parser = crate::sasl::parse_mechanism)]
-    pub sasl_enabled_mechanisms: Vec<crate::sasl::SaslMechanism>,
+    #[arg(long, env = "KAAS_SASL_ENABLED_MECHANISMS", value_delimiter = ',', default_values = ["SCRAM-SHA-256", "SCRAM-SHA-512"], value_parser = parse_mechanism)]
+    pub sasl_enabled_mechanisms: Vec<SaslMechanism>,
 
     /// authorizer.class.name: `none` lets every client do everything; `acls` enforces
     /// the ACLs in __cluster/acls.json (kaasctl acls, CreateAcls) on every API, as
@@ -706,121 +706,32 @@ impl Config {
 }
 
 /// Parses `host:port` (IPv6 hosts in brackets).
-pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
-    let (host, port) = s
-        .rsplit_once(':')
-        .ok_or_else(|| format!("expected HOST:PORT, got {s:?}"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| format!("port {port:?} in {s:?} is not a number in 1..=65535"))?;
-    let host = host.trim_matches(['[', ']']);
-    if host.is_empty() || port == 0 {
-        return Err(format!("expected HOST:PORT with a host and a non-zero port, got {s:?}"));
+pub use crate::listeners::parse_host_port;
+
+/// A mechanism `--sasl-enabled-mechanisms` can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    Plain,
+    Scram(kaas_core::scram::Mechanism),
+}
+
+impl SaslMechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::Scram(m) => m.name(),
+        }
     }
-    Ok((host.to_string(), port))
+}
+
+pub fn parse_mechanism(s: &str) -> Result<SaslMechanism, String> {
+    if s.eq_ignore_ascii_case("PLAIN") {
+        return Ok(SaslMechanism::Plain);
+    }
+    kaas_core::scram::Mechanism::from_name(s)
+        .map(SaslMechanism::Scram)
+        .ok_or_else(|| format!("unknown SASL mechanism {s:?} (supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const BEGIN: &str = "<!-- config-reference:begin (generated from kaas-server/src/config.rs) -->\n";
-    const END: &str = "<!-- config-reference:end -->";
-
-    /// docs/operations.md carries the reference generated from the flags; with
-    /// KAAS_UPDATE_DOCS=1 this test rewrites it.
-    #[test]
-    fn the_configuration_reference_in_the_docs_is_generated_from_the_flags() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md");
-        let doc = std::fs::read_to_string(&path).expect("docs/operations.md");
-        let start = doc.find(BEGIN).expect("begin marker") + BEGIN.len();
-        let end = doc.find(END).expect("end marker");
-        let generated = reference_markdown();
-        if doc[start..end] != generated {
-            if std::env::var_os("KAAS_UPDATE_DOCS").is_some() {
-                std::fs::write(&path, format!("{}{}{}", &doc[..start], generated, &doc[end..])).expect("write");
-            } else {
-                panic!("docs/operations.md's configuration reference is out of date: run KAAS_UPDATE_DOCS=1 cargo test -p kaas-server configuration_reference");
-            }
-        }
-    }
-
-    /// Listeners as a TOML list; `--print-config` of such a configuration reads back
-    /// as the same configuration (`listen`, unused, is commented out).
-    #[test]
-    fn listener_lists_in_the_file_and_print_config_round_trip() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("k.toml");
-        std::fs::write(
-            &file,
-            "listener = [\"PLAINTEXT://127.0.0.1:0\", \"ext=SASL_SSL://127.0.0.1:0\"]\nadvertised-listener = [\"EXT=kaas.example:9094\"]\n",
-        )
-        .expect("write");
-        let c = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).expect("loads");
-        let names: Vec<&str> = c.listeners.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["PLAINTEXT", "EXT"]);
-        assert_eq!(c.resolved_listeners().expect("resolves").len(), 2);
-        let printed = dir.path().join("printed.toml");
-        std::fs::write(&printed, c.render_effective()).expect("write");
-        let again = Config::load_from(["kaas-server", "--config", printed.to_str().unwrap()]).expect("reads back");
-        assert_eq!(again.listeners, c.listeners);
-        assert_eq!(again.advertised_listeners, c.advertised_listeners);
-        assert!(
-            again.resolved_listeners().is_ok(),
-            "listen is not given beside listener"
-        );
-        std::fs::write(&file, "data-dir = [\"a\", \"b\"]\n").expect("write");
-        assert!(
-            Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).is_err(),
-            "a list only where a setting takes several"
-        );
-    }
-
-    /// A list setting whose delimiter is not a comma (super.users takes `;`, since a
-    /// certificate principal holds commas) is joined and printed with its own.
-    #[test]
-    fn super_users_with_commas_in_the_file_and_print_config_round_trip() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("k.toml");
-        std::fs::write(&file, "super-users = [\"User:admin\", \"User:CN=ops,O=example\"]\n").expect("write");
-        let c = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).expect("loads");
-        assert_eq!(c.super_users, ["User:admin", "User:CN=ops,O=example"]);
-        let printed = dir.path().join("printed.toml");
-        std::fs::write(&printed, c.render_effective()).expect("write");
-        let again = Config::load_from(["kaas-server", "--config", printed.to_str().unwrap()]).expect("reads back");
-        assert_eq!(again.super_users, c.super_users);
-    }
-
-    #[test]
-    fn a_file_sets_what_flags_leave_unset_and_flags_win() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("k.toml");
-        std::fs::write(
-            &file,
-            "segment-bytes = 5000\nretention-ms = 9\nmetrics-listen = \"127.0.0.1:9100\"\n",
-        )
-        .expect("write");
-        let c = Config::load_from([
-            "kaas-server",
-            "--config",
-            file.to_str().unwrap(),
-            "--retention-ms",
-            "11",
-        ])
-        .expect("loads");
-        assert_eq!(c.segment_bytes, 5000);
-        assert_eq!(c.retention_ms, 11);
-        assert_eq!(c.metrics_listen, Some("127.0.0.1:9100".parse().unwrap()));
-        assert_eq!(c.sources["segment_bytes"].origin, Origin::File(file.clone()));
-        assert_eq!(c.sources["retention_ms"].origin, Origin::Flag);
-        assert_eq!(c.sources["segment_ms"].origin, Origin::Default);
-        // Values from the file count as given (STATIC_BROKER_CONFIG in DescribeConfigs).
-        assert!(c.given("segment_bytes") && !c.given("segment_ms"));
-        std::fs::write(&file, "segment-byte = 5000\n").expect("write");
-        let e = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).unwrap_err();
-        assert!(
-            matches!(&e, ConfigError::UnknownKey { key, hint, .. } if key == "segment-byte" && hint.contains("segment-bytes")),
-            "{e}"
-        );
-    }
-}
+mod tests;

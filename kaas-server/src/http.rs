@@ -169,7 +169,8 @@ async fn route(state: &Arc<OpsState>, req: Request<Incoming>) -> Response<Full<B
             }
             let broker = state.broker.get().cloned();
             let started = std::time::Instant::now();
-            match tokio::task::spawn_blocking(move || crate::metrics::render(broker.as_deref())).await {
+            match tokio::task::spawn_blocking(move || crate::metrics::render(broker.map(|b| b.gauges()).as_ref())).await
+            {
                 Ok(Ok(text)) => {
                     let text = Bytes::from(text);
                     *rendered = Some((started, text.clone()));

@@ -3,6 +3,10 @@
 //! `--listener NAME=PROTOCOL://host:port` and `--advertised-listener NAME=host:port`.
 //! Each listener has a name, a security protocol and an address; clients are told the
 //! addresses of the listener they came in on, for every broker that has it.
+//!
+//! This module is the listeners' specification only (parsing, the advertised
+//! endpoints a lease carries): no socket. `server` binds and serves them; `config`
+//! parses flags into them, so it sits with config below everything else.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -117,7 +121,7 @@ pub fn parse_advertised(s: &str) -> Result<AdvertisedSpec, String> {
         }
         None => (None, s),
     };
-    let (host, port) = crate::config::parse_host_port(hp)?;
+    let (host, port) = parse_host_port(hp)?;
     Ok(AdvertisedSpec { name, host, port })
 }
 
@@ -216,6 +220,21 @@ pub fn advertised(listeners: &[(ListenerSpec, SocketAddr)], specs: &[AdvertisedS
         out.insert(l.name.clone(), addr);
     }
     Ok(Endpoints(out))
+}
+
+/// Parses `host:port` (IPv6 hosts in brackets).
+pub fn parse_host_port(s: &str) -> Result<(String, u16), String> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("expected HOST:PORT, got {s:?}"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("port {port:?} in {s:?} is not a number in 1..=65535"))?;
+    let host = host.trim_matches(['[', ']']);
+    if host.is_empty() || port == 0 {
+        return Err(format!("expected HOST:PORT with a host and a non-zero port, got {s:?}"));
+    }
+    Ok((host.to_string(), port))
 }
 
 #[cfg(test)]

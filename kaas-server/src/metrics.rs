@@ -4,7 +4,8 @@
 //! - counters and histograms the request paths update as they go ([`Metrics`], one
 //!   per process: a process runs one broker), kept allocation-free on the hot paths
 //!   (per-API and per-topic series are looked up by key, their handles cached);
-//! - gauges read off the broker's state at scrape time ([`render`]): partitions led,
+//! - gauges of the broker's state at scrape time ([`render`] of a [`BrokerGauges`]
+//!   the broker gathers; this module knows nothing of the broker): partitions led,
 //!   offsets and LSO lag per partition, open transactions, the marker queue, the
 //!   leases. They are built afresh for each scrape, so a partition this broker no
 //!   longer leads, or a broker gone from the volume, leaves no stale series behind.
@@ -12,7 +13,6 @@
 //! Names follow Prometheus conventions: `kaas_` prefix, base units (seconds, bytes),
 //! `_total` on counters (added by the encoder).
 
-use crate::broker::Broker;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -361,53 +361,84 @@ impl Metrics {
     }
 }
 
+/// The broker's state at one scrape, as the gauges show it: the broker gathers it
+/// ([`crate::broker::Broker::gauges`]), this module only turns it into series, so
+/// metrics knows nothing of the broker.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerGauges {
+    pub now_ms: i64,
+    /// Every partition this broker leads.
+    pub partitions: Vec<PartitionGauges>,
+    /// Open transactions of the slots this broker coordinates, per open state.
+    pub open_transactions: Vec<(&'static str, i64)>,
+    /// When the oldest of them began.
+    pub oldest_open_start_ms: Option<i64>,
+    /// Slots this broker coordinates that could not be read.
+    pub slots_unreadable: i64,
+    /// Entries in this broker's marker queue; None when it could not be read.
+    pub marker_queue_entries: Option<i64>,
+    /// When its oldest entry was queued.
+    pub marker_queue_oldest_ms: Option<i64>,
+    /// Every lease on the volume.
+    pub leases: Vec<LeaseGauges>,
+    /// This broker's own lease renewed within half the session timeout.
+    pub lease_fresh: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct PartitionGauges {
+    pub topic: String,
+    pub partition: i32,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseGauges {
+    pub broker: i32,
+    pub heartbeat_ms: i64,
+    /// The broker stopped cleanly: not expected to renew.
+    pub stopped: bool,
+    /// This broker counts it live.
+    pub live: bool,
+}
+
 /// The exposition of one scrape (OpenMetrics text): the process's counters, then the
-/// broker's state as of now (None while the volume is still being opened). Reads
-/// lease files and the marker queue: call it off the runtime's workers.
-pub fn render(broker: Option<&Broker>) -> Result<String, std::fmt::Error> {
+/// broker's state as of now (None while the volume is still being opened).
+pub fn render(broker: Option<&BrokerGauges>) -> Result<String, std::fmt::Error> {
     let m = metrics();
     let mut out = String::with_capacity(16 << 10);
     prometheus_client::encoding::text::encode_registry(&mut out, &m.registry)?;
-    if let Some(b) = broker {
-        prometheus_client::encoding::text::encode_registry(&mut out, &broker_state(b))?;
+    if let Some(g) = broker {
+        prometheus_client::encoding::text::encode_registry(&mut out, &broker_state(g))?;
     }
     prometheus_client::encoding::text::encode_eof(&mut out)?;
     Ok(out)
 }
 
-/// Gauges read off the broker at scrape time.
-fn broker_state(broker: &Broker) -> Registry {
+/// The gauges of one scrape.
+fn broker_state(g: &BrokerGauges) -> Registry {
     let mut r = Registry::with_prefix("kaas");
-    let now = kaas_core::now_ms();
+    let now = g.now_ms;
     let secs = |ms: i64| ms.max(0) as f64 / 1000.0;
 
     let hw = Family::<PartitionLabels, Gauge>::default();
     let lso = Family::<PartitionLabels, Gauge>::default();
     let lag = Family::<PartitionLabels, Gauge>::default();
     let start = Family::<PartitionLabels, Gauge>::default();
-    let partitions = broker.partitions();
-    let mut led = 0;
-    for p in partitions.iter().filter(|p| !p.is_retired()) {
-        led += 1;
-        let (end, stable, first) = {
-            let state = p.state();
-            (
-                state.log.log_end_offset(),
-                state.last_stable_offset(),
-                state.log.log_start_offset(),
-            )
-        };
+    for p in &g.partitions {
         let labels = PartitionLabels {
             topic: p.topic.clone(),
-            partition: p.index,
+            partition: p.partition,
         };
-        hw.get_or_create(&labels).set(end);
-        lso.get_or_create(&labels).set(stable);
-        lag.get_or_create(&labels).set(end - stable);
-        start.get_or_create(&labels).set(first);
+        hw.get_or_create(&labels).set(p.high_watermark);
+        lso.get_or_create(&labels).set(p.last_stable_offset);
+        lag.get_or_create(&labels).set(p.high_watermark - p.last_stable_offset);
+        start.get_or_create(&labels).set(p.log_start_offset);
     }
     let partitions_led = Gauge::<i64>::default();
-    partitions_led.set(led);
+    partitions_led.set(g.partitions.len() as i64);
     r.register("partitions_led", "Partitions this broker leads", partitions_led);
     r.register(
         "partition_high_watermark",
@@ -431,35 +462,9 @@ fn broker_state(broker: &Broker) -> Registry {
     );
 
     // Transactions of the slots this broker coordinates.
-    use kaas_core::txn::TxnState;
-    const OPEN: [TxnState; 3] = [TxnState::Ongoing, TxnState::PrepareCommit, TxnState::PrepareAbort];
     let open = Family::<StateLabels, Gauge>::default();
-    for state in OPEN {
-        open.get_or_create(&StateLabels { state: state.as_str() }).set(0);
-    }
-    let mut oldest: Option<i64> = None;
-    let mut unreadable = 0;
-    for slot in 0..kaas_core::txn_store::SLOTS {
-        if !broker.owns_txn_slot(slot) {
-            continue;
-        }
-        let visited = broker.txn.visit(slot, |st| {
-            for e in st.entries().values() {
-                if OPEN.contains(&e.state) {
-                    open.get_or_create(&StateLabels {
-                        state: e.state.as_str(),
-                    })
-                    .inc();
-                    if e.txn_start_ms >= 0 {
-                        oldest = Some(oldest.map_or(e.txn_start_ms, |o: i64| o.min(e.txn_start_ms)));
-                    }
-                }
-            }
-        });
-        if let Err(e) = visited {
-            unreadable += 1;
-            tracing::warn!(slot, error = %e, "metrics: transaction slot unreadable");
-        }
+    for &(state, n) in &g.open_transactions {
+        open.get_or_create(&StateLabels { state }).set(n);
     }
     r.register(
         "transactions_open",
@@ -467,7 +472,7 @@ fn broker_state(broker: &Broker) -> Registry {
         open,
     );
     let oldest_age = Gauge::<f64, AtomicU64>::default();
-    oldest_age.set(oldest.map_or(0.0, |t| secs(now - t)));
+    oldest_age.set(g.oldest_open_start_ms.map_or(0.0, |t| secs(now - t)));
     r.register_with_unit(
         "transaction_oldest_open_age",
         "Age of the oldest open transaction of the slots this broker coordinates (0 when none)",
@@ -475,7 +480,7 @@ fn broker_state(broker: &Broker) -> Registry {
         oldest_age,
     );
     let slots_unreadable = Gauge::<i64>::default();
-    slots_unreadable.set(unreadable);
+    slots_unreadable.set(g.slots_unreadable);
     r.register(
         "transaction_slots_unreadable",
         "Transaction slots this broker coordinates that could not be read at this scrape",
@@ -485,20 +490,8 @@ fn broker_state(broker: &Broker) -> Registry {
     // The marker queue this broker applies.
     let depth = Gauge::<i64>::default();
     let queue_age = Gauge::<f64, AtomicU64>::default();
-    match kaas_core::marker_queue::list(&broker.volume, broker.config.broker_id) {
-        Ok(entries) => {
-            depth.set(entries.len() as i64);
-            let oldest = entries
-                .iter()
-                .filter_map(|(_, e)| e.as_ref().ok().map(|e| e.enqueued_ms))
-                .min();
-            queue_age.set(oldest.map_or(0.0, |t| secs(now - t)));
-        }
-        Err(e) => {
-            depth.set(-1);
-            tracing::warn!(error = %e, "metrics: marker queue unreadable");
-        }
-    }
+    depth.set(g.marker_queue_entries.unwrap_or(-1));
+    queue_age.set(g.marker_queue_oldest_ms.map_or(0.0, |t| secs(now - t)));
     r.register(
         "marker_queue_entries",
         "Entries in this broker's marker queue (markers other coordinators asked it to write; -1 when unreadable)",
@@ -514,23 +507,14 @@ fn broker_state(broker: &Broker) -> Registry {
     // Every broker's lease as this broker reads it.
     let lease_age = Family::<BrokerLabels, Gauge<f64, AtomicU64>>::default();
     let live = Family::<BrokerLabels, Gauge>::default();
-    let live_now = broker.live_brokers();
-    match kaas_core::broker::list_brokers(&broker.volume) {
-        Ok(leases) => {
-            for lease in leases.into_iter().flatten() {
-                let labels = BrokerLabels {
-                    broker: lease.broker_id,
-                };
-                // A broker that stopped cleanly (or was scaled away) has no lease age
-                // to alert on: it is not expected to renew.
-                if lease.stopped_ms.is_none() {
-                    lease_age.get_or_create(&labels).set(secs(now - lease.heartbeat_ms));
-                }
-                live.get_or_create(&labels)
-                    .set(live_now.contains_key(&lease.broker_id) as i64);
-            }
+    for lease in &g.leases {
+        let labels = BrokerLabels { broker: lease.broker };
+        // A broker that stopped cleanly (or was scaled away) has no lease age to
+        // alert on: it is not expected to renew.
+        if !lease.stopped {
+            lease_age.get_or_create(&labels).set(secs(now - lease.heartbeat_ms));
         }
-        Err(e) => tracing::warn!(error = %e, "metrics: broker leases unreadable"),
+        live.get_or_create(&labels).set(lease.live as i64);
     }
     r.register_with_unit(
         "broker_lease_age",
@@ -544,7 +528,7 @@ fn broker_state(broker: &Broker) -> Registry {
         live,
     );
     let fresh = Gauge::<i64>::default();
-    fresh.set(broker.lease_fresh() as i64);
+    fresh.set(g.lease_fresh as i64);
     r.register(
         "lease_fresh",
         "Whether this broker's own lease was renewed within half the session timeout (1): it may write",

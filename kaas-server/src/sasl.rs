@@ -8,8 +8,9 @@
 //! take effect for the next login on every broker.
 
 use crate::broker::Broker;
+pub use crate::config::{parse_mechanism, SaslMechanism};
 use bytes::Bytes;
-use kaas_core::scram::{AuthError, Credentials, Mechanism, ScramServer, ScramStep};
+use kaas_core::scram::{AuthError, Credentials, ScramServer, ScramStep};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -17,31 +18,6 @@ use std::sync::Arc;
 
 /// PLAIN logins checked at once (each a PBKDF2 of thousands of HMACs).
 static PBKDF2_AT_ONCE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
-
-/// A mechanism `--sasl-enabled-mechanisms` can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    Plain,
-    Scram(Mechanism),
-}
-
-impl SaslMechanism {
-    pub fn name(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::Scram(m) => m.name(),
-        }
-    }
-}
-
-pub fn parse_mechanism(s: &str) -> Result<SaslMechanism, String> {
-    if s.eq_ignore_ascii_case("PLAIN") {
-        return Ok(SaslMechanism::Plain);
-    }
-    Mechanism::from_name(s)
-        .map(SaslMechanism::Scram)
-        .ok_or_else(|| format!("unknown SASL mechanism {s:?} (supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))
-}
 
 /// One connection's authentication, from the handshake to a principal.
 pub struct Authenticator {

@@ -239,7 +239,7 @@ pub enum UsersCommand {
         user: String,
         /// SCRAM-SHA-256 or SCRAM-SHA-512; repeat for both (the default). PLAIN logins
         /// are checked against these verifiers too.
-        #[arg(long = "mechanism", value_parser = crate::cmd::users::parse_mechanism)]
+        #[arg(long = "mechanism", value_parser = parse_mechanism)]
         mechanisms: Vec<kaas_core::scram::Mechanism>,
         /// PBKDF2 iterations (4096..=16384).
         #[arg(long, default_value_t = kaas_core::scram::DEFAULT_ITERATIONS)]
@@ -251,7 +251,7 @@ pub enum UsersCommand {
     /// Delete a user's credentials (all mechanisms, or those named).
     Delete {
         user: String,
-        #[arg(long = "mechanism", value_parser = crate::cmd::users::parse_mechanism)]
+        #[arg(long = "mechanism", value_parser = parse_mechanism)]
         mechanisms: Vec<kaas_core::scram::Mechanism>,
     },
 }
@@ -317,7 +317,7 @@ pub struct AclSpec {
     pub deny: Vec<String>,
     /// Operations: all, read, write, create, delete, alter, describe, cluster-action,
     /// describe-configs, alter-configs, idempotent-write. Repeatable.
-    #[arg(long = "operation", required = true, value_parser = crate::cmd::acls::parse_operation)]
+    #[arg(long = "operation", required = true, value_parser = parse_operation)]
     pub operations: Vec<kaas_core::acl::Operation>,
     /// Client addresses the ACL applies to ('*': any). Repeatable.
     #[arg(long = "host", default_value = "*")]
@@ -381,4 +381,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Ok(Duration::from_secs(secs));
     }
     humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration like 30s, 5m or 1h30m: {e}"))
+}
+
+/// Parses a mechanism name for `--mechanism`.
+pub fn parse_mechanism(s: &str) -> Result<kaas_core::scram::Mechanism, String> {
+    kaas_core::scram::Mechanism::from_name(s)
+        .ok_or_else(|| format!("unknown mechanism {s:?} (SCRAM-SHA-256 or SCRAM-SHA-512)"))
+}
+
+/// Parses an operation for `--operation` (Kafka's names, any case, `-` or `_`).
+pub fn parse_operation(s: &str) -> Result<kaas_core::acl::Operation, String> {
+    use kaas_core::acl::Operation;
+    Operation::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Operation::ALL.iter().map(|o| o.name()).collect();
+        format!("unknown operation {s:?} (one of {})", names.join(", "))
+    })
 }

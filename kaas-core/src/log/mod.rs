@@ -8,6 +8,8 @@ pub mod compression;
 mod read_buffers;
 pub mod scan;
 mod segment;
+pub mod swap;
+pub mod txn_index;
 
 pub(crate) use segment::file_name as segment_file_name;
 pub use segment::{Segment, SegmentError, INDEX_ENTRY_LEN};
@@ -187,7 +189,7 @@ impl PartitionLog {
     /// every batch is CRC-checked and a corrupt or torn tail is truncated.
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionLog, LogError> {
         fs::create_dir_all(dir).map_err(|e| SegmentError::io(dir, e))?;
-        if let Some(done) = crate::cleaner::finish_interrupted_swap(dir)? {
+        if let Some(done) = swap::finish_interrupted_swap(dir)? {
             let (topic, partition) = crate::layout::partition_ids(dir);
             tracing::warn!(topic, partition, dir = %dir.display(), "{done}");
         }
@@ -426,11 +428,7 @@ impl PartitionLog {
 
     /// Puts the log cleaner's new segments in place of the ones they replace (their
     /// files already swapped on disk, see `cleaner::install`).
-    pub(crate) fn replace_cleaned(
-        &mut self,
-        groups: &[crate::cleaner::SwapGroup],
-        now_ms: i64,
-    ) -> Result<(), LogError> {
+    pub(crate) fn replace_cleaned(&mut self, groups: &[swap::SwapGroup], now_ms: i64) -> Result<(), LogError> {
         for g in groups {
             let first = self
                 .segments

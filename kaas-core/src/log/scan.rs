@@ -3,9 +3,11 @@
 //! the first bad batch, and by read-only inspection (kaasctl), which only reports it.
 
 use crate::batch::{self, BatchHeader, HEADER_LEN};
+use crate::error::VolumeError;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 
 /// Read size of the window.
 const SCAN_CHUNK: usize = 1 << 20;
@@ -126,4 +128,33 @@ impl<'f> BatchScanner<'f> {
             bytes: &self.buf[off..off + total],
         })
     }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentFile {
+    pub base_offset: i64,
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// Segment files of a partition directory, by base offset.
+pub fn segment_files(dir: &Path) -> Result<Vec<SegmentFile>, VolumeError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| VolumeError::io(dir, e))? {
+        let entry = entry.map_err(|e| VolumeError::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".log") {
+            if let (20, Ok(base)) = (stem.len(), stem.parse::<i64>()) {
+                let path = entry.path();
+                let size = entry.metadata().map_err(|e| VolumeError::io(&path, e))?.len();
+                out.push(SegmentFile {
+                    base_offset: base,
+                    path,
+                    size,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|s| s.base_offset);
+    Ok(out)
 }

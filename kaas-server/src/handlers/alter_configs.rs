@@ -4,9 +4,10 @@
 //! single keys instead; both end in [`alter`].
 
 use super::describe_configs::{broker_layers, RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DYNAMIC_BROKER};
+pub use super::describe_configs::{refused, Refusal};
 use super::{sb, RequestContext};
 use crate::broker::{Broker, ConfigChange};
-use kaas_core::acl::{Operation, ResourceType};
+use kaas_core::acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
@@ -15,34 +16,6 @@ use std::sync::Arc;
 
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
-
-/// A refusal: error code and message.
-pub type Refusal = (i16, String);
-
-/// Kafka's checks for the config APIs: `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on
-/// the topic (TOPIC_AUTHORIZATION_FAILED), or on the cluster for a broker resource
-/// (CLUSTER_AUTHORIZATION_FAILED). Other resource types are refused later as unknown.
-pub fn refused(broker: &Broker, ctx: &RequestContext, resource_type: i8, name: &str, op: Operation) -> Option<Refusal> {
-    let (rt, resource, code) = match resource_type {
-        RESOURCE_TOPIC => (ResourceType::Topic, name, ResponseError::TopicAuthorizationFailed),
-        RESOURCE_BROKER => (
-            ResourceType::Cluster,
-            crate::authz::CLUSTER,
-            ResponseError::ClusterAuthorizationFailed,
-        ),
-        _ => return None,
-    };
-    (!broker.authz.authorize(ctx, op, rt, resource)).then(|| {
-        (
-            code.code(),
-            format!(
-                "{} may not {} {rt} {resource}",
-                ctx.principal,
-                op.name().to_lowercase().replace('_', " ")
-            ),
-        )
-    })
-}
 
 pub fn invalid_request(msg: impl Into<String>) -> Refusal {
     (ResponseError::InvalidRequest.code(), msg.into())

@@ -19,11 +19,11 @@ pub async fn handle(
     let mut resp = DescribeClusterResponse::default()
         .with_cluster_id(sb(broker.cluster_id.clone()))
         .with_controller_id(me)
-        .with_cluster_authorized_operations(crate::authz::cluster_authorized_operations(
-            broker,
-            ctx,
-            req.include_cluster_authorized_operations,
-        ))
+        .with_cluster_authorized_operations(
+            broker
+                .authz
+                .cluster_authorized_operations(ctx, req.include_cluster_authorized_operations),
+        )
         .with_brokers(
             broker
                 .live_brokers()

@@ -5,7 +5,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use kaas_core::acl::Operation;
+use kaas_core::acl::{Operation, ResourceType};
 use kaas_core::configs::{ConfigType, TOPIC_CONFIGS};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
@@ -35,6 +35,34 @@ pub struct ConfigEntry {
     pub read_only: bool,
     pub ty: ConfigType,
     pub doc: &'static str,
+}
+
+/// A refusal: error code and message.
+pub type Refusal = (i16, String);
+
+/// Kafka's checks for the config APIs: `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on
+/// the topic (TOPIC_AUTHORIZATION_FAILED), or on the cluster for a broker resource
+/// (CLUSTER_AUTHORIZATION_FAILED). Other resource types are refused later as unknown.
+pub fn refused(broker: &Broker, ctx: &RequestContext, resource_type: i8, name: &str, op: Operation) -> Option<Refusal> {
+    let (rt, resource, code) = match resource_type {
+        RESOURCE_TOPIC => (ResourceType::Topic, name, ResponseError::TopicAuthorizationFailed),
+        RESOURCE_BROKER => (
+            ResourceType::Cluster,
+            crate::authz::CLUSTER,
+            ResponseError::ClusterAuthorizationFailed,
+        ),
+        _ => return None,
+    };
+    (!broker.authz.authorize(ctx, op, rt, resource)).then(|| {
+        (
+            code.code(),
+            format!(
+                "{} may not {} {rt} {resource}",
+                ctx.principal,
+                op.name().to_lowercase().replace('_', " ")
+            ),
+        )
+    })
 }
 
 /// The layers of a broker-level log default `broker_name` as broker `broker_id` sees
@@ -281,7 +309,7 @@ pub async fn handle(
             .with_resource_type(res.resource_type)
             .with_resource_name(res.resource_name.clone());
         let name = res.resource_name.as_str();
-        let refusal = super::alter_configs::refused(broker, ctx, res.resource_type, name, Operation::DescribeConfigs);
+        let refusal = refused(broker, ctx, res.resource_type, name, Operation::DescribeConfigs);
         let entries: Result<Vec<ConfigEntry>, (i16, String)> = match res.resource_type {
             _ if let Some(refusal) = refusal => Err(refusal),
             RESOURCE_TOPIC => match broker.topic(name) {

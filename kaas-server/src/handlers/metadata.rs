@@ -109,8 +109,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
         resp.cluster_id = Some(sb(broker.cluster_id.clone()));
     }
     if (8..=10).contains(&ctx.version) {
-        resp.cluster_authorized_operations =
-            crate::authz::cluster_authorized_operations(broker, ctx, req.include_cluster_authorized_operations);
+        resp.cluster_authorized_operations = broker
+            .authz
+            .cluster_authorized_operations(ctx, req.include_cluster_authorized_operations);
     }
     resp
 }

@@ -65,6 +65,18 @@ pub struct RequestContext {
     pub shutdown: watch::Receiver<bool>,
 }
 
+impl crate::authz::Requester for RequestContext {
+    fn principal(&self) -> &str {
+        &self.principal
+    }
+    fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+    fn api(&self) -> ApiKey {
+        self.api
+    }
+}
+
 macro_rules! api_table {
     ($($variant:ident => $module:ident),* $(,)?) => {
         /// Every API this broker answers, with its version range.

@@ -11,6 +11,7 @@
 //!   (`kaas_core::reconcile::judge`), so nothing ever hangs — without the backstop.
 
 use super::*;
+use crate::broker::Broker;
 use kaas_core::batch::{build_batch, validate_all};
 use kaas_core::partition::AppendOutcome;
 use kaas_core::reconcile::{judge, Verdict};

@@ -1,8 +1,10 @@
 //! Coordinator regression tests for the holes issue 8 names: each drives the real
 //! coordinator and partition code of an in-process broker on a temporary volume.
+//! (One file of ~900 lines: one regression test per hole, each a story read alone;
+//! their shared setup is the first 60 lines.)
 
 use super::*;
-use crate::broker::{AppendRejected, TopicError};
+use crate::broker::{AppendRejected, Broker, TopicError};
 use crate::handlers::test_support::broker;
 use kaas_core::batch::{build_batch, validate_all};
 use kaas_core::offsets::GroupOffsets;

@@ -7,15 +7,7 @@ use super::Status;
 use crate::cli::{AclPatternFilter, AclResourceArgs, AclSpec};
 use crate::cluster::{admin_actor, Cluster};
 use crate::out::{Out, Tone};
-use kaas_core::acl::{AclBinding, AclFilter, Acls, Operation, PatternFilter, PatternType, Permission, ResourceType};
-
-/// Parses an operation for `--operation` (Kafka's names, any case, `-` or `_`).
-pub fn parse_operation(s: &str) -> Result<Operation, String> {
-    Operation::from_name(s).ok_or_else(|| {
-        let names: Vec<&str> = Operation::ALL.iter().map(|o| o.name()).collect();
-        format!("unknown operation {s:?} (one of {})", names.join(", "))
-    })
-}
+use kaas_core::acl::{AclBinding, AclFilter, Acls, PatternFilter, PatternType, Permission, ResourceType};
 
 impl AclResourceArgs {
     /// The resource named, if one is.

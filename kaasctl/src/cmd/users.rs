@@ -60,11 +60,6 @@ pub fn list(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
     Ok(Status::Ok)
 }
 
-/// Parses a mechanism name for `--mechanism`.
-pub fn parse_mechanism(s: &str) -> Result<Mechanism, String> {
-    Mechanism::from_name(s).ok_or_else(|| format!("unknown mechanism {s:?} (SCRAM-SHA-256 or SCRAM-SHA-512)"))
-}
-
 pub fn add(
     c: &Cluster,
     user: &str,

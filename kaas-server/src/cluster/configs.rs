@@ -3,7 +3,7 @@
 //! file every broker takes, applied here at once and by the other brokers at their
 //! next volume sync (about a second).
 
-use super::{Broker, Topic, TopicError};
+use super::{Cluster, Topic, TopicError};
 use kaas_core::configs::{log_config_for, stored_log_config, validate_dynamic_broker_config, DynamicBrokerConfigs};
 use kaas_core::fsutil::{file_stamp, lock_exclusive, FileStamp};
 use kaas_core::log::LogConfig;
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tracing::{error, info, warn};
 
 /// The dynamic broker configs as last read, and the log defaults they give this broker.
-pub(super) struct DynamicState {
+pub(crate) struct DynamicState {
     pub configs: DynamicBrokerConfigs,
     stamp: Option<FileStamp>,
     pub defaults: LogConfig,
@@ -49,7 +49,7 @@ fn defaults_from(configs: &DynamicBrokerConfigs, config: &crate::config::Config)
 pub type ConfigChange<'a> =
     dyn FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String> + Send + 'a;
 
-impl Broker {
+impl Cluster {
     /// The log defaults of this broker: static flags, then the dynamic cluster-wide
     /// and per-broker configs on the volume.
     pub fn log_defaults(&self) -> LogConfig {

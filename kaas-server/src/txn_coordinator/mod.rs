@@ -38,7 +38,8 @@
 //! the slot file: [`TransactionCoordinator::recover`] finishes every Prepare* entry,
 //! and markers and offset hooks are idempotent.
 
-use crate::broker::{Broker, MarkerError};
+use crate::cluster::{Cluster, MarkerError};
+use crate::groups::GroupCoordinator;
 use kaas_core::fence_log::FenceLog;
 use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult};
 use kaas_core::now_ms;
@@ -81,7 +82,7 @@ impl CoordError {
 }
 
 /// TxnOffsetCommit is answered by the group's coordinator.
-fn check_group_owner(broker: &Broker, group: &str) -> Result<(), CoordError> {
+fn check_group_owner(broker: &Cluster, group: &str) -> Result<(), CoordError> {
     if broker.owns_group(group) {
         Ok(())
     } else {
@@ -130,6 +131,9 @@ pub struct TransactionCoordinator {
     fence_log: Mutex<Result<FenceLog, String>>,
     /// Hanging transactions the reconcile backstop ended since start.
     reconcile_repairs: std::sync::atomic::AtomicU64,
+    /// The group coordinator staged offsets (KIP-447) are committed to or discarded
+    /// from when a transaction ends.
+    groups: Arc<GroupCoordinator>,
 }
 
 /// A slot held under both locks; its state is `states[slot]`, caught up.
@@ -140,7 +144,7 @@ struct HeldSlot<'a> {
 }
 
 impl TransactionCoordinator {
-    pub fn new(volume: &kaas_core::Volume, broker_id: i32) -> Self {
+    pub fn new(volume: &kaas_core::Volume, broker_id: i32, groups: Arc<GroupCoordinator>) -> Self {
         let fence_log = FenceLog::load(volume, broker_id).map_err(|e| {
             error!(error = %e, "own fence log unreadable: transactional epoch bumps are refused until it is repaired");
             e.to_string()
@@ -153,6 +157,7 @@ impl TransactionCoordinator {
             group: Arc::new(GroupCommit::default()),
             fence_log: Mutex::new(fence_log),
             reconcile_repairs: std::sync::atomic::AtomicU64::new(0),
+            groups,
         }
     }
 
@@ -164,7 +169,7 @@ impl TransactionCoordinator {
         &self.store
     }
 
-    fn check_owner(&self, broker: &Broker, slot: u32) -> Result<(), CoordError> {
+    fn check_owner(&self, broker: &Cluster, slot: u32) -> Result<(), CoordError> {
         if broker.owns_txn_slot(slot) {
             Ok(())
         } else {
@@ -377,7 +382,7 @@ impl TransactionCoordinator {
     /// InitProducerId for a transactional id: (producer id, epoch).
     pub async fn init_producer_id(
         &self,
-        broker: &Broker,
+        broker: &Cluster,
         tid: &str,
         timeout_ms: i32,
         claimed: (i64, i16),
@@ -449,7 +454,7 @@ impl TransactionCoordinator {
 
     /// Raises the producer's epoch on every partition this broker leads and records
     /// the bump in this broker's fence log for the other brokers' watchers.
-    pub fn fence(&self, broker: &Broker, producer_id: i64, epoch: i16, tid: &str) -> Result<(), CoordError> {
+    pub fn fence(&self, broker: &Cluster, producer_id: i64, epoch: i16, tid: &str) -> Result<(), CoordError> {
         broker.fence_producer_epoch(producer_id, epoch);
         let mut guard = self.fence_log.lock().unwrap_or_else(|p| p.into_inner());
         let log = guard.as_mut().map_err(|e| VolumeError::Invalid {
@@ -473,7 +478,7 @@ impl TransactionCoordinator {
     /// AddPartitionsToTxn / AddOffsetsToTxn.
     pub async fn add(
         &self,
-        broker: &Broker,
+        broker: &Cluster,
         tid: &str,
         pid: i64,
         epoch: i16,
@@ -545,7 +550,7 @@ impl TransactionCoordinator {
     /// early answer; the staging itself re-checks under the lock).
     pub fn verify_ongoing(
         &self,
-        broker: &Broker,
+        broker: &Cluster,
         tid: &str,
         pid: i64,
         epoch: i16,
@@ -561,7 +566,7 @@ impl TransactionCoordinator {
     /// staged for a transaction that is already over.
     pub async fn stage_offsets(
         &self,
-        broker: &Broker,
+        broker: &Cluster,
         tid: &str,
         pid: i64,
         epoch: i16,
@@ -573,7 +578,7 @@ impl TransactionCoordinator {
         check_group_owner(broker, group)?;
         let held = self.lock_slot(slot_for(tid)).await?;
         Self::check_ongoing(self.held_entry(&held, tid)?.as_ref(), pid, epoch, group)?;
-        broker.groups.stage_offsets(group, pid, epoch, tid, entries)?;
+        self.groups.stage_offsets(group, pid, epoch, tid, entries)?;
         drop(held);
         Ok(())
     }
@@ -581,7 +586,7 @@ impl TransactionCoordinator {
     /// EndTxn: Prepare*, offsets, markers, Complete*.
     pub async fn end_txn(
         &self,
-        broker: &Broker,
+        broker: &Cluster,
         tid: &str,
         pid: i64,
         epoch: i16,
@@ -624,469 +629,10 @@ impl TransactionCoordinator {
         );
         Ok(())
     }
-
-    /// Finishes the Prepare* transaction `expected` if the entry still is it (see the
-    /// module comment), taking the slot's locks. Idempotent.
-    pub async fn finish(&self, broker: &Broker, expected: &TxnEntry) -> Result<Finished, CoordError> {
-        let held = self.lock_slot(slot_for(&expected.transactional_id)).await?;
-        self.finish_held(broker, &held, expected).await
-    }
-
-    /// The compare-and-set finish, with the slot held: re-check, offset hook, markers,
-    /// Complete*. Any failure leaves the entry in its Prepare state.
-    async fn finish_held(
-        &self,
-        broker: &Broker,
-        held: &HeldSlot<'_>,
-        expected: &TxnEntry,
-    ) -> Result<Finished, CoordError> {
-        let Some(current) = self.held_entry(held, &expected.transactional_id)? else {
-            return Ok(Finished::Stale);
-        };
-        if !txn::is_same_prepared(&current, expected) {
-            return Ok(Finished::Stale);
-        }
-        let commit = current.state == TxnState::PrepareCommit;
-        let (pid, epoch) = (current.producer_id, current.producer_epoch);
-        for group in &current.groups {
-            broker.groups.finish_pending(group, pid, epoch, commit)?;
-        }
-        let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
-        for tp in &current.partitions {
-            match broker.partition_leader(&tp.topic, tp.partition) {
-                Some(leader) if leader != self.broker_id => remote.entry(leader).or_default().push(tp.clone()),
-                _ => {
-                    broker.write_marker(tp, pid, epoch, commit).await?;
-                }
-            }
-        }
-        if !remote.is_empty() {
-            if !current.markers_queued {
-                for (leader, partitions) in remote {
-                    let marker = MarkerEntry::new(
-                        &current.transactional_id,
-                        pid,
-                        epoch,
-                        commit,
-                        partitions,
-                        Some(current.txn_seq),
-                        self.broker_id,
-                        now_ms(),
-                    );
-                    marker_queue::enqueue(&broker.volume, leader, &marker)?;
-                }
-                let mut next = current.clone();
-                next.markers_queued = true;
-                // Not waited for: lost, the queue entries are simply written again.
-                self.record(held, &[SlotOp::Put(next)], now_ms(), Durable::Later)
-                    .await?;
-                return Ok(Finished::Queued);
-            }
-            if !marker_queue::pending_files(&broker.volume, pid, epoch, current.txn_seq)?.is_empty() {
-                return Ok(Finished::Queued);
-            }
-        }
-        kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_MARKERS);
-        self.complete_held(held, &current)?;
-        Ok(Finished::Completed)
-    }
-
-    /// Prepare* → Complete* of the entry `current` (already checked by the caller).
-    fn complete_held(&self, held: &HeldSlot<'_>, current: &TxnEntry) -> Result<(), CoordError> {
-        let now = now_ms();
-        if let Some(done) = txn::complete(current, now, &self.actor()) {
-            // Not waited for: the outcome is durable (Prepare*) and every marker is in
-            // its log; lost in a crash, recovery finishes the Prepare* entry again.
-            self.append(held, &[SlotOp::Put(done)], now)?;
-            crate::metrics::metrics().transaction_completed(current.state == TxnState::PrepareCommit);
-            debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, state = current.state.as_str(), "transaction completed");
-        }
-        Ok(())
-    }
-
-    /// Applies, from one marker-queue entry (in any broker's queue), the markers of
-    /// the partitions in `mine` — those this broker leads now, or that no longer
-    /// exist — and rewrites the entry with the partitions left, or deletes it when
-    /// none are. So a marker reaches its partition wherever the partition moved:
-    /// to a broker restarted at once, to several survivors of a dead one.
-    ///
-    /// An entry naming its transaction is applied only while that transaction is
-    /// still in its Prepare state at the coordinator (checked under the slot lock,
-    /// held while the markers are written and the entry rewritten); a stale one is
-    /// dropped unwritten. Whoever removes the last entry of a transaction completes it.
-    /// Returns whether anything was applied or dropped.
-    pub async fn apply_queued(
-        &self,
-        broker: &Broker,
-        path: &Path,
-        entry: &MarkerEntry,
-        mine: &[TopicPartition],
-    ) -> Result<bool, CoordError> {
-        let commit = entry.result == MarkerResult::Commit;
-        let held = if entry.transactional_id.is_empty() {
-            None
-        } else {
-            Some(self.lock_slot(slot_for(&entry.transactional_id)).await?)
-        };
-        // Re-read under the lock: another broker may have applied part of it.
-        let entry = match kaas_core::error::read_versioned_json::<MarkerEntry>(
-            path,
-            "marker queue entry",
-            marker_queue::MARKER_FORMAT_VERSION,
-        ) {
-            Ok(e) => e,
-            Err(e) if e.is_not_found() => return Ok(false),
-            Err(e) => return Err(e.into()),
-        };
-        let mine: Vec<TopicPartition> = entry
-            .partitions
-            .iter()
-            .filter(|tp| mine.contains(tp))
-            .cloned()
-            .collect();
-        if mine.is_empty() {
-            return Ok(false);
-        }
-        let current = match &held {
-            Some(h) => self.held_entry(h, &entry.transactional_id)?,
-            None => None,
-        };
-        let wanted = if commit {
-            TxnState::PrepareCommit
-        } else {
-            TxnState::PrepareAbort
-        };
-        let live = current.as_ref().filter(|c| {
-            c.producer_id == entry.producer_id
-                && c.producer_epoch == entry.producer_epoch
-                && c.state == wanted
-                && entry.txn_seq.is_none_or(|n| n == c.txn_seq)
-        });
-        if held.is_some() && live.is_none() {
-            match entry.txn_seq {
-                Some(_) => {
-                    warn!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, partitions = ?entry.partitions, "queued marker of a transaction that is no longer being finished; dropped unwritten");
-                    marker_queue::remove(path)?;
-                    return Ok(true);
-                }
-                None => {
-                    // An entry of an older version, which names no transaction: while
-                    // the producer has a newer transaction active at the same epoch on
-                    // one of these partitions, its marker could close that one instead;
-                    // wait until it is over.
-                    let ambiguous = current.as_ref().is_some_and(|c| {
-                        c.producer_id == entry.producer_id
-                            && c.producer_epoch == entry.producer_epoch
-                            && matches!(
-                                c.state,
-                                TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
-                            )
-                            && mine.iter().any(|tp| c.partitions.contains(tp))
-                    });
-                    if ambiguous {
-                        debug!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, "legacy queue entry waits until the producer's open transaction ends");
-                        return Ok(false);
-                    }
-                }
-            }
-        }
-        for tp in &mine {
-            broker
-                .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
-                .await?;
-        }
-        let rest: Vec<TopicPartition> = entry
-            .partitions
-            .iter()
-            .filter(|tp| !mine.contains(tp))
-            .cloned()
-            .collect();
-        if rest.is_empty() {
-            marker_queue::remove(path)?;
-        } else {
-            let mut left = entry.clone();
-            left.partitions = rest;
-            kaas_core::fsutil::write_json(path, &left).map_err(|e| VolumeError::io(path, e))?;
-            return Ok(true);
-        }
-        if let (Some(held), Some(c)) = (held, live.cloned()) {
-            let done =
-                marker_queue::pending_files(&broker.volume, c.producer_id, c.producer_epoch, c.txn_seq)?.is_empty();
-            if c.markers_queued && done {
-                self.complete_held(&held, &c)?;
-            }
-        }
-        Ok(true)
-    }
-
-    /// Hanging transactions the reconcile backstop ended since start.
-    pub fn reconcile_repairs(&self) -> u64 {
-        self.reconcile_repairs.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// The reconcile backstop (see `kaas_core::reconcile`): compares every open
-    /// transaction on the partitions this broker leads with its coordinator entry and
-    /// writes the marker the coordinator's outcome calls for when nothing else will.
-    /// A candidate found without locks is judged again with its slot locked (so no
-    /// transaction can begin or end meanwhile) and the partition re-read, before any
-    /// marker is written. Every repair is logged and counted. Returns the repairs.
-    pub async fn reconcile(&self, broker: &Broker) -> usize {
-        // The open transactions of the partitions this broker leads, first: most
-        // rounds find none and read no slot at all. The entries are read after: one
-        // that exists before a transaction's first batch (always: its batches are
-        // verified against it) is then found.
-        let mut open = Vec::new();
-        for p in broker.partitions() {
-            if broker.partition_leader(&p.topic, p.index) != Some(self.broker_id) {
-                continue;
-            }
-            let tp = TopicPartition {
-                topic: p.topic.clone(),
-                partition: p.index,
-            };
-            let txns: Vec<(i64, i16, i64)> = p
-                .state()
-                .producers
-                .producers
-                .values()
-                .filter_map(|e| e.txn_first_offset.map(|first| (e.producer_id, e.epoch, first)))
-                .collect();
-            if !txns.is_empty() {
-                open.push((p, tp, txns));
-            }
-        }
-        if open.is_empty() {
-            return 0;
-        }
-        let wanted: std::collections::BTreeSet<i64> = open.iter().flat_map(|(_, _, t)| t.iter().map(|o| o.0)).collect();
-        let mut entries = Vec::new();
-        let mut unreadable = Vec::new();
-        for slot in 0..SLOTS {
-            let found = self.visit(slot, |st| {
-                st.entries()
-                    .values()
-                    .filter(|e| wanted.contains(&e.producer_id) || wanted.contains(&e.last_producer_id))
-                    .cloned()
-                    .collect::<Vec<_>>()
-            });
-            match found {
-                Ok(found) => entries.extend(found),
-                // Its producers cannot be judged: none of them is repaired.
-                Err(e) => {
-                    warn!(slot, error = %e, "reconcile skips an unreadable slot's transactions");
-                    unreadable.push(slot);
-                }
-            }
-        }
-        let index = kaas_core::reconcile::index_by_producer(entries.iter());
-        let mut repairs = 0;
-        for (p, tp, txns) in open {
-            for (pid, epoch, first) in txns {
-                let seen = index.get(&pid).copied();
-                if kaas_core::reconcile::judge(seen, &tp, pid, epoch) == kaas_core::reconcile::Verdict::Covered {
-                    continue;
-                }
-                if seen.is_none() && !unreadable.is_empty() {
-                    // Its entry may be in a slot we cannot read: never guess.
-                    continue;
-                }
-                match self.reconcile_one(broker, &p, &tp, seen, (pid, epoch, first)).await {
-                    Ok(true) => repairs += 1,
-                    Ok(false) => {}
-                    Err(e) => {
-                        error!(topic = %tp.topic, partition = tp.partition, producer_id = pid, error = %e, "reconcile could not end a hanging transaction; retried next round")
-                    }
-                }
-            }
-        }
-        self.reconcile_repairs
-            .fetch_add(repairs as u64, std::sync::atomic::Ordering::Relaxed);
-        crate::metrics::metrics().reconcile_repairs.inc_by(repairs as u64);
-        repairs
-    }
-
-    async fn reconcile_one(
-        &self,
-        broker: &Broker,
-        partition: &crate::broker::Partition,
-        tp: &TopicPartition,
-        seen: Option<&TxnEntry>,
-        (pid, epoch, first): (i64, i16, i64),
-    ) -> Result<bool, CoordError> {
-        let tid = match seen {
-            Some(e) => Some(e.transactional_id.clone()),
-            // The index may predate the transaction's producer (a caller's older read):
-            // its entry was written before its first batch could be verified, so a
-            // read now, after the open transaction was seen, finds it if it exists.
-            None => {
-                let mut found = None;
-                for slot in 0..SLOTS {
-                    found = self.visit(slot, |st| {
-                        st.entries()
-                            .values()
-                            .find(|e| e.producer_id == pid || e.last_producer_id == pid)
-                            .map(|e| e.transactional_id.clone())
-                    })?;
-                    if found.is_some() {
-                        break;
-                    }
-                }
-                found
-            }
-        };
-        let held = match &tid {
-            Some(t) => Some(self.lock_slot(slot_for(t)).await?),
-            None => None,
-        };
-        let entry = match (&held, &tid) {
-            (Some(h), Some(t)) => self
-                .held_entry(h, t)?
-                .filter(|c| c.producer_id == pid || c.last_producer_id == pid),
-            _ => None,
-        };
-        let still_open = partition
-            .state()
-            .producers
-            .get(pid)
-            .is_some_and(|e| e.epoch == epoch && e.txn_first_offset == Some(first));
-        if !still_open {
-            return Ok(false);
-        }
-        let kaas_core::reconcile::Verdict::Hanging { commit, reason } =
-            kaas_core::reconcile::judge(entry.as_ref(), tp, pid, epoch)
-        else {
-            return Ok(false);
-        };
-        warn!(
-            topic = %tp.topic,
-            partition = tp.partition,
-            producer_id = pid,
-            epoch,
-            first_offset = first,
-            commit,
-            reason = %reason,
-            "reconcile: ending a hanging transaction nothing else would end"
-        );
-        broker.write_marker(tp, pid, epoch, commit).await?;
-        drop(held);
-        Ok(true)
-    }
-
-    /// At start: finishes every Prepare* entry left by a coordinator that died between
-    /// PrepareCommit/PrepareAbort and Complete*. (Slots taken over from another broker
-    /// are finished by the reaper's sweep once their entries have sat still.)
-    pub async fn recover(&self, broker: &Broker) {
-        self.sweep(broker, 0, false).await;
-    }
-
-    /// The timeout reaper: aborts every overdue Ongoing transaction of the slots this
-    /// broker owns, with an epoch bump, discarding staged offsets. It also finishes
-    /// Prepare* entries that have sat still for `stuck_after_ms` — a coordinator that
-    /// died mid-dispatch on another broker, a marker that failed and was not retried
-    /// by its client, queued markers that have since been applied, or a `kaasctl txn
-    /// abort` whose queued markers were written after it stopped waiting.
-    pub async fn reap(&self, broker: &Broker, stuck_after_ms: i64) {
-        self.sweep(broker, stuck_after_ms, true).await;
-    }
-
-    async fn sweep(&self, broker: &Broker, stuck_after_ms: i64, abort_overdue: bool) {
-        for slot in 0..SLOTS {
-            if !broker.owns_txn_slot(slot) {
-                continue;
-            }
-            // A lock-free look first: most slots need nothing.
-            let now = now_ms();
-            let expiration = broker.config.transactional_id_expiration_ms;
-            let needs_work = |e: &TxnEntry| {
-                (e.state.is_prepare() && now - e.last_update_ms >= stuck_after_ms)
-                    || (abort_overdue && (e.is_overdue(now) || e.is_expired(now, expiration)))
-            };
-            match self.visit(slot, |st| st.entries().values().any(needs_work)) {
-                Ok(false) => continue,
-                Ok(_) => {}
-                Err(e) => {
-                    error!(slot, error = %e, "transaction slot unreadable; its transactional ids get COORDINATOR_NOT_AVAILABLE until it is repaired");
-                    continue;
-                }
-            }
-            if let Err(e) = self.sweep_slot(broker, slot, stuck_after_ms, abort_overdue).await {
-                error!(slot, error = %e, "transaction sweep of a slot failed; retried at the next tick");
-            }
-        }
-    }
-
-    async fn sweep_slot(
-        &self,
-        broker: &Broker,
-        slot: u32,
-        stuck_after_ms: i64,
-        abort_overdue: bool,
-    ) -> Result<(), CoordError> {
-        let now = now_ms();
-        let held = self.lock_slot(slot).await?;
-        let mut aborted = Vec::new();
-        if abort_overdue {
-            let expiration = broker.config.transactional_id_expiration_ms;
-            let expired: Vec<String> = self.with_held(&held, |st| {
-                st.entries()
-                    .values()
-                    .filter(|e| e.is_expired(now, expiration))
-                    .map(|e| e.transactional_id.clone())
-                    .collect()
-            })?;
-            if !expired.is_empty() {
-                for tid in &expired {
-                    info!(transactional_id = %tid, "transactional id expired (transactional.id.expiration.ms)");
-                }
-                let ops: Vec<SlotOp> = expired.into_iter().map(SlotOp::Remove).collect();
-                self.record(&held, &ops, now, Durable::Later).await?;
-            }
-            let actor = self.actor();
-            aborted = self.with_held(&held, |st| {
-                st.entries()
-                    .values()
-                    .filter(|e| e.is_overdue(now))
-                    .filter_map(|e| txn::force_abort(e, "transaction timeout", now, &actor))
-                    .collect::<Vec<_>>()
-            })?;
-            if !aborted.is_empty() {
-                let ops: Vec<SlotOp> = aborted.iter().cloned().map(SlotOp::Put).collect();
-                // Durable before the ABORT markers.
-                self.record(&held, &ops, now, Durable::Now).await?;
-            }
-        }
-        for entry in &aborted {
-            warn!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, "aborting transaction past its timeout");
-            // The abort goes on without the broadcast (its ABORT markers fence the
-            // epoch where they land, and produce-time verification refuses it
-            // everywhere); the failure is surfaced, not swallowed.
-            if let Err(e) = self.fence(broker, entry.producer_id, entry.producer_epoch, &entry.transactional_id) {
-                error!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, error = %e, "recording the timed-out producer's fence failed");
-            }
-        }
-        let stuck: Vec<TxnEntry> = self.with_held(&held, |st| {
-            st.entries()
-                .values()
-                .filter(|e| e.state.is_prepare() && (now - e.last_update_ms >= stuck_after_ms || aborted.contains(e)))
-                .cloned()
-                .collect()
-        })?;
-        let mut first_error = None;
-        for entry in stuck {
-            match self.finish_held(broker, &held, &entry).await {
-                Ok(Finished::Completed) => {
-                    info!(transactional_id = %entry.transactional_id, state = entry.state.as_str(), "finished a transaction left in a Prepare state")
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    error!(transactional_id = %entry.transactional_id, error = %e, "could not finish transaction; retried at the next tick");
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
 }
+
+mod markers;
+mod recovery;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,240 @@
+use super::*;
+use crate::batch::{build_batch, validate_all};
+use crate::log::LogConfig;
+use crate::offsets::CommittedOffset;
+use crate::txn::{add_to_txn, init_producer_id, InitOutcome};
+
+/// Review finding: a lock-free read can fail for a healthy slot; the fix judges
+/// again under the lock and moves nothing that reads fine, and never a slot of a
+/// newer format (its build reads it).
+#[test]
+fn quarantine_moves_only_what_is_still_unreadable_under_the_lock() {
+    let (_d, volume, _) = setup();
+    let store = TxnStateStore::new(volume.clone());
+    let slot = slot_for("stuck");
+    let actor = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "test".into(),
+    };
+    assert!(quarantine_slot(&volume, slot, &actor, &[], 5).unwrap().is_empty());
+    assert!(store.get("stuck").unwrap().is_some(), "a healthy slot is left alone");
+    std::fs::write(store.slot_path(slot), b"{\"version\": 9}").unwrap();
+    assert!(matches!(
+        quarantine_slot(&volume, slot, &actor, &[], 6),
+        Err(AdminError::Volume(VolumeError::UnknownVersion { found: 9, .. }))
+    ));
+    assert!(store.slot_path(slot).exists());
+    // An I/O error (here: a directory where the checkpoint should be) may pass.
+    std::fs::remove_file(store.slot_path(slot)).unwrap();
+    std::fs::create_dir(store.slot_path(slot)).unwrap();
+    assert!(matches!(
+        quarantine_slot(&volume, slot, &actor, &[], 6),
+        Err(AdminError::Volume(VolumeError::Io { .. }))
+    ));
+    std::fs::remove_dir(store.slot_path(slot)).unwrap();
+    std::fs::write(store.slot_path(slot), b"{ torn").unwrap();
+    let moved = quarantine_slot(&volume, slot, &actor, &[], 7).unwrap();
+    assert_eq!(moved.len(), 2, "checkpoint and journal: {moved:?}");
+    assert!(!store.slot_path(slot).exists() && !store.journal_path(slot).exists());
+    assert!(store.get("stuck").unwrap().is_none());
+}
+
+fn setup() -> (tempfile::TempDir, Volume, TxnEntry) {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    TopicMeta::new("t", 1, Default::default(), 0).write(&volume).unwrap();
+    let broker = Actor::Broker { id: 0 };
+    let InitOutcome::Ready { entry, .. } = init_producer_id(None, "stuck", 60_000, (-1, -1), 1, &broker, &mut || 42)
+    else {
+        panic!()
+    };
+    let tp = TopicPartition {
+        topic: "t".into(),
+        partition: 0,
+    };
+    let entry = add_to_txn(&entry, 42, 0, &[tp], &["g".into()], 2, &broker)
+        .unwrap()
+        .unwrap();
+    TxnStateStore::new(volume.clone())
+        .update(slot_for("stuck"), 2, |e| {
+            e.insert("stuck".into(), entry.clone());
+            ((), true)
+        })
+        .unwrap();
+    let mut p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+    let mut b = build_batch(0, 1, Some((42, 0, 0)), 0x10, &[(None, Some(b"open"))]);
+    let h = validate_all(&b).unwrap();
+    p.append(&mut b, &h, 0, 1).unwrap();
+    let mut offsets = GroupOffsets::new("g");
+    offsets.stage(
+        42,
+        0,
+        "stuck",
+        "t",
+        0,
+        CommittedOffset {
+            offset: 9,
+            leader_epoch: -1,
+            metadata: None,
+            commit_ms: 1,
+        },
+    );
+    offsets.save(&volume).unwrap();
+    (dir, volume, entry)
+}
+
+#[test]
+fn force_abort_with_no_broker_alive_writes_markers_directly_and_completes() {
+    let (_d, volume, _) = setup();
+    let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+    assert_eq!((plan.epoch_before, plan.marker_epoch, plan.commit), (0, 1, false));
+    assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    let report = execute(&volume, &plan, &admin, &["kaasctl".into()], 10, Duration::from_secs(1)).unwrap();
+    assert!(report.completed);
+    assert_eq!(
+        (report.after.state, report.after.producer_epoch),
+        (TxnState::CompleteAbort, 1)
+    );
+    let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.last_stable_offset(), 2, "the ABORT marker unblocked the partition");
+    assert_eq!(p.aborted.len(), 1);
+    assert!(GroupOffsets::load(&volume, "g").unwrap().pending.is_empty());
+    assert_eq!(FenceLog::load(&volume, ADMIN_WRITER).unwrap().fences[&42].epoch, 1);
+    let audit = list_audit(&volume).unwrap();
+    assert_eq!(audit.len(), 1);
+    let rec = audit[0].1.as_ref().unwrap();
+    assert_eq!(rec.before.as_ref().unwrap().state, TxnState::Ongoing);
+    assert_eq!(rec.after.as_ref().unwrap().history.back().unwrap().by, admin);
+    // A second abort finds nothing to abort.
+    assert!(matches!(
+        plan_abort(&volume, "stuck", &[]),
+        Err(AdminError::WrongState { .. })
+    ));
+}
+
+#[test]
+fn force_abort_with_a_live_owner_queues_the_markers_and_leaves_prepare_abort_until_they_land() {
+    let (_d, volume, _) = setup();
+    PartitionOwner {
+        version: 1,
+        broker: 0,
+        leader_epoch: 0,
+        released: false,
+        updated_ms: 0,
+        topic_id: None,
+    }
+    .write(&PartitionOwner::path(&volume, "t", 0))
+    .unwrap();
+    let (plan, _) = plan_abort(&volume, "stuck", &[0]).unwrap();
+    assert_eq!(plan.partitions[0].1, MarkerRoute::Queue { broker: 0 });
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    let report = execute(&volume, &plan, &admin, &[], 10, Duration::from_millis(200)).unwrap();
+    assert!(!report.completed);
+    assert_eq!(report.after.state, TxnState::PrepareAbort);
+    let queued = marker_queue::list(&volume, 0).unwrap();
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].1.as_ref().unwrap().producer_epoch, 1);
+}
+
+#[test]
+fn a_deleted_topic_needs_no_marker() {
+    let (_d, volume, _) = setup();
+    std::fs::remove_file(volume.topic_file("t")).unwrap();
+    let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    let report = execute(&volume, &plan, &admin, &[], 10, Duration::ZERO).unwrap();
+    assert_eq!(report.after.state, TxnState::CompleteAbort);
+    assert!(report.markers_written.is_empty(), "nothing was written");
+}
+
+#[test]
+fn a_plan_made_stale_by_the_broker_is_refused() {
+    let (_d, volume, _) = setup();
+    let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+    TxnStateStore::new(volume.clone())
+        .update(plan.slot, 3, |e| {
+            e.get_mut("stuck").unwrap().producer_epoch = 5;
+            ((), true)
+        })
+        .unwrap();
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    assert!(matches!(
+        execute(&volume, &plan, &admin, &[], 10, Duration::ZERO),
+        Err(AdminError::Changed(_))
+    ));
+}
+
+#[test]
+fn a_direct_marker_is_refused_while_a_process_holds_the_partitions_owner_lock() {
+    let (_d, volume, _) = setup();
+    PartitionOwner {
+        version: crate::topic::OWNER_FORMAT_VERSION,
+        broker: 2,
+        leader_epoch: 7,
+        released: false,
+        updated_ms: 1,
+        topic_id: None,
+    }
+    .write(&PartitionOwner::path(&volume, "t", 0))
+    .unwrap();
+    // A broker whose lease looks dead but whose process still writes the log (a
+    // broker opens the partition's gate once its leadership is recorded).
+    let mut held = PartitionOwner::lock(&volume, "t", 0).unwrap();
+    held.open_gate();
+    let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+    assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    let err = execute(&volume, &plan, &admin, &[], 10, Duration::ZERO)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("partition t-0 is being written by broker 2 (leader epoch 7), which holds its owner.lock"),
+        "{err}"
+    );
+    let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.last_stable_offset(), 0, "nothing was written");
+    drop(held);
+}
+
+#[test]
+fn a_plan_for_transaction_n_is_refused_once_n_plus_1_runs_at_the_same_epoch() {
+    let (_d, volume, _) = setup();
+    let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    // While the operator reads the plan, N ends and N+1 begins with other groups.
+    TxnStateStore::new(volume.clone())
+        .update(plan.slot, 3, |e| {
+            let entry = e.get_mut("stuck").unwrap();
+            entry.txn_seq += 1;
+            entry.groups.insert("other".into());
+            ((), true)
+        })
+        .unwrap();
+    assert!(matches!(
+        execute(&volume, &plan, &admin, &[], 10, Duration::ZERO),
+        Err(AdminError::Changed(_))
+    ));
+    // A fresh plan sees the new groups and may proceed.
+    let (fresh, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+    assert!(fresh.groups.contains(&"other".to_string()));
+    assert!(execute(&volume, &fresh, &admin, &[], 10, Duration::ZERO).is_ok());
+}

@@ -1,0 +1,123 @@
+//! The `.txnindex` file beside each segment: the aborted transactions whose ABORT
+//! marker is in that segment, in Apache Kafka's entry layout, so read_committed
+//! fetches can list them without scanning the log. Written by the partition (at each
+//! ABORT marker) and by the cleaner (for a cleaned segment); read at open, where a
+//! crash's leftovers are cut ([`recover_txn_indexes`]), and by read-only inspection.
+
+use crate::error::VolumeError;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// An aborted transaction on this partition: read_committed consumers skip the
+/// producer's records from `first_offset` up to the ABORT marker at `last_offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
+/// Bytes per `.txnindex` entry (Apache's layout): version i16, producer id i64, first
+/// offset i64, last offset i64, last stable offset i64, all big-endian.
+pub const TXN_INDEX_ENTRY_LEN: usize = 34;
+
+/// One `.txnindex` entry (see [`TXN_INDEX_ENTRY_LEN`]) for `a`, with `lso` as its
+/// last-stable-offset field.
+pub fn txn_index_entry(a: &AbortedTxn, lso: i64) -> [u8; TXN_INDEX_ENTRY_LEN] {
+    let mut e = [0u8; TXN_INDEX_ENTRY_LEN];
+    e[2..10].copy_from_slice(&a.producer_id.to_be_bytes());
+    e[10..18].copy_from_slice(&a.first_offset.to_be_bytes());
+    e[18..26].copy_from_slice(&a.last_offset.to_be_bytes());
+    e[26..34].copy_from_slice(&lso.to_be_bytes());
+    e
+}
+
+fn parse_txn_index_entry(chunk: &[u8]) -> AbortedTxn {
+    let i64_at = |at: usize| i64::from_be_bytes(chunk[at..at + 8].try_into().expect("8 bytes"));
+    AbortedTxn {
+        producer_id: i64_at(2),
+        first_offset: i64_at(10),
+        last_offset: i64_at(18),
+    }
+}
+
+fn txn_index_paths(dir: &Path) -> Result<Vec<PathBuf>, VolumeError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| VolumeError::io(dir, e))? {
+        let path = entry.map_err(|e| VolumeError::io(dir, e))?.path();
+        if path.extension().is_some_and(|e| e == "txnindex") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The largest `.txnindex` read: each entry stands for an ABORT marker of at least
+/// its own size in the segment, and a segment is at most 2 GiB (`segment.bytes`).
+const TXN_INDEX_MAX_BYTES: u64 = i32::MAX as u64;
+
+/// Loads every `*.txnindex` file of a partition directory without changing it (for
+/// read-only inspection). A ragged tail (a torn append) is ignored, as open cuts it.
+pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
+    let mut out = Vec::new();
+    for path in txn_index_paths(dir)? {
+        let bytes = crate::fsutil::read_capped(&path, TXN_INDEX_MAX_BYTES).map_err(|e| VolumeError::io(&path, e))?;
+        out.extend(bytes.chunks_exact(TXN_INDEX_ENTRY_LEN).map(parse_txn_index_entry));
+    }
+    Ok(out)
+}
+
+/// Loads every `*.txnindex` file at open, making each describe the recovered log: a
+/// torn tail is cut, and entries whose marker is at or past `log_end` (a marker the
+/// crash lost while its entry was durable) are removed, the file being replaced
+/// atomically; so are entries of a sealed segment's file whose marker is at or past
+/// the next segment's base (`segment_bases`): a leader that had lost the partition
+/// wrote them after its successor rolled. Each change is logged with the path.
+pub(crate) fn recover_txn_indexes(
+    dir: &Path,
+    log_end: i64,
+    segment_bases: &[i64],
+) -> Result<Vec<AbortedTxn>, VolumeError> {
+    let mut out = Vec::new();
+    for path in txn_index_paths(dir)? {
+        let own_base = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse::<i64>().ok());
+        let limit = own_base
+            .and_then(|b| segment_bases.iter().copied().find(|next| *next > b))
+            .unwrap_or(log_end)
+            .min(log_end);
+        let bytes = crate::fsutil::read_capped(&path, TXN_INDEX_MAX_BYTES).map_err(|e| VolumeError::io(&path, e))?;
+        let torn = bytes.len() % TXN_INDEX_ENTRY_LEN;
+        let mut kept = Vec::with_capacity(bytes.len());
+        let mut dropped = 0usize;
+        for chunk in bytes.chunks_exact(TXN_INDEX_ENTRY_LEN) {
+            let a = parse_txn_index_entry(chunk);
+            if a.last_offset >= limit {
+                dropped += 1;
+                let (topic, partition) = crate::layout::partition_ids(&path);
+                tracing::warn!(topic, partition, path = %path.display(), producer_id = a.producer_id, marker_offset = a.last_offset, log_end, limit,
+                    "removing an aborted-transaction entry whose marker is past the recovered log end or its segment");
+            } else {
+                kept.extend_from_slice(chunk);
+                out.push(a);
+            }
+        }
+        if torn != 0 {
+            let (topic, partition) = crate::layout::partition_ids(&path);
+            tracing::warn!(topic, partition, path = %path.display(), cut_bytes = torn, "cutting a torn .txnindex tail");
+        }
+        if dropped > 0 {
+            crate::fsutil::atomic_write(&path, &kept).map_err(|e| VolumeError::io(&path, e))?;
+        } else if torn != 0 {
+            let f = crate::fsutil::open_volume_file(std::fs::OpenOptions::new().write(true), &path)
+                .map_err(|e| VolumeError::io(&path, e))?;
+            f.set_len(kept.len() as u64)
+                .and_then(|_| f.sync_data())
+                .map_err(|e| VolumeError::io(&path, e))?;
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,164 @@
+//! Fences and markers on the partitions this broker leads: a producer's epoch raised
+//! everywhere it is known (from this broker's coordinator, the fence logs at start,
+//! the fence watcher), and a transaction marker written and made durable.
+
+use super::*;
+/// A transaction marker that could not be written durably.
+#[derive(Debug, thiserror::Error)]
+#[error("marker for {topic}-{partition} not written: {detail}")]
+pub struct MarkerError {
+    pub topic: String,
+    pub partition: i32,
+    pub detail: String,
+}
+
+impl Cluster {
+    /// Raises a producer's epoch and clears its dedupe window on every partition this
+    /// broker leads, so a zombie's batches are rejected even where the new session has
+    /// not written yet.
+    pub fn fence_producer_epoch(&self, producer_id: i64, epoch: i16) {
+        let now = now_ms();
+        for p in self.partitions() {
+            p.state().producers.fence_at(producer_id, epoch, now);
+        }
+    }
+
+    /// Applies every fence log on the volume — this broker's own, its peers' and the
+    /// admin tool's — to every partition. Run at open, before serving: a fence raised
+    /// an epoch on partitions that may never have seen a batch of the new epoch, and
+    /// nothing in their logs or snapshots remembers it after a kill -9.
+    pub fn apply_fence_logs(&self) -> Result<usize, VolumeError> {
+        let mut latest: BTreeMap<i64, i16> = BTreeMap::new();
+        for (writer, log) in kaas_core::fence_log::list_fence_logs(&self.volume)? {
+            match log {
+                Ok(log) => {
+                    for (pid, rec) in log.fences {
+                        let e = latest.entry(pid).or_insert(rec.epoch);
+                        *e = (*e).max(rec.epoch);
+                    }
+                }
+                // Refusing to start would take every partition down for one file;
+                // the watcher keeps reporting it until it is repaired.
+                Err(e) => {
+                    error!(writer, error = %e, "fence log unreadable at start; its fences are not applied until it is repaired")
+                }
+            }
+        }
+        // Only producers a partition knows: a partition that never saw a producer
+        // takes no state for it (its transactional batches are refused by produce-time
+        // verification anyway), so fences recorded long ago do not pile up in every
+        // partition at every start.
+        let now = now_ms();
+        let mut applied = 0;
+        for p in self.partitions() {
+            let mut state = p.state();
+            for (pid, epoch) in &latest {
+                if state.producers.get(*pid).is_some() && state.producers.fence_at(*pid, *epoch, now) {
+                    applied += 1;
+                }
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Applies the latest recorded fences to a partition this broker just took over
+    /// (the fence watcher reports each fence once, before this broker held it).
+    pub(super) fn apply_fences_to(&self, partition: &Partition) {
+        let Ok(logs) = kaas_core::fence_log::list_fence_logs(&self.volume) else {
+            return;
+        };
+        let now = now_ms();
+        let mut state = partition.state();
+        for log in logs.into_iter().filter_map(|(_, l)| l.ok()) {
+            for (pid, rec) in log.fences {
+                if state.producers.get(pid).is_some() {
+                    state.producers.fence_at(pid, rec.epoch, now);
+                }
+            }
+        }
+    }
+
+    /// Writes a transaction marker to a partition this broker leads and waits until
+    /// it is durable. Ok(false) when there was nothing to write: the topic or
+    /// partition was deleted since, or the producer has no open transaction there
+    /// (the marker landed before: markers are idempotent). Any failure is returned —
+    /// the caller leaves the transaction in its Prepare state and retries.
+    pub async fn write_marker(
+        &self,
+        tp: &kaas_core::txn::TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<bool, MarkerError> {
+        let fail = |detail: String| MarkerError {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            detail,
+        };
+        if !self.lease_fresh() {
+            return Err(fail("this broker's lease is not renewed; it does not append".into()));
+        }
+        let partition = match self.topic(&tp.topic) {
+            Ok(t) => match t.partition(tp.partition) {
+                Some(Ok(p)) => p.clone(),
+                Some(Err(e)) => return Err(fail(format!("partition offline: {e}"))),
+                None => {
+                    warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a partition that no longer exists; nothing to end");
+                    return Ok(false);
+                }
+            },
+            Err(TopicError::Unknown(_)) => {
+                warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a deleted topic; nothing to end");
+                return Ok(false);
+            }
+            Err(e) => return Err(fail(e.to_string())),
+        };
+        let stepdowns = self.stepdowns.load(Ordering::Acquire);
+        let written = {
+            let mut state = partition
+                .writable()
+                .ok_or_else(|| fail("this broker let the partition go".into()))?;
+            // Again under the partition lock, right before the write, and after it.
+            if !self.lease_fresh() {
+                return Err(fail("this broker's lease is not renewed; it does not append".into()));
+            }
+            let written = state
+                .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms())
+                .map_err(|e| fail(e.to_string()))?;
+            if !self.still_fresh_since(stepdowns) {
+                return Err(fail(
+                    "the lease went stale while the marker was written; it may not count".into(),
+                ));
+            }
+            written
+        };
+        match written {
+            Some(info) => {
+                crate::metrics::metrics().markers_written.inc();
+                partition
+                    .wait_durable(info.next_offset)
+                    .await
+                    .map_err(|e| fail(format!("fsync: {e}")))?;
+                self.appended.send_modify(|n| *n = n.wrapping_add(1));
+                // Durable only counts if this broker still led the partition when the
+                // fsync finished (on NFS, unflushed pages are not seen by a successor).
+                if !self.still_fresh_since(stepdowns) {
+                    return Err(fail(
+                        "the lease went stale before the marker was durable; it may not count".into(),
+                    ));
+                }
+                Ok(true)
+            }
+            None => {
+                // Nothing open here now; but an earlier attempt may have appended the
+                // marker and failed its fsync: make sure the log end is durable.
+                let end = partition.high_watermark();
+                partition
+                    .wait_durable(end)
+                    .await
+                    .map_err(|e| fail(format!("fsync: {e}")))?;
+                Ok(false)
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Membership: this broker's own lease (fresh or not, by its monotonic clock; how
+//! often it stepped down) and the live brokers its lease task last read, from which
+//! every broker computes the same owner of each transaction slot and group
+//! (rendezvous hashing, `kaas_core::ownership`).
+
+use super::*;
+impl Cluster {
+    /// Records a successful renewal of this broker's lease (the lease task).
+    pub fn lease_renewed(&self) {
+        self.renewed_at(std::time::Instant::now());
+    }
+
+    /// Records a renewal at `at` (tests use a past instant).
+    pub fn renewed_at(&self, at: std::time::Instant) {
+        *self.lease_renewed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+    }
+
+    /// Records that this broker is stepping down (the lease task, before it lets its
+    /// partitions go).
+    pub fn stepping_down(&self) {
+        self.stepdowns.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many times this broker stepped down so far; with
+    /// [`Cluster::still_fresh_since`], a request tells whether the broker may have lost
+    /// its partitions while it was being served.
+    pub fn stepdown_count(&self) -> u64 {
+        self.stepdowns.load(Ordering::Acquire)
+    }
+
+    /// Whether the lease is fresh now and this broker did not step down since it
+    /// read `stepdowns`.
+    pub fn still_fresh_since(&self, stepdowns: u64) -> bool {
+        self.lease_fresh() && self.stepdowns.load(Ordering::Acquire) == stepdowns
+    }
+
+    /// Whether this broker may append: its own lease was renewed less than half the
+    /// session timeout ago by its monotonic clock. Peers declare it dead after the
+    /// whole timeout by theirs, so it stops writing well before anyone may take over.
+    pub fn lease_fresh(&self) -> bool {
+        let half = std::time::Duration::from_millis((self.config.broker_session_timeout_ms.max(0) / 2) as u64);
+        self.lease_renewed_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none_or(|at| at.elapsed() < half)
+    }
+
+    /// Whether this broker coordinates transaction slot `slot` (rendezvous hashing
+    /// over the live brokers).
+    pub fn owns_txn_slot(&self, slot: u32) -> bool {
+        self.owner_of(&kaas_core::ownership::txn_slot_key(slot)) == Some(self.config.broker_id)
+    }
+
+    /// Whether this broker coordinates consumer group `group`.
+    pub fn owns_group(&self, group: &str) -> bool {
+        self.owner_of(&kaas_core::ownership::group_key(group)) == Some(self.config.broker_id)
+    }
+
+    /// The live broker that owns an ownership key (rendezvous hashing).
+    pub fn owner_of(&self, key: &str) -> Option<i32> {
+        let live: Vec<i32> = self.live_brokers().into_keys().collect();
+        kaas_core::ownership::owner(key, &live)
+    }
+
+    /// Live brokers and their advertised addresses by listener; this broker is in it while its
+    /// lease is fresh.
+    pub fn live_brokers(&self) -> BTreeMap<i32, Endpoints> {
+        self.live_brokers.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the live-broker list (from the lease files). This broker is in it
+    /// exactly while its own lease is fresh: one that stepped down owns nothing.
+    /// Returns whether the set of live brokers changed (`Broker::set_live_brokers`
+    /// then forgets the groups now coordinated elsewhere).
+    pub fn set_live_brokers(&self, mut live: BTreeMap<i32, Endpoints>) -> bool {
+        if self.lease_fresh() {
+            live.insert(self.config.broker_id, self.advertised.clone());
+        } else {
+            live.remove(&self.config.broker_id);
+        }
+        let mut current = self.live_brokers.write().unwrap_or_else(|p| p.into_inner());
+        let changed = current.keys().ne(live.keys());
+        *current = live;
+        changed
+    }
+}

@@ -1,0 +1,477 @@
+//! The cluster as this broker takes part in it: the volume, the topic registry it
+//! serves, and the moving parts that make a broker one of several on one volume, each
+//! in its own file — membership (its lease, the live brokers, who owns which slot and
+//! group), ownership (placement, take-over, hand-over, step-down), the volume sync,
+//! fences and markers, dynamic configs. The coordinators and the handlers reach it
+//! through `Broker` (broker.rs), which composes it with them; nothing here knows a
+//! coordinator.
+
+use crate::config::{Config, FlushPolicy};
+use crate::listeners::Endpoints;
+use crate::registry::Registry;
+pub use crate::registry::{BrokenTopic, Offline, Partition, Topic, TopicError};
+use kaas_core::log::LogConfig;
+use kaas_core::producer_ids::ProducerIdAllocator;
+use kaas_core::topic::{list_topics, PartitionOwner, TopicMeta};
+use kaas_core::{now_ms, Volume, VolumeError};
+use ownership::{lease_confirmed_dead, open_topic, take_over_gate};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::watch;
+use tracing::{debug, error, info, warn};
+use uuid::Uuid;
+
+mod configs;
+mod fences;
+mod membership;
+mod ownership;
+mod sync;
+
+pub use configs::ConfigChange;
+pub use fences::MarkerError;
+
+pub struct Cluster {
+    pub config: Config,
+    pub volume: Volume,
+    pub cluster_id: String,
+    /// This broker's advertised address on each of its listeners.
+    pub advertised: Endpoints,
+    pub(crate) registry: RwLock<Registry>,
+    /// Topic creation and deletion are serialised so two requests cannot race on files.
+    pub(crate) admin_lock: tokio::sync::Mutex<()>,
+    /// Bumped after every append; long-polling fetches wait on it.
+    pub(crate) appended: watch::Sender<u64>,
+    pub(crate) producer_ids: Mutex<ProducerIdAllocator>,
+    /// Brokers whose lease is fresh, with their advertised address, refreshed by the
+    /// lease task; ownership of transaction slots and groups is computed from it.
+    pub(crate) live_brokers: RwLock<BTreeMap<i32, Endpoints>>,
+    /// When this broker last renewed its own lease, by the monotonic clock; None
+    /// while no lease task runs (a broker embedded in tests).
+    pub(crate) lease_renewed_at: Mutex<Option<std::time::Instant>>,
+    /// Peers' heartbeats as last seen, for judging liveness by change.
+    pub lease_tracker: Mutex<kaas_core::broker::LeaseTracker>,
+    /// Times this broker stepped down (its lease went stale): a write that saw a
+    /// different count before and after may have been made while another broker took
+    /// the partition, and is not acknowledged.
+    pub(crate) stepdowns: std::sync::atomic::AtomicU64,
+    /// Volume syncs run so far (broken partitions are retried every
+    /// [`BROKEN_RETRY_ROUNDS`]).
+    pub(crate) sync_rounds: std::sync::atomic::AtomicU64,
+    /// Dynamic broker configs and the log defaults they give (cluster/configs.rs).
+    pub(crate) dynamic: RwLock<configs::DynamicState>,
+}
+
+/// Every this many volume syncs (seconds), partitions that failed to open are tried again.
+const BROKEN_RETRY_ROUNDS: u64 = 10;
+
+impl Cluster {
+    /// Opens the volume: reads the cluster id, every topic file and every partition log
+    /// (recovering torn tails), under the take-over rule over the live brokers as their
+    /// leases say now. Unreadable topics are kept aside and reported.
+    pub fn open(config: Config, advertised: Endpoints) -> anyhow::Result<Cluster> {
+        let volume = Volume::new(&config.data_dir);
+        std::fs::create_dir_all(volume.topics_dir())?;
+        std::fs::create_dir_all(volume.brokers_dir())?;
+        std::fs::create_dir_all(volume.groups_dir())?;
+        let cluster_id = kaas_core::broker::cluster_id(&volume)?;
+        let dynamic = configs::DynamicState::load(&volume, &config)?;
+        let defaults = dynamic.defaults.clone();
+        let mut registry = Registry::default();
+        let now = now_ms();
+        // The live brokers as their leases say now (a first sighting is judged by the
+        // heartbeat's age), this one included: partitions are opened only where this
+        // broker is their rendezvous owner, and those of live brokers stay theirs even
+        // if their lock is free (see take_over_gate).
+        let leases: Vec<kaas_core::broker::BrokerLease> = kaas_core::broker::list_brokers(&volume)?
+            .into_iter()
+            .filter_map(|l| l.ok())
+            .filter(|l| l.broker_id != config.broker_id)
+            .collect();
+        let mut lease_tracker = kaas_core::broker::LeaseTracker::default();
+        let mut live_at_start: BTreeMap<i32, Endpoints> = lease_tracker
+            .observe(
+                &leases,
+                now,
+                std::time::Instant::now(),
+                config.broker_session_timeout_ms,
+            )
+            .into_iter()
+            .map(|l| (l.broker_id, Endpoints::of_lease(l)))
+            .collect();
+        live_at_start.insert(config.broker_id, advertised.clone());
+        let timeout = config.broker_session_timeout_ms;
+        let gate = take_over_gate(config.broker_id, &live_at_start, |id| {
+            lease_confirmed_dead(&volume, &lease_tracker, id, timeout)
+        });
+        for entry in list_topics(&volume)? {
+            match entry {
+                Ok(meta) => {
+                    let topic = open_topic(&volume, &defaults, meta, config.broker_id, now, &gate);
+                    registry.by_id.insert(topic.meta.topic_id, topic.meta.name.clone());
+                    registry.topics.insert(topic.meta.name.clone(), Arc::new(topic));
+                }
+                Err(e) => {
+                    let name = topic_name_of(&e);
+                    error!(error = %e, "topic file unreadable; the topic is refused until the file is repaired");
+                    registry.broken.insert(name, BrokenTopic { error: e.to_string() });
+                }
+            }
+        }
+        drop(gate);
+        info!(
+            topics = registry.topics.len(),
+            broken = registry.broken.len(),
+            "volume opened"
+        );
+        let volume_for_ids = volume.clone();
+        let config_broker_id = config.broker_id;
+        Ok(Cluster {
+            config,
+            volume,
+            cluster_id,
+            advertised,
+            registry: RwLock::new(registry),
+            admin_lock: tokio::sync::Mutex::new(()),
+            appended: watch::channel(0).0,
+            producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
+            live_brokers: RwLock::new(live_at_start),
+            lease_renewed_at: Mutex::new(None),
+            lease_tracker: Mutex::new(lease_tracker),
+            sync_rounds: std::sync::atomic::AtomicU64::new(1),
+            stepdowns: std::sync::atomic::AtomicU64::new(0),
+            dynamic: RwLock::new(dynamic),
+        })
+    }
+
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.registry.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn topic(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
+        let reg = self.registry();
+        if let Some(t) = reg.topics.get(name) {
+            return Ok(t.clone());
+        }
+        if let Some(b) = reg.broken.get(name) {
+            return Err(TopicError::Broken(name.to_string(), b.error.clone()));
+        }
+        Err(TopicError::Unknown(name.to_string()))
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<Arc<Topic>> {
+        let reg = self.registry();
+        reg.by_id.get(id).and_then(|n| reg.topics.get(n)).cloned()
+    }
+
+    pub fn topics(&self) -> Vec<Arc<Topic>> {
+        self.registry().topics.values().cloned().collect()
+    }
+
+    pub fn broken_topics(&self) -> Vec<(String, BrokenTopic)> {
+        self.registry()
+            .broken
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The topic, created with broker defaults if auto-creation is on and it is missing.
+    pub async fn topic_or_create(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
+        match self.topic(name) {
+            Err(TopicError::Unknown(_)) if self.config.auto_create_topics => {
+                match self
+                    .create_topic(name, self.config.default_partitions, BTreeMap::new())
+                    .await
+                {
+                    Ok(t) => {
+                        info!(topic = name, partitions = t.meta.partitions, "auto-created topic");
+                        Ok(t)
+                    }
+                    Err(TopicError::AlreadyExists(_)) => self.topic(name),
+                    Err(e) => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+
+    pub fn validate_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<LogConfig, TopicError> {
+        if !kaas_core::layout::valid_topic_name(name) {
+            return Err(TopicError::InvalidName(name.to_string()));
+        }
+        if !(1..=kaas_core::layout::MAX_PARTITIONS_PER_TOPIC).contains(&partitions) {
+            return Err(TopicError::InvalidPartitions(partitions));
+        }
+        let log_config =
+            kaas_core::topic::log_config_for(&self.log_defaults(), configs).map_err(TopicError::InvalidConfig)?;
+        let reg = self.registry();
+        if reg.topics.contains_key(name) {
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
+        if let Some(b) = reg.broken.get(name) {
+            return Err(TopicError::Broken(name.to_string(), b.error.clone()));
+        }
+        drop(reg);
+        self.check_partition_limits(partitions as i64)?;
+        Ok(log_config)
+    }
+
+    /// Whether `topic` may grow to `count` partitions.
+    pub fn validate_partitions(&self, topic: &Topic, count: i32) -> Result<(), TopicError> {
+        if count <= topic.meta.partitions || count > kaas_core::layout::MAX_PARTITIONS_PER_TOPIC {
+            return Err(TopicError::InvalidPartitions(count));
+        }
+        self.check_partition_limits((count - topic.meta.partitions) as i64)
+    }
+
+    /// Refuses `more` new partitions when the volume would then hold more than
+    /// `max.partitions`, or more than `max.broker.partitions` per live broker.
+    fn check_partition_limits(&self, more: i64) -> Result<(), TopicError> {
+        let total: i64 = self
+            .registry()
+            .topics
+            .values()
+            .map(|t| t.meta.partitions as i64)
+            .sum::<i64>()
+            + more;
+        let live = self.live_brokers().len().max(1) as i64;
+        let per_broker = self.config.max_broker_partitions as i64 * live;
+        if total > self.config.max_partitions as i64 {
+            return Err(TopicError::PartitionLimit(format!(
+                "the volume would hold {total} partitions, more than max.partitions={}",
+                self.config.max_partitions
+            )));
+        }
+        if total > per_broker {
+            return Err(TopicError::PartitionLimit(format!(
+                "the volume would hold {total} partitions, more than max.broker.partitions={} times {live} live broker(s)",
+                self.config.max_broker_partitions
+            )));
+        }
+        Ok(())
+    }
+
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, TopicError> {
+        let _admin = self.admin_lock.lock().await;
+        // Directory creation and fsyncs, off the runtime's workers.
+        crate::blocking::off_worker(|| self.create_topic_blocking(name, partitions, configs))
+    }
+
+    fn create_topic_blocking(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, TopicError> {
+        self.validate_topic(name, partitions, &configs)?;
+        if self.adopt_from_volume(name) {
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
+        let meta = TopicMeta::new(name, partitions, configs, now_ms());
+        // Partition directories first, the topic file last: a crash in between leaves
+        // directories no topic file names, never a topic file naming missing logs.
+        let topic = self.open_topic_here(meta);
+        if !topic.meta.create(&self.volume)? {
+            // Another broker created it meanwhile: ours is dropped (its partition
+            // locks with it) and theirs is served.
+            drop(topic);
+            self.adopt_from_volume(name);
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
+        let topic = Arc::new(topic);
+        let mut reg = self.registry_mut();
+        reg.by_id.insert(topic.meta.topic_id, name.to_string());
+        reg.topics.insert(name.to_string(), topic.clone());
+        Ok(topic)
+    }
+
+    /// Loads a topic another broker created into the registry, if its file exists.
+    fn adopt_from_volume(&self, name: &str) -> bool {
+        let path = self.volume.topic_file(name);
+        let Ok(meta) = TopicMeta::read(&path) else {
+            return false;
+        };
+        let topic = Arc::new(self.open_topic_here(meta));
+        let mut reg = self.registry_mut();
+        reg.by_id.insert(topic.meta.topic_id, name.to_string());
+        reg.topics.insert(name.to_string(), topic);
+        true
+    }
+
+    /// Deletes the topic's file and the partition directories this broker may remove;
+    /// `on_deleted` then runs under the same admin lock, before a topic of the same
+    /// name can be created (`Broker::delete_topic` drops the committed offsets there).
+    pub async fn delete_topic(&self, name: &str, on_deleted: &(dyn Fn(&str) + Sync)) -> Result<Uuid, TopicError> {
+        let _admin = self.admin_lock.lock().await;
+        let topic = {
+            let mut reg = self.registry_mut();
+            let topic = reg
+                .topics
+                .remove(name)
+                .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+            reg.by_id.remove(&topic.meta.topic_id);
+            topic
+        };
+        let path = self.volume.topic_file(name);
+        crate::blocking::off_worker(|| {
+            std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
+            self.remove_partition_dirs(&topic);
+            on_deleted(name);
+            Ok::<_, TopicError>(())
+        })?;
+        Ok(topic.meta.topic_id)
+    }
+
+    /// Removes the directories of a deleted topic's partitions — only those this
+    /// broker holds (or that nobody holds): a partition another process still writes
+    /// is removed by that process when it sees the topic file gone.
+    ///
+    /// A partition nobody holds (between a hand-over and the take-over, or after its
+    /// leader died) is removed by whoever gets its `owner.lock`, if its `owner.json`
+    /// still belongs to this topic id: never a new topic's partition of the same name.
+    fn remove_partition_dirs(&self, topic: &Topic) {
+        let name = &topic.meta.name;
+        for (p, slot) in topic.partitions.iter().enumerate() {
+            let dir = self.volume.partition_dir(name, p as i32);
+            let _lock = match slot {
+                Err(o) if o.elsewhere => match PartitionOwner::lock(&self.volume, name, p as i32) {
+                    Ok(lock) => {
+                        match PartitionOwner::read(&PartitionOwner::path(&self.volume, name, p as i32)) {
+                            Ok(o) if o.topic_id != Some(topic.meta.topic_id) => continue,
+                            Err(e) if !e.is_not_found() => continue,
+                            _ => {}
+                        }
+                        Some(lock)
+                    }
+                    // Held: its holder removes it when it sees the topic gone.
+                    Err(_) => continue,
+                },
+                _ => None,
+            };
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    warn!(dir = %dir.display(), error = %e, "could not remove partition directory of deleted topic");
+                }
+            }
+        }
+    }
+
+    pub async fn create_partitions(&self, name: &str, count: i32) -> Result<(), TopicError> {
+        let _admin = self.admin_lock.lock().await;
+        let old = self.topic(name)?;
+        self.validate_partitions(&old, count)?;
+        let mut partitions = old.partitions.clone();
+        let meta = crate::blocking::off_worker(|| {
+            // Under the lock every rewriter of a topic file takes, and only over the
+            // topic as this broker knows it: not a topic another broker deleted,
+            // recreated or grew meanwhile. Configs changed meanwhile are kept.
+            let lock_path = self.volume.topic_files_lock();
+            let _lock = kaas_core::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+            let mut meta = match TopicMeta::read(&self.volume.topic_file(name)) {
+                Ok(on_disk) if on_disk.topic_id == old.meta.topic_id && on_disk.partitions == old.meta.partitions => {
+                    on_disk
+                }
+                Ok(_) => {
+                    return Err(TopicError::InvalidConfig(format!(
+                        "topic {name} changed on another broker; retry"
+                    )))
+                }
+                Err(e) if e.is_not_found() => return Err(TopicError::Unknown(name.to_string())),
+                Err(e) => return Err(e.into()),
+            };
+            meta.partitions = count;
+            let log_config = self.topic_log_config(&meta);
+            for p in old.meta.partitions..count {
+                partitions.push(self.open_partition_here(&log_config, name, old.meta.topic_id, p));
+            }
+            meta.write(&self.volume)?;
+            Ok::<_, TopicError>(meta)
+        })?;
+        let grown = Topic {
+            meta: old.meta.clone(),
+            log_config: old.log_config.clone(),
+            partitions,
+        };
+        // With the configs as they are on the volume (another broker may have
+        // changed them since this one last looked).
+        self.reconfigure(&grown, meta);
+        Ok(())
+    }
+
+    /// A fresh producer id from this broker's claimed block.
+    pub fn next_producer_id(&self) -> Result<i64, VolumeError> {
+        self.producer_ids.lock().unwrap_or_else(|p| p.into_inner()).next_id()
+    }
+
+    /// A fresh transactional producer id (kaas_core::producer_ids::TRANSACTIONAL_BASE
+    /// and up: partitions refuse plain batches under it).
+    pub fn next_transactional_producer_id(&self) -> Result<i64, VolumeError> {
+        self.producer_ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_transactional_id()
+    }
+
+    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
+    }
+
+    pub fn must_fsync(&self, acks: i16) -> bool {
+        acks == -1 || self.config.flush_policy == FlushPolicy::Always
+    }
+
+    /// Every open partition, for the flusher and retention.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.topics()
+            .iter()
+            .flat_map(|t| t.partitions.iter().filter_map(|p| p.as_ref().ok().cloned()))
+            .collect()
+    }
+
+    pub fn enforce_retention(&self) {
+        // A stale broker (resumed from a pause, say) may have lost its partitions:
+        // it deletes nothing.
+        if !self.lease_fresh() {
+            return;
+        }
+        let now = now_ms();
+        for p in self.partitions() {
+            let expired = p.state().producers.expire(now, self.config.producer_id_expiration_ms);
+            if expired > 0 {
+                debug!(topic = %p.topic, partition = p.index, producers = expired, "expired idle producers");
+            }
+            let Some(mut state) = p.writable() else { continue };
+            match state.enforce_retention(now) {
+                Ok(deleted) if !deleted.is_empty() => {
+                    info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    error!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
+                }
+            }
+        }
+    }
+}
+
+fn topic_name_of(e: &VolumeError) -> String {
+    e.path()
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,365 @@
+//! Partition ownership: which broker may open a partition (placement and the
+//! take-over gate), opening it under `owner.lock` at a new leader epoch, letting it go
+//! (hand-over to its rendezvous owner, step-down, shutdown, reopen), and who leads a
+//! partition now.
+
+use super::*;
+use kaas_core::partition::PartitionState;
+/// Whether this broker may open partition (topic, index), last led by the given owner
+/// (None: never led); Err says why not.
+pub(super) type PlaceRule<'a> = dyn Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String> + 'a;
+
+/// The take-over rule over one view of the live brokers.
+pub(super) struct Gate<'a> {
+    place: Box<PlaceRule<'a>>,
+    /// Whether broker `id`'s lease, re-read now, is confirmed dead (only then may a
+    /// lock it holds be stolen).
+    confirm_dead: Box<dyn Fn(i32) -> bool + 'a>,
+}
+
+/// The placement rule (`kaas_core::ownership::place`) over one view of the live
+/// brokers: this broker is the partition's rendezvous owner, and the last owner let
+/// it go, or is this broker id (an earlier incarnation), or is not live.
+/// The lock of the last owner may be stolen only if it did not let go and its lease
+/// is positively dead — `confirm_dead` re-reads it and asks the lease tracker (seen,
+/// same incarnation and heartbeat, unchanged for the session timeout) — never merely
+/// because this broker has not seen it yet, or saw it dead before it restarted.
+pub(super) fn take_over_gate<'a>(
+    me: i32,
+    live: &BTreeMap<i32, Endpoints>,
+    confirm_dead: impl Fn(i32) -> bool + 'a,
+) -> Gate<'a> {
+    let live: Vec<i32> = live.keys().copied().collect();
+    Gate {
+        place: Box::new(move |topic, index, last| {
+            match kaas_core::ownership::place(me, &live, topic, index, false, last) {
+                kaas_core::ownership::Placement::Wait(why) => Err(why),
+                _ => Ok(()),
+            }
+        }),
+        confirm_dead: Box::new(confirm_dead),
+    }
+}
+
+/// Reads broker `id`'s lease now and asks `tracker` whether it is still the one it
+/// judged dead.
+pub(super) fn lease_confirmed_dead(
+    volume: &Volume,
+    tracker: &kaas_core::broker::LeaseTracker,
+    id: i32,
+    timeout_ms: i64,
+) -> bool {
+    kaas_core::broker::BrokerLease::read(volume, id)
+        .is_ok_and(|l| tracker.confirms_dead(&l, std::time::Instant::now(), timeout_ms))
+}
+
+impl Cluster {
+    /// Opens a topic's partitions here, under the take-over rule.
+    pub(super) fn open_topic_here(&self, meta: TopicMeta) -> Topic {
+        open_topic(
+            &self.volume,
+            &self.log_defaults(),
+            meta,
+            self.config.broker_id,
+            now_ms(),
+            &self.gate(),
+        )
+    }
+
+    /// Opens one partition here, under the take-over rule.
+    pub(super) fn open_partition_here(
+        &self,
+        config: &LogConfig,
+        topic: &str,
+        topic_id: Uuid,
+        index: i32,
+    ) -> Result<Arc<Partition>, Offline> {
+        open_partition(
+            &self.volume,
+            config,
+            topic,
+            topic_id,
+            index,
+            self.config.broker_id,
+            now_ms(),
+            &self.gate(),
+        )
+    }
+
+    /// The take-over rule over this broker's current view of the live brokers.
+    pub(super) fn gate(&self) -> Gate<'_> {
+        take_over_gate(self.config.broker_id, &self.live_brokers(), |id| {
+            let tracker = self.lease_tracker.lock().unwrap_or_else(|p| p.into_inner());
+            lease_confirmed_dead(&self.volume, &tracker, id, self.config.broker_session_timeout_ms)
+        })
+    }
+
+    /// Lets every partition go (see [`Partition::retire`]): clean shutdown, and a
+    /// broker stepping down because it could not renew its lease (which lets them go
+    /// without writing anything: see `retire`).
+    pub fn release_partitions(&self, reason: &str) {
+        let _admin = self.admin_lock.blocking_lock();
+        let released = self.let_go(reason, |_, _| true);
+        if released > 0 {
+            info!(partitions = released, reason, "released partitions");
+        }
+    }
+
+    /// Hands every partition this broker leads but is no longer the rendezvous owner
+    /// of (a broker joined, or came back) to its owner: the partition is let go
+    /// cleanly, and the owner takes it over at its next volume sync. Caller holds
+    /// the admin lock.
+    pub(super) fn hand_over_misplaced(&self) -> usize {
+        let live: Vec<i32> = self.live_brokers().into_keys().collect();
+        let me = self.config.broker_id;
+        let moved = self.let_go("handed over to its rendezvous owner", |topic, index| {
+            matches!(
+                kaas_core::ownership::place(me, &live, topic, index, true, None),
+                kaas_core::ownership::Placement::HandOver(_)
+            )
+        });
+        if moved > 0 {
+            info!(
+                partitions = moved,
+                "handed partitions over to the brokers that own them now"
+            );
+        }
+        moved
+    }
+
+    /// Lets one partition go so that the next volume sync opens it again (recovery
+    /// from its files, at a new leader epoch): for a partition whose state in memory
+    /// no longer matches its files.
+    pub fn reopen_partition(&self, topic: &str, index: i32, reason: &str) {
+        // As every registry rewrite of partitions: under the admin lock, so no sync or
+        // admin call puts back a copy that still holds the retired partition.
+        let _admin = self.admin_lock.blocking_lock();
+        self.let_go(reason, |t, i| t == topic && i == index);
+    }
+
+    /// Retires the partitions this broker leads that `pick` selects, and marks them
+    /// led elsewhere in the registry. Returns how many.
+    pub(super) fn let_go(&self, reason: &str, pick: impl Fn(&str, i32) -> bool) -> usize {
+        let mut count = 0;
+        for t in self.topics() {
+            let mut partitions = t.partitions.clone();
+            let mut changed = false;
+            for slot in partitions.iter_mut() {
+                let Ok(p) = slot else { continue };
+                if !pick(&p.topic, p.index) {
+                    continue;
+                }
+                p.retire(&self.volume, self.config.broker_id, reason, &|| self.lease_fresh());
+                *slot = Err(Offline {
+                    reason: format!("partition {}-{} was let go by this broker: {reason}", p.topic, p.index),
+                    elsewhere: true,
+                });
+                changed = true;
+                count += 1;
+            }
+            if changed {
+                let topic = Arc::new(Topic {
+                    meta: t.meta.clone(),
+                    log_config: t.log_config.clone(),
+                    partitions,
+                });
+                self.registry_mut().topics.insert(t.meta.name.clone(), topic);
+            }
+        }
+        count
+    }
+
+    /// The broker leading a partition: this one when it holds the partition's
+    /// `owner.lock`; else the live broker `owner.json` names, when another process
+    /// holds the lock. None when the partition does not exist or has no live leader.
+    pub fn partition_leader(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.partition_leadership(topic, partition).map(|(b, _)| b)
+    }
+
+    /// [`Cluster::partition_leader`] with the leader epoch.
+    pub fn partition_leadership(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
+        let t = self.topic(topic).ok()?;
+        match t.partition(partition)? {
+            Ok(p) => Some((self.config.broker_id, p.leader_epoch)),
+            Err(o) if o.elsewhere => {
+                let owner = PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, partition)).ok()?;
+                (owner.broker != self.config.broker_id
+                    && !owner.released
+                    && self.live_brokers().contains_key(&owner.broker))
+                .then_some((owner.broker, owner.leader_epoch))
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+pub(super) fn open_topic(
+    volume: &Volume,
+    defaults: &LogConfig,
+    meta: TopicMeta,
+    broker_id: i32,
+    now: i64,
+    gate: &Gate<'_>,
+) -> Topic {
+    let (log_config, problems) = kaas_core::topic::stored_log_config(defaults, &meta.configs);
+    for problem in problems {
+        warn!(topic = %meta.name, problem = %problem, "a topic config stored on the volume does not apply as written");
+    }
+    let partitions = (0..meta.partitions)
+        .map(|p| open_partition(volume, &log_config, &meta.name, meta.topic_id, p, broker_id, now, gate))
+        .collect();
+    Topic {
+        meta,
+        log_config,
+        partitions,
+    }
+}
+
+/// Whether `owner.json` describes a partition of another topic of the same name (one
+/// that was deleted): its leadership means nothing to this topic.
+pub(super) fn of_other_topic(owner: &PartitionOwner, topic_id: Uuid) -> bool {
+    owner.topic_id.is_some_and(|id| id != topic_id)
+}
+
+/// Removes what a deleted topic left in a partition directory (everything but
+/// `owner.lock` and `owner.gate`, which the caller holds, and `owner.json`, which it
+/// has just rewritten), so a new topic of the same name starts empty.
+pub(super) fn clear_leftovers(dir: &std::path::Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if ["owner.lock", "owner.gate", "owner.json"]
+            .iter()
+            .any(|keep| entry.file_name() == *keep)
+        {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn open_partition(
+    volume: &Volume,
+    config: &LogConfig,
+    topic: &str,
+    topic_id: Uuid,
+    index: i32,
+    broker_id: i32,
+    now: i64,
+    gate: &Gate<'_>,
+) -> Result<Arc<Partition>, Offline> {
+    let dir = volume.partition_dir(topic, index);
+    // A partition another broker led is taken only once that broker let it go or
+    // its lease expired: a free lock alone is not enough (on NFS it can be freed
+    // before a dead writer's last pages reach the server). The leadership of a
+    // deleted topic's partition of the same name does not count.
+    let owner_path = PartitionOwner::path(volume, topic, index);
+    let read_owner = || match PartitionOwner::read(&owner_path) {
+        Ok(o) => Ok(Some(o)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => {
+            error!(topic, partition = index, error = %e, "partition owner file unreadable; partition is offline");
+            Err(Offline::broken(e))
+        }
+    };
+    let last = read_owner()?.filter(|o| !of_other_topic(o, topic_id));
+    (gate.place)(topic, index, last.as_ref()).map_err(|reason| Offline {
+        reason,
+        elsewhere: true,
+    })?;
+    // The lock first: recovery itself writes (truncates torn tails, re-indexes). A
+    // lock whose holder is paused is stolen only if, read under the partition's gate,
+    // `owner.json` names a leadership that did not let go and whose broker's lease is
+    // confirmed dead now.
+    let steal_from = |o: Option<&PartitionOwner>| {
+        o.is_some_and(|o| {
+            !of_other_topic(o, topic_id) && !o.released && o.broker != broker_id && (gate.confirm_dead)(o.broker)
+        })
+    };
+    let mut owner_lock = PartitionOwner::acquire(volume, topic, index, Some(&steal_from)).map_err(|e| match e {
+        kaas_core::topic::OwnerLockError::Held { .. } => Offline {
+            reason: e.to_string(),
+            elsewhere: true,
+        },
+        e => {
+            error!(topic, partition = index, error = %e, "cannot lock partition; it is offline");
+            Offline::broken(e)
+        }
+    })?;
+    // Again with the lock in hand: another broker may have taken the partition (and
+    // died, freeing the lock) between the first read and the lock.
+    let current = read_owner()?;
+    let leftovers = current.as_ref().is_some_and(|o| of_other_topic(o, topic_id));
+    match current.clone() {
+        Some(o) if of_other_topic(&o, topic_id) => {}
+        Some(o) if last.as_ref() != Some(&o) => {
+            (gate.place)(topic, index, Some(&o)).map_err(|reason| Offline {
+                reason,
+                elsewhere: true,
+            })?;
+        }
+        _ => {}
+    }
+    if owner_lock.stolen {
+        warn!(topic, partition = index, last_owner = ?current.as_ref().map(|o| o.broker), "took the owner.lock of a partition whose holder's lease expired while it held the lock (paused or cut off); it no longer writes");
+    }
+    // Every take-over (another broker's, or this id's after a restart) is a new
+    // leadership: the leader epoch goes up. Recorded before the gate opens, so no
+    // other process judges the lock's holder by the previous leadership.
+    let same_topic = current.as_ref().filter(|o| !of_other_topic(o, topic_id));
+    let leader_epoch = same_topic.map_or(0, |o| o.leader_epoch + 1);
+    let owner = PartitionOwner {
+        version: kaas_core::topic::OWNER_FORMAT_VERSION,
+        broker: broker_id,
+        leader_epoch,
+        released: false,
+        updated_ms: now,
+        topic_id: Some(topic_id),
+    };
+    owner.write(&owner_path).map_err(Offline::broken)?;
+    owner_lock.open_gate();
+    if leftovers {
+        warn!(topic, partition = index, old_topic_id = ?current.as_ref().and_then(|o| o.topic_id), "removing what a deleted topic of the same name left in the partition directory");
+        clear_leftovers(&dir).map_err(|e| {
+            error!(topic, partition = index, error = %e, "cannot clear a deleted topic's files; partition is offline");
+            Offline::broken(VolumeError::io(&dir, e))
+        })?;
+    }
+    // A leader that did not let go may still be writing (paused): start a segment of
+    // our own, so nothing it appends through its open file is ever read.
+    let deposed = same_topic.is_some_and(|o| !o.released);
+    let mut state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
+        error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
+        Offline::broken(e)
+    })?;
+    if deposed {
+        state.log.start_fresh_segment(now).map_err(|e| {
+            error!(topic, partition = index, error = %e, "cannot start a fresh segment after a take-over; partition is offline");
+            Offline::broken(e)
+        })?;
+    }
+    for cut in &state.log.truncations {
+        warn!(
+            topic,
+            partition = index,
+            path = %cut.path.display(),
+            valid_bytes = cut.valid_bytes,
+            cut_bytes = cut.cut_bytes,
+            reason = %cut.reason,
+            "recovery truncated a corrupt or torn log tail"
+        );
+    }
+    Ok(Arc::new(Partition::opened(
+        topic,
+        topic_id,
+        index,
+        leader_epoch,
+        state,
+        owner_lock.lock,
+    )))
+}

@@ -1,0 +1,101 @@
+use super::*;
+
+const BEGIN: &str = "<!-- config-reference:begin (generated from kaas-server/src/config.rs) -->\n";
+const END: &str = "<!-- config-reference:end -->";
+
+/// docs/operations.md carries the reference generated from the flags; with
+/// KAAS_UPDATE_DOCS=1 this test rewrites it.
+#[test]
+fn the_configuration_reference_in_the_docs_is_generated_from_the_flags() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/operations.md");
+    let start = doc.find(BEGIN).expect("begin marker") + BEGIN.len();
+    let end = doc.find(END).expect("end marker");
+    let generated = reference_markdown();
+    if doc[start..end] != generated {
+        if std::env::var_os("KAAS_UPDATE_DOCS").is_some() {
+            std::fs::write(&path, format!("{}{}{}", &doc[..start], generated, &doc[end..])).expect("write");
+        } else {
+            panic!("docs/operations.md's configuration reference is out of date: run KAAS_UPDATE_DOCS=1 cargo test -p kaas-server configuration_reference");
+        }
+    }
+}
+
+/// Listeners as a TOML list; `--print-config` of such a configuration reads back
+/// as the same configuration (`listen`, unused, is commented out).
+#[test]
+fn listener_lists_in_the_file_and_print_config_round_trip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("k.toml");
+    std::fs::write(
+        &file,
+        "listener = [\"PLAINTEXT://127.0.0.1:0\", \"ext=SASL_SSL://127.0.0.1:0\"]\nadvertised-listener = [\"EXT=kaas.example:9094\"]\n",
+    )
+    .expect("write");
+    let c = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).expect("loads");
+    let names: Vec<&str> = c.listeners.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["PLAINTEXT", "EXT"]);
+    assert_eq!(c.resolved_listeners().expect("resolves").len(), 2);
+    let printed = dir.path().join("printed.toml");
+    std::fs::write(&printed, c.render_effective()).expect("write");
+    let again = Config::load_from(["kaas-server", "--config", printed.to_str().unwrap()]).expect("reads back");
+    assert_eq!(again.listeners, c.listeners);
+    assert_eq!(again.advertised_listeners, c.advertised_listeners);
+    assert!(
+        again.resolved_listeners().is_ok(),
+        "listen is not given beside listener"
+    );
+    std::fs::write(&file, "data-dir = [\"a\", \"b\"]\n").expect("write");
+    assert!(
+        Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).is_err(),
+        "a list only where a setting takes several"
+    );
+}
+
+/// A list setting whose delimiter is not a comma (super.users takes `;`, since a
+/// certificate principal holds commas) is joined and printed with its own.
+#[test]
+fn super_users_with_commas_in_the_file_and_print_config_round_trip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("k.toml");
+    std::fs::write(&file, "super-users = [\"User:admin\", \"User:CN=ops,O=example\"]\n").expect("write");
+    let c = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).expect("loads");
+    assert_eq!(c.super_users, ["User:admin", "User:CN=ops,O=example"]);
+    let printed = dir.path().join("printed.toml");
+    std::fs::write(&printed, c.render_effective()).expect("write");
+    let again = Config::load_from(["kaas-server", "--config", printed.to_str().unwrap()]).expect("reads back");
+    assert_eq!(again.super_users, c.super_users);
+}
+
+#[test]
+fn a_file_sets_what_flags_leave_unset_and_flags_win() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("k.toml");
+    std::fs::write(
+        &file,
+        "segment-bytes = 5000\nretention-ms = 9\nmetrics-listen = \"127.0.0.1:9100\"\n",
+    )
+    .expect("write");
+    let c = Config::load_from([
+        "kaas-server",
+        "--config",
+        file.to_str().unwrap(),
+        "--retention-ms",
+        "11",
+    ])
+    .expect("loads");
+    assert_eq!(c.segment_bytes, 5000);
+    assert_eq!(c.retention_ms, 11);
+    assert_eq!(c.metrics_listen, Some("127.0.0.1:9100".parse().unwrap()));
+    assert_eq!(c.sources["segment_bytes"].origin, Origin::File(file.clone()));
+    assert_eq!(c.sources["retention_ms"].origin, Origin::Flag);
+    assert_eq!(c.sources["segment_ms"].origin, Origin::Default);
+    // Values from the file count as given (STATIC_BROKER_CONFIG in DescribeConfigs).
+    assert!(c.given("segment_bytes") && !c.given("segment_ms"));
+    std::fs::write(&file, "segment-byte = 5000\n").expect("write");
+    let e = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).unwrap_err();
+    assert!(
+        matches!(&e, ConfigError::UnknownKey { key, hint, .. } if key == "segment-byte" && hint.contains("segment-bytes")),
+        "{e}"
+    );
+}

@@ -1,0 +1,590 @@
+//! The classic consumer-group coordinator: JoinGroup / SyncGroup / Heartbeat /
+//! LeaveGroup with generations, the MEMBER_ID_REQUIRED handshake (JoinGroup v4+),
+//! static membership (group.instance.id), session and rebalance timeouts, and
+//! committed offsets persisted through kaas-core's group offsets file.
+//!
+//! Membership is in memory (a restarted broker's members simply rejoin, as after an
+//! Apache coordinator failover); offsets are on the volume. All membership logic takes
+//! `now` as an argument so it is tested without sleeping; waiting requests hold a
+//! oneshot receiver and are answered when the group moves on.
+
+use bytes::Bytes;
+use kaas_core::fsutil::{file_stamp, FileStamp};
+use kaas_core::offsets::{list_groups, CommittedOffset, GroupOffsets};
+use kaas_core::{now_ms, Volume, VolumeError};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::{JoinGroupResponse, SyncGroupResponse};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tracing::{debug, info, warn};
+
+use crate::config::Config;
+use rebalance::*;
+
+mod offsets;
+mod rebalance;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl GroupState {
+    /// The names Apache's tools print.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+pub struct Member {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    pub protocols: Vec<(String, Bytes)>,
+    pub assignment: Bytes,
+    join_waiter: Option<(i16, oneshot::Sender<JoinGroupResponse>)>,
+    sync_waiter: Option<oneshot::Sender<SyncGroupResponse>>,
+    last_seen: Instant,
+}
+
+impl Member {
+    fn metadata_for(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(n, _)| n == protocol)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default()
+    }
+    fn same_protocols(&self, protocols: &[(String, Bytes)]) -> bool {
+        self.protocols == protocols
+    }
+}
+
+pub struct Group {
+    pub id: String,
+    pub state: GroupState,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    pub members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, with when they expire.
+    pending: HashMap<String, Instant>,
+    static_members: HashMap<String, String>,
+    join_deadline: Option<Instant>,
+    initial_delay_until: Option<Instant>,
+    /// Taken out of the coordinator's map (evicted, deleted, or no longer owned): whoever
+    /// still holds it looks the group up again.
+    removed: bool,
+}
+
+impl Group {
+    fn new(id: &str) -> Self {
+        Group {
+            id: id.to_string(),
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending: HashMap::new(),
+            static_members: HashMap::new(),
+            join_deadline: None,
+            initial_delay_until: None,
+            removed: false,
+        }
+    }
+
+    /// Nothing in memory worth keeping: no members, no member ids handed out and not
+    /// yet used. Its committed offsets are on the volume; a later join starts afresh.
+    fn vacant(&self) -> bool {
+        self.members.is_empty() && self.pending.is_empty() && matches!(self.state, GroupState::Empty | GroupState::Dead)
+    }
+}
+
+/// A JoinGroup request as the coordinator needs it.
+pub struct JoinRequest {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub client_id: String,
+    pub client_host: String,
+    pub version: i16,
+}
+
+/// A SyncGroup request as the coordinator needs it.
+pub struct SyncRequest<'a> {
+    pub group_id: &'a str,
+    pub generation: i32,
+    pub member_id: &'a str,
+    pub instance_id: Option<&'a str>,
+    /// (protocol type, protocol name) as the member names them (v5+), to check.
+    pub protocol: (Option<&'a str>, Option<&'a str>),
+    /// The leader's assignments: (member id, assignment).
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+pub enum Reply<T> {
+    Now(T),
+    Wait(oneshot::Receiver<T>),
+}
+
+#[derive(Clone, Copy)]
+struct Settings {
+    initial_delay: Duration,
+    min_session_ms: i32,
+    max_session_ms: i32,
+}
+
+pub struct GroupCoordinator {
+    volume: Volume,
+    settings: Settings,
+    /// Each group under its own lock: work on one group (a JoinGroup with many
+    /// protocols) never holds up another. The map's lock is held only to look up,
+    /// insert or remove an entry, never while a group's lock is awaited; the one
+    /// nesting is group, then map (eviction).
+    groups: Mutex<HashMap<String, Arc<Mutex<Group>>>>,
+    offsets: Mutex<HashMap<String, Arc<Mutex<CachedOffsets>>>>,
+}
+
+type GroupGuard<'a> = std::sync::MutexGuard<'a, Group>;
+
+fn lock_group(g: &Arc<Mutex<Group>>) -> GroupGuard<'_> {
+    g.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A group's offsets as last read or written, with the stamp of the file then: a
+/// changed stamp (kaasctl edited the file) means reload before use.
+struct CachedOffsets {
+    offsets: GroupOffsets,
+    stamp: Option<FileStamp>,
+}
+
+fn sb(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+fn join_error(code: ResponseError, member_id: &str) -> JoinGroupResponse {
+    JoinGroupResponse::default()
+        .with_error_code(code.code())
+        .with_generation_id(-1)
+        .with_member_id(sb(member_id))
+}
+
+fn sync_error(code: ResponseError) -> SyncGroupResponse {
+    SyncGroupResponse::default().with_error_code(code.code())
+}
+
+impl GroupCoordinator {
+    pub fn new(volume: Volume, config: &Config) -> Self {
+        GroupCoordinator {
+            volume,
+            settings: Settings {
+                initial_delay: Duration::from_millis(config.group_initial_rebalance_delay_ms),
+                min_session_ms: config.group_min_session_timeout_ms,
+                max_session_ms: config.group_max_session_timeout_ms,
+            },
+            groups: Mutex::new(HashMap::new()),
+            offsets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn groups(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Mutex<Group>>>> {
+        self.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The group, if it is in memory.
+    fn group(&self, id: &str) -> Option<Arc<Mutex<Group>>> {
+        self.groups().get(id).cloned()
+    }
+
+    /// Runs `f` on the group under its lock; None when it is not in memory.
+    fn with_group<R>(&self, id: &str, f: impl FnOnce(&mut Group) -> R) -> Option<R> {
+        let g = self.group(id)?;
+        let mut guard = lock_group(&g);
+        if guard.removed {
+            return None;
+        }
+        Some(f(&mut guard))
+    }
+
+    /// Takes a vacant group out of memory; the caller holds its lock.
+    fn evict(&self, handle: &Arc<Mutex<Group>>, group: &mut Group) {
+        group.removed = true;
+        let mut groups = self.groups();
+        if groups.get(&group.id).is_some_and(|g| Arc::ptr_eq(g, handle)) {
+            groups.remove(&group.id);
+        }
+    }
+
+    /// Forgets the in-memory state (members, generation) of every group `owns` no
+    /// longer claims for this broker: its new coordinator rebuilds it as members
+    /// rejoin, and if ownership comes back later, no stale generation reappears.
+    /// Committed offsets live on the volume and are untouched.
+    pub fn forget_unowned(&self, owns: impl Fn(&str) -> bool) -> usize {
+        let gone: Vec<Arc<Mutex<Group>>> = {
+            let mut groups = self.groups();
+            let ids: Vec<String> = groups.keys().filter(|id| !owns(id)).cloned().collect();
+            ids.iter().filter_map(|id| groups.remove(id)).collect()
+        };
+        for g in &gone {
+            lock_group(g).removed = true;
+        }
+        gone.len()
+    }
+
+    /// How many groups are in memory (members, pending ids or a rebalance).
+    pub fn in_memory(&self) -> usize {
+        self.groups().len()
+    }
+
+    pub fn join(&self, req: JoinRequest, now: Instant) -> Reply<JoinGroupResponse> {
+        if req.group_id.is_empty() {
+            return Reply::Now(join_error(ResponseError::InvalidGroupId, &req.member_id));
+        }
+        if req.session_timeout_ms < self.settings.min_session_ms
+            || req.session_timeout_ms > self.settings.max_session_ms
+        {
+            return Reply::Now(join_error(ResponseError::InvalidSessionTimeout, &req.member_id));
+        }
+        let mut req = req;
+        loop {
+            let handle = self
+                .groups()
+                .entry(req.group_id.clone())
+                .or_insert_with(|| Arc::new(Mutex::new(Group::new(&req.group_id))))
+                .clone();
+            match self.join_in(&handle, req, now) {
+                Ok(reply) => return reply,
+                // Evicted between the lookup and the lock: look it up again.
+                Err(back) => req = *back,
+            }
+        }
+    }
+
+    /// JoinGroup on one group under its lock; Err(req) when the group was evicted.
+    fn join_in(
+        &self,
+        handle: &Arc<Mutex<Group>>,
+        req: JoinRequest,
+        now: Instant,
+    ) -> Result<Reply<JoinGroupResponse>, Box<JoinRequest>> {
+        let mut group = lock_group(handle);
+        if group.removed {
+            return Err(Box::new(req));
+        }
+        if group.state == GroupState::Dead {
+            *group = Group::new(&req.group_id);
+        }
+        let reply = if !protocols_fit(&group, &req) {
+            Reply::Now(join_error(ResponseError::InconsistentGroupProtocol, &req.member_id))
+        } else {
+            let (tx, rx) = oneshot::channel();
+            match admit(&mut group, req, tx, now, self.settings) {
+                Some(immediate) => Reply::Now(immediate),
+                None => {
+                    maybe_complete_join(&mut group, now);
+                    Reply::Wait(rx)
+                }
+            }
+        };
+        // A refused join must not leave a group behind.
+        if group.vacant() {
+            self.evict(handle, &mut group);
+        }
+        Ok(reply)
+    }
+
+    pub fn sync(&self, req: SyncRequest<'_>, now: Instant) -> Reply<SyncGroupResponse> {
+        let SyncRequest {
+            group_id,
+            generation,
+            member_id,
+            instance_id,
+            protocol,
+            assignments,
+        } = req;
+        let handle = self.group(group_id);
+        let mut guard = handle.as_ref().map(lock_group);
+        let Some(group) = guard.as_deref_mut().filter(|g| !g.removed) else {
+            return Reply::Now(sync_error(ResponseError::UnknownMemberId));
+        };
+        if let Err(code) = check_member(group, member_id, instance_id) {
+            return Reply::Now(sync_error(code));
+        }
+        if generation != group.generation {
+            return Reply::Now(sync_error(ResponseError::IllegalGeneration));
+        }
+        let (ptype, pname) = protocol;
+        if ptype.is_some_and(|t| Some(t) != group.protocol_type.as_deref())
+            || pname.is_some_and(|n| Some(n) != group.protocol.as_deref())
+        {
+            return Reply::Now(sync_error(ResponseError::InconsistentGroupProtocol));
+        }
+        let ok = |g: &Group, assignment: Bytes| {
+            SyncGroupResponse::default()
+                .with_protocol_type(g.protocol_type.clone().map(sb))
+                .with_protocol_name(g.protocol.clone().map(sb))
+                .with_assignment(assignment)
+        };
+        match group.state {
+            GroupState::Empty | GroupState::Dead => Reply::Now(sync_error(ResponseError::UnknownMemberId)),
+            GroupState::PreparingRebalance => Reply::Now(sync_error(ResponseError::RebalanceInProgress)),
+            GroupState::Stable => {
+                let member = group.members.get_mut(member_id).expect("checked");
+                member.last_seen = now;
+                let a = member.assignment.clone();
+                Reply::Now(ok(group, a))
+            }
+            GroupState::CompletingRebalance => {
+                let (tx, rx) = oneshot::channel();
+                {
+                    let member = group.members.get_mut(member_id).expect("checked");
+                    member.last_seen = now;
+                    member.sync_waiter = Some(tx);
+                }
+                if group.leader.as_deref() == Some(member_id) {
+                    let mut given: HashMap<String, Bytes> = assignments.into_iter().collect();
+                    for m in group.members.values_mut() {
+                        m.assignment = given.remove(&m.id).unwrap_or_default();
+                    }
+                    group.state = GroupState::Stable;
+                    info!(group = %group.id, generation = group.generation, members = group.members.len(), "group stable");
+                    let (pt, pn) = (group.protocol_type.clone(), group.protocol.clone());
+                    for m in group.members.values_mut() {
+                        if let Some(w) = m.sync_waiter.take() {
+                            let _ = w.send(
+                                SyncGroupResponse::default()
+                                    .with_protocol_type(pt.clone().map(sb))
+                                    .with_protocol_name(pn.clone().map(sb))
+                                    .with_assignment(m.assignment.clone()),
+                            );
+                        }
+                    }
+                }
+                Reply::Wait(rx)
+            }
+        }
+    }
+
+    /// Ok(()) keeps the member alive; REBALANCE_IN_PROGRESS tells it to rejoin.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        now: Instant,
+    ) -> Result<(), ResponseError> {
+        self.with_group(group_id, |group| {
+            check_member(group, member_id, instance_id)?;
+            if generation != group.generation {
+                return Err(ResponseError::IllegalGeneration);
+            }
+            if let Some(m) = group.members.get_mut(member_id) {
+                m.last_seen = now;
+            }
+            match group.state {
+                GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+                GroupState::Empty | GroupState::Dead => Err(ResponseError::UnknownMemberId),
+                GroupState::CompletingRebalance | GroupState::Stable => Ok(()),
+            }
+        })
+        .unwrap_or(Err(ResponseError::UnknownMemberId))
+    }
+
+    /// Removes members; each (member id, instance id) gets its own result.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        leaving: &[(String, Option<String>)],
+        now: Instant,
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        let handle = self.group(group_id).ok_or(ResponseError::UnknownMemberId)?;
+        let mut guard = lock_group(&handle);
+        if guard.removed {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        let group = &mut *guard;
+        let mut results = Vec::with_capacity(leaving.len());
+        let mut removed = false;
+        for (member_id, instance_id) in leaving {
+            let id = match instance_id {
+                Some(inst) => match group.static_members.get(inst) {
+                    Some(id) if member_id.is_empty() || id == member_id => Some(id.clone()),
+                    Some(_) => {
+                        results.push(Some(ResponseError::FencedInstanceId));
+                        continue;
+                    }
+                    None => None,
+                },
+                None => group.members.contains_key(member_id).then(|| member_id.clone()),
+            };
+            match id {
+                Some(id) => {
+                    info!(group = %group.id, member = %id, "member left");
+                    remove_member(group, &id);
+                    removed = true;
+                    results.push(None);
+                }
+                None => {
+                    if group.pending.remove(member_id).is_some() {
+                        results.push(None);
+                    } else {
+                        results.push(Some(ResponseError::UnknownMemberId));
+                    }
+                }
+            }
+        }
+        if removed {
+            on_membership_loss(group, now);
+        }
+        if group.vacant() {
+            self.evict(&handle, group);
+        }
+        Ok(results)
+    }
+
+    /// Periodic work: expire sessions and pending members, finish rebalances whose
+    /// deadline passed.
+    /// Groups left with nothing in memory are evicted (their offsets stay on the
+    /// volume), so ids clients try once and abandon do not accumulate.
+    pub fn tick(&self, now: Instant) {
+        let handles: Vec<Arc<Mutex<Group>>> = self.groups().values().cloned().collect();
+        for handle in handles {
+            let mut guard = lock_group(&handle);
+            if guard.removed {
+                continue;
+            }
+            let group = &mut *guard;
+            group.pending.retain(|_, expires| *expires > now);
+            let expired: Vec<String> = group
+                .members
+                .values()
+                .filter(|m| m.join_waiter.is_none() && now.duration_since(m.last_seen) > m.session_timeout)
+                .map(|m| m.id.clone())
+                .collect();
+            for id in &expired {
+                info!(group = %group.id, member = %id, "member session expired");
+                remove_member(group, id);
+            }
+            if !expired.is_empty() {
+                on_membership_loss(group, now);
+            }
+            maybe_complete_join(group, now);
+            if group.vacant() {
+                self.evict(&handle, group);
+            }
+        }
+    }
+
+    /// (state, protocol type, protocol, members as (id, instance, client, host, metadata, assignment))
+    pub fn describe(&self, group_id: &str) -> Option<GroupView> {
+        self.with_group(group_id, |g| GroupView {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: g.protocol.clone().unwrap_or_default(),
+            members: g
+                .members
+                .values()
+                .map(|m| MemberView {
+                    id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: g.protocol.as_deref().map(|p| m.metadata_for(p)).unwrap_or_default(),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Every group known in memory or with offsets on the volume: (id, state, protocol type).
+    pub fn list(&self) -> Vec<(String, GroupState, String)> {
+        let mut out: BTreeMap<String, (GroupState, String)> = BTreeMap::new();
+        match list_groups(&self.volume) {
+            Ok(ids) => {
+                for id in ids {
+                    out.insert(id, (GroupState::Empty, "consumer".to_string()));
+                }
+            }
+            Err(e) => warn!(error = %e, "cannot list group offset files"),
+        }
+        let handles: Vec<Arc<Mutex<Group>>> = self.groups().values().cloned().collect();
+        for handle in handles {
+            let g = lock_group(&handle);
+            if g.state != GroupState::Dead && !g.removed {
+                out.insert(
+                    g.id.clone(),
+                    (g.state, g.protocol_type.clone().unwrap_or_else(|| "consumer".into())),
+                );
+            }
+        }
+        out.into_iter().map(|(id, (s, t))| (id, s, t)).collect()
+    }
+
+    pub fn delete(&self, group_id: &str) -> Result<(), ResponseError> {
+        let handle = self.group(group_id);
+        let mut guard = handle.as_ref().map(lock_group);
+        let live = guard.as_deref_mut().filter(|g| !g.removed);
+        let in_memory = live.as_ref().is_some_and(|g| g.state != GroupState::Dead);
+        if live.as_ref().is_some_and(|g| !g.members.is_empty()) {
+            return Err(ResponseError::NonEmptyGroup);
+        }
+        let on_disk = kaas_core::offsets::offsets_file(&self.volume, group_id).exists();
+        if !in_memory && !on_disk {
+            return Err(ResponseError::GroupIdNotFound);
+        }
+        GroupOffsets::delete(&self.volume, group_id).map_err(|e| {
+            warn!(group = group_id, error = %e, "cannot delete group offsets");
+            ResponseError::KafkaStorageError
+        })?;
+        if let (Some(handle), Some(group)) = (&handle, guard.as_deref_mut()) {
+            self.evict(handle, group);
+        }
+        self.offsets.lock().unwrap_or_else(|p| p.into_inner()).remove(group_id);
+        info!(group = group_id, "deleted group");
+        Ok(())
+    }
+}
+
+pub struct GroupView {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberView>,
+}
+
+pub struct MemberView {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+#[cfg(test)]
+mod tests;

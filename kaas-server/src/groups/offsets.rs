@@ -1,0 +1,247 @@
+//! Committed and staged offsets of the groups this broker coordinates: OffsetCommit,
+//! TxnOffsetCommit (staged until the transaction ends), OffsetFetch, OffsetDelete,
+//! through kaas-core's group offsets file, cached by its stamp.
+
+use super::*;
+
+impl GroupCoordinator {
+    /// OffsetDelete: drops the committed offsets of `partitions` (topic, partition)
+    /// from a group, except those of topics a member of the group is subscribed to
+    /// (GROUP_SUBSCRIBED_TO_TOPIC for those, as Apache). A group with members that
+    /// does not use the consumer protocol may not lose offsets at all
+    /// (NON_EMPTY_GROUP). Returns each partition's error code (0: deleted, or had none).
+    pub fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> Result<Vec<i16>, ResponseError> {
+        let handle = self.group(group_id);
+        let guard = handle.as_ref().map(lock_group);
+        let live = guard.as_deref().filter(|g| !g.removed && g.state != GroupState::Dead);
+        let subscribed: Option<HashSet<String>> = match live {
+            Some(g) if !g.members.is_empty() => {
+                if g.protocol_type.as_deref() != Some("consumer") {
+                    return Err(ResponseError::NonEmptyGroup);
+                }
+                subscribed_topics(g)
+            }
+            _ => Some(HashSet::new()),
+        };
+        let on_disk = kaas_core::offsets::offsets_file(&self.volume, group_id).exists();
+        if live.is_none() && !on_disk {
+            return Err(ResponseError::GroupIdNotFound);
+        }
+        // Unreadable subscriptions: every topic counts as subscribed (nothing a live
+        // member may need is deleted).
+        let protected = |topic: &str| subscribed.as_ref().is_none_or(|s| s.contains(topic));
+        let codes: Vec<i16> = partitions
+            .iter()
+            .map(|(t, _)| {
+                if protected(t) {
+                    ResponseError::GroupSubscribedToTopic.code()
+                } else {
+                    0
+                }
+            })
+            .collect();
+        if !on_disk {
+            return Ok(codes);
+        }
+        self.with_offsets(group_id, |offsets| {
+            let mut changed = false;
+            for ((t, p), code) in partitions.iter().zip(&codes) {
+                if *code == 0 {
+                    changed |= offsets.remove(t, *p);
+                }
+            }
+            ((), changed)
+        })
+        .map_err(|e| {
+            warn!(group = group_id, error = %e, "cannot delete group offsets");
+            ResponseError::KafkaStorageError
+        })?;
+        info!(
+            group = group_id,
+            partitions = codes.iter().filter(|c| **c == 0).count(),
+            "deleted committed offsets"
+        );
+        Ok(codes)
+    }
+
+    /// Whether a commit from this (generation, member) may proceed.
+    pub fn check_commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), ResponseError> {
+        let handle = self.group(group_id);
+        let guard = handle.as_ref().map(lock_group);
+        let Some(group) = guard.as_deref().filter(|g| !g.removed) else {
+            return if generation < 0 {
+                Ok(())
+            } else {
+                Err(ResponseError::IllegalGeneration)
+            };
+        };
+        if generation < 0 && group.members.is_empty() {
+            return Ok(());
+        }
+        if group.state == GroupState::CompletingRebalance {
+            return Err(ResponseError::RebalanceInProgress);
+        }
+        check_member(group, member_id, instance_id)?;
+        if generation != group.generation {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on a group's current offsets under the group's lock; when `f` reports
+    /// a change, the file is rewritten durably before returning, and on a write error
+    /// memory is left equal to the volume (the change did not happen).
+    fn with_offsets<R>(
+        &self,
+        group_id: &str,
+        f: impl FnOnce(&mut GroupOffsets) -> (R, bool),
+    ) -> Result<R, VolumeError> {
+        let entry = {
+            let mut cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
+            cache
+                .entry(group_id.to_string())
+                .or_insert_with(|| {
+                    Arc::new(Mutex::new(CachedOffsets {
+                        offsets: GroupOffsets::new(group_id),
+                        stamp: None,
+                    }))
+                })
+                .clone()
+        };
+        let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
+        // The cross-process lock every writer of this file (other brokers, kaasctl)
+        // holds: the stamp check and the write below are one read-modify-write.
+        let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
+        let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
+        let stamp = file_stamp(&path);
+        if stamp.is_none() || stamp != cached.stamp {
+            cached.offsets = GroupOffsets::load(&self.volume, group_id)?;
+            cached.stamp = stamp;
+        }
+        let mut next = cached.offsets.clone();
+        let (result, changed) = f(&mut next);
+        if changed {
+            next.save(&self.volume)?;
+            cached.offsets = next;
+            cached.stamp = file_stamp(&path);
+        }
+        Ok(result)
+    }
+
+    /// Writes committed offsets (topic, partition, offset, leader epoch, metadata) durably.
+    pub fn commit_offsets(
+        &self,
+        group_id: &str,
+        entries: &[(String, i32, i64, i32, Option<String>)],
+    ) -> Result<(), VolumeError> {
+        let now = now_ms();
+        self.with_offsets(group_id, |offsets| {
+            for (topic, partition, offset, leader_epoch, metadata) in entries {
+                offsets.set(
+                    topic,
+                    *partition,
+                    CommittedOffset {
+                        offset: *offset,
+                        leader_epoch: *leader_epoch,
+                        metadata: metadata.clone(),
+                        commit_ms: now,
+                    },
+                );
+            }
+            ((), true)
+        })?;
+        debug!(group = group_id, partitions = entries.len(), "committed offsets");
+        Ok(())
+    }
+
+    /// Stages offsets for a transactional producer (TxnOffsetCommit), durably.
+    pub fn stage_offsets(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        transactional_id: &str,
+        entries: &[(String, i32, i64, i32, Option<String>)],
+    ) -> Result<(), VolumeError> {
+        let now = now_ms();
+        self.with_offsets(group_id, |offsets| {
+            for (topic, partition, offset, leader_epoch, metadata) in entries {
+                let committed = CommittedOffset {
+                    offset: *offset,
+                    leader_epoch: *leader_epoch,
+                    metadata: metadata.clone(),
+                    commit_ms: now,
+                };
+                offsets.stage(
+                    producer_id,
+                    producer_epoch,
+                    transactional_id,
+                    topic,
+                    *partition,
+                    committed,
+                );
+            }
+            ((), true)
+        })
+    }
+
+    /// The transaction's offset hook: commit (or discard) what (`producer_id`,
+    /// `producer_epoch`) staged. Idempotent, so a recovered coordinator may run it again.
+    pub fn finish_pending(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> Result<(), VolumeError> {
+        let changed = self.with_offsets(group_id, |offsets| {
+            let changed = if commit {
+                offsets.commit_pending(producer_id, producer_epoch)
+            } else {
+                offsets.discard_pending(producer_id, producer_epoch)
+            };
+            (changed, changed)
+        })?;
+        if changed {
+            debug!(group = group_id, producer_id, commit, "staged offsets finished");
+        }
+        Ok(())
+    }
+
+    /// A group's committed offsets. A group this broker has not written is read
+    /// without its lock (files are replaced atomically) and not cached, so fetches
+    /// for ids nobody commits to leave neither lock files nor memory behind.
+    pub fn fetch_offsets(&self, group_id: &str) -> Result<GroupOffsets, VolumeError> {
+        let cached = self
+            .offsets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(group_id);
+        if cached {
+            self.with_offsets(group_id, |offsets| (offsets.clone(), false))
+        } else {
+            GroupOffsets::load(&self.volume, group_id)
+        }
+    }
+
+    /// Drops the offsets of a deleted topic from every group.
+    pub fn forget_topic(&self, topic: &str) {
+        let Ok(ids) = list_groups(&self.volume) else {
+            return;
+        };
+        for id in ids {
+            if let Err(e) = self.with_offsets(&id, |o| {
+                let changed = o.remove_topic(topic);
+                ((), changed)
+            }) {
+                warn!(group = %id, error = %e, "cannot drop offsets of deleted topic");
+            }
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! The classic rebalance protocol as a state machine over one [`Group`]: admitting
+//! a joining member (MEMBER_ID_REQUIRED, static members), preparing a rebalance,
+//! completing the join (leader, protocol, generation) and answering the waiting
+//! members. Pure functions of the group and `now`; the coordinator (mod.rs) holds
+//! the locks and calls them.
+
+use super::*;
+
+/// The topics the members of a consumer-protocol group subscribe to, from their
+/// JoinGroup metadata (ConsumerProtocolSubscription: version i16, then the topic
+/// array, in every version); None when any member's metadata cannot be read.
+pub(super) fn subscribed_topics(group: &Group) -> Option<HashSet<String>> {
+    let protocol = group.protocol.as_deref()?;
+    let mut topics = HashSet::new();
+    for m in group.members.values() {
+        let meta = m.metadata_for(protocol);
+        topics.extend(parse_subscription_topics(&meta)?);
+    }
+    Some(topics)
+}
+
+pub(super) fn parse_subscription_topics(meta: &[u8]) -> Option<Vec<String>> {
+    let mut at = 2usize; // version
+    let take = |at: &mut usize, n: usize| -> Option<&[u8]> {
+        let s = meta.get(*at..at.checked_add(n)?)?;
+        *at += n;
+        Some(s)
+    };
+    let count = i32::from_be_bytes(take(&mut at, 4)?.try_into().ok()?);
+    let mut out = Vec::with_capacity(usize::try_from(count).ok()?.min(meta.len() / 2));
+    for _ in 0..count {
+        let len = i16::from_be_bytes(take(&mut at, 2)?.try_into().ok()?);
+        let name = take(&mut at, usize::try_from(len).ok()?)?;
+        out.push(String::from_utf8(name.to_vec()).ok()?);
+    }
+    Some(out)
+}
+
+/// A joining member must name a protocol type and protocols, and share the type and at
+/// least one protocol with every *other* member (it may be replacing its own entry).
+/// Linear in the protocols of the request and of the group's members.
+pub(super) fn protocols_fit(group: &Group, req: &JoinRequest) -> bool {
+    if req.protocols.is_empty() || req.protocol_type.is_empty() {
+        return false;
+    }
+    let mut others = group.members.values().filter(|m| m.id != req.member_id).peekable();
+    if others.peek().is_none() {
+        return true;
+    }
+    if group.protocol_type.as_deref() != Some(req.protocol_type.as_str()) {
+        return false;
+    }
+    let mut common: HashSet<&str> = req.protocols.iter().map(|(p, _)| p.as_str()).collect();
+    for m in others {
+        let theirs: HashSet<&str> = m.protocols.iter().map(|(p, _)| p.as_str()).collect();
+        common.retain(|p| theirs.contains(p));
+        if common.is_empty() {
+            return false;
+        }
+    }
+    true
+}
+
+pub(super) fn check_member(group: &Group, member_id: &str, instance_id: Option<&str>) -> Result<(), ResponseError> {
+    if let Some(inst) = instance_id {
+        match group.static_members.get(inst) {
+            Some(id) if id == member_id => return Ok(()),
+            Some(_) => return Err(ResponseError::FencedInstanceId),
+            None => {}
+        }
+    }
+    if group.members.contains_key(member_id) {
+        Ok(())
+    } else {
+        Err(ResponseError::UnknownMemberId)
+    }
+}
+
+pub(super) fn new_member_id(prefix: &str) -> String {
+    format!(
+        "{}-{}",
+        if prefix.is_empty() { "member" } else { prefix },
+        uuid::Uuid::new_v4()
+    )
+}
+
+/// Adds or updates the joining member. Some(response) when the request is answered at
+/// once; None when it waits for the rebalance (its sender is stored on the member).
+pub(super) fn admit(
+    group: &mut Group,
+    req: JoinRequest,
+    tx: oneshot::Sender<JoinGroupResponse>,
+    now: Instant,
+    settings: Settings,
+) -> Option<JoinGroupResponse> {
+    let mut member_id = req.member_id.clone();
+    let mut fresh = false;
+    if member_id.is_empty() {
+        if let Some(inst) = &req.instance_id {
+            if let Some(old) = group.static_members.get(inst).cloned() {
+                // A static member restarted: it takes over its old identity under a new
+                // id; the old id is fenced. Without a protocol change, a follower gets
+                // the current generation back and keeps its assignment (no rebalance).
+                let new_id = new_member_id(inst);
+                let mut m = group.members.remove(&old).expect("static mapping points at a member");
+                if let Some((_, w)) = m.join_waiter.take() {
+                    let _ = w.send(join_error(ResponseError::FencedInstanceId, &old));
+                }
+                if let Some(w) = m.sync_waiter.take() {
+                    let _ = w.send(sync_error(ResponseError::FencedInstanceId));
+                }
+                let unchanged = m.same_protocols(&req.protocols);
+                m.id = new_id.clone();
+                m.last_seen = now;
+                m.session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
+                m.rebalance_timeout =
+                    Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
+                m.protocols = req.protocols.clone();
+                let was_leader = group.leader.as_deref() == Some(old.as_str());
+                if was_leader {
+                    group.leader = Some(new_id.clone());
+                }
+                group.members.insert(new_id.clone(), m);
+                group.static_members.insert(inst.clone(), new_id.clone());
+                info!(group = %group.id, instance = %inst, member = %new_id, "static member rejoined");
+                if group.state == GroupState::Stable && unchanged && !was_leader {
+                    return Some(current_generation_response(group, &new_id, req.version));
+                }
+                member_id = new_id;
+            } else {
+                member_id = new_member_id(inst);
+                group.static_members.insert(inst.clone(), member_id.clone());
+            }
+        } else {
+            member_id = new_member_id(&req.client_id);
+            fresh = true;
+            if req.version >= 4 {
+                group.pending.insert(
+                    member_id.clone(),
+                    now + Duration::from_millis(req.session_timeout_ms as u64),
+                );
+                return Some(join_error(ResponseError::MemberIdRequired, &member_id));
+            }
+        }
+    } else if let Some(inst) = &req.instance_id {
+        if group.static_members.get(inst).is_some_and(|id| *id != member_id) {
+            return Some(join_error(ResponseError::FencedInstanceId, &member_id));
+        }
+    }
+
+    let known = group.members.contains_key(&member_id);
+    let pending = group.pending.remove(&member_id).is_some();
+    let is_static_new = req
+        .instance_id
+        .as_ref()
+        .is_some_and(|i| group.static_members.get(i) == Some(&member_id))
+        && !known;
+    if !known && !pending && !is_static_new && !fresh {
+        return Some(join_error(ResponseError::UnknownMemberId, &member_id));
+    }
+    if group.members.is_empty() {
+        group.protocol_type = Some(req.protocol_type.clone());
+    }
+    let session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
+    let rebalance_timeout = Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
+    let changed = match group.members.get_mut(&member_id) {
+        Some(m) => {
+            let changed = !m.same_protocols(&req.protocols);
+            m.protocols = req.protocols.clone();
+            m.session_timeout = session_timeout;
+            m.rebalance_timeout = rebalance_timeout;
+            m.last_seen = now;
+            changed
+        }
+        None => {
+            group.members.insert(
+                member_id.clone(),
+                Member {
+                    id: member_id.clone(),
+                    instance_id: req.instance_id.clone(),
+                    client_id: req.client_id.clone(),
+                    client_host: req.client_host.clone(),
+                    session_timeout,
+                    rebalance_timeout,
+                    protocols: req.protocols.clone(),
+                    assignment: Bytes::new(),
+                    join_waiter: None,
+                    sync_waiter: None,
+                    last_seen: now,
+                },
+            );
+            true
+        }
+    };
+    let is_leader = group.leader.as_deref() == Some(member_id.as_str());
+    match group.state {
+        GroupState::Stable if known && !changed && !is_leader => {
+            return Some(current_generation_response(group, &member_id, req.version));
+        }
+        GroupState::CompletingRebalance if known && !changed => {
+            return Some(current_generation_response(group, &member_id, req.version));
+        }
+        GroupState::PreparingRebalance => {}
+        _ => prepare_rebalance(group, now, settings),
+    }
+    let m = group.members.get_mut(&member_id).expect("just inserted");
+    if let Some((_, old)) = m.join_waiter.replace((req.version, tx)) {
+        drop(old);
+    }
+    let deadline = now + rebalance_timeout;
+    if group.join_deadline.is_none_or(|d| d < deadline) {
+        group.join_deadline = Some(deadline);
+    }
+    None
+}
+
+pub(super) fn prepare_rebalance(group: &mut Group, now: Instant, settings: Settings) {
+    if group.state == GroupState::CompletingRebalance {
+        for m in group.members.values_mut() {
+            if let Some(w) = m.sync_waiter.take() {
+                let _ = w.send(sync_error(ResponseError::RebalanceInProgress));
+            }
+        }
+    }
+    let was_empty = group.state == GroupState::Empty;
+    group.state = GroupState::PreparingRebalance;
+    let max_rebalance = group
+        .members
+        .values()
+        .map(|m| m.rebalance_timeout)
+        .max()
+        .unwrap_or_default();
+    group.join_deadline = Some(now + max_rebalance);
+    group.initial_delay_until = if was_empty && !settings.initial_delay.is_zero() {
+        Some(now + settings.initial_delay)
+    } else {
+        None
+    };
+    debug!(group = %group.id, "preparing rebalance");
+}
+
+pub(super) fn remove_member(group: &mut Group, id: &str) {
+    if let Some(m) = group.members.remove(id) {
+        if let Some(inst) = &m.instance_id {
+            if group.static_members.get(inst).map(String::as_str) == Some(id) {
+                group.static_members.remove(inst);
+            }
+        }
+    }
+    if group.leader.as_deref() == Some(id) {
+        group.leader = None;
+    }
+}
+
+pub(super) fn on_membership_loss(group: &mut Group, now: Instant) {
+    match group.state {
+        GroupState::Stable | GroupState::CompletingRebalance => {
+            let settings = Settings {
+                initial_delay: Duration::ZERO,
+                min_session_ms: 0,
+                max_session_ms: 0,
+            };
+            prepare_rebalance(group, now, settings);
+            maybe_complete_join(group, now);
+        }
+        GroupState::PreparingRebalance => maybe_complete_join(group, now),
+        GroupState::Empty | GroupState::Dead => {}
+    }
+}
+
+pub(super) fn maybe_complete_join(group: &mut Group, now: Instant) {
+    if group.state != GroupState::PreparingRebalance {
+        return;
+    }
+    let delayed = group.initial_delay_until.is_some_and(|t| now < t);
+    let all_joined = group.members.values().all(|m| m.join_waiter.is_some()) && group.pending.is_empty();
+    let overdue = group.join_deadline.is_some_and(|d| now >= d);
+    if (all_joined && !delayed) || overdue {
+        complete_join(group, now);
+    }
+}
+
+pub(super) fn complete_join(group: &mut Group, now: Instant) {
+    let absent: Vec<String> = group
+        .members
+        .values()
+        .filter(|m| m.join_waiter.is_none())
+        .map(|m| m.id.clone())
+        .collect();
+    for id in absent {
+        info!(group = %group.id, member = %id, "member did not rejoin in time; removed");
+        remove_member(group, &id);
+    }
+    group.pending.clear();
+    group.join_deadline = None;
+    group.initial_delay_until = None;
+    group.generation += 1;
+    if group.members.is_empty() {
+        group.state = GroupState::Empty;
+        group.protocol = None;
+        group.protocol_type = None;
+        info!(group = %group.id, generation = group.generation, "group is empty");
+        return;
+    }
+    group.protocol = select_protocol(group);
+    if group.leader.as_ref().is_none_or(|l| !group.members.contains_key(l)) {
+        group.leader = group.members.keys().next().cloned();
+    }
+    group.state = GroupState::CompletingRebalance;
+    info!(group = %group.id, generation = group.generation, members = group.members.len(), protocol = ?group.protocol, "rebalance: join complete");
+    let ids: Vec<String> = group.members.keys().cloned().collect();
+    for id in ids {
+        let (version, waiter) = {
+            let m = group.members.get_mut(&id).expect("listed");
+            m.last_seen = now;
+            match m.join_waiter.take() {
+                Some(w) => w,
+                None => continue,
+            }
+        };
+        let _ = waiter.send(current_generation_response(group, &id, version));
+    }
+}
+
+/// The protocol every member supports that most members list first (Apache's vote);
+/// ties go to the one the first member lists first. Linear in all members' protocols.
+pub(super) fn select_protocol(group: &Group) -> Option<String> {
+    let first = group.members.values().next()?;
+    let mut seen = HashSet::new();
+    let mut candidates: Vec<&str> = first
+        .protocols
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .filter(|p| seen.insert(*p))
+        .collect();
+    for m in group.members.values().skip(1) {
+        let theirs: HashSet<&str> = m.protocols.iter().map(|(p, _)| p.as_str()).collect();
+        candidates.retain(|p| theirs.contains(p));
+    }
+    let position: HashMap<&str, usize> = candidates.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+    let mut votes = vec![0usize; candidates.len()];
+    for m in group.members.values() {
+        if let Some(i) = m.protocols.iter().find_map(|(p, _)| position.get(p.as_str())) {
+            votes[*i] += 1;
+        }
+    }
+    (0..candidates.len())
+        .max_by_key(|i| (votes[*i], std::cmp::Reverse(*i)))
+        .map(|i| candidates[i].to_string())
+}
+
+pub(super) fn current_generation_response(group: &Group, member_id: &str, version: i16) -> JoinGroupResponse {
+    let protocol = group.protocol.clone().unwrap_or_default();
+    let leader = group.leader.clone().unwrap_or_default();
+    let members = if leader == member_id {
+        group
+            .members
+            .values()
+            .map(|m| {
+                let mut r = JoinGroupResponseMember::default()
+                    .with_member_id(sb(m.id.clone()))
+                    .with_metadata(m.metadata_for(&protocol));
+                if version >= 5 {
+                    r.group_instance_id = m.instance_id.clone().map(sb);
+                }
+                r
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut resp = JoinGroupResponse::default()
+        .with_generation_id(group.generation)
+        .with_protocol_name(Some(sb(protocol)))
+        .with_leader(sb(leader))
+        .with_member_id(sb(member_id))
+        .with_members(members);
+    if version >= 7 {
+        resp.protocol_type = group.protocol_type.clone().map(sb);
+    }
+    resp
+}

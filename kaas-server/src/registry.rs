@@ -1,0 +1,267 @@
+//! The broker's state: the topic registry and the partitions this broker opened, each
+//! with its log and producer state under one lock, and why a partition or a topic is
+//! not served. What fills and changes the registry (placement, take-over, hand-over,
+//! the volume sync) is `cluster`'s; this module only holds the state and its locks.
+
+use kaas_core::log::{LogConfig, LogError};
+use kaas_core::partition::PartitionState;
+use kaas_core::topic::{PartitionOwner, TopicMeta};
+use kaas_core::{now_ms, Volume, VolumeError};
+use kafka_protocol::error::ResponseError;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use tracing::{debug, error, warn};
+use uuid::Uuid;
+
+pub struct Partition {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub index: i32,
+    pub leader_epoch: i32,
+    state: Mutex<PartitionState>,
+    /// Highest log end offset known to be fsynced.
+    durable: AtomicI64,
+    flush_lock: tokio::sync::Mutex<()>,
+    /// Set, under the partition lock, when this broker lets the partition go (hand-over,
+    /// step-down, shutdown): nothing is appended after the final snapshot, even by a
+    /// request that looked the partition up before.
+    retired: AtomicBool,
+    /// `owner.lock`, held for as long as this broker may append here: no other
+    /// process (another broker, kaasctl) writes this log meanwhile. Declared last, so
+    /// it is dropped after the log files are closed.
+    _owner_lock: std::fs::File,
+}
+
+impl Partition {
+    /// The partition's log and producer state, under the partition lock.
+    pub fn state(&self) -> std::sync::MutexGuard<'_, PartitionState> {
+        // A panic while holding the lock cannot leave the log half-written in memory
+        // in a way later appends would trust (recovery re-checks on restart), so a
+        // poisoned lock is taken over rather than propagated.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether this broker let the partition go.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
+    /// The partition lock for a write: None once this broker let the partition go.
+    pub fn writable(&self) -> Option<std::sync::MutexGuard<'_, PartitionState>> {
+        let state = self.state();
+        (!self.retired.load(Ordering::Acquire)).then_some(state)
+    }
+
+    /// Lets the partition go: under the partition lock, no more writes, the producer
+    /// state written to `producer-state.snapshot` and the log fsynced; then
+    /// `owner.json` marked released so the next owner need not wait for this
+    /// broker's lease. `owner.lock` itself is dropped with the last reference.
+    /// Failures are logged: the next owner then replays more of the log (from an
+    /// older snapshot) or waits for this broker's lease to expire, never less safe.
+    ///
+    /// With `write` false (a broker stepping down because its lease went stale) it
+    /// only stops writing: such a broker may already have been declared dead and the
+    /// partition taken over (on NFS its lock may have lapsed meanwhile), so it must
+    /// not touch the partition's files; the next owner waits for its lease instead.
+    ///
+    /// `fresh` is asked under the partition lock, right before the first write: a
+    /// broker whose lease went stale meanwhile writes nothing. `owner.json` is marked
+    /// released only if it still names this broker at this leader epoch, and only if
+    /// the log reached the disk (a next owner taking over at once must find it whole).
+    pub(crate) fn retire(&self, volume: &Volume, broker_id: i32, reason: &str, fresh: &dyn Fn() -> bool) {
+        let now = now_ms();
+        {
+            let mut state = self.state();
+            if self.retired.swap(true, Ordering::AcqRel) || !fresh() {
+                return;
+            }
+            if let Err(e) = state.write_snapshot(now) {
+                error!(topic = %self.topic, partition = self.index, error = %e, "cannot write producer-state snapshot; the next owner replays the log instead");
+            }
+            if let Err(e) = state
+                .log
+                .sync_handle()
+                .map_err(std::io::Error::other)
+                .and_then(|(file, _)| file.sync_data())
+            {
+                error!(topic = %self.topic, partition = self.index, error = %e, "cannot fsync the log while letting the partition go; not marking it released (others take it over once this lease expires)");
+                return;
+            }
+        }
+        let path = PartitionOwner::path(volume, &self.topic, self.index);
+        match PartitionOwner::read(&path) {
+            Ok(o) if o.broker == broker_id && o.leader_epoch == self.leader_epoch && !o.released => {}
+            other => {
+                warn!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, found = ?other.ok(), "owner.json no longer names this leadership; leaving it alone");
+                return;
+            }
+        }
+        let owner = PartitionOwner {
+            version: kaas_core::topic::OWNER_FORMAT_VERSION,
+            broker: broker_id,
+            leader_epoch: self.leader_epoch,
+            released: true,
+            updated_ms: now,
+            topic_id: Some(self.topic_id),
+        };
+        if let Err(e) = owner.write(&path) {
+            warn!(topic = %self.topic, partition = self.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
+        }
+        debug!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, reason, "partition let go");
+    }
+
+    /// Waits until everything up to `offset` (exclusive) is fsynced. Concurrent
+    /// callers share one fsync: whoever gets the lock syncs up to the current log end,
+    /// and the others find their offset already covered (group commit).
+    pub async fn wait_durable(&self, offset: i64) -> std::io::Result<()> {
+        if self.durable.load(Ordering::Acquire) >= offset {
+            return Ok(());
+        }
+        let _turn = self.flush_lock.lock().await;
+        if self.durable.load(Ordering::Acquire) >= offset {
+            return Ok(());
+        }
+        let (file, end) = self.state().log.sync_handle().map_err(std::io::Error::other)?;
+        let started = std::time::Instant::now();
+        tokio::task::spawn_blocking(move || file.sync_data())
+            .await
+            .map_err(std::io::Error::other)??;
+        crate::metrics::metrics()
+            .log_fsync
+            .observe(started.elapsed().as_secs_f64());
+        self.durable.fetch_max(end, Ordering::AcqRel);
+        Ok(())
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.state().log.log_end_offset()
+    }
+}
+
+impl Partition {
+    /// A partition opened here: its recovered state, with `owner.lock` held (see
+    /// `cluster::ownership`). Everything up to the recovered log end is on disk.
+    pub(crate) fn opened(
+        topic: &str,
+        topic_id: Uuid,
+        index: i32,
+        leader_epoch: i32,
+        state: PartitionState,
+        owner_lock: std::fs::File,
+    ) -> Partition {
+        let end = state.log.log_end_offset();
+        Partition {
+            topic: topic.to_string(),
+            topic_id,
+            index,
+            leader_epoch,
+            state: Mutex::new(state),
+            durable: AtomicI64::new(end),
+            flush_lock: tokio::sync::Mutex::new(()),
+            retired: AtomicBool::new(false),
+            _owner_lock: owner_lock,
+        }
+    }
+}
+
+pub struct Topic {
+    pub meta: TopicMeta,
+    pub log_config: LogConfig,
+    /// One entry per partition; an Err is a partition whose log could not be opened
+    /// (it is reported, never served empty).
+    pub partitions: Vec<Result<Arc<Partition>, Offline>>,
+}
+
+impl Topic {
+    pub fn partition(&self, index: i32) -> Option<&Result<Arc<Partition>, Offline>> {
+        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+    }
+}
+
+/// Why a partition is not served by this broker.
+#[derive(Debug, Clone)]
+pub struct Offline {
+    pub reason: String,
+    /// Another process holds the partition's `owner.lock`: it leads the partition
+    /// (clients get NOT_LEADER_OR_FOLLOWER and are pointed at it). Otherwise the
+    /// partition is broken here (KAFKA_STORAGE_ERROR until repaired).
+    pub elsewhere: bool,
+}
+
+impl std::fmt::Display for Offline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl Offline {
+    pub(crate) fn broken(reason: impl ToString) -> Offline {
+        Offline {
+            reason: reason.to_string(),
+            elsewhere: false,
+        }
+    }
+    /// The error code for a request that needs this partition's leader.
+    pub fn code(&self) -> i16 {
+        if self.elsewhere {
+            ResponseError::NotLeaderOrFollower.code()
+        } else {
+            ResponseError::KafkaStorageError.code()
+        }
+    }
+}
+
+/// A topic file that could not be read: the topic is refused, not recreated.
+#[derive(Debug, Clone)]
+pub struct BrokenTopic {
+    pub error: String,
+}
+
+#[derive(Default)]
+pub(crate) struct Registry {
+    pub(crate) topics: BTreeMap<String, Arc<Topic>>,
+    pub(crate) by_id: HashMap<Uuid, String>,
+    pub(crate) broken: BTreeMap<String, BrokenTopic>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopicError {
+    #[error("topic {0} already exists")]
+    AlreadyExists(String),
+    #[error("invalid topic name {0:?}: 1-249 characters of [A-Za-z0-9._-], not . or ..")]
+    InvalidName(String),
+    #[error("number of partitions must be 1 to {max}, got {0}", max = kaas_core::layout::MAX_PARTITIONS_PER_TOPIC)]
+    InvalidPartitions(i32),
+    #[error("{0}")]
+    PartitionLimit(String),
+    #[error("{0}")]
+    InvalidConfig(String),
+    #[error("topic {0} is unreadable on the volume: {1}")]
+    Broken(String, String),
+    #[error("unknown topic {0}")]
+    Unknown(String),
+    #[error("topic {0} does not exist, and the client may not create it")]
+    CreateDenied(String),
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+impl TopicError {
+    pub fn code(&self) -> i16 {
+        match self {
+            TopicError::AlreadyExists(_) => ResponseError::TopicAlreadyExists.code(),
+            TopicError::InvalidName(_) => ResponseError::InvalidTopicException.code(),
+            TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions.code(),
+            TopicError::InvalidConfig(_) => ResponseError::InvalidConfig.code(),
+            TopicError::PartitionLimit(_) => ResponseError::PolicyViolation.code(),
+            TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition.code(),
+            TopicError::CreateDenied(_) => ResponseError::TopicAuthorizationFailed.code(),
+            TopicError::Broken(..) | TopicError::Volume(_) | TopicError::Log(_) => {
+                ResponseError::KafkaStorageError.code()
+            }
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! Frames on the wire: the length prefix, a frame read whole within its budget and
+//! checked before any decoder sees it (size, header, API and version), decoded
+//! without letting a count on the wire size an allocation, dispatched, and the
+//! response encoded. SASL's raw tokens (the v0 framing) are read here too.
+
+use super::*;
+
+/// The 4-byte length that starts a frame, within `idle`; None on a clean end of stream.
+pub(super) async fn read_length<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    idle: Duration,
+) -> Result<Option<i64>, FrameError> {
+    let mut len = [0u8; 4];
+    match tokio::time::timeout(idle, reader.read_exact(&mut len))
+        .await
+        .map_err(|_| FrameError::Idle(idle.as_millis() as u64))?
+    {
+        Ok(_) => Ok(Some(i32::from_be_bytes(len) as i64)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads one raw SASL token (4-byte length, then the token), for the framing that
+/// follows a v0 SaslHandshake.
+pub(super) async fn read_raw_token<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    limits: &Limits,
+) -> Result<Option<Bytes>, FrameError> {
+    let idle = limits.idle;
+    let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
+    let Some(size) = read_length(reader, idle).await? else {
+        return Ok(None);
+    };
+    if !(0..=MAX_PRE_AUTH_FRAME as i64).contains(&size) {
+        return Err(FrameError::TooLargeBeforeAuthentication {
+            size,
+            max: MAX_PRE_AUTH_FRAME,
+        });
+    }
+    // No share of the request budget: before authentication a connection holds at
+    // most this one small token (its frame bound), whatever the others do.
+    let mut token = vec![0u8; size as usize];
+    tokio::time::timeout(idle, reader.read_exact(&mut token))
+        .await
+        .map_err(timed)??;
+    Ok(Some(Bytes::from(token)))
+}
+
+/// Reads one frame, with its share of the request memory budget (none before
+/// authentication); None on a clean end
+/// of stream between frames. The next frame must start within
+/// `connections.max.idle.ms`, and once started, arrive whole within it too (a sender
+/// trickling a byte at a time gives its share of the budget back then). Before SASL
+/// authentication (`pre_auth`) only ApiVersions, SaslHandshake and SaslAuthenticate
+/// frames of at most [`MAX_PRE_AUTH_FRAME`] are read; any other closes the connection
+/// before its body is read (past what the connection's 4 KiB read-ahead,
+/// [`READ_AHEAD`], already holds) or any budget is taken.
+pub(super) async fn read_frame<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    limits: &Limits,
+    pre_auth: bool,
+) -> Result<Option<(Bytes, Option<OwnedSemaphorePermit>)>, FrameError> {
+    let idle = limits.idle;
+    let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
+    let Some(size) = read_length(reader, idle).await? else {
+        return Ok(None);
+    };
+    if pre_auth && size > MAX_PRE_AUTH_FRAME as i64 {
+        return Err(FrameError::TooLargeBeforeAuthentication {
+            size,
+            max: MAX_PRE_AUTH_FRAME,
+        });
+    }
+    let max = limits.max_frame;
+    if size > max as i64 {
+        return Err(FrameError::TooLarge { size, max });
+    }
+    if size < MIN_REQUEST_LEN as i64 {
+        return Err(FrameError::TooShort { size });
+    }
+    let size = size as usize;
+    // The API key comes first: it decides the frame's bound and what it costs.
+    let mut key = [0u8; 2];
+    tokio::time::timeout(idle, reader.read_exact(&mut key))
+        .await
+        .map_err(timed)??;
+    let api = i16::from_be_bytes(key);
+    if pre_auth
+        && ![ApiKey::ApiVersions, ApiKey::SaslHandshake, ApiKey::SaslAuthenticate]
+            .iter()
+            .any(|k| *k as i16 == api)
+    {
+        return Err(FrameError::Unauthenticated {
+            api: ApiKey::try_from(api)
+                .map(|a| format!("{a:?}"))
+                .unwrap_or_else(|_| format!("api key {api}")),
+        });
+    }
+    let produce = api == ApiKey::Produce as i16;
+    if !produce && size > MAX_NON_PRODUCE_FRAME {
+        return Err(FrameError::TooLargeForApi {
+            size,
+            max: MAX_NON_PRODUCE_FRAME,
+        });
+    }
+    // Wait for room in the budget before allocating (a frame bigger than the whole
+    // budget waits for all of it). A Produce costs its bytes; any other request what
+    // it may take once decoded. A frame before authentication takes none: it is at
+    // most MAX_PRE_AUTH_FRAME, one per connection, and clients nobody knows must not
+    // be able to make anyone else wait.
+    let permit = if pre_auth {
+        None
+    } else {
+        let weight = if produce { 1 } else { DECODE_INFLATION };
+        let cost = (size as u64 * weight)
+            .min(limits.request_bytes_max)
+            .min(u32::MAX as u64) as u32;
+        Some(
+            limits
+                .request_bytes
+                .clone()
+                .acquire_many_owned(cost)
+                .await
+                .map_err(|_| std::io::Error::other("request memory budget closed"))?,
+        )
+    };
+    // Read into the buffer's spare capacity: no zeroing of every frame first (it
+    // showed in the produce profile, docs/performance.md).
+    let mut buf = BytesMut::with_capacity(size);
+    buf.extend_from_slice(&key);
+    let mut body = (&mut *reader).take((size - key.len()) as u64);
+    tokio::time::timeout(idle, async {
+        while buf.len() < size {
+            if body.read_buf(&mut buf).await? == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+            }
+        }
+        Ok(())
+    })
+    .await
+    .map_err(timed)??;
+    Ok(Some((buf.freeze(), permit)))
+}
+
+/// A frame decoded: a request, or an answer already due (ApiVersions at a version
+/// this broker does not have).
+// Returned once per request and taken apart at once: boxing the request would cost
+// an allocation per request for nothing.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Decoded {
+    Request {
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        header: RequestHeader,
+        request: RequestKind,
+    },
+    Answered(Bytes),
+}
+
+/// Checks a frame's API and version and decodes its header and body.
+pub(super) fn decode_frame(frame: &mut Bytes) -> Result<Decoded, FrameError> {
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api = ApiKey::try_from(key).map_err(|_| FrameError::UnknownApiKey(key))?;
+    let Some((min, max)) = handlers::supported(api) else {
+        return Err(FrameError::UnknownApiKey(key));
+    };
+    if version < min || version > max {
+        if api == ApiKey::ApiVersions {
+            // KIP-511: answer with a v0 body carrying UNSUPPORTED_VERSION and our
+            // ranges, so the client can pick a version it shares with us.
+            let body = ResponseKind::ApiVersions(handlers::api_versions::unsupported_version_response());
+            return Ok(Decoded::Answered(encode_response(correlation_id, 0, &body, 0)?));
+        }
+        return Err(FrameError::UnsupportedVersion { api, version, min, max });
+    }
+    let header_version = api.request_header_version(version);
+    let header = decode_guarded(|| RequestHeader::decode(frame, header_version))
+        .map_err(|detail| FrameError::BadHeader { api, version, detail })?;
+    let request = decode_guarded(|| RequestKind::decode(api, frame, version))
+        .map_err(|detail| FrameError::BadBody { api, version, detail })?;
+    if frame.has_remaining() {
+        debug!(
+            ?api,
+            version,
+            trailing = frame.remaining(),
+            "request has trailing bytes"
+        );
+    }
+    Ok(Decoded::Request {
+        api,
+        version,
+        correlation_id,
+        header,
+        request,
+    })
+}
+
+/// Decodes, dispatches and encodes one request of `session`. Ok(None) when no
+/// response is due (acks=0 produce).
+/// `permit` is the frame's share of `queued.max.request.bytes`, kept until the request
+/// is answered (the decoded request refers to the frame's bytes). JoinGroup and
+/// SyncGroup give it back once decoded: their handlers copy out what they keep and drop
+/// the request before they wait for the rebalance, so waiting members never hold it.
+pub async fn handle_frame(
+    broker: &Arc<Broker>,
+    peer: SocketAddr,
+    session: &Session,
+    mut frame: Bytes,
+    shutdown: &watch::Receiver<bool>,
+    permit: Option<OwnedSemaphorePermit>,
+) -> Result<Option<Bytes>, FrameError> {
+    let (api, version, correlation_id, header, request) = match decode_frame(&mut frame)? {
+        Decoded::Answered(bytes) => return Ok(Some(bytes)),
+        Decoded::Request {
+            api,
+            version,
+            correlation_id,
+            header,
+            request,
+        } => (api, version, correlation_id, header, request),
+    };
+    let _permit = permit.filter(|_| !matches!(&request, RequestKind::JoinGroup(_) | RequestKind::SyncGroup(_)));
+    drop(frame);
+    let silent = matches!(&request, RequestKind::Produce(p) if p.acks == 0);
+    let ctx = RequestContext {
+        api,
+        version,
+        correlation_id,
+        client_id: header.client_id.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+        peer,
+        listener: session.listener.clone(),
+        principal: session.principal.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let started = std::time::Instant::now();
+    let response = handlers::dispatch(broker, &ctx, request).await;
+    if silent {
+        crate::metrics::metrics().request_done(api, &response, started.elapsed());
+        // Nothing is answered, so a refusal (an ACL, a leader elsewhere) would go
+        // unseen: Kafka closes the connection instead, and the client reconnects,
+        // refreshes its metadata and sees the error there.
+        if let ResponseKind::Produce(p) = &response {
+            if let Some(code) = p
+                .responses
+                .iter()
+                .flat_map(|t| &t.partition_responses)
+                .map(|r| r.error_code)
+                .find(|&c| c != 0)
+            {
+                return Err(FrameError::SilentProduceFailed(code));
+            }
+        }
+        return Ok(None);
+    }
+    let response_header_version = api.response_header_version(version);
+    let encoded = encode_response(correlation_id, response_header_version, &response, version)?;
+    crate::metrics::metrics().request_done(api, &response, started.elapsed());
+    Ok(Some(encoded))
+}
+
+/// Runs a kafka-protocol decoder, turning both errors and panics into a message.
+pub(super) fn decode_guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{e:#}")),
+        Err(panic) => Err(panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "decoder panicked".into())),
+    }
+}
+
+pub(super) fn encode_response(
+    correlation_id: i32,
+    header_version: i16,
+    body: &ResponseKind,
+    version: i16,
+) -> Result<Bytes, FrameError> {
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    header
+        .encode(&mut buf, header_version)
+        .and_then(|_| body.encode(&mut buf, version))
+        .map_err(|e| FrameError::Io(std::io::Error::other(format!("encoding response: {e:#}"))))?;
+    let len = (buf.len() - 4) as i32;
+    buf[0..4].copy_from_slice(&len.to_be_bytes());
+    Ok(buf.freeze())
+}

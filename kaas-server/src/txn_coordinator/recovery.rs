@@ -1,0 +1,276 @@
+//! What keeps transactions moving when nobody asks: the partition leader's reconcile
+//! against the slot files (a completed transaction whose marker was lost gets it),
+//! the Prepare* entries finished at start, and the reaper that aborts overdue
+//! transactions and finishes stuck ones in the slots this broker owns.
+
+use super::*;
+
+impl TransactionCoordinator {
+    /// Hanging transactions the reconcile backstop ended since start.
+    pub fn reconcile_repairs(&self) -> u64 {
+        self.reconcile_repairs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The reconcile backstop (see `kaas_core::reconcile`): compares every open
+    /// transaction on the partitions this broker leads with its coordinator entry and
+    /// writes the marker the coordinator's outcome calls for when nothing else will.
+    /// A candidate found without locks is judged again with its slot locked (so no
+    /// transaction can begin or end meanwhile) and the partition re-read, before any
+    /// marker is written. Every repair is logged and counted. Returns the repairs.
+    pub async fn reconcile(&self, broker: &Cluster) -> usize {
+        // The open transactions of the partitions this broker leads, first: most
+        // rounds find none and read no slot at all. The entries are read after: one
+        // that exists before a transaction's first batch (always: its batches are
+        // verified against it) is then found.
+        let mut open = Vec::new();
+        for p in broker.partitions() {
+            if broker.partition_leader(&p.topic, p.index) != Some(self.broker_id) {
+                continue;
+            }
+            let tp = TopicPartition {
+                topic: p.topic.clone(),
+                partition: p.index,
+            };
+            let txns: Vec<(i64, i16, i64)> = p
+                .state()
+                .producers
+                .producers
+                .values()
+                .filter_map(|e| e.txn_first_offset.map(|first| (e.producer_id, e.epoch, first)))
+                .collect();
+            if !txns.is_empty() {
+                open.push((p, tp, txns));
+            }
+        }
+        if open.is_empty() {
+            return 0;
+        }
+        let wanted: std::collections::BTreeSet<i64> = open.iter().flat_map(|(_, _, t)| t.iter().map(|o| o.0)).collect();
+        let mut entries = Vec::new();
+        let mut unreadable = Vec::new();
+        for slot in 0..SLOTS {
+            let found = self.visit(slot, |st| {
+                st.entries()
+                    .values()
+                    .filter(|e| wanted.contains(&e.producer_id) || wanted.contains(&e.last_producer_id))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            });
+            match found {
+                Ok(found) => entries.extend(found),
+                // Its producers cannot be judged: none of them is repaired.
+                Err(e) => {
+                    warn!(slot, error = %e, "reconcile skips an unreadable slot's transactions");
+                    unreadable.push(slot);
+                }
+            }
+        }
+        let index = kaas_core::reconcile::index_by_producer(entries.iter());
+        let mut repairs = 0;
+        for (p, tp, txns) in open {
+            for (pid, epoch, first) in txns {
+                let seen = index.get(&pid).copied();
+                if kaas_core::reconcile::judge(seen, &tp, pid, epoch) == kaas_core::reconcile::Verdict::Covered {
+                    continue;
+                }
+                if seen.is_none() && !unreadable.is_empty() {
+                    // Its entry may be in a slot we cannot read: never guess.
+                    continue;
+                }
+                match self.reconcile_one(broker, &p, &tp, seen, (pid, epoch, first)).await {
+                    Ok(true) => repairs += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        error!(topic = %tp.topic, partition = tp.partition, producer_id = pid, error = %e, "reconcile could not end a hanging transaction; retried next round")
+                    }
+                }
+            }
+        }
+        self.reconcile_repairs
+            .fetch_add(repairs as u64, std::sync::atomic::Ordering::Relaxed);
+        crate::metrics::metrics().reconcile_repairs.inc_by(repairs as u64);
+        repairs
+    }
+
+    pub(super) async fn reconcile_one(
+        &self,
+        broker: &Cluster,
+        partition: &crate::registry::Partition,
+        tp: &TopicPartition,
+        seen: Option<&TxnEntry>,
+        (pid, epoch, first): (i64, i16, i64),
+    ) -> Result<bool, CoordError> {
+        let tid = match seen {
+            Some(e) => Some(e.transactional_id.clone()),
+            // The index may predate the transaction's producer (a caller's older read):
+            // its entry was written before its first batch could be verified, so a
+            // read now, after the open transaction was seen, finds it if it exists.
+            None => {
+                let mut found = None;
+                for slot in 0..SLOTS {
+                    found = self.visit(slot, |st| {
+                        st.entries()
+                            .values()
+                            .find(|e| e.producer_id == pid || e.last_producer_id == pid)
+                            .map(|e| e.transactional_id.clone())
+                    })?;
+                    if found.is_some() {
+                        break;
+                    }
+                }
+                found
+            }
+        };
+        let held = match &tid {
+            Some(t) => Some(self.lock_slot(slot_for(t)).await?),
+            None => None,
+        };
+        let entry = match (&held, &tid) {
+            (Some(h), Some(t)) => self
+                .held_entry(h, t)?
+                .filter(|c| c.producer_id == pid || c.last_producer_id == pid),
+            _ => None,
+        };
+        let still_open = partition
+            .state()
+            .producers
+            .get(pid)
+            .is_some_and(|e| e.epoch == epoch && e.txn_first_offset == Some(first));
+        if !still_open {
+            return Ok(false);
+        }
+        let kaas_core::reconcile::Verdict::Hanging { commit, reason } =
+            kaas_core::reconcile::judge(entry.as_ref(), tp, pid, epoch)
+        else {
+            return Ok(false);
+        };
+        warn!(
+            topic = %tp.topic,
+            partition = tp.partition,
+            producer_id = pid,
+            epoch,
+            first_offset = first,
+            commit,
+            reason = %reason,
+            "reconcile: ending a hanging transaction nothing else would end"
+        );
+        broker.write_marker(tp, pid, epoch, commit).await?;
+        drop(held);
+        Ok(true)
+    }
+
+    /// At start: finishes every Prepare* entry left by a coordinator that died between
+    /// PrepareCommit/PrepareAbort and Complete*. (Slots taken over from another broker
+    /// are finished by the reaper's sweep once their entries have sat still.)
+    pub async fn recover(&self, broker: &Cluster) {
+        self.sweep(broker, 0, false).await;
+    }
+
+    /// The timeout reaper: aborts every overdue Ongoing transaction of the slots this
+    /// broker owns, with an epoch bump, discarding staged offsets. It also finishes
+    /// Prepare* entries that have sat still for `stuck_after_ms` — a coordinator that
+    /// died mid-dispatch on another broker, a marker that failed and was not retried
+    /// by its client, queued markers that have since been applied, or a `kaasctl txn
+    /// abort` whose queued markers were written after it stopped waiting.
+    pub async fn reap(&self, broker: &Cluster, stuck_after_ms: i64) {
+        self.sweep(broker, stuck_after_ms, true).await;
+    }
+
+    pub(super) async fn sweep(&self, broker: &Cluster, stuck_after_ms: i64, abort_overdue: bool) {
+        for slot in 0..SLOTS {
+            if !broker.owns_txn_slot(slot) {
+                continue;
+            }
+            // A lock-free look first: most slots need nothing.
+            let now = now_ms();
+            let expiration = broker.config.transactional_id_expiration_ms;
+            let needs_work = |e: &TxnEntry| {
+                (e.state.is_prepare() && now - e.last_update_ms >= stuck_after_ms)
+                    || (abort_overdue && (e.is_overdue(now) || e.is_expired(now, expiration)))
+            };
+            match self.visit(slot, |st| st.entries().values().any(needs_work)) {
+                Ok(false) => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    error!(slot, error = %e, "transaction slot unreadable; its transactional ids get COORDINATOR_NOT_AVAILABLE until it is repaired");
+                    continue;
+                }
+            }
+            if let Err(e) = self.sweep_slot(broker, slot, stuck_after_ms, abort_overdue).await {
+                error!(slot, error = %e, "transaction sweep of a slot failed; retried at the next tick");
+            }
+        }
+    }
+
+    pub(super) async fn sweep_slot(
+        &self,
+        broker: &Cluster,
+        slot: u32,
+        stuck_after_ms: i64,
+        abort_overdue: bool,
+    ) -> Result<(), CoordError> {
+        let now = now_ms();
+        let held = self.lock_slot(slot).await?;
+        let mut aborted = Vec::new();
+        if abort_overdue {
+            let expiration = broker.config.transactional_id_expiration_ms;
+            let expired: Vec<String> = self.with_held(&held, |st| {
+                st.entries()
+                    .values()
+                    .filter(|e| e.is_expired(now, expiration))
+                    .map(|e| e.transactional_id.clone())
+                    .collect()
+            })?;
+            if !expired.is_empty() {
+                for tid in &expired {
+                    info!(transactional_id = %tid, "transactional id expired (transactional.id.expiration.ms)");
+                }
+                let ops: Vec<SlotOp> = expired.into_iter().map(SlotOp::Remove).collect();
+                self.record(&held, &ops, now, Durable::Later).await?;
+            }
+            let actor = self.actor();
+            aborted = self.with_held(&held, |st| {
+                st.entries()
+                    .values()
+                    .filter(|e| e.is_overdue(now))
+                    .filter_map(|e| txn::force_abort(e, "transaction timeout", now, &actor))
+                    .collect::<Vec<_>>()
+            })?;
+            if !aborted.is_empty() {
+                let ops: Vec<SlotOp> = aborted.iter().cloned().map(SlotOp::Put).collect();
+                // Durable before the ABORT markers.
+                self.record(&held, &ops, now, Durable::Now).await?;
+            }
+        }
+        for entry in &aborted {
+            warn!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, "aborting transaction past its timeout");
+            // The abort goes on without the broadcast (its ABORT markers fence the
+            // epoch where they land, and produce-time verification refuses it
+            // everywhere); the failure is surfaced, not swallowed.
+            if let Err(e) = self.fence(broker, entry.producer_id, entry.producer_epoch, &entry.transactional_id) {
+                error!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, error = %e, "recording the timed-out producer's fence failed");
+            }
+        }
+        let stuck: Vec<TxnEntry> = self.with_held(&held, |st| {
+            st.entries()
+                .values()
+                .filter(|e| e.state.is_prepare() && (now - e.last_update_ms >= stuck_after_ms || aborted.contains(e)))
+                .cloned()
+                .collect()
+        })?;
+        let mut first_error = None;
+        for entry in stuck {
+            match self.finish_held(broker, &held, &entry).await {
+                Ok(Finished::Completed) => {
+                    info!(transactional_id = %entry.transactional_id, state = entry.state.as_str(), "finished a transaction left in a Prepare state")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    error!(transactional_id = %entry.transactional_id, error = %e, "could not finish transaction; retried at the next tick");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
