@@ -55,6 +55,12 @@ pub enum AppendRejected {
     NotLeader,
 }
 
+/// The marker watcher's poll for this broker
+/// ([`crate::txn_coordinator::process_marker_queue`]).
+pub async fn process_marker_queue(broker: &Broker) {
+    crate::txn_coordinator::process_marker_queue(&broker.cluster, &broker.txn).await
+}
+
 impl Broker {
     /// Opens the authorizer, the volume (see [`Cluster::open`]) and the coordinators,
     /// and applies every fence log to the partitions before anything is served. The

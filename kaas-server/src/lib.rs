@@ -6,7 +6,6 @@ pub mod alloc;
 pub mod authz;
 pub mod blocking;
 pub mod broker;
-pub mod cleaner;
 pub mod cluster;
 pub mod config;
 pub mod groups;
@@ -20,7 +19,10 @@ pub mod sasl;
 pub mod server;
 pub mod tls;
 pub mod txn_coordinator;
-pub mod watchers;
+
+/// The log target of the fence and marker watchers (`RUST_LOG=info,kaas_server::watchers=debug`
+/// shows each marker applied from the queue), whichever module they live in.
+pub const WATCHERS_LOG_TARGET: &str = "kaas_server::watchers";
 
 #[cfg(test)]
 #[global_allocator]

@@ -217,7 +217,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 let mut watcher = kaas_core::fence_log::FenceWatcher::new(broker.config.broker_id);
                 let mut deliveries = None;
                 let mut counting = false;
-                move || crate::watchers::apply_peer_fences(&broker, &mut watcher, &mut deliveries, &mut counting)
+                move || crate::cluster::apply_peer_fences(&broker, &mut watcher, &mut deliveries, &mut counting)
             },
         )),
         tokio::spawn({
@@ -237,7 +237,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             every_async(period, shutdown.clone(), move || {
                 let broker = broker.clone();
                 async move {
-                    crate::watchers::process_marker_queue(&broker).await;
+                    crate::broker::process_marker_queue(&broker).await;
                 }
             })
         }),

@@ -33,8 +33,8 @@ const SERVER_LAYERS: &[(&str, &[&str])] = &[
     // The cluster as this broker takes part in it (membership, ownership, the volume
     // sync, fences and markers, configs) and the two coordinators.
     ("cluster", &["cluster", "groups", "txn_coordinator"]),
-    // `Broker`, their composition, and the background work that needs all of it.
-    ("broker", &["broker", "watchers", "cleaner"]),
+    // `Broker`, their composition.
+    ("broker", &["broker"]),
     // One file per Kafka API.
     ("handlers", &["handlers"]),
     // Connections: sockets, TLS, SASL, the operations HTTP listener.

@@ -1,8 +1,11 @@
 //! Fences and markers on the partitions this broker leads: a producer's epoch raised
 //! everywhere it is known (from this broker's coordinator, the fence logs at start,
-//! the fence watcher), and a transaction marker written and made durable.
+//! the fence watcher: [`apply_peer_fences`], polled because inotify does not see other
+//! NFS clients' writes), and a transaction marker written and made durable.
 
 use super::*;
+use crate::WATCHERS_LOG_TARGET;
+use kaas_core::fence_log::{FenceDeliveries, FenceWatcher};
 /// A transaction marker that could not be written durably.
 #[derive(Debug, thiserror::Error)]
 #[error("marker for {topic}-{partition} not written: {detail}")]
@@ -160,5 +163,67 @@ impl Cluster {
                 Ok(false)
             }
         }
+    }
+}
+
+/// One fence-watcher poll: applies the peers' new fences, then records them in this
+/// broker's `applied-by-<id>.json` (what reached it, and when) for `kaasctl fence show`.
+///
+/// The watcher's first poll returns every fence the logs hold (the opening broker
+/// applied them already); `counting` is false for it, so
+/// `kaas_fence_events_applied_total` counts fences as they arrive, not that backlog.
+pub fn apply_peer_fences(
+    broker: &Cluster,
+    watcher: &mut FenceWatcher,
+    deliveries: &mut Option<FenceDeliveries>,
+    counting: &mut bool,
+) {
+    let (fresh, errors) = watcher.poll_fences(&broker.volume);
+    let count = std::mem::replace(counting, true);
+    for e in errors {
+        error!(target: WATCHERS_LOG_TARGET, error = %e, "unreadable fence log; its fences are not applied until it is repaired");
+    }
+    if fresh.is_empty() {
+        return;
+    }
+    let now = kaas_core::now_ms();
+    if count {
+        crate::metrics::metrics()
+            .fence_events_applied
+            .inc_by(fresh.len() as u64);
+    }
+    for f in &fresh {
+        info!(target: WATCHERS_LOG_TARGET,
+            producer_id = f.producer_id,
+            epoch = f.epoch,
+            writer = f.writer,
+            delay_ms = now - f.recorded_ms,
+            "applying a peer's fence"
+        );
+        broker.fence_producer_epoch(f.producer_id, f.epoch);
+    }
+    let record = match deliveries {
+        Some(d) => d,
+        None => match FenceDeliveries::load(&broker.volume, broker.config.broker_id) {
+            Ok(d) => deliveries.insert(d),
+            Err(e) => {
+                // Start afresh rather than never record again; the file is replaced.
+                warn!(target: WATCHERS_LOG_TARGET, error = %e, "fence delivery record unreadable; starting a new one");
+                deliveries.insert(FenceDeliveries {
+                    version: kaas_core::fence_log::FENCE_FORMAT_VERSION,
+                    broker: broker.config.broker_id,
+                    updated_ms: 0,
+                    applied: Default::default(),
+                })
+            }
+        },
+    };
+    if let Err(e) = record.record(
+        &broker.volume,
+        &fresh,
+        now,
+        broker.config.transactional_id_expiration_ms,
+    ) {
+        warn!(target: WATCHERS_LOG_TARGET, error = %e, "cannot record applied fences (kaasctl fence show will not list them for this broker)");
     }
 }

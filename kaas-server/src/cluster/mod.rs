@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 use uuid::Uuid;
 
+mod cleaner;
 mod configs;
 mod fences;
 mod membership;
@@ -29,7 +30,7 @@ mod ownership;
 mod sync;
 
 pub use configs::ConfigChange;
-pub use fences::MarkerError;
+pub use fences::{apply_peer_fences, MarkerError};
 
 pub struct Cluster {
     pub config: Config,

@@ -5,6 +5,7 @@
 //! ([`TransactionCoordinator::apply_queued`]).
 
 use super::*;
+use crate::WATCHERS_LOG_TARGET;
 
 impl TransactionCoordinator {
     /// Finishes the Prepare* transaction `expected` if the entry still is it (see the
@@ -199,5 +200,72 @@ impl TransactionCoordinator {
             }
         }
         Ok(true)
+    }
+}
+
+/// The marker watcher's poll (every `--volume-poll-interval-ms`): the markers other
+/// coordinators queued for the partitions this broker leads, written
+/// ([`TransactionCoordinator::apply_queued`]) and each entry removed once its markers
+/// are durable.
+pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator) {
+    let me = broker.config.broker_id;
+    let targets = match marker_queue::targets(&broker.volume) {
+        Ok(t) => t,
+        Err(e) => {
+            error!(target: WATCHERS_LOG_TARGET, error = %e, "cannot list marker queues");
+            return;
+        }
+    };
+    // Every queue: an entry's partitions may be led elsewhere by now (its addressee
+    // died, restarted, or its partitions were taken over by several brokers); each
+    // broker applies the partitions it leads.
+    for target in targets {
+        let entries = match marker_queue::list(&broker.volume, target) {
+            Ok(e) => e,
+            Err(e) => {
+                error!(target: WATCHERS_LOG_TARGET, target, error = %e, "cannot read a marker queue");
+                continue;
+            }
+        };
+        for (path, entry) in entries {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    if target == me {
+                        error!(target: WATCHERS_LOG_TARGET, path = %path.display(), error = %e, "unreadable marker queue entry left in place");
+                    }
+                    continue;
+                }
+            };
+            let mine: Vec<TopicPartition> = entry
+                .partitions
+                .iter()
+                .filter(|tp| broker.partition_leader(&tp.topic, tp.partition) == Some(me) || gone(broker, tp))
+                .cloned()
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            match txn.apply_queued(broker, &path, &entry, &mine).await {
+                // Per transaction (thousands a second): debug, not info.
+                Ok(true) => {
+                    debug!(target: WATCHERS_LOG_TARGET, transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = mine.len(), queue = target, "applied queued markers")
+                }
+                Ok(false) => {}
+                // Left in place: retried at the next poll.
+                Err(e) => {
+                    error!(target: WATCHERS_LOG_TARGET, path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, partitions = ?mine, error = %e, "applying a queued marker failed; retried at the next poll")
+                }
+            }
+        }
+    }
+}
+
+/// A partition that no longer exists on the volume (its topic was deleted, or it
+/// never had that many partitions): its marker has nothing left to end.
+fn gone(broker: &Cluster, tp: &TopicPartition) -> bool {
+    match kaas_core::topic::TopicMeta::read(&broker.volume.topic_file(&tp.topic)) {
+        Ok(meta) => tp.partition < 0 || tp.partition >= meta.partitions,
+        Err(e) => e.is_not_found(),
     }
 }

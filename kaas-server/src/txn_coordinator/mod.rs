@@ -634,6 +634,8 @@ impl TransactionCoordinator {
 mod markers;
 mod recovery;
 
+pub use markers::process_marker_queue;
+
 #[cfg(test)]
 mod tests;
 

@@ -173,7 +173,7 @@ async fn a_queued_marker_applies_only_to_the_transaction_it_names() {
     let prepared = prepare_with_queued_markers(&store, pid, 1);
     let marker = MarkerEntry::new("tx", pid, 0, true, vec![tp("t", 0)], Some(prepared.txn_seq), 1, 1);
     let path = marker_queue::enqueue(&b.volume, 0, &marker).unwrap();
-    crate::watchers::process_marker_queue(&b).await;
+    crate::broker::process_marker_queue(&b).await;
     assert!(!path.exists());
     assert_eq!(lso_and_end(&b), (first_n + 2, first_n + 2), "N committed");
     let entry = store.get("tx").unwrap().unwrap();
@@ -186,7 +186,7 @@ async fn a_queued_marker_applies_only_to_the_transaction_it_names() {
     b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
     let first = produce_txn(&b, "tx", pid, 0, 1).unwrap();
     let late = marker_queue::enqueue(&b.volume, 0, &marker).unwrap();
-    crate::watchers::process_marker_queue(&b).await;
+    crate::broker::process_marker_queue(&b).await;
     assert!(!late.exists(), "the stale entry is consumed");
     assert_eq!(lso_and_end(&b), (first, first + 1), "N+1 is still open");
 }
@@ -566,7 +566,7 @@ async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
     let prepared = prepare_with_queued_markers(b0.txn.store(), pid, 7);
     let marker = MarkerEntry::new("tx", pid, 0, true, parts.to_vec(), Some(prepared.txn_seq), 7, 1);
     let path = marker_queue::enqueue(&b0.volume, 7, &marker).unwrap();
-    crate::watchers::process_marker_queue(&b0).await;
+    crate::broker::process_marker_queue(&b0).await;
     let left: MarkerEntry =
         kaas_core::error::read_versioned_json(&path, "marker queue entry", marker_queue::MARKER_FORMAT_VERSION)
             .unwrap();
@@ -576,7 +576,7 @@ async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
         b0.txn.store().get("tx").unwrap().unwrap().state,
         TxnState::PrepareCommit
     );
-    crate::watchers::process_marker_queue(&b1).await;
+    crate::broker::process_marker_queue(&b1).await;
     assert!(!path.exists());
     {
         let x = x0.state();
@@ -736,7 +736,7 @@ async fn a_joining_broker_gets_its_partitions_by_hand_over_with_windows_and_open
     assert_eq!(b0.partition_leader("h", moving[0]), Some(peer));
     // The transaction commits through broker 1's partitions (queued to it by broker 0).
     b0.txn.end_txn(&b0, "tx", tpid, 0, true).await.unwrap();
-    crate::watchers::process_marker_queue(&b1).await;
+    crate::broker::process_marker_queue(&b1).await;
     for &p in &moving {
         let taken = b1.topic("h").unwrap().partition(p).unwrap().clone().unwrap();
         let state = taken.state();

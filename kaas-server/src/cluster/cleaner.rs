@@ -4,13 +4,13 @@
 //! lock is held only to plan a pass and to swap its segments in; reading and
 //! rewriting happen without it, so produce and fetch go on meanwhile.
 
-use crate::broker::{Broker, Partition};
+use super::{Cluster, Partition};
 use kaas_core::cleaner::{self, CleanLimits, CleanerState};
 use kaas_core::now_ms;
 use std::sync::Arc;
 use tracing::{debug, error, info, warn};
 
-impl Broker {
+impl Cluster {
     /// One round of the cleaner: every compacted partition led here that is due,
     /// dirtiest first. `stop` ends the round early (shutdown). Returns the passes done.
     pub fn clean_round(&self, stop: &(dyn Fn() -> bool + Sync)) -> usize {
