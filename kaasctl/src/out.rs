@@ -278,10 +278,18 @@ fn terminal_width() -> Option<u16> {
 /// written `'\''`), so a transactional id with spaces or quotes pastes as one argument.
 pub fn shell_word(word: &str) -> std::borrow::Cow<'_, str> {
     let plain = |c: char| c.is_ascii_alphanumeric() || "._-/:=@+,%".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
+    // zsh expands a word that starts with `=` (`=ls` is `/bin/ls`).
+    if !word.is_empty() && !word.starts_with('=') && word.chars().all(plain) {
         return std::borrow::Cow::Borrowed(word);
     }
     std::borrow::Cow::Owned(format!("'{}'", word.replace('\'', "'\\''")))
+}
+
+/// The command that force-aborts `transactional_id`, as kaasctl suggests it: the id
+/// one shell word, after `--` when it starts with `-` (else it would read as a flag).
+pub fn abort_command(transactional_id: &str) -> String {
+    let dashes = if transactional_id.starts_with('-') { "-- " } else { "" };
+    format!("kaasctl txn abort {dashes}{}", shell_word(transactional_id))
 }
 
 /// A point in time for JSON: RFC 3339 and epoch milliseconds side by side.
@@ -371,6 +379,10 @@ mod tests {
         assert_eq!(shell_word("it's"), "'it'\\''s'");
         assert_eq!(shell_word(""), "''");
         assert_eq!(shell_word("a;rm -rf"), "'a;rm -rf'");
+        assert_eq!(shell_word("=ls"), "'=ls'");
+        assert_eq!(abort_command("orders-tx"), "kaasctl txn abort orders-tx");
+        assert_eq!(abort_command("--dry-run"), "kaasctl txn abort -- --dry-run");
+        assert_eq!(abort_command("my tx"), "kaasctl txn abort 'my tx'");
     }
 
     #[test]

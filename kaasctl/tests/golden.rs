@@ -25,7 +25,7 @@ const NOW: i64 = 1_800_000_000_000;
 /// says: prose cells are wrapped before the path is redacted to `<DATA>`, so where a
 /// golden's lines break must not depend on the machine's temporary directory.
 fn fixture_dir() -> std::io::Result<tempfile::TempDir> {
-    tempfile::Builder::new().tempdir_in("/tmp")
+    tempfile::Builder::new().prefix(".tmp").rand_bytes(6).tempdir_in("/tmp")
 }
 
 fn tp(topic: &str, partition: i32) -> TopicPartition {

@@ -436,13 +436,10 @@ fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::R
             ),
             Some(match owner {
                 Some(b) => format!(
-                    "broker {b} coordinates it and aborts it at its next reaper sweep; now: `kaasctl txn abort {}`",
-                    crate::out::shell_word(tid)
+                    "broker {b} coordinates it and aborts it at its next reaper sweep; now: `{}`",
+                    crate::out::abort_command(tid)
                 ),
-                None => format!(
-                    "no live broker coordinates it: `kaasctl txn abort {}`",
-                    crate::out::shell_word(tid)
-                ),
+                None => format!("no live broker coordinates it: `{}`", crate::out::abort_command(tid)),
             }),
         ));
     }

@@ -81,14 +81,14 @@ pub fn explain_with(
     result.advice = match &entry {
         None => format!("hanging: no coordinator entry has producer {}. Run `kaasctl txn repair --fix` to write its ABORT marker.", p.producer_id),
         Some(e) if e.state == TxnState::Ongoing && tp_in && !e.is_overdue(c.now_ms) => format!(
-            "the transaction {:?} is open and within its timeout ({} left); it ends when the producer commits or aborts, or when the reaper aborts it. To end it now: `kaasctl txn abort {}`.",
+            "the transaction {:?} is open and within its timeout ({} left); it ends when the producer commits or aborts, or when the reaper aborts it. To end it now: `{}`.",
             e.transactional_id,
             age(e.txn_start_ms + e.timeout_ms as i64 - c.now_ms),
-            crate::out::shell_word(&e.transactional_id)
+            crate::out::abort_command(&e.transactional_id)
         ),
         Some(e) if e.state == TxnState::Ongoing && tp_in => match slot.and_then(|s| c.slot_owner(s)) {
-            Some(b) => format!("{:?} is past its timeout; broker {b} owns its slot and its reaper aborts it within one sweep. Or now: `kaasctl txn abort {}`.", e.transactional_id, crate::out::shell_word(&e.transactional_id)),
-            None => format!("{:?} is past its timeout and no live broker coordinates it: `kaasctl txn abort {}`.", e.transactional_id, crate::out::shell_word(&e.transactional_id)),
+            Some(b) => format!("{:?} is past its timeout; broker {b} owns its slot and its reaper aborts it within one sweep. Or now: `{}`.", e.transactional_id, crate::out::abort_command(&e.transactional_id)),
+            None => format!("{:?} is past its timeout and no live broker coordinates it: `{}`.", e.transactional_id, crate::out::abort_command(&e.transactional_id)),
         },
         Some(e) if e.state.is_prepare() => format!("{:?} is {}: its markers have not landed here. `kaasctl txn repair --fix` finishes it.", e.transactional_id, e.state.as_str()),
         Some(e) => format!(

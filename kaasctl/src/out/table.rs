@@ -21,9 +21,9 @@ const GAP: usize = 2;
 /// A prose column is not squeezed below this many characters (nor below its
 /// header) while there is room: narrower, every word would get a line of its own.
 const PROSE_FLOOR: usize = 12;
-/// Nor below its longest word (a quoted command, a name) up to this many characters,
-/// so such a word fits in its column where the terminal allows; longer words (paths,
-/// usually) go on a line of their own and stick out.
+/// Before the room left is shared, each prose column gets room for its longest word
+/// (a quoted command, a name) up to this many characters, as far as the terminal
+/// allows; longer words (paths, usually) go on a line of their own and stick out.
 const WORD_FLOOR: usize = 32;
 
 /// One cell: its text (already made [`safe`](super::safe)), its colour, and whether
@@ -81,8 +81,8 @@ impl Table {
     ///
     /// Every column has a natural width (its widest cell or header on one line) and
     /// a least one: a whole column's widest cell (its header may wrap at spaces), a
-    /// prose column's longest header word, [`PROSE_FLOOR`], or its longest word up to
-    /// [`WORD_FLOOR`]. When the naturals do
+    /// prose column's longest header word or [`PROSE_FLOOR`], then its longest word up
+    /// to [`WORD_FLOOR`] while there is room. When the naturals do
     /// not fit, every column starts at its least width and the room left is shared
     /// out (water-filling): each column takes no more than it needs, the rest share
     /// evenly what the others leave.
@@ -122,14 +122,16 @@ impl Table {
         }
         for &c in &shown {
             let header_word = self.names[c].split(' ').map(display_width).max().unwrap_or(0);
-            let floor = if prose[c] {
-                PROSE_FLOOR.max(longest_word[c]).min(natural[c])
-            } else {
-                0
-            };
+            let floor = if prose[c] { PROSE_FLOOR.min(natural[c]) } else { 0 };
             widths[c] = header_word.max(widest_cell[c]).max(floor);
         }
         let mut left = budget.saturating_sub(shown.iter().map(|&c| widths[c]).sum());
+        // Room for each prose column's longest word first, as far as the terminal allows.
+        for &c in shown.iter().filter(|&&c| prose[c]) {
+            let add = longest_word[c].min(natural[c]).saturating_sub(widths[c]).min(left);
+            widths[c] += add;
+            left -= add;
+        }
         let mut open: Vec<usize> = shown.iter().copied().filter(|&c| widths[c] < natural[c]).collect();
         while left > 0 && !open.is_empty() {
             let share = (left / open.len()).max(1);
@@ -257,7 +259,10 @@ impl fmt::Display for Table {
                     _ if c < n && !self.shown[c] => (Vec::new(), Tone::Plain),
                     (Some(cell), Some(width)) if cell.wraps || spanning == Some(c) => {
                         let room = if spanning == Some(c) {
-                            (width as usize).saturating_sub(starts[c]).max(widths[c])
+                            (width as usize)
+                                .saturating_sub(starts[c])
+                                .max(widths[c])
+                                .max(PROSE_FLOOR)
                         } else {
                             widths[c]
                         };
