@@ -705,9 +705,6 @@ impl Config {
     }
 }
 
-/// Parses `host:port` (IPv6 hosts in brackets).
-pub use crate::listeners::parse_host_port;
-
 /// A mechanism `--sasl-enabled-mechanisms` can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SaslMechanism {

@@ -8,7 +8,7 @@
 //! take effect for the next login on every broker.
 
 use crate::broker::Broker;
-pub use crate::config::{parse_mechanism, SaslMechanism};
+use crate::config::SaslMechanism;
 use bytes::Bytes;
 use kaas_core::scram::{AuthError, Credentials, ScramServer, ScramStep};
 use kafka_protocol::error::ResponseError;

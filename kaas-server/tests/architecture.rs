@@ -154,20 +154,18 @@ fn check(krate: &str, src: &Path, layers: &[(&str, &[&str])]) -> Vec<(String, St
                 .or_insert(example);
         }
     }
-    for (parent, cycle) in cycles(&edges) {
+    for (parent, a, b) in in_circles(&edges) {
         let prefix = if parent.is_empty() {
             String::new()
         } else {
             format!("{}::", parent.join("::"))
         };
-        for pair in cycle.windows(2) {
-            let example = &edges[&(parent.clone(), pair[0].clone(), pair[1].clone())];
-            out.push((
-                krate.to_string(),
-                format!("{prefix}{} -> {prefix}{}", pair[0], pair[1]),
-                format!("part of the circle {} ({example})", cycle.join(" -> ")),
-            ));
-        }
+        let example = &edges[&(parent.clone(), a.clone(), b.clone())];
+        out.push((
+            krate.to_string(),
+            format!("{prefix}{a} -> {prefix}{b}"),
+            format!("part of a circle: {b} leads back to {a} ({example})"),
+        ));
     }
     out
 }
@@ -180,88 +178,32 @@ fn target(modules: &BTreeSet<Module>, path: &[String]) -> Option<Module> {
         .find(|p| modules.contains(p))
 }
 
-/// For each parent, one circle through every group of siblings that use each other
-/// (a strongly connected component of more than one), as a closed walk [a, b, …, a].
-fn cycles(edges: &BTreeMap<(Module, String, String), String>) -> Vec<(Module, Vec<String>)> {
-    let mut by_parent: BTreeMap<Module, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-    for (parent, a, b) in edges.keys() {
-        by_parent
-            .entry(parent.clone())
-            .or_default()
-            .entry(a.clone())
-            .or_default()
-            .insert(b.clone());
-    }
-    let mut out = Vec::new();
-    for (parent, graph) in by_parent {
-        let reach = |from: &String| -> BTreeSet<String> {
-            let mut seen = BTreeSet::new();
-            let mut todo = vec![from.clone()];
+/// The sibling edges (parent, a, b) that lie on a circle: those where `b` leads back
+/// to `a` through siblings of the same parent.
+fn in_circles(edges: &BTreeMap<(Module, String, String), String>) -> Vec<(Module, String, String)> {
+    let next = |parent: &Module, n: &String| -> Vec<String> {
+        edges
+            .keys()
+            .filter(|(p, a, _)| p == parent && a == n)
+            .map(|(_, _, b)| b.clone())
+            .collect()
+    };
+    edges
+        .keys()
+        .filter(|(parent, a, b)| {
+            let mut seen = BTreeSet::from([b.clone()]);
+            let mut todo = vec![b.clone()];
             while let Some(n) = todo.pop() {
-                for next in graph.get(&n).into_iter().flatten() {
-                    if seen.insert(next.clone()) {
-                        todo.push(next.clone());
+                for m in next(parent, &n) {
+                    if seen.insert(m.clone()) {
+                        todo.push(m);
                     }
                 }
             }
-            seen
-        };
-        let reachable: BTreeMap<&String, BTreeSet<String>> = graph.keys().map(|n| (n, reach(n))).collect();
-        let mut done = BTreeSet::new();
-        for (n, from_n) in &reachable {
-            if done.contains(*n) || !from_n.contains(*n) {
-                continue;
-            }
-            // n's component: what n reaches and what reaches n.
-            let component: BTreeSet<String> = from_n
-                .iter()
-                .filter(|m| reachable.get(m).is_some_and(|r| r.contains(*n)))
-                .cloned()
-                .collect();
-            done.extend(component.iter().cloned());
-            out.push((parent.clone(), walk(&graph, n, &component)));
-        }
-    }
-    out
-}
-
-/// A closed walk from `start` through the component, each step a real edge (breadth
-/// first back to `start` from each next unvisited member).
-fn walk(graph: &BTreeMap<String, BTreeSet<String>>, start: &String, component: &BTreeSet<String>) -> Vec<String> {
-    let path_to = |from: &String, to: &String| -> Vec<String> {
-        let mut prev: BTreeMap<String, String> = BTreeMap::new();
-        let mut queue = std::collections::VecDeque::from([from.clone()]);
-        while let Some(n) = queue.pop_front() {
-            for next in graph.get(&n).into_iter().flatten().filter(|m| component.contains(*m)) {
-                if !prev.contains_key(next) && next != from {
-                    prev.insert(next.clone(), n.clone());
-                    queue.push_back(next.clone());
-                }
-            }
-            if prev.contains_key(to) {
-                break;
-            }
-        }
-        let mut path = vec![to.clone()];
-        while let Some(p) = prev.get(path.last().unwrap()) {
-            if p == from {
-                break;
-            }
-            path.push(p.clone());
-        }
-        path.reverse();
-        path
-    };
-    let mut out = vec![start.clone()];
-    for m in component.iter().filter(|m| *m != start) {
-        if !out.contains(m) {
-            let here = out.last().unwrap().clone();
-            out.extend(path_to(&here, m));
-        }
-    }
-    let here = out.last().unwrap().clone();
-    out.extend(path_to(&here, start));
-    out
+            seen.contains(a)
+        })
+        .cloned()
+        .collect()
 }
 
 /// Every module of the crate under `src` with the paths it uses (absolute, from the

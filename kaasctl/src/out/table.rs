@@ -226,7 +226,6 @@ fn quoted_words(line: &str) -> Box<dyn Iterator<Item = textwrap::core::Word<'_>>
 
 impl fmt::Display for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let widths = self.widths();
         let n = self.names.len();
         // The header wraps at spaces like prose; it is the first "row".
         let header: Vec<Cell> = self
@@ -240,7 +239,7 @@ impl fmt::Display for Table {
             .collect();
         // Where each column starts on the line, for spanning cells; one more column
         // past the last (width 0) for a spanning cell whose own column is hidden.
-        let mut widths = widths;
+        let mut widths = self.widths();
         widths.push(0);
         let mut starts = vec![MARGIN; n + 1];
         let mut at = MARGIN;
@@ -257,7 +256,7 @@ impl fmt::Display for Table {
             let lines: Vec<(Vec<std::borrow::Cow<'_, str>>, Tone)> = (0..=n)
                 .map(|c| match (placed[c], self.width) {
                     _ if c < n && !self.shown[c] => (Vec::new(), Tone::Plain),
-                    (Some(cell), Some(width)) if cell.wraps || spanning == Some(c) => {
+                    (Some(cell), Some(width)) if cell.wraps => {
                         let room = if spanning == Some(c) {
                             (width as usize)
                                 .saturating_sub(starts[c])
@@ -266,11 +265,7 @@ impl fmt::Display for Table {
                         } else {
                             widths[c]
                         };
-                        if cell.wraps {
-                            (wrap(&cell.text, room), cell.tone)
-                        } else {
-                            (vec![cell.text.as_str().into()], cell.tone)
-                        }
+                        (wrap(&cell.text, room), cell.tone)
                     }
                     (Some(cell), _) => (vec![cell.text.as_str().into()], cell.tone),
                     (None, _) => (Vec::new(), Tone::Plain),
