@@ -13,6 +13,14 @@ use std::sync::OnceLock;
 pub const TXN_AFTER_PREPARE: &str = "txn-after-prepare";
 /// Every marker is durable (or queued); Complete* is not written yet.
 pub const TXN_AFTER_MARKERS: &str = "txn-after-markers";
+/// The coordinator's queue entries for partitions led elsewhere are durable and marked
+/// on the slot entry; no leader is notified yet.
+pub const TXN_AFTER_QUEUED: &str = "txn-after-queued";
+/// Sending a WriteTxnMarkers notification to a partition's leader (error injection:
+/// the notification is lost; the leader's poll finds the entry).
+pub const MARKER_NOTIFY: &str = "marker-notify";
+/// A leader received a WriteTxnMarkers notification and has applied nothing of it.
+pub const MARKERS_NOTIFIED: &str = "markers-notified";
 /// A transaction slot's journal append (error injection, or a crash before it).
 pub const TXN_JOURNAL_APPEND: &str = "txn-journal-append";
 /// A fold wrote the new slot checkpoint; the journal is not emptied yet.

@@ -126,6 +126,32 @@ pub fn pending_files(volume: &Volume, producer_id: i64, epoch: i16, txn_seq: u64
     Ok(out)
 }
 
+/// The entries queued for `target_broker` of one producer at one epoch (what a
+/// WriteTxnMarkers notification names), each with its path; only files named
+/// `<pid>-<epoch>-…` are read. Unreadable ones are returned as errors.
+pub fn entries_of(
+    volume: &Volume,
+    target_broker: i32,
+    producer_id: i64,
+    epoch: i16,
+) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {
+    let prefix = format!("{producer_id}-{epoch}-");
+    let mut out: Vec<(PathBuf, Loaded<MarkerEntry>)> = crate::error::json_files(&queue_dir(volume, target_broker))?
+        .into_iter()
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .map(|path| {
+            let parsed = read_versioned_json(&path, "marker queue entry", MARKER_FORMAT_VERSION);
+            (path, parsed)
+        })
+        .collect();
+    out.sort_by_key(|(_, e)| e.as_ref().map(|e| e.enqueued_ms).unwrap_or(i64::MIN));
+    Ok(out)
+}
+
 /// Writes (or rewrites) the queue entry for `target_broker`.
 pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
     let path = entry_path(volume, target_broker, entry);
@@ -202,6 +228,13 @@ mod tests {
         assert_eq!(pending_files(&v, 7, 1, 3).unwrap(), vec![p1.clone()]);
         assert!(pending_files(&v, 7, 1, 4).unwrap().is_empty());
         assert_eq!(targets(&v).unwrap(), vec![2]);
+        let of = |epoch| entries_of(&v, 2, 7, epoch).unwrap();
+        assert_eq!(of(1).len(), 1, "only the named producer and epoch");
+        assert_eq!(of(1)[0].0, p1);
+        assert!(entries_of(&v, 2, 77, 1).unwrap().is_empty() && entries_of(&v, 3, 7, 1).unwrap().is_empty());
+        let p10 = enqueue(&v, 2, &entry(10, 60)).unwrap();
+        assert_eq!(of(1).len(), 1, "epoch 10 is not epoch 1");
+        remove(&p10).unwrap();
         remove(&p1).unwrap();
         remove(&p1).unwrap();
         assert_eq!(list(&v, 2).unwrap().len(), 1);

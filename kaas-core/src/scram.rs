@@ -1,6 +1,7 @@
 //! SASL credentials: SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677) verifiers
 //! stored in `__cluster/scram-credentials.json`, and the server side of the SCRAM and
-//! PLAIN exchanges that check a client against them.
+//! PLAIN exchanges that check a client against them; and the client side of SCRAM a broker
+//! uses towards its peers.
 //!
 //! Only salted verifiers are stored (salt, iteration count, StoredKey, ServerKey): the
 //! file lets a reader check a password offered to it, never learn one. PLAIN is checked
@@ -526,6 +527,107 @@ impl ScramServer {
     }
 }
 
+/// The client side of one SCRAM exchange (RFC 5802 §3), for a broker authenticating
+/// to its peers (`--inter-broker-sasl-*`): [`ScramClient::first`] → server-first →
+/// [`ScramClient::answer`] → server-final → [`ScramClient::verify_server`], which
+/// refuses a server that does not know the user's verifier.
+#[derive(Debug)]
+pub struct ScramClient {
+    mechanism: Mechanism,
+    /// client-first-bare
+    bare: String,
+    client_nonce: String,
+    /// HMAC(ServerKey, AuthMessage), once the server-first is answered.
+    server_signature: Option<Vec<u8>>,
+}
+
+impl ScramClient {
+    /// Starts an exchange for `user`: returns the client and its client-first message.
+    pub fn first(mechanism: Mechanism, user: &str) -> std::io::Result<(ScramClient, Vec<u8>)> {
+        let client_nonce = B64.encode(random_bytes(18)?);
+        let escaped = user.replace('=', "=3D").replace(',', "=2C");
+        let bare = format!("n={escaped},r={client_nonce}");
+        let message = format!("n,,{bare}").into_bytes();
+        Ok((
+            ScramClient {
+                mechanism,
+                bare,
+                client_nonce,
+                server_signature: None,
+            },
+            message,
+        ))
+    }
+
+    /// The client-final message (with its proof) for the server-first `message`.
+    pub fn answer(&mut self, message: &[u8], password: &str) -> Result<Vec<u8>, AuthError> {
+        let mechanism = self.mechanism.name();
+        let malformed = |detail: &str| AuthError::Malformed {
+            mechanism,
+            detail: detail.into(),
+        };
+        let server_first = std::str::from_utf8(message).map_err(|_| malformed("server-first is not UTF-8"))?;
+        let (mut nonce, mut salt, mut iterations) = (None, None, None);
+        for attr in server_first.split(',') {
+            match attr.split_once('=') {
+                Some(("r", v)) => nonce = Some(v),
+                Some(("s", v)) => salt = Some(B64.decode(v).map_err(|_| malformed("salt is not base64"))?),
+                Some(("i", v)) => iterations = Some(v.parse::<u32>().map_err(|_| malformed("bad iteration count"))?),
+                Some(("m", _)) => return Err(malformed("mandatory extension not supported")),
+                _ => {}
+            }
+        }
+        let nonce = nonce
+            .filter(|n| n.starts_with(&self.client_nonce) && n.len() > self.client_nonce.len())
+            .ok_or_else(|| malformed("server nonce does not extend the client's"))?;
+        let salt = salt.ok_or_else(|| malformed("no salt"))?;
+        let iterations = iterations
+            .filter(|i| (MIN_ITERATIONS..=MAX_ITERATIONS).contains(i))
+            .ok_or_else(|| malformed("iteration count missing or outside 4096..=16384"))?;
+        let m = self.mechanism;
+        let salted = m.salted_password(password.as_bytes(), &salt, iterations);
+        let client_key = m.hmac(&salted, b"Client Key");
+        let stored_key = m.hash(&client_key);
+        let without_proof = format!("c={},r={nonce}", B64.encode("n,,"));
+        let auth_message = format!("{},{server_first},{without_proof}", self.bare);
+        let signature = m.hmac(&stored_key, auth_message.as_bytes());
+        let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
+        let server_key = m.hmac(&salted, b"Server Key");
+        self.server_signature = Some(m.hmac(&server_key, auth_message.as_bytes()));
+        Ok(format!("{without_proof},p={}", B64.encode(proof)).into_bytes())
+    }
+
+    /// Checks the server-final message: the server proved it holds the verifier.
+    pub fn verify_server(&self, message: &[u8]) -> Result<(), AuthError> {
+        let mechanism = self.mechanism.name();
+        let text = std::str::from_utf8(message).map_err(|_| AuthError::Malformed {
+            mechanism,
+            detail: "server-final is not UTF-8".into(),
+        })?;
+        if let Some(e) = text.strip_prefix("e=") {
+            return Err(AuthError::Unsupported(format!("the server refused: {e}")));
+        }
+        let expected = self.server_signature.as_ref().ok_or_else(|| AuthError::Malformed {
+            mechanism,
+            detail: "server-final before server-first".into(),
+        })?;
+        let given = text
+            .strip_prefix("v=")
+            .and_then(|v| B64.decode(v).ok())
+            .ok_or_else(|| AuthError::Malformed {
+                mechanism,
+                detail: "server-final has no signature".into(),
+            })?;
+        if constant_time_eq(&given, expected) {
+            Ok(())
+        } else {
+            Err(AuthError::Unsupported(
+                "the server's signature is wrong: it does not hold this user's verifier".into(),
+            ))
+        }
+    }
+}
+
 /// saslname: "=2C" is ',', "=3D" is '='; any other '=' is malformed.
 fn sasl_name(s: &str) -> Option<String> {
     let mut out = String::with_capacity(s.len());
@@ -621,6 +723,43 @@ mod tests {
 
     /// RFC 7677 §3's SCRAM-SHA-256 example: the verifier made from its password, salt
     /// and iteration count proves the RFC's client proof.
+    /// The client side against the server side: the right password in, a wrong one
+    /// refused, and a server without the verifier caught by the client.
+    #[test]
+    fn the_scram_client_authenticates_against_the_server() {
+        let creds = with_user("a=b,c", "s3cret");
+        for m in Mechanism::ALL {
+            let run = |password: &str| {
+                let mut server = ScramServer::new(m);
+                let (mut client, first) = ScramClient::first(m, "a=b,c").unwrap();
+                let ScramStep::Continue(server_first) = server.step(&first, |u| creds.get(u, m).cloned())? else {
+                    panic!("finished after one step")
+                };
+                let last = client.answer(&server_first, password)?;
+                match server.step(&last, |_| unreachable!())? {
+                    ScramStep::Done { response, user } => {
+                        client.verify_server(&response)?;
+                        Ok(user)
+                    }
+                    ScramStep::Continue(_) => panic!("no end"),
+                }
+            };
+            assert_eq!(run("s3cret"), Ok("a=b,c".to_string()));
+            assert!(matches!(run("wrong"), Err(AuthError::WrongPassword { .. })));
+            let (mut client, _) = ScramClient::first(m, "u").unwrap();
+            let forged = format!("r={}xyz,s={},i=4096", client.client_nonce, B64.encode(b"salt"));
+            client.answer(forged.as_bytes(), "pw").unwrap();
+            assert!(client
+                .verify_server(format!("v={}", B64.encode([0u8; 32])).as_bytes())
+                .is_err());
+            let (mut client, _) = ScramClient::first(m, "u").unwrap();
+            assert!(
+                client.answer(b"r=other,s=c2FsdA==,i=4096", "pw").is_err(),
+                "a nonce not extending ours"
+            );
+        }
+    }
+
     #[test]
     fn scram_sha_256_matches_the_rfc_7677_example() {
         let m = Mechanism::ScramSha256;

@@ -123,6 +123,44 @@ pub struct Config {
     #[arg(long, env = "KAAS_SASL_ENABLED_MECHANISMS", value_delimiter = ',', default_values = ["SCRAM-SHA-256", "SCRAM-SHA-512"], value_parser = parse_mechanism)]
     pub sasl_enabled_mechanisms: Vec<SaslMechanism>,
 
+    /// inter.broker.listener.name: the listener this broker reaches its peers on, at
+    /// their advertised address for it (from their leases), to tell a partition's
+    /// leader at once of markers queued for it (WriteTxnMarkers). Every broker of the
+    /// cluster needs a listener of this name. Default: the listener named PLAINTEXT,
+    /// else the first.
+    #[arg(long, env = "KAAS_INTER_BROKER_LISTENER_NAME", value_parser = parse_listener_name)]
+    pub inter_broker_listener_name: Option<String>,
+
+    /// sasl.mechanism.inter.broker.protocol: how this broker authenticates to its
+    /// peers when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (PLAIN,
+    /// SCRAM-SHA-256 or SCRAM-SHA-512).
+    #[arg(long, env = "KAAS_INTER_BROKER_SASL_MECHANISM", default_value = "SCRAM-SHA-512", value_parser = parse_mechanism)]
+    pub inter_broker_sasl_mechanism: SaslMechanism,
+
+    /// The user this broker authenticates to its peers as on a SASL inter-broker
+    /// listener (made with kaasctl users add). Under --authorizer acls it needs
+    /// CLUSTER_ACTION on the cluster (or to be a super user).
+    #[arg(long, env = "KAAS_INTER_BROKER_SASL_USERNAME")]
+    pub inter_broker_sasl_username: Option<String>,
+
+    /// A file holding the password of --inter-broker-sasl-username (one trailing
+    /// newline ignored), read at start: a password never appears in flags, the
+    /// environment or --print-config.
+    #[arg(long, env = "KAAS_INTER_BROKER_SASL_PASSWORD_FILE")]
+    pub inter_broker_sasl_password_file: Option<PathBuf>,
+
+    /// PEM file of the CA certificates peers' certificates must chain to, when the
+    /// inter-broker listener is SSL or SASL_SSL; default: --ssl-ca. This broker
+    /// presents --ssl-certificate to its peers (their principal for it under mTLS).
+    #[arg(long, env = "KAAS_INTER_BROKER_SSL_CA")]
+    pub inter_broker_ssl_ca: Option<PathBuf>,
+
+    /// Tell partition leaders over the network of markers queued for them
+    /// (WriteTxnMarkers on the inter-broker listener). false: the leaders' marker-queue
+    /// polls (--volume-poll-interval-ms) alone deliver them.
+    #[arg(long, env = "KAAS_INTER_BROKER_NOTIFICATIONS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub inter_broker_notifications: bool,
+
     /// authorizer.class.name: `none` lets every client do everything; `acls` enforces
     /// the ACLs in __cluster/acls.json (kaasctl acls, CreateAcls) on every API, as
     /// Kafka's StandardAuthorizer does (docs/security.md#acls).
@@ -702,6 +740,15 @@ impl Config {
     /// The listeners to bind: `--listener`s, or PLAINTEXT on `--listen`.
     pub fn resolved_listeners(&self) -> Result<Vec<crate::listeners::ListenerSpec>, String> {
         crate::listeners::resolve(&self.listeners, self.listen, self.given("listen"))
+    }
+}
+
+/// A listener name as `--listener` writes it: letters, digits, '_' or '-', upper-cased.
+pub fn parse_listener_name(s: &str) -> Result<String, String> {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        Ok(s.to_ascii_uppercase())
+    } else {
+        Err(format!("listener name {s:?} must be letters, digits, '_' or '-'"))
     }
 }
 

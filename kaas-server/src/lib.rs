@@ -13,6 +13,7 @@ pub mod handlers;
 pub mod http;
 pub mod listeners;
 pub mod metrics;
+pub mod peers;
 pub mod registry;
 pub mod runtime;
 pub mod sasl;

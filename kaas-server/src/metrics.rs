@@ -110,6 +110,16 @@ struct StateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PathLabels {
+    path: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BrokerLabels {
     broker: i32,
 }
@@ -153,6 +163,56 @@ pub struct Metrics {
     pub fence_events_applied: Counter,
     pub reconcile_repairs: Counter,
     pub markers_written: Counter<u64, AtomicU64>,
+    marker_delivery: HistogramFamily<PathLabels>,
+    marker_notifications: Family<OutcomeLabels, Counter>,
+}
+
+/// How a transaction's markers reached their partitions (`kaas_txn_marker_delivery_seconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerPath {
+    /// Every partition led by the coordinator itself.
+    Local,
+    /// Queued, and applied by the leaders the coordinator notified (WriteTxnMarkers).
+    Notified,
+    /// Queued, and found by a leader's poll of the marker queue.
+    Poll,
+}
+
+impl MarkerPath {
+    fn label(self) -> &'static str {
+        match self {
+            MarkerPath::Local => "local",
+            MarkerPath::Notified => "notified",
+            MarkerPath::Poll => "poll",
+        }
+    }
+}
+
+/// What became of one WriteTxnMarkers notification (`kaas_txn_marker_notifications`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotificationOutcome {
+    /// The leader answered: every marker of it durable.
+    Delivered,
+    /// Not sent, or no answer (no connection, a timeout, a dropped connection).
+    Lost,
+    /// Answered with an error (authentication, authorization, not the leader, a
+    /// marker that failed); the poll still applies the entry.
+    Refused,
+}
+
+impl NotificationOutcome {
+    pub const ALL: [NotificationOutcome; 3] = [
+        NotificationOutcome::Delivered,
+        NotificationOutcome::Lost,
+        NotificationOutcome::Refused,
+    ];
+    fn label(self) -> &'static str {
+        match self {
+            NotificationOutcome::Delivered => "delivered",
+            NotificationOutcome::Lost => "lost",
+            NotificationOutcome::Refused => "refused",
+        }
+    }
 }
 
 impl Metrics {
@@ -256,6 +316,27 @@ impl Metrics {
             "COMMIT/ABORT markers written into partitions led here",
             markers_written.clone(),
         );
+        let marker_delivery: HistogramFamily<PathLabels> = Family::new_with_constructor(latency_histogram);
+        for path in [MarkerPath::Local, MarkerPath::Notified, MarkerPath::Poll] {
+            let _ = marker_delivery.get_or_create(&PathLabels { path: path.label() });
+        }
+        registry.register_with_unit(
+            "txn_marker_delivery",
+            "Time from a transaction's PrepareCommit/PrepareAbort durable to its last marker durable, per path: local (every partition led by the coordinator), notified (WriteTxnMarkers to the leaders), poll (found by a leader's marker-queue poll)",
+            Unit::Seconds,
+            marker_delivery.clone(),
+        );
+        let marker_notifications = Family::<OutcomeLabels, Counter>::default();
+        for outcome in NotificationOutcome::ALL {
+            let _ = marker_notifications.get_or_create(&OutcomeLabels {
+                outcome: outcome.label(),
+            });
+        }
+        registry.register(
+            "txn_marker_notifications",
+            "WriteTxnMarkers notifications this coordinator sent to partition leaders, per outcome: delivered, lost (not sent or not answered), refused (answered with an error); a lost or refused one is applied by the leader's poll",
+            marker_notifications.clone(),
+        );
         registry.register(
             "build",
             "The broker's version",
@@ -280,7 +361,24 @@ impl Metrics {
             fence_events_applied,
             reconcile_repairs,
             markers_written,
+            marker_delivery,
+            marker_notifications,
         }
+    }
+
+    /// A transaction's markers all durable, `elapsed` after its Prepare* was.
+    pub fn markers_delivered(&self, path: MarkerPath, elapsed: Duration) {
+        self.marker_delivery
+            .get_or_create(&PathLabels { path: path.label() })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn marker_notification(&self, outcome: NotificationOutcome) {
+        self.marker_notifications
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.label(),
+            })
+            .inc();
     }
 
     /// Counts one answered request, the error codes in its response and its latency.
@@ -630,6 +728,12 @@ pub fn error_codes(response: &ResponseKind, f: &mut impl FnMut(i16)) {
         }
         ResponseKind::AddOffsetsToTxn(r) => f(r.error_code),
         ResponseKind::EndTxn(r) => f(r.error_code),
+        ResponseKind::WriteTxnMarkers(r) => r
+            .markers
+            .iter()
+            .flat_map(|m| &m.topics)
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code)),
         ResponseKind::TxnOffsetCommit(r) => r
             .topics
             .iter()

@@ -33,6 +33,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     kaas_core::broker::check_clock_skew(&leases, config.broker_id, now_ms(), config.broker_session_timeout_ms)
         .map_err(|e| anyhow::anyhow!("refusing to start: {e}"))?;
     let specs = config.resolved_listeners().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let peer_settings = crate::peers::PeerSettings::from_config(&config, &specs)?;
     let tls = if specs.iter().any(|l| l.protocol.tls()) {
         let (Some(certificate), Some(key)) = (config.ssl_certificate.clone(), config.ssl_key.clone()) else {
             anyhow::bail!("an SSL or SASL_SSL listener needs --ssl-certificate and --ssl-key");
@@ -177,6 +178,17 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // appends.
     broker.renewed_at(*renewed.lock().unwrap_or_else(|p| p.into_inner()));
     refresh_live_brokers(&broker);
+    // Marker notices to partition leaders (the peer links start with the other tasks
+    // below; what recovery announces meanwhile waits in the channel).
+    let notices = peer_settings.map(|settings| {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        broker.txn.notify_leaders_through(sender);
+        info!(
+            listener = settings.listener(),
+            "queued markers are announced to their leaders (WriteTxnMarkers)"
+        );
+        (settings, receiver)
+    });
     // Finish what a previous run left between PrepareCommit/PrepareAbort and Complete*.
     broker.txn.recover(&broker).await;
     broker.txn.reconcile(&broker).await;
@@ -192,7 +204,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         let _ = state.broker.set(broker.clone());
     }
     let lease = std::sync::Arc::new(std::sync::Mutex::new(lease));
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn({
             let broker = broker.clone();
             let lease = lease.clone();
@@ -302,6 +314,14 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             })
         }),
     ];
+    if let Some((settings, receiver)) = notices {
+        tasks.push(tokio::spawn(crate::peers::run(
+            broker.clone(),
+            settings,
+            receiver,
+            shutdown.clone(),
+        )));
+    }
     crate::server::serve(broker.clone(), listeners, shutdown).await;
     for t in tasks {
         let _ = t.await;

@@ -192,6 +192,39 @@ fn build(s: &TlsSettings) -> Result<TlsAcceptor, TlsError> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// The TLS side of this broker's connections to its peers (the inter-broker
+/// listener when it is SSL or SASL_SSL): their certificates must chain to `ca`, and
+/// this broker presents `identity` (its own certificate and key) when it has one.
+pub fn client_connector(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<tokio_rustls::TlsConnector, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certificates(ca)? {
+        roots.add(cert).map_err(|e| TlsError::File {
+            path: ca.to_path_buf(),
+            detail: format!("not a usable CA certificate: {e}"),
+        })?;
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_root_certificates(roots);
+    let config = match identity {
+        Some((certificate, key)) => {
+            let chain = certificates(certificate)?;
+            let key_pem = read_pem(key)?;
+            let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::File {
+                path: key.to_path_buf(),
+                detail: format!("no PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
+            })?;
+            builder
+                .with_client_auth_cert(chain, key_der)
+                .map_err(|e| TlsError::Config(format!("{} as a client certificate: {e}", certificate.display())))?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
 /// The broker's one certificate chain, whatever name the client asks for.
 #[derive(Debug)]
 struct OneCertificate(Arc<rustls::sign::CertifiedKey>);

@@ -38,7 +38,7 @@ const SERVER_LAYERS: &[(&str, &[&str])] = &[
     // One file per Kafka API.
     ("handlers", &["handlers"]),
     // Connections: sockets, TLS, SASL, the operations HTTP listener.
-    ("connections", &["server", "tls", "sasl", "http"]),
+    ("connections", &["server", "tls", "sasl", "http", "peers"]),
     // Wires everything together and runs it.
     ("runtime", &["runtime"]),
 ];

@@ -319,6 +319,18 @@ fn requests() -> Vec<(ApiKey, i16, RequestKind, i16)> {
             TXN_DENIED,
         ),
         (
+            ApiKey::WriteTxnMarkers,
+            1,
+            RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default().with_markers(vec![
+                write_txn_markers_request::WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(7))
+                    .with_topics(vec![write_txn_markers_request::WritableTxnMarkerTopic::default()
+                        .with_name(topic())
+                        .with_partition_indexes(vec![0])]),
+            ])),
+            CLUSTER_DENIED,
+        ),
+        (
             ApiKey::TxnOffsetCommit,
             3,
             RequestKind::TxnOffsetCommit(

@@ -47,6 +47,7 @@ pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 /// What a handler knows about the request besides its body.
 pub struct RequestContext {
@@ -124,6 +125,7 @@ api_table! {
     AddOffsetsToTxn => add_offsets_to_txn,
     EndTxn => end_txn,
     TxnOffsetCommit => txn_offset_commit,
+    WriteTxnMarkers => write_txn_markers,
     DescribeProducers => describe_producers,
     DescribeTransactions => describe_transactions,
     ListTransactions => list_transactions,

@@ -12,16 +12,22 @@ impl TransactionCoordinator {
     /// module comment), taking the slot's locks. Idempotent.
     pub async fn finish(&self, broker: &Cluster, expected: &TxnEntry) -> Result<Finished, CoordError> {
         let held = self.lock_slot(slot_for(&expected.transactional_id)).await?;
-        self.finish_held(broker, &held, expected).await
+        self.finish_held(broker, &held, expected, None).await
     }
 
     /// The compare-and-set finish, with the slot held: re-check, offset hook, markers,
     /// Complete*. Any failure leaves the entry in its Prepare state.
+    ///
+    /// Markers queued for other leaders are announced to them (a [`MarkerNotice`] each)
+    /// once their entries are durable and marked on the slot entry; a finish that finds
+    /// entries still queued announces them again. `prepared_at` is when the Prepare*
+    /// was made durable by the caller, if it was (the delivery histogram's start).
     pub(super) async fn finish_held(
         &self,
         broker: &Cluster,
         held: &HeldSlot<'_>,
         expected: &TxnEntry,
+        prepared_at: Option<Instant>,
     ) -> Result<Finished, CoordError> {
         let Some(current) = self.held_entry(held, &expected.transactional_id)? else {
             return Ok(Finished::Stale);
@@ -43,8 +49,10 @@ impl TransactionCoordinator {
                 }
             }
         }
+        let prepared_at_or_now = prepared_at.unwrap_or_else(Instant::now);
         if !remote.is_empty() {
             if !current.markers_queued {
+                let mut queued = Vec::with_capacity(remote.len());
                 for (leader, partitions) in remote {
                     let marker = MarkerEntry::new(
                         &current.transactional_id,
@@ -57,21 +65,210 @@ impl TransactionCoordinator {
                         now_ms(),
                     );
                     marker_queue::enqueue(&broker.volume, leader, &marker)?;
+                    queued.push((leader, marker));
                 }
                 let mut next = current.clone();
                 next.markers_queued = true;
                 // Not waited for: lost, the queue entries are simply written again.
                 self.record(held, &[SlotOp::Put(next)], now_ms(), Durable::Later)
                     .await?;
+                kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
+                // Durable entries only: a leader told of one can always find it.
+                self.announce(&current, queued, prepared_at_or_now);
                 return Ok(Finished::Queued);
             }
-            if !marker_queue::pending_files(&broker.volume, pid, epoch, current.txn_seq)?.is_empty() {
+            let pending = marker_queue::pending_files(&broker.volume, pid, epoch, current.txn_seq)?;
+            if !pending.is_empty() {
+                let queued = pending
+                    .iter()
+                    .filter_map(|path| {
+                        let leader = queue_target(path)?;
+                        // Unreadable or gone since: the poll reports or skips it.
+                        let entry = kaas_core::error::read_versioned_json::<MarkerEntry>(
+                            path,
+                            "marker queue entry",
+                            marker_queue::MARKER_FORMAT_VERSION,
+                        )
+                        .ok()?;
+                        Some((leader, entry))
+                    })
+                    .collect();
+                self.announce(&current, queued, prepared_at_or_now);
                 return Ok(Finished::Queued);
             }
         }
         kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_MARKERS);
         self.complete_held(held, &current)?;
+        // Queued markers are measured where their delivery is seen (notice answered, poll).
+        if let Some(at) = prepared_at.filter(|_| !current.markers_queued) {
+            crate::metrics::metrics().markers_delivered(crate::metrics::MarkerPath::Local, at.elapsed());
+        }
         Ok(Finished::Completed)
+    }
+
+    /// Hands a notice for each queued entry to the peer links (when there are any),
+    /// counting them as outstanding for the delivery histogram.
+    fn announce(&self, prepared: &TxnEntry, queued: Vec<(i32, MarkerEntry)>, prepared_at: Instant) {
+        let Some(sender) = self.notices.get() else {
+            return;
+        };
+        if queued.is_empty() {
+            return;
+        }
+        let key = (prepared.producer_id, prepared.producer_epoch, prepared.txn_seq);
+        self.outstanding.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            key,
+            Outstanding {
+                left: queued.len(),
+                failed: false,
+                prepared_at,
+            },
+        );
+        for (leader, entry) in queued {
+            let notice = MarkerNotice {
+                leader,
+                entry,
+                prepared: prepared.clone(),
+                prepared_at,
+            };
+            if sender.send(notice).is_err() {
+                // The peer links stopped (shutdown): the leaders' polls deliver.
+                crate::metrics::metrics().marker_notification(crate::metrics::NotificationOutcome::Lost);
+                if let Some(o) = self.outstanding.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&key) {
+                    o.failed = true;
+                }
+            }
+        }
+    }
+
+    /// A leader's answer to a notice (or its loss), from the peer links. Once every
+    /// leader of the transaction answered that its markers are durable, the coordinator
+    /// completes the transaction itself (a compare-and-set: Stale when a leader already
+    /// did), and wakes AddPartitionsToTxn waiting for it. A lost or refused notice
+    /// changes nothing: the entry stays queued for the leader's poll.
+    pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, delivered: bool) {
+        let key = (
+            notice.prepared.producer_id,
+            notice.prepared.producer_epoch,
+            notice.prepared.txn_seq,
+        );
+        let all_delivered = {
+            let mut outstanding = self.outstanding.lock().unwrap_or_else(|p| p.into_inner());
+            match outstanding.get_mut(&key) {
+                Some(o) => {
+                    o.left = o.left.saturating_sub(1);
+                    o.failed |= !delivered;
+                    if o.left == 0 {
+                        let o = outstanding.remove(&key).expect("present");
+                        (!o.failed).then_some(o.prepared_at)
+                    } else {
+                        None
+                    }
+                }
+                // Announced again by a later finish, or already settled.
+                None => None,
+            }
+        };
+        let slot = slot_for(&notice.prepared.transactional_id);
+        if let Some(prepared_at) = all_delivered {
+            match self.finish(broker, &notice.prepared).await {
+                Ok(Finished::Queued) => {
+                    // A leader answered without finding its entry (it may not see the
+                    // file yet): its poll applies it.
+                    debug!(transactional_id = %notice.prepared.transactional_id, "leaders answered, yet queue entries remain; left to the poll");
+                }
+                Ok(_) => crate::metrics::metrics()
+                    .markers_delivered(crate::metrics::MarkerPath::Notified, prepared_at.elapsed()),
+                Err(e) => {
+                    warn!(transactional_id = %notice.prepared.transactional_id, error = %e, "completing a transaction after its leaders answered failed; the reaper finishes it")
+                }
+            }
+        }
+        self.completed[slot as usize].notify_waiters();
+    }
+
+    /// WriteTxnMarkers at a partition's leader (a coordinator's notice): applies the
+    /// entries of this broker's queue for (`producer_id`, `epoch`) with `commit`'s
+    /// result, for the asked partitions this broker leads, through
+    /// [`TransactionCoordinator::apply_queued`] — so only what a coordinator durably
+    /// queued is ever written, and a late or repeated notice finds nothing left to do.
+    /// Returns each asked partition's error code: 0 when no queued marker of it is
+    /// left here, NOT_LEADER_OR_FOLLOWER when it is led elsewhere, or the failure's.
+    pub async fn apply_notified(
+        &self,
+        broker: &Cluster,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        asked: &[TopicPartition],
+    ) -> Vec<(TopicPartition, i16)> {
+        const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+        const KAFKA_STORAGE_ERROR: i16 = 56;
+        let me = self.broker_id;
+        let wanted = if commit {
+            MarkerResult::Commit
+        } else {
+            MarkerResult::Abort
+        };
+        let led_here =
+            |tp: &TopicPartition| broker.partition_leader(&tp.topic, tp.partition) == Some(me) || gone(broker, tp);
+        let mut codes: BTreeMap<TopicPartition, i16> = asked
+            .iter()
+            .map(|tp| (tp.clone(), if led_here(tp) { 0 } else { NOT_LEADER_OR_FOLLOWER }))
+            .collect();
+        let entries = match crate::blocking::off_worker(|| {
+            marker_queue::entries_of(&broker.volume, me, producer_id, epoch)
+        }) {
+            Ok(e) => e,
+            Err(e) => {
+                warn!(producer_id, epoch, error = %e, "cannot read this broker's marker queue for a notice; left to the poll");
+                for code in codes.values_mut().filter(|c| **c == 0) {
+                    *code = KAFKA_STORAGE_ERROR;
+                }
+                return codes.into_iter().collect();
+            }
+        };
+        for (path, entry) in entries {
+            let entry = match entry {
+                Ok(e) if e.result == wanted => e,
+                Ok(_) => continue,
+                Err(e) => {
+                    warn!(path = %path.display(), error = %e, "unreadable marker queue entry named by a notice; left in place");
+                    for code in codes.values_mut().filter(|c| **c == 0) {
+                        *code = KAFKA_STORAGE_ERROR;
+                    }
+                    continue;
+                }
+            };
+            let mine: Vec<TopicPartition> = entry
+                .partitions
+                .iter()
+                .filter(|tp| codes.get(*tp) == Some(&0))
+                .cloned()
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            match self
+                .apply_queued(broker, &path, &entry, &mine, crate::metrics::MarkerPath::Notified)
+                .await
+            {
+                Ok(_) => {
+                    debug!(target: WATCHERS_LOG_TARGET, transactional_id = %entry.transactional_id, producer_id, result = ?entry.result, partitions = mine.len(), "applied notified markers")
+                }
+                Err(e) => {
+                    warn!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id, epoch, error = %e, "applying notified markers failed; the entry stays for the poll");
+                    let code = match &e {
+                        CoordError::Marker(_) | CoordError::Volume(_) => KAFKA_STORAGE_ERROR,
+                        other => other.code(),
+                    };
+                    for tp in &mine {
+                        codes.insert(tp.clone(), code);
+                    }
+                }
+            }
+        }
+        codes.into_iter().collect()
     }
 
     /// Prepare* → Complete* of the entry `current` (already checked by the caller).
@@ -81,6 +278,7 @@ impl TransactionCoordinator {
             // Not waited for: the outcome is durable (Prepare*) and every marker is in
             // its log; lost in a crash, recovery finishes the Prepare* entry again.
             self.append(held, &[SlotOp::Put(done)], now)?;
+            self.completed[held.slot as usize].notify_waiters();
             crate::metrics::metrics().transaction_completed(current.state == TxnState::PrepareCommit);
             debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, state = current.state.as_str(), "transaction completed");
         }
@@ -98,12 +296,17 @@ impl TransactionCoordinator {
     /// held while the markers are written and the entry rewritten); a stale one is
     /// dropped unwritten. Whoever removes the last entry of a transaction completes it.
     /// Returns whether anything was applied or dropped.
+    ///
+    /// `via` says who asked: the poll, or a coordinator's notice; a transaction the poll
+    /// completes is counted in the delivery histogram under `poll` (from its entry's
+    /// enqueue time), one a notice completes is counted by its coordinator.
     pub async fn apply_queued(
         &self,
         broker: &Cluster,
         path: &Path,
         entry: &MarkerEntry,
         mine: &[TopicPartition],
+        via: crate::metrics::MarkerPath,
     ) -> Result<bool, CoordError> {
         let commit = entry.result == MarkerResult::Commit;
         let held = if entry.transactional_id.is_empty() {
@@ -197,6 +400,10 @@ impl TransactionCoordinator {
                 marker_queue::pending_files(&broker.volume, c.producer_id, c.producer_epoch, c.txn_seq)?.is_empty();
             if c.markers_queued && done {
                 self.complete_held(&held, &c)?;
+                if via == crate::metrics::MarkerPath::Poll {
+                    let queued_for = Duration::from_millis(now_ms().saturating_sub(entry.enqueued_ms).max(0) as u64);
+                    crate::metrics::metrics().markers_delivered(via, queued_for);
+                }
             }
         }
         Ok(true)
@@ -246,7 +453,10 @@ pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator
             if mine.is_empty() {
                 continue;
             }
-            match txn.apply_queued(broker, &path, &entry, &mine).await {
+            match txn
+                .apply_queued(broker, &path, &entry, &mine, crate::metrics::MarkerPath::Poll)
+                .await
+            {
                 // Per transaction (thousands a second): debug, not info.
                 Ok(true) => {
                     debug!(target: WATCHERS_LOG_TARGET, transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = mine.len(), queue = target, "applied queued markers")
@@ -259,6 +469,11 @@ pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator
             }
         }
     }
+}
+
+/// The broker a queue entry's file is addressed to (`…/to-<broker>/<file>`).
+fn queue_target(path: &Path) -> Option<i32> {
+    path.parent()?.file_name()?.to_str()?.strip_prefix("to-")?.parse().ok()
 }
 
 /// A partition that no longer exists on the volume (its topic was deleted, or it

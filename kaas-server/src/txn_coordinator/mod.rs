@@ -46,9 +46,10 @@ use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
 use kaas_core::txn_store::{GroupCommit, SlotLock, SlotOp, SlotState, TxnStateStore, SLOTS};
 use kaas_core::VolumeError;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use tracing::{debug, error, info, warn};
 
 /// Why a coordinator request failed: a protocol answer, or the volume.
@@ -103,6 +104,34 @@ pub enum Finished {
     Stale,
 }
 
+/// A doorbell for a partition's leader (docs/cluster.md#markers-across-brokers): the
+/// queue entry `entry`, durable in `marker_queue/to-<leader>/`, holds markers of the
+/// Prepare* transaction `prepared`. The broker's peer links send it as WriteTxnMarkers
+/// and report the answer to [`TransactionCoordinator::notice_answered`]. The volume
+/// stays the record: a notice lost anywhere only leaves the entry to the leader's poll.
+#[derive(Debug, Clone)]
+pub struct MarkerNotice {
+    pub leader: i32,
+    pub entry: MarkerEntry,
+    pub prepared: TxnEntry,
+    /// When the Prepare* was durable (or, for a transaction finished by recovery, when
+    /// the finish began): the start of `kaas_txn_marker_delivery_seconds`.
+    pub prepared_at: Instant,
+}
+
+/// The notices of one transaction still unanswered, for the delivery histogram.
+struct Outstanding {
+    left: usize,
+    failed: bool,
+    prepared_at: Instant,
+}
+
+/// How long AddPartitionsToTxn/AddOffsetsToTxn wait for the producer's previous
+/// transaction to complete (its markers durable) before answering
+/// CONCURRENT_TRANSACTIONS, which the client retries: enough for markers the leaders
+/// were notified of, not for a poll.
+const PREVIOUS_TXN_WAIT: Duration = Duration::from_millis(1_000);
+
 /// Whether a transition must be durable before the caller goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Durable {
@@ -134,6 +163,14 @@ pub struct TransactionCoordinator {
     /// The group coordinator staged offsets (KIP-447) are committed to or discarded
     /// from when a transaction ends.
     groups: Arc<GroupCoordinator>,
+    /// Where notices for other brokers' partitions go (the peer links); unset, the
+    /// leaders' polls alone deliver queued markers.
+    notices: OnceLock<tokio::sync::mpsc::UnboundedSender<MarkerNotice>>,
+    /// Notices sent and not yet answered, by (producer id, epoch, transaction number).
+    outstanding: Mutex<HashMap<(i64, i16, u64), Outstanding>>,
+    /// Woken when a transaction of the slot completes here, or a leader answered a
+    /// notice of one (AddPartitionsToTxn waiting for the previous transaction).
+    completed: Vec<tokio::sync::Notify>,
 }
 
 /// A slot held under both locks; its state is `states[slot]`, caught up.
@@ -158,6 +195,16 @@ impl TransactionCoordinator {
             fence_log: Mutex::new(fence_log),
             reconcile_repairs: std::sync::atomic::AtomicU64::new(0),
             groups,
+            notices: OnceLock::new(),
+            outstanding: Mutex::new(HashMap::new()),
+            completed: (0..SLOTS).map(|_| tokio::sync::Notify::new()).collect(),
+        }
+    }
+
+    /// Sends notices for queued markers to `sender` from now on (set once, at start).
+    pub fn notify_leaders_through(&self, sender: tokio::sync::mpsc::UnboundedSender<MarkerNotice>) {
+        if self.notices.set(sender).is_err() {
+            warn!("marker notices already have a destination; the second one is ignored");
         }
     }
 
@@ -445,7 +492,7 @@ impl TransactionCoordinator {
                     "rejoin while Ongoing: aborting the open transaction first"
                 );
                 self.fence(broker, entry.producer_id, entry.producer_epoch, tid)?;
-                self.finish_held(broker, &held, &entry).await?;
+                self.finish_held(broker, &held, &entry, Some(Instant::now())).await?;
                 Err(TxnError::ConcurrentTransactions.into())
             }
             InitOutcome::Reject(e) => Err(e.into()),
@@ -487,8 +534,29 @@ impl TransactionCoordinator {
     ) -> Result<(), CoordError> {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
-        let now = now_ms();
-        let (held, current) = self.lock_entry(slot, tid).await?;
+        let deadline = Instant::now() + PREVIOUS_TXN_WAIT;
+        let (held, current, now) = loop {
+            let now = now_ms();
+            let (held, current) = self.lock_entry(slot, tid).await?;
+            // The producer's previous transaction is still writing its markers (Kafka
+            // answers CONCURRENT_TRANSACTIONS and the client retries after a backoff):
+            // wait here a little for it to complete instead.
+            let waiting = current.state.is_prepare()
+                && current.producer_id == pid
+                && current.producer_epoch == epoch
+                && Instant::now() < deadline;
+            if !waiting {
+                break (held, current, now);
+            }
+            // Registered before the slot is let go, so a completion after it wakes us;
+            // a completion by another broker is seen at the next look.
+            let completed = self.completed[slot as usize].notified();
+            tokio::pin!(completed);
+            completed.as_mut().enable();
+            drop(held);
+            let look_again = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
+            let _ = tokio::time::timeout(look_again, completed).await;
+        };
         match txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
             Some(entry) => {
                 let generation = self.append(&held, &[SlotOp::Put(entry)], now)?;
@@ -596,12 +664,14 @@ impl TransactionCoordinator {
         self.check_owner(broker, slot)?;
         let now = now_ms();
         let (held, current) = self.lock_entry(slot, tid).await?;
+        let mut prepared_at = None;
         let prepared = match txn::end_txn(&current, pid, epoch, commit, now, &self.actor())? {
             EndOutcome::Prepare(entry) => {
                 // Durable before any marker: a marker is the outcome's effect.
                 self.record(&held, &[SlotOp::Put(entry.clone())], now, Durable::Now)
                     .await?;
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_PREPARE);
+                prepared_at = Some(Instant::now());
                 entry
             }
             EndOutcome::AlreadyComplete => {
@@ -618,7 +688,7 @@ impl TransactionCoordinator {
                 current
             }
         };
-        let finished = self.finish_held(broker, &held, &prepared).await?;
+        let finished = self.finish_held(broker, &held, &prepared, prepared_at).await?;
         debug!(
             transactional_id = tid,
             producer_id = pid,

@@ -260,7 +260,7 @@ impl TransactionCoordinator {
         })?;
         let mut first_error = None;
         for entry in stuck {
-            match self.finish_held(broker, &held, &entry).await {
+            match self.finish_held(broker, &held, &entry, None).await {
                 Ok(Finished::Completed) => {
                     info!(transactional_id = %entry.transactional_id, state = entry.state.as_str(), "finished a transaction left in a Prepare state")
                 }

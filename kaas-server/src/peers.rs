@@ -1,0 +1,490 @@
+//! Links to the other brokers (docs/cluster.md#markers-across-brokers): the
+//! transaction coordinator's notices that markers are queued for a partition's leader,
+//! sent as Kafka's inter-broker WriteTxnMarkers on the inter-broker listener
+//! (`--inter-broker-listener-name`), authenticated like any client (TLS, SASL with
+//! `--inter-broker-sasl-*`).
+//!
+//! The volume is the record, the network the doorbell: a notice is sent only for a
+//! queue entry already durable, and whatever happens to it — no connection, a refusal,
+//! a timeout, a leader that dies after reading it — the leader's marker-queue poll
+//! still applies the entry. So nothing here retries: a failed notice is counted
+//! (`kaas_txn_marker_notifications{outcome="lost"|"refused"}`), its connection
+//! dropped and made again for the next one.
+//!
+//! One task per leader holds one connection and sends one request at a time; notices
+//! that arrive meanwhile go together in the next request (one WriteTxnMarkers carries
+//! many markers), so a busy coordinator sends fewer, larger requests.
+
+use crate::broker::Broker;
+use crate::config::{Config, SaslMechanism};
+use crate::listeners::ListenerSpec;
+use crate::metrics::NotificationOutcome;
+use crate::txn_coordinator::MarkerNotice;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+use kafka_protocol::messages::{
+    ApiKey, ProducerId, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+/// Connecting, the TLS handshake and SASL together.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// One WriteTxnMarkers: the leader's marker appends and their fsync.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Notices sent in one request at most.
+const MAX_BATCH: usize = 256;
+/// The largest response read from a peer.
+const MAX_RESPONSE_BYTES: usize = 16 << 20;
+
+/// How this broker reaches its peers.
+pub struct PeerSettings {
+    listener: String,
+    sasl: Option<SaslLogin>,
+    tls: Option<tokio_rustls::TlsConnector>,
+    client_id: StrBytes,
+}
+
+struct SaslLogin {
+    mechanism: SaslMechanism,
+    user: String,
+    password: String,
+}
+
+impl PeerSettings {
+    /// The inter-broker settings of `config`, checked against this broker's own
+    /// `listeners` (the peers are expected to have the same one). None when
+    /// notifications are off. Errors name the flag.
+    pub fn from_config(config: &Config, listeners: &[ListenerSpec]) -> anyhow::Result<Option<PeerSettings>> {
+        if !config.inter_broker_notifications {
+            return Ok(None);
+        }
+        let listener = match &config.inter_broker_listener_name {
+            Some(name) => listeners.iter().find(|l| &l.name == name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--inter-broker-listener-name {name} is not a listener of this broker (listeners: {})",
+                    listeners.iter().map(|l| l.name.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            })?,
+            None => listeners
+                .iter()
+                .find(|l| l.name == "PLAINTEXT")
+                .unwrap_or(&listeners[0]),
+        };
+        let sasl = if listener.protocol.sasl() {
+            let (Some(user), Some(file)) = (
+                config.inter_broker_sasl_username.clone(),
+                config.inter_broker_sasl_password_file.as_ref(),
+            ) else {
+                anyhow::bail!(
+                    "the inter-broker listener {} is {}: give --inter-broker-sasl-username and --inter-broker-sasl-password-file (or --inter-broker-notifications false)",
+                    listener.name,
+                    listener.protocol.name()
+                );
+            };
+            let password = read_password(file)?;
+            Some(SaslLogin {
+                mechanism: config.inter_broker_sasl_mechanism,
+                user,
+                password,
+            })
+        } else {
+            None
+        };
+        let tls = if listener.protocol.tls() {
+            let ca = config
+                .inter_broker_ssl_ca
+                .as_ref()
+                .or(config.ssl_ca.as_ref())
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "the inter-broker listener {} is {}: give --inter-broker-ssl-ca (or --ssl-ca), the CA peers' certificates chain to",
+                        listener.name,
+                        listener.protocol.name()
+                    )
+                })?;
+            let identity = config.ssl_certificate.as_deref().zip(config.ssl_key.as_deref());
+            Some(crate::tls::client_connector(ca, identity).map_err(|e| anyhow::anyhow!("inter-broker TLS: {e}"))?)
+        } else {
+            None
+        };
+        Ok(Some(PeerSettings {
+            listener: listener.name.clone(),
+            sasl,
+            tls,
+            client_id: StrBytes::from_string(format!("kaas-broker-{}", config.broker_id)),
+        }))
+    }
+
+    /// The inter-broker listener's name.
+    pub fn listener(&self) -> &str {
+        &self.listener
+    }
+}
+
+/// A password file's first line (at most 4 KiB; a trailing newline is not part of it).
+fn read_password(path: &std::path::Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| anyhow::anyhow!("--inter-broker-sasl-password-file {}: {e}", path.display()))?;
+    if bytes.len() > 4096 {
+        anyhow::bail!("--inter-broker-sasl-password-file {}: more than 4 KiB", path.display());
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("--inter-broker-sasl-password-file {}: not UTF-8", path.display()))?;
+    let password = text.strip_suffix('\n').unwrap_or(&text);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    if password.is_empty() || password.contains('\n') {
+        anyhow::bail!(
+            "--inter-broker-sasl-password-file {}: expected the password on one line",
+            path.display()
+        );
+    }
+    Ok(password.to_string())
+}
+
+/// Sends the coordinator's notices until shutdown: one link per leader.
+pub async fn run(
+    broker: Arc<Broker>,
+    settings: PeerSettings,
+    mut notices: mpsc::UnboundedReceiver<MarkerNotice>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let settings = Arc::new(settings);
+    let mut links: HashMap<i32, mpsc::UnboundedSender<MarkerNotice>> = HashMap::new();
+    loop {
+        let notice = tokio::select! {
+            n = notices.recv() => match n {
+                Some(n) => n,
+                None => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let leader = notice.leader;
+        let sender = links.entry(leader).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(link(broker.clone(), settings.clone(), leader, rx, shutdown.clone()));
+            tx
+        });
+        if let Err(mpsc::error::SendError(notice)) = sender.send(notice) {
+            // The link ended (only at shutdown): its notices are left to the poll.
+            links.remove(&leader);
+            answered(&broker, notice, NotificationOutcome::Lost);
+        }
+    }
+}
+
+/// One leader's link: batches of notices, one request at a time.
+async fn link(
+    broker: Arc<Broker>,
+    settings: Arc<PeerSettings>,
+    leader: i32,
+    mut notices: mpsc::UnboundedReceiver<MarkerNotice>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut connection: Option<Connection> = None;
+    loop {
+        let first = tokio::select! {
+            n = notices.recv() => match n {
+                Some(n) => n,
+                None => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match notices.try_recv() {
+                Ok(n) => batch.push(n),
+                Err(_) => break,
+            }
+        }
+        let outcomes = match notify(&broker, &settings, leader, &mut connection, &batch).await {
+            Ok(outcomes) => outcomes,
+            Err(e) => {
+                // Dropped: the next notice connects again.
+                connection = None;
+                warn!(leader, notices = batch.len(), error = %e, "notifying a partition leader of queued markers failed; its marker-queue poll applies them");
+                vec![NotificationOutcome::Lost; batch.len()]
+            }
+        };
+        for (notice, outcome) in batch.into_iter().zip(outcomes) {
+            answered(&broker, notice, outcome);
+        }
+    }
+}
+
+/// Counts the outcome and lets the coordinator act on it, off the link's task (a
+/// completion takes the slot's lock).
+fn answered(broker: &Arc<Broker>, notice: MarkerNotice, outcome: NotificationOutcome) {
+    crate::metrics::metrics().marker_notification(outcome);
+    let broker = broker.clone();
+    tokio::spawn(async move {
+        broker
+            .txn
+            .notice_answered(&broker, &notice, outcome == NotificationOutcome::Delivered)
+            .await;
+    });
+}
+
+/// Sends one batch as one WriteTxnMarkers; each notice's outcome, in order.
+async fn notify(
+    broker: &Broker,
+    settings: &PeerSettings,
+    leader: i32,
+    connection: &mut Option<Connection>,
+    batch: &[MarkerNotice],
+) -> Result<Vec<NotificationOutcome>, String> {
+    kaas_core::failpoint::check(kaas_core::failpoint::MARKER_NOTIFY)
+        .map_err(|e| format!("failpoint {}: {e}", kaas_core::failpoint::MARKER_NOTIFY))?;
+    let request = WriteTxnMarkersRequest::default().with_markers(batch.iter().map(marker_of).collect());
+    let exchange = async {
+        if connection.is_none() {
+            *connection = Some(
+                tokio::time::timeout(CONNECT_TIMEOUT, Connection::open(broker, settings, leader))
+                    .await
+                    .map_err(|_| format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()))??,
+            );
+        }
+        let conn = connection.as_mut().expect("connected");
+        tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            conn.call::<_, WriteTxnMarkersResponse>(ApiKey::WriteTxnMarkers, 1, &request),
+        )
+        .await
+        .map_err(|_| format!("no answer within {} s", REQUEST_TIMEOUT.as_secs()))?
+    };
+    let response = exchange.await?;
+    if response.markers.len() != batch.len() {
+        return Err(format!(
+            "answered {} markers for {} asked",
+            response.markers.len(),
+            batch.len()
+        ));
+    }
+    Ok(batch
+        .iter()
+        .zip(&response.markers)
+        .map(|(notice, result)| {
+            let errors: Vec<String> = result
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .filter(|p| p.error_code != 0)
+                        .map(move |p| format!("{}-{}: error {}", t.name.0.as_str(), p.partition_index, p.error_code))
+                })
+                .collect();
+            if result.producer_id.0 != notice.entry.producer_id {
+                warn!(leader, "a leader answered markers out of order; counted as refused");
+                NotificationOutcome::Refused
+            } else if errors.is_empty() {
+                NotificationOutcome::Delivered
+            } else {
+                warn!(leader, transactional_id = %notice.entry.transactional_id, producer_id = notice.entry.producer_id, errors = %errors.join(", "), "a partition leader refused a marker notice; its marker-queue poll applies the entry");
+                NotificationOutcome::Refused
+            }
+        })
+        .collect())
+}
+
+/// The WriteTxnMarkers marker of one notice: its entry's producer, result and
+/// partitions.
+fn marker_of(notice: &MarkerNotice) -> WritableTxnMarker {
+    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for tp in &notice.entry.partitions {
+        topics.entry(&tp.topic).or_default().push(tp.partition);
+    }
+    WritableTxnMarker::default()
+        .with_producer_id(ProducerId(notice.entry.producer_id))
+        .with_producer_epoch(notice.entry.producer_epoch)
+        .with_transaction_result(notice.entry.result == kaas_core::marker_queue::MarkerResult::Commit)
+        .with_coordinator_epoch(notice.entry.coordinator_epoch)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    WritableTxnMarkerTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(name.to_string())))
+                        .with_partition_indexes(partitions)
+                })
+                .collect(),
+        )
+}
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// One authenticated connection to a peer's inter-broker listener.
+struct Connection {
+    io: Box<dyn Io>,
+    correlation_id: i32,
+    client_id: StrBytes,
+}
+
+impl Connection {
+    async fn open(broker: &Broker, settings: &PeerSettings, leader: i32) -> Result<Connection, String> {
+        let endpoints = broker
+            .live_brokers()
+            .get(&leader)
+            .cloned()
+            .ok_or_else(|| format!("broker {leader} is not live"))?;
+        let (host, port) = endpoints.on(&settings.listener).ok_or_else(|| {
+            format!(
+                "broker {leader} has no listener {} (--inter-broker-listener-name)",
+                settings.listener
+            )
+        })?;
+        let tcp = tokio::net::TcpStream::connect((host, port))
+            .await
+            .map_err(|e| format!("connecting to broker {leader} at {host}:{port}: {e}"))?;
+        tcp.set_nodelay(true)
+            .map_err(|e| format!("connecting to broker {leader} at {host}:{port}: {e}"))?;
+        let io: Box<dyn Io> = match &settings.tls {
+            Some(tls) => {
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| format!("broker {leader}'s host {host:?} is not a TLS server name: {e}"))?;
+                Box::new(
+                    tls.connect(name, tcp)
+                        .await
+                        .map_err(|e| format!("TLS with broker {leader} at {host}:{port}: {e}"))?,
+                )
+            }
+            None => Box::new(tcp),
+        };
+        let mut conn = Connection {
+            io,
+            correlation_id: 0,
+            client_id: settings.client_id.clone(),
+        };
+        if let Some(login) = &settings.sasl {
+            conn.authenticate(login).await.map_err(|e| {
+                format!(
+                    "SASL {} as {:?} with broker {leader}: {e}",
+                    login.mechanism.name(),
+                    login.user
+                )
+            })?;
+        }
+        info!(leader, address = %format!("{host}:{port}"), listener = %settings.listener, "connected to a peer for marker notices");
+        Ok(conn)
+    }
+
+    async fn authenticate(&mut self, login: &SaslLogin) -> Result<(), String> {
+        let handshake: SaslHandshakeResponse = self
+            .call(
+                ApiKey::SaslHandshake,
+                1,
+                &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(login.mechanism.name())),
+            )
+            .await?;
+        if handshake.error_code != 0 {
+            return Err(format!(
+                "the peer does not enable {} (it offers {})",
+                login.mechanism.name(),
+                handshake
+                    .mechanisms
+                    .iter()
+                    .map(|m| m.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        match login.mechanism {
+            SaslMechanism::Plain => {
+                let token = format!("\0{}\0{}", login.user, login.password);
+                self.sasl_step(Bytes::from(token)).await?;
+            }
+            SaslMechanism::Scram(m) => {
+                let (mut client, first) =
+                    kaas_core::scram::ScramClient::first(m, &login.user).map_err(|e| e.to_string())?;
+                let server_first = self.sasl_step(Bytes::from(first)).await?;
+                let last = client
+                    .answer(&server_first, &login.password)
+                    .map_err(|e| e.to_string())?;
+                let server_final = self.sasl_step(Bytes::from(last)).await?;
+                client.verify_server(&server_final).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn sasl_step(&mut self, token: Bytes) -> Result<Bytes, String> {
+        let response: SaslAuthenticateResponse = self
+            .call(
+                ApiKey::SaslAuthenticate,
+                2,
+                &SaslAuthenticateRequest::default().with_auth_bytes(token),
+            )
+            .await?;
+        if response.error_code != 0 {
+            return Err(format!(
+                "refused (error {}): {}",
+                response.error_code,
+                response.error_message.as_ref().map(|m| m.as_str()).unwrap_or("")
+            ));
+        }
+        Ok(response.auth_bytes)
+    }
+
+    /// Sends one request and reads its response.
+    async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Result<Resp, String> {
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let correlation_id = self.correlation_id;
+        let mut buf = BytesMut::with_capacity(256);
+        buf.put_i32(0);
+        RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(self.client_id.clone()))
+            .encode(&mut buf, api.request_header_version(version))
+            .and_then(|_| request.encode(&mut buf, version))
+            .map_err(|e| format!("encoding {api:?}: {e:#}"))?;
+        let len = (buf.len() - 4) as i32;
+        buf[0..4].copy_from_slice(&len.to_be_bytes());
+        self.io
+            .write_all(&buf)
+            .await
+            .map_err(|e| format!("sending {api:?}: {e}"))?;
+        self.io.flush().await.map_err(|e| format!("sending {api:?}: {e}"))?;
+        let len = self
+            .io
+            .read_i32()
+            .await
+            .map_err(|e| format!("reading the answer to {api:?}: {e}"))?;
+        if len < 4 || len as usize > MAX_RESPONSE_BYTES {
+            return Err(format!("answer to {api:?} of {len} bytes"));
+        }
+        let mut frame = vec![0u8; len as usize];
+        self.io
+            .read_exact(&mut frame)
+            .await
+            .map_err(|e| format!("reading the answer to {api:?}: {e}"))?;
+        let mut frame = Bytes::from(frame);
+        let header = ResponseHeader::decode(&mut frame, api.response_header_version(version))
+            .map_err(|e| format!("decoding the answer to {api:?}: {e:#}"))?;
+        if header.correlation_id != correlation_id {
+            return Err(format!(
+                "answer to {api:?} has correlation id {}, expected {correlation_id}",
+                header.correlation_id
+            ));
+        }
+        let response =
+            Resp::decode(&mut frame, version).map_err(|e| format!("decoding the answer to {api:?}: {e:#}"))?;
+        if frame.has_remaining() {
+            debug!(?api, trailing = frame.remaining(), "peer's answer has trailing bytes");
+        }
+        Ok(response)
+    }
+}
