@@ -1,0 +1,365 @@
+"""Markers across brokers in milliseconds (issue 24, docs/cluster.md#markers-across-brokers):
+the coordinator queues a transaction's markers on the volume for each partition's
+leader, then tells the leader at once with WriteTxnMarkers; the leader applies the
+entry and answers when the markers are durable. The volume stays the record, so a
+notification that is lost, refused, repeated, or whose leader or coordinator dies,
+only leaves the entry to the leaders' marker-queue poll. Each test ends with every
+marker applied exactly once and read_committed exact."""
+import json
+import re
+import socket
+import struct
+import subprocess
+import time
+import urllib.request
+
+from confluent_kafka import KafkaException, Producer
+
+from conftest import free_port, run_kaasctl, wait_for
+from test_cluster import _txn_slot, placement, rendezvous, settled
+from test_kafkajs import JS
+from test_security import add_user
+from txn_helpers import create_topic, read_all
+
+SHORT = ["--broker-session-timeout-ms", "4000"]
+# The poll never runs within a test: whatever is delivered, is delivered by notification.
+NO_POLL = ["--volume-poll-interval-ms", "600000"]
+FAST_POLL = ["--volume-poll-interval-ms", "300"]
+PARTITIONS = 6
+
+
+def metric(broker, name, **labels):
+    """The sum of a metric's samples on `broker`'s /metrics that carry `labels`."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})? (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        if all(got.get(k) == v for k, v in labels.items()):
+            total += float(m.group(3))
+    return total
+
+
+def everywhere(brokers, name, **labels):
+    return sum(metric(b, name, **labels) for b in brokers if b.alive())
+
+
+def three_brokers(kaas_factory, tmp_path, *extra, env=None, per_broker=None):
+    """Three brokers on one volume, each with its operations listener; `per_broker(i)`
+    adds flags or environment to broker i."""
+    data = tmp_path / "shared"
+    brokers = []
+    for i in range(3):
+        port = free_port()
+        more_args, more_env = per_broker(i) if per_broker else ([], {})
+        b = kaas_factory("--broker-id", str(i), "--metrics-listen", f"127.0.0.1:{port}", *SHORT, *extra,
+                         *more_args, data_dir=data, env={**(env or {}), **more_env})
+        b.metrics_port = port
+        brokers.append(b)
+    return data, brokers
+
+
+def spread_topic(brokers, topic):
+    create_topic(brokers[0].bootstrap, topic, PARTITIONS)
+    return wait_for(lambda: settled(*(b.bootstrap for b in brokers if b.alive()), topic=topic, brokers=[0, 1, 2]),
+                    timeout=30, what=f"{topic} placed on the three brokers")
+
+
+def coordinator_of(tid):
+    return rendezvous(f"txn-slot-{_txn_slot(tid)}", [0, 1, 2])
+
+
+def transactions(bootstrap, topic, tid, count, tag, abort_one=True):
+    """`count` committed transactions of one record per partition (then one aborted);
+    returns the committed values."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 60000})
+    p.init_transactions(60)
+    committed = []
+    for t in range(count):
+        p.begin_transaction()
+        for part in range(PARTITIONS):
+            p.produce(topic, value=f"{tag}-{t}-{part}".encode(), partition=part)
+        p.commit_transaction(60)
+        committed += [f"{tag}-{t}-{part}" for part in range(PARTITIONS)]
+    if abort_one:
+        p.begin_transaction()
+        for part in range(PARTITIONS):
+            p.produce(topic, value=f"{tag}-dropped-{part}".encode(), partition=part)
+        p.flush(30)
+        p.abort_transaction(60)
+    return committed
+
+
+def markers_exactly_once(data, topic):
+    """Every partition's log: each transactional producer's data is closed by exactly
+    one marker (never two markers in a row for one producer), and nothing is left open."""
+    for part in range(PARTITIONS):
+        dump = json.loads(run_kaasctl(data, "--json", "log", "dump", topic, str(part), timeout=60).stdout)
+        open_txn = {}
+        for b in dump["batches"]:
+            if not b["transactional"]:
+                continue
+            pid = b["producer_id"]
+            if b["control"]:
+                assert open_txn.get(pid), f"{topic}-{part}: a second marker for producer {pid} at {b['base_offset']}"
+                open_txn[pid] = False
+            else:
+                open_txn[pid] = True
+        assert not any(open_txn.values()), f"{topic}-{part}: a transaction left open: {open_txn}"
+
+
+def drained(data):
+    rows = json.loads(run_kaasctl(data, "markers", "list", "--json", timeout=30).stdout)
+    return all(r["depth"] == 0 for r in rows)
+
+
+def test_transactions_over_three_brokers_are_delivered_by_notification_with_real_clients(kaas_factory, tmp_path):
+    """confluent-kafka and kafkajs transactional producers over partitions led by three
+    brokers, with the marker-queue poll effectively off (10 minutes): every transaction
+    completes, so its markers reached the other leaders by WriteTxnMarkers. On the old
+    code the second transaction waits for the poll (CONCURRENT_TRANSACTIONS) and times out."""
+    data, brokers = three_brokers(kaas_factory, tmp_path, *NO_POLL)
+    every = ",".join(b.bootstrap for b in brokers)
+    placed = spread_topic(brokers, "fast")
+    assert set(placed.values()) == {0, 1, 2}, placed
+    committed = transactions(every, "fast", "fast-tx", 20, "ck")
+    js = subprocess.run(["node", str(JS / "cluster_transactions.js"), every, "fast", str(PARTITIONS), "10"],
+                        capture_output=True, text=True, timeout=180, cwd=JS)
+    assert js.returncode == 0, js.stdout + js.stderr
+    assert json.loads(js.stdout.strip().splitlines()[-1])["committed"] == 10
+    committed += [f"js-{t}-{p}" for t in range(10) for p in range(PARTITIONS)]
+    got = read_all(every, "fast", PARTITIONS, "read_committed", expect=len(committed))
+    assert sorted(got) == sorted(committed), "every committed record once, nothing aborted"
+    markers_exactly_once(data, "fast")
+    assert drained(data)
+    notified = everywhere(brokers, "kaas_txn_marker_delivery_seconds_count", path="notified")
+    assert notified >= 30, f"the transactions' markers were delivered by notification: {notified}"
+    assert everywhere(brokers, "kaas_txn_marker_delivery_seconds_count", path="poll") == 0
+    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="lost") == 0
+    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="refused") == 0
+
+
+def test_a_lost_notification_only_leaves_the_entry_to_the_poll(kaas_factory, tmp_path):
+    """The coordinator's first notifications are dropped (failpoint marker-notify): the
+    leaders' polls apply those entries; nothing is lost or doubled."""
+    data, brokers = three_brokers(kaas_factory, tmp_path, *FAST_POLL, env={"KAAS_FAILPOINTS": "marker-notify=error*4"})
+    every = ",".join(b.bootstrap for b in brokers)
+    spread_topic(brokers, "lost")
+    committed = transactions(every, "lost", "lost-tx", 8, "l")
+    got = read_all(every, "lost", PARTITIONS, "read_committed", expect=len(committed))
+    assert sorted(got) == sorted(committed)
+    wait_for(lambda: drained(data), timeout=20, what="every marker queue drained")
+    markers_exactly_once(data, "lost")
+    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="lost") >= 4
+    assert everywhere(brokers, "kaas_txn_marker_delivery_seconds_count", path="poll") >= 1
+    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="delivered") >= 1, \
+        "after the failpoint healed, notifications deliver again"
+
+
+def test_a_leader_killed_after_receiving_a_notification_leaves_its_entry_to_the_next_leader(kaas_factory, tmp_path):
+    """A partition leader aborts as soon as it receives a notification (failpoint
+    markers-notified), before applying anything: the transaction still completes once a
+    surviving broker leads those partitions and its poll finds the entry."""
+    tid = "victim-tx"
+    coordinator = coordinator_of(tid)
+    led = placement("victim", PARTITIONS, [0, 1, 2])
+    victim = next(b for b in (0, 1, 2) if b != coordinator and b in led.values())
+    data, brokers = three_brokers(
+        kaas_factory, tmp_path, *FAST_POLL,
+        per_broker=lambda i: ([], {"KAAS_FAILPOINTS": "markers-notified"} if i == victim else {}))
+    every = ",".join(b.bootstrap for b in brokers)
+    spread_topic(brokers, "victim")
+    committed = transactions(every, "victim", tid, 3, "v", abort_one=False)
+    wait_for(lambda: not brokers[victim].alive(), timeout=10, what="the notified leader to abort")
+    survivors = [b for i, b in enumerate(brokers) if i != victim]
+    rest = ",".join(b.bootstrap for b in survivors)
+    got = read_all(rest, "victim", PARTITIONS, "read_committed", expect=len(committed), timeout=60)
+    assert sorted(got) == sorted(committed)
+    wait_for(lambda: drained(data), timeout=30, what="every marker queue drained")
+    markers_exactly_once(data, "victim")
+    assert "markers-notified" in brokers[victim].log_text()
+
+
+def test_a_coordinator_killed_after_queueing_is_finished_from_the_volume(kaas_factory, tmp_path):
+    """The coordinator aborts right after its queue entries are durable, before it
+    notifies anyone (failpoint txn-after-queued): the client's retried commit reaches the
+    next coordinator, which finds the entries queued, and the transaction completes."""
+    tid = "coord-tx"
+    coordinator = coordinator_of(tid)
+    data, brokers = three_brokers(
+        kaas_factory, tmp_path, *FAST_POLL,
+        per_broker=lambda i: ([], {"KAAS_FAILPOINTS": "txn-after-queued"} if i == coordinator else {}))
+    every = ",".join(b.bootstrap for b in brokers)
+    spread_topic(brokers, "coord")
+    p = Producer({"bootstrap.servers": every, "transactional.id": tid, "transaction.timeout.ms": 60000})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for part in range(PARTITIONS):
+        p.produce("coord", value=f"c-{part}".encode(), partition=part)
+    p.flush(30)
+    deadline = time.time() + 90
+    while True:
+        try:
+            p.commit_transaction(30)
+            break
+        except KafkaException as e:
+            assert e.args[0].retriable() and time.time() < deadline, e
+    assert not brokers[coordinator].alive(), "the coordinator aborted after queueing"
+    survivors = ",".join(b.bootstrap for i, b in enumerate(brokers) if i != coordinator)
+    got = read_all(survivors, "coord", PARTITIONS, "read_committed", expect=PARTITIONS, timeout=60)
+    assert sorted(got) == sorted(f"c-{part}" for part in range(PARTITIONS))
+    wait_for(lambda: drained(data), timeout=30, what="every marker queue drained")
+    markers_exactly_once(data, "coord")
+
+
+def compact_string(s):
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def uvarint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def read_uvarint(buf, at):
+    shift = value = 0
+    while True:
+        b = buf[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, at
+        shift += 7
+
+
+def write_txn_markers(address, producer_id, epoch, commit, topic, partitions):
+    """One WriteTxnMarkers v1 from a plain client (what a broker sends its peers);
+    returns {partition: error code}."""
+    body = uvarint(2) + struct.pack(">qhb", producer_id, epoch, 1 if commit else 0)
+    body += uvarint(2) + compact_string(topic) + uvarint(len(partitions) + 1)
+    body += b"".join(struct.pack(">i", p) for p in partitions) + b"\0"  # topic's tags
+    body += struct.pack(">i", 0) + b"\0" + b"\0"  # coordinator epoch, marker's tags, request's tags
+    client = b"not-a-broker"
+    header = struct.pack(">hhih", 27, 1, 7, len(client)) + client + b"\0"
+    frame = header + body
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        data = b""
+        while len(data) < size:
+            data += s.recv(size - len(data))
+    assert struct.unpack(">i", data[:4])[0] == 7
+    _, at = read_uvarint(data, 4)  # header tags
+    markers, at = read_uvarint(data, at)
+    codes = {}
+    for _ in range(markers - 1):
+        at += 8  # producer id
+        topics, at = read_uvarint(data, at)
+        for _ in range(topics - 1):
+            n, at = read_uvarint(data, at)
+            at += n - 1
+            parts, at = read_uvarint(data, at)
+            for _ in range(parts - 1):
+                p, code = struct.unpack(">ih", data[at:at + 6])
+                codes[p] = code
+                at += 6
+                _, at = read_uvarint(data, at)
+            _, at = read_uvarint(data, at)
+        _, at = read_uvarint(data, at)
+    return codes
+
+
+def test_a_repeated_or_late_notification_writes_nothing(kaas_factory, tmp_path):
+    """After a transaction completed, WriteTxnMarkers for it again (a duplicate or late
+    notification) finds no queued entry: answered without error, nothing written."""
+    data, brokers = three_brokers(kaas_factory, tmp_path, *NO_POLL)
+    every = ",".join(b.bootstrap for b in brokers)
+    placed = spread_topic(brokers, "dup")
+    committed = transactions(every, "dup", "dup-tx", 2, "d", abort_one=False)
+    dump = json.loads(run_kaasctl(data, "--json", "log", "dump", "dup", "0", timeout=60).stdout)
+    pid = next(b["producer_id"] for b in dump["batches"] if b["transactional"])
+    epoch = next(b["producer_epoch"] for b in dump["batches"] if b["transactional"])
+    before = {part: len(json.loads(run_kaasctl(data, "--json", "log", "dump", "dup", str(part), timeout=60).stdout)["batches"])
+              for part in range(PARTITIONS)}
+    for leader in {0, 1, 2}:
+        mine = [part for part, b in placed.items() if b == leader]
+        for commit in (True, False):
+            codes = write_txn_markers(brokers[leader].bootstrap, pid, epoch, commit, "dup", mine)
+            assert codes == {part: 0 for part in mine}, codes
+        others = [part for part, b in placed.items() if b != leader]
+        assert set(write_txn_markers(brokers[leader].bootstrap, pid, epoch, True, "dup", others).values()) == {6}, \
+            "NOT_LEADER_OR_FOLLOWER for partitions led elsewhere"
+    after = {part: len(json.loads(run_kaasctl(data, "--json", "log", "dump", "dup", str(part), timeout=60).stdout)["batches"])
+             for part in range(PARTITIONS)}
+    assert after == before, "nothing written"
+    got = read_all(every, "dup", PARTITIONS, "read_committed", expect=len(committed))
+    assert sorted(got) == sorted(committed)
+    markers_exactly_once(data, "dup")
+
+
+def test_inter_broker_notifications_are_authenticated_and_need_cluster_action(kaas_factory, tmp_path):
+    """Under --authorizer acls, brokers notify each other on a SASL_PLAINTEXT listener as
+    the user the operator named, which holds only CLUSTER_ACTION on the cluster; a client
+    without it (here anonymous, on the PLAINTEXT listener) is refused
+    CLUSTER_AUTHORIZATION_FAILED and writes no marker."""
+    data = tmp_path / "shared"
+    data.mkdir()
+    for user, pw in (("admin", "admin-pw"), ("kaas-broker", "broker-pw")):
+        add_user(data, user, pw, "SCRAM-SHA-512")
+    r = run_kaasctl(data, "acls", "add", "--cluster", "--operation", "cluster-action",
+                    "--allow-principal", "User:kaas-broker")
+    assert r.returncode == 0, r.stdout + r.stderr
+    secret = tmp_path / "broker-password"
+    secret.write_text("broker-pw\n")
+    sasl_ports = [free_port() for _ in range(3)]
+    plain_ports = [free_port() for _ in range(3)]
+
+    def listeners(i):
+        return ([f"--listener=INTERNAL=SASL_PLAINTEXT://127.0.0.1:{sasl_ports[i]}",
+                 f"--listener=PLAINTEXT://127.0.0.1:{plain_ports[i]}",
+                 "--inter-broker-listener-name", "INTERNAL",
+                 "--inter-broker-sasl-mechanism", "SCRAM-SHA-512",
+                 "--inter-broker-sasl-username", "kaas-broker",
+                 "--inter-broker-sasl-password-file", str(secret)], {})
+
+    _, brokers = three_brokers(kaas_factory, tmp_path, *NO_POLL, "--authorizer", "acls", "--super-users", "User:admin",
+                               per_broker=listeners)
+    admin = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+             "sasl.username": "admin", "sasl.password": "admin-pw"}
+    every = ",".join(f"127.0.0.1:{p}" for p in sasl_ports)
+    from confluent_kafka.admin import AdminClient, NewTopic
+    a = AdminClient({"bootstrap.servers": every, **admin})
+    a.create_topics([NewTopic("sec", PARTITIONS, 1)])["sec"].result(30)
+
+    def spread():
+        md = a.list_topics("sec", timeout=10)
+        leaders = {p: m.leader for p, m in md.topics["sec"].partitions.items()}
+        return leaders if sorted(md.brokers) == [0, 1, 2] and set(leaders.values()) == {0, 1, 2} else None
+
+    placed = wait_for(spread, timeout=30, what="sec placed on the three brokers")
+    p = Producer({"bootstrap.servers": every, **admin, "transactional.id": "sec-tx"})
+    p.init_transactions(60)
+    for t in range(5):
+        p.begin_transaction()
+        for part in range(PARTITIONS):
+            p.produce("sec", value=f"s-{t}-{part}".encode(), partition=part)
+        p.commit_transaction(60)
+    got = read_all(every, "sec", PARTITIONS, "read_committed", expect=5 * PARTITIONS, **admin)
+    assert sorted(got) == sorted(f"s-{t}-{part}" for t in range(5) for part in range(PARTITIONS))
+    assert everywhere(brokers, "kaas_txn_marker_delivery_seconds_count", path="notified") >= 5
+    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="refused") == 0
+    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="lost") == 0
+
+    # Not a broker: refused, nothing written.
+    leader = placed[0]
+    codes = write_txn_markers(f"127.0.0.1:{plain_ports[leader]}", 1, 0, True, "sec", [0])
+    assert codes == {0: 31}, codes
+    markers_exactly_once(data, "sec")
