@@ -19,7 +19,7 @@ use crate::broker::Broker;
 use crate::config::{Config, SaslMechanism};
 use crate::listeners::ListenerSpec;
 use crate::metrics::NotificationOutcome;
-use crate::txn_coordinator::MarkerNotice;
+use crate::txn_coordinator::PeerNotice;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
 use kafka_protocol::messages::{
@@ -152,11 +152,11 @@ fn read_password(path: &std::path::Path) -> anyhow::Result<String> {
 pub async fn run(
     broker: Arc<Broker>,
     settings: PeerSettings,
-    mut notices: mpsc::UnboundedReceiver<MarkerNotice>,
+    mut notices: mpsc::UnboundedReceiver<PeerNotice>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let settings = Arc::new(settings);
-    let mut links: HashMap<i32, mpsc::UnboundedSender<MarkerNotice>> = HashMap::new();
+    let mut links: HashMap<i32, mpsc::UnboundedSender<PeerNotice>> = HashMap::new();
     loop {
         let notice = tokio::select! {
             n = notices.recv() => match n {
@@ -165,7 +165,7 @@ pub async fn run(
             },
             _ = shutdown.changed() => break,
         };
-        let leader = notice.leader;
+        let leader = notice.to();
         let sender = links.entry(leader).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(link(broker.clone(), settings.clone(), leader, rx, shutdown.clone()));
@@ -184,7 +184,7 @@ async fn link(
     broker: Arc<Broker>,
     settings: Arc<PeerSettings>,
     leader: i32,
-    mut notices: mpsc::UnboundedReceiver<MarkerNotice>,
+    mut notices: mpsc::UnboundedReceiver<PeerNotice>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut connection: Option<Connection> = None;
@@ -218,9 +218,24 @@ async fn link(
     }
 }
 
-/// Counts the outcome and lets the coordinator act on it, off the link's task (a
-/// completion takes the slot's lock).
-fn answered(broker: &Arc<Broker>, notice: MarkerNotice, outcome: NotificationOutcome) {
+/// Counts a marker notice's outcome and lets the coordinator act on it, off the
+/// link's task (a completion takes the slot's lock). A fence notice needs nothing
+/// more: the peer's fence watcher reads the fence log at its next poll anyway.
+fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutcome) {
+    let notice = match notice {
+        PeerNotice::Markers(n) => n,
+        PeerNotice::Fence { to, producer_id, epoch } => {
+            if outcome != NotificationOutcome::Delivered {
+                debug!(
+                    to,
+                    producer_id,
+                    epoch,
+                    "a fence notice was not delivered; the peer's fence watcher reads the log at its next poll"
+                );
+            }
+            return;
+        }
+    };
     crate::metrics::metrics().marker_notification(outcome);
     let broker = broker.clone();
     tokio::spawn(async move {
@@ -237,7 +252,7 @@ async fn notify(
     settings: &PeerSettings,
     leader: i32,
     connection: &mut Option<Connection>,
-    batch: &[MarkerNotice],
+    batch: &[PeerNotice],
 ) -> Result<Vec<NotificationOutcome>, String> {
     kaas_core::failpoint::check(kaas_core::failpoint::MARKER_NOTIFY)
         .map_err(|e| format!("failpoint {}: {e}", kaas_core::failpoint::MARKER_NOTIFY))?;
@@ -270,6 +285,10 @@ async fn notify(
         .iter()
         .zip(&response.markers)
         .map(|(notice, result)| {
+            let notice = match notice {
+                PeerNotice::Markers(n) => n,
+                PeerNotice::Fence { .. } => return NotificationOutcome::Delivered,
+            };
             let errors: Vec<String> = result
                 .topics
                 .iter()
@@ -293,9 +312,19 @@ async fn notify(
         .collect())
 }
 
-/// The WriteTxnMarkers marker of one notice: its entry's producer, result and
-/// partitions.
-fn marker_of(notice: &MarkerNotice) -> WritableTxnMarker {
+/// The WriteTxnMarkers marker of one notice: a marker entry's producer, result and
+/// partitions; a fence's producer and new epoch, with no partitions (a leader reads
+/// a marker without partitions as "fence logs changed", docs/cluster.md).
+fn marker_of(notice: &PeerNotice) -> WritableTxnMarker {
+    let notice = match notice {
+        PeerNotice::Markers(n) => n,
+        PeerNotice::Fence { producer_id, epoch, .. } => {
+            return WritableTxnMarker::default()
+                .with_producer_id(ProducerId(*producer_id))
+                .with_producer_epoch(*epoch)
+                .with_transaction_result(false)
+        }
+    };
     let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in &notice.entry.partitions {
         topics.entry(&tp.topic).or_default().push(tp.partition);

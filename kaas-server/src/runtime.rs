@@ -221,17 +221,27 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 }
             })
         }),
-        tokio::spawn(every(
-            Duration::from_millis(broker.config.volume_poll_interval_ms.max(10)),
-            shutdown.clone(),
-            {
-                let broker = broker.clone();
-                let mut watcher = kaas_core::fence_log::FenceWatcher::new(broker.config.broker_id);
-                let mut deliveries = None;
-                let mut counting = false;
-                move || crate::cluster::apply_peer_fences(&broker, &mut watcher, &mut deliveries, &mut counting)
-            },
-        )),
+        tokio::spawn({
+            // Every poll interval, and at once when a peer's fence notice rings.
+            let broker = broker.clone();
+            let mut shutdown = shutdown.clone();
+            let mut interval =
+                tokio::time::interval(Duration::from_millis(broker.config.volume_poll_interval_ms.max(10)));
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut watcher = kaas_core::fence_log::FenceWatcher::new(broker.config.broker_id);
+            let mut deliveries = None;
+            let mut counting = false;
+            async move {
+                loop {
+                    tokio::select! {
+                        _ = interval.tick() => {}
+                        _ = broker.fence_doorbell.notified() => {}
+                        _ = shutdown.changed() => break,
+                    }
+                    crate::cluster::apply_peer_fences(&broker, &mut watcher, &mut deliveries, &mut counting);
+                }
+            }
+        }),
         tokio::spawn({
             let broker = broker.clone();
             every_async(Duration::from_secs(1), shutdown.clone(), move || {

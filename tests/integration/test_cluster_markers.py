@@ -363,3 +363,43 @@ def test_inter_broker_notifications_are_authenticated_and_need_cluster_action(ka
     codes = write_txn_markers(f"127.0.0.1:{plain_ports[leader]}", 1, 0, True, "sec", [0])
     assert codes == {0: 31}, codes
     markers_exactly_once(data, "sec")
+
+
+def test_a_fence_reaches_the_other_brokers_by_notification(kaas_factory, tmp_path):
+    """A new instance of a transactional producer bumps its epoch; the coordinator
+    records the fence in its fence log and tells the other brokers at once, so with the
+    fence-log poll effectively off (10 minutes) the brokers leading the old instance's
+    partitions still refuse it, by their own producer state."""
+    tid = "fenced-tx"
+    coordinator = coordinator_of(tid)
+    data, brokers = three_brokers(kaas_factory, tmp_path, *NO_POLL,
+                                  env={"RUST_LOG": "info,kaas_server::watchers=debug"})
+    every = ",".join(b.bootstrap for b in brokers)
+    placed = spread_topic(brokers, "fenced")
+    remote = [p for p, b in placed.items() if b != coordinator]
+    zombie = Producer({"bootstrap.servers": every, "transactional.id": tid})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for p in remote:
+        zombie.produce("fenced", value=f"zombie-{p}".encode(), partition=p)
+    assert zombie.flush(30) == 0
+    fresh = Producer({"bootstrap.servers": every, "transactional.id": tid})
+    fresh.init_transactions(30)
+    for b in {placed[p] for p in remote}:
+        wait_for(lambda: "applying a peer's fence" in brokers[b].log_text(), timeout=10,
+                 what=f"broker {b} applying the coordinator's fence without polling")
+    try:
+        for p in remote:
+            zombie.produce("fenced", value=f"late-{p}".encode(), partition=p)
+        zombie.flush(30)
+        zombie.commit_transaction(30)
+        raise AssertionError("the zombie committed")
+    except KafkaException as e:
+        assert e.args[0].fatal(), e
+    fresh.begin_transaction()
+    for p in range(PARTITIONS):
+        fresh.produce("fenced", value=f"fresh-{p}".encode(), partition=p)
+    fresh.commit_transaction(60)
+    got = read_all(every, "fenced", PARTITIONS, "read_committed", expect=PARTITIONS)
+    assert sorted(got) == sorted(f"fresh-{p}" for p in range(PARTITIONS))
+    markers_exactly_once(data, "fenced")

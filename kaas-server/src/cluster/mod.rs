@@ -61,6 +61,9 @@ pub struct Cluster {
     pub(crate) sync_rounds: std::sync::atomic::AtomicU64,
     /// Dynamic broker configs and the log defaults they give (cluster/configs.rs).
     pub(crate) dynamic: RwLock<configs::DynamicState>,
+    /// Rung by a peer's fence notice: the fence watcher reads the fence logs now
+    /// instead of at its next poll.
+    pub fence_doorbell: tokio::sync::Notify,
 }
 
 /// Every this many volume syncs (seconds), partitions that failed to open are tried again.
@@ -135,6 +138,7 @@ impl Cluster {
             registry: RwLock::new(registry),
             admin_lock: tokio::sync::Mutex::new(()),
             appended: watch::channel(0).0,
+            fence_doorbell: tokio::sync::Notify::new(),
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(live_at_start),
             lease_renewed_at: Mutex::new(None),

@@ -3,7 +3,9 @@
 //! volume (docs/cluster.md#markers-across-brokers). The leader applies its queue
 //! entries for that producer and epoch at once and answers when their markers are
 //! durable; it never writes a marker no coordinator queued, so a late, repeated or
-//! forged notice finds nothing to do. Kafka's check: CLUSTER_ACTION on the cluster.
+//! forged notice finds nothing to do. A marker without partitions is a fence notice:
+//! the fence watcher reads the fence logs at once. Kafka's check: CLUSTER_ACTION on
+//! the cluster.
 
 use super::RequestContext;
 use crate::broker::Broker;
@@ -36,6 +38,15 @@ pub async fn handle(
     }
     let mut markers = Vec::with_capacity(req.markers.len());
     for marker in req.markers {
+        if marker.topics.is_empty() {
+            // A fence notice (docs/cluster.md#fences-across-brokers): the fence logs
+            // changed; the fence watcher reads them now. Nothing is written here.
+            if allowed {
+                broker.fence_doorbell.notify_one();
+            }
+            markers.push(WritableTxnMarkerResult::default().with_producer_id(marker.producer_id));
+            continue;
+        }
         let asked: Vec<TopicPartition> = marker
             .topics
             .iter()

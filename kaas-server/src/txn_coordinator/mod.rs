@@ -119,6 +119,25 @@ pub struct MarkerNotice {
     pub prepared_at: Instant,
 }
 
+/// What the peer links carry to another broker: markers queued for it, or a fence
+/// recorded in this broker's fence log (the fence log is the record; the notice makes
+/// the peer's fence watcher read it now rather than at its next poll).
+#[derive(Debug, Clone)]
+pub enum PeerNotice {
+    Markers(MarkerNotice),
+    Fence { to: i32, producer_id: i64, epoch: i16 },
+}
+
+impl PeerNotice {
+    /// The broker it goes to.
+    pub fn to(&self) -> i32 {
+        match self {
+            PeerNotice::Markers(n) => n.leader,
+            PeerNotice::Fence { to, .. } => *to,
+        }
+    }
+}
+
 /// The notices of one transaction still unanswered, for the delivery histogram.
 struct Outstanding {
     left: usize,
@@ -165,7 +184,7 @@ pub struct TransactionCoordinator {
     groups: Arc<GroupCoordinator>,
     /// Where notices for other brokers' partitions go (the peer links); unset, the
     /// leaders' polls alone deliver queued markers.
-    notices: OnceLock<tokio::sync::mpsc::UnboundedSender<MarkerNotice>>,
+    notices: OnceLock<tokio::sync::mpsc::UnboundedSender<PeerNotice>>,
     /// Notices sent and not yet answered, by (producer id, epoch, transaction number).
     outstanding: Mutex<HashMap<(i64, i16, u64), Outstanding>>,
     /// Woken when a transaction of the slot completes here, or a leader answered a
@@ -202,7 +221,7 @@ impl TransactionCoordinator {
     }
 
     /// Sends notices for queued markers to `sender` from now on (set once, at start).
-    pub fn notify_leaders_through(&self, sender: tokio::sync::mpsc::UnboundedSender<MarkerNotice>) {
+    pub fn notify_leaders_through(&self, sender: tokio::sync::mpsc::UnboundedSender<PeerNotice>) {
         if self.notices.set(sender).is_err() {
             warn!("marker notices already have a destination; the second one is ignored");
         }
@@ -517,6 +536,14 @@ impl TransactionCoordinator {
                 // otherwise find it recorded and never write it.
                 *guard = FenceLog::load(&broker.volume, self.broker_id).map_err(|e| e.to_string());
                 return Err(e.into());
+            }
+        }
+        drop(guard);
+        // Recorded (now or by an earlier call): the peers' fence watchers may read it.
+        if let Some(sender) = self.notices.get() {
+            for to in broker.live_brokers().into_keys().filter(|b| *b != self.broker_id) {
+                // A closed channel is a shutdown: the peers' polls read the log.
+                let _ = sender.send(PeerNotice::Fence { to, producer_id, epoch });
             }
         }
         Ok(())
