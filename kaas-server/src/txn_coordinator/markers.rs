@@ -131,7 +131,7 @@ impl TransactionCoordinator {
                 prepared: prepared.clone(),
                 prepared_at,
             };
-            if sender.send(PeerNotice::Markers(notice)).is_err() {
+            if sender.send(PeerNotice::Markers(Box::new(notice))).is_err() {
                 // The peer links stopped (shutdown): the leaders' polls deliver.
                 crate::metrics::metrics().marker_notification(crate::metrics::NotificationOutcome::Lost);
                 if let Some(o) = self.outstanding.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&key) {

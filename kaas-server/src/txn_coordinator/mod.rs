@@ -124,7 +124,7 @@ pub struct MarkerNotice {
 /// the peer's fence watcher read it now rather than at its next poll).
 #[derive(Debug, Clone)]
 pub enum PeerNotice {
-    Markers(MarkerNotice),
+    Markers(Box<MarkerNotice>),
     Fence { to: i32, producer_id: i64, epoch: i16 },
 }
 
