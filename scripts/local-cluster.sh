@@ -27,7 +27,10 @@ stop() {
 trap stop INT TERM
 for ((i = 0; i < BROKERS; i++)); do
   port=$((PORT_BASE + i))
+  # Markers and fences are announced to the other brokers on the PLAINTEXT listener
+  # (docs/cluster.md#markers-across-brokers).
   "$KAAS_SERVER_BIN" --data-dir "$DATA_DIR" --broker-id "$i" --listen "127.0.0.1:$port" \
+    --inter-broker-listener-name PLAINTEXT \
     > "$DATA_DIR/broker-$i.log" 2>&1 &
   pids+=($!)
   echo "broker $i on 127.0.0.1:$port (log: $DATA_DIR/broker-$i.log)"

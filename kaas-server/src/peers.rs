@@ -40,6 +40,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Notices sent in one request at most.
 const MAX_BATCH: usize = 256;
+/// Notices waiting for the links, all peers together, and for one peer: past that a
+/// notice is counted lost at once (the links are far behind; the polls deliver).
+pub const QUEUED_NOTICES: usize = 16_384;
+const QUEUED_PER_PEER: usize = 4_096;
+/// After a failed request, a link waits this long before the next (doubling up to
+/// `MAX_BACKOFF`), so an unreachable or refusing peer is not hammered with connections
+/// and logins.
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// The largest response read from a peer.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
@@ -152,11 +161,11 @@ fn read_password(path: &std::path::Path) -> anyhow::Result<String> {
 pub async fn run(
     broker: Arc<Broker>,
     settings: PeerSettings,
-    mut notices: mpsc::UnboundedReceiver<PeerNotice>,
+    mut notices: mpsc::Receiver<PeerNotice>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let settings = Arc::new(settings);
-    let mut links: HashMap<i32, mpsc::UnboundedSender<PeerNotice>> = HashMap::new();
+    let mut links: HashMap<i32, mpsc::Sender<PeerNotice>> = HashMap::new();
     loop {
         let notice = tokio::select! {
             n = notices.recv() => match n {
@@ -167,27 +176,36 @@ pub async fn run(
         };
         let leader = notice.to();
         let sender = links.entry(leader).or_insert_with(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
+            let (tx, rx) = mpsc::channel(QUEUED_PER_PEER);
             tokio::spawn(link(broker.clone(), settings.clone(), leader, rx, shutdown.clone()));
             tx
         });
-        if let Err(mpsc::error::SendError(notice)) = sender.send(notice) {
+        match sender.try_send(notice) {
+            Ok(()) => {}
+            // The peer is far behind: this one is left to its poll.
+            Err(mpsc::error::TrySendError::Full(notice)) => answered(&broker, notice, NotificationOutcome::Lost),
             // The link ended (only at shutdown): its notices are left to the poll.
-            links.remove(&leader);
-            answered(&broker, notice, NotificationOutcome::Lost);
+            Err(mpsc::error::TrySendError::Closed(notice)) => {
+                links.remove(&leader);
+                answered(&broker, notice, NotificationOutcome::Lost);
+            }
         }
     }
 }
 
-/// One leader's link: batches of notices, one request at a time.
+/// One leader's link: batches of notices, one request at a time. A notice older than
+/// the poll interval is not sent (the leader's poll has it, or is about to); after a
+/// failure the link backs off before the next request.
 async fn link(
     broker: Arc<Broker>,
     settings: Arc<PeerSettings>,
     leader: i32,
-    mut notices: mpsc::UnboundedReceiver<PeerNotice>,
+    mut notices: mpsc::Receiver<PeerNotice>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut connection: Option<Connection> = None;
+    let mut backoff = Duration::ZERO;
+    let stale_after = Duration::from_millis(broker.config.volume_poll_interval_ms.max(10));
     loop {
         let first = tokio::select! {
             n = notices.recv() => match n {
@@ -196,6 +214,12 @@ async fn link(
             },
             _ = shutdown.changed() => break,
         };
+        if !backoff.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match notices.try_recv() {
@@ -203,16 +227,28 @@ async fn link(
                 Err(_) => break,
             }
         }
-        let outcomes = match notify(&broker, &settings, leader, &mut connection, &batch).await {
-            Ok(outcomes) => outcomes,
+        let (fresh, stale): (Vec<PeerNotice>, Vec<PeerNotice>) =
+            batch.into_iter().partition(|n| n.queued_for() < stale_after);
+        for notice in stale {
+            answered(&broker, notice, NotificationOutcome::Lost);
+        }
+        if fresh.is_empty() {
+            continue;
+        }
+        let outcomes = match notify(&broker, &settings, leader, &mut connection, &fresh).await {
+            Ok(outcomes) => {
+                backoff = Duration::ZERO;
+                outcomes
+            }
             Err(e) => {
-                // Dropped: the next notice connects again.
+                // Dropped: the next request connects again, after a pause.
                 connection = None;
-                warn!(leader, notices = batch.len(), error = %e, "notifying a partition leader of queued markers failed; its marker-queue poll applies them");
-                vec![NotificationOutcome::Lost; batch.len()]
+                backoff = (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+                warn!(leader, notices = fresh.len(), error = %e, "notifying a partition leader of queued markers failed; its marker-queue poll applies them");
+                vec![NotificationOutcome::Lost; fresh.len()]
             }
         };
-        for (notice, outcome) in batch.into_iter().zip(outcomes) {
+        for (notice, outcome) in fresh.into_iter().zip(outcomes) {
             answered(&broker, notice, outcome);
         }
     }
@@ -257,23 +293,18 @@ async fn notify(
     kaas_core::failpoint::check(kaas_core::failpoint::MARKER_NOTIFY)
         .map_err(|e| format!("failpoint {}: {e}", kaas_core::failpoint::MARKER_NOTIFY))?;
     let request = WriteTxnMarkersRequest::default().with_markers(batch.iter().map(marker_of).collect());
-    let exchange = async {
-        if connection.is_none() {
-            *connection = Some(
-                tokio::time::timeout(CONNECT_TIMEOUT, Connection::open(broker, settings, leader))
-                    .await
-                    .map_err(|_| format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()))??,
-            );
+    // A connection kept from an earlier request may have been closed by the peer (a
+    // restart) or the network meanwhile: then once more on a new one. The request is
+    // a doorbell, so sending it twice is harmless.
+    let reused = connection.is_some();
+    let response = match exchange(broker, settings, leader, connection, &request).await {
+        Err(e) if reused => {
+            debug!(leader, error = %e, "a kept connection to a peer failed; trying a new one");
+            *connection = None;
+            exchange(broker, settings, leader, connection, &request).await?
         }
-        let conn = connection.as_mut().expect("connected");
-        tokio::time::timeout(
-            REQUEST_TIMEOUT,
-            conn.call::<_, WriteTxnMarkersResponse>(ApiKey::WriteTxnMarkers, 1, &request),
-        )
-        .await
-        .map_err(|_| format!("no answer within {} s", REQUEST_TIMEOUT.as_secs()))?
+        other => other?,
     };
-    let response = exchange.await?;
     if response.markers.len() != batch.len() {
         return Err(format!(
             "answered {} markers for {} asked",
@@ -310,6 +341,34 @@ async fn notify(
             }
         })
         .collect())
+}
+
+/// One WriteTxnMarkers on `connection`, connecting first when there is none.
+async fn exchange(
+    broker: &Broker,
+    settings: &PeerSettings,
+    leader: i32,
+    connection: &mut Option<Connection>,
+    request: &WriteTxnMarkersRequest,
+) -> Result<WriteTxnMarkersResponse, String> {
+    if connection.is_none() {
+        *connection = Some(
+            tokio::time::timeout(CONNECT_TIMEOUT, Connection::open(broker, settings, leader))
+                .await
+                .map_err(|_| format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()))??,
+        );
+    }
+    let conn = connection.as_mut().expect("connected");
+    let answer = tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        conn.call::<_, WriteTxnMarkersResponse>(ApiKey::WriteTxnMarkers, 1, request),
+    )
+    .await
+    .map_err(|_| format!("no answer within {} s", REQUEST_TIMEOUT.as_secs()))?;
+    if answer.is_err() {
+        *connection = None;
+    }
+    answer
 }
 
 /// The WriteTxnMarkers marker of one notice: a marker entry's producer, result and
@@ -433,9 +492,16 @@ impl Connection {
                 let (mut client, first) =
                     kaas_core::scram::ScramClient::first(m, &login.user).map_err(|e| e.to_string())?;
                 let server_first = self.sasl_step(Bytes::from(first)).await?;
-                let last = client
-                    .answer(&server_first, &login.password)
-                    .map_err(|e| e.to_string())?;
+                // PBKDF2 (thousands of HMAC rounds): off the runtime's workers.
+                let password = login.password.clone();
+                let (client_back, last) = tokio::task::spawn_blocking(move || {
+                    let last = client.answer(&server_first, &password);
+                    (client, last)
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                client = client_back;
+                let last = last.map_err(|e| e.to_string())?;
                 let server_final = self.sasl_step(Bytes::from(last)).await?;
                 client.verify_server(&server_final).map_err(|e| e.to_string())?;
             }

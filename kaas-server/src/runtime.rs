@@ -181,7 +181,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // Marker notices to partition leaders (the peer links start with the other tasks
     // below; what recovery announces meanwhile waits in the channel).
     let notices = peer_settings.map(|settings| {
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let (sender, receiver) = tokio::sync::mpsc::channel(crate::peers::QUEUED_NOTICES);
         broker.txn.notify_leaders_through(sender);
         info!(
             listener = settings.listener(),

@@ -300,8 +300,27 @@ def test_a_repeated_or_late_notification_writes_nothing(kaas_factory, tmp_path):
     after = {part: len(json.loads(run_kaasctl(data, "--json", "log", "dump", "dup", str(part), timeout=60).stdout)["batches"])
              for part in range(PARTITIONS)}
     assert after == before, "nothing written"
+    # Late, while the producer's next transaction is open at the same epoch: there is
+    # no queue entry of it (nothing queued yet), so no marker can close it.
+    p = Producer({"bootstrap.servers": every, "transactional.id": "dup-tx", "transaction.timeout.ms": 60000})
+    p.init_transactions(60)  # a new instance: the epoch is bumped
+    p.begin_transaction()
+    for part in range(PARTITIONS):
+        p.produce("dup", value=f"open-{part}".encode(), partition=part)
+    assert p.flush(30) == 0
+    dump = json.loads(run_kaasctl(data, "--json", "log", "dump", "dup", "0", timeout=60).stdout)
+    epoch = dump["batches"][-1]["producer_epoch"]
+    before = {part: len(json.loads(run_kaasctl(data, "--json", "log", "dump", "dup", str(part), timeout=60).stdout)["batches"])
+              for part in range(PARTITIONS)}
+    for leader in {0, 1, 2}:
+        mine = [part for part, b in placed.items() if b == leader]
+        assert write_txn_markers(brokers[leader].bootstrap, pid, epoch, True, "dup", mine) == {part: 0 for part in mine}
+    after = {part: len(json.loads(run_kaasctl(data, "--json", "log", "dump", "dup", str(part), timeout=60).stdout)["batches"])
+             for part in range(PARTITIONS)}
+    assert after == before, "no marker closed the open transaction"
+    p.abort_transaction(60)
     got = read_all(every, "dup", PARTITIONS, "read_committed", expect=len(committed))
-    assert sorted(got) == sorted(committed)
+    assert sorted(got) == sorted(committed), "the open transaction's records were not committed by the late notice"
     markers_exactly_once(data, "dup")
 
 
@@ -309,7 +328,9 @@ def test_inter_broker_notifications_are_authenticated_and_need_cluster_action(ka
     """Under --authorizer acls, brokers notify each other on a SASL_PLAINTEXT listener as
     the user the operator named, which holds only CLUSTER_ACTION on the cluster; a client
     without it (here anonymous, on the PLAINTEXT listener) is refused
-    CLUSTER_AUTHORIZATION_FAILED and writes no marker."""
+    CLUSTER_AUTHORIZATION_FAILED and applies nothing, even with an entry queued for that
+    very transaction. The coordinator's first notices are dropped (failpoint) and the
+    poll is off, so that entry waits until the coordinator, restarted, announces it again."""
     data = tmp_path / "shared"
     data.mkdir()
     for user, pw in (("admin", "admin-pw"), ("kaas-broker", "broker-pw")):
@@ -330,8 +351,15 @@ def test_inter_broker_notifications_are_authenticated_and_need_cluster_action(ka
                  "--inter-broker-sasl-username", "kaas-broker",
                  "--inter-broker-sasl-password-file", str(secret)], {})
 
+    tid = "sec-tx"
+    coordinator = coordinator_of(tid)
+
+    def setup(i):
+        args, env = listeners(i)
+        return args, ({"KAAS_FAILPOINTS": "marker-notify=error*2"} if i == coordinator else env)
+
     _, brokers = three_brokers(kaas_factory, tmp_path, *NO_POLL, "--authorizer", "acls", "--super-users", "User:admin",
-                               per_broker=listeners)
+                               per_broker=setup)
     admin = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
              "sasl.username": "admin", "sasl.password": "admin-pw"}
     every = ",".join(f"127.0.0.1:{p}" for p in sasl_ports)
@@ -345,23 +373,40 @@ def test_inter_broker_notifications_are_authenticated_and_need_cluster_action(ka
         return leaders if sorted(md.brokers) == [0, 1, 2] and set(leaders.values()) == {0, 1, 2} else None
 
     placed = wait_for(spread, timeout=30, what="sec placed on the three brokers")
-    p = Producer({"bootstrap.servers": every, **admin, "transactional.id": "sec-tx"})
+    p = Producer({"bootstrap.servers": every, **admin, "transactional.id": tid})
     p.init_transactions(60)
+    # The first transaction: its notices to both other leaders are dropped.
+    p.begin_transaction()
+    for part in range(PARTITIONS):
+        p.produce("sec", value=f"s-first-{part}".encode(), partition=part)
+    p.commit_transaction(60)
+    queued = list((data / "__cluster" / "marker_queue").glob("to-*/*.json"))
+    assert len(queued) == 2, queued
+    # Not a broker, naming exactly the queued transaction: refused, nothing applied.
+    remote = next(part for part, b in placed.items() if b != coordinator)
+    codes = write_txn_markers(f"127.0.0.1:{plain_ports[placed[remote]]}",
+                              json.loads(queued[0].read_text())["producer_id"],
+                              json.loads(queued[0].read_text())["producer_epoch"], True, "sec", [remote])
+    assert codes == {remote: 31}, codes
+    assert all(q.exists() for q in queued), "the queued entries are still there"
+    # The coordinator restarted (without the failpoint) finds the Prepare entry with its
+    # entries queued and announces them again; nothing else would apply them here.
+    brokers[coordinator].kill9()
+    brokers[coordinator].env = {}
+    brokers[coordinator].restart()
+    wait_for(lambda: not any(q.exists() for q in queued), timeout=30, what="the queued entries applied on notice")
     for t in range(5):
         p.begin_transaction()
         for part in range(PARTITIONS):
             p.produce("sec", value=f"s-{t}-{part}".encode(), partition=part)
         p.commit_transaction(60)
-    got = read_all(every, "sec", PARTITIONS, "read_committed", expect=5 * PARTITIONS, **admin)
-    assert sorted(got) == sorted(f"s-{t}-{part}" for t in range(5) for part in range(PARTITIONS))
+    expected = [f"s-first-{part}" for part in range(PARTITIONS)]
+    expected += [f"s-{t}-{part}" for t in range(5) for part in range(PARTITIONS)]
+    got = read_all(every, "sec", PARTITIONS, "read_committed", expect=len(expected), **admin)
+    assert sorted(got) == sorted(expected)
     assert everywhere(brokers, "kaas_txn_marker_delivery_seconds_count", path="notified") >= 5
+    assert everywhere(brokers, "kaas_txn_marker_delivery_seconds_count", path="poll") == 0
     assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="refused") == 0
-    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="lost") == 0
-
-    # Not a broker: refused, nothing written.
-    leader = placed[0]
-    codes = write_txn_markers(f"127.0.0.1:{plain_ports[leader]}", 1, 0, True, "sec", [0])
-    assert codes == {0: 31}, codes
     markers_exactly_once(data, "sec")
 
 

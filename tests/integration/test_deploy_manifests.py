@@ -251,6 +251,15 @@ def test_broker_id_and_advertised_listener_come_from_the_pod(docs):
         assert advertised == f"${{POD_NAME}}.{headless}.${{POD_NAMESPACE}}.svc.cluster.local:{listen_port}"
 
 
+def test_brokers_reach_each_other_on_a_listener_they_have(docs):
+    """Inter-broker notices (docs/cluster.md#markers-across-brokers) go to the listener
+    --inter-broker-listener-name names: the pods' one PLAINTEXT listener (--listen)."""
+    c = broker_container(one(docs, "StatefulSet"))
+    assert setting(c, "inter-broker-listener-name") == "PLAINTEXT"
+    assert setting(c, "listen"), "a PLAINTEXT listener (--listen)"
+    assert not setting(c, "listener"), "no named listeners beside --listen"
+
+
 def test_every_flag_and_kaas_env_in_the_manifests_is_one_kaas_server_has(docs):
     known = config_flags()
     envs = {f["env"] for f in known.values()}

@@ -21,6 +21,9 @@ def test_the_local_cluster_script_starts_three_brokers_and_stops_them_cleanly(tm
         bootstrap = ",".join(f"127.0.0.1:{base + i}" for i in range(3))
         a = AdminClient({"bootstrap.servers": bootstrap})
         wait_for(lambda: sorted(a.list_topics(timeout=5).brokers) == [0, 1, 2], timeout=30, what="three brokers listed")
+        for i in range(3):
+            log = (tmp_path / "data" / f"broker-{i}.log").read_text()
+            assert "queued markers are announced to their leaders" in log and 'listener="PLAINTEXT"' in log, log
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, out

@@ -15,12 +15,21 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
-use kafka_protocol::messages::{TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
+use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 1;
+
+/// Markers one request may carry; the rest are answered INVALID_REQUEST (a
+/// coordinator sends at most 256 per request).
+const MAX_MARKERS: usize = 1_024;
+/// How long one marker's entries may take here (a slot lock another process holds, a
+/// slow fsync) before it is answered REQUEST_TIMED_OUT and left to the poll: less than
+/// the coordinator's request timeout (10 s), so it hears back.
+const APPLY_DEADLINE: Duration = Duration::from_secs(5);
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -36,17 +45,12 @@ pub async fn handle(
     if allowed {
         kaas_core::failpoint::hit(kaas_core::failpoint::MARKERS_NOTIFIED);
     }
-    let mut markers = Vec::with_capacity(req.markers.len());
-    for marker in req.markers {
-        if marker.topics.is_empty() {
-            // A fence notice (docs/cluster.md#fences-across-brokers): the fence logs
-            // changed; the fence watcher reads them now. Nothing is written here.
-            if allowed {
-                broker.fence_doorbell.notify_one();
-            }
-            markers.push(WritableTxnMarkerResult::default().with_producer_id(marker.producer_id));
-            continue;
-        }
+    // Each marker on its own task: one waiting on its slot's lock does not hold up the
+    // others. Every apply is a compare-and-set on the volume, so one cut off by its
+    // deadline leaves nothing half-done that the poll cannot finish.
+    let mut applying = tokio::task::JoinSet::new();
+    let mut results: Vec<Option<WritableTxnMarkerResult>> = Vec::with_capacity(req.markers.len());
+    for (i, marker) in req.markers.into_iter().enumerate() {
         let asked: Vec<TopicPartition> = marker
             .topics
             .iter()
@@ -57,43 +61,91 @@ pub async fn handle(
                 })
             })
             .collect();
-        let codes: Vec<(TopicPartition, i16)> = if allowed {
-            broker
-                .txn
-                .apply_notified(
-                    broker,
+        if asked.is_empty() {
+            // A fence notice (docs/cluster.md#fences-across-brokers): the fence logs
+            // changed; the fence watcher reads them now. Nothing is written here.
+            if allowed {
+                broker.fence_doorbell.notify_one();
+            }
+            results.push(Some(
+                WritableTxnMarkerResult::default().with_producer_id(marker.producer_id),
+            ));
+            continue;
+        }
+        let refuse = |code: i16| Some(result(marker.producer_id, asked.iter().map(|tp| (tp.clone(), code))));
+        if !allowed {
+            results.push(refuse(ResponseError::ClusterAuthorizationFailed.code()));
+            continue;
+        }
+        if i >= MAX_MARKERS {
+            results.push(refuse(ResponseError::InvalidRequest.code()));
+            continue;
+        }
+        results.push(None);
+        let broker = broker.clone();
+        applying.spawn(async move {
+            let applied = tokio::time::timeout(
+                APPLY_DEADLINE,
+                broker.txn.apply_notified(
+                    &broker,
                     marker.producer_id.0,
                     marker.producer_epoch,
                     marker.transaction_result,
                     &asked,
-                )
-                .await
-        } else {
-            let denied = ResponseError::ClusterAuthorizationFailed.code();
-            asked.into_iter().map(|tp| (tp, denied)).collect()
-        };
-        let mut by_topic: BTreeMap<String, Vec<WritableTxnMarkerPartitionResult>> = BTreeMap::new();
-        for (tp, code) in codes {
-            by_topic.entry(tp.topic).or_default().push(
-                WritableTxnMarkerPartitionResult::default()
-                    .with_partition_index(tp.partition)
-                    .with_error_code(code),
-            );
-        }
-        markers.push(
-            WritableTxnMarkerResult::default()
-                .with_producer_id(marker.producer_id)
-                .with_topics(
-                    by_topic
-                        .into_iter()
-                        .map(|(name, partitions)| {
-                            WritableTxnMarkerTopicResult::default()
-                                .with_name(TopicName(super::sb(name)))
-                                .with_partitions(partitions)
-                        })
-                        .collect(),
                 ),
+            )
+            .await;
+            let codes = match applied {
+                Ok(codes) => codes,
+                Err(_) => {
+                    tracing::warn!(
+                        producer_id = marker.producer_id.0,
+                        epoch = marker.producer_epoch,
+                        "applying notified markers took longer than {} s; left to the poll",
+                        APPLY_DEADLINE.as_secs()
+                    );
+                    let timed_out = ResponseError::RequestTimedOut.code();
+                    asked.into_iter().map(|tp| (tp, timed_out)).collect()
+                }
+            };
+            (i, result(marker.producer_id, codes))
+        });
+    }
+    while let Some(done) = applying.join_next().await {
+        match done {
+            Ok((i, r)) => results[i] = Some(r),
+            Err(e) => tracing::error!(error = %e, "applying notified markers panicked"),
+        }
+    }
+    // A task that panicked leaves its marker unanswered: the coordinator counts the
+    // mismatch as refused, and the poll applies the entry.
+    let markers = results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| WritableTxnMarkerResult::default().with_producer_id(ProducerId(-1))))
+        .collect();
+    WriteTxnMarkersResponse::default().with_markers(markers)
+}
+
+/// One marker's answer: its producer, and each partition's error code by topic.
+fn result(producer_id: ProducerId, codes: impl IntoIterator<Item = (TopicPartition, i16)>) -> WritableTxnMarkerResult {
+    let mut by_topic: BTreeMap<String, Vec<WritableTxnMarkerPartitionResult>> = BTreeMap::new();
+    for (tp, code) in codes {
+        by_topic.entry(tp.topic).or_default().push(
+            WritableTxnMarkerPartitionResult::default()
+                .with_partition_index(tp.partition)
+                .with_error_code(code),
         );
     }
-    WriteTxnMarkersResponse::default().with_markers(markers)
+    WritableTxnMarkerResult::default()
+        .with_producer_id(producer_id)
+        .with_topics(
+            by_topic
+                .into_iter()
+                .map(|(name, partitions)| {
+                    WritableTxnMarkerTopicResult::default()
+                        .with_name(TopicName(super::sb(name)))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
 }

@@ -106,24 +106,14 @@ impl TransactionCoordinator {
         Ok(Finished::Completed)
     }
 
-    /// Hands a notice for each queued entry to the peer links (when there are any),
-    /// counting them as outstanding for the delivery histogram.
+    /// Hands a notice for each queued entry to the peer links (when there are any).
+    /// The entries' files are durable; the slot entry's `markers_queued` is appended
+    /// (a leader reading the slot sees it) but not yet synced — a crash loses nothing
+    /// either way: recovery finds the entries by name and announces them again.
     fn announce(&self, prepared: &TxnEntry, queued: Vec<(i32, MarkerEntry)>, prepared_at: Instant) {
         let Some(sender) = self.notices.get() else {
             return;
         };
-        if queued.is_empty() {
-            return;
-        }
-        let key = (prepared.producer_id, prepared.producer_epoch, prepared.txn_seq);
-        self.outstanding.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            key,
-            Outstanding {
-                left: queued.len(),
-                failed: false,
-                prepared_at,
-            },
-        );
         for (leader, entry) in queued {
             let notice = MarkerNotice {
                 leader,
@@ -131,60 +121,53 @@ impl TransactionCoordinator {
                 prepared: prepared.clone(),
                 prepared_at,
             };
-            if sender.send(PeerNotice::Markers(Box::new(notice))).is_err() {
-                // The peer links stopped (shutdown): the leaders' polls deliver.
+            if let Err(e) = sender.try_send(PeerNotice::Markers(Box::new(notice))) {
+                // Full (the links are far behind) or closed (shutdown): the leaders'
+                // polls deliver.
                 crate::metrics::metrics().marker_notification(crate::metrics::NotificationOutcome::Lost);
-                if let Some(o) = self.outstanding.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&key) {
-                    o.failed = true;
-                }
+                debug!(leader, error = %e, "marker notice not handed to the peer links; left to the leader's poll");
             }
         }
     }
 
-    /// A leader's answer to a notice (or its loss), from the peer links. Once every
-    /// leader of the transaction answered that its markers are durable, the coordinator
-    /// completes the transaction itself (a compare-and-set: Stale when a leader already
-    /// did), and wakes AddPartitionsToTxn waiting for it. A lost or refused notice
-    /// changes nothing: the entry stays queued for the leader's poll.
+    /// A leader's answer to a notice (or its loss), from the peer links. A leader that
+    /// answered applied its entry (or found none left); if no entry of the transaction
+    /// is queued any more, the coordinator completes it — a compare-and-set, a no-op
+    /// when the leader that removed the last entry did it already — and wakes the
+    /// producer's AddPartitionsToTxn waiting for it. Never announces again (a leader
+    /// that answered without seeing its entry, say through an NFS attribute cache,
+    /// would be asked again and again): what is left, its poll applies. A lost or
+    /// refused notice changes nothing.
     pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, delivered: bool) {
-        let key = (
-            notice.prepared.producer_id,
-            notice.prepared.producer_epoch,
-            notice.prepared.txn_seq,
-        );
-        let all_delivered = {
-            let mut outstanding = self.outstanding.lock().unwrap_or_else(|p| p.into_inner());
-            match outstanding.get_mut(&key) {
-                Some(o) => {
-                    o.left = o.left.saturating_sub(1);
-                    o.failed |= !delivered;
-                    if o.left == 0 {
-                        let o = outstanding.remove(&key).expect("present");
-                        (!o.failed).then_some(o.prepared_at)
-                    } else {
-                        None
-                    }
-                }
-                // Announced again by a later finish, or already settled.
-                None => None,
+        if !delivered {
+            return;
+        }
+        let prepared = &notice.prepared;
+        let completed = async {
+            let held = self.lock_slot(slot_for(&prepared.transactional_id)).await?;
+            let Some(current) = self.held_entry(&held, &prepared.transactional_id)? else {
+                return Ok(false);
+            };
+            if !txn::is_same_prepared(&current, prepared) || !current.markers_queued {
+                return Ok(false);
             }
+            let pid = (current.producer_id, current.producer_epoch, current.txn_seq);
+            if !marker_queue::pending_files(&broker.volume, pid.0, pid.1, pid.2)?.is_empty() {
+                return Ok(false);
+            }
+            self.complete_held(&held, &current)?;
+            Ok::<_, CoordError>(true)
         };
-        let slot = slot_for(&notice.prepared.transactional_id);
-        if let Some(prepared_at) = all_delivered {
-            match self.finish(broker, &notice.prepared).await {
-                Ok(Finished::Queued) => {
-                    // A leader answered without finding its entry (it may not see the
-                    // file yet): its poll applies it.
-                    debug!(transactional_id = %notice.prepared.transactional_id, "leaders answered, yet queue entries remain; left to the poll");
-                }
-                Ok(_) => crate::metrics::metrics()
-                    .markers_delivered(crate::metrics::MarkerPath::Notified, prepared_at.elapsed()),
-                Err(e) => {
-                    warn!(transactional_id = %notice.prepared.transactional_id, error = %e, "completing a transaction after its leaders answered failed; the reaper finishes it")
-                }
+        match completed.await {
+            Ok(true) => crate::metrics::metrics()
+                .markers_delivered(crate::metrics::MarkerPath::Notified, notice.prepared_at.elapsed()),
+            Ok(false) => {}
+            Err(e) => {
+                warn!(transactional_id = %prepared.transactional_id, error = %e, "completing a transaction after its leaders answered failed; the reaper finishes it")
             }
         }
-        self.completed[slot as usize].notify_waiters();
+        // Completed here or by the leader: either way the waiters look again.
+        self.completed[slot_for(&prepared.transactional_id) as usize].notify_waiters();
     }
 
     /// WriteTxnMarkers at a partition's leader (a coordinator's notice): applies the
@@ -210,12 +193,16 @@ impl TransactionCoordinator {
         } else {
             MarkerResult::Abort
         };
+        // Leadership of a partition led elsewhere reads its owner.json, and a missing
+        // one its topic file: file reads, off the runtime's workers.
         let led_here =
             |tp: &TopicPartition| broker.partition_leader(&tp.topic, tp.partition) == Some(me) || gone(broker, tp);
-        let mut codes: BTreeMap<TopicPartition, i16> = asked
-            .iter()
-            .map(|tp| (tp.clone(), if led_here(tp) { 0 } else { NOT_LEADER_OR_FOLLOWER }))
-            .collect();
+        let mut codes: BTreeMap<TopicPartition, i16> = crate::blocking::off_worker(|| {
+            asked
+                .iter()
+                .map(|tp| (tp.clone(), if led_here(tp) { 0 } else { NOT_LEADER_OR_FOLLOWER }))
+                .collect()
+        });
         let entries = match crate::blocking::off_worker(|| {
             marker_queue::entries_of(&broker.volume, me, producer_id, epoch)
         }) {
@@ -297,9 +284,10 @@ impl TransactionCoordinator {
     /// dropped unwritten. Whoever removes the last entry of a transaction completes it.
     /// Returns whether anything was applied or dropped.
     ///
-    /// `via` says who asked: the poll, or a coordinator's notice; a transaction the poll
-    /// completes is counted in the delivery histogram under `poll` (from its entry's
-    /// enqueue time), one a notice completes is counted by its coordinator.
+    /// `via` says who asked: the poll, or a coordinator's notice; a transaction this
+    /// completes is counted in the delivery histogram under it (from its entry's
+    /// enqueue time). Completion is a compare-and-set under the slot lock, so each
+    /// transaction is counted once, by whoever completes it.
     pub async fn apply_queued(
         &self,
         broker: &Cluster,
@@ -400,10 +388,10 @@ impl TransactionCoordinator {
                 marker_queue::pending_files(&broker.volume, c.producer_id, c.producer_epoch, c.txn_seq)?.is_empty();
             if c.markers_queued && done {
                 self.complete_held(&held, &c)?;
-                if via == crate::metrics::MarkerPath::Poll {
-                    let queued_for = Duration::from_millis(now_ms().saturating_sub(entry.enqueued_ms).max(0) as u64);
-                    crate::metrics::metrics().markers_delivered(via, queued_for);
-                }
+                // By the wall clock from the entry's enqueue time (written by the
+                // coordinator, maybe on another host: docs/cluster.md's clock bound).
+                let queued_for = Duration::from_millis(now_ms().saturating_sub(entry.enqueued_ms).max(0) as u64);
+                crate::metrics::metrics().markers_delivered(via, queued_for);
             }
         }
         Ok(true)

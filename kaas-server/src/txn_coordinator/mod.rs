@@ -46,7 +46,7 @@ use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
 use kaas_core::txn_store::{GroupCommit, SlotLock, SlotOp, SlotState, TxnStateStore, SLOTS};
 use kaas_core::VolumeError;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -129,6 +129,14 @@ pub enum PeerNotice {
 }
 
 impl PeerNotice {
+    /// How long ago the notice's subject was made durable (a fence: now).
+    pub fn queued_for(&self) -> Duration {
+        match self {
+            PeerNotice::Markers(n) => n.prepared_at.elapsed(),
+            PeerNotice::Fence { .. } => Duration::ZERO,
+        }
+    }
+
     /// The broker it goes to.
     pub fn to(&self) -> i32 {
         match self {
@@ -136,13 +144,6 @@ impl PeerNotice {
             PeerNotice::Fence { to, .. } => *to,
         }
     }
-}
-
-/// The notices of one transaction still unanswered, for the delivery histogram.
-struct Outstanding {
-    left: usize,
-    failed: bool,
-    prepared_at: Instant,
 }
 
 /// How long AddPartitionsToTxn/AddOffsetsToTxn wait for the producer's previous
@@ -184,9 +185,7 @@ pub struct TransactionCoordinator {
     groups: Arc<GroupCoordinator>,
     /// Where notices for other brokers' partitions go (the peer links); unset, the
     /// leaders' polls alone deliver queued markers.
-    notices: OnceLock<tokio::sync::mpsc::UnboundedSender<PeerNotice>>,
-    /// Notices sent and not yet answered, by (producer id, epoch, transaction number).
-    outstanding: Mutex<HashMap<(i64, i16, u64), Outstanding>>,
+    notices: OnceLock<tokio::sync::mpsc::Sender<PeerNotice>>,
     /// Woken when a transaction of the slot completes here, or a leader answered a
     /// notice of one (AddPartitionsToTxn waiting for the previous transaction).
     completed: Vec<tokio::sync::Notify>,
@@ -215,13 +214,12 @@ impl TransactionCoordinator {
             reconcile_repairs: std::sync::atomic::AtomicU64::new(0),
             groups,
             notices: OnceLock::new(),
-            outstanding: Mutex::new(HashMap::new()),
             completed: (0..SLOTS).map(|_| tokio::sync::Notify::new()).collect(),
         }
     }
 
     /// Sends notices for queued markers to `sender` from now on (set once, at start).
-    pub fn notify_leaders_through(&self, sender: tokio::sync::mpsc::UnboundedSender<PeerNotice>) {
+    pub fn notify_leaders_through(&self, sender: tokio::sync::mpsc::Sender<PeerNotice>) {
         if self.notices.set(sender).is_err() {
             warn!("marker notices already have a destination; the second one is ignored");
         }
@@ -542,8 +540,8 @@ impl TransactionCoordinator {
         // Recorded (now or by an earlier call): the peers' fence watchers may read it.
         if let Some(sender) = self.notices.get() {
             for to in broker.live_brokers().into_keys().filter(|b| *b != self.broker_id) {
-                // A closed channel is a shutdown: the peers' polls read the log.
-                let _ = sender.send(PeerNotice::Fence { to, producer_id, epoch });
+                // Full or closed (shutdown): the peers' polls read the log.
+                let _ = sender.try_send(PeerNotice::Fence { to, producer_id, epoch });
             }
         }
         Ok(())
@@ -560,28 +558,32 @@ impl TransactionCoordinator {
         groups: &[String],
     ) -> Result<(), CoordError> {
         let slot = slot_for(tid);
-        self.check_owner(broker, slot)?;
         let deadline = Instant::now() + PREVIOUS_TXN_WAIT;
         let (held, current, now) = loop {
+            // Again after each wait: the slot may have moved to another broker.
+            self.check_owner(broker, slot)?;
             let now = now_ms();
             let (held, current) = self.lock_entry(slot, tid).await?;
             // The producer's previous transaction is still writing its markers (Kafka
             // answers CONCURRENT_TRANSACTIONS and the client retries after a backoff):
-            // wait here a little for it to complete instead.
+            // wait here a little for it to complete instead — when leaders are
+            // notified; without notices, the poll takes longer than the wait.
             let waiting = current.state.is_prepare()
                 && current.producer_id == pid
                 && current.producer_epoch == epoch
+                && self.notices.get().is_some()
                 && Instant::now() < deadline;
             if !waiting {
                 break (held, current, now);
             }
-            // Registered before the slot is let go, so a completion after it wakes us;
-            // a completion by another broker is seen at the next look.
+            // Registered before the slot is let go, so a completion here (or a
+            // leader's answer) after it wakes us; a completion by another broker's
+            // poll is seen at the next look.
             let completed = self.completed[slot as usize].notified();
             tokio::pin!(completed);
             completed.as_mut().enable();
             drop(held);
-            let look_again = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
+            let look_again = Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now()));
             let _ = tokio::time::timeout(look_again, completed).await;
         };
         match txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
