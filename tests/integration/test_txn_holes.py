@@ -5,6 +5,7 @@ failpoint). The KIP-360 replaced-instance claim is in the wire probe
 (test_txn_coordinator_script.py)."""
 from confluent_kafka import Producer
 
+from conftest import wait_for
 from txn_helpers import create_topic, read_all
 from wire import TxnWire, txn_batch
 
@@ -38,10 +39,12 @@ def test_a_failing_marker_append_is_retried_until_the_commit_lands(kaas_factory,
     p.begin_transaction()
     for i in range(10):
         p.produce("heal", value=f"h{i}".encode(), partition=i % 2)
-    p.commit_transaction(60)  # the first three marker appends fail; the retries land it
-    log = b.log_text()
-    assert log.count("failpoint reached: injecting an I/O error") == 3
-    assert "EndTxn not finished; the transaction stays prepared and is retried" in log
+    # Answered once PrepareCommit is durable (as Kafka does); the first three marker
+    # appends after it fail, and the coordinator's retries land the commit.
+    p.commit_transaction(60)
+    wait_for(lambda: b.log_text().count("failpoint reached: injecting an I/O error") == 3, timeout=20,
+             what="three failed marker appends")
+    assert "EndTxn answered, its markers not all written; the transaction stays prepared and is retried" in b.log_text()
     got = read_all(b.bootstrap, "heal", 2, "read_committed", expect=10)
     assert sorted(got) == sorted(f"h{i}" for i in range(10))
     # Healed: the next transactions commit and abort normally.

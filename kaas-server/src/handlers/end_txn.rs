@@ -1,11 +1,13 @@
 //! EndTxn (key 26): commit or abort through PrepareCommit/PrepareAbort, the offset
-//! hook, the markers, and Complete*; answered once the markers are durable (or durably
-//! queued for their leaders). A marker that fails is answered CONCURRENT_TRANSACTIONS
-//! (retriable): the entry stays prepared and the retry finishes it.
+//! hook, the markers, and Complete*; answered once PrepareCommit/PrepareAbort is
+//! durable (the outcome decided), as Kafka answers, with the rest finished right after
+//! (`TransactionCoordinator::finish_in_background`). A marker that fails leaves the
+//! entry prepared: retried there, then by the reaper; the producer's next
+//! AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS (retriable) until it lands.
 
 use super::{client_error_code, RequestContext};
 use crate::broker::Broker;
-use crate::txn_coordinator::CoordError;
+use crate::txn_coordinator::{CoordError, Ended};
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 use std::sync::Arc;
 
@@ -21,7 +23,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: EndTxnReque
     }
     let code = match broker
         .txn
-        .end_txn(
+        .end_txn_prepare(
             broker,
             &req.transactional_id,
             req.producer_id.0,
@@ -30,12 +32,18 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: EndTxnReque
         )
         .await
     {
-        Ok(()) => 0,
+        Ok(Ended::Done) => 0,
+        // The outcome is durable: answered now, finished after (as Kafka does); the
+        // producer's next AddPartitionsToTxn waits for it.
+        Ok(Ended::Prepared { entry, prepared_at }) => {
+            let broker = broker.clone();
+            tokio::spawn(async move { broker.txn.finish_in_background(&broker, entry, prepared_at).await });
+            0
+        }
         Err(e) => {
             match &e {
-                // The outcome is decided but not yet in every log: surfaced, retried.
                 CoordError::Marker(_) | CoordError::Volume(_) => {
-                    tracing::warn!(transactional_id = %req.transactional_id.0.as_str(), error = %e, "EndTxn not finished; the transaction stays prepared and is retried")
+                    tracing::warn!(transactional_id = %req.transactional_id.0.as_str(), error = %e, "EndTxn not decided; the client retries")
                 }
                 _ => tracing::debug!(transactional_id = %req.transactional_id.0.as_str(), error = %e, "EndTxn refused"),
             }

@@ -11,8 +11,19 @@ impl TransactionCoordinator {
     /// Finishes the Prepare* transaction `expected` if the entry still is it (see the
     /// module comment), taking the slot's locks. Idempotent.
     pub async fn finish(&self, broker: &Cluster, expected: &TxnEntry) -> Result<Finished, CoordError> {
+        self.finish_at(broker, expected, None).await
+    }
+
+    /// [`Self::finish`] of a Prepare* made durable at `prepared_at` (the delivery
+    /// histogram's start), if the caller knows.
+    pub async fn finish_at(
+        &self,
+        broker: &Cluster,
+        expected: &TxnEntry,
+        prepared_at: Option<Instant>,
+    ) -> Result<Finished, CoordError> {
         let held = self.lock_slot(slot_for(&expected.transactional_id)).await?;
-        self.finish_held(broker, &held, expected, None).await
+        self.finish_held(broker, &held, expected, prepared_at).await
     }
 
     /// The compare-and-set finish, with the slot held: re-check, offset hook, markers,

@@ -566,12 +566,12 @@ impl TransactionCoordinator {
             let (held, current) = self.lock_entry(slot, tid).await?;
             // The producer's previous transaction is still writing its markers (Kafka
             // answers CONCURRENT_TRANSACTIONS and the client retries after a backoff):
-            // wait here a little for it to complete instead — when leaders are
-            // notified; without notices, the poll takes longer than the wait.
+            // wait here a little for it to complete instead — when they are written
+            // here or leaders are notified; markers left to a poll take longer.
             let waiting = current.state.is_prepare()
                 && current.producer_id == pid
                 && current.producer_epoch == epoch
-                && self.notices.get().is_some()
+                && (self.notices.get().is_some() || !current.markers_queued)
                 && Instant::now() < deadline;
             if !waiting {
                 break (held, current, now);
@@ -680,7 +680,8 @@ impl TransactionCoordinator {
         Ok(())
     }
 
-    /// EndTxn: Prepare*, offsets, markers, Complete*.
+    /// EndTxn, whole: Prepare*, then offsets, markers and Complete* before returning
+    /// (tests, and anything that needs the transaction over when it returns).
     pub async fn end_txn(
         &self,
         broker: &Cluster,
@@ -689,45 +690,112 @@ impl TransactionCoordinator {
         epoch: i16,
         commit: bool,
     ) -> Result<(), CoordError> {
+        match self.end_txn_prepare(broker, tid, pid, epoch, commit).await? {
+            Ended::Done => Ok(()),
+            Ended::Prepared { entry, prepared_at } => {
+                let finished = self.finish_at(broker, &entry, prepared_at).await?;
+                debug!(
+                    transactional_id = tid,
+                    producer_id = pid,
+                    epoch,
+                    commit,
+                    ?finished,
+                    "EndTxn"
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// EndTxn's decision: PrepareCommit/PrepareAbort durable (or found already so, for
+    /// a retry), the slot let go. What EndTxn is answered on, as Kafka answers it; the
+    /// caller then finishes the transaction ([`Self::finish_in_background`]), and the
+    /// producer's next AddPartitionsToTxn waits for that.
+    pub async fn end_txn_prepare(
+        &self,
+        broker: &Cluster,
+        tid: &str,
+        pid: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<Ended, CoordError> {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
         let now = now_ms();
         let (held, current) = self.lock_entry(slot, tid).await?;
-        let mut prepared_at = None;
-        let prepared = match txn::end_txn(&current, pid, epoch, commit, now, &self.actor())? {
+        match txn::end_txn(&current, pid, epoch, commit, now, &self.actor())? {
             EndOutcome::Prepare(entry) => {
                 // Durable before any marker: a marker is the outcome's effect.
                 self.record(&held, &[SlotOp::Put(entry.clone())], now, Durable::Now)
                     .await?;
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_PREPARE);
-                prepared_at = Some(Instant::now());
-                entry
+                Ok(Ended::Prepared {
+                    entry,
+                    prepared_at: Some(Instant::now()),
+                })
             }
             EndOutcome::AlreadyComplete => {
                 self.heal(&held)?;
                 drop(held);
                 self.durable_now(slot).await?;
-                return Ok(());
+                Ok(Ended::Done)
             }
             // A retry while the markers are still being written (or failed before):
-            // finish it now — once its Prepare* is known durable.
+            // finished again — once its Prepare* is known durable.
             EndOutcome::InProgress => {
                 self.heal(&held)?;
+                drop(held);
                 self.durable_now(slot).await?;
-                current
+                Ok(Ended::Prepared {
+                    entry: current,
+                    prepared_at: None,
+                })
             }
-        };
-        let finished = self.finish_held(broker, &held, &prepared, prepared_at).await?;
-        debug!(
-            transactional_id = tid,
-            producer_id = pid,
-            epoch,
-            commit,
-            ?finished,
-            "EndTxn"
-        );
-        Ok(())
+        }
     }
+
+    /// Finishes a transaction EndTxn prepared, after its answer: markers, Complete*.
+    /// A failure (a marker that cannot be written) is retried here with a growing
+    /// pause for up to [`BACKGROUND_FINISH`], then left to the reaper (and to the
+    /// producer's EndTxn retry, recovery at start); the entry stays Prepare* meanwhile,
+    /// so the producer's next AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS.
+    pub async fn finish_in_background(&self, broker: &Cluster, entry: TxnEntry, prepared_at: Option<Instant>) {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.finish_at(broker, &entry, prepared_at).await {
+                Ok(finished) => {
+                    debug!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, ?finished, "EndTxn finished");
+                    return;
+                }
+                Err(e) if started.elapsed() < BACKGROUND_FINISH => {
+                    warn!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, error = %e, "EndTxn answered, its markers not all written; the transaction stays prepared and is retried");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => {
+                    error!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, error = %e, "a prepared transaction could not be finished; left to the reaper");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// How long a finish after EndTxn's answer retries by itself.
+const BACKGROUND_FINISH: Duration = Duration::from_secs(30);
+
+/// Where EndTxn's decision left the transaction.
+#[derive(Debug)]
+pub enum Ended {
+    /// Already complete (a retry after the end): nothing left to do.
+    Done,
+    /// Prepare* is durable; `entry` is to be finished. `prepared_at`: when this call
+    /// made it durable (None for a retry that found it prepared).
+    Prepared {
+        entry: TxnEntry,
+        prepared_at: Option<Instant>,
+    },
 }
 
 mod markers;
