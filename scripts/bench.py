@@ -18,6 +18,8 @@ asserted.
                                            producer's transactions (needs tcpdump)
   scripts/bench.sh --skip-eatmydata        without the transaction scenarios against
                                            kaas with fsync disabled (needs eatmydata)
+  scripts/bench.sh --skip-cluster          without the scenarios on three brokers
+                                           sharing one volume
 """
 import argparse
 import contextlib
@@ -113,12 +115,12 @@ class Target:
     def __init__(self, name, bootstrap=None, pid=None):
         self.name, self.bootstrap, self.pid, self.proc = name, bootstrap, pid, None
 
-    def start_kaas(self, data_dir, log, wrapper=()):
+    def start_kaas(self, data_dir, log, wrapper=(), extra=("--broker-id", "0")):
         self.bootstrap = f"127.0.0.1:{free_port()}"
         self.log = open(log, "wb")  # a fresh log: "ready" from an earlier run must not count
         env = dict(os.environ, RUST_LOG="info")
         self.proc = subprocess.Popen(
-            [*wrapper, str(SERVER), "--data-dir", str(data_dir), "--listen", self.bootstrap, "--broker-id", "0"],
+            [*wrapper, str(SERVER), "--data-dir", str(data_dir), "--listen", self.bootstrap, *extra],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.pid = self.proc.pid
         deadline = time.time() + 120
@@ -153,12 +155,47 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+def rendezvous(key, live):
+    """kaas_core::ownership::owner: which live broker gets `key`."""
+    def weight(b):
+        h = 0xcbf29ce484222325
+        for byte in key.encode() + b"\0" + b.to_bytes(4, "big", signed=True):
+            h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 33
+        h = (h * 0xff51afd7ed558ccd) & 0xFFFFFFFFFFFFFFFF
+        return (h ^ (h >> 33), b)
+    return max(live, key=weight)
+
+
+def spread_topic(prefix, partitions, brokers):
+    """A topic name whose partitions the brokers lead evenly (rendezvous placement):
+    3 partitions on 3 brokers, one each; 12 partitions, four each."""
+    live = list(range(brokers))
+    for k in range(10_000):
+        name = f"{prefix}-{k}"
+        led = [rendezvous(f"partition\0{name}\0{p}", live) for p in range(partitions)]
+        if all(led.count(b) == partitions // brokers for b in live):
+            return name
+    raise RuntimeError(f"no evenly placed name for {partitions} partitions on {brokers} brokers")
+
+
 def measured(target, fn):
     """Runs fn(), adding the CPU seconds of the load generators it ran (they share the
     machine's cores with the broker) and, when its pid is known, the broker's CPU
     seconds and peak RSS."""
     before = children_cpu()
-    if not target.pid:
+    if getattr(target, "pids", None):
+        # Several brokers: their CPU together, over the transactions' window.
+        samplers = [Sampler(pid) for pid in target.pids]
+        with contextlib.ExitStack() as stack:
+            for sampler in samplers:
+                stack.enter_context(sampler)
+            result = fn()
+        window = result.pop("window_unix_s", None)
+        cpus = [sampler.cpu_between(*window) if window else None for sampler in samplers]
+        result["broker_cpu_s"] = round(sum(c if c is not None else sm.cpu for c, sm in zip(cpus, samplers)), 2)
+        result["broker_peak_rss_mib"] = round(sum(sm.peak for sm in samplers), 1)
+    elif not target.pid:
         result = fn()
     else:
         with Sampler(target.pid) as s:
@@ -203,6 +240,10 @@ def scenarios(quick):
         "produce-1KiB-8p": dict(kind="produce", size=1024, partitions=8, count=n),
         "txn-1": dict(kind="txn", producers=1, txns=t1),
         "txn-8": dict(kind="txn", producers=8, txns=t8),
+        # One transaction over 3 partitions, and eight producers' over 3 of 12: on one
+        # broker here, and the same on three brokers sharing one volume (CLUSTER).
+        "txn-1x3p": dict(kind="txn", producers=1, txns=t1, partitions=3, spread=3),
+        "txn-8x12p": dict(kind="txn", producers=8, txns=t8, partitions=12, spread=3),
         "txn-1-100k-ids": dict(kind="txn", producers=1, txns=t1, ids=100_000),
         "txn-8-100k-ids": dict(kind="txn", producers=8, txns=t8, ids=100_000),
         "latency-1KiB-10k-per-s": dict(kind="latency", rate=10_000, size=1024, seconds=3 if quick else 10),
@@ -220,10 +261,16 @@ def run_scenario(target, name, sc, results):
         return measured(target, lambda: bench(
             "consume", "--bootstrap", target.bootstrap, "--topic", f"bench-{sc['after']}", "--count", sc["count"]))
     if sc["kind"] == "txn":
-        bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", 1)
+        partitions = sc.get("partitions", 1)
+        if getattr(target, "brokers", None):
+            topic = spread_topic(topic, partitions, target.brokers)
+        bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", partitions)
+        if getattr(target, "brokers", None):
+            time.sleep(2)  # every broker has opened its partitions (volume sync: 1 s)
         return measured(target, lambda: bench(
             "txn", "--bootstrap", target.bootstrap, "--topic", topic, "--producers", sc["producers"],
-            "--txns", sc["txns"], "--id-prefix", f"{name}-{os.getpid()}"))
+            "--txns", sc["txns"], "--id-prefix", f"{name}-{os.getpid()}",
+            "--partitions", partitions, "--spread", sc.get("spread", 1)))
     if sc["kind"] == "latency":
         bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", 1)
         count = sc["rate"] * sc["seconds"]
@@ -339,6 +386,55 @@ def run_kaas(selected, all_sc, results, args):
             shutil.rmtree(data, ignore_errors=True)
 
 
+CLUSTER = "kaas, 3 brokers on one volume"
+
+
+class Cluster:
+    """Three kaas brokers on one data directory (what scripts/local-cluster.sh runs),
+    as one target: every address in its bootstrap, every pid measured."""
+
+    def __init__(self, data, brokers=3):
+        self.data, self.brokers, self.members = data, brokers, []
+        self.name, self.pid = CLUSTER, None
+
+    def __enter__(self):
+        for i in range(self.brokers):
+            t = Target(f"kaas-{i}")
+            t.start_kaas(self.data, OUT / f"cluster-{i}.log", extra=("--broker-id", str(i)))
+            self.members.append(t)
+        self.bootstrap = ",".join(t.bootstrap for t in self.members)
+        self.pids = [t.pid for t in self.members]
+        # Every broker sees the others live (leases, 1 s) before topics are placed.
+        time.sleep(4)
+        return self
+
+    def __exit__(self, *exc):
+        for t in self.members:
+            t.stop()
+
+
+def run_cluster(selected, all_sc, results, args):
+    """The multi-partition transaction scenarios on three brokers sharing one volume,
+    each on a fresh volume; kaas's one-broker figures for the same scenarios come from
+    run_kaas in the same run."""
+    names = [n for n in selected if all_sc[n]["kind"] == "txn" and all_sc[n].get("spread", 1) > 1]
+    if not names:
+        return
+    results[CLUSTER] = {}
+    for name in names:
+        data = OUT / f"data-cluster-{name}"
+        shutil.rmtree(data, ignore_errors=True)
+        try:
+            with Cluster(data) as cluster:
+                print(f"  {CLUSTER} {name} ...", file=sys.stderr, flush=True)
+                results[CLUSTER][name] = run_scenario(cluster, name, all_sc[name], results)
+        except Exception as e:
+            results[CLUSTER][name] = {"error": str(e)[:200]}
+        finally:
+            if not args.keep:
+                shutil.rmtree(data, ignore_errors=True)
+
+
 NO_FSYNC = "kaas with fsync disabled (eatmydata; not durable, a reference only)"
 
 
@@ -443,6 +539,16 @@ def report(results):
         if "idle_rss_mib" in r:
             lines += ["", "Idle RSS after start (MiB): " + ", ".join(f"{k}: {v}" for k, v in r["idle_rss_mib"].items())]
         lines.append("")
+    if CLUSTER in results and "kaas" in results:
+        lines += ["## Three brokers against one", "", "| scenario | 3 brokers txn/s | 1 broker txn/s | ratio | 3 brokers p99 ms |",
+                  "|---|---|---|---|---|"]
+        for name, v in results[CLUSTER].items():
+            one = results["kaas"].get(name) or {}
+            if "txn_per_s" not in v or "txn_per_s" not in one:
+                continue
+            lines.append(f"| {name} | {fmt(v['txn_per_s'])} | {fmt(one['txn_per_s'])} | "
+                         f"{v['txn_per_s'] / one['txn_per_s']:.2f}x | {fmt((v['txn_latency_ms'] or {}).get('p99'))} |")
+        lines.append("")
     if results["kaasctl"]:
         lines += ["## kaasctl", "", "| command | median s | peak RSS MiB |", "|---|---|---|"]
         for k, v in results["kaasctl"].items():
@@ -459,6 +565,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
     ap.add_argument("--no-timeline", dest="timeline", action="store_false",
                     help="skip the packet-capture split of a transaction's time (needs tcpdump)")
+    ap.add_argument("--skip-cluster", action="store_true",
+                    help="skip the scenarios on three brokers sharing one volume")
     ap.add_argument("--skip-eatmydata", action="store_true",
                     help="skip the transaction scenarios against kaas with fsync disabled by eatmydata")
     args = ap.parse_args()
@@ -477,6 +585,8 @@ def main():
     if not args.skip_kaas:
         results["kaas"] = {}
         run_kaas(selected, all_sc, results, args)
+        if not args.skip_cluster:
+            run_cluster(selected, all_sc, results, args)
         if not args.skip_eatmydata:
             run_kaas_without_fsync(selected, all_sc, results, args)
     for spec in args.peer:

@@ -66,7 +66,9 @@ enum Cmd {
         timeout_s: u64,
     },
     /// PRODUCERS threads, each with its own transactional id, each committing TXNS
-    /// transactions of RECORDS records of SIZE bytes.
+    /// transactions of RECORDS records of SIZE bytes. With PARTITIONS and SPREAD, each
+    /// transaction writes its records round-robin over SPREAD of the topic's PARTITIONS
+    /// (producer i's start at i * SPREAD), so it spans SPREAD partitions.
     Txn {
         #[arg(long)]
         bootstrap: String,
@@ -82,6 +84,10 @@ enum Cmd {
         size: usize,
         #[arg(long, default_value = "kaas-bench")]
         id_prefix: String,
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        #[arg(long, default_value_t = 1)]
+        spread: i32,
     },
     /// The producer half of the end-to-end latency scenario: RATE records/s of SIZE
     /// bytes for SECONDS, each carrying its send time.
@@ -153,7 +159,17 @@ fn main() {
             records,
             size,
             id_prefix,
-        } => txn(&bootstrap, &topic, producers, txns, records, size, &id_prefix),
+            partitions,
+            spread,
+        } => txn(
+            &bootstrap,
+            &topic,
+            producers,
+            txns,
+            (records, size),
+            &id_prefix,
+            (partitions.max(1), spread.max(1)),
+        ),
         Cmd::LatencyProduce {
             bootstrap,
             topic,
@@ -393,7 +409,15 @@ fn percentiles(mut v: Vec<f64>) -> serde_json::Value {
     json!({"p50": at(0.5), "p99": at(0.99), "p999": at(0.999), "max": v[v.len() - 1], "n": v.len()})
 }
 
-fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize, size: usize, id_prefix: &str) -> Res {
+fn txn(
+    bootstrap: &str,
+    topic: &str,
+    producers: usize,
+    txns: u64,
+    (records, size): (usize, usize),
+    id_prefix: &str,
+    (partitions, spread): (i32, i32),
+) -> Res {
     let value = vec![b't'; size];
     let barrier = std::sync::Barrier::new(producers + 1);
     // The run starts when the first producer passes the barrier and ends when the
@@ -429,8 +453,9 @@ fn txn(bootstrap: &str, topic: &str, producers: usize, txns: u64, records: usize
                         for _ in 0..txns {
                             let t = Instant::now();
                             p.begin_transaction().map_err(|e| e.to_string())?;
-                            for _ in 0..records {
-                                send(&p, topic, Some(0), value)?;
+                            for r in 0..records {
+                                let partition = (i as i32 * spread + r as i32 % spread) % partitions;
+                                send(&p, topic, Some(partition), value)?;
                             }
                             // Delivered before committing: the crate's flush inside
                             // commit_transaction then returns at once (see `Prod`).

@@ -69,7 +69,9 @@ struct SaslLogin {
 impl PeerSettings {
     /// The inter-broker settings of `config`, checked against this broker's own
     /// `listeners` (the peers are expected to have the same one). None when
-    /// notifications are off. Errors name the flag.
+    /// notifications are off, or the listener needs credentials or a CA not given
+    /// (warned). Errors (a listener that does not exist, half the credentials, an
+    /// unreadable file) name the flag.
     pub fn from_config(config: &Config, listeners: &[ListenerSpec]) -> anyhow::Result<Option<PeerSettings>> {
         if !config.inter_broker_notifications {
             return Ok(None);
@@ -86,16 +88,26 @@ impl PeerSettings {
                 .find(|l| l.name == "PLAINTEXT")
                 .unwrap_or(&listeners[0]),
         };
+        // A listener that needs what is not given: the broker runs (alone it needs no
+        // peers), said at start; markers and fences then wait for the peers' polls.
+        let without = |what: &str| {
+            warn!(
+                listener = %listener.name,
+                protocol = listener.protocol.name(),
+                "the inter-broker listener needs {what}: brokers do not notify each other, so markers and fences for other brokers wait for their polls (--volume-poll-interval-ms); docs/security.md#between-brokers"
+            );
+            Ok(None)
+        };
         let sasl = if listener.protocol.sasl() {
-            let (Some(user), Some(file)) = (
+            let (user, file) = match (
                 config.inter_broker_sasl_username.clone(),
                 config.inter_broker_sasl_password_file.as_ref(),
-            ) else {
-                anyhow::bail!(
-                    "the inter-broker listener {} is {}: give --inter-broker-sasl-username and --inter-broker-sasl-password-file (or --inter-broker-notifications false)",
-                    listener.name,
-                    listener.protocol.name()
-                );
+            ) {
+                (Some(user), Some(file)) => (user, file),
+                (None, None) => return without("--inter-broker-sasl-username and --inter-broker-sasl-password-file"),
+                _ => anyhow::bail!(
+                    "--inter-broker-sasl-username and --inter-broker-sasl-password-file go together: give both"
+                ),
             };
             let password = read_password(file)?;
             Some(SaslLogin {
@@ -107,17 +119,9 @@ impl PeerSettings {
             None
         };
         let tls = if listener.protocol.tls() {
-            let ca = config
-                .inter_broker_ssl_ca
-                .as_ref()
-                .or(config.ssl_ca.as_ref())
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "the inter-broker listener {} is {}: give --inter-broker-ssl-ca (or --ssl-ca), the CA peers' certificates chain to",
-                        listener.name,
-                        listener.protocol.name()
-                    )
-                })?;
+            let Some(ca) = config.inter_broker_ssl_ca.as_ref().or(config.ssl_ca.as_ref()) else {
+                return without("--inter-broker-ssl-ca (or --ssl-ca), the CA the peers' certificates chain to");
+            };
             let identity = config.ssl_certificate.as_deref().zip(config.ssl_key.as_deref());
             Some(crate::tls::client_connector(ca, identity).map_err(|e| anyhow::anyhow!("inter-broker TLS: {e}"))?)
         } else {
@@ -581,5 +585,71 @@ impl Connection {
             debug!(?api, trailing = frame.remaining(), "peer's answer has trailing bytes");
         }
         Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(args: &[&str]) -> anyhow::Result<Option<PeerSettings>> {
+        let config =
+            <Config as clap::Parser>::try_parse_from(["kaas-server", "--data-dir", "/nonexistent"].iter().chain(args))
+                .expect("flags parse");
+        let listeners = config.resolved_listeners().expect("listeners");
+        PeerSettings::from_config(&config, &listeners)
+    }
+
+    #[test]
+    fn the_inter_broker_listener_is_checked_at_start() {
+        let plain = settings(&[]).unwrap().expect("notices on");
+        assert_eq!(plain.listener(), "PLAINTEXT", "the default");
+        assert!(plain.sasl.is_none() && plain.tls.is_none());
+        let named = settings(&[
+            "--listener",
+            "A=PLAINTEXT://127.0.0.1:0,INTERNAL=PLAINTEXT://127.0.0.1:0",
+            "--inter-broker-listener-name",
+            "internal",
+        ])
+        .unwrap()
+        .expect("notices on");
+        assert_eq!(named.listener(), "INTERNAL");
+        let missing = settings(&["--inter-broker-listener-name", "NOPE"])
+            .err()
+            .expect("refused");
+        assert!(missing.to_string().contains("NOPE is not a listener"), "{missing}");
+        assert!(settings(&["--inter-broker-notifications", "false"]).unwrap().is_none());
+        // SASL without credentials: runs, without notices (a warning says so).
+        let sasl = ["--listener", "SASL_PLAINTEXT://127.0.0.1:0"];
+        assert!(settings(&sasl).unwrap().is_none());
+        let half = settings(&[sasl[0], sasl[1], "--inter-broker-sasl-username", "b"])
+            .err()
+            .expect("refused");
+        assert!(half.to_string().contains("go together"), "{half}");
+        let unreadable = settings(&[
+            sasl[0],
+            sasl[1],
+            "--inter-broker-sasl-username",
+            "b",
+            "--inter-broker-sasl-password-file",
+            "/nonexistent/pw",
+        ])
+        .err()
+        .expect("refused");
+        assert!(unreadable.to_string().contains("/nonexistent/pw"), "{unreadable}");
+    }
+
+    #[test]
+    fn a_password_file_holds_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        assert_eq!(read_password(&file).unwrap(), "s3cret");
+        std::fs::write(&file, "s3cret\r\n").unwrap();
+        assert_eq!(read_password(&file).unwrap(), "s3cret");
+        std::fs::write(&file, "a\nb\n").unwrap();
+        assert!(read_password(&file).is_err());
+        std::fs::write(&file, "\n").unwrap();
+        assert!(read_password(&file).is_err());
     }
 }
