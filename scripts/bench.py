@@ -435,6 +435,29 @@ def run_cluster(selected, all_sc, results, args):
                 shutil.rmtree(data, ignore_errors=True)
 
 
+CTP = "consume-transform-produce over 3 brokers, kill -9 mid-run"
+
+
+def run_ctp(results, args):
+    """scripts/bench_ctp.py twice: leaders notified of queued markers (the default),
+    then with --inter-broker-notifications false (markers wait for the leaders' 2 s
+    poll: kaas before notices), fewer inputs — the rates are compared."""
+    results[CTP] = {}
+    runs = {"notified": 300 if args.quick else 1200, "poll only": 100 if args.quick else 200}
+    for name, inputs in runs.items():
+        flags = [] if name == "notified" else ["--inter-broker-notifications", "false"]
+        print(f"  {CTP}: {name} ...", file=sys.stderr, flush=True)
+        try:
+            out = subprocess.run([sys.executable, str(ROOT / "scripts/bench_ctp.py"), "--server", str(SERVER),
+                                  "--inputs", str(inputs), "--", *flags],
+                                 capture_output=True, text=True, timeout=1800)
+            if out.returncode != 0 and not out.stdout.strip():
+                raise RuntimeError(out.stderr.strip()[-300:])
+            results[CTP][name] = json.loads(out.stdout.strip().splitlines()[-1])
+        except Exception as e:
+            results[CTP][name] = {"error": str(e)[:300]}
+
+
 NO_FSYNC = "kaas with fsync disabled (eatmydata; not durable, a reference only)"
 
 
@@ -485,7 +508,7 @@ def report(results):
              f"| 64 KiB writes, O_DSYNC | {fmt(lim['dsync_64k_mb_per_s'])} |",
              f"| 1 GiB buffered + one fdatasync | {fmt(lim['buffered_fdatasync_mb_per_s'])} |",
              f"| loopback TCP, one connection | {fmt(lim['loopback_tcp_mb_per_s'])} |", ""]
-    targets = [t for t in results if t not in ("limits", "date", "machine", "setup", "kaasctl")]
+    targets = [t for t in results if t not in ("limits", "date", "machine", "setup", "kaasctl", CTP)]
     for t in targets:
         r = results[t]
         lines += [f"## {t}", "", "| scenario | result | of limit | broker CPU s | client CPU s | peak RSS MiB |",
@@ -549,6 +572,20 @@ def report(results):
             lines.append(f"| {name} | {fmt(v['txn_per_s'])} | {fmt(one['txn_per_s'])} | "
                          f"{v['txn_per_s'] / one['txn_per_s']:.2f}x | {fmt((v['txn_latency_ms'] or {}).get('p99'))} |")
         lines.append("")
+    if CTP in results:
+        lines += [f"## {CTP}", "", "(scripts/bench_ctp.py: confluent-kafka, 6 partitions, at most 10 inputs per "
+                  "transaction; the rate includes the kill and the hand-over)", "",
+                  "| markers | inputs | transactions | seconds | txn/s | exactly once |", "|---|---|---|---|---|---|"]
+        for name, v in results[CTP].items():
+            if "error" in v:
+                lines.append(f"| {name} | failed: {v['error']} | | | | |")
+            else:
+                lines.append(f"| {name} | {v['inputs']} | {v['transactions']} | {v['seconds']} | {fmt(v['txn_per_s'])} "
+                             f"| {v['exactly_once']} |")
+        fast, slow = results[CTP].get("notified", {}), results[CTP].get("poll only", {})
+        if fast.get("txn_per_s") and slow.get("txn_per_s"):
+            lines += ["", f"Notified against poll only: {fast['txn_per_s'] / slow['txn_per_s']:.0f}x the transactions per second."]
+        lines.append("")
     if results["kaasctl"]:
         lines += ["## kaasctl", "", "| command | median s | peak RSS MiB |", "|---|---|---|"]
         for k, v in results["kaasctl"].items():
@@ -587,6 +624,8 @@ def main():
         run_kaas(selected, all_sc, results, args)
         if not args.skip_cluster:
             run_cluster(selected, all_sc, results, args)
+            if not args.only or "ctp" in args.only.split(","):
+                run_ctp(results, args)
         if not args.skip_eatmydata:
             run_kaas_without_fsync(selected, all_sc, results, args)
     for spec in args.peer:

@@ -184,8 +184,10 @@ def test_a_leader_killed_after_receiving_a_notification_leaves_its_entry_to_the_
 
 def test_a_coordinator_killed_after_queueing_is_finished_from_the_volume(kaas_factory, tmp_path):
     """The coordinator aborts right after its queue entries are durable, before it
-    notifies anyone (failpoint txn-after-queued): the client's retried commit reaches the
-    next coordinator, which finds the entries queued, and the transaction completes."""
+    notifies anyone (failpoint txn-after-queued; EndTxn was answered once PrepareCommit
+    was durable): the broker the slot moves to finds the PrepareCommit entry with its
+    entries still queued (its reaper), announces them again, and the transaction
+    completes; the leaders' polls would apply them too."""
     tid = "coord-tx"
     coordinator = coordinator_of(tid)
     data, brokers = three_brokers(
@@ -206,7 +208,7 @@ def test_a_coordinator_killed_after_queueing_is_finished_from_the_volume(kaas_fa
             break
         except KafkaException as e:
             assert e.args[0].retriable() and time.time() < deadline, e
-    assert not brokers[coordinator].alive(), "the coordinator aborted after queueing"
+    wait_for(lambda: not brokers[coordinator].alive(), timeout=20, what="the coordinator to abort after queueing")
     survivors = ",".join(b.bootstrap for i, b in enumerate(brokers) if i != coordinator)
     got = read_all(survivors, "coord", PARTITIONS, "read_committed", expect=PARTITIONS, timeout=60)
     assert sorted(got) == sorted(f"c-{part}" for part in range(PARTITIONS))
@@ -380,8 +382,9 @@ def test_inter_broker_notifications_are_authenticated_and_need_cluster_action(ka
     for part in range(PARTITIONS):
         p.produce("sec", value=f"s-first-{part}".encode(), partition=part)
     p.commit_transaction(60)
-    queued = list((data / "__cluster" / "marker_queue").glob("to-*/*.json"))
-    assert len(queued) == 2, queued
+    # EndTxn is answered once PrepareCommit is durable; the entries follow at once.
+    queued = wait_for(lambda: (lambda q: q if len(q) == 2 else None)(
+        list((data / "__cluster" / "marker_queue").glob("to-*/*.json"))), timeout=20, what="two queued entries")
     # Not a broker, naming exactly the queued transaction: refused, nothing applied.
     remote = next(part for part, b in placed.items() if b != coordinator)
     codes = write_txn_markers(f"127.0.0.1:{plain_ports[placed[remote]]}",

@@ -187,9 +187,16 @@ def hand_built_requests():
     frames[17] = request(17, 1, 1, string("PLAIN"))
     frames[36] = request(36, 0, 1, struct.pack(">i", 7) + b"\x00fz\x00pw\x00")
 
-    def flexible(key, body):  # header v2: client id, then empty tagged fields
-        payload = struct.pack(">hhi", key, 0, 1) + string("fz") + b"\x00" + body
+    def flexible(key, body, version=0):  # header v2: client id, then empty tagged fields
+        payload = struct.pack(">hhi", key, version, 1) + string("fz") + b"\x00" + body
         return struct.pack(">i", len(payload)) + payload
+
+    # WriteTxnMarkers v1 (what brokers send each other): markers [pid, epoch, result,
+    # topics [name, partitions], coordinator epoch] (compact), tags. Nothing is queued
+    # on this volume, so no mutation can make it write a marker.
+    frames[27] = flexible(27, b"\x02" + struct.pack(">qhb", 1, 0, 1) + b"\x02" + b"\x03fz"
+                          + b"\x02" + struct.pack(">i", 0) + b"\x00" + struct.pack(">i", 0) + b"\x00" + b"\x00",
+                          version=1)
 
     # DescribeUserScramCredentials v0: users [name] (compact), tags
     frames[50] = flexible(50, b"\x02" + b"\x03fz" + b"\x00" + b"\x00")
