@@ -292,7 +292,7 @@ def run_scenario(target, name, sc, results):
     raise ValueError(sc["kind"])
 
 
-def wire_timeline(target, txns):
+def wire_timeline(target, txns, partitions=1, spread=1):
     """One transactional producer under a packet capture of its connections: the time
     the broker holds each request against the time the client takes between them
     (scripts/wire_timeline.py). Needs tcpdump, allowed to capture on loopback. Any
@@ -300,17 +300,21 @@ def wire_timeline(target, txns):
     tcpdump = shutil.which("tcpdump")
     if not tcpdump:
         return {"error": "skipped: tcpdump not found (apt-get install tcpdump)"}
-    port = target.bootstrap.rsplit(":", 1)[1]
-    pcap = OUT / f"timeline-{target.name}.pcap"
+    ports = [a.rsplit(":", 1)[1] for a in target.bootstrap.split(",")]
+    pcap = OUT / f"timeline-{target.name.split(',')[0].replace(' ', '-')}.pcap"
     cap = None
     said = []
     try:
         topic = "bench-timeline"
-        bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", 1)
+        if getattr(target, "brokers", None):
+            topic = spread_topic(topic, partitions, target.brokers)
+        bench("create-topic", "--bootstrap", target.bootstrap, "--topic", topic, "--partitions", partitions)
+        if getattr(target, "brokers", None):
+            time.sleep(2)
         # Immediate mode and packet-buffered output: nothing waits in a capture block
         # that the stop would drop. Only the headers are needed (snap length 256).
         cap = subprocess.Popen([tcpdump, "-i", "lo", "-n", "--immediate-mode", "-U", "-s", "256",
-                                "-w", str(pcap), f"tcp port {port}"],
+                                "-w", str(pcap), " or ".join(f"tcp port {p}" for p in ports)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         reader = threading.Thread(target=lambda: said.extend(cap.stderr), daemon=True)
         reader.start()
@@ -321,14 +325,14 @@ def wire_timeline(target, txns):
                 return {"error": f"skipped: tcpdump did not start: {''.join(said).strip()[:200]}"}
             time.sleep(0.05)
         bench("txn", "--bootstrap", target.bootstrap, "--topic", topic, "--producers", 1,
-              "--txns", txns, "--id-prefix", f"timeline-{os.getpid()}")
+              "--txns", txns, "--id-prefix", f"timeline-{os.getpid()}", "--partitions", partitions, "--spread", spread)
         time.sleep(0.5)
         cap.send_signal(signal.SIGINT)
         cap.wait(30)
         reader.join(5)
         sys.path.insert(0, str(ROOT / "scripts"))
         import wire_timeline
-        events, lost = wire_timeline.timeline(str(pcap), int(port))
+        events, lost = wire_timeline.timeline(str(pcap), [int(p) for p in ports])
         result = wire_timeline.summary(events, lost)
         dropped = [line.strip() for line in said if "dropped by kernel" in line and not line.startswith("0 ")]
         if dropped:
@@ -428,6 +432,10 @@ def run_cluster(selected, all_sc, results, args):
             with Cluster(data) as cluster:
                 print(f"  {CLUSTER} {name} ...", file=sys.stderr, flush=True)
                 results[CLUSTER][name] = run_scenario(cluster, name, all_sc[name], results)
+                if args.timeline and name == "txn-1x3p":
+                    print(f"  {CLUSTER} timeline-txn-1x3p ...", file=sys.stderr, flush=True)
+                    results[CLUSTER]["timeline-txn-1x3p"] = wire_timeline(
+                        cluster, all_sc[name]["txns"] // 3, partitions=3, spread=3)
         except Exception as e:
             results[CLUSTER][name] = {"error": str(e)[:200]}
         finally:
@@ -540,14 +548,14 @@ def report(results):
                 frac = f"{v['mb_per_s'] / limit:.0%} of {'loopback' if name.startswith('consume') else 'O_DSYNC'}"
             lines.append(f"| {name} | {what} | {frac} | {fmt(v.get('broker_cpu_s'))} | {fmt(v.get('client_cpu_s'))} "
                          f"| {fmt(v.get('broker_peak_rss_mib'))} |")
-        tl = r.get("timeline-txn-1")
+        tl = r.get("timeline-txn-1") or r.get("timeline-txn-1x3p")
         if tl:
             lines += ["", "Where one transactional producer's time goes (packet capture, scripts/wire_timeline.py):", ""]
             if "error" in tl:
                 lines.append(tl["error"])
             elif "transactions" in tl:
                 per_api = ", ".join(f"{api} {v['median_ms']} ms" for api, v in tl["requests"].items()
-                                    if api in ("AddPartitionsToTxn", "Produce", "EndTxn"))
+                                    if api in ("AddPartitionsToTxn", "Produce", "EndTxn", "WriteTxnMarkers"))
                 gaps = ", ".join(f"{k} {v} ms" for k, v in tl.get("client_gaps_median_ms", {}).items())
                 lines.append(
                     f"{tl['transactions']} transactions at {fmt(tl['txn_per_s'])} txn/s: per transaction "

@@ -29,7 +29,8 @@ from collections import defaultdict
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
              9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId",
-             24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit"}
+             24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
+             28: "TxnOffsetCommit"}
 
 
 def packets(path):
@@ -125,18 +126,22 @@ class Stream:
 
 
 def timeline(path, port):
+    """Every request to the broker(s) listening on `port` (one port, or several for a
+    cluster: then the brokers' requests to each other, WriteTxnMarkers, are in it too),
+    as (sent, answered, API name), and how many connections could not be followed."""
     # A request has at least its API key, version and correlation id (8 bytes); a
     # response at least its correlation id (4; Heartbeat v0 answers 6 bytes).
+    ports = {port} if isinstance(port, int) else set(port)
     streams = {}
     pending, events = {}, []
     for t, sport, dport, payload, captured in packets(path):
-        if dport == port:
+        if dport in ports:
             stream = streams.setdefault((sport, "in"), Stream(8))
             for _, last, frame in stream.feed(t, payload, captured):
                 if len(frame) >= 8:
                     key, _, corr = struct.unpack(">hhi", frame[:8])
                     pending[(sport, corr)] = (last, key)
-        elif sport == port:
+        elif sport in ports:
             stream = streams.setdefault((dport, "out"), Stream(4))
             for first, _, frame in stream.feed(t, payload, captured):
                 if len(frame) >= 4:
@@ -196,7 +201,7 @@ def main():
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
     try:
-        events, lost = timeline(sys.argv[1], int(sys.argv[2]))
+        events, lost = timeline(sys.argv[1], [int(p) for p in sys.argv[2].split(",")])
     except (OSError, ValueError) as e:
         raise SystemExit(f"wire_timeline: {e}")
     print(json.dumps(summary(events, lost), indent=2))

@@ -48,7 +48,7 @@ const QUEUED_PER_PEER: usize = 4_096;
 /// `MAX_BACKOFF`), so an unreachable or refusing peer is not hammered with connections
 /// and logins.
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
+const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// The largest response read from a peer.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
@@ -209,6 +209,8 @@ async fn link(
 ) {
     let mut connection: Option<Connection> = None;
     let mut backoff = Duration::ZERO;
+    // No request before this, after a failure.
+    let mut next_attempt = tokio::time::Instant::now();
     let stale_after = Duration::from_millis(broker.config.volume_poll_interval_ms.max(10));
     loop {
         let first = tokio::select! {
@@ -218,11 +220,9 @@ async fn link(
             },
             _ = shutdown.changed() => break,
         };
-        if !backoff.is_zero() {
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = shutdown.changed() => break,
-            }
+        tokio::select! {
+            _ = tokio::time::sleep_until(next_attempt) => {}
+            _ = shutdown.changed() => break,
         }
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -231,6 +231,8 @@ async fn link(
                 Err(_) => break,
             }
         }
+        // Older than the poll interval (the link was backing off): the leader's poll
+        // has them, or is about to.
         let (fresh, stale): (Vec<PeerNotice>, Vec<PeerNotice>) =
             batch.into_iter().partition(|n| n.queued_for() < stale_after);
         for notice in stale {
@@ -248,6 +250,7 @@ async fn link(
                 // Dropped: the next request connects again, after a pause.
                 connection = None;
                 backoff = (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+                next_attempt = tokio::time::Instant::now() + backoff;
                 warn!(leader, notices = fresh.len(), error = %e, "notifying a partition leader of queued markers failed; its marker-queue poll applies them");
                 vec![NotificationOutcome::Lost; fresh.len()]
             }
@@ -277,6 +280,9 @@ fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutco
         }
     };
     crate::metrics::metrics().marker_notification(outcome);
+    if outcome != NotificationOutcome::Delivered {
+        return;
+    }
     let broker = broker.clone();
     tokio::spawn(async move {
         broker

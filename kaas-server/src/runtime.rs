@@ -238,7 +238,13 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                         _ = broker.fence_doorbell.notified() => {}
                         _ = shutdown.changed() => break,
                     }
-                    crate::cluster::apply_peer_fences(&broker, &mut watcher, &mut deliveries, &mut counting);
+                    // File reads and, for new fences, a record rewritten: off the
+                    // runtime's workers; then a pause, so peers ringing often cost
+                    // at most one run in 50 ms.
+                    crate::blocking::off_worker(|| {
+                        crate::cluster::apply_peer_fences(&broker, &mut watcher, &mut deliveries, &mut counting)
+                    });
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
         }),
@@ -336,6 +342,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     for t in tasks {
         let _ = t.await;
     }
+    // Transactions EndTxn answered and is still finishing: their markers first.
+    broker.txn.wait_for_finishes(Duration::from_secs(10)).await;
     broker.flush_all().await;
     // Renew first (draining connections may have taken longer than half the session
     // timeout, and a stale broker writes nothing), let every partition go, then mark

@@ -131,6 +131,7 @@ impl TransactionCoordinator {
                 entry,
                 prepared: prepared.clone(),
                 prepared_at,
+                announced_at: Instant::now(),
             };
             if let Err(e) = sender.try_send(PeerNotice::Markers(Box::new(notice))) {
                 // Full (the links are far behind) or closed (shutdown): the leaders'

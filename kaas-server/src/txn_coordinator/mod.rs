@@ -117,6 +117,8 @@ pub struct MarkerNotice {
     /// When the Prepare* was durable (or, for a transaction finished by recovery, when
     /// the finish began): the start of `kaas_txn_marker_delivery_seconds`.
     pub prepared_at: Instant,
+    /// When the notice was made: a notice older than the poll interval is not sent.
+    pub announced_at: Instant,
 }
 
 /// What the peer links carry to another broker: markers queued for it, or a fence
@@ -129,10 +131,10 @@ pub enum PeerNotice {
 }
 
 impl PeerNotice {
-    /// How long ago the notice's subject was made durable (a fence: now).
+    /// How long ago the notice was made (a fence's: never old).
     pub fn queued_for(&self) -> Duration {
         match self {
-            PeerNotice::Markers(n) => n.prepared_at.elapsed(),
+            PeerNotice::Markers(n) => n.announced_at.elapsed(),
             PeerNotice::Fence { .. } => Duration::ZERO,
         }
     }
@@ -189,6 +191,9 @@ pub struct TransactionCoordinator {
     /// Woken when a transaction of the slot completes here, or a leader answered a
     /// notice of one (AddPartitionsToTxn waiting for the previous transaction).
     completed: Vec<tokio::sync::Notify>,
+    /// Finishes running after EndTxn's answer, and a wake-up when the last ends.
+    finishing: std::sync::atomic::AtomicUsize,
+    finished_all: tokio::sync::Notify,
 }
 
 /// A slot held under both locks; its state is `states[slot]`, caught up.
@@ -215,6 +220,8 @@ impl TransactionCoordinator {
             groups,
             notices: OnceLock::new(),
             completed: (0..SLOTS).map(|_| tokio::sync::Notify::new()).collect(),
+            finishing: std::sync::atomic::AtomicUsize::new(0),
+            finished_all: tokio::sync::Notify::new(),
         }
     }
 
@@ -729,6 +736,13 @@ impl TransactionCoordinator {
                 self.record(&held, &[SlotOp::Put(entry.clone())], now, Durable::Now)
                     .await?;
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_PREPARE);
+                // The offset hook before the answer, under the slot lock: once the
+                // commit returns, OffsetFetch gives its offsets (the finish runs the
+                // hook again and finds nothing left).
+                for group in &entry.groups {
+                    self.groups
+                        .finish_pending(group, entry.producer_id, entry.producer_epoch, commit)?;
+                }
                 Ok(Ended::Prepared {
                     entry,
                     prepared_at: Some(Instant::now()),
@@ -760,10 +774,42 @@ impl TransactionCoordinator {
     /// producer's EndTxn retry, recovery at start); the entry stays Prepare* meanwhile,
     /// so the producer's next AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS.
     pub async fn finish_in_background(&self, broker: &Cluster, entry: TxnEntry, prepared_at: Option<Instant>) {
+        self.finishing.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.finish_retrying(broker, &entry, prepared_at).await;
+        if self.finishing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            self.finished_all.notify_waiters();
+        }
+    }
+
+    /// Waits (up to `deadline`) for the finishes EndTxn's answers left running: a clean
+    /// stop lets them write their markers before it lets the partitions go, so the
+    /// next owner does not find transactions its producers wait on still prepared.
+    pub async fn wait_for_finishes(&self, deadline: Duration) {
+        let until = Instant::now() + deadline;
+        loop {
+            let all = self.finished_all.notified();
+            tokio::pin!(all);
+            all.as_mut().enable();
+            let left = self.finishing.load(std::sync::atomic::Ordering::Acquire);
+            if left == 0 {
+                return;
+            }
+            let remaining = until.saturating_duration_since(Instant::now());
+            if remaining.is_zero() || tokio::time::timeout(remaining, all).await.is_err() {
+                warn!(
+                    transactions = self.finishing.load(std::sync::atomic::Ordering::Acquire),
+                    "stopping with transactions still being finished; their next coordinator finishes them"
+                );
+                return;
+            }
+        }
+    }
+
+    async fn finish_retrying(&self, broker: &Cluster, entry: &TxnEntry, prepared_at: Option<Instant>) {
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
         loop {
-            match self.finish_at(broker, &entry, prepared_at).await {
+            match self.finish_at(broker, entry, prepared_at).await {
                 Ok(finished) => {
                     debug!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, ?finished, "EndTxn finished");
                     return;
