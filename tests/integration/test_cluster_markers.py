@@ -286,6 +286,11 @@ def test_a_repeated_or_late_notification_writes_nothing(kaas_factory, tmp_path):
     every = ",".join(b.bootstrap for b in brokers)
     placed = spread_topic(brokers, "dup")
     committed = transactions(every, "dup", "dup-tx", 2, "d", abort_one=False)
+    # EndTxn is answered before the markers: wait until both transactions are closed
+    # everywhere before counting batches.
+    wait_for(lambda: all(sum(b["control"] for b in json.loads(run_kaasctl(
+        data, "--json", "log", "dump", "dup", str(part), timeout=60).stdout)["batches"]) == 2
+        for part in range(PARTITIONS)), timeout=20, what="both transactions' markers")
     dump = json.loads(run_kaasctl(data, "--json", "log", "dump", "dup", "0", timeout=60).stdout)
     pid = next(b["producer_id"] for b in dump["batches"] if b["transactional"])
     epoch = next(b["producer_epoch"] for b in dump["batches"] if b["transactional"])

@@ -243,8 +243,11 @@ def test_kip_664_admin_apis_list_and_describe_transactions_and_producers(kaas):
         active = [s for s in producers.active_producers if s.producer_id == desc.producer_id]
         assert len(active) == 1 and active[0].current_transaction_start_offset == 0
         p.commit_transaction(30)
-        desc = a.describe_transactions(["inspect-me"])["inspect-me"]
-        assert str(desc.state.value) == "CompleteCommit" and desc.topic_partitions == set()
+        # Answered once PrepareCommit is durable (as Kafka); CompleteCommit follows
+        # when the marker is.
+        desc = wait_for(lambda: (lambda d: d if str(d.state.value) == "CompleteCommit" else None)(
+            a.describe_transactions(["inspect-me"])["inspect-me"]), timeout=10, what="CompleteCommit")
+        assert desc.topic_partitions == set()
         with pytest.raises(Exception) as missing:
             a.describe_transactions(["never-seen"])
         assert "TransactionalIdNotFound" in type(missing.value).__name__ or "105" in str(missing.value)
