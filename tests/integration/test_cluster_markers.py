@@ -152,10 +152,14 @@ def test_a_lost_notification_only_leaves_the_entry_to_the_poll(kaas_factory, tmp
     assert sorted(got) == sorted(committed)
     wait_for(lambda: drained(data), timeout=20, what="every marker queue drained")
     markers_exactly_once(data, "lost")
-    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="lost") >= 4
-    assert everywhere(brokers, "kaas_txn_marker_delivery_seconds_count", path="poll") >= 1
-    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="delivered") >= 1, \
-        "after the failpoint healed, notifications deliver again"
+    seen = {f"{name} {label}": everywhere(brokers, name, **{key: label})
+            for name, key, labels in (("kaas_txn_marker_notifications_total", "outcome", ("lost", "delivered", "refused")),
+                                      ("kaas_txn_marker_delivery_seconds_count", "path", ("local", "notified", "poll")))
+            for label in labels}
+    assert seen["kaas_txn_marker_notifications_total lost"] >= 4, seen
+    assert seen["kaas_txn_marker_delivery_seconds_count poll"] >= 1, seen
+    assert seen["kaas_txn_marker_notifications_total delivered"] >= 1, \
+        f"after the failpoint healed, notifications deliver again: {seen}"
 
 
 def test_a_leader_killed_after_receiving_a_notification_leaves_its_entry_to_the_next_leader(kaas_factory, tmp_path):
