@@ -136,13 +136,19 @@ pub fn entries_of(
     epoch: i16,
 ) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {
     let prefix = format!("{producer_id}-{epoch}-");
+    read_entries(volume, target_broker, |name| name.starts_with(&prefix))
+}
+
+/// The entries of `target_broker`'s queue whose file names `wanted` takes, read,
+/// oldest first.
+fn read_entries(
+    volume: &Volume,
+    target_broker: i32,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {
     let mut out: Vec<(PathBuf, Loaded<MarkerEntry>)> = crate::error::json_files(&queue_dir(volume, target_broker))?
         .into_iter()
-        .filter(|path| {
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix))
-        })
+        .filter(|path| path.file_name().and_then(|n| n.to_str()).is_some_and(&wanted))
         .map(|path| {
             let parsed = read_versioned_json(&path, "marker queue entry", MARKER_FORMAT_VERSION);
             (path, parsed)
@@ -162,15 +168,7 @@ pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Resu
 /// Entries queued for `target_broker`, oldest first, each with its path; unreadable
 /// files are returned as errors beside the good ones.
 pub fn list(volume: &Volume, target_broker: i32) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {
-    let mut out: Vec<(PathBuf, Loaded<MarkerEntry>)> = crate::error::json_files(&queue_dir(volume, target_broker))?
-        .into_iter()
-        .map(|path| {
-            let parsed = read_versioned_json(&path, "marker queue entry", MARKER_FORMAT_VERSION);
-            (path, parsed)
-        })
-        .collect();
-    out.sort_by_key(|(_, e)| e.as_ref().map(|e| e.enqueued_ms).unwrap_or(i64::MIN));
-    Ok(out)
+    read_entries(volume, target_broker, |_| true)
 }
 
 /// Target brokers that have a queue directory.

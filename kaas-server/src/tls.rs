@@ -143,14 +143,30 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
+/// The first private key of a PEM file (PKCS#8, PKCS#1 or SEC1).
+fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_slice(&read_pem(path)?).map_err(|e| TlsError::File {
+        path: path.to_path_buf(),
+        detail: format!("no PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
+    })
+}
+
+/// The CA certificates of a PEM file, as trust roots.
+fn ca_roots(ca: &Path) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certificates(ca)? {
+        roots.add(cert).map_err(|e| TlsError::File {
+            path: ca.to_path_buf(),
+            detail: format!("not a usable CA certificate: {e}"),
+        })?;
+    }
+    Ok(roots)
+}
+
 fn build(s: &TlsSettings) -> Result<TlsAcceptor, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = certificates(&s.certificate)?;
-    let key_pem = read_pem(&s.key)?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::File {
-        path: s.key.clone(),
-        detail: format!("no PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
-    })?;
+    let key = private_key(&s.key)?;
     let signing = provider
         .key_provider
         .load_private_key(key)
@@ -171,14 +187,7 @@ fn build(s: &TlsSettings) -> Result<TlsAcceptor, TlsError> {
         .map_err(|e| TlsError::Config(e.to_string()))?;
     let builder = match (&s.ca, s.client_auth) {
         (Some(ca), ClientAuth::Requested | ClientAuth::Required) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in certificates(ca)? {
-                roots.add(cert).map_err(|e| TlsError::File {
-                    path: ca.clone(),
-                    detail: format!("not a usable CA certificate: {e}"),
-                })?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(ca_roots(ca)?), provider.clone());
             let verifier = if s.client_auth == ClientAuth::Requested {
                 verifier.allow_unauthenticated()
             } else {
@@ -197,29 +206,14 @@ fn build(s: &TlsSettings) -> Result<TlsAcceptor, TlsError> {
 /// this broker presents `identity` (its own certificate and key) when it has one.
 pub fn client_connector(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<tokio_rustls::TlsConnector, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in certificates(ca)? {
-        roots.add(cert).map_err(|e| TlsError::File {
-            path: ca.to_path_buf(),
-            detail: format!("not a usable CA certificate: {e}"),
-        })?;
-    }
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?
-        .with_root_certificates(roots);
+        .with_root_certificates(ca_roots(ca)?);
     let config = match identity {
-        Some((certificate, key)) => {
-            let chain = certificates(certificate)?;
-            let key_pem = read_pem(key)?;
-            let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::File {
-                path: key.to_path_buf(),
-                detail: format!("no PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
-            })?;
-            builder
-                .with_client_auth_cert(chain, key_der)
-                .map_err(|e| TlsError::Config(format!("{} as a client certificate: {e}", certificate.display())))?
-        }
+        Some((certificate, key)) => builder
+            .with_client_auth_cert(certificates(certificate)?, private_key(key)?)
+            .map_err(|e| TlsError::Config(format!("{} as a client certificate: {e}", certificate.display())))?,
         None => builder.with_no_client_auth(),
     };
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))

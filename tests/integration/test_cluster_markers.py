@@ -460,3 +460,65 @@ def test_a_fence_reaches_the_other_brokers_by_notification(kaas_factory, tmp_pat
     got = read_all(every, "fenced", PARTITIONS, "read_committed", expect=PARTITIONS)
     assert sorted(got) == sorted(f"fresh-{p}" for p in range(PARTITIONS))
     markers_exactly_once(data, "fenced")
+
+
+def test_brokers_notify_each_other_over_mutual_tls(kaas_factory, tmp_path):
+    """The inter-broker listener is SSL with client certificates required: each broker
+    checks its peers' certificates against the CA (--ssl-ca) and presents its own
+    (--ssl-certificate) as a client. With the poll off, transactions over the three
+    brokers complete, so their notices got through."""
+    import datetime
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+    from test_security import _ca, _name, _write
+
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    ca_cert, ca_key = _ca(certs, "ca")
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    # One certificate for every broker: a server's for its listener, a client's for
+    # its peers.
+    peer = (x509.CertificateBuilder().subject_name(_name("kaas-peer")).issuer_name(ca_cert.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    _write(certs / "peer", peer, key)
+    tls_ports = [free_port() for _ in range(3)]
+    plain_ports = [free_port() for _ in range(3)]
+
+    def listeners(i):
+        return ([f"--listener=INTERNAL=SSL://127.0.0.1:{tls_ports[i]}",
+                 f"--listener=PLAINTEXT://127.0.0.1:{plain_ports[i]}",
+                 "--ssl-certificate", str(certs / "peer.pem"), "--ssl-key", str(certs / "peer.key"),
+                 "--ssl-ca", str(certs / "ca.pem"), "--ssl-client-auth", "required",
+                 "--inter-broker-listener-name", "INTERNAL"], {})
+
+    data, brokers = three_brokers(kaas_factory, tmp_path, *NO_POLL, per_broker=listeners)
+    every = ",".join(f"127.0.0.1:{p}" for p in plain_ports)
+    from confluent_kafka.admin import AdminClient, NewTopic
+    a = AdminClient({"bootstrap.servers": every})
+    # A name whose partitions the rendezvous places on all three brokers.
+    topic = next(f"mtls-{k}" for k in range(100) if set(placement(f"mtls-{k}", PARTITIONS, [0, 1, 2]).values()) == {0, 1, 2})
+    a.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+
+    def spread():
+        md = a.list_topics(topic, timeout=10)
+        leaders = {p: m.leader for p, m in md.topics[topic].partitions.items()}
+        return leaders if sorted(md.brokers) == [0, 1, 2] and set(leaders.values()) == {0, 1, 2} else None
+
+    wait_for(spread, timeout=30, what=f"{topic} placed on the three brokers")
+    committed = transactions(every, topic, "mtls-tx", 5, "m")
+    got = read_all(every, topic, PARTITIONS, "read_committed", expect=len(committed))
+    assert sorted(got) == sorted(committed)
+    markers_exactly_once(data, topic)
+    assert everywhere(brokers, "kaas_txn_marker_delivery_seconds_count", path="notified") >= 5
+    assert everywhere(brokers, "kaas_txn_marker_notifications_total", outcome="lost") == 0

@@ -450,6 +450,43 @@ impl TransactionCoordinator {
         self.visit(slot_for(tid), |st| st.entry(tid).cloned())
     }
 
+    /// Takes slot `slot` with the entry of `tid` (ownership checked), first waiting,
+    /// up to [`PREVIOUS_TXN_WAIT`], while that entry is a Prepare* transaction `whose`
+    /// markers are being written — here, or by leaders that were notified (markers
+    /// left to a poll take longer than the wait). Kafka answers CONCURRENT_TRANSACTIONS
+    /// there and the client retries after its back-off; waiting here instead answers
+    /// as soon as the transaction completes.
+    async fn lock_after_markers(
+        &self,
+        broker: &Cluster,
+        slot: u32,
+        tid: &str,
+        whose: impl Fn(&TxnEntry) -> bool,
+    ) -> Result<(HeldSlot<'_>, Option<TxnEntry>), CoordError> {
+        let deadline = Instant::now() + PREVIOUS_TXN_WAIT;
+        loop {
+            // Again after each wait: the slot may have moved to another broker.
+            self.check_owner(broker, slot)?;
+            let held = self.lock_slot(slot).await?;
+            let current = self.held_entry(&held, tid)?;
+            let waiting = current.as_ref().is_some_and(|c| {
+                c.state.is_prepare() && whose(c) && (self.notices.get().is_some() || !c.markers_queued)
+            }) && Instant::now() < deadline;
+            if !waiting {
+                return Ok((held, current));
+            }
+            // Registered before the slot is let go, so a completion here (or a
+            // leader's answer) after it wakes us; a completion by another broker's
+            // poll is seen at the next look.
+            let completed = self.completed[slot as usize].notified();
+            tokio::pin!(completed);
+            completed.as_mut().enable();
+            drop(held);
+            let look_again = Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now()));
+            let _ = tokio::time::timeout(look_again, completed).await;
+        }
+    }
+
     /// InitProducerId for a transactional id: (producer id, epoch).
     pub async fn init_producer_id(
         &self,
@@ -466,10 +503,11 @@ impl TransactionCoordinator {
                 detail: e.clone(),
             }));
         }
+        // A new instance, or a bump after an abort, while the last transaction's
+        // markers are being written: wait for them rather than refuse at once.
+        let (held, current) = self.lock_after_markers(broker, slot, tid, |_| true).await?;
         let now = now_ms();
         let actor = self.actor();
-        let held = self.lock_slot(slot).await?;
-        let current = self.held_entry(&held, tid)?;
         let mut alloc_error = None;
         let mut alloc = || match broker.next_transactional_producer_id() {
             Ok(id) => id,
@@ -565,34 +603,11 @@ impl TransactionCoordinator {
         groups: &[String],
     ) -> Result<(), CoordError> {
         let slot = slot_for(tid);
-        let deadline = Instant::now() + PREVIOUS_TXN_WAIT;
-        let (held, current, now) = loop {
-            // Again after each wait: the slot may have moved to another broker.
-            self.check_owner(broker, slot)?;
-            let now = now_ms();
-            let (held, current) = self.lock_entry(slot, tid).await?;
-            // The producer's previous transaction is still writing its markers (Kafka
-            // answers CONCURRENT_TRANSACTIONS and the client retries after a backoff):
-            // wait here a little for it to complete instead — when they are written
-            // here or leaders are notified; markers left to a poll take longer.
-            let waiting = current.state.is_prepare()
-                && current.producer_id == pid
-                && current.producer_epoch == epoch
-                && (self.notices.get().is_some() || !current.markers_queued)
-                && Instant::now() < deadline;
-            if !waiting {
-                break (held, current, now);
-            }
-            // Registered before the slot is let go, so a completion here (or a
-            // leader's answer) after it wakes us; a completion by another broker's
-            // poll is seen at the next look.
-            let completed = self.completed[slot as usize].notified();
-            tokio::pin!(completed);
-            completed.as_mut().enable();
-            drop(held);
-            let look_again = Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now()));
-            let _ = tokio::time::timeout(look_again, completed).await;
-        };
+        let (held, current) = self
+            .lock_after_markers(broker, slot, tid, |e| e.producer_id == pid && e.producer_epoch == epoch)
+            .await?;
+        let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
+        let now = now_ms();
         match txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
             Some(entry) => {
                 let generation = self.append(&held, &[SlotOp::Put(entry)], now)?;
