@@ -285,10 +285,7 @@ fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutco
     }
     let broker = broker.clone();
     tokio::spawn(async move {
-        broker
-            .txn
-            .notice_answered(&broker, &notice, outcome == NotificationOutcome::Delivered)
-            .await;
+        broker.txn.notice_answered(&broker, &notice).await;
     });
 }
 

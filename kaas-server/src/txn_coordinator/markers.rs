@@ -142,33 +142,49 @@ impl TransactionCoordinator {
         }
     }
 
-    /// A leader's answer to a notice (or its loss), from the peer links. A leader that
-    /// answered applied its entry (or found none left); if no entry of the transaction
-    /// is queued any more, the coordinator completes it — a compare-and-set, a no-op
-    /// when the leader that removed the last entry did it already — and wakes the
-    /// producer's AddPartitionsToTxn waiting for it. Never announces again (a leader
-    /// that answered without seeing its entry, say through an NFS attribute cache,
-    /// would be asked again and again): what is left, its poll applies. A lost or
-    /// refused notice changes nothing.
-    pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, delivered: bool) {
-        if !delivered {
-            return;
+    /// Prepare* → Complete* of the held entry `current` once its markers were queued
+    /// and no queue entry of it is left (every leader applied its own): whoever sees
+    /// that first — the leader removing the last entry, or the coordinator told so —
+    /// completes it. Returns whether this call did.
+    fn complete_if_drained(
+        &self,
+        broker: &Cluster,
+        held: &HeldSlot<'_>,
+        current: &TxnEntry,
+    ) -> Result<bool, CoordError> {
+        if !current.markers_queued
+            || !marker_queue::pending_files(
+                &broker.volume,
+                current.producer_id,
+                current.producer_epoch,
+                current.txn_seq,
+            )?
+            .is_empty()
+        {
+            return Ok(false);
         }
+        self.complete_held(held, current)?;
+        Ok(true)
+    }
+
+    /// A leader's answer to a notice, from the peer links (a lost or refused notice
+    /// changes nothing and is not reported here). A leader that answered applied its
+    /// entry (or found none left); if no entry of the transaction is queued any more,
+    /// the coordinator completes it — a compare-and-set, a no-op when the leader that
+    /// removed the last entry did it already — and wakes the producer's request
+    /// waiting for it. Never announces again (a leader that answered without seeing
+    /// its entry, say through an NFS attribute cache, would be asked again and again):
+    /// what is left, its poll applies.
+    pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice) {
         let prepared = &notice.prepared;
         let completed = async {
             let held = self.lock_slot(slot_for(&prepared.transactional_id)).await?;
-            let Some(current) = self.held_entry(&held, &prepared.transactional_id)? else {
-                return Ok(false);
-            };
-            if !txn::is_same_prepared(&current, prepared) || !current.markers_queued {
-                return Ok(false);
+            match self.held_entry(&held, &prepared.transactional_id)? {
+                Some(current) if txn::is_same_prepared(&current, prepared) => {
+                    self.complete_if_drained(broker, &held, &current)
+                }
+                _ => Ok(false),
             }
-            let pid = (current.producer_id, current.producer_epoch, current.txn_seq);
-            if !marker_queue::pending_files(&broker.volume, pid.0, pid.1, pid.2)?.is_empty() {
-                return Ok(false);
-            }
-            self.complete_held(&held, &current)?;
-            Ok::<_, CoordError>(true)
         };
         match completed.await {
             Ok(true) => crate::metrics::metrics()
@@ -396,10 +412,7 @@ impl TransactionCoordinator {
             return Ok(true);
         }
         if let (Some(held), Some(c)) = (held, live.cloned()) {
-            let done =
-                marker_queue::pending_files(&broker.volume, c.producer_id, c.producer_epoch, c.txn_seq)?.is_empty();
-            if c.markers_queued && done {
-                self.complete_held(&held, &c)?;
+            if self.complete_if_drained(broker, &held, &c)? {
                 // By the wall clock from the entry's enqueue time (written by the
                 // coordinator, maybe on another host: docs/cluster.md's clock bound).
                 let queued_for = Duration::from_millis(now_ms().saturating_sub(entry.enqueued_ms).max(0) as u64);
