@@ -51,33 +51,73 @@ impl TransactionCoordinator {
         for group in &current.groups {
             self.groups.finish_pending(group, pid, epoch, commit)?;
         }
+        let mut local: Vec<&TopicPartition> = Vec::new();
         let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
         for tp in &current.partitions {
             match broker.partition_leader(&tp.topic, tp.partition) {
                 Some(leader) if leader != self.broker_id => remote.entry(leader).or_default().push(tp.clone()),
-                _ => {
-                    broker.write_marker(tp, pid, epoch, commit).await?;
-                }
+                _ => local.push(tp),
             }
         }
         let prepared_at_or_now = prepared_at.unwrap_or_else(Instant::now);
-        if !remote.is_empty() {
-            if !current.markers_queued {
-                let mut queued = Vec::with_capacity(remote.len());
-                for (leader, partitions) in remote {
+        // The markers of the partitions led here and the queue entries for the other
+        // leaders are written at once, each waiting only for its own fsync: none
+        // depends on another, only on the durable Prepare* line. Any failure leaves
+        // the entry in Prepare*; what did land is idempotent for the retry (a marker
+        // with no transaction open is a no-op, an entry is rewritten by name).
+        let queue = (!remote.is_empty() && !current.markers_queued).then(|| {
+            remote
+                .iter()
+                .map(|(leader, partitions)| {
                     let marker = MarkerEntry::new(
                         &current.transactional_id,
                         pid,
                         epoch,
                         commit,
-                        partitions,
+                        partitions.clone(),
                         Some(current.txn_seq),
                         self.broker_id,
                         now_ms(),
                     );
-                    marker_queue::enqueue(&broker.volume, leader, &marker)?;
-                    queued.push((leader, marker));
+                    let (volume, leader) = (broker.volume.clone(), *leader);
+                    let written = tokio::task::spawn_blocking(move || {
+                        marker_queue::enqueue(&volume, leader, &marker).map(|_| (leader, marker))
+                    });
+                    (leader, written)
+                })
+                .collect::<Vec<_>>()
+        });
+        let markers =
+            futures_util::future::join_all(local.iter().map(|tp| broker.write_marker(tp, pid, epoch, commit)));
+        let mut queued = Vec::new();
+        let mut failed: Option<CoordError> = None;
+        for written in markers.await {
+            if let Err(e) = written {
+                failed.get_or_insert(e.into());
+            }
+        }
+        for (leader, written) in queue.into_iter().flatten() {
+            match written.await {
+                Ok(Ok(entry)) => queued.push(entry),
+                Ok(Err(e)) => {
+                    failed.get_or_insert(e.into());
                 }
+                Err(e) => {
+                    failed.get_or_insert(
+                        VolumeError::io(
+                            marker_queue::queue_dir(&broker.volume, leader),
+                            std::io::Error::other(e),
+                        )
+                        .into(),
+                    );
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if !remote.is_empty() {
+            if !current.markers_queued {
                 let mut next = current.clone();
                 next.markers_queued = true;
                 // Not waited for: lost, the queue entries are simply written again.
