@@ -288,10 +288,15 @@ pub fn init_producer_id(
                 Some((_, epoch)) if epoch != entry.producer_epoch => {
                     if epoch == entry.last_epoch {
                         // A retry of the bump (or rotation) whose answer was lost:
-                        // the current identity, unchanged.
+                        // the current identity, unchanged. A bump's fence comes
+                        // with it again (fencing is idempotent): the first attempt
+                        // may have stopped after its line was durable and before
+                        // its fence was raised and recorded.
+                        let fence = (claimed_pid == current.producer_id)
+                            .then_some((current.producer_id, current.producer_epoch));
                         return InitOutcome::Ready {
                             entry: current.clone(),
-                            fence: None,
+                            fence,
                         };
                     }
                     InitOutcome::Reject(TxnError::ProducerFenced)

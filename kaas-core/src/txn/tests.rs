@@ -95,12 +95,16 @@ fn epoch_exhaustion_rotates_one_short_of_max() {
 fn a_claimed_bump_is_retry_safe() {
     let mut alloc = pids();
     let (e0, _) = ready(init(None, (-1, -1), &mut alloc));
-    let (e1, _) = ready(init(Some(&e0), (1001, 0), &mut alloc));
+    let (e1, first_fence) = ready(init(Some(&e0), (1001, 0), &mut alloc));
     assert_eq!(e1.producer_epoch, 1);
+    assert_eq!(first_fence, Some((1001, 1)));
     // The answer was lost; the producer retries with the same claim.
     let (again, fence) = ready(init(Some(&e1), (1001, 0), &mut alloc));
     assert_eq!((again.producer_id, again.producer_epoch), (1001, 1));
-    assert_eq!(fence, None);
+    assert_eq!(
+        fence, first_fence,
+        "the retry fences again: the first attempt may have stopped before its fence was raised"
+    );
     assert_eq!(again, e1, "a retry changes nothing");
 }
 
@@ -148,9 +152,10 @@ fn a_retried_rotation_gets_the_same_answer() {
     e.producer_epoch = i16::MAX - 1;
     let (rotated, _) = ready(init(Some(&e), (1001, i16::MAX - 1), &mut alloc));
     assert_eq!((rotated.producer_id, rotated.producer_epoch), (1002, 0));
-    let (again, _) = ready(init(Some(&rotated), (1001, i16::MAX - 1), &mut alloc));
+    let (again, fence) = ready(init(Some(&rotated), (1001, i16::MAX - 1), &mut alloc));
     assert_eq!((again.producer_id, again.producer_epoch), (1002, 0));
     assert_eq!(again, rotated);
+    assert_eq!(fence, None, "a fresh producer id at epoch 0 has nothing to fence");
 }
 
 #[test]

@@ -46,6 +46,16 @@ impl TransactionCoordinator {
         if !txn::is_same_prepared(&current, expected) {
             return Ok(Finished::Stale);
         }
+        // The decision is durable before anything acts on it. A Prepare* this process
+        // made durable (EndTxn) is known so; one read from the files — appended by a
+        // coordinator that died before its fdatasync, by another broker, or by this
+        // broker before a restart — is synced here first: otherwise a host crash
+        // could take it back to Ongoing after some of its markers landed (and a
+        // timeout then abort the rest).
+        let generation = self.with_held(held, |st| st.generation())?;
+        if !self.group.is_durable(held.slot, generation) {
+            self.durable_now(held.slot).await?;
+        }
         let commit = current.state == TxnState::PrepareCommit;
         let (pid, epoch) = (current.producer_id, current.producer_epoch);
         for group in &current.groups {

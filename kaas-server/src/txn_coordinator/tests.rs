@@ -910,3 +910,40 @@ async fn transactional_producer_ids_come_from_their_own_range_also_when_epochs_r
         "{pid} -> {pid2} at {epoch2}"
     );
 }
+
+#[tokio::test]
+async fn a_prepare_read_from_the_files_is_made_durable_before_its_markers_are_written() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    // A coordinator in another process appends PrepareCommit and dies before its
+    // fdatasync: the line is in the files (the page cache), not yet on the disk.
+    let store = b.txn.store();
+    let lock = store.lock_slot(slot_for("tx")).unwrap();
+    let mut state = None;
+    store.catch_up(&lock, &mut state).unwrap();
+    let mut state = state.unwrap();
+    let EndOutcome::Prepare(prepared) = txn::end_txn(
+        state.entry("tx").unwrap(),
+        pid,
+        0,
+        true,
+        now_ms(),
+        &Actor::Broker { id: 9 },
+    )
+    .unwrap() else {
+        panic!("expected PrepareCommit")
+    };
+    store
+        .append(&lock, &mut state, &[SlotOp::Put(prepared)], now_ms())
+        .unwrap();
+    drop(lock);
+    let syncs = b.txn.journal_syncs();
+    b.txn.recover(&b).await;
+    assert_eq!(lso_and_end(&b), (2, 2), "the COMMIT marker landed");
+    assert_eq!(store.get("tx").unwrap().unwrap().state, TxnState::CompleteCommit);
+    assert!(
+        b.txn.journal_syncs() > syncs,
+        "the PrepareCommit line read from the files was fdatasync'd before its marker"
+    );
+}
