@@ -175,10 +175,28 @@ pub fn check_clock_skew(leases: &[BrokerLease], me: i32, now_ms: i64, session_ti
 /// so a host whose clock runs behind cannot make a live peer look dead (only skew of
 /// more than `LONG_DEAD_FACTOR - 1` timeouts could), and one whose clock runs ahead
 /// cannot look alive for longer than the timeout after it stops.
+///
+/// Such a long-dead-looking lease is not live (nothing is placed on it), but it is not
+/// *dead* either — no lock it may still hold can be taken from it — until it has
+/// been seen unchanged for a whole timeout by this process's own clock: a first
+/// sighting never confirms a broker dead, whatever the wall clocks say (a host clock
+/// far ahead, a peer's clock behind after a VM thaw).
 #[derive(Debug, Default)]
 pub struct LeaseTracker {
-    seen: std::collections::HashMap<(i32, String), (i64, std::time::Instant)>,
+    seen: std::collections::HashMap<(i32, String), Seen>,
     dead: std::collections::BTreeSet<i32>,
+}
+
+/// What a [`LeaseTracker`] knows of one lease incarnation.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    heartbeat_ms: i64,
+    /// When this process last saw the heartbeat change (or first saw it), by its
+    /// monotonic clock. Never back-dated.
+    changed: std::time::Instant,
+    /// Its wall-clock age at first sight was past [`LONG_DEAD_FACTOR`] timeouts and it
+    /// has not changed since: not live, not yet confirmed dead.
+    presumed_dead: bool,
 }
 
 impl LeaseTracker {
@@ -194,7 +212,7 @@ impl LeaseTracker {
     }
 
     /// Brokers whose current lease the last observation judged dead: seen, and
-    /// unchanged for the session timeout (or stopped, or long dead at first sight).
+    /// unchanged for the session timeout by this process's clock (or stopped).
     /// Unlike "not live", never a broker merely not seen yet — only these may have a
     /// lock they still hold taken from them.
     pub fn dead(&self) -> &std::collections::BTreeSet<i32> {
@@ -211,7 +229,7 @@ impl LeaseTracker {
         let timeout = std::time::Duration::from_millis(session_timeout_ms.max(0) as u64);
         self.seen
             .get(&(lease.broker_id, lease.incarnation.clone()))
-            .is_some_and(|(hb, changed)| *hb == lease.heartbeat_ms && now.duration_since(*changed) >= timeout)
+            .is_some_and(|seen| seen.heartbeat_ms == lease.heartbeat_ms && now.duration_since(seen.changed) >= timeout)
     }
 
     /// [`LeaseTracker::observe`] when the lease files of the brokers in `unreadable`
@@ -233,33 +251,34 @@ impl LeaseTracker {
         for lease in leases {
             let key = (lease.broker_id, lease.incarnation.clone());
             present.insert(key.clone());
-            let alive = lease.stopped_ms.is_none()
-                && match self.seen.get_mut(&key) {
-                    Some((hb, changed)) => {
-                        if *hb != lease.heartbeat_ms {
-                            *hb = lease.heartbeat_ms;
-                            *changed = now;
-                        }
-                        now.duration_since(*changed) < timeout
+            let seen = match self.seen.get_mut(&key) {
+                Some(seen) => {
+                    if seen.heartbeat_ms != lease.heartbeat_ms {
+                        seen.heartbeat_ms = lease.heartbeat_ms;
+                        seen.changed = now;
+                        seen.presumed_dead = false;
                     }
-                    None => {
-                        // First sight: live for a whole timeout from now, unless the
-                        // heartbeat is so old by the wall clock that no tolerated skew
-                        // explains it (then it is dead at once).
-                        let long_dead = now_ms - lease.heartbeat_ms >= LONG_DEAD_FACTOR * session_timeout_ms.max(0);
-                        let since = if long_dead {
-                            now.checked_sub(timeout).unwrap_or(now)
-                        } else {
-                            now
-                        };
-                        self.seen.insert(key, (lease.heartbeat_ms, since));
-                        !long_dead
-                    }
-                };
-            if alive {
-                live.push(lease);
-            } else {
+                    *seen
+                }
+                None => {
+                    // First sight: live for a whole timeout from now, unless the
+                    // heartbeat is so old by the wall clock that no tolerated skew
+                    // explains it (then not live, but dead only once it stays
+                    // unchanged for a timeout from now).
+                    let seen = Seen {
+                        heartbeat_ms: lease.heartbeat_ms,
+                        changed: now,
+                        presumed_dead: now_ms - lease.heartbeat_ms >= LONG_DEAD_FACTOR * session_timeout_ms.max(0),
+                    };
+                    self.seen.insert(key, seen);
+                    seen
+                }
+            };
+            let unchanged_for_timeout = now.duration_since(seen.changed) >= timeout;
+            if lease.stopped_ms.is_some() || unchanged_for_timeout {
                 self.dead.insert(lease.broker_id);
+            } else if !seen.presumed_dead {
+                live.push(lease);
             }
         }
         self.seen
@@ -298,6 +317,45 @@ mod tests {
             listeners: Default::default(),
             authorizer: None,
         }
+    }
+
+    #[test]
+    fn a_first_sighting_never_confirms_a_broker_dead() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let timeout = 10_000;
+        // This host's clock runs 40 s ahead of a live peer's (a VM thawed with its clock
+        // behind, or this host's clock far ahead): the peer's fresh heartbeat looks four
+        // timeouts old at this broker's first look.
+        let now_ms = 1_000_000;
+        let peer = lease(1, now_ms - 40_000);
+        let mut t = LeaseTracker::default();
+        assert!(
+            t.observe([&peer], now_ms, t0, timeout).is_empty(),
+            "not live: nothing placed on it"
+        );
+        assert!(t.dead().is_empty(), "not dead either");
+        assert!(
+            !t.confirms_dead(&peer, t0, timeout),
+            "a lock it holds may not be taken on a first sighting"
+        );
+        // Its next renewal shows it alive.
+        let renewed = lease(1, now_ms - 39_000);
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(t.observe([&renewed], now_ms + 1_000, t1, timeout).len(), 1);
+        assert!(!t.confirms_dead(&renewed, t1, timeout));
+        // A peer that really stopped long ago is confirmed dead once its lease stayed
+        // unchanged for a timeout by this process's clock, and not before.
+        let gone = lease(2, now_ms - 60_000);
+        let mut t = LeaseTracker::default();
+        assert!(t.observe([&gone], now_ms, t0, timeout).is_empty());
+        let almost = t0 + Duration::from_millis(9_999);
+        assert!(t.observe([&gone], now_ms + 9_999, almost, timeout).is_empty());
+        assert!(!t.confirms_dead(&gone, almost, timeout));
+        let after = t0 + Duration::from_secs(10);
+        assert!(t.observe([&gone], now_ms + 10_000, after, timeout).is_empty());
+        assert_eq!(t.dead().iter().copied().collect::<Vec<_>>(), vec![2]);
+        assert!(t.confirms_dead(&gone, after, timeout));
     }
 
     #[test]
