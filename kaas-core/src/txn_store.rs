@@ -775,11 +775,22 @@ impl SlotGuard {
 ///
 /// Generations identify lines only within one history of the slot: when an append's
 /// generation is not above the last one seen (the slot was moved aside and started
-/// again), what was known durable is forgotten. A failed fdatasync poisons the slot:
+/// again), what was known durable is forgotten, and a writer still waiting with a
+/// [`Mark`] of the old history gets an error instead of a durability it does not
+/// have. A sync credits only what this process had appended when it started, in the
+/// history it started in — never the generation a waiter asked for. A failed fdatasync poisons the slot:
 /// the kernel reports a write-back error once, so a later sync that succeeds proves
 /// nothing about the lines before it. Waits fail until the slot is folded again (a
 /// new checkpoint and journal, written and synced from memory): see
 /// [`GroupCommit::poisoned`] and [`GroupCommit::made_durable`].
+/// One appended line as [`GroupCommit`] knows it: its generation, in the slot history
+/// it was appended in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub generation: u64,
+    history: u64,
+}
+
 #[derive(Debug)]
 pub struct GroupCommit {
     slots: Vec<SlotSync>,
@@ -821,14 +832,19 @@ impl GroupCommit {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that this process appended a slot's journal up to `generation`.
-    pub fn appended(&self, slot: u32, generation: u64) {
+    /// Records that this process appended a slot's journal up to `generation`;
+    /// returns the mark to wait on.
+    pub fn appended(&self, slot: u32, generation: u64) -> Mark {
         let mut t = self.track(slot);
         if generation <= t.appended {
             t.history += 1;
             t.durable = 0;
         }
         t.appended = generation;
+        Mark {
+            generation,
+            history: t.history,
+        }
     }
 
     /// Records that the slot is durable up to `generation` by other means (a fold:
@@ -845,15 +861,18 @@ impl GroupCommit {
         self.track(slot).poisoned
     }
 
-    /// Whether the slot is known durable up to `generation` (no waiting).
-    pub fn is_durable(&self, slot: u32, generation: u64) -> bool {
+    /// Whether the line `mark` names is known durable (no waiting).
+    pub fn is_durable(&self, slot: u32, mark: Mark) -> bool {
         // What was durable before a failed sync stays durable.
-        self.track(slot).durable >= generation
+        let t = self.track(slot);
+        t.history == mark.history && t.durable >= mark.generation
     }
 
-    /// Returns once the slot's journal is durable up to `generation`. Blocking.
-    pub fn wait_durable(&self, store: &TxnStateStore, slot: u32, generation: u64) -> Result<(), VolumeError> {
-        self.sync_slot(store, slot, Some(generation))
+    /// Returns once the line `mark` names is durable. Blocking. An error when the
+    /// slot's history restarted since that line was appended (it was moved aside:
+    /// no sync of the slot's journal now covers it).
+    pub fn wait_durable(&self, store: &TxnStateStore, slot: u32, mark: Mark) -> Result<(), VolumeError> {
+        self.sync_slot(store, slot, Some(mark))
     }
 
     /// Makes the slot's journal durable as it is now, whatever this process knows
@@ -866,12 +885,23 @@ impl GroupCommit {
     }
 
     /// One fdatasync of the slot's journal, unless `wanted` is already known durable.
-    fn sync_slot(&self, store: &TxnStateStore, slot: u32, wanted: Option<u64>) -> Result<(), VolumeError> {
+    fn sync_slot(&self, store: &TxnStateStore, slot: u32, wanted: Option<Mark>) -> Result<(), VolumeError> {
+        let moved_aside = || {
+            VolumeError::Invalid {
+            path: store.journal_path(slot),
+            detail: "the slot started a new history (it was moved aside) before this transition was synced; it is not durable".into(),
+        }
+        };
         let _turn = self.slots[slot as usize].turn.lock().unwrap_or_else(|p| p.into_inner());
         let before = {
             let t = self.track(slot);
-            if wanted.is_some_and(|g| t.durable >= g) {
-                return Ok(());
+            if let Some(mark) = wanted {
+                if t.history != mark.history {
+                    return Err(moved_aside());
+                }
+                if t.durable >= mark.generation {
+                    return Ok(());
+                }
             }
             if t.poisoned {
                 return Err(VolumeError::Invalid {
@@ -889,10 +919,15 @@ impl GroupCommit {
             t.poisoned = true;
             return Err(e);
         }
+        // Only what was appended before the sync started, in the history it started
+        // in: a waiter's own generation may belong to an older history.
         if t.history == before.history {
-            t.durable = t.durable.max(before.appended.max(wanted.unwrap_or(0)));
+            t.durable = t.durable.max(before.appended);
         }
-        Ok(())
+        match wanted {
+            Some(mark) if t.history != mark.history => Err(moved_aside()),
+            _ => Ok(()),
+        }
     }
 
     /// Syncs every slot with appended lines not yet known durable (a periodic flush of
@@ -905,7 +940,11 @@ impl GroupCommit {
             if t.poisoned || t.durable >= t.appended {
                 continue;
             }
-            if let Err(e) = self.wait_durable(store, slot, t.appended) {
+            let mark = Mark {
+                generation: t.appended,
+                history: t.history,
+            };
+            if let Err(e) = self.wait_durable(store, slot, mark) {
                 first.get_or_insert(e);
             }
         }

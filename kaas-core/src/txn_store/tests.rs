@@ -371,17 +371,16 @@ fn concurrent_appends_share_one_fdatasync() {
     let (_dir, store) = store();
     let group = GroupCommit::default();
     let (lock, mut st) = locked(&store, 0);
-    let gens: Vec<u64> = (0..3)
+    let marks: Vec<Mark> = (0..3)
         .map(|i| {
             let g = store
                 .append(&lock, &mut st, &[SlotOp::Put(entry(&format!("g{i}")))], i)
                 .unwrap();
-            group.appended(0, g);
-            g
+            group.appended(0, g)
         })
         .collect();
-    for g in &gens {
-        group.wait_durable(&store, 0, *g).unwrap();
+    for m in &marks {
+        group.wait_durable(&store, 0, *m).unwrap();
     }
     assert_eq!(group.syncs(), 1, "three waiting transitions, one fdatasync");
     group.flush(&store).unwrap();
@@ -591,14 +590,44 @@ fn a_position_in_the_journal_before_a_fold_is_never_used_after_it() {
 fn group_commit_forgets_what_was_durable_when_the_history_restarts() {
     let (_dir, store) = store();
     let group = GroupCommit::default();
-    group.appended(3, 5_000);
-    group.wait_durable(&store, 3, 5_000).unwrap();
+    let old = group.appended(3, 5_000);
+    group.wait_durable(&store, 3, old).unwrap();
     assert_eq!(group.syncs(), 1);
-    assert!(group.is_durable(3, 4_000));
-    group.appended(3, 1);
-    assert!(!group.is_durable(3, 1), "generation 1 of a new history is not durable");
-    group.wait_durable(&store, 3, 1).unwrap();
+    assert!(group.is_durable(3, old));
+    let new = group.appended(3, 1);
+    assert!(
+        !group.is_durable(3, new),
+        "generation 1 of a new history is not durable"
+    );
+    group.wait_durable(&store, 3, new).unwrap();
     assert_eq!(group.syncs(), 2);
+}
+
+/// Issue 25 item 10: a writer that appended in the old history and waits only after
+/// the slot started again (moved aside, then appended to by another transition) must
+/// not have its generation credited to the new history — nor be told its line is
+/// durable: no sync of the new journal covers it.
+#[test]
+fn a_late_wait_from_before_a_restart_credits_nothing_to_the_new_history() {
+    let (_dir, store) = store();
+    let group = GroupCommit::default();
+    let late = group.appended(4, 500);
+    // The slot is moved aside and starts again; a transition of the new history is
+    // appended and synced.
+    let first = group.appended(4, 1);
+    group.wait_durable(&store, 4, first).unwrap();
+    // The old writer's wait comes now.
+    let err = group.wait_durable(&store, 4, late).unwrap_err().to_string();
+    assert!(err.contains("new history"), "{err}");
+    // Generations of the new history up to 500 still each need a sync.
+    let next = group.appended(4, 2);
+    assert!(
+        !group.is_durable(4, next),
+        "generation 2 of the new history is not durable yet"
+    );
+    let syncs = group.syncs();
+    group.wait_durable(&store, 4, next).unwrap();
+    assert_eq!(group.syncs(), syncs + 1);
 }
 
 /// Review finding: the kernel reports a failed write-back once; a later successful
@@ -611,21 +640,21 @@ fn a_failed_fdatasync_poisons_the_slot_until_it_is_rewritten() {
     std::fs::create_dir_all(store.dir()).unwrap();
     // A socket where the journal should be: opening it fails (ENXIO).
     let socket = std::os::unix::net::UnixListener::bind(store.journal_path(2)).unwrap();
-    group.appended(2, 7);
-    assert!(group.wait_durable(&store, 2, 7).is_err());
+    let seven = group.appended(2, 7);
+    assert!(group.wait_durable(&store, 2, seven).is_err());
     assert!(group.poisoned(2));
     drop(socket);
     std::fs::remove_file(store.journal_path(2)).unwrap();
-    let err = group.wait_durable(&store, 2, 6).unwrap_err().to_string();
+    let err = group.wait_durable(&store, 2, seven).unwrap_err().to_string();
     assert!(err.contains("earlier fdatasync"), "{err}");
-    assert!(!group.is_durable(2, 1));
+    assert!(!group.is_durable(2, seven));
     assert!(
         group.flush(&store).is_ok(),
         "a poisoned slot is healed by its writer, not the flush"
     );
     group.made_durable(2, 7);
     assert!(!group.poisoned(2));
-    assert!(group.is_durable(2, 7));
+    assert!(group.is_durable(2, seven));
 }
 
 /// Review finding: a line of a newer format that this build cannot parse is refused,

@@ -46,14 +46,15 @@ impl TransactionCoordinator {
         if !txn::is_same_prepared(&current, expected) {
             return Ok(Finished::Stale);
         }
-        // The decision is durable before anything acts on it. A Prepare* this process
-        // made durable (EndTxn) is known so; one read from the files — appended by a
-        // coordinator that died before its fdatasync, by another broker, or by this
-        // broker before a restart — is synced here first: otherwise a host crash
-        // could take it back to Ongoing after some of its markers landed (and a
-        // timeout then abort the rest).
-        let generation = self.with_held(held, |st| st.generation())?;
-        if !self.group.is_durable(held.slot, generation) {
+        // The decision is durable before anything acts on it. A Prepare* the caller
+        // made durable itself (EndTxn: `prepared_at`) is known so; one read from the
+        // files — appended by a coordinator that died before its fdatasync, by
+        // another broker, or by this broker before a restart — is synced here first:
+        // otherwise a host crash could take it back to Ongoing after some of its
+        // markers landed (and a timeout then abort the rest). Not judged by the
+        // generations this process knows durable: another writer's lines, or a slot
+        // that started its history again, are not among them.
+        if prepared_at.is_none() {
             self.durable_now(held.slot).await?;
         }
         let commit = current.state == TxnState::PrepareCommit;

@@ -44,7 +44,7 @@ use kaas_core::fence_log::FenceLog;
 use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult};
 use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
-use kaas_core::txn_store::{GroupCommit, SlotLock, SlotOp, SlotState, TxnStateStore, SLOTS};
+use kaas_core::txn_store::{GroupCommit, Mark, SlotLock, SlotOp, SlotState, TxnStateStore, SLOTS};
 use kaas_core::VolumeError;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -318,17 +318,17 @@ impl TransactionCoordinator {
     }
 
     /// Appends transitions to the held slot's journal, folds it when due, and with
-    /// [`Durable::Now`] waits until they are durable. Returns their last generation.
-    async fn record(&self, held: &HeldSlot<'_>, ops: &[SlotOp], now: i64, durable: Durable) -> Result<u64, CoordError> {
-        let generation = self.append(held, ops, now)?;
-        if durable == Durable::Now {
-            self.durable(held.slot, generation).await?;
+    /// [`Durable::Now`] waits until they are durable.
+    async fn record(&self, held: &HeldSlot<'_>, ops: &[SlotOp], now: i64, durable: Durable) -> Result<(), CoordError> {
+        if let (Some(mark), Durable::Now) = (self.append(held, ops, now)?, durable) {
+            self.durable(held.slot, mark).await?;
         }
-        Ok(generation)
+        Ok(())
     }
 
     /// The append of [`Self::record`], without waiting.
-    fn append(&self, held: &HeldSlot<'_>, ops: &[SlotOp], now: i64) -> Result<u64, CoordError> {
+    /// Returns the mark of the last line appended (None: `ops` was empty).
+    fn append(&self, held: &HeldSlot<'_>, ops: &[SlotOp], now: i64) -> Result<Option<Mark>, CoordError> {
         let mut state = self.held_state(held)?;
         let st = state.as_mut().expect("caught up");
         if self.group.poisoned(held.slot) {
@@ -341,7 +341,7 @@ impl TransactionCoordinator {
             self.group.made_durable(held.slot, st.generation());
         }
         if ops.is_empty() {
-            return Ok(st.generation());
+            return Ok(None);
         }
         let generation = match self.store.append(&held.lock, st, ops, now) {
             Ok(g) => g,
@@ -351,7 +351,7 @@ impl TransactionCoordinator {
                 return Err(e.into());
             }
         };
-        self.group.appended(held.slot, generation);
+        let mark = self.group.appended(held.slot, generation);
         let folded = if st.wants_fold() {
             crate::blocking::off_worker(|| self.store.maybe_fold(&held.lock, st))
         } else {
@@ -367,7 +367,7 @@ impl TransactionCoordinator {
                 *state = None;
             }
         }
-        Ok(generation)
+        Ok(Some(mark))
     }
 
     /// Runs a group-commit step (an fdatasync) on the blocking pool.
@@ -387,13 +387,11 @@ impl TransactionCoordinator {
         synced
     }
 
-    /// Waits until slot `slot` is durable up to `generation` (group commit).
-    async fn durable(&self, slot: u32, generation: u64) -> Result<(), CoordError> {
-        if !self.group.is_durable(slot, generation) {
-            self.syncing(self.store.journal_path(slot), move |g, s| {
-                g.wait_durable(s, slot, generation)
-            })
-            .await?;
+    /// Waits until the line `mark` names is durable (group commit).
+    async fn durable(&self, slot: u32, mark: Mark) -> Result<(), CoordError> {
+        if !self.group.is_durable(slot, mark) {
+            self.syncing(self.store.journal_path(slot), move |g, s| g.wait_durable(s, slot, mark))
+                .await?;
         }
         Ok(())
     }
@@ -523,10 +521,12 @@ impl TransactionCoordinator {
         match outcome {
             InitOutcome::Ready { entry, fence } => {
                 if current.as_ref() != Some(&entry) {
-                    let generation = self.append(&held, &[SlotOp::Put(entry.clone())], now)?;
+                    let mark = self.append(&held, &[SlotOp::Put(entry.clone())], now)?;
                     // Group commit: the slot is free for others while this waits.
                     drop(held);
-                    self.durable(slot, generation).await?;
+                    if let Some(mark) = mark {
+                        self.durable(slot, mark).await?;
+                    }
                 } else {
                     // The answer comes from a state this call did not write.
                     self.heal(&held)?;
@@ -610,10 +610,12 @@ impl TransactionCoordinator {
         let now = now_ms();
         match txn::add_to_txn(&current, pid, epoch, partitions, groups, now, &self.actor())? {
             Some(entry) => {
-                let generation = self.append(&held, &[SlotOp::Put(entry)], now)?;
+                let mark = self.append(&held, &[SlotOp::Put(entry)], now)?;
                 // Group commit: the slot is free for others while this waits.
                 drop(held);
-                self.durable(slot, generation).await?;
+                if let Some(mark) = mark {
+                    self.durable(slot, mark).await?;
+                }
             }
             // Already added (a retry): answered once the state it saw is durable.
             None => {

@@ -875,8 +875,8 @@ async fn a_retried_add_partitions_is_answered_only_once_its_state_is_durable() {
         let added = txn::add_to_txn(&current, pid, 0, &[tp("t", 0)], &[], now_ms(), &b.txn.actor())
             .unwrap()
             .unwrap();
-        let generation = b.txn.append(&held, &[SlotOp::Put(added)], now_ms()).unwrap();
-        assert!(!b.txn.group.is_durable(slot, generation));
+        let mark = b.txn.append(&held, &[SlotOp::Put(added)], now_ms()).unwrap().unwrap();
+        assert!(!b.txn.group.is_durable(slot, mark));
     }
     let syncs = b.txn.journal_syncs();
     b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
