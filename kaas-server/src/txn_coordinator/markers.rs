@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::WATCHERS_LOG_TARGET;
+use std::path::PathBuf;
 
 impl TransactionCoordinator {
     /// Finishes the Prepare* transaction `expected` if the entry still is it (see the
@@ -376,10 +377,15 @@ impl TransactionCoordinator {
         via: crate::metrics::MarkerPath,
     ) -> Result<bool, CoordError> {
         let commit = entry.result == MarkerResult::Commit;
+        // The poll moves on to other slots when one is held elsewhere for long.
+        let wait = match via {
+            crate::metrics::MarkerPath::Poll => super::SLOT_LOCK_WAIT_BACKGROUND,
+            _ => super::SLOT_LOCK_WAIT,
+        };
         let held = if entry.transactional_id.is_empty() {
             None
         } else {
-            Some(self.lock_slot(slot_for(&entry.transactional_id)).await?)
+            Some(self.lock_slot_within(slot_for(&entry.transactional_id), wait).await?)
         };
         // Re-read under the lock: another broker may have applied part of it.
         let entry = match kaas_core::error::read_versioned_json::<MarkerEntry>(
@@ -490,6 +496,7 @@ pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator
     // Every queue: an entry's partitions may be led elsewhere by now (its addressee
     // died, restarted, or its partitions were taken over by several brokers); each
     // broker applies the partitions it leads.
+    let mut by_slot: BTreeMap<Option<u32>, Vec<QueuedHere>> = BTreeMap::new();
     for target in targets {
         let entries = match marker_queue::list(&broker.volume, target) {
             Ok(e) => e,
@@ -517,6 +524,15 @@ pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator
             if mine.is_empty() {
                 continue;
             }
+            let slot = (!entry.transactional_id.is_empty()).then(|| slot_for(&entry.transactional_id));
+            by_slot.entry(slot).or_default().push((path, entry, mine, target));
+        }
+    }
+    // The slots side by side, each slot's entries in order (oldest first): a slot whose
+    // lock another process holds (paused, stuck) costs its own entries a round, not
+    // everyone's ([`super::SLOT_LOCK_WAIT_BACKGROUND`]).
+    let rounds = by_slot.into_values().map(|entries| async move {
+        for (path, entry, mine, target) in entries {
             match txn
                 .apply_queued(broker, &path, &entry, &mine, crate::metrics::MarkerPath::Poll)
                 .await
@@ -532,8 +548,13 @@ pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator
                 }
             }
         }
-    }
+    });
+    futures_util::future::join_all(rounds).await;
 }
+
+/// A queue entry the poll found with partitions this broker leads: its path, the
+/// entry, those partitions, and the queue it is in.
+type QueuedHere = (PathBuf, MarkerEntry, Vec<TopicPartition>, i32);
 
 /// The broker a queue entry's file is addressed to (`…/to-<broker>/<file>`).
 fn queue_target(path: &Path) -> Option<i32> {

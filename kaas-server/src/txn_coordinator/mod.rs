@@ -67,6 +67,10 @@ pub enum CoordError {
     /// is retried (by the client's retry, the reaper, or the next start).
     #[error(transparent)]
     Marker(#[from] MarkerError),
+    /// The slot's file lock stayed held by another process (or kaasctl) for the whole
+    /// wait: a paused or stuck holder never stalls this broker for longer.
+    #[error("transaction slot {slot} is locked by another process; gave up after {waited_ms} ms")]
+    SlotBusy { slot: u32, waited_ms: u64 },
 }
 
 impl CoordError {
@@ -78,6 +82,8 @@ impl CoordError {
             CoordError::NotCoordinator(_) | CoordError::NotGroupCoordinator(_) => 16,
             // Retriable: the outcome is decided and durable, its markers are not yet.
             CoordError::Marker(_) => 51, // CONCURRENT_TRANSACTIONS
+            // Retriable: the client tries again; the holder lets go or its lease lapses.
+            CoordError::SlotBusy { .. } => 14, // COORDINATOR_LOAD_IN_PROGRESS
         }
     }
 }
@@ -248,14 +254,46 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Takes slot `slot` under both locks and brings its state up to date.
+    /// Takes slot `slot` under both locks and brings its state up to date, waiting
+    /// at most [`SLOT_LOCK_WAIT`] for them.
     async fn lock_slot(&self, slot: u32) -> Result<HeldSlot<'_>, CoordError> {
-        let turn = self.slot_locks[slot as usize].lock().await;
-        // The common case, inline: the file lock is free and the slot's state is
-        // cached, so catching up is an fstat of each file and the journal's new
-        // bytes. Otherwise (another process holds the lock, the slot is read in full,
-        // a torn line is cut) on the blocking pool.
-        if let Some(lock) = self.store.try_lock_slot(slot)? {
+        self.lock_slot_within(slot, SLOT_LOCK_WAIT).await
+    }
+
+    /// [`Self::lock_slot`], waiting at most `wait`: the file lock is tried, never
+    /// waited on blocking (a holder that is paused — SIGSTOP, a frozen VM — or stuck
+    /// would hold a thread and its caller forever), with pauses that grow from 1 ms
+    /// to [`SLOT_LOCK_POLL_MAX`]. Past `wait`, [`CoordError::SlotBusy`].
+    async fn lock_slot_within(&self, slot: u32, wait: Duration) -> Result<HeldSlot<'_>, CoordError> {
+        let started = Instant::now();
+        let busy = || CoordError::SlotBusy {
+            slot,
+            waited_ms: started.elapsed().as_millis() as u64,
+        };
+        let turn = tokio::time::timeout(wait, self.slot_locks[slot as usize].lock())
+            .await
+            .map_err(|_| busy())?;
+        let mut pause = Duration::from_millis(1);
+        let lock = loop {
+            if let Some(lock) = self.store.try_lock_slot(slot)? {
+                break lock;
+            }
+            let left = wait.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                debug!(
+                    slot,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "transaction slot lock held elsewhere for the whole wait"
+                );
+                return Err(busy());
+            }
+            tokio::time::sleep(pause.min(left)).await;
+            pause = (pause * 2).min(SLOT_LOCK_POLL_MAX);
+        };
+        // The common case, inline: the slot's state is cached, so catching up is an
+        // fstat of each file and the journal's new bytes. Otherwise (the slot is read
+        // in full, a torn line is cut) on the blocking pool.
+        {
             let mut state = self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
             if self.store.catch_up_cheaply(&lock, &mut state)? {
                 drop(state);
@@ -268,7 +306,6 @@ impl TransactionCoordinator {
         }
         let (store, states) = (self.store.clone(), self.states.clone());
         let lock = tokio::task::spawn_blocking(move || {
-            let lock = store.lock_slot(slot)?;
             let mut state = states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
             store.catch_up(&lock, &mut state)?;
             Ok::<_, VolumeError>(lock)
@@ -844,6 +881,17 @@ impl TransactionCoordinator {
         }
     }
 }
+
+/// How long a request (or a finish, or a notified leader) waits for a transaction
+/// slot's locks before giving up with [`CoordError::SlotBusy`] (retriable).
+pub const SLOT_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// How long the marker watcher's poll and the reaper wait for one slot before they
+/// move on to the others (the slot is tried again at their next round).
+pub const SLOT_LOCK_WAIT_BACKGROUND: Duration = Duration::from_secs(1);
+
+/// The longest pause between two tries of a slot's file lock held elsewhere.
+const SLOT_LOCK_POLL_MAX: Duration = Duration::from_millis(8);
 
 /// How long a finish after EndTxn's answer retries by itself.
 const BACKGROUND_FINISH: Duration = Duration::from_secs(30);

@@ -210,7 +210,7 @@ impl TransactionCoordinator {
         abort_overdue: bool,
     ) -> Result<(), CoordError> {
         let now = now_ms();
-        let held = self.lock_slot(slot).await?;
+        let held = self.lock_slot_within(slot, SLOT_LOCK_WAIT_BACKGROUND).await?;
         let mut aborted = Vec::new();
         if abort_overdue {
             let expiration = broker.config.transactional_id_expiration_ms;

@@ -947,3 +947,81 @@ async fn a_prepare_read_from_the_files_is_made_durable_before_its_markers_are_wr
         "the PrepareCommit line read from the files was fdatasync'd before its marker"
     );
 }
+
+/// Moves `tid` (initialised at epoch 0 as `pid`) through a transaction on t-0 to
+/// PrepareCommit, as a coordinator on broker 7 that queued its marker would; returns
+/// the queue entry's path.
+fn prepared_with_a_queued_marker(b: &Broker, tid: &str, pid: i64) -> std::path::PathBuf {
+    let store = b.txn.store();
+    store
+        .update(slot_for(tid), now_ms(), |entries| {
+            let e = txn::add_to_txn(
+                &entries[tid],
+                pid,
+                0,
+                &[tp("t", 0)],
+                &[],
+                now_ms(),
+                &Actor::Broker { id: 7 },
+            )
+            .unwrap()
+            .unwrap();
+            entries.insert(tid.into(), e);
+            ((), true)
+        })
+        .unwrap();
+    produce_txn(b, tid, pid, 0, 0).unwrap();
+    let prepared = store
+        .update(slot_for(tid), now_ms(), |entries| {
+            let EndOutcome::Prepare(mut e) =
+                txn::end_txn(&entries[tid], pid, 0, true, now_ms(), &Actor::Broker { id: 7 }).unwrap()
+            else {
+                panic!("expected PrepareCommit")
+            };
+            e.markers_queued = true;
+            entries.insert(tid.into(), e.clone());
+            (e, true)
+        })
+        .unwrap();
+    let marker = MarkerEntry::new(tid, pid, 0, true, vec![tp("t", 0)], Some(prepared.txn_seq), 7, 1);
+    marker_queue::enqueue(&b.volume, 7, &marker).unwrap()
+}
+
+/// Issue 25 item 8: a slot lock held by another process (paused, stuck) costs only
+/// its own entries a round of the marker watcher; it never stalls the poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_locked_elsewhere_holds_up_only_its_own_queue_entries() {
+    let (_d, b, pid) = setup().await;
+    let other = (0..)
+        .map(|n| format!("other{n}"))
+        .find(|id| slot_for(id) != slot_for("tx"))
+        .unwrap();
+    let (other_pid, _) = b.txn.init_producer_id(&b, &other, 60_000, (-1, -1)).await.unwrap();
+    let stuck = prepared_with_a_queued_marker(&b, "tx", pid);
+    let free = prepared_with_a_queued_marker(&b, &other, other_pid);
+    // Another process holds "tx"'s slot lock and does not let go.
+    let held_elsewhere = TxnStateStore::new(b.volume.clone()).lock_slot(slot_for("tx")).unwrap();
+    let poll = tokio::time::timeout(Duration::from_secs(4), crate::broker::process_marker_queue(&b)).await;
+    assert!(poll.is_ok(), "the poll gave up on the locked slot and finished");
+    assert!(!free.exists(), "the other slot's entry was applied");
+    assert_eq!(
+        b.txn.store().get(&other).unwrap().unwrap().state,
+        TxnState::CompleteCommit
+    );
+    assert!(stuck.exists(), "the locked slot's entry waits for the next round");
+    assert_eq!(b.txn.store().get("tx").unwrap().unwrap().state, TxnState::PrepareCommit);
+    // A request on the locked slot gets a retriable error instead of hanging.
+    let started = std::time::Instant::now();
+    let err = b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap_err();
+    assert_eq!(err.code(), 14, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(8));
+    drop(held_elsewhere);
+    crate::broker::process_marker_queue(&b).await;
+    assert!(!stuck.exists());
+    assert_eq!(
+        b.txn.store().get("tx").unwrap().unwrap().state,
+        TxnState::CompleteCommit
+    );
+    let (lso, end) = lso_and_end(&b);
+    assert_eq!(lso, end, "both transactions committed on t-0");
+}
