@@ -666,6 +666,16 @@ impl TxnStateStore {
         Ok(Some((state, at as u64)))
     }
 
+    /// [`Self::sync`], saying whether there was a journal to sync.
+    pub fn sync_existing(&self, slot: u32) -> Result<bool, VolumeError> {
+        let path = self.journal_path(slot);
+        match crate::fsutil::open_regular(&path) {
+            Ok(f) => f.sync_data().map(|_| true).map_err(|e| VolumeError::io(&path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(VolumeError::io(&path, e)),
+        }
+    }
+
     /// Makes every line appended so far durable (fdatasync of the journal).
     pub fn sync(&self, slot: u32) -> Result<(), VolumeError> {
         let path = self.journal_path(slot);
@@ -952,12 +962,27 @@ impl GroupCommit {
             *t
         };
         // Everything appended before this sync starts is covered by it.
-        let synced = store.sync(slot);
+        let synced = store.sync_existing(slot);
         self.syncs.fetch_add(1, Ordering::Relaxed);
         let mut t = self.track(slot);
-        if let Err(e) = synced {
-            t.poisoned = true;
-            return Err(e);
+        match synced {
+            Err(e) => {
+                t.poisoned = true;
+                return Err(e);
+            }
+            // No journal, though this process appended to one in this history: it was
+            // moved aside (kaasctl's quarantine) and its lines are not the slot's any
+            // more. Whatever comes next starts a new history.
+            Ok(false) if before.appended > 0 && t.history == before.history => {
+                t.history += 1;
+                t.durable = 0;
+                t.appended = 0;
+                return match wanted {
+                    Some(_) => Err(moved_aside()),
+                    None => Ok(()),
+                };
+            }
+            Ok(_) => {}
         }
         // Only what was appended before the sync started, in the history it started
         // in: a waiter's own generation may belong to an older history.

@@ -590,6 +590,9 @@ fn a_position_in_the_journal_before_a_fold_is_never_used_after_it() {
 fn group_commit_forgets_what_was_durable_when_the_history_restarts() {
     let (_dir, store) = store();
     let group = GroupCommit::default();
+    // A journal to sync (the lines themselves do not matter here).
+    std::fs::create_dir_all(store.dir()).unwrap();
+    std::fs::write(store.journal_path(3), b"").unwrap();
     let old = group.appended(3, 5_000);
     group.wait_durable(&store, 3, old).unwrap();
     assert_eq!(group.syncs(), 1);
@@ -611,6 +614,9 @@ fn group_commit_forgets_what_was_durable_when_the_history_restarts() {
 fn a_late_wait_from_before_a_restart_credits_nothing_to_the_new_history() {
     let (_dir, store) = store();
     let group = GroupCommit::default();
+    // The new history's journal (the lines themselves do not matter here).
+    std::fs::create_dir_all(store.dir()).unwrap();
+    std::fs::write(store.journal_path(4), b"").unwrap();
     let late = group.appended(4, 500);
     // The slot is moved aside and starts again; a transition of the new history is
     // appended and synced.
@@ -628,6 +634,23 @@ fn a_late_wait_from_before_a_restart_credits_nothing_to_the_new_history() {
     let syncs = group.syncs();
     group.wait_durable(&store, 4, next).unwrap();
     assert_eq!(group.syncs(), syncs + 1);
+}
+
+/// Review finding (issue 25 item 10): the journal moved aside between an append and
+/// its sync, no new append since: the sync finds no journal, and the waiter is told
+/// its line is gone, not that it is durable.
+#[test]
+fn a_wait_whose_journal_was_moved_aside_is_an_error() {
+    let (_dir, store) = store();
+    let group = GroupCommit::default();
+    let (lock, mut st) = locked(&store, 5);
+    let g = store.append(&lock, &mut st, &[SlotOp::Put(entry("moved"))], 1).unwrap();
+    let mark = group.appended(5, g);
+    drop(lock);
+    std::fs::rename(store.journal_path(5), store.dir().join("slot-5.journal.corrupt-1")).unwrap();
+    let err = group.wait_durable(&store, 5, mark).unwrap_err().to_string();
+    assert!(err.contains("new history"), "{err}");
+    assert!(!group.is_durable(5, mark));
 }
 
 /// Review finding: the kernel reports a failed write-back once; a later successful

@@ -103,26 +103,27 @@ impl TransactionCoordinator {
             futures_util::future::join_all(local.iter().map(|tp| broker.write_marker(tp, pid, epoch, commit)));
         let mut queued = Vec::new();
         let mut failed: Option<CoordError> = None;
+        // Every failure is logged; the first is returned (the finish is retried whole).
+        let mut fail = |e: CoordError| {
+            warn!(transactional_id = %current.transactional_id, producer_id = pid, epoch, error = %e, "a marker or queue entry of a finish failed; the transaction stays prepared");
+            failed.get_or_insert(e);
+        };
         for written in markers.await {
             if let Err(e) = written {
-                failed.get_or_insert(e.into());
+                fail(e.into());
             }
         }
         for (leader, written) in queue.into_iter().flatten() {
             match written.await {
                 Ok(Ok(entry)) => queued.push(entry),
-                Ok(Err(e)) => {
-                    failed.get_or_insert(e.into());
-                }
-                Err(e) => {
-                    failed.get_or_insert(
-                        VolumeError::io(
-                            marker_queue::queue_dir(&broker.volume, leader),
-                            std::io::Error::other(e),
-                        )
-                        .into(),
-                    );
-                }
+                Ok(Err(e)) => fail(e.into()),
+                Err(e) => fail(
+                    VolumeError::io(
+                        marker_queue::queue_dir(&broker.volume, leader),
+                        std::io::Error::other(e),
+                    )
+                    .into(),
+                ),
             }
         }
         if let Some(e) = failed {
@@ -377,15 +378,15 @@ impl TransactionCoordinator {
         via: crate::metrics::MarkerPath,
     ) -> Result<bool, CoordError> {
         let commit = entry.result == MarkerResult::Commit;
-        // The poll moves on to other slots when one is held elsewhere for long.
-        let wait = match via {
-            crate::metrics::MarkerPath::Poll => super::SLOT_LOCK_WAIT_BACKGROUND,
-            _ => super::SLOT_LOCK_WAIT,
-        };
+        // A slot held elsewhere for long: the poll moves on to other slots, a notice
+        // answers an error (its entry stays for the poll).
         let held = if entry.transactional_id.is_empty() {
             None
         } else {
-            Some(self.lock_slot_within(slot_for(&entry.transactional_id), wait).await?)
+            Some(
+                self.lock_slot_within(slot_for(&entry.transactional_id), super::SLOT_LOCK_WAIT_BACKGROUND)
+                    .await?,
+            )
         };
         // Re-read under the lock: another broker may have applied part of it.
         let entry = match kaas_core::error::read_versioned_json::<MarkerEntry>(
@@ -532,7 +533,8 @@ pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator
     // lock another process holds (paused, stuck) costs its own entries a round, not
     // everyone's ([`super::SLOT_LOCK_WAIT_BACKGROUND`]).
     let rounds = by_slot.into_values().map(|entries| async move {
-        for (path, entry, mine, target) in entries {
+        let mut entries = entries.into_iter();
+        while let Some((path, entry, mine, target)) = entries.next() {
             match txn
                 .apply_queued(broker, &path, &entry, &mine, crate::metrics::MarkerPath::Poll)
                 .await
@@ -542,6 +544,13 @@ pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator
                     debug!(target: WATCHERS_LOG_TARGET, transactional_id = %entry.transactional_id, producer_id = entry.producer_id, result = ?entry.result, partitions = mine.len(), queue = target, "applied queued markers")
                 }
                 Ok(false) => {}
+                // Held elsewhere for the whole wait: the slot's other entries would
+                // wait as long; all of them are tried again at the next poll.
+                Err(e @ CoordError::SlotBusy { .. }) => {
+                    let left = entries.len();
+                    warn!(target: WATCHERS_LOG_TARGET, path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, later_entries_of_the_slot = left, error = %e, "queued markers wait for the next poll");
+                    break;
+                }
                 // Left in place: retried at the next poll.
                 Err(e) => {
                     error!(target: WATCHERS_LOG_TARGET, path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, partitions = ?mine, error = %e, "applying a queued marker failed; retried at the next poll")

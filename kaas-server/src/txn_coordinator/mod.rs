@@ -29,10 +29,12 @@
 //! idempotent). So a transaction answers after three fdatasyncs: AddPartitionsToTxn,
 //! Prepare*, and the marker with its batch.
 //!
-//! Slot locks: one async mutex per slot in this process, then the slot's file lock
-//! (taken on the blocking pool) for other processes — kaasctl and other brokers. The
-//! async mutex keeps two tasks of this process from blocking runtime threads on
-//! each other's file lock while one of them awaits a marker's fsync.
+//! Slot locks: one async mutex per slot in this process, then the slot's file lock for
+//! other processes — kaasctl and other brokers — tried without blocking, with growing
+//! pauses, up to a deadline ([`SLOT_LOCK_WAIT`]): a paused or stuck holder costs its
+//! slot's callers a retriable error, never a thread. The async mutex keeps two tasks
+//! of this process from polling each other's file lock while one of them awaits a
+//! marker's fsync.
 //!
 //! A coordinator that dies between steps is finished by the next start (or owner) from
 //! the slot file: [`TransactionCoordinator::recover`] finishes every Prepare* entry,
@@ -82,7 +84,7 @@ impl CoordError {
             CoordError::NotCoordinator(_) | CoordError::NotGroupCoordinator(_) => 16,
             // Retriable: the outcome is decided and durable, its markers are not yet.
             CoordError::Marker(_) => 51, // CONCURRENT_TRANSACTIONS
-            // Retriable: the client tries again; the holder lets go or its lease lapses.
+            // Retriable: the client tries again until the holder lets go (or dies).
             CoordError::SlotBusy { .. } => 14, // COORDINATOR_LOAD_IN_PROGRESS
         }
     }
@@ -204,8 +206,10 @@ pub struct TransactionCoordinator {
 
 /// A slot held under both locks; its state is `states[slot]`, caught up.
 struct HeldSlot<'a> {
-    _turn: tokio::sync::MutexGuard<'a, ()>,
+    // Dropped in this order: the file lock first, so a task of this process woken by
+    // the async mutex finds it free.
     lock: SlotLock,
+    _turn: tokio::sync::MutexGuard<'a, ()>,
     slot: u32,
 }
 
@@ -886,8 +890,9 @@ impl TransactionCoordinator {
 /// slot's locks before giving up with [`CoordError::SlotBusy`] (retriable).
 pub const SLOT_LOCK_WAIT: Duration = Duration::from_secs(5);
 
-/// How long the marker watcher's poll and the reaper wait for one slot before they
-/// move on to the others (the slot is tried again at their next round).
+/// How long the marker watcher's poll, a notified leader and the reaper wait for one
+/// slot before they move on (the poll and the reaper try it again at their next
+/// round; a notice answers an error and leaves its entry to the poll).
 pub const SLOT_LOCK_WAIT_BACKGROUND: Duration = Duration::from_secs(1);
 
 /// The longest pause between two tries of a slot's file lock held elsewhere.
