@@ -102,6 +102,10 @@ fn gather(
                 Ok(t) => match t.partition(fp.partition) {
                     None => Err(ResponseError::UnknownTopicOrPartition.code()),
                     Some(Err(o)) => Err(o.code()),
+                    // A broker whose own lease went stale may be deposed already (a
+                    // peer may have taken the partition over and appended): it serves
+                    // no reads, as it takes no writes, until it renews.
+                    Some(Ok(_)) if !broker.lease_fresh() => Err(ResponseError::NotLeaderOrFollower.code()),
                     Some(Ok(p)) => Ok(p.clone()),
                 },
             };
@@ -171,4 +175,45 @@ fn gather(
         );
     }
     (responses, total, any_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{broker, ctx};
+    use super::super::{dispatch, sb, RequestKind, ResponseKind};
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
+
+    /// Issue 25 item 3 (in part): a broker whose lease is stale serves no reads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_broker_whose_lease_is_stale_serves_no_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let request = RequestKind::Fetch(
+            FetchRequest::default()
+                .with_max_bytes(1000)
+                .with_max_wait_ms(0)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(TopicName(sb("t")))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(0)
+                        .with_partition_max_bytes(1000)])]),
+        );
+        let code = |answer: ResponseKind| match answer {
+            ResponseKind::Fetch(r) => r.responses[0].partitions[0].error_code,
+            other => panic!("{other:?}"),
+        };
+        b.lease_renewed();
+        assert_eq!(code(dispatch(&b, &ctx(ApiKey::Fetch, 12), request.clone()).await), 0);
+        // Not renewed for more than half the session timeout (5 s).
+        b.renewed_at(std::time::Instant::now() - std::time::Duration::from_secs(6));
+        assert_eq!(
+            code(dispatch(&b, &ctx(ApiKey::Fetch, 12), request.clone()).await),
+            6,
+            "NOT_LEADER_OR_FOLLOWER"
+        );
+        b.lease_renewed();
+        assert_eq!(code(dispatch(&b, &ctx(ApiKey::Fetch, 12), request).await), 0);
+    }
 }
