@@ -447,25 +447,9 @@ pub fn redeliver(
     Ok(())
 }
 
-/// What [`quarantine_slot`] did.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Quarantined {
-    /// The files set aside (`slot-N.json.corrupt-<ms>`, `slot-N.journal.corrupt-<ms>`):
-    /// none when the slot reads fine under the lock.
-    pub moved: Vec<PathBuf>,
-    /// The generation the slot was rewritten at when its checkpoint was healthy and
-    /// only its journal was not: the checkpoint and the journal's lines up to the
-    /// first bad one are kept (the journal itself is copied aside whole).
-    pub kept_generation: Option<u64>,
-}
-
-/// Sets an unreadable slot aside under the slot's lock, never deleting or emptying
-/// anything silently. When the checkpoint reads and only the journal does not, the
-/// slot keeps the checkpoint and the journal's valid prefix — a PrepareCommit among
-/// those lines must not be lost, or reconcile would abort the partitions not yet
-/// marked — rewritten as a new checkpoint, after the whole journal was copied to
-/// `slot-N.journal.corrupt-<now>`. Otherwise both files are moved to
-/// `slot-N.json.corrupt-<now>` / `slot-N.journal.corrupt-<now>`. Nothing is done when
+/// Moves an unreadable slot aside — its checkpoint to `slot-N.json.corrupt-<now>` and
+/// its journal to `slot-N.journal.corrupt-<now>`, whichever hold anything — under the slot's
+/// lock, never deleting or emptying them silently. Returns the new paths: none when
 /// the slot reads fine under the lock. A slot of a newer format version, or one that
 /// fails to read with an I/O error, is refused.
 pub fn quarantine_slot(
@@ -474,55 +458,36 @@ pub fn quarantine_slot(
     actor: &Actor,
     command: &[String],
     now_ms: i64,
-) -> Result<Quarantined, AdminError> {
+) -> Result<Vec<PathBuf>, AdminError> {
     let store = TxnStateStore::new(volume.clone());
-    let lock = store.lock_slot(slot)?;
+    let _lock = store.lock_slot(slot)?;
     // Judged again under the lock: a lock-free read can fail for a healthy slot (a
     // fold in between, a slow network file system), and a slot of a newer format
     // belongs to the newer build, which reads it.
     match store.load(slot) {
-        Ok(_) => return Ok(Quarantined::default()),
+        Ok(_) => return Ok(Vec::new()),
         // Only what is damaged is moved: an I/O error (a flaky disk, a network file
         // system's stale handle) may pass.
         Err(VolumeError::Parse { .. } | VolumeError::Invalid { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let aside = |from: &std::path::Path| {
+    let mut moved = Vec::new();
+    for from in [store.slot_path(slot), store.journal_path(slot)] {
+        if std::fs::metadata(&from).is_ok_and(|m| m.len() == 0) {
+            continue; // an empty journal holds nothing to keep
+        }
         let mut name = from.file_name().unwrap_or_default().to_os_string();
         name.push(format!(".corrupt-{now_ms}"));
-        from.with_file_name(name)
-    };
-    let mut out = Quarantined::default();
-    if let Some((mut rescued, _)) = store.valid_prefix(&lock)? {
-        // Copy first, then rewrite: a crash in between leaves the slot as unreadable
-        // as before (the old journal's kept lines are at or below the new checkpoint's
-        // generation and are skipped; its bad line still fails), and this runs again.
-        let journal = store.journal_path(slot);
-        let to = aside(&journal);
-        let copied = (|| {
-            let bytes = std::fs::read(&journal)?;
-            crate::fsutil::atomic_write(&to, &bytes)
-        })();
-        copied.map_err(|e| VolumeError::io(&journal, e))?;
-        store.fold(&lock, &mut rescued)?;
-        out.moved.push(to);
-        out.kept_generation = Some(rescued.generation());
-    } else {
-        for from in [store.slot_path(slot), store.journal_path(slot)] {
-            if std::fs::metadata(&from).is_ok_and(|m| m.len() == 0) {
-                continue; // an empty journal holds nothing to keep
-            }
-            let to = aside(&from);
-            match std::fs::rename(&from, &to) {
-                Ok(()) => out.moved.push(to),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(VolumeError::io(&from, e).into()),
-            }
+        let to = from.with_file_name(name);
+        match std::fs::rename(&from, &to) {
+            Ok(()) => moved.push(to),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(VolumeError::io(&from, e).into()),
         }
-        crate::fsutil::sync_dir(&store.dir()).map_err(|e| VolumeError::io(store.dir(), e))?;
     }
+    crate::fsutil::sync_dir(&store.dir()).map_err(|e| VolumeError::io(store.dir(), e))?;
     record_audit(volume, actor, command, &format!("slot-{slot}"), None, None, now_ms)?;
-    Ok(out)
+    Ok(moved)
 }
 
 pub const AUDIT_FORMAT_VERSION: u32 = 1;

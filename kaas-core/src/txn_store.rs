@@ -626,46 +626,6 @@ impl TxnStateStore {
         Ok(state.file.generation)
     }
 
-    /// Under the lock, for a slot whose journal cannot be read through: the
-    /// checkpoint with the journal's lines up to the first one that cannot be applied
-    /// (unparsable, of another version, a generation out of order, or not applicable),
-    /// and how many of its bytes that prefix spans. None when the checkpoint itself
-    /// does not parse or is invalid; an I/O error or a checkpoint of a newer version
-    /// is returned as the error it is.
-    pub fn valid_prefix(&self, lock: &SlotLock) -> Result<Option<(SlotState, u64)>, VolumeError> {
-        let (file, stamp) = match self.read_checkpoint(lock.slot) {
-            Ok(read) => read,
-            Err(VolumeError::Parse { .. } | VolumeError::Invalid { .. }) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let mut state = SlotState::new(file, stamp);
-        let path = self.journal_path(lock.slot);
-        let bytes = match crate::fsutil::open_regular(&path) {
-            Ok(f) => crate::fsutil::read_capped_from(&f, crate::fsutil::MAX_STATE_FILE_BYTES)
-                .map_err(|e| VolumeError::io(&path, e))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some((state, 0))),
-            Err(e) => return Err(VolumeError::io(&path, e)),
-        };
-        let mut at = 0usize;
-        while let Some(nl) = bytes[at..].iter().position(|b| *b == b'\n') {
-            let Ok(line) = parse_line(&bytes[at..at + nl]) else {
-                break;
-            };
-            if line.version != JOURNAL_FORMAT_VERSION {
-                break;
-            }
-            if line.generation > state.file.generation {
-                let mut next = state.file.clone();
-                if line.generation != next.generation + 1 || apply_line(&mut next, line).is_err() {
-                    break;
-                }
-                state.file = next;
-            }
-            at += nl + 1;
-        }
-        Ok(Some((state, at as u64)))
-    }
-
     /// [`Self::sync`], saying whether there was a journal to sync.
     pub fn sync_existing(&self, slot: u32) -> Result<bool, VolumeError> {
         let path = self.journal_path(slot);

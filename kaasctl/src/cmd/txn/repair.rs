@@ -420,15 +420,12 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Dur
                 "unreadable_slot" => {
                     let slot = f.partition.unwrap_or(0) as u32;
                     admin::quarantine_slot(&c.volume, slot, &actor, &cmd, now)
-                        .map(|done| {
-                            let moved: Vec<String> = done.moved.iter().map(|p| p.display().to_string()).collect();
-                            f.fix = Some(match (done.kept_generation, moved.is_empty()) {
-                                (_, true) => "reads fine now; nothing moved".into(),
-                                (Some(generation), false) => format!(
-                                    "kept the checkpoint and the journal's valid lines (generation {generation}); the whole journal copied aside to {}",
-                                    moved.join(" and ")
-                                ),
-                                (None, false) => format!("moved aside to {}", moved.join(" and ")),
+                        .map(|moved| {
+                            let moved: Vec<String> = moved.iter().map(|p| p.display().to_string()).collect();
+                            f.fix = Some(if moved.is_empty() {
+                                "reads fine now; nothing moved".into()
+                            } else {
+                                format!("moved aside to {}", moved.join(" and "))
                             });
                             true
                         })
