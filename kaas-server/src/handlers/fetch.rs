@@ -184,7 +184,8 @@ mod tests {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 
-    /// Issue 25 item 3 (in part): a broker whose lease is stale serves no reads.
+    /// Issue 25 item 3 (in part): a broker whose lease is stale serves no reads and
+    /// tells no offsets.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_broker_whose_lease_is_stale_serves_no_reads() {
         let dir = tempfile::tempdir().unwrap();
@@ -215,5 +216,30 @@ mod tests {
         );
         b.lease_renewed();
         assert_eq!(code(dispatch(&b, &ctx(ApiKey::Fetch, 12), request).await), 0);
+
+        // Nor does it tell its partitions' offsets (high watermark, last stable offset).
+        use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+        use kafka_protocol::messages::ListOffsetsRequest;
+        let list = RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(
+            vec![ListOffsetsTopic::default()
+            .with_name(TopicName(sb("t")))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])],
+        ));
+        let list_code = |answer: ResponseKind| match answer {
+            ResponseKind::ListOffsets(r) => r.topics[0].partitions[0].error_code,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            list_code(dispatch(&b, &ctx(ApiKey::ListOffsets, 7), list.clone()).await),
+            0
+        );
+        b.renewed_at(std::time::Instant::now() - std::time::Duration::from_secs(6));
+        assert_eq!(
+            list_code(dispatch(&b, &ctx(ApiKey::ListOffsets, 7), list).await),
+            6,
+            "NOT_LEADER_OR_FOLLOWER"
+        );
     }
 }

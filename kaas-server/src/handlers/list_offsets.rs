@@ -33,6 +33,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                     Ok(t) => match t.partition(lp.partition_index) {
                         None => Err(ResponseError::UnknownTopicOrPartition.code()),
                         Some(Err(o)) => Err(o.code()),
+                        // A broker whose own lease is stale may be deposed: it tells
+                        // no offsets of its partitions, as Fetch reads none.
+                        Some(Ok(_)) if !broker.lease_fresh() => Err(ResponseError::NotLeaderOrFollower.code()),
                         Some(Ok(p)) => Ok(p.clone()),
                     },
                 };
