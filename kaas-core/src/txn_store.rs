@@ -626,22 +626,17 @@ impl TxnStateStore {
         Ok(state.file.generation)
     }
 
+    /// Makes every line appended so far durable (fdatasync of the journal).
+    pub fn sync(&self, slot: u32) -> Result<(), VolumeError> {
+        self.sync_existing(slot).map(|_| ())
+    }
+
     /// [`Self::sync`], saying whether there was a journal to sync.
     pub fn sync_existing(&self, slot: u32) -> Result<bool, VolumeError> {
         let path = self.journal_path(slot);
         match crate::fsutil::open_regular(&path) {
             Ok(f) => f.sync_data().map(|_| true).map_err(|e| VolumeError::io(&path, e)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(VolumeError::io(&path, e)),
-        }
-    }
-
-    /// Makes every line appended so far durable (fdatasync of the journal).
-    pub fn sync(&self, slot: u32) -> Result<(), VolumeError> {
-        let path = self.journal_path(slot);
-        match crate::fsutil::open_regular(&path) {
-            Ok(f) => f.sync_data().map_err(|e| VolumeError::io(&path, e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(VolumeError::io(&path, e)),
         }
     }
@@ -778,6 +773,18 @@ impl SlotGuard {
     }
 }
 
+/// Why a wait on a line of a history the slot has left fails.
+const MOVED_ASIDE: &str =
+    "the slot started a new history (it was moved aside) before this transition was synced; it is not durable";
+
+/// One appended line as [`GroupCommit`] knows it: its generation, in the slot history
+/// it was appended in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub generation: u64,
+    history: u64,
+}
+
 /// Shares one fdatasync among the transitions this process appended to a slot's
 /// journal concurrently (group commit): a writer appends under the slot lock, lets
 /// the lock go, and then waits here until a sync that started after its append has
@@ -788,19 +795,11 @@ impl SlotGuard {
 /// again), what was known durable is forgotten, and a writer still waiting with a
 /// [`Mark`] of the old history gets an error instead of a durability it does not
 /// have. A sync credits only what this process had appended when it started, in the
-/// history it started in — never the generation a waiter asked for. A failed fdatasync poisons the slot:
-/// the kernel reports a write-back error once, so a later sync that succeeds proves
-/// nothing about the lines before it. Waits fail until the slot is folded again (a
+/// history it started in — never the generation a waiter asked for. A failed
+/// fdatasync poisons the slot: the kernel reports a write-back error once, so a later
+/// sync that succeeds proves nothing about the lines before it. Waits fail until the slot is folded again (a
 /// new checkpoint and journal, written and synced from memory): see
 /// [`GroupCommit::poisoned`] and [`GroupCommit::made_durable`].
-/// One appended line as [`GroupCommit`] knows it: its generation, in the slot history
-/// it was appended in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Mark {
-    pub generation: u64,
-    history: u64,
-}
-
 #[derive(Debug)]
 pub struct GroupCommit {
     slots: Vec<SlotSync>,
@@ -896,11 +895,9 @@ impl GroupCommit {
 
     /// One fdatasync of the slot's journal, unless `wanted` is already known durable.
     fn sync_slot(&self, store: &TxnStateStore, slot: u32, wanted: Option<Mark>) -> Result<(), VolumeError> {
-        let moved_aside = || {
-            VolumeError::Invalid {
+        let moved_aside = || VolumeError::Invalid {
             path: store.journal_path(slot),
-            detail: "the slot started a new history (it was moved aside) before this transition was synced; it is not durable".into(),
-        }
+            detail: MOVED_ASIDE.into(),
         };
         let _turn = self.slots[slot as usize].turn.lock().unwrap_or_else(|p| p.into_inner());
         let before = {

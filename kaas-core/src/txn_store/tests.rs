@@ -36,6 +36,13 @@ fn store() -> (tempfile::TempDir, TxnStateStore) {
 }
 
 /// A slot's lock and its state, caught up, as a writer holds them.
+/// A journal for the group commit to sync, for tests that give it generations without
+/// writing their lines (the lines themselves do not matter there).
+fn empty_journal(store: &TxnStateStore, slot: u32) {
+    std::fs::create_dir_all(store.dir()).unwrap();
+    std::fs::write(store.journal_path(slot), b"").unwrap();
+}
+
 fn locked(store: &TxnStateStore, slot: u32) -> (SlotLock, SlotState) {
     let lock = store.lock_slot(slot).unwrap();
     let mut state = None;
@@ -590,9 +597,7 @@ fn a_position_in_the_journal_before_a_fold_is_never_used_after_it() {
 fn group_commit_forgets_what_was_durable_when_the_history_restarts() {
     let (_dir, store) = store();
     let group = GroupCommit::default();
-    // A journal to sync (the lines themselves do not matter here).
-    std::fs::create_dir_all(store.dir()).unwrap();
-    std::fs::write(store.journal_path(3), b"").unwrap();
+    empty_journal(&store, 3);
     let old = group.appended(3, 5_000);
     group.wait_durable(&store, 3, old).unwrap();
     assert_eq!(group.syncs(), 1);
@@ -614,9 +619,7 @@ fn group_commit_forgets_what_was_durable_when_the_history_restarts() {
 fn a_late_wait_from_before_a_restart_credits_nothing_to_the_new_history() {
     let (_dir, store) = store();
     let group = GroupCommit::default();
-    // The new history's journal (the lines themselves do not matter here).
-    std::fs::create_dir_all(store.dir()).unwrap();
-    std::fs::write(store.journal_path(4), b"").unwrap();
+    empty_journal(&store, 4);
     let late = group.appended(4, 500);
     // The slot is moved aside and starts again; a transition of the new history is
     // appended and synced.

@@ -73,6 +73,10 @@ fn gather(
     readable: &[bool],
     max_bytes: usize,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    // A broker whose own lease went stale may be deposed already (a peer may have
+    // taken its partitions over and appended): it serves no reads, as it takes no
+    // writes, until it renews. Judged once per pass (each long-poll look is one).
+    let lease_fresh = broker.lease_fresh();
     let mut remaining = max_bytes;
     let mut total = 0usize;
     let mut any_error = false;
@@ -102,10 +106,7 @@ fn gather(
                 Ok(t) => match t.partition(fp.partition) {
                     None => Err(ResponseError::UnknownTopicOrPartition.code()),
                     Some(Err(o)) => Err(o.code()),
-                    // A broker whose own lease went stale may be deposed already (a
-                    // peer may have taken the partition over and appended): it serves
-                    // no reads, as it takes no writes, until it renews.
-                    Some(Ok(_)) if !broker.lease_fresh() => Err(ResponseError::NotLeaderOrFollower.code()),
+                    Some(Ok(_)) if !lease_fresh => Err(ResponseError::NotLeaderOrFollower.code()),
                     Some(Ok(p)) => Ok(p.clone()),
                 },
             };

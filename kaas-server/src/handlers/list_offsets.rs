@@ -17,6 +17,9 @@ const MAX_TIMESTAMP: i64 = -3;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
     let isolation_level = req.isolation_level;
+    // A broker whose own lease is stale may be deposed: it tells no offsets of its
+    // partitions, as Fetch reads none (judged once per request).
+    let lease_fresh = broker.lease_fresh();
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let topic = broker.topic_as(ctx, Operation::Describe, &t.name.0);
@@ -33,9 +36,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                     Ok(t) => match t.partition(lp.partition_index) {
                         None => Err(ResponseError::UnknownTopicOrPartition.code()),
                         Some(Err(o)) => Err(o.code()),
-                        // A broker whose own lease is stale may be deposed: it tells
-                        // no offsets of its partitions, as Fetch reads none.
-                        Some(Ok(_)) if !broker.lease_fresh() => Err(ResponseError::NotLeaderOrFollower.code()),
+                        Some(Ok(_)) if !lease_fresh => Err(ResponseError::NotLeaderOrFollower.code()),
                         Some(Ok(p)) => Ok(p.clone()),
                     },
                 };

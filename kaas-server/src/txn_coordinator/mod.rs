@@ -886,8 +886,8 @@ impl TransactionCoordinator {
     }
 }
 
-/// How long a request (or a finish, or a notified leader) waits for a transaction
-/// slot's locks before giving up with [`CoordError::SlotBusy`] (retriable).
+/// How long a request (or a finish) waits for a transaction slot's locks before
+/// giving up with [`CoordError::SlotBusy`] (retriable).
 pub const SLOT_LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// How long the marker watcher's poll, a notified leader and the reaper wait for one
