@@ -19,6 +19,11 @@ pub struct Partition {
     pub topic_id: Uuid,
     pub index: i32,
     pub leader_epoch: i32,
+    /// This broker's id and the partition's `owner.json`: every fsync an
+    /// acknowledgment waits for is followed by a read of that file, which must still
+    /// name this leadership (see [`Partition::wait_durable`]).
+    broker_id: i32,
+    owner_path: std::path::PathBuf,
     state: Mutex<PartitionState>,
     /// Highest log end offset known to be fsynced.
     durable: AtomicI64,
@@ -111,10 +116,20 @@ impl Partition {
         debug!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, reason, "partition let go");
     }
 
-    /// Waits until everything up to `offset` (exclusive) is fsynced. Concurrent
-    /// callers share one fsync: whoever gets the lock syncs up to the current log end,
+    /// Waits until everything up to `offset` (exclusive) is fsynced **and** this
+    /// broker still led the partition once it was: what an acknowledgment (acks=all,
+    /// a marker, a DeleteRecords answer) waits for. Concurrent callers share one
+    /// fsync and one check: whoever gets the lock syncs up to the current log end,
     /// and the others find their offset already covered (group commit).
-    pub async fn wait_durable(&self, offset: i64) -> std::io::Result<()> {
+    ///
+    /// The check reads `owner.json` through a fresh open after the fsync. A broker
+    /// taking the partition over writes its leadership there before it reads the log
+    /// (`cluster::ownership::open_partition`), so either the take-over came first —
+    /// this check sees it, nothing is acknowledged, and the partition is given up
+    /// here ([`DurableError::Deposed`]) — or it comes after the check, and the new
+    /// leader's recovery reads the fsynced write. No clock and no lock is trusted for
+    /// this: a broker frozen with its clock (a paused VM) finds out here.
+    pub async fn wait_durable(&self, offset: i64) -> Result<(), DurableError> {
         if self.durable.load(Ordering::Acquire) >= offset {
             return Ok(());
         }
@@ -124,14 +139,56 @@ impl Partition {
         }
         let (file, end) = self.state().log.sync_handle().map_err(std::io::Error::other)?;
         let started = std::time::Instant::now();
-        tokio::task::spawn_blocking(move || file.sync_data())
-            .await
-            .map_err(std::io::Error::other)??;
+        let owner_path = self.owner_path.clone();
+        let owner = tokio::task::spawn_blocking(move || {
+            file.sync_data()?;
+            Ok::<_, std::io::Error>(PartitionOwner::read(&owner_path))
+        })
+        .await
+        .map_err(std::io::Error::other)??;
         crate::metrics::metrics()
             .log_fsync
             .observe(started.elapsed().as_secs_f64());
+        self.confirm_leadership(owner)?;
         self.durable.fetch_max(end, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Whether `owner` (this partition's `owner.json`, just read) still names this
+    /// leadership: this broker at this leader epoch, released or not (a release by
+    /// this leadership came after its last fsync). When it names another, the
+    /// partition was taken over: it is retired here, writing nothing (its files are
+    /// the new leader's now), and the volume sync stops serving it.
+    pub(crate) fn confirm_leadership(&self, owner: Result<PartitionOwner, VolumeError>) -> Result<(), DurableError> {
+        match owner {
+            Ok(o) if o.broker == self.broker_id && o.leader_epoch == self.leader_epoch => Ok(()),
+            Err(e) if !e.is_not_found() => Err(DurableError::Unconfirmed(e)),
+            found => {
+                self.retired.store(true, Ordering::Release);
+                let now = match found {
+                    Ok(o) => format!("broker {} at leader epoch {}", o.broker, o.leader_epoch),
+                    Err(_) => "no broker (it is gone)".to_string(),
+                };
+                warn!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, now = %now, "the partition was taken over while this broker led it (it was paused or cut off); it writes and acknowledges nothing more");
+                Err(DurableError::Deposed {
+                    partition: format!("{}-{}", self.topic, self.index),
+                    leader_epoch: self.leader_epoch,
+                    now,
+                })
+            }
+        }
+    }
+
+    /// Re-reads `owner.json` (the volume sync, every second, for each partition led
+    /// here): a leader that was frozen, or cut off, while another broker took the
+    /// partition over learns it here even when no write asks. Ok(false): it was
+    /// taken over (and is now retired).
+    pub(crate) fn still_led_here(&self) -> Result<bool, VolumeError> {
+        match self.confirm_leadership(PartitionOwner::read(&self.owner_path)) {
+            Ok(()) => Ok(true),
+            Err(DurableError::Unconfirmed(e)) => Err(e),
+            Err(_) => Ok(false),
+        }
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -142,11 +199,14 @@ impl Partition {
 impl Partition {
     /// A partition opened here: its recovered state, with `owner.lock` held (see
     /// `cluster::ownership`). Everything up to the recovered log end is on disk.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn opened(
         topic: &str,
         topic_id: Uuid,
         index: i32,
         leader_epoch: i32,
+        broker_id: i32,
+        owner_path: std::path::PathBuf,
         state: PartitionState,
         owner_lock: std::fs::File,
     ) -> Partition {
@@ -156,6 +216,8 @@ impl Partition {
             topic_id,
             index,
             leader_epoch,
+            broker_id,
+            owner_path,
             state: Mutex::new(state),
             durable: AtomicI64::new(end),
             flush_lock: tokio::sync::Mutex::new(()),
@@ -176,6 +238,36 @@ pub struct Topic {
 impl Topic {
     pub fn partition(&self, index: i32) -> Option<&Result<Arc<Partition>, Offline>> {
         usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+    }
+}
+
+/// Why an acknowledgment's wait for durability failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DurableError {
+    #[error("fsync: {0}")]
+    Sync(#[from] std::io::Error),
+    /// `owner.json` names another leadership: the partition was taken over while
+    /// this broker led it. Nothing more is acknowledged here; clients are sent to the
+    /// new leader.
+    #[error("partition {partition} was taken over while this broker led it at leader epoch {leader_epoch}: owner.json now names {now}")]
+    Deposed {
+        partition: String,
+        leader_epoch: i32,
+        now: String,
+    },
+    /// `owner.json` could not be read after the fsync: the write may be durable, but
+    /// whether this broker still led the partition is unknown, so it is not acknowledged.
+    #[error("cannot confirm this broker still leads the partition: {0}")]
+    Unconfirmed(VolumeError),
+}
+
+impl DurableError {
+    /// The error code for the request that waited.
+    pub fn code(&self) -> i16 {
+        match self {
+            DurableError::Deposed { .. } => ResponseError::NotLeaderOrFollower.code(),
+            DurableError::Sync(_) | DurableError::Unconfirmed(_) => ResponseError::KafkaStorageError.code(),
+        }
     }
 }
 

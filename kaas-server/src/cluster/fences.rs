@@ -141,7 +141,7 @@ impl Cluster {
                 partition
                     .wait_durable(info.next_offset)
                     .await
-                    .map_err(|e| fail(format!("fsync: {e}")))?;
+                    .map_err(|e| fail(e.to_string()))?;
                 self.appended.send_modify(|n| *n = n.wrapping_add(1));
                 // Durable only counts if this broker still led the partition when the
                 // fsync finished (on NFS, unflushed pages are not seen by a successor).
@@ -156,10 +156,7 @@ impl Cluster {
                 // Nothing open here now; but an earlier attempt may have appended the
                 // marker and failed its fsync: make sure the log end is durable.
                 let end = partition.high_watermark();
-                partition
-                    .wait_durable(end)
-                    .await
-                    .map_err(|e| fail(format!("fsync: {e}")))?;
+                partition.wait_durable(end).await.map_err(|e| fail(e.to_string()))?;
                 Ok(false)
             }
         }

@@ -9,7 +9,7 @@
 use crate::config::{Config, FlushPolicy};
 use crate::listeners::Endpoints;
 use crate::registry::Registry;
-pub use crate::registry::{BrokenTopic, Offline, Partition, Topic, TopicError};
+pub use crate::registry::{BrokenTopic, DurableError, Offline, Partition, Topic, TopicError};
 use kaas_core::log::LogConfig;
 use kaas_core::producer_ids::ProducerIdAllocator;
 use kaas_core::topic::{list_topics, PartitionOwner, TopicMeta};

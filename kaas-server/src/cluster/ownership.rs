@@ -140,16 +140,53 @@ impl Cluster {
     /// Retires the partitions this broker leads that `pick` selects, and marks them
     /// led elsewhere in the registry. Returns how many.
     pub(super) fn let_go(&self, reason: &str, pick: impl Fn(&str, i32) -> bool) -> usize {
+        self.give_up(reason, |p| {
+            if !pick(&p.topic, p.index) {
+                return false;
+            }
+            p.retire(&self.volume, self.config.broker_id, reason, &|| self.lease_fresh());
+            true
+        })
+    }
+
+    /// Stops serving the partitions led here that another broker took over meanwhile
+    /// (this broker was paused, frozen with its clock, or cut off from the volume):
+    /// each one's `owner.json`, re-read now, must still name its leadership
+    /// ([`Partition::still_led_here`]). They are given up without writing anything;
+    /// the placement rule then decides, like for any partition led elsewhere, whether
+    /// this broker takes them back. Caller holds the admin lock. Returns how many.
+    pub(super) fn give_up_taken_over(&self) -> usize {
+        let deposed = self.give_up("taken over by another broker while this one led it", |p| {
+            match p.still_led_here() {
+                Ok(led) => !led,
+                Err(e) => {
+                    // Unknown: keep serving (every acknowledgment checks again).
+                    warn!(topic = %p.topic, partition = p.index, error = %e, "cannot re-read the partition's owner.json");
+                    false
+                }
+            }
+        });
+        if deposed > 0 {
+            warn!(
+                partitions = deposed,
+                "gave up partitions other brokers took over while this one led them"
+            );
+        }
+        deposed
+    }
+
+    /// Marks the partitions led here that `retire` retired (it returns true) as led
+    /// elsewhere in the registry. Returns how many.
+    fn give_up(&self, reason: &str, retire: impl Fn(&Partition) -> bool) -> usize {
         let mut count = 0;
         for t in self.topics() {
             let mut partitions = t.partitions.clone();
             let mut changed = false;
             for slot in partitions.iter_mut() {
                 let Ok(p) = slot else { continue };
-                if !pick(&p.topic, p.index) {
+                if !retire(p) {
                     continue;
                 }
-                p.retire(&self.volume, self.config.broker_id, reason, &|| self.lease_fresh());
                 *slot = Err(Offline {
                     reason: format!("partition {}-{} was let go by this broker: {reason}", p.topic, p.index),
                     elsewhere: true,
@@ -359,6 +396,8 @@ pub(super) fn open_partition(
         topic_id,
         index,
         leader_epoch,
+        broker_id,
+        owner_path,
         state,
         owner_lock.lock,
     )))

@@ -22,6 +22,7 @@ impl Cluster {
             .sync_rounds
             .fetch_add(1, Ordering::Relaxed)
             .is_multiple_of(BROKEN_RETRY_ROUNDS);
+        self.give_up_taken_over();
         self.hand_over_misplaced();
         let defaults_changed = self.reload_dynamic_configs();
         let listed = match list_topics(&self.volume) {
@@ -96,12 +97,19 @@ impl Cluster {
                             if !self.lease_fresh() {
                                 break;
                             }
-                            if let Ok(p) = self.open_partition_here(&t.log_config, &meta.name, meta.topic_id, i as i32)
-                            {
-                                info!(topic = %meta.name, partition = i, leader_epoch = p.leader_epoch, "took over a partition whose writer is gone");
-                                self.apply_fences_to(&p);
-                                *slot = Ok(p);
-                                changed = true;
+                            match self.open_partition_here(&t.log_config, &meta.name, meta.topic_id, i as i32) {
+                                Ok(p) => {
+                                    info!(topic = %meta.name, partition = i, leader_epoch = p.leader_epoch, "took over a partition whose writer is gone");
+                                    self.apply_fences_to(&p);
+                                    *slot = Ok(p);
+                                    changed = true;
+                                }
+                                // A retired one not taken back is not served from here.
+                                Err(o) if slot.is_ok() => {
+                                    *slot = Err(o);
+                                    changed = true;
+                                }
+                                Err(_) => {}
                             }
                         }
                     }

@@ -78,7 +78,7 @@ async fn delete(
     // again, and hidden).
     if let Err(e) = p.wait_durable(offset).await {
         tracing::error!(topic = %p.topic, partition = p.index, error = %e, "DeleteRecords: cannot make the log durable");
-        return Err((ResponseError::KafkaStorageError.code(), start));
+        return Err((e.code(), start));
     }
     // A broker whose lease went stale may have lost the partition already.
     let state = if broker.lease_fresh() { p.writable() } else { None };

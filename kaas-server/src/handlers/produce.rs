@@ -104,8 +104,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
         let code = match tokio::time::timeout_at(ack_deadline, partition.wait_durable(next)).await {
             Ok(Ok(())) => continue,
             Ok(Err(e)) => {
-                warn!(topic = %partition.topic, partition = partition.index, error = %e, "fsync failed; answering KAFKA_STORAGE_ERROR");
-                ResponseError::KafkaStorageError.code()
+                warn!(topic = %partition.topic, partition = partition.index, error = %e, code = e.code(), "append not confirmed durable here; not acknowledging it");
+                e.code()
             }
             Err(_) => {
                 warn!(topic = %partition.topic, partition = partition.index, timeout_ms = req.timeout_ms, "fsync not done within the request's timeout; answering REQUEST_TIMED_OUT");
@@ -245,6 +245,7 @@ mod tests {
     use super::*;
     use crate::handlers::test_support::{broker, ctx};
     use kaas_core::batch::build_batch;
+    use kaas_core::topic::PartitionOwner;
     use kaas_core::txn::TopicPartition;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{ApiKey, TopicName, TransactionalId};
@@ -287,6 +288,83 @@ mod tests {
         assert_eq!(
             code(&handle(&b, &c, request(Some("tx"), marker)).await),
             ResponseError::InvalidRecord.code()
+        );
+    }
+
+    /// Issue 25 item 1: an acks=all answer waits for a check through the volume, not
+    /// only the fsync. A leader frozen with its clock (a paused VM) still thinks its
+    /// lease fresh; another broker took the partition over meanwhile (stole
+    /// `owner.lock`, recorded a new leader epoch). Its next append is not
+    /// acknowledged, and its next volume sync stops serving the partition.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_whose_partition_was_taken_over_acknowledges_nothing_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let batch = || build_batch(0, 1, None, 0, &[(None, Some(b"v"))]);
+        let c = ctx(ApiKey::Produce, 9);
+        assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
+        let me = b.config.broker_id;
+        let epoch = b.partition_leadership("t", 0).unwrap().1;
+
+        // Broker 7 takes the partition over, as `open_partition` does.
+        let stolen = PartitionOwner::acquire(&b.volume, "t", 0, Some(&|_: Option<&PartitionOwner>| true)).unwrap();
+        let path = PartitionOwner::path(&b.volume, "t", 0);
+        let mut owner = PartitionOwner::read(&path).unwrap();
+        owner.broker = 7;
+        owner.leader_epoch = epoch + 1;
+        owner.write(&path).unwrap();
+
+        assert!(b.lease_fresh(), "by its own clock nothing happened");
+        assert_eq!(
+            code(&handle(&b, &c, request(None, batch())).await),
+            ResponseError::NotLeaderOrFollower.code(),
+            "appended, fsynced, but no longer led here: not acknowledged"
+        );
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", 0), None, "not led here; broker 7 has no lease");
+        assert_eq!(
+            code(&handle(&b, &c, request(None, batch())).await),
+            ResponseError::NotLeaderOrFollower.code()
+        );
+
+        // Broker 7 lets it go: this broker takes it back at a new leader epoch, with
+        // the acknowledged record.
+        owner.released = true;
+        owner.write(&path).unwrap();
+        drop(stolen);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leadership("t", 0), Some((me, epoch + 2)));
+        assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
+    }
+
+    /// Issue 25 item 1, with no write to find it out: the volume sync re-reads the
+    /// `owner.json` of each partition led here, and stops serving one taken over.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_taken_over_while_frozen_stops_serving_at_its_next_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 2, Default::default()).await.unwrap();
+        let me = b.config.broker_id;
+        let epoch = b.partition_leadership("t", 0).unwrap().1;
+        let _stolen = PartitionOwner::acquire(&b.volume, "t", 0, Some(&|_: Option<&PartitionOwner>| true)).unwrap();
+        let path = PartitionOwner::path(&b.volume, "t", 0);
+        let mut owner = PartitionOwner::read(&path).unwrap();
+        owner.broker = 7;
+        owner.leader_epoch = epoch + 1;
+        owner.write(&path).unwrap();
+        assert_eq!(b.partition_leader("t", 0), Some(me), "nothing told it yet");
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", 0), None);
+        assert_eq!(
+            b.partition_leader("t", 1),
+            Some(me),
+            "the other partition is still led here"
+        );
+        assert_eq!(
+            PartitionOwner::read(&path).unwrap(),
+            owner,
+            "the new leader's owner.json is left alone"
         );
     }
 
