@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every kaas test. On a fresh machine it first installs what the tests need:
-# kcat (and Node.js/npm if absent) from Debian, the Python clients into ./.venv, and
+# kcat, libfaketime (and Node.js/npm if absent) from Debian, the Python clients into ./.venv, and
 # kafkajs into tests/js/node_modules. Safe to re-run: installed pieces are reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +16,14 @@ need_deb() { # need_deb COMMAND PACKAGE...
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
 }
 
+need_pkg() { # need_pkg PACKAGE...: for libraries, which install no command
+  dpkg-query -W -f='${Status}' "$@" 2>/dev/null | grep -q "install ok installed" && return 0
+  need_deb /nonexistent "$@"
+}
+
 step "system packages"
 need_deb kcat kcat
+need_pkg libfaketime   # a broker frozen with its clock (tests/integration/test_frozen_clock.py)
 need_deb tmux tmux
 need_deb node nodejs
 need_deb npm npm

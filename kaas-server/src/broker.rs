@@ -253,7 +253,7 @@ impl Broker {
     /// fsyncs every partition up to its current end.
     pub async fn flush_all(&self) {
         for p in self.partitions() {
-            let end = p.high_watermark();
+            let end = p.log_end_offset();
             if let Err(e) = p.wait_durable(end).await {
                 error!(topic = %p.topic, partition = p.index, error = %e, "fsync failed");
             }

@@ -28,6 +28,8 @@ pub struct Partition {
     /// Highest log end offset known to be fsynced.
     durable: AtomicI64,
     flush_lock: tokio::sync::Mutex<()>,
+    /// A background flush for readers is under way ([`Partition::flush_for_readers`]).
+    flush_for_readers: AtomicBool,
     /// Set, under the partition lock, when this broker lets the partition go (hand-over,
     /// step-down, shutdown): nothing is appended after the final snapshot, even by a
     /// request that looked the partition up before.
@@ -191,7 +193,41 @@ impl Partition {
         }
     }
 
-    pub fn high_watermark(&self) -> i64 {
+    /// The offset below which every record is durable and was confirmed led here
+    /// ([`Partition::wait_durable`]): reads are capped there, so no client ever reads
+    /// a record a take-over or a crash can still remove (Kafka's high watermark, with
+    /// the fsync and the check in place of replication).
+    pub fn confirmed_end(&self) -> i64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Makes the log end durable and confirmed for readers waiting past
+    /// [`Partition::confirmed_end`] (data appended with acks=0/1 is otherwise only
+    /// flushed every `--flush-interval-ms`): one background flush at a time, sharing
+    /// its fsync with acknowledgments (group commit); `done` is called once it
+    /// succeeded, so waiting readers look again. A failure is logged and wakes nobody
+    /// (waiting readers answer at their deadline, with what is confirmed); the next
+    /// reader asks again.
+    pub fn flush_for_readers(self: &Arc<Self>, done: impl FnOnce() + Send + 'static) {
+        if self.flush_for_readers.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let partition = self.clone();
+        tokio::spawn(async move {
+            let end = partition.state().log.log_end_offset();
+            let flushed = partition.wait_durable(end).await;
+            partition.flush_for_readers.store(false, Ordering::Release);
+            match flushed {
+                Ok(()) => done(),
+                Err(e) => {
+                    warn!(topic = %partition.topic, partition = partition.index, error = %e, "flush for readers failed; reads stay capped at the confirmed end")
+                }
+            }
+        });
+    }
+
+    /// The log end offset: past the last record appended here (durable or not).
+    pub fn log_end_offset(&self) -> i64 {
         self.state().log.log_end_offset()
     }
 }
@@ -221,6 +257,7 @@ impl Partition {
             state: Mutex::new(state),
             durable: AtomicI64::new(end),
             flush_lock: tokio::sync::Mutex::new(()),
+            flush_for_readers: AtomicBool::new(false),
             retired: AtomicBool::new(false),
             _owner_lock: owner_lock,
         }

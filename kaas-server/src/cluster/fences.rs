@@ -155,7 +155,7 @@ impl Cluster {
             None => {
                 // Nothing open here now; but an earlier attempt may have appended the
                 // marker and failed its fsync: make sure the log end is durable.
-                let end = partition.high_watermark();
+                let end = partition.log_end_offset();
                 partition.wait_durable(end).await.map_err(|e| fail(e.to_string()))?;
                 Ok(false)
             }

@@ -5,7 +5,7 @@
 //! take as "send full requests".
 
 use super::{sb, RequestContext};
-use crate::broker::Broker;
+use crate::broker::{Broker, Partition};
 use bytes::Bytes;
 use kaas_core::acl::{Operation, ResourceType};
 use kaas_core::log::LogError;
@@ -44,7 +44,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
         .collect();
     loop {
         appends.borrow_and_update();
-        let (responses, bytes, errors) = gather(broker, ctx.version, &req, &readable, max_bytes);
+        let (responses, bytes, errors, unconfirmed) = gather(broker, ctx.version, &req, &readable, max_bytes);
+        // Records past a partition's confirmed end are not served yet: have them
+        // flushed and confirmed, and look again once that is done.
+        for p in unconfirmed {
+            let broker = broker.clone();
+            p.flush_for_readers(move || broker.appended.send_modify(|n| *n = n.wrapping_add(1)));
+        }
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline || *shutdown.borrow();
         if done {
             return FetchResponse::default().with_responses(responses);
@@ -65,14 +71,15 @@ fn batch_end(data: &[u8]) -> Option<i64> {
 }
 
 /// One pass over the requested partitions, `max_bytes` of records at most:
-/// (responses, record bytes, any error).
+/// (responses, record bytes, any error, the partitions holding records past their
+/// confirmed end).
 fn gather(
     broker: &Broker,
     version: i16,
     req: &FetchRequest,
     readable: &[bool],
     max_bytes: usize,
-) -> (Vec<FetchableTopicResponse>, usize, bool) {
+) -> (Vec<FetchableTopicResponse>, usize, bool, Vec<Arc<Partition>>) {
     // A broker whose own lease went stale may be deposed already (a peer may have
     // taken its partitions over and appended): it serves no reads, as it takes no
     // writes, until it renews. Judged once per pass (each long-poll look is one).
@@ -80,6 +87,7 @@ fn gather(
     let mut remaining = max_bytes;
     let mut total = 0usize;
     let mut any_error = false;
+    let mut unconfirmed = Vec::new();
     let mut responses = Vec::with_capacity(req.topics.len());
     for (ft, &readable) in req.topics.iter().zip(readable) {
         let name = ft.topic.0.to_string();
@@ -121,8 +129,15 @@ fn gather(
                     if req.isolation_level == 1 {
                         pd.aborted_transactions = Some(Vec::new());
                     }
-                    let hw = log.log_end_offset();
-                    let lso = state.last_stable_offset();
+                    // The high watermark: durable and confirmed led here (issue 25
+                    // item 3). A deposed or crashed leader's unacknowledged tail is
+                    // never read.
+                    let end = log.log_end_offset();
+                    let hw = end.min(p.confirmed_end());
+                    if end > hw && !p.is_retired() {
+                        unconfirmed.push(p.clone());
+                    }
+                    let lso = state.last_stable_offset().min(hw);
                     let read_committed = req.isolation_level == 1;
                     pd.high_watermark = hw;
                     pd.last_stable_offset = lso;
@@ -175,7 +190,7 @@ fn gather(
                 .with_partitions(partitions),
         );
     }
-    (responses, total, any_error)
+    (responses, total, any_error, unconfirmed)
 }
 
 #[cfg(test)]
@@ -242,5 +257,111 @@ mod tests {
             6,
             "NOT_LEADER_OR_FOLLOWER"
         );
+    }
+
+    fn fetch_request(offset: i64, max_wait_ms: i32) -> RequestKind {
+        RequestKind::Fetch(
+            FetchRequest::default()
+                .with_max_bytes(100_000)
+                .with_min_bytes(1)
+                .with_max_wait_ms(max_wait_ms)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(TopicName(sb("t")))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(offset)
+                        .with_partition_max_bytes(100_000)])]),
+        )
+    }
+
+    /// (high watermark, offsets of the batches read).
+    fn read(answer: ResponseKind) -> (i64, Vec<i64>) {
+        match answer {
+            ResponseKind::Fetch(r) => {
+                let p = &r.responses[0].partitions[0];
+                assert_eq!(p.error_code, 0);
+                let records = p.records.clone().unwrap_or_default();
+                let bases = kaas_core::batch::HeaderIter::new(&records)
+                    .map(|(_, h)| h.base_offset)
+                    .collect();
+                (p.high_watermark, bases)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    async fn produce(b: &std::sync::Arc<crate::broker::Broker>, acks: i16) -> i16 {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let batch = kaas_core::batch::build_batch(0, 1, None, 0, &[(None, Some(b"v"))]);
+        let req = kafka_protocol::messages::ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(1000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(sb("t")))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(bytes::Bytes::from(batch)))])]);
+        match dispatch(b, &ctx(ApiKey::Produce, 9), RequestKind::Produce(req)).await {
+            ResponseKind::Produce(r) => r.responses[0].partition_responses[0].error_code,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Issue 25 item 3: reads stop at the confirmed end — durable, and confirmed led
+    /// here through the volume. A leader whose partition was taken over while it was
+    /// frozen never serves what it appended after (acknowledged to nobody: acks=1 is
+    /// answered before the fsync).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deposed_leader_serves_no_record_past_its_confirmed_end() {
+        use kaas_core::topic::PartitionOwner;
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        assert_eq!(produce(&b, -1).await, 0);
+        let epoch = b.partition_leadership("t", 0).unwrap().1;
+        let _stolen = PartitionOwner::acquire(&b.volume, "t", 0, Some(&|_: Option<&PartitionOwner>| true)).unwrap();
+        let path = PartitionOwner::path(&b.volume, "t", 0);
+        let mut owner = PartitionOwner::read(&path).unwrap();
+        owner.broker = 7;
+        owner.leader_epoch = epoch + 1;
+        owner.write(&path).unwrap();
+        assert_eq!(produce(&b, 1).await, 0, "acks=1 is answered at the append");
+        let c = ctx(ApiKey::Fetch, 12);
+        assert_eq!(read(dispatch(&b, &c, fetch_request(0, 300)).await), (1, vec![0]));
+        assert_eq!(
+            read(dispatch(&b, &c, fetch_request(1, 300)).await),
+            (1, vec![]),
+            "a reader at the end waits, and gets nothing past it"
+        );
+        // Nor does ListOffsets tell the unconfirmed end.
+        use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+        let list = RequestKind::ListOffsets(kafka_protocol::messages::ListOffsetsRequest::default().with_topics(
+            vec![ListOffsetsTopic::default()
+                .with_name(TopicName(sb("t")))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)])],
+        ));
+        match dispatch(&b, &ctx(ApiKey::ListOffsets, 7), list).await {
+            ResponseKind::ListOffsets(r) => {
+                let p = &r.topics[0].partitions[0];
+                assert!(p.error_code == 6 || p.offset == 1, "{p:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The other half: records produced with acks=1 are read as soon as one flush
+    /// (started by the reader, shared with any acknowledgment) confirmed them, not at
+    /// the next `--flush-interval-ms` (the test broker runs no background flusher).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_produced_with_acks_1_are_read_once_a_flush_confirmed_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        assert_eq!(produce(&b, 1).await, 0);
+        assert_eq!(produce(&b, 0).await, 0);
+        let c = ctx(ApiKey::Fetch, 12);
+        assert_eq!(read(dispatch(&b, &c, fetch_request(0, 10_000)).await), (2, vec![0, 1]));
     }
 }

@@ -6,6 +6,7 @@ use kaas_core::acl::Operation;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 pub const MIN: i16 = 1;
@@ -20,13 +21,36 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
     // A broker whose own lease is stale may be deposed: it tells no offsets of its
     // partitions, as Fetch reads none (judged once per request).
     let lease_fresh = broker.lease_fresh();
+    // LATEST is the high watermark: the confirmed end (`Partition::confirmed_end`).
+    // What was appended with acks=0/1 is flushed and confirmed first, so it counts at
+    // once; a partition whose flush or check fails answers that failure.
+    // Keyed by (topic, partition) position in the request.
+    let mut unconfirmed: HashMap<(usize, usize), i16> = HashMap::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        let Ok(topic) = broker.topic_as(ctx, Operation::Describe, &t.name.0) else {
+            continue;
+        };
+        for (pi, lp) in t.partitions.iter().enumerate().filter(|(_, lp)| lp.timestamp == LATEST) {
+            let Some(Ok(p)) = topic.partition(lp.partition_index) else {
+                continue;
+            };
+            let end = p.log_end_offset();
+            if end > p.confirmed_end() {
+                if let Err(e) = p.wait_durable(end).await {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "ListOffsets: the log end is not confirmed durable");
+                    unconfirmed.insert((ti, pi), e.code());
+                }
+            }
+        }
+    }
     let mut topics = Vec::with_capacity(req.topics.len());
-    for t in req.topics {
+    for (ti, t) in req.topics.into_iter().enumerate() {
         let topic = broker.topic_as(ctx, Operation::Describe, &t.name.0);
         let partitions = t
             .partitions
             .iter()
-            .map(|lp| {
+            .enumerate()
+            .map(|(pi, lp)| {
                 let mut r = ListOffsetsPartitionResponse::default()
                     .with_partition_index(lp.partition_index)
                     .with_timestamp(-1)
@@ -40,6 +64,10 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                         Some(Ok(p)) => Ok(p.clone()),
                     },
                 };
+                let p = p.and_then(|p| match unconfirmed.get(&(ti, pi)) {
+                    Some(code) => Err(*code),
+                    None => Ok(p),
+                });
                 match p {
                     Err(code) => r.error_code = code,
                     Ok(p) => {
@@ -47,11 +75,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                             r.leader_epoch = p.leader_epoch;
                         }
                         let mut state = p.state();
-                        let lso = state.last_stable_offset();
+                        let confirmed = p.confirmed_end();
+                        let lso = state.last_stable_offset().min(confirmed);
                         let log = &mut state.log;
                         match lp.timestamp {
                             LATEST if isolation_level == 1 => r.offset = lso,
-                            LATEST => r.offset = log.log_end_offset(),
+                            LATEST => r.offset = log.log_end_offset().min(confirmed),
                             EARLIEST => r.offset = log.log_start_offset(),
                             ts => {
                                 // Both may read whole segments.

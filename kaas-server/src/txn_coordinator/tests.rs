@@ -813,7 +813,7 @@ async fn a_deleted_topics_records_never_reappear_in_a_new_topic_of_the_same_name
     }
     let f = b.create_topic("f", 1, Default::default()).await.unwrap();
     let p = f.partition(0).unwrap().clone().unwrap();
-    assert_eq!(p.high_watermark(), 0, "the old topic's record is gone");
+    assert_eq!(p.log_end_offset(), 0, "the old topic's record is gone");
     assert_eq!(p.topic_id, f.meta.topic_id);
     let owner =
         kaas_core::topic::PartitionOwner::read(&kaas_core::topic::PartitionOwner::path(&b.volume, "f", 0)).unwrap();
@@ -844,7 +844,7 @@ async fn a_coordinator_dying_between_prepare_and_complete_is_finished_by_the_slo
     assert!(b1.owns_txn_slot(slot_for("tx")));
     let t0 = b1.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
     let lso = t0.state().last_stable_offset();
-    assert!(lso < t0.high_watermark(), "the transaction is open on t-0");
+    assert!(lso < t0.log_end_offset(), "the transaction is open on t-0");
     b1.txn.reap(&b1, 0).await;
     assert_eq!(
         b1.txn.store().get("tx").unwrap().unwrap().state,
