@@ -25,6 +25,9 @@ pub const MARKERS_NOTIFIED: &str = "markers-notified";
 pub const TXN_JOURNAL_APPEND: &str = "txn-journal-append";
 /// A fold wrote the new slot checkpoint; the journal is not emptied yet.
 pub const TXN_FOLD_AFTER_CHECKPOINT: &str = "txn-fold-after-checkpoint";
+/// The fsync of a partition log that an acknowledgment (or the flusher) waits for
+/// (error injection: as if the kernel reported EIO and dropped the dirty pages).
+pub const LOG_FSYNC: &str = "log-fsync";
 /// Appending a COMMIT/ABORT control batch to a partition log (error injection).
 pub const MARKER_APPEND: &str = "marker-append";
 /// An ABORT marker is in the log (not fsynced), its `.txnindex` entry not yet written.

@@ -8,15 +8,25 @@
 //!
 //! - never two writers: at no instant may two brokers append to one partition (a
 //!   broker may append while it holds the partition and its own lease is fresh), and
-//!   a broker appends only at the partition's current leader epoch;
+//!   a broker appends only at the partition's current leader epoch — except a broker
+//!   frozen with its clock (below), for a bounded time after it thaws;
+//! - no acknowledged write lost: brokers append every tick to what they hold and
+//!   acknowledge at a later tick, after re-reading `owner.json` (as
+//!   `Partition::wait_durable` does); an acknowledged record must have landed where
+//!   the partition's current leadership reads it (before any later leadership
+//!   recovered the log), whatever pause fell between the append and the check;
 //! - every partition is led again within [`RECOVERY_MS`] of the last fault, also
 //!   when its leader is paused holding its lock (SIGSTOP keeps a local lock, an NFS
 //!   lock lasts until the server's lease lapses): the lock of a holder judged dead by
 //!   its lease is stolen, as kaas-server does.
 //!
-//! Two kinds of pause: a process pause (SIGSTOP: its locks are kept) and a host cut
+//! Three kinds of pause: a process pause (SIGSTOP: its locks are kept), a host cut
 //! off from the volume (NFS: the server frees its locks after a lease of its own,
-//! here at any moment, even at once — the gate must not rely on that lease).
+//! here at any moment, even at once — the gate must not rely on that lease), and a
+//! VM frozen with its clocks (locks kept; when it thaws neither its monotonic nor its
+//! wall clock shows that time passed, so by its own clock its lease is fresh). Wall
+//! clocks also jump, both ways, within the skew bound, and a frozen wall clock is
+//! set right later (NTP).
 //! `KAAS_SIM_SEEDS` sets how many seeds run (default 2,000, spread over the cores).
 
 use kaas_core::broker::{BrokerLease, LeaseTracker, LEASE_FORMAT_VERSION};
@@ -69,6 +79,8 @@ enum Run {
         until: i64,
         keeps_locks: bool,
         lapse_at: i64,
+        /// A VM freeze: the node's clocks stop while it is paused.
+        frozen_since: Option<i64>,
     },
 }
 
@@ -85,6 +97,15 @@ struct Node {
     live: Vec<i32>,
     /// Partitions this process leads, with the leader epoch it took them at.
     held: BTreeMap<i32, i32>,
+    /// How far both its clocks are behind for the time it was frozen (the wall
+    /// clock until NTP sets it right: `wall_lag_ms`).
+    frozen_ms: i64,
+    wall_lag_ms: i64,
+    /// When it last thawed from a freeze.
+    thawed_at: Option<i64>,
+    /// Records appended and not yet acknowledged: (partition, leader epoch, whether
+    /// it landed where the partition's leadership reads it).
+    pending: Vec<(i32, i32, bool)>,
 }
 
 struct Volume {
@@ -93,6 +114,10 @@ struct Volume {
     owners: Vec<Option<PartitionOwner>>,
     /// owner.lock per partition: held by (broker, incarnation).
     locks: Vec<Option<(i32, u64)>>,
+    /// Per partition, the leader epoch of the last leadership that recovered the log
+    /// (and started a segment of its own): an append at an older epoch lands where
+    /// nobody reads it.
+    recovered: Vec<i32>,
 }
 
 impl Volume {
@@ -129,10 +154,10 @@ struct Sim {
 
 impl Sim {
     fn wall(&self, n: &Node) -> i64 {
-        1_700_000_000_000 + self.t + n.skew_ms
+        1_700_000_000_000 + self.t + n.skew_ms - n.wall_lag_ms
     }
     fn mono(&self, n: &Node) -> Instant {
-        self.base + Duration::from_micros((self.t as f64 * 1000.0 * (1.0 + n.drift)) as u64)
+        self.base + Duration::from_micros(((self.t - n.frozen_ms) as f64 * 1000.0 * (1.0 + n.drift)) as u64)
     }
     fn fresh(&self, n: &Node) -> bool {
         n.renewed
@@ -205,6 +230,12 @@ impl Sim {
         let assigned = self.assignment(&live).clone();
         let n = &mut self.nodes[i];
         let me = n.id;
+        // As `give_up_taken_over`: a partition whose owner.json names another
+        // leadership was taken over (this node was frozen); it is given up, writing
+        // nothing.
+        let vol = &self.vol;
+        n.held
+            .retain(|p, e| vol.owner(*p).is_some_and(|o| o.broker == me && o.leader_epoch == *e));
         let moving: Vec<(i32, i32)> = n
             .held
             .iter()
@@ -237,7 +268,8 @@ impl Sim {
             }
             // As kaas-server's take-over gate: the lock of a holder judged dead by its
             // lease is stolen (a SIGSTOPped process keeps it forever).
-            let mono = self.base + Duration::from_micros((self.t as f64 * 1000.0 * (1.0 + n.drift)) as u64);
+            let mono =
+                self.base + Duration::from_micros(((self.t - n.frozen_ms) as f64 * 1000.0 * (1.0 + n.drift)) as u64);
             let may_steal = last.is_some_and(|o| {
                 !o.released
                     && o.broker != me
@@ -266,7 +298,35 @@ impl Sim {
                 updated_ms: 0,
                 topic_id: None,
             });
+            // Recovery reads the log, then a segment of its own is started.
+            self.vol.recovered[p as usize] = epoch;
             n.held.insert(p, epoch);
+        }
+    }
+
+    /// The produce path of an Up node, each tick: acknowledge what it appended at its
+    /// last tick — only if `owner.json` still names the leadership it appended under
+    /// (the check after the fsync) — then append to every partition it may append to.
+    fn write_tick(&mut self, i: usize, seed: u64) {
+        let me = self.nodes[i].id;
+        for (p, epoch, landed) in std::mem::take(&mut self.nodes[i].pending) {
+            let confirmed = self
+                .vol
+                .owner(p)
+                .is_some_and(|o| o.broker == me && o.leader_epoch == epoch);
+            assert!(
+                !confirmed || landed,
+                "seed {seed}, t={} ms: broker {me} acknowledged a record of partition {p} (leader epoch {epoch}) that landed where leader epoch {} does not read it",
+                self.t,
+                self.vol.recovered[p as usize]
+            );
+        }
+        if !self.fresh(&self.nodes[i]) {
+            return;
+        }
+        let n = &mut self.nodes[i];
+        for (p, epoch) in &n.held {
+            n.pending.push((*p, *epoch, self.vol.recovered[*p as usize] == *epoch));
         }
     }
 
@@ -277,6 +337,7 @@ impl Sim {
         n.incarnation = rng.next();
         n.tracker = LeaseTracker::default();
         n.held.clear();
+        n.pending.clear();
         n.run = Run::Up;
         n.renewed = None;
         let mono = self.mono(&self.nodes[i]);
@@ -292,8 +353,20 @@ impl Sim {
         let n = &mut self.nodes[i];
         n.run = Run::Down;
         n.held.clear();
+        n.pending.clear();
         let key = (n.id, n.incarnation);
         self.vol.free_all(key);
+    }
+
+    /// Resumes a paused node; one frozen with its clocks finds no time passed.
+    fn thaw(&mut self, i: usize, frozen_since: Option<i64>) {
+        let n = &mut self.nodes[i];
+        n.run = Run::Up;
+        if let Some(since) = frozen_since {
+            n.frozen_ms += self.t - since;
+            n.wall_lag_ms += self.t - since;
+            n.thawed_at = Some(self.t);
+        }
     }
 
     /// Checks the safety invariants at this instant.
@@ -301,6 +374,12 @@ impl Sim {
         let mut writer: Vec<Option<i32>> = vec![None; PARTITIONS as usize];
         for n in &self.nodes {
             if n.run != Run::Up || !self.fresh(n) {
+                continue;
+            }
+            // Thawed from a freeze, its clock says its lease is fresh: it may append
+            // (nothing of it is acknowledged, nor read: `write_tick`) until its next
+            // volume sync gives up what was taken.
+            if n.thawed_at.is_some_and(|at| self.t - at <= PERIOD_MS + TICK_MS) {
                 continue;
             }
             for (p, epoch) in &n.held {
@@ -349,12 +428,17 @@ fn run(seed: u64) {
                 renewed: None,
                 live: Vec::new(),
                 held: BTreeMap::new(),
+                frozen_ms: 0,
+                wall_lag_ms: 0,
+                thawed_at: None,
+                pending: Vec::new(),
             })
             .collect(),
         vol: Volume {
             leases: BTreeMap::new(),
             owners: vec![None; PARTITIONS as usize],
             locks: vec![None; PARTITIONS as usize],
+            recovered: vec![-1; PARTITIONS as usize],
         },
         assigned: HashMap::new(),
         last_fault: 0,
@@ -377,6 +461,7 @@ fn run(seed: u64) {
                 until,
                 keeps_locks,
                 lapse_at,
+                frozen_since,
             } = sim.nodes[i].run
             {
                 if !keeps_locks && t >= lapse_at {
@@ -387,7 +472,7 @@ fn run(seed: u64) {
                     }
                 }
                 if t >= until {
-                    sim.nodes[i].run = Run::Up;
+                    sim.thaw(i, frozen_since);
                     sim.last_fault = t;
                 }
             }
@@ -396,20 +481,36 @@ fn run(seed: u64) {
         // crashed broker restarts.
         if t < CHAOS_MS && t >= next_fault {
             let i = rng.below(BROKERS as i64) as usize;
-            match (sim.nodes[i].run, rng.below(4)) {
+            match (sim.nodes[i].run, rng.below(7)) {
                 (Run::Up, 0) => sim.crash(i),
                 (Run::Up, 1) => {
                     sim.nodes[i].run = Run::Paused {
                         until: t + rng.below(3 * TIMEOUT_MS),
                         keeps_locks: true,
                         lapse_at: i64::MAX,
+                        frozen_since: None,
                     }
+                }
+                (Run::Up, 2 | 3) => {
+                    sim.nodes[i].run = Run::Paused {
+                        until: t + rng.below(3 * TIMEOUT_MS),
+                        keeps_locks: true,
+                        lapse_at: i64::MAX,
+                        frozen_since: Some(t),
+                    }
+                }
+                (Run::Up, 4) => {
+                    // The wall clock jumps, either way, within the skew bound; a
+                    // frozen one is set right.
+                    sim.nodes[i].skew_ms = rng.below(MAX_SKEW_MS) - MAX_SKEW_MS / 2;
+                    sim.nodes[i].wall_lag_ms = 0;
                 }
                 (Run::Up, _) => {
                     sim.nodes[i].run = Run::Paused {
                         until: t + rng.below(3 * TIMEOUT_MS),
                         keeps_locks: false,
                         lapse_at: t + rng.below(3 * TIMEOUT_MS),
+                        frozen_since: None,
                     }
                 }
                 (Run::Down, _) => sim.start(i, &mut rng),
@@ -422,12 +523,16 @@ fn run(seed: u64) {
             for i in 0..sim.nodes.len() {
                 match sim.nodes[i].run {
                     Run::Down => sim.start(i, &mut rng),
-                    Run::Paused { keeps_locks, .. } => {
+                    Run::Paused {
+                        keeps_locks,
+                        frozen_since,
+                        ..
+                    } => {
                         if !keeps_locks {
                             let key = (sim.nodes[i].id, sim.nodes[i].incarnation);
                             sim.vol.free_all(key);
                         }
-                        sim.nodes[i].run = Run::Up;
+                        sim.thaw(i, frozen_since);
                     }
                     Run::Up => {}
                 }
@@ -439,6 +544,7 @@ fn run(seed: u64) {
                 continue;
             }
             let phase = sim.nodes[i].phase_ms;
+            sim.write_tick(i, seed);
             if (t + phase) % PERIOD_MS == 0 {
                 sim.lease_tick(i);
             }

@@ -142,12 +142,29 @@ impl Partition {
         let (file, end) = self.state().log.sync_handle().map_err(std::io::Error::other)?;
         let started = std::time::Instant::now();
         let owner_path = self.owner_path.clone();
-        let owner = tokio::task::spawn_blocking(move || {
+        let synced = tokio::task::spawn_blocking(move || {
+            kaas_core::failpoint::check(kaas_core::failpoint::LOG_FSYNC)?;
             file.sync_data()?;
             Ok::<_, std::io::Error>(PartitionOwner::read(&owner_path))
         })
         .await
-        .map_err(std::io::Error::other)??;
+        .map_err(std::io::Error::other)
+        .and_then(|r| r);
+        let owner = match synced {
+            Ok(owner) => owner,
+            Err(e) => {
+                // After a failed fsync the kernel may have dropped the dirty pages (or,
+                // on NFS, left a hole) while this process still believes the records
+                // are there: an idempotent retry would be answered as a duplicate and
+                // the next fsync would succeed over the gap. So the partition is
+                // failed here: it takes no more writes, and the volume sync opens it
+                // again from its files (recovery re-validates the log, cuts what is
+                // not whole, rebuilds the producer state), at a new leader epoch.
+                self.retired.store(true, Ordering::Release);
+                error!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, error = %e, "fsync of the partition log failed; the partition is failed here and will be opened again from its files");
+                return Err(DurableError::Sync(e));
+            }
+        };
         crate::metrics::metrics()
             .log_fsync
             .observe(started.elapsed().as_secs_f64());

@@ -154,9 +154,14 @@ impl Cluster {
     /// each one's `owner.json`, re-read now, must still name its leadership
     /// ([`Partition::still_led_here`]). They are given up without writing anything;
     /// the placement rule then decides, like for any partition led elsewhere, whether
-    /// this broker takes them back. Caller holds the admin lock. Returns how many.
+    /// this broker takes them back. So are the ones found retired but still listed
+    /// (a failed fsync retires its partition), so the sync can open them again from
+    /// their files at once. Caller holds the admin lock. Returns how many.
     pub(super) fn give_up_taken_over(&self) -> usize {
-        let deposed = self.give_up("taken over by another broker while this one led it", |p| {
+        let deposed = self.give_up("taken over by another broker, or failed here", |p| {
+            if p.is_retired() {
+                return true;
+            }
             match p.still_led_here() {
                 Ok(led) => !led,
                 Err(e) => {
@@ -169,7 +174,7 @@ impl Cluster {
         if deposed > 0 {
             warn!(
                 partitions = deposed,
-                "gave up partitions other brokers took over while this one led them"
+                "gave up partitions other brokers took over while this one led them, or that failed here"
             );
         }
         deposed
