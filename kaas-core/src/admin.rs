@@ -7,7 +7,9 @@
 //! never overwrites it (its own writes would be fenced) and the zombie producer is
 //! fenced everywhere through the admin fence log; markers for a partition whose owner
 //! is alive go through that broker's marker queue (only its owner may append to its
-//! log), and are written directly only when no live broker owns the partition.
+//! log), and are written directly only when no live broker owns the partition — under
+//! its `owner.lock`, as a leadership of its own recorded in `owner.json` before the log
+//! is read (the brokers' take-over rule: docs/cluster.md, "Safety rules").
 
 use crate::broker::list_brokers;
 use crate::error::VolumeError;
@@ -337,14 +339,34 @@ fn write_marker_direct(
     let config = crate::topic::stored_log_config(&Default::default(), &meta.configs).0;
     // The same lock a leading broker holds: refused, with the owner named, while any
     // process writes this log.
-    let _owner_lock = PartitionOwner::lock(volume, &tp.topic, tp.partition).map_err(|e| err(e.to_string()))?;
+    let owner_lock = PartitionOwner::lock(volume, &tp.topic, tp.partition).map_err(|e| err(e.to_string()))?;
+    // A leadership of its own, recorded before the log is read, as a broker taking a
+    // partition over records one (docs/cluster.md, "Safety rules"): a broker judged
+    // dead that is only frozen, or whose NFS lock lapsed, then has nothing
+    // acknowledged after this point — its check after the fsync finds this
+    // leadership — and what it appends lands past the segment started below.
+    let owner_path = PartitionOwner::path(volume, &tp.topic, tp.partition);
+    let last = match PartitionOwner::read(&owner_path) {
+        Ok(o) => Some(o),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(err(e.to_string())),
+    };
+    let mut own = PartitionOwner {
+        version: crate::topic::OWNER_FORMAT_VERSION,
+        broker: ADMIN_WRITER,
+        leader_epoch: last.as_ref().map_or(0, |o| o.leader_epoch + 1),
+        released: false,
+        updated_ms: now_ms,
+        topic_id: Some(meta.topic_id),
+    };
+    own.write(&owner_path).map_err(|e| err(e.to_string()))?;
     let dir = volume.partition_dir(&tp.topic, tp.partition);
     let mut state = PartitionState::open(&dir, config, now_ms).map_err(|e| err(e.to_string()))?;
-    let leader_epoch = PartitionOwner::read(&PartitionOwner::path(volume, &tp.topic, tp.partition))
-        .map(|o| o.leader_epoch)
-        .unwrap_or(0);
+    if last.as_ref().is_some_and(|o| !o.released) {
+        state.log.start_fresh_segment(now_ms).map_err(|e| err(e.to_string()))?;
+    }
     if state
-        .write_marker(pid, epoch, commit, 0, leader_epoch, now_ms)
+        .write_marker(pid, epoch, commit, 0, own.leader_epoch, now_ms)
         .map_err(|e| err(e.to_string()))?
         .is_some()
     {
@@ -352,6 +374,13 @@ fn write_marker_direct(
         file.sync_data().map_err(|e| err(e.to_string()))?;
     }
     state.write_snapshot(now_ms).map_err(|e| err(e.to_string()))?;
+    // Let go cleanly, so the partition's rendezvous owner takes it at once. Should
+    // this process die before, the leadership names no live broker: the next owner
+    // takes it once the lock is free (the kernel frees it with the process).
+    own.released = true;
+    own.updated_ms = now_ms;
+    own.write(&owner_path).map_err(|e| err(e.to_string()))?;
+    drop(owner_lock);
     Ok(true)
 }
 

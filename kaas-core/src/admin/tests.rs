@@ -177,6 +177,54 @@ fn a_plan_made_stale_by_the_broker_is_refused() {
     ));
 }
 
+/// Issue 25 item 6: a direct marker write follows the brokers' take-over rules. The
+/// last owner (broker 2, judged dead by wall clock) did not let go: it may only be
+/// frozen, or its NFS lock lapsed. kaasctl records a leadership of its own in
+/// `owner.json` before it reads the log — so that broker's next acknowledgment,
+/// checked against `owner.json` after its fsync, is refused — starts a segment of its
+/// own (what that broker appends later is never read), and releases the partition
+/// when done.
+#[test]
+fn a_direct_marker_write_takes_the_partition_over_as_a_broker_would() {
+    let (_d, volume, _) = setup();
+    let path = PartitionOwner::path(&volume, "t", 0);
+    PartitionOwner {
+        version: crate::topic::OWNER_FORMAT_VERSION,
+        broker: 2,
+        leader_epoch: 7,
+        released: false,
+        updated_ms: 1,
+        topic_id: None,
+    }
+    .write(&path)
+    .unwrap();
+    let segments = |v: &Volume| {
+        PartitionState::open(&v.partition_dir("t", 0), LogConfig::default(), 0)
+            .unwrap()
+            .log
+            .segments()
+            .len()
+    };
+    assert_eq!(segments(&volume), 1);
+    let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+    assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    let report = execute(&volume, &plan, &admin, &[], 10, Duration::ZERO).unwrap();
+    assert_eq!(report.markers_written.len(), 1);
+    let owner = PartitionOwner::read(&path).unwrap();
+    assert_eq!(
+        (owner.broker, owner.leader_epoch, owner.released),
+        (ADMIN_WRITER, 8, true),
+        "a leadership of its own, at the next leader epoch, let go when done"
+    );
+    assert_eq!(segments(&volume), 2, "a segment of its own");
+    let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.last_stable_offset(), 2, "the ABORT marker landed");
+}
+
 #[test]
 fn a_direct_marker_is_refused_while_a_process_holds_the_partitions_owner_lock() {
     let (_d, volume, _) = setup();
