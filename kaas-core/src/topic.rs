@@ -172,16 +172,7 @@ impl PartitionOwner {
                 Err(_) => format!("an unknown process{what}"),
             },
         };
-        let gate_path = dir.join("owner.gate");
-        let mut gate = None;
-        for _ in 0..20 {
-            gate = crate::fsutil::try_lock_exclusive(&gate_path).map_err(|e| VolumeError::io(&gate_path, e))?;
-            if gate.is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let Some(gate) = gate else {
+        let Some(gate) = lock_gate(&dir)? else {
             return Err(held(", while another process is taking its owner.gate"));
         };
         let path = dir.join("owner.lock");
@@ -215,6 +206,51 @@ impl PartitionOwner {
             stolen: true,
         })
     }
+}
+
+impl PartitionOwner {
+    /// Marks `owner.json` released for the leadership (`broker`, `leader_epoch`) if it
+    /// still names it — read and written under the partition's `owner.gate`, where
+    /// every take-over records its leadership, so a release that comes late (its
+    /// broker paused between the read and the write) never overwrites a successor's
+    /// leadership. Ok(false): it names another leadership now, or the gate stayed
+    /// busy (the partition is changing hands).
+    pub fn release(
+        volume: &Volume,
+        topic: &str,
+        partition: i32,
+        broker: i32,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<bool, VolumeError> {
+        let dir = volume.partition_dir(topic, partition);
+        let Some(_gate) = lock_gate(&dir)? else {
+            return Ok(false);
+        };
+        let path = PartitionOwner::path(volume, topic, partition);
+        let mut owner = match PartitionOwner::read(&path) {
+            Ok(o) if o.broker == broker && o.leader_epoch == leader_epoch && !o.released => o,
+            Ok(_) => return Ok(false),
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        owner.released = true;
+        owner.updated_ms = now_ms;
+        owner.write(&path)?;
+        Ok(true)
+    }
+}
+
+/// The partition's `owner.gate`, tried for about 200 ms; None if another process kept it.
+fn lock_gate(dir: &Path) -> Result<Option<std::fs::File>, VolumeError> {
+    let gate_path = dir.join("owner.gate");
+    for _ in 0..20 {
+        if let Some(gate) = crate::fsutil::try_lock_exclusive(&gate_path).map_err(|e| VolumeError::io(&gate_path, e))? {
+            return Ok(Some(gate));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(None)
 }
 
 /// Judges, from the partition's `owner.json` as read under its gate, whether the lock's
@@ -285,6 +321,42 @@ mod tests {
         ));
         drop(taker);
         assert!(!PartitionOwner::acquire(&v, "t", 0, None).unwrap().stolen);
+    }
+
+    /// Issue 25 (review): a release is read and written under `owner.gate`, where
+    /// every take-over records its leadership, so a late one (its broker paused
+    /// between the read and the write) never overwrites a successor's leadership.
+    #[test]
+    fn a_release_never_overwrites_a_leadership_being_recorded_or_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let path = PartitionOwner::path(&v, "t", 0);
+        let mut taking = PartitionOwner::acquire(&v, "t", 0, None).unwrap();
+        let mine = PartitionOwner {
+            version: OWNER_FORMAT_VERSION,
+            broker: 1,
+            leader_epoch: 3,
+            released: false,
+            updated_ms: 0,
+            topic_id: None,
+        };
+        mine.write(&path).unwrap();
+        // A take-over is under way (it holds the gate): the release waits, then gives up.
+        assert!(!PartitionOwner::release(&v, "t", 0, 1, 3, 5).unwrap());
+        assert_eq!(PartitionOwner::read(&path).unwrap(), mine);
+        // It recorded its leadership: the late release leaves it alone.
+        let theirs = PartitionOwner {
+            broker: 2,
+            leader_epoch: 4,
+            ..mine.clone()
+        };
+        theirs.write(&path).unwrap();
+        taking.open_gate();
+        assert!(!PartitionOwner::release(&v, "t", 0, 1, 3, 5).unwrap());
+        assert_eq!(PartitionOwner::read(&path).unwrap(), theirs);
+        // Its own leadership, released.
+        assert!(PartitionOwner::release(&v, "t", 0, 2, 4, 5).unwrap());
+        assert!(PartitionOwner::read(&path).unwrap().released);
     }
 
     #[test]

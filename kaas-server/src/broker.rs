@@ -11,6 +11,7 @@ pub use crate::cluster::{BrokenTopic, Cluster, ConfigChange, MarkerError, Offlin
 use crate::groups::GroupCoordinator;
 use crate::listeners::Endpoints;
 use crate::txn_coordinator::TransactionCoordinator;
+use kaas_core::log::LogError;
 use kaas_core::now_ms;
 use kaas_core::partition::{AppendError, AppendOutcome};
 use kaas_core::txn::TxnError;
@@ -231,7 +232,15 @@ impl Broker {
             } else {
                 state.append(records, headers, partition.leader_epoch, now)
             }
-            .map_err(AppendRejected::Append)?;
+            .map_err(|e| {
+                // A write or a roll's fsync that failed: what the log holds on disk is
+                // no longer what this process believes (see `Partition::mark_failed`).
+                if matches!(e, AppendError::Log(LogError::Segment(_) | LogError::Volume(_))) {
+                    error!(topic = %partition.topic, partition = partition.index, error = %e, "writing the partition log failed; the partition is failed here and will be opened again from its files");
+                    partition.mark_failed();
+                }
+                AppendRejected::Append(e)
+            })?;
             crate::metrics::metrics()
                 .produce_append
                 .observe(started.elapsed().as_secs_f64());

@@ -30,6 +30,12 @@ pub struct Partition {
     flush_lock: tokio::sync::Mutex<()>,
     /// A background flush for readers is under way ([`Partition::flush_for_readers`]).
     flush_for_readers: AtomicBool,
+    /// An fsync of this log failed: sticky, set where the fsync ran (also when nobody
+    /// waits for it any more). Linux reports a writeback error once per open file, so
+    /// a later fsync of the same file succeeds over the lost pages: nothing past
+    /// `durable` is ever confirmed here again; the partition is opened again from its
+    /// files ([`Partition::wait_durable`]).
+    failed: Arc<AtomicBool>,
     /// Set, under the partition lock, when this broker lets the partition go (hand-over,
     /// step-down, shutdown): nothing is appended after the final snapshot, even by a
     /// request that looked the partition up before.
@@ -86,34 +92,35 @@ impl Partition {
             if let Err(e) = state.write_snapshot(now) {
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot write producer-state snapshot; the next owner replays the log instead");
             }
-            if let Err(e) = state
+            if self.failed.load(Ordering::Acquire) {
+                warn!(topic = %self.topic, partition = self.index, "an fsync of the log failed earlier; not marking the partition released (others take it over once this lease expires)");
+                return;
+            }
+            let synced = state
                 .log
                 .sync_handle()
                 .map_err(std::io::Error::other)
-                .and_then(|(file, _)| file.sync_data())
-            {
+                .and_then(|(file, _)| {
+                    file.sync_data().inspect_err(|_| {
+                        self.failed.store(true, Ordering::Release);
+                        forget_cached_pages(&file);
+                    })
+                });
+            if let Err(e) = synced {
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot fsync the log while letting the partition go; not marking it released (others take it over once this lease expires)");
                 return;
             }
         }
-        let path = PartitionOwner::path(volume, &self.topic, self.index);
-        match PartitionOwner::read(&path) {
-            Ok(o) if o.broker == broker_id && o.leader_epoch == self.leader_epoch && !o.released => {}
-            other => {
-                warn!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, found = ?other.ok(), "owner.json no longer names this leadership; leaving it alone");
+        match PartitionOwner::release(volume, &self.topic, self.index, broker_id, self.leader_epoch, now) {
+            Ok(true) => {}
+            Ok(false) => {
+                warn!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, "owner.json no longer names this leadership (or the partition is changing hands); leaving it alone");
                 return;
             }
-        }
-        let owner = PartitionOwner {
-            version: kaas_core::topic::OWNER_FORMAT_VERSION,
-            broker: broker_id,
-            leader_epoch: self.leader_epoch,
-            released: true,
-            updated_ms: now,
-            topic_id: Some(self.topic_id),
-        };
-        if let Err(e) = owner.write(&path) {
-            warn!(topic = %self.topic, partition = self.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
+            Err(e) => {
+                warn!(topic = %self.topic, partition = self.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
+                return;
+            }
         }
         debug!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, reason, "partition let go");
     }
@@ -139,13 +146,21 @@ impl Partition {
         if self.durable.load(Ordering::Acquire) >= offset {
             return Ok(());
         }
+        if self.failed.load(Ordering::Acquire) {
+            return Err(DurableError::Failed);
+        }
         let (file, end) = self.state().log.sync_handle().map_err(std::io::Error::other)?;
         let started = std::time::Instant::now();
         let owner_path = self.owner_path.clone();
+        let failed = self.failed.clone();
         let synced = tokio::task::spawn_blocking(move || {
-            kaas_core::failpoint::check(kaas_core::failpoint::LOG_FSYNC)?;
-            file.sync_data()?;
-            Ok::<_, std::io::Error>(PartitionOwner::read(&owner_path))
+            let synced = kaas_core::failpoint::check(kaas_core::failpoint::LOG_FSYNC).and_then(|()| file.sync_data());
+            if let Err(e) = synced {
+                failed.store(true, Ordering::Release);
+                forget_cached_pages(&file);
+                return Err(e);
+            }
+            Ok(PartitionOwner::read(&owner_path))
         })
         .await
         .map_err(std::io::Error::other)
@@ -173,6 +188,23 @@ impl Partition {
         Ok(())
     }
 
+    /// Marks the log failed (an fsync or a roll of it failed elsewhere): see `failed`.
+    pub(crate) fn mark_failed(&self) {
+        self.failed.store(true, Ordering::Release);
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// Confirms through the volume, now, that this broker still leads the partition:
+    /// for an answer that follows no append of its own (a marker found already
+    /// written, a DeleteRecords), which `wait_durable`'s group commit may not check.
+    pub async fn confirm_led(&self) -> Result<(), DurableError> {
+        let path = self.owner_path.clone();
+        let owner = tokio::task::spawn_blocking(move || PartitionOwner::read(&path))
+            .await
+            .map_err(std::io::Error::other)?;
+        self.confirm_leadership(owner)
+    }
+
     /// Whether `owner` (this partition's `owner.json`, just read) still names this
     /// leadership: this broker at this leader epoch, released or not (a release by
     /// this leadership came after its last fsync). When it names another, the
@@ -180,7 +212,13 @@ impl Partition {
     /// the new leader's now), and the volume sync stops serving it.
     pub(crate) fn confirm_leadership(&self, owner: Result<PartitionOwner, VolumeError>) -> Result<(), DurableError> {
         match owner {
-            Ok(o) if o.broker == self.broker_id && o.leader_epoch == self.leader_epoch => Ok(()),
+            Ok(o)
+                if o.broker == self.broker_id
+                    && o.leader_epoch == self.leader_epoch
+                    && o.topic_id.is_none_or(|id| id == self.topic_id) =>
+            {
+                Ok(())
+            }
             Err(e) if !e.is_not_found() => Err(DurableError::Unconfirmed(e)),
             found => {
                 self.retired.store(true, Ordering::Release);
@@ -275,6 +313,7 @@ impl Partition {
             durable: AtomicI64::new(end),
             flush_lock: tokio::sync::Mutex::new(()),
             flush_for_readers: AtomicBool::new(false),
+            failed: Arc::new(AtomicBool::new(false)),
             retired: AtomicBool::new(false),
             _owner_lock: owner_lock,
         }
@@ -295,6 +334,16 @@ impl Topic {
     }
 }
 
+/// After a failed fsync the kernel keeps the pages it could not write in its cache,
+/// marked clean (ext4, xfs): a reader would find records the disk does not hold. They
+/// are dropped, so the reopen's recovery reads what the disk holds. Best effort: a
+/// failure is logged (the reopen then trusts the cache, as before).
+fn forget_cached_pages(file: &std::fs::File) {
+    if let Err(e) = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed) {
+        warn!(error = %e, "cannot drop the cached pages of a log whose fsync failed");
+    }
+}
+
 /// Why an acknowledgment's wait for durability failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DurableError {
@@ -309,6 +358,10 @@ pub enum DurableError {
         leader_epoch: i32,
         now: String,
     },
+    /// An fsync of this log failed before: the partition is being opened again from
+    /// its files.
+    #[error("an fsync of this partition's log failed; it is being opened again from its files")]
+    Failed,
     /// `owner.json` could not be read after the fsync: the write may be durable, but
     /// whether this broker still led the partition is unknown, so it is not acknowledged.
     #[error("cannot confirm this broker still leads the partition: {0}")]
@@ -320,7 +373,9 @@ impl DurableError {
     pub fn code(&self) -> i16 {
         match self {
             DurableError::Deposed { .. } => ResponseError::NotLeaderOrFollower.code(),
-            DurableError::Sync(_) | DurableError::Unconfirmed(_) => ResponseError::KafkaStorageError.code(),
+            DurableError::Sync(_) | DurableError::Failed | DurableError::Unconfirmed(_) => {
+                ResponseError::KafkaStorageError.code()
+            }
         }
     }
 }

@@ -49,6 +49,18 @@ async fn a_failed_log_fsync_fails_the_partition_and_the_retry_is_written_again()
 
     let first = produce(&b, &batch).await;
     assert!(first.is_err(), "the fsync failed: not acknowledged ({first:?})");
+    // Linux reports a writeback error once per open file: a second fsync of the same
+    // file succeeds over the lost pages. The failure is sticky instead: nothing more
+    // is confirmed by this copy of the partition (another waiter, the flusher,
+    // ListOffsets).
+    let failed = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    let again = failed.wait_durable(failed.log_end_offset()).await;
+    assert!(
+        again.is_err(),
+        "a later wait is not confirmed over the failure ({again:?})"
+    );
+    assert_eq!(failed.confirmed_end(), 0);
+    drop(failed);
     // The kernel dropped the dirty pages: the record never reached the disk.
     std::fs::OpenOptions::new()
         .write(true)

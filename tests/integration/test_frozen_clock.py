@@ -98,6 +98,11 @@ def test_a_broker_frozen_with_its_clock_loses_no_acknowledged_record_and_strands
     assert not t.is_alive()
     assert not failed, failed[:5]
     assert frozen.alive(), "the frozen broker lives on"
+    # The freeze did what it should: the others took partitions over, and the thawed
+    # broker found out through owner.json, not by its clock.
+    assert "holder's lease expired while it held the lock" in b0.log_text() + b1.log_text()
+    assert "gave up partitions other brokers took over" in frozen.log_text() \
+        or "was taken over while this broker led it" in frozen.log_text()
 
     # Availability: after SIGCONT, no partition went longer than the bound without an
     # acknowledged record.

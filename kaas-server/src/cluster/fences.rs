@@ -154,9 +154,13 @@ impl Cluster {
             }
             None => {
                 // Nothing open here now; but an earlier attempt may have appended the
-                // marker and failed its fsync: make sure the log end is durable.
+                // marker and failed its fsync: make sure the log end is durable. And
+                // "nothing to end here" is an answer from memory: it counts only if
+                // this broker still leads the partition (a deposed leader's producer
+                // state knows nothing of what its successor appended).
                 let end = partition.log_end_offset();
                 partition.wait_durable(end).await.map_err(|e| fail(e.to_string()))?;
+                partition.confirm_led().await.map_err(|e| fail(e.to_string()))?;
                 Ok(false)
             }
         }

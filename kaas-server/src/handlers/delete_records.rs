@@ -80,23 +80,36 @@ async fn delete(
         tracing::error!(topic = %p.topic, partition = p.index, error = %e, "DeleteRecords: cannot make the log durable");
         return Err((e.code(), start));
     }
-    // A broker whose lease went stale may have lost the partition already.
-    let state = if broker.lease_fresh() { p.writable() } else { None };
-    let Some(mut state) = state else {
-        return Err((ResponseError::NotLeaderOrFollower.code(), start));
-    };
-    match crate::blocking::off_worker(|| state.delete_records(offset)) {
-        Ok(deleted) => {
-            let low = state.log.log_start_offset();
-            tracing::info!(topic = %p.topic, partition = p.index, log_start_offset = low,
-                segments_deleted = deleted.len(), "DeleteRecords moved the log start");
-            Ok(low)
-        }
-        Err(LogError::OutOfRange { .. }) => Err((ResponseError::OffsetOutOfRange.code(), state.log.log_start_offset())),
-        Err(e) => {
-            tracing::error!(topic = %p.topic, partition = p.index, offset, error = %e, "DeleteRecords failed");
-            // The start may have moved before a segment could be deleted.
-            Err((ResponseError::KafkaStorageError.code(), state.log.log_start_offset()))
-        }
+    // A broker whose lease went stale, or whose partition was taken over (a frozen
+    // clock), may have lost the partition already: it must not move the start in the
+    // new leader's files. (A freeze between this check and the write is not covered:
+    // issue 25 item 1 in docs/testing.md.)
+    if let Err(e) = p.confirm_led().await {
+        return Err((e.code(), start));
     }
+    let moved = {
+        let state = if broker.lease_fresh() { p.writable() } else { None };
+        let Some(mut state) = state else {
+            return Err((ResponseError::NotLeaderOrFollower.code(), start));
+        };
+        match crate::blocking::off_worker(|| state.delete_records(offset)) {
+            Ok(deleted) => (state.log.log_start_offset(), deleted.len()),
+            Err(LogError::OutOfRange { .. }) => {
+                return Err((ResponseError::OffsetOutOfRange.code(), state.log.log_start_offset()))
+            }
+            Err(e) => {
+                tracing::error!(topic = %p.topic, partition = p.index, offset, error = %e, "DeleteRecords failed");
+                // The start may have moved before a segment could be deleted.
+                return Err((ResponseError::KafkaStorageError.code(), state.log.log_start_offset()));
+            }
+        }
+    };
+    let (low, segments_deleted) = moved;
+    // Answered only if this broker still led the partition after the write.
+    if let Err(e) = p.confirm_led().await {
+        return Err((e.code(), low));
+    }
+    tracing::info!(topic = %p.topic, partition = p.index, log_start_offset = low, segments_deleted,
+        "DeleteRecords moved the log start");
+    Ok(low)
 }

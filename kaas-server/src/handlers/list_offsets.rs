@@ -92,11 +92,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                                     }
                                 });
                                 match found {
-                                    Ok(Some((offset, ts))) => {
+                                    // Only what readers may read (below the confirmed end).
+                                    Ok(Some((offset, ts))) if offset < confirmed => {
                                         r.offset = offset;
                                         r.timestamp = ts;
                                     }
-                                    Ok(None) => {}
+                                    Ok(_) => {}
                                     Err(e) => {
                                         tracing::error!(topic = %p.topic, partition = p.index, error = %e, "timestamp lookup failed");
                                         r.error_code = ResponseError::KafkaStorageError.code();

@@ -338,6 +338,66 @@ mod tests {
         assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
     }
 
+    /// Issue 25 item 1, for answers that follow no append: "no marker to write here"
+    /// (the producer state in memory knows nothing open) and DeleteRecords count only
+    /// once `owner.json` confirms the leadership; a deposed leader moves no log start
+    /// in its successor's files.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deposed_leader_neither_judges_markers_nor_deletes_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let c = ctx(ApiKey::Produce, 9);
+        for _ in 0..3 {
+            let batch = build_batch(0, 1, None, 0, &[(None, Some(b"v"))]);
+            assert_eq!(code(&handle(&b, &c, request(None, batch)).await), 0);
+        }
+        let epoch = b.partition_leadership("t", 0).unwrap().1;
+        let _stolen = PartitionOwner::acquire(&b.volume, "t", 0, Some(&|_: Option<&PartitionOwner>| true)).unwrap();
+        let path = PartitionOwner::path(&b.volume, "t", 0);
+        let mut owner = PartitionOwner::read(&path).unwrap();
+        owner.broker = 7;
+        owner.leader_epoch = epoch + 1;
+        owner.write(&path).unwrap();
+
+        use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+        let req =
+            kafka_protocol::messages::DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(TopicName(sb("t")))
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(2)])]);
+        let answer = crate::handlers::dispatch(
+            &b,
+            &ctx(ApiKey::DeleteRecords, 2),
+            crate::handlers::RequestKind::DeleteRecords(req),
+        )
+        .await;
+        match answer {
+            crate::handlers::ResponseKind::DeleteRecords(r) => {
+                assert_eq!(
+                    r.topics[0].partitions[0].error_code,
+                    ResponseError::NotLeaderOrFollower.code()
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            !b.volume.partition_dir("t", 0).join("log-start.json").exists(),
+            "no log start moved in the new leader's files"
+        );
+
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        let judged = b.write_marker(&tp, 4242, 0, true).await;
+        assert!(
+            judged.is_err(),
+            "nothing open here, by a memory that is stale: {judged:?}"
+        );
+    }
+
     /// Issue 25 item 1, with no write to find it out: the volume sync re-reads the
     /// `owner.json` of each partition led here, and stops serving one taken over.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
