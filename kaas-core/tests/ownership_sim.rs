@@ -10,8 +10,9 @@
 //!   broker may append while it holds the partition and its own lease is fresh), and
 //!   a broker appends only at the partition's current leader epoch — except a broker
 //!   frozen with its clock (below), for a bounded time after it thaws;
-//! - no acknowledged write lost: brokers append every tick to what they hold and
-//!   acknowledge at a later tick, after re-reading `owner.json` (as
+//! - no acknowledged write lost: brokers append every tick to what they hold (once
+//!   they recovered it: a take-over records its leadership, then recovers at its next
+//!   step) and acknowledge at a later tick, after re-reading `owner.json` (as
 //!   `Partition::wait_durable` does); an acknowledged record must have landed where
 //!   the partition's current leadership reads it (before any later leadership
 //!   recovered the log), whatever pause fell between the append and the check;
@@ -106,6 +107,9 @@ struct Node {
     /// Records appended and not yet acknowledged: (partition, leader epoch, whether
     /// it landed where the partition's leadership reads it).
     pending: Vec<(i32, i32, bool)>,
+    /// Partitions taken (leadership recorded in `owner.json`) whose log this node
+    /// recovers at its next step: a pause can fall in between.
+    recovering: Vec<(i32, i32)>,
 }
 
 struct Volume {
@@ -298,8 +302,9 @@ impl Sim {
                 updated_ms: 0,
                 topic_id: None,
             });
-            // Recovery reads the log, then a segment of its own is started.
-            self.vol.recovered[p as usize] = epoch;
+            // Recovery reads the log, then a segment of its own is started: at the
+            // node's next step (`write_tick`), after the leadership is recorded.
+            n.recovering.push((p, epoch));
             n.held.insert(p, epoch);
         }
     }
@@ -309,6 +314,11 @@ impl Sim {
     /// (the check after the fsync) — then append to every partition it may append to.
     fn write_tick(&mut self, i: usize, seed: u64) {
         let me = self.nodes[i].id;
+        for (p, epoch) in std::mem::take(&mut self.nodes[i].recovering) {
+            if self.nodes[i].held.get(&p) == Some(&epoch) {
+                self.vol.recovered[p as usize] = epoch;
+            }
+        }
         for (p, epoch, landed) in std::mem::take(&mut self.nodes[i].pending) {
             let confirmed = self
                 .vol
@@ -326,7 +336,14 @@ impl Sim {
         }
         let n = &mut self.nodes[i];
         for (p, epoch) in &n.held {
-            n.pending.push((*p, *epoch, self.vol.recovered[*p as usize] == *epoch));
+            if self.vol.recovered[*p as usize] == *epoch {
+                n.pending.push((*p, *epoch, true));
+            } else if self.vol.recovered[*p as usize] > *epoch {
+                // Past its successor's base: never read.
+                n.pending.push((*p, *epoch, false));
+            }
+            // Not recovered yet at this epoch (an earlier leadership's log is read
+            // first): this node does not append before its recovery.
         }
     }
 
@@ -338,6 +355,7 @@ impl Sim {
         n.tracker = LeaseTracker::default();
         n.held.clear();
         n.pending.clear();
+        n.recovering.clear();
         n.run = Run::Up;
         n.renewed = None;
         let mono = self.mono(&self.nodes[i]);
@@ -354,6 +372,7 @@ impl Sim {
         n.run = Run::Down;
         n.held.clear();
         n.pending.clear();
+        n.recovering.clear();
         let key = (n.id, n.incarnation);
         self.vol.free_all(key);
     }
@@ -432,6 +451,7 @@ fn run(seed: u64) {
                 wall_lag_ms: 0,
                 thawed_at: None,
                 pending: Vec::new(),
+                recovering: Vec::new(),
             })
             .collect(),
         vol: Volume {
