@@ -233,9 +233,13 @@ impl Broker {
                 state.append(records, headers, partition.leader_epoch, now)
             }
             .map_err(|e| {
-                // A write or a roll's fsync that failed: what the log holds on disk is
-                // no longer what this process believes (see `Partition::mark_failed`).
-                if matches!(e, AppendError::Log(LogError::Segment(_) | LogError::Volume(_))) {
+                // A write or a roll's fsync that failed with an I/O error: what the log
+                // holds on disk may no longer be what this process believes (see
+                // `Partition::mark_failed`). A full volume is not that: a write refused
+                // for space is cut off again by the segment, and nothing else changed
+                // (the partition keeps serving reads and takes writes once space returns).
+                let out_of_space = matches!(&e, AppendError::Log(l) if l.is_out_of_space());
+                if !out_of_space && matches!(e, AppendError::Log(LogError::Segment(_) | LogError::Volume(_))) {
                     error!(topic = %partition.topic, partition = partition.index, error = %e, "writing the partition log failed; the partition is failed here and will be opened again from its files");
                     partition.mark_failed();
                 }

@@ -177,6 +177,20 @@ fn a_plan_made_stale_by_the_broker_is_refused() {
     ));
 }
 
+/// `owner.json` of t-0: broker 2 leads it at leader epoch 7 and did not let it go.
+fn led_by_broker_2(volume: &Volume) {
+    PartitionOwner {
+        version: crate::topic::OWNER_FORMAT_VERSION,
+        broker: 2,
+        leader_epoch: 7,
+        released: false,
+        updated_ms: 1,
+        topic_id: None,
+    }
+    .write(&PartitionOwner::path(volume, "t", 0))
+    .unwrap();
+}
+
 /// Issue 25 item 6: a direct marker write follows the brokers' take-over rules. The
 /// last owner (broker 2, judged dead by wall clock) did not let go: it may only be
 /// frozen, or its NFS lock lapsed. kaasctl records a leadership of its own in
@@ -188,16 +202,7 @@ fn a_plan_made_stale_by_the_broker_is_refused() {
 fn a_direct_marker_write_takes_the_partition_over_as_a_broker_would() {
     let (_d, volume, _) = setup();
     let path = PartitionOwner::path(&volume, "t", 0);
-    PartitionOwner {
-        version: crate::topic::OWNER_FORMAT_VERSION,
-        broker: 2,
-        leader_epoch: 7,
-        released: false,
-        updated_ms: 1,
-        topic_id: None,
-    }
-    .write(&path)
-    .unwrap();
+    led_by_broker_2(&volume);
     let segments = |v: &Volume| {
         PartitionState::open(&v.partition_dir("t", 0), LogConfig::default(), 0)
             .unwrap()
@@ -228,16 +233,7 @@ fn a_direct_marker_write_takes_the_partition_over_as_a_broker_would() {
 #[test]
 fn a_direct_marker_is_refused_while_a_process_holds_the_partitions_owner_lock() {
     let (_d, volume, _) = setup();
-    PartitionOwner {
-        version: crate::topic::OWNER_FORMAT_VERSION,
-        broker: 2,
-        leader_epoch: 7,
-        released: false,
-        updated_ms: 1,
-        topic_id: None,
-    }
-    .write(&PartitionOwner::path(&volume, "t", 0))
-    .unwrap();
+    led_by_broker_2(&volume);
     // A broker whose lease looks dead but whose process still writes the log (a
     // broker opens the partition's gate once its leadership is recorded).
     let mut held = PartitionOwner::lock(&volume, "t", 0).unwrap();

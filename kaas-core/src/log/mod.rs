@@ -92,6 +92,17 @@ pub enum LogError {
     SwapIncomplete(String),
 }
 
+impl LogError {
+    /// A write refused because the volume is full (ENOSPC, EDQUOT).
+    pub fn is_out_of_space(&self) -> bool {
+        match self {
+            LogError::Segment(SegmentError::Io { source, .. }) => crate::fsutil::is_out_of_space(source),
+            LogError::Volume(crate::VolumeError::Io { source, .. }) => crate::fsutil::is_out_of_space(source),
+            _ => false,
+        }
+    }
+}
+
 /// `log-start.json` in a partition directory: the log start offset when DeleteRecords
 /// moved it past the base offset of the first segment (docs/segment-format.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

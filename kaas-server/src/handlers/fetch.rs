@@ -313,18 +313,11 @@ mod tests {
     /// answered before the fsync).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_deposed_leader_serves_no_record_past_its_confirmed_end() {
-        use kaas_core::topic::PartitionOwner;
         let dir = tempfile::tempdir().unwrap();
         let b = broker(dir.path());
         b.create_topic("t", 1, Default::default()).await.unwrap();
         assert_eq!(produce(&b, -1).await, 0);
-        let epoch = b.partition_leadership("t", 0).unwrap().1;
-        let _stolen = PartitionOwner::acquire(&b.volume, "t", 0, Some(&|_: Option<&PartitionOwner>| true)).unwrap();
-        let path = PartitionOwner::path(&b.volume, "t", 0);
-        let mut owner = PartitionOwner::read(&path).unwrap();
-        owner.broker = 7;
-        owner.leader_epoch = epoch + 1;
-        owner.write(&path).unwrap();
+        let _stolen = super::super::test_support::taken_over(&b, "t", 0, 7);
         assert_eq!(produce(&b, 1).await, 0, "acks=1 is answered at the append");
         let c = ctx(ApiKey::Fetch, 12);
         assert_eq!(read(dispatch(&b, &c, fetch_request(0, 300)).await), (1, vec![0]));

@@ -12,6 +12,9 @@ use std::sync::Arc;
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 7;
 
+/// How long ListOffsets' latest waits for the flush that confirms the log end.
+const LATEST_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
@@ -36,9 +39,17 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
             };
             let end = p.log_end_offset();
             if end > p.confirmed_end() {
-                if let Err(e) = p.wait_durable(end).await {
-                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "ListOffsets: the log end is not confirmed durable");
-                    unconfirmed.insert((ti, pi), e.code());
+                // Bounded, as a Produce's wait is: a stalled disk answers an error.
+                match tokio::time::timeout(LATEST_FLUSH_WAIT, p.wait_durable(end)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "ListOffsets: the log end is not confirmed durable");
+                        unconfirmed.insert((ti, pi), e.code());
+                    }
+                    Err(_) => {
+                        tracing::warn!(topic = %p.topic, partition = p.index, "ListOffsets: the flush of the log end did not finish in time");
+                        unconfirmed.insert((ti, pi), ResponseError::RequestTimedOut.code());
+                    }
                 }
             }
         }

@@ -208,6 +208,27 @@ pub(crate) mod test_support {
         Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).expect("broker opens")
     }
 
+    /// Broker `by` takes partition `index` of `topic` over behind `b`'s back, as
+    /// `open_partition` does: it steals `owner.lock` and records its leadership at the
+    /// next leader epoch in `owner.json`. Returns the lock (held until dropped) and
+    /// what it recorded.
+    pub fn taken_over(
+        b: &Broker,
+        topic: &str,
+        index: i32,
+        by: i32,
+    ) -> (kaas_core::topic::OwnerLock, kaas_core::topic::PartitionOwner) {
+        use kaas_core::topic::PartitionOwner;
+        let stolen = PartitionOwner::acquire(&b.volume, topic, index, Some(&|_: Option<&PartitionOwner>| true))
+            .expect("owner.lock stolen");
+        let path = PartitionOwner::path(&b.volume, topic, index);
+        let mut owner = PartitionOwner::read(&path).expect("owner.json");
+        owner.broker = by;
+        owner.leader_epoch += 1;
+        owner.write(&path).expect("owner.json written");
+        (stolen, owner)
+    }
+
     pub fn ctx(api: ApiKey, version: i16) -> RequestContext {
         RequestContext {
             api,

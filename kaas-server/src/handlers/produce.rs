@@ -243,7 +243,7 @@ fn append(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handlers::test_support::{broker, ctx};
+    use crate::handlers::test_support::{broker, ctx, taken_over};
     use kaas_core::batch::build_batch;
     use kaas_core::topic::PartitionOwner;
     use kaas_core::txn::TopicPartition;
@@ -308,12 +308,8 @@ mod tests {
         let epoch = b.partition_leadership("t", 0).unwrap().1;
 
         // Broker 7 takes the partition over, as `open_partition` does.
-        let stolen = PartitionOwner::acquire(&b.volume, "t", 0, Some(&|_: Option<&PartitionOwner>| true)).unwrap();
+        let (stolen, mut owner) = taken_over(&b, "t", 0, 7);
         let path = PartitionOwner::path(&b.volume, "t", 0);
-        let mut owner = PartitionOwner::read(&path).unwrap();
-        owner.broker = 7;
-        owner.leader_epoch = epoch + 1;
-        owner.write(&path).unwrap();
 
         assert!(b.lease_fresh(), "by its own clock nothing happened");
         assert_eq!(
@@ -352,13 +348,7 @@ mod tests {
             let batch = build_batch(0, 1, None, 0, &[(None, Some(b"v"))]);
             assert_eq!(code(&handle(&b, &c, request(None, batch)).await), 0);
         }
-        let epoch = b.partition_leadership("t", 0).unwrap().1;
-        let _stolen = PartitionOwner::acquire(&b.volume, "t", 0, Some(&|_: Option<&PartitionOwner>| true)).unwrap();
-        let path = PartitionOwner::path(&b.volume, "t", 0);
-        let mut owner = PartitionOwner::read(&path).unwrap();
-        owner.broker = 7;
-        owner.leader_epoch = epoch + 1;
-        owner.write(&path).unwrap();
+        let _stolen = taken_over(&b, "t", 0, 7);
 
         use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
         let req =
@@ -406,13 +396,8 @@ mod tests {
         let b = broker(dir.path());
         b.create_topic("t", 2, Default::default()).await.unwrap();
         let me = b.config.broker_id;
-        let epoch = b.partition_leadership("t", 0).unwrap().1;
-        let _stolen = PartitionOwner::acquire(&b.volume, "t", 0, Some(&|_: Option<&PartitionOwner>| true)).unwrap();
+        let (_stolen, owner) = taken_over(&b, "t", 0, 7);
         let path = PartitionOwner::path(&b.volume, "t", 0);
-        let mut owner = PartitionOwner::read(&path).unwrap();
-        owner.broker = 7;
-        owner.leader_epoch = epoch + 1;
-        owner.write(&path).unwrap();
         assert_eq!(b.partition_leader("t", 0), Some(me), "nothing told it yet");
         tokio::task::block_in_place(|| b.sync_with_volume());
         assert_eq!(b.partition_leader("t", 0), None);
