@@ -291,13 +291,11 @@ impl Broker {
         };
         for p in self.partitions().iter().filter(|p| !p.is_retired()) {
             let state = p.state();
-            // As clients see them: capped at the confirmed end (`Partition::confirmed_end`).
-            let high_watermark = state.log.log_end_offset().min(p.confirmed_end());
             g.partitions.push(PartitionGauges {
                 topic: p.topic.clone(),
                 partition: p.index,
-                high_watermark,
-                last_stable_offset: state.last_stable_offset().min(high_watermark),
+                high_watermark: state.log.log_end_offset(),
+                last_stable_offset: state.last_stable_offset(),
                 log_start_offset: state.log.log_start_offset(),
             });
         }
