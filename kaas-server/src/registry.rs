@@ -175,7 +175,7 @@ impl Partition {
                 // failed here: it takes no more writes, and the volume sync opens it
                 // again from its files (recovery re-validates the log, cuts what is
                 // not whole, rebuilds the producer state), at a new leader epoch.
-                self.retired.store(true, Ordering::Release);
+                self.mark_failed();
                 error!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, error = %e, "fsync of the partition log failed; the partition is failed here and will be opened again from its files");
                 return Err(DurableError::Sync(e));
             }
