@@ -35,7 +35,7 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
 }
 
 /// Creates a new temporary file: never an existing file, never through a symlink.
-fn create_temp(tmp: &Path) -> io::Result<File> {
+pub fn create_temp(tmp: &Path) -> io::Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -228,7 +228,11 @@ pub fn lock_exclusive(path: &Path) -> io::Result<File> {
 /// Opens (creating if needed) a lock file: never through a symlink, never blocking on
 /// a FIFO planted in its place, only a regular file.
 fn open_lock_file(path: &Path) -> io::Result<File> {
-    open_volume_file(OpenOptions::new().create(true).truncate(false).write(true), path)
+    // Readable too: a slot lock's holder reads the holder record it may rewrite.
+    open_volume_file(
+        OpenOptions::new().create(true).truncate(false).read(true).write(true),
+        path,
+    )
 }
 
 /// Like [`lock_exclusive`] but never waits: Ok(None) when another open file (this

@@ -40,7 +40,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 crate::versioned!(SlotFile);
@@ -171,17 +171,72 @@ pub struct SlotStamp {
 pub struct SlotLock {
     slot: u32,
     _file: File,
+    id: SlotLockId,
+    /// Taken from a holder judged dead ([`TxnStateStore::steal_slot`]): the slot is
+    /// folded into a fresh checkpoint and journal before anything is appended, so
+    /// nothing the deposed holder still writes reaches the files read from now on.
+    fresh_history_due: AtomicBool,
 }
 
 impl SlotLock {
     pub fn slot(&self) -> u32 {
         self.slot
     }
+    /// Which lock file this is: a writer that let the lock go (group commit) checks
+    /// after its sync that the slot's lock file is still this one.
+    pub fn id(&self) -> SlotLockId {
+        self.id
+    }
+    /// Whether this lock was taken from a holder judged dead.
+    pub fn stolen(&self) -> bool {
+        self.fresh_history_due.load(Ordering::Acquire)
+    }
+}
+
+/// The identity of one slot lock file (device and inode): the slot's lock changes
+/// hands by a new file only when it is taken from a holder judged dead, so a holder
+/// whose file is no longer the one at the path has been deposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotLockId {
+    pub slot: u32,
+    dev: u64,
+    ino: u64,
+}
+
+/// Who holds a slot lock, as recorded in the lock file (one line) by every holder
+/// when it takes the lock: what a broker judging the lock abandoned reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotHolder {
+    /// A broker, judged dead by its lease.
+    Broker(i32),
+    /// kaasctl or another tool: never judged dead (stop it to free the slot).
+    Admin,
+}
+
+impl SlotHolder {
+    fn record(&self) -> String {
+        match self {
+            SlotHolder::Broker(id) => format!("broker {id} pid {}\n", std::process::id()),
+            SlotHolder::Admin => format!("admin pid {}\n", std::process::id()),
+        }
+    }
+    /// The holder a lock file's contents name; None for anything else (an empty
+    /// file, written by an older build: never judged dead).
+    pub fn parse(contents: &[u8]) -> Option<SlotHolder> {
+        let text = std::str::from_utf8(contents).ok()?;
+        let mut words = text.split_whitespace();
+        match words.next()? {
+            "broker" => words.next()?.parse().ok().map(SlotHolder::Broker),
+            "admin" => Some(SlotHolder::Admin),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct TxnStateStore {
     volume: Volume,
+    holder: SlotHolder,
 }
 
 /// An I/O error of a replay: a file replaced under an NFS reader (ESTALE) is a fold
@@ -203,8 +258,21 @@ enum ReplayError {
 }
 
 impl TxnStateStore {
+    /// A store whose locks are recorded as an admin tool's (kaasctl, tests).
     pub fn new(volume: Volume) -> Self {
-        TxnStateStore { volume }
+        TxnStateStore {
+            volume,
+            holder: SlotHolder::Admin,
+        }
+    }
+
+    /// A store whose locks are recorded as broker `broker_id`'s: other brokers may
+    /// take them once that broker's lease is confirmed dead ([`Self::steal_slot`]).
+    pub fn for_broker(volume: Volume, broker_id: i32) -> Self {
+        TxnStateStore {
+            volume,
+            holder: SlotHolder::Broker(broker_id),
+        }
     }
 
     pub fn dir(&self) -> PathBuf {
@@ -219,6 +287,12 @@ impl TxnStateStore {
     }
     pub fn lock_path(&self, slot: u32) -> PathBuf {
         self.dir().join(format!("slot-{slot}.lock"))
+    }
+    /// Held only while the slot's lock file is replaced (a steal) or while its holder
+    /// replaces or cuts the slot's files (a fold, a torn tail cut): see
+    /// [`Self::steal_slot`].
+    pub fn gate_path(&self, slot: u32) -> PathBuf {
+        self.dir().join(format!("slot-{slot}.gate"))
     }
 
     /// The stamps of a slot's files; None when neither exists (an empty slot).
@@ -424,20 +498,186 @@ impl TxnStateStore {
     /// Takes the exclusive lock of one slot. Blocks while another process holds it.
     pub fn lock_slot(&self, slot: u32) -> Result<SlotLock, VolumeError> {
         let path = self.lock_path(slot);
-        let file = self
-            .with_dir(|| crate::fsutil::lock_exclusive(&path))
-            .map_err(|e| VolumeError::io(&path, e))?;
-        Ok(SlotLock { slot, _file: file })
+        loop {
+            let file = self
+                .with_dir(|| crate::fsutil::lock_exclusive(&path))
+                .map_err(|e| VolumeError::io(&path, e))?;
+            if let Some(lock) = self.held(slot, file)? {
+                return Ok(lock);
+            }
+        }
     }
 
     /// Like [`Self::lock_slot`] but never waits: None while another process (or
     /// another open of the lock file) holds it.
     pub fn try_lock_slot(&self, slot: u32) -> Result<Option<SlotLock>, VolumeError> {
         let path = self.lock_path(slot);
-        let file = self
+        let Some(file) = self
             .with_dir(|| crate::fsutil::try_lock_exclusive(&path))
-            .map_err(|e| VolumeError::io(&path, e))?;
-        Ok(file.map(|file| SlotLock { slot, _file: file }))
+            .map_err(|e| VolumeError::io(&path, e))?
+        else {
+            return Ok(None);
+        };
+        self.held(slot, file)
+    }
+
+    /// A lock just taken on `file`: None if the file is no longer the slot's lock
+    /// file (a steal replaced it between the open and the lock: nobody else opens it
+    /// any more). Otherwise the file records this holder (written only when it names
+    /// another, not synced: a record that lags on a network file system costs only a
+    /// steal that waits, never safety — see [`Self::steal_slot`]).
+    fn held(&self, slot: u32, mut file: File) -> Result<Option<SlotLock>, VolumeError> {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let path = self.lock_path(slot);
+        let io = |e: std::io::Error| VolumeError::io(&path, e);
+        let mine = file.metadata().map_err(io)?;
+        let current = match crate::fsutil::open_regular_meta(&path) {
+            Ok((_, m)) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(e)),
+        };
+        if (mine.dev(), mine.ino()) != (current.dev(), current.ino()) {
+            return Ok(None);
+        }
+        let record = self.holder.record();
+        let mut seen = [0u8; 96];
+        let n = file.read_at(&mut seen, 0).map_err(io)?;
+        if &seen[..n] != record.as_bytes() {
+            file.set_len(0)
+                .and_then(|_| file.seek(SeekFrom::Start(0)))
+                .and_then(|_| file.write_all(record.as_bytes()))
+                .map_err(io)?;
+        }
+        Ok(Some(SlotLock {
+            slot,
+            _file: file,
+            id: SlotLockId {
+                slot,
+                dev: mine.dev(),
+                ino: mine.ino(),
+            },
+            fresh_history_due: AtomicBool::new(false),
+        }))
+    }
+
+    /// Takes slot `slot`'s lock, or, while another process holds it, takes it over
+    /// if its recorded holder is a broker `judge` says is dead (a broker whose lease is confirmed
+    /// dead: a process paused by SIGSTOP or a frozen VM keeps its lock forever).
+    /// None while the lock stays held by a holder not judged dead.
+    ///
+    /// A steal puts a new lock file in place of the old one (rename), under the
+    /// slot's gate, so two brokers never both steal. The deposed holder keeps a lock
+    /// on a file nobody else opens, and:
+    /// - acknowledges nothing more: every acknowledgment waits for a sync, then checks
+    ///   that the slot's lock file is still its own ([`Self::holds`]), and the steal
+    ///   renames the file before the new holder reads the slot — so each transition
+    ///   either was durable before the new holder's read, or is never acknowledged;
+    /// - appends nothing the new holder reads: the new holder folds the slot into a
+    ///   fresh checkpoint and journal before its first append (see
+    ///   [`Self::catch_up`]), an append checks that the journal it opened is the one
+    ///   its copy was read from, and a fold or torn-tail cut (the only writes by
+    ///   path) runs under the gate after checking the lock file is still its own.
+    pub fn steal_slot(&self, slot: u32, judge: &dyn Fn(i32) -> bool) -> Result<Option<SlotLock>, VolumeError> {
+        let Some(_gate) = self.gate(slot)? else {
+            return Ok(None);
+        };
+        if let Some(lock) = self.try_lock_slot(slot)? {
+            return Ok(Some(lock));
+        }
+        let path = self.lock_path(slot);
+        let holder = match crate::fsutil::open_regular(&path) {
+            Ok(f) => {
+                use std::os::unix::fs::FileExt;
+                let mut seen = [0u8; 96];
+                let n = f.read_at(&mut seen, 0).map_err(|e| VolumeError::io(&path, e))?;
+                SlotHolder::parse(&seen[..n])
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(VolumeError::io(&path, e)),
+        };
+        // Only a broker is judged (by its lease); kaasctl, or a file naming nobody,
+        // never.
+        match holder {
+            Some(SlotHolder::Broker(id)) if self.holder != SlotHolder::Broker(id) && judge(id) => {}
+            _ => return Ok(None),
+        }
+        let fresh = crate::fsutil::temp_path(&path);
+        let io = |e: std::io::Error| VolumeError::io(&fresh, e);
+        let mut file = crate::fsutil::create_temp(&fresh).map_err(io)?;
+        let taken = (|| {
+            file.try_lock().map_err(|e| std::io::Error::other(e.to_string()))?;
+            file.write_all(self.holder.record().as_bytes())?;
+            std::fs::rename(&fresh, &path)
+        })();
+        if let Err(e) = taken {
+            let _ = std::fs::remove_file(&fresh);
+            return Err(io(e));
+        }
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().map_err(|e| VolumeError::io(&path, e))?;
+        tracing::warn!(slot, holder = ?holder, "took over a transaction slot lock whose holder's lease is confirmed dead");
+        Ok(Some(SlotLock {
+            slot,
+            _file: file,
+            id: SlotLockId {
+                slot,
+                dev: meta.dev(),
+                ino: meta.ino(),
+            },
+            fresh_history_due: AtomicBool::new(true),
+        }))
+    }
+
+    /// Whether the slot's lock file is still the one `id` names: checked through a
+    /// fresh open (on NFS, close-to-open revalidates it with the server), after a
+    /// sync and before an answer.
+    pub fn holds(&self, id: SlotLockId) -> Result<bool, VolumeError> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.lock_path(id.slot);
+        match crate::fsutil::open_regular_meta(&path) {
+            Ok((_, m)) => Ok((m.dev(), m.ino()) == (id.dev, id.ino)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(VolumeError::io(&path, e)),
+        }
+    }
+
+    /// [`Self::holds`] as an error: the slot was taken over.
+    pub fn check_held(&self, id: SlotLockId) -> Result<(), VolumeError> {
+        if self.holds(id)? {
+            Ok(())
+        } else {
+            Err(VolumeError::Invalid {
+                path: self.lock_path(id.slot),
+                detail: "this process's lock on the slot was taken over by a broker that judged its holder dead (paused longer than the session timeout?): nothing it wrote since counts".into(),
+            })
+        }
+    }
+
+    /// The slot's gate, tried for about 1 s; None if another process kept it.
+    fn gate(&self, slot: u32) -> Result<Option<File>, VolumeError> {
+        let path = self.gate_path(slot);
+        for _ in 0..100 {
+            if let Some(gate) = self
+                .with_dir(|| crate::fsutil::try_lock_exclusive(&path))
+                .map_err(|e| VolumeError::io(&path, e))?
+            {
+                return Ok(Some(gate));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(None)
+    }
+
+    /// The gate, for a holder about to replace or cut the slot's files by path: held
+    /// from a check that `lock` is still the slot's lock to the end of the change,
+    /// so no steal (which needs the gate) falls in between.
+    fn gate_for_change(&self, lock: &SlotLock) -> Result<File, VolumeError> {
+        let gate = self.gate(lock.slot)?.ok_or_else(|| VolumeError::Invalid {
+            path: self.gate_path(lock.slot),
+            detail: "held by another process for over a second".into(),
+        })?;
+        self.check_held(lock.id)?;
+        Ok(gate)
     }
 
     /// Runs `f`, creating the slot directory first only when `f` finds it missing
@@ -477,6 +717,9 @@ impl TxnStateStore {
     /// full `catch_up` is needed; after an error `state` is None, as after
     /// `catch_up`'s.
     pub fn catch_up_cheaply(&self, lock: &SlotLock, state: &mut Option<SlotState>) -> Result<bool, VolumeError> {
+        if lock.stolen() {
+            return Ok(false);
+        }
         let Some(st) = state.as_mut().filter(|st| st.slot() == lock.slot) else {
             return Ok(false);
         };
@@ -516,6 +759,7 @@ impl TxnStateStore {
             *st = self.load(lock.slot)?;
             let len = std::fs::metadata(&path).map_err(|e| VolumeError::io(&path, e))?.len();
             if len > st.journal_len {
+                let _gate = self.gate_for_change(lock)?;
                 tracing::warn!(path = %path.display(), from = st.journal_len, to = len, "cutting off the torn end of a transaction slot journal (an append cut by a crash, never acknowledged)");
                 let f = crate::fsutil::open_volume_file(OpenOptions::new().write(true), &path)
                     .map_err(|e| VolumeError::io(&path, e))?;
@@ -527,10 +771,17 @@ impl TxnStateStore {
         // Every slot written by this build has a version-2 checkpoint before its
         // first journal line: a build that knows no journal then refuses the slot
         // (unknown version) instead of reading it as empty.
-        if st.checkpoint.is_none() || st.file.version != SLOT_FORMAT_VERSION {
+        //
+        // A lock taken from a holder judged dead: a fresh checkpoint and journal
+        // first, so whatever the deposed holder still appends to the files it opened
+        // is never read (see `steal_slot`).
+        if st.checkpoint.is_none() || st.file.version != SLOT_FORMAT_VERSION || lock.stolen() {
             self.fold(lock, st)?;
+            lock.fresh_history_due.store(false, Ordering::Release);
         }
-        Ok(())
+        // A copy read under a lock taken over meanwhile must not be written from: the
+        // take-over's fold replaced the files after this check, or the check fails.
+        self.check_held(lock.id)
     }
 
     /// Under the lock, with `state` caught up: appends one line per op (one write, no
@@ -594,6 +845,17 @@ impl TxnStateStore {
         crate::failpoint::check(crate::failpoint::TXN_JOURNAL_APPEND).map_err(|e| VolumeError::io(&path, e))?;
         let mut f = crate::fsutil::open_volume_file(OpenOptions::new().create(true).append(true), &path)
             .map_err(|e| VolumeError::io(&path, e))?;
+        // The journal this copy was read from, or none yet: under the lock nobody
+        // else replaces it, so another one means the lock was taken over (a steal
+        // folded the slot) — checked on the descriptor written through, before the
+        // write.
+        let opened = stamp_of(&f.metadata().map_err(|e| VolumeError::io(&path, e))?).inode;
+        if state.journal_inode.is_some_and(|i| i != opened) {
+            return Err(VolumeError::Invalid {
+                path,
+                detail: "the journal was replaced since this writer read it under the slot lock: the lock was taken over by another process".into(),
+            });
+        }
         f.write_all(&bytes).map_err(|e| VolumeError::io(&path, e))?;
         let meta = f.metadata().map_err(|e| VolumeError::io(&path, e))?;
         if state.journal_inode != Some(stamp_of(&meta).inode) || !state.dir_synced {
@@ -680,6 +942,8 @@ impl TxnStateStore {
             .map_err(|e| io(std::io::Error::other(e)))?
         };
         bytes.push(b'\n');
+        // Files replaced by path: only while the lock is still this one.
+        let _gate = self.gate_for_change(lock)?;
         crate::fsutil::atomic_write(&path, &bytes).map_err(io)?;
         state.file.version = SLOT_FORMAT_VERSION;
         state.checkpoint = crate::fsutil::file_stamp(&path);
@@ -764,6 +1028,7 @@ impl SlotGuard {
         }
         let generation = self.store.append(&self.lock, &mut self.state, ops, now_ms)?;
         self.store.sync(self.lock.slot)?;
+        self.store.check_held(self.lock.id)?;
         // The transitions are durable; a failed fold only leaves the journal longer
         // (the next writer folds it).
         if let Err(e) = self.store.maybe_fold(&self.lock, &mut self.state) {

@@ -72,6 +72,17 @@ impl Broker {
         let cluster = Cluster::open(config, advertised)?;
         let groups = Arc::new(GroupCoordinator::new(cluster.volume.clone(), &cluster.config));
         let txn = TransactionCoordinator::new(&cluster.volume, cluster.config.broker_id, groups.clone());
+        // The rule partitions are taken over by: a lease this broker watched stand
+        // still for a whole session timeout (or marked stopped).
+        let (volume, tracker, timeout) = (
+            cluster.volume.clone(),
+            cluster.lease_tracker.clone(),
+            cluster.config.broker_session_timeout_ms,
+        );
+        txn.take_over_locks_of_dead_brokers(Box::new(move |id| {
+            let tracker = tracker.lock().unwrap_or_else(|p| p.into_inner());
+            crate::cluster::lease_confirmed_dead(&volume, &tracker, id, timeout)
+        }));
         let broker = Arc::new(Broker {
             cluster,
             groups,

@@ -720,3 +720,98 @@ fn an_id_put_twice_in_one_append_reads_back_as_its_last_put() {
         .unwrap();
     assert_eq!(store.read_slot(slot).unwrap().entries["twice"], b);
 }
+
+/// Issue 25 item 8: a slot lock held by a broker judged dead (paused by SIGSTOP, a
+/// frozen VM) is taken over; one held by a live broker or by kaasctl never is. The
+/// deposed holder then acknowledges nothing (its lock file is no longer the slot's)
+/// and writes nothing anyone reads: its append finds the journal replaced, its fold
+/// finds the lock gone before it replaces anything.
+#[test]
+fn a_slot_lock_held_by_a_dead_broker_is_taken_over_and_its_holder_writes_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let (paused, taker) = (
+        TxnStateStore::for_broker(volume.clone(), 2),
+        TxnStateStore::for_broker(volume.clone(), 1),
+    );
+    let slot = slot_for("t1");
+    let (held, mut stale) = locked(&paused, slot);
+    paused
+        .append(&held, &mut stale, &[SlotOp::Put(entry("t1"))], 5)
+        .unwrap();
+    paused.sync(slot).unwrap();
+    assert!(paused.holds(held.id()).unwrap());
+    assert!(taker.try_lock_slot(slot).unwrap().is_none());
+    // Its holder is not judged dead: nothing is taken.
+    let judged = std::cell::RefCell::new(Vec::new());
+    assert!(taker
+        .steal_slot(slot, &|h| {
+            judged.borrow_mut().push(h);
+            false
+        })
+        .unwrap()
+        .is_none());
+    assert_eq!(judged.into_inner(), vec![2], "the lock file names its holder");
+    // Judged dead: taken over, under a new lock file.
+    let stolen = taker.steal_slot(slot, &|id| id == 2).unwrap().unwrap();
+    assert!(stolen.stolen());
+    assert!(
+        !paused.holds(held.id()).unwrap(),
+        "the deposed holder sees it lost the slot"
+    );
+    assert!(paused.check_held(held.id()).is_err());
+    let mut taken = None;
+    taker.catch_up(&stolen, &mut taken).unwrap();
+    let mut taken = taken.unwrap();
+    assert!(!stolen.stolen(), "the take-over started a fresh history");
+    assert_eq!(taken.generation(), 1, "what the holder made durable is read");
+    // The deposed holder thaws: its append and its fold are refused; its lines never
+    // reach the files the new holder writes.
+    let before = std::fs::read(store_files(&taker, slot).1).unwrap();
+    let err = paused
+        .append(&held, &mut stale, &[SlotOp::Put(stepped(&entry("t1"), 6))], 6)
+        .unwrap_err();
+    assert!(err.to_string().contains("taken over"), "{err}");
+    assert!(paused.fold(&held, &mut stale).is_err());
+    assert_eq!(std::fs::read(store_files(&taker, slot).1).unwrap(), before);
+    taker
+        .append(&stolen, &mut taken, &[SlotOp::Put(stepped(&entry("t1"), 7))], 7)
+        .unwrap();
+    let file = taker.read_slot(slot).unwrap();
+    assert_eq!(file.generation, 2);
+    assert_eq!(file.entries["t1"].last_update_ms, 7);
+    // The new holder's lock is the only one anyone can take afterwards.
+    drop(held);
+    assert!(paused.try_lock_slot(slot).unwrap().is_none());
+    drop(stolen);
+    assert!(paused.try_lock_slot(slot).unwrap().is_some());
+}
+
+/// kaasctl's locks (and a lock file written by an older build, naming nobody) are
+/// never taken over: only a broker can be judged dead by its lease.
+#[test]
+fn a_slot_lock_held_by_kaasctl_is_never_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let admin = TxnStateStore::new(volume.clone());
+    let taker = TxnStateStore::for_broker(volume.clone(), 1);
+    let slot = 3;
+    let held = admin.lock_slot(slot).unwrap();
+    assert!(taker.steal_slot(slot, &|_| true).unwrap().is_none());
+    assert!(admin.holds(held.id()).unwrap());
+    drop(held);
+    std::fs::write(admin.lock_path(slot), b"").unwrap();
+    let other = std::fs::OpenOptions::new()
+        .write(true)
+        .open(admin.lock_path(slot))
+        .unwrap();
+    other.lock().unwrap();
+    assert!(taker.steal_slot(slot, &|_| true).unwrap().is_none());
+    assert_eq!(SlotHolder::parse(b"broker 4 pid 9\n"), Some(SlotHolder::Broker(4)));
+    assert_eq!(SlotHolder::parse(b""), None);
+}
+
+/// The checkpoint and journal paths of a slot.
+fn store_files(store: &TxnStateStore, slot: u32) -> (PathBuf, PathBuf) {
+    (store.slot_path(slot), store.journal_path(slot))
+}

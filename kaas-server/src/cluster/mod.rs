@@ -14,7 +14,8 @@ use kaas_core::log::LogConfig;
 use kaas_core::producer_ids::ProducerIdAllocator;
 use kaas_core::topic::{list_topics, PartitionOwner, TopicMeta};
 use kaas_core::{now_ms, Volume, VolumeError};
-use ownership::{lease_confirmed_dead, open_topic, take_over_gate};
+pub(crate) use ownership::lease_confirmed_dead;
+use ownership::{open_topic, take_over_gate};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
@@ -51,7 +52,8 @@ pub struct Cluster {
     /// while no lease task runs (a broker embedded in tests).
     pub(crate) lease_renewed_at: Mutex<Option<std::time::Instant>>,
     /// Peers' heartbeats as last seen, for judging liveness by change.
-    pub lease_tracker: Mutex<kaas_core::broker::LeaseTracker>,
+    /// Shared with the transaction coordinator's judge of dead slot lock holders.
+    pub lease_tracker: Arc<Mutex<kaas_core::broker::LeaseTracker>>,
     /// Times this broker stepped down (its lease went stale): a write that saw a
     /// different count before and after may have been made while another broker took
     /// the partition, and is not acknowledged.
@@ -142,7 +144,7 @@ impl Cluster {
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(live_at_start),
             lease_renewed_at: Mutex::new(None),
-            lease_tracker: Mutex::new(lease_tracker),
+            lease_tracker: Arc::new(Mutex::new(lease_tracker)),
             sync_rounds: std::sync::atomic::AtomicU64::new(1),
             stepdowns: std::sync::atomic::AtomicU64::new(0),
             dynamic: RwLock::new(dynamic),

@@ -43,7 +43,7 @@ pub(super) fn take_over_gate<'a>(
 
 /// Reads broker `id`'s lease now and asks `tracker` whether it is still the one it
 /// judged dead.
-pub(super) fn lease_confirmed_dead(
+pub(crate) fn lease_confirmed_dead(
     volume: &Volume,
     tracker: &kaas_core::broker::LeaseTracker,
     id: i32,

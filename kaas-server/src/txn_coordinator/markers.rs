@@ -56,7 +56,7 @@ impl TransactionCoordinator {
         // generations this process knows durable: another writer's lines, or a slot
         // that started its history again, are not among them.
         if prepared_at.is_none() {
-            self.durable_now(held.slot).await?;
+            self.durable_now(held.lock.id()).await?;
         }
         let commit = current.state == TxnState::PrepareCommit;
         let (pid, epoch) = (current.producer_id, current.producer_epoch);

@@ -46,7 +46,7 @@ use kaas_core::fence_log::FenceLog;
 use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult};
 use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
-use kaas_core::txn_store::{GroupCommit, Mark, SlotLock, SlotOp, SlotState, TxnStateStore, SLOTS};
+use kaas_core::txn_store::{GroupCommit, Mark, SlotLock, SlotLockId, SlotOp, SlotState, TxnStateStore, SLOTS};
 use kaas_core::VolumeError;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -202,7 +202,13 @@ pub struct TransactionCoordinator {
     /// Finishes running after EndTxn's answer, and a wake-up when the last ends.
     finishing: std::sync::atomic::AtomicUsize,
     finished_all: tokio::sync::Notify,
+    /// Whether a broker is dead by its lease (confirmed by this broker's lease
+    /// watch): a slot lock it holds is taken over. Unset, no slot lock is ever taken.
+    dead_judge: OnceLock<DeadJudge>,
 }
+
+/// See [`TransactionCoordinator::take_over_locks_of_dead_brokers`].
+pub type DeadJudge = Box<dyn Fn(i32) -> bool + Send + Sync>;
 
 /// A slot held under both locks; its state is `states[slot]`, caught up.
 struct HeldSlot<'a> {
@@ -220,7 +226,7 @@ impl TransactionCoordinator {
             e.to_string()
         });
         TransactionCoordinator {
-            store: TxnStateStore::new(volume.clone()),
+            store: TxnStateStore::for_broker(volume.clone(), broker_id),
             broker_id,
             slot_locks: (0..SLOTS).map(|_| tokio::sync::Mutex::new(())).collect(),
             states: Arc::new((0..SLOTS).map(|_| Mutex::new(None)).collect()),
@@ -232,6 +238,18 @@ impl TransactionCoordinator {
             completed: (0..SLOTS).map(|_| tokio::sync::Notify::new()).collect(),
             finishing: std::sync::atomic::AtomicUsize::new(0),
             finished_all: tokio::sync::Notify::new(),
+            dead_judge: OnceLock::new(),
+        }
+    }
+
+    /// From now on, a slot lock held (for longer than [`SLOT_LOCK_STEAL_AFTER`]) by a
+    /// broker that `is_dead` confirms dead is taken over (set once, at start): a
+    /// broker paused while holding one — SIGSTOP, a frozen VM — stalls its slot only
+    /// until its lease is confirmed dead (docs/transactions.md, "A paused lock
+    /// holder").
+    pub fn take_over_locks_of_dead_brokers(&self, is_dead: DeadJudge) {
+        if self.dead_judge.set(is_dead).is_err() {
+            warn!("the judge of dead slot lock holders is already set; the second one is ignored");
         }
     }
 
@@ -278,9 +296,21 @@ impl TransactionCoordinator {
             .await
             .map_err(|_| busy())?;
         let mut pause = Duration::from_millis(1);
+        let mut judged_at: Option<Instant> = None;
         let lock = loop {
             if let Some(lock) = self.store.try_lock_slot(slot)? {
                 break lock;
+            }
+            // Held for a while: is its holder a broker confirmed dead? (A read of the
+            // lock file and of that broker's lease, at most every few hundred ms.)
+            if self.dead_judge.get().is_some()
+                && started.elapsed() >= SLOT_LOCK_STEAL_AFTER
+                && judged_at.is_none_or(|t| t.elapsed() >= SLOT_LOCK_STEAL_AFTER)
+            {
+                judged_at = Some(Instant::now());
+                if let Some(lock) = self.steal(slot).await? {
+                    break lock;
+                }
             }
             let left = wait.saturating_sub(started.elapsed());
             if left.is_zero() {
@@ -323,6 +353,18 @@ impl TransactionCoordinator {
         })
     }
 
+    /// [`TxnStateStore::steal_slot`] with this broker's judge, on the blocking pool
+    /// (it may wait for the slot's gate).
+    async fn steal(&self, slot: u32) -> Result<Option<SlotLock>, CoordError> {
+        let judge = self.dead_judge.get().expect("checked by the caller");
+        let stolen = crate::blocking::off_worker(|| self.store.steal_slot(slot, judge))?;
+        if stolen.is_some() {
+            // Whatever this process cached of the slot is read again.
+            *self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        Ok(stolen)
+    }
+
     /// The state of a held slot, read again if an earlier failure dropped it.
     fn held_state(&self, held: &HeldSlot<'_>) -> Result<std::sync::MutexGuard<'_, Option<SlotState>>, CoordError> {
         let mut state = self.states[held.slot as usize]
@@ -362,7 +404,7 @@ impl TransactionCoordinator {
     /// [`Durable::Now`] waits until they are durable.
     async fn record(&self, held: &HeldSlot<'_>, ops: &[SlotOp], now: i64, durable: Durable) -> Result<(), CoordError> {
         if let (Some(mark), Durable::Now) = (self.append(held, ops, now)?, durable) {
-            self.durable(held.slot, mark).await?;
+            self.durable(held.lock.id(), mark).await?;
         }
         Ok(())
     }
@@ -428,21 +470,43 @@ impl TransactionCoordinator {
         synced
     }
 
-    /// Waits until the line `mark` names is durable (group commit).
-    async fn durable(&self, slot: u32, mark: Mark) -> Result<(), CoordError> {
+    /// Waits until the line `mark` names is durable (group commit), then checks that
+    /// the slot's lock is still `lock` (the one it was appended under): a transition
+    /// is acknowledged only if no other broker took the slot over before the check
+    /// — then that broker's read of the slot, after its take-over, finds it.
+    async fn durable(&self, lock: SlotLockId, mark: Mark) -> Result<(), CoordError> {
+        let slot = lock.slot;
         if !self.group.is_durable(slot, mark) {
             self.syncing(self.store.journal_path(slot), move |g, s| g.wait_durable(s, slot, mark))
                 .await?;
         }
-        Ok(())
+        self.still_held(lock)
     }
 
     /// Makes the slot's journal durable as it is now: for an answer derived from a
-    /// state this call did not append (see `GroupCommit::sync_now`).
-    async fn durable_now(&self, slot: u32) -> Result<(), CoordError> {
-        Ok(self
-            .syncing(self.store.journal_path(slot), move |g, s| g.sync_now(s, slot))
-            .await?)
+    /// state this call did not append (see `GroupCommit::sync_now`). Then checks the
+    /// lock as [`Self::durable`] does.
+    async fn durable_now(&self, lock: SlotLockId) -> Result<(), CoordError> {
+        let slot = lock.slot;
+        self.syncing(self.store.journal_path(slot), move |g, s| g.sync_now(s, slot))
+            .await?;
+        self.still_held(lock)
+    }
+
+    /// Whether the slot's lock file is still `lock`; if not, the slot was taken over
+    /// by a broker that judged this one dead: this process's copy is dropped and
+    /// nothing is acknowledged.
+    fn still_held(&self, lock: SlotLockId) -> Result<(), CoordError> {
+        match self.store.check_held(lock) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                *self.states[lock.slot as usize]
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = None;
+                warn!(slot = lock.slot, error = %e, "transaction slot taken over while this broker held it; nothing is acknowledged");
+                Err(e.into())
+            }
+        }
     }
 
     /// Makes every transition this broker appended durable (the background flush,
@@ -564,15 +628,17 @@ impl TransactionCoordinator {
                 if current.as_ref() != Some(&entry) {
                     let mark = self.append(&held, &[SlotOp::Put(entry.clone())], now)?;
                     // Group commit: the slot is free for others while this waits.
+                    let lock = held.lock.id();
                     drop(held);
                     if let Some(mark) = mark {
-                        self.durable(slot, mark).await?;
+                        self.durable(lock, mark).await?;
                     }
                 } else {
                     // The answer comes from a state this call did not write.
                     self.heal(&held)?;
+                    let lock = held.lock.id();
                     drop(held);
-                    self.durable_now(slot).await?;
+                    self.durable_now(lock).await?;
                 }
                 if let Some((pid, epoch)) = fence {
                     self.fence(broker, pid, epoch, tid)?;
@@ -653,16 +719,18 @@ impl TransactionCoordinator {
             Some(entry) => {
                 let mark = self.append(&held, &[SlotOp::Put(entry)], now)?;
                 // Group commit: the slot is free for others while this waits.
+                let lock = held.lock.id();
                 drop(held);
                 if let Some(mark) = mark {
-                    self.durable(slot, mark).await?;
+                    self.durable(lock, mark).await?;
                 }
             }
             // Already added (a retry): answered once the state it saw is durable.
             None => {
                 self.heal(&held)?;
+                let lock = held.lock.id();
                 drop(held);
-                self.durable_now(slot).await?;
+                self.durable_now(lock).await?;
             }
         }
         Ok(())
@@ -808,16 +876,18 @@ impl TransactionCoordinator {
             }
             EndOutcome::AlreadyComplete => {
                 self.heal(&held)?;
+                let lock = held.lock.id();
                 drop(held);
-                self.durable_now(slot).await?;
+                self.durable_now(lock).await?;
                 Ok(Ended::Done)
             }
             // A retry while the markers are still being written (or failed before):
             // finished again — once its Prepare* is known durable.
             EndOutcome::InProgress => {
                 self.heal(&held)?;
+                let lock = held.lock.id();
                 drop(held);
-                self.durable_now(slot).await?;
+                self.durable_now(lock).await?;
                 Ok(Ended::Prepared {
                     entry: current,
                     prepared_at: None,
@@ -897,6 +967,9 @@ pub const SLOT_LOCK_WAIT_BACKGROUND: Duration = Duration::from_secs(1);
 
 /// The longest pause between two tries of a slot's file lock held elsewhere.
 const SLOT_LOCK_POLL_MAX: Duration = Duration::from_millis(8);
+/// How long a slot lock is seen held before its holder is judged (and then again at
+/// this interval while it stays held).
+const SLOT_LOCK_STEAL_AFTER: Duration = Duration::from_millis(250);
 
 /// How long a finish after EndTxn's answer retries by itself.
 const BACKGROUND_FINISH: Duration = Duration::from_secs(30);

@@ -1025,3 +1025,52 @@ async fn a_slot_locked_elsewhere_holds_up_only_its_own_queue_entries() {
     let (lso, end) = lso_and_end(&b);
     assert_eq!(lso, end, "both transactions committed on t-0");
 }
+
+/// Issue 25 item 8: a slot lock held by a broker paused while holding it (SIGSTOP, a
+/// frozen VM) stalls the slot only until that broker's lease is confirmed dead; then
+/// the coordinator takes the lock over and the transaction goes on. The paused
+/// holder, thawed, finds it lost the slot. (With the judge unset — the code before —
+/// the second request got COORDINATOR_LOAD_IN_PROGRESS as the first does.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_lock_held_by_a_broker_confirmed_dead_is_taken_over() {
+    let (_d, b, pid) = setup().await;
+    let slot = slot_for("tx");
+    let paused_store = TxnStateStore::for_broker(b.volume.clone(), 2);
+    let paused = paused_store.lock_slot(slot).unwrap();
+    // Broker 2 is not known dead (no lease at all): its lock is respected.
+    let err = b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap_err();
+    assert_eq!(err.code(), 14, "{err}");
+    // Its lease says it stopped: confirmed dead, so its lock is taken over.
+    kaas_core::broker::BrokerLease {
+        version: kaas_core::broker::LEASE_FORMAT_VERSION,
+        broker_id: 2,
+        host: "127.0.0.1".into(),
+        port: 1,
+        incarnation: "paused".into(),
+        started_ms: 0,
+        heartbeat_ms: 0,
+        stopped_ms: Some(1),
+        listeners: Default::default(),
+        authorizer: None,
+    }
+    .write(&b.volume)
+    .unwrap();
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    assert!(
+        !paused_store.holds(paused.id()).unwrap(),
+        "the paused holder lost the slot"
+    );
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    b.txn.end_txn(&b, "tx", pid, 0, true).await.unwrap();
+    assert_eq!(
+        b.txn.store().get("tx").unwrap().unwrap().state,
+        TxnState::CompleteCommit
+    );
+    let (lso, end) = lso_and_end(&b);
+    assert_eq!(lso, end, "committed");
+    // Thawed, the old holder cannot even read the slot for a write under its lock.
+    let mut stale = None;
+    assert!(paused_store
+        .catch_up(&paused, &mut stale)
+        .is_err_and(|e| e.to_string().contains("taken over")));
+}
