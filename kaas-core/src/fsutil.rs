@@ -34,6 +34,27 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
     sync_dir(dir)
 }
 
+/// The first half of [`atomic_write`]: `contents` in a new temporary file beside
+/// `path`, fsynced; returns its path, for a `rename` onto `path` (then a
+/// [`sync_dir`]) when the caller is ready. Nothing is left behind on error.
+pub fn stage_file(path: &Path, contents: &[u8]) -> io::Result<PathBuf> {
+    let tmp = temp_path(path);
+    let written = (|| {
+        let mut f = create_temp(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()
+    })();
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            if e.kind() != io::ErrorKind::AlreadyExists {
+                let _ = fs::remove_file(&tmp);
+            }
+            Err(e)
+        }
+    }
+}
+
 /// Creates a new temporary file: never an existing file, never through a symlink.
 pub fn create_temp(tmp: &Path) -> io::Result<File> {
     OpenOptions::new()

@@ -526,7 +526,7 @@ impl TxnStateStore {
     /// any more). Otherwise the file records this holder (written only when it names
     /// another, not synced: a record that lags on a network file system costs only a
     /// steal that waits, never safety — see [`Self::steal_slot`]).
-    fn held(&self, slot: u32, mut file: File) -> Result<Option<SlotLock>, VolumeError> {
+    fn held(&self, slot: u32, file: File) -> Result<Option<SlotLock>, VolumeError> {
         use std::os::unix::fs::{FileExt, MetadataExt};
         let path = self.lock_path(slot);
         let io = |e: std::io::Error| VolumeError::io(&path, e);
@@ -543,9 +543,8 @@ impl TxnStateStore {
         let mut seen = [0u8; 96];
         let n = file.read_at(&mut seen, 0).map_err(io)?;
         if &seen[..n] != record.as_bytes() {
-            file.set_len(0)
-                .and_then(|_| file.seek(SeekFrom::Start(0)))
-                .and_then(|_| file.write_all(record.as_bytes()))
+            file.write_all_at(record.as_bytes(), 0)
+                .and_then(|_| file.set_len(record.len() as u64))
                 .map_err(io)?;
         }
         Ok(Some(SlotLock {
@@ -579,6 +578,7 @@ impl TxnStateStore {
     ///   path) runs under the gate after checking the lock file is still its own.
     pub fn steal_slot(&self, slot: u32, judge: &dyn Fn(i32) -> bool) -> Result<Option<SlotLock>, VolumeError> {
         let Some(_gate) = self.gate(slot)? else {
+            tracing::debug!(slot, "slot lock held, and its gate too: no take-over this time");
             return Ok(None);
         };
         if let Some(lock) = self.try_lock_slot(slot)? {
@@ -599,7 +599,10 @@ impl TxnStateStore {
         // never.
         match holder {
             Some(SlotHolder::Broker(id)) if self.holder != SlotHolder::Broker(id) && judge(id) => {}
-            _ => return Ok(None),
+            _ => {
+                tracing::debug!(slot, ?holder, "slot lock held by a holder not judged dead");
+                return Ok(None);
+            }
         }
         let fresh = crate::fsutil::temp_path(&path);
         let io = |e: std::io::Error| VolumeError::io(&fresh, e);
@@ -942,15 +945,38 @@ impl TxnStateStore {
             .map_err(|e| io(std::io::Error::other(e)))?
         };
         bytes.push(b'\n');
-        // Files replaced by path: only while the lock is still this one.
-        let _gate = self.gate_for_change(lock)?;
-        crate::fsutil::atomic_write(&path, &bytes).map_err(io)?;
-        state.file.version = SLOT_FORMAT_VERSION;
-        state.checkpoint = crate::fsutil::file_stamp(&path);
-        state.checkpoint_len = bytes.len() as u64;
-        crate::failpoint::check(crate::failpoint::TXN_FOLD_AFTER_CHECKPOINT).map_err(io)?;
         let journal = self.journal_path(lock.slot);
-        crate::fsutil::atomic_write(&journal, b"").map_err(|e| VolumeError::io(&journal, e))?;
+        let dir = self.dir();
+        // Both files written and synced first; then, under the gate and only while the
+        // lock is still this one, renamed in by path — the checkpoint's rename durable
+        // before the journal's. The gate is held for two renames and a directory sync,
+        // so a holder paused there is unlikely (it would stall the slot's take-over
+        // until it resumes: docs/transactions.md).
+        let staged = crate::fsutil::stage_file(&path, &bytes).map_err(io)?;
+        let staged_journal = match crate::fsutil::stage_file(&journal, b"") {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = std::fs::remove_file(&staged);
+                return Err(VolumeError::io(&journal, e));
+            }
+        };
+        let installed = (|| {
+            let _gate = self.gate_for_change(lock)?;
+            std::fs::rename(&staged, &path)
+                .and_then(|_| crate::fsutil::sync_dir(&dir))
+                .map_err(io)?;
+            state.file.version = SLOT_FORMAT_VERSION;
+            state.checkpoint = crate::fsutil::file_stamp(&path);
+            state.checkpoint_len = bytes.len() as u64;
+            crate::failpoint::check(crate::failpoint::TXN_FOLD_AFTER_CHECKPOINT).map_err(io)?;
+            std::fs::rename(&staged_journal, &journal).map_err(|e| VolumeError::io(&journal, e))
+        })();
+        if let Err(e) = installed {
+            let _ = std::fs::remove_file(&staged);
+            let _ = std::fs::remove_file(&staged_journal);
+            return Err(e);
+        }
+        crate::fsutil::sync_dir(&dir).map_err(|e| VolumeError::io(&dir, e))?;
         let inode = crate::fsutil::file_stamp(&journal).map(|s| s.inode);
         state.journal_inode = inode;
         state.journal_len = 0;

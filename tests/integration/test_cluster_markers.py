@@ -96,7 +96,8 @@ def markers_exactly_once(data, topic):
     """Every partition's log: each transactional producer's data is closed by exactly
     one marker (never two markers in a row for one producer), and nothing is left open."""
     for part in range(PARTITIONS):
-        dump = json.loads(run_kaasctl(data, "--json", "log", "dump", topic, str(part), timeout=60).stdout)
+        dump = json.loads(run_kaasctl(data, "--json", "log", "dump", topic, str(part), "--count", "100000000",
+                                      timeout=60).stdout)
         open_txn = {}
         for b in dump["batches"]:
             if not b["transactional"]:
