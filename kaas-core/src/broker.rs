@@ -24,6 +24,14 @@ pub struct BrokerLease {
     /// written before it existed, which read as running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_ms: Option<i64>,
+    /// Set by a broker that stepped down because it could not renew its lease in time
+    /// (half the session timeout): it let its partitions go and coordinates nothing,
+    /// so peers count it dead at once, as a stopped one, rather than wait for a
+    /// heartbeat that still changes (slow writes) to stand still for the session
+    /// timeout. Cleared by its next renewal in time. Absent in leases written before
+    /// it existed, and by a broker that has not stepped down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stepped_down_ms: Option<i64>,
     /// Every listener's advertised address, by listener name (docs/security.md): a
     /// client is told the address of the listener it came in on. `host`/`port` above
     /// are a PLAINTEXT-protocol listener's (the one named PLAINTEXT, else the first
@@ -79,7 +87,27 @@ impl BrokerLease {
     /// `session_timeout_ms` (by the wall clock: for one-shot readers like kaasctl;
     /// brokers use [`LeaseTracker`]).
     pub fn is_alive(&self, now_ms: i64, session_timeout_ms: i64) -> bool {
-        self.stopped_ms.is_none() && now_ms - self.heartbeat_ms < session_timeout_ms
+        !self.stands_down() && now_ms - self.heartbeat_ms < session_timeout_ms
+    }
+    /// Whether the lease itself says its broker serves nothing: stopped cleanly, or
+    /// stepped down (see `stepped_down_ms`). Peers count it dead at once.
+    pub fn stands_down(&self) -> bool {
+        self.stopped_ms.is_some() || self.stepped_down_ms.is_some()
+    }
+    /// A renewal: the lease replaced atomically (a new file renamed in place, so a
+    /// reader never sees half of it) but not fsynced — a heartbeat is for other
+    /// processes to see change, and one lost in a crash only makes the dead broker look
+    /// dead sooner. Two fsyncs a second on a slow volume would make every renewal late
+    /// (issue 25 item 5). On a full volume, overwritten in place as [`Self::write`] does.
+    pub fn renew(&self, volume: &Volume) -> Result<(), VolumeError> {
+        let path = volume.broker_lease(self.broker_id);
+        let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
+        match crate::fsutil::replace_unsynced(&path, &bytes) {
+            Err(e) if crate::fsutil::is_out_of_space(&e) && path.exists() => {
+                crate::fsutil::overwrite_in_place(&path, &bytes).map_err(|e| VolumeError::io(&path, e))
+            }
+            other => other.map_err(|e| VolumeError::io(&path, e)),
+        }
     }
 }
 
@@ -223,7 +251,7 @@ impl LeaseTracker {
     /// the same incarnation and heartbeat, unchanged for the session timeout by `now`
     /// (or stopped cleanly). A broker restarted or renewed since is not.
     pub fn confirms_dead(&self, lease: &BrokerLease, now: std::time::Instant, session_timeout_ms: i64) -> bool {
-        if lease.stopped_ms.is_some() {
+        if lease.stands_down() {
             return true;
         }
         let timeout = std::time::Duration::from_millis(session_timeout_ms.max(0) as u64);
@@ -275,7 +303,7 @@ impl LeaseTracker {
                 }
             };
             let unchanged_for_timeout = now.duration_since(seen.changed) >= timeout;
-            if lease.stopped_ms.is_some() || unchanged_for_timeout {
+            if lease.stands_down() || unchanged_for_timeout {
                 self.dead.insert(lease.broker_id);
             } else if !seen.presumed_dead {
                 live.push(lease);
@@ -314,6 +342,7 @@ mod tests {
             started_ms: 0,
             heartbeat_ms: hb,
             stopped_ms: None,
+            stepped_down_ms: None,
             listeners: Default::default(),
             authorizer: None,
         }
@@ -356,6 +385,46 @@ mod tests {
         assert!(t.observe([&gone], now_ms + 10_000, after, timeout).is_empty());
         assert_eq!(t.dead().iter().copied().collect::<Vec<_>>(), vec![2]);
         assert!(t.confirms_dead(&gone, after, timeout));
+    }
+
+    /// Issue 25 item 5: a broker too slow to renew its lease in time steps down and
+    /// says so in its lease; its heartbeat still changes (slow renewals), yet peers
+    /// count it dead at once — not live, its locks may be taken — until a renewal in
+    /// time clears the mark. (Before, such a broker stayed live to its peers while it
+    /// served nothing: its partitions stranded.)
+    #[test]
+    fn a_broker_that_stepped_down_is_dead_to_its_peers_at_once_until_it_renews_in_time() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let timeout = 10_000;
+        let mut t = LeaseTracker::default();
+        let mut slow = lease(1, 1_000);
+        assert_eq!(t.observe([&slow], 1_000, t0, timeout).len(), 1);
+        // Its renewals keep coming, 3.5 s apart: never unchanged for the timeout.
+        slow.heartbeat_ms = 4_500;
+        slow.stepped_down_ms = Some(4_500);
+        let t1 = t0 + Duration::from_millis(3_500);
+        assert!(t.observe([&slow], 4_500, t1, timeout).is_empty(), "not live");
+        assert_eq!(t.dead().iter().copied().collect::<Vec<_>>(), vec![1]);
+        assert!(t.confirms_dead(&slow, t1, timeout), "its locks may be taken at once");
+        assert!(!slow.is_alive(4_500, timeout));
+        // A renewal in time clears the mark: live again.
+        slow.heartbeat_ms = 5_500;
+        slow.stepped_down_ms = None;
+        let t2 = t0 + Duration::from_millis(4_500);
+        assert_eq!(t.observe([&slow], 5_500, t2, timeout).len(), 1);
+        assert!(!t.confirms_dead(&slow, t2, timeout));
+        // The mark round-trips through the file, and a lease without it reads as before.
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        std::fs::create_dir_all(volume.brokers_dir()).unwrap();
+        slow.stepped_down_ms = Some(7);
+        slow.renew(&volume).unwrap();
+        assert_eq!(BrokerLease::read(&volume, 1).unwrap().stepped_down_ms, Some(7));
+        slow.stepped_down_ms = None;
+        slow.renew(&volume).unwrap();
+        let text = std::fs::read_to_string(volume.broker_lease(1)).unwrap();
+        assert!(!text.contains("stepped_down_ms"), "{text}");
     }
 
     #[test]
@@ -442,6 +511,7 @@ mod tests {
             started_ms: 0,
             heartbeat_ms: 1_000,
             stopped_ms: None,
+            stepped_down_ms: None,
             listeners: Default::default(),
             authorizer: None,
         };

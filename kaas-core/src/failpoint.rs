@@ -51,6 +51,7 @@ pub const ROLL_BEFORE_SNAPSHOT: &str = "roll-before-snapshot";
 pub const ROLL_AFTER_SNAPSHOT: &str = "roll-after-snapshot";
 
 /// The cleaner recorded a swap (`cleaning-swap.json`); no old segment is removed yet.
+pub const LEASE_RENEW: &str = "lease-renew";
 pub const CLEAN_AFTER_SWAP_RECORD: &str = "clean-after-swap-record";
 /// The cleaner swapped its segments in; the swap record is not removed yet.
 pub const CLEAN_AFTER_SWAP: &str = "clean-after-swap";
@@ -60,6 +61,8 @@ enum Action {
     Abort(AtomicU64),
     /// Fail this many more times (u64::MAX: always).
     Error(AtomicU64),
+    /// Every pass sleeps this many milliseconds (a slow volume).
+    Delay(u64),
 }
 
 fn active() -> &'static [(String, Action)] {
@@ -81,6 +84,10 @@ fn parse(spec: &str) -> Vec<(String, Action)> {
                     .unwrap_or(1);
                 (name.to_string(), Action::Abort(AtomicU64::new(nth.saturating_sub(1))))
             }
+            Some((name, action)) if action.starts_with("delay:") => {
+                let ms = action["delay:".len()..].parse().unwrap_or(1000);
+                (name.to_string(), Action::Delay(ms))
+            }
             Some((name, action)) => {
                 let times = match action.strip_prefix("error") {
                     Some("") => u64::MAX,
@@ -96,6 +103,10 @@ fn parse(spec: &str) -> Vec<(String, Action)> {
 /// A crash point: aborts the process when `name` is configured to abort.
 pub fn hit(name: &str) {
     for (n, a) in active() {
+        if let (true, Action::Delay(ms)) = (n == name, a) {
+            tracing::warn!(failpoint = name, ms, "failpoint reached: delaying");
+            std::thread::sleep(std::time::Duration::from_millis(*ms));
+        }
         if let (true, Action::Abort(skip)) = (n == name, a) {
             // Ok(previous) while hits are still to be let through; Err(0) when this is the one.
             if skip
@@ -137,8 +148,9 @@ mod tests {
 
     #[test]
     fn specs_parse_into_aborts_and_bounded_errors() {
-        let parsed = parse("a, b=error*2 ,c=error,d=abort@3");
-        assert_eq!(parsed.len(), 4);
+        let parsed = parse("a, b=error*2 ,c=error,d=abort@3,e=delay:250");
+        assert_eq!(parsed.len(), 5);
+        assert!(matches!(&parsed[4], (n, Action::Delay(250)) if n == "e"));
         assert!(matches!(&parsed[0], (n, Action::Abort(s)) if n == "a" && s.load(Ordering::Relaxed) == 0));
         assert!(matches!(&parsed[3], (n, Action::Abort(s)) if n == "d" && s.load(Ordering::Relaxed) == 2));
         assert!(matches!(&parsed[1], (n, Action::Error(l)) if n == "b" && l.load(Ordering::Relaxed) == 2));

@@ -34,6 +34,24 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
     sync_dir(dir)
 }
 
+/// Replaces `path` with `contents` atomically for readers (a new file renamed in
+/// place) but with no fsync: for files whose loss in a crash costs nothing (a
+/// heartbeat), where the two fsyncs of [`atomic_write`] would cost the most.
+pub fn replace_unsynced(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let tmp = temp_path(path);
+    let written = (|| {
+        let mut f = create_temp(&tmp)?;
+        f.write_all(contents)?;
+        fs::rename(&tmp, path)
+    })();
+    if let Err(e) = &written {
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            let _ = fs::remove_file(&tmp);
+        }
+    }
+    written
+}
+
 /// The first half of [`atomic_write`]: `contents` in a new temporary file beside
 /// `path`, fsynced; returns its path, for a `rename` onto `path` (then a
 /// [`sync_dir`]) when the caller is ready. Nothing is left behind on error.

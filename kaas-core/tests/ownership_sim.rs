@@ -197,6 +197,7 @@ impl Sim {
                 started_ms: 0,
                 heartbeat_ms: wall,
                 stopped_ms: None,
+                stepped_down_ms: None,
                 listeners: Default::default(),
                 authorizer: None,
             },

@@ -271,6 +271,9 @@ pub async fn readiness(state: &Arc<OpsState>) -> Vec<Check> {
                 l.incarnation
             )),
             Ok(l) if l.stopped_ms.is_some() => Err("the lease is marked stopped".into()),
+            Ok(l) if l.stepped_down_ms.is_some() => {
+                Err("the lease is marked stepped down (it could not be renewed in time)".into())
+            }
             Ok(_) => Ok("the lease names this process".into()),
             Err(_) => Err("own lease unreadable".into()),
         },

@@ -139,6 +139,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         started_ms: now_ms(),
         heartbeat_ms: now_ms(),
         stopped_ms: None,
+        stepped_down_ms: None,
     };
     let written_at = Instant::now();
     lease.write(&volume)?;
@@ -160,7 +161,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 }
                 let at = Instant::now();
                 lease.heartbeat_ms = now_ms();
-                match lease.write(&volume) {
+                match lease.renew(&volume) {
                     Ok(()) => *renewed.lock().unwrap_or_else(|p| p.into_inner()) = at,
                     Err(e) => error!(error = %e, "cannot renew broker lease while opening the volume"),
                 }
@@ -390,15 +391,22 @@ fn renew_lease(broker: &Broker, lease: &mut BrokerLease) {
             std::process::exit(70);
         }
     }
-    if !broker.lease_fresh() {
+    if broker.lease_fresh() {
+        lease.stepped_down_ms = None;
+    } else {
         warn!("this broker's lease was not renewed for half the session timeout: stepping down");
         broker.stepping_down();
         broker.release_partitions("lease not renewed in time");
         refresh_live_brokers(broker);
+        // Said in the lease, so peers take over at once: its heartbeat may still
+        // change (renewals that are only slow), and they would wait for it to stand
+        // still while this broker serves nothing. The next renewal in time clears it.
+        lease.stepped_down_ms = Some(now_ms());
     }
     let at = Instant::now();
+    kaas_core::failpoint::hit(kaas_core::failpoint::LEASE_RENEW);
     lease.heartbeat_ms = now_ms();
-    match lease.write(&broker.volume) {
+    match lease.renew(&broker.volume) {
         Ok(()) => broker.renewed_at(at),
         Err(e) => {
             error!(error = %e, "cannot renew broker lease; this broker steps down once it is older than half the session timeout")

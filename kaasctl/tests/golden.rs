@@ -152,6 +152,7 @@ fn fixture(dir: &Path) -> Volume {
             started_ms: NOW - 3_600_000,
             heartbeat_ms: hb,
             stopped_ms: None,
+            stepped_down_ms: None,
             listeners: Default::default(),
             authorizer: None,
         }
@@ -835,6 +836,7 @@ fn lease(v: &Volume, id: i32, heartbeat_ms: i64) {
         started_ms: NOW - 3_600_000,
         heartbeat_ms,
         stopped_ms: None,
+        stepped_down_ms: None,
         listeners: Default::default(),
         authorizer: None,
     }

@@ -53,3 +53,49 @@ def test_two_brokers_on_one_volume_never_append_to_one_partition(kaas_factory, t
     assert p.flush(30) == 0
     got = read_all(first.bootstrap, "one-writer", 1, "read_uncommitted", expect=100)
     assert got == [f"a{i}" for i in range(100)], "every acked record, once, in order, nothing else"
+
+
+def test_a_broker_too_slow_to_renew_its_lease_is_taken_over_at_once(kaas_factory, tmp_path):
+    """Issue 25 item 5: a broker whose lease renewals take longer than half the session
+    timeout steps down every round, while its heartbeat still changes often enough that
+    peers never see it stand still. It says so in its lease (`stepped_down_ms`), so
+    peers take its partitions over at once instead of leaving them stranded; every
+    record produced meanwhile is acknowledged and read back. (On the code before, its
+    partitions answered no producer for as long as the renewals stayed slow.)"""
+    import json
+
+    from confluent_kafka import Producer
+
+    from test_cluster import leaders
+    from txn_helpers import create_topic, read_all
+
+    data = tmp_path / "shared"
+    flags = ["--broker-session-timeout-ms", "4000", "--volume-poll-interval-ms", "300"]
+    b0 = kaas_factory(*flags, data_dir=data)
+    create_topic(b0.bootstrap, "slow-lease", 4)
+    # Each renewal of broker 1 takes 2.5 s (half the session timeout is 2 s): its
+    # heartbeat changes every ~3.5 s, under the 4 s a peer waits for it to stand still.
+    slow = kaas_factory("--broker-id", "1", *flags, data_dir=data, env={"KAAS_FAILPOINTS": "lease-renew=delay:2500"})
+    deadline = time.time() + 30
+    while "stepping down" not in slow.log_text():
+        assert time.time() < deadline, "the slow broker never stepped down"
+        time.sleep(0.2)
+    lease = json.loads((data / "__cluster" / "brokers" / "1.json").read_text())
+    assert "stepped_down_ms" in lease or "stepping down" in slow.log_text()
+    # Broker 0 leads every partition: broker 1 is not live to it.
+    deadline = time.time() + 15
+    while True:
+        listed, led = leaders(b0.bootstrap, "slow-lease")
+        if listed == [0] and set(led.values()) == {0}:
+            break
+        assert time.time() < deadline, f"broker 0 did not take every partition: brokers {listed}, leaders {led}"
+        time.sleep(0.2)
+    p = Producer({"bootstrap.servers": b0.bootstrap, "acks": "all", "message.timeout.ms": 15000})
+    acked, failed = [], []
+    for i in range(40):
+        p.produce("slow-lease", value=f"s{i}".encode(), partition=i % 4,
+                  on_delivery=lambda err, m: (failed if err else acked).append(err or m.value().decode()))
+    assert p.flush(30) == 0
+    assert not failed, failed[:3]
+    assert sorted(read_all(b0.bootstrap, "slow-lease", 4, "read_uncommitted", expect=40)) == sorted(acked)
+    assert slow.alive()

@@ -1050,6 +1050,7 @@ async fn a_slot_lock_held_by_a_broker_confirmed_dead_is_taken_over() {
         started_ms: 0,
         heartbeat_ms: 0,
         stopped_ms: Some(1),
+        stepped_down_ms: None,
         listeners: Default::default(),
         authorizer: None,
     }

@@ -66,6 +66,7 @@ fn fixture(dir: &Path) -> Volume {
         started_ms: NOW - 10_000,
         heartbeat_ms: NOW - 300,
         stopped_ms: None,
+        stepped_down_ms: None,
         listeners: Default::default(),
         authorizer: None,
     }
