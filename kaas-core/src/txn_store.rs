@@ -214,23 +214,39 @@ pub enum SlotHolder {
 }
 
 impl SlotHolder {
+    /// The lock file's line: who, which process, and a CRC-32C of both, so a read
+    /// that raced a rewrite (torn) names nobody rather than a wrong broker.
     fn record(&self) -> String {
-        match self {
-            SlotHolder::Broker(id) => format!("broker {id} pid {}\n", std::process::id()),
-            SlotHolder::Admin => format!("admin pid {}\n", std::process::id()),
-        }
+        let who = match self {
+            SlotHolder::Broker(id) => format!("broker {id} pid {}", std::process::id()),
+            SlotHolder::Admin => format!("admin pid {}", std::process::id()),
+        };
+        format!("{who} crc {:08x}\n", crc32c::crc32c(who.as_bytes()))
     }
     /// The holder a lock file's contents name; None for anything else (an empty
-    /// file, written by an older build: never judged dead).
+    /// file, written by an older build, a torn read: never judged dead).
     pub fn parse(contents: &[u8]) -> Option<SlotHolder> {
-        let text = std::str::from_utf8(contents).ok()?;
-        let mut words = text.split_whitespace();
+        let text = std::str::from_utf8(contents).ok()?.trim_end_matches('\n');
+        let (who, crc) = text.rsplit_once(" crc ")?;
+        if u32::from_str_radix(crc, 16).ok()? != crc32c::crc32c(who.as_bytes()) {
+            return None;
+        }
+        let mut words = who.split_whitespace();
         match words.next()? {
             "broker" => words.next()?.parse().ok().map(SlotHolder::Broker),
             "admin" => Some(SlotHolder::Admin),
             _ => None,
         }
     }
+}
+
+/// A slot lock file as a broker judging its holder read it: which file (inode) and
+/// what it said. Two reads a judging interval apart that are equal mean one holder
+/// held it all along (see [`TxnStateStore::steal_slot`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HolderSeen {
+    inode: u64,
+    record: Vec<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -496,15 +512,17 @@ impl TxnStateStore {
     }
 
     /// Takes the exclusive lock of one slot. Blocks while another process holds it.
+    /// Tried without blocking, again and again, with pauses growing to 50 ms: a
+    /// blocking `flock` on a file a take-over replaced would wait for its deposed
+    /// holder, which may stay paused forever; each try opens the path afresh.
     pub fn lock_slot(&self, slot: u32) -> Result<SlotLock, VolumeError> {
-        let path = self.lock_path(slot);
+        let mut pause = std::time::Duration::from_millis(1);
         loop {
-            let file = self
-                .with_dir(|| crate::fsutil::lock_exclusive(&path))
-                .map_err(|e| VolumeError::io(&path, e))?;
-            if let Some(lock) = self.held(slot, file)? {
+            if let Some(lock) = self.try_lock_slot(slot)? {
                 return Ok(lock);
             }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
         }
     }
 
@@ -543,8 +561,13 @@ impl TxnStateStore {
         let mut seen = [0u8; 96];
         let n = file.read_at(&mut seen, 0).map_err(io)?;
         if &seen[..n] != record.as_bytes() {
-            file.write_all_at(record.as_bytes(), 0)
-                .and_then(|_| file.set_len(record.len() as u64))
+            // Through a descriptor of its own, closed at once: on NFS the close sends
+            // the line to the server (close-to-open), so a broker judging the lock
+            // reads this holder, not the last one, while it is held.
+            let mut other = crate::fsutil::open_volume_file(OpenOptions::new().write(true), &path).map_err(io)?;
+            other
+                .write_all(record.as_bytes())
+                .and_then(|_| other.set_len(record.len() as u64))
                 .map_err(io)?;
         }
         Ok(Some(SlotLock {
@@ -576,33 +599,48 @@ impl TxnStateStore {
     ///   [`Self::catch_up`]), an append checks that the journal it opened is the one
     ///   its copy was read from, and a fold or torn-tail cut (the only writes by
     ///   path) runs under the gate after checking the lock file is still its own.
-    pub fn steal_slot(&self, slot: u32, judge: &dyn Fn(i32) -> bool) -> Result<Option<SlotLock>, VolumeError> {
-        let Some(_gate) = self.gate(slot)? else {
-            tracing::debug!(slot, "slot lock held, and its gate too: no take-over this time");
-            return Ok(None);
-        };
+    pub fn steal_slot(
+        &self,
+        slot: u32,
+        judge: &dyn Fn(i32) -> bool,
+        seen: &mut Option<HolderSeen>,
+    ) -> Result<Option<SlotLock>, VolumeError> {
         if let Some(lock) = self.try_lock_slot(slot)? {
+            *seen = None;
             return Ok(Some(lock));
         }
         let path = self.lock_path(slot);
-        let holder = match crate::fsutil::open_regular(&path) {
-            Ok(f) => {
-                use std::os::unix::fs::FileExt;
-                let mut seen = [0u8; 96];
-                let n = f.read_at(&mut seen, 0).map_err(|e| VolumeError::io(&path, e))?;
-                SlotHolder::parse(&seen[..n])
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(VolumeError::io(&path, e)),
+        // The lock file as it is now, and as the caller's last look found it: only a
+        // record unchanged since then (the same file, the same holder process) is
+        // judged — a holder writes its line just after it takes the lock, so a line
+        // read once may still name the holder before it, which may be dead.
+        let now = self.holder_seen(slot)?;
+        let steady = now.is_some() && *seen == now;
+        *seen = now.clone();
+        let Some(now) = now.filter(|_| steady) else {
+            return Ok(None);
         };
         // Only a broker is judged (by its lease); kaasctl, or a file naming nobody,
-        // never.
+        // never. Judged before the gate is taken: the gate is held only for the swap.
+        let holder = SlotHolder::parse(&now.record);
         match holder {
             Some(SlotHolder::Broker(id)) if self.holder != SlotHolder::Broker(id) && judge(id) => {}
             _ => {
                 tracing::debug!(slot, ?holder, "slot lock held by a holder not judged dead");
                 return Ok(None);
             }
+        }
+        let Some(_gate) = self.gate(slot)? else {
+            tracing::debug!(slot, "slot lock held, and its gate too: no take-over this time");
+            return Ok(None);
+        };
+        // Under the gate: still held, by the same holder in the same file.
+        if let Some(lock) = self.try_lock_slot(slot)? {
+            *seen = None;
+            return Ok(Some(lock));
+        }
+        if self.holder_seen(slot)?.as_ref() != Some(&now) {
+            return Ok(None);
         }
         let fresh = crate::fsutil::temp_path(&path);
         let io = |e: std::io::Error| VolumeError::io(&fresh, e);
@@ -629,6 +667,22 @@ impl TxnStateStore {
             },
             fresh_history_due: AtomicBool::new(true),
         }))
+    }
+
+    /// The slot's lock file now: its inode and its holder line (None: no file).
+    fn holder_seen(&self, slot: u32) -> Result<Option<HolderSeen>, VolumeError> {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let path = self.lock_path(slot);
+        match crate::fsutil::open_regular_meta(&path) {
+            Ok((f, m)) => {
+                let mut record = vec![0u8; 96];
+                let n = f.read_at(&mut record, 0).map_err(|e| VolumeError::io(&path, e))?;
+                record.truncate(n);
+                Ok(Some(HolderSeen { inode: m.ino(), record }))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(VolumeError::io(&path, e)),
+        }
     }
 
     /// Whether the slot's lock file is still the one `id` names: checked through a
@@ -846,8 +900,14 @@ impl TxnStateStore {
             lines.push(line);
         }
         crate::failpoint::check(crate::failpoint::TXN_JOURNAL_APPEND).map_err(|e| VolumeError::io(&path, e))?;
-        let mut f = crate::fsutil::open_volume_file(OpenOptions::new().create(true).append(true), &path)
-            .map_err(|e| VolumeError::io(&path, e))?;
+        // No journal when this copy was read: this append creates it, and finding one
+        // (a take-over's fresh history, or any writer's) means the copy is stale.
+        let mut options = OpenOptions::new();
+        match state.journal_inode {
+            None => options.create_new(true).append(true),
+            Some(_) => options.append(true),
+        };
+        let mut f = crate::fsutil::open_volume_file(&mut options, &path).map_err(|e| VolumeError::io(&path, e))?;
         // The journal this copy was read from, or none yet: under the lock nobody
         // else replaces it, so another one means the lock was taken over (a steal
         // folded the slot) — checked on the descriptor written through, before the

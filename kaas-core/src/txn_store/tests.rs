@@ -744,16 +744,17 @@ fn a_slot_lock_held_by_a_dead_broker_is_taken_over_and_its_holder_writes_nothing
     assert!(taker.try_lock_slot(slot).unwrap().is_none());
     // Its holder is not judged dead: nothing is taken.
     let judged = std::cell::RefCell::new(Vec::new());
-    assert!(taker
-        .steal_slot(slot, &|h| {
-            judged.borrow_mut().push(h);
-            false
-        })
-        .unwrap()
-        .is_none());
+    let judge = |h| {
+        judged.borrow_mut().push(h);
+        false
+    };
+    let mut seen = None;
+    assert!(taker.steal_slot(slot, &judge, &mut seen).unwrap().is_none());
+    assert!(judged.borrow().is_empty(), "a holder line read once is not judged yet");
+    assert!(taker.steal_slot(slot, &judge, &mut seen).unwrap().is_none());
     assert_eq!(judged.into_inner(), vec![2], "the lock file names its holder");
     // Judged dead: taken over, under a new lock file.
-    let stolen = taker.steal_slot(slot, &|id| id == 2).unwrap().unwrap();
+    let stolen = taker.steal_slot(slot, &|id| id == 2, &mut seen).unwrap().unwrap();
     assert!(stolen.stolen());
     assert!(
         !paused.holds(held.id()).unwrap(),
@@ -797,7 +798,10 @@ fn a_slot_lock_held_by_kaasctl_is_never_taken_over() {
     let taker = TxnStateStore::for_broker(volume.clone(), 1);
     let slot = 3;
     let held = admin.lock_slot(slot).unwrap();
-    assert!(taker.steal_slot(slot, &|_| true).unwrap().is_none());
+    let mut seen = None;
+    for _ in 0..3 {
+        assert!(taker.steal_slot(slot, &|_| true, &mut seen).unwrap().is_none());
+    }
     assert!(admin.holds(held.id()).unwrap());
     drop(held);
     std::fs::write(admin.lock_path(slot), b"").unwrap();
@@ -806,9 +810,82 @@ fn a_slot_lock_held_by_kaasctl_is_never_taken_over() {
         .open(admin.lock_path(slot))
         .unwrap();
     other.lock().unwrap();
-    assert!(taker.steal_slot(slot, &|_| true).unwrap().is_none());
-    assert_eq!(SlotHolder::parse(b"broker 4 pid 9\n"), Some(SlotHolder::Broker(4)));
+    for _ in 0..3 {
+        assert!(taker.steal_slot(slot, &|_| true, &mut seen).unwrap().is_none());
+    }
+    let line = SlotHolder::Broker(4).record();
+    assert_eq!(SlotHolder::parse(line.as_bytes()), Some(SlotHolder::Broker(4)));
+    assert_eq!(
+        SlotHolder::parse(line.replace("broker 4", "broker 7").as_bytes()),
+        None,
+        "a torn line names nobody"
+    );
     assert_eq!(SlotHolder::parse(b""), None);
+}
+
+/// Review of issue 25 item 8: a holder writes its line just after it takes the lock,
+/// so a line read once may still name the holder before it — dead, maybe. A lock is
+/// taken over only when the same line (same file, same holder process) is read twice
+/// with the holder's lease confirmed dead; a new holder's line in between resets it.
+#[test]
+fn a_holder_line_that_changed_since_the_last_look_is_not_judged() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let (dead, live, taker) = (
+        TxnStateStore::for_broker(volume.clone(), 5),
+        TxnStateStore::for_broker(volume.clone(), 6),
+        TxnStateStore::for_broker(volume.clone(), 1),
+    );
+    let slot = 9;
+    drop(dead.lock_slot(slot).unwrap());
+    // A live holder took it, but its line still names the dead one (the gap between
+    // its flock and its write, or a line not yet on an NFS server).
+    let held = live.lock_slot(slot).unwrap();
+    std::fs::write(live.lock_path(slot), SlotHolder::Broker(5).record()).unwrap();
+    let mut seen = None;
+    assert!(taker.steal_slot(slot, &|id| id == 5, &mut seen).unwrap().is_none());
+    // Its line lands: the next look sees it changed, and the one after judges broker 6.
+    std::fs::write(live.lock_path(slot), SlotHolder::Broker(6).record()).unwrap();
+    for _ in 0..3 {
+        assert!(taker.steal_slot(slot, &|id| id == 5, &mut seen).unwrap().is_none());
+    }
+    assert!(live.holds(held.id()).unwrap());
+    // kaasctl's blocking lock waits for the live holder, and gets the lock once a
+    // take-over replaced the file under a paused one (it never waits on the old file).
+    let admin = TxnStateStore::new(volume.clone());
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| admin.lock_slot(slot).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!waiter.is_finished());
+        let stolen = taker.steal_slot(slot, &|id| id == 6, &mut seen).unwrap().unwrap();
+        drop(stolen);
+        assert!(waiter.join().is_ok());
+    });
+    assert!(!live.holds(held.id()).unwrap());
+}
+
+/// Review of issue 25 item 8: a copy read when the slot had no journal (a first fold
+/// cut between its two renames leaves a checkpoint alone) creates the journal with
+/// its append — and refuses one that appeared since (a take-over's fresh history),
+/// instead of appending a line of its stale copy to it.
+#[test]
+fn an_append_that_would_create_the_journal_refuses_one_that_appeared() {
+    let (_dir, store) = store();
+    let slot = slot_for("t1");
+    store
+        .update(slot, 5, |entries| {
+            entries.insert("t1".into(), entry("t1"));
+            ((), true)
+        })
+        .unwrap();
+    store.lock(slot).unwrap().fold().unwrap();
+    std::fs::remove_file(store.journal_path(slot)).unwrap();
+    let (lock, mut state) = locked(&store, slot);
+    std::fs::write(store.journal_path(slot), b"").unwrap();
+    assert!(store
+        .append(&lock, &mut state, &[SlotOp::Put(stepped(&entry("t1"), 6))], 6)
+        .is_err());
+    assert_eq!(journal_len(&store, slot), 0, "nothing written to it");
 }
 
 /// The checkpoint and journal paths of a slot.

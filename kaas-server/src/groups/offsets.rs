@@ -102,6 +102,20 @@ impl GroupCoordinator {
         group_id: &str,
         f: impl FnOnce(&mut GroupOffsets) -> (R, bool),
     ) -> Result<R, VolumeError> {
+        self.with_offsets_guarded(group_id, &|| Ok(()), f)
+    }
+
+    /// [`Self::with_offsets`], running `guard` under the group's file lock before
+    /// anything is written (a transaction's staged offsets: the transaction
+    /// coordinator checks it still holds the slot — a holder deposed while paused
+    /// must not stage into, or finish, a later transaction at the same epoch; with
+    /// the check under the file lock, every later writer of the file comes after it).
+    fn with_offsets_guarded<R>(
+        &self,
+        group_id: &str,
+        guard: &dyn Fn() -> Result<(), VolumeError>,
+        f: impl FnOnce(&mut GroupOffsets) -> (R, bool),
+    ) -> Result<R, VolumeError> {
         let entry = {
             let mut cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
             cache
@@ -127,6 +141,7 @@ impl GroupCoordinator {
         let mut next = cached.offsets.clone();
         let (result, changed) = f(&mut next);
         if changed {
+            guard()?;
             next.save(&self.volume)?;
             cached.offsets = next;
             cached.stamp = file_stamp(&path);
@@ -168,9 +183,10 @@ impl GroupCoordinator {
         producer_epoch: i16,
         transactional_id: &str,
         entries: &[(String, i32, i64, i32, Option<String>)],
+        guard: &dyn Fn() -> Result<(), VolumeError>,
     ) -> Result<(), VolumeError> {
         let now = now_ms();
-        self.with_offsets(group_id, |offsets| {
+        self.with_offsets_guarded(group_id, guard, |offsets| {
             for (topic, partition, offset, leader_epoch, metadata) in entries {
                 let committed = CommittedOffset {
                     offset: *offset,
@@ -199,8 +215,9 @@ impl GroupCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        guard: &dyn Fn() -> Result<(), VolumeError>,
     ) -> Result<(), VolumeError> {
-        let changed = self.with_offsets(group_id, |offsets| {
+        let changed = self.with_offsets_guarded(group_id, guard, |offsets| {
             let changed = if commit {
                 offsets.commit_pending(producer_id, producer_epoch)
             } else {

@@ -389,7 +389,7 @@ fn committed_offsets_are_on_the_volume() {
 fn an_offsets_file_changed_behind_the_coordinator_is_reloaded() {
     let (dir, c) = coordinator();
     let volume = Volume::new(dir.path());
-    c.stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 42, -1, None)])
+    c.stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 42, -1, None)], &|| Ok(()))
         .unwrap();
     assert!(c.fetch_offsets("g").unwrap().has_pending("t", 0));
     // An operator tool discards the staged offsets directly on the volume.

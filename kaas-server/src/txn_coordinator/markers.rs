@@ -61,7 +61,8 @@ impl TransactionCoordinator {
         let commit = current.state == TxnState::PrepareCommit;
         let (pid, epoch) = (current.producer_id, current.producer_epoch);
         for group in &current.groups {
-            self.groups.finish_pending(group, pid, epoch, commit)?;
+            self.groups
+                .finish_pending(group, pid, epoch, commit, &|| self.store.check_held(held.lock.id()))?;
         }
         let mut local: Vec<&TopicPartition> = Vec::new();
         let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();

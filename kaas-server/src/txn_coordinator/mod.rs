@@ -46,7 +46,9 @@ use kaas_core::fence_log::FenceLog;
 use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult};
 use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
-use kaas_core::txn_store::{GroupCommit, Mark, SlotLock, SlotLockId, SlotOp, SlotState, TxnStateStore, SLOTS};
+use kaas_core::txn_store::{
+    GroupCommit, HolderSeen, Mark, SlotLock, SlotLockId, SlotOp, SlotState, TxnStateStore, SLOTS,
+};
 use kaas_core::VolumeError;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -297,18 +299,20 @@ impl TransactionCoordinator {
             .map_err(|_| busy())?;
         let mut pause = Duration::from_millis(1);
         let mut judged_at: Option<Instant> = None;
+        let mut seen = None;
         let lock = loop {
             if let Some(lock) = self.store.try_lock_slot(slot)? {
                 break lock;
             }
             // Held for a while: is its holder a broker confirmed dead? (A read of the
-            // lock file and of that broker's lease, at most every few hundred ms.)
+            // lock file and of that broker's lease, at most every few hundred ms; the
+            // same holder line must be read twice, one interval apart.)
             if self.dead_judge.get().is_some()
                 && started.elapsed() >= SLOT_LOCK_STEAL_AFTER
                 && judged_at.is_none_or(|t| t.elapsed() >= SLOT_LOCK_STEAL_AFTER)
             {
                 judged_at = Some(Instant::now());
-                if let Some(lock) = self.steal(slot).await? {
+                if let Some(lock) = self.steal(slot, &mut seen).await? {
                     break lock;
                 }
             }
@@ -355,9 +359,9 @@ impl TransactionCoordinator {
 
     /// [`TxnStateStore::steal_slot`] with this broker's judge, on the blocking pool
     /// (it may wait for the slot's gate).
-    async fn steal(&self, slot: u32) -> Result<Option<SlotLock>, CoordError> {
+    async fn steal(&self, slot: u32, seen: &mut Option<HolderSeen>) -> Result<Option<SlotLock>, CoordError> {
         let judge = self.dead_judge.get().expect("checked by the caller");
-        let stolen = crate::blocking::off_worker(|| self.store.steal_slot(slot, judge))?;
+        let stolen = crate::blocking::off_worker(|| self.store.steal_slot(slot, judge, seen))?;
         if stolen.is_some() {
             // Whatever this process cached of the slot is read again.
             *self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -808,7 +812,9 @@ impl TransactionCoordinator {
         check_group_owner(broker, group)?;
         let held = self.lock_slot(slot_for(tid)).await?;
         Self::check_ongoing(self.held_entry(&held, tid)?.as_ref(), pid, epoch, group)?;
-        self.groups.stage_offsets(group, pid, epoch, tid, entries)?;
+        let lock = held.lock.id();
+        self.groups
+            .stage_offsets(group, pid, epoch, tid, entries, &|| self.store.check_held(lock))?;
         drop(held);
         Ok(())
     }
@@ -867,7 +873,9 @@ impl TransactionCoordinator {
                 // hook again and finds nothing left).
                 for group in &entry.groups {
                     self.groups
-                        .finish_pending(group, entry.producer_id, entry.producer_epoch, commit)?;
+                        .finish_pending(group, entry.producer_id, entry.producer_epoch, commit, &|| {
+                            self.store.check_held(held.lock.id())
+                        })?;
                 }
                 Ok(Ended::Prepared {
                     entry,

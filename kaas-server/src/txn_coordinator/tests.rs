@@ -1075,3 +1075,54 @@ async fn a_slot_lock_held_by_a_broker_confirmed_dead_is_taken_over() {
         .catch_up(&paused, &mut stale)
         .is_err_and(|e| e.to_string().contains("taken over")));
 }
+
+/// Review of issue 25 item 8: a holder whose slot lock was taken over while it was
+/// paused (between reading a Prepare* and acting on it) neither commits nor discards
+/// the group's staged offsets — keyed by producer and epoch, they may by then belong
+/// to the producer's next transaction — and writes no marker: the check that the
+/// slot's lock is still its own runs under the group's file lock, before the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_deposed_while_paused_finishes_no_staged_offsets() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &["g".into()]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    b.txn
+        .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, 7, -1, None)])
+        .await
+        .unwrap();
+    let ongoing = b.txn.store().get("tx").unwrap().unwrap();
+    let EndOutcome::Prepare(prepared) = txn::end_txn(&ongoing, pid, 0, true, now_ms(), &b.txn.actor()).unwrap() else {
+        panic!()
+    };
+    b.txn
+        .store()
+        .update(slot_for("tx"), now_ms(), |entries| {
+            entries.insert("tx".into(), prepared.clone());
+            ((), true)
+        })
+        .unwrap();
+    let held = b.txn.lock_slot(slot_for("tx")).await.unwrap();
+    // Paused here; broker 9 judges this broker dead and takes the slot over.
+    let thief = TxnStateStore::for_broker(b.volume.clone(), 9);
+    let mut seen = None;
+    assert!(thief
+        .steal_slot(slot_for("tx"), &|_| false, &mut seen)
+        .unwrap()
+        .is_none());
+    let stolen = thief
+        .steal_slot(slot_for("tx"), &|id| id == 0, &mut seen)
+        .unwrap()
+        .unwrap();
+    // Thawed: the finish it was in goes no further.
+    assert!(b
+        .txn
+        .finish_held(&b, &held, &prepared, Some(Instant::now()))
+        .await
+        .is_err());
+    let offsets = GroupOffsets::load(&b.volume, "g").unwrap();
+    assert!(offsets.get("t", 0).is_none(), "the staged offset was not committed");
+    assert!(offsets.has_pending("t", 0), "nor discarded");
+    let (lso, end) = lso_and_end(&b);
+    assert!(lso < end, "no marker written");
+    drop((held, stolen));
+}
