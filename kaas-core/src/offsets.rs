@@ -3,7 +3,8 @@
 //! Every writer (a broker's group coordinator, a broker finishing a transaction,
 //! kaasctl) holds the exclusive advisory lock on `<encoded group id>.lock` beside it
 //! for its read-modify-write ([`GroupOffsets::lock`]), so no writer's change is lost
-//! to another's.
+//! to another's. The lock is tried for at most [`GROUP_LOCK_WAIT`], never waited on
+//! blocking.
 //!
 //! Staged transactional offsets (KIP-447) belong to one (producer id, epoch): staging
 //! at another epoch replaces, never merges; a commit applies only the offsets staged
@@ -17,6 +18,8 @@ use std::collections::BTreeMap;
 crate::versioned!(GroupOffsets);
 
 pub const OFFSETS_FORMAT_VERSION: u32 = 1;
+/// How long a writer tries a group's lock before it gives up with an error.
+pub const GROUP_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommittedOffset {
@@ -96,13 +99,38 @@ impl GroupOffsets {
     }
 
     /// Takes the group's cross-process write lock (`<encoded group id>.lock`); held
-    /// until the returned file is dropped.
+    /// until the returned file is dropped. Tried, never waited on blocking, for at
+    /// most [`GROUP_LOCK_WAIT`]: a holder paused (SIGSTOP, a frozen VM) or stuck costs
+    /// its group's writers an error they retry, never a thread held forever.
     pub fn lock(volume: &Volume, group: &str) -> Result<std::fs::File, VolumeError> {
+        Self::lock_within(volume, group, GROUP_LOCK_WAIT)
+    }
+
+    /// [`Self::lock`], waiting at most `wait`, with pauses growing from 1 ms to 8 ms.
+    pub fn lock_within(volume: &Volume, group: &str, wait: std::time::Duration) -> Result<std::fs::File, VolumeError> {
         let path = offsets_file(volume, group).with_extension("lock");
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| VolumeError::io(dir, e))?;
         }
-        crate::fsutil::lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            if let Some(f) = crate::fsutil::try_lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))? {
+                return Ok(f);
+            }
+            let left = wait.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(VolumeError::Invalid {
+                    path,
+                    detail: format!(
+                        "held by another process for the whole {} ms wait (a paused or stuck broker or kaasctl?); try again",
+                        wait.as_millis()
+                    ),
+                });
+            }
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(std::time::Duration::from_millis(8));
+        }
     }
 
     /// Read-modify-write of a group's offsets under its lock: `f` returns its result
@@ -276,6 +304,46 @@ pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 25 item 8: a group's lock held by a process that does not let go (paused
+    /// with SIGSTOP, a frozen VM) costs a writer an error after a bounded wait; the
+    /// code before waited on it blocking, for as long as the holder stayed paused.
+    #[test]
+    fn a_group_lock_held_elsewhere_is_given_up_on_after_a_bounded_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        GroupOffsets::update(&volume, "g", |_| ((), false)).unwrap();
+        let path = offsets_file(&volume, "g").with_extension("lock");
+        let paused = crate::fsutil::lock_exclusive(&path).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let v = volume.clone();
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let result = GroupOffsets::update(&v, "g", |o| {
+                o.set(
+                    "t",
+                    0,
+                    CommittedOffset {
+                        offset: 1,
+                        leader_epoch: -1,
+                        metadata: None,
+                        commit_ms: 1,
+                    },
+                );
+                ((), true)
+            });
+            let _ = tx.send((result.map_err(|e| e.to_string()), started.elapsed()));
+        });
+        let (result, waited) = rx
+            .recv_timeout(GROUP_LOCK_WAIT + std::time::Duration::from_secs(5))
+            .expect("the writer gave up instead of waiting for the holder");
+        let err = result.unwrap_err();
+        assert!(err.contains("held by another process"), "{err}");
+        assert!(waited >= GROUP_LOCK_WAIT);
+        assert!(GroupOffsets::load(&volume, "g").unwrap().get("t", 0).is_none());
+        drop(paused);
+        assert!(GroupOffsets::lock_within(&volume, "g", std::time::Duration::from_millis(100)).is_ok());
+    }
 
     #[test]
     fn a_group_file_under_its_old_unhashed_name_keeps_that_name() {

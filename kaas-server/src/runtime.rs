@@ -149,6 +149,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     let renewed = std::sync::Arc::new(std::sync::Mutex::new(written_at));
     // Dropping `opened_tx` wakes the renewer at once and ends it.
     let (opened_tx, opened_rx) = std::sync::mpsc::channel::<()>();
+    let renewal = renewal_period(config.broker_session_timeout_ms);
     let renewer = std::thread::spawn({
         let (renewed, volume) = (renewed.clone(), volume.clone());
         let mut lease = lease.clone();
@@ -156,7 +157,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                 opened_rx.recv_timeout(Duration::from_millis(200))
             {
-                if renewed.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < Duration::from_secs(1) {
+                if renewed.lock().unwrap_or_else(|p| p.into_inner()).elapsed() < renewal {
                     continue;
                 }
                 let at = Instant::now();
@@ -209,18 +210,22 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         tokio::spawn({
             let broker = broker.clone();
             let lease = lease.clone();
-            every_async(Duration::from_secs(1), shutdown.clone(), move || {
-                let (broker, lease) = (broker.clone(), lease.clone());
-                async move {
-                    let tick = tokio::task::spawn_blocking(move || {
-                        let mut lease = lease.lock().unwrap_or_else(|p| p.into_inner());
-                        renew_lease(&broker, &mut lease);
-                    });
-                    if let Err(e) = tick.await {
-                        error!(error = %e, "lease task failed");
+            every_async(
+                renewal_period(broker.config.broker_session_timeout_ms),
+                shutdown.clone(),
+                move || {
+                    let (broker, lease) = (broker.clone(), lease.clone());
+                    async move {
+                        let tick = tokio::task::spawn_blocking(move || {
+                            let mut lease = lease.lock().unwrap_or_else(|p| p.into_inner());
+                            renew_lease(&broker, &mut lease);
+                        });
+                        if let Err(e) = tick.await {
+                            error!(error = %e, "lease task failed");
+                        }
                     }
-                }
-            })
+                },
+            )
         }),
         tokio::spawn({
             // Every poll interval, and at once when a peer's fence notice rings.
@@ -369,6 +374,15 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     }
     info!("kaas-server stopped cleanly");
     Ok(())
+}
+
+/// How often the lease is renewed: every second, or every quarter of the session
+/// timeout when that is shorter. A broker steps down when it finds its last renewal
+/// older than half the session timeout, and the ticks are a period apart plus the
+/// renewal's own time: with a 2 s session and 1 s ticks it found itself stale at
+/// every tick (`test_a_broker_that_cannot_write_its_lease_is_not_ready`).
+fn renewal_period(session_timeout_ms: i64) -> Duration {
+    Duration::from_millis((session_timeout_ms.max(0) as u64 / 4).clamp(50, 1_000))
 }
 
 /// One tick of the lease task (blocking file work). A broker that finds its own

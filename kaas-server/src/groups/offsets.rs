@@ -131,7 +131,8 @@ impl GroupCoordinator {
         let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
         // The cross-process lock every writer of this file (other brokers, kaasctl)
         // holds: the stamp check and the write below are one read-modify-write.
-        let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
+        // Tried for at most a few seconds (a paused holder): off the async workers.
+        let _file_lock = crate::blocking::off_worker(|| GroupOffsets::lock(&self.volume, group_id))?;
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
         let stamp = file_stamp(&path);
         if stamp.is_none() || stamp != cached.stamp {
