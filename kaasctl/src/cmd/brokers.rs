@@ -12,6 +12,10 @@ pub struct BrokerRow {
     pub alive: bool,
     /// It stopped cleanly (its lease says so).
     pub stopped: bool,
+    /// It is running but stepped down: it could not renew its lease within half the
+    /// session timeout, let its partitions go and coordinates nothing (its lease
+    /// says so until a renewal in time).
+    pub stepped_down: bool,
     pub lease_age_ms: Option<i64>,
     pub heartbeat: Option<Time>,
     pub started: Option<Time>,
@@ -79,6 +83,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 port: Some(l.port),
                 alive: l.is_alive(c.now_ms, c.session_timeout_ms),
                 stopped: l.stopped_ms.is_some(),
+                stepped_down: l.stopped_ms.is_none() && l.stepped_down_ms.is_some(),
                 lease_age_ms: Some(c.now_ms - l.heartbeat_ms),
                 heartbeat: Time::from_ms(l.heartbeat_ms),
                 started: Time::from_ms(l.started_ms),
@@ -91,6 +96,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 port: None,
                 alive: false,
                 stopped: false,
+                stepped_down: false,
                 lease_age_ms: None,
                 heartbeat: None,
                 started: None,
@@ -131,6 +137,8 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                         out.cell("alive", Tone::Good)
                     } else if r.stopped {
                         out.cell("stopped", Tone::Dim)
+                    } else if r.stepped_down {
+                        out.cell("stepped down", Tone::Warn)
                     } else {
                         out.cell("dead", Tone::Bad)
                     },
