@@ -1,7 +1,6 @@
 //! Broker leases (`__cluster/brokers/<id>.json`): who is alive and where to reach it.
 
 use crate::error::{read_versioned_json, VolumeError};
-use crate::fsutil::write_json;
 use crate::layout::Volume;
 use serde::{Deserialize, Serialize};
 
@@ -58,13 +57,24 @@ impl BrokerLease {
     /// cannot be written, overwrites it in place instead ([`crate::fsutil::overwrite_in_place`]),
     /// so a full disk does not make every broker step down.
     pub fn write(&self, volume: &Volume) -> Result<(), VolumeError> {
+        self.store(volume, true)
+    }
+    /// [`Self::write`] (`durable`: temporary file fsynced, directory fsynced) or
+    /// [`Self::renew`] (renamed in place, no fsync); on a full volume, where even the
+    /// temporary file cannot be written, either overwrites the lease in place.
+    fn store(&self, volume: &Volume, durable: bool) -> Result<(), VolumeError> {
         use std::sync::atomic::{AtomicBool, Ordering};
         /// Said once per spell of a full volume, not at every renewal.
         static IN_PLACE: AtomicBool = AtomicBool::new(false);
         let path = volume.broker_lease(self.broker_id);
-        match write_json(&path, self) {
+        let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
+        let replaced = if durable {
+            crate::fsutil::atomic_write(&path, &bytes)
+        } else {
+            crate::fsutil::replace_unsynced(&path, &bytes)
+        };
+        match replaced {
             Err(e) if crate::fsutil::is_out_of_space(&e) && path.exists() => {
-                let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
                 crate::fsutil::overwrite_in_place(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
                 if !IN_PLACE.swap(true, Ordering::Relaxed) {
                     tracing::warn!(path = %path.display(), "the volume is full: broker lease renewed in place until space returns");
@@ -100,14 +110,7 @@ impl BrokerLease {
     /// dead sooner. Two fsyncs a second on a slow volume would make every renewal late
     /// (issue 25 item 5). On a full volume, overwritten in place as [`Self::write`] does.
     pub fn renew(&self, volume: &Volume) -> Result<(), VolumeError> {
-        let path = volume.broker_lease(self.broker_id);
-        let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
-        match crate::fsutil::replace_unsynced(&path, &bytes) {
-            Err(e) if crate::fsutil::is_out_of_space(&e) && path.exists() => {
-                crate::fsutil::overwrite_in_place(&path, &bytes).map_err(|e| VolumeError::io(&path, e))
-            }
-            other => other.map_err(|e| VolumeError::io(&path, e)),
-        }
+        self.store(volume, false)
     }
 }
 

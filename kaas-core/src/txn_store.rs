@@ -179,6 +179,21 @@ pub struct SlotLock {
 }
 
 impl SlotLock {
+    /// The lock held on `file` (whose metadata is `meta`); `stolen`: taken from a
+    /// holder judged dead, so a fresh history is due.
+    fn on(slot: u32, file: File, meta: &std::fs::Metadata, stolen: bool) -> SlotLock {
+        use std::os::unix::fs::MetadataExt;
+        SlotLock {
+            slot,
+            _file: file,
+            id: SlotLockId {
+                slot,
+                dev: meta.dev(),
+                ino: meta.ino(),
+            },
+            fresh_history_due: AtomicBool::new(stolen),
+        }
+    }
     pub fn slot(&self) -> u32 {
         self.slot
     }
@@ -238,6 +253,16 @@ impl SlotHolder {
             _ => None,
         }
     }
+}
+
+/// A slot lock file's holder line, as read from its start (at most 96 bytes: longer
+/// than any line a holder writes).
+fn holder_line(file: &File) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut line = vec![0u8; 96];
+    let n = file.read_at(&mut line, 0)?;
+    line.truncate(n);
+    Ok(line)
 }
 
 /// A slot lock file as a broker judging its holder read it: which file (inode) and
@@ -545,7 +570,7 @@ impl TxnStateStore {
     /// another, not synced: a record that lags on a network file system costs only a
     /// steal that waits, never safety — see [`Self::steal_slot`]).
     fn held(&self, slot: u32, file: File) -> Result<Option<SlotLock>, VolumeError> {
-        use std::os::unix::fs::{FileExt, MetadataExt};
+        use std::os::unix::fs::MetadataExt;
         let path = self.lock_path(slot);
         let io = |e: std::io::Error| VolumeError::io(&path, e);
         let mine = file.metadata().map_err(io)?;
@@ -558,9 +583,7 @@ impl TxnStateStore {
             return Ok(None);
         }
         let record = self.holder.record();
-        let mut seen = [0u8; 96];
-        let n = file.read_at(&mut seen, 0).map_err(io)?;
-        if &seen[..n] != record.as_bytes() {
+        if holder_line(&file).map_err(io)? != record.as_bytes() {
             // Through a descriptor of its own, closed at once: on NFS the close sends
             // the line to the server (close-to-open), so a broker judging the lock
             // reads this holder, not the last one, while it is held.
@@ -570,16 +593,7 @@ impl TxnStateStore {
                 .and_then(|_| other.set_len(record.len() as u64))
                 .map_err(io)?;
         }
-        Ok(Some(SlotLock {
-            slot,
-            _file: file,
-            id: SlotLockId {
-                slot,
-                dev: mine.dev(),
-                ino: mine.ino(),
-            },
-            fresh_history_due: AtomicBool::new(false),
-        }))
+        Ok(Some(SlotLock::on(slot, file, &mine, false)))
     }
 
     /// Takes slot `slot`'s lock, or, while another process holds it, takes it over
@@ -654,32 +668,20 @@ impl TxnStateStore {
             let _ = std::fs::remove_file(&fresh);
             return Err(io(e));
         }
-        use std::os::unix::fs::MetadataExt;
         let meta = file.metadata().map_err(|e| VolumeError::io(&path, e))?;
         tracing::warn!(slot, holder = ?holder, "took over a transaction slot lock whose holder's lease is confirmed dead");
-        Ok(Some(SlotLock {
-            slot,
-            _file: file,
-            id: SlotLockId {
-                slot,
-                dev: meta.dev(),
-                ino: meta.ino(),
-            },
-            fresh_history_due: AtomicBool::new(true),
-        }))
+        Ok(Some(SlotLock::on(slot, file, &meta, true)))
     }
 
     /// The slot's lock file now: its inode and its holder line (None: no file).
     fn holder_seen(&self, slot: u32) -> Result<Option<HolderSeen>, VolumeError> {
-        use std::os::unix::fs::{FileExt, MetadataExt};
+        use std::os::unix::fs::MetadataExt;
         let path = self.lock_path(slot);
         match crate::fsutil::open_regular_meta(&path) {
-            Ok((f, m)) => {
-                let mut record = vec![0u8; 96];
-                let n = f.read_at(&mut record, 0).map_err(|e| VolumeError::io(&path, e))?;
-                record.truncate(n);
-                Ok(Some(HolderSeen { inode: m.ino(), record }))
-            }
+            Ok((f, m)) => Ok(Some(HolderSeen {
+                inode: m.ino(),
+                record: holder_line(&f).map_err(|e| VolumeError::io(&path, e))?,
+            })),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(VolumeError::io(&path, e)),
         }
