@@ -31,6 +31,11 @@ pub enum VolumeError {
     },
     #[error("{path}: {detail}")]
     Invalid { path: PathBuf, detail: String },
+    /// A lock file held by another process for the whole bounded wait (a paused or
+    /// stuck broker or kaasctl): nothing was done, and the caller may try again —
+    /// on the wire a retriable code, never KAFKA_STORAGE_ERROR.
+    #[error("{path}: held by another process for the whole {waited_ms} ms wait (a paused or stuck broker or kaasctl?); try again")]
+    Busy { path: PathBuf, waited_ms: u64 },
 }
 
 impl VolumeError {
@@ -46,8 +51,13 @@ impl VolumeError {
             VolumeError::Io { path, .. }
             | VolumeError::Parse { path, .. }
             | VolumeError::UnknownVersion { path, .. }
-            | VolumeError::Invalid { path, .. } => path,
+            | VolumeError::Invalid { path, .. }
+            | VolumeError::Busy { path, .. } => path,
         }
+    }
+    /// Whether a lock was held elsewhere for the whole wait ([`VolumeError::Busy`]).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, VolumeError::Busy { .. })
     }
     pub fn is_not_found(&self) -> bool {
         matches!(self, VolumeError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)

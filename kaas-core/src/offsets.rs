@@ -120,12 +120,9 @@ impl GroupOffsets {
             }
             let left = wait.saturating_sub(started.elapsed());
             if left.is_zero() {
-                return Err(VolumeError::Invalid {
+                return Err(VolumeError::Busy {
                     path,
-                    detail: format!(
-                        "held by another process for the whole {} ms wait (a paused or stuck broker or kaasctl?); try again",
-                        wait.as_millis()
-                    ),
+                    waited_ms: wait.as_millis() as u64,
                 });
             }
             std::thread::sleep(pause.min(left));

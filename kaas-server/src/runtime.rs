@@ -205,7 +205,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     if let Some((state, _)) = &ops {
         let _ = state.broker.set(broker.clone());
     }
-    let lease = std::sync::Arc::new(std::sync::Mutex::new(lease));
+    let lease = std::sync::Arc::new(std::sync::Mutex::new(LeaseKeeper::new(lease)));
     let mut tasks = vec![
         tokio::spawn({
             let broker = broker.clone();
@@ -217,8 +217,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                     let (broker, lease) = (broker.clone(), lease.clone());
                     async move {
                         let tick = tokio::task::spawn_blocking(move || {
-                            let mut lease = lease.lock().unwrap_or_else(|p| p.into_inner());
-                            renew_lease(&broker, &mut lease);
+                            let mut keeper = lease.lock().unwrap_or_else(|p| p.into_inner());
+                            renew_lease(&broker, &mut keeper);
                         });
                         if let Err(e) = tick.await {
                             error!(error = %e, "lease task failed");
@@ -356,9 +356,10 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // the lease stopped so peers take over at once rather than after the timeout.
     let releasing = broker.clone();
     let stopping = tokio::task::spawn_blocking(move || {
-        let mut lease = lease.lock().unwrap_or_else(|p| p.into_inner());
-        renew_lease(&releasing, &mut lease);
+        let mut keeper = lease.lock().unwrap_or_else(|p| p.into_inner());
+        renew_lease(&releasing, &mut keeper);
         releasing.release_partitions("clean shutdown");
+        let lease = &mut keeper.lease;
         lease.heartbeat_ms = now_ms();
         lease.stopped_ms = Some(lease.heartbeat_ms);
         if let Err(e) = lease.write(&releasing.volume) {
@@ -385,44 +386,105 @@ fn renewal_period(session_timeout_ms: i64) -> Duration {
     Duration::from_millis((session_timeout_ms.max(0) as u64 / 4).clamp(50, 1_000))
 }
 
+/// The lease task's state: this broker's lease as last written, and whether the
+/// broker is out (stepped down and not back yet).
+struct LeaseKeeper {
+    lease: BrokerLease,
+    /// Stepped down and not back: the broker is not fresh, whatever its last write.
+    out: bool,
+    /// While out: when the first renewal without the stepped-down mark started.
+    unmarked_at: Option<Instant>,
+    /// How long the last renewal took, if it succeeded.
+    last_write: Option<Duration>,
+}
+
+impl LeaseKeeper {
+    fn new(lease: BrokerLease) -> Self {
+        Self {
+            lease,
+            out: false,
+            unmarked_at: None,
+            last_write: None,
+        }
+    }
+}
+
+/// A broker that stepped down comes back only once its renewals take less than
+/// this: half of what is left of half the session timeout after a renewal period,
+/// so one that renews just in time does not flap between in and out at every tick.
+fn rejoin_bound(session_timeout_ms: i64) -> Duration {
+    let half = Duration::from_millis(session_timeout_ms.max(0) as u64 / 2);
+    half.saturating_sub(renewal_period(session_timeout_ms)) / 2
+}
+
 /// One tick of the lease task (blocking file work). A broker that finds its own
 /// lease older than half the session timeout — it could not renew it, or the whole
 /// process was paused — first steps down: it lets every partition go (they are
-/// re-acquired through the volume sync once it is fresh again, unless another broker
-/// took them meanwhile) and leaves its own live set, so it coordinates nothing. Then
-/// it renews, timing the renewal from before the write, as peers see the heartbeat.
-fn renew_lease(broker: &Broker, lease: &mut BrokerLease) {
+/// re-acquired through the volume sync once it is back, unless another broker took
+/// them meanwhile), leaves its own live set, so it coordinates nothing, and says so
+/// in its lease (`stepped_down_ms`), so peers take over at once rather than wait for
+/// a heartbeat that may still change (renewals that are only slow).
+///
+/// It comes back only through renewals quicker than [`rejoin_bound`]: the first
+/// clears the mark while the broker stays out; one at least two renewal periods
+/// later makes it fresh. So peers — who re-read leases every period — have seen the
+/// mark gone before it claims a slot or group again: never is it live to itself while its
+/// lease tells them it is dead (`a_broker_that_stepped_down_comes_back_only_after_its_peers_could_see_it_back`).
+fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) {
     // Another process running as this broker id (possible only if the id lock lapsed,
     // as an NFS lock does for a host cut off long enough) owns the lease now: this
     // process must stop at once and write nothing more.
-    if let Ok(current) = BrokerLease::read(&broker.volume, lease.broker_id) {
-        if current.incarnation != lease.incarnation {
+    if let Ok(current) = BrokerLease::read(&broker.volume, keeper.lease.broker_id) {
+        if current.incarnation != keeper.lease.incarnation {
             error!(
-                incarnation = %lease.incarnation,
+                incarnation = %keeper.lease.incarnation,
                 other = %current.incarnation,
                 "another process took over this broker id; exiting without writing anything"
             );
             std::process::exit(70);
         }
     }
-    if broker.lease_fresh() {
-        lease.stepped_down_ms = None;
-    } else {
+    let session = broker.config.broker_session_timeout_ms;
+    if !keeper.out && !broker.lease_fresh() {
         warn!("this broker's lease was not renewed for half the session timeout: stepping down");
         broker.stepping_down();
         broker.release_partitions("lease not renewed in time");
         refresh_live_brokers(broker);
-        // Said in the lease, so peers take over at once: its heartbeat may still
-        // change (renewals that are only slow), and they would wait for it to stand
-        // still while this broker serves nothing. The next renewal in time clears it.
-        lease.stepped_down_ms = Some(now_ms());
+        keeper.out = true;
+        keeper.unmarked_at = None;
+        keeper.lease.stepped_down_ms = Some(now_ms());
+    } else if keeper.out {
+        if keeper.last_write.is_some_and(|d| d < rejoin_bound(session)) {
+            keeper.lease.stepped_down_ms = None;
+        } else {
+            keeper.unmarked_at = None;
+            keeper.lease.stepped_down_ms.get_or_insert_with(now_ms);
+        }
     }
     let at = Instant::now();
     kaas_core::failpoint::hit(kaas_core::failpoint::LEASE_RENEW);
-    lease.heartbeat_ms = now_ms();
-    match lease.renew(&broker.volume) {
-        Ok(()) => broker.renewed_at(at),
+    keeper.lease.heartbeat_ms = now_ms();
+    match keeper.lease.renew(&broker.volume) {
+        Ok(()) => {
+            let took = at.elapsed();
+            keeper.last_write = Some(took);
+            if !keeper.out {
+                broker.renewed_at(at);
+            } else if keeper.lease.stepped_down_ms.is_none() {
+                match keeper.unmarked_at {
+                    Some(first) if first.elapsed() >= 2 * renewal_period(session) && took < rejoin_bound(session) => {
+                        info!("this broker's lease is renewed in time again: back in service");
+                        keeper.out = false;
+                        keeper.unmarked_at = None;
+                        broker.renewed_at(at);
+                    }
+                    Some(_) => {}
+                    None => keeper.unmarked_at = Some(at),
+                }
+            }
+        }
         Err(e) => {
+            keeper.last_write = None;
             error!(error = %e, "cannot renew broker lease; this broker steps down once it is older than half the session timeout")
         }
     }
@@ -527,5 +589,96 @@ async fn every(period: Duration, mut shutdown: watch::Receiver<bool>, mut f: imp
             _ = interval.tick() => f(),
             _ = shutdown.changed() => break,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SESSION_MS: i64 = 400;
+
+    fn lease_on_volume(b: &Broker) -> BrokerLease {
+        BrokerLease::read(&b.volume, b.config.broker_id).expect("own lease")
+    }
+
+    fn self_live(b: &Broker) -> bool {
+        b.live_brokers().contains_key(&b.config.broker_id)
+    }
+
+    /// Issue 25, second review of item 5: a broker that stepped down wrote its lease
+    /// with the mark and counted itself fresh at once, so for a renewal period it
+    /// coordinated slots and groups that its peers, reading the mark, had taken over.
+    #[test]
+    fn a_broker_that_stepped_down_comes_back_only_after_its_peers_could_see_it_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = <Config as clap::Parser>::parse_from([
+            "kaas-server",
+            "--data-dir",
+            dir.path().to_str().expect("utf-8"),
+            "--broker-session-timeout-ms",
+            &SESSION_MS.to_string(),
+        ]);
+        let broker = Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).expect("opens");
+        let lease = BrokerLease {
+            version: LEASE_FORMAT_VERSION,
+            authorizer: None,
+            broker_id: broker.config.broker_id,
+            host: "127.0.0.1".into(),
+            port: 9092,
+            listeners: Default::default(),
+            incarnation: "test".into(),
+            started_ms: now_ms(),
+            heartbeat_ms: now_ms(),
+            stopped_ms: None,
+            stepped_down_ms: None,
+        };
+        lease.write(&broker.volume).expect("lease written");
+        let mut keeper = LeaseKeeper::new(lease);
+        renew_lease(&broker, &mut keeper);
+        assert!(broker.lease_fresh() && self_live(&broker));
+        assert_eq!(lease_on_volume(&broker).stepped_down_ms, None);
+
+        // Paused past half the session timeout: it steps down, says so, and is out.
+        broker.renewed_at(Instant::now() - Duration::from_secs(1));
+        renew_lease(&broker, &mut keeper);
+        assert!(lease_on_volume(&broker).stepped_down_ms.is_some());
+        assert!(
+            !broker.lease_fresh() && !self_live(&broker),
+            "live to itself while its lease tells its peers it is dead"
+        );
+
+        // Renewals still too slow to come back (at the bound) keep it out and marked.
+        for _ in 0..3 {
+            keeper.last_write = Some(rejoin_bound(SESSION_MS));
+            renew_lease(&broker, &mut keeper);
+            assert!(lease_on_volume(&broker).stepped_down_ms.is_some());
+            assert!(!broker.lease_fresh() && !self_live(&broker));
+        }
+
+        // Quick renewals bring it back: first the mark goes while it stays out, and
+        // only two renewal periods later (peers re-read every period) is it live.
+        let mut unmarked_since = None;
+        for _ in 0..50 {
+            std::thread::sleep(renewal_period(SESSION_MS));
+            renew_lease(&broker, &mut keeper);
+            let marked = lease_on_volume(&broker).stepped_down_ms.is_some();
+            if !marked {
+                unmarked_since.get_or_insert_with(Instant::now);
+            }
+            if broker.lease_fresh() {
+                let since = unmarked_since.expect("fresh while its lease still carries the mark");
+                assert!(!marked);
+                assert!(
+                    since.elapsed() >= renewal_period(SESSION_MS),
+                    "back {:?} after the mark went",
+                    since.elapsed()
+                );
+                assert!(self_live(&broker), "fresh and in its own live set");
+                return;
+            }
+            assert!(!self_live(&broker));
+        }
+        panic!("renewals in time never brought the broker back");
     }
 }

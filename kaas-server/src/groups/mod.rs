@@ -26,6 +26,7 @@ use crate::config::Config;
 use rebalance::*;
 
 mod offsets;
+pub(crate) use offsets::offsets_error;
 mod rebalance;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -559,7 +560,7 @@ impl GroupCoordinator {
         }
         GroupOffsets::delete(&self.volume, group_id).map_err(|e| {
             warn!(group = group_id, error = %e, "cannot delete group offsets");
-            ResponseError::KafkaStorageError
+            offsets::offsets_error(&e)
         })?;
         if let (Some(handle), Some(group)) = (&handle, guard.as_deref_mut()) {
             self.evict(handle, group);

@@ -54,7 +54,7 @@ impl GroupCoordinator {
         })
         .map_err(|e| {
             warn!(group = group_id, error = %e, "cannot delete group offsets");
-            ResponseError::KafkaStorageError
+            offsets_error(&e)
         })?;
         info!(
             group = group_id,
@@ -110,7 +110,19 @@ impl GroupCoordinator {
     /// coordinator checks it still holds the slot — a holder deposed while paused
     /// must not stage into, or finish, a later transaction at the same epoch; with
     /// the check under the file lock, every later writer of the file comes after it).
+    /// The whole of it — waiting for the cached copy's mutex (another thread may hold
+    /// it for the file lock's whole wait), the file lock, the load and the save's
+    /// fsync — runs off the async workers.
     fn with_offsets_guarded<R>(
+        &self,
+        group_id: &str,
+        guard: &dyn Fn() -> Result<(), VolumeError>,
+        f: impl FnOnce(&mut GroupOffsets) -> (R, bool),
+    ) -> Result<R, VolumeError> {
+        crate::blocking::off_worker(|| self.with_offsets_blocking(group_id, guard, f))
+    }
+
+    fn with_offsets_blocking<R>(
         &self,
         group_id: &str,
         guard: &dyn Fn() -> Result<(), VolumeError>,
@@ -131,8 +143,8 @@ impl GroupCoordinator {
         let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
         // The cross-process lock every writer of this file (other brokers, kaasctl)
         // holds: the stamp check and the write below are one read-modify-write.
-        // Tried for at most a few seconds (a paused holder): off the async workers.
-        let _file_lock = crate::blocking::off_worker(|| GroupOffsets::lock(&self.volume, group_id))?;
+        // Tried for at most a few seconds (a paused holder).
+        let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
         let stamp = file_stamp(&path);
         if stamp.is_none() || stamp != cached.stamp {
@@ -261,5 +273,18 @@ impl GroupCoordinator {
                 warn!(group = %id, error = %e, "cannot drop offsets of deleted topic");
             }
         }
+    }
+}
+
+/// The wire error for a failed read-modify-write of a group's offsets: a group lock
+/// held elsewhere for the whole wait ([`VolumeError::Busy`]) is
+/// COORDINATOR_LOAD_IN_PROGRESS, which every client retries at the same coordinator
+/// (Java's consumer treats KAFKA_STORAGE_ERROR on a commit as fatal); anything else is
+/// KAFKA_STORAGE_ERROR.
+pub fn offsets_error(e: &VolumeError) -> ResponseError {
+    if e.is_busy() {
+        ResponseError::CoordinatorLoadInProgress
+    } else {
+        ResponseError::KafkaStorageError
     }
 }

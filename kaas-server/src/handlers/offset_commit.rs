@@ -81,7 +81,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
             });
         written.err().map(|e| {
             tracing::error!(group = %group, error = %e, "offset commit failed");
-            ResponseError::KafkaStorageError.code()
+            crate::groups::offsets_error(&e).code()
         })
     };
     let topics = req
@@ -106,4 +106,47 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::sb;
+    use crate::handlers::test_support::{broker, ctx};
+    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
+
+    /// Issue 25, second review: a group lock held by a paused process for the whole
+    /// wait was answered KAFKA_STORAGE_ERROR, which Java's consumer does not retry on
+    /// a commit; it is COORDINATOR_LOAD_IN_PROGRESS, and the commit goes through once
+    /// the lock is free.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_that_found_the_group_lock_held_elsewhere_is_retriable() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(sb("t")))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(7)])]);
+        let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;
+        let held = kaas_core::offsets::GroupOffsets::lock(&b.volume, "g").unwrap();
+        let c = ctx(ApiKey::OffsetCommit, 8);
+        let answered = handle(&b, &c, request.clone()).await;
+        assert_eq!(code(&answered), ResponseError::CoordinatorLoadInProgress.code());
+        assert!(kaas_core::offsets::GroupOffsets::load(&b.volume, "g")
+            .unwrap()
+            .get("t", 0)
+            .is_none());
+        drop(held);
+        assert_eq!(code(&handle(&b, &c, request).await), 0);
+        assert_eq!(
+            b.groups.fetch_offsets("g").unwrap().get("t", 0).map(|o| o.offset),
+            Some(7)
+        );
+    }
 }

@@ -99,7 +99,7 @@ pub async fn handle(
             result = Err(match e {
                 CoordError::Volume(e) => {
                     tracing::error!(group = %group, transactional_id = %req.transactional_id.as_str(), producer_id = req.producer_id.0, epoch = req.producer_epoch, error = %e, "staging transactional offsets failed");
-                    ResponseError::KafkaStorageError.code()
+                    crate::groups::offsets_error(&e).code()
                 }
                 e => client_error_code(e.code(), ctx.version, FENCED_SINCE),
             });
