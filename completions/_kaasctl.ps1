@@ -186,6 +186,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;txn;repair' {
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for brokers to write queued markers of a finished transaction')
+            [CompletionResult]::new('--stuck-after', '--stuck-after', [CompletionResultType]::ParameterName, 'A Prepare* transaction younger than this is left to its coordinator while any broker is live (its reaper finishes one within seconds)')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
             [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')

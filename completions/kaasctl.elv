@@ -174,6 +174,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         }
         &'kaasctl;txn;repair'= {
             cand --wait 'How long to wait for brokers to write queued markers of a finished transaction'
+            cand --stuck-after 'A Prepare* transaction younger than this is left to its coordinator while any broker is live (its reaper finishes one within seconds)'
             cand --data-dir 'The shared volume (the brokers'' --data-dir)'
             cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
             cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'

@@ -182,6 +182,7 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_sub
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from abort" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l wait -d 'How long to wait for brokers to write queued markers of a finished transaction' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l stuck-after -d 'A Prepare* transaction younger than this is left to its coordinator while any broker is live (its reaper finishes one within seconds)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand txn; and __fish_seen_subcommand_from repair" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
 json\t''

@@ -179,6 +179,20 @@ pub fn execute(
     now_ms: i64,
     wait: Duration,
 ) -> Result<ActionReport, AdminError> {
+    execute_with(volume, plan, actor, command, now_ms, wait, &mut || {})
+}
+
+/// [`execute`], running `meanwhile` between the transition and the finish (tests:
+/// what a live coordinator may do there).
+fn execute_with(
+    volume: &Volume,
+    plan: &ActionPlan,
+    actor: &Actor,
+    command: &[String],
+    now_ms: i64,
+    wait: Duration,
+    meanwhile: &mut dyn FnMut(),
+) -> Result<ActionReport, AdminError> {
     let store = TxnStateStore::new(volume.clone());
     let tid = plan.transactional_id.clone();
     // 1. The transition, only if the entry is still what the plan saw.
@@ -224,31 +238,33 @@ pub fn execute(
             fences.save(volume)?;
         }
     }
-    // 3. Staged offsets: committed or discarded with the outcome.
-    for group in &plan.groups {
-        GroupOffsets::update(volume, group, |offsets| {
-            let changed = if plan.commit {
-                offsets.commit_pending(plan.producer_id, plan.marker_epoch)
-            } else {
-                offsets.discard_pending(plan.producer_id, plan.marker_epoch)
-            };
-            ((), changed)
-        })?;
-    }
-    // 4. Markers: queued for live owners, written directly otherwise.
-    let mut written = Vec::new();
-    let mut queued = Vec::new();
+    // 3. Under the slot lock, and only while the entry is still the one this action
+    // prepared (or found) — the same transaction, still Prepare* — the staged
+    // offsets are committed or discarded and the markers no live broker can write are
+    // written here. Without the lock a live coordinator could finish this
+    // transaction meanwhile and its producer stage the next one's offsets at the same
+    // (producer id, epoch), which would then be committed with this one's outcome;
+    // or take a partition and write the next one's first batches, which a direct
+    // marker would close (issue 25 item 12b: `a_finish_racing_the_coordinator_touches_nothing_of_the_next_transaction`).
+    // Staged offsets of (producer id, epoch) are only ever staged while the entry is
+    // Ongoing and finished while it is Prepare*, both under this lock
+    // (docs/transactions.md, "Staged offsets"): under it, with the entry Prepare*,
+    // every one staged belongs to this transaction.
+    meanwhile();
     let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
-    for (tp, route) in &plan.partitions {
-        match route {
-            MarkerRoute::Queue { broker } => by_broker.entry(*broker).or_default().push(tp.clone()),
-            MarkerRoute::Direct => {
-                if write_marker_direct(volume, tp, plan.producer_id, plan.marker_epoch, plan.commit, now_ms)? {
-                    written.push(tp.clone());
-                }
-            }
+    let written = store.update(plan.slot, now_ms, |entries| {
+        let same = entries.get(&tid).is_some_and(|c| {
+            c.producer_id == prepared.producer_id
+                && c.producer_epoch == prepared.producer_epoch
+                && c.txn_seq == prepared.txn_seq
+                && c.state == prepared.state
+        });
+        if !same {
+            return (Err(AdminError::Changed(tid.clone())), false);
         }
-    }
+        (finish_under_lock(volume, plan, &mut by_broker, now_ms), false)
+    })??;
+    let mut queued = Vec::new();
     for (broker, partitions) in by_broker {
         let entry = MarkerEntry::new(
             &tid,
@@ -312,16 +328,71 @@ pub fn execute(
     })
 }
 
-/// Appends a marker to a partition no live broker owns; false when there was nothing
-/// to write to (the topic or partition was deleted since).
+/// What a direct marker write found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DirectWrite {
+    /// The topic or partition was deleted: there is no log left to end anything in.
+    NoPartition,
+    /// Nothing of the producer was open there (or not the transaction named): nothing
+    /// written.
+    NothingOpen,
+    /// The marker was appended and synced.
+    Written,
+}
+
+/// Steps 3 and 4 of [`execute`], run under the slot lock: the staged offsets, then
+/// the direct markers; the partitions whose markers go through a live broker's queue
+/// are gathered in `by_broker`. Returns the partitions written directly.
+fn finish_under_lock(
+    volume: &Volume,
+    plan: &ActionPlan,
+    by_broker: &mut std::collections::BTreeMap<i32, Vec<TopicPartition>>,
+    now_ms: i64,
+) -> Result<Vec<TopicPartition>, AdminError> {
+    for group in &plan.groups {
+        GroupOffsets::update(volume, group, |offsets| {
+            let changed = if plan.commit {
+                offsets.commit_pending(plan.producer_id, plan.marker_epoch)
+            } else {
+                offsets.discard_pending(plan.producer_id, plan.marker_epoch)
+            };
+            ((), changed)
+        })?;
+    }
+    let mut written = Vec::new();
+    for (tp, route) in &plan.partitions {
+        match route {
+            MarkerRoute::Queue { broker } => by_broker.entry(*broker).or_default().push(tp.clone()),
+            MarkerRoute::Direct => {
+                let done = write_marker_direct(
+                    volume,
+                    tp,
+                    plan.producer_id,
+                    plan.marker_epoch,
+                    plan.commit,
+                    None,
+                    now_ms,
+                )?;
+                if done != DirectWrite::NoPartition {
+                    written.push(tp.clone());
+                }
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// Appends a marker to a partition no live broker owns — when `open_since` is given,
+/// only to the transaction of the producer open there since that offset.
 fn write_marker_direct(
     volume: &Volume,
     tp: &TopicPartition,
     pid: i64,
     epoch: i16,
     commit: bool,
+    open_since: Option<i64>,
     now_ms: i64,
-) -> Result<bool, AdminError> {
+) -> Result<DirectWrite, AdminError> {
     let err = |detail: String| AdminError::Marker {
         topic: tp.topic.clone(),
         partition: tp.partition,
@@ -330,11 +401,11 @@ fn write_marker_direct(
     let meta = match TopicMeta::read(&volume.topic_file(&tp.topic)) {
         Ok(m) => m,
         // The topic was deleted since: there is no log left to end a transaction in.
-        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) if e.is_not_found() => return Ok(DirectWrite::NoPartition),
         Err(e) => return Err(err(e.to_string())),
     };
     if tp.partition < 0 || tp.partition >= meta.partitions {
-        return Ok(false);
+        return Ok(DirectWrite::NoPartition);
     }
     let config = crate::topic::stored_log_config(&Default::default(), &meta.configs).0;
     // The same lock a leading broker holds: refused, with the owner named, while any
@@ -365,13 +436,24 @@ fn write_marker_direct(
     if last.as_ref().is_some_and(|o| !o.released) {
         state.log.start_fresh_segment(now_ms).map_err(|e| err(e.to_string()))?;
     }
-    if state
-        .write_marker(pid, epoch, commit, 0, own.leader_epoch, now_ms)
-        .map_err(|e| err(e.to_string()))?
-        .is_some()
+    // A hanging transaction's marker ends the one that was judged — open since that
+    // offset — and nothing a later session began since.
+    let still_open = open_since.is_none_or(|first| {
+        state
+            .producers
+            .get(pid)
+            .is_some_and(|e| e.epoch == epoch && e.txn_first_offset == Some(first))
+    });
+    let mut outcome = DirectWrite::NothingOpen;
+    if still_open
+        && state
+            .write_marker(pid, epoch, commit, 0, own.leader_epoch, now_ms)
+            .map_err(|e| err(e.to_string()))?
+            .is_some()
     {
         let (file, _) = state.log.sync_handle().map_err(|e| err(e.to_string()))?;
         file.sync_data().map_err(|e| err(e.to_string()))?;
+        outcome = DirectWrite::Written;
     }
     state.write_snapshot(now_ms).map_err(|e| err(e.to_string()))?;
     // Let go cleanly, so the partition's rendezvous owner takes it at once. Should
@@ -381,54 +463,118 @@ fn write_marker_direct(
     own.updated_ms = now_ms;
     own.write(&owner_path).map_err(|e| err(e.to_string()))?;
     drop(owner_lock);
-    Ok(true)
+    Ok(outcome)
+}
+
+/// How `kaasctl txn repair --fix` ended a hanging transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HangingEnd {
+    /// Written here (no live broker owns the partition).
+    Written,
+    /// Queued for the partition's live owner, which judges it again when it applies
+    /// the entry.
+    Queued { broker: i32 },
+    /// Judged again under the slot lock, it is no longer hanging (why): nothing written.
+    NotHanging(String),
+}
+
+/// The open transaction a repair ends: `producer_id` at `epoch` on `tp`, open there
+/// since `first_offset`, whose coordinator entry (if any) is `transactional_id`'s.
+#[derive(Debug, Clone)]
+pub struct HangingTxn {
+    pub tp: TopicPartition,
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub first_offset: i64,
+    pub transactional_id: Option<String>,
+    /// The marker the judge chose when the operator looked.
+    pub commit: bool,
 }
 
 /// Ends a hanging transaction on one partition (open there, not covered by its
-/// coordinator: see [`crate::reconcile::judge`]) with the marker the judge chose
-/// (`commit`), at the producer's epoch on that partition — through the owner's marker
-/// queue if it is alive, directly otherwise. Returns the route taken.
-#[allow(clippy::too_many_arguments)]
+/// coordinator: see [`crate::reconcile::judge`]) with the marker the judge chose,
+/// at the producer's epoch on that partition — through the owner's marker queue if
+/// it is alive, directly otherwise. Either way it is judged again where it is
+/// written, with its slot locked (no transaction of that id begins, adds a partition
+/// or ends meanwhile) and the partition read again: only the transaction open there
+/// since `first_offset`, still hanging with the same outcome, gets the marker — never
+/// the early batches of a later transaction at the same epoch (issue 25 item 12a,
+/// `a_hanging_repair_judged_before_the_next_transaction_leaves_it_alone`).
 pub fn end_hanging(
     volume: &Volume,
-    tp: &TopicPartition,
-    producer_id: i64,
-    epoch: i16,
-    commit: bool,
+    txn: &HangingTxn,
     live: &[i32],
     actor: &Actor,
     command: &[String],
     now_ms: i64,
-) -> Result<MarkerRoute, AdminError> {
-    let route = marker_route(volume, tp, live);
-    match route {
+) -> Result<HangingEnd, AdminError> {
+    let (pid, epoch) = (txn.producer_id, txn.epoch);
+    let outcome = match marker_route(volume, &txn.tp, live) {
         MarkerRoute::Direct => {
-            write_marker_direct(volume, tp, producer_id, epoch, commit, now_ms)?;
+            let judged_and_written = |entry: Option<&TxnEntry>| -> Result<HangingEnd, AdminError> {
+                match crate::reconcile::judge(entry, &txn.tp, pid, epoch) {
+                    crate::reconcile::Verdict::Covered => {
+                        Ok(HangingEnd::NotHanging("its coordinator covers it now".into()))
+                    }
+                    crate::reconcile::Verdict::Hanging { commit, .. } if commit != txn.commit => {
+                        Ok(HangingEnd::NotHanging(format!(
+                            "its coordinator's outcome is {} now; run repair again",
+                            if commit { "COMMIT" } else { "ABORT" }
+                        )))
+                    }
+                    crate::reconcile::Verdict::Hanging { .. } => {
+                        match write_marker_direct(volume, &txn.tp, pid, epoch, txn.commit, Some(txn.first_offset), now_ms)? {
+                            DirectWrite::Written => Ok(HangingEnd::Written),
+                            DirectWrite::NothingOpen => Ok(HangingEnd::NotHanging(format!(
+                                "no transaction of producer {pid} at epoch {epoch} is open there since offset {} any more",
+                                txn.first_offset
+                            ))),
+                            DirectWrite::NoPartition => Ok(HangingEnd::NotHanging("the partition was deleted".into())),
+                        }
+                    }
+                }
+            };
+            match &txn.transactional_id {
+                Some(tid) => {
+                    let store = TxnStateStore::new(volume.clone());
+                    store.update(slot_for(tid), now_ms, |entries| {
+                        let entry = entries
+                            .get(tid)
+                            .filter(|e| e.producer_id == pid || e.last_producer_id == pid);
+                        (judged_and_written(entry), false)
+                    })??
+                }
+                // No coordinator entry had this producer id (and every slot was read):
+                // producer ids are never handed out twice, so none will.
+                None => judged_and_written(None)?,
+            }
         }
         MarkerRoute::Queue { broker } => {
-            let entry = MarkerEntry::new(
-                "",
-                producer_id,
+            let mut entry = MarkerEntry::new(
+                txn.transactional_id.as_deref().unwrap_or(""),
+                pid,
                 epoch,
-                commit,
-                vec![tp.clone()],
+                txn.commit,
+                vec![txn.tp.clone()],
                 None,
                 ADMIN_WRITER,
                 now_ms,
             );
+            entry.hanging_since = Some(txn.first_offset);
             marker_queue::enqueue(volume, broker, &entry)?;
+            HangingEnd::Queued { broker }
         }
-    }
+    };
     record_audit(
         volume,
         actor,
         command,
-        &format!("{}-{} producer {producer_id}", tp.topic, tp.partition),
+        &format!("{}-{} producer {pid}", txn.tp.topic, txn.tp.partition),
         None,
         None,
         now_ms,
     )?;
-    Ok(route)
+    Ok(outcome)
 }
 
 /// Delivers a queue entry addressed to a dead broker: its markers are written
@@ -443,11 +589,36 @@ pub fn redeliver(
     now_ms: i64,
 ) -> Result<(), AdminError> {
     let commit = entry.result == MarkerResult::Commit;
+    if let Some(first_offset) = entry.hanging_since {
+        // A hanging-transaction repair: judged again where it is written, as it was
+        // first (`end_hanging`).
+        for tp in &entry.partitions {
+            let txn = HangingTxn {
+                tp: tp.clone(),
+                producer_id: entry.producer_id,
+                epoch: entry.producer_epoch,
+                first_offset,
+                transactional_id: Some(entry.transactional_id.clone()).filter(|t| !t.is_empty()),
+                commit,
+            };
+            end_hanging(volume, &txn, live, actor, command, now_ms)?;
+        }
+        marker_queue::remove(path)?;
+        return Ok(());
+    }
     let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
     for tp in &entry.partitions {
         match marker_route(volume, tp, live) {
             MarkerRoute::Direct => {
-                write_marker_direct(volume, tp, entry.producer_id, entry.producer_epoch, commit, now_ms)?;
+                write_marker_direct(
+                    volume,
+                    tp,
+                    entry.producer_id,
+                    entry.producer_epoch,
+                    commit,
+                    None,
+                    now_ms,
+                )?;
             }
             MarkerRoute::Queue { broker } => by_broker.entry(broker).or_default().push(tp.clone()),
         }

@@ -46,6 +46,13 @@ pub struct MarkerEntry {
     /// Broker (or `kaasctl`, -1) that enqueued it.
     pub enqueued_by: i32,
     pub enqueued_ms: i64,
+    /// A hanging-transaction repair (`kaasctl txn repair --fix`): the offset the
+    /// judged transaction is open since on its one partition. The leader judges it
+    /// again with the slot of `transactional_id` (if any) locked and writes the
+    /// marker only to that transaction, still hanging. Absent otherwise (and in
+    /// entries of older versions, which are written as they say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hanging_since: Option<i64>,
 }
 
 impl MarkerEntry {
@@ -78,6 +85,7 @@ impl MarkerEntry {
             txn_seq,
             enqueued_by,
             enqueued_ms,
+            hanging_since: None,
         }
     }
 }
@@ -209,6 +217,7 @@ mod tests {
             txn_seq: Some(3),
             enqueued_by: 0,
             enqueued_ms: ms,
+            hanging_since: None,
         }
     }
 

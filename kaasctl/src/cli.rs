@@ -186,6 +186,10 @@ pub enum TxnCommand {
         /// How long to wait for brokers to write queued markers of a finished transaction.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         wait: Duration,
+        /// A Prepare* transaction younger than this is left to its coordinator while
+        /// any broker is live (its reaper finishes one within seconds).
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        stuck_after: Duration,
     },
     /// Exact hanging-transaction detection: partitions' open transactions joined with the coordinator's slots.
     FindHanging,

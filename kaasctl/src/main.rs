@@ -116,7 +116,12 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Txn(TxnCommand::List(args)) => cmd::txn::list(&c, &out, &args),
         Command::Txn(TxnCommand::Show { transactional_id }) => cmd::txn::show(&c, &out, &transactional_id),
         Command::Txn(TxnCommand::Abort(args)) => cmd::txn::abort(&c, &out, &args),
-        Command::Txn(TxnCommand::Repair { fix, yes, wait }) => cmd::txn::repair(&c, &out, fix, yes, wait),
+        Command::Txn(TxnCommand::Repair {
+            fix,
+            yes,
+            wait,
+            stuck_after,
+        }) => cmd::txn::repair(&c, &out, fix, yes, wait, stuck_after),
         Command::Txn(TxnCommand::FindHanging) => cmd::txn::find_hanging(&c, &out),
         Command::Txn(TxnCommand::Timeline { transactional_id }) => cmd::txn::timeline(&c, &out, &transactional_id),
         Command::Fence(FenceCommand::Show { pid }) => cmd::fence::run(&c, &out, pid),

@@ -242,6 +242,7 @@ fn fixture(dir: &Path) -> Volume {
             txn_seq: Some(1),
             enqueued_by: 0,
             enqueued_ms: NOW - 39_000,
+            hanging_since: None,
         },
     )
     .unwrap();
@@ -922,6 +923,7 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
             txn_seq: Some(4),
             enqueued_by: 0,
             enqueued_ms: NOW - 300_000,
+            hanging_since: None,
         },
     )
     .unwrap();

@@ -282,3 +282,158 @@ fn a_plan_for_transaction_n_is_refused_once_n_plus_1_runs_at_the_same_epoch() {
     assert!(fresh.groups.contains(&"other".to_string()));
     assert!(execute(&volume, &fresh, &admin, &[], 10, Duration::ZERO).is_ok());
 }
+
+fn ops() -> Actor {
+    Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    }
+}
+
+fn t0() -> TopicPartition {
+    TopicPartition {
+        topic: "t".into(),
+        partition: 0,
+    }
+}
+
+fn set_entry(volume: &Volume, f: impl FnOnce(&mut TxnEntry)) {
+    TxnStateStore::new(volume.clone())
+        .update(slot_for("stuck"), 3, |e| {
+            f(e.get_mut("stuck").unwrap());
+            ((), true)
+        })
+        .unwrap();
+}
+
+fn staged(volume: &Volume, offset: i64) {
+    GroupOffsets::update(volume, "g", |o| {
+        o.stage(
+            42,
+            0,
+            "stuck",
+            "t",
+            0,
+            CommittedOffset {
+                offset,
+                leader_epoch: -1,
+                metadata: None,
+                commit_ms: 1,
+            },
+        );
+        ((), true)
+    })
+    .unwrap();
+}
+
+/// Issue 25 item 12b: `txn repair --fix` finishing transaction N (PrepareCommit)
+/// committed the group's staged offsets of (producer id, epoch) outside the slot
+/// lock. If the coordinator finished N meanwhile and the producer began N+1 at the
+/// same epoch and staged its offsets, those were committed with N's outcome before
+/// N+1 decided anything. Now they are finished under the slot lock, only while the
+/// entry is still N's Prepare*: the repair reports the change and touches nothing.
+#[test]
+fn a_finish_racing_the_coordinator_touches_nothing_of_the_next_transaction() {
+    let (_d, volume, _) = setup();
+    set_entry(&volume, |e| e.state = TxnState::PrepareCommit);
+    let entry = TxnStateStore::new(volume.clone()).get("stuck").unwrap().unwrap();
+    let plan = plan_finish(&volume, &entry, &[]).unwrap();
+    let mut race = || {
+        // The coordinator finishes N (its offset 9 committed, its marker written) ...
+        GroupOffsets::update(&volume, "g", |o| ((), o.commit_pending(42, 0))).unwrap();
+        let dir = volume.partition_dir("t", 0);
+        let mut p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
+        p.write_marker(42, 0, true, 0, 0, 3).unwrap().expect("N's marker");
+        // ... and the producer begins N+1 at the same epoch: a batch, offsets staged.
+        set_entry(&volume, |e| {
+            e.state = TxnState::Ongoing;
+            e.txn_seq += 1;
+        });
+        let mut b = build_batch(0, 1, Some((42, 0, 1)), 0x10, &[(None, Some(b"next"))]);
+        let h = validate_all(&b).unwrap();
+        p.append(&mut b, &h, 0, 4).unwrap();
+        p.write_snapshot(4).unwrap();
+        staged(&volume, 20);
+    };
+    let result = execute_with(&volume, &plan, &ops(), &[], 10, Duration::ZERO, &mut race);
+    assert!(matches!(result, Err(AdminError::Changed(_))), "{result:?}");
+    let offsets = GroupOffsets::load(&volume, "g").unwrap();
+    assert_eq!(offsets.get("t", 0).map(|o| o.offset), Some(9), "N's offset, not N+1's");
+    assert!(offsets.pending.contains_key(&42), "N+1's offsets still staged");
+    let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.last_stable_offset(), 2, "N+1's batch still open");
+}
+
+/// Issue 25 item 12a: a hanging transaction shown to the operator may be over by
+/// the time the repair is confirmed — ended by a broker's reconcile — and the same
+/// producer may have begun its next transaction at the same epoch on that
+/// partition. The repair's marker used to be written blindly at (producer id,
+/// epoch), closing that transaction's early batches. Now it is judged again under
+/// the slot lock and written only to the transaction open since the offset shown.
+#[test]
+fn a_hanging_repair_judged_before_the_next_transaction_leaves_it_alone() {
+    let (_d, volume, _) = setup();
+    // Hanging: open on t-0 since 0, while its entry is over.
+    set_entry(&volume, |e| {
+        e.state = TxnState::CompleteAbort;
+        e.partitions.clear();
+    });
+    let entry = TxnStateStore::new(volume.clone()).get("stuck").unwrap().unwrap();
+    assert!(matches!(
+        crate::reconcile::judge(Some(&entry), &t0(), 42, 0),
+        crate::reconcile::Verdict::Hanging { commit: false, .. }
+    ));
+    let shown = HangingTxn {
+        tp: t0(),
+        producer_id: 42,
+        epoch: 0,
+        first_offset: 0,
+        transactional_id: Some("stuck".into()),
+        commit: false,
+    };
+    // Meanwhile a broker ends it, and the producer begins N+1 on t-0.
+    let dir = volume.partition_dir("t", 0);
+    let mut p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
+    p.write_marker(42, 0, false, 0, 0, 3).unwrap().expect("ended");
+    let mut b = build_batch(0, 1, Some((42, 0, 1)), 0x10, &[(None, Some(b"next"))]);
+    let h = validate_all(&b).unwrap();
+    p.append(&mut b, &h, 0, 4).unwrap();
+    p.write_snapshot(4).unwrap();
+    drop(p);
+    set_entry(&volume, |e| {
+        e.state = TxnState::Ongoing;
+        e.txn_seq += 1;
+        e.partitions.insert(t0());
+    });
+    let end = end_hanging(&volume, &shown, &[], &ops(), &[], 10).unwrap();
+    assert!(matches!(end, HangingEnd::NotHanging(_)), "{end:?}");
+    let p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
+    assert_eq!(p.last_stable_offset(), 2, "N+1's batch at 2 is still open");
+
+    // Not covered either (its entry is over again), but what is open there now began
+    // at 2, not at the 0 shown: still nothing written.
+    drop(p);
+    set_entry(&volume, |e| {
+        e.state = TxnState::CompleteAbort;
+        e.partitions.clear();
+    });
+    let end = end_hanging(&volume, &shown, &[], &ops(), &[], 11).unwrap();
+    assert!(
+        matches!(end, HangingEnd::NotHanging(ref why) if why.contains("since offset 0")),
+        "{end:?}"
+    );
+    let p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
+    assert_eq!(p.last_stable_offset(), 2);
+    // The transaction open since 2, shown as such, is ended.
+    drop(p);
+    let now = HangingTxn {
+        first_offset: 2,
+        ..shown
+    };
+    assert_eq!(
+        end_hanging(&volume, &now, &[], &ops(), &[], 12).unwrap(),
+        HangingEnd::Written
+    );
+    let p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
+    assert_eq!(p.last_stable_offset(), 4);
+}

@@ -354,6 +354,79 @@ impl TransactionCoordinator {
         Ok(())
     }
 
+    /// A hanging-transaction repair queued by `kaasctl txn repair --fix` (an entry
+    /// with `hanging_since`): each of its partitions this broker leads goes through
+    /// the reconcile backstop's own last step ([`Self::reconcile_one`]), which locks
+    /// the producer's slot, reads the partition again and judges again — so the marker
+    /// ends only the transaction open there since `first`, if it still hangs, and
+    /// never the early batches of a later transaction at the same epoch (issue 25
+    /// item 12a). The entry is done either way: written, or no longer hanging.
+    async fn apply_hanging(
+        &self,
+        broker: &Cluster,
+        path: &Path,
+        first: i64,
+        mine: &[TopicPartition],
+    ) -> Result<bool, CoordError> {
+        let entry = match kaas_core::error::read_versioned_json::<MarkerEntry>(
+            path,
+            "marker queue entry",
+            marker_queue::MARKER_FORMAT_VERSION,
+        ) {
+            Ok(e) => e,
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let (here, rest): (Vec<TopicPartition>, Vec<TopicPartition>) =
+            entry.partitions.iter().cloned().partition(|tp| mine.contains(tp));
+        if here.is_empty() {
+            return Ok(false);
+        }
+        for tp in &here {
+            let partition = match broker.topic(&tp.topic) {
+                Ok(t) => match t.partition(tp.partition) {
+                    Some(Ok(p)) => p.clone(),
+                    Some(Err(e)) => {
+                        return Err(CoordError::Marker(crate::cluster::MarkerError {
+                            topic: tp.topic.clone(),
+                            partition: tp.partition,
+                            detail: format!("partition offline: {e}"),
+                        }))
+                    }
+                    None => continue,
+                },
+                Err(crate::registry::TopicError::Unknown(_)) => continue,
+                Err(e) => {
+                    return Err(CoordError::Marker(crate::cluster::MarkerError {
+                        topic: tp.topic.clone(),
+                        partition: tp.partition,
+                        detail: e.to_string(),
+                    }))
+                }
+            };
+            let ended = self
+                .reconcile_one(
+                    broker,
+                    &partition,
+                    tp,
+                    None,
+                    (entry.producer_id, entry.producer_epoch, first),
+                )
+                .await?;
+            if !ended {
+                info!(path = %path.display(), topic = %tp.topic, partition = tp.partition, producer_id = entry.producer_id, epoch = entry.producer_epoch, first_offset = first, "queued hanging-transaction repair: no longer hanging when judged again; nothing written");
+            }
+        }
+        if rest.is_empty() {
+            marker_queue::remove(path)?;
+        } else {
+            let mut left = entry.clone();
+            left.partitions = rest;
+            kaas_core::fsutil::write_json(path, &left).map_err(|e| VolumeError::io(path, e))?;
+        }
+        Ok(true)
+    }
+
     /// Applies, from one marker-queue entry (in any broker's queue), the markers of
     /// the partitions in `mine` — those this broker leads now, or that no longer
     /// exist — and rewrites the entry with the partitions left, or deletes it when
@@ -378,6 +451,9 @@ impl TransactionCoordinator {
         mine: &[TopicPartition],
         via: crate::metrics::MarkerPath,
     ) -> Result<bool, CoordError> {
+        if let Some(first) = entry.hanging_since {
+            return self.apply_hanging(broker, path, first, mine).await;
+        }
         let commit = entry.result == MarkerResult::Commit;
         // A slot held elsewhere for long: the poll moves on to other slots, a notice
         // answers an error (its entry stays for the poll).

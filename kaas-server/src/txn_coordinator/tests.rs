@@ -346,6 +346,38 @@ async fn reconcile_ends_hanging_transactions_with_the_recorded_outcome_and_count
     assert_eq!(lso_and_end(&b), (open, open + 1));
 }
 
+/// Issue 25 item 12a, on the broker: a hanging-transaction repair queued by
+/// `kaasctl txn repair --fix` names the offset the judged transaction is open since,
+/// and the leader judges it again where it applies it (slot locked, partition read
+/// again). Ended meanwhile and followed by the producer's next transaction at the
+/// same epoch, it writes nothing; still hanging, it is ended.
+#[tokio::test]
+async fn a_queued_hanging_repair_is_judged_again_where_it_is_applied() {
+    let (_d, b, pid) = setup().await;
+    let first = hanging(&b, pid, 0, false).await;
+    let repair = |since: i64| {
+        let mut m = MarkerEntry::new("tx", pid, 0, false, vec![tp("t", 0)], None, -1, now_ms());
+        m.hanging_since = Some(since);
+        m
+    };
+    let queued = marker_queue::enqueue(&b.volume, 0, &repair(first)).unwrap();
+    // Before this broker polls its queue, its reconcile ends that transaction and the
+    // producer begins its next one on t-0 at the same epoch.
+    assert_eq!(b.txn.reconcile(&b).await, 1);
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    let open = produce_txn(&b, "tx", pid, 0, 1).unwrap();
+    crate::broker::process_marker_queue(&b).await;
+    assert!(!queued.exists(), "the repair is consumed");
+    assert_eq!(lso_and_end(&b), (open, open + 1), "the next transaction is still open");
+    // That one ends; another hangs, and its repair ends it.
+    b.txn.end_txn(&b, "tx", pid, 0, false).await.unwrap();
+    let first = hanging(&b, pid, 2, false).await;
+    let queued = marker_queue::enqueue(&b.volume, 0, &repair(first)).unwrap();
+    crate::broker::process_marker_queue(&b).await;
+    assert!(!queued.exists());
+    assert_eq!(lso_and_end(&b), (first + 2, first + 2), "ABORT marker written");
+}
+
 #[tokio::test]
 async fn reconcile_aborts_an_open_transaction_no_coordinator_entry_knows() {
     let (_d, b, pid) = setup().await;

@@ -120,6 +120,7 @@ fn fixture(dir: &Path) -> Volume {
             txn_seq: Some(1),
             enqueued_by: -1,
             enqueued_ms: NOW - 3_000,
+            hanging_since: None,
         },
     )
     .unwrap();

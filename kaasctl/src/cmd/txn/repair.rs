@@ -328,7 +328,15 @@ pub fn find_hanging(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
     Ok(Status::from_problems(!findings.is_empty()))
 }
 
-pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Duration) -> anyhow::Result<Status> {
+pub fn repair(
+    c: &Cluster,
+    out: &Out,
+    fix: bool,
+    yes: bool,
+    wait: std::time::Duration,
+    stuck_after: std::time::Duration,
+) -> anyhow::Result<Status> {
+    let stuck_after_ms = stuck_after.as_millis() as i64;
     let mut c = c;
     let fresh;
     let mut findings = check(c)?;
@@ -369,26 +377,41 @@ pub fn repair(c: &Cluster, out: &Out, fix: bool, yes: bool, wait: std::time::Dur
                         topic: f.topic.clone().unwrap_or_default(),
                         partition: f.partition.unwrap_or(0),
                     };
-                    admin::end_hanging(
-                        &c.volume,
-                        &tp,
-                        f.producer_id.unwrap_or(-1),
-                        f.producer_epoch.unwrap_or(0),
-                        f.commit,
-                        &c.live,
-                        &actor,
-                        &cmd,
-                        now,
-                    )
-                    .map(|route| match route {
-                        MarkerRoute::Direct => true,
-                        MarkerRoute::Queue { broker } => {
-                            let kind = if f.commit { "COMMIT" } else { "ABORT" };
-                            f.fix = Some(format!("{kind} marker queued for broker {broker}"));
-                            false
-                        }
-                    })
-                    .map_err(Into::into)
+                    let txn = admin::HangingTxn {
+                        tp,
+                        producer_id: f.producer_id.unwrap_or(-1),
+                        epoch: f.producer_epoch.unwrap_or(0),
+                        first_offset: f.start_offset.unwrap_or(-1),
+                        transactional_id: f.transactional_id.clone(),
+                        commit: f.commit,
+                    };
+                    admin::end_hanging(&c.volume, &txn, &c.live, &actor, &cmd, now)
+                        .map(|end| match end {
+                            admin::HangingEnd::Written => true,
+                            admin::HangingEnd::Queued { broker } => {
+                                let kind = if f.commit { "COMMIT" } else { "ABORT" };
+                                f.fix = Some(format!(
+                                    "{kind} marker queued for broker {broker}, which judges it again before writing it"
+                                ));
+                                false
+                            }
+                            admin::HangingEnd::NotHanging(why) => {
+                                f.fix = Some(format!("nothing written: {why}"));
+                                true
+                            }
+                        })
+                        .map_err(Into::into)
+                }
+                // A live coordinator finishes its Prepare* entries itself (its reaper
+                // within seconds): one younger than --stuck-after is left to it.
+                "prepare_not_finished"
+                    if !c.live.is_empty() && f.since_ms.is_some_and(|since| now - since < stuck_after_ms) =>
+                {
+                    f.fix = Some(format!(
+                        "left to its coordinator: younger than --stuck-after ({})",
+                        crate::out::age(stuck_after_ms)
+                    ));
+                    Ok(false)
                 }
                 "prepare_not_finished" => match store.get(f.transactional_id.as_deref().unwrap_or_default())? {
                     Some(entry) => match admin::plan_finish(&c.volume, &entry, &c.live) {
