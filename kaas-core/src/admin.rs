@@ -647,31 +647,67 @@ pub fn redeliver(
     Ok(())
 }
 
-/// Moves an unreadable slot aside — its checkpoint to `slot-N.json.corrupt-<now>` and
-/// its journal to `slot-N.journal.corrupt-<now>`, whichever hold anything — under the slot's
-/// lock, never deleting or emptying them silently. Returns the new paths: none when
-/// the slot reads fine under the lock. A slot of a newer format version, or one that
-/// fails to read with an I/O error, is refused.
+/// What [`quarantine_slot`] did to a slot that does not read.
+#[derive(Debug, Default)]
+pub struct SlotRescue {
+    /// The damaged files as they were, kept under `slot-N.json.corrupt-<now>` and
+    /// `slot-N.journal.corrupt-<now>` (hard links: never deleted or emptied).
+    pub kept_aside: Vec<PathBuf>,
+    /// Entries the rescued slot holds.
+    pub entries: usize,
+    /// The checkpoint was used (it parsed).
+    pub checkpoint_kept: bool,
+    /// Journal lines kept, and dropped (the first bad one and all after it).
+    pub lines_kept: usize,
+    pub lines_dropped: usize,
+    /// The first bad line: byte offset and what is wrong with it.
+    pub dropped_at: Option<(u64, String)>,
+    /// Transactional ids named by dropped lines: their entries may have lost a
+    /// transition (the operator checks them).
+    pub maybe_stale: Vec<String>,
+    /// Idle entries a fence log shows bumped past their epoch (the bump's line was
+    /// dropped): (id, rescued epoch, fenced epoch they were raised to), so the next
+    /// bump never hands out an epoch a producer already holds.
+    pub epochs_raised: Vec<(String, i16, i16)>,
+    /// Entries with a transaction in flight that a fence log shows bumped past their
+    /// epoch: left as they are (the operator checks them).
+    pub behind_their_fence: Vec<String>,
+}
+
+/// Rescues an unreadable slot under its lock: the damaged checkpoint and journal
+/// are kept aside as they were (`slot-N.json.corrupt-<now>`,
+/// `slot-N.journal.corrupt-<now>`), and the slot is rewritten from what can be
+/// trusted — the checkpoint if it parses, and the journal's valid prefix
+/// ([`TxnStateStore::salvage`]) — as a new checkpoint and an empty journal. It used
+/// to move both aside and leave the slot empty: a healthy checkpoint was thrown away
+/// with a bad journal, and a PrepareCommit in it, partly marked, was then aborted by
+/// the reconcile backstop on the partitions not marked yet — a partial commit
+/// (issue 25 item 13, `a_rescued_slot_keeps_its_checkpoint_and_the_journals_valid_prefix`).
+/// Returns None when the slot reads fine under the lock. A slot of a newer format
+/// version, or one that fails to read with an I/O error, is refused.
 pub fn quarantine_slot(
     volume: &Volume,
     slot: u32,
     actor: &Actor,
     command: &[String],
     now_ms: i64,
-) -> Result<Vec<PathBuf>, AdminError> {
+) -> Result<Option<SlotRescue>, AdminError> {
     let store = TxnStateStore::new(volume.clone());
-    let _lock = store.lock_slot(slot)?;
+    let lock = store.lock_slot(slot)?;
     // Judged again under the lock: a lock-free read can fail for a healthy slot (a
     // fold in between, a slow network file system), and a slot of a newer format
     // belongs to the newer build, which reads it.
     match store.load(slot) {
-        Ok(_) => return Ok(Vec::new()),
-        // Only what is damaged is moved: an I/O error (a flaky disk, a network file
-        // system's stale handle) may pass.
+        Ok(_) => return Ok(None),
+        // Only what is damaged is rescued: an I/O error (a flaky disk, a network
+        // file system's stale handle) may pass.
         Err(VolumeError::Parse { .. } | VolumeError::Invalid { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let mut moved = Vec::new();
+    let mut salvage = store.salvage(&lock)?;
+    let mut rescue = SlotRescue::default();
+    // The files as they were, first: hard links, so the rescue's rename below
+    // replaces the slot's names and never touches these.
     for from in [store.slot_path(slot), store.journal_path(slot)] {
         if std::fs::metadata(&from).is_ok_and(|m| m.len() == 0) {
             continue; // an empty journal holds nothing to keep
@@ -679,15 +715,58 @@ pub fn quarantine_slot(
         let mut name = from.file_name().unwrap_or_default().to_os_string();
         name.push(format!(".corrupt-{now_ms}"));
         let to = from.with_file_name(name);
-        match std::fs::rename(&from, &to) {
-            Ok(()) => moved.push(to),
+        match std::fs::hard_link(&from, &to) {
+            Ok(()) => rescue.kept_aside.push(to),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(VolumeError::io(&from, e).into()),
+            Err(e) => return Err(VolumeError::io(&to, e).into()),
         }
     }
     crate::fsutil::sync_dir(&store.dir()).map_err(|e| VolumeError::io(store.dir(), e))?;
+    // A bump's fence is recorded after its slot line is durable: a fence log that
+    // knows a producer at a higher epoch than its rescued entry shows the bump's line
+    // was dropped. An idle entry is raised to that epoch (what the lost line said),
+    // so the next bump hands out a new one; one with a transaction in flight is
+    // reported, not guessed at.
+    let mut fenced: std::collections::BTreeMap<i64, i16> = std::collections::BTreeMap::new();
+    for (_, log) in crate::fence_log::list_fence_logs(volume)? {
+        for (pid, f) in log?.fences {
+            let e = fenced.entry(pid).or_insert(f.epoch);
+            *e = (*e).max(f.epoch);
+        }
+    }
+    for entry in salvage.state.file.entries.values_mut() {
+        let Some(&epoch) = fenced.get(&entry.producer_id).filter(|e| **e > entry.producer_epoch) else {
+            continue;
+        };
+        if matches!(
+            entry.state,
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+        ) {
+            rescue
+                .epochs_raised
+                .push((entry.transactional_id.clone(), entry.producer_epoch, epoch));
+            entry.producer_epoch = epoch;
+            entry.last_epoch = -1;
+            let state = entry.state;
+            entry.transition(
+                state,
+                "kaasctl txn repair: slot rescued, epoch raised to its fence",
+                actor,
+                now_ms,
+            );
+        } else {
+            rescue.behind_their_fence.push(entry.transactional_id.clone());
+        }
+    }
+    store.fold(&lock, &mut salvage.state)?;
+    rescue.entries = salvage.state.file.entries.len();
+    rescue.checkpoint_kept = salvage.checkpoint_lost.is_none();
+    rescue.lines_kept = salvage.kept_lines;
+    rescue.lines_dropped = salvage.dropped_lines;
+    rescue.dropped_at = salvage.dropped_at;
+    rescue.maybe_stale = salvage.maybe_stale.into_iter().collect();
     record_audit(volume, actor, command, &format!("slot-{slot}"), None, None, now_ms)?;
-    Ok(moved)
+    Ok(Some(rescue))
 }
 
 pub const AUDIT_FORMAT_VERSION: u32 = 1;

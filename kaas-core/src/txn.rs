@@ -146,7 +146,7 @@ pub fn is_epoch_exhausted(epoch: i16) -> bool {
 }
 
 impl TxnEntry {
-    fn transition(&mut self, to: TxnState, reason: &str, by: &Actor, now_ms: i64) {
+    pub(crate) fn transition(&mut self, to: TxnState, reason: &str, by: &Actor, now_ms: i64) {
         if self.history.len() == HISTORY_LEN {
             self.history.pop_front();
         }

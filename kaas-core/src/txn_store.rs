@@ -36,7 +36,7 @@ use crate::fsutil::{stamp_of, FileStamp};
 use crate::layout::Volume;
 use crate::txn::{slot_for, Transition, TxnEntry, HISTORY_LEN};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
@@ -126,6 +126,26 @@ pub struct SlotState {
     /// between installing it and syncing the directory), and lines fdatasynced into
     /// a file whose name a power loss takes back are lost.
     dir_synced: bool,
+}
+
+/// What [`TxnStateStore::salvage`] saved of a slot that does not read.
+#[derive(Debug)]
+pub struct Salvage {
+    /// The slot as saved: to be installed with [`TxnStateStore::fold`].
+    pub state: SlotState,
+    /// The checkpoint's generation, when it parsed.
+    pub checkpoint_generation: Option<u64>,
+    /// Why the checkpoint was not used (it did not parse).
+    pub checkpoint_lost: Option<String>,
+    /// Journal lines kept (applied, or already in the checkpoint).
+    pub kept_lines: usize,
+    /// Journal lines dropped: the first bad one and every line after it.
+    pub dropped_lines: usize,
+    /// The first bad line: its byte offset and what is wrong with it.
+    pub dropped_at: Option<(u64, String)>,
+    /// Transactional ids named by dropped lines that parse: their entries may be
+    /// older than they were (a transition lost).
+    pub maybe_stale: BTreeSet<String>,
 }
 
 impl SlotState {
@@ -1044,6 +1064,105 @@ impl TxnStateStore {
         state.journal_len = 0;
         state.dir_synced = true;
         Ok(())
+    }
+
+    /// What can be saved of a slot that does not read (`kaasctl txn repair --fix`),
+    /// under its lock: the checkpoint if it parses, then the journal's valid prefix —
+    /// its lines in order up to the first that does not parse, breaks the
+    /// generations' sequence or does not apply. Nothing after that line is trusted
+    /// (it may be another writer's history, issue 25 item 9). Install the result with
+    /// [`Self::fold`] (a new checkpoint at its generation and an empty journal).
+    pub fn salvage(&self, lock: &SlotLock) -> Result<Salvage, VolumeError> {
+        let slot = lock.slot;
+        let (file, checkpoint_lost) = match self.read_checkpoint(slot) {
+            Ok((file, _)) => (file, None),
+            Err(e @ (VolumeError::Parse { .. } | VolumeError::Invalid { .. })) => {
+                (SlotFile::empty(slot), Some(e.to_string()))
+            }
+            Err(e) => return Err(e),
+        };
+        let mut out = Salvage {
+            checkpoint_generation: (checkpoint_lost.is_none()).then_some(file.generation),
+            state: SlotState::new(file, None),
+            checkpoint_lost,
+            kept_lines: 0,
+            dropped_lines: 0,
+            dropped_at: None,
+            maybe_stale: BTreeSet::new(),
+        };
+        let path = self.journal_path(slot);
+        let bytes = match crate::fsutil::open_regular_meta(&path) {
+            Ok((file, _)) => crate::fsutil::read_capped_from(&file, crate::fsutil::MAX_STATE_FILE_BYTES)
+                .map_err(|e| VolumeError::io(&path, e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(VolumeError::io(&path, e)),
+        };
+        let lines: Vec<(u64, &[u8])> = {
+            let mut at = 0usize;
+            let mut v = Vec::new();
+            // Only complete lines: a torn last one was never acknowledged.
+            while let Some(nl) = bytes[at..].iter().position(|b| *b == b'\n') {
+                v.push((at as u64, &bytes[at..at + nl]));
+                at += nl + 1;
+            }
+            v
+        };
+        let checkpoint_read = out.checkpoint_generation.is_some();
+        let mut applied_any = false;
+        for (i, (offset, line)) in lines.iter().enumerate() {
+            let file = &mut out.state.file;
+            let verdict = match parse_line(line) {
+                Err(e) => Err(format!("does not parse: {e}")),
+                Ok(l) if l.version != JOURNAL_FORMAT_VERSION => Err(format!("format version {}", l.version)),
+                // Lines the checkpoint already holds (a fold cut short before the
+                // journal was replaced).
+                Ok(l) if checkpoint_read && !applied_any && l.generation <= file.generation => Ok(None),
+                Ok(l) if (checkpoint_read || applied_any) && l.generation != file.generation + 1 => Err(format!(
+                    "line of generation {} follows generation {}",
+                    l.generation, file.generation
+                )),
+                Ok(l) => Ok(Some(l)),
+            };
+            let applied = match verdict {
+                Ok(None) => Ok(()),
+                Ok(Some(l)) => {
+                    // Without the checkpoint, the history restarts at the first line,
+                    // and an entry it held starts from the transitions its lines add.
+                    if !checkpoint_read {
+                        if !applied_any {
+                            file.generation = l.generation.saturating_sub(1);
+                        }
+                        if let Some(e) = l.put.as_ref().filter(|_| l.history_appended) {
+                            if !file.entries.contains_key(&e.transactional_id) {
+                                let mut bare = e.clone();
+                                bare.history.clear();
+                                file.entries.insert(e.transactional_id.clone(), bare);
+                            }
+                        }
+                    }
+                    applied_any = true;
+                    apply_line(file, l)
+                }
+                Err(e) => Err(e),
+            };
+            match applied {
+                Ok(()) => {
+                    out.kept_lines += 1;
+                }
+                Err(why) => {
+                    out.dropped_at = Some((*offset, why));
+                    out.dropped_lines = lines.len() - i;
+                    for (_, rest) in &lines[i..] {
+                        if let Ok(l) = parse_line(rest) {
+                            out.maybe_stale
+                                .extend(l.put.map(|e| e.transactional_id).into_iter().chain(l.remove));
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Takes the lock of one slot and reads it, for a compare-and-set by a caller that

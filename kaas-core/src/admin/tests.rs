@@ -16,7 +16,7 @@ fn quarantine_moves_only_what_is_still_unreadable_under_the_lock() {
         tool: "kaasctl".into(),
         user: "test".into(),
     };
-    assert!(quarantine_slot(&volume, slot, &actor, &[], 5).unwrap().is_empty());
+    assert!(quarantine_slot(&volume, slot, &actor, &[], 5).unwrap().is_none());
     assert!(store.get("stuck").unwrap().is_some(), "a healthy slot is left alone");
     std::fs::write(store.slot_path(slot), b"{\"version\": 9}").unwrap();
     assert!(matches!(
@@ -33,10 +33,83 @@ fn quarantine_moves_only_what_is_still_unreadable_under_the_lock() {
     ));
     std::fs::remove_dir(store.slot_path(slot)).unwrap();
     std::fs::write(store.slot_path(slot), b"{ torn").unwrap();
-    let moved = quarantine_slot(&volume, slot, &actor, &[], 7).unwrap();
-    assert_eq!(moved.len(), 2, "checkpoint and journal: {moved:?}");
-    assert!(!store.slot_path(slot).exists() && !store.journal_path(slot).exists());
-    assert!(store.get("stuck").unwrap().is_none());
+    let rescue = quarantine_slot(&volume, slot, &actor, &[], 7)
+        .unwrap()
+        .expect("rescued");
+    assert_eq!(rescue.kept_aside.len(), 2, "checkpoint and journal: {rescue:?}");
+    assert!(rescue.kept_aside.iter().all(|p| p.exists()));
+    assert!(!rescue.checkpoint_kept);
+    // The checkpoint is lost, but the journal still held the entry's line.
+    assert_eq!(store.get("stuck").unwrap().map(|e| e.state), Some(TxnState::Ongoing));
+}
+
+/// Issue 25 item 13: a slot whose journal has a damaged line was moved aside whole,
+/// checkpoint included, and left empty: a PrepareCommit it held — its markers partly
+/// written — then looked like an open transaction no coordinator knows, and the
+/// reconcile backstop aborted it on the partitions not marked yet (a partial
+/// commit). The rescue keeps the checkpoint and the journal's valid prefix.
+#[test]
+fn a_rescued_slot_keeps_its_checkpoint_and_the_journals_valid_prefix() {
+    let (_d, volume, _) = setup();
+    let store = TxnStateStore::new(volume.clone());
+    let slot = slot_for("stuck");
+    // The Ongoing entry folded into the checkpoint; then three lines: PrepareCommit,
+    // CompleteCommit, and a later change.
+    store.lock(slot).unwrap().fold().unwrap();
+    for (state, at) in [
+        (TxnState::PrepareCommit, 4),
+        (TxnState::CompleteCommit, 5),
+        (TxnState::Empty, 6),
+    ] {
+        store
+            .update(slot, at, |e| {
+                let entry = e.get_mut("stuck").unwrap();
+                entry.state = state;
+                entry.last_update_ms = at;
+                ((), true)
+            })
+            .unwrap();
+    }
+    // The second line is damaged in place (a bad sector, a stray write).
+    let journal = store.journal_path(slot);
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(
+            bytes
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(i, _)| i + 1),
+        )
+        .collect();
+    assert_eq!(starts.len(), 4, "three lines");
+    for b in &mut bytes[starts[1]..starts[1] + 10] {
+        *b = b'#';
+    }
+    std::fs::write(&journal, &bytes).unwrap();
+    assert!(store.load(slot).is_err(), "a damaged line with valid ones after it");
+    let rescue = quarantine_slot(&volume, slot, &ops(), &[], 7)
+        .unwrap()
+        .expect("rescued");
+    assert!(rescue.checkpoint_kept);
+    assert_eq!((rescue.lines_kept, rescue.lines_dropped), (1, 2), "{rescue:?}");
+    assert_eq!(rescue.dropped_at.as_ref().map(|d| d.0), Some(starts[1] as u64));
+    assert_eq!(rescue.maybe_stale, vec!["stuck".to_string()], "named by the last line");
+    let entry = store.get("stuck").unwrap().expect("kept");
+    assert_eq!(
+        entry.state,
+        TxnState::PrepareCommit,
+        "the decided commit survives: the reaper finishes it"
+    );
+    assert_eq!(entry.partitions.len(), 1);
+    // The damaged files are kept as they were.
+    let kept_journal = rescue
+        .kept_aside
+        .iter()
+        .find(|p| p.to_string_lossy().contains("journal"))
+        .unwrap();
+    assert_eq!(std::fs::read(kept_journal).unwrap(), bytes);
+    assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0, "a fresh journal");
 }
 
 fn setup() -> (tempfile::TempDir, Volume, TxnEntry) {
@@ -436,4 +509,69 @@ fn a_hanging_repair_judged_before_the_next_transaction_leaves_it_alone() {
     );
     let p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
     assert_eq!(p.last_stable_offset(), 4);
+}
+
+/// Damages the journal line at `index` in place (a bad sector, a stray write).
+fn damage_line(store: &TxnStateStore, slot: u32, index: usize) -> Vec<u8> {
+    let journal = store.journal_path(slot);
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let start = std::iter::once(0)
+        .chain(
+            bytes
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(i, _)| i + 1),
+        )
+        .nth(index)
+        .expect("that many lines");
+    for b in &mut bytes[start..start + 10] {
+        *b = b'#';
+    }
+    std::fs::write(&journal, &bytes).unwrap();
+    bytes
+}
+
+/// Issue 25 item 13, the trap of a rescue: a dropped line may have been an epoch
+/// bump, and the coordinator would hand that epoch out again at the next bump — two
+/// producers at one (producer id, epoch). A bump's fence is recorded after its line
+/// is durable, so the fence logs tell: an idle entry is raised to its fenced epoch,
+/// and the next bump goes past it.
+#[test]
+fn a_rescue_raises_an_idle_entry_to_the_epoch_its_fence_records() {
+    let (_d, volume, _) = setup();
+    let store = TxnStateStore::new(volume.clone());
+    let slot = slot_for("stuck");
+    let set = |at: i64, f: &dyn Fn(&mut TxnEntry)| {
+        store
+            .update(slot, at, |e| {
+                f(e.get_mut("stuck").unwrap());
+                ((), true)
+            })
+            .unwrap()
+    };
+    set(3, &|e| e.state = TxnState::CompleteCommit);
+    store.lock(slot).unwrap().fold().unwrap();
+    // InitProducerId bumps to epoch 1 (its line, then its fence); then another line.
+    set(4, &|e| {
+        e.state = TxnState::Empty;
+        e.producer_epoch = 1;
+    });
+    let mut fences = FenceLog::empty(0);
+    fences.append(42, 1, Some("stuck"), 4);
+    fences.save(&volume).unwrap();
+    set(5, &|e| e.timeout_ms = 30_000);
+    damage_line(&store, slot, 0);
+    let rescue = quarantine_slot(&volume, slot, &ops(), &[], 7)
+        .unwrap()
+        .expect("rescued");
+    assert_eq!(rescue.epochs_raised, vec![("stuck".to_string(), 0, 1)], "{rescue:?}");
+    let entry = store.get("stuck").unwrap().unwrap();
+    assert_eq!((entry.state, entry.producer_epoch), (TxnState::CompleteCommit, 1));
+    let InitOutcome::Ready { entry: next, .. } =
+        init_producer_id(Some(&entry), "stuck", 60_000, (-1, -1), 8, &ops(), &mut || 99)
+    else {
+        panic!()
+    };
+    assert_eq!((next.producer_id, next.producer_epoch), (42, 2), "never epoch 1 again");
 }

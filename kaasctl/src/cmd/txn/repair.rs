@@ -443,12 +443,10 @@ pub fn repair(
                 "unreadable_slot" => {
                     let slot = f.partition.unwrap_or(0) as u32;
                     admin::quarantine_slot(&c.volume, slot, &actor, &cmd, now)
-                        .map(|moved| {
-                            let moved: Vec<String> = moved.iter().map(|p| p.display().to_string()).collect();
-                            f.fix = Some(if moved.is_empty() {
-                                "reads fine now; nothing moved".into()
-                            } else {
-                                format!("moved aside to {}", moved.join(" and "))
+                        .map(|rescue| {
+                            f.fix = Some(match rescue {
+                                None => "reads fine now; nothing changed".into(),
+                                Some(r) => rescue_summary(&r),
                             });
                             true
                         })
@@ -464,4 +462,46 @@ pub fn repair(
     }
     print_findings(out, &findings);
     Ok(Status::from_problems(findings.iter().any(|f| !f.fixed)))
+}
+
+/// What a slot rescue did, in one line for the FIX column.
+fn rescue_summary(r: &admin::SlotRescue) -> String {
+    let kept: Vec<String> = r.kept_aside.iter().map(|p| p.display().to_string()).collect();
+    let mut out = format!(
+        "rewritten with {} entries from {} and {} journal line(s)",
+        r.entries,
+        if r.checkpoint_kept {
+            "its checkpoint"
+        } else {
+            "no checkpoint (it did not parse)"
+        },
+        r.lines_kept
+    );
+    if let Some((offset, why)) = &r.dropped_at {
+        out.push_str(&format!(
+            "; {} line(s) dropped from byte {offset} ({why})",
+            r.lines_dropped
+        ));
+    }
+    if !r.maybe_stale.is_empty() {
+        out.push_str(&format!(
+            "; may have lost a transition: {} (check them with `kaasctl txn timeline`)",
+            r.maybe_stale.join(", ")
+        ));
+    }
+    for (id, from, to) in &r.epochs_raised {
+        out.push_str(&format!(
+            "; {id:?} raised from epoch {from} to {to}, which a fence log records (its bump's line was dropped)"
+        ));
+    }
+    if !r.behind_their_fence.is_empty() {
+        out.push_str(&format!(
+            "; a fence log knows a newer epoch than the transaction in flight of: {} (check them)",
+            r.behind_their_fence.join(", ")
+        ));
+    }
+    if !kept.is_empty() {
+        out.push_str(&format!("; damaged files kept as {}", kept.join(" and ")));
+    }
+    out
 }
