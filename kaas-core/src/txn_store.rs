@@ -707,28 +707,56 @@ impl TxnStateStore {
         }
     }
 
-    /// Whether the slot's lock file is still the one `id` names: checked through a
-    /// fresh open (on NFS, close-to-open revalidates it with the server), after a
-    /// sync and before an answer.
+    /// Whether this process still holds the slot's lock `id`: the slot's lock file is
+    /// still the one `id` names, and its holder line is still this holder's. Checked
+    /// through a fresh open (on NFS, close-to-open revalidates it with the server),
+    /// after a sync and before an answer.
     pub fn holds(&self, id: SlotLockId) -> Result<bool, VolumeError> {
+        Ok(self.lost_because(id)?.is_none())
+    }
+
+    /// Why this process no longer holds the slot's lock `id`, if it does not:
+    /// - the lock file was replaced: a broker that judged this holder dead took the
+    ///   slot over ([`Self::steal_slot`]);
+    /// - the same file names another holder: this process's lock lapsed — an NFS
+    ///   client cut off past its lock lease loses its locks without being told — and
+    ///   another process took it and wrote its line (every holder does, at once,
+    ///   through a descriptor it closes: [`Self::held`]). Issue 25 item 9.
+    fn lost_because(&self, id: SlotLockId) -> Result<Option<String>, VolumeError> {
         use std::os::unix::fs::MetadataExt;
         let path = self.lock_path(id.slot);
         match crate::fsutil::open_regular_meta(&path) {
-            Ok((_, m)) => Ok((m.dev(), m.ino()) == (id.dev, id.ino)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Ok((f, m)) => {
+                if (m.dev(), m.ino()) != (id.dev, id.ino) {
+                    return Ok(Some(
+                        "this process's lock on the slot was taken over by a broker that judged its holder dead (paused longer than the session timeout?): nothing it wrote since counts".into(),
+                    ));
+                }
+                let line = holder_line(&f).map_err(|e| VolumeError::io(&path, e))?;
+                if line != self.holder.record().as_bytes() {
+                    return Ok(Some(format!(
+                        "the lock file now names another holder ({:?}): this process's lock lapsed (a network file system's lock lease, lost while it was cut off?) and another process took the slot: nothing it wrote since counts",
+                        String::from_utf8_lossy(&line).trim_end()
+                    )));
+                }
+                Ok(None)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Some(
+                "the slot's lock file is gone (taken over, or moved by hand): nothing this process wrote since counts"
+                    .into(),
+            )),
             Err(e) => Err(VolumeError::io(&path, e)),
         }
     }
 
-    /// [`Self::holds`] as an error: the slot was taken over.
+    /// [`Self::holds`] as an error naming why the lock is lost.
     pub fn check_held(&self, id: SlotLockId) -> Result<(), VolumeError> {
-        if self.holds(id)? {
-            Ok(())
-        } else {
-            Err(VolumeError::Invalid {
+        match self.lost_because(id)? {
+            None => Ok(()),
+            Some(detail) => Err(VolumeError::Invalid {
                 path: self.lock_path(id.slot),
-                detail: "this process's lock on the slot was taken over by a broker that judged its holder dead (paused longer than the session timeout?): nothing it wrote since counts".into(),
-            })
+                detail,
+            }),
         }
     }
 

@@ -892,3 +892,26 @@ fn an_append_that_would_create_the_journal_refuses_one_that_appeared() {
 fn store_files(store: &TxnStateStore, slot: u32) -> (PathBuf, PathBuf) {
     (store.slot_path(slot), store.journal_path(slot))
 }
+
+/// Issue 25 item 9: a lost NFS lock fails nothing but I/O on the lock file itself,
+/// and nobody replaces the file: a holder cut off past its lock lease keeps
+/// appending while another process, which got the same lock file, writes the slot
+/// too. Every holder writes its line into the lock file when it takes it, and the
+/// check after each sync reads that line again: the first holder's next transition
+/// is refused, not acknowledged.
+#[test]
+fn a_holder_whose_lock_lapsed_to_another_process_acknowledges_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let store = TxnStateStore::for_broker(volume.clone(), 2);
+    let slot = slot_for("t1");
+    let mut guard = store.lock(slot).unwrap();
+    guard.commit(&[SlotOp::Put(entry("t1"))], 5).unwrap();
+    // Broker 1 took the same (lapsed) lock file and recorded itself in it.
+    std::fs::write(store.lock_path(slot), SlotHolder::Broker(1).record()).unwrap();
+    let err = guard
+        .commit(&[SlotOp::Put(stepped(&entry("t1"), 6))], 6)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("lapsed") && err.contains("broker 1"), "{err}");
+}
