@@ -298,6 +298,7 @@ impl Broker {
         let mut g = BrokerGauges {
             now_ms: now_ms(),
             lease_fresh: self.lease_fresh(),
+            stepdowns: self.stepdown_count(),
             ..Default::default()
         };
         for p in self.partitions().iter().filter(|p| !p.is_retired()) {

@@ -481,6 +481,8 @@ pub struct BrokerGauges {
     pub leases: Vec<LeaseGauges>,
     /// This broker's own lease renewed within half the session timeout.
     pub lease_fresh: bool,
+    /// Times this broker stepped down since it started.
+    pub stepdowns: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -631,6 +633,13 @@ fn broker_state(g: &BrokerGauges) -> Registry {
         "lease_fresh",
         "Whether this broker's own lease was renewed within half the session timeout (1): it may write",
         fresh,
+    );
+    let stepdowns = Counter::<u64>::default();
+    stepdowns.inc_by(g.stepdowns);
+    r.register(
+        "lease_stepdowns",
+        "Times this broker stepped down since it started: it could not renew its lease within half the session timeout, let its partitions go and served nothing until its renewals were quick again",
+        stepdowns,
     );
     r
 }

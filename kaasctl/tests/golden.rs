@@ -931,6 +931,23 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
     // A volume no broker ever ran on.
     let e = fixture_dir().unwrap();
     cases(e.path(), &[("doctor_empty", &["doctor"])]);
+    // Broker 1 runs but stepped down (its renewals are too slow); broker 2 stepped
+    // down and then died: its lease still carries the mark, but it is just dead.
+    let s = fixture_dir().unwrap();
+    let v = healthy(s.path());
+    for (id, heartbeat) in [(1, NOW - 1_000), (2, NOW - 60_000)] {
+        lease(&v, id, heartbeat);
+        let mut l = BrokerLease::read(&v, id).unwrap();
+        l.stepped_down_ms = Some(heartbeat - 2_000);
+        l.write(&v).unwrap();
+    }
+    cases(
+        s.path(),
+        &[
+            ("doctor_stepped_down", &["doctor"]),
+            ("brokers_stepped_down", &["brokers"]),
+        ],
+    );
 }
 
 #[test]

@@ -189,6 +189,7 @@ def test_a_broker_that_cannot_write_its_lease_is_not_ready(kaas_factory, tmp_pat
         assert checks["listener_accepting"]["ok"] and checks["serving"]["ok"], checks
         assert get(base + "/health/live")[0] == 200, "liveness does not depend on the volume"
         assert Scrape(base).value("kaas_lease_fresh") == 0
+        assert Scrape(base).value("kaas_lease_stepdowns_total") >= 1
     finally:
         shutil.rmtree(lease)
         if not lease.exists():

@@ -133,6 +133,22 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
                     format!("broker {} is live (heartbeat {} ago)", l.broker_id, age(age_ms.max(0))),
                 ));
             }
+        } else if l.stepped_down_ms.is_some() && age_ms < timeout {
+            f.push(finding(
+                "leases",
+                Severity::Problem,
+                format!(
+                    "broker {} ({}:{}) is running but stepped down: it could not renew its lease within half the session timeout, so it serves nothing (heartbeat {} ago)",
+                    l.broker_id,
+                    l.host,
+                    l.port,
+                    age(age_ms.max(0))
+                ),
+                Some(format!(
+                    "its lease writes are too slow: look at broker {}'s log for lease renewal errors and at the volume's latency; it comes back by itself once renewals are quick again (docs/cluster.md, timing)",
+                    l.broker_id
+                )),
+            ));
         } else {
             f.push(finding(
                 "leases",

@@ -119,6 +119,9 @@ impl SlotData {
 pub struct BrokerInfo {
     pub id: i32,
     pub alive: bool,
+    /// Running (heartbeat younger than the session timeout) but stepped down: it
+    /// serves nothing until its renewals are quick again.
+    pub stepped_down: bool,
     pub lease_age_ms: i64,
 }
 
@@ -246,6 +249,9 @@ impl Watcher {
                             snap.brokers.push(BrokerInfo {
                                 id: l.broker_id,
                                 alive,
+                                stepped_down: l.stopped_ms.is_none()
+                                    && l.stepped_down_ms.is_some()
+                                    && now_ms - l.heartbeat_ms < session_timeout_ms,
                                 lease_age_ms: now_ms - l.heartbeat_ms,
                             });
                         }

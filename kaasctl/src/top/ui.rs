@@ -140,6 +140,8 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
             Span::raw(format!("  broker {:<3} ", b.id)),
             if b.alive {
                 Span::styled("alive", Style::default().fg(Color::Green))
+            } else if b.stepped_down {
+                Span::styled("stepped down", Style::default().fg(Color::Yellow))
             } else {
                 Span::styled("dead ", Style::default().fg(Color::Red))
             },
