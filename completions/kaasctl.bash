@@ -2557,7 +2557,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn__subcmd__repair)
-            opts="-y -o -h --fix --yes --wait --stuck-after --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            opts="-y -o -h --fix --yes --wait --stuck-after --accept-slot-loss --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

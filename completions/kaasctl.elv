@@ -184,6 +184,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --fix 'Repair what was found (asks first unless --yes)'
             cand -y 'Do not ask for confirmation'
             cand --yes 'Do not ask for confirmation'
+            cand --accept-slot-loss 'Rescue an unreadable slot even when that loses something in flight (its checkpoint does not parse, or a dropped journal line may have moved on a transaction that is Ongoing or Prepare*); refused otherwise'
             cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
             cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
             cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'

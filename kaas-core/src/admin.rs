@@ -72,6 +72,8 @@ pub enum AdminError {
     },
     #[error("transaction {0:?} changed while the action was being prepared; look again")]
     Changed(String),
+    #[error("slot {slot} not rescued: {why}; look at the slot's files, then run the repair again with --accept-slot-loss to rescue it anyway")]
+    RescueRefused { slot: u32, why: String },
     #[error("writing the marker to {topic}-{partition}: {detail}")]
     Marker {
         topic: String,
@@ -476,6 +478,9 @@ pub enum HangingEnd {
     Queued { broker: i32 },
     /// Judged again under the slot lock, it is no longer hanging (why): nothing written.
     NotHanging(String),
+    /// Still hanging, but its coordinator's outcome is not the one shown (why):
+    /// nothing written; a new look decides.
+    OutcomeChanged(String),
 }
 
 /// The open transaction a repair ends: `producer_id` at `epoch` on `tp`, open there
@@ -517,7 +522,7 @@ pub fn end_hanging(
                         Ok(HangingEnd::NotHanging("its coordinator covers it now".into()))
                     }
                     crate::reconcile::Verdict::Hanging { commit, .. } if commit != txn.commit => {
-                        Ok(HangingEnd::NotHanging(format!(
+                        Ok(HangingEnd::OutcomeChanged(format!(
                             "its coordinator's outcome is {} now; run repair again",
                             if commit { "COMMIT" } else { "ABORT" }
                         )))
@@ -672,6 +677,9 @@ pub struct SlotRescue {
     /// Entries with a transaction in flight that a fence log shows bumped past their
     /// epoch: left as they are (the operator checks them).
     pub behind_their_fence: Vec<String>,
+    /// The risks the operator accepted (`--accept-slot-loss`); empty for a rescue
+    /// that loses nothing in flight.
+    pub accepted_loss: Vec<String>,
 }
 
 /// Rescues an unreadable slot under its lock: the damaged checkpoint and journal
@@ -683,11 +691,16 @@ pub struct SlotRescue {
 /// with a bad journal, and a PrepareCommit in it, partly marked, was then aborted by
 /// the reconcile backstop on the partitions not marked yet — a partial commit
 /// (issue 25 item 13, `a_rescued_slot_keeps_its_checkpoint_and_the_journals_valid_prefix`).
+/// A rescue that would lose something in flight — the checkpoint does not parse, or
+/// a dropped line may have moved on an entry that is Ongoing or Prepare* — is
+/// refused ([`AdminError::RescueRefused`]) unless `accept_loss`
+/// (`a_rescue_that_could_finish_a_transaction_twice_is_refused_unless_accepted`).
 /// Returns None when the slot reads fine under the lock. A slot of a newer format
 /// version, or one that fails to read with an I/O error, is refused.
 pub fn quarantine_slot(
     volume: &Volume,
     slot: u32,
+    accept_loss: bool,
     actor: &Actor,
     command: &[String],
     now_ms: i64,
@@ -705,7 +718,86 @@ pub fn quarantine_slot(
         Err(e) => return Err(e.into()),
     }
     let mut salvage = store.salvage(&lock)?;
-    let mut rescue = SlotRescue::default();
+    // What a rescue cannot give back must not be finished as if it were current: an
+    // entry with a transaction in flight that a dropped line may have moved on (a
+    // Prepare* already finished, whose producer began the next transaction at the
+    // same epoch: finishing it again would close that one's batches and commit its
+    // staged offsets), or entries only the lost checkpoint held (their open
+    // transactions would be aborted, a PrepareCommit partly). Refused unless the
+    // operator accepts the loss.
+    let in_flight = |e: &TxnEntry| {
+        matches!(
+            e.state,
+            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+        )
+    };
+    let entries = &salvage.state.file.entries;
+    let mut risks = Vec::new();
+    if let Some(why) = &salvage.checkpoint_lost {
+        risks.push(format!(
+            "its checkpoint does not parse ({why}): the entries only it held are lost"
+        ));
+    }
+    let named: Vec<&String> = salvage
+        .maybe_stale
+        .iter()
+        .filter(|id| entries.get(*id).is_some_and(in_flight))
+        .collect();
+    if !named.is_empty() {
+        risks.push(format!(
+            "dropped journal lines name {} with a transaction in flight: it may be over already",
+            named.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if salvage.unattributed > 0 && entries.values().any(in_flight) {
+        risks.push(format!(
+            "{} dropped journal line(s) name no readable transactional id, and the slot holds transactions in flight",
+            salvage.unattributed
+        ));
+    }
+    if !risks.is_empty() && !accept_loss {
+        return Err(AdminError::RescueRefused {
+            slot,
+            why: risks.join("; "),
+        });
+    }
+    // A bump's fence is recorded after its slot line is durable: a fence log that
+    // knows a producer at a higher epoch than its rescued entry shows the bump's line
+    // was dropped. An idle entry is raised to that epoch (what the lost line said),
+    // so the next bump hands out a new one; one with a transaction in flight is
+    // reported, not guessed at.
+    let mut fenced: std::collections::BTreeMap<i64, i16> = std::collections::BTreeMap::new();
+    for (_, log) in crate::fence_log::list_fence_logs(volume)? {
+        for (pid, f) in log?.fences {
+            let e = fenced.entry(pid).or_insert(f.epoch);
+            *e = (*e).max(f.epoch);
+        }
+    }
+    let mut rescue = SlotRescue {
+        accepted_loss: risks,
+        ..SlotRescue::default()
+    };
+    for entry in salvage.state.file.entries.values_mut() {
+        let Some(&epoch) = fenced.get(&entry.producer_id).filter(|e| **e > entry.producer_epoch) else {
+            continue;
+        };
+        if in_flight(entry) {
+            rescue.behind_their_fence.push(entry.transactional_id.clone());
+        } else {
+            rescue
+                .epochs_raised
+                .push((entry.transactional_id.clone(), entry.producer_epoch, epoch));
+            entry.producer_epoch = epoch;
+            entry.last_epoch = -1;
+            let state = entry.state;
+            entry.transition(
+                state,
+                "kaasctl txn repair: slot rescued, epoch raised to its fence",
+                actor,
+                now_ms,
+            );
+        }
+    }
     // The files as they were, first: hard links, so the rescue's rename below
     // replaces the slot's names and never touches these.
     for from in [store.slot_path(slot), store.journal_path(slot)] {
@@ -722,42 +814,6 @@ pub fn quarantine_slot(
         }
     }
     crate::fsutil::sync_dir(&store.dir()).map_err(|e| VolumeError::io(store.dir(), e))?;
-    // A bump's fence is recorded after its slot line is durable: a fence log that
-    // knows a producer at a higher epoch than its rescued entry shows the bump's line
-    // was dropped. An idle entry is raised to that epoch (what the lost line said),
-    // so the next bump hands out a new one; one with a transaction in flight is
-    // reported, not guessed at.
-    let mut fenced: std::collections::BTreeMap<i64, i16> = std::collections::BTreeMap::new();
-    for (_, log) in crate::fence_log::list_fence_logs(volume)? {
-        for (pid, f) in log?.fences {
-            let e = fenced.entry(pid).or_insert(f.epoch);
-            *e = (*e).max(f.epoch);
-        }
-    }
-    for entry in salvage.state.file.entries.values_mut() {
-        let Some(&epoch) = fenced.get(&entry.producer_id).filter(|e| **e > entry.producer_epoch) else {
-            continue;
-        };
-        if matches!(
-            entry.state,
-            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
-        ) {
-            rescue
-                .epochs_raised
-                .push((entry.transactional_id.clone(), entry.producer_epoch, epoch));
-            entry.producer_epoch = epoch;
-            entry.last_epoch = -1;
-            let state = entry.state;
-            entry.transition(
-                state,
-                "kaasctl txn repair: slot rescued, epoch raised to its fence",
-                actor,
-                now_ms,
-            );
-        } else {
-            rescue.behind_their_fence.push(entry.transactional_id.clone());
-        }
-    }
     store.fold(&lock, &mut salvage.state)?;
     rescue.entries = salvage.state.file.entries.len();
     rescue.checkpoint_kept = salvage.checkpoint_lost.is_none();

@@ -143,9 +143,13 @@ pub struct Salvage {
     pub dropped_lines: usize,
     /// The first bad line: its byte offset and what is wrong with it.
     pub dropped_at: Option<(u64, String)>,
-    /// Transactional ids named by dropped lines that parse: their entries may be
-    /// older than they were (a transition lost).
+    /// Transactional ids named by dropped lines (parsed, or found in the text of one
+    /// that does not parse): their entries may be older than they were (a
+    /// transition lost).
     pub maybe_stale: BTreeSet<String>,
+    /// Dropped lines naming no transactional id that could be read: any entry may
+    /// have lost a transition.
+    pub unattributed: usize,
 }
 
 impl SlotState {
@@ -222,7 +226,8 @@ impl SlotLock {
     pub fn id(&self) -> SlotLockId {
         self.id
     }
-    /// Whether this lock was taken from a holder judged dead.
+    /// Whether a fresh history is due before the first append: the lock was taken
+    /// from a holder judged dead, or its file named another holder.
     pub fn stolen(&self) -> bool {
         self.fresh_history_due.load(Ordering::Acquire)
     }
@@ -251,10 +256,17 @@ pub enum SlotHolder {
 impl SlotHolder {
     /// The lock file's line: who, which process, and a CRC-32C of both, so a read
     /// that raced a rewrite (torn) names nobody rather than a wrong broker.
+    ///
+    /// The pid alone does not tell processes apart: every broker of the Kubernetes
+    /// StatefulSet is PID 1, and a broker restarted on another node after its NFS
+    /// locks lapsed would write the very line of the process it replaced. A random
+    /// word drawn once per process does.
     fn record(&self) -> String {
+        static NONCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let nonce = NONCE.get_or_init(|| uuid::Uuid::new_v4().simple().to_string());
         let who = match self {
-            SlotHolder::Broker(id) => format!("broker {id} pid {}", std::process::id()),
-            SlotHolder::Admin => format!("admin pid {}", std::process::id()),
+            SlotHolder::Broker(id) => format!("broker {id} pid {} run {nonce}", std::process::id()),
+            SlotHolder::Admin => format!("admin pid {} run {nonce}", std::process::id()),
         };
         format!("{who} crc {:08x}\n", crc32c::crc32c(who.as_bytes()))
     }
@@ -275,11 +287,11 @@ impl SlotHolder {
     }
 }
 
-/// A slot lock file's holder line, as read from its start (at most 96 bytes: longer
+/// A slot lock file's holder line, as read from its start (at most 160 bytes: longer
 /// than any line a holder writes).
 fn holder_line(file: &File) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
-    let mut line = vec![0u8; 96];
+    let mut line = vec![0u8; 160];
     let n = file.read_at(&mut line, 0)?;
     line.truncate(n);
     Ok(line)
@@ -603,7 +615,8 @@ impl TxnStateStore {
             return Ok(None);
         }
         let record = self.holder.record();
-        if holder_line(&file).map_err(io)? != record.as_bytes() {
+        let another = holder_line(&file).map_err(io)? != record.as_bytes();
+        if another {
             // Through a descriptor of its own, closed at once: on NFS the close sends
             // the line to the server (close-to-open), so a broker judging the lock
             // reads this holder, not the last one, while it is held.
@@ -613,7 +626,13 @@ impl TxnStateStore {
                 .and_then(|_| other.set_len(record.len() as u64))
                 .map_err(io)?;
         }
-        Ok(Some(SlotLock::on(slot, file, &mine, false)))
+        // The last holder was another process: if its lock lapsed (NFS) rather than
+        // being let go, it may still flush writes of its own to the journal — at the
+        // offsets it computed, over whatever this holder appends there. So the slot is
+        // folded into a fresh journal before this holder's first append, as after a
+        // take-over: those writes land in a file nobody reads. One fold per change of
+        // hands; a broker that keeps a slot finds its own line (issue 25 item 9).
+        Ok(Some(SlotLock::on(slot, file, &mine, another)))
     }
 
     /// Takes slot `slot`'s lock, or, while another process holds it, takes it over
@@ -1117,6 +1136,7 @@ impl TxnStateStore {
             dropped_lines: 0,
             dropped_at: None,
             maybe_stale: BTreeSet::new(),
+            unattributed: 0,
         };
         let path = self.journal_path(slot);
         let bytes = match crate::fsutil::open_regular_meta(&path) {
@@ -1181,9 +1201,16 @@ impl TxnStateStore {
                     out.dropped_at = Some((*offset, why));
                     out.dropped_lines = lines.len() - i;
                     for (_, rest) in &lines[i..] {
-                        if let Ok(l) = parse_line(rest) {
-                            out.maybe_stale
-                                .extend(l.put.map(|e| e.transactional_id).into_iter().chain(l.remove));
+                        match parse_line(rest) {
+                            Ok(l) => out
+                                .maybe_stale
+                                .extend(l.put.map(|e| e.transactional_id).into_iter().chain(l.remove)),
+                            Err(_) => match id_in_damaged_line(rest) {
+                                Some(id) => {
+                                    out.maybe_stale.insert(id);
+                                }
+                                None => out.unattributed += 1,
+                            },
                         }
                     }
                     break;
@@ -1526,6 +1553,18 @@ fn apply_line(file: &mut SlotFile, line: JournalLine) -> Result<(), String> {
 
 fn parse_line(line: &[u8]) -> Result<JournalLine, serde_json::Error> {
     serde_json::from_slice(line)
+}
+
+/// The transactional id a damaged journal line names, if its text still shows one
+/// (`"transactional_id":"…"` for a put, `"remove":"…"`), for a rescue to say which
+/// entry may have lost a transition.
+fn id_in_damaged_line(line: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(line);
+    ["\"transactional_id\":\"", "\"remove\":\""].iter().find_map(|key| {
+        let start = text.find(key)? + key.len();
+        let end = text[start..].find('"')?;
+        Some(text[start..start + end].to_string()).filter(|id| !id.contains('\\') && !id.contains('\u{fffd}'))
+    })
 }
 
 /// The `version` of a line that does not parse as a [`JournalLine`], if it has one.

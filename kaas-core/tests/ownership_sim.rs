@@ -21,6 +21,15 @@
 //!   lock lasts until the server's lease lapses): the lock of a holder judged dead by
 //!   its lease is stolen, as kaas-server does.
 //!
+//! - transaction slots (the `TxnStateStore` rules, one step per tick, pauses in
+//!   between): no slot generation is answered twice, every answered transition is
+//!   still what readers see at the end — also when a holder's NFS lock lapses and
+//!   its late write reaches the server at the offset it computed, over the next
+//!   holder's line (so a holder that finds the lock file naming another process
+//!   starts a fresh journal: without that rule, seed 1 loses an answered
+//!   transition) — and every slot answers again within [`RECOVERY_MS`] of the last
+//!   fault (without take-overs, seed 5 stalls).
+//!
 //! Three kinds of pause: a process pause (SIGSTOP: its locks are kept), a host cut
 //! off from the volume (NFS: the server frees its locks after a lease of its own,
 //! here at any moment, even at once — the gate must not rely on that lease), and a
@@ -31,7 +40,7 @@
 //! `KAAS_SIM_SEEDS` sets how many seeds run (default 2,000, spread over the cores).
 
 use kaas_core::broker::{BrokerLease, LeaseTracker, LEASE_FORMAT_VERSION};
-use kaas_core::ownership::{owner, partition_key, place, Placement};
+use kaas_core::ownership::{owner, partition_key, place, txn_slot_key, Placement};
 use kaas_core::topic::{PartitionOwner, OWNER_FORMAT_VERSION};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -53,6 +62,9 @@ const MAX_DRIFT: f64 = 0.05;
 /// that is not its final owner is handed over once more (two syncs).
 const RECOVERY_MS: i64 = TIMEOUT_MS + 5 * PERIOD_MS;
 const CHAOS_MS: i64 = 60_000;
+/// Transaction slots, each written by whoever coordinates it (rendezvous over the
+/// live set) under the slot's lock.
+const SLOTS: u32 = kaas_core::txn::SLOTS;
 const CALM_MS: i64 = RECOVERY_MS + 5_000;
 
 /// splitmix64: small, deterministic, good enough to pick faults.
@@ -110,6 +122,51 @@ struct Node {
     /// Partitions taken (leadership recorded in `owner.json`) whose log this node
     /// recovers at its next step: a pause can fall in between.
     recovering: Vec<(i32, i32)>,
+    /// Slot operations in flight (one step each: lock and read, append, sync and
+    /// check and answer; a pause can fall between any two).
+    ops: BTreeMap<u32, SlotOp>,
+    /// The holder line of a slot lock found held, as this node last read it, and
+    /// when: judged only when read unchanged twice in a row.
+    judging: BTreeMap<u32, (LockSeen, i64)>,
+}
+
+/// A slot lock file as a judge reads it: which file, and the holder its line names.
+type LockSeen = (u64, Option<(i32, u64)>);
+
+/// One transition of a transaction slot, in flight at a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotOp {
+    /// The lock is taken (this lock file, holding this node's line) and the slot read
+    /// (from this journal, up to this generation).
+    Locked { lock: u64, journal: u64, generation: u64 },
+    /// The line is written into this node's cache of journal `journal`, at the end
+    /// it knew (`at` lines): on NFS nobody sees it until the sync flushes it — at
+    /// that offset, over whatever another writer put there meanwhile. Answered at
+    /// the sync if it landed as the next line of the journal still in use (the
+    /// length check) and the lock is still this node's (same lock file, its own
+    /// holder line: the check after the sync).
+    Appended {
+        lock: u64,
+        journal: u64,
+        at: u64,
+        token: u64,
+    },
+}
+
+/// A slot's lock file: its identity (a take-over renames a new one in), who holds
+/// its `flock`, and the holder line the last holder wrote in it.
+#[derive(Debug, Clone, Copy)]
+struct SlotLockFile {
+    inode: u64,
+    flock: Option<(i32, u64)>,
+    line: Option<(i32, u64)>,
+}
+
+/// A slot's journal as readers see it: the token of generation i + 1 at index i.
+#[derive(Debug, Clone)]
+struct Journal {
+    inode: u64,
+    effective: Vec<u64>,
 }
 
 struct Volume {
@@ -122,6 +179,14 @@ struct Volume {
     /// (and started a segment of its own): an append at an older epoch lands where
     /// nobody reads it.
     recovered: Vec<i32>,
+    slot_locks: Vec<SlotLockFile>,
+    journals: Vec<Journal>,
+    /// Per slot, the transitions answered: generation → token.
+    acked: Vec<BTreeMap<u64, u64>>,
+    /// Per slot, when a transition was last answered.
+    last_ack: Vec<i64>,
+    next_inode: u64,
+    next_token: u64,
 }
 
 impl Volume {
@@ -134,14 +199,23 @@ impl Volume {
             self.locks[p as usize] = None;
         }
     }
-    /// Frees every lock `holder` holds; whether it held any.
+    /// Frees every lock `holder` holds (partition and slot locks); whether it held
+    /// any. The slot lock files keep the holder line it wrote.
     fn free_all(&mut self, holder: (i32, u64)) -> bool {
         let mut any = false;
         for l in self.locks.iter_mut().filter(|l| **l == Some(holder)) {
             *l = None;
             any = true;
         }
+        for l in self.slot_locks.iter_mut().filter(|l| l.flock == Some(holder)) {
+            l.flock = None;
+            any = true;
+        }
         any
+    }
+    fn inode(&mut self) -> u64 {
+        self.next_inode += 1;
+        self.next_inode
     }
 }
 
@@ -153,6 +227,8 @@ struct Sim {
     /// Rendezvous assignment per live set, so the real rule is only asked about
     /// partitions whose answer may change something.
     assigned: HashMap<Vec<i32>, Vec<i32>>,
+    /// The same for transaction slots.
+    slot_owners: HashMap<Vec<i32>, Vec<i32>>,
     last_fault: i64,
 }
 
@@ -348,6 +424,175 @@ impl Sim {
         }
     }
 
+    /// The transaction coordinator of an Up node, each tick, one step of each slot
+    /// operation in flight (kaas-server's `TxnStateStore` rules):
+    /// - lock and read: a slot this node coordinates (fresh, rendezvous over its live
+    ///   set) is locked when its `flock` is free (the holder writes its line), or
+    ///   taken over when the line, read unchanged twice in a row, names a broker its
+    ///   lease tracker confirms dead: a new lock file renamed in, and the slot folded
+    ///   into a fresh journal holding what readers saw;
+    /// - append: refused if the journal is not the one read; the line lands anyway if
+    ///   another writer appended since (the length check fails the operation);
+    /// - answer: only if the lock file is still the one locked and still names this
+    ///   holder (the check after the sync), then the lock is let go.
+    fn slot_tick(&mut self, i: usize, seed: u64) {
+        let me = (self.nodes[i].id, self.nodes[i].incarnation);
+        let t = self.t;
+        for (slot, op) in std::mem::take(&mut self.nodes[i].ops) {
+            let s = slot as usize;
+            let lock = self.vol.slot_locks[s];
+            let mine = |l: u64| lock.inode == l && lock.line == Some(me);
+            let release = |vol: &mut Volume| {
+                if vol.slot_locks[s].flock == Some(me) {
+                    vol.slot_locks[s].flock = None;
+                }
+            };
+            match op {
+                SlotOp::Locked {
+                    lock: l,
+                    journal,
+                    generation,
+                } => {
+                    if self.vol.journals[s].inode != journal {
+                        release(&mut self.vol); // the journal was replaced: refused
+                        continue;
+                    }
+                    let token = self.vol.next_token;
+                    self.vol.next_token += 1;
+                    self.nodes[i].ops.insert(
+                        slot,
+                        SlotOp::Appended {
+                            lock: l,
+                            journal,
+                            at: generation,
+                            token,
+                        },
+                    );
+                }
+                SlotOp::Appended {
+                    lock: l,
+                    journal,
+                    at,
+                    token,
+                } => {
+                    // The sync: the line reaches the file it was written to. A
+                    // replaced journal is read by nobody any more.
+                    let j = &mut self.vol.journals[s];
+                    let landed = j.inode == journal && at == j.effective.len() as u64;
+                    if j.inode == journal {
+                        match j.effective.get_mut(at as usize) {
+                            // Over another writer's line at that offset.
+                            Some(there) => *there = token,
+                            None => j.effective.push(token),
+                        }
+                    }
+                    let generation = at + 1;
+                    if landed && mine(l) {
+                        let acked = &mut self.vol.acked[s];
+                        if let Some(other) = acked.insert(generation, token) {
+                            panic!("seed {seed}, t={t} ms: slot {slot} generation {generation} answered twice (tokens {other} and {token})");
+                        }
+                        self.vol.last_ack[s] = t;
+                    }
+                    release(&mut self.vol);
+                }
+            }
+        }
+        if !self.fresh(&self.nodes[i]) {
+            return;
+        }
+        let live = self.nodes[i].live.clone();
+        let mono = self.mono(&self.nodes[i]);
+        let owners = self
+            .slot_owners
+            .entry(live.clone())
+            .or_insert_with(|| {
+                (0..SLOTS)
+                    .map(|s| owner(&txn_slot_key(s), &live).unwrap_or(-1))
+                    .collect()
+            })
+            .clone();
+        for slot in 0..SLOTS {
+            if self.nodes[i].ops.contains_key(&slot) || owners[slot as usize] != me.0 {
+                continue;
+            }
+            let s = slot as usize;
+            let lock = self.vol.slot_locks[s];
+            let taken = match lock.flock {
+                None => {
+                    self.vol.slot_locks[s].flock = Some(me);
+                    self.vol.slot_locks[s].line = Some(me);
+                    // Its line named another process, whose lock may have lapsed with
+                    // writes still to flush: a fresh journal first.
+                    if lock.line != Some(me) {
+                        let journal = self.vol.inode();
+                        self.vol.journals[s].inode = journal;
+                    }
+                    true
+                }
+                Some(holder) if holder == me => false, // cannot happen: one op per slot
+                Some(_) => {
+                    let seen = (lock.inode, lock.line);
+                    let judged = match self.nodes[i].judging.get(&slot) {
+                        Some((before, at)) if *before == seen && t - at >= TICK_MS => {
+                            lock.line.is_some_and(|(b, _)| {
+                                b != me.0
+                                    && self
+                                        .vol
+                                        .leases
+                                        .get(&b)
+                                        .is_some_and(|l| self.nodes[i].tracker.confirms_dead(l, mono, TIMEOUT_MS))
+                            })
+                        }
+                        Some((before, _)) if *before == seen => false,
+                        _ => {
+                            self.nodes[i].judging.insert(slot, (seen, t));
+                            false
+                        }
+                    };
+                    if judged {
+                        // The take-over: a new lock file, and a fresh journal with the
+                        // history readers saw (the fold before the first append).
+                        let inode = self.vol.inode();
+                        self.vol.slot_locks[s] = SlotLockFile {
+                            inode,
+                            flock: Some(me),
+                            line: Some(me),
+                        };
+                        let journal = self.vol.inode();
+                        self.vol.journals[s].inode = journal;
+                    }
+                    judged
+                }
+            };
+            if taken {
+                self.nodes[i].judging.remove(&slot);
+                let j = &self.vol.journals[s];
+                self.nodes[i].ops.insert(
+                    slot,
+                    SlotOp::Locked {
+                        lock: self.vol.slot_locks[s].inode,
+                        journal: j.inode,
+                        generation: j.effective.len() as u64,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Every answered slot transition is still what readers see.
+    fn check_slots(&self, seed: u64) {
+        for (s, acked) in self.vol.acked.iter().enumerate() {
+            for (generation, token) in acked {
+                assert_eq!(
+                    self.vol.journals[s].effective.get(*generation as usize - 1),
+                    Some(token),
+                    "seed {seed}: slot {s} lost answered generation {generation}"
+                );
+            }
+        }
+    }
+
     /// Process start: a fresh tracker judges the leases at first sight, partitions
     /// are opened under the same rule, then the lease is written.
     fn start(&mut self, i: usize, rng: &mut Rng) {
@@ -357,6 +602,8 @@ impl Sim {
         n.held.clear();
         n.pending.clear();
         n.recovering.clear();
+        n.ops.clear();
+        n.judging.clear();
         n.run = Run::Up;
         n.renewed = None;
         let mono = self.mono(&self.nodes[i]);
@@ -374,6 +621,8 @@ impl Sim {
         n.held.clear();
         n.pending.clear();
         n.recovering.clear();
+        n.ops.clear();
+        n.judging.clear();
         let key = (n.id, n.incarnation);
         self.vol.free_all(key);
     }
@@ -453,6 +702,8 @@ fn run(seed: u64) {
                 thawed_at: None,
                 pending: Vec::new(),
                 recovering: Vec::new(),
+                ops: BTreeMap::new(),
+                judging: BTreeMap::new(),
             })
             .collect(),
         vol: Volume {
@@ -460,8 +711,26 @@ fn run(seed: u64) {
             owners: vec![None; PARTITIONS as usize],
             locks: vec![None; PARTITIONS as usize],
             recovered: vec![-1; PARTITIONS as usize],
+            slot_locks: (0..SLOTS as u64)
+                .map(|s| SlotLockFile {
+                    inode: s + 1,
+                    flock: None,
+                    line: None,
+                })
+                .collect(),
+            journals: (0..SLOTS as u64)
+                .map(|s| Journal {
+                    inode: SLOTS as u64 + s + 1,
+                    effective: Vec::new(),
+                })
+                .collect(),
+            acked: vec![BTreeMap::new(); SLOTS as usize],
+            last_ack: vec![0; SLOTS as usize],
+            next_inode: 2 * SLOTS as u64,
+            next_token: 0,
         },
         assigned: HashMap::new(),
+        slot_owners: HashMap::new(),
         last_fault: 0,
     };
     for n in sim.nodes.iter_mut() {
@@ -566,6 +835,7 @@ fn run(seed: u64) {
             }
             let phase = sim.nodes[i].phase_ms;
             sim.write_tick(i, seed);
+            sim.slot_tick(i, seed);
             if (t + phase) % PERIOD_MS == 0 {
                 sim.lease_tick(i);
             }
@@ -598,6 +868,16 @@ fn run(seed: u64) {
                 &left[..left.len().min(5)],
                 t - sim.last_fault
             );
+            let stalled: Vec<usize> = (0..SLOTS as usize)
+                .filter(|s| t - sim.vol.last_ack[*s] > PERIOD_MS)
+                .collect();
+            assert!(
+                stalled.is_empty(),
+                "seed {seed}, t={t} ms: {} slots (e.g. {:?}) answered nothing for over a second, {} ms after the last fault",
+                stalled.len(),
+                &stalled[..stalled.len().min(5)],
+                t - sim.last_fault
+            );
         }
         sim.t += TICK_MS;
     }
@@ -616,6 +896,7 @@ fn run(seed: u64) {
         sim.leaderless().is_empty(),
         "seed {seed}: partitions without a leader at the end"
     );
+    sim.check_slots(seed);
 }
 
 #[test]

@@ -392,7 +392,7 @@ struct LeaseKeeper {
     lease: BrokerLease,
     /// Stepped down and not back: the broker is not fresh, whatever its last write.
     out: bool,
-    /// While out: when the first renewal without the stepped-down mark started.
+    /// While out: when the first renewal without the stepped-down mark was written.
     unmarked_at: Option<Instant>,
     /// How long the last renewal took, if it succeeded.
     last_write: Option<Duration>,
@@ -411,10 +411,21 @@ impl LeaseKeeper {
 
 /// A broker that stepped down comes back only once its renewals take less than
 /// this: half of what is left of half the session timeout after a renewal period,
-/// so one that renews just in time does not flap between in and out at every tick.
+/// so one that renews just in time does not flap between in and out at every tick
+/// (never less than half a period: with a tiny session timeout it would never come
+/// back).
 fn rejoin_bound(session_timeout_ms: i64) -> Duration {
     let half = Duration::from_millis(session_timeout_ms.max(0) as u64 / 2);
-    half.saturating_sub(renewal_period(session_timeout_ms)) / 2
+    let period = renewal_period(session_timeout_ms);
+    (half.saturating_sub(period) / 2).max(period / 2)
+}
+
+/// How long after its unmarked lease is on the volume a broker that stepped down
+/// waits before it counts itself back: peers re-read leases every renewal period plus
+/// their own renewal's time (under [`rejoin_bound`] for any peer not itself stepping
+/// down), so two periods and that bound cover one full read by each of them.
+fn rejoin_wait(session_timeout_ms: i64) -> Duration {
+    2 * renewal_period(session_timeout_ms) + rejoin_bound(session_timeout_ms)
 }
 
 /// One tick of the lease task (blocking file work). A broker that finds its own
@@ -426,8 +437,8 @@ fn rejoin_bound(session_timeout_ms: i64) -> Duration {
 /// a heartbeat that may still change (renewals that are only slow).
 ///
 /// It comes back only through renewals quicker than [`rejoin_bound`]: the first
-/// clears the mark while the broker stays out; one at least two renewal periods
-/// later makes it fresh. So peers — who re-read leases every period — have seen the
+/// clears the mark while the broker stays out; one at least [`rejoin_wait`] after that
+/// unmarked lease was on the volume makes it fresh. So peers — who re-read leases every period — have seen the
 /// mark gone before it claims a slot or group again: never is it live to itself while its
 /// lease tells them it is dead (`a_broker_that_stepped_down_comes_back_only_after_its_peers_could_see_it_back`).
 fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) {
@@ -472,14 +483,20 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) {
                 broker.renewed_at(at);
             } else if keeper.lease.stepped_down_ms.is_none() {
                 match keeper.unmarked_at {
-                    Some(first) if first.elapsed() >= 2 * renewal_period(session) && took < rejoin_bound(session) => {
+                    _ if took >= rejoin_bound(session) => {
+                        // Too slow after all: the mark goes back on at the next tick.
+                        keeper.unmarked_at = None;
+                    }
+                    Some(visible) if visible.elapsed() >= rejoin_wait(session) => {
                         info!("this broker's lease is renewed in time again: back in service");
                         keeper.out = false;
                         keeper.unmarked_at = None;
                         broker.renewed_at(at);
                     }
                     Some(_) => {}
-                    None => keeper.unmarked_at = Some(at),
+                    // From when the unmarked lease is on the volume, not from before the
+                    // write: a peer can only see it from then on.
+                    None => keeper.unmarked_at = Some(Instant::now()),
                 }
             }
         }
@@ -657,20 +674,23 @@ mod tests {
         }
 
         // Quick renewals bring it back: first the mark goes while it stays out, and
-        // only two renewal periods later (peers re-read every period) is it live.
+        // only once peers have had two renewal periods and more to read the unmarked
+        // lease is it live (timed here from before the tick that wrote it: earlier
+        // than the broker's own count, which starts once it is written).
         let mut unmarked_since = None;
         for _ in 0..50 {
             std::thread::sleep(renewal_period(SESSION_MS));
+            let tick = Instant::now();
             renew_lease(&broker, &mut keeper);
             let marked = lease_on_volume(&broker).stepped_down_ms.is_some();
             if !marked {
-                unmarked_since.get_or_insert_with(Instant::now);
+                unmarked_since.get_or_insert(tick);
             }
             if broker.lease_fresh() {
                 let since = unmarked_since.expect("fresh while its lease still carries the mark");
                 assert!(!marked);
                 assert!(
-                    since.elapsed() >= renewal_period(SESSION_MS),
+                    since.elapsed() >= rejoin_wait(SESSION_MS),
                     "back {:?} after the mark went",
                     since.elapsed()
                 );

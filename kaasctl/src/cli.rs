@@ -190,6 +190,11 @@ pub enum TxnCommand {
         /// any broker is live (its reaper finishes one within seconds).
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         stuck_after: Duration,
+        /// Rescue an unreadable slot even when that loses something in flight (its
+        /// checkpoint does not parse, or a dropped journal line may have moved on a
+        /// transaction that is Ongoing or Prepare*); refused otherwise.
+        #[arg(long)]
+        accept_slot_loss: bool,
     },
     /// Exact hanging-transaction detection: partitions' open transactions joined with the coordinator's slots.
     FindHanging,

@@ -502,6 +502,11 @@ fn corrupt_and_odd_files_are_reported_with_their_paths() {
                 "corrupt_repair_fix",
                 &["txn", "repair", "--fix", "--yes", "--wait", "0s"],
             ),
+            // Its checkpoint does not parse: refused above, rescued when accepted.
+            (
+                "corrupt_repair_fix_accepting_loss",
+                &["txn", "repair", "--fix", "--yes", "--wait", "0s", "--accept-slot-loss"],
+            ),
             ("corrupt_after_fix_list", &["txn", "list"]),
         ],
     );

@@ -16,11 +16,11 @@ fn quarantine_moves_only_what_is_still_unreadable_under_the_lock() {
         tool: "kaasctl".into(),
         user: "test".into(),
     };
-    assert!(quarantine_slot(&volume, slot, &actor, &[], 5).unwrap().is_none());
+    assert!(quarantine_slot(&volume, slot, false, &actor, &[], 5).unwrap().is_none());
     assert!(store.get("stuck").unwrap().is_some(), "a healthy slot is left alone");
     std::fs::write(store.slot_path(slot), b"{\"version\": 9}").unwrap();
     assert!(matches!(
-        quarantine_slot(&volume, slot, &actor, &[], 6),
+        quarantine_slot(&volume, slot, false, &actor, &[], 6),
         Err(AdminError::Volume(VolumeError::UnknownVersion { found: 9, .. }))
     ));
     assert!(store.slot_path(slot).exists());
@@ -28,88 +28,29 @@ fn quarantine_moves_only_what_is_still_unreadable_under_the_lock() {
     std::fs::remove_file(store.slot_path(slot)).unwrap();
     std::fs::create_dir(store.slot_path(slot)).unwrap();
     assert!(matches!(
-        quarantine_slot(&volume, slot, &actor, &[], 6),
+        quarantine_slot(&volume, slot, false, &actor, &[], 6),
         Err(AdminError::Volume(VolumeError::Io { .. }))
     ));
     std::fs::remove_dir(store.slot_path(slot)).unwrap();
     std::fs::write(store.slot_path(slot), b"{ torn").unwrap();
-    let rescue = quarantine_slot(&volume, slot, &actor, &[], 7)
+    // Entries only the checkpoint held would be lost: refused unless accepted.
+    let refused = quarantine_slot(&volume, slot, false, &actor, &[], 7)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("checkpoint does not parse") && refused.contains("--accept-slot-loss"),
+        "{refused}"
+    );
+    assert!(std::fs::read(store.slot_path(slot)).unwrap() == b"{ torn", "untouched");
+    let rescue = quarantine_slot(&volume, slot, true, &actor, &[], 7)
         .unwrap()
         .expect("rescued");
+    assert_eq!(rescue.accepted_loss.len(), 1, "{rescue:?}");
     assert_eq!(rescue.kept_aside.len(), 2, "checkpoint and journal: {rescue:?}");
     assert!(rescue.kept_aside.iter().all(|p| p.exists()));
     assert!(!rescue.checkpoint_kept);
     // The checkpoint is lost, but the journal still held the entry's line.
     assert_eq!(store.get("stuck").unwrap().map(|e| e.state), Some(TxnState::Ongoing));
-}
-
-/// Issue 25 item 13: a slot whose journal has a damaged line was moved aside whole,
-/// checkpoint included, and left empty: a PrepareCommit it held — its markers partly
-/// written — then looked like an open transaction no coordinator knows, and the
-/// reconcile backstop aborted it on the partitions not marked yet (a partial
-/// commit). The rescue keeps the checkpoint and the journal's valid prefix.
-#[test]
-fn a_rescued_slot_keeps_its_checkpoint_and_the_journals_valid_prefix() {
-    let (_d, volume, _) = setup();
-    let store = TxnStateStore::new(volume.clone());
-    let slot = slot_for("stuck");
-    // The Ongoing entry folded into the checkpoint; then three lines: PrepareCommit,
-    // CompleteCommit, and a later change.
-    store.lock(slot).unwrap().fold().unwrap();
-    for (state, at) in [
-        (TxnState::PrepareCommit, 4),
-        (TxnState::CompleteCommit, 5),
-        (TxnState::Empty, 6),
-    ] {
-        store
-            .update(slot, at, |e| {
-                let entry = e.get_mut("stuck").unwrap();
-                entry.state = state;
-                entry.last_update_ms = at;
-                ((), true)
-            })
-            .unwrap();
-    }
-    // The second line is damaged in place (a bad sector, a stray write).
-    let journal = store.journal_path(slot);
-    let mut bytes = std::fs::read(&journal).unwrap();
-    let starts: Vec<usize> = std::iter::once(0)
-        .chain(
-            bytes
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| **b == b'\n')
-                .map(|(i, _)| i + 1),
-        )
-        .collect();
-    assert_eq!(starts.len(), 4, "three lines");
-    for b in &mut bytes[starts[1]..starts[1] + 10] {
-        *b = b'#';
-    }
-    std::fs::write(&journal, &bytes).unwrap();
-    assert!(store.load(slot).is_err(), "a damaged line with valid ones after it");
-    let rescue = quarantine_slot(&volume, slot, &ops(), &[], 7)
-        .unwrap()
-        .expect("rescued");
-    assert!(rescue.checkpoint_kept);
-    assert_eq!((rescue.lines_kept, rescue.lines_dropped), (1, 2), "{rescue:?}");
-    assert_eq!(rescue.dropped_at.as_ref().map(|d| d.0), Some(starts[1] as u64));
-    assert_eq!(rescue.maybe_stale, vec!["stuck".to_string()], "named by the last line");
-    let entry = store.get("stuck").unwrap().expect("kept");
-    assert_eq!(
-        entry.state,
-        TxnState::PrepareCommit,
-        "the decided commit survives: the reaper finishes it"
-    );
-    assert_eq!(entry.partitions.len(), 1);
-    // The damaged files are kept as they were.
-    let kept_journal = rescue
-        .kept_aside
-        .iter()
-        .find(|p| p.to_string_lossy().contains("journal"))
-        .unwrap();
-    assert_eq!(std::fs::read(kept_journal).unwrap(), bytes);
-    assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0, "a fresh journal");
 }
 
 fn setup() -> (tempfile::TempDir, Volume, TxnEntry) {
@@ -562,7 +503,7 @@ fn a_rescue_raises_an_idle_entry_to_the_epoch_its_fence_records() {
     fences.save(&volume).unwrap();
     set(5, &|e| e.timeout_ms = 30_000);
     damage_line(&store, slot, 0);
-    let rescue = quarantine_slot(&volume, slot, &ops(), &[], 7)
+    let rescue = quarantine_slot(&volume, slot, false, &ops(), &[], 7)
         .unwrap()
         .expect("rescued");
     assert_eq!(rescue.epochs_raised, vec![("stuck".to_string(), 0, 1)], "{rescue:?}");
@@ -574,4 +515,142 @@ fn a_rescue_raises_an_idle_entry_to_the_epoch_its_fence_records() {
         panic!()
     };
     assert_eq!((next.producer_id, next.producer_epoch), (42, 2), "never epoch 1 again");
+}
+
+/// Another transactional id of the same slot as "stuck".
+fn neighbour_of_stuck() -> String {
+    (0..)
+        .map(|i| format!("other-{i}"))
+        .find(|t| slot_for(t) == slot_for("stuck"))
+        .unwrap()
+}
+
+/// The journal's lines: one transition of "stuck" to PrepareCommit, then changes of
+/// a neighbour of the same slot, the first of them to be damaged.
+fn prepare_commit_then_neighbour_lines(volume: &Volume) -> (TxnStateStore, u32, String) {
+    let store = TxnStateStore::new(volume.clone());
+    let slot = slot_for("stuck");
+    let other = neighbour_of_stuck();
+    store.lock(slot).unwrap().fold().unwrap();
+    store
+        .update(slot, 4, |e| {
+            e.get_mut("stuck").unwrap().state = TxnState::PrepareCommit;
+            ((), true)
+        })
+        .unwrap();
+    for at in [5, 6] {
+        store
+            .update(slot, at, |e| {
+                let mut n = e["stuck"].clone();
+                n.transactional_id = other.clone();
+                n.producer_id = 77;
+                n.state = TxnState::CompleteAbort;
+                n.partitions.clear();
+                n.last_update_ms = at;
+                e.insert(other.clone(), n);
+                ((), true)
+            })
+            .unwrap();
+    }
+    (store, slot, other)
+}
+
+/// Issue 25 item 13: a slot whose journal has a damaged line was moved aside whole,
+/// checkpoint included, and left empty: a PrepareCommit it held — its markers partly
+/// written — then looked like an open transaction no coordinator knows, and the
+/// reconcile backstop aborted it on the partitions not marked yet (a partial
+/// commit). The rescue keeps the checkpoint and the journal's valid prefix.
+#[test]
+fn a_rescued_slot_keeps_its_checkpoint_and_the_journals_valid_prefix() {
+    let (_d, volume, _) = setup();
+    let (store, slot, other) = prepare_commit_then_neighbour_lines(&volume);
+    let bytes = damage_line(&store, slot, 1);
+    assert!(store.load(slot).is_err(), "a damaged line with a valid one after it");
+    let rescue = quarantine_slot(&volume, slot, false, &ops(), &[], 7)
+        .unwrap()
+        .expect("rescued");
+    assert!(rescue.checkpoint_kept && rescue.accepted_loss.is_empty(), "{rescue:?}");
+    assert_eq!((rescue.lines_kept, rescue.lines_dropped), (1, 2), "{rescue:?}");
+    assert!(rescue.dropped_at.is_some());
+    assert_eq!(rescue.maybe_stale, vec![other.clone()], "named by the dropped lines");
+    let entry = store.get("stuck").unwrap().expect("kept");
+    assert_eq!(
+        entry.state,
+        TxnState::PrepareCommit,
+        "the decided commit survives: the reaper finishes it"
+    );
+    assert_eq!(entry.partitions.len(), 1);
+    assert!(
+        store.get(&other).unwrap().is_none(),
+        "the neighbour's lines were dropped"
+    );
+    // The damaged files are kept as they were.
+    let kept_journal = rescue
+        .kept_aside
+        .iter()
+        .find(|p| p.to_string_lossy().contains("journal"))
+        .unwrap();
+    assert_eq!(std::fs::read(kept_journal).unwrap(), bytes);
+    assert_eq!(
+        std::fs::metadata(store.journal_path(slot)).unwrap().len(),
+        0,
+        "a fresh journal"
+    );
+}
+
+/// Review of item 13: a rescue that drops a line which may have moved on an entry
+/// with a transaction in flight would bring back a Prepare* already finished — and
+/// the reaper would finish it again, closing the producer's next transaction's
+/// batches on its partitions and committing its staged offsets. Refused, the files
+/// untouched, unless the operator accepts the loss.
+#[test]
+fn a_rescue_that_could_finish_a_transaction_twice_is_refused_unless_accepted() {
+    let (_d, volume, _) = setup();
+    let store = TxnStateStore::new(volume.clone());
+    let slot = slot_for("stuck");
+    store.lock(slot).unwrap().fold().unwrap();
+    for (state, at) in [
+        (TxnState::PrepareCommit, 4),
+        (TxnState::CompleteCommit, 5),
+        (TxnState::Ongoing, 6),
+    ] {
+        store
+            .update(slot, at, |e| {
+                let entry = e.get_mut("stuck").unwrap();
+                entry.state = state;
+                entry.last_update_ms = at;
+                ((), true)
+            })
+            .unwrap();
+    }
+    // The CompleteCommit line is damaged: the rescued entry would be PrepareCommit.
+    let bytes = damage_line(&store, slot, 1);
+    let refused = quarantine_slot(&volume, slot, false, &ops(), &[], 7)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("\"stuck\"") && refused.contains("in flight"),
+        "{refused}"
+    );
+    assert_eq!(std::fs::read(store.journal_path(slot)).unwrap(), bytes, "untouched");
+    assert!(!store.slot_path(slot).with_extension("json.corrupt-7").exists());
+    // A damaged line naming no readable id: any entry in flight may be stale.
+    let (_d2, volume2, _) = setup();
+    let (store2, slot2, _) = prepare_commit_then_neighbour_lines(&volume2);
+    let journal = store2.journal_path(slot2);
+    let mut text = std::fs::read(&journal).unwrap();
+    let second = text.iter().position(|b| *b == b'\n').unwrap() + 1;
+    let end = second + text[second..].iter().position(|b| *b == b'\n').unwrap();
+    text[second..end].iter_mut().for_each(|b| *b = b'#');
+    std::fs::write(&journal, &text).unwrap();
+    let refused = quarantine_slot(&volume2, slot2, false, &ops(), &[], 7)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("name no readable transactional id"), "{refused}");
+    // Accepted: rescued, the risk recorded.
+    let rescue = quarantine_slot(&volume, slot, true, &ops(), &[], 8)
+        .unwrap()
+        .expect("rescued");
+    assert_eq!(rescue.accepted_loss.len(), 1, "{rescue:?}");
+    assert_eq!(store.get("stuck").unwrap().unwrap().state, TxnState::PrepareCommit);
 }

@@ -915,3 +915,88 @@ fn a_holder_whose_lock_lapsed_to_another_process_acknowledges_nothing_more() {
         .to_string();
     assert!(err.contains("lapsed") && err.contains("broker 1"), "{err}");
 }
+
+/// Review of item 9: in the Kubernetes StatefulSet every broker is PID 1, so the
+/// process that replaces a broker whose NFS locks lapsed writes the same broker id
+/// and pid; the holder line tells the two runs apart by a word drawn per process.
+#[test]
+fn a_holder_line_tells_two_runs_of_one_broker_with_one_pid_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let store = TxnStateStore::for_broker(volume.clone(), 2);
+    let slot = slot_for("t1");
+    let mut guard = store.lock(slot).unwrap();
+    guard.commit(&[SlotOp::Put(entry("t1"))], 5).unwrap();
+    let mine = std::fs::read_to_string(store.lock_path(slot)).unwrap();
+    assert!(
+        mine.starts_with(&format!("broker 2 pid {} run ", std::process::id())),
+        "{mine}"
+    );
+    let who = format!("broker 2 pid {} run {}", std::process::id(), "0".repeat(32));
+    let other = format!("{who} crc {:08x}\n", crc32c::crc32c(who.as_bytes()));
+    assert_eq!(SlotHolder::parse(other.as_bytes()), Some(SlotHolder::Broker(2)));
+    std::fs::write(store.lock_path(slot), &other).unwrap();
+    let err = guard
+        .commit(&[SlotOp::Put(stepped(&entry("t1"), 6))], 6)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("lapsed"), "{err}");
+}
+
+/// Review of item 9: a holder whose NFS lock lapsed may still flush writes of its own
+/// into the journal — at the offsets it computed, over the lines of whoever took the
+/// lock next. So a holder that finds the lock file naming another process starts a
+/// fresh journal before its first append: those late writes land in a file nobody
+/// reads. A broker that keeps a slot finds its own line and folds nothing.
+#[test]
+fn a_holder_that_finds_another_holders_line_starts_a_fresh_journal() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let (lapsed, next) = (
+        TxnStateStore::for_broker(volume.clone(), 2),
+        TxnStateStore::for_broker(volume.clone(), 1),
+    );
+    let slot = slot_for("t1");
+    let journal = lapsed.journal_path(slot);
+    let mut guard = lapsed.lock(slot).unwrap();
+    guard.commit(&[SlotOp::Put(entry("t1"))], 5).unwrap();
+    let inode = |p: &std::path::Path| std::fs::metadata(p).unwrap().ino();
+    let old = inode(&journal);
+    // The same holder again: its own line, the same journal.
+    drop(guard);
+    let mut guard = lapsed.lock(slot).unwrap();
+    guard.commit(&[SlotOp::Put(stepped(&entry("t1"), 6))], 6).unwrap();
+    assert_eq!(inode(&journal), old, "a slot kept by one holder is not folded");
+    // Its lock lapses with a write still to flush through the descriptor it has, at
+    // the offset it computed (an NFS client's append is a write at the end it knows).
+    let late = std::fs::OpenOptions::new().write(true).open(&journal).unwrap();
+    let its_end = std::fs::metadata(&journal).unwrap().len();
+    std::mem::forget(guard); // never let go: its lock lapsed
+                             // flock is per open file description, so in this process the leaked guard keeps
+                             // it: stand in for the NFS server freeing it with a new lock file that names the
+                             // lapsed holder, as the old one did.
+    let line = std::fs::read(lapsed.lock_path(slot)).unwrap();
+    std::fs::remove_file(lapsed.lock_path(slot)).unwrap();
+    std::fs::write(lapsed.lock_path(slot), &line).unwrap();
+    let taken = next.try_lock_slot(slot).unwrap().expect("free");
+    let mut state = None;
+    next.catch_up(&taken, &mut state).unwrap();
+    let mut state = state.unwrap();
+    assert_ne!(inode(&journal), old, "a fresh journal");
+    assert_eq!(state.generation(), 2, "everything the last holder made durable is read");
+    next.append(&taken, &mut state, &[SlotOp::Put(stepped(&entry("t1"), 7))], 7)
+        .unwrap();
+    next.sync(slot).unwrap();
+    // The lapsed holder's late write lands in the old journal, not over this line.
+    {
+        use std::os::unix::fs::FileExt;
+        late.write_all_at(&[b'x'; 300], its_end).unwrap();
+    }
+    drop(late);
+    assert_eq!(
+        next.load(slot).unwrap().generation(),
+        3,
+        "the acknowledged line is intact"
+    );
+}

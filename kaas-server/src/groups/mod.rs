@@ -546,7 +546,14 @@ impl GroupCoordinator {
         out.into_iter().map(|(id, (s, t))| (id, s, t)).collect()
     }
 
+    /// DeleteGroups for one group: refused while it has members, checked under the
+    /// group's mutex, which is held until its offsets file is gone. The whole of it —
+    /// the group lock's wait of up to 5 s included — runs off the async workers.
     pub fn delete(&self, group_id: &str) -> Result<(), ResponseError> {
+        crate::blocking::off_worker(|| self.delete_blocking(group_id))
+    }
+
+    fn delete_blocking(&self, group_id: &str) -> Result<(), ResponseError> {
         let handle = self.group(group_id);
         let mut guard = handle.as_ref().map(lock_group);
         let live = guard.as_deref_mut().filter(|g| !g.removed);

@@ -358,9 +358,10 @@ impl TransactionCoordinator {
     /// with `hanging_since`): each of its partitions this broker leads goes through
     /// the reconcile backstop's own last step ([`Self::reconcile_one`]), which locks
     /// the producer's slot, reads the partition again and judges again — so the marker
-    /// ends only the transaction open there since `first`, if it still hangs, and
-    /// never the early batches of a later transaction at the same epoch (issue 25
-    /// item 12a). The entry is done either way: written, or no longer hanging.
+    /// ends only the transaction open there since `first`, if it still hangs with the
+    /// outcome the entry asks for, and never the early batches of a later transaction
+    /// at the same epoch (issue 25 item 12a). The entry is done either way: written,
+    /// or not hanging as it was shown (a new `txn repair` looks again).
     async fn apply_hanging(
         &self,
         broker: &Cluster,
@@ -411,10 +412,11 @@ impl TransactionCoordinator {
                     tp,
                     None,
                     (entry.producer_id, entry.producer_epoch, first),
+                    Some(entry.result == MarkerResult::Commit),
                 )
                 .await?;
             if !ended {
-                info!(path = %path.display(), topic = %tp.topic, partition = tp.partition, producer_id = entry.producer_id, epoch = entry.producer_epoch, first_offset = first, "queued hanging-transaction repair: no longer hanging when judged again; nothing written");
+                info!(path = %path.display(), topic = %tp.topic, partition = tp.partition, producer_id = entry.producer_id, epoch = entry.producer_epoch, first_offset = first, "queued hanging-transaction repair: not hanging with the outcome asked for when judged again; nothing written");
             }
         }
         if rest.is_empty() {

@@ -77,7 +77,10 @@ impl TransactionCoordinator {
                     // Its entry may be in a slot we cannot read: never guess.
                     continue;
                 }
-                match self.reconcile_one(broker, &p, &tp, seen, (pid, epoch, first)).await {
+                match self
+                    .reconcile_one(broker, &p, &tp, seen, (pid, epoch, first), None)
+                    .await
+                {
                     Ok(true) => repairs += 1,
                     Ok(false) => {}
                     Err(e) => {
@@ -99,6 +102,7 @@ impl TransactionCoordinator {
         tp: &TopicPartition,
         seen: Option<&TxnEntry>,
         (pid, epoch, first): (i64, i16, i64),
+        expected: Option<bool>,
     ) -> Result<bool, CoordError> {
         let tid = match seen {
             Some(e) => Some(e.transactional_id.clone()),
@@ -144,6 +148,11 @@ impl TransactionCoordinator {
         else {
             return Ok(false);
         };
+        // A repair asked for by an operator is written only with the outcome shown.
+        if expected.is_some_and(|c| c != commit) {
+            warn!(topic = %tp.topic, partition = tp.partition, producer_id = pid, epoch, first_offset = first, commit, "a queued hanging-transaction repair asked for the other outcome; nothing written (run the repair again)");
+            return Ok(false);
+        }
         warn!(
             topic = %tp.topic,
             partition = tp.partition,

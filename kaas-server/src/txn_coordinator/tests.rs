@@ -407,7 +407,7 @@ async fn reconcile_never_closes_a_transaction_of_an_id_created_after_it_read_the
     let seen = index_before.iter().find(|e| e.producer_id == pid);
     let repaired = b
         .txn
-        .reconcile_one(&b, &partition, &tp("t", 0), seen, (pid, epoch, first))
+        .reconcile_one(&b, &partition, &tp("t", 0), seen, (pid, epoch, first), None)
         .await
         .unwrap();
     assert!(!repaired, "the live transaction was left alone");

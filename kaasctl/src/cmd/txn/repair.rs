@@ -335,6 +335,7 @@ pub fn repair(
     yes: bool,
     wait: std::time::Duration,
     stuck_after: std::time::Duration,
+    accept_slot_loss: bool,
 ) -> anyhow::Result<Status> {
     let stuck_after_ms = stuck_after.as_millis() as i64;
     let mut c = c;
@@ -399,21 +400,29 @@ pub fn repair(
                                 f.fix = Some(format!("nothing written: {why}"));
                                 true
                             }
+                            admin::HangingEnd::OutcomeChanged(why) => {
+                                f.fix = Some(format!("nothing written: {why}"));
+                                false
+                            }
                         })
                         .map_err(Into::into)
                 }
-                // A live coordinator finishes its Prepare* entries itself (its reaper
-                // within seconds): one younger than --stuck-after is left to it.
-                "prepare_not_finished"
-                    if !c.live.is_empty() && f.since_ms.is_some_and(|since| now - since < stuck_after_ms) =>
-                {
-                    f.fix = Some(format!(
-                        "left to its coordinator: younger than --stuck-after ({})",
-                        crate::out::age(stuck_after_ms)
-                    ));
-                    Ok(false)
-                }
                 "prepare_not_finished" => match store.get(f.transactional_id.as_deref().unwrap_or_default())? {
+                    // A live coordinator finishes its Prepare* entries itself (its
+                    // reaper within seconds): one younger than --stuck-after, as read
+                    // now (it may be a newer transaction than the one shown), is left
+                    // to it.
+                    Some(entry)
+                        if !c.live.is_empty()
+                            && entry.state.is_prepare()
+                            && now - entry.last_update_ms < stuck_after_ms =>
+                    {
+                        f.fix = Some(format!(
+                            "left to its coordinator: younger than --stuck-after ({})",
+                            crate::out::age(stuck_after_ms)
+                        ));
+                        Ok(false)
+                    }
                     Some(entry) => match admin::plan_finish(&c.volume, &entry, &c.live) {
                         Some(plan) => admin::execute(&c.volume, &plan, &actor, &cmd, now, wait)
                             .map(|report| {
@@ -442,7 +451,7 @@ pub fn repair(
                 }
                 "unreadable_slot" => {
                     let slot = f.partition.unwrap_or(0) as u32;
-                    admin::quarantine_slot(&c.volume, slot, &actor, &cmd, now)
+                    admin::quarantine_slot(&c.volume, slot, accept_slot_loss, &actor, &cmd, now)
                         .map(|rescue| {
                             f.fix = Some(match rescue {
                                 None => "reads fine now; nothing changed".into(),
@@ -499,6 +508,9 @@ fn rescue_summary(r: &admin::SlotRescue) -> String {
             "; a fence log knows a newer epoch than the transaction in flight of: {} (check them)",
             r.behind_their_fence.join(", ")
         ));
+    }
+    if !r.accepted_loss.is_empty() {
+        out.push_str(&format!("; loss accepted: {}", r.accepted_loss.join("; ")));
     }
     if !kept.is_empty() {
         out.push_str(&format!("; damaged files kept as {}", kept.join(" and ")));
