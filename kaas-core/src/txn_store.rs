@@ -196,6 +196,8 @@ pub struct SlotLock {
     slot: u32,
     _file: File,
     id: SlotLockId,
+    /// The holder line this process wrote, and the one it leaves when it lets go.
+    lines: Option<(String, String)>,
     /// Taken from a holder judged dead ([`TxnStateStore::steal_slot`]): the slot is
     /// folded into a fresh checkpoint and journal before anything is appended, so
     /// nothing the deposed holder still writes reaches the files read from now on.
@@ -214,8 +216,15 @@ impl SlotLock {
                 slot,
                 dev: meta.dev(),
                 ino: meta.ino(),
+                seq: {
+                    static SEQ: AtomicU64 = AtomicU64::new(0);
+                    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+                    lock_fate().insert(seq, false);
+                    seq
+                },
             },
             fresh_history_due: AtomicBool::new(stolen),
+            lines: None,
         }
     }
     pub fn slot(&self) -> u32 {
@@ -241,6 +250,57 @@ pub struct SlotLockId {
     pub slot: u32,
     dev: u64,
     ino: u64,
+    /// Which taking of the lock (unique in this process): see [`lock_fate`].
+    seq: u64,
+}
+
+/// What became of each slot lock this process took and has not let go cleanly:
+/// false while held, true once found lost — its line was another holder's when it
+/// was let go (its lock lapsed, and another process took the same file). A lock let
+/// go cleanly has no entry: another holder's line is then a normal change of hands.
+fn lock_fate() -> std::sync::MutexGuard<'static, std::collections::HashMap<u64, bool>> {
+    static FATE: std::sync::OnceLock<Mutex<std::collections::HashMap<u64, bool>>> = std::sync::OnceLock::new();
+    FATE.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+impl Drop for SlotLock {
+    /// Lets the lock go cleanly: the holder line is marked `released` through the
+    /// locked descriptor (its close flushes it, on NFS before the unlock), unless the
+    /// file no longer holds this holder's line (taken over, or its lock lapsed and
+    /// another holder wrote its own: never overwritten). Should this fail, the next
+    /// holder finds the line unreleased and starts a fresh journal: the safe side.
+    fn drop(&mut self) {
+        use std::os::unix::fs::FileExt;
+        let Some((held, released)) = &self.lines else {
+            lock_fate().remove(&self.id.seq);
+            return;
+        };
+        let result = holder_line(&self._file).and_then(|line| {
+            if line != held.as_bytes() {
+                return Ok(false);
+            }
+            self._file
+                .write_all_at(released.as_bytes(), 0)
+                .and_then(|_| self._file.set_len(released.len() as u64))
+                .map(|_| true)
+        });
+        let mut fate = lock_fate();
+        match result {
+            Ok(true) => {
+                fate.remove(&self.id.seq);
+            }
+            // Another holder's line: this lock was lost before it was let go.
+            Ok(false) => {
+                fate.insert(self.id.seq, true);
+            }
+            Err(e) => {
+                fate.remove(&self.id.seq);
+                tracing::warn!(slot = self.slot, error = %e, "cannot mark a transaction slot lock released; its next holder starts a fresh journal");
+            }
+        }
+    }
 }
 
 /// Who holds a slot lock, as recorded in the lock file (one line) by every holder
@@ -262,13 +322,34 @@ impl SlotHolder {
     /// locks lapsed would write the very line of the process it replaced. A random
     /// word drawn once per process does.
     fn record(&self) -> String {
+        Self::line(&self.who())
+    }
+    /// The line a holder leaves when it lets the lock go cleanly: its own, marked
+    /// `released`. The next holder that finds a line not so marked (and not its own)
+    /// knows the last one did not let go — it crashed, or its NFS lock lapsed with
+    /// writes still in its cache — and starts a fresh journal before appending.
+    fn released_record(&self) -> String {
+        Self::line(&format!("{} released", self.who()))
+    }
+    fn who(&self) -> String {
         static NONCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         let nonce = NONCE.get_or_init(|| uuid::Uuid::new_v4().simple().to_string());
-        let who = match self {
+        match self {
             SlotHolder::Broker(id) => format!("broker {id} pid {} run {nonce}", std::process::id()),
             SlotHolder::Admin => format!("admin pid {} run {nonce}", std::process::id()),
-        };
+        }
+    }
+    fn line(who: &str) -> String {
         format!("{who} crc {:08x}\n", crc32c::crc32c(who.as_bytes()))
+    }
+    /// Whether a lock file's contents are a line a holder left when it let go.
+    fn is_released(contents: &[u8]) -> bool {
+        Self::parse(contents).is_some()
+            && std::str::from_utf8(contents).is_ok_and(|t| {
+                t.trim_end()
+                    .rsplit_once(" crc ")
+                    .is_some_and(|(who, _)| who.ends_with(" released"))
+            })
     }
     /// The holder a lock file's contents name; None for anything else (an empty
     /// file, written by an older build, a torn read: never judged dead).
@@ -615,7 +696,10 @@ impl TxnStateStore {
             return Ok(None);
         }
         let record = self.holder.record();
-        let another = holder_line(&file).map_err(io)? != record.as_bytes();
+        let line = holder_line(&file).map_err(io)?;
+        let another = line != record.as_bytes();
+        // Not let go cleanly by another process (or written by an older build).
+        let unreleased = another && !SlotHolder::is_released(&line);
         if another {
             // Through a descriptor of its own, closed at once: on NFS the close sends
             // the line to the server (close-to-open), so a broker judging the lock
@@ -626,13 +710,14 @@ impl TxnStateStore {
                 .and_then(|_| other.set_len(record.len() as u64))
                 .map_err(io)?;
         }
-        // The last holder was another process: if its lock lapsed (NFS) rather than
-        // being let go, it may still flush writes of its own to the journal — at the
-        // offsets it computed, over whatever this holder appends there. So the slot is
-        // folded into a fresh journal before this holder's first append, as after a
-        // take-over: those writes land in a file nobody reads. One fold per change of
-        // hands; a broker that keeps a slot finds its own line (issue 25 item 9).
-        Ok(Some(SlotLock::on(slot, file, &mine, another)))
+        // The last holder, another process, did not let go cleanly: if its lock
+        // lapsed (NFS), it may still flush writes of its own to the journal — at the
+        // offsets it computed, over whatever this holder appends there. So the slot
+        // is folded into a fresh journal before this holder's first append, as after
+        // a take-over: those writes land in a file nobody reads (issue 25 item 9).
+        let mut lock = SlotLock::on(slot, file, &mine, unreleased);
+        lock.lines = Some((record, self.holder.released_record()));
+        Ok(Some(lock))
     }
 
     /// Takes slot `slot`'s lock, or, while another process holds it, takes it over
@@ -709,7 +794,9 @@ impl TxnStateStore {
         }
         let meta = file.metadata().map_err(|e| VolumeError::io(&path, e))?;
         tracing::warn!(slot, holder = ?holder, "took over a transaction slot lock whose holder's lease is confirmed dead");
-        Ok(Some(SlotLock::on(slot, file, &meta, true)))
+        let mut lock = SlotLock::on(slot, file, &meta, true);
+        lock.lines = Some((self.holder.record(), self.holder.released_record()));
+        Ok(Some(lock))
     }
 
     /// The slot's lock file now: its inode and its holder line (None: no file).
@@ -751,8 +838,14 @@ impl TxnStateStore {
                         "this process's lock on the slot was taken over by a broker that judged its holder dead (paused longer than the session timeout?): nothing it wrote since counts".into(),
                     ));
                 }
+                // Let go cleanly: whoever holds it now took it in turn. Found lost
+                // when let go, or held and naming another holder now: lapsed.
+                let held = match lock_fate().get(&id.seq) {
+                    None => return Ok(None),
+                    Some(lost) => !lost,
+                };
                 let line = holder_line(&f).map_err(|e| VolumeError::io(&path, e))?;
-                if line != self.holder.record().as_bytes() {
+                if !held || line != self.holder.record().as_bytes() {
                     return Ok(Some(format!(
                         "the lock file now names another holder ({:?}): this process's lock lapsed (a network file system's lock lease, lost while it was cut off?) and another process took the slot: nothing it wrote since counts",
                         String::from_utf8_lossy(&line).trim_end()

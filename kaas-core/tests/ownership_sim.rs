@@ -26,8 +26,8 @@
 //!   still what readers see at the end — also when a holder's NFS lock lapses and
 //!   its late write reaches the server at the offset it computed, over the next
 //!   holder's line (so a holder that finds the lock file naming another process
-//!   starts a fresh journal: without that rule, seed 1 loses an answered
-//!   transition) — and every slot answers again within [`RECOVERY_MS`] of the last
+//!   that did not let go cleanly starts a fresh journal: without that rule, seed 1
+//!   loses an answered transition) — and every slot answers again within [`RECOVERY_MS`] of the last
 //!   fault (without take-overs, seed 5 stalls).
 //!
 //! Three kinds of pause: a process pause (SIGSTOP: its locks are kept), a host cut
@@ -160,6 +160,8 @@ struct SlotLockFile {
     inode: u64,
     flock: Option<(i32, u64)>,
     line: Option<(i32, u64)>,
+    /// The line is marked released: its holder let the lock go cleanly.
+    released: bool,
 }
 
 /// A slot's journal as readers see it: the token of generation i + 1 at index i.
@@ -442,9 +444,15 @@ impl Sim {
             let s = slot as usize;
             let lock = self.vol.slot_locks[s];
             let mine = |l: u64| lock.inode == l && lock.line == Some(me);
+            // Letting go: the line is marked released if it is still this node's
+            // (a lock that lapsed to another holder is not written over).
             let release = |vol: &mut Volume| {
-                if vol.slot_locks[s].flock == Some(me) {
-                    vol.slot_locks[s].flock = None;
+                let l = &mut vol.slot_locks[s];
+                if l.line == Some(me) {
+                    l.released = true;
+                }
+                if l.flock == Some(me) {
+                    l.flock = None;
                 }
             };
             match op {
@@ -522,9 +530,11 @@ impl Sim {
                 None => {
                     self.vol.slot_locks[s].flock = Some(me);
                     self.vol.slot_locks[s].line = Some(me);
-                    // Its line named another process, whose lock may have lapsed with
-                    // writes still to flush: a fresh journal first.
-                    if lock.line != Some(me) {
+                    self.vol.slot_locks[s].released = false;
+                    // Its line names another process that did not let go cleanly,
+                    // whose lock may have lapsed with writes still to flush: a fresh
+                    // journal first.
+                    if !lock.released && lock.line != Some(me) {
                         let journal = self.vol.inode();
                         self.vol.journals[s].inode = journal;
                     }
@@ -558,6 +568,7 @@ impl Sim {
                             inode,
                             flock: Some(me),
                             line: Some(me),
+                            released: false,
                         };
                         let journal = self.vol.inode();
                         self.vol.journals[s].inode = journal;
@@ -716,6 +727,7 @@ fn run(seed: u64) {
                     inode: s + 1,
                     flock: None,
                     line: None,
+                    released: false,
                 })
                 .collect(),
             journals: (0..SLOTS as u64)

@@ -1000,3 +1000,44 @@ fn a_holder_that_finds_another_holders_line_starts_a_fresh_journal() {
         "the acknowledged line is intact"
     );
 }
+
+/// A holder that let its lock go cleanly and checks it after its sync (group commit)
+/// is not deposed when another holder has taken the lock in turn meanwhile: its line
+/// was in the file before the next holder read it. Only a lock lost before it was let
+/// go (another holder's line found at release) fails the check.
+#[test]
+fn a_lock_let_go_cleanly_and_taken_in_turn_still_checks_as_held() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let (first, next) = (
+        TxnStateStore::for_broker(volume.clone(), 2),
+        TxnStateStore::for_broker(volume.clone(), 1),
+    );
+    let slot = slot_for("t1");
+    let (lock, mut state) = locked(&first, slot);
+    first.append(&lock, &mut state, &[SlotOp::Put(entry("t1"))], 5).unwrap();
+    let id = lock.id();
+    drop(lock); // let go before the sync, as the group commit does
+    let released = std::fs::read_to_string(first.lock_path(slot)).unwrap();
+    assert!(released.contains(" released crc "), "{released}");
+    let journal = || std::fs::metadata(first.journal_path(slot)).unwrap().ino();
+    let before = journal();
+    let (taken, state) = locked(&next, slot);
+    assert_eq!(
+        journal(),
+        before,
+        "let go cleanly: no fresh journal for the next holder"
+    );
+    assert_eq!(state.generation(), 1);
+    first.sync(slot).unwrap();
+    first.check_held(id).unwrap();
+    drop(taken);
+    // A lock lost before it was let go: its line is another holder's at release.
+    let (lost, _) = locked(&first, slot);
+    let lost_id = lost.id();
+    std::fs::write(first.lock_path(slot), SlotHolder::Broker(1).record()).unwrap();
+    drop(lost);
+    let err = first.check_held(lost_id).unwrap_err().to_string();
+    assert!(err.contains("lapsed"), "{err}");
+}
