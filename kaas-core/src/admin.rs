@@ -738,21 +738,35 @@ pub fn quarantine_slot(
             "its checkpoint does not parse ({why}): the entries only it held are lost"
         ));
     }
-    let named: Vec<&String> = salvage
+    let mut in_doubt: std::collections::BTreeSet<&String> = salvage
         .maybe_stale
         .iter()
         .filter(|id| entries.get(*id).is_some_and(in_flight))
         .collect();
-    if !named.is_empty() {
+    in_doubt.extend(salvage.dropped_in_flight.iter());
+    if !in_doubt.is_empty() {
         risks.push(format!(
-            "dropped journal lines name {} with a transaction in flight: it may be over already",
-            named.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
+            "dropped journal lines concern {} with a transaction in flight (in the rescued slot or in the dropped lines): it may be over already, or acknowledged further than the rescue knows",
+            in_doubt.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
         ));
     }
-    if salvage.unattributed > 0 && entries.values().any(in_flight) {
+    if salvage.unreadable > 0 {
         risks.push(format!(
-            "{} dropped journal line(s) name no readable transactional id, and the slot holds transactions in flight",
-            salvage.unattributed
+            "{} dropped journal line(s) do not parse: what they did is unknown{}",
+            salvage.unreadable,
+            if salvage.maybe_stale.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (ids in the dropped lines: {})",
+                    salvage
+                        .maybe_stale
+                        .iter()
+                        .map(|s| format!("{s:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
         ));
     }
     if !risks.is_empty() && !accept_loss {

@@ -150,6 +150,11 @@ pub struct Salvage {
     /// Dropped lines naming no transactional id that could be read: any entry may
     /// have lost a transition.
     pub unattributed: usize,
+    /// Dropped lines that do not parse (what they did is unknown).
+    pub unreadable: usize,
+    /// Ids a dropped line that parses put in a transaction in flight (Ongoing,
+    /// Prepare*): it may have been acknowledged, its markers partly written.
+    pub dropped_in_flight: BTreeSet<String>,
 }
 
 impl SlotState {
@@ -198,6 +203,8 @@ pub struct SlotLock {
     id: SlotLockId,
     /// The holder line this process wrote, and the one it leaves when it lets go.
     lines: Option<(String, String)>,
+    /// The lock file's path.
+    path: PathBuf,
     /// Taken from a holder judged dead ([`TxnStateStore::steal_slot`]): the slot is
     /// folded into a fresh checkpoint and journal before anything is appended, so
     /// nothing the deposed holder still writes reaches the files read from now on.
@@ -225,6 +232,7 @@ impl SlotLock {
             },
             fresh_history_due: AtomicBool::new(stolen),
             lines: None,
+            path: PathBuf::new(),
         }
     }
     pub fn slot(&self) -> u32 {
@@ -266,40 +274,49 @@ fn lock_fate() -> std::sync::MutexGuard<'static, std::collections::HashMap<u64, 
 }
 
 impl Drop for SlotLock {
-    /// Lets the lock go cleanly: the holder line is marked `released` through the
-    /// locked descriptor (its close flushes it, on NFS before the unlock), unless the
-    /// file no longer holds this holder's line (taken over, or its lock lapsed and
-    /// another holder wrote its own: never overwritten). Should this fail, the next
-    /// holder finds the line unreleased and starts a fresh journal: the safe side.
+    /// Lets the lock go. First, through a fresh open (on NFS, close-to-open reads the
+    /// server's copy), whether the file still names this holder: if not, or if it
+    /// cannot be read, the lock was lost before it was let go (it lapsed and another
+    /// process took the file), and every later check of it fails. Then a second line
+    /// marking this holder released is written after the first (through the locked
+    /// descriptor, flushed before the unlock). It counts only while the first line
+    /// names the same holder and run, so a late one — from a holder whose lock lapsed
+    /// — never erases the line of the holder after it. Should the write fail, the
+    /// next holder finds no release and starts a fresh journal: the safe side.
     fn drop(&mut self) {
         use std::os::unix::fs::FileExt;
         let Some((held, released)) = &self.lines else {
             lock_fate().remove(&self.id.seq);
             return;
         };
-        let result = holder_line(&self._file).and_then(|line| {
-            if line != held.as_bytes() {
-                return Ok(false);
-            }
-            self._file
-                .write_all_at(released.as_bytes(), 0)
-                .and_then(|_| self._file.set_len(released.len() as u64))
-                .map(|_| true)
-        });
-        let mut fate = lock_fate();
-        match result {
-            Ok(true) => {
+        let still_named = crate::fsutil::open_regular(&self.path).and_then(|f| holder_line(&f));
+        let clean = matches!(&still_named, Ok(contents) if first_line(contents) == held.as_bytes());
+        {
+            let mut fate = lock_fate();
+            if clean {
                 fate.remove(&self.id.seq);
-            }
-            // Another holder's line: this lock was lost before it was let go.
-            Ok(false) => {
+            } else {
                 fate.insert(self.id.seq, true);
             }
-            Err(e) => {
-                fate.remove(&self.id.seq);
-                tracing::warn!(slot = self.slot, error = %e, "cannot mark a transaction slot lock released; its next holder starts a fresh journal");
-            }
         }
+        if let Err(e) = still_named {
+            tracing::warn!(slot = self.slot, path = %self.path.display(), error = %e, "cannot read a transaction slot lock file when letting it go; what this process still waits on in that slot is not acknowledged");
+        }
+        if let Err(e) = self._file.write_all_at(released.as_bytes(), LINE_WIDTH) {
+            tracing::warn!(slot = self.slot, path = %self.path.display(), error = %e, "cannot mark a transaction slot lock released; its next holder starts a fresh journal");
+        }
+    }
+}
+
+/// Width of a lock file's first line (the holder, padded with spaces), so a release
+/// line always goes at the same offset, after it.
+const LINE_WIDTH: u64 = 128;
+
+/// A lock file's first line: the holder's (with its newline).
+fn first_line(contents: &[u8]) -> &[u8] {
+    match contents.iter().position(|b| *b == b'\n') {
+        Some(nl) => &contents[..=nl],
+        None => contents,
     }
 }
 
@@ -324,12 +341,12 @@ impl SlotHolder {
     fn record(&self) -> String {
         Self::line(&self.who())
     }
-    /// The line a holder leaves when it lets the lock go cleanly: its own, marked
-    /// `released`. The next holder that finds a line not so marked (and not its own)
-    /// knows the last one did not let go — it crashed, or its NFS lock lapsed with
-    /// writes still in its cache — and starts a fresh journal before appending.
+    /// The second line a holder writes when it lets the lock go cleanly: `released`
+    /// and its own first line's text. The next holder that finds the first line of
+    /// another process without it knows that one did not let go — it crashed, or its
+    /// NFS lock lapsed with writes still in its cache — and starts a fresh journal.
     fn released_record(&self) -> String {
-        Self::line(&format!("{} released", self.who()))
+        Self::line(&format!("released {}", self.who()))
     }
     fn who(&self) -> String {
         static NONCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -339,26 +356,30 @@ impl SlotHolder {
             SlotHolder::Admin => format!("admin pid {} run {nonce}", std::process::id()),
         }
     }
+    /// A line of [`LINE_WIDTH`] bytes: the text, its CRC, spaces, a newline.
     fn line(who: &str) -> String {
-        format!("{who} crc {:08x}\n", crc32c::crc32c(who.as_bytes()))
+        let text = format!("{who} crc {:08x}", crc32c::crc32c(who.as_bytes()));
+        format!("{text:<width$}\n", width = LINE_WIDTH as usize - 1)
     }
-    /// Whether a lock file's contents are a line a holder left when it let go.
+    /// Whether a lock file's contents show its first line's holder let it go: a
+    /// second line `released` followed by exactly that holder's text.
     fn is_released(contents: &[u8]) -> bool {
-        Self::parse(contents).is_some()
-            && std::str::from_utf8(contents).is_ok_and(|t| {
-                t.trim_end()
-                    .rsplit_once(" crc ")
-                    .is_some_and(|(who, _)| who.ends_with(" released"))
-            })
+        let first = first_line(contents);
+        let (Some(who), Some(second)) = (Self::checked_text(first), contents.get(first.len()..)) else {
+            return false;
+        };
+        Self::checked_text(first_line(second)).is_some_and(|r| r.strip_prefix("released ") == Some(who))
+    }
+    /// A line's text before ` crc `, if its CRC matches.
+    fn checked_text(line: &[u8]) -> Option<&str> {
+        let text = std::str::from_utf8(line).ok()?.trim_end();
+        let (who, crc) = text.rsplit_once(" crc ")?;
+        (u32::from_str_radix(crc, 16).ok()? == crc32c::crc32c(who.as_bytes())).then_some(who)
     }
     /// The holder a lock file's contents name; None for anything else (an empty
     /// file, written by an older build, a torn read: never judged dead).
     pub fn parse(contents: &[u8]) -> Option<SlotHolder> {
-        let text = std::str::from_utf8(contents).ok()?.trim_end_matches('\n');
-        let (who, crc) = text.rsplit_once(" crc ")?;
-        if u32::from_str_radix(crc, 16).ok()? != crc32c::crc32c(who.as_bytes()) {
-            return None;
-        }
+        let who = Self::checked_text(first_line(contents))?;
         let mut words = who.split_whitespace();
         match words.next()? {
             "broker" => words.next()?.parse().ok().map(SlotHolder::Broker),
@@ -372,7 +393,7 @@ impl SlotHolder {
 /// than any line a holder writes).
 fn holder_line(file: &File) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
-    let mut line = vec![0u8; 160];
+    let mut line = vec![0u8; 2 * LINE_WIDTH as usize + 32];
     let n = file.read_at(&mut line, 0)?;
     line.truncate(n);
     Ok(line)
@@ -696,17 +717,19 @@ impl TxnStateStore {
             return Ok(None);
         }
         let record = self.holder.record();
-        let line = holder_line(&file).map_err(io)?;
-        let another = line != record.as_bytes();
+        let contents = holder_line(&file).map_err(io)?;
+        let another = first_line(&contents) != record.as_bytes();
         // Not let go cleanly by another process (or written by an older build).
-        let unreleased = another && !SlotHolder::is_released(&line);
-        if another {
-            // Through a descriptor of its own, closed at once: on NFS the close sends
-            // the line to the server (close-to-open), so a broker judging the lock
-            // reads this holder, not the last one, while it is held.
-            let mut other = crate::fsutil::open_volume_file(OpenOptions::new().write(true), &path).map_err(io)?;
+        let unreleased = another && !SlotHolder::is_released(&contents);
+        if contents != record.as_bytes() {
+            use std::os::unix::fs::FileExt;
+            // This holder's line alone (any release line cut off, so that a lapse of
+            // this lock is seen as one), through a descriptor of its own closed at
+            // once: on NFS the close sends it to the server (close-to-open), so a
+            // broker judging the lock reads this holder, not the last one.
+            let other = crate::fsutil::open_volume_file(OpenOptions::new().write(true), &path).map_err(io)?;
             other
-                .write_all(record.as_bytes())
+                .write_all_at(record.as_bytes(), 0)
                 .and_then(|_| other.set_len(record.len() as u64))
                 .map_err(io)?;
         }
@@ -717,6 +740,7 @@ impl TxnStateStore {
         // a take-over: those writes land in a file nobody reads (issue 25 item 9).
         let mut lock = SlotLock::on(slot, file, &mine, unreleased);
         lock.lines = Some((record, self.holder.released_record()));
+        lock.path = path.clone();
         Ok(Some(lock))
     }
 
@@ -760,7 +784,9 @@ impl TxnStateStore {
         };
         // Only a broker is judged (by its lease); kaasctl, or a file naming nobody,
         // never. Judged before the gate is taken: the gate is held only for the swap.
-        let holder = SlotHolder::parse(&now.record);
+        // A first line its holder released, while the lock is held: the holder now
+        // has not written its own line yet — nobody to judge.
+        let holder = SlotHolder::parse(&now.record).filter(|_| !SlotHolder::is_released(&now.record));
         match holder {
             Some(SlotHolder::Broker(id)) if self.holder != SlotHolder::Broker(id) && judge(id) => {}
             _ => {
@@ -796,6 +822,7 @@ impl TxnStateStore {
         tracing::warn!(slot, holder = ?holder, "took over a transaction slot lock whose holder's lease is confirmed dead");
         let mut lock = SlotLock::on(slot, file, &meta, true);
         lock.lines = Some((self.holder.record(), self.holder.released_record()));
+        lock.path = path.clone();
         Ok(Some(lock))
     }
 
@@ -844,11 +871,12 @@ impl TxnStateStore {
                     None => return Ok(None),
                     Some(lost) => !lost,
                 };
-                let line = holder_line(&f).map_err(|e| VolumeError::io(&path, e))?;
+                let contents = holder_line(&f).map_err(|e| VolumeError::io(&path, e))?;
+                let line = first_line(&contents);
                 if !held || line != self.holder.record().as_bytes() {
                     return Ok(Some(format!(
                         "the lock file now names another holder ({:?}): this process's lock lapsed (a network file system's lock lease, lost while it was cut off?) and another process took the slot: nothing it wrote since counts",
-                        String::from_utf8_lossy(&line).trim_end()
+                        String::from_utf8_lossy(line).trim_end()
                     )));
                 }
                 Ok(None)
@@ -1230,6 +1258,8 @@ impl TxnStateStore {
             dropped_at: None,
             maybe_stale: BTreeSet::new(),
             unattributed: 0,
+            unreadable: 0,
+            dropped_in_flight: BTreeSet::new(),
         };
         let path = self.journal_path(slot);
         let bytes = match crate::fsutil::open_regular_meta(&path) {
@@ -1295,15 +1325,29 @@ impl TxnStateStore {
                     out.dropped_lines = lines.len() - i;
                     for (_, rest) in &lines[i..] {
                         match parse_line(rest) {
-                            Ok(l) => out
-                                .maybe_stale
-                                .extend(l.put.map(|e| e.transactional_id).into_iter().chain(l.remove)),
-                            Err(_) => match id_in_damaged_line(rest) {
-                                Some(id) => {
-                                    out.maybe_stale.insert(id);
+                            Ok(l) => {
+                                if let Some(e) = &l.put {
+                                    if matches!(
+                                        e.state,
+                                        crate::txn::TxnState::Ongoing
+                                            | crate::txn::TxnState::PrepareCommit
+                                            | crate::txn::TxnState::PrepareAbort
+                                    ) {
+                                        out.dropped_in_flight.insert(e.transactional_id.clone());
+                                    }
                                 }
-                                None => out.unattributed += 1,
-                            },
+                                out.maybe_stale
+                                    .extend(l.put.map(|e| e.transactional_id).into_iter().chain(l.remove));
+                            }
+                            Err(_) => {
+                                out.unreadable += 1;
+                                match id_in_damaged_line(rest) {
+                                    Some(id) => {
+                                        out.maybe_stale.insert(id);
+                                    }
+                                    None => out.unattributed += 1,
+                                }
+                            }
                         }
                     }
                     break;

@@ -1020,7 +1020,7 @@ fn a_lock_let_go_cleanly_and_taken_in_turn_still_checks_as_held() {
     let id = lock.id();
     drop(lock); // let go before the sync, as the group commit does
     let released = std::fs::read_to_string(first.lock_path(slot)).unwrap();
-    assert!(released.contains(" released crc "), "{released}");
+    assert!(released.contains("\nreleased broker 2 pid "), "{released}");
     let journal = || std::fs::metadata(first.journal_path(slot)).unwrap().ino();
     let before = journal();
     let (taken, state) = locked(&next, slot);
@@ -1040,4 +1040,57 @@ fn a_lock_let_go_cleanly_and_taken_in_turn_still_checks_as_held() {
     drop(lost);
     let err = first.check_held(lost_id).unwrap_err().to_string();
     assert!(err.contains("lapsed"), "{err}");
+}
+
+/// Review of the release line: a holder whose lock lapsed lets it go late, after
+/// another holder wrote its own line in the same file. Its release line is written
+/// after the first line and names itself, so it never erases nor releases the other
+/// holder's line; the late holder knows its lock was lost. And while a lock is held
+/// under a first line its holder released (the new holder has not written its own
+/// yet), nobody is judged.
+#[test]
+fn a_late_release_never_erases_the_next_holders_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let (lapsed, next) = (
+        TxnStateStore::for_broker(volume.clone(), 2),
+        TxnStateStore::for_broker(volume.clone(), 1),
+    );
+    let slot = slot_for("t1");
+    let (lock, _) = locked(&lapsed, slot);
+    let id = lock.id();
+    // Broker 1 took the same file (the lapse) and wrote its line.
+    std::fs::write(lapsed.lock_path(slot), SlotHolder::Broker(1).record()).unwrap();
+    drop(lock);
+    let contents = std::fs::read(lapsed.lock_path(slot)).unwrap();
+    assert_eq!(
+        first_line(&contents),
+        SlotHolder::Broker(1).record().as_bytes(),
+        "still broker 1's"
+    );
+    assert!(
+        !SlotHolder::is_released(&contents),
+        "broker 1 is not released by another's line"
+    );
+    assert!(lapsed.check_held(id).unwrap_err().to_string().contains("lapsed"));
+    // Held, under a first line released by its last holder: nobody is judged.
+    let (held, _) = locked(&next, slot);
+    let released = format!(
+        "{}{}",
+        SlotHolder::Broker(2).record(),
+        SlotHolder::Broker(2).released_record()
+    );
+    std::fs::write(next.lock_path(slot), &released).unwrap();
+    assert!(SlotHolder::is_released(released.as_bytes()));
+    let judged = std::cell::Cell::new(false);
+    let mut seen = None;
+    for _ in 0..2 {
+        let judge = |_| {
+            judged.set(true);
+            true
+        };
+        assert!(lapsed.steal_slot(slot, &judge, &mut seen).unwrap().is_none());
+    }
+    assert!(!judged.get(), "a released line names nobody while the lock is held");
+    drop(held);
 }
