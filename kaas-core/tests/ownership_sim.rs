@@ -21,14 +21,17 @@
 //!   lock lasts until the server's lease lapses): the lock of a holder judged dead by
 //!   its lease is stolen, as kaas-server does.
 //!
-//! - transaction slots (the `TxnStateStore` rules, one step per tick, pauses in
-//!   between): no slot generation is answered twice, every answered transition is
-//!   still what readers see at the end — also when a holder's NFS lock lapses and
-//!   its late write reaches the server at the offset it computed, over the next
-//!   holder's line (so a holder that finds the lock file naming another process
-//!   that did not let go cleanly starts a fresh journal: without that rule, seed 1
-//!   loses an answered transition) — and every slot answers again within [`RECOVERY_MS`] of the last
-//!   fault (without take-overs, seed 5 stalls).
+//! - transaction slots (the `TxnStateStore` rules, in the order a group-commit
+//!   writer runs them — lock and read; append and let go, marking the lock file
+//!   released only if it still names this node; sync and check — one step per tick,
+//!   pauses in between): no slot generation is answered twice, every answered
+//!   transition is still what readers see at the end, and every slot answers again
+//!   within [`RECOVERY_MS`] of the last fault (without take-overs, seed 5 stalls).
+//!   A host cut off from the NFS server in the middle of an append keeps the line in
+//!   its cache and flushes it when it is back, at the offset it computed: over the
+//!   next holder's line, if that journal is still in use — so a holder that finds
+//!   the lock file naming another process that did not let go cleanly starts a
+//!   fresh journal (without that rule seed 1 loses an answered transition).
 //!
 //! Three kinds of pause: a process pause (SIGSTOP: its locks are kept), a host cut
 //! off from the volume (NFS: the server frees its locks after a lease of its own,
@@ -139,18 +142,24 @@ enum SlotOp {
     /// The lock is taken (this lock file, holding this node's line) and the slot read
     /// (from this journal, up to this generation).
     Locked { lock: u64, journal: u64, generation: u64 },
-    /// The line is written into this node's cache of journal `journal`, at the end
-    /// it knew (`at` lines): on NFS nobody sees it until the sync flushes it — at
-    /// that offset, over whatever another writer put there meanwhile. Answered at
-    /// the sync if it landed as the next line of the journal still in use (the
-    /// length check) and the lock is still this node's (same lock file, its own
-    /// holder line: the check after the sync).
+    /// The line was appended (at the journal's end: a connected NFS client's append
+    /// goes where the server says the end is, and its close flushes it) and the lock
+    /// let go — cleanly if the lock file still named this node then. Answered at the
+    /// next step, after the sync, if it landed as the next generation, the lock was
+    /// let go cleanly and the lock file is still the one locked (the group commit's
+    /// check).
     Appended {
         lock: u64,
-        journal: u64,
-        at: u64,
+        generation: u64,
         token: u64,
+        landed: bool,
+        clean: bool,
     },
+    /// A host cut off from the NFS server in the middle of the append: the line is in
+    /// its cache, at the offset it computed (`at`, the end it knew), and reaches the
+    /// server only when the host is back — over whatever another holder wrote there
+    /// meanwhile, if that journal is still in use.
+    InTheAir { journal: u64, at: u64, token: u64 },
 }
 
 /// A slot's lock file: its identity (a take-over renames a new one in), who holds
@@ -442,18 +451,19 @@ impl Sim {
         let t = self.t;
         for (slot, op) in std::mem::take(&mut self.nodes[i].ops) {
             let s = slot as usize;
-            let lock = self.vol.slot_locks[s];
-            let mine = |l: u64| lock.inode == l && lock.line == Some(me);
-            // Letting go: the line is marked released if it is still this node's
-            // (a lock that lapsed to another holder is not written over).
+            // Letting go: whether the lock file still names this node (read first),
+            // then the release line (counted only under this node's own line), then
+            // the flock. Returns whether it was let go cleanly.
             let release = |vol: &mut Volume| {
                 let l = &mut vol.slot_locks[s];
-                if l.line == Some(me) {
+                let clean = l.line == Some(me);
+                if clean {
                     l.released = true;
                 }
                 if l.flock == Some(me) {
                     l.flock = None;
                 }
+                clean
             };
             match op {
                 SlotOp::Locked {
@@ -461,46 +471,64 @@ impl Sim {
                     journal,
                     generation,
                 } => {
-                    if self.vol.journals[s].inode != journal {
+                    let j = &mut self.vol.journals[s];
+                    if j.inode != journal {
                         release(&mut self.vol); // the journal was replaced: refused
                         continue;
                     }
                     let token = self.vol.next_token;
                     self.vol.next_token += 1;
+                    // At the end: the next generation if nobody appended since this
+                    // node read the slot; otherwise a line of a taken generation,
+                    // which readers skip (and the length check fails the operation).
+                    let landed = j.effective.len() as u64 == generation;
+                    if landed {
+                        j.effective.push(token);
+                    }
+                    let clean = release(&mut self.vol);
                     self.nodes[i].ops.insert(
                         slot,
                         SlotOp::Appended {
                             lock: l,
-                            journal,
-                            at: generation,
+                            generation: generation + 1,
                             token,
+                            landed,
+                            clean,
                         },
                     );
                 }
                 SlotOp::Appended {
                     lock: l,
-                    journal,
-                    at,
+                    generation,
                     token,
+                    landed,
+                    clean,
                 } => {
-                    // The sync: the line reaches the file it was written to. A
-                    // replaced journal is read by nobody any more.
-                    let j = &mut self.vol.journals[s];
-                    let landed = j.inode == journal && at == j.effective.len() as u64;
-                    if j.inode == journal {
-                        match j.effective.get_mut(at as usize) {
-                            // Over another writer's line at that offset.
-                            Some(there) => *there = token,
-                            None => j.effective.push(token),
-                        }
-                    }
-                    let generation = at + 1;
-                    if landed && mine(l) {
+                    if landed && clean && self.vol.slot_locks[s].inode == l {
+                        assert_eq!(
+                            self.vol.journals[s].effective.get(generation as usize - 1),
+                            Some(&token),
+                            "seed {seed}, t={t} ms: broker {} answers slot {slot} generation {generation}, which readers do not see",
+                            me.0
+                        );
                         let acked = &mut self.vol.acked[s];
                         if let Some(other) = acked.insert(generation, token) {
                             panic!("seed {seed}, t={t} ms: slot {slot} generation {generation} answered twice (tokens {other} and {token})");
                         }
                         self.vol.last_ack[s] = t;
+                    }
+                }
+                SlotOp::InTheAir { journal, at, token } => {
+                    // Back: the cached line reaches the server at its offset. Its
+                    // writer then finds its lock lost (nothing answered).
+                    let j = &mut self.vol.journals[s];
+                    if j.inode == journal {
+                        let len = j.effective.len() as u64;
+                        if at < len {
+                            j.effective[at as usize] = token;
+                        } else if at == len {
+                            j.effective.push(token);
+                        }
                     }
                     release(&mut self.vol);
                 }
@@ -693,6 +721,7 @@ impl Sim {
 
 fn run(seed: u64) {
     let mut rng = Rng(seed);
+    let mut slot_rng = Rng(seed ^ 0x5107_5107_5107_5107);
     let mut sim = Sim {
         t: 0,
         base: Instant::now(),
@@ -813,7 +842,27 @@ fn run(seed: u64) {
                         keeps_locks: false,
                         lapse_at: t + rng.below(3 * TIMEOUT_MS),
                         frozen_since: None,
+                    };
+                    // Cut off in the middle of an append: the line stays in its cache.
+                    // (Drawn from a generator of its own: the fault schedule stays the
+                    // one each seed had before slots were simulated.)
+                    let mut next_token = sim.vol.next_token;
+                    for op in sim.nodes[i].ops.values_mut() {
+                        if let SlotOp::Locked {
+                            journal, generation, ..
+                        } = *op
+                        {
+                            if slot_rng.below(2) == 0 {
+                                *op = SlotOp::InTheAir {
+                                    journal,
+                                    at: generation,
+                                    token: next_token,
+                                };
+                                next_token += 1;
+                            }
+                        }
                     }
+                    sim.vol.next_token = next_token;
                 }
                 (Run::Down, _) => sim.start(i, &mut rng),
                 (Run::Paused { .. }, _) => {}
