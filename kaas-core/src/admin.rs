@@ -440,12 +440,7 @@ fn write_marker_direct(
     }
     // A hanging transaction's marker ends the one that was judged — open since that
     // offset — and nothing a later session began since.
-    let still_open = open_since.is_none_or(|first| {
-        state
-            .producers
-            .get(pid)
-            .is_some_and(|e| e.epoch == epoch && e.txn_first_offset == Some(first))
-    });
+    let still_open = open_since.is_none_or(|first| state.producers.has_open_since(pid, epoch, first));
     let mut outcome = DirectWrite::NothingOpen;
     if still_open
         && state
@@ -725,12 +720,7 @@ pub fn quarantine_slot(
     // staged offsets), or entries only the lost checkpoint held (their open
     // transactions would be aborted, a PrepareCommit partly). Refused unless the
     // operator accepts the loss.
-    let in_flight = |e: &TxnEntry| {
-        matches!(
-            e.state,
-            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
-        )
-    };
+    let in_flight = |e: &TxnEntry| e.state.is_in_flight();
     let entries = &salvage.state.file.entries;
     let mut risks = Vec::new();
     if let Some(why) = &salvage.checkpoint_lost {

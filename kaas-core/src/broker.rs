@@ -99,6 +99,13 @@ impl BrokerLease {
     pub fn is_alive(&self, now_ms: i64, session_timeout_ms: i64) -> bool {
         !self.stands_down() && now_ms - self.heartbeat_ms < session_timeout_ms
     }
+    /// Running (heartbeat younger than `session_timeout_ms`, by the wall clock, for
+    /// one-shot readers like kaasctl) but stepped down: it serves nothing until its
+    /// renewals are quick again. A lease left marked by a broker that then died is
+    /// just dead.
+    pub fn is_stepped_down(&self, now_ms: i64, session_timeout_ms: i64) -> bool {
+        self.stopped_ms.is_none() && self.stepped_down_ms.is_some() && now_ms - self.heartbeat_ms < session_timeout_ms
+    }
     /// Whether the lease itself says its broker serves nothing: stopped cleanly, or
     /// stepped down (see `stepped_down_ms`). Peers count it dead at once.
     pub fn stands_down(&self) -> bool {

@@ -93,6 +93,13 @@ impl ProducerStateTable {
         self.producers.get(&producer_id)
     }
 
+    /// Whether (producer id, epoch) has a transaction open here since `first_offset`:
+    /// that one, not another begun since.
+    pub fn has_open_since(&self, producer_id: i64, epoch: i16, first_offset: i64) -> bool {
+        self.get(producer_id)
+            .is_some_and(|e| e.epoch == epoch && e.txn_first_offset == Some(first_offset))
+    }
+
     /// Classifies one batch against the current state. Pure: changes nothing.
     pub fn classify(&self, h: &BatchHeader) -> Result<Classification, SequenceError> {
         if !h.has_producer_id() || h.is_control() {

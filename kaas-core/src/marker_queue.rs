@@ -173,6 +173,16 @@ pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Resu
     Ok(path)
 }
 
+/// The queue entry at `path`: None once it is gone (applied, or moved by another
+/// process).
+pub fn read_entry(path: &std::path::Path) -> Result<Option<MarkerEntry>, VolumeError> {
+    match crate::error::read_versioned_json::<MarkerEntry>(path, "marker queue entry", MARKER_FORMAT_VERSION) {
+        Ok(e) => Ok(Some(e)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Entries queued for `target_broker`, oldest first, each with its path; unreadable
 /// files are returned as errors beside the good ones.
 pub fn list(volume: &Volume, target_broker: i32) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {

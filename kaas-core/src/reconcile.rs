@@ -34,10 +34,7 @@ pub fn judge(entry: Option<&TxnEntry>, tp: &TopicPartition, producer_id: i64, ep
             reason: "no coordinator entry has this producer id".into(),
         };
     };
-    let active = matches!(
-        e.state,
-        TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
-    );
+    let active = e.state.is_in_flight();
     if active && e.producer_id == producer_id && e.partitions.contains(tp) {
         return Verdict::Covered;
     }

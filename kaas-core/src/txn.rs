@@ -48,6 +48,10 @@ impl TxnState {
     pub fn is_prepare(&self) -> bool {
         matches!(self, TxnState::PrepareCommit | TxnState::PrepareAbort)
     }
+    /// A transaction is open or being finished: Ongoing or Prepare*.
+    pub fn is_in_flight(&self) -> bool {
+        *self == TxnState::Ongoing || self.is_prepare()
+    }
 }
 
 /// Who made a transition.

@@ -41,7 +41,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 crate::versioned!(SlotFile);
 
@@ -133,8 +133,6 @@ pub struct SlotState {
 pub struct Salvage {
     /// The slot as saved: to be installed with [`TxnStateStore::fold`].
     pub state: SlotState,
-    /// The checkpoint's generation, when it parsed.
-    pub checkpoint_generation: Option<u64>,
     /// Why the checkpoint was not used (it did not parse).
     pub checkpoint_lost: Option<String>,
     /// Journal lines kept (applied, or already in the checkpoint).
@@ -147,9 +145,6 @@ pub struct Salvage {
     /// that does not parse): their entries may be older than they were (a
     /// transition lost).
     pub maybe_stale: BTreeSet<String>,
-    /// Dropped lines naming no transactional id that could be read: any entry may
-    /// have lost a transition.
-    pub unattributed: usize,
     /// Dropped lines that do not parse (what they did is unknown).
     pub unreadable: usize,
     /// Ids a dropped line that parses put in a transaction in flight (Ongoing,
@@ -201,8 +196,8 @@ pub struct SlotLock {
     slot: u32,
     _file: File,
     id: SlotLockId,
-    /// The holder line this process wrote, and the one it leaves when it lets go.
-    lines: Option<(String, String)>,
+    /// The holder's lines: the one it wrote, the one it leaves when it lets go.
+    lines: Arc<HolderLines>,
     /// The lock file's path.
     path: PathBuf,
     /// Taken from a holder judged dead ([`TxnStateStore::steal_slot`]): the slot is
@@ -214,7 +209,14 @@ pub struct SlotLock {
 impl SlotLock {
     /// The lock held on `file` (whose metadata is `meta`); `stolen`: taken from a
     /// holder judged dead, so a fresh history is due.
-    fn on(slot: u32, file: File, meta: &std::fs::Metadata, stolen: bool) -> SlotLock {
+    fn on(
+        slot: u32,
+        file: File,
+        meta: &std::fs::Metadata,
+        stolen: bool,
+        lines: Arc<HolderLines>,
+        path: PathBuf,
+    ) -> SlotLock {
         use std::os::unix::fs::MetadataExt;
         SlotLock {
             slot,
@@ -231,8 +233,8 @@ impl SlotLock {
                 },
             },
             fresh_history_due: AtomicBool::new(stolen),
-            lines: None,
-            path: PathBuf::new(),
+            lines,
+            path,
         }
     }
     pub fn slot(&self) -> u32 {
@@ -285,10 +287,7 @@ impl Drop for SlotLock {
     /// next holder finds no release and starts a fresh journal: the safe side.
     fn drop(&mut self) {
         use std::os::unix::fs::FileExt;
-        let Some((held, released)) = &self.lines else {
-            lock_fate().remove(&self.id.seq);
-            return;
-        };
+        let HolderLines { held, released } = &*self.lines;
         let still_named = crate::fsutil::open_regular(&self.path).and_then(|f| holder_line(&f));
         let clean = matches!(&still_named, Ok(contents) if first_line(contents) == held.as_bytes());
         {
@@ -389,6 +388,23 @@ impl SlotHolder {
     }
 }
 
+/// A holder's two lock-file lines, built once per store: the one it writes when it
+/// takes a lock, and the one it adds when it lets go.
+#[derive(Debug)]
+struct HolderLines {
+    held: String,
+    released: String,
+}
+
+impl HolderLines {
+    fn of(holder: SlotHolder) -> Arc<Self> {
+        Arc::new(HolderLines {
+            held: holder.record(),
+            released: holder.released_record(),
+        })
+    }
+}
+
 /// A slot lock file's holder line, as read from its start (at most 160 bytes: longer
 /// than any line a holder writes).
 fn holder_line(file: &File) -> std::io::Result<Vec<u8>> {
@@ -412,6 +428,7 @@ pub struct HolderSeen {
 pub struct TxnStateStore {
     volume: Volume,
     holder: SlotHolder,
+    lines: Arc<HolderLines>,
 }
 
 /// An I/O error of a replay: a file replaced under an NFS reader (ESTALE) is a fold
@@ -438,6 +455,7 @@ impl TxnStateStore {
         TxnStateStore {
             volume,
             holder: SlotHolder::Admin,
+            lines: HolderLines::of(SlotHolder::Admin),
         }
     }
 
@@ -447,6 +465,7 @@ impl TxnStateStore {
         TxnStateStore {
             volume,
             holder: SlotHolder::Broker(broker_id),
+            lines: HolderLines::of(SlotHolder::Broker(broker_id)),
         }
     }
 
@@ -716,7 +735,7 @@ impl TxnStateStore {
         if (mine.dev(), mine.ino()) != (current.dev(), current.ino()) {
             return Ok(None);
         }
-        let record = self.holder.record();
+        let record = &self.lines.held;
         let contents = holder_line(&file).map_err(io)?;
         let another = first_line(&contents) != record.as_bytes();
         // Not let go cleanly by another process (or written by an older build).
@@ -738,10 +757,14 @@ impl TxnStateStore {
         // offsets it computed, over whatever this holder appends there. So the slot
         // is folded into a fresh journal before this holder's first append, as after
         // a take-over: those writes land in a file nobody reads (issue 25 item 9).
-        let mut lock = SlotLock::on(slot, file, &mine, unreleased);
-        lock.lines = Some((record, self.holder.released_record()));
-        lock.path = path.clone();
-        Ok(Some(lock))
+        Ok(Some(SlotLock::on(
+            slot,
+            file,
+            &mine,
+            unreleased,
+            self.lines.clone(),
+            path,
+        )))
     }
 
     /// Takes slot `slot`'s lock, or, while another process holds it, takes it over
@@ -811,7 +834,7 @@ impl TxnStateStore {
         let mut file = crate::fsutil::create_temp(&fresh).map_err(io)?;
         let taken = (|| {
             file.try_lock().map_err(|e| std::io::Error::other(e.to_string()))?;
-            file.write_all(self.holder.record().as_bytes())?;
+            file.write_all(self.lines.held.as_bytes())?;
             std::fs::rename(&fresh, &path)
         })();
         if let Err(e) = taken {
@@ -820,10 +843,7 @@ impl TxnStateStore {
         }
         let meta = file.metadata().map_err(|e| VolumeError::io(&path, e))?;
         tracing::warn!(slot, holder = ?holder, "took over a transaction slot lock whose holder's lease is confirmed dead");
-        let mut lock = SlotLock::on(slot, file, &meta, true);
-        lock.lines = Some((self.holder.record(), self.holder.released_record()));
-        lock.path = path.clone();
-        Ok(Some(lock))
+        Ok(Some(SlotLock::on(slot, file, &meta, true, self.lines.clone(), path)))
     }
 
     /// The slot's lock file now: its inode and its holder line (None: no file).
@@ -873,7 +893,7 @@ impl TxnStateStore {
                 };
                 let contents = holder_line(&f).map_err(|e| VolumeError::io(&path, e))?;
                 let line = first_line(&contents);
-                if !held || line != self.holder.record().as_bytes() {
+                if !held || line != self.lines.held.as_bytes() {
                     return Ok(Some(format!(
                         "the lock file now names another holder ({:?}): this process's lock lapsed (a network file system's lock lease, lost while it was cut off?) and another process took the slot: nothing it wrote since counts",
                         String::from_utf8_lossy(line).trim_end()
@@ -1250,14 +1270,12 @@ impl TxnStateStore {
             Err(e) => return Err(e),
         };
         let mut out = Salvage {
-            checkpoint_generation: (checkpoint_lost.is_none()).then_some(file.generation),
             state: SlotState::new(file, None),
             checkpoint_lost,
             kept_lines: 0,
             dropped_lines: 0,
             dropped_at: None,
             maybe_stale: BTreeSet::new(),
-            unattributed: 0,
             unreadable: 0,
             dropped_in_flight: BTreeSet::new(),
         };
@@ -1278,7 +1296,7 @@ impl TxnStateStore {
             }
             v
         };
-        let checkpoint_read = out.checkpoint_generation.is_some();
+        let checkpoint_read = out.checkpoint_lost.is_none();
         let mut applied_any = false;
         for (i, (offset, line)) in lines.iter().enumerate() {
             let file = &mut out.state.file;
@@ -1327,12 +1345,7 @@ impl TxnStateStore {
                         match parse_line(rest) {
                             Ok(l) => {
                                 if let Some(e) = &l.put {
-                                    if matches!(
-                                        e.state,
-                                        crate::txn::TxnState::Ongoing
-                                            | crate::txn::TxnState::PrepareCommit
-                                            | crate::txn::TxnState::PrepareAbort
-                                    ) {
+                                    if e.state.is_in_flight() {
                                         out.dropped_in_flight.insert(e.transactional_id.clone());
                                     }
                                 }
@@ -1341,12 +1354,7 @@ impl TxnStateStore {
                             }
                             Err(_) => {
                                 out.unreadable += 1;
-                                match id_in_damaged_line(rest) {
-                                    Some(id) => {
-                                        out.maybe_stale.insert(id);
-                                    }
-                                    None => out.unattributed += 1,
-                                }
+                                out.maybe_stale.extend(id_in_damaged_line(rest));
                             }
                         }
                     }
@@ -1592,7 +1600,7 @@ impl GroupCommit {
                 return Err(e);
             }
             // No journal, though this process appended to one in this history: it was
-            // moved aside (kaasctl's quarantine) and its lines are not the slot's any
+            // moved aside (by hand, or an older kaasctl's quarantine) and its lines are not the slot's any
             // more. Whatever comes next starts a new history.
             Ok(false) if before.appended > 0 && t.history == before.history => {
                 t.history += 1;

@@ -568,9 +568,7 @@ fn a_rescued_slot_keeps_its_checkpoint_and_the_journals_valid_prefix() {
     let bytes = damage_line(&store, slot, 1);
     assert!(store.load(slot).is_err(), "a damaged line with a valid one after it");
     // A damaged line's effect is unknown: refused, naming the id its text shows.
-    let refused = quarantine_slot(&volume, slot, false, &ops(), &[], 7)
-        .unwrap_err()
-        .to_string();
+    let refused = refusal(&volume, slot);
     assert!(
         refused.contains("do not parse") && refused.contains(&format!("{other:?}")),
         "{refused}"
@@ -634,9 +632,7 @@ fn a_rescue_that_could_finish_a_transaction_twice_is_refused_unless_accepted() {
     }
     // The CompleteCommit line is damaged: the rescued entry would be PrepareCommit.
     let bytes = damage_line(&store, slot, 1);
-    let refused = quarantine_slot(&volume, slot, false, &ops(), &[], 7)
-        .unwrap_err()
-        .to_string();
+    let refused = refusal(&volume, slot);
     assert!(
         refused.contains("\"stuck\"") && refused.contains("in flight"),
         "{refused}"
@@ -652,9 +648,7 @@ fn a_rescue_that_could_finish_a_transaction_twice_is_refused_unless_accepted() {
     let end = second + text[second..].iter().position(|b| *b == b'\n').unwrap();
     text[second..end].iter_mut().for_each(|b| *b = b'#');
     std::fs::write(&journal, &text).unwrap();
-    let refused = quarantine_slot(&volume2, slot2, false, &ops(), &[], 7)
-        .unwrap_err()
-        .to_string();
+    let refused = refusal(&volume2, slot2);
     assert!(refused.contains("do not parse: what they did is unknown"), "{refused}");
     // Accepted: rescued, the risk recorded.
     let rescue = quarantine_slot(&volume, slot, true, &ops(), &[], 8)
@@ -690,11 +684,16 @@ fn a_rescue_is_refused_when_dropped_lines_put_an_idle_entry_in_flight() {
     let broken = text.replacen(&format!("\"generation\":{generation}"), "\"generation\":999", 1);
     assert_ne!(broken, text);
     std::fs::write(&journal, broken).unwrap();
-    let refused = quarantine_slot(&volume, slot, false, &ops(), &[], 7)
-        .unwrap_err()
-        .to_string();
+    let refused = refusal(&volume, slot);
     assert!(
         refused.contains("\"stuck\"") && refused.contains("in flight"),
         "{refused}"
     );
+}
+
+/// Why a rescue of `slot` without `--accept-slot-loss` is refused.
+fn refusal(volume: &Volume, slot: u32) -> String {
+    quarantine_slot(volume, slot, false, &ops(), &[], 7)
+        .unwrap_err()
+        .to_string()
 }

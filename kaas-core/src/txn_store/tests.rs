@@ -889,6 +889,17 @@ fn an_append_that_would_create_the_journal_refuses_one_that_appeared() {
 }
 
 /// The checkpoint and journal paths of a slot.
+/// Broker 2's and broker 1's stores on one fresh volume.
+fn brokers_2_and_1() -> (tempfile::TempDir, TxnStateStore, TxnStateStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let (two, one) = (
+        TxnStateStore::for_broker(volume.clone(), 2),
+        TxnStateStore::for_broker(volume, 1),
+    );
+    (dir, two, one)
+}
+
 fn store_files(store: &TxnStateStore, slot: u32) -> (PathBuf, PathBuf) {
     (store.slot_path(slot), store.journal_path(slot))
 }
@@ -901,9 +912,7 @@ fn store_files(store: &TxnStateStore, slot: u32) -> (PathBuf, PathBuf) {
 /// is refused, not acknowledged.
 #[test]
 fn a_holder_whose_lock_lapsed_to_another_process_acknowledges_nothing_more() {
-    let dir = tempfile::tempdir().unwrap();
-    let volume = Volume::new(dir.path());
-    let store = TxnStateStore::for_broker(volume.clone(), 2);
+    let (_dir, store, _) = brokers_2_and_1();
     let slot = slot_for("t1");
     let mut guard = store.lock(slot).unwrap();
     guard.commit(&[SlotOp::Put(entry("t1"))], 5).unwrap();
@@ -921,9 +930,7 @@ fn a_holder_whose_lock_lapsed_to_another_process_acknowledges_nothing_more() {
 /// and pid; the holder line tells the two runs apart by a word drawn per process.
 #[test]
 fn a_holder_line_tells_two_runs_of_one_broker_with_one_pid_apart() {
-    let dir = tempfile::tempdir().unwrap();
-    let volume = Volume::new(dir.path());
-    let store = TxnStateStore::for_broker(volume.clone(), 2);
+    let (_dir, store, _) = brokers_2_and_1();
     let slot = slot_for("t1");
     let mut guard = store.lock(slot).unwrap();
     guard.commit(&[SlotOp::Put(entry("t1"))], 5).unwrap();
@@ -951,12 +958,7 @@ fn a_holder_line_tells_two_runs_of_one_broker_with_one_pid_apart() {
 #[test]
 fn a_holder_that_finds_another_holders_line_starts_a_fresh_journal() {
     use std::os::unix::fs::MetadataExt;
-    let dir = tempfile::tempdir().unwrap();
-    let volume = Volume::new(dir.path());
-    let (lapsed, next) = (
-        TxnStateStore::for_broker(volume.clone(), 2),
-        TxnStateStore::for_broker(volume.clone(), 1),
-    );
+    let (_dir, lapsed, next) = brokers_2_and_1();
     let slot = slot_for("t1");
     let journal = lapsed.journal_path(slot);
     let mut guard = lapsed.lock(slot).unwrap();
@@ -1008,12 +1010,7 @@ fn a_holder_that_finds_another_holders_line_starts_a_fresh_journal() {
 #[test]
 fn a_lock_let_go_cleanly_and_taken_in_turn_still_checks_as_held() {
     use std::os::unix::fs::MetadataExt;
-    let dir = tempfile::tempdir().unwrap();
-    let volume = Volume::new(dir.path());
-    let (first, next) = (
-        TxnStateStore::for_broker(volume.clone(), 2),
-        TxnStateStore::for_broker(volume.clone(), 1),
-    );
+    let (_dir, first, next) = brokers_2_and_1();
     let slot = slot_for("t1");
     let (lock, mut state) = locked(&first, slot);
     first.append(&lock, &mut state, &[SlotOp::Put(entry("t1"))], 5).unwrap();
@@ -1050,12 +1047,7 @@ fn a_lock_let_go_cleanly_and_taken_in_turn_still_checks_as_held() {
 /// yet), nobody is judged.
 #[test]
 fn a_late_release_never_erases_the_next_holders_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let volume = Volume::new(dir.path());
-    let (lapsed, next) = (
-        TxnStateStore::for_broker(volume.clone(), 2),
-        TxnStateStore::for_broker(volume.clone(), 1),
-    );
+    let (_dir, lapsed, next) = brokers_2_and_1();
     let slot = slot_for("t1");
     let (lock, _) = locked(&lapsed, slot);
     let id = lock.id();

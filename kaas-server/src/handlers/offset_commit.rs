@@ -69,17 +69,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
     let write_error = if entries.is_empty() {
         None
     } else {
-        // The write ends in an fsync: keep it off the runtime's worker threads.
-        let (b, g) = (broker.clone(), group.clone());
-        let written = tokio::task::spawn_blocking(move || b.groups.commit_offsets(&g, &entries))
-            .await
-            .unwrap_or_else(|e| {
-                Err(kaas_core::VolumeError::io(
-                    kaas_core::offsets::offsets_file(&broker.volume, &group),
-                    std::io::Error::other(e),
-                ))
-            });
-        written.err().map(|e| {
+        // The write (the group lock's wait, an fsync) runs off the runtime's worker
+        // threads inside `commit_offsets`.
+        broker.groups.commit_offsets(&group, &entries).err().map(|e| {
             tracing::error!(group = %group, error = %e, "offset commit failed");
             crate::groups::offsets_error(&e).code()
         })

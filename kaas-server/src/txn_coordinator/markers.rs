@@ -369,14 +369,8 @@ impl TransactionCoordinator {
         first: i64,
         mine: &[TopicPartition],
     ) -> Result<bool, CoordError> {
-        let entry = match kaas_core::error::read_versioned_json::<MarkerEntry>(
-            path,
-            "marker queue entry",
-            marker_queue::MARKER_FORMAT_VERSION,
-        ) {
-            Ok(e) => e,
-            Err(e) if e.is_not_found() => return Ok(false),
-            Err(e) => return Err(e.into()),
+        let Some(entry) = marker_queue::read_entry(path)? else {
+            return Ok(false);
         };
         let (here, rest): (Vec<TopicPartition>, Vec<TopicPartition>) =
             entry.partitions.iter().cloned().partition(|tp| mine.contains(tp));
@@ -468,14 +462,8 @@ impl TransactionCoordinator {
             )
         };
         // Re-read under the lock: another broker may have applied part of it.
-        let entry = match kaas_core::error::read_versioned_json::<MarkerEntry>(
-            path,
-            "marker queue entry",
-            marker_queue::MARKER_FORMAT_VERSION,
-        ) {
-            Ok(e) => e,
-            Err(e) if e.is_not_found() => return Ok(false),
-            Err(e) => return Err(e.into()),
+        let Some(entry) = marker_queue::read_entry(path)? else {
+            return Ok(false);
         };
         let mine: Vec<TopicPartition> = entry
             .partitions
@@ -516,10 +504,7 @@ impl TransactionCoordinator {
                     let ambiguous = current.as_ref().is_some_and(|c| {
                         c.producer_id == entry.producer_id
                             && c.producer_epoch == entry.producer_epoch
-                            && matches!(
-                                c.state,
-                                TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
-                            )
+                            && c.state.is_in_flight()
                             && mine.iter().any(|tp| c.partitions.contains(tp))
                     });
                     if ambiguous {

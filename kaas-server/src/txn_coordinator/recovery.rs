@@ -135,11 +135,7 @@ impl TransactionCoordinator {
                 .filter(|c| c.producer_id == pid || c.last_producer_id == pid),
             _ => None,
         };
-        let still_open = partition
-            .state()
-            .producers
-            .get(pid)
-            .is_some_and(|e| e.epoch == epoch && e.txn_first_offset == Some(first));
+        let still_open = partition.state().producers.has_open_since(pid, epoch, first);
         if !still_open {
             return Ok(false);
         }

@@ -83,11 +83,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 port: Some(l.port),
                 alive: l.is_alive(c.now_ms, c.session_timeout_ms),
                 stopped: l.stopped_ms.is_some(),
-                // Still running (its heartbeat changes) but serving nothing; a lease
-                // left marked by a broker that then died is just dead.
-                stepped_down: l.stopped_ms.is_none()
-                    && l.stepped_down_ms.is_some()
-                    && c.now_ms - l.heartbeat_ms < c.session_timeout_ms,
+                stepped_down: l.is_stepped_down(c.now_ms, c.session_timeout_ms),
                 lease_age_ms: Some(c.now_ms - l.heartbeat_ms),
                 heartbeat: Time::from_ms(l.heartbeat_ms),
                 started: Time::from_ms(l.started_ms),

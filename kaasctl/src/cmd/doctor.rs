@@ -133,7 +133,7 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
                     format!("broker {} is live (heartbeat {} ago)", l.broker_id, age(age_ms.max(0))),
                 ));
             }
-        } else if l.stepped_down_ms.is_some() && age_ms < timeout {
+        } else if l.is_stepped_down(c.now_ms, timeout) {
             f.push(finding(
                 "leases",
                 Severity::Problem,

@@ -249,9 +249,7 @@ impl Watcher {
                             snap.brokers.push(BrokerInfo {
                                 id: l.broker_id,
                                 alive,
-                                stepped_down: l.stopped_ms.is_none()
-                                    && l.stepped_down_ms.is_some()
-                                    && now_ms - l.heartbeat_ms < session_timeout_ms,
+                                stepped_down: l.is_stepped_down(now_ms, session_timeout_ms),
                                 lease_age_ms: now_ms - l.heartbeat_ms,
                             });
                         }
