@@ -376,7 +376,8 @@ impl SlotHolder {
         (u32::from_str_radix(crc, 16).ok()? == crc32c::crc32c(who.as_bytes())).then_some(who)
     }
     /// The holder a lock file's contents name; None for anything else (an empty
-    /// file, written by an older build, a torn read: never judged dead).
+    /// file, written by an older build, a torn read: never judged by a lease — see
+    /// [`TxnStateStore::steal_slot`]).
     pub fn parse(contents: &[u8]) -> Option<SlotHolder> {
         let who = Self::checked_text(first_line(contents))?;
         let mut words = who.split_whitespace();
@@ -419,10 +420,24 @@ fn holder_line(file: &File) -> std::io::Result<Vec<u8>> {
 /// what it said. Two reads a judging interval apart that are equal mean one holder
 /// held it all along (see [`TxnStateStore::steal_slot`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HolderSeen {
+struct HolderSeen {
     inode: u64,
     record: Vec<u8>,
 }
+
+/// What a broker judging a held slot lock last read of it ([`HolderSeen`]), since
+/// when it has read the same, and when it last looked: the judge's memory between
+/// looks (see [`TxnStateStore::steal_slot`]).
+#[derive(Debug, Clone)]
+pub struct Sighting {
+    seen: HolderSeen,
+    since: std::time::Instant,
+    last: std::time::Instant,
+}
+
+/// Two looks at a held slot lock further apart than this are not one sighting: the
+/// lock may have changed hands and back in between, unseen.
+const SIGHTING_GAP: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct TxnStateStore {
@@ -772,6 +787,17 @@ impl TxnStateStore {
     /// dead: a process paused by SIGSTOP or a frozen VM keeps its lock forever).
     /// None while the lock stays held by a holder not judged dead.
     ///
+    /// A lock file that names no holder while the lock is held — its first line
+    /// released by the last holder, empty, or unreadable as a holder line — is taken
+    /// over once `sighting` has read it unchanged for `unnamed_after`. Its holder is
+    /// a process stopped in a window of a few system calls: the last holder between
+    /// marking its line released and the unlock, or the next between its lock and
+    /// writing its own line. Either may be paused for as long as any other holder
+    /// (CI caught one between mark and unlock), and which one it is cannot be read,
+    /// so no lease can judge it: a holder that moves writes its line within those
+    /// few calls. A take-over is safe whoever holds the lock (below); the wait only
+    /// keeps a live holder in that window from losing its slot.
+    ///
     /// A steal puts a new lock file in place of the old one (rename), under the
     /// slot's gate, so two brokers never both steal. The deposed holder keeps a lock
     /// on a file nobody else opens, and:
@@ -788,10 +814,11 @@ impl TxnStateStore {
         &self,
         slot: u32,
         judge: &dyn Fn(i32) -> bool,
-        seen: &mut Option<HolderSeen>,
+        unnamed_after: std::time::Duration,
+        sighting: &mut Option<Sighting>,
     ) -> Result<Option<SlotLock>, VolumeError> {
         if let Some(lock) = self.try_lock_slot(slot)? {
-            *seen = None;
+            *sighting = None;
             return Ok(Some(lock));
         }
         let path = self.lock_path(slot);
@@ -800,22 +827,31 @@ impl TxnStateStore {
         // judged — a holder writes its line just after it takes the lock, so a line
         // read once may still name the holder before it, which may be dead.
         let now = self.holder_seen(slot)?;
-        let steady = now.is_some() && *seen == now;
-        *seen = now.clone();
-        let Some(now) = now.filter(|_| steady) else {
+        let at = std::time::Instant::now();
+        let since = sighting
+            .as_ref()
+            .filter(|s| Some(&s.seen) == now.as_ref() && at.duration_since(s.last) <= SIGHTING_GAP)
+            .map(|s| s.since);
+        *sighting = now.clone().map(|seen| Sighting {
+            seen,
+            since: since.unwrap_or(at),
+            last: at,
+        });
+        let (Some(now), Some(since)) = (now, since) else {
             return Ok(None);
         };
-        // Only a broker is judged (by its lease); kaasctl, or a file naming nobody,
-        // never. Judged before the gate is taken: the gate is held only for the swap.
-        // A first line its holder released, while the lock is held: the holder now
-        // has not written its own line yet — nobody to judge.
+        // A broker is judged by its lease; kaasctl never; a file naming nobody by how
+        // long it has stayed so. Judged before the gate is taken: the gate is held
+        // only for the swap.
         let holder = SlotHolder::parse(&now.record).filter(|_| !SlotHolder::is_released(&now.record));
-        match holder {
-            Some(SlotHolder::Broker(id)) if self.holder != SlotHolder::Broker(id) && judge(id) => {}
-            _ => {
-                tracing::debug!(slot, ?holder, "slot lock held by a holder not judged dead");
-                return Ok(None);
-            }
+        let take = match holder {
+            Some(SlotHolder::Broker(id)) => self.holder != SlotHolder::Broker(id) && judge(id),
+            Some(SlotHolder::Admin) => false,
+            None => at.duration_since(since) >= unnamed_after,
+        };
+        if !take {
+            tracing::debug!(slot, ?holder, "slot lock held by a holder not judged dead");
+            return Ok(None);
         }
         let Some(_gate) = self.gate(slot)? else {
             tracing::debug!(slot, "slot lock held, and its gate too: no take-over this time");
@@ -823,7 +859,7 @@ impl TxnStateStore {
         };
         // Under the gate: still held, by the same holder in the same file.
         if let Some(lock) = self.try_lock_slot(slot)? {
-            *seen = None;
+            *sighting = None;
             return Ok(Some(lock));
         }
         if self.holder_seen(slot)?.as_ref() != Some(&now) {
@@ -842,7 +878,11 @@ impl TxnStateStore {
             return Err(io(e));
         }
         let meta = file.metadata().map_err(|e| VolumeError::io(&path, e))?;
-        tracing::warn!(slot, holder = ?holder, "took over a transaction slot lock whose holder's lease is confirmed dead");
+        *sighting = None;
+        match holder {
+            Some(holder) => tracing::warn!(slot, ?holder, "took over a transaction slot lock whose holder's lease is confirmed dead"),
+            None => tracing::warn!(slot, held_unnamed_ms = at.duration_since(since).as_millis() as u64, "took over a transaction slot lock held under no holder's line (its holder stopped between taking or letting go of the lock and its line)"),
+        }
         Ok(Some(SlotLock::on(slot, file, &meta, true, self.lines.clone(), path)))
     }
 

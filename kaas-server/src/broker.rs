@@ -79,10 +79,16 @@ impl Broker {
             cluster.lease_tracker.clone(),
             cluster.config.broker_session_timeout_ms,
         );
-        txn.take_over_locks_of_dead_brokers(Box::new(move |id| {
-            let tracker = tracker.lock().unwrap_or_else(|p| p.into_inner());
-            crate::cluster::lease_confirmed_dead(&volume, &tracker, id, timeout)
-        }));
+        // A lock held under no holder's line: its holder stopped in the few calls
+        // around its line, for as long as a lease would take to be confirmed dead.
+        let unnamed_after = std::time::Duration::from_millis(timeout.max(0) as u64);
+        txn.take_over_locks_of_dead_brokers(
+            Box::new(move |id| {
+                let tracker = tracker.lock().unwrap_or_else(|p| p.into_inner());
+                crate::cluster::lease_confirmed_dead(&volume, &tracker, id, timeout)
+            }),
+            unnamed_after,
+        );
         let broker = Arc::new(Broker {
             cluster,
             groups,

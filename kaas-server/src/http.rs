@@ -169,7 +169,7 @@ async fn route(state: &Arc<OpsState>, req: Request<Incoming>) -> Response<Full<B
             }
             let broker = state.broker.get().cloned();
             let started = std::time::Instant::now();
-            match tokio::task::spawn_blocking(move || crate::metrics::render(broker.map(|b| b.gauges()).as_ref())).await
+            match tokio::task::spawn_blocking(move || crate::metrics::render(broker.map(|b| move || b.gauges()))).await
             {
                 Ok(Ok(text)) => {
                     let text = Bytes::from(text);

@@ -506,12 +506,20 @@ pub struct LeaseGauges {
 
 /// The exposition of one scrape (OpenMetrics text): the process's counters, then the
 /// broker's state as of now (None while the volume is still being opened).
-pub fn render(broker: Option<&BrokerGauges>) -> Result<String, std::fmt::Error> {
-    let m = metrics();
+///
+/// The counters are read before `gauges` gathers the broker's state, so a scrape
+/// never counts an event its gauges do not show yet: a transaction counted in
+/// `kaas_transactions_completed_total` is no longer in `kaas_transactions_open`
+/// (the state changes before the counter moves).
+pub fn render(gauges: Option<impl FnOnce() -> BrokerGauges>) -> Result<String, std::fmt::Error> {
+    render_from(&metrics().registry, gauges)
+}
+
+fn render_from(counters: &Registry, gauges: Option<impl FnOnce() -> BrokerGauges>) -> Result<String, std::fmt::Error> {
     let mut out = String::with_capacity(16 << 10);
-    prometheus_client::encoding::text::encode_registry(&mut out, &m.registry)?;
-    if let Some(g) = broker {
-        prometheus_client::encoding::text::encode_registry(&mut out, &broker_state(g))?;
+    prometheus_client::encoding::text::encode_registry(&mut out, counters)?;
+    if let Some(gather) = gauges {
+        prometheus_client::encoding::text::encode_registry(&mut out, &broker_state(&gather()))?;
     }
     prometheus_client::encoding::text::encode_eof(&mut out)?;
     Ok(out)
@@ -771,6 +779,39 @@ mod tests {
         assert_eq!(error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
         assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
         assert_eq!(error_name(30_000), "ERROR_CODE_30000");
+    }
+
+    /// CI saw a scrape counting an abort in `kaas_transactions_completed_total`
+    /// while `kaas_transactions_open` still showed it PrepareAbort: the gauges were
+    /// gathered before the counters were read, and the transaction completed in
+    /// between. The counters are read first now. (A registry of its own: the
+    /// process's counters move with the other tests.)
+    #[test]
+    fn a_scrape_reads_its_counters_before_it_gathers_its_gauges() {
+        let mut registry = Registry::with_prefix("kaas");
+        let completed = Counter::<u64>::default();
+        registry.register("completions", "test", completed.clone());
+        // A transaction completes while the scrape gathers the broker's state: its
+        // state changed first, so the gauges show it done; the counter, read
+        // before, does not count it yet (the next scrape does).
+        let text = render_from(
+            &registry,
+            Some(|| {
+                completed.inc();
+                BrokerGauges {
+                    open_transactions: vec![("PrepareAbort", 0)],
+                    ..Default::default()
+                }
+            }),
+        )
+        .unwrap();
+        assert!(
+            text.contains("kaas_transactions_open{state=\"PrepareAbort\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("kaas_completions_total 0\n"), "{text}");
+        let next = render_from(&registry, None::<fn() -> BrokerGauges>).unwrap();
+        assert!(next.contains("kaas_completions_total 1\n"), "{next}");
     }
 
     #[test]

@@ -169,7 +169,11 @@ def test_a_broker_paused_holding_a_slot_lock_stalls_its_slot_only_until_its_leas
             loop.thread.join(120)
     assert not any(loop.thread.is_alive() for loop in loops), "a producer hung"
     assert all(b.alive() for b in brokers), "every broker lives on"
-    assert "took over a transaction slot lock whose holder's lease is confirmed dead" in \
+    # Stopped while its line named it, the paused broker is judged by its lease;
+    # stopped in the few calls around its line (CI caught it between marking its line
+    # released and the unlock), the lock is taken over once it named nobody for a
+    # session timeout.
+    assert "took over a transaction slot lock" in \
         "".join(b.log_text() for i, b in enumerate(brokers) if i != paused)
 
     # The bystander of the paused broker's slot went on committing during the pause.

@@ -198,13 +198,19 @@ pub(crate) mod test_support {
     use std::sync::Arc;
 
     pub fn broker(dir: &std::path::Path) -> Arc<Broker> {
-        let config = <crate::config::Config as clap::Parser>::parse_from([
+        broker_with(dir, &[])
+    }
+
+    /// [`broker`] with more command-line flags.
+    pub fn broker_with(dir: &std::path::Path, flags: &[&str]) -> Arc<Broker> {
+        let args = [
             "kaas-server",
             "--data-dir",
             dir.to_str().expect("utf-8 temp dir"),
             "--group-initial-rebalance-delay-ms",
             "0",
-        ]);
+        ];
+        let config = <crate::config::Config as clap::Parser>::parse_from(args.iter().chain(flags));
         Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).expect("broker opens")
     }
 

@@ -47,7 +47,7 @@ use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult};
 use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
 use kaas_core::txn_store::{
-    GroupCommit, HolderSeen, Mark, SlotLock, SlotLockId, SlotOp, SlotState, TxnStateStore, SLOTS,
+    GroupCommit, Mark, Sighting, SlotLock, SlotLockId, SlotOp, SlotState, TxnStateStore, SLOTS,
 };
 use kaas_core::VolumeError;
 use std::collections::BTreeMap;
@@ -177,7 +177,10 @@ pub struct TransactionCoordinator {
     store: TxnStateStore,
     broker_id: i32,
     /// In-process queue in front of each slot's file lock.
-    slot_locks: Vec<tokio::sync::Mutex<()>>,
+    /// Whose turn it is at each slot's file lock, within this process; the holder of
+    /// the turn keeps what it last read of the lock file while another process held
+    /// it (kept across turns, so a stall longer than one request's wait is seen).
+    slot_locks: Vec<tokio::sync::Mutex<Option<Sighting>>>,
     /// Each slot as this broker last read or wrote it. Writers (holding the slot's
     /// locks) append through it; readers without the locks (produce verification,
     /// the sweeps, ListTransactions) first bring it up to date — an open and fstat of
@@ -205,8 +208,9 @@ pub struct TransactionCoordinator {
     finishing: std::sync::atomic::AtomicUsize,
     finished_all: tokio::sync::Notify,
     /// Whether a broker is dead by its lease (confirmed by this broker's lease
-    /// watch): a slot lock it holds is taken over. Unset, no slot lock is ever taken.
-    dead_judge: OnceLock<DeadJudge>,
+    /// watch): a slot lock it holds is taken over; and how long a lock held under no
+    /// holder's line waits. Unset, no slot lock is ever taken.
+    dead_judge: OnceLock<(DeadJudge, Duration)>,
 }
 
 /// See [`TransactionCoordinator::take_over_locks_of_dead_brokers`].
@@ -217,7 +221,7 @@ struct HeldSlot<'a> {
     // Dropped in this order: the file lock first, so a task of this process woken by
     // the async mutex finds it free.
     lock: SlotLock,
-    _turn: tokio::sync::MutexGuard<'a, ()>,
+    _turn: tokio::sync::MutexGuard<'a, Option<Sighting>>,
     slot: u32,
 }
 
@@ -230,7 +234,7 @@ impl TransactionCoordinator {
         TransactionCoordinator {
             store: TxnStateStore::for_broker(volume.clone(), broker_id),
             broker_id,
-            slot_locks: (0..SLOTS).map(|_| tokio::sync::Mutex::new(())).collect(),
+            slot_locks: (0..SLOTS).map(|_| tokio::sync::Mutex::new(None)).collect(),
             states: Arc::new((0..SLOTS).map(|_| Mutex::new(None)).collect()),
             group: Arc::new(GroupCommit::default()),
             fence_log: Mutex::new(fence_log),
@@ -248,9 +252,10 @@ impl TransactionCoordinator {
     /// broker that `is_dead` confirms dead is taken over (set once, at start): a
     /// broker paused while holding one — SIGSTOP, a frozen VM — stalls its slot only
     /// until its lease is confirmed dead (docs/transactions.md, "A paused lock
-    /// holder").
-    pub fn take_over_locks_of_dead_brokers(&self, is_dead: DeadJudge) {
-        if self.dead_judge.set(is_dead).is_err() {
+    /// holder"). A lock held under no holder's line is taken over once seen so for
+    /// `unnamed_after` ([`TxnStateStore::steal_slot`]).
+    pub fn take_over_locks_of_dead_brokers(&self, is_dead: DeadJudge, unnamed_after: Duration) {
+        if self.dead_judge.set((is_dead, unnamed_after)).is_err() {
             warn!("the judge of dead slot lock holders is already set; the second one is ignored");
         }
     }
@@ -294,12 +299,11 @@ impl TransactionCoordinator {
             slot,
             waited_ms: started.elapsed().as_millis() as u64,
         };
-        let turn = tokio::time::timeout(wait, self.slot_locks[slot as usize].lock())
+        let mut turn = tokio::time::timeout(wait, self.slot_locks[slot as usize].lock())
             .await
             .map_err(|_| busy())?;
         let mut pause = Duration::from_millis(1);
         let mut judged_at: Option<Instant> = None;
-        let mut seen = None;
         let lock = loop {
             if let Some(lock) = self.store.try_lock_slot(slot)? {
                 break lock;
@@ -312,7 +316,7 @@ impl TransactionCoordinator {
                 && judged_at.is_none_or(|t| t.elapsed() >= SLOT_LOCK_STEAL_AFTER)
             {
                 judged_at = Some(Instant::now());
-                if let Some(lock) = self.steal(slot, &mut seen).await? {
+                if let Some(lock) = self.steal(slot, &mut turn).await? {
                     break lock;
                 }
             }
@@ -328,6 +332,8 @@ impl TransactionCoordinator {
             tokio::time::sleep(pause.min(left)).await;
             pause = (pause * 2).min(SLOT_LOCK_POLL_MAX);
         };
+        // Held here now: whatever was seen of another holder is over.
+        *turn = None;
         // The common case, inline: the slot's state is cached, so catching up is an
         // fstat of each file and the journal's new bytes. Otherwise (the slot is read
         // in full, a torn line is cut) on the blocking pool.
@@ -359,9 +365,9 @@ impl TransactionCoordinator {
 
     /// [`TxnStateStore::steal_slot`] with this broker's judge, on the blocking pool
     /// (it may wait for the slot's gate).
-    async fn steal(&self, slot: u32, seen: &mut Option<HolderSeen>) -> Result<Option<SlotLock>, CoordError> {
-        let judge = self.dead_judge.get().expect("checked by the caller");
-        let stolen = crate::blocking::off_worker(|| self.store.steal_slot(slot, judge, seen))?;
+    async fn steal(&self, slot: u32, sighting: &mut Option<Sighting>) -> Result<Option<SlotLock>, CoordError> {
+        let (judge, unnamed_after) = self.dead_judge.get().expect("checked by the caller");
+        let stolen = crate::blocking::off_worker(|| self.store.steal_slot(slot, judge, *unnamed_after, sighting))?;
         if stolen.is_some() {
             // Whatever this process cached of the slot is read again.
             *self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner()) = None;

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::broker::{AppendRejected, Broker, TopicError};
-use crate::handlers::test_support::broker;
+use crate::handlers::test_support::{broker, broker_with};
 use kaas_core::batch::{build_batch, validate_all};
 use kaas_core::offsets::GroupOffsets;
 
@@ -1108,6 +1108,42 @@ async fn a_slot_lock_held_by_a_broker_confirmed_dead_is_taken_over() {
         .is_err_and(|e| e.to_string().contains("taken over")));
 }
 
+/// CI: a broker stopped by SIGSTOP in the few calls between taking or letting go of
+/// a slot lock and its line in the lock file (here: locked, the file still naming its
+/// last holder released) stalled the slot for its whole pause — nobody judged such a
+/// lock. The coordinator now takes it over once it has read the file unchanged for
+/// the session timeout, a stall it sees across requests that each wait less.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_lock_held_under_no_holders_line_is_taken_over_after_a_session_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker_with(dir.path(), &["--broker-session-timeout-ms", "1000"]);
+    let slot = slot_for("tx");
+    let last = TxnStateStore::for_broker(b.volume.clone(), 2);
+    drop(last.lock_slot(slot).unwrap());
+    // The next holder took the lock and stopped before writing its line.
+    let stopped = std::fs::File::open(last.lock_path(slot)).unwrap();
+    stopped.lock().unwrap();
+    let started = Instant::now();
+    let mut requests = 0;
+    let held = loop {
+        requests += 1;
+        match b.txn.lock_slot_within(slot, Duration::from_millis(400)).await {
+            Ok(held) => break held,
+            Err(CoordError::SlotBusy { .. }) => {
+                assert!(started.elapsed() < Duration::from_secs(10), "the slot stays stalled")
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(
+        started.elapsed() >= Duration::from_millis(1000),
+        "not before the session timeout"
+    );
+    assert!(requests >= 3, "seen across requests shorter than the stall: {requests}");
+    drop(held);
+    drop(stopped);
+}
+
 /// Review of issue 25 item 8: a holder whose slot lock was taken over while it was
 /// paused (between reading a Prepare* and acting on it) neither commits nor discards
 /// the group's staged offsets — keyed by producer and epoch, they may by then belong
@@ -1138,11 +1174,11 @@ async fn a_holder_deposed_while_paused_finishes_no_staged_offsets() {
     let thief = TxnStateStore::for_broker(b.volume.clone(), 9);
     let mut seen = None;
     assert!(thief
-        .steal_slot(slot_for("tx"), &|_| false, &mut seen)
+        .steal_slot(slot_for("tx"), &|_| false, std::time::Duration::MAX, &mut seen)
         .unwrap()
         .is_none());
     let stolen = thief
-        .steal_slot(slot_for("tx"), &|id| id == 0, &mut seen)
+        .steal_slot(slot_for("tx"), &|id| id == 0, std::time::Duration::MAX, &mut seen)
         .unwrap()
         .unwrap();
     // Thawed: the finish it was in goes no further.
