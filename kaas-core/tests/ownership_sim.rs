@@ -359,12 +359,12 @@ impl Sim {
                 continue;
             }
             // As kaas-server's take-over gate: the lock of a holder judged dead by its
-            // lease is stolen (a SIGSTOPped process keeps it forever).
+            // lease is stolen (a SIGSTOPped process keeps it forever), whether or not
+            // its leadership was marked released.
             let mono =
                 self.base + Duration::from_micros(((self.t - n.frozen_ms) as f64 * 1000.0 * (1.0 + n.drift)) as u64);
             let may_steal = last.is_some_and(|o| {
-                !o.released
-                    && o.broker != me
+                o.broker != me
                     && self
                         .vol
                         .leases

@@ -20,10 +20,14 @@ pub(super) struct Gate<'a> {
 /// The placement rule (`kaas_core::ownership::place`) over one view of the live
 /// brokers: this broker is the partition's rendezvous owner, and the last owner let
 /// it go, or is this broker id (an earlier incarnation), or is not live.
-/// The lock of the last owner may be stolen only if it did not let go and its lease
-/// is positively dead — `confirm_dead` re-reads it and asks the lease tracker (seen,
-/// same incarnation and heartbeat, unchanged for the session timeout) — never merely
-/// because this broker has not seen it yet, or saw it dead before it restarted.
+/// The lock of the last owner may be stolen only if its lease is positively dead —
+/// `confirm_dead` re-reads it and asks the lease tracker (seen, same incarnation and
+/// heartbeat, unchanged for the session timeout) — never merely because this broker
+/// has not seen it yet, or saw it dead before it restarted. A leadership marked
+/// released whose lock is still held is judged the same way: its broker still holds
+/// it (nobody else locks it without recording a leadership of its own first, under
+/// `owner.gate`), stopped between its release and the unlock, or still answering a
+/// request that looked the partition up before.
 pub(super) fn take_over_gate<'a>(
     me: i32,
     live: &BTreeMap<i32, Endpoints>,
@@ -316,12 +320,11 @@ pub(super) fn open_partition(
     })?;
     // The lock first: recovery itself writes (truncates torn tails, re-indexes). A
     // lock whose holder is paused is stolen only if, read under the partition's gate,
-    // `owner.json` names a leadership that did not let go and whose broker's lease is
-    // confirmed dead now.
+    // `owner.json` names a leadership whose broker's lease is confirmed dead now — let
+    // go or not: a broker stopped between marking it released and its unlock would
+    // keep the partition from everyone for its whole pause.
     let steal_from = |o: Option<&PartitionOwner>| {
-        o.is_some_and(|o| {
-            !of_other_topic(o, topic_id) && !o.released && o.broker != broker_id && (gate.confirm_dead)(o.broker)
-        })
+        o.is_some_and(|o| !of_other_topic(o, topic_id) && o.broker != broker_id && (gate.confirm_dead)(o.broker))
     };
     let mut owner_lock = PartitionOwner::acquire(volume, topic, index, Some(&steal_from)).map_err(|e| match e {
         kaas_core::topic::OwnerLockError::Held { .. } => Offline {
@@ -373,8 +376,10 @@ pub(super) fn open_partition(
         })?;
     }
     // A leader that did not let go may still be writing (paused): start a segment of
-    // our own, so nothing it appends through its open file is ever read.
-    let deposed = same_topic.is_some_and(|o| !o.released);
+    // our own, so nothing it appends through its open file is ever read. (One that let
+    // go wrote nothing after its release; its lock taken over, a segment of our own
+    // all the same.)
+    let deposed = owner_lock.stolen || same_topic.is_some_and(|o| !o.released);
     let mut state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
         error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
         Offline::broken(e)

@@ -334,6 +334,60 @@ mod tests {
         assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
     }
 
+    /// CI's kin of the slot lock stall: a leader stopped (SIGSTOP, a frozen VM) after
+    /// marking `owner.json` released and before its `owner.lock` went with the last
+    /// reference kept its partition from everyone for the whole pause — a released
+    /// leadership's lock was never taken over, however dead its broker. It is now,
+    /// once that broker's lease is confirmed dead, at a new leader epoch and with
+    /// every acknowledged record.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_stopped_between_its_release_and_its_unlock_is_taken_over_once_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let batch = || build_batch(0, 1, None, 0, &[(None, Some(b"v"))]);
+        let c = ctx(ApiKey::Produce, 9);
+        assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
+        let me = b.config.broker_id;
+        let epoch = b.partition_leadership("t", 0).unwrap().1;
+        // Broker 7 took it over, then let it go — and stopped before its unlock.
+        let (mut stopped, mut owner) = taken_over(&b, "t", 0, 7);
+        stopped.open_gate();
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", 0), None);
+        owner.released = true;
+        owner.write(&PartitionOwner::path(&b.volume, "t", 0)).unwrap();
+        let mut lease = kaas_core::broker::BrokerLease {
+            version: kaas_core::broker::LEASE_FORMAT_VERSION,
+            broker_id: 7,
+            host: "127.0.0.1".into(),
+            port: 1,
+            incarnation: "stopped".into(),
+            started_ms: 0,
+            heartbeat_ms: kaas_core::now_ms(),
+            stopped_ms: None,
+            stepped_down_ms: None,
+            listeners: Default::default(),
+            authorizer: None,
+        };
+        lease.write(&b.volume).unwrap();
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", 0), None, "broker 7 is not known dead yet");
+        // Its lease says it is dead (stepped down: not renewed in time).
+        lease.stepped_down_ms = Some(lease.heartbeat_ms);
+        lease.write(&b.volume).unwrap();
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leadership("t", 0), Some((me, epoch + 2)));
+        assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
+        let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+        assert_eq!(
+            partition.state().log.log_end_offset(),
+            2,
+            "the acknowledged record is kept"
+        );
+        drop(stopped);
+    }
+
     /// Issue 25 item 1, for answers that follow no append: "no marker to write here"
     /// (the producer state in memory knows nothing open) and DeleteRecords count only
     /// once `owner.json` confirms the leadership; a deposed leader moves no log start
