@@ -257,6 +257,17 @@ impl LeaseTracker {
         &self.dead
     }
 
+    /// Whether `lease`, as read just now, is the one this tracker saw at its last
+    /// observation (the same incarnation and heartbeat): nothing renewed it since. A
+    /// lease renewed since, or of an incarnation never seen, says a live set built
+    /// from that observation is stale — this process was frozen, say — for judging
+    /// its broker gone.
+    pub fn unchanged_since_seen(&self, lease: &BrokerLease) -> bool {
+        self.seen
+            .get(&(lease.broker_id, lease.incarnation.clone()))
+            .is_some_and(|seen| seen.heartbeat_ms == lease.heartbeat_ms)
+    }
+
     /// Whether `lease`, as read just now, is still the one this tracker judged dead:
     /// the same incarnation and heartbeat, unchanged for the session timeout by `now`
     /// (or stopped cleanly). A broker restarted or renewed since is not.

@@ -14,7 +14,7 @@ use kaas_core::log::LogConfig;
 use kaas_core::producer_ids::ProducerIdAllocator;
 use kaas_core::topic::{list_topics, PartitionOwner, TopicMeta};
 use kaas_core::{now_ms, Volume, VolumeError};
-pub(crate) use ownership::lease_confirmed_dead;
+pub(crate) use ownership::{lease_confirmed_dead, lease_unchanged_since_seen};
 use ownership::{open_topic, take_over_gate};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -107,9 +107,12 @@ impl Cluster {
             .collect();
         live_at_start.insert(config.broker_id, advertised.clone());
         let timeout = config.broker_session_timeout_ms;
-        let gate = take_over_gate(config.broker_id, &live_at_start, |id| {
-            lease_confirmed_dead(&volume, &lease_tracker, id, timeout)
-        });
+        let gate = take_over_gate(
+            config.broker_id,
+            &live_at_start,
+            |id| lease_unchanged_since_seen(&volume, &lease_tracker, id),
+            |id| lease_confirmed_dead(&volume, &lease_tracker, id, timeout),
+        );
         for entry in list_topics(&volume)? {
             match entry {
                 Ok(meta) => {

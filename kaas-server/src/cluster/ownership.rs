@@ -28,9 +28,16 @@ pub(super) struct Gate<'a> {
 /// it (nobody else locks it without recording a leadership of its own first, under
 /// `owner.gate`), stopped between its release and the unlock, or still answering a
 /// request that looked the partition up before.
+///
+/// A last owner that did not let go counts as gone only while its lease, read again
+/// now, is the one the live set was built from (`unchanged_since_seen`): a live set
+/// kept across a freeze of this process (a paused VM: no time passed by its clocks)
+/// would otherwise hand it the partition of a broker that renewed all along — whose
+/// lock, on NFS, may have lapsed meanwhile.
 pub(super) fn take_over_gate<'a>(
     me: i32,
     live: &BTreeMap<i32, Endpoints>,
+    unchanged_since_seen: impl Fn(i32) -> bool + 'a,
     confirm_dead: impl Fn(i32) -> bool + 'a,
 ) -> Gate<'a> {
     let live: Vec<i32> = live.keys().copied().collect();
@@ -38,11 +45,25 @@ pub(super) fn take_over_gate<'a>(
         place: Box::new(move |topic, index, last| {
             match kaas_core::ownership::place(me, &live, topic, index, false, last) {
                 kaas_core::ownership::Placement::Wait(why) => Err(why),
-                _ => Ok(()),
+                _ => match last {
+                    Some(o) if !o.released && o.broker != me && !unchanged_since_seen(o.broker) => Err(format!(
+                        "partition {topic}-{index} is led by broker {} (leader epoch {}), whose lease was renewed since this broker last looked",
+                        o.broker, o.leader_epoch
+                    )),
+                    _ => Ok(()),
+                },
             }
         }),
         confirm_dead: Box::new(confirm_dead),
     }
+}
+
+/// Reads broker `id`'s lease now and asks `tracker` whether it is the one its last
+/// observation saw. A lease that is missing or cannot be read shows no renewal: the
+/// live set decides, as it does for such a lease (not live).
+pub(crate) fn lease_unchanged_since_seen(volume: &Volume, tracker: &kaas_core::broker::LeaseTracker, id: i32) -> bool {
+    kaas_core::broker::BrokerLease::read(volume, id)
+        .map_or(true, |l| l.stands_down() || tracker.unchanged_since_seen(&l))
 }
 
 /// Reads broker `id`'s lease now and asks `tracker` whether it is still the one it
@@ -92,10 +113,13 @@ impl Cluster {
 
     /// The take-over rule over this broker's current view of the live brokers.
     pub(super) fn gate(&self) -> Gate<'_> {
-        take_over_gate(self.config.broker_id, &self.live_brokers(), |id| {
-            let tracker = self.lease_tracker.lock().unwrap_or_else(|p| p.into_inner());
-            lease_confirmed_dead(&self.volume, &tracker, id, self.config.broker_session_timeout_ms)
-        })
+        let tracker = || self.lease_tracker.lock().unwrap_or_else(|p| p.into_inner());
+        take_over_gate(
+            self.config.broker_id,
+            &self.live_brokers(),
+            move |id| lease_unchanged_since_seen(&self.volume, &tracker(), id),
+            move |id| lease_confirmed_dead(&self.volume, &tracker(), id, self.config.broker_session_timeout_ms),
+        )
     }
 
     /// Lets every partition go (see [`Partition::retire`]): clean shutdown, and a

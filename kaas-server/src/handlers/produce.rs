@@ -388,6 +388,63 @@ mod tests {
         drop(stopped);
     }
 
+    /// ownership_sim seed 2376: a broker thawed from a freeze (a paused VM: no time
+    /// passed by its clocks) kept the live set it had before, which lacked a broker
+    /// that renewed all along; that broker's `owner.lock` had lapsed (NFS), and the
+    /// thawed one took its partition while it still led it. A last owner that did
+    /// not let go counts as gone only while its lease, read again, is the one the
+    /// live set was built from.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stale_live_set_never_hands_over_the_partition_of_a_broker_that_renewed_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let me = b.config.broker_id;
+        let epoch = b.partition_leadership("t", 0).unwrap().1;
+        // Broker 7 leads it; its lock lapsed (freed, owner.json not released).
+        let (lapsed, _) = taken_over(&b, "t", 0, 7);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", 0), None);
+        drop(lapsed);
+        let mut lease = kaas_core::broker::BrokerLease {
+            version: kaas_core::broker::LEASE_FORMAT_VERSION,
+            broker_id: 7,
+            host: "127.0.0.1".into(),
+            port: 1,
+            incarnation: "renewing".into(),
+            started_ms: 0,
+            heartbeat_ms: kaas_core::now_ms(),
+            stopped_ms: None,
+            stepped_down_ms: None,
+            listeners: Default::default(),
+            authorizer: None,
+        };
+        let observe = |lease: &kaas_core::broker::BrokerLease| {
+            let timeout = b.config.broker_session_timeout_ms;
+            b.lease_tracker
+                .lock()
+                .unwrap()
+                .observe([lease], kaas_core::now_ms(), std::time::Instant::now(), timeout);
+        };
+        // Seen once; this broker's live set (never refreshed here: as if frozen since)
+        // does not have broker 7. Broker 7 renews meanwhile.
+        lease.write(&b.volume).unwrap();
+        observe(&lease);
+        assert!(!b.live_brokers().contains_key(&7));
+        lease.heartbeat_ms += 1_000;
+        lease.write(&b.volume).unwrap();
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(
+            b.partition_leader("t", 0),
+            None,
+            "broker 7 renewed since the live set was built: not taken"
+        );
+        // The lease as last seen, and broker 7 not live: taken.
+        observe(&lease);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leadership("t", 0), Some((me, epoch + 2)));
+    }
+
     /// Issue 25 item 1, for answers that follow no append: "no marker to write here"
     /// (the producer state in memory knows nothing open) and DeleteRecords count only
     /// once `owner.json` confirms the leadership; a deposed leader moves no log start
