@@ -23,6 +23,9 @@ pub const MARKER_NOTIFY: &str = "marker-notify";
 pub const MARKERS_NOTIFIED: &str = "markers-notified";
 /// A transaction slot's journal append (error injection, or a crash before it).
 pub const TXN_JOURNAL_APPEND: &str = "txn-journal-append";
+/// The fdatasync after cutting a torn tail off a transaction slot's journal (error
+/// injection: as if the kernel reported EIO).
+pub const TXN_JOURNAL_CUT_SYNC: &str = "txn-journal-cut-sync";
 /// A fold wrote the new slot checkpoint; the journal is not emptied yet.
 pub const TXN_FOLD_AFTER_CHECKPOINT: &str = "txn-fold-after-checkpoint";
 /// The fsync of a partition log that an acknowledgment (or the flusher) waits for

@@ -444,6 +444,37 @@ pub struct TxnStateStore {
     volume: Volume,
     holder: SlotHolder,
     lines: Arc<HolderLines>,
+    /// What this process keeps of each slot between writes (shared by the clones).
+    kept: Arc<Kept>,
+}
+
+/// Per slot, in this process: the journal descriptor an append opened, held until
+/// the next sync goes through it, and whether the slot must be written again from
+/// memory before its next write.
+#[derive(Debug)]
+struct Kept {
+    journals: Vec<Mutex<Option<HeldJournal>>>,
+    fold_due: Vec<AtomicBool>,
+}
+
+impl Kept {
+    fn new() -> Arc<Self> {
+        Arc::new(Kept {
+            journals: (0..SLOTS).map(|_| Mutex::new(None)).collect(),
+            fold_due: (0..SLOTS).map(|_| AtomicBool::new(false)).collect(),
+        })
+    }
+}
+
+/// A journal descriptor opened before a write not yet synced. Linux reports a
+/// write-back error to every descriptor open when it happened, and to a descriptor
+/// opened later only while nobody has seen it: another process's fdatasync of the
+/// same journal (a reader's `sync_now`, kaasctl) would otherwise take the error, and
+/// a sync through a fresh open would succeed over lost lines.
+#[derive(Debug)]
+struct HeldJournal {
+    inode: u64,
+    file: File,
 }
 
 /// An I/O error of a replay: a file replaced under an NFS reader (ESTALE) is a fold
@@ -471,6 +502,7 @@ impl TxnStateStore {
             volume,
             holder: SlotHolder::Admin,
             lines: HolderLines::of(SlotHolder::Admin),
+            kept: Kept::new(),
         }
     }
 
@@ -481,6 +513,7 @@ impl TxnStateStore {
             volume,
             holder: SlotHolder::Broker(broker_id),
             lines: HolderLines::of(SlotHolder::Broker(broker_id)),
+            kept: Kept::new(),
         }
     }
 
@@ -1070,9 +1103,17 @@ impl TxnStateStore {
                 tracing::warn!(path = %path.display(), from = st.journal_len, to = len, "cutting off the torn end of a transaction slot journal (an append cut by a crash, never acknowledged)");
                 let f = crate::fsutil::open_volume_file(OpenOptions::new().write(true), &path)
                     .map_err(|e| VolumeError::io(&path, e))?;
-                f.set_len(st.journal_len)
-                    .and_then(|_| f.sync_data())
-                    .map_err(|e| VolumeError::io(&path, e))?;
+                let cut = f
+                    .set_len(st.journal_len)
+                    .and_then(|_| crate::failpoint::check(crate::failpoint::TXN_JOURNAL_CUT_SYNC))
+                    .and_then(|_| f.sync_data());
+                if let Err(e) = cut {
+                    // As after a failed sync of an append: nothing of this journal
+                    // counts as on disk any more; the slot is written again from
+                    // memory before its next write.
+                    self.kept.fold_due[lock.slot as usize].store(true, Ordering::Release);
+                    return Err(VolumeError::io(&path, e));
+                }
             }
         }
         // Every slot written by this build has a version-2 checkpoint before its
@@ -1082,9 +1123,15 @@ impl TxnStateStore {
         // A lock taken from a holder judged dead: a fresh checkpoint and journal
         // first, so whatever the deposed holder still appends to the files it opened
         // is never read (see `steal_slot`).
-        if st.checkpoint.is_none() || st.file.version != SLOT_FORMAT_VERSION || lock.stolen() {
+        let fold_due = &self.kept.fold_due[lock.slot as usize];
+        if st.checkpoint.is_none()
+            || st.file.version != SLOT_FORMAT_VERSION
+            || lock.stolen()
+            || fold_due.load(Ordering::Acquire)
+        {
             self.fold(lock, st)?;
             lock.fresh_history_due.store(false, Ordering::Release);
+            fold_due.store(false, Ordering::Release);
         }
         // A copy read under a lock taken over meanwhile must not be written from: the
         // take-over's fold replaced the files after this check, or the check fails.
@@ -1169,6 +1216,8 @@ impl TxnStateStore {
                 detail: "the journal was replaced since this writer read it under the slot lock: the lock was taken over by another process".into(),
             });
         }
+        self.hold_journal(lock.slot, opened, &f)
+            .map_err(|e| VolumeError::io(&path, e))?;
         f.write_all(&bytes).map_err(|e| VolumeError::io(&path, e))?;
         let meta = f.metadata().map_err(|e| VolumeError::io(&path, e))?;
         if state.journal_inode != Some(stamp_of(&meta).inode) || !state.dir_synced {
@@ -1206,14 +1255,53 @@ impl TxnStateStore {
         self.sync_existing(slot).map(|_| ())
     }
 
-    /// [`Self::sync`], saying whether there was a journal to sync.
+    /// [`Self::sync`], saying whether there was a journal to sync. Through the
+    /// descriptor this process's first append since the last sync opened, when it is
+    /// the slot's journal still ([`HeldJournal`]): a write-back error of any line
+    /// since is reported to it, whoever else synced the journal first.
     pub fn sync_existing(&self, slot: u32) -> Result<bool, VolumeError> {
         let path = self.journal_path(slot);
-        match crate::fsutil::open_regular(&path) {
-            Ok(f) => f.sync_data().map(|_| true).map_err(|e| VolumeError::io(&path, e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(VolumeError::io(&path, e)),
+        let fresh = match crate::fsutil::open_regular(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(VolumeError::io(&path, e)),
+        };
+        let io = |e: std::io::Error| VolumeError::io(&path, e);
+        let inode = stamp_of(&fresh.metadata().map_err(io)?).inode;
+        // Taken: appends from now on hold a descriptor of their own, opened before
+        // their write.
+        let held = self.kept.journals[slot as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .filter(|h| h.inode == inode);
+        let through = held.map_or(fresh, |h| h.file);
+        through.sync_data().map(|_| true).map_err(io)
+    }
+
+    /// Keeps a descriptor of journal `inode` from before this append's write, unless
+    /// one from an earlier unsynced append is kept already.
+    fn hold_journal(&self, slot: u32, inode: u64, f: &File) -> std::io::Result<()> {
+        let mut held = self.kept.journals[slot as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if held.as_ref().is_none_or(|h| h.inode != inode) {
+            *held = Some(HeldJournal {
+                inode,
+                file: f.try_clone()?,
+            });
         }
+        Ok(())
+    }
+
+    /// Whether this process keeps a journal descriptor of slot `slot` for its next
+    /// sync (tests).
+    #[doc(hidden)]
+    pub fn holds_journal_descriptor(&self, slot: u32) -> bool {
+        self.kept.journals[slot as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     /// Folds the journal into the checkpoint when it has grown past its bound (or the
