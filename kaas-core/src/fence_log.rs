@@ -218,10 +218,12 @@ pub fn list_deliveries(volume: &Volume) -> Result<Vec<(i32, Loaded<FenceDeliveri
 }
 
 /// Reads the other brokers' fence logs and reports each (pid, epoch) newer than what
-/// it reported before, so a fence is applied once per bump.
+/// it reported before, so a fence is applied once per bump. A log whose file is as it
+/// was at the last read (same stamp: every save replaces the file) is not read again.
 pub struct FenceWatcher {
     self_broker: i32,
     applied: HashMap<i64, i16>,
+    read: HashMap<i32, crate::fsutil::FileStamp>,
 }
 
 impl FenceWatcher {
@@ -229,6 +231,7 @@ impl FenceWatcher {
         FenceWatcher {
             self_broker,
             applied: HashMap::new(),
+            read: HashMap::new(),
         }
     }
 
@@ -242,16 +245,24 @@ impl FenceWatcher {
     pub fn poll_fences(&mut self, volume: &Volume) -> (Vec<PeerFence>, Vec<VolumeError>) {
         let mut fresh = Vec::new();
         let mut errors = Vec::new();
-        let logs = match list_fence_logs(volume) {
-            Ok(l) => l,
+        let writers = match crate::error::dir_entries(&fences_dir(volume)) {
+            Ok(entries) => entries.into_iter().filter_map(|(name, _)| writer_of(&name)),
             Err(e) => return (fresh, vec![e]),
         };
-        for (broker, log) in logs {
-            if broker == self.self_broker {
+        let mut writers: Vec<i32> = writers.filter(|w| *w != self.self_broker).collect();
+        writers.sort_unstable();
+        for broker in writers {
+            // The stamp before the read: a save in between only makes the next poll
+            // read the log again.
+            let stamp = crate::fsutil::file_stamp(&fence_log_path(volume, broker));
+            if stamp.is_some() && self.read.get(&broker) == stamp.as_ref() {
                 continue;
             }
-            match log {
+            match FenceLog::load(volume, broker) {
                 Ok(log) => {
+                    if let Some(stamp) = stamp {
+                        self.read.insert(broker, stamp);
+                    }
                     for (pid, rec) in log.fences {
                         if self.applied.get(&pid).is_none_or(|&e| e < rec.epoch) {
                             self.applied.insert(pid, rec.epoch);

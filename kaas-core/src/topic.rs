@@ -98,10 +98,46 @@ pub use crate::configs::{log_config_for, stored_log_config};
 /// Every topic file on the volume, in name order. Unreadable files are returned as
 /// errors beside the good ones, never skipped silently.
 pub fn list_topics(volume: &Volume) -> Result<Vec<Result<TopicMeta, VolumeError>>, VolumeError> {
-    Ok(crate::error::json_files(&volume.topics_dir())?
-        .iter()
-        .map(|p| TopicMeta::read(p))
-        .collect())
+    TopicFiles::default().list(volume)
+}
+
+/// [`list_topics`] for a reader that lists again and again (a broker's volume sync,
+/// every second): a topic file whose stamp is the one it had at the last read (every
+/// write replaces the file: a new inode) is not read and parsed again.
+#[derive(Debug, Default)]
+pub struct TopicFiles {
+    read: std::collections::HashMap<std::path::PathBuf, (crate::fsutil::FileStamp, TopicMeta)>,
+}
+
+impl TopicFiles {
+    pub fn list(&mut self, volume: &Volume) -> Result<Vec<Result<TopicMeta, VolumeError>>, VolumeError> {
+        let paths = crate::error::json_files(&volume.topics_dir())?;
+        let listed: std::collections::HashSet<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
+        self.read.retain(|p, _| listed.contains(p.as_path()));
+        Ok(paths
+            .into_iter()
+            .map(|path| {
+                // The stamp before the read: a write in between only makes the next
+                // listing read the file again.
+                let stamp = crate::fsutil::file_stamp(&path);
+                if let Some((seen, meta)) = self.read.get(&path) {
+                    if stamp.as_ref() == Some(seen) {
+                        return Ok(meta.clone());
+                    }
+                }
+                let meta = TopicMeta::read(&path)?;
+                match stamp {
+                    Some(stamp) => {
+                        self.read.insert(path, (stamp, meta.clone()));
+                    }
+                    None => {
+                        self.read.remove(&path);
+                    }
+                }
+                Ok(meta)
+            })
+            .collect())
+    }
 }
 
 /// Which broker owns a partition and at which leader epoch.

@@ -12,3 +12,53 @@ pub fn off_worker<R>(f: impl FnOnce() -> R) -> R {
         _ => f(),
     }
 }
+
+/// `f` over every item, on at most `workers` threads at once (plain threads, scoped:
+/// all done when it returns), results in the items' order. For blocking work that
+/// waits on the disk more than it computes: a fail-over's partitions, each recovered
+/// from its files (fsyncs, a CRC scan), side by side.
+pub fn parallel_map<T: Sync, R: Send>(items: &[T], workers: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if items.len() <= 1 || workers <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<R>>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..workers.min(items.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .expect("every item was mapped (a panic in `f` propagates out of the scope)")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parallel_map_keeps_the_order_and_bounds_the_threads() {
+        let running = std::sync::atomic::AtomicUsize::new(0);
+        let most = std::sync::atomic::AtomicUsize::new(0);
+        let items: Vec<u64> = (0..40).collect();
+        let out = super::parallel_map(&items, 4, |&i| {
+            let now = running.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            i * 2
+        });
+        assert_eq!(out, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+        let most = most.into_inner();
+        assert!((2..=4).contains(&most), "{most} at once");
+    }
+}

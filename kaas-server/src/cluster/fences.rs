@@ -31,22 +31,9 @@ impl Cluster {
     /// an epoch on partitions that may never have seen a batch of the new epoch, and
     /// nothing in their logs or snapshots remembers it after a kill -9.
     pub fn apply_fence_logs(&self) -> Result<usize, VolumeError> {
-        let mut latest: BTreeMap<i64, i16> = BTreeMap::new();
-        for (writer, log) in kaas_core::fence_log::list_fence_logs(&self.volume)? {
-            match log {
-                Ok(log) => {
-                    for (pid, rec) in log.fences {
-                        let e = latest.entry(pid).or_insert(rec.epoch);
-                        *e = (*e).max(rec.epoch);
-                    }
-                }
-                // Refusing to start would take every partition down for one file;
-                // the watcher keeps reporting it until it is repaired.
-                Err(e) => {
-                    error!(writer, error = %e, "fence log unreadable at start; its fences are not applied until it is repaired")
-                }
-            }
-        }
+        // Refusing to start would take every partition down for one unreadable log;
+        // the watcher keeps reporting it until it is repaired.
+        let latest = self.latest_fences()?;
         // Only producers a partition knows: a partition that never saw a producer
         // takes no state for it (its transactional batches are refused by produce-time
         // verification anyway), so fences recorded long ago do not pile up in every
@@ -64,23 +51,53 @@ impl Cluster {
         Ok(applied)
     }
 
-    /// Applies the latest recorded fences to a partition this broker just took over
-    /// (the fence watcher reports each fence once, before this broker held it).
-    pub(super) fn apply_fences_to(&self, partition: &Partition) {
-        let Ok(logs) = kaas_core::fence_log::list_fence_logs(&self.volume) else {
-            return;
-        };
-        let now = now_ms();
-        let mut state = partition.state();
-        for log in logs.into_iter().filter_map(|(_, l)| l.ok()) {
-            for (pid, rec) in log.fences {
-                if state.producers.get(pid).is_some() {
-                    state.producers.fence_at(pid, rec.epoch, now);
+    /// The highest epoch every fence log records for each producer. An unreadable
+    /// log is skipped and said so (the fence watcher keeps reporting it until it is
+    /// repaired); only a directory that cannot be listed is an error.
+    fn latest_fences(&self) -> Result<BTreeMap<i64, i16>, VolumeError> {
+        let mut latest: BTreeMap<i64, i16> = BTreeMap::new();
+        for (writer, log) in kaas_core::fence_log::list_fence_logs(&self.volume)? {
+            match log {
+                Ok(log) => {
+                    for (pid, rec) in log.fences {
+                        let e = latest.entry(pid).or_insert(rec.epoch);
+                        *e = (*e).max(rec.epoch);
+                    }
+                }
+                Err(e) => {
+                    error!(writer, error = %e, "fence log unreadable; its fences are not applied until it is repaired")
                 }
             }
         }
+        Ok(latest)
     }
+}
 
+/// The fence logs as one volume sync read them, at most once, for every partition it
+/// takes over: the latest recorded fences are applied to each (the fence watcher
+/// reports each fence once, before this broker held the partition).
+#[derive(Default)]
+pub(super) struct RoundFences(std::sync::OnceLock<BTreeMap<i64, i16>>);
+
+impl RoundFences {
+    pub(super) fn apply_to(&self, cluster: &Cluster, partition: &Partition) {
+        let latest = self.0.get_or_init(|| {
+            cluster.latest_fences().unwrap_or_else(|e| {
+                error!(error = %e, "cannot list the fence logs; partitions taken over now get no fences until the watcher's next report");
+                BTreeMap::new()
+            })
+        });
+        let now = now_ms();
+        let mut state = partition.state();
+        for (pid, epoch) in latest {
+            if state.producers.get(*pid).is_some() {
+                state.producers.fence_at(*pid, *epoch, now);
+            }
+        }
+    }
+}
+
+impl Cluster {
     /// Writes a transaction marker to a partition this broker leads and waits until
     /// it is durable. Ok(false) when there was nothing to write: the topic or
     /// partition was deleted since, or the producer has no open transaction there

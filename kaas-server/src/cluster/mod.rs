@@ -10,6 +10,7 @@ use crate::config::{Config, FlushPolicy};
 use crate::listeners::Endpoints;
 use crate::registry::Registry;
 pub use crate::registry::{BrokenTopic, DurableError, Offline, Partition, Topic, TopicError};
+use fences::RoundFences;
 use kaas_core::log::LogConfig;
 use kaas_core::producer_ids::ProducerIdAllocator;
 use kaas_core::topic::{list_topics, PartitionOwner, TopicMeta};
@@ -61,6 +62,18 @@ pub struct Cluster {
     /// Volume syncs run so far (broken partitions are retried every
     /// [`BROKEN_RETRY_ROUNDS`]).
     pub(crate) sync_rounds: std::sync::atomic::AtomicU64,
+    /// Partitions this process let go (or lost) whose `owner.json` may still name a
+    /// leadership of this broker id that did not let go: the volume sync tries them
+    /// every round, as the placement rule gives them back to this broker wherever
+    /// they are assigned, until they are taken or `owner.json` names another.
+    pub(crate) revisit: Mutex<std::collections::HashSet<(Uuid, i32)>>,
+    /// Partitions led elsewhere the volume sync tried to take (tests).
+    pub(crate) take_over_attempts: std::sync::atomic::AtomicU64,
+    /// The topic files as the volume sync last read them (re-read when replaced).
+    pub(crate) topic_files: Mutex<kaas_core::topic::TopicFiles>,
+    /// `owner.json` of partitions led elsewhere as last read for Metadata, and when:
+    /// re-read once older than [`FOREIGN_OWNER_TTL`].
+    pub(crate) foreign_owners: Mutex<std::collections::HashMap<(String, i32), ForeignOwner>>,
     /// Dynamic broker configs and the log defaults they give (cluster/configs.rs).
     pub(crate) dynamic: RwLock<configs::DynamicState>,
     /// Rung by a peer's fence notice: the fence watcher reads the fence logs now
@@ -70,6 +83,26 @@ pub struct Cluster {
 
 /// Every this many volume syncs (seconds), partitions that failed to open are tried again.
 const BROKEN_RETRY_ROUNDS: u64 = 10;
+
+/// The partitions of `topic` led elsewhere, as (topic id, index).
+fn elsewhere(topic: &Topic) -> impl Iterator<Item = (Uuid, i32)> + '_ {
+    topic.partitions.iter().enumerate().filter_map(|(i, p)| match p {
+        Err(o) if o.elsewhere => Some((topic.meta.topic_id, i as i32)),
+        _ => None,
+    })
+}
+
+/// A partition led elsewhere: its `owner.json` (None: none, or unreadable) and when
+/// it was read.
+pub(crate) type ForeignOwner = (std::time::Instant, Option<PartitionOwner>);
+
+/// How many partitions a volume sync takes over side by side.
+const TAKE_OVER_WORKERS: usize = 8;
+
+/// How long an `owner.json` read for a partition led elsewhere answers Metadata: a
+/// client told a leader up to this stale is answered NOT_LEADER_OR_FOLLOWER there and
+/// asks again. (The coordinator's marker routing reads it fresh.)
+const FOREIGN_OWNER_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Cluster {
     /// Opens the volume: reads the cluster id, every topic file and every partition log
@@ -128,6 +161,10 @@ impl Cluster {
             }
         }
         drop(gate);
+        // Each partition led elsewhere is tried once more by the first volume sync,
+        // which keeps trying those whose owner.json names a leadership of this broker
+        // id that did not let go (an earlier incarnation's, whose lock was still held).
+        let revisit = registry.topics.values().flat_map(|t| elsewhere(t)).collect();
         info!(
             topics = registry.topics.len(),
             broken = registry.broken.len(),
@@ -149,6 +186,10 @@ impl Cluster {
             lease_renewed_at: Mutex::new(None),
             lease_tracker: Arc::new(Mutex::new(lease_tracker)),
             sync_rounds: std::sync::atomic::AtomicU64::new(1),
+            revisit: Mutex::new(revisit),
+            take_over_attempts: Default::default(),
+            foreign_owners: Mutex::new(Default::default()),
+            topic_files: Mutex::new(Default::default()),
             stepdowns: std::sync::atomic::AtomicU64::new(0),
             dynamic: RwLock::new(dynamic),
         })

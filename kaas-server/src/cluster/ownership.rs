@@ -7,14 +7,14 @@ use super::*;
 use kaas_core::partition::PartitionState;
 /// Whether this broker may open partition (topic, index), last led by the given owner
 /// (None: never led); Err says why not.
-pub(super) type PlaceRule<'a> = dyn Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String> + 'a;
+pub(super) type PlaceRule<'a> = dyn Fn(&str, i32, Option<&PartitionOwner>) -> Result<(), String> + Sync + 'a;
 
 /// The take-over rule over one view of the live brokers.
 pub(super) struct Gate<'a> {
     place: Box<PlaceRule<'a>>,
     /// Whether broker `id`'s lease, re-read now, is confirmed dead (only then may a
     /// lock it holds be stolen).
-    confirm_dead: Box<dyn Fn(i32) -> bool + 'a>,
+    confirm_dead: Box<dyn Fn(i32) -> bool + Sync + 'a>,
 }
 
 /// The placement rule (`kaas_core::ownership::place`) over one view of the live
@@ -37,8 +37,8 @@ pub(super) struct Gate<'a> {
 pub(super) fn take_over_gate<'a>(
     me: i32,
     live: &BTreeMap<i32, Endpoints>,
-    unchanged_since_seen: impl Fn(i32) -> bool + 'a,
-    confirm_dead: impl Fn(i32) -> bool + 'a,
+    unchanged_since_seen: impl Fn(i32) -> bool + Sync + 'a,
+    confirm_dead: impl Fn(i32) -> bool + Sync + 'a,
 ) -> Gate<'a> {
     let live: Vec<i32> = live.keys().copied().collect();
     Gate {
@@ -209,7 +209,7 @@ impl Cluster {
     }
 
     /// Marks the partitions led here that `retire` retired (it returns true) as led
-    /// elsewhere in the registry. Returns how many.
+    /// elsewhere in the registry, to be revisited by the volume sync. Returns how many.
     fn give_up(&self, reason: &str, retire: impl Fn(&Partition) -> bool) -> usize {
         let mut count = 0;
         for t in self.topics() {
@@ -220,6 +220,10 @@ impl Cluster {
                 if !retire(p) {
                     continue;
                 }
+                self.revisit
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((p.topic_id, p.index));
                 *slot = Err(Offline {
                     reason: format!("partition {}-{} was let go by this broker: {reason}", p.topic, p.index),
                     elsewhere: true,
@@ -239,6 +243,53 @@ impl Cluster {
         count
     }
 
+    /// `owner.json` of a partition led elsewhere, as read at most
+    /// [`FOREIGN_OWNER_TTL`] ago (None: none, or unreadable).
+    fn foreign_owner(&self, topic: &str, partition: i32) -> Option<PartitionOwner> {
+        let key = (topic.to_string(), partition);
+        if let Some((at, owner)) = self.foreign_owners.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            if at.elapsed() < FOREIGN_OWNER_TTL {
+                return owner.clone();
+            }
+        }
+        let read_at = std::time::Instant::now();
+        let owner = PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, partition)).ok();
+        let mut cache = self.foreign_owners.lock().unwrap_or_else(|e| e.into_inner());
+        // Entries of deleted topics do not pile up past a bound.
+        if cache.len() >= 1 << 16 {
+            cache.retain(|_, (at, _)| at.elapsed() < FOREIGN_OWNER_TTL);
+        }
+        cache.insert(key, (read_at, owner.clone()));
+        owner
+    }
+
+    /// Whether the volume sync tries partition `index` of topic `topic_id` every
+    /// round (see `revisit`).
+    pub(crate) fn must_revisit(&self, topic_id: Uuid, index: i32) -> bool {
+        self.revisit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&(topic_id, index))
+    }
+
+    /// After the volume sync tried a partition: one it took, or whose `owner.json`
+    /// names no leadership of this broker id that did not let go, is not revisited
+    /// any more (the placement rule then gives it to this broker only where it is
+    /// assigned).
+    pub(super) fn revisited(&self, topic: &str, topic_id: Uuid, index: i32, taken: bool) {
+        let mut revisit = self.revisit.lock().unwrap_or_else(|e| e.into_inner());
+        if !revisit.contains(&(topic_id, index)) {
+            return;
+        }
+        let still_mine = !taken
+            && PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, index)).map_or(true, |o| {
+                o.broker == self.config.broker_id && !o.released && !of_other_topic(&o, topic_id)
+            });
+        if !still_mine {
+            revisit.remove(&(topic_id, index));
+        }
+    }
+
     /// The broker leading a partition: this one when it holds the partition's
     /// `owner.lock`; else the live broker `owner.json` names, when another process
     /// holds the lock. None when the partition does not exist or has no live leader.
@@ -248,11 +299,27 @@ impl Cluster {
 
     /// [`Cluster::partition_leader`] with the leader epoch.
     pub fn partition_leadership(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
+        self.leadership(topic, partition, false)
+    }
+
+    /// [`Cluster::partition_leadership`] for telling clients (Metadata): a partition
+    /// led elsewhere is answered from an `owner.json` read at most
+    /// [`FOREIGN_OWNER_TTL`] ago, so a Metadata request over thousands of partitions
+    /// reads none of them most of the time.
+    pub fn partition_leadership_for_clients(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
+        self.leadership(topic, partition, true)
+    }
+
+    fn leadership(&self, topic: &str, partition: i32, cached: bool) -> Option<(i32, i32)> {
         let t = self.topic(topic).ok()?;
         match t.partition(partition)? {
             Ok(p) => Some((self.config.broker_id, p.leader_epoch)),
             Err(o) if o.elsewhere => {
-                let owner = PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, partition)).ok()?;
+                let owner = if cached {
+                    self.foreign_owner(topic, partition)?
+                } else {
+                    PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, partition)).ok()?
+                };
                 (owner.broker != self.config.broker_id
                     && !owner.released
                     && self.live_brokers().contains_key(&owner.broker))
@@ -275,9 +342,11 @@ pub(super) fn open_topic(
     for problem in problems {
         warn!(topic = %meta.name, problem = %problem, "a topic config stored on the volume does not apply as written");
     }
-    let partitions = (0..meta.partitions)
-        .map(|p| open_partition(volume, &log_config, &meta.name, meta.topic_id, p, broker_id, now, gate))
-        .collect();
+    // Side by side, a bounded number at a time (each a recovery from its files).
+    let indexes: Vec<i32> = (0..meta.partitions).collect();
+    let partitions = crate::blocking::parallel_map(&indexes, TAKE_OVER_WORKERS, |&p| {
+        open_partition(volume, &log_config, &meta.name, meta.topic_id, p, broker_id, now, gate)
+    });
     Topic {
         meta,
         log_config,

@@ -25,7 +25,12 @@ impl Cluster {
         self.give_up_taken_over();
         self.hand_over_misplaced();
         let defaults_changed = self.reload_dynamic_configs();
-        let listed = match list_topics(&self.volume) {
+        let listed = match self
+            .topic_files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .list(&self.volume)
+        {
             Ok(l) => l,
             Err(e) => {
                 error!(error = %e, "cannot list topics on the volume");
@@ -70,6 +75,13 @@ impl Cluster {
             self.remove_partition_dirs(&topic);
             on_deleted(&topic.meta.name);
         }
+        let live: Vec<i32> = self.live_brokers().keys().copied().collect();
+        let me = self.config.broker_id;
+        let assigned = |topic: &str, index: i32| {
+            kaas_core::ownership::owner(&kaas_core::ownership::partition_key(topic, index), &live) == Some(me)
+        };
+        // The fence logs, read once for every partition taken over this round.
+        let fences = RoundFences::default();
         for meta in listed.into_iter().flatten() {
             let current = self.registry().topics.get(&meta.name).cloned();
             let topic = match current {
@@ -84,37 +96,65 @@ impl Cluster {
                     };
                     let mut partitions = t.partitions.clone();
                     let mut changed = false;
-                    for (i, slot) in partitions.iter_mut().enumerate() {
-                        // Broken ones too, now and then: the cause may have been
-                        // transient (an unreadable owner.json, a failed write), and
-                        // only this broker may take the partition while it owns it.
-                        // A partition retired but still in the registry (let go by a path
-                        // that lost a race with this copy) is opened again too.
-                        if matches!(slot, Err(o) if o.elsewhere || retry_broken)
-                            || matches!(slot, Ok(p) if p.is_retired())
-                        {
-                            // A broker that went stale meanwhile takes nothing more.
-                            if !self.lease_fresh() {
-                                break;
+                    // Only the partitions an attempt could take are tried: the
+                    // placement rule takes a partition led elsewhere only if this
+                    // broker is its rendezvous owner over the live set, or if
+                    // `owner.json` names a leadership of this broker id that did not
+                    // let go (`revisit`: partitions this process let go, and each
+                    // partition once after start or a topic's pickup) — so an idle
+                    // broker reads no other broker's `owner.json` at all.
+                    // Broken ones every `BROKEN_RETRY_ROUNDS` rounds: the cause may
+                    // have been transient (an unreadable owner.json, a failed write),
+                    // and only this broker may take the partition while it owns it.
+                    // A partition retired but still in the registry (let go by a path
+                    // that lost a race with this copy) is opened again too.
+                    let tries: Vec<usize> = partitions
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, slot)| match slot {
+                            Ok(p) => p.is_retired(),
+                            Err(o) if o.elsewhere => {
+                                assigned(&meta.name, *i as i32) || self.must_revisit(meta.topic_id, *i as i32)
                             }
-                            match self.open_partition_here(&t.log_config, &meta.name, meta.topic_id, i as i32) {
-                                Ok(p) => {
-                                    info!(topic = %meta.name, partition = i, leader_epoch = p.leader_epoch, "took over a partition whose writer is gone");
-                                    self.apply_fences_to(&p);
-                                    *slot = Ok(p);
-                                    changed = true;
-                                }
+                            Err(_) => retry_broken,
+                        })
+                        .map(|(i, _)| i)
+                        .collect();
+                    // Side by side, a bounded number at a time: each is a recovery
+                    // from the files (fsyncs, a scan of the active segment).
+                    let opened = crate::blocking::parallel_map(&tries, TAKE_OVER_WORKERS, |&i| {
+                        // A broker that went stale meanwhile takes nothing more.
+                        self.lease_fresh().then(|| {
+                            self.take_over_attempts.fetch_add(1, Ordering::Relaxed);
+                            self.open_partition_here(&t.log_config, &meta.name, meta.topic_id, i as i32)
+                        })
+                    });
+                    for (i, result) in tries.into_iter().zip(opened) {
+                        let slot = &mut partitions[i];
+                        match result {
+                            None => {}
+                            Some(Ok(p)) => {
+                                info!(topic = %meta.name, partition = i, leader_epoch = p.leader_epoch, "took over a partition whose writer is gone");
+                                fences.apply_to(self, &p);
+                                self.revisited(&meta.name, meta.topic_id, i as i32, true);
+                                *slot = Ok(p);
+                                changed = true;
+                            }
+                            Some(Err(o)) => {
+                                self.revisited(&meta.name, meta.topic_id, i as i32, false);
                                 // A retired one not taken back is not served from here.
-                                Err(o) if slot.is_ok() => {
+                                if slot.is_ok() {
                                     *slot = Err(o);
                                     changed = true;
                                 }
-                                Err(_) => {}
                             }
                         }
                     }
-                    for p in t.meta.partitions..meta.partitions {
-                        partitions.push(self.open_partition_here(&t.log_config, &meta.name, meta.topic_id, p));
+                    let grown: Vec<i32> = (t.meta.partitions..meta.partitions).collect();
+                    if !grown.is_empty() {
+                        partitions.extend(crate::blocking::parallel_map(&grown, TAKE_OVER_WORKERS, |&p| {
+                            self.open_partition_here(&t.log_config, &meta.name, meta.topic_id, p)
+                        }));
                         changed = true;
                     }
                     if !changed {
@@ -133,7 +173,13 @@ impl Cluster {
                 // New here (created by another broker), or deleted and created again.
                 _ => {
                     info!(topic = %meta.name, partitions = meta.partitions, "picked up a topic from the volume");
-                    self.open_topic_here(meta)
+                    let topic = self.open_topic_here(meta);
+                    // Tried once more at the next sync (as at start: see `Cluster::open`).
+                    self.revisit
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend(elsewhere(&topic));
+                    topic
                 }
             };
             let topic = Arc::new(topic);

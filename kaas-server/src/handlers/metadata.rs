@@ -139,7 +139,7 @@ fn describe(
         .map(|(i, p)| {
             let base = MetadataResponsePartition::default().with_partition_index(i as i32);
             let led_elsewhere = match p {
-                Err(o) if o.elsewhere => broker.partition_leadership(&t.meta.name, i as i32),
+                Err(o) if o.elsewhere => broker.partition_leadership_for_clients(&t.meta.name, i as i32),
                 _ => None,
             };
             match (p, led_elsewhere) {

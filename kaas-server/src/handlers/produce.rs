@@ -445,6 +445,82 @@ mod tests {
         assert_eq!(b.partition_leadership("t", 0), Some((me, epoch + 2)));
     }
 
+    /// Issue 25 item 7: the volume sync tries only the partitions an attempt could
+    /// take — those this broker is the rendezvous owner of, and those whose
+    /// `owner.json` may still name a leadership of this broker id that did not let
+    /// go — so an idle broker reads no other broker's `owner.json` each second (the
+    /// old code tried every partition led elsewhere at every sync).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_volume_sync_leaves_alone_the_partitions_assigned_to_others() {
+        use kaas_core::ownership::{owner, partition_key};
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 8, Default::default()).await.unwrap();
+        let me = b.config.broker_id;
+        let live = [me, 7];
+        let theirs: Vec<i32> = (0..8)
+            .filter(|i| owner(&partition_key("t", *i), &live) == Some(7))
+            .collect();
+        let mine: Vec<i32> = (0..8).filter(|i| !theirs.contains(i)).collect();
+        assert!(!theirs.is_empty() && !mine.is_empty());
+        // Broker 7 joins: this broker hands its partitions over (and tries each once
+        // more, as it let them go).
+        let mut peers = std::collections::BTreeMap::new();
+        peers.insert(7, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093));
+        b.set_live_brokers(peers);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        for i in &theirs {
+            assert_eq!(b.partition_leader("t", *i), None, "handed over");
+        }
+        let attempts = || b.take_over_attempts.load(std::sync::atomic::Ordering::Relaxed);
+        let before = attempts();
+        for _ in 0..3 {
+            tokio::task::block_in_place(|| b.sync_with_volume());
+        }
+        assert_eq!(attempts(), before, "nothing tried: nothing could be taken");
+        for i in &mine {
+            assert_eq!(b.partition_leader("t", *i), Some(me));
+        }
+    }
+
+    /// ...and a partition whose `owner.json` still names a leadership of this broker
+    /// id that did not let go (it stepped down) is tried every round wherever it is
+    /// assigned: the placement rule gives it back to this broker only (the broker it
+    /// is assigned to waits for this live one), so skipping it would strand it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_partition_left_under_this_brokers_unreleased_leadership_is_taken_back_wherever_assigned() {
+        use kaas_core::ownership::{owner, partition_key};
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 8, Default::default()).await.unwrap();
+        let me = b.config.broker_id;
+        let i = (0..8)
+            .find(|i| owner(&partition_key("t", *i), &[me, 7]) == Some(7))
+            .unwrap();
+        let epoch = b.partition_leadership("t", i).unwrap().1;
+        // This broker steps down (its lease went stale): it lets everything go
+        // without writing, so owner.json still names its leadership.
+        *b.lease_renewed_at.lock().unwrap() = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(60));
+        tokio::task::block_in_place(|| b.release_partitions("lease not renewed in time"));
+        let left = PartitionOwner::read(&PartitionOwner::path(&b.volume, "t", i)).unwrap();
+        assert!(left.broker == me && !left.released);
+        // Back in service, with broker 7 live: the partition is assigned to broker 7,
+        // which waits while owner.json names a live broker's leadership.
+        *b.lease_renewed_at.lock().unwrap() = Some(std::time::Instant::now());
+        let mut peers = std::collections::BTreeMap::new();
+        peers.insert(7, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093));
+        b.set_live_brokers(peers);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leadership("t", i), Some((me, epoch + 1)), "taken back");
+        // Then handed over to broker 7 properly, and no longer tried.
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", i), None);
+        let released = PartitionOwner::read(&PartitionOwner::path(&b.volume, "t", i)).unwrap();
+        assert!(released.released && released.broker == me);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert!(!b.must_revisit(b.topic("t").unwrap().meta.topic_id, i));
+    }
+
     /// Issue 25 item 1, for answers that follow no append: "no marker to write here"
     /// (the producer state in memory knows nothing open) and DeleteRecords count only
     /// once `owner.json` confirms the leadership; a deposed leader moves no log start
