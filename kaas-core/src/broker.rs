@@ -219,7 +219,7 @@ pub fn check_clock_skew(leases: &[BrokerLease], me: i32, now_ms: i64, session_ti
 /// been seen unchanged for a whole timeout by this process's own clock: a first
 /// sighting never confirms a broker dead, whatever the wall clocks say (a host clock
 /// far ahead, a peer's clock behind after a VM thaw).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct LeaseTracker {
     seen: std::collections::HashMap<(i32, String), Seen>,
     dead: std::collections::BTreeSet<i32>,

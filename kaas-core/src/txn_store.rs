@@ -433,11 +433,19 @@ pub struct Sighting {
     seen: HolderSeen,
     since: std::time::Instant,
     last: std::time::Instant,
+    /// Looks that found it so, this one included.
+    looks: u32,
 }
 
 /// Two looks at a held slot lock further apart than this are not one sighting: the
-/// lock may have changed hands and back in between, unseen.
-const SIGHTING_GAP: std::time::Duration = std::time::Duration::from_secs(2);
+/// lock may have changed hands and back in between, unseen. Long enough for a slot
+/// only background work asks for (the reaper: every 10 s, waiting 1 s).
+const SIGHTING_GAP: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Looks a lock held under a line naming nobody must be found so, unchanged, before
+/// it is taken over: a live holder is in that state for a few system calls, so one
+/// look in such a window is possible on a busy slot, and three in a row are not.
+const UNNAMED_LOOKS: u32 = 3;
 
 #[derive(Debug, Clone)]
 pub struct TxnStateStore {
@@ -448,9 +456,9 @@ pub struct TxnStateStore {
     kept: Arc<Kept>,
 }
 
-/// Per slot, in this process: the journal descriptor an append opened, held until
-/// the next sync goes through it, and whether the slot must be written again from
-/// memory before its next write.
+/// Per slot, in this process: the journal descriptor the first append to the current
+/// journal opened, which every sync goes through, and whether the slot must be
+/// written again from memory before its next write.
 #[derive(Debug)]
 struct Kept {
     journals: Vec<Mutex<Option<HeldJournal>>>,
@@ -474,7 +482,7 @@ impl Kept {
 #[derive(Debug)]
 struct HeldJournal {
     inode: u64,
-    file: File,
+    file: Arc<File>,
 }
 
 /// An I/O error of a replay: a file replaced under an NFS reader (ESTALE) is a fold
@@ -794,7 +802,14 @@ impl TxnStateStore {
             // this lock is seen as one), through a descriptor of its own closed at
             // once: on NFS the close sends it to the server (close-to-open), so a
             // broker judging the lock reads this holder, not the last one.
+            // Written only if that descriptor is of the file locked: a holder stopped
+            // since its check above, whose lock was taken over meanwhile, must not
+            // write its line into the new holder's file.
             let other = crate::fsutil::open_volume_file(OpenOptions::new().write(true), &path).map_err(io)?;
+            let opened = other.metadata().map_err(io)?;
+            if (opened.dev(), opened.ino()) != (mine.dev(), mine.ino()) {
+                return Ok(None);
+            }
             other
                 .write_all_at(record.as_bytes(), 0)
                 .and_then(|_| other.set_len(record.len() as u64))
@@ -822,7 +837,8 @@ impl TxnStateStore {
     ///
     /// A lock file that names no holder while the lock is held — its first line
     /// released by the last holder, empty, or unreadable as a holder line — is taken
-    /// over once `sighting` has read it unchanged for `unnamed_after`. Its holder is
+    /// over once `sighting` has read it unchanged for `unnamed_after`, in at least
+    /// [`UNNAMED_LOOKS`] looks. Its holder is
     /// a process stopped in a window of a few system calls: the last holder between
     /// marking its line released and the unlock, or the next between its lock and
     /// writing its own line. Either may be paused for as long as any other holder
@@ -861,18 +877,20 @@ impl TxnStateStore {
         // read once may still name the holder before it, which may be dead.
         let now = self.holder_seen(slot)?;
         let at = std::time::Instant::now();
-        let since = sighting
+        let before = sighting
             .as_ref()
             .filter(|s| Some(&s.seen) == now.as_ref() && at.duration_since(s.last) <= SIGHTING_GAP)
-            .map(|s| s.since);
+            .map(|s| (s.since, s.looks));
         *sighting = now.clone().map(|seen| Sighting {
             seen,
-            since: since.unwrap_or(at),
+            since: before.map_or(at, |(since, _)| since),
             last: at,
+            looks: before.map_or(1, |(_, looks)| looks + 1),
         });
-        let (Some(now), Some(since)) = (now, since) else {
+        let (Some(now), Some((since, looks))) = (now, before) else {
             return Ok(None);
         };
+        let looks = looks + 1;
         // A broker is judged by its lease; kaasctl never; a file naming nobody by how
         // long it has stayed so. Judged before the gate is taken: the gate is held
         // only for the swap.
@@ -880,7 +898,7 @@ impl TxnStateStore {
         let take = match holder {
             Some(SlotHolder::Broker(id)) => self.holder != SlotHolder::Broker(id) && judge(id),
             Some(SlotHolder::Admin) => false,
-            None => at.duration_since(since) >= unnamed_after,
+            None => looks >= UNNAMED_LOOKS && at.duration_since(since) >= unnamed_after,
         };
         if !take {
             tracing::debug!(slot, ?holder, "slot lock held by a holder not judged dead");
@@ -1057,7 +1075,8 @@ impl TxnStateStore {
     /// full `catch_up` is needed; after an error `state` is None, as after
     /// `catch_up`'s.
     pub fn catch_up_cheaply(&self, lock: &SlotLock, state: &mut Option<SlotState>) -> Result<bool, VolumeError> {
-        if lock.stolen() {
+        // A fresh history or a rewrite from memory is due: only `catch_up` does those.
+        if lock.stolen() || self.kept.fold_due[lock.slot as usize].load(Ordering::Acquire) {
             return Ok(false);
         }
         let Some(st) = state.as_mut().filter(|st| st.slot() == lock.slot) else {
@@ -1256,9 +1275,9 @@ impl TxnStateStore {
     }
 
     /// [`Self::sync`], saying whether there was a journal to sync. Through the
-    /// descriptor this process's first append since the last sync opened, when it is
-    /// the slot's journal still ([`HeldJournal`]): a write-back error of any line
-    /// since is reported to it, whoever else synced the journal first.
+    /// descriptor this process's first append to the current journal opened
+    /// ([`HeldJournal`]): a write-back error of any line since is reported to it,
+    /// whoever else synced the journal first.
     pub fn sync_existing(&self, slot: u32) -> Result<bool, VolumeError> {
         let path = self.journal_path(slot);
         let fresh = match crate::fsutil::open_regular(&path) {
@@ -1268,15 +1287,21 @@ impl TxnStateStore {
         };
         let io = |e: std::io::Error| VolumeError::io(&path, e);
         let inode = stamp_of(&fresh.metadata().map_err(io)?).inode;
-        // Taken: appends from now on hold a descriptor of their own, opened before
-        // their write.
+        // Kept, not taken: an append racing this sync (it wrote after this sync
+        // began) is covered by a later sync through the same descriptor, opened
+        // before its write. It is replaced when the journal is (a fold).
         let held = self.kept.journals[slot as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .filter(|h| h.inode == inode);
-        let through = held.map_or(fresh, |h| h.file);
-        through.sync_data().map(|_| true).map_err(io)
+            .as_ref()
+            .filter(|h| h.inode == inode)
+            .map(|h| h.file.clone());
+        match held {
+            Some(file) => file.sync_data(),
+            None => fresh.sync_data(),
+        }
+        .map(|_| true)
+        .map_err(io)
     }
 
     /// Keeps a descriptor of journal `inode` from before this append's write, unless
@@ -1288,20 +1313,21 @@ impl TxnStateStore {
         if held.as_ref().is_none_or(|h| h.inode != inode) {
             *held = Some(HeldJournal {
                 inode,
-                file: f.try_clone()?,
+                file: Arc::new(f.try_clone()?),
             });
         }
         Ok(())
     }
 
-    /// Whether this process keeps a journal descriptor of slot `slot` for its next
-    /// sync (tests).
+    /// The inode of the journal descriptor this process keeps for slot `slot`'s
+    /// syncs, if any (tests).
     #[doc(hidden)]
-    pub fn holds_journal_descriptor(&self, slot: u32) -> bool {
+    pub fn kept_journal_inode(&self, slot: u32) -> Option<u64> {
         self.kept.journals[slot as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+            .as_ref()
+            .map(|h| h.inode)
     }
 
     /// Folds the journal into the checkpoint when it has grown past its bound (or the

@@ -50,9 +50,15 @@ fn a_failed_sync_of_a_torn_tails_cut_has_the_slot_written_again_before_its_next_
     assert!(err.to_string().contains("txn-journal-cut-sync"), "{err}");
     drop(lock);
 
-    // The holder after it (this process) writes the slot again from memory first.
+    // A reader without the lock reads the slot meanwhile (as the coordinator's
+    // cache is filled); the holder after it (this process) does not take that copy
+    // as it is on the cheap path, and writes the slot again from memory first.
+    let mut state = Some(store.load(slot).unwrap());
     let lock = store.lock_slot(slot).unwrap();
-    let mut state = None;
+    assert!(
+        !store.catch_up_cheaply(&lock, &mut state).unwrap(),
+        "a rewrite is due: not the cheap path"
+    );
     store.catch_up(&lock, &mut state).unwrap();
     assert_ne!(
         std::fs::metadata(&journal).unwrap().ino(),

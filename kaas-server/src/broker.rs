@@ -183,13 +183,18 @@ impl Broker {
     /// changed, forgets the groups now coordinated elsewhere.
     pub fn set_live_brokers(&self, live: BTreeMap<i32, Endpoints>) {
         if self.cluster.set_live_brokers(live) {
-            let dropped = self.groups.forget_unowned(|g| self.owns_group(g));
-            if dropped > 0 {
-                info!(
-                    groups = dropped,
-                    "live brokers changed: forgot groups now coordinated elsewhere"
-                );
-            }
+            self.forget_groups_coordinated_elsewhere();
+        }
+    }
+
+    /// After the live set changed: forgets the groups now coordinated elsewhere.
+    pub fn forget_groups_coordinated_elsewhere(&self) {
+        let dropped = self.groups.forget_unowned(|g| self.owns_group(g));
+        if dropped > 0 {
+            info!(
+                groups = dropped,
+                "live brokers changed: forgot groups now coordinated elsewhere"
+            );
         }
     }
 

@@ -560,23 +560,27 @@ fn refresh_live_brokers(broker: &Broker) {
             ) {
                 warn!("{e}");
             }
-            let live_leases = broker
-                .lease_tracker
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .observe_partial(
+            let changed = {
+                let mut tracker = broker.lease_tracker.lock().unwrap_or_else(|p| p.into_inner());
+                let live_leases = tracker.observe_partial(
                     &leases,
                     &unreadable,
                     now,
                     Instant::now(),
                     broker.config.broker_session_timeout_ms,
                 );
-            warn_of_other_authorizers(broker, live_leases.iter().copied(), now);
-            let live = live_leases
-                .into_iter()
-                .map(|l| (l.broker_id, crate::listeners::Endpoints::of_lease(l)))
-                .collect();
-            broker.set_live_brokers(live);
+                warn_of_other_authorizers(broker, live_leases.iter().copied(), now);
+                let live = live_leases
+                    .into_iter()
+                    .map(|l| (l.broker_id, crate::listeners::Endpoints::of_lease(l)))
+                    .collect();
+                // Set with the tracker held: a take-over gate reads the live set and
+                // the sightings it was built from as one view (`Cluster::gate`).
+                broker.cluster.set_live_brokers(live)
+            };
+            if changed {
+                broker.forget_groups_coordinated_elsewhere();
+            }
         }
         Err(e) => error!(error = %e, "cannot list broker leases"),
     }

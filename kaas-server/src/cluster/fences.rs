@@ -74,26 +74,56 @@ impl Cluster {
 }
 
 /// The fence logs as one volume sync read them, at most once, for every partition it
-/// takes over: the latest recorded fences are applied to each (the fence watcher
-/// reports each fence once, before this broker held the partition).
+/// takes over: the latest recorded fences are applied to each before it is served
+/// (the fence watcher reports each fence once, and only to partitions registered by
+/// then). Once every partition taken is registered, [`RoundFences::settle`] reads
+/// them once more: a fence recorded after the first read reached neither those
+/// partitions nor, as they were not registered yet, the watcher's pass.
 #[derive(Default)]
-pub(super) struct RoundFences(std::sync::OnceLock<BTreeMap<i64, i16>>);
+pub(super) struct RoundFences {
+    latest: std::sync::OnceLock<BTreeMap<i64, i16>>,
+    taken: Mutex<Vec<Arc<Partition>>>,
+}
 
 impl RoundFences {
-    pub(super) fn apply_to(&self, cluster: &Cluster, partition: &Partition) {
-        let latest = self.0.get_or_init(|| {
-            cluster.latest_fences().unwrap_or_else(|e| {
-                error!(error = %e, "cannot list the fence logs; partitions taken over now get no fences until the watcher's next report");
-                BTreeMap::new()
-            })
-        });
-        let now = now_ms();
-        let mut state = partition.state();
-        for (pid, epoch) in latest {
-            if state.producers.get(*pid).is_some() {
-                state.producers.fence_at(*pid, *epoch, now);
-            }
+    pub(super) fn apply_to(&self, cluster: &Cluster, partition: &Arc<Partition>) {
+        let latest = self.latest.get_or_init(|| cluster.latest_fences_or_none());
+        apply_fences(latest, partition);
+        self.taken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(partition.clone());
+    }
+
+    /// After every partition taken this round is registered.
+    pub(super) fn settle(self, cluster: &Cluster) {
+        let taken = self.taken.into_inner().unwrap_or_else(|e| e.into_inner());
+        if taken.is_empty() {
+            return;
         }
+        let latest = cluster.latest_fences_or_none();
+        for p in &taken {
+            apply_fences(&latest, p);
+        }
+    }
+}
+
+fn apply_fences(latest: &BTreeMap<i64, i16>, partition: &Partition) {
+    let now = now_ms();
+    let mut state = partition.state();
+    for (pid, epoch) in latest {
+        if state.producers.get(*pid).is_some() {
+            state.producers.fence_at(*pid, *epoch, now);
+        }
+    }
+}
+
+impl Cluster {
+    fn latest_fences_or_none(&self) -> BTreeMap<i64, i16> {
+        self.latest_fences().unwrap_or_else(|e| {
+            error!(error = %e, "cannot list the fence logs; partitions taken over now get no fences until the watcher's next report");
+            BTreeMap::new()
+        })
     }
 }
 

@@ -71,8 +71,8 @@ pub struct Cluster {
     pub(crate) take_over_attempts: std::sync::atomic::AtomicU64,
     /// The topic files as the volume sync last read them (re-read when replaced).
     pub(crate) topic_files: Mutex<kaas_core::topic::TopicFiles>,
-    /// `owner.json` of partitions led elsewhere as last read for Metadata, and when:
-    /// re-read once older than [`FOREIGN_OWNER_TTL`].
+    /// `owner.json` of partitions led elsewhere as last read for Metadata, with the
+    /// stamp the file had (read again when replaced).
     pub(crate) foreign_owners: Mutex<std::collections::HashMap<(String, i32), ForeignOwner>>,
     /// Dynamic broker configs and the log defaults they give (cluster/configs.rs).
     pub(crate) dynamic: RwLock<configs::DynamicState>,
@@ -92,17 +92,11 @@ fn elsewhere(topic: &Topic) -> impl Iterator<Item = (Uuid, i32)> + '_ {
     })
 }
 
-/// A partition led elsewhere: its `owner.json` (None: none, or unreadable) and when
-/// it was read.
-pub(crate) type ForeignOwner = (std::time::Instant, Option<PartitionOwner>);
+/// A partition led elsewhere: the stamp its `owner.json` had, and what it said.
+pub(crate) type ForeignOwner = (kaas_core::fsutil::FileStamp, PartitionOwner);
 
 /// How many partitions a volume sync takes over side by side.
 const TAKE_OVER_WORKERS: usize = 8;
-
-/// How long an `owner.json` read for a partition led elsewhere answers Metadata: a
-/// client told a leader up to this stale is answered NOT_LEADER_OR_FOLLOWER there and
-/// asks again. (The coordinator's marker routing reads it fresh.)
-const FOREIGN_OWNER_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Cluster {
     /// Opens the volume: reads the cluster id, every topic file and every partition log

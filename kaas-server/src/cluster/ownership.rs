@@ -114,10 +114,17 @@ impl Cluster {
     /// The take-over rule over this broker's current view of the live brokers.
     pub(super) fn gate(&self) -> Gate<'_> {
         let tracker = || self.lease_tracker.lock().unwrap_or_else(|p| p.into_inner());
+        // The live set and the sightings it was built from, as one view (the lease
+        // watch sets the live set with the tracker held): a renewal seen after the
+        // live set was built must not pass for one it was built from.
+        let (live, seen) = {
+            let t = tracker();
+            (self.live_brokers(), t.clone())
+        };
         take_over_gate(
             self.config.broker_id,
-            &self.live_brokers(),
-            move |id| lease_unchanged_since_seen(&self.volume, &tracker(), id),
+            &live,
+            move |id| lease_unchanged_since_seen(&self.volume, &seen, id),
             move |id| lease_confirmed_dead(&self.volume, &tracker(), id, self.config.broker_session_timeout_ms),
         )
     }
@@ -243,24 +250,29 @@ impl Cluster {
         count
     }
 
-    /// `owner.json` of a partition led elsewhere, as read at most
-    /// [`FOREIGN_OWNER_TTL`] ago (None: none, or unreadable).
+    /// `owner.json` of a partition led elsewhere (None: none, or unreadable), read
+    /// again only when it was replaced: every write renames a new file into place, so
+    /// a stamp taken through an open that matches the last read's means the copy
+    /// read then is current.
     fn foreign_owner(&self, topic: &str, partition: i32) -> Option<PartitionOwner> {
+        let path = PartitionOwner::path(&self.volume, topic, partition);
+        // The stamp before the read: a replace in between only makes the next look
+        // read it again.
+        let stamp = kaas_core::fsutil::file_stamp(&path)?;
         let key = (topic.to_string(), partition);
-        if let Some((at, owner)) = self.foreign_owners.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            if at.elapsed() < FOREIGN_OWNER_TTL {
-                return owner.clone();
+        if let Some((seen, owner)) = self.foreign_owners.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            if *seen == stamp {
+                return Some(owner.clone());
             }
         }
-        let read_at = std::time::Instant::now();
-        let owner = PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, partition)).ok();
+        let owner = PartitionOwner::read(&path).ok()?;
         let mut cache = self.foreign_owners.lock().unwrap_or_else(|e| e.into_inner());
         // Entries of deleted topics do not pile up past a bound.
         if cache.len() >= 1 << 16 {
-            cache.retain(|_, (at, _)| at.elapsed() < FOREIGN_OWNER_TTL);
+            cache.clear();
         }
-        cache.insert(key, (read_at, owner.clone()));
-        owner
+        cache.insert(key, (stamp, owner.clone()));
+        Some(owner)
     }
 
     /// Whether the volume sync tries partition `index` of topic `topic_id` every
@@ -274,18 +286,20 @@ impl Cluster {
 
     /// After the volume sync tried a partition: one it took, or whose `owner.json`
     /// names no leadership of this broker id that did not let go, is not revisited
-    /// any more (the placement rule then gives it to this broker only where it is
-    /// assigned).
+    /// (the placement rule then gives it to this broker only where it is assigned);
+    /// one whose `owner.json` does name such a leadership — left by an attempt that
+    /// recorded it and then failed to recover the log, say — is revisited every
+    /// round, wherever it is assigned, since no other broker takes it while this one
+    /// is live.
     pub(super) fn revisited(&self, topic: &str, topic_id: Uuid, index: i32, taken: bool) {
-        let mut revisit = self.revisit.lock().unwrap_or_else(|e| e.into_inner());
-        if !revisit.contains(&(topic_id, index)) {
-            return;
-        }
         let still_mine = !taken
             && PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, index)).map_or(true, |o| {
                 o.broker == self.config.broker_id && !o.released && !of_other_topic(&o, topic_id)
             });
-        if !still_mine {
+        let mut revisit = self.revisit.lock().unwrap_or_else(|e| e.into_inner());
+        if still_mine {
+            revisit.insert((topic_id, index));
+        } else {
             revisit.remove(&(topic_id, index));
         }
     }
@@ -302,10 +316,10 @@ impl Cluster {
         self.leadership(topic, partition, false)
     }
 
-    /// [`Cluster::partition_leadership`] for telling clients (Metadata): a partition
-    /// led elsewhere is answered from an `owner.json` read at most
-    /// [`FOREIGN_OWNER_TTL`] ago, so a Metadata request over thousands of partitions
-    /// reads none of them most of the time.
+    /// [`Cluster::partition_leadership`] for telling clients (Metadata): the
+    /// `owner.json` of a partition led elsewhere is read and parsed again only when
+    /// it was replaced (a stamp through an open), so a Metadata request over
+    /// thousands of partitions parses none of them most of the time.
     pub fn partition_leadership_for_clients(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
         self.leadership(topic, partition, true)
     }

@@ -190,5 +190,6 @@ impl Cluster {
                 self.appended.send_modify(|n| *n = n.wrapping_add(1));
             }
         }
+        fences.settle(self);
     }
 }

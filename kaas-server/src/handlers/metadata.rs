@@ -58,9 +58,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
     };
     let mut topics = Vec::new();
     if all {
-        for t in broker.topics().iter().filter(|t| describable(&t.meta.name)) {
-            topics.push(describe(broker, ctx, &live, t, ops(&t.meta.name)));
-        }
+        // Off the async workers: a partition led elsewhere may need its owner.json.
+        crate::blocking::off_worker(|| {
+            for t in broker.topics().iter().filter(|t| describable(&t.meta.name)) {
+                topics.push(describe(broker, ctx, &live, t, ops(&t.meta.name)));
+            }
+        });
         for (name, b) in broker.broken_topics().into_iter().filter(|(name, _)| describable(name)) {
             tracing::debug!(topic = %name, error = %b.error, "metadata for unreadable topic");
             topics.push(error_topic(
@@ -88,7 +91,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
                 (Err(Some(e)), _) => e.code(),
             };
             topics.push(match result {
-                Ok(t) => describe(broker, ctx, &live, &t, ops(&t.meta.name)),
+                Ok(t) => crate::blocking::off_worker(|| describe(broker, ctx, &live, &t, ops(&t.meta.name))),
                 Err(_) => error_topic(
                     requested.name.as_ref().map(|n| n.0.to_string()),
                     if ctx.version >= 10 {

@@ -235,6 +235,24 @@ pub(crate) mod test_support {
         (stolen, owner)
     }
 
+    /// A lease of broker `id` (incarnation `incarnation`, heartbeat `heartbeat_ms`),
+    /// as a peer would write it, for tests that play the peer.
+    pub fn peer_lease(id: i32, incarnation: &str, heartbeat_ms: i64) -> kaas_core::broker::BrokerLease {
+        kaas_core::broker::BrokerLease {
+            version: kaas_core::broker::LEASE_FORMAT_VERSION,
+            broker_id: id,
+            host: "127.0.0.1".into(),
+            port: 1,
+            incarnation: incarnation.into(),
+            started_ms: 0,
+            heartbeat_ms,
+            stopped_ms: None,
+            stepped_down_ms: None,
+            listeners: Default::default(),
+            authorizer: None,
+        }
+    }
+
     pub fn ctx(api: ApiKey, version: i16) -> RequestContext {
         RequestContext {
             api,

@@ -243,7 +243,7 @@ fn append(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handlers::test_support::{broker, ctx, taken_over};
+    use crate::handlers::test_support::{broker, ctx, peer_lease, taken_over};
     use kaas_core::batch::build_batch;
     use kaas_core::topic::PartitionOwner;
     use kaas_core::txn::TopicPartition;
@@ -357,19 +357,7 @@ mod tests {
         assert_eq!(b.partition_leader("t", 0), None);
         owner.released = true;
         owner.write(&PartitionOwner::path(&b.volume, "t", 0)).unwrap();
-        let mut lease = kaas_core::broker::BrokerLease {
-            version: kaas_core::broker::LEASE_FORMAT_VERSION,
-            broker_id: 7,
-            host: "127.0.0.1".into(),
-            port: 1,
-            incarnation: "stopped".into(),
-            started_ms: 0,
-            heartbeat_ms: kaas_core::now_ms(),
-            stopped_ms: None,
-            stepped_down_ms: None,
-            listeners: Default::default(),
-            authorizer: None,
-        };
+        let mut lease = peer_lease(7, "stopped", kaas_core::now_ms());
         lease.write(&b.volume).unwrap();
         tokio::task::block_in_place(|| b.sync_with_volume());
         assert_eq!(b.partition_leader("t", 0), None, "broker 7 is not known dead yet");
@@ -406,19 +394,7 @@ mod tests {
         tokio::task::block_in_place(|| b.sync_with_volume());
         assert_eq!(b.partition_leader("t", 0), None);
         drop(lapsed);
-        let mut lease = kaas_core::broker::BrokerLease {
-            version: kaas_core::broker::LEASE_FORMAT_VERSION,
-            broker_id: 7,
-            host: "127.0.0.1".into(),
-            port: 1,
-            incarnation: "renewing".into(),
-            started_ms: 0,
-            heartbeat_ms: kaas_core::now_ms(),
-            stopped_ms: None,
-            stepped_down_ms: None,
-            listeners: Default::default(),
-            authorizer: None,
-        };
+        let mut lease = peer_lease(7, "renewing", kaas_core::now_ms());
         let observe = |lease: &kaas_core::broker::BrokerLease| {
             let timeout = b.config.broker_session_timeout_ms;
             b.lease_tracker
@@ -519,6 +495,44 @@ mod tests {
         assert!(released.released && released.broker == me);
         tokio::task::block_in_place(|| b.sync_with_volume());
         assert!(!b.must_revisit(b.topic("t").unwrap().meta.topic_id, i));
+    }
+
+    /// Review of item 7: an attempt that records this broker's leadership in
+    /// `owner.json` and then fails to recover the log leaves a leadership no other
+    /// broker takes while this one is live. It is tried every round wherever the
+    /// partition is assigned next (before, such a partition stayed offline for as
+    /// long as this broker lived, once assigned elsewhere).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_take_over_that_failed_after_recording_its_leadership_is_tried_again_wherever_assigned() {
+        use kaas_core::ownership::{owner, partition_key};
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 8, Default::default()).await.unwrap();
+        let me = b.config.broker_id;
+        let i = (0..8)
+            .find(|i| owner(&partition_key("t", *i), &[me, 7]) == Some(7))
+            .unwrap();
+        // Broker 7 took the partition, then died; this broker (the only live one) is
+        // its owner and takes it — but the recovery fails (an unreadable snapshot).
+        let (mut taken, _) = taken_over(&b, "t", i, 7);
+        taken.open_gate();
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", i), None);
+        let snapshot = b.volume.partition_dir("t", i).join("producer-state.snapshot");
+        std::fs::write(&snapshot, b"not json").unwrap();
+        drop(taken);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", i), None, "the recovery failed");
+        let left = PartitionOwner::read(&PartitionOwner::path(&b.volume, "t", i)).unwrap();
+        assert!(left.broker == me && !left.released, "its leadership recorded: {left:?}");
+        // Broker 7 is live again: the partition is assigned to it, and it waits for
+        // this live broker's leadership. The snapshot is repaired.
+        let mut peers = std::collections::BTreeMap::new();
+        peers.insert(7, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093));
+        b.set_live_brokers(peers);
+        std::fs::remove_file(&snapshot).unwrap();
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", i), Some(me), "taken back, to be handed over");
     }
 
     /// Issue 25 item 1, for answers that follow no append: "no marker to write here"

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::broker::{AppendRejected, Broker, TopicError};
-use crate::handlers::test_support::{broker, broker_with};
+use crate::handlers::test_support::{broker, broker_with, peer_lease};
 use kaas_core::batch::{build_batch, validate_all};
 use kaas_core::offsets::GroupOffsets;
 
@@ -1074,17 +1074,8 @@ async fn a_slot_lock_held_by_a_broker_confirmed_dead_is_taken_over() {
     assert_eq!(err.code(), 14, "{err}");
     // Its lease says it stopped: confirmed dead, so its lock is taken over.
     kaas_core::broker::BrokerLease {
-        version: kaas_core::broker::LEASE_FORMAT_VERSION,
-        broker_id: 2,
-        host: "127.0.0.1".into(),
-        port: 1,
-        incarnation: "paused".into(),
-        started_ms: 0,
-        heartbeat_ms: 0,
         stopped_ms: Some(1),
-        stepped_down_ms: None,
-        listeners: Default::default(),
-        authorizer: None,
+        ..peer_lease(2, "paused", 0)
     }
     .write(&b.volume)
     .unwrap();
