@@ -437,10 +437,24 @@ pub struct Sighting {
     looks: u32,
 }
 
-/// Two looks at a held slot lock further apart than this are not one sighting: the
-/// lock may have changed hands and back in between, unseen. Long enough for a slot
-/// only background work asks for (the reaper: every 10 s, waiting 1 s).
-const SIGHTING_GAP: std::time::Duration = std::time::Duration::from_secs(15);
+/// When a slot lock held under a line naming nobody is taken over
+/// ([`TxnStateStore::steal_slot`]): once read unchanged for `after`, in at least
+/// [`UNNAMED_LOOKS`] looks no further apart than `gap` (two looks further apart are
+/// not one sighting: the lock may have changed hands and back in between, unseen).
+#[derive(Debug, Clone, Copy)]
+pub struct UnnamedHold {
+    pub after: std::time::Duration,
+    pub gap: std::time::Duration,
+}
+
+impl UnnamedHold {
+    /// Never taken over (tests); looks at any distance are one sighting (a holder
+    /// named by its line is judged by its lease on two looks in a row).
+    pub const NEVER: UnnamedHold = UnnamedHold {
+        after: std::time::Duration::MAX,
+        gap: std::time::Duration::MAX,
+    };
+}
 
 /// Looks a lock held under a line naming nobody must be found so, unchanged, before
 /// it is taken over: a live holder is in that state for a few system calls, so one
@@ -837,8 +851,7 @@ impl TxnStateStore {
     ///
     /// A lock file that names no holder while the lock is held — its first line
     /// released by the last holder, empty, or unreadable as a holder line — is taken
-    /// over once `sighting` has read it unchanged for `unnamed_after`, in at least
-    /// [`UNNAMED_LOOKS`] looks. Its holder is
+    /// over once `sighting` has read it unchanged as `unnamed` says. Its holder is
     /// a process stopped in a window of a few system calls: the last holder between
     /// marking its line released and the unlock, or the next between its lock and
     /// writing its own line. Either may be paused for as long as any other holder
@@ -863,7 +876,7 @@ impl TxnStateStore {
         &self,
         slot: u32,
         judge: &dyn Fn(i32) -> bool,
-        unnamed_after: std::time::Duration,
+        unnamed: UnnamedHold,
         sighting: &mut Option<Sighting>,
     ) -> Result<Option<SlotLock>, VolumeError> {
         if let Some(lock) = self.try_lock_slot(slot)? {
@@ -879,7 +892,7 @@ impl TxnStateStore {
         let at = std::time::Instant::now();
         let before = sighting
             .as_ref()
-            .filter(|s| Some(&s.seen) == now.as_ref() && at.duration_since(s.last) <= SIGHTING_GAP)
+            .filter(|s| Some(&s.seen) == now.as_ref() && at.duration_since(s.last) <= unnamed.gap)
             .map(|s| (s.since, s.looks));
         *sighting = now.clone().map(|seen| Sighting {
             seen,
@@ -898,7 +911,7 @@ impl TxnStateStore {
         let take = match holder {
             Some(SlotHolder::Broker(id)) => self.holder != SlotHolder::Broker(id) && judge(id),
             Some(SlotHolder::Admin) => false,
-            None => looks >= UNNAMED_LOOKS && at.duration_since(since) >= unnamed_after,
+            None => looks >= UNNAMED_LOOKS && at.duration_since(since) >= unnamed.after,
         };
         if !take {
             tracing::debug!(slot, ?holder, "slot lock held by a holder not judged dead");
@@ -1290,12 +1303,16 @@ impl TxnStateStore {
         // Kept, not taken: an append racing this sync (it wrote after this sync
         // began) is covered by a later sync through the same descriptor, opened
         // before its write. It is replaced when the journal is (a fold).
-        let held = self.kept.journals[slot as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .filter(|h| h.inode == inode)
-            .map(|h| h.file.clone());
+        let held = {
+            let mut kept = self.kept.journals[slot as usize]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            // One of a journal replaced since (a fold) is let go: it covers nothing.
+            if kept.as_ref().is_some_and(|h| h.inode != inode) {
+                *kept = None;
+            }
+            kept.as_ref().map(|h| h.file.clone())
+        };
         match held {
             Some(file) => file.sync_data(),
             None => fresh.sync_data(),

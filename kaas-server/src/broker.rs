@@ -81,13 +81,18 @@ impl Broker {
         );
         // A lock held under no holder's line: its holder stopped in the few calls
         // around its line, for as long as a lease would take to be confirmed dead.
-        let unnamed_after = std::time::Duration::from_millis(timeout.max(0) as u64);
+        // Looks at a slot only the reaper asks for come one reaper interval apart.
+        let unnamed = kaas_core::txn_store::UnnamedHold {
+            after: std::time::Duration::from_millis(timeout.max(0) as u64),
+            gap: std::time::Duration::from_secs(15)
+                .max(2 * std::time::Duration::from_millis(cluster.config.txn_reaper_interval_ms)),
+        };
         txn.take_over_locks_of_dead_brokers(
             Box::new(move |id| {
                 let tracker = tracker.lock().unwrap_or_else(|p| p.into_inner());
                 crate::cluster::lease_confirmed_dead(&volume, &tracker, id, timeout)
             }),
-            unnamed_after,
+            unnamed,
         );
         let broker = Arc::new(Broker {
             cluster,

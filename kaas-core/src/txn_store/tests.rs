@@ -3,7 +3,15 @@ use crate::txn::{init_producer_id, Actor, InitOutcome, TxnState};
 use proptest::prelude::*;
 
 /// A lock held under no holder's line is never taken over (by the time rule).
-const NEVER: std::time::Duration = std::time::Duration::MAX;
+const NEVER: UnnamedHold = UnnamedHold::NEVER;
+
+/// Taken over once held under no holder's line for `after`.
+fn unnamed_after(after: std::time::Duration) -> UnnamedHold {
+    UnnamedHold {
+        after,
+        gap: std::time::Duration::from_secs(15),
+    }
+}
 
 fn entry(id: &str) -> TxnEntry {
     match init_producer_id(None, id, 60_000, (-1, -1), 1, &Actor::Broker { id: 0 }, &mut || 7) {
@@ -820,7 +828,7 @@ fn a_slot_lock_held_by_kaasctl_is_never_taken_over() {
     for _ in 0..3 {
         assert!(taker.steal_slot(slot, &|_| true, NEVER, &mut seen).unwrap().is_none());
     }
-    let stolen = taker.steal_slot(slot, &|_| false, std::time::Duration::ZERO, &mut seen);
+    let stolen = taker.steal_slot(slot, &|_| false, unnamed_after(std::time::Duration::ZERO), &mut seen);
     assert!(stolen.unwrap().is_some_and(|l| l.stolen()));
     let line = SlotHolder::Broker(4).record();
     assert_eq!(SlotHolder::parse(line.as_bytes()), Some(SlotHolder::Broker(4)));
@@ -1116,7 +1124,12 @@ fn a_holder_stopped_between_its_release_mark_and_its_unlock_stalls_its_slot_only
     assert!(!judged.get(), "a released line names nobody to judge by a lease");
     std::thread::sleep(std::time::Duration::from_millis(30));
     let stolen = taker
-        .steal_slot(slot, &judge, std::time::Duration::from_millis(20), &mut seen)
+        .steal_slot(
+            slot,
+            &judge,
+            unnamed_after(std::time::Duration::from_millis(20)),
+            &mut seen,
+        )
         .unwrap()
         .expect("held under a released line, unchanged for the time given: taken over");
     assert!(stolen.stolen(), "the take-over starts a fresh history");
@@ -1129,13 +1142,13 @@ fn a_holder_stopped_between_its_release_mark_and_its_unlock_stalls_its_slot_only
     let mut fresh = None;
     for _ in 0..2 {
         assert!(taker
-            .steal_slot(slot, &judge, std::time::Duration::ZERO, &mut fresh)
+            .steal_slot(slot, &judge, unnamed_after(std::time::Duration::ZERO), &mut fresh)
             .unwrap()
             .is_none());
     }
     assert!(stopped.holds(again.id()).unwrap());
     assert!(taker
-        .steal_slot(slot, &judge, std::time::Duration::ZERO, &mut fresh)
+        .steal_slot(slot, &judge, unnamed_after(std::time::Duration::ZERO), &mut fresh)
         .unwrap()
         .is_some());
 }

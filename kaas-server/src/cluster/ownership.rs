@@ -288,14 +288,18 @@ impl Cluster {
     /// names no leadership of this broker id that did not let go, is not revisited
     /// (the placement rule then gives it to this broker only where it is assigned);
     /// one whose `owner.json` does name such a leadership — left by an attempt that
-    /// recorded it and then failed to recover the log, say — is revisited every
-    /// round, wherever it is assigned, since no other broker takes it while this one
-    /// is live.
+    /// recorded it and then failed to recover the log after a deposed leader, or
+    /// failed to let it go again — is revisited every round, wherever it is
+    /// assigned, since no other broker takes it while this one is live.
     pub(super) fn revisited(&self, topic: &str, topic_id: Uuid, index: i32, taken: bool) {
         let still_mine = !taken
-            && PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, index)).map_or(true, |o| {
-                o.broker == self.config.broker_id && !o.released && !of_other_topic(&o, topic_id)
-            });
+            && match PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, index)) {
+                Ok(o) => o.broker == self.config.broker_id && !o.released && !of_other_topic(&o, topic_id),
+                // Never led: nobody's leadership.
+                Err(e) if e.is_not_found() => false,
+                // Unknown: tried again.
+                Err(_) => true,
+            };
         let mut revisit = self.revisit.lock().unwrap_or_else(|e| e.into_inner());
         if still_mine {
             revisit.insert((topic_id, index));
@@ -475,21 +479,33 @@ pub(super) fn open_partition(
     };
     owner.write(&owner_path).map_err(Offline::broken)?;
     owner_lock.open_gate();
-    if leftovers {
-        warn!(topic, partition = index, old_topic_id = ?current.as_ref().and_then(|o| o.topic_id), "removing what a deleted topic of the same name left in the partition directory");
-        clear_leftovers(&dir).map_err(|e| {
-            error!(topic, partition = index, error = %e, "cannot clear a deleted topic's files; partition is offline");
-            Offline::broken(VolumeError::io(&dir, e))
-        })?;
-    }
     // A leader that did not let go may still be writing (paused): start a segment of
     // our own, so nothing it appends through its open file is ever read. (One that let
     // go wrote nothing after its release; its lock taken over, a segment of our own
     // all the same.)
     let deposed = owner_lock.stolen || same_topic.is_some_and(|o| !o.released);
+    // A failure from here on leaves this broker's leadership recorded: it is let go
+    // again, so the broker the partition is assigned to may take it (no other broker
+    // takes a live broker's leadership that did not let go). Not after a deposed
+    // leader: the next one must start a segment of its own too.
+    let failed = |e: Offline| {
+        if !deposed {
+            if let Err(re) = PartitionOwner::release(volume, topic, index, broker_id, leader_epoch, now_ms()) {
+                warn!(topic, partition = index, error = %re, "cannot let go of a partition whose recovery failed; this broker tries it again at every sync");
+            }
+        }
+        e
+    };
+    if leftovers {
+        warn!(topic, partition = index, old_topic_id = ?current.as_ref().and_then(|o| o.topic_id), "removing what a deleted topic of the same name left in the partition directory");
+        clear_leftovers(&dir).map_err(|e| {
+            error!(topic, partition = index, error = %e, "cannot clear a deleted topic's files; partition is offline");
+            failed(Offline::broken(VolumeError::io(&dir, e)))
+        })?;
+    }
     let mut state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
         error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
-        Offline::broken(e)
+        failed(Offline::broken(e))
     })?;
     if deposed {
         state.log.start_fresh_segment(now).map_err(|e| {

@@ -152,9 +152,11 @@ impl Cluster {
                     }
                     let grown: Vec<i32> = (t.meta.partitions..meta.partitions).collect();
                     if !grown.is_empty() {
-                        partitions.extend(crate::blocking::parallel_map(&grown, TAKE_OVER_WORKERS, |&p| {
+                        let opened = crate::blocking::parallel_map(&grown, TAKE_OVER_WORKERS, |&p| {
                             self.open_partition_here(&t.log_config, &meta.name, meta.topic_id, p)
-                        }));
+                        });
+                        opened.iter().flatten().for_each(|p| fences.apply_to(self, p));
+                        partitions.extend(opened);
                         changed = true;
                     }
                     if !changed {
@@ -174,6 +176,7 @@ impl Cluster {
                 _ => {
                     info!(topic = %meta.name, partitions = meta.partitions, "picked up a topic from the volume");
                     let topic = self.open_topic_here(meta);
+                    topic.partitions.iter().flatten().for_each(|p| fences.apply_to(self, p));
                     // Tried once more at the next sync (as at start: see `Cluster::open`).
                     self.revisit
                         .lock()

@@ -47,7 +47,7 @@ use kaas_core::marker_queue::{self, MarkerEntry, MarkerResult};
 use kaas_core::now_ms;
 use kaas_core::txn::{self, slot_for, Actor, EndOutcome, InitOutcome, TopicPartition, TxnEntry, TxnError, TxnState};
 use kaas_core::txn_store::{
-    GroupCommit, Mark, Sighting, SlotLock, SlotLockId, SlotOp, SlotState, TxnStateStore, SLOTS,
+    GroupCommit, Mark, Sighting, SlotLock, SlotLockId, SlotOp, SlotState, TxnStateStore, UnnamedHold, SLOTS,
 };
 use kaas_core::VolumeError;
 use std::collections::BTreeMap;
@@ -210,7 +210,7 @@ pub struct TransactionCoordinator {
     /// Whether a broker is dead by its lease (confirmed by this broker's lease
     /// watch): a slot lock it holds is taken over; and how long a lock held under no
     /// holder's line waits. Unset, no slot lock is ever taken.
-    dead_judge: OnceLock<(DeadJudge, Duration)>,
+    dead_judge: OnceLock<(DeadJudge, UnnamedHold)>,
 }
 
 /// See [`TransactionCoordinator::take_over_locks_of_dead_brokers`].
@@ -253,9 +253,9 @@ impl TransactionCoordinator {
     /// broker paused while holding one — SIGSTOP, a frozen VM — stalls its slot only
     /// until its lease is confirmed dead (docs/transactions.md, "A paused lock
     /// holder"). A lock held under no holder's line is taken over once seen so for
-    /// `unnamed_after` ([`TxnStateStore::steal_slot`]).
-    pub fn take_over_locks_of_dead_brokers(&self, is_dead: DeadJudge, unnamed_after: Duration) {
-        if self.dead_judge.set((is_dead, unnamed_after)).is_err() {
+    /// `unnamed` says ([`TxnStateStore::steal_slot`]).
+    pub fn take_over_locks_of_dead_brokers(&self, is_dead: DeadJudge, unnamed: UnnamedHold) {
+        if self.dead_judge.set((is_dead, unnamed)).is_err() {
             warn!("the judge of dead slot lock holders is already set; the second one is ignored");
         }
     }
@@ -366,8 +366,8 @@ impl TransactionCoordinator {
     /// [`TxnStateStore::steal_slot`] with this broker's judge, on the blocking pool
     /// (it may wait for the slot's gate).
     async fn steal(&self, slot: u32, sighting: &mut Option<Sighting>) -> Result<Option<SlotLock>, CoordError> {
-        let (judge, unnamed_after) = self.dead_judge.get().expect("checked by the caller");
-        let stolen = crate::blocking::off_worker(|| self.store.steal_slot(slot, judge, *unnamed_after, sighting))?;
+        let (judge, unnamed) = self.dead_judge.get().expect("checked by the caller");
+        let stolen = crate::blocking::off_worker(|| self.store.steal_slot(slot, judge, *unnamed, sighting))?;
         if stolen.is_some() {
             // Whatever this process cached of the slot is read again.
             *self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner()) = None;

@@ -1165,11 +1165,21 @@ async fn a_holder_deposed_while_paused_finishes_no_staged_offsets() {
     let thief = TxnStateStore::for_broker(b.volume.clone(), 9);
     let mut seen = None;
     assert!(thief
-        .steal_slot(slot_for("tx"), &|_| false, std::time::Duration::MAX, &mut seen)
+        .steal_slot(
+            slot_for("tx"),
+            &|_| false,
+            kaas_core::txn_store::UnnamedHold::NEVER,
+            &mut seen
+        )
         .unwrap()
         .is_none());
     let stolen = thief
-        .steal_slot(slot_for("tx"), &|id| id == 0, std::time::Duration::MAX, &mut seen)
+        .steal_slot(
+            slot_for("tx"),
+            &|id| id == 0,
+            kaas_core::txn_store::UnnamedHold::NEVER,
+            &mut seen,
+        )
         .unwrap()
         .unwrap();
     // Thawed: the finish it was in goes no further.
