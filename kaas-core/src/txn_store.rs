@@ -169,6 +169,11 @@ impl SlotState {
     pub fn generation(&self) -> u64 {
         self.file.generation
     }
+    /// The inode of the journal this copy has read (or appended) up to, 0 for none
+    /// (what [`GroupCommit::appended`] is told).
+    pub fn journal(&self) -> u64 {
+        self.journal_inode.unwrap_or(0)
+    }
     pub fn entry(&self, transactional_id: &str) -> Option<&TxnEntry> {
         self.file.entries.get(transactional_id)
     }
@@ -1287,15 +1292,15 @@ impl TxnStateStore {
         self.sync_existing(slot).map(|_| ())
     }
 
-    /// [`Self::sync`], saying whether there was a journal to sync. Through the
+    /// [`Self::sync`], saying which journal (its inode) it synced, if there was one. Through the
     /// descriptor this process's first append to the current journal opened
     /// ([`HeldJournal`]): a write-back error of any line since is reported to it,
     /// whoever else synced the journal first.
-    pub fn sync_existing(&self, slot: u32) -> Result<bool, VolumeError> {
+    pub fn sync_existing(&self, slot: u32) -> Result<Option<u64>, VolumeError> {
         let path = self.journal_path(slot);
         let fresh = match crate::fsutil::open_regular(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(VolumeError::io(&path, e)),
         };
         let io = |e: std::io::Error| VolumeError::io(&path, e);
@@ -1317,7 +1322,7 @@ impl TxnStateStore {
             Some(file) => file.sync_data(),
             None => fresh.sync_data(),
         }
-        .map(|_| true)
+        .map(|_| Some(inode))
         .map_err(io)
     }
 
@@ -1618,7 +1623,7 @@ impl SlotGuard {
 
 /// Why a wait on a line of a history the slot has left fails.
 const MOVED_ASIDE: &str =
-    "the slot started a new history (it was moved aside) before this transition was synced; it is not durable";
+    "the slot started a new history (its journal was moved aside or replaced by another process) before this transition was synced; it is not durable";
 
 /// One appended line as [`GroupCommit`] knows it: its generation, in the slot history
 /// it was appended in.
@@ -1661,6 +1666,9 @@ struct SlotSync {
 struct Track {
     appended: u64,
     durable: u64,
+    /// The journal (inode) this process's last append went to: a sync of another
+    /// journal covers none of the lines appended to it.
+    journal: u64,
     /// Raised when the slot's history restarts; a sync records its result only in
     /// the history it started in.
     history: u64,
@@ -1684,14 +1692,20 @@ impl GroupCommit {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that this process appended a slot's journal up to `generation`;
-    /// returns the mark to wait on.
-    pub fn appended(&self, slot: u32, generation: u64) -> Mark {
+    /// Records that this process appended a slot's journal (inode `journal`) up to
+    /// `generation`; returns the mark to wait on.
+    pub fn appended(&self, slot: u32, generation: u64, journal: u64) -> Mark {
         let mut t = self.track(slot);
-        if generation <= t.appended {
+        // A new history: the generations started again (the slot was moved aside),
+        // or this append went to another journal than lines of this process not yet
+        // durable — another process replaced the journal since (a fold, a repair's
+        // rescue), and no sync of the new one covers them. A fold by this process
+        // marks them durable first (`made_durable`), so it restarts nothing.
+        if generation <= t.appended || (journal != t.journal && t.durable < t.appended) {
             t.history += 1;
             t.durable = 0;
         }
+        t.journal = journal;
         t.appended = generation;
         Mark {
             generation,
@@ -1772,8 +1786,20 @@ impl GroupCommit {
             }
             // No journal, though this process appended to one in this history: it was
             // moved aside (by hand, or an older kaasctl's quarantine) and its lines are not the slot's any
-            // more. Whatever comes next starts a new history.
-            Ok(false) if before.appended > 0 && t.history == before.history => {
+            // more. Or another journal than the one this process's lines not yet
+            // durable went to: another process replaced it after them (a repair's
+            // rescue may have dropped them; a peer's fold kept them, but this process
+            // cannot tell which), and this sync covers none of them. Whatever comes
+            // next starts a new history; a waiter is told its line is not durable
+            // (the client retries, and a retry finding its transition there answers
+            // from the files).
+            Ok(synced)
+                if t.history == before.history
+                    && match synced {
+                        None => before.appended > 0,
+                        Some(inode) => inode != before.journal && before.durable < before.appended,
+                    } =>
+            {
                 t.history += 1;
                 t.durable = 0;
                 t.appended = 0;

@@ -49,10 +49,16 @@ fn store() -> (tempfile::TempDir, TxnStateStore) {
 /// A slot's lock and its state, caught up, as a writer holds them.
 /// A journal for the group commit to sync, for tests that give it generations without
 /// writing their lines (the lines themselves do not matter there).
-fn empty_journal(store: &TxnStateStore, slot: u32) {
+fn empty_journal(store: &TxnStateStore, slot: u32) -> u64 {
+    use std::os::unix::fs::MetadataExt;
     std::fs::create_dir_all(store.dir()).unwrap();
     std::fs::write(store.journal_path(slot), b"").unwrap();
+    std::fs::metadata(store.journal_path(slot)).unwrap().ino()
 }
+
+/// The journal inode given to the group commit by a test whose journal is never
+/// synced.
+const JOURNAL: u64 = 1;
 
 fn locked(store: &TxnStateStore, slot: u32) -> (SlotLock, SlotState) {
     let lock = store.lock_slot(slot).unwrap();
@@ -394,7 +400,7 @@ fn concurrent_appends_share_one_fdatasync() {
             let g = store
                 .append(&lock, &mut st, &[SlotOp::Put(entry(&format!("g{i}")))], i)
                 .unwrap();
-            group.appended(0, g)
+            group.appended(0, g, st.journal())
         })
         .collect();
     for m in &marks {
@@ -404,7 +410,7 @@ fn concurrent_appends_share_one_fdatasync() {
     group.flush(&store).unwrap();
     assert_eq!(group.syncs(), 1, "nothing left to flush");
     let g = store.append(&lock, &mut st, &[SlotOp::Remove("g0".into())], 9).unwrap();
-    group.appended(0, g);
+    group.appended(0, g, st.journal());
     group.flush(&store).unwrap();
     assert_eq!(group.syncs(), 2);
 }
@@ -608,12 +614,12 @@ fn a_position_in_the_journal_before_a_fold_is_never_used_after_it() {
 fn group_commit_forgets_what_was_durable_when_the_history_restarts() {
     let (_dir, store) = store();
     let group = GroupCommit::default();
-    empty_journal(&store, 3);
-    let old = group.appended(3, 5_000);
+    let journal = empty_journal(&store, 3);
+    let old = group.appended(3, 5_000, journal);
     group.wait_durable(&store, 3, old).unwrap();
     assert_eq!(group.syncs(), 1);
     assert!(group.is_durable(3, old));
-    let new = group.appended(3, 1);
+    let new = group.appended(3, 1, journal);
     assert!(
         !group.is_durable(3, new),
         "generation 1 of a new history is not durable"
@@ -630,17 +636,17 @@ fn group_commit_forgets_what_was_durable_when_the_history_restarts() {
 fn a_late_wait_from_before_a_restart_credits_nothing_to_the_new_history() {
     let (_dir, store) = store();
     let group = GroupCommit::default();
-    empty_journal(&store, 4);
-    let late = group.appended(4, 500);
+    let journal = empty_journal(&store, 4);
+    let late = group.appended(4, 500, journal);
     // The slot is moved aside and starts again; a transition of the new history is
     // appended and synced.
-    let first = group.appended(4, 1);
+    let first = group.appended(4, 1, journal);
     group.wait_durable(&store, 4, first).unwrap();
     // The old writer's wait comes now.
     let err = group.wait_durable(&store, 4, late).unwrap_err().to_string();
     assert!(err.contains("new history"), "{err}");
     // Generations of the new history up to 500 still each need a sync.
-    let next = group.appended(4, 2);
+    let next = group.appended(4, 2, journal);
     assert!(
         !group.is_durable(4, next),
         "generation 2 of the new history is not durable yet"
@@ -659,12 +665,119 @@ fn a_wait_whose_journal_was_moved_aside_is_an_error() {
     let group = GroupCommit::default();
     let (lock, mut st) = locked(&store, 5);
     let g = store.append(&lock, &mut st, &[SlotOp::Put(entry("moved"))], 1).unwrap();
-    let mark = group.appended(5, g);
+    let mark = group.appended(5, g, st.journal());
     drop(lock);
     std::fs::rename(store.journal_path(5), store.dir().join("slot-5.journal.corrupt-1")).unwrap();
     let err = group.wait_durable(&store, 5, mark).unwrap_err().to_string();
     assert!(err.contains("new history"), "{err}");
     assert!(!group.is_durable(5, mark));
+}
+
+/// Issue 25 item 10: the journal replaced by another process between this process's
+/// append and its sync — a repair's rescue that dropped the line, written and renamed
+/// in under the slot lock this process let go — is not the journal the line went to:
+/// the sync of the new one must not count the line durable (it did: the sync synced
+/// whatever journal was there and credited everything appended before it).
+#[test]
+fn a_wait_whose_journal_another_process_replaced_is_an_error() {
+    let (dir, store) = store();
+    let group = GroupCommit::default();
+    let (lock, mut st) = locked(&store, 6);
+    let kept = store.append(&lock, &mut st, &[SlotOp::Put(entry("kept"))], 1).unwrap();
+    group
+        .wait_durable(&store, 6, group.appended(6, kept, st.journal()))
+        .unwrap();
+    let g = store
+        .append(&lock, &mut st, &[SlotOp::Put(entry("dropped"))], 2)
+        .unwrap();
+    let mark = group.appended(6, g, st.journal());
+    drop(lock);
+    // Another process takes the lock and replaces the journal with one without the
+    // last line (as a rescue keeping the valid prefix does).
+    let other = TxnStateStore::new(Volume::new(dir.path()));
+    let other_lock = other.lock_slot(6).unwrap();
+    let journal = std::fs::read_to_string(store.journal_path(6)).unwrap();
+    let first_line = journal.lines().next().unwrap();
+    let replacement = store.dir().join("slot-6.journal.rescue");
+    std::fs::write(&replacement, format!("{first_line}\n")).unwrap();
+    std::fs::rename(&replacement, store.journal_path(6)).unwrap();
+    drop(other_lock);
+    assert!(!other.read_slot(6).unwrap().entries.contains_key("dropped"));
+    let err = group.wait_durable(&store, 6, mark).unwrap_err().to_string();
+    assert!(err.contains("replaced"), "{err}");
+    assert!(!group.is_durable(6, mark));
+    // This process's next transition goes to the new journal and is synced there.
+    let (lock, mut st) = locked(&store, 6);
+    let next = store.append(&lock, &mut st, &[SlotOp::Put(entry("next"))], 3).unwrap();
+    let next = group.appended(6, next, st.journal());
+    drop(lock);
+    group.wait_durable(&store, 6, next).unwrap();
+    assert!(group.is_durable(6, next));
+}
+
+/// The same, with a later transition of this process appended to the new journal
+/// before the first one's wait: a sync of the new journal covers the later line,
+/// not the first.
+#[test]
+fn a_wait_behind_a_later_append_to_a_replaced_journal_is_an_error() {
+    let (dir, store) = store();
+    let group = GroupCommit::default();
+    let (lock, mut st) = locked(&store, 8);
+    let kept = store.append(&lock, &mut st, &[SlotOp::Put(entry("kept"))], 1).unwrap();
+    group
+        .wait_durable(&store, 8, group.appended(8, kept, st.journal()))
+        .unwrap();
+    let g = store
+        .append(&lock, &mut st, &[SlotOp::Put(entry("dropped"))], 2)
+        .unwrap();
+    let mark = group.appended(8, g, st.journal());
+    drop(lock);
+    let other = TxnStateStore::new(Volume::new(dir.path()));
+    let other_lock = other.lock_slot(8).unwrap();
+    let (first_line, rest) = {
+        let journal = std::fs::read_to_string(store.journal_path(8)).unwrap();
+        let mut lines = journal.lines().map(str::to_string);
+        (lines.next().unwrap(), lines.count())
+    };
+    assert_eq!(rest, 1);
+    // The rescue keeps the valid prefix and a line of its own at the dropped one's
+    // generation (as a repair's later transition would be).
+    let mut redo: serde_json::Value = serde_json::from_str(&first_line).unwrap();
+    redo["generation"] = serde_json::json!(2);
+    let replacement = store.dir().join("slot-8.journal.rescue");
+    std::fs::write(&replacement, format!("{first_line}\n{redo}\n")).unwrap();
+    std::fs::rename(&replacement, store.journal_path(8)).unwrap();
+    drop(other_lock);
+    let (lock, mut st) = locked(&store, 8);
+    assert_eq!(st.generation(), 2);
+    let later = store.append(&lock, &mut st, &[SlotOp::Put(entry("later"))], 3).unwrap();
+    let later = group.appended(8, later, st.journal());
+    drop(lock);
+    group.wait_durable(&store, 8, later).unwrap();
+    let err = group.wait_durable(&store, 8, mark).unwrap_err().to_string();
+    assert!(err.contains("replaced"), "{err}");
+    assert!(!group.is_durable(8, mark));
+}
+
+/// A fold by this process between an append and its sync (the next writer's, under
+/// the lock) wrote the line into the new checkpoint and synced it: the wait is
+/// answered, and the next append to the fold's journal restarts nothing.
+#[test]
+fn a_fold_by_this_process_between_an_append_and_its_sync_keeps_the_wait_durable() {
+    let (_dir, store) = store();
+    let group = GroupCommit::default();
+    let (lock, mut st) = locked(&store, 7);
+    let g = store.append(&lock, &mut st, &[SlotOp::Put(entry("a"))], 1).unwrap();
+    let mark = group.appended(7, g, st.journal());
+    let before = st.journal();
+    store.fold(&lock, &mut st).unwrap();
+    group.made_durable(7, st.generation());
+    assert_ne!(st.journal(), before, "a fold installs a new journal");
+    let next = store.append(&lock, &mut st, &[SlotOp::Put(entry("b"))], 2).unwrap();
+    let next = group.appended(7, next, st.journal());
+    drop(lock);
+    group.wait_durable(&store, 7, mark).unwrap();
+    group.wait_durable(&store, 7, next).unwrap();
 }
 
 /// Review finding: the kernel reports a failed write-back once; a later successful
@@ -677,7 +790,7 @@ fn a_failed_fdatasync_poisons_the_slot_until_it_is_rewritten() {
     std::fs::create_dir_all(store.dir()).unwrap();
     // A socket where the journal should be: opening it fails (ENXIO).
     let socket = std::os::unix::net::UnixListener::bind(store.journal_path(2)).unwrap();
-    let seven = group.appended(2, 7);
+    let seven = group.appended(2, 7, JOURNAL);
     assert!(group.wait_durable(&store, 2, seven).is_err());
     assert!(group.poisoned(2));
     drop(socket);

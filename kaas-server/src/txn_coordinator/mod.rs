@@ -444,7 +444,7 @@ impl TransactionCoordinator {
                 return Err(e.into());
             }
         };
-        let mark = self.group.appended(held.slot, generation);
+        let mark = self.group.appended(held.slot, generation, st.journal());
         let folded = if st.wants_fold() {
             crate::blocking::off_worker(|| self.store.maybe_fold(&held.lock, st))
         } else {
