@@ -26,6 +26,9 @@ pub const TXN_JOURNAL_APPEND: &str = "txn-journal-append";
 /// The fdatasync after cutting a torn tail off a transaction slot's journal (error
 /// injection: as if the kernel reported EIO).
 pub const TXN_JOURNAL_CUT_SYNC: &str = "txn-journal-cut-sync";
+/// The fdatasync of a transaction slot's journal that the group commit issues
+/// (error injection: as if the kernel reported a failed write-back).
+pub const TXN_JOURNAL_SYNC: &str = "txn-journal-sync";
 /// A fold wrote the new slot checkpoint; the journal is not emptied yet.
 pub const TXN_FOLD_AFTER_CHECKPOINT: &str = "txn-fold-after-checkpoint";
 /// The fsync of a partition log that an acknowledgment (or the flusher) waits for

@@ -126,7 +126,21 @@ pub struct SlotState {
     /// between installing it and syncing the directory), and lines fdatasynced into
     /// a file whose name a power loss takes back are lost.
     dir_synced: bool,
+    /// The journal read carries [`FOLD_DUE_MODE`]: a process's fdatasync of it failed,
+    /// and the next holder rewrites the slot from what it reads before appending.
+    journal_marked: bool,
 }
+
+/// A mode bit (owner execute, never set on a journal otherwise) that a process whose
+/// fdatasync of a slot journal failed sets on that journal with `fchmod`, writing no
+/// data: its lines may never reach the disk, while every process still reads them
+/// from the page cache until it drops them. Another process that appended behind
+/// them and synced without seeing the error (Linux reports a write-back error once)
+/// would have its line cut off with them. Whoever holds the slot next — any
+/// process, also after the failing one died — reads the mark with the journal's
+/// metadata and folds the slot from what it reads before its first append; the
+/// fold's new journal carries no mark.
+pub const FOLD_DUE_MODE: u32 = 0o100;
 
 /// What [`TxnStateStore::salvage`] saved of a slot that does not read.
 #[derive(Debug)]
@@ -161,6 +175,7 @@ impl SlotState {
             journal_inode: None,
             journal_len: 0,
             dir_synced: false,
+            journal_marked: false,
         }
     }
     pub fn slot(&self) -> u32 {
@@ -682,6 +697,7 @@ impl TxnStateStore {
             }));
         }
         state.journal_inode = Some(inode);
+        state.journal_marked = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & FOLD_DUE_MODE != 0;
         if meta.len() == state.journal_len {
             return Ok(meta.len());
         }
@@ -1101,7 +1117,7 @@ impl TxnStateStore {
             return Ok(false);
         };
         match self.refresh_if_cheap(st) {
-            Ok(seen) => Ok(seen == Some(st.journal_len)),
+            Ok(seen) => Ok(seen == Some(st.journal_len) && !st.journal_marked),
             Err(e) => {
                 *state = None;
                 Err(e)
@@ -1165,7 +1181,11 @@ impl TxnStateStore {
             || st.file.version != SLOT_FORMAT_VERSION
             || lock.stolen()
             || fold_due.load(Ordering::Acquire)
+            || st.journal_marked
         {
+            if st.journal_marked {
+                tracing::warn!(slot = lock.slot, "rewriting a transaction slot whose journal a process failed to sync (marked by its mode), before appending to it");
+            }
             self.fold(lock, st)?;
             lock.fresh_history_due.store(false, Ordering::Release);
             fold_due.store(false, Ordering::Release);
@@ -1318,12 +1338,31 @@ impl TxnStateStore {
             }
             kept.as_ref().map(|h| h.file.clone())
         };
-        match held {
-            Some(file) => file.sync_data(),
-            None => fresh.sync_data(),
+        let file = held.as_deref().unwrap_or(&fresh);
+        let synced = crate::failpoint::check(crate::failpoint::TXN_JOURNAL_SYNC)
+            .and_then(|_| file.sync_data())
+            .and_then(|_| file.metadata());
+        match synced {
+            Ok(meta) if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & FOLD_DUE_MODE == 0 => Ok(Some(inode)),
+            // Another process's sync of this journal failed (it marked the file):
+            // lines before this process's may never reach the disk, and this
+            // sync, which may not have been told, proves nothing about them.
+            Ok(_) => Err(VolumeError::Invalid {
+                path,
+                detail: "another process's fdatasync of this journal failed (the journal is marked for a rewrite): nothing in it counts as durable until the slot is rewritten".into(),
+            }),
+            Err(e) => {
+                // Marked for whoever holds the slot next (see FOLD_DUE_MODE); this
+                // process also refuses to count anything durable until it folded.
+                if let Err(mark) = file.metadata().and_then(|m| {
+                    let mode = std::os::unix::fs::PermissionsExt::mode(&m.permissions());
+                    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode | FOLD_DUE_MODE))
+                }) {
+                    tracing::error!(path = %path.display(), error = %mark, "could not mark a transaction slot journal whose fdatasync failed; only this process knows to rewrite it");
+                }
+                Err(io(e))
+            }
         }
-        .map(|_| Some(inode))
-        .map_err(io)
     }
 
     /// Keeps a descriptor of journal `inode` from before this append's write, unless
@@ -1427,6 +1466,7 @@ impl TxnStateStore {
         state.journal_inode = inode;
         state.journal_len = 0;
         state.dir_synced = true;
+        state.journal_marked = false;
         Ok(())
     }
 
