@@ -33,6 +33,16 @@
 //!   the lock file naming another process that did not let go cleanly starts a
 //!   fresh journal (without that rule seed 1 loses an answered transition).
 //!
+//! - disk faults (a generator of their own, during the chaos): a partition log fsync
+//!   that fails loses the records it covered, and the partition is failed until the
+//!   next volume sync opens it again at a new leader epoch (answering a retry after
+//!   the next successful fsync, as before issue 25 item 4, fails at the first seed);
+//!   a slot journal line whose write-back fails is read from the page cache until
+//!   it is dropped (at random, and at a final power cut), which cuts the journal
+//!   there; the first sync after it, by any process, fails and marks the journal,
+//!   and the next holder folds it (without the mark, or without reading it after a
+//!   successful sync, an answered transition is lost).
+//!
 //! Three kinds of pause: a process pause (SIGSTOP: its locks are kept), a host cut
 //! off from the volume (NFS: the server frees its locks after a lease of its own,
 //! here at any moment, even at once — the gate must not rely on that lease), and a
@@ -69,6 +79,14 @@ const CHAOS_MS: i64 = 60_000;
 /// live set) under the slot's lock.
 const SLOTS: u32 = kaas_core::txn::SLOTS;
 const CALM_MS: i64 = RECOVERY_MS + 5_000;
+/// During the chaos, one partition log fsync in this many fails (EIO: the kernel
+/// drops the dirty pages and reports the error once).
+const LOG_FSYNC_FAILS: i64 = 20_000;
+/// During the chaos, the write-back of one slot journal line in this many fails.
+const JOURNAL_WRITEBACK_FAILS: i64 = 25;
+/// Each tick, the page cache drops the pages of a journal whose write-back failed
+/// with a chance of one in this many (and all of them at the end: a power cut).
+const EVICTION: i64 = 10;
 
 /// splitmix64: small, deterministic, good enough to pick faults.
 struct Rng(u64);
@@ -136,6 +154,13 @@ struct Node {
     /// The holder line of a slot lock found held, as this node last read it, and
     /// when: judged only when read unchanged twice in a row.
     judging: BTreeMap<u32, (LockSeen, i64)>,
+    /// Partitions whose log fsync failed: nothing more is appended or acknowledged;
+    /// the next volume sync opens them again from their files at a new leader epoch
+    /// (kaas-server fails the partition, stickily).
+    failed: BTreeSet<i32>,
+    /// Slots whose journal sync failed here, or was found marked after a sync: this
+    /// process counts nothing durable there until it rewrote the slot (a fold).
+    poisoned: BTreeSet<u32>,
 }
 
 /// A slot lock file as a judge reads it: which file, and the holder its line names.
@@ -155,6 +180,7 @@ enum SlotOp {
     /// check).
     Appended {
         lock: u64,
+        journal: u64,
         generation: u64,
         token: u64,
         landed: bool,
@@ -183,6 +209,33 @@ struct SlotLockFile {
 struct Journal {
     inode: u64,
     effective: Vec<u64>,
+    /// Lines (indices) whose write-back failed: readers on the host still read them
+    /// from the page cache, until it drops them (`evict`) — then the journal reads
+    /// as cut at the first one (a torn tail), and every line after it is gone too.
+    holes: BTreeSet<usize>,
+    /// A failed write-back no sync has reported yet: the next sync of this journal,
+    /// by whichever process, fails (Linux reports it once).
+    unreported: bool,
+    /// Marked for a rewrite (`FOLD_DUE_MODE`) by a process whose sync failed.
+    marked: bool,
+}
+
+impl Journal {
+    /// A fold: the slot as read (through the page cache) written to a new journal
+    /// file and synced; nothing of the old file's write-back matters any more.
+    fn fold(&mut self, inode: u64) {
+        self.inode = inode;
+        self.holes.clear();
+        self.unreported = false;
+        self.marked = false;
+    }
+    /// The page cache drops the lines whose write-back failed.
+    fn evict(&mut self) {
+        if let Some(first) = self.holes.first() {
+            self.effective.truncate(*first);
+            self.holes.clear();
+        }
+    }
 }
 
 struct Volume {
@@ -246,6 +299,9 @@ struct Sim {
     /// The same for transaction slots.
     slot_owners: HashMap<Vec<i32>, Vec<i32>>,
     last_fault: i64,
+    /// Disk faults: fsync and write-back errors (a generator of its own, so the
+    /// fault schedule stays the one each seed had before they were simulated).
+    disk: Rng,
 }
 
 impl Sim {
@@ -334,6 +390,23 @@ impl Sim {
         let vol = &self.vol;
         n.held
             .retain(|p, e| vol.owner(*p).is_some_and(|o| o.broker == me && o.leader_epoch == *e));
+        // A partition failed by a log fsync error and still led here is opened again
+        // from its files, at a new leader epoch (recovered at the next step).
+        for p in std::mem::take(&mut n.failed) {
+            if let Some(e) = n.held.get(&p).copied() {
+                let epoch = e + 1;
+                self.vol.owners[p as usize] = Some(PartitionOwner {
+                    version: OWNER_FORMAT_VERSION,
+                    broker: me,
+                    leader_epoch: epoch,
+                    released: false,
+                    updated_ms: 0,
+                    topic_id: None,
+                });
+                n.held.insert(p, epoch);
+                n.recovering.push((p, epoch));
+            }
+        }
         if n.renewed_since_thaw {
             n.unsynced_thaw = false;
         }
@@ -432,13 +505,24 @@ impl Sim {
             }
         }
         for (p, epoch, landed) in std::mem::take(&mut self.nodes[i].pending) {
+            // The fsync before the check. When it fails, the kernel has dropped the
+            // dirty pages: the record is lost, and the partition is failed — nothing
+            // more acknowledged or appended until it is opened again from its files.
+            if self.t < CHAOS_MS && self.disk.below(LOG_FSYNC_FAILS) == 0 {
+                self.nodes[i].failed.insert(p);
+                self.last_fault = self.t;
+                continue;
+            }
+            if self.nodes[i].failed.contains(&p) {
+                continue; // a sync after a failed one proves nothing
+            }
             let confirmed = self
                 .vol
                 .owner(p)
                 .is_some_and(|o| o.broker == me && o.leader_epoch == epoch);
             assert!(
                 !confirmed || landed,
-                "seed {seed}, t={} ms: broker {me} acknowledged a record of partition {p} (leader epoch {epoch}) that landed where leader epoch {} does not read it",
+                "seed {seed}, t={} ms: broker {me} acknowledged a record of partition {p} (leader epoch {epoch}) that is not where leader epoch {} reads it (past a successor's base, or lost to a failed fsync)",
                 self.t,
                 self.vol.recovered[p as usize]
             );
@@ -447,7 +531,7 @@ impl Sim {
             return;
         }
         let n = &mut self.nodes[i];
-        for (p, epoch) in &n.held {
+        for (p, epoch) in n.held.iter().filter(|(p, _)| !n.failed.contains(p)) {
             if self.vol.recovered[*p as usize] == *epoch {
                 n.pending.push((*p, *epoch, true));
             } else if self.vol.recovered[*p as usize] > *epoch {
@@ -495,6 +579,8 @@ impl Sim {
                     journal,
                     generation,
                 } => {
+                    // Drawn whatever happens next, so the schedule does not shift.
+                    let doomed = t < CHAOS_MS && self.disk.below(JOURNAL_WRITEBACK_FAILS) == 0;
                     let j = &mut self.vol.journals[s];
                     if j.inode != journal {
                         release(&mut self.vol); // the journal was replaced: refused
@@ -508,12 +594,20 @@ impl Sim {
                     let landed = j.effective.len() as u64 == generation;
                     if landed {
                         j.effective.push(token);
+                        // Its write-back will fail: readable from the page cache
+                        // until it is dropped, and the next sync reports it.
+                        if doomed {
+                            j.holes.insert(j.effective.len() - 1);
+                            j.unreported = true;
+                            self.last_fault = t;
+                        }
                     }
                     let clean = release(&mut self.vol);
                     self.nodes[i].ops.insert(
                         slot,
                         SlotOp::Appended {
                             lock: l,
+                            journal,
                             generation: generation + 1,
                             token,
                             landed,
@@ -523,12 +617,27 @@ impl Sim {
                 }
                 SlotOp::Appended {
                     lock: l,
+                    journal,
                     generation,
                     token,
                     landed,
                     clean,
                 } => {
-                    if landed && clean && self.vol.slot_locks[s].inode == l {
+                    // The sync, of the journal in place: the first one after a failed
+                    // write-back reports it (and marks the journal); one that
+                    // succeeds over a marked journal counts nothing (the check
+                    // after it reads the mark). Either way this process is poisoned
+                    // for the slot until it folds. A sync of another journal than the
+                    // one appended to credits nothing (issue 25 item 10).
+                    let j = &mut self.vol.journals[s];
+                    if std::mem::take(&mut j.unreported) {
+                        j.marked = true;
+                    }
+                    if j.marked {
+                        self.nodes[i].poisoned.insert(slot);
+                    }
+                    let synced = j.inode == journal && !self.nodes[i].poisoned.contains(&slot);
+                    if synced && landed && clean && self.vol.slot_locks[s].inode == l {
                         assert_eq!(
                             self.vol.journals[s].effective.get(generation as usize - 1),
                             Some(&token),
@@ -557,6 +666,21 @@ impl Sim {
                     release(&mut self.vol);
                 }
             }
+        }
+        // The coordinator's flush: a slot whose sync failed here is rewritten under
+        // its lock (when free) whoever coordinates it now.
+        let poisoned: Vec<u32> = self.nodes[i].poisoned.iter().copied().collect();
+        for slot in poisoned {
+            let s = slot as usize;
+            if self.nodes[i].ops.contains_key(&slot) || self.vol.slot_locks[s].flock.is_some() {
+                continue;
+            }
+            let journal = self.vol.inode();
+            self.vol.journals[s].fold(journal);
+            let l = &mut self.vol.slot_locks[s];
+            l.line = Some(me);
+            l.released = true;
+            self.nodes[i].poisoned.remove(&slot);
         }
         if !self.fresh(&self.nodes[i]) {
             return;
@@ -588,7 +712,7 @@ impl Sim {
                     // journal first.
                     if !lock.released && lock.line != Some(me) {
                         let journal = self.vol.inode();
-                        self.vol.journals[s].inode = journal;
+                        self.vol.journals[s].fold(journal);
                     }
                     true
                 }
@@ -623,13 +747,19 @@ impl Sim {
                             released: false,
                         };
                         let journal = self.vol.inode();
-                        self.vol.journals[s].inode = journal;
+                        self.vol.journals[s].fold(journal);
                     }
                     judged
                 }
             };
             if taken {
                 self.nodes[i].judging.remove(&slot);
+                // A journal marked for a rewrite, or a slot whose sync failed here: a
+                // fold before the first append.
+                if self.vol.journals[s].marked || self.nodes[i].poisoned.remove(&slot) {
+                    let journal = self.vol.inode();
+                    self.vol.journals[s].fold(journal);
+                }
                 let j = &self.vol.journals[s];
                 self.nodes[i].ops.insert(
                     slot,
@@ -667,6 +797,8 @@ impl Sim {
         n.recovering.clear();
         n.ops.clear();
         n.judging.clear();
+        n.failed.clear();
+        n.poisoned.clear();
         n.run = Run::Up;
         n.renewed = None;
         let mono = self.mono(&self.nodes[i]);
@@ -687,6 +819,8 @@ impl Sim {
         n.recovering.clear();
         n.ops.clear();
         n.judging.clear();
+        n.failed.clear();
+        n.poisoned.clear();
         let key = (n.id, n.incarnation);
         self.vol.free_all(key);
     }
@@ -771,6 +905,8 @@ fn run(seed: u64) {
                 recovering: Vec::new(),
                 ops: BTreeMap::new(),
                 judging: BTreeMap::new(),
+                failed: BTreeSet::new(),
+                poisoned: BTreeSet::new(),
             })
             .collect(),
         vol: Volume {
@@ -790,6 +926,9 @@ fn run(seed: u64) {
                 .map(|s| Journal {
                     inode: SLOTS as u64 + s + 1,
                     effective: Vec::new(),
+                    holes: BTreeSet::new(),
+                    unreported: false,
+                    marked: false,
                 })
                 .collect(),
             acked: vec![BTreeMap::new(); SLOTS as usize],
@@ -800,6 +939,7 @@ fn run(seed: u64) {
         assigned: HashMap::new(),
         slot_owners: HashMap::new(),
         last_fault: 0,
+        disk: Rng(seed ^ 0xd15c_d15c_d15c_d15c),
     };
     for n in sim.nodes.iter_mut() {
         n.skew_ms = rng.below(MAX_SKEW_MS) - MAX_SKEW_MS / 2;
@@ -932,6 +1072,11 @@ fn run(seed: u64) {
             }
         }
         sim.check_writers(seed);
+        for j in sim.vol.journals.iter_mut() {
+            if !j.holes.is_empty() && sim.disk.below(EVICTION) == 0 {
+                j.evict();
+            }
+        }
         if t % PERIOD_MS == 0 && t >= 5_000 + RECOVERY_MS && t - sim.last_fault >= RECOVERY_MS {
             let left = sim.leaderless();
             if !left.is_empty() {
@@ -984,6 +1129,8 @@ fn run(seed: u64) {
         sim.leaderless().is_empty(),
         "seed {seed}: partitions without a leader at the end"
     );
+    // A power cut: every page whose write-back failed is gone.
+    sim.vol.journals.iter_mut().for_each(Journal::evict);
     sim.check_slots(seed);
 }
 
