@@ -433,6 +433,9 @@ fn write_marker_direct(
         topic_id: Some(meta.topic_id),
     };
     own.write(&owner_path).map_err(|e| err(e.to_string()))?;
+    if let Some(o) = last.as_ref().filter(|o| !o.released && o.broker >= 0) {
+        crate::topic::tell_deposed(volume, o.broker, &own, &tp.topic, tp.partition);
+    }
     let dir = volume.partition_dir(&tp.topic, tp.partition);
     let mut state = PartitionState::open(&dir, config, now_ms).map_err(|e| err(e.to_string()))?;
     if last.as_ref().is_some_and(|o| !o.released) {

@@ -140,6 +140,73 @@ impl TopicFiles {
     }
 }
 
+/// A note to a broker that a leadership of it that did not let go was taken over
+/// (`__cluster/brokers/<id>.deposed`, replaced whole at each take-over). A leader
+/// re-reads the `owner.json` of every partition it leads only when this file changed
+/// since its last look (or at a slower backstop), instead of every second: per-second
+/// work in proportion to what changed (issue 25 item 7). A hint, not a record: it is
+/// written after the leadership, with no fsync, and safety never rests on it — every
+/// acknowledgment still reads `owner.json` after its fsync (docs/cluster.md, safety
+/// rules); a lost note delays only an idle deposed leader's noticing, to the backstop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeposedNotice {
+    pub version: u32,
+    /// The broker (or -1: kaasctl) that took the partition.
+    pub by: i32,
+    pub topic: String,
+    pub partition: i32,
+    /// The leader epoch the taker recorded.
+    pub leader_epoch: i32,
+    pub at_ms: i64,
+}
+
+pub const DEPOSED_NOTICE_VERSION: u32 = 1;
+crate::versioned!(DeposedNotice);
+
+/// After recording leadership `taken` of `topic`-`partition` over a leadership of
+/// `broker` that did not let go: leaves `broker` a [`DeposedNotice`]. A failure is
+/// logged, not returned: the leadership is recorded, and the note is a hint.
+pub fn tell_deposed(volume: &Volume, broker: i32, taken: &PartitionOwner, topic: &str, partition: i32) {
+    let notice = DeposedNotice {
+        version: DEPOSED_NOTICE_VERSION,
+        by: taken.broker,
+        topic: topic.to_string(),
+        partition,
+        leader_epoch: taken.leader_epoch,
+        at_ms: taken.updated_ms,
+    };
+    if let Err(e) = notice.tell(volume, broker) {
+        tracing::warn!(broker, topic, partition, error = %e, "cannot leave the deposed broker its notice; it finds out at its next acknowledgment or full re-read");
+    }
+}
+
+impl DeposedNotice {
+    pub fn path(volume: &Volume, broker: i32) -> std::path::PathBuf {
+        volume.brokers_dir().join(format!("{broker}.deposed"))
+    }
+    /// Leaves the note for `broker`: a new file renamed in (its stamp changes), not
+    /// synced.
+    pub fn tell(&self, volume: &Volume, broker: i32) -> Result<(), VolumeError> {
+        let path = Self::path(volume, broker);
+        let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
+        crate::fsutil::replace_unsynced(&path, &bytes)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => std::fs::create_dir_all(volume.brokers_dir())
+                    .and_then(|_| crate::fsutil::replace_unsynced(&path, &bytes)),
+                _ => Err(e),
+            })
+            .map_err(|e| VolumeError::io(&path, e))
+    }
+    /// The stamp of `broker`'s note (None: none yet, or unreadable), read through a
+    /// fresh open (close-to-open on NFS).
+    pub fn stamp(volume: &Volume, broker: i32) -> Option<crate::fsutil::FileStamp> {
+        crate::fsutil::file_stamp(&Self::path(volume, broker))
+    }
+    pub fn read(volume: &Volume, broker: i32) -> Result<DeposedNotice, VolumeError> {
+        read_versioned_json(&Self::path(volume, broker), "deposed notice", DEPOSED_NOTICE_VERSION)
+    }
+}
+
 /// Which broker owns a partition and at which leader epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionOwner {

@@ -242,6 +242,12 @@ fn a_direct_marker_write_takes_the_partition_over_as_a_broker_would() {
     assert_eq!(segments(&volume), 2, "a segment of its own");
     let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
     assert_eq!(p.last_stable_offset(), 2, "the ABORT marker landed");
+    let told = crate::topic::DeposedNotice::read(&volume, 2).unwrap();
+    assert_eq!(
+        (told.by, told.partition, told.leader_epoch),
+        (ADMIN_WRITER, 0, 8),
+        "broker 2, which did not let go, is told"
+    );
 }
 
 #[test]

@@ -69,6 +69,13 @@ pub struct Cluster {
     pub(crate) revisit: Mutex<std::collections::HashSet<(Uuid, i32)>>,
     /// Partitions led elsewhere the volume sync tried to take (tests).
     pub(crate) take_over_attempts: std::sync::atomic::AtomicU64,
+    /// When the volume sync last re-read the `owner.json` of every partition led
+    /// here, and the stamp this broker's [`kaas_core::topic::DeposedNotice`] had just
+    /// before: it does so again only when the note changed, or after
+    /// [`LEADERSHIP_RECHECK`].
+    pub(crate) deposed_watch: Mutex<DeposedWatch>,
+    /// `owner.json` files of partitions led here re-read by the volume sync (tests).
+    pub(crate) leadership_rechecks: std::sync::atomic::AtomicU64,
     /// The topic files as the volume sync last read them (re-read when replaced).
     pub(crate) topic_files: Mutex<kaas_core::topic::TopicFiles>,
     /// `owner.json` of partitions led elsewhere as last read for Metadata, with the
@@ -97,6 +104,20 @@ pub(crate) type ForeignOwner = (kaas_core::fsutil::FileStamp, PartitionOwner);
 
 /// How many partitions a volume sync takes over side by side.
 const TAKE_OVER_WORKERS: usize = 8;
+
+/// The volume sync re-reads the `owner.json` of every partition led here at least
+/// this often, whatever the deposed notice says: the backstop for a note lost (its
+/// taker crashed between recording its leadership and leaving it, or a host crash
+/// took the unsynced file). Until then an idle deposed leader serves reads of what it
+/// had confirmed, and refuses every write at its check after the fsync.
+pub(crate) const LEADERSHIP_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// See [`Cluster::deposed_watch`].
+#[derive(Debug, Default)]
+pub(crate) struct DeposedWatch {
+    pub(crate) seen: Option<kaas_core::fsutil::FileStamp>,
+    pub(crate) full_at: Option<std::time::Instant>,
+}
 
 impl Cluster {
     /// Opens the volume: reads the cluster id, every topic file and every partition log
@@ -182,6 +203,8 @@ impl Cluster {
             sync_rounds: std::sync::atomic::AtomicU64::new(1),
             revisit: Mutex::new(revisit),
             take_over_attempts: Default::default(),
+            deposed_watch: Mutex::new(DeposedWatch::default()),
+            leadership_rechecks: Default::default(),
             foreign_owners: Mutex::new(Default::default()),
             topic_files: Mutex::new(Default::default()),
             stepdowns: std::sync::atomic::AtomicU64::new(0),

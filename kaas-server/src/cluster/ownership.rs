@@ -192,11 +192,25 @@ impl Cluster {
     /// this broker takes them back. So are the ones found retired but still listed
     /// (a failed fsync retires its partition), so the sync can open them again from
     /// their files at once. Caller holds the admin lock. Returns how many.
+    ///
+    /// The `owner.json` files are re-read only when this broker's deposed notice
+    /// changed since the last time, or [`LEADERSHIP_RECHECK`] after it: a taker of a
+    /// leadership that did not let go leaves the notice after recording its own.
     pub(super) fn give_up_taken_over(&self) -> usize {
+        // The notice's stamp before the re-reads: one left during them is seen next time.
+        let notice = kaas_core::topic::DeposedNotice::stamp(&self.volume, self.config.broker_id);
+        let full = {
+            let watch = self.deposed_watch.lock().unwrap_or_else(|e| e.into_inner());
+            watch.seen != notice || watch.full_at.is_none_or(|at| at.elapsed() >= LEADERSHIP_RECHECK)
+        };
         let deposed = self.give_up("taken over by another broker, or failed here", |p| {
             if p.is_retired() {
                 return true;
             }
+            if !full {
+                return false;
+            }
+            self.leadership_rechecks.fetch_add(1, Ordering::Relaxed);
             match p.still_led_here() {
                 Ok(led) => !led,
                 Err(e) => {
@@ -206,6 +220,12 @@ impl Cluster {
                 }
             }
         });
+        if full {
+            *self.deposed_watch.lock().unwrap_or_else(|e| e.into_inner()) = DeposedWatch {
+                seen: notice,
+                full_at: Some(std::time::Instant::now()),
+            };
+        }
         if deposed > 0 {
             warn!(
                 partitions = deposed,
@@ -479,6 +499,9 @@ pub(super) fn open_partition(
     };
     owner.write(&owner_path).map_err(Offline::broken)?;
     owner_lock.open_gate();
+    if let Some(o) = same_topic.filter(|o| !o.released && o.broker != broker_id) {
+        kaas_core::topic::tell_deposed(volume, o.broker, &owner, topic, index);
+    }
     // A leader that did not let go may still be writing (paused): start a segment of
     // our own, so nothing it appends through its open file is ever read. (One that let
     // go wrote nothing after its release; its lock taken over, a segment of our own

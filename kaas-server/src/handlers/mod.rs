@@ -215,9 +215,9 @@ pub(crate) mod test_support {
     }
 
     /// Broker `by` takes partition `index` of `topic` over behind `b`'s back, as
-    /// `open_partition` does: it steals `owner.lock` and records its leadership at the
-    /// next leader epoch in `owner.json`. Returns the lock (held until dropped) and
-    /// what it recorded.
+    /// `open_partition` does: it steals `owner.lock`, records its leadership at the
+    /// next leader epoch in `owner.json` and leaves the last leader its deposed notice.
+    /// Returns the lock (held until dropped) and what it recorded.
     pub fn taken_over(
         b: &Broker,
         topic: &str,
@@ -229,9 +229,11 @@ pub(crate) mod test_support {
             .expect("owner.lock stolen");
         let path = PartitionOwner::path(&b.volume, topic, index);
         let mut owner = PartitionOwner::read(&path).expect("owner.json");
+        let last = owner.clone();
         owner.broker = by;
         owner.leader_epoch += 1;
         owner.write(&path).expect("owner.json written");
+        kaas_core::topic::tell_deposed(&b.volume, last.broker, &owner, topic, index);
         (stolen, owner)
     }
 

@@ -618,6 +618,46 @@ mod tests {
         );
     }
 
+    /// Issue 25 item 7: an idle leader reads the `owner.json` of what it leads again
+    /// only when its deposed notice changed (a taker leaves one after recording its
+    /// leadership), or at the backstop — not every second.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_leader_reads_its_owner_files_again_only_when_told_or_at_the_backstop() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 4, Default::default()).await.unwrap();
+        let me = b.config.broker_id;
+        let sync = || tokio::task::block_in_place(|| b.sync_with_volume());
+        let rechecks = || b.leadership_rechecks.load(std::sync::atomic::Ordering::Relaxed);
+        sync();
+        let first = rechecks();
+        for _ in 0..3 {
+            sync();
+        }
+        assert_eq!(rechecks(), first, "nothing changed: no owner.json read again");
+        // A taker that left no notice (it crashed first; its lock lapses later):
+        // unnoticed until the backstop.
+        let _stolen = PartitionOwner::acquire(&b.volume, "t", 0, Some(&|_: Option<&PartitionOwner>| true)).unwrap();
+        let path = PartitionOwner::path(&b.volume, "t", 0);
+        let mut owner = PartitionOwner::read(&path).unwrap();
+        owner.broker = 7;
+        owner.leader_epoch += 1;
+        owner.write(&path).unwrap();
+        sync();
+        assert_eq!(b.partition_leader("t", 0), Some(me), "not told yet");
+        b.deposed_watch.lock().unwrap().full_at =
+            std::time::Instant::now().checked_sub(crate::cluster::LEADERSHIP_RECHECK);
+        sync();
+        assert_eq!(b.partition_leader("t", 0), None, "found at the backstop");
+        // A taker that leaves the notice: found at the next sync.
+        let (_stolen, _) = taken_over(&b, "t", 1, 7);
+        sync();
+        assert_eq!(b.partition_leader("t", 1), None, "told");
+        assert_eq!(b.partition_leader("t", 2), Some(me));
+        let notice = kaas_core::topic::DeposedNotice::read(&b.volume, me).unwrap();
+        assert_eq!((notice.by, notice.topic.as_str(), notice.partition), (7, "t", 1));
+    }
+
     #[tokio::test]
     async fn a_corrupt_slot_file_refuses_its_ids_and_only_them() {
         let dir = tempfile::tempdir().unwrap();
