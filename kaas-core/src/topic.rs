@@ -344,6 +344,28 @@ impl PartitionOwner {
     }
 }
 
+impl PartitionOwner {
+    /// Runs `change` under the `owner.gate` of the partition whose directory is `dir`,
+    /// handing it `owner.json` as read there; None (nothing run) when the gate stayed
+    /// busy (the partition is changing hands). For a change that removes or rewrites
+    /// files a successor reads — retention, DeleteRecords' log start, a cleaner's
+    /// swap — made only while that read names its leadership: every take-over records
+    /// its leadership under the same gate, so none falls between the read and the
+    /// change. A leader frozen in between finds, when it thaws, either no take-over
+    /// yet (the change lands before any successor's recovery reads the log) or the
+    /// successor's leadership (it changes nothing). A holder stopped there keeps the
+    /// partition from being taken until it resumes, as for a release.
+    pub fn with_gate<T>(
+        dir: &Path,
+        change: impl FnOnce(Result<PartitionOwner, VolumeError>) -> T,
+    ) -> Result<Option<T>, VolumeError> {
+        let Some(_gate) = lock_gate(dir)? else {
+            return Ok(None);
+        };
+        Ok(Some(change(PartitionOwner::read(&dir.join("owner.json")))))
+    }
+}
+
 /// The partition's `owner.gate`, tried for about 200 ms; None if another process kept it.
 fn lock_gate(dir: &Path) -> Result<Option<std::fs::File>, VolumeError> {
     let gate_path = dir.join("owner.gate");

@@ -131,7 +131,8 @@ pub struct SlotState {
     journal_marked: bool,
 }
 
-/// A mode bit (owner execute, never set on a journal otherwise) that a process whose
+/// A mode bit (owner execute; kaas never sets it on a journal otherwise, and the
+/// volume's files are 0600) that a process whose
 /// fdatasync of a slot journal failed sets on that journal with `fchmod`, writing no
 /// data: its lines may never reach the disk, while every process still reads them
 /// from the page cache until it drops them. Another process that appended behind
@@ -141,6 +142,18 @@ pub struct SlotState {
 /// metadata and folds the slot from what it reads before its first append; the
 /// fold's new journal carries no mark.
 pub const FOLD_DUE_MODE: u32 = 0o100;
+
+/// Sets [`FOLD_DUE_MODE`] on a journal whose fdatasync (through `file`) failed. A
+/// failure to do so is logged: then only this process knows to rewrite the slot.
+fn mark_fold_due(file: &File, path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let marked = file
+        .metadata()
+        .and_then(|m| file.set_permissions(std::fs::Permissions::from_mode(m.permissions().mode() | FOLD_DUE_MODE)));
+    if let Err(e) = marked {
+        tracing::error!(path = %path.display(), error = %e, "could not mark a transaction slot journal whose fdatasync failed; only this process knows to rewrite it");
+    }
+}
 
 /// What [`TxnStateStore::salvage`] saved of a slot that does not read.
 #[derive(Debug)]
@@ -1163,8 +1176,11 @@ impl TxnStateStore {
                 if let Err(e) = cut {
                     // As after a failed sync of an append: nothing of this journal
                     // counts as on disk any more; the slot is written again from
-                    // memory before its next write.
+                    // memory before its next write — by this process, or by whoever
+                    // holds it next (this sync may have taken a write-back error of
+                    // another process's line).
                     self.kept.fold_due[lock.slot as usize].store(true, Ordering::Release);
+                    mark_fold_due(&f, &path);
                     return Err(VolumeError::io(&path, e));
                 }
             }
@@ -1343,7 +1359,12 @@ impl TxnStateStore {
             .and_then(|_| file.sync_data())
             .and_then(|_| file.metadata());
         match synced {
-            Ok(meta) if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & FOLD_DUE_MODE == 0 => Ok(Some(inode)),
+            // The journal in place after the sync: one that replaced the synced file
+            // meanwhile (a rescue, a peer's fold) is what readers see, and the sync
+            // covered none of it — the caller compares it with where its lines went.
+            Ok(meta) if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & FOLD_DUE_MODE == 0 => {
+                Ok(crate::fsutil::file_stamp(&path).map(|s| s.inode))
+            }
             // Another process's sync of this journal failed (it marked the file):
             // lines before this process's may never reach the disk, and this
             // sync, which may not have been told, proves nothing about them.
@@ -1354,12 +1375,7 @@ impl TxnStateStore {
             Err(e) => {
                 // Marked for whoever holds the slot next (see FOLD_DUE_MODE); this
                 // process also refuses to count anything durable until it folded.
-                if let Err(mark) = file.metadata().and_then(|m| {
-                    let mode = std::os::unix::fs::PermissionsExt::mode(&m.permissions());
-                    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode | FOLD_DUE_MODE))
-                }) {
-                    tracing::error!(path = %path.display(), error = %mark, "could not mark a transaction slot journal whose fdatasync failed; only this process knows to rewrite it");
-                }
+                mark_fold_due(file, &path);
                 Err(io(e))
             }
         }
@@ -1754,12 +1770,33 @@ impl GroupCommit {
     }
 
     /// Records that the slot is durable up to `generation` by other means (a fold:
-    /// the whole slot written and synced from memory), which also heals a poisoned
-    /// slot.
-    pub fn made_durable(&self, slot: u32, generation: u64) {
+    /// the whole slot, as read from journal `read_from`, written and synced into the
+    /// new journal `journal`), which also heals a poisoned slot. Lines of this process
+    /// not yet durable that went to another journal than `read_from` are not in what
+    /// was folded (another process replaced the journal since): the history restarts
+    /// first, as in [`Self::appended`]. Call it within [`Self::folding`], so no sync
+    /// judges the slot between the fold's rename and this record.
+    pub fn made_durable(&self, slot: u32, generation: u64, read_from: u64, journal: u64) {
         let mut t = self.track(slot);
+        if read_from != t.journal && t.durable < t.appended {
+            t.history += 1;
+            t.durable = 0;
+        }
+        // The highest generation known, also a peer's: a later append at or below it
+        // is a new history (the slot was moved aside), whatever this process appended.
+        t.appended = t.appended.max(generation);
         t.durable = t.durable.max(generation);
+        t.journal = journal;
         t.poisoned = false;
+    }
+
+    /// Runs `fold` (a fold of the slot by this process, and its [`Self::made_durable`])
+    /// with no sync of the slot starting or ending in between: a sync that found the
+    /// fold's new journal before the fold was recorded would take this process's
+    /// lines, made durable by the fold, for lines lost to another process's rewrite.
+    pub fn folding<T>(&self, slot: u32, fold: impl FnOnce() -> T) -> T {
+        let _turn = self.slots[slot as usize].turn.lock().unwrap_or_else(|p| p.into_inner());
+        fold()
     }
 
     /// Whether a sync of this slot failed since its last fold.

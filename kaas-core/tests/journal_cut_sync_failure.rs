@@ -5,18 +5,13 @@
 //! and journal — before its next write, as after a failed sync of an append.
 //! Its own test binary: the failpoint is process-wide.
 
+mod common;
+
+use common::entry;
 use kaas_core::layout::Volume;
-use kaas_core::txn::{init_producer_id, Actor, InitOutcome, TxnEntry};
 use kaas_core::txn_store::{SlotOp, TxnStateStore};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
-
-fn entry(id: &str) -> TxnEntry {
-    match init_producer_id(None, id, 60_000, (-1, -1), 1, &Actor::Broker { id: 0 }, &mut || 7) {
-        InitOutcome::Ready { entry, .. } => entry,
-        other => panic!("{other:?}"),
-    }
-}
 
 #[test]
 fn a_failed_sync_of_a_torn_tails_cut_has_the_slot_written_again_before_its_next_write() {

@@ -8,17 +8,12 @@
 //! cache drops them or the power goes.
 //! Its own test binary: the failpoint is process-wide.
 
+mod common;
+
+use common::entry;
 use kaas_core::layout::Volume;
-use kaas_core::txn::{init_producer_id, Actor, InitOutcome, TxnEntry};
 use kaas_core::txn_store::{GroupCommit, SlotOp, TxnStateStore, FOLD_DUE_MODE};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-
-fn entry(id: &str) -> TxnEntry {
-    match init_producer_id(None, id, 60_000, (-1, -1), 1, &Actor::Broker { id: 0 }, &mut || 7) {
-        InitOutcome::Ready { entry, .. } => entry,
-        other => panic!("{other:?}"),
-    }
-}
 
 #[test]
 fn a_journal_whose_sync_failed_is_rewritten_by_whoever_holds_the_slot_next() {

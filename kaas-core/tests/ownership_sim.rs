@@ -288,6 +288,18 @@ impl Volume {
     }
 }
 
+/// `owner.json` naming `broker`'s leadership at `leader_epoch`.
+fn leadership(broker: i32, leader_epoch: i32, released: bool) -> PartitionOwner {
+    PartitionOwner {
+        version: OWNER_FORMAT_VERSION,
+        broker,
+        leader_epoch,
+        released,
+        updated_ms: 0,
+        topic_id: None,
+    }
+}
+
 struct Sim {
     t: i64,
     base: Instant,
@@ -395,14 +407,7 @@ impl Sim {
         for p in std::mem::take(&mut n.failed) {
             if let Some(e) = n.held.get(&p).copied() {
                 let epoch = e + 1;
-                self.vol.owners[p as usize] = Some(PartitionOwner {
-                    version: OWNER_FORMAT_VERSION,
-                    broker: me,
-                    leader_epoch: epoch,
-                    released: false,
-                    updated_ms: 0,
-                    topic_id: None,
-                });
+                self.vol.owners[p as usize] = Some(leadership(me, epoch, false));
                 n.held.insert(p, epoch);
                 n.recovering.push((p, epoch));
             }
@@ -419,14 +424,7 @@ impl Sim {
         for (p, epoch) in moving {
             if let Placement::HandOver(_) = place(me, &live, TOPIC, p, true, None) {
                 n.held.remove(&p);
-                self.vol.owners[p as usize] = Some(PartitionOwner {
-                    version: OWNER_FORMAT_VERSION,
-                    broker: me,
-                    leader_epoch: epoch,
-                    released: true,
-                    updated_ms: 0,
-                    topic_id: None,
-                });
+                self.vol.owners[p as usize] = Some(leadership(me, epoch, true));
                 self.vol.unlock(p, (me, n.incarnation));
             }
         }
@@ -479,14 +477,7 @@ impl Sim {
             }
             self.vol.locks[p as usize] = Some((me, n.incarnation));
             let epoch = self.vol.owner(p).map_or(0, |o| o.leader_epoch + 1);
-            self.vol.owners[p as usize] = Some(PartitionOwner {
-                version: OWNER_FORMAT_VERSION,
-                broker: me,
-                leader_epoch: epoch,
-                released: false,
-                updated_ms: 0,
-                topic_id: None,
-            });
+            self.vol.owners[p as usize] = Some(leadership(me, epoch, false));
             // Recovery reads the log, then a segment of its own is started: at the
             // node's next step (`write_tick`), after the leadership is recorded.
             n.recovering.push((p, epoch));

@@ -236,9 +236,29 @@ impl Partition {
         }
     }
 
-    /// Re-reads `owner.json` (the volume sync, every second, for each partition led
-    /// here): a leader that was frozen, or cut off, while another broker took the
-    /// partition over learns it here even when no write asks. Ok(false): it was
+    /// Runs `change` (blocking file work: off the async workers) only while this
+    /// broker leads the partition, by `owner.json` read under the partition's
+    /// `owner.gate` ([`PartitionOwner::with_gate`]): for a change that removes or
+    /// rewrites files a successor reads (retention, DeleteRecords, a cleaner's swap).
+    /// A deposed leader is retired as by [`Self::confirm_led`]; a busy gate (the
+    /// partition is changing hands) is [`DurableError::Unconfirmed`].
+    pub(crate) fn while_led<T>(&self, change: impl FnOnce() -> T) -> Result<T, DurableError> {
+        let dir = self.owner_path.parent().unwrap_or(std::path::Path::new("."));
+        match PartitionOwner::with_gate(dir, |owner| self.confirm_leadership(owner).map(|()| change())) {
+            Ok(Some(done)) => done,
+            Ok(None) => Err(DurableError::Unconfirmed(VolumeError::Invalid {
+                path: dir.join("owner.gate"),
+                detail: "held by another process for over 200 ms (the partition is changing hands); nothing changed"
+                    .into(),
+            })),
+            Err(e) => Err(DurableError::Unconfirmed(e)),
+        }
+    }
+
+    /// Re-reads `owner.json` (the volume sync, for each partition led here, when this
+    /// broker's deposed notice changed or at the backstop): a leader that was frozen,
+    /// or cut off, while another broker took the partition over learns it here even
+    /// when no write asks. Ok(false): it was
     /// taken over (and is now retired).
     pub(crate) fn still_led_here(&self) -> Result<bool, VolumeError> {
         match self.confirm_leadership(PartitionOwner::read(&self.owner_path)) {

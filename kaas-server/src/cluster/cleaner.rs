@@ -102,12 +102,21 @@ impl Cluster {
             }
         };
         // A broker that went stale meanwhile swaps nothing in; nor one whose leadership
-        // owner.json no longer records (another broker took the partition over).
-        let Some(mut state) = p.writable().filter(|_| self.lease_fresh() && self.still_leads(p)) else {
+        // owner.json, read under the partition's gate with the swap, no longer
+        // records (another broker took the partition over).
+        let Some(mut state) = p.writable().filter(|_| self.lease_fresh()) else {
             cleaner::remove_cleaned_files(&dir, Some(&out.tag));
             return false;
         };
-        match state.install_cleaned(&out, now_ms()) {
+        let installed = match p.while_led(|| state.install_cleaned(&out, now_ms())) {
+            Ok(installed) => installed,
+            Err(e) => {
+                info!(topic = %p.topic, partition = p.index, error = %e, "the cleaned segments are not swapped in: this broker's leadership is not confirmed");
+                cleaner::remove_cleaned_files(&dir, Some(&out.tag));
+                return false;
+            }
+        };
+        match installed {
             Ok(true) => {
                 let mut report = out.report;
                 report.finished_ms = now_ms();
@@ -146,13 +155,6 @@ impl Cluster {
                 false
             }
         }
-    }
-
-    /// Whether `owner.json` still names this broker's leadership of `p`.
-    fn still_leads(&self, p: &Partition) -> bool {
-        let path = kaas_core::topic::PartitionOwner::path(&self.volume, &p.topic, p.index);
-        kaas_core::topic::PartitionOwner::read(&path)
-            .is_ok_and(|o| o.broker == self.config.broker_id && o.leader_epoch == p.leader_epoch && !o.released)
     }
 
     /// Notes a failed pass in `cleaner.json`, under the partition lock and only while

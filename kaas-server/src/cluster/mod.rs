@@ -524,13 +524,19 @@ impl Cluster {
                 debug!(topic = %p.topic, partition = p.index, producers = expired, "expired idle producers");
             }
             let Some(mut state) = p.writable() else { continue };
-            match state.enforce_retention(now) {
-                Ok(deleted) if !deleted.is_empty() => {
+            // Only while owner.json, read under the partition's gate, names this
+            // leadership: a broker frozen with its clock deletes nothing in its
+            // successor's files (docs/cluster.md, safety rule 1).
+            match p.while_led(|| state.enforce_retention(now)) {
+                Ok(Ok(deleted)) if !deleted.is_empty() => {
                     info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
                 }
-                Ok(_) => {}
-                Err(e) => {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
                     error!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
+                }
+                Err(e) => {
+                    warn!(topic = %p.topic, partition = p.index, error = %e, "retention deleted nothing: this broker's leadership is not confirmed")
                 }
             }
         }

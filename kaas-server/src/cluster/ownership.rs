@@ -203,6 +203,8 @@ impl Cluster {
             let watch = self.deposed_watch.lock().unwrap_or_else(|e| e.into_inner());
             watch.seen != notice || watch.full_at.is_none_or(|at| at.elapsed() >= LEADERSHIP_RECHECK)
         };
+        // A re-read that failed leaves the note unseen: tried again next sync.
+        let all_read = std::cell::Cell::new(true);
         let deposed = self.give_up("taken over by another broker, or failed here", |p| {
             if p.is_retired() {
                 return true;
@@ -216,11 +218,12 @@ impl Cluster {
                 Err(e) => {
                     // Unknown: keep serving (every acknowledgment checks again).
                     warn!(topic = %p.topic, partition = p.index, error = %e, "cannot re-read the partition's owner.json");
+                    all_read.set(false);
                     false
                 }
             }
         });
-        if full {
+        if full && all_read.get() {
             *self.deposed_watch.lock().unwrap_or_else(|e| e.into_inner()) = DeposedWatch {
                 seen: notice,
                 full_at: Some(std::time::Instant::now()),
@@ -499,7 +502,9 @@ pub(super) fn open_partition(
     };
     owner.write(&owner_path).map_err(Offline::broken)?;
     owner_lock.open_gate();
-    if let Some(o) = same_topic.filter(|o| !o.released && o.broker != broker_id) {
+    // Also to this broker id: a process of it that lost its id lock (lapsed on NFS)
+    // may still run; this one only re-reads what it leads once more.
+    if let Some(o) = same_topic.filter(|o| !o.released && o.broker >= 0) {
         kaas_core::topic::tell_deposed(volume, o.broker, &owner, topic, index);
     }
     // A leader that did not let go may still be writing (paused): start a segment of

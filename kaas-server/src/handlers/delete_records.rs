@@ -82,8 +82,8 @@ async fn delete(
     }
     // A broker whose lease went stale, or whose partition was taken over (a frozen
     // clock), may have lost the partition already: it must not move the start in the
-    // new leader's files. (A freeze between this check and the write is not covered:
-    // issue 25 item 1 in docs/testing.md.)
+    // new leader's files. Checked again under the partition's gate with the write
+    // (`Partition::while_led`), so a freeze between the two changes nothing.
     if let Err(e) = p.confirm_led().await {
         return Err((e.code(), start));
     }
@@ -92,12 +92,13 @@ async fn delete(
         let Some(mut state) = state else {
             return Err((ResponseError::NotLeaderOrFollower.code(), start));
         };
-        match crate::blocking::off_worker(|| state.delete_records(offset)) {
-            Ok(deleted) => (state.log.log_start_offset(), deleted.len()),
-            Err(LogError::OutOfRange { .. }) => {
+        match crate::blocking::off_worker(|| p.while_led(|| state.delete_records(offset))) {
+            Err(e) => return Err((e.code(), state.log.log_start_offset())),
+            Ok(Ok(deleted)) => (state.log.log_start_offset(), deleted.len()),
+            Ok(Err(LogError::OutOfRange { .. })) => {
                 return Err((ResponseError::OffsetOutOfRange.code(), state.log.log_start_offset()))
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 tracing::error!(topic = %p.topic, partition = p.index, offset, error = %e, "DeleteRecords failed");
                 // The start may have moved before a segment could be deleted.
                 return Err((ResponseError::KafkaStorageError.code(), state.log.log_start_offset()));

@@ -593,6 +593,73 @@ mod tests {
         );
     }
 
+    /// Issue 25 item 1 (the gap rule 1 left): a change that removes files a successor
+    /// reads — retention, DeleteRecords, a cleaner's swap — is made under the
+    /// partition's `owner.gate` with the `owner.json` read, where every take-over
+    /// records its leadership. Retention checked only the broker's own lease, which a
+    /// frozen clock keeps fresh: a deposed leader deleted its successor's segments.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deposed_leader_deletes_nothing_and_nothing_is_deleted_while_the_gate_is_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let configs = [("segment.bytes", "100"), ("retention.ms", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        b.create_topic("t", 1, configs).await.unwrap();
+        let c = ctx(ApiKey::Produce, 9);
+        for _ in 0..4 {
+            let batch = build_batch(0, 1, None, 0, &[(None, Some(b"an old record, long enough to roll"))]);
+            assert_eq!(code(&handle(&b, &c, request(None, batch)).await), 0);
+        }
+        let pdir = b.volume.partition_dir("t", 0);
+        let logs = || {
+            std::fs::read_dir(&pdir)
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
+                .count()
+        };
+        let before = logs();
+        assert!(before >= 3, "{before} segments");
+        let delete_records = || async {
+            use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+            let req = kafka_protocol::messages::DeleteRecordsRequest::default().with_topics(vec![
+                DeleteRecordsTopic::default()
+                    .with_name(TopicName(sb("t")))
+                    .with_partitions(vec![DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(2)]),
+            ]);
+            match crate::handlers::dispatch(
+                &b,
+                &ctx(ApiKey::DeleteRecords, 2),
+                crate::handlers::RequestKind::DeleteRecords(req),
+            )
+            .await
+            {
+                crate::handlers::ResponseKind::DeleteRecords(r) => r.topics[0].partitions[0].error_code,
+                other => panic!("{other:?}"),
+            }
+        };
+        // Another process holds the gate (a taker recording its leadership).
+        let gate = kaas_core::fsutil::try_lock_exclusive(&pdir.join("owner.gate"))
+            .unwrap()
+            .unwrap();
+        tokio::task::block_in_place(|| b.enforce_retention());
+        assert_eq!(logs(), before, "nothing deleted while the gate is taken");
+        assert_eq!(delete_records().await, ResponseError::KafkaStorageError.code());
+        assert!(!pdir.join("log-start.json").exists());
+        drop(gate);
+        // Taken over while this broker was frozen (its lease still fresh by its clock).
+        let _stolen = taken_over(&b, "t", 0, 7);
+        tokio::task::block_in_place(|| b.enforce_retention());
+        assert_eq!(
+            logs(),
+            before,
+            "a deposed leader deletes nothing in its successor's files"
+        );
+    }
+
     /// Issue 25 item 1, with no write to find it out: the volume sync re-reads the
     /// `owner.json` of each partition led here, and stops serving one taken over.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -427,11 +427,19 @@ impl TransactionCoordinator {
         if self.group.poisoned(held.slot) {
             // A sync of this journal failed: rewrite the whole slot from memory (new
             // checkpoint and journal, synced) before anything else counts as durable.
-            if let Err(e) = crate::blocking::off_worker(|| self.store.fold(&held.lock, st)) {
+            let read_from = st.journal();
+            let folded = crate::blocking::off_worker(|| {
+                self.group.folding(held.slot, || {
+                    self.store.fold(&held.lock, st)?;
+                    self.group
+                        .made_durable(held.slot, st.generation(), read_from, st.journal());
+                    Ok::<_, kaas_core::error::VolumeError>(())
+                })
+            });
+            if let Err(e) = folded {
                 *state = None;
                 return Err(e.into());
             }
-            self.group.made_durable(held.slot, st.generation());
         }
         if ops.is_empty() {
             return Ok(None);
@@ -446,13 +454,21 @@ impl TransactionCoordinator {
         };
         let mark = self.group.appended(held.slot, generation, st.journal());
         let folded = if st.wants_fold() {
-            crate::blocking::off_worker(|| self.store.maybe_fold(&held.lock, st))
+            let read_from = st.journal();
+            crate::blocking::off_worker(|| {
+                self.group.folding(held.slot, || {
+                    let folded = self.store.maybe_fold(&held.lock, st)?;
+                    if folded {
+                        self.group.made_durable(held.slot, generation, read_from, st.journal());
+                    }
+                    Ok::<_, kaas_core::error::VolumeError>(folded)
+                })
+            })
         } else {
             Ok(false)
         };
         match folded {
-            Ok(true) => self.group.made_durable(held.slot, generation),
-            Ok(false) => {}
+            Ok(_) => {}
             // The transition is appended; only the fold failed (retried at the next
             // append, the journal meanwhile growing). Read again next time.
             Err(e) => {
