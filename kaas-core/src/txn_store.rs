@@ -1363,7 +1363,11 @@ impl TxnStateStore {
             // meanwhile (a rescue, a peer's fold) is what readers see, and the sync
             // covered none of it — the caller compares it with where its lines went.
             Ok(meta) if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & FOLD_DUE_MODE == 0 => {
-                Ok(crate::fsutil::file_stamp(&path).map(|s| s.inode))
+                match crate::fsutil::open_regular(&path).and_then(|f| f.metadata()) {
+                    Ok(now) => Ok(Some(stamp_of(&now).inode)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(io(e)),
+                }
             }
             // Another process's sync of this journal failed (it marked the file):
             // lines before this process's may never reach the disk, and this
@@ -1778,7 +1782,10 @@ impl GroupCommit {
     /// judges the slot between the fold's rename and this record.
     pub fn made_durable(&self, slot: u32, generation: u64, read_from: u64, journal: u64) {
         let mut t = self.track(slot);
-        if read_from != t.journal && t.durable < t.appended {
+        // Lines of this process not yet durable that the fold may not hold: they went
+        // to another journal, or the fold's state ends below them (cut off the same
+        // file since).
+        if (read_from != t.journal || generation < t.appended) && t.durable < t.appended {
             t.history += 1;
             t.durable = 0;
         }

@@ -302,12 +302,21 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             let broker = broker.clone();
             move || broker.groups.tick(Instant::now())
         })),
-        tokio::spawn(every(
+        // Blocking file work (deletes, each partition's owner.gate and owner.json):
+        // on the blocking pool, not an async worker.
+        tokio::spawn(every_async(
             Duration::from_millis(broker.config.retention_check_interval_ms.max(100)),
             shutdown.clone(),
             {
                 let broker = broker.clone();
-                move || broker.enforce_retention()
+                move || {
+                    let broker = broker.clone();
+                    async move {
+                        if let Err(e) = tokio::task::spawn_blocking(move || broker.enforce_retention()).await {
+                            tracing::error!(error = %e, "a retention pass panicked");
+                        }
+                    }
+                }
             },
         )),
         tokio::spawn({

@@ -776,6 +776,11 @@ fn a_fold_credits_only_what_it_read_and_what_came_before_it() {
         !group.is_durable(9, restarted),
         "generation 21 after a fold at 50 is a new history"
     );
+    // A fold of the same journal whose state ends below this process's line (it was
+    // cut off the file since) does not hold it.
+    let cut = group.appended(9, 22, 5);
+    group.folding(9, || group.made_durable(9, 21, 5, 6));
+    assert!(!group.is_durable(9, cut), "generation 22 is not in a fold at 21");
 }
 
 /// A fold by this process between an append and its sync (the next writer's, under

@@ -117,6 +117,9 @@ pub(crate) const LEADERSHIP_RECHECK: std::time::Duration = std::time::Duration::
 pub(crate) struct DeposedWatch {
     pub(crate) seen: Option<kaas_core::fsutil::FileStamp>,
     pub(crate) full_at: Option<std::time::Instant>,
+    /// Partitions whose `owner.json` the last re-read could not read: read again at
+    /// the next sync.
+    pub(crate) retry: std::collections::HashSet<(Uuid, i32)>,
 }
 
 impl Cluster {

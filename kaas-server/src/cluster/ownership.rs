@@ -199,17 +199,19 @@ impl Cluster {
     pub(super) fn give_up_taken_over(&self) -> usize {
         // The notice's stamp before the re-reads: one left during them is seen next time.
         let notice = kaas_core::topic::DeposedNotice::stamp(&self.volume, self.config.broker_id);
-        let full = {
+        let (full, retry) = {
             let watch = self.deposed_watch.lock().unwrap_or_else(|e| e.into_inner());
-            watch.seen != notice || watch.full_at.is_none_or(|at| at.elapsed() >= LEADERSHIP_RECHECK)
+            let full = watch.seen != notice || watch.full_at.is_none_or(|at| at.elapsed() >= LEADERSHIP_RECHECK);
+            (full, watch.retry.clone())
         };
-        // A re-read that failed leaves the note unseen: tried again next sync.
-        let all_read = std::cell::Cell::new(true);
+        // A partition whose owner.json could not be read is read again at the next
+        // sync (the note may have been about it), alone.
+        let failed = std::cell::RefCell::new(std::collections::HashSet::new());
         let deposed = self.give_up("taken over by another broker, or failed here", |p| {
             if p.is_retired() {
                 return true;
             }
-            if !full {
+            if !full && !retry.contains(&(p.topic_id, p.index)) {
                 return false;
             }
             self.leadership_rechecks.fetch_add(1, Ordering::Relaxed);
@@ -218,16 +220,18 @@ impl Cluster {
                 Err(e) => {
                     // Unknown: keep serving (every acknowledgment checks again).
                     warn!(topic = %p.topic, partition = p.index, error = %e, "cannot re-read the partition's owner.json");
-                    all_read.set(false);
+                    failed.borrow_mut().insert((p.topic_id, p.index));
                     false
                 }
             }
         });
-        if full && all_read.get() {
-            *self.deposed_watch.lock().unwrap_or_else(|e| e.into_inner()) = DeposedWatch {
-                seen: notice,
-                full_at: Some(std::time::Instant::now()),
-            };
+        {
+            let mut watch = self.deposed_watch.lock().unwrap_or_else(|e| e.into_inner());
+            if full {
+                watch.seen = notice;
+                watch.full_at = Some(std::time::Instant::now());
+            }
+            watch.retry = failed.into_inner();
         }
         if deposed > 0 {
             warn!(

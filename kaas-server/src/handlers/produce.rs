@@ -723,6 +723,17 @@ mod tests {
         assert_eq!(b.partition_leader("t", 2), Some(me));
         let notice = kaas_core::topic::DeposedNotice::read(&b.volume, me).unwrap();
         assert_eq!((notice.by, notice.topic.as_str(), notice.partition), (7, "t", 1));
+        // An owner.json that cannot be read is read again at the next syncs, alone;
+        // the others wait for a note or the backstop.
+        std::fs::write(PartitionOwner::path(&b.volume, "t", 3), b"{ torn").unwrap();
+        b.deposed_watch.lock().unwrap().full_at =
+            std::time::Instant::now().checked_sub(crate::cluster::LEADERSHIP_RECHECK);
+        sync();
+        let after_full = rechecks();
+        sync();
+        sync();
+        assert_eq!(rechecks(), after_full + 2, "only the unreadable one, once per sync");
+        assert_eq!(b.partition_leader("t", 3), Some(me), "unknown: still served");
     }
 
     #[tokio::test]
