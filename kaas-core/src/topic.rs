@@ -186,7 +186,7 @@ impl DeposedNotice {
     }
     /// Leaves the note for `broker`: a new file renamed in (its stamp changes), not
     /// synced.
-    pub fn tell(&self, volume: &Volume, broker: i32) -> Result<(), VolumeError> {
+    fn tell(&self, volume: &Volume, broker: i32) -> Result<(), VolumeError> {
         let path = Self::path(volume, broker);
         let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
         crate::fsutil::replace_unsynced(&path, &bytes)
@@ -326,25 +326,22 @@ impl PartitionOwner {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<bool, VolumeError> {
-        let dir = volume.partition_dir(topic, partition);
-        let Some(_gate) = lock_gate(&dir)? else {
-            return Ok(false);
-        };
         let path = PartitionOwner::path(volume, topic, partition);
-        let mut owner = match PartitionOwner::read(&path) {
-            Ok(o) if o.broker == broker && o.leader_epoch == leader_epoch && !o.released => o,
-            Ok(_) => return Ok(false),
-            Err(e) if e.is_not_found() => return Ok(false),
-            Err(e) => return Err(e),
-        };
-        owner.released = true;
-        owner.updated_ms = now_ms;
-        owner.write(&path)?;
-        Ok(true)
+        let released = Self::with_gate(&volume.partition_dir(topic, partition), |owner| {
+            let mut owner = match owner {
+                Ok(o) if o.broker == broker && o.leader_epoch == leader_epoch && !o.released => o,
+                Ok(_) => return Ok(false),
+                Err(e) if e.is_not_found() => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            owner.released = true;
+            owner.updated_ms = now_ms;
+            owner.write(&path)?;
+            Ok(true)
+        })?;
+        released.unwrap_or(Ok(false))
     }
-}
 
-impl PartitionOwner {
     /// Runs `change` under the `owner.gate` of the partition whose directory is `dir`,
     /// handing it `owner.json` as read there; None (nothing run) when the gate stayed
     /// busy (the partition is changing hands). For a change that removes or rewrites

@@ -143,6 +143,11 @@ pub struct SlotState {
 /// fold's new journal carries no mark.
 pub const FOLD_DUE_MODE: u32 = 0o100;
 
+/// Whether a journal's metadata carries [`FOLD_DUE_MODE`].
+fn marked(meta: &std::fs::Metadata) -> bool {
+    std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & FOLD_DUE_MODE != 0
+}
+
 /// Sets [`FOLD_DUE_MODE`] on a journal whose fdatasync (through `file`) failed. A
 /// failure to do so is logged: then only this process knows to rewrite the slot.
 fn mark_fold_due(file: &File, path: &std::path::Path) {
@@ -710,7 +715,7 @@ impl TxnStateStore {
             }));
         }
         state.journal_inode = Some(inode);
-        state.journal_marked = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & FOLD_DUE_MODE != 0;
+        state.journal_marked = marked(&meta);
         if meta.len() == state.journal_len {
             return Ok(meta.len());
         }
@@ -1362,7 +1367,7 @@ impl TxnStateStore {
             // The journal in place after the sync: one that replaced the synced file
             // meanwhile (a rescue, a peer's fold) is what readers see, and the sync
             // covered none of it — the caller compares it with where its lines went.
-            Ok(meta) if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & FOLD_DUE_MODE == 0 => {
+            Ok(meta) if !marked(&meta) => {
                 match crate::fsutil::open_regular(&path).and_then(|f| f.metadata()) {
                     Ok(now) => Ok(Some(stamp_of(&now).inode)),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -1707,7 +1712,7 @@ pub struct Mark {
 /// fdatasync poisons the slot: the kernel reports a write-back error once, so a later
 /// sync that succeeds proves nothing about the lines before it. Waits fail until the slot is folded again (a
 /// new checkpoint and journal, written and synced from memory): see
-/// [`GroupCommit::poisoned`] and [`GroupCommit::made_durable`].
+/// [`GroupCommit::poisoned`] and [`GroupCommit::fold`].
 #[derive(Debug)]
 pub struct GroupCommit {
     slots: Vec<SlotSync>,
@@ -1733,6 +1738,14 @@ struct Track {
     /// the history it started in.
     history: u64,
     poisoned: bool,
+}
+
+impl Track {
+    /// A new history: what was known durable is forgotten.
+    fn restart(&mut self) {
+        self.history += 1;
+        self.durable = 0;
+    }
 }
 
 impl Default for GroupCommit {
@@ -1762,8 +1775,7 @@ impl GroupCommit {
         // rescue), and no sync of the new one covers them. A fold by this process
         // marks them durable first (`made_durable`), so it restarts nothing.
         if generation <= t.appended || (journal != t.journal && t.durable < t.appended) {
-            t.history += 1;
-            t.durable = 0;
+            t.restart();
         }
         t.journal = journal;
         t.appended = generation;
@@ -1779,15 +1791,14 @@ impl GroupCommit {
     /// not yet durable that went to another journal than `read_from` are not in what
     /// was folded (another process replaced the journal since): the history restarts
     /// first, as in [`Self::appended`]. Call it within [`Self::folding`], so no sync
-    /// judges the slot between the fold's rename and this record.
-    pub fn made_durable(&self, slot: u32, generation: u64, read_from: u64, journal: u64) {
+    /// judges the slot between the fold's rename and this record ([`Self::fold`]).
+    fn made_durable(&self, slot: u32, generation: u64, read_from: u64, journal: u64) {
         let mut t = self.track(slot);
         // Lines of this process not yet durable that the fold may not hold: they went
         // to another journal, or the fold's state ends below them (cut off the same
         // file since).
         if (read_from != t.journal || generation < t.appended) && t.durable < t.appended {
-            t.history += 1;
-            t.durable = 0;
+            t.restart();
         }
         // The highest generation known, also a peer's: a later append at or below it
         // is a new history (the slot was moved aside), whatever this process appended.
@@ -1801,9 +1812,30 @@ impl GroupCommit {
     /// with no sync of the slot starting or ending in between: a sync that found the
     /// fold's new journal before the fold was recorded would take this process's
     /// lines, made durable by the fold, for lines lost to another process's rewrite.
-    pub fn folding<T>(&self, slot: u32, fold: impl FnOnce() -> T) -> T {
+    fn folding<T>(&self, slot: u32, fold: impl FnOnce() -> T) -> T {
         let _turn = self.slots[slot as usize].turn.lock().unwrap_or_else(|p| p.into_inner());
         fold()
+    }
+
+    /// Runs `fold` on `state` — a fold of the slot by this process, under its lock;
+    /// Ok(true) if it folded — and records what it made durable: the slot up to the
+    /// state's generation, as read from the journal `state` was read from, now in the
+    /// fold's journal ([`Self::made_durable`], with no sync in between:
+    /// [`Self::folding`]). Also heals a poisoned slot.
+    pub fn fold<E>(
+        &self,
+        slot: u32,
+        state: &mut SlotState,
+        fold: impl FnOnce(&mut SlotState) -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        let read_from = state.journal();
+        self.folding(slot, || {
+            let folded = fold(state)?;
+            if folded {
+                self.made_durable(slot, state.generation(), read_from, state.journal());
+            }
+            Ok(folded)
+        })
     }
 
     /// Whether a sync of this slot failed since its last fold.

@@ -794,11 +794,9 @@ fn a_fold_by_this_process_between_an_append_and_its_sync_keeps_the_wait_durable(
     let g = store.append(&lock, &mut st, &[SlotOp::Put(entry("a"))], 1).unwrap();
     let mark = group.appended(7, g, st.journal());
     let before = st.journal();
-    let read_from = st.journal();
-    group.folding(7, || {
-        store.fold(&lock, &mut st).unwrap();
-        group.made_durable(7, st.generation(), read_from, st.journal());
-    });
+    group
+        .fold(7, &mut st, |st| store.fold(&lock, st).map(|()| true))
+        .unwrap();
     assert_ne!(st.journal(), before, "a fold installs a new journal");
     let next = store.append(&lock, &mut st, &[SlotOp::Put(entry("b"))], 2).unwrap();
     let next = group.appended(7, next, st.journal());

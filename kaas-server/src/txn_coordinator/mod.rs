@@ -427,14 +427,9 @@ impl TransactionCoordinator {
         if self.group.poisoned(held.slot) {
             // A sync of this journal failed: rewrite the whole slot from memory (new
             // checkpoint and journal, synced) before anything else counts as durable.
-            let read_from = st.journal();
             let folded = crate::blocking::off_worker(|| {
-                self.group.folding(held.slot, || {
-                    self.store.fold(&held.lock, st)?;
-                    self.group
-                        .made_durable(held.slot, st.generation(), read_from, st.journal());
-                    Ok::<_, kaas_core::error::VolumeError>(())
-                })
+                self.group
+                    .fold(held.slot, st, |st| self.store.fold(&held.lock, st).map(|()| true))
             });
             if let Err(e) = folded {
                 *state = None;
@@ -454,15 +449,9 @@ impl TransactionCoordinator {
         };
         let mark = self.group.appended(held.slot, generation, st.journal());
         let folded = if st.wants_fold() {
-            let read_from = st.journal();
             crate::blocking::off_worker(|| {
-                self.group.folding(held.slot, || {
-                    let folded = self.store.maybe_fold(&held.lock, st)?;
-                    if folded {
-                        self.group.made_durable(held.slot, generation, read_from, st.journal());
-                    }
-                    Ok::<_, kaas_core::error::VolumeError>(folded)
-                })
+                self.group
+                    .fold(held.slot, st, |st| self.store.maybe_fold(&held.lock, st))
             })
         } else {
             Ok(false)
