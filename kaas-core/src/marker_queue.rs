@@ -173,6 +173,34 @@ pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Resu
     Ok(path)
 }
 
+/// Writes (or rewrites) the queue entry for `target_broker` as [`enqueue`] does —
+/// whole for every reader (a new file renamed in place) — but without its two fsyncs:
+/// for a coordinator that notifies the leader at once and makes the entry durable
+/// ([`make_durable`]) only if not every leader answered that it applied it, before
+/// anything relies on the entry (docs/cluster.md, "The entry's fsyncs").
+pub fn enqueue_unsynced(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
+    let path = entry_path(volume, target_broker, entry);
+    let dir = queue_dir(volume, target_broker);
+    std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+    let bytes = crate::fsutil::json_bytes(entry).map_err(|e| VolumeError::io(&path, e))?;
+    crate::fsutil::replace_unsynced(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
+    Ok(path)
+}
+
+/// Makes an entry [`enqueue_unsynced`] wrote durable: its bytes, then its name in the
+/// queue directory. Returns false when the entry is gone (its leader applied it).
+pub fn make_durable(path: &std::path::Path) -> Result<bool, VolumeError> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(VolumeError::io(path, e)),
+    };
+    file.sync_all().map_err(|e| VolumeError::io(path, e))?;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    crate::fsutil::sync_dir(dir).map_err(|e| VolumeError::io(dir, e))?;
+    Ok(true)
+}
+
 /// The queue entry at `path`: None once it is gone (applied, or moved by another
 /// process).
 pub fn read_entry(path: &std::path::Path) -> Result<Option<MarkerEntry>, VolumeError> {

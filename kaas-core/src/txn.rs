@@ -105,6 +105,8 @@ pub struct TxnEntry {
     pub txn_seq: u64,
     /// Set in a Prepare state once the markers for partitions other brokers lead are
     /// durably queued: the entry completes when those queue entries are gone (applied).
+    /// Unset with queue entries on the volume, they may not be durable (written
+    /// without fsync for leaders notified at once): their absence proves nothing.
     #[serde(default)]
     pub markers_queued: bool,
     pub last_update_ms: i64,

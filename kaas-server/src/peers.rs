@@ -5,9 +5,11 @@
 //! `--inter-broker-sasl-*`).
 //!
 //! The volume is the record, the network the doorbell: a notice is sent only for a
-//! queue entry already durable, and whatever happens to it — no connection, a refusal,
-//! a timeout, a leader that dies after reading it — the leader's marker-queue poll
-//! still applies the entry. So nothing here retries: a failed notice is counted
+//! queue entry already written, and whatever happens to it — no connection, a refusal,
+//! a timeout, a leader that dies after reading it — the coordinator is told
+//! ([`crate::txn_coordinator::TransactionCoordinator::notice_answered`]: it makes the
+//! entry durable if it was not) and the leader's marker-queue poll still applies the
+//! entry. So nothing here retries: a failed notice is counted
 //! (`kaas_txn_marker_notifications{outcome="lost"|"refused"}`), its connection
 //! dropped and made again for the next one.
 //!
@@ -262,7 +264,7 @@ async fn link(
 }
 
 /// Counts a marker notice's outcome and lets the coordinator act on it, off the
-/// link's task (a completion takes the slot's lock). A fence notice needs nothing
+/// link's task (a completion, or making the entry durable, takes the slot's lock). A fence notice needs nothing
 /// more: the peer's fence watcher reads the fence log at its next poll anyway.
 fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutcome) {
     let notice = match notice {
@@ -280,12 +282,12 @@ fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutco
         }
     };
     crate::metrics::metrics().marker_notification(outcome);
-    if outcome != NotificationOutcome::Delivered {
-        return;
-    }
     let broker = broker.clone();
     tokio::spawn(async move {
-        broker.txn.notice_answered(&broker, &notice).await;
+        broker
+            .txn
+            .notice_answered(&broker, &notice, outcome == NotificationOutcome::Delivered)
+            .await;
     });
 }
 

@@ -78,6 +78,15 @@ impl TransactionCoordinator {
         // depends on another, only on the durable Prepare* line. Any failure leaves
         // the entry in Prepare*; what did land is idempotent for the retry (a marker
         // with no transaction open is a no-op, an entry is rewritten by name).
+        //
+        // With peer links the entries are written without their fsyncs and the leaders
+        // told at once: nothing relies on an entry until `markers_queued` is recorded
+        // (from that line on, an entry found gone counts as applied), and that line is
+        // only written once what is left of them is durable ([`Self::spill`]); a leader
+        // that answers has made its markers durable. A crash before the line leaves
+        // the transaction in Prepare* without it, and its next finish writes the
+        // entries again (docs/cluster.md, "The entry's fsyncs").
+        let unsynced = self.notices.get().is_some();
         let queue = (!remote.is_empty() && !current.markers_queued).then(|| {
             remote
                 .iter()
@@ -94,7 +103,12 @@ impl TransactionCoordinator {
                     );
                     let (volume, leader) = (broker.volume.clone(), *leader);
                     let written = tokio::task::spawn_blocking(move || {
-                        marker_queue::enqueue(&volume, leader, &marker).map(|_| (leader, marker))
+                        if unsynced {
+                            marker_queue::enqueue_unsynced(&volume, leader, &marker)
+                        } else {
+                            marker_queue::enqueue(&volume, leader, &marker)
+                        }
+                        .map(|_| (leader, marker))
                     });
                     (leader, written)
                 })
@@ -131,6 +145,18 @@ impl TransactionCoordinator {
             return Err(e);
         }
         if !remote.is_empty() {
+            if !current.markers_queued && unsynced {
+                kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
+                let asked = queued.len();
+                // Counted before the notices go: an answer may come back at once (it
+                // waits for this slot, held here, before it looks).
+                *self.unsynced_finishes().entry(unsynced_key(&current)).or_default() += asked;
+                if self.announce(&current, queued, prepared_at_or_now) < asked {
+                    // A notice could not even be handed to the links: the polls deliver.
+                    return self.spill(broker, held, &current).await;
+                }
+                return Ok(Finished::Queued);
+            }
             if !current.markers_queued {
                 let mut next = current.clone();
                 next.markers_queued = true;
@@ -171,14 +197,17 @@ impl TransactionCoordinator {
         Ok(Finished::Completed)
     }
 
-    /// Hands a notice for each queued entry to the peer links (when there are any).
-    /// The entries' files are durable; the slot entry's `markers_queued` is appended
-    /// (a leader reading the slot sees it) but not yet synced — a crash loses nothing
-    /// either way: recovery finds the entries by name and announces them again.
-    fn announce(&self, prepared: &TxnEntry, queued: Vec<(i32, MarkerEntry)>, prepared_at: Instant) {
+    /// Hands a notice for each queued entry to the peer links (when there are any);
+    /// returns how many were handed over. Either the entries' files are durable and
+    /// the slot entry's `markers_queued` is appended (a leader reading the slot sees
+    /// it) but not yet synced, or neither (a fast finish: [`Self::notice_answered`]) —
+    /// a crash loses nothing either way: recovery finds the entries by name and
+    /// announces them again, or writes them again.
+    fn announce(&self, prepared: &TxnEntry, queued: Vec<(i32, MarkerEntry)>, prepared_at: Instant) -> usize {
         let Some(sender) = self.notices.get() else {
-            return;
+            return 0;
         };
+        let mut handed = 0;
         for (leader, entry) in queued {
             let notice = MarkerNotice {
                 leader,
@@ -187,13 +216,59 @@ impl TransactionCoordinator {
                 prepared_at,
                 announced_at: Instant::now(),
             };
-            if let Err(e) = sender.try_send(PeerNotice::Markers(Box::new(notice))) {
-                // Full (the links are far behind) or closed (shutdown): the leaders'
-                // polls deliver.
-                crate::metrics::metrics().marker_notification(crate::metrics::NotificationOutcome::Lost);
-                debug!(leader, error = %e, "marker notice not handed to the peer links; left to the leader's poll");
+            match sender.try_send(PeerNotice::Markers(Box::new(notice))) {
+                Ok(()) => handed += 1,
+                Err(e) => {
+                    // Full (the links are far behind) or closed (shutdown): the
+                    // leaders' polls deliver.
+                    crate::metrics::metrics().marker_notification(crate::metrics::NotificationOutcome::Lost);
+                    debug!(leader, error = %e, "marker notice not handed to the peer links; left to the leader's poll");
+                }
             }
         }
+        handed
+    }
+
+    pub(super) fn unsynced_finishes(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<UnsyncedKey, usize>> {
+        self.unsynced.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A fast finish's entries handed to the leaders' polls: a notice was lost or
+    /// refused, or every leader answered and an entry is still there (say, a leader
+    /// that did not see it yet through an NFS attribute cache). Each entry left is
+    /// made durable — its bytes, then its name — and only then is `markers_queued`
+    /// recorded: from that line on, whoever finds the entries gone completes the
+    /// transaction, so none may vanish in a crash. With none left, every leader
+    /// applied its own: the transaction completes here.
+    async fn spill(&self, broker: &Cluster, held: &HeldSlot<'_>, current: &TxnEntry) -> Result<Finished, CoordError> {
+        // Not counted any more, whatever happens next: a failure leaves the entry in
+        // Prepare* without the line, and the sweep finishes it again.
+        self.unsynced_finishes().remove(&unsynced_key(current));
+        let left = crate::blocking::off_worker(|| -> Result<usize, VolumeError> {
+            let mut left = 0;
+            for path in marker_queue::pending_files(
+                &broker.volume,
+                current.producer_id,
+                current.producer_epoch,
+                current.txn_seq,
+            )? {
+                if marker_queue::make_durable(&path)? {
+                    left += 1;
+                }
+            }
+            Ok(left)
+        })?;
+        if left == 0 {
+            self.complete_held(held, current)?;
+            return Ok(Finished::Completed);
+        }
+        let mut next = current.clone();
+        next.markers_queued = true;
+        // Not waited for: lost, the next finish writes the entries again.
+        self.record(held, &[SlotOp::Put(next)], now_ms(), Durable::Later)
+            .await?;
+        debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, entries = left, "queue entries of a finish made durable for the leaders' polls");
+        Ok(Finished::Queued)
     }
 
     /// Prepare* → Complete* of the held entry `current` once its markers were queued
@@ -221,31 +296,73 @@ impl TransactionCoordinator {
         Ok(true)
     }
 
-    /// A leader's answer to a notice, from the peer links (a lost or refused notice
-    /// changes nothing and is not reported here). A leader that answered applied its
+    /// A leader's answer to a notice, from the peer links: `delivered` when it
+    /// answered without an error, false when the notice was lost or refused.
+    ///
+    /// Durable entries (`markers_queued` recorded): a leader that answered applied its
     /// entry (or found none left); if no entry of the transaction is queued any more,
     /// the coordinator completes it — a compare-and-set, a no-op when the leader that
-    /// removed the last entry did it already — and wakes the producer's request
-    /// waiting for it. Never announces again (a leader that answered without seeing
-    /// its entry, say through an NFS attribute cache, would be asked again and again):
-    /// what is left, its poll applies.
-    pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice) {
+    /// removed the last entry did it already. A lost or refused one changes nothing.
+    ///
+    /// Entries a fast finish wrote without their fsyncs: once none is left, every
+    /// leader applied its own (this process wrote them, in this life, and an entry is
+    /// only removed once its markers are durable, or dropped once its transaction is
+    /// over), so the transaction completes here. An entry still there after a lost or
+    /// refused notice, or after every leader answered, goes to the polls
+    /// ([`Self::spill`]).
+    ///
+    /// Either way the producer's request waiting for the transaction is woken. Never
+    /// announces again (a leader that answered without seeing its entry, say through
+    /// an NFS attribute cache, would be asked again and again): what is left, its
+    /// poll applies.
+    pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, delivered: bool) {
         let prepared = &notice.prepared;
+        let key = unsynced_key(prepared);
         let completed = async {
             let held = self.lock_slot(slot_for(&prepared.transactional_id)).await?;
-            match self.held_entry(&held, &prepared.transactional_id)? {
-                Some(current) if txn::is_same_prepared(&current, prepared) => {
-                    self.complete_if_drained(broker, &held, &current)
+            let current = match self.held_entry(&held, &prepared.transactional_id)? {
+                Some(current) if txn::is_same_prepared(&current, prepared) => current,
+                _ => {
+                    self.unsynced_finishes().remove(&key);
+                    return Ok(false);
                 }
-                _ => Ok(false),
+            };
+            if current.markers_queued {
+                self.unsynced_finishes().remove(&key);
+                return match delivered {
+                    true => self.complete_if_drained(broker, &held, &current),
+                    false => Ok(false),
+                };
             }
+            let all_answered = match self.unsynced_finishes().get_mut(&key) {
+                Some(waiting) => {
+                    *waiting = waiting.saturating_sub(1);
+                    *waiting == 0
+                }
+                None => true,
+            };
+            let pending = marker_queue::pending_files(
+                &broker.volume,
+                current.producer_id,
+                current.producer_epoch,
+                current.txn_seq,
+            )?;
+            if pending.is_empty() {
+                self.unsynced_finishes().remove(&key);
+                self.complete_held(&held, &current)?;
+                return Ok(true);
+            }
+            if delivered && !all_answered {
+                return Ok(false);
+            }
+            Ok(self.spill(broker, &held, &current).await? == Finished::Completed)
         };
         match completed.await {
             Ok(true) => crate::metrics::metrics()
                 .markers_delivered(crate::metrics::MarkerPath::Notified, notice.prepared_at.elapsed()),
             Ok(false) => {}
             Err(e) => {
-                warn!(transactional_id = %prepared.transactional_id, error = %e, "completing a transaction after its leaders answered failed; the reaper finishes it")
+                warn!(transactional_id = %prepared.transactional_id, error = %e, "completing a transaction after its leaders answered failed; the sweep finishes it")
             }
         }
         // Completed here or by the leader: either way the waiters look again.

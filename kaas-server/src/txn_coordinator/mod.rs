@@ -115,10 +115,12 @@ pub enum Finished {
 }
 
 /// A doorbell for a partition's leader (docs/cluster.md#markers-across-brokers): the
-/// queue entry `entry`, durable in `marker_queue/to-<leader>/`, holds markers of the
-/// Prepare* transaction `prepared`. The broker's peer links send it as WriteTxnMarkers
-/// and report the answer to [`TransactionCoordinator::notice_answered`]. The volume
-/// stays the record: a notice lost anywhere only leaves the entry to the leader's poll.
+/// queue entry `entry`, written in `marker_queue/to-<leader>/` (not yet fsynced, unless
+/// the slot entry has `markers_queued`), holds markers of the Prepare* transaction
+/// `prepared`. The broker's peer links send it as WriteTxnMarkers and report every
+/// outcome to [`TransactionCoordinator::notice_answered`]. The volume stays the
+/// record: a notice lost anywhere makes the entry durable and leaves it to the
+/// leader's poll.
 #[derive(Debug, Clone)]
 pub struct MarkerNotice {
     pub leader: i32,
@@ -201,6 +203,11 @@ pub struct TransactionCoordinator {
     /// Where notices for other brokers' partitions go (the peer links); unset, the
     /// leaders' polls alone deliver queued markers.
     notices: OnceLock<tokio::sync::mpsc::Sender<PeerNotice>>,
+    /// Transactions whose queue entries a finish wrote without their fsyncs (the
+    /// leaders were notified at once), each with the notices not yet answered; see
+    /// [`TransactionCoordinator::notice_answered`]. Only this process's memory: its
+    /// own writes, in this life, are what makes a vanished entry an applied one.
+    unsynced: Mutex<std::collections::HashMap<UnsyncedKey, usize>>,
     /// Woken when a transaction of the slot completes here, or a leader answered a
     /// notice of one (AddPartitionsToTxn waiting for the previous transaction).
     completed: Vec<tokio::sync::Notify>,
@@ -211,6 +218,18 @@ pub struct TransactionCoordinator {
     /// watch): a slot lock it holds is taken over; and how long a lock held under no
     /// holder's line waits. Unset, no slot lock is ever taken.
     dead_judge: OnceLock<(DeadJudge, UnnamedHold)>,
+}
+
+/// One Prepare* transaction: (transactional id, producer id, epoch, transaction number).
+type UnsyncedKey = (String, i64, i16, u64);
+
+fn unsynced_key(entry: &TxnEntry) -> UnsyncedKey {
+    (
+        entry.transactional_id.clone(),
+        entry.producer_id,
+        entry.producer_epoch,
+        entry.txn_seq,
+    )
 }
 
 /// See [`TransactionCoordinator::take_over_locks_of_dead_brokers`].
@@ -241,6 +260,7 @@ impl TransactionCoordinator {
             reconcile_repairs: std::sync::atomic::AtomicU64::new(0),
             groups,
             notices: OnceLock::new(),
+            unsynced: Mutex::new(std::collections::HashMap::new()),
             completed: (0..SLOTS).map(|_| tokio::sync::Notify::new()).collect(),
             finishing: std::sync::atomic::AtomicUsize::new(0),
             finished_all: tokio::sync::Notify::new(),

@@ -1195,3 +1195,166 @@ async fn a_holder_deposed_while_paused_finishes_no_staged_offsets() {
     assert!(lso < end, "no marker written");
     drop((held, stolen));
 }
+
+/// Broker 0 coordinating a transactional id over t-0 (led here) and x-0 (led by a
+/// peer, `b1`), with the peer links replaced by a channel the test reads: each
+/// transaction's notice for the peer is handed to the test, which plays the links.
+struct FastFinish {
+    _dir: tempfile::TempDir,
+    b0: Arc<Broker>,
+    b1: Arc<Broker>,
+    notices: tokio::sync::mpsc::Receiver<PeerNotice>,
+    tid: String,
+    pid: i64,
+    x: String,
+}
+
+impl FastFinish {
+    async fn new() -> FastFinish {
+        let (dir, b0, _) = setup().await;
+        let (peer, x) = peer_and_its_topic();
+        let b1 = second_broker(dir.path(), &peer.to_string());
+        b0.set_live_brokers(live(&[0, peer]));
+        b1.set_live_brokers(live(&[0, peer]));
+        b1.create_topic(&x, 1, Default::default()).await.unwrap();
+        let b0_ = b0.clone();
+        tokio::task::spawn_blocking(move || b0_.sync_with_volume())
+            .await
+            .unwrap();
+        let tid = (0..)
+            .map(|n| format!("fast{n}"))
+            .find(|t| b0.owns_txn_slot(slot_for(t)))
+            .unwrap();
+        let (pid, _) = b0.txn.init_producer_id(&b0, &tid, 60_000, (-1, -1)).await.unwrap();
+        let (sender, notices) = tokio::sync::mpsc::channel(16);
+        b0.txn.notify_leaders_through(sender);
+        FastFinish {
+            _dir: dir,
+            b0,
+            b1,
+            notices,
+            tid,
+            pid,
+            x,
+        }
+    }
+
+    /// One committed transaction over t-0 and x-0, answered at EndTxn: its notice for
+    /// the peer and the path of the queue entry it names.
+    async fn commit(&mut self, seq: i32) -> (MarkerNotice, std::path::PathBuf) {
+        let (b0, tid, pid) = (&self.b0, self.tid.as_str(), self.pid);
+        b0.txn
+            .add(b0, tid, pid, 0, &[tp("t", 0), tp(&self.x, 0)], &[])
+            .await
+            .unwrap();
+        produce_txn(b0, tid, pid, 0, seq).unwrap();
+        let x0 = self.b1.topic(&self.x).unwrap().partition(0).unwrap().clone().unwrap();
+        let mut batch = build_batch(0, 1, Some((pid, 0, seq)), 0x10, &[(None, Some(b"x"))]);
+        let headers = validate_all(&batch).unwrap();
+        self.b1.append(&x0, &mut batch, &headers, Some(tid)).unwrap();
+        b0.txn.end_txn(b0, tid, pid, 0, true).await.unwrap();
+        let Some(PeerNotice::Markers(notice)) = self.notices.try_recv().ok() else {
+            panic!("no marker notice for the peer")
+        };
+        let path = marker_queue::entry_path(&b0.volume, notice.leader, &notice.entry);
+        (*notice, path)
+    }
+
+    fn current(&self) -> TxnEntry {
+        self.b0.txn.store().get(&self.tid).unwrap().unwrap()
+    }
+
+    fn x_committed(&self) -> bool {
+        let x0 = self.b1.topic(&self.x).unwrap().partition(0).unwrap().clone().unwrap();
+        let state = x0.state();
+        state.last_stable_offset() == state.log.log_end_offset()
+    }
+}
+
+/// Issue 24: with peer links, a finish writes the peer's queue entry without its
+/// fsyncs and records nothing more; the leader that applies it does not complete the
+/// transaction (nothing durable says the entry existed), and the coordinator
+/// completes it on the answer, once the entry is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_answered_lets_the_coordinator_complete_without_the_entry_ever_being_synced() {
+    let mut f = FastFinish::new().await;
+    let (notice, path) = f.commit(0).await;
+    assert!(path.exists(), "the entry is on the volume before the notice goes");
+    let prepared = f.current();
+    assert_eq!(prepared.state, TxnState::PrepareCommit);
+    assert!(!prepared.markers_queued, "no line says the entries are durable");
+    let codes = f.b1.txn.apply_notified(&f.b1, f.pid, 0, true, &[tp(&f.x, 0)]).await;
+    assert_eq!(codes, vec![(tp(&f.x, 0), 0)]);
+    assert!(!path.exists() && f.x_committed(), "the peer applied its marker");
+    assert_eq!(
+        f.current().state,
+        TxnState::PrepareCommit,
+        "the leader does not complete a transaction whose entries are not known durable"
+    );
+    f.b0.txn.notice_answered(&f.b0, &notice, true).await;
+    let done = f.current();
+    assert_eq!(done.state, TxnState::CompleteCommit);
+    assert!(!done.markers_queued);
+    // A late or repeated answer changes nothing.
+    f.b0.txn.notice_answered(&f.b0, &notice, true).await;
+    f.b0.txn.notice_answered(&f.b0, &notice, false).await;
+    assert_eq!(f.current(), done);
+    assert!(f.b0.txn.unsynced_finishes().is_empty());
+}
+
+/// Issue 24: a lost or refused notice, or a leader that answered without applying
+/// its entry, hands the entry to the leader's poll: the entry is made durable and
+/// only then is `markers_queued` recorded, so whoever finds it gone later completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_fast_finish_is_made_durable_for_the_poll() {
+    let mut f = FastFinish::new().await;
+    for (seq, delivered) in [(0, false), (1, true)] {
+        let (notice, path) = f.commit(seq).await;
+        // Lost (false), or answered by a leader that did not see its entry (true).
+        f.b0.txn.notice_answered(&f.b0, &notice, delivered).await;
+        let spilled = f.current();
+        assert_eq!(spilled.state, TxnState::PrepareCommit);
+        assert!(spilled.markers_queued, "the entry is the record now");
+        assert!(path.exists());
+        assert!(!f.x_committed());
+        crate::broker::process_marker_queue(&f.b1).await;
+        assert!(!path.exists() && f.x_committed());
+        assert_eq!(
+            f.current().state,
+            TxnState::CompleteCommit,
+            "the leader that removed the last entry completed it"
+        );
+        assert!(f.b0.txn.unsynced_finishes().is_empty());
+    }
+    let (lso, end) = lso_and_end(&f.b0);
+    assert_eq!(lso, end, "both transactions committed on t-0");
+}
+
+/// Issue 24: a coordinator that dies after writing a fast finish's entries — no
+/// line recorded — is finished by the slot's next finish, which writes the entries
+/// again; a leader's poll that applied the first ones meanwhile completed nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_line() {
+    let mut f = FastFinish::new().await;
+    let (_lost_with_the_process, path) = f.commit(0).await;
+    crate::broker::process_marker_queue(&f.b1).await;
+    assert!(!path.exists() && f.x_committed(), "the poll applied the entry");
+    assert_eq!(f.current().state, TxnState::PrepareCommit, "but could not complete");
+    // The next owner's (here: the sweep's) finish of the Prepare* read from the files.
+    let prepared = f.current();
+    assert_eq!(f.b0.txn.finish(&f.b0, &prepared).await.unwrap(), Finished::Queued);
+    let Some(PeerNotice::Markers(again)) = f.notices.try_recv().ok() else {
+        panic!("the entry was announced again")
+    };
+    assert!(path.exists(), "written again");
+    let codes = f.b1.txn.apply_notified(&f.b1, f.pid, 0, true, &[tp(&f.x, 0)]).await;
+    assert_eq!(codes, vec![(tp(&f.x, 0), 0)]);
+    f.b0.txn.notice_answered(&f.b0, &again, true).await;
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+    let x0 = f.b1.topic(&f.x).unwrap().partition(0).unwrap().clone().unwrap();
+    assert_eq!(
+        x0.state().log.log_end_offset(),
+        2,
+        "one batch, one marker: the second apply wrote nothing"
+    );
+}
