@@ -281,11 +281,21 @@ fn execute_with(
         queued.push((broker, marker_queue::enqueue(volume, broker, &entry)?));
     }
     // Record that the queue entries exist, so a broker finishing the entry waits for
-    // them instead of queueing them again.
+    // them instead of queueing them again. Under the slot lock they are made durable
+    // again first: a broker's finish may have rewritten one meanwhile without its
+    // fsyncs (leaders it notifies at once, docs/cluster.md "The entry's fsyncs"), and
+    // `markers_queued` must only ever name durable entries.
     let mut prepared = prepared;
     if !queued.is_empty() && !prepared.markers_queued {
+        let mut unsynced: Option<VolumeError> = None;
         prepared = store.update(plan.slot, now_ms, |entries| match entries.get(&tid) {
             Some(current) if *current == prepared => {
+                for (_, path) in &queued {
+                    if let Err(e) = marker_queue::make_durable(path) {
+                        unsynced = Some(e);
+                        return (current.clone(), false);
+                    }
+                }
                 let mut next = current.clone();
                 next.markers_queued = true;
                 entries.insert(tid.clone(), next.clone());
@@ -294,6 +304,9 @@ fn execute_with(
             Some(current) => (current.clone(), false),
             None => (prepared.clone(), false),
         })?;
+        if let Some(e) = unsynced {
+            return Err(e.into());
+        }
     }
     // 5. Wait for the queued markers, then complete.
     let deadline = Instant::now() + wait;

@@ -134,6 +134,32 @@ pub fn pending_files(volume: &Volume, producer_id: i64, epoch: i16, txn_seq: u64
     Ok(out)
 }
 
+/// Removes the files of transaction (`producer_id`, `epoch`, `txn_seq`) from every
+/// queue but `keep`'s; returns how many were removed. For a finish that has just
+/// written the transaction's whole set of entries again, while nothing relies on the
+/// old ones: an entry left in another broker's queue by an earlier finish (its
+/// partitions led elsewhere since), or torn by a power cut, would otherwise stay
+/// behind the new ones.
+pub fn remove_others(
+    volume: &Volume,
+    producer_id: i64,
+    epoch: i16,
+    txn_seq: u64,
+    keep: &[i32],
+) -> Result<usize, VolumeError> {
+    let name = format!("{producer_id}-{epoch}-{txn_seq}.json");
+    let mut removed = 0;
+    for t in targets(volume)?.into_iter().filter(|t| !keep.contains(t)) {
+        let path = queue_dir(volume, t).join(&name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(VolumeError::io(&path, e)),
+        }
+    }
+    Ok(removed)
+}
+
 /// The entries queued for `target_broker` of one producer at one epoch (what a
 /// WriteTxnMarkers notification names), each with its path; only files named
 /// `<pid>-<epoch>-…` are read. Unreadable ones are returned as errors.
@@ -176,8 +202,9 @@ pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Resu
 /// Writes (or rewrites) the queue entry for `target_broker` as [`enqueue`] does —
 /// whole for every reader (a new file renamed in place) — but without its two fsyncs:
 /// for a coordinator that notifies the leader at once and makes the entry durable
-/// ([`make_durable`]) only if not every leader answered that it applied it, before
-/// anything relies on the entry (docs/cluster.md, "The entry's fsyncs").
+/// ([`make_durable`]) only if it is still there after a lost or refused notice or
+/// after every leader answered — before anything relies on the entry
+/// (docs/cluster.md, "The entry's fsyncs").
 pub fn enqueue_unsynced(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
     let path = entry_path(volume, target_broker, entry);
     let dir = queue_dir(volume, target_broker);

@@ -31,8 +31,11 @@ impl TransactionCoordinator {
     /// Complete*. Any failure leaves the entry in its Prepare state.
     ///
     /// Markers queued for other leaders are announced to them (a [`MarkerNotice`] each)
-    /// once their entries are durable and marked on the slot entry; a finish that finds
-    /// entries still queued announces them again. `prepared_at` is when the Prepare*
+    /// once their entries are written — not yet fsynced, and not marked on the slot
+    /// entry ([`Self::notice_answered`] and [`Self::spill`] see to both) — and only with
+    /// peer links; without them the entries are fsynced and marked, and the leaders'
+    /// polls find them. A finish that finds marked entries still queued announces them
+    /// again. `prepared_at` is when the Prepare*
     /// was made durable by the caller, if it was (the delivery histogram's start).
     pub(super) async fn finish_held(
         &self,
@@ -144,6 +147,16 @@ impl TransactionCoordinator {
         if let Some(e) = failed {
             return Err(e);
         }
+        if !remote.is_empty() && !current.markers_queued {
+            // This finish wrote the transaction's whole set of entries; nothing relies
+            // on an older one yet. One left in a queue this set does not use (its
+            // partitions are led elsewhere now, or it was torn by a power cut) would
+            // be counted as still pending forever.
+            let keep: Vec<i32> = remote.keys().copied().collect();
+            crate::blocking::off_worker(|| {
+                marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
+            })?;
+        }
         if !remote.is_empty() {
             if !current.markers_queued && unsynced {
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
@@ -164,8 +177,7 @@ impl TransactionCoordinator {
                 self.record(held, &[SlotOp::Put(next)], now_ms(), Durable::Later)
                     .await?;
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
-                // Durable entries only: a leader told of one can always find it.
-                self.announce(&current, queued, prepared_at_or_now);
+                // No peer links to tell anyone: the leaders' polls find the entries.
                 return Ok(Finished::Queued);
             }
             let pending = marker_queue::pending_files(&broker.volume, pid, epoch, current.txn_seq)?;
@@ -296,6 +308,45 @@ impl TransactionCoordinator {
         Ok(true)
     }
 
+    /// At a clean stop, once the peer links have ended: every fast finish still
+    /// waiting for an answer is handed to the leaders' polls ([`Self::spill`]), so the
+    /// leaders complete it rather than the slot's next owner, which would write the
+    /// entries again. Each failure is logged; the next owner finishes those.
+    pub async fn hand_unanswered_to_polls(&self, broker: &Cluster) {
+        let waiting: Vec<UnsyncedKey> = self.unsynced_finishes().keys().cloned().collect();
+        for key in waiting {
+            let (tid, pid, epoch, txn_seq) = &key;
+            let handed = async {
+                let held = self
+                    .lock_slot_within(slot_for(tid), super::SLOT_LOCK_WAIT_BACKGROUND)
+                    .await?;
+                match self.held_entry(&held, tid)? {
+                    Some(current)
+                        if current.state.is_prepare()
+                            && !current.markers_queued
+                            && (current.producer_id, current.producer_epoch, current.txn_seq)
+                                == (*pid, *epoch, *txn_seq) =>
+                    {
+                        self.spill(broker, &held, &current).await.map(Some)
+                    }
+                    _ => {
+                        self.unsynced_finishes().remove(&key);
+                        Ok(None)
+                    }
+                }
+            };
+            match handed.await {
+                Ok(Some(finished)) => {
+                    debug!(transactional_id = %tid, producer_id = pid, ?finished, "stopping: an unanswered finish handed to the leaders' polls")
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(transactional_id = %tid, producer_id = pid, error = %e, "stopping: an unanswered finish could not be handed to the leaders' polls; the slot's next owner finishes it")
+                }
+            }
+        }
+    }
+
     /// A leader's answer to a notice, from the peer links: `delivered` when it
     /// answered without an error, false when the notice was lost or refused.
     ///
@@ -318,8 +369,24 @@ impl TransactionCoordinator {
     pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, delivered: bool) {
         let prepared = &notice.prepared;
         let key = unsynced_key(prepared);
+        // Counted off first, whatever happens next: a failure below must not leave a
+        // count that never reaches zero.
+        let all_answered = match self.unsynced_finishes().get_mut(&key) {
+            Some(waiting) => {
+                *waiting = waiting.saturating_sub(1);
+                *waiting == 0
+            }
+            None => true,
+        };
+        let slot = slot_for(&prepared.transactional_id);
         let completed = async {
-            let held = self.lock_slot(slot_for(&prepared.transactional_id)).await?;
+            if !broker.owns_txn_slot(slot) {
+                // The slot moved on: its new owner finishes the transaction from the
+                // files (writing the entries again, or finding them marked).
+                self.unsynced_finishes().remove(&key);
+                return Ok(false);
+            }
+            let held = self.lock_slot(slot).await?;
             let current = match self.held_entry(&held, &prepared.transactional_id)? {
                 Some(current) if txn::is_same_prepared(&current, prepared) => current,
                 _ => {
@@ -334,13 +401,6 @@ impl TransactionCoordinator {
                     false => Ok(false),
                 };
             }
-            let all_answered = match self.unsynced_finishes().get_mut(&key) {
-                Some(waiting) => {
-                    *waiting = waiting.saturating_sub(1);
-                    *waiting == 0
-                }
-                None => true,
-            };
             let pending = marker_queue::pending_files(
                 &broker.volume,
                 current.producer_id,
@@ -362,6 +422,9 @@ impl TransactionCoordinator {
                 .markers_delivered(crate::metrics::MarkerPath::Notified, notice.prepared_at.elapsed()),
             Ok(false) => {}
             Err(e) => {
+                if all_answered {
+                    self.unsynced_finishes().remove(&key);
+                }
                 warn!(transactional_id = %prepared.transactional_id, error = %e, "completing a transaction after its leaders answered failed; the sweep finishes it")
             }
         }
@@ -372,7 +435,7 @@ impl TransactionCoordinator {
     /// WriteTxnMarkers at a partition's leader (a coordinator's notice): applies the
     /// entries of this broker's queue for (`producer_id`, `epoch`) with `commit`'s
     /// result, for the asked partitions this broker leads, through
-    /// [`TransactionCoordinator::apply_queued`] — so only what a coordinator durably
+    /// [`TransactionCoordinator::apply_queued`] — so only what a coordinator
     /// queued is ever written, and a late or repeated notice finds nothing left to do.
     /// Returns each asked partition's error code: 0 when no queued marker of it is
     /// left here, NOT_LEADER_OR_FOLLOWER when it is led elsewhere, or the failure's.
@@ -549,7 +612,9 @@ impl TransactionCoordinator {
     /// An entry naming its transaction is applied only while that transaction is
     /// still in its Prepare state at the coordinator (checked under the slot lock,
     /// held while the markers are written and the entry rewritten); a stale one is
-    /// dropped unwritten. Whoever removes the last entry of a transaction completes it.
+    /// dropped unwritten. Whoever removes the last entry of a transaction completes it, once
+    /// `markers_queued` says its entries were durable (before that, the coordinator
+    /// does on its leaders' answers: [`Self::notice_answered`]).
     /// Returns whether anything was applied or dropped.
     ///
     /// `via` says who asked: the poll, or a coordinator's notice; a transaction this

@@ -1340,9 +1340,18 @@ async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_
     crate::broker::process_marker_queue(&f.b1).await;
     assert!(!path.exists() && f.x_committed(), "the poll applied the entry");
     assert_eq!(f.current().state, TxnState::PrepareCommit, "but could not complete");
+    // A power cut also left a torn entry of it in a queue the next finish does not
+    // write to (its partitions led elsewhere by then).
+    let torn = marker_queue::queue_dir(&f.b0.volume, 9).join(path.file_name().unwrap());
+    std::fs::create_dir_all(torn.parent().unwrap()).unwrap();
+    std::fs::write(&torn, b"").unwrap();
     // The next owner's (here: the sweep's) finish of the Prepare* read from the files.
     let prepared = f.current();
     assert_eq!(f.b0.txn.finish(&f.b0, &prepared).await.unwrap(), Finished::Queued);
+    assert!(
+        !torn.exists(),
+        "the finish wrote the whole set again and removed the rest"
+    );
     let Some(PeerNotice::Markers(again)) = f.notices.try_recv().ok() else {
         panic!("the entry was announced again")
     };
@@ -1357,4 +1366,20 @@ async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_
         2,
         "one batch, one marker: the second apply wrote nothing"
     );
+}
+
+/// Issue 24: a clean stop hands the finishes whose notices were never answered (the
+/// peer links are gone) to the leaders' polls: the entries made durable and marked,
+/// so the leader completes the transaction rather than the slot's next owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_hands_unanswered_finishes_to_the_leaders_polls() {
+    let mut f = FastFinish::new().await;
+    let (_never_answered, path) = f.commit(0).await;
+    assert!(!f.b0.txn.unsynced_finishes().is_empty());
+    f.b0.txn.hand_unanswered_to_polls(&f.b0).await;
+    assert!(f.current().markers_queued);
+    assert!(f.b0.txn.unsynced_finishes().is_empty());
+    crate::broker::process_marker_queue(&f.b1).await;
+    assert!(!path.exists() && f.x_committed());
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
 }
