@@ -696,10 +696,24 @@ impl TransactionCoordinator {
                 }
             }
         }
-        for tp in &mine {
-            broker
-                .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
-                .await?;
+        let appended = mine
+            .iter()
+            .map(|tp| broker.append_marker(tp, entry.producer_id, entry.producer_epoch, commit))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Appended: the producer's transaction on these partitions is closed, so no
+        // later holder of the slot can make these markers close another one, and the
+        // entry (removed only once they are durable) keeps the transaction from
+        // completing meanwhile. So the slot is let go for the fsyncs — a coordinator
+        // answering, or another leader applying its own entry, need not wait for
+        // them — unless this apply may complete the transaction itself (its entries
+        // are marked durable).
+        let live = live.cloned();
+        let held = match live.as_ref().is_some_and(|c| c.markers_queued) {
+            true => held,
+            false => None,
+        };
+        for marker in appended {
+            marker.durable().await?;
         }
         let rest: Vec<TopicPartition> = entry
             .partitions
@@ -715,7 +729,7 @@ impl TransactionCoordinator {
             kaas_core::fsutil::write_json(path, &left).map_err(|e| VolumeError::io(path, e))?;
             return Ok(true);
         }
-        if let (Some(held), Some(c)) = (held, live.cloned()) {
+        if let (Some(held), Some(c)) = (held, live) {
             if self.complete_if_drained(broker, &held, &c)? {
                 // By the wall clock from the entry's enqueue time (written by the
                 // coordinator, maybe on another host: docs/cluster.md's clock bound).
