@@ -804,7 +804,8 @@ impl TransactionCoordinator {
         epoch: i16,
         tp: &TopicPartition,
     ) -> Result<(), CoordError> {
-        match self.entry(tid)? {
+        // Judged in place (every transactional batch asks): no copy of the entry.
+        self.visit(slot_for(tid), |st| match st.entry(tid) {
             Some(e) if e.producer_id == producer_id && e.producer_epoch > epoch => Err(TxnError::ProducerFenced.into()),
             Some(e)
                 if e.state == TxnState::Ongoing
@@ -815,7 +816,7 @@ impl TransactionCoordinator {
                 Ok(())
             }
             _ => Err(TxnError::InvalidTxnState.into()),
-        }
+        })?
     }
 
     /// The producer's identity and open transaction, checked for TxnOffsetCommit.
