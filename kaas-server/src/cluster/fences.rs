@@ -140,31 +140,10 @@ impl Cluster {
         epoch: i16,
         commit: bool,
     ) -> Result<bool, MarkerError> {
-        self.append_marker(tp, producer_id, epoch, commit)?.durable().await
-    }
-
-    /// The first half of [`Self::write_marker`]: the marker appended (the producer's
-    /// transaction on the partition is closed from here on, in memory), not yet
-    /// durable; [`AppendedMarker::durable`] waits for that. For a caller that must
-    /// append under a lock but need not hold it through the fsync.
-    pub fn append_marker(
-        &self,
-        tp: &kaas_core::txn::TopicPartition,
-        producer_id: i64,
-        epoch: i16,
-        commit: bool,
-    ) -> Result<AppendedMarker<'_>, MarkerError> {
         let fail = |detail: String| MarkerError {
             topic: tp.topic.clone(),
             partition: tp.partition,
             detail,
-        };
-        let nothing = |partition| AppendedMarker {
-            cluster: self,
-            tp: tp.clone(),
-            partition,
-            written: None,
-            stepdowns: 0,
         };
         if !self.lease_fresh() {
             return Err(fail("this broker's lease is not renewed; it does not append".into()));
@@ -175,12 +154,12 @@ impl Cluster {
                 Some(Err(e)) => return Err(fail(format!("partition offline: {e}"))),
                 None => {
                     warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a partition that no longer exists; nothing to end");
-                    return Ok(nothing(None));
+                    return Ok(false);
                 }
             },
             Err(TopicError::Unknown(_)) => {
                 warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a deleted topic; nothing to end");
-                return Ok(nothing(None));
+                return Ok(false);
             }
             Err(e) => return Err(fail(e.to_string())),
         };
@@ -203,52 +182,17 @@ impl Cluster {
             }
             written
         };
-        if written.is_some() {
-            crate::metrics::metrics().markers_written.inc();
-        }
-        Ok(AppendedMarker {
-            written: written.map(|info| info.next_offset),
-            stepdowns,
-            ..nothing(Some(partition))
-        })
-    }
-}
-
-/// A marker [`Cluster::append_marker`] appended (or found nothing to append for),
-/// until it is durable.
-#[must_use = "a marker counts only once durable"]
-pub struct AppendedMarker<'a> {
-    cluster: &'a Cluster,
-    tp: kaas_core::txn::TopicPartition,
-    /// None: the partition or its topic no longer exists.
-    partition: Option<std::sync::Arc<crate::registry::Partition>>,
-    /// The offset after the marker; None when the producer had no open transaction.
-    written: Option<i64>,
-    stepdowns: u64,
-}
-
-impl AppendedMarker<'_> {
-    /// Waits until the marker is durable and this broker still led the partition then:
-    /// Ok(true) for a marker written, Ok(false) for nothing to write.
-    pub async fn durable(self) -> Result<bool, MarkerError> {
-        let fail = |detail: String| MarkerError {
-            topic: self.tp.topic.clone(),
-            partition: self.tp.partition,
-            detail,
-        };
-        let Some(partition) = &self.partition else {
-            return Ok(false);
-        };
-        match self.written {
-            Some(next_offset) => {
+        match written {
+            Some(info) => {
+                crate::metrics::metrics().markers_written.inc();
                 partition
-                    .wait_durable(next_offset)
+                    .wait_durable(info.next_offset)
                     .await
                     .map_err(|e| fail(e.to_string()))?;
-                self.cluster.appended.send_modify(|n| *n = n.wrapping_add(1));
+                self.appended.send_modify(|n| *n = n.wrapping_add(1));
                 // Durable only counts if this broker still led the partition when the
                 // fsync finished (on NFS, unflushed pages are not seen by a successor).
-                if !self.cluster.still_fresh_since(self.stepdowns) {
+                if !self.still_fresh_since(stepdowns) {
                     return Err(fail(
                         "the lease went stale before the marker was durable; it may not count".into(),
                     ));

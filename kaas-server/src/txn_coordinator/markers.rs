@@ -379,6 +379,12 @@ impl TransactionCoordinator {
             None => true,
         };
         let slot = slot_for(&prepared.transactional_id);
+        if delivered && !all_answered {
+            // Another leader of it has yet to answer, and the transaction cannot
+            // complete before that leader's entry is gone: its answer looks (one look
+            // at the slot per transaction, not one per leader).
+            return;
+        }
         let completed = async {
             if !broker.owns_txn_slot(slot) {
                 // The slot moved on: its new owner finishes the transaction from the
@@ -411,9 +417,6 @@ impl TransactionCoordinator {
                 self.unsynced_finishes().remove(&key);
                 self.complete_held(&held, &current)?;
                 return Ok(true);
-            }
-            if delivered && !all_answered {
-                return Ok(false);
             }
             Ok(self.spill(broker, &held, &current).await? == Finished::Completed)
         };
@@ -696,24 +699,14 @@ impl TransactionCoordinator {
                 }
             }
         }
-        let appended = mine
-            .iter()
-            .map(|tp| broker.append_marker(tp, entry.producer_id, entry.producer_epoch, commit))
-            .collect::<Result<Vec<_>, _>>()?;
-        // Appended: the producer's transaction on these partitions is closed, so no
-        // later holder of the slot can make these markers close another one, and the
-        // entry (removed only once they are durable) keeps the transaction from
-        // completing meanwhile. So the slot is let go for the fsyncs — a coordinator
-        // answering, or another leader applying its own entry, need not wait for
-        // them — unless this apply may complete the transaction itself (its entries
-        // are marked durable).
-        let live = live.cloned();
-        let held = match live.as_ref().is_some_and(|c| c.markers_queued) {
-            true => held,
-            false => None,
-        };
-        for marker in appended {
-            marker.durable().await?;
+        // The slot stays held through the markers' fsyncs and the entry's removal:
+        // a finish of the coordinator's may rewrite the entry (with partitions added,
+        // their leadership moved here) the moment it is let go, and a removal after
+        // that would take markers never written with it.
+        for tp in &mine {
+            broker
+                .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
+                .await?;
         }
         let rest: Vec<TopicPartition> = entry
             .partitions
@@ -729,7 +722,7 @@ impl TransactionCoordinator {
             kaas_core::fsutil::write_json(path, &left).map_err(|e| VolumeError::io(path, e))?;
             return Ok(true);
         }
-        if let (Some(held), Some(c)) = (held, live) {
+        if let (Some(held), Some(c)) = (held, live.cloned()) {
             if self.complete_if_drained(broker, &held, &c)? {
                 // By the wall clock from the entry's enqueue time (written by the
                 // coordinator, maybe on another host: docs/cluster.md's clock bound).

@@ -624,14 +624,25 @@ impl TransactionCoordinator {
         whose: impl Fn(&TxnEntry) -> bool,
     ) -> Result<(HeldSlot<'_>, Option<TxnEntry>), CoordError> {
         let deadline = Instant::now() + PREVIOUS_TXN_WAIT;
+        let still_finishing =
+            |c: &TxnEntry| c.state.is_prepare() && whose(c) && (self.notices.get().is_some() || !c.markers_queued);
         loop {
             // Again after each wait: the slot may have moved to another broker.
             self.check_owner(broker, slot)?;
+            // A look without the slot's locks first: while the previous transaction's
+            // markers are still being written, taking them would only hold up the
+            // leaders (and the answers) that finish it.
+            let completed = self.completed[slot as usize].notified();
+            tokio::pin!(completed);
+            completed.as_mut().enable();
+            if Instant::now() < deadline && self.visit(slot, |st| st.entry(tid).is_some_and(&still_finishing))? {
+                let look_again = Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now()));
+                let _ = tokio::time::timeout(look_again, completed).await;
+                continue;
+            }
             let held = self.lock_slot(slot).await?;
             let current = self.held_entry(&held, tid)?;
-            let waiting = current.as_ref().is_some_and(|c| {
-                c.state.is_prepare() && whose(c) && (self.notices.get().is_some() || !c.markers_queued)
-            }) && Instant::now() < deadline;
+            let waiting = current.as_ref().is_some_and(&still_finishing) && Instant::now() < deadline;
             if !waiting {
                 return Ok((held, current));
             }
