@@ -311,8 +311,9 @@ impl TransactionCoordinator {
 
     /// [`Self::lock_slot`], waiting at most `wait`: the file lock is tried, never
     /// waited on blocking (a holder that is paused — SIGSTOP, a frozen VM — or stuck
-    /// would hold a thread and its caller forever), with pauses that grow from 1 ms
-    /// to [`SLOT_LOCK_POLL_MAX`]. Past `wait`, [`CoordError::SlotBusy`].
+    /// would hold a thread and its caller forever), first after the short pauses of
+    /// [`SLOT_LOCK_SHORT_PAUSES`] on the blocking pool, then with pauses that grow
+    /// from 1 ms to [`SLOT_LOCK_POLL_MAX`]. Past `wait`, [`CoordError::SlotBusy`].
     async fn lock_slot_within(&self, slot: u32, wait: Duration) -> Result<HeldSlot<'_>, CoordError> {
         let started = Instant::now();
         let busy = || CoordError::SlotBusy {
