@@ -280,9 +280,14 @@ fn execute_with(
         );
         queued.push((broker, marker_queue::enqueue(volume, broker, &entry)?));
     }
+    // Every queue file of the transaction, whoever wrote it: a broker's finish may
+    // have written the transaction's entries meanwhile (rewriting these, or putting
+    // one in another leader's queue and removing ours there).
+    let txn_seq = prepared.txn_seq;
+    let pending = || marker_queue::pending_files(volume, plan.producer_id, plan.marker_epoch, txn_seq);
     // Record that the queue entries exist, so a broker finishing the entry waits for
-    // them instead of queueing them again. Under the slot lock they are made durable
-    // again first: a broker's finish may have rewritten one meanwhile without its
+    // them instead of queueing them again. Under the slot lock every one of them is
+    // made durable first: a broker's finish may have written them without their
     // fsyncs (leaders it notifies at once, docs/cluster.md "The entry's fsyncs"), and
     // `markers_queued` must only ever name durable entries.
     let mut prepared = prepared;
@@ -290,11 +295,14 @@ fn execute_with(
         let mut unsynced: Option<VolumeError> = None;
         prepared = store.update(plan.slot, now_ms, |entries| match entries.get(&tid) {
             Some(current) if *current == prepared => {
-                for (_, path) in &queued {
-                    if let Err(e) = marker_queue::make_durable(path) {
-                        unsynced = Some(e);
-                        return (current.clone(), false);
-                    }
+                let durable = pending().and_then(|paths| {
+                    paths
+                        .iter()
+                        .try_for_each(|path| marker_queue::make_durable(path).map(|_| ()))
+                });
+                if let Err(e) = durable {
+                    unsynced = Some(e);
+                    return (current.clone(), false);
                 }
                 let mut next = current.clone();
                 next.markers_queued = true;
@@ -308,14 +316,15 @@ fn execute_with(
             return Err(e.into());
         }
     }
-    // 5. Wait for the queued markers, then complete.
+    // 5. Wait for the queued markers — every queue file of the transaction, not only
+    // ours — then complete.
     let deadline = Instant::now() + wait;
-    // A file that cannot be checked counts as still waiting.
-    let waiting = |p: &PathBuf| p.try_exists().unwrap_or(true);
-    while queued.iter().any(|(_, p)| waiting(p)) && Instant::now() < deadline {
+    // A queue that cannot be checked counts as still waiting.
+    let waiting = || !queued.is_empty() && pending().map_or(true, |left| !left.is_empty());
+    while waiting() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let drained = queued.iter().all(|(_, p)| !waiting(p));
+    let drained = !waiting();
     let mut after = prepared.clone();
     if drained {
         let done_at = now_ms;

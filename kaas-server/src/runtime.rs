@@ -359,7 +359,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     }
     // Transactions EndTxn answered and is still finishing: their markers first.
     broker.txn.wait_for_finishes(Duration::from_secs(10)).await;
-    // Finishes whose leaders never answered (the links are gone): to their polls.
+    // Finishes whose leaders have not answered (no more notices go out; a link still
+    // waiting for an answer finds its transaction handed over): to their polls.
     broker.txn.hand_unanswered_to_polls(&broker).await;
     broker.flush_all().await;
     // Renew first (draining connections may have taken longer than half the session

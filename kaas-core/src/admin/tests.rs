@@ -703,3 +703,60 @@ fn refusal(volume: &Volume, slot: u32) -> String {
         .unwrap_err()
         .to_string()
 }
+
+/// Issue 24: a broker's finish of the same Prepare* may put the transaction's entry in
+/// another leader's queue while kaasctl queues its own (leadership seen differently;
+/// written without fsyncs for leaders the broker notifies). kaasctl completes only
+/// once every queue file of the transaction is gone, not only its own.
+#[test]
+fn kaasctl_completes_only_once_every_queue_file_of_the_transaction_is_gone() {
+    let (_d, volume, _) = setup();
+    PartitionOwner {
+        version: 1,
+        broker: 0,
+        leader_epoch: 0,
+        released: false,
+        updated_ms: 0,
+        topic_id: None,
+    }
+    .write(&PartitionOwner::path(&volume, "t", 0))
+    .unwrap();
+    let (plan, _) = plan_abort(&volume, "stuck", &[0]).unwrap();
+    let mut theirs = None;
+    let mut broker_finish = || {
+        let prepared = TxnStateStore::new(volume.clone()).get("stuck").unwrap().unwrap();
+        let entry = MarkerEntry::new("stuck", 42, 1, false, vec![t0()], Some(prepared.txn_seq), 5, 1);
+        theirs = Some(marker_queue::enqueue_unsynced(&volume, 5, &entry).unwrap());
+    };
+    // kaasctl's own entry is applied by its leader while kaasctl waits.
+    let ours = marker_queue::queue_dir(&volume, 0);
+    let leader = std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(5) {
+            let files: Vec<_> = std::fs::read_dir(&ours)
+                .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+                .unwrap_or_default();
+            if let Some(f) = files.iter().find(|f| f.extension().is_some_and(|x| x == "json")) {
+                std::fs::remove_file(f).unwrap();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("kaasctl queued nothing for broker 0");
+    });
+    let report = execute_with(
+        &volume,
+        &plan,
+        &ops(),
+        &[],
+        10,
+        Duration::from_millis(600),
+        &mut broker_finish,
+    )
+    .unwrap();
+    leader.join().unwrap();
+    assert!(theirs.unwrap().exists());
+    assert!(!report.completed, "the broker's entry is still queued");
+    assert_eq!(report.after.state, TxnState::PrepareAbort);
+    assert!(report.after.markers_queued);
+}

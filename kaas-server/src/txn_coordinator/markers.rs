@@ -162,8 +162,12 @@ impl TransactionCoordinator {
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
                 let asked = queued.len();
                 // Counted before the notices go: an answer may come back at once (it
-                // waits for this slot, held here, before it looks).
-                *self.unsynced_finishes().entry(unsynced_key(&current)).or_default() += asked;
+                // waits for this slot, held here, before it looks). Set, not added to:
+                // this finish's notices are the ones to wait for, and an earlier
+                // notice that somehow never got an outcome must not hold the count
+                // above zero for good (an earlier one answered now only makes the
+                // look come early — a look is always safe).
+                self.unsynced_finishes().insert(unsynced_key(&current), asked);
                 if self.announce(&current, queued, prepared_at_or_now) < asked {
                     // A notice could not even be handed to the links: the polls deliver.
                     return self.spill(broker, held, &current).await;
@@ -308,7 +312,8 @@ impl TransactionCoordinator {
         Ok(true)
     }
 
-    /// At a clean stop, once the peer links have ended: every fast finish still
+    /// At a clean stop, once no more notices go out (a link may still be waiting for
+    /// an answer; that answer then finds the transaction handed over): every fast finish still
     /// waiting for an answer is handed to the leaders' polls ([`Self::spill`]), so the
     /// leaders complete it rather than the slot's next owner, which would write the
     /// entries again. Each failure is logged; the next owner finishes those.
@@ -380,10 +385,20 @@ impl TransactionCoordinator {
         };
         let slot = slot_for(&prepared.transactional_id);
         if delivered && !all_answered {
-            // Another leader of it has yet to answer, and the transaction cannot
-            // complete before that leader's entry is gone: its answer looks (one look
-            // at the slot per transaction, not one per leader).
-            return;
+            // Another leader of it has yet to answer: while an entry of it is left,
+            // that answer looks (one look at the slot per transaction, not one per
+            // leader). Entries all gone already (the other leader's poll was first,
+            // its answer is slow): look now.
+            let left = marker_queue::pending_files(
+                &broker.volume,
+                prepared.producer_id,
+                prepared.producer_epoch,
+                prepared.txn_seq,
+            );
+            if !matches!(&left, Ok(l) if l.is_empty()) {
+                self.completed[slot as usize].notify_waiters();
+                return;
+            }
         }
         let completed = async {
             if !broker.owns_txn_slot(slot) {
