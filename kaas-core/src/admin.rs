@@ -283,8 +283,8 @@ fn execute_with(
     // Every queue file of the transaction, whoever wrote it: a broker's finish may
     // have written the transaction's entries meanwhile (rewriting these, or putting
     // one in another leader's queue and removing ours there).
-    let txn_seq = prepared.txn_seq;
-    let pending = || marker_queue::pending_files(volume, plan.producer_id, plan.marker_epoch, txn_seq);
+    let (pid, epoch, txn_seq) = (plan.producer_id, plan.marker_epoch, prepared.txn_seq);
+    let pending = || marker_queue::pending_files(volume, pid, epoch, txn_seq);
     // Record that the queue entries exist, so a broker finishing the entry waits for
     // them instead of queueing them again. Under the slot lock every one of them is
     // made durable first: a broker's finish may have written them without their
@@ -295,12 +295,7 @@ fn execute_with(
         let mut unsynced: Option<VolumeError> = None;
         prepared = store.update(plan.slot, now_ms, |entries| match entries.get(&tid) {
             Some(current) if *current == prepared => {
-                let durable = pending().and_then(|paths| {
-                    paths
-                        .iter()
-                        .try_for_each(|path| marker_queue::make_durable(path).map(|_| ()))
-                });
-                if let Err(e) = durable {
+                if let Err(e) = marker_queue::make_pending_durable(volume, pid, epoch, txn_seq) {
                     unsynced = Some(e);
                     return (current.clone(), false);
                 }

@@ -119,12 +119,24 @@ pub fn entry_path(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> P
     queue_dir(volume, target_broker).join(name)
 }
 
+/// Where transaction (`producer_id`, `epoch`, `txn_seq`)'s entry would be in each
+/// broker's queue: (target broker, path).
+fn files_of(
+    volume: &Volume,
+    producer_id: i64,
+    epoch: i16,
+    txn_seq: u64,
+) -> Result<impl Iterator<Item = (i32, PathBuf)> + '_, VolumeError> {
+    let name = format!("{producer_id}-{epoch}-{txn_seq}.json");
+    Ok(targets(volume)?
+        .into_iter()
+        .map(move |t| (t, queue_dir(volume, t).join(&name))))
+}
+
 /// Queue files of one transaction still waiting in any broker's queue.
 pub fn pending_files(volume: &Volume, producer_id: i64, epoch: i16, txn_seq: u64) -> Result<Vec<PathBuf>, VolumeError> {
-    let name = format!("{producer_id}-{epoch}-{txn_seq}.json");
     let mut out = Vec::new();
-    for t in targets(volume)? {
-        let path = queue_dir(volume, t).join(&name);
+    for (_, path) in files_of(volume, producer_id, epoch, txn_seq)? {
         // An error is not "gone": completing over a marker that may still be
         // waiting would lose it.
         if path.try_exists().map_err(|e| VolumeError::io(&path, e))? {
@@ -134,30 +146,35 @@ pub fn pending_files(volume: &Volume, producer_id: i64, epoch: i16, txn_seq: u64
     Ok(out)
 }
 
+/// Makes every queue file of one transaction still waiting durable
+/// ([`make_durable`]); returns how many are left. For whoever is about to record
+/// `markers_queued`, which may only ever name durable entries.
+pub fn make_pending_durable(volume: &Volume, producer_id: i64, epoch: i16, txn_seq: u64) -> Result<usize, VolumeError> {
+    let mut left = 0;
+    for path in pending_files(volume, producer_id, epoch, txn_seq)? {
+        if make_durable(&path)? {
+            left += 1;
+        }
+    }
+    Ok(left)
+}
+
 /// Removes the files of transaction (`producer_id`, `epoch`, `txn_seq`) from every
-/// queue but `keep`'s; returns how many were removed. For a finish that has just
-/// written the transaction's whole set of entries again, while nothing relies on the
-/// old ones: an entry left in another broker's queue by an earlier finish (its
-/// partitions led elsewhere since), or torn by a power cut, would otherwise stay
-/// behind the new ones.
+/// queue but `keep`'s. For a finish that has just written the transaction's whole
+/// set of entries again, while nothing relies on the old ones: an entry left in
+/// another broker's queue by an earlier finish (its partitions led elsewhere since),
+/// or torn by a power cut, would otherwise stay behind the new ones.
 pub fn remove_others(
     volume: &Volume,
     producer_id: i64,
     epoch: i16,
     txn_seq: u64,
     keep: &[i32],
-) -> Result<usize, VolumeError> {
-    let name = format!("{producer_id}-{epoch}-{txn_seq}.json");
-    let mut removed = 0;
-    for t in targets(volume)?.into_iter().filter(|t| !keep.contains(t)) {
-        let path = queue_dir(volume, t).join(&name);
-        match std::fs::remove_file(&path) {
-            Ok(()) => removed += 1,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(VolumeError::io(&path, e)),
-        }
+) -> Result<(), VolumeError> {
+    for (_, path) in files_of(volume, producer_id, epoch, txn_seq)?.filter(|(t, _)| !keep.contains(t)) {
+        remove(&path)?;
     }
-    Ok(removed)
+    Ok(())
 }
 
 /// The entries queued for `target_broker` of one producer at one epoch (what a
@@ -192,11 +209,9 @@ fn read_entries(
     Ok(out)
 }
 
-/// Writes (or rewrites) the queue entry for `target_broker`.
+/// Writes (or rewrites) the queue entry for `target_broker`, durably.
 pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
-    let path = entry_path(volume, target_broker, entry);
-    write_json(&path, entry).map_err(|e| VolumeError::io(&path, e))?;
-    Ok(path)
+    write_entry(volume, target_broker, entry, true)
 }
 
 /// Writes (or rewrites) the queue entry for `target_broker` as [`enqueue`] does —
@@ -206,18 +221,27 @@ pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Resu
 /// after every leader answered — before anything relies on the entry
 /// (docs/cluster.md, "The entry's fsyncs").
 pub fn enqueue_unsynced(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
+    write_entry(volume, target_broker, entry, false)
+}
+
+/// The entry renamed into place whole, with its two fsyncs (file, directory) or none.
+fn write_entry(volume: &Volume, target_broker: i32, entry: &MarkerEntry, synced: bool) -> Result<PathBuf, VolumeError> {
     let path = entry_path(volume, target_broker, entry);
-    let dir = queue_dir(volume, target_broker);
-    std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
-    let bytes = crate::fsutil::json_bytes(entry).map_err(|e| VolumeError::io(&path, e))?;
-    crate::fsutil::replace_unsynced(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
+    let written = if synced {
+        write_json(&path, entry)
+    } else {
+        std::fs::create_dir_all(queue_dir(volume, target_broker))
+            .and_then(|()| crate::fsutil::json_bytes(entry))
+            .and_then(|bytes| crate::fsutil::replace_unsynced(&path, &bytes))
+    };
+    written.map_err(|e| VolumeError::io(&path, e))?;
     Ok(path)
 }
 
 /// Makes an entry [`enqueue_unsynced`] wrote durable: its bytes, then its name in the
 /// queue directory. Returns false when the entry is gone (its leader applied it).
 pub fn make_durable(path: &std::path::Path) -> Result<bool, VolumeError> {
-    let file = match std::fs::File::open(path) {
+    let file = match crate::fsutil::open_regular(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(VolumeError::io(path, e)),

@@ -188,11 +188,12 @@ def test_a_leader_killed_after_receiving_a_notification_leaves_its_entry_to_the_
 
 
 def test_a_coordinator_killed_after_queueing_is_finished_from_the_volume(kaas_factory, tmp_path):
-    """The coordinator aborts right after its queue entries are durable, before it
-    notifies anyone (failpoint txn-after-queued; EndTxn was answered once PrepareCommit
-    was durable): the broker the slot moves to finds the PrepareCommit entry with its
-    entries still queued (its reaper), announces them again, and the transaction
-    completes; the leaders' polls would apply them too."""
+    """The coordinator aborts right after writing its queue entries (not yet fsynced,
+    nothing recorded on the slot entry), before it notifies anyone (failpoint
+    txn-after-queued; EndTxn was answered once PrepareCommit was durable): the broker
+    the slot moves to finds the PrepareCommit entry (its reaper), writes the entries
+    again and notifies their leaders, and the transaction completes; a leader's poll
+    that applied an old entry meanwhile could not complete it."""
     tid = "coord-tx"
     coordinator = coordinator_of(tid)
     data, brokers = three_brokers(

@@ -133,16 +133,7 @@ fn force_abort_with_no_broker_alive_writes_markers_directly_and_completes() {
 #[test]
 fn force_abort_with_a_live_owner_queues_the_markers_and_leaves_prepare_abort_until_they_land() {
     let (_d, volume, _) = setup();
-    PartitionOwner {
-        version: 1,
-        broker: 0,
-        leader_epoch: 0,
-        released: false,
-        updated_ms: 0,
-        topic_id: None,
-    }
-    .write(&PartitionOwner::path(&volume, "t", 0))
-    .unwrap();
+    led_by(&volume, 0, 0);
     let (plan, _) = plan_abort(&volume, "stuck", &[0]).unwrap();
     assert_eq!(plan.partitions[0].1, MarkerRoute::Queue { broker: 0 });
     let admin = Actor::Admin {
@@ -191,12 +182,12 @@ fn a_plan_made_stale_by_the_broker_is_refused() {
     ));
 }
 
-/// `owner.json` of t-0: broker 2 leads it at leader epoch 7 and did not let it go.
-fn led_by_broker_2(volume: &Volume) {
+/// `owner.json` of t-0: `broker` leads it at `leader_epoch` and did not let it go.
+fn led_by(volume: &Volume, broker: i32, leader_epoch: i32) {
     PartitionOwner {
         version: crate::topic::OWNER_FORMAT_VERSION,
-        broker: 2,
-        leader_epoch: 7,
+        broker,
+        leader_epoch,
         released: false,
         updated_ms: 1,
         topic_id: None,
@@ -216,7 +207,7 @@ fn led_by_broker_2(volume: &Volume) {
 fn a_direct_marker_write_takes_the_partition_over_as_a_broker_would() {
     let (_d, volume, _) = setup();
     let path = PartitionOwner::path(&volume, "t", 0);
-    led_by_broker_2(&volume);
+    led_by(&volume, 2, 7);
     let segments = |v: &Volume| {
         PartitionState::open(&v.partition_dir("t", 0), LogConfig::default(), 0)
             .unwrap()
@@ -253,7 +244,7 @@ fn a_direct_marker_write_takes_the_partition_over_as_a_broker_would() {
 #[test]
 fn a_direct_marker_is_refused_while_a_process_holds_the_partitions_owner_lock() {
     let (_d, volume, _) = setup();
-    led_by_broker_2(&volume);
+    led_by(&volume, 2, 7);
     // A broker whose lease looks dead but whose process still writes the log (a
     // broker opens the partition's gate once its leadership is recorded).
     let mut held = PartitionOwner::lock(&volume, "t", 0).unwrap();
@@ -711,16 +702,7 @@ fn refusal(volume: &Volume, slot: u32) -> String {
 #[test]
 fn kaasctl_completes_only_once_every_queue_file_of_the_transaction_is_gone() {
     let (_d, volume, _) = setup();
-    PartitionOwner {
-        version: 1,
-        broker: 0,
-        leader_epoch: 0,
-        released: false,
-        updated_ms: 0,
-        topic_id: None,
-    }
-    .write(&PartitionOwner::path(&volume, "t", 0))
-    .unwrap();
+    led_by(&volume, 0, 0);
     let (plan, _) = plan_abort(&volume, "stuck", &[0]).unwrap();
     let mut theirs = None;
     let mut broker_finish = || {

@@ -89,7 +89,7 @@ impl TransactionCoordinator {
         // that answers has made its markers durable. A crash before the line leaves
         // the transaction in Prepare* without it, and its next finish writes the
         // entries again (docs/cluster.md, "The entry's fsyncs").
-        let unsynced = self.notices.get().is_some();
+        let notifying = self.notices.get().is_some();
         let queue = (!remote.is_empty() && !current.markers_queued).then(|| {
             remote
                 .iter()
@@ -106,7 +106,7 @@ impl TransactionCoordinator {
                     );
                     let (volume, leader) = (broker.volume.clone(), *leader);
                     let written = tokio::task::spawn_blocking(move || {
-                        if unsynced {
+                        if notifying {
                             marker_queue::enqueue_unsynced(&volume, leader, &marker)
                         } else {
                             marker_queue::enqueue(&volume, leader, &marker)
@@ -156,9 +156,7 @@ impl TransactionCoordinator {
             crate::blocking::off_worker(|| {
                 marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
             })?;
-        }
-        if !remote.is_empty() {
-            if !current.markers_queued && unsynced {
+            if notifying {
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
                 let asked = queued.len();
                 // Counted before the notices go: an answer may come back at once (it
@@ -174,17 +172,17 @@ impl TransactionCoordinator {
                 }
                 return Ok(Finished::Queued);
             }
-            if !current.markers_queued {
-                let mut next = current.clone();
-                next.markers_queued = true;
-                // Not waited for: lost, the queue entries are simply written again.
-                self.record(held, &[SlotOp::Put(next)], now_ms(), Durable::Later)
-                    .await?;
-                kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
-                // No peer links to tell anyone: the leaders' polls find the entries.
-                return Ok(Finished::Queued);
-            }
-            let pending = marker_queue::pending_files(&broker.volume, pid, epoch, current.txn_seq)?;
+            let mut next = current.clone();
+            next.markers_queued = true;
+            // Not waited for: lost, the queue entries are simply written again.
+            self.record(held, &[SlotOp::Put(next)], now_ms(), Durable::Later)
+                .await?;
+            kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
+            // No peer links to tell anyone: the leaders' polls find the entries.
+            return Ok(Finished::Queued);
+        }
+        if !remote.is_empty() {
+            let pending = pending(broker, &current)?;
             if !pending.is_empty() {
                 let queued = pending
                     .iter()
@@ -260,19 +258,13 @@ impl TransactionCoordinator {
         // Not counted any more, whatever happens next: a failure leaves the entry in
         // Prepare* without the line, and the sweep finishes it again.
         self.unsynced_finishes().remove(&unsynced_key(current));
-        let left = crate::blocking::off_worker(|| -> Result<usize, VolumeError> {
-            let mut left = 0;
-            for path in marker_queue::pending_files(
+        let left = crate::blocking::off_worker(|| {
+            marker_queue::make_pending_durable(
                 &broker.volume,
                 current.producer_id,
                 current.producer_epoch,
                 current.txn_seq,
-            )? {
-                if marker_queue::make_durable(&path)? {
-                    left += 1;
-                }
-            }
-            Ok(left)
+            )
         })?;
         if left == 0 {
             self.complete_held(held, current)?;
@@ -297,15 +289,7 @@ impl TransactionCoordinator {
         held: &HeldSlot<'_>,
         current: &TxnEntry,
     ) -> Result<bool, CoordError> {
-        if !current.markers_queued
-            || !marker_queue::pending_files(
-                &broker.volume,
-                current.producer_id,
-                current.producer_epoch,
-                current.txn_seq,
-            )?
-            .is_empty()
-        {
+        if !current.markers_queued || !pending(broker, current)?.is_empty() {
             return Ok(false);
         }
         self.complete_held(held, current)?;
@@ -320,17 +304,14 @@ impl TransactionCoordinator {
     pub async fn hand_unanswered_to_polls(&self, broker: &Cluster) {
         let waiting: Vec<UnsyncedKey> = self.unsynced_finishes().keys().cloned().collect();
         for key in waiting {
-            let (tid, pid, epoch, txn_seq) = &key;
+            let (tid, pid) = (&key.0, key.1);
             let handed = async {
                 let held = self
                     .lock_slot_within(slot_for(tid), super::SLOT_LOCK_WAIT_BACKGROUND)
                     .await?;
                 match self.held_entry(&held, tid)? {
                     Some(current)
-                        if current.state.is_prepare()
-                            && !current.markers_queued
-                            && (current.producer_id, current.producer_epoch, current.txn_seq)
-                                == (*pid, *epoch, *txn_seq) =>
+                        if current.state.is_prepare() && !current.markers_queued && unsynced_key(&current) == key =>
                     {
                         self.spill(broker, &held, &current).await.map(Some)
                     }
@@ -389,47 +370,31 @@ impl TransactionCoordinator {
             // that answer looks (one look at the slot per transaction, not one per
             // leader). Entries all gone already (the other leader's poll was first,
             // its answer is slow): look now.
-            let left = marker_queue::pending_files(
-                &broker.volume,
-                prepared.producer_id,
-                prepared.producer_epoch,
-                prepared.txn_seq,
-            );
-            if !matches!(&left, Ok(l) if l.is_empty()) {
+            if !matches!(pending(broker, prepared), Ok(left) if left.is_empty()) {
                 self.completed[slot as usize].notify_waiters();
                 return;
             }
         }
+        // This answer looks: the count has served (a later answer finding none looks too).
+        self.unsynced_finishes().remove(&key);
         let completed = async {
             if !broker.owns_txn_slot(slot) {
                 // The slot moved on: its new owner finishes the transaction from the
                 // files (writing the entries again, or finding them marked).
-                self.unsynced_finishes().remove(&key);
                 return Ok(false);
             }
             let held = self.lock_slot(slot).await?;
             let current = match self.held_entry(&held, &prepared.transactional_id)? {
                 Some(current) if txn::is_same_prepared(&current, prepared) => current,
-                _ => {
-                    self.unsynced_finishes().remove(&key);
-                    return Ok(false);
-                }
+                _ => return Ok(false),
             };
             if current.markers_queued {
-                self.unsynced_finishes().remove(&key);
                 return match delivered {
                     true => self.complete_if_drained(broker, &held, &current),
                     false => Ok(false),
                 };
             }
-            let pending = marker_queue::pending_files(
-                &broker.volume,
-                current.producer_id,
-                current.producer_epoch,
-                current.txn_seq,
-            )?;
-            if pending.is_empty() {
-                self.unsynced_finishes().remove(&key);
+            if pending(broker, &current)?.is_empty() {
                 self.complete_held(&held, &current)?;
                 return Ok(true);
             }
@@ -440,9 +405,6 @@ impl TransactionCoordinator {
                 .markers_delivered(crate::metrics::MarkerPath::Notified, notice.prepared_at.elapsed()),
             Ok(false) => {}
             Err(e) => {
-                if all_answered {
-                    self.unsynced_finishes().remove(&key);
-                }
                 warn!(transactional_id = %prepared.transactional_id, error = %e, "completing a transaction after its leaders answered failed; the sweep finishes it")
             }
         }
@@ -845,4 +807,9 @@ fn gone(broker: &Cluster, tp: &TopicPartition) -> bool {
         Ok(meta) => tp.partition < 0 || tp.partition >= meta.partitions,
         Err(e) => e.is_not_found(),
     }
+}
+
+/// The queue files of `entry`'s transaction still waiting, in any broker's queue.
+fn pending(broker: &Cluster, entry: &TxnEntry) -> Result<Vec<PathBuf>, VolumeError> {
+    marker_queue::pending_files(&broker.volume, entry.producer_id, entry.producer_epoch, entry.txn_seq)
 }

@@ -632,7 +632,9 @@ impl TransactionCoordinator {
             self.check_owner(broker, slot)?;
             // A look without the slot's locks first: while the previous transaction's
             // markers are still being written, taking them would only hold up the
-            // leaders (and the answers) that finish it.
+            // leaders (and the answers) that finish it. Registered before the look, so
+            // a completion here (or a leader's answer) after it wakes us; a completion
+            // by another broker's poll is seen at the next look.
             let completed = self.completed[slot as usize].notified();
             tokio::pin!(completed);
             completed.as_mut().enable();
@@ -643,19 +645,11 @@ impl TransactionCoordinator {
             }
             let held = self.lock_slot(slot).await?;
             let current = self.held_entry(&held, tid)?;
-            let waiting = current.as_ref().is_some_and(&still_finishing) && Instant::now() < deadline;
-            if !waiting {
+            if !(current.as_ref().is_some_and(&still_finishing) && Instant::now() < deadline) {
                 return Ok((held, current));
             }
-            // Registered before the slot is let go, so a completion here (or a
-            // leader's answer) after it wakes us; a completion by another broker's
-            // poll is seen at the next look.
-            let completed = self.completed[slot as usize].notified();
-            tokio::pin!(completed);
-            completed.as_mut().enable();
-            drop(held);
-            let look_again = Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now()));
-            let _ = tokio::time::timeout(look_again, completed).await;
+            // Still finishing after all (it changed between the two looks): let the
+            // slot go and wait at the next look.
         }
     }
 
