@@ -233,7 +233,7 @@ fn execute_with(
         // Several kaasctl processes may abort at once: one read-modify-write at a time.
         let lock_path = crate::fence_log::fence_log_path(volume, ADMIN_WRITER).with_extension("lock");
         let dir = crate::fence_log::fences_dir(volume);
-        std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+        crate::fsutil::create_dir_durable(&dir).map_err(|e| VolumeError::io(&dir, e))?;
         let _lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
         let mut fences = FenceLog::load(volume, ADMIN_WRITER)?;
         if fences.append(plan.producer_id, plan.marker_epoch, Some(&tid), now_ms) {

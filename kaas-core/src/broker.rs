@@ -145,7 +145,7 @@ pub enum ClaimError {
 /// Claims broker id `id` for this process (see [`BrokerIdClaim`]); never blocks.
 pub fn claim_broker_id(volume: &Volume, id: i32, now_ms: i64) -> Result<BrokerIdClaim, ClaimError> {
     let dir = volume.brokers_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+    crate::fsutil::create_dir_durable(&dir).map_err(|e| VolumeError::io(&dir, e))?;
     let path = dir.join(format!("{id}.lock"));
     let (previous, unreadable) = match BrokerLease::read(volume, id) {
         Ok(l) => (Some(l), None),

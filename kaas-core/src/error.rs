@@ -190,7 +190,7 @@ where
     E: From<VolumeError>,
 {
     let lock_path = path.with_extension("lock");
-    std::fs::create_dir_all(volume.cluster_dir()).map_err(|e| VolumeError::io(volume.cluster_dir(), e))?;
+    crate::fsutil::create_dir_durable(&volume.cluster_dir()).map_err(|e| VolumeError::io(volume.cluster_dir(), e))?;
     let _lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
     let mut value = read(volume)?;
     let before = value.clone();

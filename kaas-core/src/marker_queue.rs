@@ -230,7 +230,7 @@ fn write_entry(volume: &Volume, target_broker: i32, entry: &MarkerEntry, synced:
     let written = if synced {
         write_json(&path, entry)
     } else {
-        std::fs::create_dir_all(queue_dir(volume, target_broker))
+        crate::fsutil::create_dir_durable(&queue_dir(volume, target_broker))
             .and_then(|()| crate::fsutil::json_bytes(entry))
             .and_then(|bytes| crate::fsutil::replace_unsynced(&path, &bytes))
     };

@@ -110,7 +110,7 @@ impl GroupOffsets {
     pub fn lock_within(volume: &Volume, group: &str, wait: std::time::Duration) -> Result<std::fs::File, VolumeError> {
         let path = offsets_file(volume, group).with_extension("lock");
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| VolumeError::io(dir, e))?;
+            crate::fsutil::create_dir_durable(dir).map_err(|e| VolumeError::io(dir, e))?;
         }
         let started = std::time::Instant::now();
         let mut pause = std::time::Duration::from_millis(1);

@@ -47,7 +47,7 @@ pub struct ProducerIdBlocks {
 /// Claims the next block under the allocator's exclusive lock.
 pub fn claim_block(volume: &Volume, broker_id: i32) -> Result<Range<i64>, VolumeError> {
     let dir = volume.cluster_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+    crate::fsutil::create_dir_durable(&dir).map_err(|e| VolumeError::io(&dir, e))?;
     let lock_path = dir.join("producer_ids.lock");
     let lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
     let path = dir.join("producer_ids.json");

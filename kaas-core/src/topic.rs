@@ -191,7 +191,7 @@ impl DeposedNotice {
         let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
         crate::fsutil::replace_unsynced(&path, &bytes)
             .or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => std::fs::create_dir_all(volume.brokers_dir())
+                std::io::ErrorKind::NotFound => crate::fsutil::create_dir_durable(&volume.brokers_dir())
                     .and_then(|_| crate::fsutil::replace_unsynced(&path, &bytes)),
                 _ => Err(e),
             })
@@ -267,7 +267,7 @@ impl PartitionOwner {
         steal: Option<&StealJudge<'_>>,
     ) -> Result<OwnerLock, OwnerLockError> {
         let dir = volume.partition_dir(topic, partition);
-        std::fs::create_dir_all(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+        crate::fsutil::create_dir_durable(&dir).map_err(|e| VolumeError::io(&dir, e))?;
         let held = |what: &str| OwnerLockError::Held {
             partition: format!("{topic}-{partition}"),
             owner: match PartitionOwner::read(&PartitionOwner::path(volume, topic, partition)) {

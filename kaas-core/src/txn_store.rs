@@ -1095,7 +1095,7 @@ impl TxnStateStore {
     fn with_dir<T>(&self, f: impl Fn() -> std::io::Result<T>) -> std::io::Result<T> {
         match f() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(self.dir())?;
+                crate::fsutil::create_dir_durable(&self.dir())?;
                 f()
             }
             other => other,

@@ -199,7 +199,7 @@ impl PartitionLog {
     /// Opens (creating if needed) the log in `dir`, recovering the active segment:
     /// every batch is CRC-checked and a corrupt or torn tail is truncated.
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionLog, LogError> {
-        fs::create_dir_all(dir).map_err(|e| SegmentError::io(dir, e))?;
+        crate::fsutil::create_dir_durable(dir).map_err(|e| SegmentError::io(dir, e))?;
         if let Some(done) = swap::finish_interrupted_swap(dir)? {
             let (topic, partition) = crate::layout::partition_ids(dir);
             tracing::warn!(topic, partition, dir = %dir.display(), "{done}");

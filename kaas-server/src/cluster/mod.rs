@@ -128,9 +128,9 @@ impl Cluster {
     /// leases say now. Unreadable topics are kept aside and reported.
     pub fn open(config: Config, advertised: Endpoints) -> anyhow::Result<Cluster> {
         let volume = Volume::new(&config.data_dir);
-        std::fs::create_dir_all(volume.topics_dir())?;
-        std::fs::create_dir_all(volume.brokers_dir())?;
-        std::fs::create_dir_all(volume.groups_dir())?;
+        kaas_core::fsutil::create_dir_durable(&volume.topics_dir())?;
+        kaas_core::fsutil::create_dir_durable(&volume.brokers_dir())?;
+        kaas_core::fsutil::create_dir_durable(&volume.groups_dir())?;
         let cluster_id = kaas_core::broker::cluster_id(&volume)?;
         let dynamic = configs::DynamicState::load(&volume, &config)?;
         let defaults = dynamic.defaults.clone();
