@@ -37,26 +37,52 @@ CUTS = int(os.environ.get("KAAS_POWER_CUTS", "6"))
 SEED = int(os.environ.get("KAAS_POWER_CUT_SEED", str(int(time.time()))))
 
 
-@pytest.fixture
-def volume(tmp_path):
-    assert FAULTFS.exists(), f"{FAULTFS} is not built (cargo build --workspace)"
-    fs = FaultFs(tmp_path / "fs")
-    brokers = []
-    try:
-        yield fs, brokers
-    finally:
-        for b in brokers:
+SHORT = ["--broker-session-timeout-ms", "4000", "--volume-poll-interval-ms", "300"]
+
+
+class Cluster:
+    """`size` brokers on one kaas-faultfs volume (the whole volume server and every
+    broker lose power together)."""
+
+    def __init__(self, tmp_path, size):
+        assert FAULTFS.exists(), f"{FAULTFS} is not built (cargo build --workspace)"
+        self.fs = FaultFs(tmp_path / "fs")
+        self.fs.mount()
+        self.data = self.fs.mnt / "data"
+        flags = SHORT if size > 1 else []
+        self.brokers = [KaasBroker(self.data, tmp_path / f"broker{i}.log", ["--broker-id", str(i), *flags])
+                        for i in range(size)]
+        for b in self.brokers:
+            b.start()
+        self.bootstrap = ",".join(b.bootstrap for b in self.brokers)
+
+    def create_topics(self, *names, partitions):
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for f in admin.create_topics([NewTopic(n, partitions) for n in names]).values():
+            f.result(timeout=30)
+
+    def close(self):
+        for b in self.brokers:
             b.kill9()
-        fs.close()
+        self.fs.close()
+
+
+@pytest.fixture(params=[1, 3], ids=["one-broker", "three-brokers"])
+def cluster(request, tmp_path):
+    c = Cluster(tmp_path, request.param)
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 class Cutter:
     """Chooses where each cut falls and carries it out while the workload runs; says
     what it did, for the failure message."""
 
-    def __init__(self, fs, brokers, seed):
-        self.fs = fs
-        self.brokers = brokers
+    def __init__(self, cluster, seed):
+        self.fs = cluster.fs
+        self.brokers = cluster.brokers
         self.rng = random.Random(seed)
         self.seed = seed
         self.done = []
@@ -82,8 +108,8 @@ class Cutter:
                     if status["frozen"] or (time.time() - started > (20 if at_fsync else moment)):
                         break
                     time.sleep(0.01)
-                print(f"{time.strftime('%X')} cutting {at_fsync} {status['frozen']}", flush=True)
                 self.cut(dict(at_fsync=at_fsync, keep_seed=keep, frozen=status["frozen"], fsyncs=status["fsyncs"],
+                              after_s=round(time.time() - started, 1),
                               pending_entries=status["pending_entry_changes"],
                               pending_files=status["files_with_pending_data"]), keep)
             except BaseException as e:  # surfaced by the test's thread below
@@ -115,7 +141,6 @@ class Cutter:
         self.fs.mount()
         for b in self.brokers:
             b.start()
-        print(f"{time.strftime('%X')} cut over {what}", flush=True)
 
     def __str__(self):
         return f"seed {self.seed}, cuts: {self.done}"
@@ -126,15 +151,8 @@ def doctor_is_happy(data_dir):
     assert out.returncode == 0, f"kaasctl doctor after the cuts:\n{out.stdout}\n{out.stderr}"
 
 
-def test_acknowledged_records_survive_power_cuts_and_the_idempotent_producer_goes_on(volume, tmp_path):
-    fs, brokers = volume
-    fs.mount()
-    b = KaasBroker(fs.mnt / "data", tmp_path / "broker.log")
-    brokers.append(b)
-    b.start()
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    admin.create_topics([NewTopic("pc", 3)])["pc"].result(timeout=20)
-
+def test_acknowledged_records_and_offset_commits_survive_power_cuts_and_the_idempotent_producer_goes_on(cluster):
+    cluster.create_topics("pc", partitions=6)
     acked, failed = set(), []
 
     def delivered(err, msg):
@@ -143,32 +161,45 @@ def test_acknowledged_records_survive_power_cuts_and_the_idempotent_producer_goe
         else:
             failed.append(str(err))
 
-    # One producer for the whole test: it lives through every cut, as an application
-    # on another machine would, and must neither fail nor write anything twice.
-    p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 2,
-                  "message.timeout.ms": 180000, "reconnect.backoff.max.ms": 200, **NO_REBOOTSTRAP})
-    cutter = Cutter(fs, brokers, SEED)
+    # One producer and one consumer for the whole test: they live through every cut,
+    # as applications on other machines would. The producer must neither fail nor
+    # write anything twice; every offset commit the consumer saw succeed must stay.
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 2, "message.timeout.ms": 180000, "reconnect.backoff.max.ms": 200, **NO_REBOOTSTRAP})
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "reader", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", **NO_REBOOTSTRAP})
+    c.assign([TopicPartition("pc", i, OFFSET_BEGINNING) for i in range(6)])
+    committed = {}
+    cutter = Cutter(cluster, SEED)
     n = 0
 
     def work():
         nonlocal n
         for _ in range(20):
-            p.produce("pc", value=f"v{n}", partition=n % 3, on_delivery=delivered)
+            p.produce("pc", value=f"v{n}", partition=n % 6, on_delivery=delivered)
             n += 1
         p.poll(0.01)
+        if [m for m in c.consume(num_messages=200, timeout=0) if not m.error()]:
+            for tp in c.commit(asynchronous=False):
+                assert tp.error is None, tp
+                committed[tp.partition] = tp.offset
 
     for _ in range(CUTS):
-        assert cutter.round(work) is None
+        cutter.round(work)
+        kept = {tp.partition: tp.offset for tp in c.committed([TopicPartition("pc", i) for i in range(6)], timeout=60)}
+        lost = {i: (kept.get(i), o) for i, o in committed.items() if kept.get(i, -1) < o}
+        assert not lost, f"acknowledged offset commits lost (kept, acknowledged): {lost}; {cutter}"
+    c.close()
     assert p.flush(120) == 0, f"records still unsent after the last restart; {cutter}"
     assert not failed, f"the idempotent producer failed: {failed[:5]}; {cutter}"
 
-    values = read_all(b.bootstrap, "pc", 3, "read_uncommitted", expect=len(acked), settle=1.0, timeout=60)
+    values = read_all(cluster.bootstrap, "pc", 6, "read_uncommitted", expect=len(acked), settle=1.0, timeout=60)
     twice = [v for v, c in Counter(values).items() if c > 1]
     missing = acked - set(values)
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}; {cutter}"
     assert not twice, f"{len(twice)} records twice, e.g. {twice[:5]}; {cutter}"
     assert len(acked) == n, f"every record sent was acknowledged in the end ({len(acked)} of {n}); {cutter}"
-    doctor_is_happy(fs.mnt / "data")
+    doctor_is_happy(cluster.data)
 
 
 class Pipeline:
@@ -252,29 +283,42 @@ class Pipeline:
         return True
 
 
-def test_transactions_and_their_offsets_survive_power_cuts_exactly_once(volume, tmp_path):
-    fs, brokers = volume
-    fs.mount()
-    b = KaasBroker(fs.mnt / "data", tmp_path / "broker.log")
-    brokers.append(b)
-    b.start()
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    for f in admin.create_topics([NewTopic("in", 3), NewTopic("out", 3)]).values():
-        f.result(timeout=20)
-    inputs = [f"i{n}" for n in range(400)]
-    feeder = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "enable.idempotence": True})
-    for n, v in enumerate(inputs):
-        feeder.produce("in", value=v, partition=n % 3)
-    assert feeder.flush(30) == 0
+def test_transactions_and_their_offsets_survive_power_cuts_exactly_once(cluster):
+    cluster.create_topics("in", "out", partitions=3)
+    # Input keeps coming, from an idempotent producer that lives through the cuts: the
+    # job always has work, so every cut falls on a transaction somewhere in its course.
+    sent, fed = [], set()
 
-    pipeline = Pipeline(b.bootstrap)
-    cutter = Cutter(fs, brokers, SEED)
+    def delivered(err, msg):
+        if err is None:
+            fed.add(msg.value().decode())
+
+    feeder = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                       "linger.ms": 5, "message.timeout.ms": 180000, **NO_REBOOTSTRAP})
+
+    def feed(count):
+        for _ in range(count):
+            v = f"i{len(sent)}"
+            sent.append(v)
+            feeder.produce("in", value=v, partition=len(sent) % 3, on_delivery=delivered)
+        feeder.poll(0)
+
+    feed(300)
+    assert feeder.flush(30) == 0
+    pipeline = Pipeline(cluster.bootstrap)
+    cutter = Cutter(cluster, SEED)
     rng = random.Random(SEED)
+
+    def work():
+        if not pipeline.step(rng):
+            feed(30)
+
     for _ in range(CUTS):
         pipeline.start()
-        cutter.round(lambda: pipeline.step(rng))
+        cutter.round(work)
         pipeline.stop()
     # Power stays on: the job finishes its input.
+    assert feeder.flush(120) == 0, f"inputs still unsent after the last restart; {cutter}"
     pipeline.start()
     deadline = time.time() + 120
     idle = 0
@@ -282,15 +326,16 @@ def test_transactions_and_their_offsets_survive_power_cuts_exactly_once(volume, 
         idle = 0 if pipeline.step(rng) else idle + 1
     pipeline.stop()
 
-    out = read_all(b.bootstrap, "out", 3, "read_committed", expect=len(inputs), settle=1.0, timeout=60)
+    out = read_all(cluster.bootstrap, "out", 3, "read_committed", expect=len(fed), settle=1.0, timeout=60)
     seen = Counter(out)
     twice = [v for v, c in seen.items() if c > 1]
-    missing = [v for v in inputs if seen["o:" + v] == 0]
+    missing = [v for v in sorted(fed) if seen["o:" + v] == 0]
     aborted = [v for v in out if v in pipeline.aborted]
-    strangers = [v for v in out if not v.startswith("o:") and v not in pipeline.aborted]
-    what = f"{pipeline.commits} commits, {pipeline.unknown} cut short; {cutter}"
+    strangers = [v for v in out if v not in pipeline.aborted and not (v.startswith("o:") and v[2:] in fed)]
+    what = f"{len(fed)} inputs, {pipeline.commits} commits, {pipeline.unknown} cut short; {cutter}"
+    assert len(fed) == len(sent), f"every input acknowledged in the end; {what}"
     assert not aborted, f"aborted records visible to read_committed: {aborted[:5]}; {what}"
     assert not twice, f"records written twice: {twice[:5]}; {what}"
     assert not missing, f"inputs never in the output: {missing[:5]} ({len(missing)}); {what}"
     assert not strangers, f"records nobody committed: {strangers[:5]}; {what}"
-    doctor_is_happy(fs.mnt / "data")
+    doctor_is_happy(cluster.data)
