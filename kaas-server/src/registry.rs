@@ -3,7 +3,7 @@
 //! not served. What fills and changes the registry (placement, take-over, hand-over,
 //! the volume sync) is `cluster`'s; this module only holds the state and its locks.
 
-use kaas_core::log::{LogConfig, LogError};
+use kaas_core::log::{LogConfig, LogError, PartitionLog};
 use kaas_core::partition::PartitionState;
 use kaas_core::topic::{PartitionOwner, TopicMeta};
 use kaas_core::{now_ms, Volume, VolumeError};
@@ -27,6 +27,10 @@ pub struct Partition {
     state: Mutex<PartitionState>,
     /// Highest log end offset known to be fsynced.
     durable: AtomicI64,
+    /// Where the active segment stood at the last fsync that succeeded here (at the
+    /// open: the recovered files): what a failed fsync cuts the log back to
+    /// ([`Partition::cut_back_to_durable`]).
+    synced: Mutex<(i64, u64)>,
     flush_lock: tokio::sync::Mutex<()>,
     /// A background flush for readers is under way ([`Partition::flush_for_readers`]).
     flush_for_readers: AtomicBool,
@@ -108,6 +112,7 @@ impl Partition {
                 });
             if let Err(e) = synced {
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot fsync the log while letting the partition go; not marking it released (others take it over once this lease expires)");
+                self.cut_back_to_durable(&mut state.log);
                 return;
             }
         }
@@ -149,7 +154,11 @@ impl Partition {
         if self.failed.load(Ordering::Acquire) {
             return Err(DurableError::Failed);
         }
-        let (file, end) = self.state().log.sync_handle().map_err(std::io::Error::other)?;
+        let (file, end, point) = {
+            let state = self.state();
+            let (file, end) = state.log.sync_handle().map_err(std::io::Error::other)?;
+            (file, end, state.log.sync_point())
+        };
         let started = std::time::Instant::now();
         let owner_path = self.owner_path.clone();
         let failed = self.failed.clone();
@@ -177,15 +186,35 @@ impl Partition {
                 // not whole, rebuilds the producer state), at a new leader epoch.
                 self.mark_failed();
                 error!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, error = %e, "fsync of the partition log failed; the partition is failed here and will be opened again from its files");
+                self.cut_back_to_durable(&mut self.state().log);
                 return Err(DurableError::Sync(e));
             }
         };
         crate::metrics::metrics()
             .log_fsync
             .observe(started.elapsed().as_secs_f64());
+        // The file reached the disk up to `point` whoever leads now.
+        *self.synced.lock().unwrap_or_else(|e| e.into_inner()) = point;
         self.confirm_leadership(owner)?;
         self.durable.fetch_max(end, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// After a failed fsync or write of the log (the partition already failed here):
+    /// cuts off what no fsync here made durable, so that the partition's reopen from
+    /// its files does not find records that may be readable yet gone from the disk
+    /// (tests/integration/test_disk_faults.py, the segment fsync test). A failure
+    /// is logged: the reopen then reads whatever is there, as before.
+    pub(crate) fn cut_back_to_durable(&self, log: &mut PartitionLog) {
+        let point = *self.synced.lock().unwrap_or_else(|e| e.into_inner());
+        match log.cut_back_to_durable(point) {
+            Ok(()) => {
+                warn!(topic = %self.topic, partition = self.index, segment = point.0, bytes = point.1, "the log was cut back to its last good fsync")
+            }
+            Err(e) => {
+                error!(topic = %self.topic, partition = self.index, error = %e, "cannot cut the log back to its last good fsync; its reopen may find records the disk lost")
+            }
+        }
     }
 
     /// Marks the log failed (an fsync or a roll of it failed elsewhere): see `failed`.
@@ -322,6 +351,7 @@ impl Partition {
         owner_lock: std::fs::File,
     ) -> Partition {
         let end = state.log.log_end_offset();
+        let synced = state.log.sync_point();
         Partition {
             topic: topic.to_string(),
             topic_id,
@@ -331,6 +361,7 @@ impl Partition {
             owner_path,
             state: Mutex::new(state),
             durable: AtomicI64::new(end),
+            synced: Mutex::new(synced),
             flush_lock: tokio::sync::Mutex::new(()),
             flush_for_readers: AtomicBool::new(false),
             failed: Arc::new(AtomicBool::new(false)),

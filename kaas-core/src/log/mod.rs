@@ -508,6 +508,29 @@ impl PartitionLog {
         Ok((self.active().file()?, self.log_end_offset()))
     }
 
+    /// Where the log's durable end will be once the active segment's file is fsynced:
+    /// that segment's base offset and size now (see [`Self::cut_back_to_durable`]).
+    pub fn sync_point(&self) -> (i64, u64) {
+        (self.active().base_offset(), self.active().size())
+    }
+
+    /// After a failed fsync: cuts the active segment back to `durable`, the
+    /// [`Self::sync_point`] of the last fsync that succeeded (to nothing if the active
+    /// segment was begun since: every segment before it was sealed, with an fsync,
+    /// when the log rolled), and fsyncs the cut. What lies past it was never made
+    /// durable here and may be readable all the same (`Segment::cut_back_to`). The log
+    /// is then fit only to be opened again from its files.
+    pub fn cut_back_to_durable(&mut self, durable: (i64, u64)) -> Result<(), LogError> {
+        let active = self.segments.last_mut().expect("a log always has a segment");
+        let keep = if active.base_offset() == durable.0 {
+            durable.1
+        } else {
+            0
+        };
+        active.cut_back_to(keep)?;
+        Ok(())
+    }
+
     /// Reads whole batches starting with the one that holds `offset`, up to `max_bytes`
     /// (but at least one whole batch when `min_one`, as KIP-74 requires of the first
     /// partition of a fetch), never past `max_offset` (exclusive; the high watermark

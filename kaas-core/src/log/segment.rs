@@ -421,6 +421,27 @@ impl Segment {
         Ok(())
     }
 
+    /// Cuts the segment back to its first `len` bytes (a size it had: a batch
+    /// boundary) and fsyncs the cut. For a log whose fsync failed: the bytes written
+    /// since the last good fsync may still be readable here (Linux keeps the pages it
+    /// could not write; a FUSE or network volume may serve them from its own cache)
+    /// while the disk never got them, and a recovery that read them would answer an
+    /// idempotent retry as a duplicate of records that are gone. Afterwards this
+    /// segment is fit only to be opened again from its files (its next offset and
+    /// timestamps are not cut back).
+    pub fn cut_back_to(&mut self, len: u64) -> Result<(), SegmentError> {
+        if len >= self.size {
+            return Ok(());
+        }
+        self.size = len;
+        self.index.retain(|&(_, pos)| u64::from(pos) < len);
+        self.torn_tail = true;
+        self.cut_torn_tail()?;
+        self.writer()?
+            .sync_all()
+            .map_err(|e| SegmentError::io(&self.log_path, e))
+    }
+
     /// Cuts the log and the index back to what this segment holds.
     fn cut_torn_tail(&mut self) -> Result<(), SegmentError> {
         self.writer()?

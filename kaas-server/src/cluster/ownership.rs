@@ -504,7 +504,10 @@ pub(super) fn open_partition(
         updated_ms: now,
         topic_id: Some(topic_id),
     };
-    owner.write(&owner_path).map_err(Offline::broken)?;
+    owner.write(&owner_path).map_err(|e| {
+        error!(topic, partition = index, leader_epoch, error = %e, "cannot record this broker's leadership in owner.json; not leading the partition (tried again at the next sync)");
+        Offline::broken(e)
+    })?;
     owner_lock.open_gate();
     // Also to this broker id: a process of it that lost its id lock (lapsed on NFS)
     // may still run; this one only re-reads what it leads once more.

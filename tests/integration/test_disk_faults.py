@@ -1,0 +1,184 @@
+"""A failing disk (issue 26): kaas-faultfs answers EIO or ENOSPC to chosen operations on
+chosen paths. The broker refuses what it cannot make durable, says so in its log and
+metrics, loses nothing acknowledged (checked again after a power cut, which drops
+whatever a failed fsync never wrote), and goes on once the fault clears. docs/limits.md,
+"A full or failing disk"."""
+import os
+import re
+import threading
+import time
+import urllib.request
+from collections import Counter
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import KaasBroker, free_port, run_kaasctl, wait_for
+from faultfs import FAULTFS, FaultFs
+from txn_helpers import read_all
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="mounting a FUSE file system needs root"),
+    pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse"),
+]
+
+NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
+
+
+class Node:
+    """One broker on a kaas-faultfs volume, with its metrics listener."""
+
+    def __init__(self, tmp_path):
+        assert FAULTFS.exists(), f"{FAULTFS} is not built (cargo build --workspace)"
+        self.fs = FaultFs(tmp_path / "fs")
+        self.fs.mount()
+        self.data = self.fs.mnt / "data"
+        self.metrics_port = free_port()
+        self.broker = KaasBroker(self.data, tmp_path / "broker.log", ["--metrics-listen", f"127.0.0.1:{self.metrics_port}"])
+        self.broker.start()
+        self.bootstrap = self.broker.bootstrap
+
+    def metric(self, name, **labels):
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            m = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})? (\S+)$", line)
+            if m and m.group(1) == name:
+                got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+                if all(got.get(k) == v for k, v in labels.items()):
+                    total += float(m.group(3))
+        return total
+
+    def topic(self, name, partitions=1):
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(name, partitions)])[name].result(timeout=30)
+
+    def power_cut(self):
+        """Everything not fsynced is lost, including what a failed fsync never wrote."""
+        self.fs.cut()
+        self.broker.kill9()
+        self.fs.mount()
+        self.broker.start()
+
+    def close(self):
+        self.broker.kill9()
+        self.fs.close()
+
+
+@pytest.fixture
+def node(tmp_path):
+    n = Node(tmp_path)
+    try:
+        yield n
+    finally:
+        n.close()
+
+
+def produce(bootstrap, topic, values, acked, errors, partitions=1):
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                  "message.timeout.ms": 60000, **NO_REBOOTSTRAP})
+
+    def done(err, msg):
+        (errors.append(str(err)) if err else acked.append(msg.value().decode()))
+
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=i % partitions, on_delivery=done)
+    return p
+
+
+def exactly_once(bootstrap, topic, acked, partitions=1):
+    got = read_all(bootstrap, topic, partitions, "read_uncommitted", expect=len(acked), settle=1.0)
+    twice = [v for v, c in Counter(got).items() if c > 1]
+    missing = set(acked) - set(got)
+    assert not missing and not twice, f"{len(missing)} acknowledged records lost ({sorted(missing)[:3]}), " \
+                                      f"{len(twice)} twice ({twice[:3]})"
+    return got
+
+
+def test_an_fsync_error_on_a_segment_is_refused_loses_nothing_acknowledged_and_the_partition_goes_on(node):
+    node.topic("seg")
+    acked, errors = [], []
+    assert produce(node.bootstrap, "seg", [f"a{i}" for i in range(50)], acked, errors).flush(30) == 0
+    # Every fsync of the partition's log fails for a while: Linux then drops the pages
+    # it could not write, and a later fsync that succeeds does not bring them back.
+    node.fs.command("fault fsync data/seg-0/*.log EIO 0")
+    p = produce(node.bootstrap, "seg", [f"b{i}" for i in range(50)], acked, errors)
+    wait_for(lambda: node.fs.status()["faults_hit"] >= 1, timeout=30, what="the fsync fault hit")
+    time.sleep(1.0)
+    acked_while_failing = len(acked)
+    node.fs.command("clear")
+    assert p.flush(60) == 0, "the idempotent producer's retries land once the disk is back"
+    assert not errors, errors
+    assert acked_while_failing == 50, "nothing was acknowledged while the partition's fsync failed"
+    assert node.metric("kaas_request_errors_total", error="KAFKA_STORAGE_ERROR") >= 1
+    assert "fsync" in node.broker.log_text() or "fdatasync" in node.broker.log_text()
+    got = exactly_once(node.bootstrap, "seg", acked)
+    assert got == [f"a{i}" for i in range(50)] + [f"b{i}" for i in range(50)], "in order"
+    node.power_cut()
+    exactly_once(node.bootstrap, "seg", acked)
+    assert run_kaasctl(node.data, "doctor").returncode == 0
+
+
+def test_a_full_disk_on_the_transaction_journal_fails_the_transaction_and_the_next_ones_commit(node):
+    node.topic("tx", 3)
+    p = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "df", "transaction.timeout.ms": 20000,
+                  **NO_REBOOTSTRAP})
+    p.init_transactions(30)
+    committed = []
+
+    def txn(tag):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce("tx", value=f"{tag}-{i}", partition=i)
+        p.commit_transaction(30)
+        committed.extend(f"{tag}-{i}" for i in range(3))
+
+    txn("t0")
+    # The coordinator's slot journal finds the disk full for a while: no transaction
+    # step is acknowledged meanwhile (the client keeps retrying what it is refused),
+    # and the one under way commits once space returns.
+    node.fs.command("fault write data/__cluster/txn_state/slot-*.journal ENOSPC 0")
+    outcome = {}
+
+    def attempt():
+        try:
+            txn("t1")
+            outcome["ok"] = True
+        except KafkaException as e:
+            outcome["error"] = e
+
+    t = threading.Thread(target=attempt)
+    t.start()
+    wait_for(lambda: node.fs.status()["faults_hit"] >= 2, timeout=30, what="the journal refused appends")
+    time.sleep(1.0)
+    assert t.is_alive() and not outcome, f"a transaction step was acknowledged while its journal was full: {outcome}"
+    node.fs.command("clear")
+    t.join(60)
+    assert outcome.get("ok"), f"the transaction commits once space returns: {outcome}"
+    txn("t2")
+    assert "os error 28" in node.broker.log_text(), "the full disk is in the log"
+    assert node.metric("kaas_request_errors_total") >= 1, "refusals are counted"
+    got = read_all(node.bootstrap, "tx", 3, "read_committed", expect=len(committed), settle=1.0)
+    assert sorted(got) == sorted(committed), "exactly the committed transactions, each once"
+    node.power_cut()
+    got = read_all(node.bootstrap, "tx", 3, "read_committed", expect=len(committed), settle=1.0)
+    assert sorted(got) == sorted(committed), "and still after a power cut"
+    assert run_kaasctl(node.data, "doctor").returncode == 0
+
+
+def test_a_failed_rename_of_owner_json_takes_no_leadership_and_the_next_try_does(node):
+    # The rename that records a partition's leadership fails: the broker must not lead
+    # on a record that is not there, and leads once a later try succeeds.
+    node.fs.command("fault rename data/own-0/owner.json EIO 1")
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("own", 1)])["own"].result(timeout=30)
+    acked, errors = [], []
+    assert produce(node.bootstrap, "own", [f"o{i}" for i in range(20)], acked, errors).flush(60) == 0
+    assert not errors, errors
+    assert node.fs.status()["faults_hit"] == 1, "the rename fault was met"
+    log = node.broker.log_text()
+    assert "owner.json" in log, "the failed rename is in the log"
+    node.power_cut()
+    exactly_once(node.bootstrap, "own", acked)
+    assert run_kaasctl(node.data, "doctor").returncode == 0
