@@ -20,6 +20,10 @@ asserted.
                                            kaas with fsync disabled (needs eatmydata)
   scripts/bench.sh --skip-cluster          without the scenarios on three brokers
                                            sharing one volume
+  scripts/bench.sh --skip-slow-volume      without the produce and transaction
+                                           scenarios on kaas-faultfs set up like an
+                                           NFS volume (0.5 ms per metadata operation,
+                                           2 ms per fsync; needs root and /dev/fuse)
 """
 import argparse
 import contextlib
@@ -40,6 +44,7 @@ BENCH = ROOT / "bench/target/release/kaas-bench"
 SERVER = ROOT / "target/release/kaas-server"
 KAASCTL = ROOT / "target/release/kaasctl"
 GEN = ROOT / "target/release/examples/gen_txn_volume"
+FAULTFS = ROOT / "target/release/kaas-faultfs"
 OUT = ROOT / "target/bench"
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -502,6 +507,87 @@ def run_kaas_without_fsync(selected, all_sc, results, args):
                 shutil.rmtree(data, ignore_errors=True)
 
 
+SLOW = "kaas on an NFS-like volume"
+SLOW_META_US, SLOW_FSYNC_US = 500, 2000
+
+
+@contextlib.contextmanager
+def faultfs_mount(root, binary=FAULTFS):
+    """kaas-faultfs mounted at root/mnt over an empty root/backing, with its control
+    socket at root/ctl; `command(line)` drives it. Unmounted on the way out."""
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "backing").mkdir(parents=True)
+    (root / "mnt").mkdir()
+    ctl = root / "ctl"
+    proc = subprocess.Popen([str(binary), "--backing", str(root / "backing"), "--mountpoint", str(root / "mnt"),
+                             "--control", str(ctl)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def command(line):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(ctl))
+            s.sendall(line.encode() + b"\n")
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                answer += chunk
+        answer = answer.decode().strip()
+        if not answer.startswith("ok"):
+            raise RuntimeError(f"kaas-faultfs {line!r}: {answer}")
+        return answer[3:]
+
+    try:
+        deadline = time.time() + 20
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"kaas-faultfs exited with {proc.returncode}")
+            try:
+                command("status")
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield command
+    finally:
+        proc.kill()
+        proc.wait()
+        subprocess.run(["umount", "-l", str(root / "mnt")], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_kaas_on_slow_volume(selected, all_sc, results, args):
+    """The produce and transaction scenarios on kaas-faultfs with every metadata
+    operation 0.5 ms and every fsync 2 ms slower: what a network volume (NFS, EFS)
+    costs, beside the local-disk figures. The quick counts (the slow volume holds its
+    data in memory). Each result carries the volume operations it took, by kind."""
+    names = [n for n in selected if all_sc[n]["kind"] in ("produce", "txn") and not all_sc[n].get("ids")]
+    if not names:
+        return
+    results[SLOW] = {}
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or not FAULTFS.exists():
+        for name in names:
+            results[SLOW][name] = {"error": "skipped: needs root, /dev/fuse and target/release/kaas-faultfs"}
+        return
+    quick = scenarios(True)
+    for name in names:
+        try:
+            with faultfs_mount(OUT / f"slow-{name}") as command:
+                command(f"delay meta {SLOW_META_US}")
+                command(f"delay fsync {SLOW_FSYNC_US}")
+                with running_kaas("kaas-slow", OUT / f"slow-{name}" / "mnt" / "data", OUT / f"kaas-slow-{name}.log") as target:
+                    print(f"  kaas on a slow volume {name} ...", file=sys.stderr, flush=True)
+                    before = json.loads(command("status"))["ops"]
+                    r = run_scenario(target, name, quick[name], results)
+                    after = json.loads(command("status"))["ops"]
+                    r["volume_ops"] = {k: after.get(k, 0) - before.get(k, 0) for k in after
+                                       if after.get(k, 0) != before.get(k, 0)}
+                    results[SLOW][name] = r
+        except Exception as e:
+            results[SLOW][name] = {"error": str(e)[:200]}
+
+
 def fmt(v, unit=""):
     if v is None:
         return "–"
@@ -521,7 +607,7 @@ def report(results):
              f"| 64 KiB writes, O_DSYNC | {fmt(lim['dsync_64k_mb_per_s'])} |",
              f"| 1 GiB buffered + one fdatasync | {fmt(lim['buffered_fdatasync_mb_per_s'])} |",
              f"| loopback TCP, one connection | {fmt(lim['loopback_tcp_mb_per_s'])} |", ""]
-    targets = [t for t in results if t not in ("limits", "date", "machine", "setup", "kaasctl", CTP)]
+    targets = [t for t in results if t not in ("limits", "date", "machine", "setup", "kaasctl", CTP, SLOW)]
     for t in targets:
         r = results[t]
         lines += [f"## {t}", "", "| scenario | result | of limit | broker CPU s | client CPU s | peak RSS MiB |",
@@ -585,6 +671,32 @@ def report(results):
             lines.append(f"| {name} | {fmt(v['txn_per_s'])} | {fmt(one['txn_per_s'])} | "
                          f"{v['txn_per_s'] / one['txn_per_s']:.2f}x | {fmt((v['txn_latency_ms'] or {}).get('p99'))} |")
         lines.append("")
+    if SLOW in results and "kaas" in results:
+        lines += [f"## {SLOW}", "", f"(kaas-faultfs: {SLOW_META_US / 1000} ms per metadata operation, "
+                  f"{SLOW_FSYNC_US / 1000} ms per fsync; the quick counts; local disk from the kaas section above)", "",
+                  "| scenario | slow volume | local disk | volume operations (metadata / fsync / read+write) |",
+                  "|---|---|---|---|"]
+        meta_ops = ("lookup", "getattr", "setattr", "open", "create", "mkdir", "unlink", "rmdir", "rename",
+                    "link", "opendir", "readdir")
+        for name, v in results[SLOW].items():
+            if "error" in v:
+                lines.append(f"| {name} | failed: {v['error']} | | |")
+                continue
+            local = results["kaas"].get(name) or {}
+
+            def rate(r):
+                if "txn_per_s" in r:
+                    return f"{fmt(r['txn_per_s'])} txn/s (p99 {fmt((r.get('txn_latency_ms') or {}).get('p99'))} ms)"
+                return f"{fmt(r['mb_per_s'])} MB/s" if "mb_per_s" in r else "–"
+            ops = v.get("volume_ops", {})
+            meta = sum(ops.get(k, 0) for k in meta_ops)
+            syncs = ops.get("fsync", 0) + ops.get("fsyncdir", 0)
+            io = ops.get("read", 0) + ops.get("write", 0)
+            per = v.get("transactions") or v.get("records")
+            unit = "txn" if v.get("transactions") else "record"
+            lines.append(f"| {name} | {rate(v)} | {rate(local)} | {fmt(meta)} / {fmt(syncs)} / {fmt(io)}"
+                         + (f" ({meta / per:.1f} / {syncs / per:.2f} per {unit})" if per else "") + " |")
+        lines.append("")
     if CTP in results:
         lines += [f"## {CTP}", "", "(scripts/bench_ctp.py: confluent-kafka, 6 partitions, at most 10 inputs per "
                   "transaction; the rate includes the kill and the hand-over)", "",
@@ -617,6 +729,8 @@ def main():
                     help="skip the packet-capture split of a transaction's time (needs tcpdump)")
     ap.add_argument("--skip-cluster", action="store_true",
                     help="skip the scenarios on three brokers sharing one volume")
+    ap.add_argument("--skip-slow-volume", action="store_true",
+                    help="skip the produce and transaction scenarios on an NFS-like kaas-faultfs volume")
     ap.add_argument("--skip-eatmydata", action="store_true",
                     help="skip the transaction scenarios against kaas with fsync disabled by eatmydata")
     args = ap.parse_args()
@@ -641,6 +755,8 @@ def main():
                 run_ctp(results, args)
         if not args.skip_eatmydata:
             run_kaas_without_fsync(selected, all_sc, results, args)
+        if not args.skip_slow_volume:
+            run_kaas_on_slow_volume(selected, all_sc, results, args)
     for spec in args.peer:
         name, addr = spec.split("=", 1)
         parts = addr.split(":")

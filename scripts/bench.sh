@@ -5,6 +5,6 @@
 # (--quick, --only, --peer NAME=HOST:PORT[:PID]). Report: target/bench/results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p kaas-server -p kaasctl --bins --example gen_txn_volume
+cargo build --release -p kaas-server -p kaasctl -p kaas-faultfs --bins --example gen_txn_volume
 cargo build --release --manifest-path bench/Cargo.toml
 exec python3 scripts/bench.py "$@"

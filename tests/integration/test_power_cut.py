@@ -6,7 +6,9 @@ then restarts the brokers on what survived and checks that nothing acknowledged 
 lost, nothing appears twice or half, and `kaasctl doctor` finds the volume healthy.
 
 KAAS_POWER_CUTS sets the number of cuts per test (default: a few, for CI; the long
-run in docs/testing.md sets more), KAAS_POWER_CUT_SEED the seed."""
+run in docs/testing.md sets more), KAAS_POWER_CUT_SEED the seed. With
+KAAS_POWER_CUT_EVERY_FSYNC=1 cut N falls at the Nth fsync from the start of its round,
+for N = 1, 2, ... KAAS_POWER_CUTS: every fsync of a round's first stretch of work."""
 import os
 import random
 import threading
@@ -35,6 +37,7 @@ NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
 
 CUTS = int(os.environ.get("KAAS_POWER_CUTS", "6"))
 SEED = int(os.environ.get("KAAS_POWER_CUT_SEED", str(int(time.time()))))
+EVERY_FSYNC = os.environ.get("KAAS_POWER_CUT_EVERY_FSYNC") == "1"
 
 
 SHORT = ["--broker-session-timeout-ms", "4000", "--volume-poll-interval-ms", "300"]
@@ -93,6 +96,8 @@ class Cutter:
         while `work` waits on the cluster. An exception from `work` (the cluster went
         away under it) ends the round's work early; the cut still comes."""
         at_fsync = self.rng.randint(1, 60) if self.rng.random() < 0.5 else None
+        if EVERY_FSYNC:
+            at_fsync = len(self.done) + 1
         moment = self.rng.uniform(0.2, 2.0)
         keep = self.rng.randrange(1 << 32) if self.rng.random() < 0.5 else None
         if at_fsync:
