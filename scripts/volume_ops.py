@@ -143,6 +143,8 @@ def take_over(results):
             before = counts(command)
             time.sleep(5)
             idle = diff(counts(command), before)
+            results[f"idle, per second per partition (3 brokers, {partitions} partitions)"] = summary(
+                idle, 5 * partitions)
             started = time.time()
             before = counts(command)
             brokers[2][0].send_signal(signal.SIGKILL)

@@ -119,6 +119,19 @@ pub fn entry_path(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> P
     queue_dir(volume, target_broker).join(name)
 }
 
+/// The transaction an entry's file name names, (`producer_id`, `epoch`, `txn_seq`), read
+/// from the name alone (`<pid>-<epoch>-<txn>.json`): for an entry whose bytes cannot be
+/// read. None for any other name (an entry that names no transaction, a stray file).
+pub fn transaction_named(path: &std::path::Path) -> Option<(i64, i16, u64)> {
+    let name = path.file_name()?.to_str()?.strip_suffix(".json")?;
+    let mut parts = name.split('-');
+    let (pid, epoch, txn) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((pid.parse().ok()?, epoch.parse().ok()?, txn.parse().ok()?))
+}
+
 /// Where transaction (`producer_id`, `epoch`, `txn_seq`)'s entry would be in each
 /// broker's queue: (target broker, path).
 fn files_of(

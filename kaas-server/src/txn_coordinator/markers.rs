@@ -583,6 +583,52 @@ impl TransactionCoordinator {
         Ok(true)
     }
 
+    /// Removes a queue entry whose bytes cannot be read if the transaction its name
+    /// names is over: no slot holds that producer, at that epoch, in a Prepare state of
+    /// that transaction. A power cut can leave an entry's name durable without its
+    /// bytes (the fast finish writes entries without fsyncs: docs/cluster.md, "The
+    /// entry's fsyncs"); while its transaction is being finished the coordinator's next
+    /// finish writes it again, and once it is over nobody would. Over is for good (a
+    /// transaction's number is never prepared twice), so no lock is needed. Returns
+    /// whether it was removed; what it could not judge is logged and left.
+    pub fn remove_if_over(&self, path: &Path) -> bool {
+        let Some((pid, epoch, txn_seq)) = marker_queue::transaction_named(path) else {
+            return false;
+        };
+        let mut being_finished = false;
+        for slot in 0..kaas_core::txn::SLOTS {
+            let found = self.visit(slot, |st| {
+                st.entries().values().any(|e| {
+                    e.producer_id == pid && e.producer_epoch == epoch && e.txn_seq == txn_seq && e.state.is_prepare()
+                })
+            });
+            match found {
+                Ok(false) => {}
+                Ok(true) => {
+                    being_finished = true;
+                    break;
+                }
+                Err(e) => {
+                    error!(target: WATCHERS_LOG_TARGET, path = %path.display(), slot, error = %e, "cannot read a transaction slot to judge an unreadable queue entry; left in place");
+                    return false;
+                }
+            }
+        }
+        if being_finished {
+            return false;
+        }
+        match marker_queue::remove(path) {
+            Ok(()) => {
+                warn!(target: WATCHERS_LOG_TARGET, path = %path.display(), producer_id = pid, epoch, txn_seq, "removed an unreadable marker queue entry (torn by a power cut?) of a transaction that is over");
+                true
+            }
+            Err(e) => {
+                error!(target: WATCHERS_LOG_TARGET, path = %path.display(), error = %e, "cannot remove an unreadable queue entry of a transaction that is over");
+                false
+            }
+        }
+    }
+
     /// Applies, from one marker-queue entry (in any broker's queue), the markers of
     /// the partitions in `mine` — those this broker leads now, or that no longer
     /// exist — and rewrites the entry with the partitions left, or deletes it when
@@ -740,7 +786,7 @@ pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
-                    if target == me {
+                    if !txn.remove_if_over(&path) && target == me {
                         error!(target: WATCHERS_LOG_TARGET, path = %path.display(), error = %e, "unreadable marker queue entry left in place");
                     }
                     continue;

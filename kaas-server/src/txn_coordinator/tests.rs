@@ -1385,3 +1385,34 @@ async fn a_clean_stop_hands_unanswered_finishes_to_the_leaders_polls() {
     assert!(!path.exists() && f.x_committed());
     assert_eq!(f.current().state, TxnState::CompleteCommit);
 }
+
+/// A power cut can leave a queue entry's name durable without its bytes: the fast
+/// finish writes entries without fsyncs (docs/cluster.md, "The entry's fsyncs"), and
+/// another entry's directory fsync makes the name durable. Seen in
+/// tests/integration/test_power_cut.py: the empty entry of a completed transaction was
+/// "left in place" at every poll for good, and `kaasctl doctor` reported it.
+#[tokio::test]
+async fn a_torn_queue_entry_is_removed_once_its_transaction_is_over_and_kept_while_it_is_being_finished() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    let store = b.txn.store().clone();
+    let prepared = prepare_with_queued_markers(&store, pid, 1);
+    let queue = marker_queue::queue_dir(&b.volume, 0);
+    std::fs::create_dir_all(&queue).unwrap();
+    // Its transaction is being finished: the coordinator's next finish rewrites it.
+    let torn = queue.join(format!("{pid}-0-{}.json", prepared.txn_seq));
+    std::fs::write(&torn, b"").unwrap();
+    crate::broker::process_marker_queue(&b).await;
+    assert!(torn.exists(), "an entry its Prepare transaction may still need is left");
+    // A torn entry of a transaction that is over (an older one of the same producer).
+    let old = queue.join(format!("{pid}-0-{}.json", prepared.txn_seq - 1));
+    std::fs::write(&old, b"{\"transactional_id\": \"tx\", \"produ").unwrap();
+    // And one whose producer no slot knows.
+    let unknown = queue.join("999999-3-7.json");
+    std::fs::write(&unknown, b"").unwrap();
+    crate::broker::process_marker_queue(&b).await;
+    assert!(!old.exists(), "a torn entry of a finished transaction is removed");
+    assert!(!unknown.exists(), "a torn entry of a producer no slot holds is removed");
+    assert!(torn.exists());
+}
