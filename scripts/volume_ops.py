@@ -4,11 +4,16 @@ network volumes"): brokers on kaas-faultfs, which counts every request the kerne
 sends it, while a workload runs. Reports operations per produced batch, per
 transaction, per idle second per partition, and per partition taken over.
 
-  .venv/bin/python scripts/volume_ops.py            (root and /dev/fuse; builds nothing:
+  .venv/bin/python scripts/volume_ops.py [TTL_MS]   (root and /dev/fuse; builds nothing:
                                                       run cargo build --workspace first)
 
+TTL_MS (default 0) is how long the kernel may cache names and attributes: 0 makes every
+path component of every open a request, as a client without a cache; 1000 is closer to
+an NFS client, whose attribute cache keeps them for seconds (each open still asks).
+
 Binaries: KAAS_SERVER_BIN and KAAS_FAULTFS_BIN, else target/release, else target/debug.
-Writes target/volume-ops.json and prints a table."""
+Writes target/volume-ops-ttl<TTL_MS>.json and prints a table. "Metadata" counts every
+request but data, fsync and forget: the close (release) too, which on NFS flushes."""
 import json
 import os
 import signal
@@ -40,6 +45,7 @@ def binary(env, name):
 SERVER = binary("KAAS_SERVER_BIN", "kaas-server")
 FAULTFS = binary("KAAS_FAULTFS_BIN", "kaas-faultfs")
 OUT = ROOT / "target"
+TTL_MS = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 
 
 def start(data, i, size):
@@ -73,7 +79,7 @@ def summary(ops, per):
 
 
 def one_broker(results):
-    with faultfs_mount(OUT / "volume-ops-1", FAULTFS) as command:
+    with faultfs_mount(OUT / "volume-ops-1", FAULTFS, TTL_MS) as command:
         proc, boot = start(OUT / "volume-ops-1" / "mnt" / "data", 0, 1)
         try:
             admin = AdminClient({"bootstrap.servers": boot})
@@ -126,7 +132,7 @@ def one_broker(results):
 
 def take_over(results):
     size, partitions = 3, 60
-    with faultfs_mount(OUT / "volume-ops-3", FAULTFS) as command:
+    with faultfs_mount(OUT / "volume-ops-3", FAULTFS, TTL_MS) as command:
         data = OUT / "volume-ops-3" / "mnt" / "data"
         brokers = [start(data, i, size) for i in range(size)]
         try:
@@ -169,15 +175,15 @@ def take_over(results):
 def main():
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         sys.exit("needs root and /dev/fuse (it mounts kaas-faultfs)")
-    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "server": str(SERVER)}
+    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "server": str(SERVER), "ttl_ms": TTL_MS}
     one_broker(results)
     take_over(results)
-    (OUT / "volume-ops.json").write_text(json.dumps(results, indent=2))
+    (OUT / f"volume-ops-ttl{TTL_MS}.json").write_text(json.dumps(results, indent=2))
     print("| what | metadata ops | fsyncs | reads + writes |\n|---|---|---|---|")
     for k, v in results.items():
         if isinstance(v, dict):
             print(f"| {k} | {v['metadata']} | {v['fsync']} | {v['read_write']} |")
-    print(f"\ntake-over took {results['take-over seconds']} s; details in target/volume-ops.json")
+    print(f"\ntake-over took {results['take-over seconds']} s; details in target/volume-ops-ttl{TTL_MS}.json")
 
 
 if __name__ == "__main__":

@@ -301,15 +301,34 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 /// creates is followed by an fsync of its parent, which is what makes a new name
 /// durable (without it a cut can take the directory, and every file fsynced inside
 /// it, away: tests/integration/test_power_cut.py, the volume's own data directory).
-/// A directory already there costs one stat and no fsync.
+/// A directory found already there has its parent fsynced once per process, best
+/// effort (its creator may have died, or still be on its way, between the mkdir and
+/// the fsync; a parent this process may not read, say a home directory of mode 0711,
+/// is left alone); after that it costs one stat.
 pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
-    if dir.as_os_str().is_empty() || dir.is_dir() {
+    static DURABLE: std::sync::Mutex<Option<std::collections::HashSet<PathBuf>>> = std::sync::Mutex::new(None);
+    let remember = |d: &Path| {
+        DURABLE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(Default::default)
+            .insert(d.to_path_buf())
+    };
+    if dir.as_os_str().is_empty() {
         return Ok(());
     }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    if dir.is_dir() {
+        if remember(dir) {
+            if let Err(e) = sync_dir(parent) {
+                tracing::debug!(dir = %parent.display(), error = %e, "cannot fsync the parent of an existing directory");
+            }
+        }
+        return Ok(());
+    }
     create_dir_durable(parent)?;
     match fs::create_dir(dir) {
         Ok(()) => {}
@@ -318,7 +337,9 @@ pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
         Err(e) => return Err(e),
     }
-    sync_dir(parent)
+    sync_dir(parent)?;
+    remember(dir);
+    Ok(())
 }
 
 /// `value` as the volume writes JSON files: pretty, with a final newline.

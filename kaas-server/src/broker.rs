@@ -269,7 +269,7 @@ impl Broker {
                 if !out_of_space && matches!(e, AppendError::Log(LogError::Segment(_) | LogError::Volume(_))) {
                     error!(topic = %partition.topic, partition = partition.index, error = %e, "writing the partition log failed; the partition is failed here and will be opened again from its files");
                     partition.mark_failed();
-                    partition.cut_back_to_durable(&mut state.log);
+                    crate::blocking::off_worker(|| partition.cut_back_to_durable(&mut state.log));
                 }
                 AppendRejected::Append(e)
             })?;

@@ -186,35 +186,57 @@ impl Partition {
                 // not whole, rebuilds the producer state), at a new leader epoch.
                 self.mark_failed();
                 error!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, error = %e, "fsync of the partition log failed; the partition is failed here and will be opened again from its files");
-                self.cut_back_to_durable(&mut self.state().log);
+                crate::blocking::off_worker(|| self.cut_back_to_durable(&mut self.state().log));
                 return Err(DurableError::Sync(e));
             }
         };
         crate::metrics::metrics()
             .log_fsync
             .observe(started.elapsed().as_secs_f64());
-        // The file reached the disk up to `point` whoever leads now.
-        *self.synced.lock().unwrap_or_else(|e| e.into_inner()) = point;
+        // The file reached the disk up to `point` — unless the log failed meanwhile (an
+        // append or a roll, under the partition lock while this fsync ran): its cut
+        // back reads `synced` under this mutex after marking the log failed, so either
+        // it finds `point` and keeps what this fsync covers, or this finds the log
+        // failed and acknowledges nothing it may have cut.
+        {
+            let mut synced = self.synced.lock().unwrap_or_else(|e| e.into_inner());
+            if self.failed.load(Ordering::Acquire) {
+                return Err(DurableError::Failed);
+            }
+            *synced = point;
+        }
         self.confirm_leadership(owner)?;
         self.durable.fetch_max(end, Ordering::AcqRel);
         Ok(())
     }
 
-    /// After a failed fsync or write of the log (the partition already failed here):
-    /// cuts off what no fsync here made durable, so that the partition's reopen from
-    /// its files does not find records that may be readable yet gone from the disk
-    /// (tests/integration/test_disk_faults.py, the segment fsync test). A failure
-    /// is logged: the reopen then reads whatever is there, as before.
+    /// After a failed fsync or write of the log (the partition already marked failed
+    /// here; blocking file work, off the async workers): cuts off what no fsync here
+    /// made durable, so that the partition's reopen from its files does not find
+    /// records that may be readable yet gone from the disk
+    /// (tests/integration/test_disk_faults.py, the segment fsync test).
+    ///
+    /// Only while `owner.json`, read under `owner.gate`, names this leadership
+    /// ([`Self::while_led`]): a leader deposed or released meanwhile never cuts a file
+    /// its successor reads or appends to. `synced` is held through the cut, so an
+    /// fsync that succeeds meanwhile acknowledges nothing past it (see
+    /// [`Self::wait_durable`]). A cut not made is logged: the reopen then reads
+    /// whatever is there, as before.
     pub(crate) fn cut_back_to_durable(&self, log: &mut PartitionLog) {
-        let point = *self.synced.lock().unwrap_or_else(|e| e.into_inner());
-        match log.cut_back_to_durable(point) {
-            Ok(()) => {
+        let synced = self.synced.lock().unwrap_or_else(|e| e.into_inner());
+        let point = *synced;
+        match self.while_led(|| log.cut_back_to_durable(point)) {
+            Ok(Ok(())) => {
                 warn!(topic = %self.topic, partition = self.index, segment = point.0, bytes = point.1, "the log was cut back to its last good fsync")
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot cut the log back to its last good fsync; its reopen may find records the disk lost")
             }
+            Err(e) => {
+                warn!(topic = %self.topic, partition = self.index, error = %e, "the log is not cut back: this broker may no longer lead the partition, and its successor's files are not touched")
+            }
         }
+        drop(synced);
     }
 
     /// Marks the log failed (an fsync or a roll of it failed elsewhere): see `failed`.

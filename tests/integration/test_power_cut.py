@@ -20,13 +20,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import KaasBroker, run_kaasctl
-from faultfs import FAULTFS, FaultFs
+from faultfs import FAULTFS, FaultFs, needs_fuse
 from txn_helpers import read_all
 
-pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="mounting a FUSE file system needs root"),
-    pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse"),
-]
+pytestmark = needs_fuse
 
 # librdkafka 2.16 re-bootstraps when every broker it knows is gone at once (the whole
 # cluster lost power), and a transactional call under way then never returns: its old
@@ -55,8 +52,12 @@ class Cluster:
         flags = SHORT if size > 1 else []
         self.brokers = [KaasBroker(self.data, tmp_path / f"broker{i}.log", ["--broker-id", str(i), *flags])
                         for i in range(size)]
-        for b in self.brokers:
-            b.start()
+        try:
+            for b in self.brokers:
+                b.start()
+        except BaseException:
+            self.close()
+            raise
         self.bootstrap = ",".join(b.bootstrap for b in self.brokers)
 
     def create_topics(self, *names, partitions):
@@ -102,13 +103,15 @@ class Cutter:
         keep = self.rng.randrange(1 << 32) if self.rng.random() < 0.5 else None
         if at_fsync:
             self.fs.command(f"cut-at-fsync {at_fsync}")
-        over = threading.Event()
+        over, stop = threading.Event(), threading.Event()
         failure = []
 
         def watch():
             try:
                 started = time.time()
                 while True:
+                    if stop.is_set():
+                        return  # the test failed: no cut behind its back
                     status = self.fs.status()
                     if status["frozen"] or (time.time() - started > (20 if at_fsync else moment)):
                         break
@@ -125,13 +128,16 @@ class Cutter:
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         error = None
-        while not over.is_set():
-            try:
-                work()
-            except KafkaException as e:
-                error = e
-                over.wait(60)
-        watcher.join(60)
+        try:
+            while not over.is_set():
+                try:
+                    work()
+                except KafkaException as e:
+                    error = e
+                    over.wait(60)
+        finally:
+            stop.set()
+            watcher.join(60)
         if failure:
             raise failure[0]
         return error

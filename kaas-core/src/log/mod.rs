@@ -517,7 +517,7 @@ impl PartitionLog {
     /// After a failed fsync: cuts the active segment back to `durable`, the
     /// [`Self::sync_point`] of the last fsync that succeeded (to nothing if the active
     /// segment was begun since: every segment before it was sealed, with an fsync,
-    /// when the log rolled), and fsyncs the cut. What lies past it was never made
+    /// when the log rolled). What lies past it was never made
     /// durable here and may be readable all the same (`Segment::cut_back_to`). The log
     /// is then fit only to be opened again from its files.
     pub fn cut_back_to_durable(&mut self, durable: (i64, u64)) -> Result<(), LogError> {

@@ -422,13 +422,15 @@ impl Segment {
     }
 
     /// Cuts the segment back to its first `len` bytes (a size it had: a batch
-    /// boundary) and fsyncs the cut. For a log whose fsync failed: the bytes written
-    /// since the last good fsync may still be readable here (Linux keeps the pages it
-    /// could not write; a FUSE or network volume may serve them from its own cache)
-    /// while the disk never got them, and a recovery that read them would answer an
-    /// idempotent retry as a duplicate of records that are gone. Afterwards this
-    /// segment is fit only to be opened again from its files (its next offset and
-    /// timestamps are not cut back).
+    /// boundary). For a log whose fsync failed: the bytes written since the last good
+    /// fsync may still be readable here (Linux keeps the pages it could not write; a
+    /// FUSE or network volume may serve them from its own cache) while the disk never
+    /// got them, and a recovery that read them would answer an idempotent retry as a
+    /// duplicate of records that are gone. The cut is not fsynced (the disk is failing):
+    /// until the next fsync of the file makes it durable, a crash leaves at most what
+    /// the disk got of the cut bytes, none of it ever acknowledged, and recovery cuts
+    /// what is torn. Afterwards this segment is fit only to be opened again from its
+    /// files (its next offset and timestamps are not cut back).
     pub fn cut_back_to(&mut self, len: u64) -> Result<(), SegmentError> {
         if len >= self.size {
             return Ok(());
@@ -436,10 +438,7 @@ impl Segment {
         self.size = len;
         self.index.retain(|&(_, pos)| u64::from(pos) < len);
         self.torn_tail = true;
-        self.cut_torn_tail()?;
-        self.writer()?
-            .sync_all()
-            .map_err(|e| SegmentError::io(&self.log_path, e))
+        self.cut_torn_tail()
     }
 
     /// Cuts the log and the index back to what this segment holds.
