@@ -15,12 +15,10 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import KaasBroker, free_port, run_kaasctl, wait_for
-from faultfs import FAULTFS, FaultFs, needs_fuse
+from faultfs import FAULTFS, NO_REBOOTSTRAP, FaultFs, needs_fuse
 from txn_helpers import read_all
 
 pytestmark = needs_fuse
-
-NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
 
 
 class Node:

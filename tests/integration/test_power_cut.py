@@ -20,17 +20,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import KaasBroker, run_kaasctl
-from faultfs import FAULTFS, FaultFs, needs_fuse
+from faultfs import FAULTFS, NO_REBOOTSTRAP, FaultFs, needs_fuse
 from txn_helpers import read_all
 
 pytestmark = needs_fuse
-
-# librdkafka 2.16 re-bootstraps when every broker it knows is gone at once (the whole
-# cluster lost power), and a transactional call under way then never returns: its old
-# broker handle stays "terminating" for good (seen in a debug log: FindCoordinator answered,
-# no request after it). Not re-bootstrapping keeps the clients on the brokers' fixed
-# addresses, which is all these tests need.
-NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
 
 CUTS = int(os.environ.get("KAAS_POWER_CUTS", "6"))
 SEED = int(os.environ.get("KAAS_POWER_CUT_SEED", str(int(time.time()))))
