@@ -3,7 +3,7 @@
 //! `kill -9`: no flush, no snapshot, no lease release), `name=abort@N` (it aborts the
 //! N-th time, so a test can let earlier rolls or aborts complete first) or
 //! `name=error` / `name=error*N` (the step fails with an I/O error there, every time or
-//! the first N times, then heals). Unset in production, where a check is one lookup in
+//! the first N times, then heals; `name=error@N`: only the N-th time). Unset in production, where a check is one lookup in
 //! an empty list. docs/testing.md lists every point.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +34,9 @@ pub const TXN_FOLD_AFTER_CHECKPOINT: &str = "txn-fold-after-checkpoint";
 /// The fsync of a partition log that an acknowledgment (or the flusher) waits for
 /// (error injection: as if the kernel reported EIO and dropped the dirty pages).
 pub const LOG_FSYNC: &str = "log-fsync";
+/// Writing a batch into a partition's active segment (error injection: as if the
+/// write failed with EIO half-way).
+pub const SEGMENT_WRITE: &str = "segment-write";
 /// Appending a COMMIT/ABORT control batch to a partition log (error injection).
 pub const MARKER_APPEND: &str = "marker-append";
 /// An ABORT marker is in the log (not fsynced), its `.txnindex` entry not yet written.
@@ -67,6 +70,8 @@ enum Action {
     Abort(AtomicU64),
     /// Fail this many more times (u64::MAX: always).
     Error(AtomicU64),
+    /// Fail once, when this many more passes have gone by (0: at the next one).
+    ErrorAt(AtomicU64),
     /// Every pass sleeps this many milliseconds (a slow volume).
     Delay(u64),
 }
@@ -93,6 +98,10 @@ fn parse(spec: &str) -> Vec<(String, Action)> {
             Some((name, action)) if action.starts_with("delay:") => {
                 let ms = action["delay:".len()..].parse().unwrap_or(1000);
                 (name.to_string(), Action::Delay(ms))
+            }
+            Some((name, action)) if action.starts_with("error@") => {
+                let nth = action["error@".len()..].parse::<u64>().unwrap_or(1);
+                (name.to_string(), Action::ErrorAt(AtomicU64::new(nth.saturating_sub(1))))
             }
             Some((name, action)) => {
                 let times = match action.strip_prefix("error") {
@@ -144,6 +153,19 @@ pub fn check(name: &str) -> std::io::Result<()> {
                 return Err(std::io::Error::other(format!("injected failure at failpoint {name}")));
             }
         }
+        if let (true, Action::ErrorAt(skip)) = (n == name, a) {
+            // The pass that finds 0 fails and leaves u64::MAX (spent); every pass
+            // before it counts down, every one after it finds it spent.
+            let took = skip.fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| match l {
+                0 => Some(u64::MAX),
+                u64::MAX => None,
+                l => Some(l - 1),
+            }) == Ok(0);
+            if took {
+                tracing::warn!(failpoint = name, "failpoint reached: injecting an I/O error");
+                return Err(std::io::Error::other(format!("injected failure at failpoint {name}")));
+            }
+        }
     }
     Ok(())
 }
@@ -154,8 +176,9 @@ mod tests {
 
     #[test]
     fn specs_parse_into_aborts_and_bounded_errors() {
-        let parsed = parse("a, b=error*2 ,c=error,d=abort@3,e=delay:250");
-        assert_eq!(parsed.len(), 5);
+        let parsed = parse("a, b=error*2 ,c=error,d=abort@3,e=delay:250,f=error@3");
+        assert_eq!(parsed.len(), 6);
+        assert!(matches!(&parsed[5], (n, Action::ErrorAt(s)) if n == "f" && s.load(Ordering::Relaxed) == 2));
         assert!(matches!(&parsed[4], (n, Action::Delay(250)) if n == "e"));
         assert!(matches!(&parsed[0], (n, Action::Abort(s)) if n == "a" && s.load(Ordering::Relaxed) == 0));
         assert!(matches!(&parsed[3], (n, Action::Abort(s)) if n == "d" && s.load(Ordering::Relaxed) == 2));

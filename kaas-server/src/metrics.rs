@@ -94,6 +94,11 @@ struct LimitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FileLabels {
+    file: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -165,6 +170,49 @@ pub struct Metrics {
     pub markers_written: Counter<u64, AtomicU64>,
     marker_delivery: HistogramFamily<PathLabels>,
     marker_notifications: Family<OutcomeLabels, Counter>,
+    volume_write_errors: Family<FileLabels, Counter>,
+}
+
+/// The kind of volume file a failed write or fsync was for (`kaas_volume_write_errors`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeFile {
+    /// A partition's segment: an append, a roll or an fsync.
+    Log,
+    /// A partition's `owner.json`: a take-over recorded, or a release.
+    Owner,
+    /// This broker's lease under `brokers/`.
+    Lease,
+    /// A partition's producer-state snapshot.
+    Snapshot,
+    /// A transaction slot's journal or checkpoint.
+    SlotJournal,
+    /// A marker queue entry (written, moved or removed).
+    MarkerQueue,
+    /// A group's committed offsets.
+    Offsets,
+}
+
+impl VolumeFile {
+    pub const ALL: [VolumeFile; 7] = [
+        VolumeFile::Log,
+        VolumeFile::Owner,
+        VolumeFile::Lease,
+        VolumeFile::Snapshot,
+        VolumeFile::SlotJournal,
+        VolumeFile::MarkerQueue,
+        VolumeFile::Offsets,
+    ];
+    fn label(self) -> &'static str {
+        match self {
+            VolumeFile::Log => "log",
+            VolumeFile::Owner => "owner",
+            VolumeFile::Lease => "lease",
+            VolumeFile::Snapshot => "snapshot",
+            VolumeFile::SlotJournal => "slot_journal",
+            VolumeFile::MarkerQueue => "marker_queue",
+            VolumeFile::Offsets => "offsets",
+        }
+    }
 }
 
 /// How a transaction's markers reached their partitions (`kaas_txn_marker_delivery_seconds`).
@@ -337,6 +385,15 @@ impl Metrics {
             "WriteTxnMarkers notifications this coordinator sent to partition leaders, per outcome: delivered, lost (not sent or not answered), refused (answered with an error); a lost or refused one is applied by the leader's poll",
             marker_notifications.clone(),
         );
+        let volume_write_errors = Family::<FileLabels, Counter>::default();
+        for file in VolumeFile::ALL {
+            let _ = volume_write_errors.get_or_create(&FileLabels { file: file.label() });
+        }
+        registry.register(
+            "volume_write_errors",
+            "Writes, renames and fsyncs of volume files that failed, per kind of file: log, owner (owner.json), lease, snapshot, slot_journal, marker_queue, offsets. Also those no request waited for (a take-over, a release, a lease renewal); a request that waited is answered with an error besides (kaas_request_errors)",
+            volume_write_errors.clone(),
+        );
         registry.register(
             "build",
             "The broker's version",
@@ -363,6 +420,7 @@ impl Metrics {
             markers_written,
             marker_delivery,
             marker_notifications,
+            volume_write_errors,
         }
     }
 
@@ -445,6 +503,13 @@ impl Metrics {
             self.bytes_out.remove(&labels);
             false
         });
+    }
+
+    /// A write, rename or fsync of a volume file failed (the caller logs it).
+    pub fn volume_write_failed(&self, file: VolumeFile) {
+        self.volume_write_errors
+            .get_or_create(&FileLabels { file: file.label() })
+            .inc();
     }
 
     pub fn connection_refused(&self, limit: &'static str) {

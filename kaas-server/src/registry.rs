@@ -94,6 +94,7 @@ impl Partition {
                 return;
             }
             if let Err(e) = state.write_snapshot(now) {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Snapshot);
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot write producer-state snapshot; the next owner replays the log instead");
             }
             if self.failed.load(Ordering::Acquire) {
@@ -111,6 +112,7 @@ impl Partition {
                     })
                 });
             if let Err(e) = synced {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log);
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot fsync the log while letting the partition go; not marking it released (others take it over once this lease expires)");
                 self.cut_back_to_durable(&mut state.log);
                 return;
@@ -123,6 +125,7 @@ impl Partition {
                 return;
             }
             Err(e) => {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Owner);
                 warn!(topic = %self.topic, partition = self.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
                 return;
             }
@@ -185,6 +188,7 @@ impl Partition {
                 // again from its files (recovery re-validates the log, cuts what is
                 // not whole, rebuilds the producer state), at a new leader epoch.
                 self.mark_failed();
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log);
                 error!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, error = %e, "fsync of the partition log failed; the partition is failed here and will be opened again from its files");
                 crate::blocking::off_worker(|| self.cut_back_to_durable(&mut self.state().log));
                 return Err(DurableError::Sync(e));
@@ -230,6 +234,7 @@ impl Partition {
                 warn!(topic = %self.topic, partition = self.index, segment = point.0, bytes = point.1, "the log was cut back to its last good fsync")
             }
             Ok(Err(e)) => {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log);
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot cut the log back to its last good fsync; its reopen may find records the disk lost")
             }
             Err(e) => {
@@ -539,3 +544,6 @@ impl TopicError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -107,6 +107,7 @@ def test_an_fsync_error_on_a_segment_is_refused_loses_nothing_acknowledged_and_t
     assert not errors, errors
     assert acked_while_failing == 50, "nothing was acknowledged while the partition's fsync failed"
     assert node.metric("kaas_request_errors_total", error="KAFKA_STORAGE_ERROR") >= 1
+    assert node.metric("kaas_volume_write_errors_total", file="log") >= 1
     log = node.broker.log_text()
     assert "fsync of the partition log failed" in log, "the failure is in the log"
     assert "the log was cut back to its last good fsync" in log, "what the disk never got is cut off"
@@ -156,6 +157,7 @@ def test_a_full_disk_on_the_transaction_journal_fails_the_transaction_and_the_ne
     txn("t2")
     assert "os error 28" in node.broker.log_text(), "the full disk is in the log"
     assert node.metric("kaas_request_errors_total") >= 1, "refusals are counted"
+    assert node.metric("kaas_volume_write_errors_total", file="slot_journal") >= 1, "and the journal's failed appends"
     got = read_all(node.bootstrap, "tx", 3, "read_committed", expect=len(committed), settle=1.0)
     assert sorted(got) == sorted(committed), "exactly the committed transactions, each once"
     node.power_cut()
@@ -176,6 +178,7 @@ def test_a_failed_rename_of_owner_json_takes_no_leadership_and_the_next_try_does
     assert node.fs.status()["faults_hit"] == 1, "the rename fault was met"
     log = node.broker.log_text()
     assert "cannot record this broker's leadership in owner.json" in log, "the failed rename is in the log"
+    assert node.metric("kaas_volume_write_errors_total", file="owner") == 1, "and in the metrics, though no request waited for it"
     node.power_cut()
     exactly_once(node.bootstrap, "own", acked)
     assert run_kaasctl(node.data, "doctor").returncode == 0

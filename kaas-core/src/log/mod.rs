@@ -522,6 +522,11 @@ impl PartitionLog {
     /// is then fit only to be opened again from its files.
     pub fn cut_back_to_durable(&mut self, durable: (i64, u64)) -> Result<(), LogError> {
         let active = self.segments.last_mut().expect("a log always has a segment");
+        if active.is_sealed() {
+            // A roll sealed it, with an fsync that succeeded, and then failed to create
+            // the next segment: every byte of it is durable, whatever `durable` says.
+            return Ok(());
+        }
         let keep = if active.base_offset() == durable.0 {
             durable.1
         } else {

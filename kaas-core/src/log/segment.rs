@@ -388,8 +388,9 @@ impl Segment {
             offset += h.last_offset_delta as i64 + 1;
             pos += h.total_len() as u64;
         }
-        let written = (&**self.writer()?)
-            .write_all(records)
+        let writer = self.writer()?;
+        let written = crate::failpoint::check(crate::failpoint::SEGMENT_WRITE)
+            .and_then(|()| (&**writer).write_all(records))
             .map_err(|e| SegmentError::io(&self.log_path, e))
             .and_then(|()| {
                 if new_entries.is_empty() {
@@ -452,6 +453,11 @@ impl Segment {
             .map_err(|e| SegmentError::io(&self.index_path, e))?;
         self.torn_tail = false;
         Ok(())
+    }
+
+    /// Whether [`Self::seal`] fsynced this segment (it takes no more writes).
+    pub fn is_sealed(&self) -> bool {
+        self.file.is_none()
     }
 
     /// fsyncs the log and index of a segment that will receive no more appends.

@@ -155,7 +155,8 @@ impl GroupCoordinator {
         let (result, changed) = f(&mut next);
         if changed {
             guard()?;
-            next.save(&self.volume)?;
+            next.save(&self.volume)
+                .inspect_err(|_| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets))?;
             cached.offsets = next;
             cached.stamp = file_stamp(&path);
         }

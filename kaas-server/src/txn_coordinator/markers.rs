@@ -134,7 +134,10 @@ impl TransactionCoordinator {
         for (leader, written) in queue.into_iter().flatten() {
             match written.await {
                 Ok(Ok(entry)) => queued.push(entry),
-                Ok(Err(e)) => fail(e.into()),
+                Ok(Err(e)) => {
+                    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue);
+                    fail(e.into())
+                }
                 Err(e) => fail(
                     VolumeError::io(
                         marker_queue::queue_dir(&broker.volume, leader),
@@ -623,6 +626,7 @@ impl TransactionCoordinator {
                 true
             }
             Err(e) => {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue);
                 error!(target: WATCHERS_LOG_TARGET, path = %path.display(), error = %e, "cannot remove an unreadable queue entry of a transaction that is over");
                 false
             }

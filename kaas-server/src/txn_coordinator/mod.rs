@@ -475,6 +475,7 @@ impl TransactionCoordinator {
                     .fold(held.slot, st, |st| self.store.fold(&held.lock, st).map(|()| true))
             });
             if let Err(e) = folded {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal);
                 *state = None;
                 return Err(e.into());
             }
@@ -486,6 +487,7 @@ impl TransactionCoordinator {
             Ok(g) => g,
             Err(e) => {
                 // The journal may end in a torn line: the next holder cuts it off.
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal);
                 *state = None;
                 return Err(e.into());
             }
@@ -504,6 +506,7 @@ impl TransactionCoordinator {
             // The transition is appended; only the fold failed (retried at the next
             // append, the journal meanwhile growing). Read again next time.
             Err(e) => {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal);
                 error!(slot = held.slot, error = %e, "folding a transaction slot journal into its checkpoint failed");
                 *state = None;
             }
@@ -525,6 +528,9 @@ impl TransactionCoordinator {
         crate::metrics::metrics()
             .txn_journal_sync
             .observe(started.elapsed().as_secs_f64());
+        if synced.is_err() {
+            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal);
+        }
         synced
     }
 
