@@ -469,7 +469,7 @@ fn write_marker_direct(
             .is_some()
     {
         let (file, _) = state.log.sync_handle().map_err(|e| err(e.to_string()))?;
-        file.sync_data().map_err(|e| err(e.to_string()))?;
+        file.sync(false).map_err(|e| err(e.to_string()))?;
         outcome = DirectWrite::Written;
     }
     state.write_snapshot(now_ms).map_err(|e| err(e.to_string()))?;

@@ -31,11 +31,12 @@ pub const TXN_JOURNAL_CUT_SYNC: &str = "txn-journal-cut-sync";
 pub const TXN_JOURNAL_SYNC: &str = "txn-journal-sync";
 /// A fold wrote the new slot checkpoint; the journal is not emptied yet.
 pub const TXN_FOLD_AFTER_CHECKPOINT: &str = "txn-fold-after-checkpoint";
-/// The fsync of a partition log that an acknowledgment (or the flusher) waits for
-/// (error injection: as if the kernel reported EIO and dropped the dirty pages).
+/// Any fsync of a partition's log file: the one an acknowledgment (or the flusher)
+/// waits for, a roll's seal (error injection: as if the kernel reported EIO and
+/// dropped the dirty pages; the failure is sticky, as `LogFile::sync` makes it).
 pub const LOG_FSYNC: &str = "log-fsync";
-/// Writing a batch into a partition's active segment (error injection: as if the
-/// write failed with EIO half-way).
+/// Writing a batch into a partition's active segment (error injection: the write fails
+/// with an I/O error before any byte of it is written).
 pub const SEGMENT_WRITE: &str = "segment-write";
 /// Appending a COMMIT/ABORT control batch to a partition log (error injection).
 pub const MARKER_APPEND: &str = "marker-append";

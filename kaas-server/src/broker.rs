@@ -267,9 +267,7 @@ impl Broker {
                 // (the partition keeps serving reads and takes writes once space returns).
                 let out_of_space = matches!(&e, AppendError::Log(l) if l.is_out_of_space());
                 let io = matches!(e, AppendError::Log(LogError::Segment(_) | LogError::Volume(_)));
-                if io || out_of_space {
-                    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log);
-                }
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log, &e);
                 if !out_of_space && io {
                     error!(topic = %partition.topic, partition = partition.index, error = %e, "writing the partition log failed; the partition is failed here and will be opened again from its files");
                     partition.mark_failed();

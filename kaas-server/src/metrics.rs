@@ -162,6 +162,8 @@ pub struct Metrics {
     /// (a shared fdatasync, group commit).
     pub txn_journal_sync: Histogram,
     pub connections: Gauge,
+    /// Bytes of `queued.max.request.bytes` charged to frames now.
+    pub request_budget_used: Gauge,
     pub connections_accepted: Counter,
     connections_refused: Family<LimitLabels, Counter>,
     transactions_completed: Family<ResultLabels, Counter>,
@@ -171,6 +173,62 @@ pub struct Metrics {
     marker_delivery: HistogramFamily<PathLabels>,
     marker_notifications: Family<OutcomeLabels, Counter>,
     volume_write_errors: Family<FileLabels, Counter>,
+}
+
+/// An error of a volume write, as `kaas_volume_write_errors` judges it.
+pub trait WriteFailure {
+    /// The file system failed the operation (EIO, ENOSPC, EROFS...): not a file found
+    /// already there or gone (another process took over), not a refusal of ours (a
+    /// journal replaced under a lost lock, a file past its size bound, a failure
+    /// already reported).
+    fn is_io_failure(&self) -> bool;
+}
+
+impl WriteFailure for std::io::Error {
+    fn is_io_failure(&self) -> bool {
+        !matches!(
+            self.kind(),
+            std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotFound
+        ) && !kaas_core::log::LogFile::is_earlier_failure(self)
+    }
+}
+
+impl WriteFailure for kaas_core::VolumeError {
+    fn is_io_failure(&self) -> bool {
+        matches!(self, kaas_core::VolumeError::Io { source, .. } if source.is_io_failure())
+    }
+}
+
+impl WriteFailure for kaas_core::log::SegmentError {
+    fn is_io_failure(&self) -> bool {
+        let kaas_core::log::SegmentError::Io { source, .. } = self;
+        source.is_io_failure()
+    }
+}
+
+impl WriteFailure for kaas_core::log::LogError {
+    fn is_io_failure(&self) -> bool {
+        match self {
+            kaas_core::log::LogError::Segment(e) => e.is_io_failure(),
+            kaas_core::log::LogError::Volume(e) => e.is_io_failure(),
+            _ => false,
+        }
+    }
+}
+
+impl WriteFailure for kaas_core::partition::PartitionError {
+    fn is_io_failure(&self) -> bool {
+        match self {
+            kaas_core::partition::PartitionError::Log(e) => e.is_io_failure(),
+            kaas_core::partition::PartitionError::Volume(e) => e.is_io_failure(),
+        }
+    }
+}
+
+impl WriteFailure for kaas_core::partition::AppendError {
+    fn is_io_failure(&self) -> bool {
+        matches!(self, kaas_core::partition::AppendError::Log(e) if e.is_io_failure())
+    }
 }
 
 /// The kind of volume file a failed write or fsync was for (`kaas_volume_write_errors`).
@@ -324,6 +382,13 @@ impl Metrics {
         );
         let connections = Gauge::default();
         registry.register("connections", "Open client connections", connections.clone());
+        let request_budget_used = Gauge::default();
+        registry.register_with_unit(
+            "request_budget_used",
+            "Bytes of queued.max.request.bytes charged to request frames now (as their bytes arrive, and a decode allowance for requests other than Produce)",
+            Unit::Bytes,
+            request_budget_used.clone(),
+        );
         let connections_accepted = Counter::default();
         registry.register(
             "connections_accepted",
@@ -412,6 +477,7 @@ impl Metrics {
             log_fsync,
             txn_journal_sync,
             connections,
+            request_budget_used,
             connections_accepted,
             connections_refused,
             transactions_completed,
@@ -505,11 +571,15 @@ impl Metrics {
         });
     }
 
-    /// A write, rename or fsync of a volume file failed (the caller logs it).
-    pub fn volume_write_failed(&self, file: VolumeFile) {
-        self.volume_write_errors
-            .get_or_create(&FileLabels { file: file.label() })
-            .inc();
+    /// A write, rename or fsync of a volume file failed (the caller logs it). Counted
+    /// only when the file system failed it ([`WriteFailure`]), not when the write was
+    /// refused for what another process did (a take-over) or a bound.
+    pub fn volume_write_failed(&self, file: VolumeFile, error: &dyn WriteFailure) {
+        if error.is_io_failure() {
+            self.volume_write_errors
+                .get_or_create(&FileLabels { file: file.label() })
+                .inc();
+        }
     }
 
     pub fn connection_refused(&self, limit: &'static str) {
@@ -836,6 +906,25 @@ pub fn error_codes(response: &ResponseKind, f: &mut impl FnMut(i16)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_what_the_file_system_failed_counts_as_a_volume_write_error() {
+        use std::io::{Error, ErrorKind};
+        let eio = Error::from_raw_os_error(5);
+        assert!(eio.is_io_failure());
+        assert!(Error::from_raw_os_error(28).is_io_failure(), "ENOSPC");
+        assert!(
+            !Error::from(ErrorKind::AlreadyExists).is_io_failure(),
+            "a take-over's file"
+        );
+        assert!(!Error::from(ErrorKind::NotFound).is_io_failure());
+        let invalid = kaas_core::VolumeError::Invalid {
+            path: "j".into(),
+            detail: "the lock was taken over".into(),
+        };
+        assert!(!invalid.is_io_failure());
+        assert!(kaas_core::VolumeError::io("j", eio).is_io_failure());
+    }
 
     #[test]
     fn error_names_are_kafkas() {

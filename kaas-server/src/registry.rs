@@ -94,7 +94,7 @@ impl Partition {
                 return;
             }
             if let Err(e) = state.write_snapshot(now) {
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Snapshot);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Snapshot, &e);
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot write producer-state snapshot; the next owner replays the log instead");
             }
             if self.failed.load(Ordering::Acquire) {
@@ -106,13 +106,13 @@ impl Partition {
                 .sync_handle()
                 .map_err(std::io::Error::other)
                 .and_then(|(file, _)| {
-                    file.sync_data().inspect_err(|_| {
+                    file.sync(false).inspect_err(|_| {
                         self.failed.store(true, Ordering::Release);
                         forget_cached_pages(&file);
                     })
                 });
             if let Err(e) = synced {
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log, &e);
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot fsync the log while letting the partition go; not marking it released (others take it over once this lease expires)");
                 self.cut_back_to_durable(&mut state.log);
                 return;
@@ -125,7 +125,7 @@ impl Partition {
                 return;
             }
             Err(e) => {
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Owner);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Owner, &e);
                 warn!(topic = %self.topic, partition = self.index, error = %e, "cannot mark the partition released; others take it over once this lease expires");
                 return;
             }
@@ -166,7 +166,7 @@ impl Partition {
         let owner_path = self.owner_path.clone();
         let failed = self.failed.clone();
         let synced = tokio::task::spawn_blocking(move || {
-            let synced = kaas_core::failpoint::check(kaas_core::failpoint::LOG_FSYNC).and_then(|()| file.sync_data());
+            let synced = file.sync(false);
             if let Err(e) = synced {
                 failed.store(true, Ordering::Release);
                 forget_cached_pages(&file);
@@ -188,7 +188,7 @@ impl Partition {
                 // again from its files (recovery re-validates the log, cuts what is
                 // not whole, rebuilds the producer state), at a new leader epoch.
                 self.mark_failed();
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log, &e);
                 error!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, error = %e, "fsync of the partition log failed; the partition is failed here and will be opened again from its files");
                 crate::blocking::off_worker(|| self.cut_back_to_durable(&mut self.state().log));
                 return Err(DurableError::Sync(e));
@@ -230,11 +230,14 @@ impl Partition {
         let synced = self.synced.lock().unwrap_or_else(|e| e.into_inner());
         let point = *synced;
         match self.while_led(|| log.cut_back_to_durable(point)) {
-            Ok(Ok(())) => {
+            Ok(Ok(true)) => {
                 warn!(topic = %self.topic, partition = self.index, segment = point.0, bytes = point.1, "the log was cut back to its last good fsync")
             }
+            Ok(Ok(false)) => {
+                debug!(topic = %self.topic, partition = self.index, "nothing past the log's last good fsync to cut back")
+            }
             Ok(Err(e)) => {
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log, &e);
                 error!(topic = %self.topic, partition = self.index, error = %e, "cannot cut the log back to its last good fsync; its reopen may find records the disk lost")
             }
             Err(e) => {
@@ -416,7 +419,7 @@ impl Topic {
 /// marked clean (ext4, xfs): a reader would find records the disk does not hold. They
 /// are dropped, so the reopen's recovery reads what the disk holds. Best effort: a
 /// failure is logged (the reopen then trusts the cache, as before).
-fn forget_cached_pages(file: &std::fs::File) {
+fn forget_cached_pages(file: &kaas_core::log::LogFile) {
     if let Err(e) = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed) {
         warn!(error = %e, "cannot drop the cached pages of a log whose fsync failed");
     }

@@ -21,7 +21,7 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
 async fn an_fsync_that_succeeds_over_a_cut_back_log_acknowledges_nothing() {
     // This binary has this one test and nothing has read the failpoints yet. The
     // third segment write is the one that fails.
-    std::env::set_var("KAAS_FAILPOINTS", "log-fsync=delay:1000,segment-write=error@3");
+    std::env::set_var("KAAS_FAILPOINTS", "log-fsync=delay:2000,segment-write=error@3");
     let dir = tempfile::tempdir().unwrap();
     let b = broker(dir.path());
     b.create_topic("t", 1, Default::default()).await.unwrap();
@@ -36,12 +36,14 @@ async fn an_fsync_that_succeeds_over_a_cut_back_log_acknowledges_nothing() {
     let segment = p.state().log.segments().last().unwrap().log_path().to_path_buf();
     let synced_len = std::fs::metadata(&segment).unwrap().len();
     append(b"b").unwrap();
+    let started = std::time::Instant::now();
     let waiter = {
         let p = p.clone();
         tokio::spawn(async move { p.wait_durable(2).await })
     };
     // The waiter has taken its sync point (with "b") and sleeps before its fsync.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "the waiter is in its fsync");
     let refused = tokio::task::block_in_place(|| append(b"c"));
     assert!(refused.is_err(), "the write failed");
     assert_eq!(
@@ -51,6 +53,10 @@ async fn an_fsync_that_succeeds_over_a_cut_back_log_acknowledges_nothing() {
     );
     // The delayed fsync now succeeds, over a file that no longer holds "b".
     let answer = waiter.await.unwrap();
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(1900),
+        "the waiter went through the delayed fsync (not a check of the failed log before it)"
+    );
     assert!(
         answer.is_err(),
         "nothing the cut removed is acknowledged (got {answer:?})"

@@ -12,11 +12,11 @@ pub mod swap;
 pub mod txn_index;
 
 pub(crate) use segment::file_name as segment_file_name;
-pub use segment::{Segment, SegmentError, INDEX_ENTRY_LEN};
+pub use segment::{LogFile, Segment, SegmentError, INDEX_ENTRY_LEN};
 
 use crate::batch::{self, BatchError, BatchHeader};
 use bytes::Bytes;
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
@@ -504,7 +504,7 @@ impl PartitionLog {
 
     /// The active segment's file and the log end offset it covers, for a flusher that
     /// fsyncs outside the partition lock.
-    pub fn sync_handle(&self) -> Result<(Arc<File>, i64), LogError> {
+    pub fn sync_handle(&self) -> Result<(Arc<LogFile>, i64), LogError> {
         Ok((self.active().file()?, self.log_end_offset()))
     }
 
@@ -520,20 +520,24 @@ impl PartitionLog {
     /// when the log rolled). What lies past it was never made
     /// durable here and may be readable all the same (`Segment::cut_back_to`). The log
     /// is then fit only to be opened again from its files.
-    pub fn cut_back_to_durable(&mut self, durable: (i64, u64)) -> Result<(), LogError> {
+    /// Ok(false): nothing to cut.
+    pub fn cut_back_to_durable(&mut self, durable: (i64, u64)) -> Result<bool, LogError> {
         let active = self.segments.last_mut().expect("a log always has a segment");
         if active.is_sealed() {
-            // A roll sealed it, with an fsync that succeeded, and then failed to create
-            // the next segment: every byte of it is durable, whatever `durable` says.
-            return Ok(());
+            // A roll sealed it, with an fsync that succeeded (and no fsync of the file
+            // failed before: `LogFile::sync` makes a failure sticky), and then failed
+            // to create the next segment: every byte of it is durable, whatever
+            // `durable` says.
+            return Ok(false);
         }
         let keep = if active.base_offset() == durable.0 {
             durable.1
         } else {
             0
         };
+        let cut = keep < active.size();
         active.cut_back_to(keep)?;
-        Ok(())
+        Ok(cut)
     }
 
     /// Reads whole batches starting with the one that holds `offset`, up to `max_bytes`

@@ -35,6 +35,61 @@ impl SegmentError {
     }
 }
 
+/// A segment's log file, as appends, fsyncs and reads share it. Its fsyncs go through
+/// [`LogFile::sync`], which makes a failure sticky: Linux reports a writeback error
+/// once per open file, so after one fsync failed, the next fsync of the same file
+/// (a roll's seal, the next waiter's) returns Ok over pages the disk never got. Here
+/// every later fsync of the file fails too, so nothing it held is ever taken for
+/// durable (the partition is opened again from its files instead).
+const EARLIER_FAILURE: &str = "an earlier fsync of this file failed: what was written to it may never reach the disk";
+
+#[derive(Debug)]
+pub struct LogFile {
+    file: File,
+    /// An fsync of this file failed; held through each fsync, so none can slip
+    /// between a failure and its record.
+    failed: std::sync::Mutex<bool>,
+}
+
+impl LogFile {
+    fn new(file: File) -> Arc<LogFile> {
+        Arc::new(LogFile {
+            file,
+            failed: std::sync::Mutex::new(false),
+        })
+    }
+
+    /// Whether `e` is [`Self::sync`]'s refusal after an earlier failure (already
+    /// reported when it happened).
+    pub fn is_earlier_failure(e: &io::Error) -> bool {
+        e.kind() == io::ErrorKind::Other && e.get_ref().is_some_and(|inner| inner.to_string() == EARLIER_FAILURE)
+    }
+
+    /// fdatasync (`all`: fsync, metadata too), failing for good once one failed.
+    pub fn sync(&self, all: bool) -> io::Result<()> {
+        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        if *failed {
+            return Err(io::Error::other(EARLIER_FAILURE));
+        }
+        let synced = crate::failpoint::check(crate::failpoint::LOG_FSYNC).and_then(|()| {
+            if all {
+                self.file.sync_all()
+            } else {
+                self.file.sync_data()
+            }
+        });
+        synced.inspect_err(|_| *failed = true)
+    }
+}
+
+// No `Deref` to the `File`: an fsync that bypassed [`LogFile::sync`] would bring the
+// once-reported error back. Reads and writes inside this module use `.file`.
+impl std::os::fd::AsFd for LogFile {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
 pub struct Segment {
     base_offset: i64,
     log_path: PathBuf,
@@ -42,7 +97,7 @@ pub struct Segment {
     /// The log file, held open while the segment takes appends. None once sealed:
     /// reads open it by path, so a partition's open files do not grow with its
     /// segments (a topic with a tiny `segment.ms` cannot exhaust descriptors).
-    file: Option<Arc<File>>,
+    file: Option<Arc<LogFile>>,
     /// The index file, only while the segment takes appends (a sealed segment's index
     /// is in memory).
     index_file: Option<File>,
@@ -106,7 +161,7 @@ impl Segment {
             base_offset: base,
             log_path,
             index_path,
-            file: Some(Arc::new(file)),
+            file: Some(LogFile::new(file)),
             index_file: Some(index_file),
             size: 0,
             next_offset: base,
@@ -149,7 +204,7 @@ impl Segment {
             base_offset: base,
             log_path,
             index_path,
-            file: Some(Arc::new(file)),
+            file: Some(LogFile::new(file)),
             index_file: Some(index_file),
             size: meta.len(),
             next_offset: base,
@@ -186,17 +241,17 @@ impl Segment {
     }
 
     /// The log file for reading: the open one, or (sealed) opened now, read-only.
-    fn reader(&self) -> Result<Arc<File>, SegmentError> {
+    fn reader(&self) -> Result<Arc<LogFile>, SegmentError> {
         match &self.file {
             Some(f) => Ok(f.clone()),
             None => crate::fsutil::open_regular(&self.log_path)
-                .map(Arc::new)
+                .map(LogFile::new)
                 .map_err(|e| SegmentError::io(&self.log_path, e)),
         }
     }
 
     /// The log file for writing: only a segment that still takes appends has one.
-    fn writer(&self) -> Result<&Arc<File>, SegmentError> {
+    fn writer(&self) -> Result<&Arc<LogFile>, SegmentError> {
         self.file.as_ref().ok_or_else(|| {
             SegmentError::io(
                 &self.log_path,
@@ -222,7 +277,7 @@ impl Segment {
         let mut reason = None;
         let mut stray_at: Option<(u64, i64)> = None;
         let file = self.reader()?;
-        let mut scanner = BatchScanner::new(&file, self.size, self.base_offset);
+        let mut scanner = BatchScanner::new(&file.file, self.size, self.base_offset);
         if limit.is_some() {
             // A sealed segment may have been rewritten by the log cleaner.
             scanner = scanner.allowing_gaps();
@@ -265,8 +320,9 @@ impl Segment {
                 reason: reason.unwrap_or_else(|| "trailing bytes".into()),
             };
             let f = self.writer()?;
-            f.set_len(pos)
-                .and_then(|_| f.sync_all())
+            f.file
+                .set_len(pos)
+                .and_then(|_| f.sync(true))
                 .map_err(|e| SegmentError::io(&self.log_path, e))?;
             self.size = pos;
             Some(cut)
@@ -313,7 +369,7 @@ impl Segment {
         let mut head = [0u8; HEADER_LEN];
         let file = self.reader()?;
         while pos + HEADER_LEN as u64 <= self.size {
-            self.read_exact_at(&file, &mut head, pos)?;
+            self.read_exact_at(&file.file, &mut head, pos)?;
             let Ok(h) = BatchHeader::parse(&head, pos as usize) else {
                 break;
             };
@@ -358,7 +414,7 @@ impl Segment {
     }
     /// The log file: the open one of a segment that takes appends, or (sealed) opened
     /// now, read-only (enough for fsync).
-    pub fn file(&self) -> Result<Arc<File>, SegmentError> {
+    pub fn file(&self) -> Result<Arc<LogFile>, SegmentError> {
         self.reader()
     }
 
@@ -390,7 +446,7 @@ impl Segment {
         }
         let writer = self.writer()?;
         let written = crate::failpoint::check(crate::failpoint::SEGMENT_WRITE)
-            .and_then(|()| (&**writer).write_all(records))
+            .and_then(|()| (&writer.file).write_all(records))
             .map_err(|e| SegmentError::io(&self.log_path, e))
             .and_then(|()| {
                 if new_entries.is_empty() {
@@ -445,6 +501,7 @@ impl Segment {
     /// Cuts the log and the index back to what this segment holds.
     fn cut_torn_tail(&mut self) -> Result<(), SegmentError> {
         self.writer()?
+            .file
             .set_len(self.size)
             .map_err(|e| SegmentError::io(&self.log_path, e))?;
         let index_len = (self.index.len() * INDEX_ENTRY_LEN) as u64;
@@ -472,7 +529,7 @@ impl Segment {
             self.cut_torn_tail()?;
         }
         self.writer()?
-            .sync_all()
+            .sync(true)
             .map_err(|e| SegmentError::io(&self.log_path, e))?;
         self.index_writer()?
             .sync_all()
@@ -483,7 +540,7 @@ impl Segment {
 
     /// Byte position of the batch that holds `offset`, or None if the segment ends first.
     fn locate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, SegmentError> {
-        self.locate_in(&*self.reader()?, offset)
+        self.locate_in(&self.reader()?.file, offset)
     }
 
     /// [`Self::locate`] through an already open log file.
@@ -518,7 +575,7 @@ impl Segment {
     /// batch when `min_one`), stopping before any batch that starts at or after `max_offset`.
     pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, SegmentError> {
         let file = self.reader()?;
-        let Some((start, first)) = self.locate_in(&file, offset)? else {
+        let Some((start, first)) = self.locate_in(&file.file, offset)? else {
             return Ok(Bytes::new());
         };
         if first.base_offset >= max_offset {
@@ -530,7 +587,7 @@ impl Segment {
         let want = (max_bytes.max(first.total_len()) as u64).min(self.size - start) as usize;
         // A reused buffer: no zero-fill and no page faults per fetch (read_buffers).
         let mut buf = super::read_buffers::take(want);
-        self.read_exact_at(&file, buf.as_mut_slice(), start)?;
+        self.read_exact_at(&file.file, buf.as_mut_slice(), start)?;
         let mut keep = 0;
         for (at, h) in batch::HeaderIter::new(buf.as_slice()) {
             if h.base_offset >= max_offset {
@@ -588,7 +645,7 @@ impl Segment {
         let mut head = [0u8; HEADER_LEN];
         let file = self.reader()?;
         while pos + HEADER_LEN as u64 <= self.size {
-            self.read_exact_at(&file, &mut head, pos)?;
+            self.read_exact_at(&file.file, &mut head, pos)?;
             let Ok(h) = BatchHeader::parse(&head, pos as usize) else {
                 break;
             };

@@ -505,7 +505,7 @@ pub(super) fn open_partition(
         topic_id: Some(topic_id),
     };
     owner.write(&owner_path).map_err(|e| {
-        crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Owner);
+        crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Owner, &e);
         error!(topic, partition = index, leader_epoch, error = %e, "cannot record this broker's leadership in owner.json; not leading the partition (tried again at the next sync)");
         Offline::broken(e)
     })?;
@@ -527,7 +527,7 @@ pub(super) fn open_partition(
     let failed = |e: Offline| {
         if !deposed {
             if let Err(re) = PartitionOwner::release(volume, topic, index, broker_id, leader_epoch, now_ms()) {
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Owner);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Owner, &re);
                 warn!(topic, partition = index, error = %re, "cannot let go of a partition whose recovery failed; this broker tries it again at every sync");
             }
         }

@@ -155,8 +155,9 @@ impl GroupCoordinator {
         let (result, changed) = f(&mut next);
         if changed {
             guard()?;
-            next.save(&self.volume)
-                .inspect_err(|_| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets))?;
+            next.save(&self.volume).inspect_err(|e| {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, e)
+            })?;
             cached.offsets = next;
             cached.stamp = file_stamp(&path);
         }

@@ -28,7 +28,6 @@ pub(super) async fn read_raw_token<R: AsyncReadExt + Unpin>(
     limits: &Limits,
 ) -> Result<Option<Bytes>, FrameError> {
     let idle = limits.idle;
-    let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
     let Some(size) = read_length(reader, idle).await? else {
         return Ok(None);
     };
@@ -41,30 +40,48 @@ pub(super) async fn read_raw_token<R: AsyncReadExt + Unpin>(
     // No share of the request budget: before authentication a connection holds at
     // most this one small token (its frame bound), whatever the others do.
     let mut token = vec![0u8; size as usize];
-    tokio::time::timeout(idle, reader.read_exact(&mut token))
+    let deadline = frame_deadline(size as usize);
+    tokio::time::timeout(deadline.min(idle), reader.read_exact(&mut token))
         .await
-        .map_err(timed)??;
+        .map_err(|_| FrameError::Deadline {
+            size: size as usize,
+            secs: deadline.min(idle).as_secs(),
+        })??;
     Ok(Some(Bytes::from(token)))
 }
 
-/// Reads one frame, with its share of the request memory budget (none before
-/// authentication); None on a clean end
-/// of stream between frames. The next frame must start within
-/// `connections.max.idle.ms`, and once started, arrive whole within it too (a sender
-/// trickling a byte at a time gives its share of the budget back then). Before SASL
-/// authentication (`pre_auth`) only ApiVersions, SaslHandshake and SaslAuthenticate
-/// frames of at most [`MAX_PRE_AUTH_FRAME`] are read; any other closes the connection
-/// before its body is read (past what the connection's 4 KiB read-ahead,
-/// [`READ_AHEAD`], already holds) or any budget is taken.
-pub(super) async fn read_frame<R: AsyncReadExt + Unpin>(
+/// Room a frame's buffer starts with once its body begins to arrive; it doubles as
+/// it fills ([`read_frame`]).
+const FIRST_ROOM: usize = 4096;
+
+/// Reads one frame of `principal`, with its charge to the request memory budget (none
+/// before authentication); None on a clean end of stream between frames. The next
+/// frame must start within `connections.max.idle.ms`; once its length is read, it
+/// must arrive whole, and be charged, within [`frame_deadline`] of its size.
+///
+/// The budget is charged as the bytes arrive ([`super::budget`]): room in the frame's
+/// buffer is paid for only once bytes are there to fill it (4 KiB first, then
+/// doubling, so holding a share takes sending at least half of it), and a non-Produce
+/// request's decode allowance once its frame is whole. A sender that announces a
+/// frame and stalls holds nothing. Before SASL authentication (`pre_auth`) only
+/// ApiVersions, SaslHandshake and SaslAuthenticate frames of at most
+/// [`MAX_PRE_AUTH_FRAME`] are read; any other closes the connection before its body
+/// is read (past what the connection's 4 KiB read-ahead, [`READ_AHEAD`], already
+/// holds).
+pub(super) async fn read_frame<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     limits: &Limits,
+    principal: &Arc<str>,
     pre_auth: bool,
-) -> Result<Option<(Bytes, Option<OwnedSemaphorePermit>)>, FrameError> {
+) -> Result<Option<(Bytes, Option<Charge>)>, FrameError> {
     let idle = limits.idle;
-    let timed = |_: tokio::time::error::Elapsed| FrameError::Idle(idle.as_millis() as u64);
     let Some(size) = read_length(reader, idle).await? else {
         return Ok(None);
+    };
+    let deadline = tokio::time::Instant::now() + frame_deadline(size.max(0) as usize);
+    let timed = |_: tokio::time::error::Elapsed| FrameError::Deadline {
+        size: size.max(0) as usize,
+        secs: frame_deadline(size.max(0) as usize).as_secs(),
     };
     if pre_auth && size > MAX_PRE_AUTH_FRAME as i64 {
         return Err(FrameError::TooLargeBeforeAuthentication {
@@ -82,7 +99,7 @@ pub(super) async fn read_frame<R: AsyncReadExt + Unpin>(
     let size = size as usize;
     // The API key comes first: it decides the frame's bound and what it costs.
     let mut key = [0u8; 2];
-    tokio::time::timeout(idle, reader.read_exact(&mut key))
+    tokio::time::timeout_at(deadline, reader.read_exact(&mut key))
         .await
         .map_err(timed)??;
     let api = i16::from_be_bytes(key);
@@ -104,43 +121,49 @@ pub(super) async fn read_frame<R: AsyncReadExt + Unpin>(
             max: MAX_NON_PRODUCE_FRAME,
         });
     }
-    // Wait for room in the budget before allocating (a frame bigger than the whole
-    // budget waits for all of it). A Produce costs its bytes; any other request what
-    // it may take once decoded. A frame before authentication takes none: it is at
-    // most MAX_PRE_AUTH_FRAME, one per connection, and clients nobody knows must not
-    // be able to make anyone else wait.
-    let permit = if pre_auth {
-        None
-    } else {
-        let weight = if produce { 1 } else { DECODE_INFLATION };
-        let cost = (size as u64 * weight)
-            .min(limits.request_bytes_max)
-            .min(u32::MAX as u64) as u32;
-        Some(
-            limits
-                .request_bytes
-                .clone()
-                .acquire_many_owned(cost)
-                .await
-                .map_err(|_| std::io::Error::other("request memory budget closed"))?,
-        )
+    // A frame before authentication is charged nothing: it is at most
+    // MAX_PRE_AUTH_FRAME, one per connection, and clients nobody knows must not be
+    // able to make anyone else wait.
+    let mut charge = (!pre_auth).then(|| limits.budget.charge(principal));
+    let no_room = |_: Expired| FrameError::NoRoom {
+        size,
+        secs: frame_deadline(size).as_secs(),
     };
     // Read into the buffer's spare capacity: no zeroing of every frame first (it
     // showed in the produce profile, docs/performance.md).
-    let mut buf = BytesMut::with_capacity(size);
+    let mut buf = BytesMut::with_capacity(key.len());
     buf.extend_from_slice(&key);
-    let mut body = (&mut *reader).take((size - key.len()) as u64);
-    tokio::time::timeout(idle, async {
+    let mut room = key.len();
+    tokio::time::timeout_at(deadline, async {
         while buf.len() < size {
+            if buf.len() == room {
+                // More room is paid for only once bytes have arrived to fill it.
+                if reader.fill_buf().await?.is_empty() {
+                    return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+                }
+                room = (room * 2).max(FIRST_ROOM).min(size);
+                if let Some(charge) = charge.as_mut() {
+                    charge.raise_to(room as u64, deadline).await.map_err(no_room)?;
+                }
+                buf.reserve(room - buf.len());
+            }
+            let mut body = (&mut *reader).take((room - buf.len()) as u64);
             if body.read_buf(&mut buf).await? == 0 {
-                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
             }
         }
-        Ok(())
+        // Whole: what a request other than Produce may take once decoded.
+        if let (false, Some(charge)) = (produce, charge.as_mut()) {
+            charge
+                .raise_to(size as u64 * DECODE_INFLATION, deadline)
+                .await
+                .map_err(no_room)?;
+        }
+        Ok::<(), FrameError>(())
     })
     .await
     .map_err(timed)??;
-    Ok(Some((buf.freeze(), permit)))
+    Ok(Some((buf.freeze(), charge)))
 }
 
 /// A frame decoded: a request, or an answer already due (ApiVersions at a version
@@ -211,7 +234,7 @@ pub async fn handle_frame(
     session: &Session,
     mut frame: Bytes,
     shutdown: &watch::Receiver<bool>,
-    permit: Option<OwnedSemaphorePermit>,
+    permit: Option<Charge>,
 ) -> Result<Option<Bytes>, FrameError> {
     let (api, version, correlation_id, header, request) = match decode_frame(&mut frame)? {
         Decoded::Answered(bytes) => return Ok(Some(bytes)),

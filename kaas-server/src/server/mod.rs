@@ -16,13 +16,17 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
+};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+mod budget;
 mod frames;
+use budget::{frame_deadline, Charge, Expired, RequestBudget};
 use frames::*;
 
 /// Smallest request: api key, api version, correlation id, client id length.
@@ -68,6 +72,10 @@ pub enum FrameError {
     Unauthenticated { api: String },
     #[error("idle for connections.max.idle.ms ({0} ms)")]
     Idle(u64),
+    #[error("frame of {size} bytes did not arrive whole within {secs} s")]
+    Deadline { size: usize, secs: u64 },
+    #[error("frame of {size} bytes found no room in queued.max.request.bytes within its {secs} s")]
+    NoRoom { size: usize, secs: u64 },
     #[error("an acks=0 produce failed (error {0}): closing the connection so the client notices, as Kafka does")]
     SilentProduceFailed(i16),
     #[error(transparent)]
@@ -158,9 +166,8 @@ impl Drop for Slot {
 /// What every connection shares: the limits of docs/limits.md.
 struct Limits {
     slots: Arc<ConnectionSlots>,
-    /// `queued.max.request.bytes`, as permits of one byte each.
-    request_bytes: Arc<Semaphore>,
-    request_bytes_max: u64,
+    /// `queued.max.request.bytes`, charged as frames arrive.
+    budget: Arc<RequestBudget>,
     idle: Duration,
     max_frame: usize,
 }
@@ -192,11 +199,9 @@ const AUTHENTICATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// shared by all listeners.
 pub async fn serve(broker: Arc<Broker>, listeners: Vec<BoundListener>, shutdown: watch::Receiver<bool>) {
     let config = &broker.config;
-    let budget = config.queued_max_request_bytes.min(Semaphore::MAX_PERMITS as u64);
     let limits = Arc::new(Limits {
         slots: ConnectionSlots::new(config.max_connections, config.max_connections_per_ip),
-        request_bytes: Arc::new(Semaphore::new(budget as usize)),
-        request_bytes_max: budget,
+        budget: RequestBudget::new(config.queued_max_request_bytes),
         idle: Duration::from_millis(config.connections_max_idle_ms),
         max_frame: config.max_request_bytes,
     });
@@ -445,7 +450,7 @@ async fn serve_connection<R, W>(
                 info!(%peer, listener = %session.listener, "not authenticated within {AUTHENTICATION_TIMEOUT:?}; closing");
                 break;
             }
-            frame = read_frame(&mut reader, limits, authenticating) => frame,
+            frame = read_frame(&mut reader, limits, &session.principal, authenticating) => frame,
         };
         let (frame, permit) = match frame {
             Ok(Some(f)) => f,
@@ -460,6 +465,10 @@ async fn serve_connection<R, W>(
             }
             Err(e @ FrameError::Idle(_)) => {
                 debug!(%peer, error = %e, "closing idle connection");
+                break;
+            }
+            Err(e @ (FrameError::Deadline { .. } | FrameError::NoRoom { .. })) => {
+                info!(%peer, listener = %session.listener, principal = %session.principal, error = %e, "closing connection");
                 break;
             }
             Err(e) => {
@@ -609,5 +618,77 @@ mod tests {
         let counts = slots.counts.lock().unwrap();
         assert_eq!(counts.0, 0);
         assert!(counts.1.is_empty(), "no address left behind");
+    }
+
+    fn limits(budget: u64) -> Limits {
+        Limits {
+            slots: ConnectionSlots::new(10, 10),
+            budget: RequestBudget::new(budget),
+            idle: Duration::from_secs(600),
+            max_frame: 100 << 20,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_negative_frame_length_closes_the_connection_as_too_short() {
+        let limits = limits(1 << 20);
+        let mut reader = BufReader::new(&[0xff, 0xff, 0xff, 0xf0, 0, 3][..]);
+        let got = read_frame(&mut reader, &limits, &ANONYMOUS.into(), false).await;
+        assert!(matches!(got, Err(FrameError::TooShort { size: -16 })), "{got:?}");
+    }
+
+    #[tokio::test]
+    async fn a_small_frame_is_read_whole_and_charged_its_size() {
+        let limits = limits(1 << 20);
+        // An ApiVersions v0 request (a produce-sized charge would be the same room).
+        let frame = [0u8, 18, 0, 0, 0, 0, 0, 7, 0, 0];
+        let mut wire = (frame.len() as i32).to_be_bytes().to_vec();
+        wire.extend_from_slice(&frame);
+        let mut reader = BufReader::new(&wire[..]);
+        let (got, charge) = read_frame(&mut reader, &limits, &ANONYMOUS.into(), false)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&got[..], &frame[..]);
+        assert_eq!(charge.map(|c| c.bytes()), Some(frame.len() as u64 * DECODE_INFLATION));
+    }
+
+    #[tokio::test]
+    async fn a_frame_is_charged_as_its_bytes_arrive_and_its_decode_allowance_once_whole() {
+        let limits = Arc::new(limits(64 << 20));
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let reading = {
+            let limits = limits.clone();
+            tokio::spawn(async move {
+                let mut reader = BufReader::with_capacity(READ_AHEAD, server);
+                read_frame(&mut reader, &limits, &ANONYMOUS.into(), false).await
+            })
+        };
+        // A Metadata v3 frame of 100,000 bytes, announced with its API key only.
+        let size = 100_000usize;
+        client.write_all(&(size as i32).to_be_bytes()).await.unwrap();
+        client.write_all(&[0, 3]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(limits.budget.used(), 0, "a stalled header holds nothing");
+        client.write_all(&[0, 3]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            limits.budget.used(),
+            4096,
+            "a first byte of the body: its first 4 KiB of room"
+        );
+        client.write_all(&vec![0u8; 10_000]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let held = limits.budget.used();
+        assert!(
+            (10_000..=2 * 10_004).contains(&held),
+            "at most twice what arrived: {held}"
+        );
+        client.write_all(&vec![0u8; size - 10_004]).await.unwrap();
+        let (frame, charge) = reading.await.unwrap().unwrap().unwrap();
+        assert_eq!(frame.len(), size);
+        assert_eq!(charge.as_ref().map(|c| c.bytes()), Some(size as u64 * DECODE_INFLATION));
+        drop(charge);
+        assert_eq!(limits.budget.used(), 0);
     }
 }

@@ -135,7 +135,7 @@ impl TransactionCoordinator {
             match written.await {
                 Ok(Ok(entry)) => queued.push(entry),
                 Ok(Err(e)) => {
-                    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue);
+                    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
                     fail(e.into())
                 }
                 Err(e) => fail(
@@ -626,7 +626,7 @@ impl TransactionCoordinator {
                 true
             }
             Err(e) => {
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
                 error!(target: WATCHERS_LOG_TARGET, path = %path.display(), error = %e, "cannot remove an unreadable queue entry of a transaction that is over");
                 false
             }

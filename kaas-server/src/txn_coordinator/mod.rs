@@ -475,7 +475,7 @@ impl TransactionCoordinator {
                     .fold(held.slot, st, |st| self.store.fold(&held.lock, st).map(|()| true))
             });
             if let Err(e) = folded {
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal, &e);
                 *state = None;
                 return Err(e.into());
             }
@@ -487,7 +487,7 @@ impl TransactionCoordinator {
             Ok(g) => g,
             Err(e) => {
                 // The journal may end in a torn line: the next holder cuts it off.
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal, &e);
                 *state = None;
                 return Err(e.into());
             }
@@ -506,7 +506,7 @@ impl TransactionCoordinator {
             // The transition is appended; only the fold failed (retried at the next
             // append, the journal meanwhile growing). Read again next time.
             Err(e) => {
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal);
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal, &e);
                 error!(slot = held.slot, error = %e, "folding a transaction slot journal into its checkpoint failed");
                 *state = None;
             }
@@ -528,8 +528,8 @@ impl TransactionCoordinator {
         crate::metrics::metrics()
             .txn_journal_sync
             .observe(started.elapsed().as_secs_f64());
-        if synced.is_err() {
-            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal);
+        if let Err(e) = &synced {
+            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal, e);
         }
         synced
     }

@@ -1,0 +1,222 @@
+//! `queued.max.request.bytes`: the memory request frames may take, all connections
+//! together, charged as the bytes arrive (issue 27).
+//!
+//! A frame is charged only for room it is about to fill with bytes that have arrived
+//! (`read_frame`), and a non-Produce request's decode allowance only once its frame is
+//! whole, so a sender that announces a large frame and stalls, or trickles it, holds
+//! (almost) nothing. A charge that does not fit waits, but only for its own room: every
+//! release wakes every waiter, and each takes what fits (no queue: a waiting large
+//! frame never holds up a small one that fits). One frame — one connection's share,
+//! as a connection reads and answers one request at a time — is charged at most
+//! [`CONNECTION_SHARE`] of the budget, and one principal's frames together at most
+//! [`PRINCIPAL_SHARE`]: a frame past those is charged up to them (its remaining
+//! bytes ride uncharged, as a frame larger than the whole budget always did).
+//! Every wait has the frame's deadline ([`frame_deadline`]), after which the
+//! connection is closed and its charge given back: charges held while waiting for
+//! more can then never wedge the budget for good.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The part of the budget one frame (one connection) may be charged: a quarter.
+pub const CONNECTION_SHARE: u64 = 4;
+/// The part of the budget one principal's frames together may be charged: a half.
+pub const PRINCIPAL_SHARE: u64 = 2;
+
+/// How long a frame has to arrive whole (and to be charged), from its length prefix:
+/// 5 s, plus 2 s per MiB. A client on a slow link sending the largest Produce
+/// (100 MiB) has 205 s; a sender trickling a byte at a time is cut off there instead
+/// of at `connections.max.idle.ms`.
+pub fn frame_deadline(size: usize) -> Duration {
+    Duration::from_secs(5) + Duration::from_millis((size as u64).div_ceil(1 << 20) * 2_000)
+}
+
+#[derive(Debug)]
+pub struct RequestBudget {
+    total: u64,
+    state: Mutex<Usage>,
+    freed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Usage {
+    used: u64,
+    by_principal: HashMap<Arc<str>, u64>,
+}
+
+/// What one frame holds of the budget; given back when dropped.
+#[derive(Debug)]
+pub struct Charge {
+    budget: Arc<RequestBudget>,
+    principal: Arc<str>,
+    bytes: u64,
+}
+
+/// The frame's deadline passed while it waited for room.
+#[derive(Debug)]
+pub struct Expired;
+
+impl RequestBudget {
+    pub fn new(total: u64) -> Arc<Self> {
+        Arc::new(RequestBudget {
+            total: total.max(1),
+            state: Mutex::new(Usage::default()),
+            freed: Notify::new(),
+        })
+    }
+
+    /// The most one frame of a connection is ever charged.
+    pub fn frame_cap(&self) -> u64 {
+        (self.total / CONNECTION_SHARE).max(1)
+    }
+
+    /// Bytes charged now (also the `kaas_request_budget_used_bytes` gauge).
+    #[cfg(test)]
+    pub fn used(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).used
+    }
+
+    /// A charge of nothing yet, for a frame of `principal`.
+    pub fn charge(self: &Arc<Self>, principal: &Arc<str>) -> Charge {
+        Charge {
+            budget: self.clone(),
+            principal: principal.clone(),
+            bytes: 0,
+        }
+    }
+
+    fn try_add(&self, principal: &Arc<str>, n: u64) -> bool {
+        let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mine = usage.by_principal.get(principal).copied().unwrap_or(0);
+        if usage.used + n > self.total || mine + n > (self.total / PRINCIPAL_SHARE).max(1) {
+            return false;
+        }
+        usage.used += n;
+        *usage.by_principal.entry(principal.clone()).or_insert(0) += n;
+        crate::metrics::metrics().request_budget_used.set(usage.used as i64);
+        true
+    }
+
+    fn release(&self, principal: &Arc<str>, n: u64) {
+        if n == 0 {
+            return;
+        }
+        {
+            let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            usage.used -= n;
+            crate::metrics::metrics().request_budget_used.set(usage.used as i64);
+            if let Some(mine) = usage.by_principal.get_mut(principal) {
+                *mine -= n;
+                if *mine == 0 {
+                    usage.by_principal.remove(principal);
+                }
+            }
+        }
+        self.freed.notify_waiters();
+    }
+}
+
+impl Charge {
+    #[cfg(test)]
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Raises the charge to `to` bytes (capped at [`RequestBudget::frame_cap`]),
+    /// waiting for room until `deadline`.
+    pub async fn raise_to(&mut self, to: u64, deadline: Instant) -> Result<(), Expired> {
+        let to = to.min(self.budget.frame_cap());
+        while self.bytes < to {
+            let more = to - self.bytes;
+            // Registered before the try, so a release between the try and the wait
+            // is not missed.
+            let freed = self.budget.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if self.budget.try_add(&self.principal, more) {
+                self.bytes = to;
+                return Ok(());
+            }
+            tokio::time::timeout_at(deadline, freed).await.map_err(|_| Expired)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.budget.release(&self.principal, self.bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(5)
+    }
+
+    #[tokio::test]
+    async fn a_waiting_large_charge_never_holds_up_a_small_one_that_fits() {
+        let budget = RequestBudget::new(1000);
+        let mut held = Vec::new();
+        for p in ["User:a", "User:b", "User:c", "User:d"] {
+            let mut c = budget.charge(&p.into());
+            c.raise_to(200, soon()).await.unwrap();
+            held.push(c);
+        }
+        // 800 used: a frame wanting 250 waits; a small one that fits goes at once.
+        let mut large = budget.charge(&"User:e".into());
+        let waiting = tokio::spawn(async move {
+            large.raise_to(250, soon()).await.unwrap();
+            large
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        let mut small = budget.charge(&"User:b".into());
+        tokio::time::timeout(Duration::from_millis(100), small.raise_to(10, soon()))
+            .await
+            .expect("not queued behind the large one")
+            .unwrap();
+        assert_eq!(budget.used(), 810);
+        drop(small);
+        held.pop();
+        let large = waiting.await.unwrap();
+        assert_eq!(large.bytes(), 250);
+        assert_eq!(budget.used(), 850);
+        drop((large, held));
+        assert_eq!(budget.used(), 0, "every charge given back");
+    }
+
+    #[tokio::test]
+    async fn one_principal_is_charged_at_most_half_and_one_frame_a_quarter() {
+        let budget = RequestBudget::new(1000);
+        let a: Arc<str> = "User:ANONYMOUS".into();
+        let mut one = budget.charge(&a);
+        one.raise_to(10_000, soon()).await.unwrap();
+        assert_eq!(one.bytes(), 250, "a frame is charged at most a quarter");
+        let mut two = budget.charge(&a);
+        two.raise_to(250, soon()).await.unwrap();
+        let mut three = budget.charge(&a);
+        let late = Instant::now() + Duration::from_millis(50);
+        assert!(
+            three.raise_to(1, late).await.is_err(),
+            "the principal's half is used up"
+        );
+        let mut other = budget.charge(&"User:b".into());
+        other.raise_to(250, soon()).await.unwrap();
+        drop(one);
+        three.raise_to(1, soon()).await.unwrap();
+    }
+
+    #[test]
+    fn a_frame_has_five_seconds_and_two_more_per_mib() {
+        assert_eq!(frame_deadline(100), Duration::from_secs(7));
+        assert_eq!(frame_deadline(8 << 20), Duration::from_secs(21));
+        assert_eq!(frame_deadline(100 << 20), Duration::from_secs(205));
+    }
+}

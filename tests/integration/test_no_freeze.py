@@ -1,0 +1,164 @@
+"""Nobody can freeze the broker (issue 27): stalled headers, trickled bodies and floods of
+half-open connections, on every listener type, leave a bystander's producer answered
+within a second. The request memory budget (`queued.max.request.bytes`) is charged as a
+frame's bytes arrive, a frame has a deadline to arrive whole, a waiting frame never
+holds up one that fits, and one principal's frames take at most half of the budget
+(docs/limits.md, "Request memory")."""
+import socket
+import ssl
+import struct
+import threading
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from conftest import wait_for
+from test_security import PASSWORD, add_user, certs, rdkafka_conf, secure_broker  # noqa: F401 (fixture)
+from wire import request, string
+
+# A Metadata v3 request announcing 8 MiB (the largest non-Produce frame): the length,
+# then its API key and version. Four of these froze every listener before issue 27.
+METADATA_8_MIB = struct.pack(">i", (8 << 20) - 1) + struct.pack(">hh", 3, 3)
+
+LISTENERS = [("PLAINTEXT", None), ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-256")]
+
+
+def _recv_frame(sock):
+    def exactly(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return buf
+
+    (n,) = struct.unpack(">i", exactly(4))
+    return exactly(n)
+
+
+def raw_connection(s, protocol, user="alice", password=PASSWORD, authenticate=True):
+    """A socket on the listener, through TLS where it has TLS, logged in with SASL
+    PLAIN where it has SASL (unless `authenticate` is False)."""
+    sock = socket.create_connection(("127.0.0.1", s.ports[protocol]), timeout=10)
+    if "SSL" in protocol:
+        ctx = ssl.create_default_context(cafile=str(s.certs / "ca.pem"))
+        sock = ctx.wrap_socket(sock, server_hostname="localhost")
+    if "SASL" in protocol and authenticate:
+        sock.sendall(request(17, 1, 1, string("PLAIN")))
+        assert struct.unpack(">h", _recv_frame(sock)[4:6])[0] == 0, "PLAIN offered"
+        token = b"\x00" + user.encode() + b"\x00" + password.encode()
+        sock.sendall(request(36, 0, 2, struct.pack(">i", len(token)) + token))
+        assert struct.unpack(">h", _recv_frame(sock)[4:6])[0] == 0, "logged in"
+    return sock
+
+
+def bystander_worst_seconds(conf, topic, n=15):
+    """The slowest of `n` produce-and-flush rounds of a fresh confluent-kafka producer."""
+    p = Producer({**conf, "linger.ms": 0, "acks": "all"})
+    p.produce(topic, b"warm")
+    assert p.flush(30) == 0, "the bystander's producer connects"
+    worst = 0.0
+    for i in range(n):
+        started = time.time()
+        p.produce(topic, f"v{i}".encode())
+        assert p.flush(10) == 0
+        worst = max(worst, time.time() - started)
+        time.sleep(0.05)
+    return worst
+
+
+class Trickler(threading.Thread):
+    """Sends a byte of its frame every `every` seconds until told to stop or closed."""
+
+    def __init__(self, sock, every=0.1):
+        super().__init__(daemon=True)
+        self.sock, self.every, self.stop = sock, every, threading.Event()
+        self.closed_after = None
+
+    def run(self):
+        started = time.time()
+        while not self.stop.is_set():
+            try:
+                self.sock.sendall(b"\x00")
+            except OSError:
+                self.closed_after = time.time() - started
+                return
+            time.sleep(self.every)
+
+
+@pytest.mark.parametrize("protocol,mechanism", LISTENERS, ids=[p for p, _ in LISTENERS])
+def test_stalled_headers_trickled_bodies_and_half_open_connections_leave_a_bystander_answered(
+        kaas_factory, certs, protocol, mechanism):  # noqa: F811 (fixture)
+    s = secure_broker(kaas_factory, certs)
+    conf = rdkafka_conf(s, protocol, mechanism)
+    assert bystander_worst_seconds(conf, "bystander", n=3) < 5
+    socks, tricklers = [], []
+    try:
+        # Four announce an 8 MiB Metadata request and send nothing more.
+        for _ in range(4):
+            sock = raw_connection(s, protocol)
+            sock.sendall(METADATA_8_MIB)
+            socks.append(sock)
+        # Four more trickle theirs a byte at a time.
+        for _ in range(4):
+            sock = raw_connection(s, protocol)
+            sock.sendall(METADATA_8_MIB)
+            socks.append(sock)
+            t = Trickler(sock)
+            t.start()
+            tricklers.append(t)
+        # And two hundred connect and say nothing (no TLS handshake, no login).
+        for _ in range(200):
+            socks.append(socket.create_connection(("127.0.0.1", s.ports[protocol]), timeout=10))
+        time.sleep(0.5)
+        worst = bystander_worst_seconds(conf, "bystander")
+        assert worst < 1.0, f"a bystander's produce took {worst:.2f} s"
+        assert all(t.closed_after is None for t in tricklers), "the tricklers are still within their deadline"
+    finally:
+        for t in tricklers:
+            t.stop.set()
+        for sock in socks:
+            sock.close()
+    assert s.broker.alive()
+
+
+def test_a_trickled_frame_is_cut_off_at_its_deadline_not_at_the_idle_timeout(kaas_factory, certs):  # noqa: F811
+    s = secure_broker(kaas_factory, certs)
+    sock = raw_connection(s, "PLAINTEXT")
+    sock.sendall(METADATA_8_MIB)
+    t = Trickler(sock, every=0.2)
+    t.start()
+    # 5 s, and 2 s per MiB announced: 21 s for 8 MiB (connections.max.idle.ms is 600 s).
+    wait_for(lambda: t.closed_after is not None, timeout=40, what="the trickler cut off")
+    assert 19 <= t.closed_after <= 30, t.closed_after
+    wait_for(lambda: f"frame of {(8 << 20) - 1} bytes did not arrive whole within 21 s" in s.broker.log_text(),
+             timeout=10, what="the reason in the log")
+
+
+def test_a_user_who_fills_half_the_budget_waits_and_another_user_is_served(kaas_factory, certs):  # noqa: F811
+    """Real bytes, not a stall: a user whose frames hold half of queued.max.request.bytes
+    waits for room; another user's requests go on at once."""
+    s = secure_broker(kaas_factory, certs)
+    add_user(s.broker.data_dir, "mallory", PASSWORD)
+    s.broker.stop()
+    s.broker.extra += ["--queued-max-request-bytes", "4000000"]
+    s.broker.start()
+    conf = rdkafka_conf(s, "SASL_PLAINTEXT", "SCRAM-SHA-256")
+    assert bystander_worst_seconds(conf, "shared", n=3) < 5
+    socks = []
+    try:
+        # Each announces a 3 MB Produce and sends 1.5 MB of it: 1 MB charged per
+        # frame (a quarter of the budget), mallory's half used by two.
+        for _ in range(4):
+            sock = raw_connection(s, "SASL_PLAINTEXT", user="mallory")
+            sock.sendall(struct.pack(">i", 3_000_000) + struct.pack(">hh", 0, 3) + b"\x00" * 1_500_000)
+            socks.append(sock)
+        time.sleep(1.0)
+        worst = bystander_worst_seconds(conf, "shared")
+        assert worst < 1.0, f"alice waited {worst:.2f} s behind mallory"
+    finally:
+        for sock in socks:
+            sock.close()
+    assert s.broker.alive()
