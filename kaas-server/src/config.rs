@@ -289,6 +289,18 @@ pub struct Config {
     #[arg(long, env = "KAAS_GROUP_MAX_SESSION_TIMEOUT_MS", default_value_t = 1_800_000)]
     pub group_max_session_timeout_ms: i32,
 
+    /// group.max.size: members (and members asked to rejoin with their new id) one
+    /// consumer group may have; one more is answered GROUP_MAX_SIZE_REACHED.
+    #[arg(long, env = "KAAS_GROUP_MAX_SIZE", default_value_t = i32::MAX as u32, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
+    pub group_max_size: u32,
+
+    /// Memory for the protocol metadata group members join with, all groups together
+    /// (kept for as long as each member stays, up to its session timeout). A join past
+    /// it is answered COORDINATOR_NOT_AVAILABLE (the client retries) until members
+    /// leave. Not a Kafka setting.
+    #[arg(long, env = "KAAS_GROUP_MEMBER_METADATA_MAX_BYTES", default_value_t = 128 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub group_member_metadata_max_bytes: u64,
+
     /// How often the transaction timeout reaper sweeps the slots this broker owns.
     #[arg(long, env = "KAAS_TXN_REAPER_INTERVAL_MS", default_value_t = 10_000)]
     pub txn_reaper_interval_ms: u64,

@@ -162,3 +162,43 @@ def test_a_user_who_fills_half_the_budget_waits_and_another_user_is_served(kaas_
         for sock in socks:
             sock.close()
     assert s.broker.alive()
+
+
+def test_a_consumer_past_group_max_size_is_told_so_and_the_others_keep_consuming(kaas_factory):
+    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka.admin import AdminClient, NewTopic
+    broker = kaas_factory("--group-max-size", "2")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("sized", 3)])["sized"].result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(30):
+        p.produce("sized", f"v{i}".encode(), partition=i % 3)
+    assert p.flush(30) == 0
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": "sized", "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000}
+    members = [Consumer(conf) for _ in range(2)]
+    for c in members:
+        c.subscribe(["sized"])
+    got = 0
+    deadline = time.time() + 30
+    while got < 30 and time.time() < deadline:
+        for c in members:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got += 1
+    assert got == 30, "two members consume everything"
+    third = Consumer(conf)
+    third.subscribe(["sized"])
+    refused = None
+    deadline = time.time() + 20
+    while refused is None and time.time() < deadline:
+        m = third.poll(0.5)
+        if m is not None and m.error() is not None:
+            refused = m.error()
+        for c in members:
+            c.poll(0)
+    assert refused is not None and refused.code() == KafkaError.GROUP_MAX_SIZE_REACHED, refused
+    assert "join refused: group.max.size reached" in broker.log_text()
+    third.close()
+    for c in members:
+        c.close()

@@ -59,6 +59,8 @@ pub struct Member {
     pub session_timeout: Duration,
     pub rebalance_timeout: Duration,
     pub protocols: Vec<(String, Bytes)>,
+    /// What `protocols` hold of `--group-member-metadata-max-bytes`.
+    metadata_charge: MetadataCharge,
     pub assignment: Bytes,
     join_waiter: Option<(i16, oneshot::Sender<JoinGroupResponse>)>,
     sync_waiter: Option<oneshot::Sender<SyncGroupResponse>>,
@@ -157,11 +159,90 @@ struct Settings {
     initial_delay: Duration,
     min_session_ms: i32,
     max_session_ms: i32,
+    /// `group.max.size`.
+    max_size: usize,
+}
+
+/// `--group-member-metadata-max-bytes`: the protocol names and metadata members keep,
+/// all groups together.
+pub(super) struct MetadataPool {
+    limit: u64,
+    used: std::sync::atomic::AtomicU64,
+    last_warned_ms: std::sync::atomic::AtomicI64,
+}
+
+/// What one member's protocols hold of the [`MetadataPool`]; given back when dropped
+/// (with the member, or when its protocols are replaced).
+pub(super) struct MetadataCharge {
+    pool: Option<Arc<MetadataPool>>,
+    bytes: u64,
+}
+
+impl MetadataPool {
+    fn new(limit: u64) -> Arc<Self> {
+        Arc::new(MetadataPool {
+            limit,
+            used: std::sync::atomic::AtomicU64::new(0),
+            last_warned_ms: std::sync::atomic::AtomicI64::new(0),
+        })
+    }
+
+    /// A charge for `protocols`, or None when the pool has no room (logged at most
+    /// once a second). `replacing`: what the charge about to be given back for them
+    /// holds (a member rejoining), counted as room.
+    pub(super) fn charge(
+        self: &Arc<Self>,
+        group: &str,
+        protocols: &[(String, Bytes)],
+        replacing: u64,
+    ) -> Option<MetadataCharge> {
+        use std::sync::atomic::Ordering;
+        let bytes: u64 = protocols.iter().map(|(n, m)| (n.len() + m.len()) as u64).sum();
+        let took = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                (used.saturating_sub(replacing) + bytes <= self.limit).then_some(used + bytes)
+            })
+            .is_ok();
+        if took {
+            return Some(MetadataCharge {
+                pool: Some(self.clone()),
+                bytes,
+            });
+        }
+        let now = kaas_core::now_ms();
+        let last = self.last_warned_ms.load(Ordering::Relaxed);
+        if now - last >= 1000
+            && self
+                .last_warned_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            warn!(group, bytes, limit = self.limit, "a member's join does not fit --group-member-metadata-max-bytes; answered COORDINATOR_NOT_AVAILABLE until members leave");
+        }
+        None
+    }
+}
+
+impl MetadataCharge {
+    /// A charge of nothing (a member whose metadata was charged elsewhere).
+    pub(super) fn none() -> MetadataCharge {
+        MetadataCharge { pool: None, bytes: 0 }
+    }
+}
+
+impl Drop for MetadataCharge {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            pool.used.fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
 }
 
 pub struct GroupCoordinator {
     volume: Volume,
     settings: Settings,
+    metadata: Arc<MetadataPool>,
     /// Each group under its own lock: work on one group (a JoinGroup with many
     /// protocols) never holds up another. The map's lock is held only to look up,
     /// insert or remove an entry, never while a group's lock is awaited; the one
@@ -206,7 +287,9 @@ impl GroupCoordinator {
                 initial_delay: Duration::from_millis(config.group_initial_rebalance_delay_ms),
                 min_session_ms: config.group_min_session_timeout_ms,
                 max_session_ms: config.group_max_session_timeout_ms,
+                max_size: config.group_max_size as usize,
             },
+            metadata: MetadataPool::new(config.group_member_metadata_max_bytes),
             groups: Mutex::new(HashMap::new()),
             offsets: Mutex::new(HashMap::new()),
         }
@@ -303,7 +386,7 @@ impl GroupCoordinator {
             Reply::Now(join_error(ResponseError::InconsistentGroupProtocol, &req.member_id))
         } else {
             let (tx, rx) = oneshot::channel();
-            match admit(&mut group, req, tx, now, self.settings) {
+            match admit(&mut group, req, tx, now, self.settings, &self.metadata) {
                 Some(immediate) => Reply::Now(immediate),
                 None => {
                     maybe_complete_join(&mut group, now);

@@ -92,12 +92,43 @@ pub(super) fn admit(
     tx: oneshot::Sender<JoinGroupResponse>,
     now: Instant,
     settings: Settings,
+    metadata: &Arc<MetadataPool>,
 ) -> Option<JoinGroupResponse> {
+    // group.max.size: a member the group does not have yet (nor has asked to rejoin
+    // with its new id) is refused once the group is full, as Kafka's coordinator does.
+    let joining_new = if req.member_id.is_empty() {
+        !req.instance_id
+            .as_ref()
+            .is_some_and(|i| group.static_members.contains_key(i))
+    } else {
+        !group.members.contains_key(&req.member_id)
+    };
+    if joining_new {
+        let others =
+            group.members.len() + group.pending.len() - usize::from(group.pending.contains_key(&req.member_id));
+        if others >= settings.max_size {
+            info!(group = %group.id, max = settings.max_size, "join refused: group.max.size reached");
+            return Some(join_error(ResponseError::GroupMaxSizeReached, &req.member_id));
+        }
+    }
+    // The member's protocols are kept as long as it stays: charged before they are
+    // stored (and before anything changes), refused (retriably) when the broker's
+    // room for them is used up. A rejoining member's current charge counts as room.
+    let charge_for = |group: &Group, member: &str| {
+        let replacing = group.members.get(member).map_or(0, |m| m.metadata_charge.bytes);
+        metadata.charge(&group.id, &req.protocols, replacing)
+    };
+    let mut charge: Option<MetadataCharge> = None;
+    let mut charged = false;
     let mut member_id = req.member_id.clone();
     let mut fresh = false;
     if member_id.is_empty() {
         if let Some(inst) = &req.instance_id {
             if let Some(old) = group.static_members.get(inst).cloned() {
+                let Some(static_charge) = charge_for(group, &old) else {
+                    return Some(join_error(ResponseError::CoordinatorNotAvailable, ""));
+                };
+                charged = true;
                 // A static member restarted: it takes over its old identity under a new
                 // id; the old id is fenced. Without a protocol change, a follower gets
                 // the current generation back and keeps its assignment (no rebalance).
@@ -116,6 +147,7 @@ pub(super) fn admit(
                 m.rebalance_timeout =
                     Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
                 m.protocols = req.protocols.clone();
+                m.metadata_charge = static_charge;
                 let was_leader = group.leader.as_deref() == Some(old.as_str());
                 if was_leader {
                     group.leader = Some(new_id.clone());
@@ -148,6 +180,12 @@ pub(super) fn admit(
         }
     }
 
+    if !charged {
+        match charge_for(group, &member_id) {
+            Some(c) => charge = Some(c),
+            None => return Some(join_error(ResponseError::CoordinatorNotAvailable, &member_id)),
+        }
+    }
     let known = group.members.contains_key(&member_id);
     let pending = group.pending.remove(&member_id).is_some();
     let is_static_new = req
@@ -167,6 +205,9 @@ pub(super) fn admit(
         Some(m) => {
             let changed = !m.same_protocols(&req.protocols);
             m.protocols = req.protocols.clone();
+            if let Some(charge) = charge.take() {
+                m.metadata_charge = charge;
+            }
             m.session_timeout = session_timeout;
             m.rebalance_timeout = rebalance_timeout;
             m.last_seen = now;
@@ -183,6 +224,7 @@ pub(super) fn admit(
                     session_timeout,
                     rebalance_timeout,
                     protocols: req.protocols.clone(),
+                    metadata_charge: charge.take().unwrap_or_else(MetadataCharge::none),
                     assignment: Bytes::new(),
                     join_waiter: None,
                     sync_waiter: None,
@@ -259,6 +301,7 @@ pub(super) fn on_membership_loss(group: &mut Group, now: Instant) {
                 initial_delay: Duration::ZERO,
                 min_session_ms: 0,
                 max_session_ms: 0,
+                max_size: usize::MAX,
             };
             prepare_rebalance(group, now, settings);
             maybe_complete_join(group, now);

@@ -1,16 +1,75 @@
 use super::*;
 
 fn coordinator() -> (tempfile::TempDir, GroupCoordinator) {
+    coordinator_with(&[])
+}
+
+fn coordinator_with(flags: &[&str]) -> (tempfile::TempDir, GroupCoordinator) {
     let dir = tempfile::tempdir().unwrap();
-    let config = <crate::config::Config as clap::Parser>::parse_from([
+    let args = [
         "kaas-server",
         "--data-dir",
         dir.path().to_str().unwrap(),
         "--group-initial-rebalance-delay-ms",
         "0",
-    ]);
+    ];
+    let config = <crate::config::Config as clap::Parser>::parse_from(args.iter().chain(flags));
     let c = GroupCoordinator::new(Volume::new(dir.path()), &config);
     (dir, c)
+}
+
+#[test]
+fn a_member_past_group_max_size_is_refused_and_one_may_join_once_another_left() {
+    let (_d, c) = coordinator_with(&["--group-max-size", "2"]);
+    let now = Instant::now();
+    let (a, _ra) = handshake(&c, now);
+    // The second is asked for its id (pending), and counted from then on.
+    let second = now_response(c.join(join_req("", 9), now));
+    assert_eq!(second.error_code, ResponseError::MemberIdRequired.code());
+    let third = now_response(c.join(join_req("", 9), now));
+    assert_eq!(third.error_code, ResponseError::GroupMaxSizeReached.code());
+    // The pending one comes back with its id: it is in, the group is full.
+    let _rb = c.join(join_req(&second.member_id, 9), now);
+    let fourth = now_response(c.join(join_req("", 9), now));
+    assert_eq!(fourth.error_code, ResponseError::GroupMaxSizeReached.code());
+    // A member already in rejoins as ever.
+    assert!(matches!(c.join(join_req(&a, 9), now), Reply::Wait(_) | Reply::Now(_)));
+    c.leave("g", &[(a, None)], now).unwrap();
+    let fifth = now_response(c.join(join_req("", 9), now));
+    assert_eq!(fifth.error_code, ResponseError::MemberIdRequired.code(), "room again");
+}
+
+#[test]
+fn member_metadata_is_bounded_across_groups_and_given_back_when_members_leave() {
+    // Each member of join_req keeps "range" + "meta": 9 bytes.
+    let (_d, c) = coordinator_with(&["--group-member-metadata-max-bytes", "20"]);
+    let now = Instant::now();
+    let (a, _ra) = handshake(&c, now);
+    let (b, _rb) = handshake(&c, now);
+    assert_eq!(c.metadata.used.load(std::sync::atomic::Ordering::Acquire), 18);
+    let first = now_response(c.join(join_req("", 9), now));
+    assert_eq!(
+        first.error_code,
+        ResponseError::MemberIdRequired.code(),
+        "nothing kept yet"
+    );
+    let third = now_response(c.join(join_req(&first.member_id, 9), now));
+    assert_eq!(
+        third.error_code,
+        ResponseError::CoordinatorNotAvailable.code(),
+        "no room: retriable"
+    );
+    // Rejoining with the same metadata holds no more than before.
+    let _ = c.join(join_req(&a, 9), now);
+    assert_eq!(c.metadata.used.load(std::sync::atomic::Ordering::Acquire), 18);
+    c.leave("g", &[(b, None)], now).unwrap();
+    assert_eq!(
+        c.metadata.used.load(std::sync::atomic::Ordering::Acquire),
+        9,
+        "given back with the member"
+    );
+    let again = c.join(join_req(&first.member_id, 9), now);
+    assert!(matches!(again, Reply::Wait(_)), "room again");
 }
 
 fn join_req(member: &str, version: i16) -> JoinRequest {

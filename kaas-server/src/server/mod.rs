@@ -92,6 +92,20 @@ struct ConnectionSlots {
     last_warned_ms: AtomicI64,
 }
 
+/// The address a connection counts against in `max.connections.per.ip`: an IPv4
+/// address (also one mapped into IPv6), or an IPv6 address's /64 — the block one
+/// host or one customer is usually given, where picking a fresh address costs
+/// nothing.
+fn counted_address(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        },
+    }
+}
+
 /// One open connection's place in [`ConnectionSlots`].
 struct Slot {
     slots: Arc<ConnectionSlots>,
@@ -111,6 +125,7 @@ impl ConnectionSlots {
 
     /// A slot for a connection from `ip`, or which limit (name, value) it would break.
     fn acquire(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, (&'static str, u32)> {
+        let ip = counted_address(ip);
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         let (total, per_ip) = &mut *counts;
         if *total >= self.max_total {
@@ -431,7 +446,11 @@ async fn serve_connection<R, W>(
                     break;
                 }
             };
-            let step = auth.raw(broker, token).await;
+            // The whole login, its wait for a PBKDF2 turn included, within the deadline.
+            let Ok(step) = tokio::time::timeout_at(authenticate_by, auth.raw(broker, token)).await else {
+                info!(%peer, listener = %session.listener, "not authenticated within {AUTHENTICATION_TIMEOUT:?}; closing");
+                break;
+            };
             if let Some(response) = &step.response {
                 if !write_response(&mut writer, response, peer, limits, Some(authenticate_by)).await {
                     break;
@@ -480,10 +499,17 @@ async fn serve_connection<R, W>(
             // read_frame let through only ApiVersions and the SASL APIs.
             let key = i16::from_be_bytes([frame[0], frame[1]]);
             if key == ApiKey::SaslHandshake as i16 || key == ApiKey::SaslAuthenticate as i16 {
-                let (response, outcome) = match sasl_request(broker, &mut session, frame).await {
-                    Ok(answered) => answered,
-                    Err(e) => {
+                // The whole login, its wait for a PBKDF2 turn included, within the deadline.
+                let answered =
+                    tokio::time::timeout_at(authenticate_by, sasl_request(broker, &mut session, frame)).await;
+                let (response, outcome) = match answered {
+                    Ok(Ok(answered)) => answered,
+                    Ok(Err(e)) => {
                         warn!(%peer, error = %e, "closing connection");
+                        break;
+                    }
+                    Err(_) => {
+                        info!(%peer, listener = %session.listener, "not authenticated within {AUTHENTICATION_TIMEOUT:?}; closing");
                         break;
                     }
                 };
@@ -618,6 +644,33 @@ mod tests {
         let counts = slots.counts.lock().unwrap();
         assert_eq!(counts.0, 0);
         assert!(counts.1.is_empty(), "no address left behind");
+    }
+
+    #[test]
+    fn ipv6_addresses_count_per_64_and_mapped_ipv4_as_ipv4() {
+        let slots = ConnectionSlots::new(100, 2);
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        let _held = [slots.acquire(a).unwrap(), slots.acquire(b).unwrap()];
+        assert_eq!(
+            slots
+                .acquire("2001:db8:1:2:abcd::7".parse().unwrap())
+                .err()
+                .map(|e| e.0),
+            Some("max.connections.per.ip"),
+            "one /64"
+        );
+        assert!(slots.acquire(other).is_ok(), "another /64");
+        let v4 = [
+            slots.acquire("10.0.0.1".parse().unwrap()).unwrap(),
+            slots.acquire("::ffff:10.0.0.1".parse().unwrap()).unwrap(),
+        ];
+        assert!(
+            slots.acquire("10.0.0.1".parse().unwrap()).is_err(),
+            "a mapped address is the IPv4 one"
+        );
+        drop(v4);
     }
 
     fn limits(budget: u64) -> Limits {
