@@ -206,6 +206,19 @@ pub struct Config {
     #[arg(long, env = "KAAS_MAX_CONNECTIONS_PER_IP", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections_per_ip: u32,
 
+    /// listener.name.NAME.max.connections: connections one listener takes, as NAME=N
+    /// (repeat, or separate with commas, for several); past it a new connection on
+    /// that listener is closed as soon as it is accepted. A listener not named has
+    /// only --max-connections.
+    #[arg(long = "listener-max-connections", env = "KAAS_LISTENER_MAX_CONNECTIONS", value_delimiter = ',', value_parser = parse_listener_limit)]
+    pub listener_max_connections: Vec<(String, u32)>,
+
+    /// KIP-612's connection creation rate per address: new connections a second one
+    /// address (an IPv6 /64) may open, over any one second; past it a new connection
+    /// is closed as soon as it is accepted. 0: no limit (Kafka's default).
+    #[arg(long, env = "KAAS_MAX_CONNECTION_CREATION_RATE_PER_IP", default_value_t = 0)]
+    pub max_connection_creation_rate_per_ip: u32,
+
     /// connections.max.idle.ms: a connection that sends nothing for this long is closed
     /// (also one that stalls half-way through a request).
     #[arg(long, env = "KAAS_CONNECTIONS_MAX_IDLE_MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -753,6 +766,19 @@ impl Config {
     pub fn resolved_listeners(&self) -> Result<Vec<crate::listeners::ListenerSpec>, String> {
         crate::listeners::resolve(&self.listeners, self.listen, self.given("listen"))
     }
+}
+
+/// `--listener-max-connections`' NAME=N.
+pub fn parse_listener_limit(s: &str) -> Result<(String, u32), String> {
+    let (name, n) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected NAME=N, as in PLAINTEXT=1000"))?;
+    let n: u32 = n
+        .parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{s:?}: the limit must be a whole number from 1"))?;
+    Ok((parse_listener_name(name)?, n))
 }
 
 /// A listener name as `--listener` writes it: letters, digits, '_' or '-', upper-cased.

@@ -33,6 +33,11 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     kaas_core::broker::check_clock_skew(&leases, config.broker_id, now_ms(), config.broker_session_timeout_ms)
         .map_err(|e| anyhow::anyhow!("refusing to start: {e}"))?;
     let specs = config.resolved_listeners().map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (name, _) in &config.listener_max_connections {
+        if !specs.iter().any(|l| l.name == *name) {
+            anyhow::bail!("--listener-max-connections names {name}, which is not a listener of this broker");
+        }
+    }
     let peer_settings = crate::peers::PeerSettings::from_config(&config, &specs)?;
     let tls = if specs.iter().any(|l| l.protocol.tls()) {
         let (Some(certificate), Some(key)) = (config.ssl_certificate.clone(), config.ssl_key.clone()) else {

@@ -202,3 +202,49 @@ def test_a_consumer_past_group_max_size_is_told_so_and_the_others_keep_consuming
     third.close()
     for c in members:
         c.close()
+
+
+def test_an_address_opening_connections_too_fast_is_refused_and_a_listener_limit_holds(kaas_factory, certs):  # noqa: F811
+    s = secure_broker(kaas_factory, certs)
+    s.broker.stop()
+    s.broker.extra += ["--max-connection-creation-rate-per-ip", "20", "--listener-max-connections", "SSL=5"]
+    s.broker.start()
+    flood = []
+    try:
+        for _ in range(200):
+            sock = socket.socket()
+            sock.bind(("127.0.0.2", 0))
+            sock.settimeout(5)
+            sock.connect(("127.0.0.1", s.ports["PLAINTEXT"]))
+            sock.settimeout(None)  # blocking: a MSG_DONTWAIT read answers at once
+            flood.append(sock)
+
+        def still_open():
+            alive = 0
+            for sock in flood:
+                try:
+                    if sock.recv(1, socket.MSG_DONTWAIT) != b"":
+                        alive += 1
+                except BlockingIOError:
+                    alive += 1
+                except OSError:
+                    pass
+            return alive
+
+        wait_for(lambda: still_open() <= 40, timeout=10, what="connections past the rate closed")
+        assert "connection refused: connection.creation.rate reached" in s.broker.log_text()
+        # Another address is not slowed.
+        assert bystander_worst_seconds(rdkafka_conf(s, "PLAINTEXT"), "rated") < 1.0
+        # Five silent connections fill the SSL listener; a sixth is closed at once, and
+        # the other listeners still take clients.
+        for _ in range(5):
+            flood.append(socket.create_connection(("127.0.0.1", s.ports["SSL"]), timeout=5))
+        time.sleep(0.2)
+        sixth = socket.create_connection(("127.0.0.1", s.ports["SSL"]), timeout=5)
+        assert sixth.recv(1) == b"", "closed by the broker"
+        sixth.close()
+        assert "connection refused: listener.name.max.connections reached" in s.broker.log_text()
+        assert bystander_worst_seconds(rdkafka_conf(s, "SASL_PLAINTEXT", "SCRAM-SHA-256"), "rated", n=3) < 5
+    finally:
+        for sock in flood:
+            sock.close()

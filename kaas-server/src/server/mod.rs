@@ -82,16 +82,6 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
-/// Open connections, in total and per address, against `max.connections` and
-/// `max.connections.per.ip`. A slot is freed when its connection task ends.
-struct ConnectionSlots {
-    counts: Mutex<(u32, HashMap<IpAddr, u32>)>,
-    max_total: u32,
-    max_per_ip: u32,
-    refused: AtomicU64,
-    last_warned_ms: AtomicI64,
-}
-
 /// The address a connection counts against in `max.connections.per.ip`: an IPv4
 /// address (also one mapped into IPv6), or an IPv6 address's /64 — the block one
 /// host or one customer is usually given, where picking a fresh address costs
@@ -106,43 +96,103 @@ fn counted_address(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// Open connections, in total, per listener and per address, against
+/// `max.connections`, `listener.name.X.max.connections` and `max.connections.per.ip`,
+/// and the rate at which each address opens them (KIP-612). A slot is freed when its
+/// connection task ends.
+struct ConnectionSlots {
+    counts: Mutex<Counts>,
+    max_total: u32,
+    max_per_ip: u32,
+    max_per_listener: HashMap<String, u32>,
+    /// New connections a second one address may open; 0: no limit.
+    rate_per_ip: u32,
+    refused: AtomicU64,
+    last_warned_ms: AtomicI64,
+}
+
+#[derive(Default)]
+struct Counts {
+    total: u32,
+    per_ip: HashMap<IpAddr, u32>,
+    per_listener: HashMap<Arc<str>, u32>,
+    /// Per address: connections it may still open now, and when that was reckoned
+    /// (a token bucket of `rate_per_ip` tokens, refilled at that rate).
+    opened: HashMap<IpAddr, (f64, std::time::Instant)>,
+}
+
 /// One open connection's place in [`ConnectionSlots`].
 struct Slot {
     slots: Arc<ConnectionSlots>,
     ip: IpAddr,
+    listener: Arc<str>,
 }
 
+/// Buckets of addresses kept at most; past it, the full ones (addresses that opened
+/// nothing for a second) are forgotten.
+const RATE_BUCKETS: usize = 10_000;
+
 impl ConnectionSlots {
+    #[cfg(test)]
     fn new(max_total: u32, max_per_ip: u32) -> Arc<Self> {
+        Self::with(max_total, max_per_ip, HashMap::new(), 0)
+    }
+
+    fn with(max_total: u32, max_per_ip: u32, max_per_listener: HashMap<String, u32>, rate_per_ip: u32) -> Arc<Self> {
         Arc::new(ConnectionSlots {
-            counts: Mutex::new((0, HashMap::new())),
+            counts: Mutex::new(Counts::default()),
             max_total,
             max_per_ip,
+            max_per_listener,
+            rate_per_ip,
             refused: AtomicU64::new(0),
             last_warned_ms: AtomicI64::new(0),
         })
     }
 
-    /// A slot for a connection from `ip`, or which limit (name, value) it would break.
-    fn acquire(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, (&'static str, u32)> {
+    /// A slot for a connection from `ip` on `listener`, or which limit (name, value)
+    /// it would break.
+    fn acquire(self: &Arc<Self>, ip: IpAddr, listener: &Arc<str>) -> Result<Slot, (&'static str, u32)> {
         let ip = counted_address(ip);
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let (total, per_ip) = &mut *counts;
-        if *total >= self.max_total {
+        let counts = &mut *counts;
+        if counts.total >= self.max_total {
             return Err(("max.connections", self.max_total));
         }
-        let mine = per_ip.entry(ip).or_insert(0);
-        if *mine >= self.max_per_ip {
+        if let Some(&max) = self.max_per_listener.get(&**listener) {
+            if counts.per_listener.get(listener).copied().unwrap_or(0) >= max {
+                return Err(("listener.name.max.connections", max));
+            }
+        }
+        if counts.per_ip.get(&ip).copied().unwrap_or(0) >= self.max_per_ip {
             return Err(("max.connections.per.ip", self.max_per_ip));
         }
-        *mine += 1;
-        *total += 1;
+        if self.rate_per_ip > 0 {
+            let rate = f64::from(self.rate_per_ip);
+            let now = std::time::Instant::now();
+            if counts.opened.len() >= RATE_BUCKETS {
+                counts
+                    .opened
+                    .retain(|_, (tokens, at)| *tokens + now.duration_since(*at).as_secs_f64() * rate < rate);
+            }
+            let (tokens, at) = counts.opened.entry(ip).or_insert((rate, now));
+            *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(rate);
+            *at = now;
+            if *tokens < 1.0 {
+                return Err(("connection.creation.rate", self.rate_per_ip));
+            }
+            *tokens -= 1.0;
+        }
+        *counts.per_ip.entry(ip).or_insert(0) += 1;
+        *counts.per_listener.entry(listener.clone()).or_insert(0) += 1;
+        counts.total += 1;
         let m = crate::metrics::metrics();
         m.connections.inc();
         m.connections_accepted.inc();
         Ok(Slot {
             slots: self.clone(),
             ip,
+            listener: listener.clone(),
         })
     }
 
@@ -167,12 +217,18 @@ impl Drop for Slot {
     fn drop(&mut self) {
         crate::metrics::metrics().connections.dec();
         let mut counts = self.slots.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let (total, per_ip) = &mut *counts;
-        *total -= 1;
-        if let Some(n) = per_ip.get_mut(&self.ip) {
+        let counts = &mut *counts;
+        counts.total -= 1;
+        if let Some(n) = counts.per_ip.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
-                per_ip.remove(&self.ip);
+                counts.per_ip.remove(&self.ip);
+            }
+        }
+        if let Some(n) = counts.per_listener.get_mut(&self.listener) {
+            *n -= 1;
+            if *n == 0 {
+                counts.per_listener.remove(&self.listener);
             }
         }
     }
@@ -215,7 +271,12 @@ const AUTHENTICATION_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn serve(broker: Arc<Broker>, listeners: Vec<BoundListener>, shutdown: watch::Receiver<bool>) {
     let config = &broker.config;
     let limits = Arc::new(Limits {
-        slots: ConnectionSlots::new(config.max_connections, config.max_connections_per_ip),
+        slots: ConnectionSlots::with(
+            config.max_connections,
+            config.max_connections_per_ip,
+            config.listener_max_connections.iter().cloned().collect(),
+            config.max_connection_creation_rate_per_ip,
+        ),
         budget: RequestBudget::new(config.queued_max_request_bytes),
         idle: Duration::from_millis(config.connections_max_idle_ms),
         max_frame: config.max_request_bytes,
@@ -240,7 +301,7 @@ async fn accept_loop(
         tokio::select! {
             _ = shutdown.changed() => break,
             accepted = socket.accept() => match accepted {
-                Ok((stream, peer)) => match limits.slots.acquire(peer.ip()) {
+                Ok((stream, peer)) => match limits.slots.acquire(peer.ip(), &name) {
                     Ok(slot) => {
                         let on = Listening {
                             name: name.clone(),
@@ -629,21 +690,63 @@ async fn sasl_request(
 mod tests {
     use super::*;
 
+    fn l() -> Arc<str> {
+        "PLAINTEXT".into()
+    }
+
+    #[test]
+    fn a_listener_limit_counts_that_listener_only() {
+        let slots = ConnectionSlots::with(100, 100, HashMap::from([("INTERNAL".to_string(), 2)]), 0);
+        let internal: Arc<str> = "INTERNAL".into();
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let held = [
+            slots.acquire(ip, &internal).unwrap(),
+            slots.acquire(ip, &internal).unwrap(),
+        ];
+        assert_eq!(
+            slots.acquire(ip, &internal).err(),
+            Some(("listener.name.max.connections", 2))
+        );
+        assert!(slots.acquire(ip, &l()).is_ok(), "other listeners are not counted");
+        drop(held);
+        assert!(slots.acquire(ip, &internal).is_ok(), "freed with its connections");
+    }
+
+    #[test]
+    fn an_address_opening_connections_faster_than_its_rate_is_refused_and_others_are_not() {
+        let slots = ConnectionSlots::with(1000, 1000, HashMap::new(), 5);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let mut held = Vec::new();
+        for _ in 0..5 {
+            held.push(slots.acquire(a, &l()).unwrap());
+        }
+        // Closing them gives back no rate: it is connections opened, not open.
+        held.clear();
+        assert_eq!(slots.acquire(a, &l()).err(), Some(("connection.creation.rate", 5)));
+        assert!(slots.acquire(b, &l()).is_ok(), "per address");
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(slots.acquire(a, &l()).is_ok(), "refilled at 5 a second");
+    }
+
     #[test]
     fn connection_slots_count_per_address_and_in_total_and_free_on_drop() {
         let slots = ConnectionSlots::new(5, 3);
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let mut held: Vec<Slot> = (0..3).map(|_| slots.acquire(a).unwrap()).collect();
-        assert_eq!(slots.acquire(a).err().map(|e| e.0), Some("max.connections.per.ip"));
-        held.push(slots.acquire(b).unwrap());
-        held.push(slots.acquire(b).unwrap());
-        assert_eq!(slots.acquire(b).err().map(|e| e.0), Some("max.connections"));
+        let mut held: Vec<Slot> = (0..3).map(|_| slots.acquire(a, &l()).unwrap()).collect();
+        assert_eq!(
+            slots.acquire(a, &l()).err().map(|e| e.0),
+            Some("max.connections.per.ip")
+        );
+        held.push(slots.acquire(b, &l()).unwrap());
+        held.push(slots.acquire(b, &l()).unwrap());
+        assert_eq!(slots.acquire(b, &l()).err().map(|e| e.0), Some("max.connections"));
         held.truncate(1);
-        assert!(slots.acquire(a).is_ok());
+        assert!(slots.acquire(a, &l()).is_ok());
         drop(held);
         let counts = slots.counts.lock().unwrap();
-        assert_eq!(counts.0, 0);
-        assert!(counts.1.is_empty(), "no address left behind");
+        assert_eq!(counts.total, 0);
+        assert!(counts.per_ip.is_empty(), "no address left behind");
+        assert!(counts.per_listener.is_empty());
     }
 
     #[test]
@@ -652,22 +755,22 @@ mod tests {
         let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
         let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
         let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        let _held = [slots.acquire(a).unwrap(), slots.acquire(b).unwrap()];
+        let _held = [slots.acquire(a, &l()).unwrap(), slots.acquire(b, &l()).unwrap()];
         assert_eq!(
             slots
-                .acquire("2001:db8:1:2:abcd::7".parse().unwrap())
+                .acquire("2001:db8:1:2:abcd::7".parse().unwrap(), &l())
                 .err()
                 .map(|e| e.0),
             Some("max.connections.per.ip"),
             "one /64"
         );
-        assert!(slots.acquire(other).is_ok(), "another /64");
+        assert!(slots.acquire(other, &l()).is_ok(), "another /64");
         let v4 = [
-            slots.acquire("10.0.0.1".parse().unwrap()).unwrap(),
-            slots.acquire("::ffff:10.0.0.1".parse().unwrap()).unwrap(),
+            slots.acquire("10.0.0.1".parse().unwrap(), &l()).unwrap(),
+            slots.acquire("::ffff:10.0.0.1".parse().unwrap(), &l()).unwrap(),
         ];
         assert!(
-            slots.acquire("10.0.0.1".parse().unwrap()).is_err(),
+            slots.acquire("10.0.0.1".parse().unwrap(), &l()).is_err(),
             "a mapped address is the IPv4 one"
         );
         drop(v4);
