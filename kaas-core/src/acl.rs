@@ -98,6 +98,18 @@ pub fn parse_principal(s: &str) -> Result<String, String> {
     }
 }
 
+/// Why an ACL naming `principal` can never apply, if so: every client here is a
+/// `User:` (SASL, a certificate, or User:ANONYMOUS); Kafka accepts other types (a
+/// custom principal builder may make them), which no kaas client has.
+pub fn principal_warning(principal: &str) -> Option<String> {
+    let kind = principal.trim().split_once(':').map(|(kind, _)| kind)?;
+    (kind != "User").then(|| {
+        format!(
+            "principal {principal:?} is of type {kind:?}: every client of kaas is a User:, so this ACL never applies"
+        )
+    })
+}
+
 /// `*`, or an IP address as hosts are compared: IPv4-mapped IPv6 as IPv4, IPv6 in its
 /// short form (`::1` for Java's `0:0:0:0:0:0:0:1`). None for anything else.
 pub fn canonical_host(host: &str) -> Option<String> {
@@ -179,9 +191,14 @@ impl AclBinding {
 
     /// The binding with its host as [`canonical_host`] writes it, so equal ACLs are
     /// equal strings (kept once in the file, deleted by either spelling).
+    /// Its principal trimmed too: ` User:alice` (a stray space in a script) would
+    /// otherwise be stored as a principal no client ever is.
     pub fn canonical(mut self) -> AclBinding {
         if let Some(h) = canonical_host(&self.host) {
             self.host = h;
+        }
+        if self.principal.trim().len() != self.principal.len() {
+            self.principal = self.principal.trim().to_string();
         }
         self
     }
@@ -422,6 +439,14 @@ impl Acls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_principal_with_stray_spaces_is_stored_trimmed_and_other_types_are_warned_about() {
+        let acl = AclBinding::from_wire(2, "t", 3, " User:alice ", "*", 2, 3).unwrap();
+        assert_eq!(acl.principal, "User:alice");
+        assert_eq!(principal_warning("User:alice"), None);
+        assert!(principal_warning("Group:ops").unwrap().contains("never applies"));
+    }
     use proptest::prelude::*;
 
     fn acl(

@@ -117,6 +117,13 @@ pub struct Config {
     #[arg(long, env = "KAAS_SSL_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::None)]
     pub ssl_client_auth: ClientAuth,
 
+    /// ssl.principal.mapping.rules (KIP-371), in Kafka's syntax: how a client
+    /// certificate's subject becomes its principal's name on an SSL listener, e.g.
+    /// RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT. With rules and none matching, the
+    /// connection is closed. Default: DEFAULT (User:CN=...,O=...).
+    #[arg(long, env = "KAAS_SSL_PRINCIPAL_MAPPING_RULES", value_parser = crate::tls::PrincipalMapping::parse, default_value = "DEFAULT")]
+    pub ssl_principal_mapping_rules: crate::tls::PrincipalMapping,
+
     /// sasl.enabled.mechanisms on SASL_PLAINTEXT and SASL_SSL listeners: any of
     /// SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (credentials: kaasctl users). PLAIN sends
     /// the password itself: enable it on purpose, and use it over SASL_SSL.

@@ -33,6 +33,19 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     kaas_core::broker::check_clock_skew(&leases, config.broker_id, now_ms(), config.broker_session_timeout_ms)
         .map_err(|e| anyhow::anyhow!("refusing to start: {e}"))?;
     let specs = config.resolved_listeners().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if config.super_users.iter().any(|u| u == crate::server::ANONYMOUS) {
+        use crate::listeners::SecurityProtocol;
+        for spec in &specs {
+            let nameless = match spec.protocol {
+                SecurityProtocol::Plaintext => true,
+                SecurityProtocol::Ssl => config.ssl_client_auth != crate::config::ClientAuth::Required,
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => false,
+            };
+            if nameless {
+                warn!(listener = %spec.name, "User:ANONYMOUS is a super user (--super-users), and this listener lets clients in without a name: everyone who reaches it may do everything");
+            }
+        }
+    }
     for (name, _) in &config.listener_max_connections {
         if !specs.iter().any(|l| l.name == *name) {
             anyhow::bail!("--listener-max-connections names {name}, which is not a listener of this broker");

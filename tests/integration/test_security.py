@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from conftest import ROOT, free_port, process_env, run_kaasctl, wait_for
+from conftest import BIN, ROOT, free_port, process_env, run_kaasctl, wait_for
 
 
 JS = ROOT / "tests" / "js"
@@ -378,6 +378,41 @@ def test_an_mtls_client_is_the_subject_of_its_certificate(kaas_factory, certs):
     AdminClient(rdkafka_conf(s, "SSL")).list_topics(timeout=10)
     log = s.broker.log_text()
     assert log.count("TLS client certificate accepted") == log.count('principal="User:CN=writer,O=kaas-tests"')
+
+
+def test_ssl_principal_mapping_rules_name_the_principal_and_a_subject_no_rule_takes_is_refused(kaas_factory, certs):
+    """ssl.principal.mapping.rules (KIP-371), Kafka's syntax: the first rule that matches
+    the subject names the principal; with rules and none matching, the connection is
+    closed rather than served as User:ANONYMOUS."""
+    s = secure_broker(kaas_factory, certs, client_auth="requested")
+    s.broker.stop()
+    s.broker.extra += ["--ssl-principal-mapping-rules", "RULE:^CN=([^,]*),O=kaas-tests$/$1/U"]
+    s.broker.start()
+    AdminClient(rdkafka_conf(s, "SSL", client_cert="writer")).list_topics(timeout=10)
+    wait_for(lambda: 'principal="User:WRITER"' in s.broker.log_text(), timeout=10, what="the mapped principal")
+    # The rogue CA's client is refused by TLS; an expired one too: make one the rules
+    # do not take, with another organisation.
+    s.broker.stop()
+    s.broker.extra[-1] = "RULE:^CN=([^,]*),O=elsewhere$/$1/"
+    s.broker.start()
+    conf = {**rdkafka_conf(s, "SSL", client_cert="writer"), "socket.timeout.ms": 3000}
+    with pytest.raises(KafkaException):
+        AdminClient(conf).list_topics(timeout=5)
+    assert "no ssl.principal.mapping.rules rule applies to the client certificate's subject" in s.broker.log_text()
+    r = subprocess.run([str(BIN), "--data-dir", str(s.broker.data_dir), "--ssl-principal-mapping-rules", "RULE:^CN=(.*$/$1/"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "not a regular expression" in r.stderr, r.stderr
+
+
+def test_anonymous_as_a_super_user_with_a_nameless_listener_is_warned_about_at_start(kaas_factory, certs):
+    s = secure_broker(kaas_factory, certs, client_auth="requested")
+    s.broker.stop()
+    s.broker.extra += ["--authorizer", "acls", "--super-users", "User:ANONYMOUS"]
+    s.broker.start()
+    warned = [line for line in s.broker.log_text().splitlines()
+              if "User:ANONYMOUS is a super user (--super-users), and this listener lets clients in without a name" in line]
+    assert len(warned) == 2, warned
+    assert any("listener=PLAINTEXT" in line for line in warned) and any("listener=SSL" in line for line in warned)
 
 
 # --- no authentication, no service ---------------------------------------------------

@@ -68,6 +68,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: CreateAclsR
         Ok(()) => {
             for acl in &added {
                 tracing::info!(acl = %acl, principal = %ctx.principal, peer = %ctx.peer, "ACL created");
+                if let Some(warning) = kaas_core::acl::principal_warning(&acl.principal) {
+                    tracing::warn!(acl = %acl, "{warning}");
+                }
             }
             audit(broker, ctx, "CreateAcls", &added);
             None

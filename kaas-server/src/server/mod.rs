@@ -416,15 +416,19 @@ async fn connection(
             // SASL does.
             if on.protocol == SecurityProtocol::Ssl {
                 if let Some(cert) = stream.get_ref().1.peer_certificates().and_then(|c| c.first()) {
-                    match crate::tls::subject_principal(cert) {
-                        Some(subject) => {
-                            session.principal = format!("User:{subject}").into();
-                            info!(%peer, listener = %on.name, principal = ?session.principal, "TLS client certificate accepted");
-                        }
-                        None => {
-                            warn!(%peer, "client certificate subject unreadable; the connection stays User:ANONYMOUS")
-                        }
-                    }
+                    // A verified certificate names its holder: one whose name cannot
+                    // be read, or that no mapping rule takes, is refused rather than
+                    // served as User:ANONYMOUS (whom ACLs may allow more).
+                    let Some(subject) = crate::tls::subject_principal(cert) else {
+                        warn!(%peer, listener = %on.name, "client certificate subject unreadable; closing the connection");
+                        return;
+                    };
+                    let Some(name) = broker.config.ssl_principal_mapping_rules.apply(&subject) else {
+                        warn!(%peer, listener = %on.name, subject, "no ssl.principal.mapping.rules rule applies to the client certificate's subject; closing the connection");
+                        return;
+                    };
+                    session.principal = format!("User:{name}").into();
+                    info!(%peer, listener = %on.name, principal = ?session.principal, "TLS client certificate accepted");
                 }
             }
             let (reader, writer) = tokio::io::split(stream);

@@ -140,6 +140,11 @@ pub fn add(c: &Cluster, spec: &AclSpec) -> anyhow::Result<Status> {
     for b in &added {
         outln!("added: {b}");
     }
+    for b in &wanted {
+        if let Some(warning) = kaas_core::acl::principal_warning(&b.principal) {
+            eprintln!("kaasctl: warning: {}", crate::out::safe(&warning));
+        }
+    }
     for b in wanted.iter().filter(|b| !added.contains(b)) {
         outln!("already there: {b}");
     }
