@@ -16,10 +16,61 @@ use kaas_core::VolumeError;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use tracing::{debug, error, info};
+use tracing::{error, info};
 
 /// The name of the one cluster resource (Kafka's `kafka-cluster`).
 pub const CLUSTER: &str = "kafka-cluster";
+
+/// The log target of authorization denials and failed logins (Kafka's
+/// `kafka.authorizer.logger`): `RUST_LOG=info,kaas_server::audit=warn` silences them.
+pub const AUDIT_LOG_TARGET: &str = "kaas_server::audit";
+
+/// Audit lines of one kind logged a second at most; past it they are counted, and the
+/// count is logged with the next line that is.
+pub const AUDIT_LINES_PER_SECOND: u32 = 20;
+
+/// A budget of log lines a second, so a client asking a thousand times a second for
+/// what it may not have cannot flood the log.
+pub struct LogBudget {
+    state: std::sync::Mutex<(i64, u32, u64)>,
+}
+
+impl LogBudget {
+    pub const fn new() -> Self {
+        LogBudget {
+            state: std::sync::Mutex::new((0, 0, 0)),
+        }
+    }
+
+    /// Some(lines not logged since the last one that was) when this one may be
+    /// logged; None when it is over the budget (and counted).
+    pub fn admit(&self) -> Option<u64> {
+        let second = kaas_core::now_ms() / 1000;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, logged, unlogged) = &mut *state;
+        if *at != second {
+            *at = second;
+            *logged = 0;
+        }
+        if *logged >= AUDIT_LINES_PER_SECOND {
+            *unlogged += 1;
+            return None;
+        }
+        *logged += 1;
+        Some(std::mem::take(unlogged))
+    }
+}
+
+impl Default for LogBudget {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Authorization denials' share of the log.
+static DENIALS: LogBudget = LogBudget::new();
+/// Failed logins' share of the log.
+pub static FAILED_LOGINS: LogBudget = LogBudget::new();
 
 /// Who asks, as far as the authorizer needs to know: a request's principal and client
 /// address (and its API, for the denial log). `handlers::RequestContext` is one.
@@ -197,19 +248,26 @@ impl Authorizer {
     }
 
     /// Kafka's decision for the request's principal and client address; a denial is
-    /// logged at debug (`RUST_LOG=kaas_server::authz=debug`).
+    /// logged at info, as Kafka's `kafka.authorizer.logger` does, at most
+    /// [`AUDIT_LINES_PER_SECOND`] a second (then how many were not logged).
     pub fn authorize(&self, ctx: &dyn Requester, op: Operation, resource_type: ResourceType, name: &str) -> bool {
         let allowed = self.decide(ctx, op, resource_type, name);
         if !allowed {
-            debug!(
-                principal = %ctx.principal(),
-                host = %host_of(ctx),
-                operation = %op,
-                resource_type = %resource_type,
-                resource = name,
-                api = ?ctx.api(),
-                "denied"
-            );
+            if let Some(unlogged) = DENIALS.admit() {
+                if unlogged > 0 {
+                    info!(target: AUDIT_LOG_TARGET, unlogged, "authorization denials not logged in the last second (rate limit)");
+                }
+                info!(
+                    target: AUDIT_LOG_TARGET,
+                    principal = %ctx.principal(),
+                    host = %host_of(ctx),
+                    operation = %op,
+                    resource_type = %resource_type,
+                    resource = name,
+                    api = ?ctx.api(),
+                    "denied"
+                );
+            }
         }
         allowed
     }
@@ -296,6 +354,29 @@ fn operations_of(resource_type: ResourceType) -> &'static [Operation] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn audit_lines_are_held_to_a_budget_a_second_and_the_rest_counted() {
+        let budget = LogBudget::new();
+        let second = kaas_core::now_ms() / 1000;
+        let mut logged = 0;
+        for _ in 0..100 {
+            if budget.admit().is_some() {
+                logged += 1;
+            }
+        }
+        if kaas_core::now_ms() / 1000 == second {
+            assert_eq!(logged, AUDIT_LINES_PER_SECOND, "within one second");
+            std::thread::sleep(std::time::Duration::from_millis(
+                1000 - (kaas_core::now_ms() % 1000) as u64 + 5,
+            ));
+            assert_eq!(
+                budget.admit(),
+                Some(100 - u64::from(AUDIT_LINES_PER_SECOND)),
+                "the count comes with the next line"
+            );
+        }
+    }
     use crate::handlers::test_support::ctx;
     use kaas_core::acl::{AclBinding, PatternType, Permission};
     use kafka_protocol::messages::ApiKey;

@@ -658,7 +658,12 @@ impl Session {
                 true
             }
             Outcome::Failed(why) => {
-                info!(%peer, listener = %self.listener, reason = why, "SASL authentication failed; closing connection");
+                if let Some(unlogged) = crate::authz::FAILED_LOGINS.admit() {
+                    if unlogged > 0 {
+                        info!(target: crate::authz::AUDIT_LOG_TARGET, unlogged, "failed logins not logged in the last second (rate limit)");
+                    }
+                    info!(target: crate::authz::AUDIT_LOG_TARGET, %peer, listener = %self.listener, reason = why, "SASL authentication failed; closing connection");
+                }
                 false
             }
         }
