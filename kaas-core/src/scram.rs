@@ -254,6 +254,27 @@ impl Credentials {
             .unwrap_or_default()
     }
 
+    /// `user`'s `mechanism` verifier, or Err(`decoy`'s made-up one) when it has none
+    /// ([`ScramServer::step`]'s lookup).
+    pub fn lookup(&self, user: &str, mechanism: Mechanism, decoy: &Decoy) -> Result<ScramCredential, ScramCredential> {
+        self.get(user, mechanism)
+            .cloned()
+            .ok_or_else(|| decoy.credential(self, mechanism, user))
+    }
+
+    /// The salt length and iteration count most of the users' `mechanism` verifiers
+    /// have (ties: the smaller); 32 bytes and [`DEFAULT_ITERATIONS`] with none.
+    pub fn most_common_shape(&self, mechanism: Mechanism) -> (usize, u32) {
+        let mut counts: BTreeMap<(usize, u32), usize> = BTreeMap::new();
+        for c in self.users.values().filter_map(|m| m.get(mechanism.name())) {
+            *counts.entry((c.salt.len(), c.iterations)).or_insert(0) += 1;
+        }
+        counts
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map_or((32, DEFAULT_ITERATIONS), |(shape, _)| shape)
+    }
+
     /// PLAIN: whether `password` is `user`'s, by any of its verifiers (the strongest
     /// first); None when the user has no usable verifier, after the work a user added
     /// with the defaults (SCRAM-SHA-512, [`DEFAULT_ITERATIONS`]) costs, so timing tells
@@ -379,11 +400,13 @@ impl ScramServer {
         matches!(self.state, ScramState::AwaitingClientFirst)
     }
 
-    /// Takes the next client message; `lookup` finds a user's verifier.
+    /// Takes the next client message; `lookup` finds a user's verifier: Ok(it), or
+    /// Err(a made-up one, [`Decoy::credential`]) for a user who does not exist, whose
+    /// exchange goes on alike and fails at the proof (RFC 5802 §5.1).
     pub fn step(
         &mut self,
         message: &[u8],
-        lookup: impl FnOnce(&str) -> Option<ScramCredential>,
+        lookup: impl FnOnce(&str) -> Result<ScramCredential, ScramCredential>,
     ) -> Result<ScramStep, AuthError> {
         let mechanism = self.mechanism.name();
         let malformed = |detail: &str| AuthError::Malformed {
@@ -428,11 +451,8 @@ impl ScramServer {
                     }
                 }
                 let found = lookup(&user);
-                let unknown = found.is_none();
-                let credential = match found {
-                    Some(c) => c,
-                    None => self.decoy(&user)?,
-                };
+                let unknown = found.is_err();
+                let credential = found.unwrap_or_else(|decoy| decoy);
                 let server_nonce = B64.encode(random_bytes(18).map_err(|e| AuthError::Unsupported(e.to_string()))?);
                 let nonce = format!("{client_nonce}{server_nonce}");
                 let server_first = format!(
@@ -500,30 +520,69 @@ impl ScramServer {
     }
 }
 
-impl ScramServer {
-    /// A made-up verifier for an unknown user: the same salt for the same name and
-    /// mechanism for the life of the process (an HMAC under a random process key), the
-    /// default iteration count, keys nobody has. (Another broker, or this one after a
-    /// restart, makes up another salt, where a real user's stays: a client patient
-    /// enough to compare can still tell.)
-    fn decoy(&self, user: &str) -> Result<ScramCredential, AuthError> {
-        static KEY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-        let key = match KEY.get() {
-            Some(k) => k,
-            None => {
-                let fresh = random_bytes(32).map_err(|e| AuthError::Unsupported(e.to_string()))?;
-                KEY.get_or_init(|| fresh)
+/// What an unknown user's SCRAM exchange is answered with, so that it looks like a
+/// real user's: a salt derived from the name under a secret every broker shares
+/// (`__cluster/scram-decoy.key`, made once: the same answer from every broker and
+/// after every restart, as a real user's), of the length and with the iteration count
+/// most of the stored users have.
+pub struct Decoy {
+    key: Vec<u8>,
+}
+
+/// The secret's file under `__cluster/`.
+pub const DECOY_KEY_FILE: &str = "scram-decoy.key";
+
+impl Decoy {
+    /// The volume's decoy secret, made (32 random bytes, durably, never replaced)
+    /// by the first broker that needs it; another broker making it at the same moment
+    /// finds the first one's.
+    pub fn load(volume: &Volume) -> Result<Decoy, VolumeError> {
+        let path = volume.cluster_dir().join(DECOY_KEY_FILE);
+        let io = |e| VolumeError::io(&path, e);
+        match crate::fsutil::read_capped(&path, 1024) {
+            Ok(key) if key.len() >= 32 => return Ok(Decoy { key }),
+            Ok(_) => {
+                return Err(VolumeError::Invalid {
+                    path,
+                    detail: "shorter than the 32 bytes a decoy key is".into(),
+                })
             }
-        };
-        let m = self.mechanism;
-        // Per mechanism, as a real user's salts are (one random salt each).
-        let salt = m.hmac(key, format!("{}\0{user}", m.name()).as_bytes())[..32].to_vec();
-        Ok(ScramCredential {
-            stored_key: m.hmac(key, b"no such user"),
-            server_key: m.hmac(key, b"no such user either"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        let key = random_bytes(32).map_err(io)?;
+        // Fails over to the first broker's key if another made one meanwhile.
+        if crate::fsutil::atomic_create(&path, &key).map_err(io)? {
+            Ok(Decoy { key })
+        } else {
+            Self::load(volume)
+        }
+    }
+
+    /// A decoy of a given key (tests; tools that have the key in hand).
+    pub fn with_key(key: Vec<u8>) -> Decoy {
+        Decoy { key }
+    }
+
+    /// The made-up verifier for `user`: a salt shaped as `credentials`' users' most
+    /// common one for `mechanism`, their most common iteration count (32 bytes and
+    /// [`DEFAULT_ITERATIONS`] with none), keys nobody has.
+    pub fn credential(&self, credentials: &Credentials, mechanism: Mechanism, user: &str) -> ScramCredential {
+        let m = mechanism;
+        let (salt_len, iterations) = credentials.most_common_shape(m);
+        let mut salt = Vec::with_capacity(salt_len);
+        let mut block = 0u32;
+        while salt.len() < salt_len {
+            let more = m.hmac(&self.key, format!("{}\0{block}\0{user}", m.name()).as_bytes());
+            salt.extend_from_slice(&more[..more.len().min(salt_len - salt.len())]);
+            block += 1;
+        }
+        ScramCredential {
+            stored_key: m.hmac(&self.key, b"no such user"),
+            server_key: m.hmac(&self.key, b"no such user either"),
             salt,
-            iterations: DEFAULT_ITERATIONS,
-        })
+            iterations,
+        }
     }
 }
 
@@ -649,6 +708,45 @@ fn sasl_name(s: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn test_decoy() -> Decoy {
+        Decoy::with_key(vec![7; 32])
+    }
+
+    /// An unknown user's made-up salt and iteration count look like the stored
+    /// users' (their most common shape), and every broker of the volume (every
+    /// `Decoy::load`) makes up the same one.
+    #[test]
+    fn an_unknown_users_answer_is_shaped_as_the_users_and_the_same_on_every_broker() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        let (a, b) = (Decoy::load(&volume).unwrap(), Decoy::load(&volume).unwrap());
+        let mut creds = Credentials::default();
+        for (user, salt, iterations) in [("u1", 16, 4096), ("u2", 16, 4096), ("u3", 32, 8192)] {
+            creds.users.entry(user.into()).or_default().insert(
+                Mechanism::ScramSha256.name().into(),
+                ScramCredential {
+                    salt: vec![1; salt],
+                    iterations,
+                    stored_key: vec![0; 32],
+                    server_key: vec![0; 32],
+                },
+            );
+        }
+        let (x, y) = (
+            a.credential(&creds, Mechanism::ScramSha256, "nobody"),
+            b.credential(&creds, Mechanism::ScramSha256, "nobody"),
+        );
+        assert_eq!(x.salt, y.salt, "the same on every broker and after a restart");
+        assert_eq!((x.salt.len(), x.iterations), (16, 4096), "the users' most common shape");
+        let z = a.credential(&creds, Mechanism::ScramSha512, "nobody");
+        assert_eq!(
+            (z.salt.len(), z.iterations),
+            (32, DEFAULT_ITERATIONS),
+            "no SHA-512 users: the defaults"
+        );
+        assert_ne!(x.salt, a.credential(&creds, Mechanism::ScramSha256, "somebody").salt);
+    }
+
     /// A client side written from RFC 5802, to drive the server.
     fn client_exchange(
         m: Mechanism,
@@ -660,7 +758,8 @@ mod tests {
         let cnonce = "fyko+d2lbbFgONRv9qkxdawL";
         let bare = format!("n={user},r={cnonce}");
         let first = format!("n,,{bare}");
-        let ScramStep::Continue(server_first) = server.step(first.as_bytes(), |u| creds.get(u, m).cloned())? else {
+        let ScramStep::Continue(server_first) = server.step(first.as_bytes(), |u| creds.lookup(u, m, &test_decoy()))?
+        else {
             panic!("finished after one step")
         };
         let server_first = String::from_utf8(server_first).unwrap();
@@ -732,7 +831,8 @@ mod tests {
             let run = |password: &str| {
                 let mut server = ScramServer::new(m);
                 let (mut client, first) = ScramClient::first(m, "a=b,c").unwrap();
-                let ScramStep::Continue(server_first) = server.step(&first, |u| creds.get(u, m).cloned())? else {
+                let ScramStep::Continue(server_first) = server.step(&first, |u| creds.lookup(u, m, &test_decoy()))?
+                else {
                     panic!("finished after one step")
                 };
                 let last = client.answer(&server_first, password)?;
@@ -780,14 +880,14 @@ mod tests {
     }
 
     /// An unknown user gets a server-first like anyone's (a stable salt for the name,
-    /// the default iterations) and fails only at the proof.
+    /// the users' iteration count) and fails only at the proof.
     #[test]
     fn an_unknown_user_is_told_apart_only_in_the_log() {
         let creds = with_user("alice", "s3cret");
         let first = |user: &str| {
             let mut s = ScramServer::new(Mechanism::ScramSha512);
             match s.step(format!("n,,n={user},r=abc").as_bytes(), |u| {
-                creds.get(u, Mechanism::ScramSha512).cloned()
+                creds.lookup(u, Mechanism::ScramSha512, &test_decoy())
             }) {
                 Ok(ScramStep::Continue(b)) => String::from_utf8(b).unwrap(),
                 _ => panic!("no server-first for {user}"),
@@ -796,7 +896,8 @@ mod tests {
         let salt = |m: &str| m.split(',').find_map(|a| a.strip_prefix("s=")).unwrap().to_string();
         let (a, b) = (first("nobody"), first("nobody"));
         assert_eq!(salt(&a), salt(&b), "the same made-up salt each time");
-        assert!(a.ends_with(&format!(",i={DEFAULT_ITERATIONS}")));
+        let alices = creds.get("alice", Mechanism::ScramSha512).unwrap().iterations;
+        assert!(a.ends_with(&format!(",i={alices}")), "the iteration count the users have");
         assert_ne!(salt(&a), salt(&first("somebody")));
     }
 

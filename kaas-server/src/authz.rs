@@ -82,6 +82,8 @@ pub trait Requester: Sync {
 
 pub struct Authorizer {
     enabled: bool,
+    /// `--allow-scram-changes-without-authorizer`.
+    scram_changes_without_authorizer: bool,
     super_users: HashSet<String>,
     allow_if_no_acl: bool,
     cache: RwLock<Cached>,
@@ -147,9 +149,14 @@ impl Authorizer {
                 allow_everyone_if_no_acl_found = config.allow_everyone_if_no_acl_found,
                 "ACL authorizer on"
             );
+        } else if config.allow_scram_changes_without_authorizer {
+            tracing::warn!("no authorizer, and --allow-scram-changes-without-authorizer: any client may change any user's SCRAM credentials");
+        } else {
+            info!(super_users = ?config.super_users, "no authorizer: every client may do everything but change SCRAM credentials (AlterUserScramCredentials), which only --super-users may (--allow-scram-changes-without-authorizer opens it)");
         }
         Ok(Authorizer {
             enabled,
+            scram_changes_without_authorizer: config.allow_scram_changes_without_authorizer,
             super_users: config.super_users.iter().cloned().collect(),
             allow_if_no_acl: config.allow_everyone_if_no_acl_found,
             cache: RwLock::new(Cached {
@@ -279,6 +286,16 @@ impl Authorizer {
         let acls = self.acls();
         acls.allows(ctx.principal(), &host_of(ctx), op, resource_type, name)
             || (self.allow_if_no_acl && !acls.any_about(resource_type, name))
+    }
+
+    /// Whether the principal may add, change or delete SCRAM credentials: ALTER on the
+    /// cluster (Kafka's check) with the authorizer on; without it, only a super user
+    /// (or anyone, with `--allow-scram-changes-without-authorizer`).
+    pub fn may_change_credentials(&self, ctx: &dyn Requester) -> bool {
+        if self.enabled {
+            return self.authorize(ctx, Operation::Alter, ResourceType::Cluster, CLUSTER);
+        }
+        self.scram_changes_without_authorizer || self.is_super(ctx.principal())
     }
 
     /// Whether the principal may do `op` on some resource of `resource_type`

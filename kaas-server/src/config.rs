@@ -179,6 +179,12 @@ pub struct Config {
     #[arg(long, env = "KAAS_SUPER_USERS", value_delimiter = ';', value_parser = kaas_core::acl::parse_principal)]
     pub super_users: Vec<String>,
 
+    /// With --authorizer none, let any client add, change and delete SCRAM credentials
+    /// (AlterUserScramCredentials). Off: only --super-users may (without ACLs every
+    /// client may do everything else; taking over every user's password is kept apart).
+    #[arg(long, env = "KAAS_ALLOW_SCRAM_CHANGES_WITHOUT_AUTHORIZER", default_value_t = false, action = clap::ArgAction::Set)]
+    pub allow_scram_changes_without_authorizer: bool,
+
     /// allow.everyone.if.no.acl.found: with --authorizer acls, a resource no ACL
     /// names at all is open to everyone (for moving a cluster onto ACLs).
     #[arg(long, env = "KAAS_ALLOW_EVERYONE_IF_NO_ACL_FOUND", default_value_t = false, action = clap::ArgAction::Set)]

@@ -16,6 +16,50 @@ use kafka_protocol::messages::{RequestKind, ResponseKind, SaslAuthenticateRespon
 use kafka_protocol::protocol::StrBytes;
 use std::sync::Arc;
 
+/// The SCRAM credentials file as last read, per volume: read again when its stamp
+/// (size, modification time, inode) changes, and at least once a second whatever the
+/// stamp says (a stamp can repeat: same size, a coarse clock), so a user deleted or a
+/// password changed by another broker or kaasctl counts within a second.
+fn credentials(volume: &kaas_core::Volume) -> Result<Arc<Credentials>, kaas_core::VolumeError> {
+    type Cache = std::collections::HashMap<
+        std::path::PathBuf,
+        (kaas_core::fsutil::FileStamp, std::time::Instant, Arc<Credentials>),
+    >;
+    static CACHE: std::sync::Mutex<Option<Cache>> = std::sync::Mutex::new(None);
+    let path = volume.scram_credentials_file();
+    let stamp = kaas_core::fsutil::file_stamp(&path);
+    {
+        let cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        if let (Some(stamp), Some((seen, at, creds))) = (stamp, cache.as_ref().and_then(|c| c.get(&path))) {
+            if *seen == stamp && at.elapsed() < std::time::Duration::from_secs(1) {
+                return Ok(creds.clone());
+            }
+        }
+    }
+    let creds = Arc::new(Credentials::read(volume)?);
+    if let Some(stamp) = stamp {
+        let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        cache
+            .get_or_insert_with(Default::default)
+            .insert(path, (stamp, std::time::Instant::now(), creds.clone()));
+    }
+    Ok(creds)
+}
+
+/// The volume's SCRAM decoy secret ([`kaas_core::scram::Decoy`]), read (or made) once.
+fn decoy(volume: &kaas_core::Volume) -> Result<Arc<kaas_core::scram::Decoy>, kaas_core::VolumeError> {
+    type Cache = std::collections::HashMap<std::path::PathBuf, Arc<kaas_core::scram::Decoy>>;
+    static CACHE: std::sync::Mutex<Option<Cache>> = std::sync::Mutex::new(None);
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = cache.get_or_insert_with(Default::default);
+    if let Some(d) = cache.get(volume.root()) {
+        return Ok(d.clone());
+    }
+    let d = Arc::new(kaas_core::scram::Decoy::load(volume)?);
+    cache.insert(volume.root().to_path_buf(), d.clone());
+    Ok(d)
+}
+
 /// PLAIN logins checked at once (each a PBKDF2 of thousands of HMACs).
 static PBKDF2_AT_ONCE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
 
@@ -170,13 +214,14 @@ impl Authenticator {
         // SCRAM's last step checks the proof against what its first step looked up.
         let lookup = mechanism == SaslMechanism::Plain || scram.as_ref().is_some_and(|s| s.awaiting_first());
         let worked = crate::blocking::off_worker(|| {
+            let unavailable = |e: kaas_core::VolumeError| {
+                tracing::error!(error = %e, "cannot read SCRAM credentials; logins fail until they read again");
+                AuthError::Unsupported("credentials unavailable".into())
+            };
             let creds = if lookup {
-                Credentials::read(&broker.volume).map_err(|e| {
-                    tracing::error!(error = %e, "cannot read SCRAM credentials; logins fail until they read again");
-                    AuthError::Unsupported("credentials unavailable".into())
-                })?
+                credentials(&broker.volume).map_err(unavailable)?
             } else {
-                Credentials::default()
+                Arc::new(Credentials::default())
             };
             match (mechanism, scram.as_mut()) {
                 (SaslMechanism::Plain, _) => {
@@ -185,7 +230,14 @@ impl Authenticator {
                         user,
                     })
                 }
-                (SaslMechanism::Scram(m), Some(s)) => s.step(&token, |u| creds.get(u, m).cloned()),
+                (SaslMechanism::Scram(m), Some(s)) => {
+                    let decoy = if lookup {
+                        decoy(&broker.volume).map_err(unavailable)?
+                    } else {
+                        Arc::new(kaas_core::scram::Decoy::with_key(Vec::new()))
+                    };
+                    s.step(&token, |u| creds.lookup(u, m, &decoy))
+                }
                 (SaslMechanism::Scram(_), None) => Err(AuthError::Unsupported("exchange already finished".into())),
             }
         });

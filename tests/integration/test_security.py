@@ -17,7 +17,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -599,6 +599,16 @@ def test_scram_credentials_through_the_admin_api_and_kaasctl(kaas_factory, certs
     s = secure_broker(kaas_factory, certs)
     admin = AdminClient(rdkafka_conf(s, "SASL_SSL", "SCRAM-SHA-512"))
     upsert = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-pw")
+    # Without an authorizer, only super users may change credentials (everyone could
+    # otherwise take over every user's password), and the start-up log says so.
+    assert "which only --super-users may" in s.broker.log_text()
+    with pytest.raises(KafkaException) as refused:
+        admin.alter_user_scram_credentials([upsert])["carol"].result(30)
+    assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED, refused.value
+    s.broker.stop()
+    s.broker.extra += ["--super-users", "User:alice"]
+    s.broker.start()
+    admin = AdminClient(rdkafka_conf(s, "SASL_SSL", "SCRAM-SHA-512"))
     for f in admin.alter_user_scram_credentials([upsert]).values():
         f.result(30)
     assert _confluent_auth_error(rdkafka_conf(s, "SASL_PLAINTEXT", "SCRAM-SHA-512", user="carol", password="carol-pw")) is None

@@ -9,7 +9,6 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use kaas_core::acl::{Operation, ResourceType};
 use kaas_core::scram::{Credentials, Mechanism, ScramCredential, MAX_ITERATIONS, MIN_ITERATIONS};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
@@ -47,10 +46,9 @@ pub async fn handle(
                 .iter()
                 .map(|u| (u.name.to_string(), u.mechanism, Some(u))),
         );
-    // Kafka's check: ALTER on the cluster, else every user is refused.
-    let may_alter = broker
-        .authz
-        .authorize(ctx, Operation::Alter, ResourceType::Cluster, crate::authz::CLUSTER);
+    // Kafka's check: ALTER on the cluster, else every user is refused; without an
+    // authorizer, only a super user (or anyone, when the operator opted in).
+    let may_alter = broker.authz.may_change_credentials(ctx);
     for (user, code, upsert) in requested {
         changes.entry(user.clone()).or_default();
         if errors.contains_key(&user) {
