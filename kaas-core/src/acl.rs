@@ -281,7 +281,9 @@ impl AclFilter {
                 ),
             },
             name: name.map(str::to_string),
-            principal: principal.map(str::to_string),
+            // Trimmed as bindings are stored ([`AclBinding::canonical`]): deleting with
+            // the spelling the ACL was created with finds it.
+            principal: principal.map(|p| p.trim().to_string()),
             host: host.map(|h| canonical_host(h).unwrap_or_else(|| h.to_string())),
             operation: coded(operation, "operation", Operation::from_code)?,
             permission: coded(permission, "permission type", Permission::from_code)?,

@@ -897,7 +897,10 @@ mod tests {
         let (a, b) = (first("nobody"), first("nobody"));
         assert_eq!(salt(&a), salt(&b), "the same made-up salt each time");
         let alices = creds.get("alice", Mechanism::ScramSha512).unwrap().iterations;
-        assert!(a.ends_with(&format!(",i={alices}")), "the iteration count the users have");
+        assert!(
+            a.ends_with(&format!(",i={alices}")),
+            "the iteration count the users have"
+        );
         assert_ne!(salt(&a), salt(&first("somebody")));
     }
 

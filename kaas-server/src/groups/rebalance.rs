@@ -160,6 +160,13 @@ pub(super) fn admit(
                 }
                 member_id = new_id;
             } else {
+                // Charged before the instance is mapped: a refusal leaves no mapping
+                // to a member that does not exist.
+                let Some(c) = charge_for(group, "") else {
+                    return Some(join_error(ResponseError::CoordinatorNotAvailable, ""));
+                };
+                charge = Some(c);
+                charged = true;
                 member_id = new_member_id(inst);
                 group.static_members.insert(inst.clone(), member_id.clone());
             }

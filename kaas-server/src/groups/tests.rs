@@ -460,3 +460,27 @@ fn an_offsets_file_changed_behind_the_coordinator_is_reloaded() {
     c.commit_offsets("g", &[("t".into(), 1, 5, -1, None)]).unwrap();
     assert!(GroupOffsets::load(&volume, "g").unwrap().pending.is_empty());
 }
+
+/// A new static member refused for want of metadata room leaves no mapping of its
+/// instance id behind (one to a member that does not exist made the next join of that
+/// instance, and a SyncGroup under it, panic).
+#[test]
+fn a_static_member_refused_for_room_leaves_no_mapping_behind() {
+    let (_d, c) = coordinator_with(&["--group-member-metadata-max-bytes", "20"]);
+    let now = Instant::now();
+    let (_a, _ra) = handshake(&c, now);
+    let (b, _rb) = handshake(&c, now);
+    let stat = || {
+        let mut r = join_req("", 9);
+        r.instance_id = Some("i-1".into());
+        r
+    };
+    let refused = now_response(c.join(stat(), now));
+    assert_eq!(refused.error_code, ResponseError::CoordinatorNotAvailable.code());
+    // Again: no panic, the same answer; and room again once the other member left.
+    let again = now_response(c.join(stat(), now));
+    assert_eq!(again.error_code, ResponseError::CoordinatorNotAvailable.code());
+    // The group stays (one member left), so a mapping left behind would be found.
+    c.leave("g", &[(b, None)], now).unwrap();
+    assert!(matches!(c.join(stat(), now), Reply::Wait(_)));
+}

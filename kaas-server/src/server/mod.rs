@@ -119,6 +119,8 @@ struct Counts {
     /// Per address: connections it may still open now, and when that was reckoned
     /// (a token bucket of `rate_per_ip` tokens, refilled at that rate).
     opened: HashMap<IpAddr, (f64, std::time::Instant)>,
+    /// When `opened` was last pruned.
+    pruned: Option<std::time::Instant>,
 }
 
 /// One open connection's place in [`ConnectionSlots`].
@@ -170,7 +172,11 @@ impl ConnectionSlots {
         if self.rate_per_ip > 0 {
             let rate = f64::from(self.rate_per_ip);
             let now = std::time::Instant::now();
-            if counts.opened.len() >= RATE_BUCKETS {
+            // Pruned at most once a second: with more busy addresses than
+            // RATE_BUCKETS, a scan at every accept would find nothing to drop.
+            if counts.opened.len() >= RATE_BUCKETS && counts.pruned.is_none_or(|p| now.duration_since(p).as_secs() >= 1)
+            {
+                counts.pruned = Some(now);
                 counts
                     .opened
                     .retain(|_, (tokens, at)| *tokens + now.duration_since(*at).as_secs_f64() * rate < rate);
@@ -490,6 +496,10 @@ async fn serve_connection<R, W>(
 {
     let mut reader = BufReader::with_capacity(READ_AHEAD, reader);
     let mut writer = BufWriter::new(writer);
+    // What this connection's frames are charged under while it is User:ANONYMOUS
+    // (every PLAINTEXT client, and SSL ones without a certificate): its address (an
+    // IPv6 /64), so one anonymous sender cannot take the share of every other.
+    let anonymous_share: Arc<str> = format!("{ANONYMOUS}@{}", counted_address(peer.ip())).into();
     let authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
     loop {
         let authenticating = session.sasl.is_some();
@@ -534,7 +544,12 @@ async fn serve_connection<R, W>(
                 info!(%peer, listener = %session.listener, "not authenticated within {AUTHENTICATION_TIMEOUT:?}; closing");
                 break;
             }
-            frame = read_frame(&mut reader, limits, &session.principal, authenticating) => frame,
+            frame = read_frame(
+                &mut reader,
+                limits,
+                if *session.principal == *ANONYMOUS { &anonymous_share } else { &session.principal },
+                authenticating,
+            ) => frame,
         };
         let (frame, permit) = match frame {
             Ok(Some(f)) => f,

@@ -68,9 +68,10 @@ impl PrincipalMapping {
                 };
                 let pattern = Regex::new(&format!("^(?:{pattern})$"))
                     .map_err(|e| format!("RULE pattern {pattern:?} is not a regular expression: {e}"))?;
+                let groups = pattern.captures_len() - 1;
                 rules.push(Rule::Replace {
                     pattern,
-                    replacement: java_replacement(&replacement),
+                    replacement: java_replacement(&replacement, groups),
                     case,
                 });
                 rest = after;
@@ -114,16 +115,22 @@ impl PrincipalMapping {
     }
 }
 
-/// The text up to the next unescaped `/` (with `\/` unescaped), and what follows it.
+/// The text up to the next unescaped `/`, and what follows it. As Kafka's rule
+/// grammar (`(\\.|[^\\/])*`): a backslash escapes the character after it, kept as it is
+/// (`\\` stays a regex's literal backslash), except `\/`, which is a plain `/`.
 fn until_slash(s: &str) -> Option<(String, &str)> {
     let mut out = String::new();
     let mut chars = s.char_indices();
     while let Some((i, c)) = chars.next() {
         match c {
-            '\\' if s[i + 1..].starts_with('/') => {
-                out.push('/');
-                chars.next();
-            }
+            '\\' => match chars.next() {
+                Some((_, '/')) => out.push('/'),
+                Some((_, next)) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => return None,
+            },
             '/' => return Some((out, &s[i + 1..])),
             c => out.push(c),
         }
@@ -131,9 +138,11 @@ fn until_slash(s: &str) -> Option<(String, &str)> {
     None
 }
 
-/// Java's `$1` is group 1 followed by whatever comes next; the regex crate would read
-/// `$1a` as a group named `1a`. Written as `${1}`; `\$` is a literal dollar.
-fn java_replacement(r: &str) -> String {
+/// A Java replacement as Kafka applies it, in the regex crate's syntax: `$n` (all its
+/// digits) is group n when the pattern has that many groups, else the literal text
+/// `$n` (Kafka's `escapeLiteralBackReferences`); `\$` is a literal dollar. The regex
+/// crate would read `$1a` as a group named `1a`: groups are written `${n}`.
+fn java_replacement(r: &str, groups: usize) -> String {
     let mut out = String::new();
     let mut chars = r.chars().peekable();
     while let Some(c) = chars.next() {
@@ -152,7 +161,11 @@ fn java_replacement(r: &str) -> String {
                     n.push(*d);
                     chars.next();
                 }
-                out.push_str(&format!("${{{n}}}"));
+                if n.parse::<usize>().is_ok_and(|g| g <= groups) {
+                    out.push_str(&format!("${{{n}}}"));
+                } else {
+                    out.push_str(&format!("$${n}"));
+                }
             }
             '$' => out.push_str("$$"),
             c => out.push(c),
@@ -205,6 +218,12 @@ mod tests {
     fn escaped_slashes_and_java_group_references() {
         let rules = PrincipalMapping::parse(r"RULE:^CN=([^,]*)\/(.*)$/$1a-$2\$/").unwrap();
         assert_eq!(rules.apply("CN=x/y").as_deref(), Some("xa-y$"));
+        // A group the pattern does not have is literal text, as Kafka leaves it.
+        let rules = PrincipalMapping::parse(r"RULE:^CN=(.*)$/$12-$3/").unwrap();
+        assert_eq!(rules.apply("CN=x").as_deref(), Some("$12-$3"));
+        // An escaped backslash is a literal backslash of the pattern.
+        let rules = PrincipalMapping::parse(r"RULE:^CN=a\\(.*)$/$1/").unwrap();
+        assert_eq!(rules.apply(r"CN=a\b").as_deref(), Some("b"));
         assert_eq!(PrincipalMapping::default().apply("CN=a").as_deref(), Some("CN=a"));
     }
 }
