@@ -4,9 +4,10 @@
 //! A frame is charged only for room it is about to fill with bytes that have arrived
 //! (`read_frame`), and a non-Produce request's decode allowance only once its frame is
 //! whole, so a sender that announces a large frame and stalls, or trickles it, holds
-//! (almost) nothing. A charge that does not fit waits, but only for its own room: every
-//! release wakes every waiter, and each takes what fits (no queue: a waiting large
-//! frame never holds up a small one that fits). One frame — one connection's share,
+//! (almost) nothing. A charge that does not fit waits, but only for its own room: a
+//! release wakes, per principal, the waiters whose need fits what is free now, the
+//! smallest first (no queue: a waiting large frame never holds up a small one that
+//! fits; and a release does not wake thousands of waiters to find that none fits). One frame — one connection's share,
 //! as a connection reads and answers one request at a time — is charged at most
 //! [`CONNECTION_SHARE`] of the budget, and one principal's frames together at most
 //! [`PRINCIPAL_SHARE`]: a frame past those is charged up to them (its remaining
@@ -15,10 +16,10 @@
 //! connection is closed and its charge given back: charges held while waiting for
 //! more can then never wedge the budget for good.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// The part of the budget one frame (one connection) may be charged: a quarter.
@@ -38,13 +39,18 @@ pub fn frame_deadline(size: usize) -> Duration {
 pub struct RequestBudget {
     total: u64,
     state: Mutex<Usage>,
-    freed: Notify,
 }
+
+/// One principal's waiting charges, by (what they need, arrival), with their wake-up.
+type Waiters = BTreeMap<(u64, u64), oneshot::Sender<()>>;
 
 #[derive(Debug, Default)]
 struct Usage {
     used: u64,
     by_principal: HashMap<Arc<str>, u64>,
+    /// Charges waiting for room, per principal.
+    waiting: HashMap<Arc<str>, Waiters>,
+    arrivals: u64,
 }
 
 /// What one frame holds of the budget; given back when dropped.
@@ -64,7 +70,6 @@ impl RequestBudget {
         Arc::new(RequestBudget {
             total: total.max(1),
             state: Mutex::new(Usage::default()),
-            freed: Notify::new(),
         })
     }
 
@@ -88,34 +93,74 @@ impl RequestBudget {
         }
     }
 
-    fn try_add(&self, principal: &Arc<str>, n: u64) -> bool {
+    fn principal_cap(&self) -> u64 {
+        (self.total / PRINCIPAL_SHARE).max(1)
+    }
+
+    /// Adds `n` for `principal` if it fits; else registers a waiter and returns its
+    /// wake-up and its key.
+    fn try_add(&self, principal: &Arc<str>, n: u64) -> Result<(), (oneshot::Receiver<()>, (u64, u64))> {
         let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mine = usage.by_principal.get(principal).copied().unwrap_or(0);
-        if usage.used + n > self.total || mine + n > (self.total / PRINCIPAL_SHARE).max(1) {
-            return false;
+        if usage.used + n > self.total || mine + n > self.principal_cap() {
+            let (tx, rx) = oneshot::channel();
+            usage.arrivals += 1;
+            let key = (n, usage.arrivals);
+            usage.waiting.entry(principal.clone()).or_default().insert(key, tx);
+            return Err((rx, key));
         }
         usage.used += n;
         *usage.by_principal.entry(principal.clone()).or_insert(0) += n;
         crate::metrics::metrics().request_budget_used.set(usage.used as i64);
-        true
+        Ok(())
+    }
+
+    /// Forgets a waiter that stopped waiting (its deadline, its connection gone).
+    fn forget(&self, principal: &Arc<str>, key: (u64, u64)) {
+        let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = usage.waiting.get_mut(principal) {
+            w.remove(&key);
+            if w.is_empty() {
+                usage.waiting.remove(principal);
+            }
+        }
     }
 
     fn release(&self, principal: &Arc<str>, n: u64) {
         if n == 0 {
             return;
         }
-        {
-            let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            usage.used -= n;
-            crate::metrics::metrics().request_budget_used.set(usage.used as i64);
-            if let Some(mine) = usage.by_principal.get_mut(principal) {
-                *mine -= n;
-                if *mine == 0 {
-                    usage.by_principal.remove(principal);
+        let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let usage = &mut *usage;
+        usage.used -= n;
+        crate::metrics::metrics().request_budget_used.set(usage.used as i64);
+        if let Some(mine) = usage.by_principal.get_mut(principal) {
+            *mine -= n;
+            if *mine == 0 {
+                usage.by_principal.remove(principal);
+            }
+        }
+        // Wake, per principal, the smallest waiters that fit what is free now (each
+        // then tries for itself: a wake is a chance, not a grant).
+        let mut free = self.total - usage.used;
+        let cap = self.principal_cap();
+        for (p, waiters) in usage.waiting.iter_mut() {
+            if free == 0 {
+                break;
+            }
+            let mut room = free.min(cap.saturating_sub(usage.by_principal.get(p).copied().unwrap_or(0)));
+            while let Some(entry) = waiters.first_entry() {
+                let need = entry.key().0;
+                if need > room {
+                    break;
+                }
+                if entry.remove().send(()).is_ok() {
+                    room -= need;
+                    free -= need;
                 }
             }
         }
-        self.freed.notify_waiters();
+        usage.waiting.retain(|_, w| !w.is_empty());
     }
 }
 
@@ -131,18 +176,41 @@ impl Charge {
         let to = to.min(self.budget.frame_cap());
         while self.bytes < to {
             let more = to - self.bytes;
-            // Registered before the try, so a release between the try and the wait
-            // is not missed.
-            let freed = self.budget.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            if self.budget.try_add(&self.principal, more) {
-                self.bytes = to;
-                return Ok(());
+            // The waiter is registered under the same lock as the failed try, so a
+            // release after it finds it.
+            let (woken, key) = match self.budget.try_add(&self.principal, more) {
+                Ok(()) => {
+                    self.bytes = to;
+                    return Ok(());
+                }
+                Err(waiting) => waiting,
+            };
+            let guard = Waiting {
+                budget: &self.budget,
+                principal: &self.principal,
+                key,
+            };
+            let woke = tokio::time::timeout_at(deadline, woken).await;
+            drop(guard);
+            if woke.is_err() {
+                return Err(Expired);
             }
-            tokio::time::timeout_at(deadline, freed).await.map_err(|_| Expired)?;
         }
         Ok(())
+    }
+}
+
+/// A registered waiter, forgotten when it stops waiting, however (woken, expired, or
+/// its future dropped with its connection).
+struct Waiting<'a> {
+    budget: &'a RequestBudget,
+    principal: &'a Arc<str>,
+    key: (u64, u64),
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.budget.forget(self.principal, self.key);
     }
 }
 
@@ -211,6 +279,43 @@ mod tests {
         other.raise_to(250, soon()).await.unwrap();
         drop(one);
         three.raise_to(1, soon()).await.unwrap();
+    }
+
+    /// A release wakes only the waiters that fit what it freed, smallest first, and a
+    /// waiter that gave up (its deadline) is forgotten.
+    #[tokio::test]
+    async fn a_release_wakes_only_the_waiters_that_fit() {
+        let budget = RequestBudget::new(1000);
+        let mut full = Vec::new();
+        for p in ["User:a", "User:b", "User:c", "User:d"] {
+            let mut c = budget.charge(&p.into());
+            c.raise_to(250, soon()).await.unwrap();
+            full.push(c);
+        }
+        let mut waiters = Vec::new();
+        for (p, need) in [("User:e", 200u64), ("User:f", 30), ("User:g", 50)] {
+            let budget = budget.clone();
+            waiters.push(tokio::spawn(async move {
+                let mut c = budget.charge(&p.into());
+                c.raise_to(need, Instant::now() + Duration::from_millis(300))
+                    .await
+                    .map(|()| c)
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(budget.state.lock().unwrap().waiting.len(), 3);
+        // 100 freed: the 30 and the 50 fit, the 200 does not.
+        // (As if a frame of d gave back 100 of its 250.)
+        let mut part = full.pop().unwrap();
+        part.bytes -= 100;
+        budget.release(&"User:d".into(), 100);
+        let big = waiters.remove(0);
+        let (f, g) = (waiters.remove(0).await.unwrap(), waiters.remove(0).await.unwrap());
+        assert!(f.is_ok() && g.is_ok(), "the small ones got their room");
+        assert!(big.await.unwrap().is_err(), "the large one's deadline passed");
+        assert!(budget.state.lock().unwrap().waiting.is_empty(), "and it was forgotten");
+        drop((part, f, g, full));
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{
@@ -108,7 +108,8 @@ struct ConnectionSlots {
     /// New connections a second one address may open; 0: no limit.
     rate_per_ip: u32,
     refused: AtomicU64,
-    last_warned_ms: AtomicI64,
+    /// When a refusal was last logged, per limit.
+    last_warned_ms: Mutex<HashMap<&'static str, i64>>,
 }
 
 #[derive(Default)]
@@ -148,7 +149,7 @@ impl ConnectionSlots {
             max_per_listener,
             rate_per_ip,
             refused: AtomicU64::new(0),
-            last_warned_ms: AtomicI64::new(0),
+            last_warned_ms: Mutex::new(HashMap::new()),
         })
     }
 
@@ -202,18 +203,22 @@ impl ConnectionSlots {
         })
     }
 
-    /// Logs a refusal, at most once a second (a flood must not flood the log too).
+    /// Logs a refusal, at most once a second per limit (a flood must not flood the
+    /// log too, nor hide that another limit was reached).
     fn refused(&self, peer: SocketAddr, limit: &'static str, max: u32) {
         crate::metrics::metrics().connection_refused(limit);
         let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
         let now = kaas_core::now_ms();
-        let last = self.last_warned_ms.load(Ordering::Relaxed);
-        if now - last >= 1000
-            && self
-                .last_warned_ms
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        let due = {
+            let mut last = self.last_warned_ms.lock().unwrap_or_else(|p| p.into_inner());
+            let at = last.entry(limit).or_insert(i64::MIN / 2);
+            let due = now - *at >= 1000;
+            if due {
+                *at = now;
+            }
+            due
+        };
+        if due {
             warn!(%peer, limit, max, refused_so_far = refused, "connection refused: {limit} reached");
         }
     }
