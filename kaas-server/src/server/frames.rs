@@ -50,9 +50,10 @@ pub(super) async fn read_raw_token<R: AsyncReadExt + Unpin>(
     Ok(Some(Bytes::from(token)))
 }
 
-/// Room a frame's buffer starts with once its body begins to arrive; it doubles as
-/// it fills ([`read_frame`]).
+/// Room a frame's buffer starts with once its body begins to arrive; it grows
+/// [`ROOM_GROWTH`]-fold each time it fills ([`read_frame`]).
 const FIRST_ROOM: usize = 4096;
+const ROOM_GROWTH: usize = 4;
 
 /// Reads one frame of `principal`, with its charge to the request memory budget (none
 /// before authentication); None on a clean end of stream between frames. The next
@@ -61,7 +62,8 @@ const FIRST_ROOM: usize = 4096;
 ///
 /// The budget is charged as the bytes arrive ([`super::budget`]): room in the frame's
 /// buffer is paid for only once bytes are there to fill it (4 KiB first, then
-/// doubling, so holding a share takes sending at least half of it), and a non-Produce
+/// four times as much each time it is full, so holding a share takes sending at least
+/// a quarter of it, and a 1 MiB Produce is read with four reallocations), and a non-Produce
 /// request's decode allowance once its frame is whole. A sender that announces a
 /// frame and stalls holds nothing. Before SASL authentication (`pre_auth`) only
 /// ApiVersions, SaslHandshake and SaslAuthenticate frames of at most
@@ -141,7 +143,7 @@ pub(super) async fn read_frame<R: AsyncBufRead + Unpin>(
                 if reader.fill_buf().await?.is_empty() {
                     return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
                 }
-                room = (room * 2).max(FIRST_ROOM).min(size);
+                room = (room * ROOM_GROWTH).max(FIRST_ROOM).min(size);
                 if let Some(charge) = charge.as_mut() {
                     charge.raise_to(room as u64, deadline).await.map_err(no_room)?;
                 }
