@@ -1,7 +1,26 @@
 //! The cut back after a failed fsync (issue 26): what it may touch, run late.
 
+use crate::broker::Broker;
 use crate::handlers::test_support::{broker, taken_over};
+use crate::registry::Partition;
 use kaas_core::batch::{build_batch, validate_all};
+use std::sync::Arc;
+
+/// A broker on a fresh volume leading partition t-0.
+async fn led_partition() -> (tempfile::TempDir, Arc<Broker>, Arc<Partition>) {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path());
+    b.create_topic("t", 1, Default::default()).await.unwrap();
+    let p = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    (dir, b, p)
+}
+
+/// Appends one record, as a Produce would (not waiting for it to be durable).
+fn append(b: &Broker, p: &Arc<Partition>, value: &[u8]) {
+    let mut batch = build_batch(0, 1, None, 0, &[(None, Some(value))]);
+    let headers = validate_all(&batch).unwrap();
+    b.append(p, &mut batch, &headers, None).unwrap();
+}
 
 /// A leader whose fsync fails after the partition was taken over (it was paused with
 /// the fsync under way) must not cut the log back: the segment it would cut is part
@@ -10,15 +29,8 @@ use kaas_core::batch::{build_batch, validate_all};
 /// answered as a duplicate). Seen failing with the cut made without `while_led`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deposed_leaders_late_fsync_failure_leaves_its_successors_log_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let b = broker(dir.path());
-    b.create_topic("t", 1, Default::default()).await.unwrap();
-    let p = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
-    let append = |value: &[u8]| {
-        let mut batch = build_batch(0, 1, None, 0, &[(None, Some(value))]);
-        let headers = validate_all(&batch).unwrap();
-        b.append(&p, &mut batch, &headers, None).unwrap();
-    };
+    let (_dir, b, p) = led_partition().await;
+    let append = |value: &[u8]| append(&b, &p, value);
     append(b"synced");
     p.wait_durable(p.log_end_offset()).await.unwrap();
     append(b"written, not yet synced here");
@@ -41,15 +53,8 @@ async fn a_deposed_leaders_late_fsync_failure_leaves_its_successors_log_alone() 
 /// have written, and only that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leaders_failed_fsync_cuts_the_log_back_to_its_last_good_fsync() {
-    let dir = tempfile::tempdir().unwrap();
-    let b = broker(dir.path());
-    b.create_topic("t", 1, Default::default()).await.unwrap();
-    let p = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
-    let append = |value: &[u8]| {
-        let mut batch = build_batch(0, 1, None, 0, &[(None, Some(value))]);
-        let headers = validate_all(&batch).unwrap();
-        b.append(&p, &mut batch, &headers, None).unwrap();
-    };
+    let (_dir, b, p) = led_partition().await;
+    let append = |value: &[u8]| append(&b, &p, value);
     append(b"synced");
     p.wait_durable(p.log_end_offset()).await.unwrap();
     let segment = p.state().log.segments().last().unwrap().log_path().to_path_buf();
