@@ -198,6 +198,24 @@ fn only_the_active_segment_keeps_files_open_and_sealed_ones_are_still_read() {
     assert_eq!(log.offset_for_timestamp(1).unwrap().map(|(o, _)| o), Some(0));
 }
 
+/// A log of 200-byte segments holding 4 records, whose next roll cannot create the
+/// next segment's index (a directory stands in its way), and that roll, failed.
+fn a_failed_roll(dir: &std::path::Path) -> (PartitionLog, LogConfig, std::path::PathBuf) {
+    let config = LogConfig {
+        segment_bytes: 200,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir, config.clone(), 0).unwrap();
+    append(&mut log, 2, 1);
+    append(&mut log, 2, 1);
+    let blocker = dir.join(format!("{:020}.index", log.log_end_offset()));
+    std::fs::create_dir(&blocker).unwrap();
+    let mut b = batch(2, 1);
+    let headers = log.validate(&b).unwrap();
+    assert!(log.append(&mut b, &headers, 0, 1).is_err(), "the roll failed");
+    (log, config, blocker)
+}
+
 /// A roll that sealed (fsynced) the active segment and then failed to create the next
 /// leaves a segment whose every byte is durable: a cut back after the failure (to the
 /// last fsync a waiter saw succeed, which may be older) has nothing to cut there, and
@@ -206,25 +224,10 @@ fn only_the_active_segment_keeps_files_open_and_sealed_ones_are_still_read() {
 #[test]
 fn a_cut_back_after_a_failed_roll_keeps_the_sealed_segment_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        segment_bytes: 200,
-        ..LogConfig::default()
-    };
-    let mut log = PartitionLog::open(dir.path(), config, 0).unwrap();
-    let before = log.sync_point();
-    append(&mut log, 2, 1);
-    append(&mut log, 2, 1);
-    let blocker = dir.path().join(format!("{:020}.index", log.log_end_offset()));
-    std::fs::create_dir(&blocker).unwrap();
-    let mut b = batch(2, 1);
-    let headers = log.validate(&b).unwrap();
-    assert!(
-        log.append(&mut b, &headers, 0, 1).is_err(),
-        "the roll failed after its seal"
-    );
+    let (mut log, _, _) = a_failed_roll(dir.path());
     let sealed = log.segments().last().unwrap().log_path().to_path_buf();
     let len = std::fs::metadata(&sealed).unwrap().len();
-    assert!(!log.cut_back_to_durable(before).unwrap(), "nothing to cut");
+    assert!(!log.cut_back_to_durable((0, 0)).unwrap(), "nothing to cut");
     assert_eq!(std::fs::metadata(&sealed).unwrap().len(), len);
     assert_eq!(log.log_end_offset(), 4);
 }
@@ -232,19 +235,7 @@ fn a_cut_back_after_a_failed_roll_keeps_the_sealed_segment_whole() {
 #[test]
 fn a_roll_that_cannot_create_the_next_segment_is_retried_by_the_next_append() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        segment_bytes: 200,
-        ..LogConfig::default()
-    };
-    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
-    append(&mut log, 2, 1);
-    append(&mut log, 2, 1);
-    // The next segment's index cannot be created (a directory stands in its way).
-    let blocker = dir.path().join(format!("{:020}.index", log.log_end_offset()));
-    std::fs::create_dir(&blocker).unwrap();
-    let mut b = batch(2, 1);
-    let headers = log.validate(&b).unwrap();
-    assert!(log.append(&mut b, &headers, 0, 1).is_err());
+    let (mut log, config, blocker) = a_failed_roll(dir.path());
     assert!(
         !dir.path().join(format!("{:020}.log", log.log_end_offset())).exists(),
         "the half-created segment is removed"
