@@ -121,8 +121,8 @@ pub struct Config {
     /// certificate's subject becomes its principal's name on an SSL listener, e.g.
     /// RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT. With rules and none matching, the
     /// connection is closed. Default: DEFAULT (User:CN=...,O=...).
-    #[arg(long, env = "KAAS_SSL_PRINCIPAL_MAPPING_RULES", value_parser = crate::tls::PrincipalMapping::parse, default_value = "DEFAULT")]
-    pub ssl_principal_mapping_rules: crate::tls::PrincipalMapping,
+    #[arg(long, env = "KAAS_SSL_PRINCIPAL_MAPPING_RULES", value_parser = PrincipalMapping::parse, default_value = "DEFAULT")]
+    pub ssl_principal_mapping_rules: PrincipalMapping,
 
     /// sasl.enabled.mechanisms on SASL_PLAINTEXT and SASL_SSL listeners: any of
     /// SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (credentials: kaasctl users). PLAIN sends
@@ -179,9 +179,10 @@ pub struct Config {
     #[arg(long, env = "KAAS_SUPER_USERS", value_delimiter = ';', value_parser = kaas_core::acl::parse_principal)]
     pub super_users: Vec<String>,
 
-    /// With --authorizer none, let any client add, change and delete SCRAM credentials
-    /// (AlterUserScramCredentials). Off: only --super-users may (without ACLs every
-    /// client may do everything else; taking over every user's password is kept apart).
+    /// With --authorizer none, let any client add, change, delete and list SCRAM
+    /// credentials (AlterUserScramCredentials, DescribeUserScramCredentials). Off: only
+    /// --super-users may (without ACLs every client may do everything else; taking over
+    /// every user's password, or listing who exists, is kept apart).
     #[arg(long, env = "KAAS_ALLOW_SCRAM_CHANGES_WITHOUT_AUTHORIZER", default_value_t = false, action = clap::ArgAction::Set)]
     pub allow_scram_changes_without_authorizer: bool,
 
@@ -828,5 +829,7 @@ pub fn parse_mechanism(s: &str) -> Result<SaslMechanism, String> {
         .ok_or_else(|| format!("unknown SASL mechanism {s:?} (supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"))
 }
 
+mod principal_mapping;
+pub use principal_mapping::PrincipalMapping;
 #[cfg(test)]
 mod tests;

@@ -46,6 +46,9 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             }
         }
     }
+    if specs.iter().any(|l| l.protocol.sasl()) {
+        crate::sasl::warm_up(&volume);
+    }
     for (name, _) in &config.listener_max_connections {
         if !specs.iter().any(|l| l.name == *name) {
             anyhow::bail!("--listener-max-connections names {name}, which is not a listener of this broker");

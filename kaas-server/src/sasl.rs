@@ -46,18 +46,41 @@ fn credentials(volume: &kaas_core::Volume) -> Result<Arc<Credentials>, kaas_core
     Ok(creds)
 }
 
-/// The volume's SCRAM decoy secret ([`kaas_core::scram::Decoy`]), read (or made) once.
-fn decoy(volume: &kaas_core::Volume) -> Result<Arc<kaas_core::scram::Decoy>, kaas_core::VolumeError> {
-    type Cache = std::collections::HashMap<std::path::PathBuf, Arc<kaas_core::scram::Decoy>>;
+/// The volume's SCRAM decoy secret ([`kaas_core::scram::Decoy`]), read (or made) once
+/// (at start, [`warm_up`], so a login never pays for it). One that cannot be read or
+/// made does not stop logins: unknown users get a salt made up under a key of this
+/// process (the behaviour before the shared key), and the file is tried again a
+/// minute later, with an error logged each time.
+pub fn decoy(volume: &kaas_core::Volume) -> Arc<kaas_core::scram::Decoy> {
+    type Cache =
+        std::collections::HashMap<std::path::PathBuf, (Arc<kaas_core::scram::Decoy>, Option<std::time::Instant>)>;
     static CACHE: std::sync::Mutex<Option<Cache>> = std::sync::Mutex::new(None);
     let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     let cache = cache.get_or_insert_with(Default::default);
-    if let Some(d) = cache.get(volume.root()) {
-        return Ok(d.clone());
+    if let Some((d, failed_at)) = cache.get(volume.root()) {
+        if failed_at.is_none_or(|at| at.elapsed() < std::time::Duration::from_secs(60)) {
+            return d.clone();
+        }
     }
-    let d = Arc::new(kaas_core::scram::Decoy::load(volume)?);
-    cache.insert(volume.root().to_path_buf(), d.clone());
-    Ok(d)
+    let (d, failed_at) = match kaas_core::scram::Decoy::load(volume) {
+        Ok(d) => (Arc::new(d), None),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read or make the SCRAM decoy key; unknown users get a salt made up by this process until it can (tried again in a minute)");
+            let key = kaas_core::scram::random_bytes(32).unwrap_or_else(|_| vec![0x5a; 32]);
+            (
+                Arc::new(kaas_core::scram::Decoy::with_key(key)),
+                Some(std::time::Instant::now()),
+            )
+        }
+    };
+    cache.insert(volume.root().to_path_buf(), (d.clone(), failed_at));
+    d
+}
+
+/// Reads (or makes) the decoy key before the first login (a broker with a SASL
+/// listener, at start).
+pub fn warm_up(volume: &kaas_core::Volume) {
+    decoy(volume);
 }
 
 /// PLAIN logins checked at once (each a PBKDF2 of thousands of HMACs).
@@ -232,7 +255,7 @@ impl Authenticator {
                 }
                 (SaslMechanism::Scram(m), Some(s)) => {
                     let decoy = if lookup {
-                        decoy(&broker.volume).map_err(unavailable)?
+                        decoy(&broker.volume)
                     } else {
                         Arc::new(kaas_core::scram::Decoy::with_key(Vec::new()))
                     };

@@ -22,9 +22,6 @@ const RELOAD_CHECK: Duration = Duration::from_secs(1);
 /// like Mozilla's is about 200 KiB).
 const MAX_PEM_BYTES: u64 = 4 << 20;
 
-mod principal_mapping;
-pub use principal_mapping::PrincipalMapping;
-
 #[derive(Debug, Clone)]
 pub struct TlsSettings {
     pub certificate: PathBuf,

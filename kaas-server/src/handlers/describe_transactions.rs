@@ -45,7 +45,11 @@ pub async fn handle(
                     for tp in e
                         .partitions
                         .iter()
-                        .filter(|tp| broker.authz.authorize(ctx, Operation::Describe, ResourceType::Topic, &tp.topic))
+                        .filter(|tp| {
+                            broker
+                                .authz
+                                .authorize_quietly(ctx, Operation::Describe, ResourceType::Topic, &tp.topic)
+                        })
                     {
                         topics.entry(&tp.topic).or_default().push(tp.partition);
                     }

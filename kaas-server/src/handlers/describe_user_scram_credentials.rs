@@ -5,7 +5,6 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use kaas_core::acl::{Operation, ResourceType};
 use kaas_core::scram::Credentials;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
@@ -22,11 +21,10 @@ pub async fn handle(
     ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
-    // Kafka's check: DESCRIBE on the cluster.
-    if !broker
-        .authz
-        .authorize(ctx, Operation::Describe, ResourceType::Cluster, crate::authz::CLUSTER)
-    {
+    // Kafka's check: DESCRIBE on the cluster; without an authorizer, the same rule as
+    // changing credentials (the user list is what the made-up answers for unknown
+    // users hide).
+    if !broker.authz.may_see_credentials(ctx) {
         return DescribeUserScramCredentialsResponse::default()
             .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
             .with_error_message(Some(sb(format!(

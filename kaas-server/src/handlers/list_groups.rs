@@ -25,7 +25,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsR
         .filter(|(id, _, _)| {
             all || broker
                 .authz
-                .authorize(ctx, Operation::Describe, ResourceType::Group, id)
+                .authorize_quietly(ctx, Operation::Describe, ResourceType::Group, id)
         })
         .filter(|(_, state, _)| {
             req.states_filter.is_empty() || req.states_filter.iter().any(|s| s.eq_ignore_ascii_case(state.as_str()))

@@ -49,6 +49,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
             .authz
             .authorize(ctx, Operation::Describe, ResourceType::Topic, name)
     };
+    // Listing every topic filters quietly: a topic left out was not asked for.
+    let listable = |name: &str| {
+        broker
+            .authz
+            .authorize_quietly(ctx, Operation::Describe, ResourceType::Topic, name)
+    };
     let ops = |name: &str| {
         if req.include_topic_authorized_operations {
             broker.authz.authorized_operations(ctx, ResourceType::Topic, name)
@@ -60,11 +66,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
     if all {
         // Off the async workers: a partition led elsewhere may need its owner.json.
         crate::blocking::off_worker(|| {
-            for t in broker.topics().iter().filter(|t| describable(&t.meta.name)) {
+            for t in broker.topics().iter().filter(|t| listable(&t.meta.name)) {
                 topics.push(describe(broker, ctx, &live, t, ops(&t.meta.name)));
             }
         });
-        for (name, b) in broker.broken_topics().into_iter().filter(|(name, _)| describable(name)) {
+        for (name, b) in broker.broken_topics().into_iter().filter(|(name, _)| listable(name)) {
             tracing::debug!(topic = %name, error = %b.error, "metadata for unreadable topic");
             topics.push(error_topic(
                 Some(name),

@@ -41,23 +41,81 @@ pub struct RequestBudget {
     state: Mutex<Usage>,
 }
 
-/// One principal's waiting charges, by (what they need, arrival), with their wake-up.
-type Waiters = BTreeMap<(u64, u64), oneshot::Sender<()>>;
+/// Who a frame is charged to: its principal, and for an anonymous client also its
+/// address (an IPv6 /64), whose share is a part of the anonymous principal's.
+#[derive(Debug, Clone)]
+pub struct Payer {
+    principal: Arc<str>,
+    address: Option<Arc<str>>,
+}
+
+impl Payer {
+    pub fn principal(principal: &Arc<str>) -> Payer {
+        Payer {
+            principal: principal.clone(),
+            address: None,
+        }
+    }
+
+    /// An anonymous client at `address` (a key no principal can be: principals are
+    /// `User:...`).
+    pub fn anonymous_at(principal: &Arc<str>, address: &Arc<str>) -> Payer {
+        Payer {
+            principal: principal.clone(),
+            address: Some(address.clone()),
+        }
+    }
+
+    /// The share its waiters wait under: the narrowest.
+    fn key(&self) -> &Arc<str> {
+        self.address.as_ref().unwrap_or(&self.principal)
+    }
+}
+
+/// The waiting charges of one share, by (what they need, arrival), with their wake-up.
+#[derive(Debug)]
+struct Waiters {
+    payer: Payer,
+    by_need: BTreeMap<(u64, u64), oneshot::Sender<()>>,
+}
 
 #[derive(Debug, Default)]
 struct Usage {
     used: u64,
-    by_principal: HashMap<Arc<str>, u64>,
-    /// Charges waiting for room, per principal.
-    waiting: HashMap<Arc<str>, Waiters>,
+    /// Per principal, and per anonymous address.
+    by_share: HashMap<Arc<str>, u64>,
+    /// Charges waiting for room, per share ([`Payer::key`]).
+    waiting: BTreeMap<Arc<str>, Waiters>,
+    /// Where the last release's wake-ups began: the next begins after it, so no
+    /// share's waiters are always served last.
+    cursor: Option<Arc<str>>,
     arrivals: u64,
+}
+
+impl Usage {
+    fn held(&self, key: &Arc<str>) -> u64 {
+        self.by_share.get(key).copied().unwrap_or(0)
+    }
+
+    fn add(&mut self, key: &Arc<str>, n: u64) {
+        *self.by_share.entry(key.clone()).or_insert(0) += n;
+    }
+
+    fn sub(&mut self, key: &Arc<str>, n: u64) {
+        if let Some(held) = self.by_share.get_mut(key) {
+            *held -= n;
+            if *held == 0 {
+                self.by_share.remove(key);
+            }
+        }
+    }
 }
 
 /// What one frame holds of the budget; given back when dropped.
 #[derive(Debug)]
 pub struct Charge {
     budget: Arc<RequestBudget>,
-    principal: Arc<str>,
+    payer: Payer,
     bytes: u64,
 }
 
@@ -84,11 +142,11 @@ impl RequestBudget {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).used
     }
 
-    /// A charge of nothing yet, for a frame of `principal`.
-    pub fn charge(self: &Arc<Self>, principal: &Arc<str>) -> Charge {
+    /// A charge of nothing yet, for a frame of `payer`.
+    pub fn charge(self: &Arc<Self>, payer: Payer) -> Charge {
         Charge {
             budget: self.clone(),
-            principal: principal.clone(),
+            payer,
             bytes: 0,
         }
     }
@@ -97,70 +155,113 @@ impl RequestBudget {
         (self.total / PRINCIPAL_SHARE).max(1)
     }
 
-    /// Adds `n` for `principal` if it fits; else registers a waiter and returns its
+    /// What `payer` may still be charged: the room left in the budget, in its
+    /// principal's half, and in its address's quarter.
+    fn room(&self, usage: &Usage, payer: &Payer) -> u64 {
+        let mut room = (self.total - usage.used).min(self.principal_cap().saturating_sub(usage.held(&payer.principal)));
+        if let Some(address) = &payer.address {
+            room = room.min((self.principal_cap() / 2).max(1).saturating_sub(usage.held(address)));
+        }
+        room
+    }
+
+    /// Adds `n` for `payer` if it fits; else registers a waiter and returns its
     /// wake-up and its key.
-    fn try_add(&self, principal: &Arc<str>, n: u64) -> Result<(), (oneshot::Receiver<()>, (u64, u64))> {
+    fn try_add(&self, payer: &Payer, n: u64) -> Result<(), (oneshot::Receiver<()>, (u64, u64))> {
         let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let mine = usage.by_principal.get(principal).copied().unwrap_or(0);
-        if usage.used + n > self.total || mine + n > self.principal_cap() {
+        if n > self.room(&usage, payer) {
             let (tx, rx) = oneshot::channel();
             usage.arrivals += 1;
             let key = (n, usage.arrivals);
-            usage.waiting.entry(principal.clone()).or_default().insert(key, tx);
+            usage
+                .waiting
+                .entry(payer.key().clone())
+                .or_insert_with(|| Waiters {
+                    payer: payer.clone(),
+                    by_need: BTreeMap::new(),
+                })
+                .by_need
+                .insert(key, tx);
             return Err((rx, key));
         }
         usage.used += n;
-        *usage.by_principal.entry(principal.clone()).or_insert(0) += n;
+        usage.add(&payer.principal, n);
+        if let Some(address) = &payer.address {
+            usage.add(address, n);
+        }
         crate::metrics::metrics().request_budget_used.set(usage.used as i64);
         Ok(())
     }
 
     /// Forgets a waiter that stopped waiting (its deadline, its connection gone).
-    fn forget(&self, principal: &Arc<str>, key: (u64, u64)) {
+    fn forget(&self, payer: &Payer, key: (u64, u64)) {
         let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(w) = usage.waiting.get_mut(principal) {
-            w.remove(&key);
-            if w.is_empty() {
-                usage.waiting.remove(principal);
+        if let Some(w) = usage.waiting.get_mut(payer.key()) {
+            w.by_need.remove(&key);
+            if w.by_need.is_empty() {
+                usage.waiting.remove(payer.key());
             }
         }
     }
 
-    fn release(&self, principal: &Arc<str>, n: u64) {
+    fn release(&self, payer: &Payer, n: u64) {
         if n == 0 {
             return;
         }
         let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let usage = &mut *usage;
         usage.used -= n;
-        crate::metrics::metrics().request_budget_used.set(usage.used as i64);
-        if let Some(mine) = usage.by_principal.get_mut(principal) {
-            *mine -= n;
-            if *mine == 0 {
-                usage.by_principal.remove(principal);
-            }
+        usage.sub(&payer.principal, n);
+        if let Some(address) = &payer.address {
+            usage.sub(address, n);
         }
-        // Wake, per principal, the smallest waiters that fit what is free now (each
-        // then tries for itself: a wake is a chance, not a grant).
-        let mut free = self.total - usage.used;
-        let cap = self.principal_cap();
-        for (p, waiters) in usage.waiting.iter_mut() {
-            if free == 0 {
+        crate::metrics::metrics().request_budget_used.set(usage.used as i64);
+        if usage.waiting.is_empty() {
+            return;
+        }
+        // Wake, share by share from after the last release's first, the smallest
+        // waiters that fit the room left (each then tries for itself: a wake is a
+        // chance, not a grant). What is handed out is counted against the room of
+        // the shares that follow.
+        let keys: Vec<Arc<str>> = match &usage.cursor {
+            Some(c) => {
+                let after = usage
+                    .waiting
+                    .range::<Arc<str>, _>((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded));
+                let upto = usage.waiting.range::<Arc<str>, _>(..=c);
+                after.chain(upto).map(|(k, _)| k.clone()).collect()
+            }
+            None => usage.waiting.keys().cloned().collect(),
+        };
+        usage.cursor = keys.first().cloned();
+        let mut promised = 0u64;
+        let mut promised_to: HashMap<Arc<str>, u64> = HashMap::new();
+        for key in keys {
+            if promised >= self.total - usage.used {
                 break;
             }
-            let mut room = free.min(cap.saturating_sub(usage.by_principal.get(p).copied().unwrap_or(0)));
-            while let Some(entry) = waiters.first_entry() {
+            let Some(w) = usage.waiting.get(&key) else { continue };
+            let payer = w.payer.clone();
+            let mut room = self
+                .room(usage, &payer)
+                .saturating_sub(promised)
+                .saturating_sub(promised_to.get(&payer.principal).copied().unwrap_or(0));
+            let w = usage.waiting.get_mut(&key).expect("looked up above");
+            while let Some(entry) = w.by_need.first_entry() {
                 let need = entry.key().0;
                 if need > room {
                     break;
                 }
                 if entry.remove().send(()).is_ok() {
                     room -= need;
-                    free -= need;
+                    promised += need;
+                    *promised_to.entry(payer.principal.clone()).or_insert(0) += need;
                 }
             }
+            if w.by_need.is_empty() {
+                usage.waiting.remove(&key);
+            }
         }
-        usage.waiting.retain(|_, w| !w.is_empty());
     }
 }
 
@@ -178,7 +279,7 @@ impl Charge {
             let more = to - self.bytes;
             // The waiter is registered under the same lock as the failed try, so a
             // release after it finds it.
-            let (woken, key) = match self.budget.try_add(&self.principal, more) {
+            let (woken, key) = match self.budget.try_add(&self.payer, more) {
                 Ok(()) => {
                     self.bytes = to;
                     return Ok(());
@@ -187,7 +288,7 @@ impl Charge {
             };
             let guard = Waiting {
                 budget: &self.budget,
-                principal: &self.principal,
+                payer: &self.payer,
                 key,
             };
             let woke = tokio::time::timeout_at(deadline, woken).await;
@@ -204,19 +305,19 @@ impl Charge {
 /// its future dropped with its connection).
 struct Waiting<'a> {
     budget: &'a RequestBudget,
-    principal: &'a Arc<str>,
+    payer: &'a Payer,
     key: (u64, u64),
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.budget.forget(self.principal, self.key);
+        self.budget.forget(self.payer, self.key);
     }
 }
 
 impl Drop for Charge {
     fn drop(&mut self) {
-        self.budget.release(&self.principal, self.bytes);
+        self.budget.release(&self.payer, self.bytes);
     }
 }
 
@@ -233,19 +334,19 @@ mod tests {
         let budget = RequestBudget::new(1000);
         let mut held = Vec::new();
         for p in ["User:a", "User:b", "User:c", "User:d"] {
-            let mut c = budget.charge(&p.into());
+            let mut c = budget.charge(Payer::principal(&p.into()));
             c.raise_to(200, soon()).await.unwrap();
             held.push(c);
         }
         // 800 used: a frame wanting 250 waits; a small one that fits goes at once.
-        let mut large = budget.charge(&"User:e".into());
+        let mut large = budget.charge(Payer::principal(&"User:e".into()));
         let waiting = tokio::spawn(async move {
             large.raise_to(250, soon()).await.unwrap();
             large
         });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
-        let mut small = budget.charge(&"User:b".into());
+        let mut small = budget.charge(Payer::principal(&"User:b".into()));
         tokio::time::timeout(Duration::from_millis(100), small.raise_to(10, soon()))
             .await
             .expect("not queued behind the large one")
@@ -264,18 +365,18 @@ mod tests {
     async fn one_principal_is_charged_at_most_half_and_one_frame_a_quarter() {
         let budget = RequestBudget::new(1000);
         let a: Arc<str> = "User:ANONYMOUS".into();
-        let mut one = budget.charge(&a);
+        let mut one = budget.charge(Payer::principal(&a));
         one.raise_to(10_000, soon()).await.unwrap();
         assert_eq!(one.bytes(), 250, "a frame is charged at most a quarter");
-        let mut two = budget.charge(&a);
+        let mut two = budget.charge(Payer::principal(&a));
         two.raise_to(250, soon()).await.unwrap();
-        let mut three = budget.charge(&a);
+        let mut three = budget.charge(Payer::principal(&a));
         let late = Instant::now() + Duration::from_millis(50);
         assert!(
             three.raise_to(1, late).await.is_err(),
             "the principal's half is used up"
         );
-        let mut other = budget.charge(&"User:b".into());
+        let mut other = budget.charge(Payer::principal(&"User:b".into()));
         other.raise_to(250, soon()).await.unwrap();
         drop(one);
         three.raise_to(1, soon()).await.unwrap();
@@ -288,7 +389,7 @@ mod tests {
         let budget = RequestBudget::new(1000);
         let mut full = Vec::new();
         for p in ["User:a", "User:b", "User:c", "User:d"] {
-            let mut c = budget.charge(&p.into());
+            let mut c = budget.charge(Payer::principal(&p.into()));
             c.raise_to(250, soon()).await.unwrap();
             full.push(c);
         }
@@ -296,7 +397,7 @@ mod tests {
         for (p, need) in [("User:e", 200u64), ("User:f", 30), ("User:g", 50)] {
             let budget = budget.clone();
             waiters.push(tokio::spawn(async move {
-                let mut c = budget.charge(&p.into());
+                let mut c = budget.charge(Payer::principal(&p.into()));
                 c.raise_to(need, Instant::now() + Duration::from_millis(300))
                     .await
                     .map(|()| c)
@@ -308,7 +409,7 @@ mod tests {
         // (As if a frame of d gave back 100 of its 250.)
         let mut part = full.pop().unwrap();
         part.bytes -= 100;
-        budget.release(&"User:d".into(), 100);
+        budget.release(&Payer::principal(&"User:d".into()), 100);
         let big = waiters.remove(0);
         let (f, g) = (waiters.remove(0).await.unwrap(), waiters.remove(0).await.unwrap());
         assert!(f.is_ok() && g.is_ok(), "the small ones got their room");
@@ -316,6 +417,29 @@ mod tests {
         assert!(budget.state.lock().unwrap().waiting.is_empty(), "and it was forgotten");
         drop((part, f, g, full));
         assert_eq!(budget.used(), 0);
+    }
+
+    /// Anonymous clients share the anonymous principal's half, each address (a /64)
+    /// at most half of that: two addresses cannot take the whole budget, and one
+    /// cannot take the other anonymous clients' room.
+    #[tokio::test]
+    async fn anonymous_clients_share_a_half_and_each_address_a_quarter() {
+        let budget = RequestBudget::new(1000);
+        let anonymous: Arc<str> = "User:ANONYMOUS".into();
+        let at = |a: &str| Payer::anonymous_at(&anonymous, &format!("address:{a}").into());
+        let late = || Instant::now() + Duration::from_millis(50);
+        let mut first = budget.charge(at("10.0.0.1"));
+        first.raise_to(250, soon()).await.unwrap();
+        let mut more = budget.charge(at("10.0.0.1"));
+        assert!(more.raise_to(1, late()).await.is_err(), "one address: a quarter");
+        let mut second = budget.charge(at("10.0.0.2"));
+        second.raise_to(250, soon()).await.unwrap();
+        let mut third = budget.charge(at("10.0.0.3"));
+        assert!(third.raise_to(1, late()).await.is_err(), "anonymous together: a half");
+        let mut user = budget.charge(Payer::principal(&"User:alice".into()));
+        user.raise_to(250, soon()).await.unwrap();
+        drop(first);
+        third.raise_to(1, soon()).await.unwrap();
     }
 
     #[test]

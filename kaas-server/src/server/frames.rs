@@ -55,7 +55,7 @@ pub(super) async fn read_raw_token<R: AsyncReadExt + Unpin>(
 const FIRST_ROOM: usize = 4096;
 const ROOM_GROWTH: usize = 4;
 
-/// Reads one frame of `principal`, with its charge to the request memory budget (none
+/// Reads one frame of `payer`, with its charge to the request memory budget (none
 /// before authentication); None on a clean end of stream between frames. The next
 /// frame must start within `connections.max.idle.ms`; once its length is read, it
 /// must arrive whole, and be charged, within [`frame_deadline`] of its size.
@@ -73,7 +73,7 @@ const ROOM_GROWTH: usize = 4;
 pub(super) async fn read_frame<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     limits: &Limits,
-    principal: &Arc<str>,
+    payer: &Payer,
     pre_auth: bool,
 ) -> Result<Option<(Bytes, Option<Charge>)>, FrameError> {
     let idle = limits.idle;
@@ -126,7 +126,7 @@ pub(super) async fn read_frame<R: AsyncBufRead + Unpin>(
     // A frame before authentication is charged nothing: it is at most
     // MAX_PRE_AUTH_FRAME, one per connection, and clients nobody knows must not be
     // able to make anyone else wait.
-    let mut charge = (!pre_auth).then(|| limits.budget.charge(principal));
+    let mut charge = (!pre_auth).then(|| limits.budget.charge(payer.clone()));
     let no_room = |_: Expired| FrameError::NoRoom {
         size,
         secs: frame_deadline(size).as_secs(),

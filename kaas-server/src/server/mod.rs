@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 
 mod budget;
 mod frames;
-use budget::{frame_deadline, Charge, Expired, RequestBudget};
+use budget::{frame_deadline, Charge, Expired, Payer, RequestBudget};
 use frames::*;
 
 /// Smallest request: api key, api version, correlation id, client id length.
@@ -501,10 +501,13 @@ async fn serve_connection<R, W>(
 {
     let mut reader = BufReader::with_capacity(READ_AHEAD, reader);
     let mut writer = BufWriter::new(writer);
-    // What this connection's frames are charged under while it is User:ANONYMOUS
-    // (every PLAINTEXT client, and SSL ones without a certificate): its address (an
-    // IPv6 /64), so one anonymous sender cannot take the share of every other.
-    let anonymous_share: Arc<str> = format!("{ANONYMOUS}@{}", counted_address(peer.ip())).into();
+    // Who this connection's frames are charged to while it is User:ANONYMOUS (every
+    // PLAINTEXT client, and SSL ones without a certificate): the anonymous principal
+    // and, within its half, its address's quarter (an IPv6 /64), so one anonymous
+    // sender cannot take the share of every other. After a login, the user.
+    let anonymous: Arc<str> = ANONYMOUS.into();
+    let anonymous_payer = Payer::anonymous_at(&anonymous, &format!("address:{}", counted_address(peer.ip())).into());
+    let mut user_payer: Option<Payer> = None;
     let authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
     loop {
         let authenticating = session.sasl.is_some();
@@ -542,6 +545,12 @@ async fn serve_connection<R, W>(
             }
             continue;
         }
+        let payer = if *session.principal == *ANONYMOUS {
+            &anonymous_payer
+        } else {
+            // Set once: a connection's principal changes only from anonymous to a user.
+            user_payer.get_or_insert_with(|| Payer::principal(&session.principal))
+        };
         let frame = tokio::select! {
             biased;
             _ = shutdown.changed() => break,
@@ -552,7 +561,7 @@ async fn serve_connection<R, W>(
             frame = read_frame(
                 &mut reader,
                 limits,
-                if *session.principal == *ANONYMOUS { &anonymous_share } else { &session.principal },
+                payer,
                 authenticating,
             ) => frame,
         };
@@ -680,7 +689,7 @@ impl Session {
             Outcome::Failed(why) => {
                 if let Some(unlogged) = crate::authz::FAILED_LOGINS.admit() {
                     if unlogged > 0 {
-                        info!(target: crate::authz::AUDIT_LOG_TARGET, unlogged, "failed logins not logged in the last second (rate limit)");
+                        info!(target: crate::authz::AUDIT_LOG_TARGET, unlogged, "failed logins not logged since the last one that was (rate limit)");
                     }
                     info!(target: crate::authz::AUDIT_LOG_TARGET, %peer, listener = %self.listener, reason = why, "SASL authentication failed; closing connection");
                 }
@@ -818,7 +827,7 @@ mod tests {
     async fn a_negative_frame_length_closes_the_connection_as_too_short() {
         let limits = limits(1 << 20);
         let mut reader = BufReader::new(&[0xff, 0xff, 0xff, 0xf0, 0, 3][..]);
-        let got = read_frame(&mut reader, &limits, &ANONYMOUS.into(), false).await;
+        let got = read_frame(&mut reader, &limits, &Payer::principal(&ANONYMOUS.into()), false).await;
         assert!(matches!(got, Err(FrameError::TooShort { size: -16 })), "{got:?}");
     }
 
@@ -830,7 +839,7 @@ mod tests {
         let mut wire = (frame.len() as i32).to_be_bytes().to_vec();
         wire.extend_from_slice(&frame);
         let mut reader = BufReader::new(&wire[..]);
-        let (got, charge) = read_frame(&mut reader, &limits, &ANONYMOUS.into(), false)
+        let (got, charge) = read_frame(&mut reader, &limits, &Payer::principal(&ANONYMOUS.into()), false)
             .await
             .unwrap()
             .unwrap();
@@ -846,7 +855,7 @@ mod tests {
             let limits = limits.clone();
             tokio::spawn(async move {
                 let mut reader = BufReader::with_capacity(READ_AHEAD, server);
-                read_frame(&mut reader, &limits, &ANONYMOUS.into(), false).await
+                read_frame(&mut reader, &limits, &Payer::principal(&ANONYMOUS.into()), false).await
             })
         };
         // A Metadata v3 frame of 100,000 bytes, announced with its API key only.
