@@ -156,9 +156,14 @@ impl RequestBudget {
     }
 
     /// What `payer` may still be charged: the room left in the budget, in its
-    /// principal's half, and in its address's quarter.
-    fn room(&self, usage: &Usage, payer: &Payer) -> u64 {
-        let mut room = (self.total - usage.used).min(self.principal_cap().saturating_sub(usage.held(&payer.principal)));
+    /// principal's half, and in its address's quarter — less what a release has just
+    /// promised to waiters it woke (`promised` in all, `promised_to` its principal).
+    fn room(&self, usage: &Usage, payer: &Payer, promised: u64, promised_to: u64) -> u64 {
+        let mut room = (self.total - usage.used).saturating_sub(promised).min(
+            self.principal_cap()
+                .saturating_sub(usage.held(&payer.principal))
+                .saturating_sub(promised_to),
+        );
         if let Some(address) = &payer.address {
             room = room.min((self.principal_cap() / 2).max(1).saturating_sub(usage.held(address)));
         }
@@ -169,7 +174,7 @@ impl RequestBudget {
     /// wake-up and its key.
     fn try_add(&self, payer: &Payer, n: u64) -> Result<(), (oneshot::Receiver<()>, (u64, u64))> {
         let mut usage = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if n > self.room(&usage, payer) {
+        if n > self.room(&usage, payer, 0, 0) {
             let (tx, rx) = oneshot::channel();
             usage.arrivals += 1;
             let key = (n, usage.arrivals);
@@ -242,10 +247,12 @@ impl RequestBudget {
             }
             let Some(w) = usage.waiting.get(&key) else { continue };
             let payer = w.payer.clone();
-            let mut room = self
-                .room(usage, &payer)
-                .saturating_sub(promised)
-                .saturating_sub(promised_to.get(&payer.principal).copied().unwrap_or(0));
+            let mut room = self.room(
+                usage,
+                &payer,
+                promised,
+                promised_to.get(&payer.principal).copied().unwrap_or(0),
+            );
             let w = usage.waiting.get_mut(&key).expect("looked up above");
             while let Some(entry) = w.by_need.first_entry() {
                 let need = entry.key().0;
@@ -440,6 +447,50 @@ mod tests {
         user.raise_to(250, soon()).await.unwrap();
         drop(first);
         third.raise_to(1, soon()).await.unwrap();
+    }
+
+    /// What one release promises the waiters it wakes is counted once against the
+    /// room of the shares after them (it was counted twice for a principal's own:
+    /// a waiter that fitted was left asleep).
+    #[tokio::test]
+    async fn a_release_wakes_every_waiter_its_room_fits() {
+        let budget = RequestBudget::new(1000);
+        let anonymous: Arc<str> = "User:ANONYMOUS".into();
+        let at = |a: &str| Payer::anonymous_at(&anonymous, &format!("address:{a}").into());
+        let mut held = Vec::new();
+        for (payer, n) in [
+            (at("a"), 100),
+            (at("b"), 100),
+            (Payer::principal(&"User:x".into()), 250),
+            (Payer::principal(&"User:y".into()), 250),
+            (Payer::principal(&"User:w".into()), 100),
+        ] {
+            let mut c = budget.charge(payer);
+            c.raise_to(n, soon()).await.unwrap();
+            held.push(c);
+        }
+        let mut z = budget.charge(Payer::principal(&"User:z".into()));
+        z.raise_to(190, soon()).await.unwrap();
+        // 990 used: c's 20 and d's 180 wait.
+        let mut waiters = Vec::new();
+        for (address, need) in [("c", 20u64), ("d", 180)] {
+            let (budget, payer) = (budget.clone(), at(address));
+            waiters.push(tokio::spawn(async move {
+                let mut c = budget.charge(payer);
+                c.raise_to(need, Instant::now() + Duration::from_millis(300))
+                    .await
+                    .map(|()| c)
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // 190 freed, 200 in all: room for both (the anonymous half has 300 left).
+        drop(z);
+        // Each charge kept until both are in: a charge given back would wake the other.
+        let mut charged = Vec::new();
+        for w in waiters {
+            charged.push(w.await.unwrap());
+        }
+        assert!(charged.iter().all(Result::is_ok), "both woken and charged: {charged:?}");
     }
 
     #[test]
