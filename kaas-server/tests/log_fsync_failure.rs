@@ -7,13 +7,9 @@
 use kaas_core::batch::{build_batch, validate_all};
 use kaas_core::partition::AppendOutcome;
 use kaas_server::broker::Broker;
-use std::sync::Arc;
 
-fn broker(dir: &std::path::Path) -> Arc<Broker> {
-    let config =
-        <kaas_server::config::Config as clap::Parser>::parse_from(["kaas-server", "--data-dir", dir.to_str().unwrap()]);
-    Broker::open(config, kaas_server::listeners::Endpoints::plaintext("127.0.0.1", 9092)).unwrap()
-}
+mod support;
+use support::broker;
 
 /// What a client's idempotent produce with acks=all gets: the append, then the wait
 /// for durability (as the Produce handler does). Ok: acknowledged.

@@ -8,14 +8,9 @@
 //! Its own test binary: the failpoints are process-wide.
 
 use kaas_core::batch::{build_batch, validate_all};
-use kaas_server::broker::Broker;
-use std::sync::Arc;
 
-fn broker(dir: &std::path::Path) -> Arc<Broker> {
-    let config =
-        <kaas_server::config::Config as clap::Parser>::parse_from(["kaas-server", "--data-dir", dir.to_str().unwrap()]);
-    Broker::open(config, kaas_server::listeners::Endpoints::plaintext("127.0.0.1", 9092)).unwrap()
-}
+mod support;
+use support::broker;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_fsync_that_succeeds_over_a_cut_back_log_acknowledges_nothing() {

@@ -6,13 +6,9 @@
 use kaas_core::batch::{build_batch, validate_all};
 use kaas_core::txn::{TopicPartition, TxnState};
 use kaas_server::broker::Broker;
-use std::sync::Arc;
 
-fn broker(dir: &std::path::Path) -> Arc<Broker> {
-    let config =
-        <kaas_server::config::Config as clap::Parser>::parse_from(["kaas-server", "--data-dir", dir.to_str().unwrap()]);
-    Broker::open(config, kaas_server::listeners::Endpoints::plaintext("127.0.0.1", 9092)).unwrap()
-}
+mod support;
+use support::broker;
 
 fn lso_and_end(b: &Broker) -> (i64, i64) {
     let p = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();

@@ -5,13 +5,15 @@
 //! (`read_frame`), and a non-Produce request's decode allowance only once its frame is
 //! whole, so a sender that announces a large frame and stalls, or trickles it, holds
 //! (almost) nothing. A charge that does not fit waits, but only for its own room: a
-//! release wakes, per principal, the waiters whose need fits what is free now, the
-//! smallest first (no queue: a waiting large frame never holds up a small one that
-//! fits; and a release does not wake thousands of waiters to find that none fits). One frame — one connection's share,
-//! as a connection reads and answers one request at a time — is charged at most
-//! [`CONNECTION_SHARE`] of the budget, and one principal's frames together at most
-//! [`PRINCIPAL_SHARE`]: a frame past those is charged up to them (its remaining
-//! bytes ride uncharged, as a frame larger than the whole budget always did).
+//! release wakes, share by share from a rotating start, the waiters whose need fits
+//! what is free now, the smallest first (no queue: a waiting large frame never holds
+//! up a small one that fits; and a release does not wake thousands of waiters to find
+//! that none fits). One frame — one connection's share, as a connection reads and
+//! answers one request at a time — is charged at most [`CONNECTION_SHARE`] of the
+//! budget, and one principal's frames together at most [`PRINCIPAL_SHARE`];
+//! anonymous clients share the anonymous principal's, each address (an IPv6 /64) at
+//! most half of it ([`Payer`]). A frame past those is charged up to them (its
+//! remaining bytes ride uncharged, as a frame larger than the whole budget always did).
 //! Every wait has the frame's deadline ([`frame_deadline`]), after which the
 //! connection is closed and its charge given back: charges held while waiting for
 //! more can then never wedge the budget for good.

@@ -80,10 +80,11 @@ pub(super) async fn read_frame<R: AsyncBufRead + Unpin>(
     let Some(size) = read_length(reader, idle).await? else {
         return Ok(None);
     };
-    let deadline = tokio::time::Instant::now() + frame_deadline(size.max(0) as usize);
+    let allowed = frame_deadline(size.max(0) as usize);
+    let deadline = tokio::time::Instant::now() + allowed;
     let timed = |_: tokio::time::error::Elapsed| FrameError::Deadline {
         size: size.max(0) as usize,
-        secs: frame_deadline(size.max(0) as usize).as_secs(),
+        secs: allowed.as_secs(),
     };
     if pre_auth && size > MAX_PRE_AUTH_FRAME as i64 {
         return Err(FrameError::TooLargeBeforeAuthentication {
@@ -129,7 +130,7 @@ pub(super) async fn read_frame<R: AsyncBufRead + Unpin>(
     let mut charge = (!pre_auth).then(|| limits.budget.charge(payer.clone()));
     let no_room = |_: Expired| FrameError::NoRoom {
         size,
-        secs: frame_deadline(size).as_secs(),
+        secs: allowed.as_secs(),
     };
     // Read into the buffer's spare capacity: no zeroing of every frame first (it
     // showed in the produce profile, docs/performance.md).
