@@ -36,6 +36,10 @@ impl Volume {
     pub fn scram_credentials_file(&self) -> PathBuf {
         self.cluster_dir().join("scram-credentials.json")
     }
+    /// Client quotas (docs/quotas.md).
+    pub fn client_quotas_file(&self) -> PathBuf {
+        self.cluster_dir().join("client-quotas.json")
+    }
     /// Held by whoever rewrites a topic file (config changes, added partitions).
     pub fn topic_files_lock(&self) -> PathBuf {
         self.cluster_dir().join("topic-files.lock")

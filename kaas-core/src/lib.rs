@@ -20,6 +20,7 @@ pub mod offsets;
 pub mod ownership;
 pub mod partition;
 pub mod producer_ids;
+pub mod quotas;
 pub mod reconcile;
 pub mod scram;
 pub mod topic;

@@ -29,6 +29,8 @@ pub struct Broker {
     pub txn: TransactionCoordinator,
     /// Who may do what (`--authorizer`), over the ACLs on the volume.
     pub authz: crate::authz::Authorizer,
+    /// Client quotas (`__cluster/client-quotas.json`) and what clients used of them.
+    pub quotas: crate::quotas::Quotas,
 }
 
 impl std::ops::Deref for Broker {
@@ -69,6 +71,11 @@ impl Broker {
     /// any partition over.
     pub fn open(config: crate::config::Config, advertised: Endpoints) -> anyhow::Result<Arc<Broker>> {
         let authz = crate::authz::Authorizer::load(&kaas_core::Volume::new(&config.data_dir), &config)?;
+        let quotas = crate::quotas::Quotas::load(
+            &kaas_core::Volume::new(&config.data_dir),
+            std::time::Duration::from_secs(config.quota_window_size_seconds.into()),
+            config.quota_window_num,
+        )?;
         let cluster = Cluster::open(config, advertised)?;
         let groups = Arc::new(GroupCoordinator::new(cluster.volume.clone(), &cluster.config));
         let txn = TransactionCoordinator::new(&cluster.volume, cluster.config.broker_id, groups.clone());
@@ -98,6 +105,7 @@ impl Broker {
             cluster,
             groups,
             txn,
+            quotas,
             authz,
         });
         let fences = broker.apply_fence_logs()?;

@@ -316,6 +316,15 @@ pub struct Config {
     #[arg(long, env = "KAAS_GROUP_MAX_SESSION_TIMEOUT_MS", default_value_t = 1_800_000)]
     pub group_max_session_timeout_ms: i32,
 
+    /// quota.window.num: client quotas are measured over this many windows
+    /// (docs/quotas.md); a throttle lasts at most all of them.
+    #[arg(long, env = "KAAS_QUOTA_WINDOW_NUM", default_value_t = 11, value_parser = clap::value_parser!(u32).range(2..=3600))]
+    pub quota_window_num: u32,
+
+    /// quota.window.size.seconds: the length of one quota window.
+    #[arg(long, env = "KAAS_QUOTA_WINDOW_SIZE_SECONDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub quota_window_size_seconds: u32,
+
     /// group.max.size: members (and members asked to rejoin with their new id) one
     /// consumer group may have; one more is answered GROUP_MAX_SIZE_REACHED.
     #[arg(long, env = "KAAS_GROUP_MAX_SIZE", default_value_t = i32::MAX as u32, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]

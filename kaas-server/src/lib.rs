@@ -14,6 +14,7 @@ pub mod http;
 pub mod listeners;
 pub mod metrics;
 pub mod peers;
+pub mod quotas;
 pub mod registry;
 pub mod runtime;
 pub mod sasl;

@@ -173,6 +173,19 @@ pub struct Metrics {
     marker_delivery: HistogramFamily<PathLabels>,
     marker_notifications: Family<OutcomeLabels, Counter>,
     volume_write_errors: Family<FileLabels, Counter>,
+    quota_usage: Family<QuotaLabels, Counter<f64, AtomicU64>>,
+    quota_limit: Family<QuotaLabels, Gauge<f64, AtomicU64>>,
+    quota_throttle_time: Family<QuotaLabels, Counter<f64, AtomicU64>>,
+    quota_throttled: Family<QuotaLabels, Counter>,
+}
+
+/// One quota's measure (`kaas_quota_*`): the quota (produce, fetch, request) and the
+/// user and client id it is measured over, empty where the quota's entity has none.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QuotaLabels {
+    pub quota: &'static str,
+    pub user: String,
+    pub client_id: String,
 }
 
 /// An error of a volume write, as `kaas_volume_write_errors` judges it.
@@ -459,6 +472,31 @@ impl Metrics {
             "Writes, renames and fsyncs of volume files that failed, per kind of file: log, owner (owner.json), lease, snapshot, slot_journal, marker_queue, offsets. Also those no request waited for (a take-over, a release, a lease renewal); a request that waited is answered with an error besides (kaas_request_errors)",
             volume_write_errors.clone(),
         );
+        let quota_usage = Family::<QuotaLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "quota_usage",
+            "What clients under a quota used, per quota and the user and client id it is measured over: bytes produced (quota=produce), record bytes fetched (fetch), seconds of request-handling time (request). Only entities a quota applies to; series go after an hour unused",
+            quota_usage.clone(),
+        );
+        let quota_limit = Family::<QuotaLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "quota_limit",
+            "The quota in force, per quota and measured entity: bytes per second (produce, fetch), percent of one thread (request)",
+            quota_limit.clone(),
+        );
+        let quota_throttle_time = Family::<QuotaLabels, Counter<f64, AtomicU64>>::default();
+        registry.register_with_unit(
+            "quota_throttle_time",
+            "Time responses were delayed or connections muted for being over a quota (KIP-219 throttle_time_ms), per quota and measured entity",
+            Unit::Seconds,
+            quota_throttle_time.clone(),
+        );
+        let quota_throttled = Family::<QuotaLabels, Counter>::default();
+        registry.register(
+            "quota_throttled_requests",
+            "Requests answered with a throttle time for being over a quota, per quota and measured entity",
+            quota_throttled.clone(),
+        );
         registry.register(
             "build",
             "The broker's version",
@@ -487,7 +525,32 @@ impl Metrics {
             marker_delivery,
             marker_notifications,
             volume_write_errors,
+            quota_usage,
+            quota_limit,
+            quota_throttle_time,
+            quota_throttled,
         }
+    }
+
+    /// A request of an entity under a quota recorded `value` against it (bytes, or
+    /// seconds of request time), with `limit` in force.
+    pub fn quota_recorded(&self, labels: &QuotaLabels, value: f64, limit: f64) {
+        self.quota_usage.get_or_create(labels).inc_by(value.max(0.0));
+        self.quota_limit.get_or_create(labels).set(limit);
+    }
+
+    /// A request throttled `by` for its entity's quota.
+    pub fn quota_throttled(&self, labels: &QuotaLabels, by: Duration) {
+        self.quota_throttle_time.get_or_create(labels).inc_by(by.as_secs_f64());
+        self.quota_throttled.get_or_create(labels).inc();
+    }
+
+    /// An entity's measure expired (unused for an hour): its series go.
+    pub fn forget_quota(&self, labels: &QuotaLabels) {
+        self.quota_usage.remove(labels);
+        self.quota_limit.remove(labels);
+        self.quota_throttle_time.remove(labels);
+        self.quota_throttled.remove(labels);
     }
 
     /// A transaction's markers all durable, `elapsed` after its Prepare* was.

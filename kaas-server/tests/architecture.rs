@@ -28,8 +28,9 @@ const SERVER_LAYERS: &[(&str, &[&str])] = &[
     // specifications, the allocation guard, the blocking-pool helper, the metric
     // registry.
     ("plumbing", &["alloc", "blocking", "config", "listeners", "metrics"]),
-    // The broker's state: the topic registry and its partitions, the ACL cache.
-    ("state", &["registry", "authz"]),
+    // The broker's state: the topic registry and its partitions, the ACL cache, the
+    // client quotas and their rates.
+    ("state", &["registry", "authz", "quotas"]),
     // The cluster as this broker takes part in it (membership, ownership, the volume
     // sync, fences and markers, configs) and the two coordinators.
     ("cluster", &["cluster", "groups", "txn_coordinator"]),
@@ -47,8 +48,8 @@ const SERVER_LAYERS: &[(&str, &[&str])] = &[
 const CORE_LAYERS: &[(&str, &[&str])] = &[
     // The volume: paths, safe file I/O, typed errors, crash points.
     ("files", &["error", "fsutil", "failpoint", "layout"]),
-    // Wire and file formats with no state: record batches, ACLs, SCRAM.
-    ("formats", &["batch", "acl", "scram"]),
+    // Wire and file formats with no state: record batches, ACLs, SCRAM, client quotas.
+    ("formats", &["batch", "acl", "scram", "quotas"]),
     // A partition's segments, indexes, `.txnindex` files and the cleaner's swap.
     ("log", &["log"]),
     // The state machines and the small files they live in.

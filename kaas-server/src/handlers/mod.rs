@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
@@ -21,6 +22,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -131,6 +133,8 @@ api_table! {
     ListTransactions => list_transactions,
     SaslHandshake => sasl_handshake,
     SaslAuthenticate => sasl_authenticate,
+    DescribeClientQuotas => describe_client_quotas,
+    AlterClientQuotas => alter_client_quotas,
     DescribeUserScramCredentials => describe_user_scram_credentials,
     AlterUserScramCredentials => alter_user_scram_credentials,
 }

@@ -225,8 +225,8 @@ pub(super) fn decode_frame(frame: &mut Bytes) -> Result<Decoded, FrameError> {
     })
 }
 
-/// Decodes, dispatches and encodes one request of `session`. Ok(None) when no
-/// response is due (acks=0 produce).
+/// Decodes, dispatches and encodes one request of `session`, and records it against
+/// the client's quotas ([`Answer`]; no response for an acks=0 produce).
 /// `permit` is the frame's share of `queued.max.request.bytes`, kept until the request
 /// is answered (the decoded request refers to the frame's bytes). JoinGroup and
 /// SyncGroup give it back once decoded: their handlers copy out what they keep and drop
@@ -238,9 +238,12 @@ pub async fn handle_frame(
     mut frame: Bytes,
     shutdown: &watch::Receiver<bool>,
     permit: Option<Charge>,
-) -> Result<Option<Bytes>, FrameError> {
-    let (api, version, correlation_id, header, request) = match decode_frame(&mut frame)? {
-        Decoded::Answered(bytes) => return Ok(Some(bytes)),
+) -> Result<Answer, FrameError> {
+    // What a Produce request counts against its producer_byte_rate: the whole frame,
+    // its size prefix included, as Kafka's request size.
+    let size = frame.len() + 4;
+    let (api, version, correlation_id, header, mut request) = match decode_frame(&mut frame)? {
+        Decoded::Answered(bytes) => return Ok(Answer::now(Some(bytes))),
         Decoded::Request {
             api,
             version,
@@ -262,8 +265,28 @@ pub async fn handle_frame(
         principal: session.principal.clone(),
         shutdown: shutdown.clone(),
     };
+    // Quotas apply by the principal's name (`alice` of `User:alice`) and client id.
+    let quotas = Some(broker.quotas.current()).filter(|q| !q.entries.is_empty() && !throttle::exempt(api));
+    let user = session
+        .principal
+        .split_once(':')
+        .map_or(&*session.principal, |(_, name)| name);
+    if let (Some(quotas), RequestKind::Fetch(fetch)) = (&quotas, &mut request) {
+        if let Some(cap) = broker.quotas.fetch_cap(quotas, user, &ctx.client_id) {
+            fetch.max_bytes = fetch.max_bytes.min(cap.max(1));
+        }
+    }
     let started = std::time::Instant::now();
-    let response = handlers::dispatch(broker, &ctx, request).await;
+    let (mut response, busy) = throttle::timed(handlers::dispatch(broker, &ctx, request)).await;
+    let throttle = match &quotas {
+        Some(quotas) => over_quota(broker, quotas, user, &ctx.client_id, size, busy, &mut response),
+        None => Duration::ZERO,
+    };
+    let answer = |response: Option<Bytes>| Answer {
+        response,
+        throttle,
+        delay_response: !throttle::client_throttles(api, version),
+    };
     if silent {
         crate::metrics::metrics().request_done(api, &response, started.elapsed());
         // Nothing is answered, so a refusal (an ACL, a leader elsewhere) would go
@@ -280,12 +303,74 @@ pub async fn handle_frame(
                 return Err(FrameError::SilentProduceFailed(code));
             }
         }
-        return Ok(None);
+        return Ok(answer(None));
     }
     let response_header_version = api.response_header_version(version);
     let encoded = encode_response(correlation_id, response_header_version, &response, version)?;
     crate::metrics::metrics().request_done(api, &response, started.elapsed());
-    Ok(Some(encoded))
+    Ok(answer(Some(encoded)))
+}
+
+/// What a request of `user` with `client_id` used, recorded against its quotas; the
+/// throttle time it earned, also put into the response. A Fetch throttled is answered
+/// with no records, and what it would have returned is not counted (Kafka's rule: the
+/// client fetches it again once the throttle is over).
+fn over_quota(
+    broker: &Broker,
+    quotas: &kaas_core::quotas::ClientQuotas,
+    user: &str,
+    client_id: &str,
+    size: usize,
+    busy: Duration,
+    response: &mut ResponseKind,
+) -> Duration {
+    use crate::quotas::QuotaKind;
+    let q = &broker.quotas;
+    let mut throttle = q.record(quotas, QuotaKind::Request, user, client_id, busy.as_secs_f64() * 100.0);
+    match response {
+        ResponseKind::Produce(_) => {
+            throttle = throttle.max(q.record(quotas, QuotaKind::Produce, user, client_id, size as f64));
+        }
+        ResponseKind::Fetch(fetch) => {
+            let bytes: usize = fetch
+                .responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+                .sum();
+            throttle = throttle.max(q.record(quotas, QuotaKind::Fetch, user, client_id, bytes as f64));
+            if !throttle.is_zero() {
+                q.unrecord(quotas, QuotaKind::Fetch, user, client_id, bytes as f64);
+                fetch.responses.clear();
+            }
+        }
+        _ => {}
+    }
+    if !throttle.is_zero() {
+        throttle::set_throttle_time(response, throttle.as_millis().min(i32::MAX as u128) as i32);
+    }
+    throttle
+}
+
+/// A request's answer and the throttle its quotas gave it.
+pub struct Answer {
+    /// None for a Produce with acks=0.
+    pub response: Option<Bytes>,
+    /// How long the connection waits (zero when under every quota).
+    pub throttle: Duration,
+    /// The client does not throttle itself (a version before KIP-219): the response
+    /// waits out the throttle; otherwise it goes at once and the connection is muted.
+    pub delay_response: bool,
+}
+
+impl Answer {
+    fn now(response: Option<Bytes>) -> Answer {
+        Answer {
+            response,
+            throttle: Duration::ZERO,
+            delay_response: false,
+        }
+    }
 }
 
 /// Runs a kafka-protocol decoder, turning both errors and panics into a message.

@@ -26,6 +26,7 @@ use tracing::{debug, info, warn};
 
 mod budget;
 mod frames;
+mod throttle;
 use budget::{frame_deadline, Charge, Expired, Payer, RequestBudget};
 use frames::*;
 
@@ -618,20 +619,31 @@ async fn serve_connection<R, W>(
             }
         }
         match handle_frame(broker, peer, &session, frame, &shutdown, permit).await {
-            Ok(Some(response)) => {
-                if !write_response(
-                    &mut writer,
-                    &response,
-                    peer,
-                    limits,
-                    authenticating.then_some(authenticate_by),
-                )
-                .await
-                {
+            Ok(answer) => {
+                // Over a quota: an old client's response waits out its throttle time;
+                // a KIP-219 client gets it at once, and nothing more is read from its
+                // connection meanwhile (docs/quotas.md).
+                let throttled = !answer.throttle.is_zero();
+                if throttled && answer.delay_response && !wait_out(answer.throttle, &mut shutdown).await {
+                    break;
+                }
+                if let Some(response) = &answer.response {
+                    if !write_response(
+                        &mut writer,
+                        response,
+                        peer,
+                        limits,
+                        authenticating.then_some(authenticate_by),
+                    )
+                    .await
+                    {
+                        break;
+                    }
+                }
+                if throttled && !answer.delay_response && !wait_out(answer.throttle, &mut shutdown).await {
                     break;
                 }
             }
-            Ok(None) => {}
             Err(e @ FrameError::SilentProduceFailed(_)) => {
                 debug!(%peer, error = %e, "closing connection");
                 break;
@@ -644,6 +656,15 @@ async fn serve_connection<R, W>(
         if *shutdown.borrow() {
             break;
         }
+    }
+}
+
+/// Waits `throttle` out; false when the broker shuts down meanwhile.
+async fn wait_out(throttle: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        biased;
+        _ = shutdown.changed() => false,
+        _ = tokio::time::sleep(throttle) => true,
     }
 }
 
