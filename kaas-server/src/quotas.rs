@@ -10,6 +10,16 @@
 //! that long ([`crate::server`]), or, for request versions older than KIP-219, the
 //! answer itself waits that long. Quotas are per broker, as Kafka's.
 //!
+//! Two choices differ from Kafka's, both so that a client held to its quota moves at
+//! its quota, evenly (docs/quotas.md#how-kaas-differs-from-kafka):
+//! - A new client's rate is measured over its time so far, at least one window.
+//!   Kafka counts at least all windows but one, so a new client may send ten
+//!   windows' worth at once; then nothing until that window ages out, then ten
+//!   windows' worth again: a sawtooth with an 11 s period.
+//! - A throttled Fetch keeps its records. Kafka empties it and takes back what it
+//!   counted, so a batch bigger than what the quota lets through at once (a Fetch
+//!   returns at least one batch) is never delivered.
+//!
 //! The file is looked at (its stamp) at most once a second and read again when it
 //! changed, or every 10 s whatever the stamp says; this broker's own changes count at
 //! once. An unreadable file stops a starting broker (quotas silently lifted would be
@@ -172,23 +182,13 @@ impl Quotas {
         self.record_at(quotas, kind, user, client_id, value, Instant::now())
     }
 
-    /// Takes back what [`Self::record`] recorded (a Fetch answered empty because it
-    /// was throttled, as Kafka does).
-    pub fn unrecord(&self, quotas: &ClientQuotas, kind: QuotaKind, user: &str, client_id: &str, value: f64) {
-        if let Some((_, measured)) = quotas.resolve(kind.key(), user, client_id) {
-            let mut sensors = self.sensors.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(sensor) = sensors.by_entity.get_mut(&(kind, measured)) {
-                sensor.rate.record(-value, Instant::now(), self.window, self.samples);
-            }
-        }
-    }
-
-    /// The most record bytes one Fetch of this client may return: its fetch quota's
-    /// worth over the measured span (Kafka's getMaxValueInQuotaWindow), so that one
-    /// answer can never be more than a quota lets through.
+    /// The most record bytes one Fetch of this client asks for: one window of its
+    /// fetch quota (Kafka's getMaxValueInQuotaWindow allows all windows but one), so
+    /// an answer comes in steps the quota can follow. At least one batch is still
+    /// returned (KIP-74), whatever its size.
     pub fn fetch_cap(&self, quotas: &ClientQuotas, user: &str, client_id: &str) -> Option<i32> {
         let (bound, _) = quotas.resolve(CONSUMER_BYTE_RATE, user, client_id)?;
-        let cap = bound * (self.samples - 1) as f64 * self.window.as_secs_f64();
+        let cap = bound * self.window.as_secs_f64();
         Some(cap.min(i32::MAX as f64) as i32)
     }
 
@@ -256,8 +256,8 @@ fn throttle_time(rate: f64, bound: f64, span: Duration, max: Duration) -> Durati
 
 /// Kafka's sampled rate: `samples` windows of `window` each, the oldest dropped when
 /// a new one starts or when it is older than all of them together; the rate is their
-/// sum over the time since the oldest began, counted as at least `samples - 1`
-/// windows (a new client's first second is not judged alone).
+/// sum over the time since the oldest began, counted as at least one window (Kafka:
+/// all but one; see the module's comment).
 #[derive(Debug, Default)]
 struct Rate {
     /// (start, value) per window, oldest first.
@@ -293,11 +293,7 @@ impl Rate {
         self.purge(now, window, samples);
         let total: f64 = self.windows.iter().map(|&(_, v)| v).sum();
         let oldest = self.windows.front().map_or(now, |&(start, _)| start);
-        let mut span = now.duration_since(oldest);
-        let full = (span.as_nanos() / window.as_nanos().max(1)) as u32;
-        if full < samples - 1 {
-            span += window * (samples - 1 - full);
-        }
+        let span = now.duration_since(oldest).max(window);
         (total / span.as_secs_f64(), span)
     }
 }
@@ -335,32 +331,46 @@ mod tests {
     }
 
     /// A client producing as fast as its throttles let it (each request sent when the
-    /// last one's throttle time is over) ends up at its quota, whatever its request size.
+    /// last one's throttle time is over) moves at its quota: over every 10 s once
+    /// past its first seconds when its requests are small against the quota (no
+    /// sawtooth), and on average whatever their size.
     #[test]
     fn a_client_that_obeys_its_throttle_times_produces_at_its_quota() {
         let (_dir, q) = quotas_with(&[(Some("alice"), None, PRODUCER_BYTE_RATE, 100_000.0)]);
         let quotas = q.current();
-        for (i, request) in [10_000.0, 64_000.0, 500_000.0].into_iter().enumerate() {
+        for (i, request) in [1_000.0, 10_000.0, 64_000.0, 500_000.0].into_iter().enumerate() {
             // Each size on its own, long after the last.
             let start = Instant::now() + Duration::from_secs(10_000) * i as u32;
             let mut now = start;
-            let mut sent = 0.0;
-            let mut sent_after_warm_up = 0.0;
-            let warm_up = start + Duration::from_secs(30);
+            let mut sent = Vec::new();
             while now < start + Duration::from_secs(90) {
                 let throttle = q.record_at(&quotas, QuotaKind::Produce, "alice", "app", request, now);
-                sent += request;
-                if now >= warm_up {
-                    sent_after_warm_up += request;
-                }
+                sent.push((now.duration_since(start).as_secs_f64(), request));
                 // A request takes 1 ms besides its throttle.
                 now += throttle + Duration::from_millis(1);
             }
-            let rate = sent_after_warm_up / 60.0;
+            let rate = |from: f64, to: f64| {
+                sent.iter()
+                    .filter(|(t, _)| (from..to).contains(t))
+                    .map(|(_, b)| b)
+                    .sum::<f64>()
+                    / (to - from)
+            };
+            let average = rate(30.0, 90.0);
             assert!(
-                (rate - 100_000.0).abs() / 100_000.0 < 0.1,
-                "{request}-byte requests: {rate:.0} B/s after the warm-up ({sent} in all)"
+                (average - 100_000.0).abs() / 100_000.0 < 0.1,
+                "{request}-byte requests: {average:.0} B/s from 30 s to 90 s"
             );
+            if request <= 10_000.0 {
+                for from in (2..80).map(f64::from) {
+                    let r = rate(from, from + 10.0);
+                    assert!(
+                        (r - 100_000.0).abs() / 100_000.0 < 0.1,
+                        "{request}-byte requests: {r:.0} B/s from {from} s to {} s",
+                        from + 10.0
+                    );
+                }
+            }
         }
     }
 
@@ -378,14 +388,14 @@ mod tests {
             q.record_at(&quotas, QuotaKind::Fetch, "alice", "app", 1e9, now),
             Duration::ZERO
         );
-        // Alice's two client ids share her 10 s allowance (10 windows of 1,000 B/s).
+        // Alice's two client ids share her first second's 1,000 bytes.
         assert_eq!(
-            q.record_at(&quotas, QuotaKind::Produce, "alice", "one", 6_000.0, now),
+            q.record_at(&quotas, QuotaKind::Produce, "alice", "one", 600.0, now),
             Duration::ZERO
         );
-        let throttle = q.record_at(&quotas, QuotaKind::Produce, "alice", "two", 6_000.0, now);
-        // 12,000 B over 10 s is 1,200 B/s: 20 % over, for 10 s: 2 s.
-        assert_eq!(throttle, Duration::from_secs(2));
+        let throttle = q.record_at(&quotas, QuotaKind::Produce, "alice", "two", 600.0, now);
+        // 1,200 B over the first second is 20 % over: 200 ms.
+        assert_eq!(throttle, Duration::from_millis(200));
         assert_eq!(q.sensors.lock().expect("sensors").by_entity.len(), 1);
     }
 
@@ -395,32 +405,27 @@ mod tests {
         let quotas = q.current();
         let now = Instant::now();
         assert_eq!(
-            q.record_at(&quotas, QuotaKind::Produce, "a", "one", 9_000.0, now),
+            q.record_at(&quotas, QuotaKind::Produce, "a", "one", 900.0, now),
             Duration::ZERO
         );
         assert_eq!(
-            q.record_at(&quotas, QuotaKind::Produce, "b", "two", 9_000.0, now),
+            q.record_at(&quotas, QuotaKind::Produce, "b", "two", 900.0, now),
             Duration::ZERO
         );
         // Another user with client id "one" is the same measured entity.
         assert!(!q
-            .record_at(&quotas, QuotaKind::Produce, "c", "one", 9_000.0, now)
+            .record_at(&quotas, QuotaKind::Produce, "c", "one", 900.0, now)
             .is_zero());
     }
 
     #[test]
-    fn a_throttle_is_at_most_the_span_of_all_samples_and_an_unrecord_takes_back() {
+    fn a_throttle_is_at_most_the_span_of_all_samples_and_a_fetch_asks_for_one_window() {
         let (_dir, q) = quotas_with(&[(Some("alice"), None, CONSUMER_BYTE_RATE, 10.0)]);
         let quotas = q.current();
         let now = Instant::now();
         let throttle = q.record_at(&quotas, QuotaKind::Fetch, "alice", "c", 1e9, now);
         assert_eq!(throttle, WINDOW * 11);
-        q.unrecord(&quotas, QuotaKind::Fetch, "alice", "c", 1e9);
-        assert_eq!(
-            q.record_at(&quotas, QuotaKind::Fetch, "alice", "c", 50.0, now),
-            Duration::ZERO
-        );
-        assert_eq!(q.fetch_cap(&quotas, "alice", "c"), Some(100));
+        assert_eq!(q.fetch_cap(&quotas, "alice", "c"), Some(10));
         assert_eq!(q.fetch_cap(&quotas, "bob", "c"), None);
     }
 
@@ -451,13 +456,16 @@ mod tests {
     }
 
     #[test]
-    fn the_rate_of_a_new_client_counts_at_least_all_but_one_window() {
+    fn the_rate_of_a_new_client_counts_at_least_one_window() {
         let mut rate = Rate::default();
         let now = Instant::now();
         rate.record(1_000.0, now, WINDOW, 11);
         let (r, span) = rate.measure(now, WINDOW, 11);
-        assert_eq!(span, Duration::from_secs(10));
-        assert_eq!(r, 100.0);
+        assert_eq!(span, WINDOW);
+        assert_eq!(r, 1_000.0);
+        let (r, span) = rate.measure(now + Duration::from_secs(4), WINDOW, 11);
+        assert_eq!(span, Duration::from_secs(4));
+        assert_eq!(r, 250.0);
         // Past all 11 windows, what was recorded is gone.
         let (r, _) = rate.measure(now + Duration::from_secs(12), WINDOW, 11);
         assert_eq!(r, 0.0);

@@ -114,6 +114,10 @@ pub enum Command {
     /// ACLs brokers enforce with --authorizer acls (Kafka's model: deny wins).
     #[command(subcommand)]
     Acls(AclsCommand),
+    /// Client quotas brokers enforce: produce and fetch byte rates and request-time
+    /// percentages per user and client id (Kafka's model; docs/quotas.md).
+    #[command(subcommand)]
+    Quotas(QuotasCommand),
     /// Check the volume and cluster from the outside: leases, clocks, slot files, disk
     /// space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs.
     /// Prints a verdict and the next step for each finding; exit code 3 on a problem.
@@ -263,6 +267,49 @@ pub enum UsersCommand {
         #[arg(long = "mechanism", value_parser = parse_mechanism)]
         mechanisms: Vec<kaas_core::scram::Mechanism>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuotasCommand {
+    /// Quotas, all or those of the entities matching the names given (a component not
+    /// given may be anything).
+    List {
+        #[command(flatten)]
+        entity: QuotaEntityArgs,
+    },
+    /// Set quotas on an entity: KEY=VALUE with producer_byte_rate and
+    /// consumer_byte_rate in bytes per second, request_percentage in percent of one
+    /// thread.
+    Set {
+        #[command(flatten)]
+        entity: QuotaEntityArgs,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        values: Vec<String>,
+    },
+    /// Delete an entity's quotas: those named, or all.
+    Delete {
+        #[command(flatten)]
+        entity: QuotaEntityArgs,
+        #[arg(value_name = "KEY")]
+        keys: Vec<String>,
+    },
+}
+
+/// A quota entity: a user, a client id, or both; each a name or the default.
+#[derive(Debug, Clone, clap::Args)]
+pub struct QuotaEntityArgs {
+    /// The user (the principal's name: alice for User:alice).
+    #[arg(long, conflicts_with = "default_user")]
+    pub user: Option<String>,
+    /// The default for users without a quota of their own.
+    #[arg(long)]
+    pub default_user: bool,
+    /// The client id.
+    #[arg(long, conflicts_with = "default_client_id")]
+    pub client_id: Option<String>,
+    /// The default for client ids without a quota of their own.
+    #[arg(long)]
+    pub default_client_id: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -28,8 +28,8 @@ mod top;
 
 use clap::{CommandFactory, Parser};
 use cli::{
-    AclsCommand, Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand, TxnCommand,
-    UsersCommand,
+    AclsCommand, Cli, Command, FenceCommand, LogCommand, LsoCommand, MarkersCommand, ProducersCommand, QuotasCommand,
+    TxnCommand, UsersCommand,
 };
 use cmd::Status;
 use std::process::ExitCode;
@@ -99,6 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Txn(TxnCommand::Repair { fix, .. }) => *fix,
         Command::Users(UsersCommand::Add { .. } | UsersCommand::Delete { .. }) => true,
         Command::Acls(AclsCommand::Add(_) | AclsCommand::Delete(_)) => true,
+        Command::Quotas(QuotasCommand::Set { .. } | QuotasCommand::Delete { .. }) => true,
         _ => false,
     };
     if mutating {
@@ -154,6 +155,9 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
             principal,
         }) => cmd::acls::list(&c, &out, &resource, resource_pattern_type, principal.as_deref()),
         Command::Acls(AclsCommand::Add(spec)) => cmd::acls::add(&c, &spec),
+        Command::Quotas(QuotasCommand::List { entity }) => cmd::quotas::list(&c, &out, &entity),
+        Command::Quotas(QuotasCommand::Set { entity, values }) => cmd::quotas::set(&c, &entity, &values),
+        Command::Quotas(QuotasCommand::Delete { entity, keys }) => cmd::quotas::delete(&c, &entity, &keys),
         Command::Acls(AclsCommand::Delete(spec)) => cmd::acls::delete(&c, &spec),
         Command::Doctor {
             stuck_after,

@@ -146,3 +146,176 @@ fn check_entry(
     }
     Ok((entity, changes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{broker, ctx};
+    use super::super::{dispatch, sb};
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+    use kafka_protocol::messages::*;
+
+    fn entry(entity: &[(&str, Option<&str>)], ops: &[(&str, f64, bool)]) -> EntryData {
+        EntryData::default()
+            .with_entity(
+                entity
+                    .iter()
+                    .map(|(t, n)| {
+                        EntityData::default()
+                            .with_entity_type(sb(*t))
+                            .with_entity_name(n.map(sb))
+                    })
+                    .collect(),
+            )
+            .with_ops(
+                ops.iter()
+                    .map(|(k, v, remove)| OpData::default().with_key(sb(*k)).with_value(*v).with_remove(*remove))
+                    .collect(),
+            )
+    }
+
+    async fn alter(
+        b: &std::sync::Arc<crate::broker::Broker>,
+        entries: Vec<EntryData>,
+        validate_only: bool,
+    ) -> Vec<i16> {
+        let request = AlterClientQuotasRequest::default()
+            .with_entries(entries)
+            .with_validate_only(validate_only);
+        let ResponseKind::AlterClientQuotas(r) = dispatch(
+            b,
+            &ctx(ApiKey::AlterClientQuotas, 1),
+            RequestKind::AlterClientQuotas(request),
+        )
+        .await
+        else {
+            panic!("an AlterClientQuotas answer")
+        };
+        r.entries.iter().map(|e| e.error_code).collect()
+    }
+
+    async fn describe(
+        b: &std::sync::Arc<crate::broker::Broker>,
+        components: Vec<ComponentData>,
+        strict: bool,
+    ) -> DescribeClientQuotasResponse {
+        let request = DescribeClientQuotasRequest::default()
+            .with_components(components)
+            .with_strict(strict);
+        let ResponseKind::DescribeClientQuotas(r) = dispatch(
+            b,
+            &ctx(ApiKey::DescribeClientQuotas, 1),
+            RequestKind::DescribeClientQuotas(request),
+        )
+        .await
+        else {
+            panic!("a DescribeClientQuotas answer")
+        };
+        r
+    }
+
+    /// Set, described, changed, removed; bad entries refused one by one while the
+    /// good ones of the same request are applied; validate_only writes nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn quotas_are_set_described_and_removed_and_bad_entries_refused_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = broker(dir.path());
+        let codes = alter(
+            &b,
+            vec![
+                entry(
+                    &[("user", Some("alice"))],
+                    &[("producer_byte_rate", 1_048_576.0, false)],
+                ),
+                entry(
+                    &[("user", None), ("client-id", None)],
+                    &[("request_percentage", 25.0, false)],
+                ),
+                entry(&[("ip", Some("10.0.0.1"))], &[("connection_creation_rate", 5.0, false)]),
+                entry(&[("user", Some("bob"))], &[("producer_byte_rate", 10.5, false)]),
+                entry(&[("user", Some("carol"))], &[("controller_mutation_rate", 10.0, false)]),
+                entry(
+                    &[("user", Some("dave")), ("user", Some("eve"))],
+                    &[("producer_byte_rate", 1.0, false)],
+                ),
+                entry(&[("user", Some("alice"))], &[("consumer_byte_rate", 1.0, false)]),
+            ],
+            false,
+        )
+        .await;
+        assert_eq!(codes, vec![0, 0, 42, 42, 42, 42, 42]);
+        let all = describe(&b, vec![], false).await;
+        assert_eq!(all.error_code, 0);
+        let entries = all.entries.expect("entries");
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        let alice = describe(
+            &b,
+            vec![ComponentData::default()
+                .with_entity_type(sb("user"))
+                .with_match_type(0)
+                .with_match(Some(sb("alice")))],
+            true,
+        )
+        .await
+        .entries
+        .expect("entries");
+        assert_eq!(alice.len(), 1);
+        assert_eq!(alice[0].values[0].key.as_str(), "producer_byte_rate");
+        assert_eq!(alice[0].values[0].value, 1_048_576.0);
+        // The broker enforces what was just written.
+        let current = b.quotas.current();
+        assert_eq!(
+            current
+                .resolve("producer_byte_rate", "alice", "any")
+                .map(|(bound, _)| bound),
+            Some(1_048_576.0)
+        );
+        // validate_only: checked, not written.
+        let codes = alter(
+            &b,
+            vec![entry(&[("user", Some("alice"))], &[("producer_byte_rate", 5.0, false)])],
+            true,
+        )
+        .await;
+        assert_eq!(codes, vec![0]);
+        let defaults = describe(
+            &b,
+            vec![ComponentData::default().with_entity_type(sb("user")).with_match_type(1)],
+            false,
+        )
+        .await
+        .entries
+        .expect("entries");
+        assert_eq!(
+            defaults.len(),
+            1,
+            "the default user's entry (with the default client id)"
+        );
+        assert_eq!(
+            describe(&b, vec![], false).await.entries.expect("entries")[1].values[0].value,
+            1_048_576.0,
+            "validate_only changed nothing"
+        );
+        // Removing the only key removes the entity.
+        let codes = alter(
+            &b,
+            vec![entry(&[("user", Some("alice"))], &[("producer_byte_rate", 0.0, true)])],
+            false,
+        )
+        .await;
+        assert_eq!(codes, vec![0]);
+        assert_eq!(describe(&b, vec![], false).await.entries.expect("entries").len(), 1);
+        // A filter that cannot be answered.
+        let bad = describe(
+            &b,
+            vec![ComponentData::default()
+                .with_entity_type(sb("user"))
+                .with_match_type(0)
+                .with_match(None)],
+            false,
+        )
+        .await;
+        assert_eq!(bad.error_code, 42);
+        assert!(bad.entries.is_none());
+    }
+}

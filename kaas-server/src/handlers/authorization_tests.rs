@@ -414,6 +414,26 @@ fn requests() -> Vec<(ApiKey, i16, RequestKind, i16)> {
             ])),
             CLUSTER_DENIED,
         ),
+        (
+            ApiKey::DescribeClientQuotas,
+            1,
+            RequestKind::DescribeClientQuotas(DescribeClientQuotasRequest::default()),
+            CLUSTER_DENIED,
+        ),
+        (
+            ApiKey::AlterClientQuotas,
+            1,
+            RequestKind::AlterClientQuotas(AlterClientQuotasRequest::default().with_entries(vec![
+                alter_client_quotas_request::EntryData::default()
+                    .with_entity(vec![alter_client_quotas_request::EntityData::default()
+                        .with_entity_type(sb("user"))
+                        .with_entity_name(Some(sb("mallory")))])
+                    .with_ops(vec![alter_client_quotas_request::OpData::default()
+                        .with_key(sb("producer_byte_rate"))
+                        .with_value(1e9)]),
+            ])),
+            CLUSTER_DENIED,
+        ),
     ]
 }
 

@@ -69,7 +69,9 @@ pub async fn handle(
                 )
         })
         .collect();
-    DescribeClientQuotasResponse::default().with_entries(Some(entries))
+    DescribeClientQuotasResponse::default()
+        .with_error_message(None)
+        .with_entries(Some(entries))
 }
 
 fn filter(req: &DescribeClientQuotasRequest) -> Result<Vec<FilterComponent>, String> {

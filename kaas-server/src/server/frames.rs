@@ -312,9 +312,8 @@ pub async fn handle_frame(
 }
 
 /// What a request of `user` with `client_id` used, recorded against its quotas; the
-/// throttle time it earned, also put into the response. A Fetch throttled is answered
-/// with no records, and what it would have returned is not counted (Kafka's rule: the
-/// client fetches it again once the throttle is over).
+/// throttle time it earned, also put into the response. A throttled Fetch keeps its
+/// records (Kafka empties it; docs/quotas.md#how-kaas-differs-from-kafka).
 fn over_quota(
     broker: &Broker,
     quotas: &kaas_core::quotas::ClientQuotas,
@@ -339,10 +338,6 @@ fn over_quota(
                 .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
                 .sum();
             throttle = throttle.max(q.record(quotas, QuotaKind::Fetch, user, client_id, bytes as f64));
-            if !throttle.is_zero() {
-                q.unrecord(quotas, QuotaKind::Fetch, user, client_id, bytes as f64);
-                fetch.responses.clear();
-            }
         }
         _ => {}
     }

@@ -13,6 +13,7 @@ pub mod lso;
 pub mod markers;
 pub mod metrics;
 pub mod producers;
+pub mod quotas;
 pub mod topics;
 pub mod txn;
 pub mod users;
@@ -33,4 +34,22 @@ impl Status {
             Status::Ok
         }
     }
+}
+
+/// Records in the audit journal a change a command already made to `target`
+/// (`user alice`, `quota user=alice`). A crash between the two leaves the change
+/// unrecorded; a failure to record says the change stands.
+pub fn audit(c: &crate::cluster::Cluster, target: &str) -> anyhow::Result<()> {
+    let command: Vec<String> = std::env::args().collect();
+    kaas_core::admin::record_audit(
+        &c.volume,
+        &crate::cluster::admin_actor("kaasctl"),
+        &command,
+        target,
+        None,
+        None,
+        c.now_ms,
+    )
+    .map_err(|e| anyhow::anyhow!("{target}: changed, but the audit record could not be written: {e}"))?;
+    Ok(())
 }

@@ -3,8 +3,8 @@
 //! Only salted verifiers are written; a password is read from a terminal without
 //! echo, or from the first line of stdin with `--password-stdin`, never from a flag.
 
-use super::Status;
-use crate::cluster::{admin_actor, Cluster};
+use super::{audit, Status};
+use crate::cluster::Cluster;
 use crate::out::{Out, Tone};
 use kaas_core::scram::{Credentials, Mechanism, ScramCredential, MAX_ITERATIONS, MIN_ITERATIONS};
 use serde::Serialize;
@@ -125,23 +125,6 @@ pub fn delete(c: &Cluster, user: &str, mechanisms: &[Mechanism]) -> anyhow::Resu
         removed.join(", ")
     );
     Ok(Status::Ok)
-}
-
-/// Records a change already made. (A crash between the two leaves the change
-/// unrecorded; a failure to record says the change stands.)
-fn audit(c: &Cluster, target: &str) -> anyhow::Result<()> {
-    let command: Vec<String> = std::env::args().collect();
-    kaas_core::admin::record_audit(
-        &c.volume,
-        &admin_actor("kaasctl"),
-        &command,
-        target,
-        None,
-        None,
-        c.now_ms,
-    )
-    .map_err(|e| anyhow::anyhow!("{target}: changed, but the audit record could not be written: {e}"))?;
-    Ok(())
 }
 
 /// The password: the first line of stdin with `--password-stdin`; otherwise asked for
