@@ -23,6 +23,8 @@ pub const MAX: i16 = 1;
 
 /// One entity's changes: (key, Some(value) to set or None to remove).
 type Changes = Vec<(String, Option<f64>)>;
+/// One entry checked: its entity and changes, or its error code and message.
+type Checked = Result<(Entity, Changes), (i16, String)>;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -33,7 +35,7 @@ pub async fn handle(
         .authz
         .authorize(ctx, Operation::AlterConfigs, ResourceType::Cluster, CLUSTER);
     // Per entry, in the request's order: its entity or the error it gets.
-    let mut checked: Vec<Result<(Entity, Changes), (i16, String)>> = Vec::with_capacity(req.entries.len());
+    let mut checked: Vec<Checked> = Vec::with_capacity(req.entries.len());
     for entry in &req.entries {
         let result = if may_alter {
             check_entry(entry, &checked)
@@ -117,8 +119,8 @@ pub async fn handle(
 
 fn check_entry(
     entry: &kafka_protocol::messages::alter_client_quotas_request::EntryData,
-    earlier: &[Result<(Entity, Changes), (i16, String)>],
-) -> Result<(Entity, Changes), (i16, String)> {
+    earlier: &[Checked],
+) -> Checked {
     let invalid = |message: String| (ResponseError::InvalidRequest.code(), message);
     let entity = Entity::from_components(
         entry
