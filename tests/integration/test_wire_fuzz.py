@@ -205,6 +205,14 @@ def hand_built_requests():
     # make it valid and store a user on this throwaway volume).
     frames[51] = flexible(51, b"\x01" + b"\x02" + b"\x03fz" + struct.pack(">bi", 2, 100)
                           + b"\x05salt" + b"\x05hash" + b"\x00" + b"\x00")
+    # DescribeClientQuotas v0: components [entity type, match type, match (nullable)],
+    # strict.
+    frames[48] = request(48, 0, 1, struct.pack(">i", 1) + string("user") + b"\x00" + string("fz") + b"\x00")
+    # AlterClientQuotas v0: entries [entity [type, name (nullable)], ops [key, value
+    # (float64), remove]], validate_only (set: a mutation must flip it to write, and
+    # user fz is not the anonymous fuzzer).
+    frames[49] = request(49, 0, 1, struct.pack(">ii", 1, 1) + string("user") + string("fz") + struct.pack(">i", 1)
+                         + string("producer_byte_rate") + struct.pack(">d?", 1048576.0, False) + b"\x01")
     return frames
 
 
