@@ -47,6 +47,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
             [CompletionResult]::new('users', 'users', [CompletionResultType]::ParameterValue, 'SASL/SCRAM users brokers check logins against (salted verifiers only)')
             [CompletionResult]::new('acls', 'acls', [CompletionResultType]::ParameterValue, 'ACLs brokers enforce with --authorizer acls (Kafka''s model: deny wins)')
+            [CompletionResult]::new('quotas', 'quotas', [CompletionResultType]::ParameterValue, 'Client quotas brokers enforce: produce and fetch byte rates and request-time percentages per user and client id (Kafka''s model; docs/quotas.md)')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
@@ -691,6 +692,97 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         'kaasctl;acls;help;help' {
             break
         }
+        'kaasctl;quotas' {
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Quotas, all or those of the entities matching the names given (a component not given may be anything)')
+            [CompletionResult]::new('set', 'set', [CompletionResultType]::ParameterValue, 'Set quotas on an entity: KEY=VALUE with producer_byte_rate and consumer_byte_rate in bytes per second, request_percentage in percent of one thread')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete an entity''s quotas: those named, or all')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'kaasctl;quotas;list' {
+            [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'The user (the principal''s name: alice for User:alice)')
+            [CompletionResult]::new('--client-id', '--client-id', [CompletionResultType]::ParameterName, 'The client id')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--default-user', '--default-user', [CompletionResultType]::ParameterName, 'The default for users without a quota of their own')
+            [CompletionResult]::new('--default-client-id', '--default-client-id', [CompletionResultType]::ParameterName, 'The default for client ids without a quota of their own')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;quotas;set' {
+            [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'The user (the principal''s name: alice for User:alice)')
+            [CompletionResult]::new('--client-id', '--client-id', [CompletionResultType]::ParameterName, 'The client id')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--default-user', '--default-user', [CompletionResultType]::ParameterName, 'The default for users without a quota of their own')
+            [CompletionResult]::new('--default-client-id', '--default-client-id', [CompletionResultType]::ParameterName, 'The default for client ids without a quota of their own')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;quotas;delete' {
+            [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'The user (the principal''s name: alice for User:alice)')
+            [CompletionResult]::new('--client-id', '--client-id', [CompletionResultType]::ParameterName, 'The client id')
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--default-user', '--default-user', [CompletionResultType]::ParameterName, 'The default for users without a quota of their own')
+            [CompletionResult]::new('--default-client-id', '--default-client-id', [CompletionResultType]::ParameterName, 'The default for client ids without a quota of their own')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;quotas;help' {
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Quotas, all or those of the entities matching the names given (a component not given may be anything)')
+            [CompletionResult]::new('set', 'set', [CompletionResultType]::ParameterValue, 'Set quotas on an entity: KEY=VALUE with producer_byte_rate and consumer_byte_rate in bytes per second, request_percentage in percent of one thread')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete an entity''s quotas: those named, or all')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'kaasctl;quotas;help;list' {
+            break
+        }
+        'kaasctl;quotas;help;set' {
+            break
+        }
+        'kaasctl;quotas;help;delete' {
+            break
+        }
+        'kaasctl;quotas;help;help' {
+            break
+        }
         'kaasctl;doctor' {
             [CompletionResult]::new('--stuck-after', '--stuck-after', [CompletionResultType]::ParameterName, 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck')
             [CompletionResult]::new('--min-free-percent', '--min-free-percent', [CompletionResultType]::ParameterName, 'Free space or inodes below this percentage is a problem (below twice it, a warning)')
@@ -780,6 +872,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('audit', 'audit', [CompletionResultType]::ParameterValue, 'The audit journal of mutating kaasctl commands')
             [CompletionResult]::new('users', 'users', [CompletionResultType]::ParameterValue, 'SASL/SCRAM users brokers check logins against (salted verifiers only)')
             [CompletionResult]::new('acls', 'acls', [CompletionResultType]::ParameterValue, 'ACLs brokers enforce with --authorizer acls (Kafka''s model: deny wins)')
+            [CompletionResult]::new('quotas', 'quotas', [CompletionResultType]::ParameterValue, 'Client quotas brokers enforce: produce and fetch byte rates and request-time percentages per user and client id (Kafka''s model; docs/quotas.md)')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Transaction facts in Prometheus text format (for a textfile collector)')
             [CompletionResult]::new('top', 'top', [CompletionResultType]::ParameterValue, 'The live dashboard: transactions, markers, fences, partitions, groups')
@@ -897,6 +990,21 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             break
         }
         'kaasctl;help;acls;delete' {
+            break
+        }
+        'kaasctl;help;quotas' {
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Quotas, all or those of the entities matching the names given (a component not given may be anything)')
+            [CompletionResult]::new('set', 'set', [CompletionResultType]::ParameterValue, 'Set quotas on an entity: KEY=VALUE with producer_byte_rate and consumer_byte_rate in bytes per second, request_percentage in percent of one thread')
+            [CompletionResult]::new('delete', 'delete', [CompletionResultType]::ParameterValue, 'Delete an entity''s quotas: those named, or all')
+            break
+        }
+        'kaasctl;help;quotas;list' {
+            break
+        }
+        'kaasctl;help;quotas;set' {
+            break
+        }
+        'kaasctl;help;quotas;delete' {
             break
         }
         'kaasctl;help;doctor' {

@@ -61,6 +61,9 @@ _kaasctl() {
             kaasctl,producers)
                 cmd="kaasctl__subcmd__producers"
                 ;;
+            kaasctl,quotas)
+                cmd="kaasctl__subcmd__quotas"
+                ;;
             kaasctl,top)
                 cmd="kaasctl__subcmd__top"
                 ;;
@@ -154,6 +157,9 @@ _kaasctl() {
             kaasctl__subcmd__help,producers)
                 cmd="kaasctl__subcmd__help__subcmd__producers"
                 ;;
+            kaasctl__subcmd__help,quotas)
+                cmd="kaasctl__subcmd__help__subcmd__quotas"
+                ;;
             kaasctl__subcmd__help,top)
                 cmd="kaasctl__subcmd__help__subcmd__top"
                 ;;
@@ -192,6 +198,15 @@ _kaasctl() {
                 ;;
             kaasctl__subcmd__help__subcmd__producers,show)
                 cmd="kaasctl__subcmd__help__subcmd__producers__subcmd__show"
+                ;;
+            kaasctl__subcmd__help__subcmd__quotas,delete)
+                cmd="kaasctl__subcmd__help__subcmd__quotas__subcmd__delete"
+                ;;
+            kaasctl__subcmd__help__subcmd__quotas,list)
+                cmd="kaasctl__subcmd__help__subcmd__quotas__subcmd__list"
+                ;;
+            kaasctl__subcmd__help__subcmd__quotas,set)
+                cmd="kaasctl__subcmd__help__subcmd__quotas__subcmd__set"
                 ;;
             kaasctl__subcmd__help__subcmd__txn,abort)
                 cmd="kaasctl__subcmd__help__subcmd__txn__subcmd__abort"
@@ -274,6 +289,30 @@ _kaasctl() {
             kaasctl__subcmd__producers__subcmd__help,show)
                 cmd="kaasctl__subcmd__producers__subcmd__help__subcmd__show"
                 ;;
+            kaasctl__subcmd__quotas,delete)
+                cmd="kaasctl__subcmd__quotas__subcmd__delete"
+                ;;
+            kaasctl__subcmd__quotas,help)
+                cmd="kaasctl__subcmd__quotas__subcmd__help"
+                ;;
+            kaasctl__subcmd__quotas,list)
+                cmd="kaasctl__subcmd__quotas__subcmd__list"
+                ;;
+            kaasctl__subcmd__quotas,set)
+                cmd="kaasctl__subcmd__quotas__subcmd__set"
+                ;;
+            kaasctl__subcmd__quotas__subcmd__help,delete)
+                cmd="kaasctl__subcmd__quotas__subcmd__help__subcmd__delete"
+                ;;
+            kaasctl__subcmd__quotas__subcmd__help,help)
+                cmd="kaasctl__subcmd__quotas__subcmd__help__subcmd__help"
+                ;;
+            kaasctl__subcmd__quotas__subcmd__help,list)
+                cmd="kaasctl__subcmd__quotas__subcmd__help__subcmd__list"
+                ;;
+            kaasctl__subcmd__quotas__subcmd__help,set)
+                cmd="kaasctl__subcmd__quotas__subcmd__help__subcmd__set"
+                ;;
             kaasctl__subcmd__txn,abort)
                 cmd="kaasctl__subcmd__txn__subcmd__abort"
                 ;;
@@ -347,7 +386,7 @@ _kaasctl() {
 
     case "${cmd}" in
         kaasctl)
-            opts="-o -h -V --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help --version brokers topics compaction groups txn fence markers producers log lso audit users acls doctor metrics top completions man help"
+            opts="-o -h -V --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help --version brokers topics compaction groups txn fence markers producers log lso audit users acls quotas doctor metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1041,7 +1080,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help)
-            opts="brokers topics compaction groups txn fence markers producers log lso audit users acls doctor metrics top completions man help"
+            opts="brokers topics compaction groups txn fence markers producers log lso audit users acls quotas doctor metrics top completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1377,6 +1416,62 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help__subcmd__producers__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__quotas)
+            opts="list set delete"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__quotas__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__quotas__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__quotas__subcmd__set)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2149,6 +2244,252 @@ _kaasctl() {
                 return 0
             fi
             case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__quotas)
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help list set delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__quotas__subcmd__delete)
+            opts="-o -h --user --default-user --client-id --default-client-id --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__quotas__subcmd__help)
+            opts="list set delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__quotas__subcmd__help__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__quotas__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__quotas__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__quotas__subcmd__help__subcmd__set)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__quotas__subcmd__list)
+            opts="-o -h --user --default-user --client-id --default-client-id --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__quotas__subcmd__set)
+            opts="-o -h --user --default-user --client-id --default-client-id --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --data-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -44,6 +44,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand audit 'The audit journal of mutating kaasctl commands'
             cand users 'SASL/SCRAM users brokers check logins against (salted verifiers only)'
             cand acls 'ACLs brokers enforce with --authorizer acls (Kafka''s model: deny wins)'
+            cand quotas 'Client quotas brokers enforce: produce and fetch byte rates and request-time percentages per user and client id (Kafka''s model; docs/quotas.md)'
             cand doctor 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
             cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
@@ -622,6 +623,88 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         }
         &'kaasctl;acls;help;help'= {
         }
+        &'kaasctl;quotas'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand list 'Quotas, all or those of the entities matching the names given (a component not given may be anything)'
+            cand set 'Set quotas on an entity: KEY=VALUE with producer_byte_rate and consumer_byte_rate in bytes per second, request_percentage in percent of one thread'
+            cand delete 'Delete an entity''s quotas: those named, or all'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;quotas;list'= {
+            cand --user 'The user (the principal''s name: alice for User:alice)'
+            cand --client-id 'The client id'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --default-user 'The default for users without a quota of their own'
+            cand --default-client-id 'The default for client ids without a quota of their own'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;quotas;set'= {
+            cand --user 'The user (the principal''s name: alice for User:alice)'
+            cand --client-id 'The client id'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --default-user 'The default for users without a quota of their own'
+            cand --default-client-id 'The default for client ids without a quota of their own'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;quotas;delete'= {
+            cand --user 'The user (the principal''s name: alice for User:alice)'
+            cand --client-id 'The client id'
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --default-user 'The default for users without a quota of their own'
+            cand --default-client-id 'The default for client ids without a quota of their own'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;quotas;help'= {
+            cand list 'Quotas, all or those of the entities matching the names given (a component not given may be anything)'
+            cand set 'Set quotas on an entity: KEY=VALUE with producer_byte_rate and consumer_byte_rate in bytes per second, request_percentage in percent of one thread'
+            cand delete 'Delete an entity''s quotas: those named, or all'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'kaasctl;quotas;help;list'= {
+        }
+        &'kaasctl;quotas;help;set'= {
+        }
+        &'kaasctl;quotas;help;delete'= {
+        }
+        &'kaasctl;quotas;help;help'= {
+        }
         &'kaasctl;doctor'= {
             cand --stuck-after 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck'
             cand --min-free-percent 'Free space or inodes below this percentage is a problem (below twice it, a warning)'
@@ -706,6 +789,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand audit 'The audit journal of mutating kaasctl commands'
             cand users 'SASL/SCRAM users brokers check logins against (salted verifiers only)'
             cand acls 'ACLs brokers enforce with --authorizer acls (Kafka''s model: deny wins)'
+            cand quotas 'Client quotas brokers enforce: produce and fetch byte rates and request-time percentages per user and client id (Kafka''s model; docs/quotas.md)'
             cand doctor 'Check the volume and cluster from the outside: leases, clocks, slot files, disk space and inodes, stuck markers, hanging and overdue transactions, pinned LSOs. Prints a verdict and the next step for each finding; exit code 3 on a problem'
             cand metrics 'Transaction facts in Prometheus text format (for a textfile collector)'
             cand top 'The live dashboard: transactions, markers, fences, partitions, groups'
@@ -792,6 +876,17 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         &'kaasctl;help;acls;add'= {
         }
         &'kaasctl;help;acls;delete'= {
+        }
+        &'kaasctl;help;quotas'= {
+            cand list 'Quotas, all or those of the entities matching the names given (a component not given may be anything)'
+            cand set 'Set quotas on an entity: KEY=VALUE with producer_byte_rate and consumer_byte_rate in bytes per second, request_percentage in percent of one thread'
+            cand delete 'Delete an entity''s quotas: those named, or all'
+        }
+        &'kaasctl;help;quotas;list'= {
+        }
+        &'kaasctl;help;quotas;set'= {
+        }
+        &'kaasctl;help;quotas;delete'= {
         }
         &'kaasctl;help;doctor'= {
         }
