@@ -233,6 +233,15 @@ pub struct Config {
     #[arg(long, env = "KAAS_MAX_CONNECTION_CREATION_RATE_PER_IP", default_value_t = 0)]
     pub max_connection_creation_rate_per_ip: u32,
 
+    /// connections.max.reauth.ms (KIP-368): an authenticated session lasts this long. A
+    /// SASL client is told so (SaslAuthenticate v1+) and logs in again on its connection
+    /// before then, as the same principal; a connection whose session has expired is
+    /// closed at its next request, so a deleted user or a certificate no longer trusted
+    /// is cut off within this time (docs/security.md#re-authentication). 0: sessions
+    /// last as long as their connections.
+    #[arg(long, env = "KAAS_CONNECTIONS_MAX_REAUTH_MS", default_value_t = 0)]
+    pub connections_max_reauth_ms: u64,
+
     /// connections.max.idle.ms: a connection that sends nothing for this long is closed
     /// (also one that stalls half-way through a request).
     #[arg(long, env = "KAAS_CONNECTIONS_MAX_IDLE_MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]

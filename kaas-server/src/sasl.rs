@@ -5,7 +5,9 @@
 //! and these two are served; anything else closes it, as Kafka does. Credentials are
 //! the salted SCRAM verifiers of `__cluster/scram-credentials.json`
 //! ([`kaas_core::scram`]), read at each authentication, so `kaasctl users` changes
-//! take effect for the next login on every broker.
+//! take effect for the next login on every broker. With `connections.max.reauth.ms`
+//! a session ends, and the client logs in again on its connection, as the same user
+//! (KIP-368; the connection's side is in [`crate::server`]).
 
 use crate::broker::Broker;
 use crate::config::SaslMechanism;
@@ -90,6 +92,11 @@ static PBKDF2_AT_ONCE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_ne
 pub struct Authenticator {
     enabled: Vec<SaslMechanism>,
     state: State,
+    /// What SaslAuthenticate v1+ tells a client its session lasts, in ms (KIP-368); 0
+    /// for ever.
+    session_lifetime_ms: i64,
+    /// A re-authentication: the user the connection is, whom the login must name.
+    again_as: Option<String>,
 }
 
 enum State {
@@ -121,11 +128,21 @@ pub struct Step {
 }
 
 impl Authenticator {
-    pub fn new(enabled: &[SaslMechanism]) -> Self {
+    pub fn new(enabled: &[SaslMechanism], session_lifetime_ms: u64) -> Self {
         Authenticator {
             enabled: enabled.to_vec(),
             state: State::AwaitingHandshake,
+            session_lifetime_ms: i64::try_from(session_lifetime_ms).unwrap_or(i64::MAX),
+            again_as: None,
         }
+    }
+
+    /// A re-authentication (KIP-368) of a connection that is `user`'s: a login as
+    /// anyone else fails, and the connection is closed (a connection keeps its
+    /// principal, as in Kafka).
+    pub fn again_as(mut self, user: &str) -> Self {
+        self.again_as = Some(user.to_string());
+        self
     }
 
     /// After a v0 handshake, the next frames are raw tokens, without a request header.
@@ -194,7 +211,10 @@ impl Authenticator {
                     Outcome::Failed(_) => response
                         .with_error_code(ResponseError::SaslAuthenticationFailed.code())
                         .with_error_message(Some(StrBytes::from_string(token.client_message.clone()))),
-                    _ => response.with_auth_bytes(token.bytes),
+                    Outcome::Authenticated(_) => response
+                        .with_auth_bytes(token.bytes)
+                        .with_session_lifetime_ms(self.session_lifetime_ms),
+                    Outcome::Continue => response.with_auth_bytes(token.bytes),
                 };
                 (ResponseKind::SaslAuthenticate(response), outcome)
             }
@@ -266,6 +286,13 @@ impl Authenticator {
         });
         match worked {
             Ok(ScramStep::Continue(bytes)) => (Answer::ok(bytes), Outcome::Continue),
+            Ok(ScramStep::Done { user, .. }) if self.again_as.as_ref().is_some_and(|u| *u != user) => {
+                let was = self.again_as.as_deref().unwrap_or_default();
+                (
+                    Answer::failed("a re-authentication must name the connection's user"),
+                    Outcome::Failed(format!("re-authentication as {user} on a connection of {was}")),
+                )
+            }
             Ok(ScramStep::Done { response, user }) => (Answer::ok(response), Outcome::Authenticated(user)),
             Err(e) => (
                 Answer {

@@ -11,6 +11,7 @@ import ipaddress
 import json
 import logging
 import socket
+import ssl
 import struct
 import subprocess
 import time
@@ -488,6 +489,125 @@ def test_an_unauthenticated_connection_gets_only_api_versions_and_sasl(kaas_fact
     r = kaasctl(s.broker.data_dir, "--output", "json", "txn", "list")
     assert r.returncode == 0, r.stderr
     assert "sneaky-tx" not in r.stdout, "InitProducerId never reached the coordinator"
+
+
+# --- re-authentication (KIP-368) ------------------------------------------------------
+
+def _sasl_plain_login(sock, user, password, correlation=1):
+    """SaslHandshake v1 (PLAIN) and SaslAuthenticate v1 on a raw socket: (error code,
+    session_lifetime_ms), or None when the connection closed."""
+    from wire import request, string
+    sock.sendall(request(17, 1, correlation, string("PLAIN")))
+    r = _read_response(sock)
+    if r is None:
+        return None
+    assert struct.unpack(">h", r[4:6])[0] == 0, "PLAIN offered"
+    token = b"\0" + user.encode() + b"\0" + password.encode()
+    sock.sendall(request(36, 1, correlation + 1, struct.pack(">i", len(token)) + token))
+    r = _read_response(sock)
+    if r is None:
+        return None
+    # correlation id, error code, error message (nullable string), auth bytes, session lifetime
+    (code, message_len) = struct.unpack(">hh", r[4:8])
+    at = 8 + max(message_len, 0)
+    (auth_len,) = struct.unpack(">i", r[at:at + 4])
+    at += 4 + max(auth_len, 0)
+    (lifetime,) = struct.unpack(">q", r[at:at + 8])
+    return code, lifetime
+
+
+def _answered(sock, frame):
+    try:
+        sock.sendall(frame)
+        return _read_response(sock) is not None
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def test_a_session_ends_after_connections_max_reauth_ms_and_a_login_again_keeps_its_principal(kaas_factory):
+    """KIP-368 on the wire: SaslAuthenticate v1 tells the client its session lifetime; a
+    login again (as the same user) starts a new session; a request after the session
+    ended closes the connection; a login again as another user fails and closes it."""
+    from wire import request
+    port = free_port()
+    b = kaas_factory("--listener", f"SASL_PLAINTEXT://127.0.0.1:{port}", "--sasl-enabled-mechanisms", "PLAIN",
+                     "--connections-max-reauth-ms", "1500")
+    add_user(b.data_dir, "alice", PASSWORD)
+    add_user(b.data_dir, "bob", "bob-secret")
+    metadata = request(3, 1, 9, struct.pack(">i", 0))  # Metadata v1, no topics
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        assert _sasl_plain_login(sock, "alice", PASSWORD) == (0, 1500)
+        assert _answered(sock, metadata)
+        time.sleep(1.0)
+        assert _sasl_plain_login(sock, "alice", PASSWORD, correlation=10) == (0, 1500)
+        time.sleep(1.0)  # past the first session's end, within the second's
+        assert _answered(sock, metadata), "the second session serves"
+        time.sleep(1.0)  # past the second's
+        assert not _answered(sock, metadata), "served after its session ended"
+    assert "session expired (connections.max.reauth.ms) without a re-authentication; closing" in b.log_text()
+    assert "SASL re-authentication succeeded" in b.log_text()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        assert _sasl_plain_login(sock, "alice", PASSWORD) == (0, 1500)
+        code, _ = _sasl_plain_login(sock, "bob", "bob-secret", correlation=10)
+        assert code == 58, "a login again as another user is SASL_AUTHENTICATION_FAILED"
+        assert not _answered(sock, metadata), "and the connection is closed"
+    assert "re-authentication as bob on a connection of alice" in b.log_text()
+
+
+def test_confluent_kafka_logs_in_again_and_a_deleted_user_is_cut_off_within_a_session(kaas_factory):
+    """librdkafka re-authenticates on its own (KIP-368) when told a session lifetime:
+    a producer keeps producing across several sessions; once its user is deleted, its
+    next login fails and nothing more is delivered."""
+    port = free_port()
+    b = kaas_factory("--listener", f"SASL_PLAINTEXT://127.0.0.1:{port}", "--connections-max-reauth-ms", "2000")
+    add_user(b.data_dir, "bob", "bob-secret")
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob", "sasl.password": "bob-secret"}
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic("reauth", 1, 1)])["reauth"].result(30)
+    delivered, failed, errors = [], [], []
+    p = Producer({**conf, "linger.ms": 0, "message.timeout.ms": 6000,
+                  "error_cb": lambda e: errors.append(e)})
+
+    def produce_for(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            p.produce("reauth", b"r", on_delivery=lambda err, m: (failed if err else delivered).append(time.monotonic()))
+            p.poll(0.1)
+
+    produce_for(7)
+    log = b.log_text()
+    assert log.count("SASL re-authentication succeeded") >= 2, "librdkafka logged in again on its connections"
+    assert "session expired" not in log, "no connection outlived its session"
+    assert not failed and len(delivered) > 40
+    r = kaasctl(b.data_dir, "users", "delete", "bob")
+    assert r.returncode == 0, r.stderr
+    deleted_at = time.monotonic()
+    produce_for(8)
+    p.flush(10)
+    late = [t for t in delivered if t > deleted_at + 2.0 + 1.5]
+    assert not late, f"{len(late)} records delivered more than a session after the user was deleted"
+    assert failed, "records produced after the deletion failed"
+    assert "SASL authentication failed" in b.log_text()
+
+
+def test_an_mtls_session_ends_after_connections_max_reauth_ms(kaas_factory, certs):
+    """TLS has no re-authentication: the connection is closed at its first request after
+    the session ended, and the client connects again through a handshake that checks
+    its certificate anew."""
+    from wire import request
+    port = free_port()
+    kaas_factory("--listener", f"SSL://127.0.0.1:{port}", "--ssl-certificate", str(certs / "broker.pem"),
+                 "--ssl-key", str(certs / "broker.key"), "--ssl-ca", str(certs / "ca.pem"),
+                 "--ssl-client-auth", "required", "--connections-max-reauth-ms", "1500")
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    context.load_cert_chain(str(certs / "writer.pem"), str(certs / "writer.key"))
+    api_versions = request(18, 0, 1, b"")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="localhost") as sock:
+        assert _answered(sock, api_versions)
+        time.sleep(1.7)
+        assert not _answered(sock, api_versions), "served after its session ended"
 
 
 # --- listeners -----------------------------------------------------------------------

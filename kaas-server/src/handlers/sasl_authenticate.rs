@@ -1,7 +1,7 @@
 //! SaslAuthenticate (key 36) once a connection needs none: on a listener without
-//! SASL, or after the connection authenticated (re-authentication, KIP-368, is not
-//! offered: sessions do not expire). The exchange itself is the connection's
-//! ([`crate::sasl`]).
+//! SASL, or after the connection authenticated and without a SaslHandshake v1 first
+//! (a re-authentication, KIP-368, starts with one). The exchange itself is the
+//! connection's ([`crate::sasl`], [`crate::server`]).
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;

@@ -367,8 +367,15 @@ struct Listening {
 pub struct Session {
     pub listener: Arc<str>,
     pub principal: Arc<str>,
-    /// Some until a SASL listener's connection has authenticated.
+    /// Some until a SASL listener's connection has authenticated, and again while it
+    /// re-authenticates (KIP-368).
     sasl: Option<Authenticator>,
+    /// A SASL listener's connection that has authenticated once: it may log in again,
+    /// as the same principal only.
+    sasl_authenticated: bool,
+    /// When an authenticated session ends (`connections.max.reauth.ms`): the first
+    /// request after it, other than a re-authentication, closes the connection.
+    expires_at: Option<tokio::time::Instant>,
 }
 
 impl Session {
@@ -378,6 +385,8 @@ impl Session {
             listener: listener.into(),
             principal: ANONYMOUS.into(),
             sasl: None,
+            sasl_authenticated: false,
+            expires_at: None,
         }
     }
 }
@@ -397,7 +406,10 @@ async fn connection(
     let _ = stream.set_nodelay(true);
     let mut session = Session::anonymous(&on.name);
     if on.protocol.sasl() {
-        session.sasl = Some(Authenticator::new(&broker.config.sasl_enabled_mechanisms));
+        session.sasl = Some(Authenticator::new(
+            &broker.config.sasl_enabled_mechanisms,
+            broker.config.connections_max_reauth_ms,
+        ));
     }
     debug!(%peer, listener = %on.name, "connection opened");
     match &on.tls {
@@ -440,6 +452,10 @@ async fn connection(
                         return;
                     };
                     session.principal = format!("User:{name}").into();
+                    // No re-authentication over TLS: the session ends, and the client
+                    // connects again, through a handshake that checks its certificate
+                    // against the trust of the day.
+                    session.expires_at = session_end(broker.config.connections_max_reauth_ms);
                     info!(%peer, listener = %on.name, principal = ?session.principal, "TLS client certificate accepted");
                 }
             }
@@ -509,9 +525,10 @@ async fn serve_connection<R, W>(
     let anonymous: Arc<str> = ANONYMOUS.into();
     let anonymous_payer = Payer::anonymous_at(&anonymous, &format!("address:{}", counted_address(peer.ip())).into());
     let mut user_payer: Option<Payer> = None;
-    let authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
+    let mut authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
+    let reauth_ms = broker.config.connections_max_reauth_ms;
     loop {
-        let authenticating = session.sasl.is_some();
+        let mut authenticating = session.sasl.is_some();
         if let Some(auth) = session.sasl.as_mut().filter(|a| a.raw_tokens()) {
             let token = tokio::select! {
                 biased;
@@ -540,7 +557,7 @@ async fn serve_connection<R, W>(
                     break;
                 }
             }
-            if !session.after_sasl_step(step.outcome, peer) {
+            if !session.after_sasl_step(step.outcome, peer, reauth_ms) {
                 close_gracefully(&mut reader, &mut writer).await;
                 break;
             }
@@ -590,9 +607,26 @@ async fn serve_connection<R, W>(
                 break;
             }
         };
+        let key = i16::from_be_bytes([frame[0], frame[1]]);
+        if !authenticating && session.sasl_authenticated && key == ApiKey::SaslHandshake as i16 {
+            // KIP-368: a logged-in client logs in again (SaslHandshake v1 and
+            // SaslAuthenticate; the v0 framing cannot, and gets ILLEGAL_SASL_STATE from
+            // the handler), within the login deadline.
+            let version = frame.get(2..4).map_or(0, |v| i16::from_be_bytes([v[0], v[1]]));
+            if version >= 1 {
+                let user = session.principal.strip_prefix("User:").unwrap_or(&session.principal);
+                session.sasl =
+                    Some(Authenticator::new(&broker.config.sasl_enabled_mechanisms, reauth_ms).again_as(user));
+                authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
+                authenticating = true;
+            }
+        }
+        if !authenticating && session.expires_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            info!(%peer, listener = %session.listener, principal = %session.principal, "session expired (connections.max.reauth.ms) without a re-authentication; closing");
+            break;
+        }
         if authenticating {
             // read_frame let through only ApiVersions and the SASL APIs.
-            let key = i16::from_be_bytes([frame[0], frame[1]]);
             if key == ApiKey::SaslHandshake as i16 || key == ApiKey::SaslAuthenticate as i16 {
                 // The whole login, its wait for a PBKDF2 turn included, within the deadline.
                 let answered =
@@ -611,7 +645,7 @@ async fn serve_connection<R, W>(
                 if !write_response(&mut writer, &response, peer, limits, Some(authenticate_by)).await {
                     break;
                 }
-                if !session.after_sasl_step(outcome, peer) {
+                if !session.after_sasl_step(outcome, peer, reauth_ms) {
                     close_gracefully(&mut reader, &mut writer).await;
                     break;
                 }
@@ -659,6 +693,11 @@ async fn serve_connection<R, W>(
     }
 }
 
+/// When a session that starts now ends (`connections.max.reauth.ms`; 0: never).
+fn session_end(reauth_ms: u64) -> Option<tokio::time::Instant> {
+    (reauth_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(reauth_ms))
+}
+
 /// Waits `throttle` out; false when the broker shuts down meanwhile.
 async fn wait_out(throttle: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
     tokio::select! {
@@ -698,13 +737,19 @@ where
 
 impl Session {
     /// Applies a SASL step's outcome; false when the connection is to be closed.
-    fn after_sasl_step(&mut self, outcome: Outcome, peer: SocketAddr) -> bool {
+    fn after_sasl_step(&mut self, outcome: Outcome, peer: SocketAddr, reauth_ms: u64) -> bool {
         match outcome {
             Outcome::Continue => true,
             Outcome::Authenticated(user) => {
-                info!(%peer, listener = %self.listener, user, "SASL authentication succeeded");
+                if self.sasl_authenticated {
+                    info!(%peer, listener = %self.listener, user, "SASL re-authentication succeeded");
+                } else {
+                    info!(%peer, listener = %self.listener, user, "SASL authentication succeeded");
+                }
                 self.principal = format!("User:{user}").into();
                 self.sasl = None;
+                self.sasl_authenticated = true;
+                self.expires_at = session_end(reauth_ms);
                 true
             }
             Outcome::Failed(why) => {
