@@ -130,6 +130,33 @@ pub struct Config {
     #[arg(long, env = "KAAS_SASL_ENABLED_MECHANISMS", value_delimiter = ',', default_values = ["SCRAM-SHA-256", "SCRAM-SHA-512"], value_parser = parse_mechanism)]
     pub sasl_enabled_mechanisms: Vec<SaslMechanism>,
 
+    /// listener.name.NAME.sasl.enabled.mechanisms: the mechanisms one SASL listener
+    /// offers instead of --sasl-enabled-mechanisms, as NAME=M,M; separate listeners with
+    /// ';' (or repeat the flag). E.g. PLAIN over SASL_SSL only:
+    /// SASL_SSL=PLAIN,SCRAM-SHA-512;SASL_PLAINTEXT=SCRAM-SHA-512.
+    #[arg(long = "listener-sasl-enabled-mechanisms", env = "KAAS_LISTENER_SASL_ENABLED_MECHANISMS", value_delimiter = ';', value_parser = parse_listener_mechanisms)]
+    pub listener_sasl_enabled_mechanisms: Vec<(String, Vec<SaslMechanism>)>,
+
+    /// listener.name.NAME.ssl.* for one TLS listener's certificate chain, as
+    /// NAME=PATH (repeat, or separate with commas); a listener not named uses
+    /// --ssl-certificate. Re-read when it changes, as --ssl-certificate is.
+    #[arg(long = "listener-ssl-certificate", env = "KAAS_LISTENER_SSL_CERTIFICATE", value_delimiter = ',', value_parser = parse_listener_path)]
+    pub listener_ssl_certificate: Vec<(String, PathBuf)>,
+
+    /// One TLS listener's private key, NAME=PATH; others use --ssl-key.
+    #[arg(long = "listener-ssl-key", env = "KAAS_LISTENER_SSL_KEY", value_delimiter = ',', value_parser = parse_listener_path)]
+    pub listener_ssl_key: Vec<(String, PathBuf)>,
+
+    /// The CA one TLS listener checks client certificates against, NAME=PATH; others
+    /// use --ssl-ca.
+    #[arg(long = "listener-ssl-ca", env = "KAAS_LISTENER_SSL_CA", value_delimiter = ',', value_parser = parse_listener_path)]
+    pub listener_ssl_ca: Vec<(String, PathBuf)>,
+
+    /// One TLS listener's ssl.client.auth, NAME=none|requested|required; others use
+    /// --ssl-client-auth. E.g. mTLS on an internal listener only: INTERNAL=required.
+    #[arg(long = "listener-ssl-client-auth", env = "KAAS_LISTENER_SSL_CLIENT_AUTH", value_delimiter = ',', value_parser = parse_listener_client_auth)]
+    pub listener_ssl_client_auth: Vec<(String, ClientAuth)>,
+
     /// inter.broker.listener.name: the listener this broker reaches its peers on, at
     /// their advertised address for it (from their leases), to tell a partition's
     /// leader at once of markers queued for it (WriteTxnMarkers). Every broker of the
@@ -811,6 +838,64 @@ pub fn parse_listener_limit(s: &str) -> Result<(String, u32), String> {
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("{s:?}: the limit must be a whole number from 1"))?;
     Ok((parse_listener_name(name)?, n))
+}
+
+/// `--listener-sasl-enabled-mechanisms`' NAME=M,M.
+pub fn parse_listener_mechanisms(s: &str) -> Result<(String, Vec<SaslMechanism>), String> {
+    let (name, list) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected NAME=MECHANISM,MECHANISM, as in SASL_SSL=PLAIN,SCRAM-SHA-512"))?;
+    let mechanisms = list
+        .split(',')
+        .map(|m| parse_mechanism(m.trim()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if mechanisms.is_empty() {
+        return Err(format!("{s:?}: no mechanism"));
+    }
+    Ok((parse_listener_name(name)?, mechanisms))
+}
+
+/// `--listener-ssl-certificate`'s (and -key's, -ca's) NAME=PATH.
+pub fn parse_listener_path(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, path)) if !path.is_empty() => Ok((parse_listener_name(name)?, PathBuf::from(path))),
+        _ => Err(format!(
+            "{s:?}: expected NAME=PATH, as in INTERNAL=/etc/kaas/internal.pem"
+        )),
+    }
+}
+
+/// `--listener-ssl-client-auth`'s NAME=none|requested|required.
+pub fn parse_listener_client_auth(s: &str) -> Result<(String, ClientAuth), String> {
+    let (name, mode) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected NAME=none|requested|required"))?;
+    let mode = <ClientAuth as ValueEnum>::from_str(mode, true)
+        .map_err(|_| format!("{s:?}: the mode is none, requested or required"))?;
+    Ok((parse_listener_name(name)?, mode))
+}
+
+/// A listener's own setting among `overrides` (NAME=VALUE flags), if any.
+pub fn for_listener<'a, T>(overrides: &'a [(String, T)], listener: &str) -> Option<&'a T> {
+    overrides
+        .iter()
+        .rev()
+        .find(|(name, _)| name == listener)
+        .map(|(_, v)| v)
+}
+
+impl Config {
+    /// The SASL mechanisms `listener` offers.
+    pub fn sasl_mechanisms_for(&self, listener: &str) -> &[SaslMechanism] {
+        for_listener(&self.listener_sasl_enabled_mechanisms, listener).map_or(&self.sasl_enabled_mechanisms, |m| m)
+    }
+
+    /// `listener`'s ssl.client.auth.
+    pub fn ssl_client_auth_for(&self, listener: &str) -> ClientAuth {
+        for_listener(&self.listener_ssl_client_auth, listener)
+            .copied()
+            .unwrap_or(self.ssl_client_auth)
+    }
 }
 
 /// A listener name as `--listener` writes it: letters, digits, '_' or '-', upper-cased.

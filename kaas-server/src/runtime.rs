@@ -38,7 +38,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         for spec in &specs {
             let nameless = match spec.protocol {
                 SecurityProtocol::Plaintext => true,
-                SecurityProtocol::Ssl => config.ssl_client_auth != crate::config::ClientAuth::Required,
+                SecurityProtocol::Ssl => config.ssl_client_auth_for(&spec.name) != crate::config::ClientAuth::Required,
                 SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => false,
             };
             if nameless {
@@ -55,27 +55,27 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         }
     }
     let peer_settings = crate::peers::PeerSettings::from_config(&config, &specs)?;
-    let tls = if specs.iter().any(|l| l.protocol.tls()) {
-        let (Some(certificate), Some(key)) = (config.ssl_certificate.clone(), config.ssl_key.clone()) else {
-            anyhow::bail!("an SSL or SASL_SSL listener needs --ssl-certificate and --ssl-key");
-        };
-        let settings = crate::tls::TlsSettings {
-            certificate,
-            key,
-            ca: config.ssl_ca.clone(),
-            client_auth: config.ssl_client_auth,
-        };
-        Some(crate::tls::Tls::load(settings).map_err(|e| anyhow::anyhow!("TLS: {e}"))?)
-    } else {
-        None
-    };
+    check_listener_overrides(&config, &specs)?;
     let mut listeners = Vec::with_capacity(specs.len());
     for spec in specs {
+        let tls = if spec.protocol.tls() {
+            Some(listener_tls(&config, &spec.name)?)
+        } else {
+            None
+        };
+        if spec.protocol == crate::listeners::SecurityProtocol::SaslPlaintext
+            && config
+                .sasl_mechanisms_for(&spec.name)
+                .contains(&crate::config::SaslMechanism::Plain)
+        {
+            warn!(listener = %spec.name, "SASL PLAIN is enabled on a SASL_PLAINTEXT listener: passwords cross the network in the clear (enable it on SASL_SSL listeners only with --listener-sasl-enabled-mechanisms)");
+        }
         let socket = TcpListener::bind(spec.addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {spec}: {e}"))?;
         listeners.push(crate::server::BoundListener {
-            tls: tls.clone().filter(|_| spec.protocol.tls()),
+            tls,
+            sasl_mechanisms: config.sasl_mechanisms_for(&spec.name).into(),
             spec,
             socket,
         });
@@ -646,6 +646,63 @@ async fn every(period: Duration, mut shutdown: watch::Receiver<bool>, mut f: imp
             _ = shutdown.changed() => break,
         }
     }
+}
+
+/// The TLS of one SSL or SASL_SSL listener: its own files and client auth
+/// (`--listener-ssl-*`) where given, the broker's (`--ssl-*`) otherwise.
+fn listener_tls(config: &crate::config::Config, listener: &str) -> anyhow::Result<std::sync::Arc<crate::tls::Tls>> {
+    use crate::config::for_listener;
+    let certificate = for_listener(&config.listener_ssl_certificate, listener).or(config.ssl_certificate.as_ref());
+    let key = for_listener(&config.listener_ssl_key, listener).or(config.ssl_key.as_ref());
+    let (Some(certificate), Some(key)) = (certificate, key) else {
+        anyhow::bail!(
+            "TLS listener {listener} needs a certificate and a key: --ssl-certificate and --ssl-key, or --listener-ssl-certificate {listener}=PATH and --listener-ssl-key {listener}=PATH"
+        );
+    };
+    let settings = crate::tls::TlsSettings {
+        certificate: certificate.clone(),
+        key: key.clone(),
+        ca: for_listener(&config.listener_ssl_ca, listener)
+            .or(config.ssl_ca.as_ref())
+            .cloned(),
+        client_auth: config.ssl_client_auth_for(listener),
+    };
+    crate::tls::Tls::load(settings).map_err(|e| anyhow::anyhow!("TLS on listener {listener}: {e}"))
+}
+
+/// Every `--listener-*` override names a listener of this broker of the right kind.
+fn check_listener_overrides(
+    config: &crate::config::Config,
+    specs: &[crate::listeners::ListenerSpec],
+) -> anyhow::Result<()> {
+    let kind = |name: &str| specs.iter().find(|s| s.name == name).map(|s| s.protocol);
+    let names =
+        |flag: &'static str, names: Vec<&String>, fits: fn(crate::listeners::SecurityProtocol) -> bool, what: &str| {
+            for name in names {
+                match kind(name) {
+                    None => anyhow::bail!("{flag} names {name}, which is not a listener of this broker"),
+                    Some(p) if !fits(p) => anyhow::bail!("{flag} names {name}, which is not a {what} listener"),
+                    Some(_) => {}
+                }
+            }
+            Ok(())
+        };
+    use crate::listeners::SecurityProtocol;
+    names(
+        "--listener-sasl-enabled-mechanisms",
+        config.listener_sasl_enabled_mechanisms.iter().map(|(n, _)| n).collect(),
+        SecurityProtocol::sasl,
+        "SASL",
+    )?;
+    let tls_names = config
+        .listener_ssl_certificate
+        .iter()
+        .map(|(n, _)| n)
+        .chain(config.listener_ssl_key.iter().map(|(n, _)| n))
+        .chain(config.listener_ssl_ca.iter().map(|(n, _)| n))
+        .chain(config.listener_ssl_client_auth.iter().map(|(n, _)| n))
+        .collect();
+    names("--listener-ssl-*", tls_names, SecurityProtocol::tls, "TLS")
 }
 
 #[cfg(test)]

@@ -658,7 +658,7 @@ def test_a_peer_without_the_listener_is_left_out_and_its_partitions_say_listener
 def test_listener_flags_are_checked_before_anything_starts(tmp_path, certs):
     from conftest import BIN
     cases = [
-        (["--listener", "SSL://127.0.0.1:0"], "needs --ssl-certificate and --ssl-key"),
+        (["--listener", "SSL://127.0.0.1:0"], "needs a certificate and a key: --ssl-certificate and --ssl-key"),
         (["--listener", "PLAINTEXT://127.0.0.1:0", "--listen", "127.0.0.1:0"], "--listen and --listener cannot be used together"),
         (["--listener", "A=PLAINTEXT://127.0.0.1:0", "--listener", "A=SSL://127.0.0.1:0"], "the name A is used twice"),
         (["--listener", "X=TLS://127.0.0.1:0"], "unknown security protocol"),
@@ -667,6 +667,12 @@ def test_listener_flags_are_checked_before_anything_starts(tmp_path, certs):
         (["--listener", "SSL://127.0.0.1:0", "--ssl-certificate", str(certs / "broker.pem"),
           "--ssl-key", str(certs / "broker.key"), "--ssl-client-auth", "required"], "needs --ssl-ca"),
         (["--listener", "PLAINTEXT://127.0.0.1:0", "--advertised-listener", "NOPE=a:1"], "which is not a listener"),
+        (["--listener", "PLAINTEXT://127.0.0.1:0", "--listener-sasl-enabled-mechanisms", "PLAINTEXT=PLAIN"],
+         "--listener-sasl-enabled-mechanisms names PLAINTEXT, which is not a SASL listener"),
+        (["--listener", "PLAINTEXT://127.0.0.1:0", "--listener-ssl-client-auth", "NOPE=required"],
+         "--listener-ssl-* names NOPE, which is not a listener of this broker"),
+        (["--listener", "SASL_SSL://127.0.0.1:0", "--listener-sasl-enabled-mechanisms", "SASL_SSL=GSSAPI"],
+         "unknown SASL mechanism"),
     ]
     for i, (args, message) in enumerate(cases):
         r = subprocess.run([str(BIN), "--data-dir", str(tmp_path / f"d{i}"), *args], capture_output=True, text=True,
@@ -674,6 +680,52 @@ def test_listener_flags_are_checked_before_anything_starts(tmp_path, certs):
         assert r.returncode != 0, args
         assert message in r.stderr, (args, r.stderr)
         assert not (tmp_path / f"d{i}" / "__cluster" / "brokers" / "0.json").exists(), "no lease written"
+
+
+def test_each_listener_has_its_own_sasl_mechanisms_and_tls_settings(kaas_factory, certs):
+    """`--listener-sasl-enabled-mechanisms` and `--listener-ssl-*`: PLAIN offered on the
+    SASL_SSL listener only; an internal SSL listener that requires client certificates
+    from one CA beside an external one with another certificate that asks for none."""
+    ports = {name: free_port() for name in ("SASL_PLAINTEXT", "SASL_SSL", "INTERNAL", "EXTERNAL")}
+    b = kaas_factory(
+        "--listener", f"SASL_PLAINTEXT://127.0.0.1:{ports['SASL_PLAINTEXT']}",
+        "--listener", f"SASL_SSL://127.0.0.1:{ports['SASL_SSL']}",
+        "--listener", f"INTERNAL=SSL://127.0.0.1:{ports['INTERNAL']}",
+        "--listener", f"EXTERNAL=SSL://127.0.0.1:{ports['EXTERNAL']}",
+        "--ssl-certificate", str(certs / "broker.pem"), "--ssl-key", str(certs / "broker.key"),
+        "--ssl-ca", str(certs / "ca.pem"),
+        "--sasl-enabled-mechanisms", "SCRAM-SHA-512",
+        "--listener-sasl-enabled-mechanisms", "SASL_SSL=PLAIN,SCRAM-SHA-512",
+        "--listener-ssl-client-auth", "INTERNAL=required",
+        "--listener-ssl-certificate", f"EXTERNAL={certs / 'rogue-broker.pem'}",
+        "--listener-ssl-key", f"EXTERNAL={certs / 'rogue-broker.key'}")
+    add_user(b.data_dir, "alice", PASSWORD)
+    addr = {n: f"127.0.0.1:{p}" for n, p in ports.items()}
+    sasl = {"sasl.username": "alice", "sasl.password": PASSWORD}
+    ca = {"ssl.ca.location": str(certs / "ca.pem")}
+    # PLAIN over SASL_SSL: offered. Over SASL_PLAINTEXT: not, and the handshake says what is.
+    assert _confluent_auth_error({"bootstrap.servers": addr["SASL_SSL"], "security.protocol": "SASL_SSL",
+                                  "sasl.mechanism": "PLAIN", **sasl, **ca}) is None
+    assert _confluent_auth_error({"bootstrap.servers": addr["SASL_PLAINTEXT"], "security.protocol": "SASL_PLAINTEXT",
+                                  "sasl.mechanism": "PLAIN", **sasl})
+    assert _confluent_auth_error({"bootstrap.servers": addr["SASL_PLAINTEXT"], "security.protocol": "SASL_PLAINTEXT",
+                                  "sasl.mechanism": "SCRAM-SHA-512", **sasl}) is None
+    from wire import request, string
+    with socket.create_connection(("127.0.0.1", ports["SASL_PLAINTEXT"]), timeout=10) as sock:
+        sock.sendall(request(17, 1, 1, string("PLAIN")))
+        r = _read_response(sock)
+        assert struct.unpack(">h", r[4:6])[0] == 33, "UNSUPPORTED_SASL_MECHANISM"
+        assert struct.unpack(">i", r[6:10])[0] == 1 and b"SCRAM-SHA-512" in r and b"PLAIN" not in r[10:]
+    # INTERNAL requires a certificate from ca; EXTERNAL serves the rogue CA's certificate
+    # and asks for none.
+    internal = {"bootstrap.servers": addr["INTERNAL"], "security.protocol": "SSL", **ca}
+    assert _confluent_auth_error(internal), "INTERNAL requires a client certificate"
+    assert _confluent_auth_error({**internal, "ssl.certificate.location": str(certs / "writer.pem"),
+                                  "ssl.key.location": str(certs / "writer.key")}) is None
+    external = {"bootstrap.servers": addr["EXTERNAL"], "security.protocol": "SSL",
+                "ssl.ca.location": str(certs / "rogue-ca.pem")}
+    assert _confluent_auth_error(external) is None, "EXTERNAL: its own certificate, no client certificate"
+    assert _confluent_auth_error({**external, **ca}), "EXTERNAL does not serve the broker certificate of ca"
 
 
 def test_a_renewed_certificate_is_served_without_a_restart(kaas_factory, certs, tmp_path):

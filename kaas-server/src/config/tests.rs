@@ -99,3 +99,42 @@ fn a_file_sets_what_flags_leave_unset_and_flags_win() {
         "{e}"
     );
 }
+
+#[test]
+fn per_listener_settings_override_the_brokers_for_their_listener_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("k.toml");
+    std::fs::write(
+        &file,
+        "listener-sasl-enabled-mechanisms = [\"SASL_SSL=PLAIN,SCRAM-SHA-512\", \"internal=scram-sha-256\"]\n\
+         listener-ssl-client-auth = [\"INTERNAL=required\"]\n",
+    )
+    .expect("write");
+    let c = Config::load_from([
+        "kaas-server",
+        "--config",
+        file.to_str().unwrap(),
+        "--listener-ssl-certificate",
+        "EXTERNAL=/etc/kaas/external.pem",
+    ])
+    .expect("loads");
+    use crate::config::SaslMechanism::{Plain, Scram};
+    use kaas_core::scram::Mechanism::{ScramSha256, ScramSha512};
+    assert_eq!(c.sasl_mechanisms_for("SASL_SSL"), [Plain, Scram(ScramSha512)]);
+    assert_eq!(c.sasl_mechanisms_for("INTERNAL"), [Scram(ScramSha256)]);
+    assert_eq!(
+        c.sasl_mechanisms_for("SASL_PLAINTEXT"),
+        c.sasl_enabled_mechanisms.as_slice()
+    );
+    assert_eq!(c.ssl_client_auth_for("INTERNAL"), ClientAuth::Required);
+    assert_eq!(c.ssl_client_auth_for("EXTERNAL"), ClientAuth::None);
+    assert_eq!(
+        crate::config::for_listener(&c.listener_ssl_certificate, "EXTERNAL"),
+        Some(&std::path::PathBuf::from("/etc/kaas/external.pem"))
+    );
+    for bad in ["SASL_SSL", "SASL_SSL=", "SASL_SSL=PLAIN,", "bad name=PLAIN", "X=GSSAPI"] {
+        assert!(crate::config::parse_listener_mechanisms(bad).is_err(), "{bad}");
+    }
+    assert!(crate::config::parse_listener_client_auth("X=sometimes").is_err());
+    assert!(crate::config::parse_listener_path("X=").is_err());
+}

@@ -261,6 +261,8 @@ pub struct BoundListener {
     pub spec: ListenerSpec,
     pub socket: TcpListener,
     pub tls: Option<Arc<Tls>>,
+    /// The SASL mechanisms it offers (a SASL listener's).
+    pub sasl_mechanisms: Arc<[crate::config::SaslMechanism]>,
 }
 
 /// How long a client has for its TLS handshake.
@@ -306,7 +308,12 @@ async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
     limits: Arc<Limits>,
 ) {
-    let BoundListener { spec, socket, tls } = listener;
+    let BoundListener {
+        spec,
+        socket,
+        tls,
+        sasl_mechanisms,
+    } = listener;
     let name: Arc<str> = spec.name.as_str().into();
     let mut conns = JoinSet::new();
     loop {
@@ -319,6 +326,7 @@ async fn accept_loop(
                             name: name.clone(),
                             protocol: spec.protocol,
                             tls: tls.clone(),
+                            sasl_mechanisms: sasl_mechanisms.clone(),
                         };
                         conns.spawn(connection(broker.clone(), stream, peer, on, shutdown.clone(), limits.clone(), slot));
                     }
@@ -361,6 +369,7 @@ struct Listening {
     name: Arc<str>,
     protocol: SecurityProtocol,
     tls: Option<Arc<Tls>>,
+    sasl_mechanisms: Arc<[crate::config::SaslMechanism]>,
 }
 
 /// Who a connection is and where it came in: what its requests are judged by.
@@ -376,17 +385,20 @@ pub struct Session {
     /// When an authenticated session ends (`connections.max.reauth.ms`): the first
     /// request after it, other than a re-authentication, closes the connection.
     expires_at: Option<tokio::time::Instant>,
+    /// The SASL mechanisms its listener offers.
+    sasl_mechanisms: Arc<[crate::config::SaslMechanism]>,
 }
 
 impl Session {
     /// A connection on `listener` that has not authenticated (yet): User:ANONYMOUS.
-    fn anonymous(listener: &str) -> Session {
+    fn anonymous(listener: &str, sasl_mechanisms: Arc<[crate::config::SaslMechanism]>) -> Session {
         Session {
             listener: listener.into(),
             principal: ANONYMOUS.into(),
             sasl: None,
             sasl_authenticated: false,
             expires_at: None,
+            sasl_mechanisms,
         }
     }
 }
@@ -404,10 +416,10 @@ async fn connection(
     _slot: Slot,
 ) {
     let _ = stream.set_nodelay(true);
-    let mut session = Session::anonymous(&on.name);
+    let mut session = Session::anonymous(&on.name, on.sasl_mechanisms.clone());
     if on.protocol.sasl() {
         session.sasl = Some(Authenticator::new(
-            &broker.config.sasl_enabled_mechanisms,
+            &session.sasl_mechanisms,
             broker.config.connections_max_reauth_ms,
         ));
     }
@@ -615,8 +627,7 @@ async fn serve_connection<R, W>(
             let version = frame.get(2..4).map_or(0, |v| i16::from_be_bytes([v[0], v[1]]));
             if version >= 1 {
                 let user = session.principal.strip_prefix("User:").unwrap_or(&session.principal);
-                session.sasl =
-                    Some(Authenticator::new(&broker.config.sasl_enabled_mechanisms, reauth_ms).again_as(user));
+                session.sasl = Some(Authenticator::new(&session.sasl_mechanisms, reauth_ms).again_as(user));
                 authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
                 authenticating = true;
             }
