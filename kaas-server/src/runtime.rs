@@ -15,6 +15,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // Before anything is bound or touched on the volume: one process per broker id.
     let volume = kaas_core::Volume::new(&config.data_dir);
     let claim = kaas_core::broker::claim_broker_id(&volume, config.broker_id, now_ms())?;
+    warn_of_loose_modes(&config);
     if let Some(prev) = claim
         .previous
         .as_ref()
@@ -644,6 +645,32 @@ async fn every(period: Duration, mut shutdown: watch::Receiver<bool>, mut f: imp
         tokio::select! {
             _ = interval.tick() => f(),
             _ = shutdown.changed() => break,
+        }
+    }
+}
+
+/// Warns of a data directory, or a TLS private key, that other users may read (any
+/// group or other permission bit): the records, the SCRAM verifiers and the key are the
+/// brokers' alone (what kaas creates is; a directory or key made before, by hand or by
+/// a deployment tool, may not be). The broker starts all the same.
+fn warn_of_loose_modes(config: &Config) {
+    use std::os::unix::fs::PermissionsExt;
+    let keys = config
+        .ssl_key
+        .iter()
+        .chain(config.listener_ssl_key.iter().map(|(_, k)| k));
+    let checks = std::iter::once((&config.data_dir, "data directory", "chmod 700"))
+        .chain(keys.map(|k| (k, "TLS private key", "chmod 600")));
+    for (path, what, fix) in checks {
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.permissions().mode() & 0o077 != 0 => warn!(
+                path = %path.display(),
+                mode = format!("{:o}", meta.permissions().mode() & 0o7777),
+                "the {what} may be read by other users than its owner; {fix} it"
+            ),
+            Ok(_) => {}
+            // A key that cannot be read is reported when TLS loads it.
+            Err(e) => warn!(path = %path.display(), error = %e, "cannot check the mode of the {what}"),
         }
     }
 }

@@ -23,6 +23,51 @@ pub fn now_ms() -> i64 {
         .unwrap_or_else(kaas_core::now_ms)
 }
 
+/// Run as root on a volume that belongs to another user (the brokers'), kaasctl becomes
+/// that user before it opens anything on the volume: its supplementary groups dropped,
+/// its gid and uid the volume root's. What it writes then belongs to the brokers' user
+/// (who can read it), and a symbolic link the volume's owner planted (`__cluster/audit`
+/// pointing at /etc) leads it nowhere that user could not write already: root's rights
+/// never reach past the volume (docs/kaasctl.md#run-as-root). Returns the uid taken.
+///
+/// kaasctl calls this first thing, while it is one thread: the calls below change the
+/// calling thread's ids (the raw system calls), which are then the process's.
+pub fn act_as_volume_owner(dir: &std::path::Path) -> anyhow::Result<Option<u32>> {
+    use rustix::process::{Gid, Uid};
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(None);
+    }
+    let meta = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        // No volume (yet): nothing of it to protect; the command says what is missing.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => anyhow::bail!("cannot stat {}: {e}", dir.display()),
+    };
+    if meta.uid() == 0 {
+        return Ok(None);
+    }
+    let (uid, gid) = (Uid::from_raw(meta.uid()), Gid::from_raw(meta.gid()));
+    let switched = rustix::thread::set_thread_groups(&[])
+        .and_then(|()| rustix::thread::set_thread_res_gid(gid, gid, gid))
+        .and_then(|()| rustix::thread::set_thread_res_uid(uid, uid, uid));
+    if let Err(e) = switched {
+        anyhow::bail!(
+            "kaasctl runs as root and could not become the volume's owner (uid {}, gid {}): {e}; run it as that user (e.g. `sudo -u <user> kaasctl ...`)",
+            meta.uid(),
+            meta.gid()
+        );
+    }
+    if rustix::process::geteuid() != uid || rustix::process::getegid() != gid {
+        anyhow::bail!(
+            "kaasctl could not become the volume's owner (uid {}, gid {})",
+            meta.uid(),
+            meta.gid()
+        );
+    }
+    Ok(Some(meta.uid()))
+}
+
 /// Refuses a mutating command run by another user than the owner of the volume's root
 /// directory (the brokers' user), unless `allow` (--allow-other-user).
 pub fn check_volume_owner(dir: &std::path::Path, allow: bool) -> anyhow::Result<()> {

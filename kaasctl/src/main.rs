@@ -70,6 +70,8 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         }
         _ => {}
     }
+    // As root, act as the volume's owner before anything on the volume is touched.
+    cluster::act_as_volume_owner(&cli.data_dir)?;
     // The dashboard copes with a missing data directory itself (it says so and waits).
     if let Command::Top { interval, once, view } = cli.command {
         return top::run(top::TopOptions {
