@@ -74,7 +74,6 @@ impl Broker {
         let quotas = crate::quotas::Quotas::load(
             &kaas_core::Volume::new(&config.data_dir),
             std::time::Duration::from_secs(config.quota_window_size_seconds.into()),
-            config.quota_window_num,
         )?;
         let cluster = Cluster::open(config, advertised)?;
         let groups = Arc::new(GroupCoordinator::new(cluster.volume.clone(), &cluster.config));
@@ -183,12 +182,14 @@ impl Broker {
         self.cluster.delete_topic(name, &|t| self.groups.forget_topic(t)).await
     }
 
-    /// The volume sync ([`Cluster::sync_with_volume`]), with the ACLs reloaded first —
+    /// The volume sync ([`Cluster::sync_with_volume`]), with the ACLs (and the client
+    /// quotas) reloaded first —
     /// whatever the lease and the admin lock: a broker that still answers requests must
     /// not go on enforcing revoked ACLs — and the committed offsets of topics deleted
     /// elsewhere dropped.
     pub fn sync_with_volume(&self) {
         self.authz.reload(&self.volume);
+        self.quotas.reload();
         self.cluster.sync_with_volume(&|t| self.groups.forget_topic(t));
     }
 

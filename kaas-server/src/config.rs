@@ -352,12 +352,9 @@ pub struct Config {
     #[arg(long, env = "KAAS_GROUP_MAX_SESSION_TIMEOUT_MS", default_value_t = 1_800_000)]
     pub group_max_session_timeout_ms: i32,
 
-    /// quota.window.num: client quotas are measured over this many windows
-    /// (docs/quotas.md); a throttle lasts at most all of them.
-    #[arg(long, env = "KAAS_QUOTA_WINDOW_NUM", default_value_t = 11, value_parser = clap::value_parser!(u32).range(2..=3600))]
-    pub quota_window_num: u32,
-
-    /// quota.window.size.seconds: the length of one quota window.
+    /// quota.window.size.seconds: how much of its quota a client may use at once (one
+    /// window's worth) before it is throttled, and the longest a request-time throttle
+    /// lasts (docs/quotas.md).
     #[arg(long, env = "KAAS_QUOTA_WINDOW_SIZE_SECONDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=3600))]
     pub quota_window_size_seconds: u32,
 

@@ -14,7 +14,8 @@ import pytest
 from confluent_kafka import Producer
 
 from conftest import wait_for
-from test_security import PASSWORD, add_user, certs, rdkafka_conf, secure_broker  # noqa: F401 (fixture)
+from test_security import (PASSWORD, add_user, certs, kafka_python_conf, rdkafka_conf,  # noqa: F401 (fixture)
+                           secure_broker)
 from wire import request, string
 
 # A Metadata v3 request announcing 8 MiB (the largest non-Produce frame): the length,
@@ -72,6 +73,24 @@ def bystander_worst_seconds(conf, topic, n=15, connect_within=3.0):
         worst = max(worst, time.time() - started)
         time.sleep(0.05)
     return worst
+
+
+def kafka_python_worst_seconds(conf, topic, n=10):
+    """The slowest of `n` sends of a fresh kafka-python producer, each waited for
+    (after its first, which connects)."""
+    from kafka import KafkaProducer
+    p = KafkaProducer(**conf, acks="all", linger_ms=0, request_timeout_ms=15000)
+    try:
+        p.send(topic, b"warm").get(timeout=30)
+        worst = 0.0
+        for i in range(n):
+            started = time.time()
+            p.send(topic, f"kp{i}".encode()).get(timeout=10)
+            worst = max(worst, time.time() - started)
+            time.sleep(0.05)
+        return worst
+    finally:
+        p.close(timeout=5)
 
 
 # A Produce of 3 MB announced, 1.5 MB of it sent: a sender of real bytes that stops.
@@ -139,6 +158,8 @@ def test_stalled_headers_trickled_bodies_and_half_open_connections_leave_a_bysta
         time.sleep(0.5)
         worst = bystander_worst_seconds(conf, "bystander")
         assert worst < 1.0, f"a bystander's produce took {worst:.2f} s"
+        worst = kafka_python_worst_seconds(kafka_python_conf(s, protocol, mechanism), "bystander")
+        assert worst < 1.0, f"a kafka-python bystander's send took {worst:.2f} s"
         assert all(t.closed_after is None for t in tricklers), "the tricklers are still within their deadline"
     finally:
         for t in tricklers:

@@ -12,7 +12,7 @@ use super::{sb, RequestContext};
 use crate::authz::CLUSTER;
 use crate::broker::Broker;
 use kaas_core::acl::{Operation, ResourceType};
-use kaas_core::quotas::{check_value, ClientQuotas, Entity};
+use kaas_core::quotas::{check_value, Entity};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
@@ -36,9 +36,12 @@ pub async fn handle(
         .authorize(ctx, Operation::AlterConfigs, ResourceType::Cluster, CLUSTER);
     // Per entry, in the request's order: its entity or the error it gets.
     let mut checked: Vec<Checked> = Vec::with_capacity(req.entries.len());
+    // Every entity named so far, valid or not: one named twice is refused the second
+    // time, whatever became of the first.
+    let mut seen: Vec<Entity> = Vec::with_capacity(req.entries.len());
     for entry in &req.entries {
         let result = if may_alter {
-            check_entry(entry, &checked)
+            check_entry(entry, &mut seen)
         } else {
             Err((
                 ResponseError::ClusterAuthorizationFailed.code(),
@@ -51,7 +54,7 @@ pub async fn handle(
     let mut write_error = None;
     if !req.validate_only && !changes.is_empty() {
         let written = crate::blocking::off_worker(|| {
-            ClientQuotas::update::<kaas_core::VolumeError>(&broker.volume, |q| {
+            broker.quotas.update(|q| {
                 for (entity, ops) in &changes {
                     for (key, value) in ops {
                         match value {
@@ -65,7 +68,6 @@ pub async fn handle(
                 Ok(())
             })
         });
-        broker.quotas.changed();
         match written {
             Ok(_) => super::journal(
                 broker,
@@ -119,7 +121,7 @@ pub async fn handle(
 
 fn check_entry(
     entry: &kafka_protocol::messages::alter_client_quotas_request::EntryData,
-    earlier: &[Checked],
+    seen: &mut Vec<Entity>,
 ) -> Checked {
     let invalid = |message: String| (ResponseError::InvalidRequest.code(), message);
     let entity = Entity::from_components(
@@ -129,9 +131,10 @@ fn check_entry(
             .map(|e| (e.entity_type.as_str(), e.entity_name.as_deref())),
     )
     .map_err(invalid)?;
-    if earlier.iter().any(|e| matches!(e, Ok((other, _)) if *other == entity)) {
+    if seen.contains(&entity) {
         return Err(invalid(format!("entity {entity} altered twice in one request")));
     }
+    seen.push(entity.clone());
     let mut changes: Changes = Vec::with_capacity(entry.ops.len());
     for op in &entry.ops {
         let key = op.key.to_string();
@@ -241,11 +244,13 @@ mod tests {
                     &[("producer_byte_rate", 1.0, false)],
                 ),
                 entry(&[("user", Some("alice"))], &[("consumer_byte_rate", 1.0, false)]),
+                entry(&[("user", Some("bob"))], &[("producer_byte_rate", 10.0, false)]),
             ],
             false,
         )
         .await;
-        assert_eq!(codes, vec![0, 0, 42, 42, 42, 42, 42]);
+        // The second alice and the second bob are refused, though the first bob was too.
+        assert_eq!(codes, vec![0, 0, 42, 42, 42, 42, 42, 42]);
         let all = describe(&b, vec![], false).await;
         assert_eq!(all.error_code, 0);
         let entries = all.entries.expect("entries");

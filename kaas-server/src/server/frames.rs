@@ -266,7 +266,9 @@ pub async fn handle_frame(
         shutdown: shutdown.clone(),
     };
     // Quotas apply by the principal's name (`alice` of `User:alice`) and client id.
-    let quotas = Some(broker.quotas.current()).filter(|q| !q.entries.is_empty() && !throttle::exempt(api));
+    let quotas = (!throttle::exempt(broker, &ctx))
+        .then(|| broker.quotas.current())
+        .filter(|q| !q.entries.is_empty());
     let user = session
         .principal
         .split_once(':')
@@ -282,11 +284,7 @@ pub async fn handle_frame(
         Some(quotas) => over_quota(broker, quotas, user, &ctx.client_id, size, busy, &mut response),
         None => Duration::ZERO,
     };
-    let answer = |response: Option<Bytes>| Answer {
-        response,
-        throttle,
-        delay_response: !throttle::client_throttles(api, version),
-    };
+    let answer = |response: Option<Bytes>| Answer { response, throttle };
     if silent {
         crate::metrics::metrics().request_done(api, &response, started.elapsed());
         // Nothing is answered, so a refusal (an ACL, a leader elsewhere) would go
@@ -351,11 +349,9 @@ fn over_quota(
 pub struct Answer {
     /// None for a Produce with acks=0.
     pub response: Option<Bytes>,
-    /// How long the connection waits (zero when under every quota).
+    /// How long the connection is muted after the response (zero when under every
+    /// quota).
     pub throttle: Duration,
-    /// The client does not throttle itself (a version before KIP-219): the response
-    /// waits out the throttle; otherwise it goes at once and the connection is muted.
-    pub delay_response: bool,
 }
 
 impl Answer {
@@ -363,7 +359,6 @@ impl Answer {
         Answer {
             response,
             throttle: Duration::ZERO,
-            delay_response: false,
         }
     }
 }

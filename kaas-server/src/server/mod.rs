@@ -665,13 +665,6 @@ async fn serve_connection<R, W>(
         }
         match handle_frame(broker, peer, &session, frame, &shutdown, permit).await {
             Ok(answer) => {
-                // Over a quota: an old client's response waits out its throttle time;
-                // a KIP-219 client gets it at once, and nothing more is read from its
-                // connection meanwhile (docs/quotas.md).
-                let throttled = !answer.throttle.is_zero();
-                if throttled && answer.delay_response && !wait_out(answer.throttle, &mut shutdown).await {
-                    break;
-                }
                 if let Some(response) = &answer.response {
                     if !write_response(
                         &mut writer,
@@ -685,7 +678,11 @@ async fn serve_connection<R, W>(
                         break;
                     }
                 }
-                if throttled && !answer.delay_response && !wait_out(answer.throttle, &mut shutdown).await {
+                // Over a quota: the response goes at once, and nothing more is read
+                // from the connection for its throttle time (KIP-219, as Kafka's
+                // brokers do for every version), at most connections.max.idle.ms at a
+                // time: what is still owed then throttles the next answer.
+                if !answer.throttle.is_zero() && !wait_out(answer.throttle.min(limits.idle), &mut shutdown).await {
                     break;
                 }
             }

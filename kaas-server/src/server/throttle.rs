@@ -1,58 +1,31 @@
 //! Throttling a client over its quota (KIP-219; docs/quotas.md): the throttle time
-//! goes into the response's `throttle_time_ms`, and the connection waits it out.
-//! Clients that know KIP-219 (a request version from Kafka 2.0 on) get the response
-//! at once and then their connection is muted (nothing more is read from it) for the
-//! throttle time, so they back off too; older versions get the response only after
-//! the throttle time, which is all they understand.
+//! goes into the response's `throttle_time_ms`, the response is sent at once, and the
+//! connection is muted (nothing more is read from it) for the throttle time, as
+//! Kafka's brokers do for every request version. Clients that know KIP-219 (the Java
+//! client) also wait before they send more; librdkafka does not, and is held by the
+//! mute.
 
+use crate::broker::Broker;
+use crate::handlers::RequestContext;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-/// APIs no quota applies to: the SASL exchange and ApiVersions (before and during a
-/// login, answered without the handlers), and the brokers' own WriteTxnMarkers
-/// (Kafka exempts cluster actions).
-pub fn exempt(api: ApiKey) -> bool {
-    matches!(
-        api,
-        ApiKey::SaslHandshake | ApiKey::SaslAuthenticate | ApiKey::ApiVersions | ApiKey::WriteTxnMarkers
-    )
-}
-
-/// Whether a client throttles itself by this version's `throttle_time_ms` (Kafka's
-/// `shouldClientThrottle`): the first version of each API released with Kafka 2.0,
-/// and every version of the APIs that came later.
-pub fn client_throttles(api: ApiKey, version: i16) -> bool {
-    let since = match api {
-        ApiKey::Produce => 6,
-        ApiKey::Fetch => 8,
-        ApiKey::ListOffsets | ApiKey::JoinGroup | ApiKey::CreateTopics => 3,
-        ApiKey::Metadata => 6,
-        ApiKey::OffsetCommit | ApiKey::OffsetFetch => 4,
-        ApiKey::FindCoordinator
-        | ApiKey::Heartbeat
-        | ApiKey::LeaveGroup
-        | ApiKey::SyncGroup
-        | ApiKey::DescribeGroups
-        | ApiKey::ListGroups
-        | ApiKey::ApiVersions
-        | ApiKey::DeleteTopics
-        | ApiKey::DescribeConfigs => 2,
-        ApiKey::DeleteRecords
-        | ApiKey::InitProducerId
-        | ApiKey::AddPartitionsToTxn
-        | ApiKey::AddOffsetsToTxn
-        | ApiKey::EndTxn
-        | ApiKey::TxnOffsetCommit
-        | ApiKey::DescribeAcls
-        | ApiKey::CreateAcls
-        | ApiKey::DeleteAcls
-        | ApiKey::AlterConfigs
-        | ApiKey::CreatePartitions
-        | ApiKey::DeleteGroups => 1,
-        _ => 0,
-    };
-    version >= since
+/// Requests no quota applies to: the SASL exchange and ApiVersions (before and
+/// during a login, answered without the handlers), and WriteTxnMarkers from a
+/// principal with CLUSTER_ACTION on the cluster (a broker; Kafka exempts cluster
+/// actions once authorized).
+pub fn exempt(broker: &Broker, ctx: &RequestContext) -> bool {
+    match ctx.api {
+        ApiKey::SaslHandshake | ApiKey::SaslAuthenticate | ApiKey::ApiVersions => true,
+        ApiKey::WriteTxnMarkers => broker.authz.authorize_quietly(
+            ctx,
+            kaas_core::acl::Operation::ClusterAction,
+            kaas_core::acl::ResourceType::Cluster,
+            crate::authz::CLUSTER,
+        ),
+        _ => false,
+    }
 }
 
 /// Puts `ms` into the response's `throttle_time_ms` (the larger of it and what the
@@ -132,15 +105,19 @@ mod tests {
 
     #[test]
     fn every_api_with_a_throttle_field_gets_the_throttle_time() {
-        // Each API this broker answers: the throttle time is set on every one that
-        // is not exempt (and on ApiVersions, which has the field).
+        // Each API this broker answers: the throttle time is set on every response
+        // with the field.
         for &(api, _, _) in crate::handlers::APIS {
             let mut response = default_response(api);
             set_throttle_time(&mut response, 1234);
             let debug = format!("{response:?}");
+            let without_field = matches!(
+                api,
+                ApiKey::SaslHandshake | ApiKey::SaslAuthenticate | ApiKey::WriteTxnMarkers
+            );
             assert_eq!(
                 debug.contains("throttle_time_ms: 1234"),
-                !exempt(api) || api == ApiKey::ApiVersions,
+                !without_field,
                 "{api:?}: {debug}"
             );
         }
@@ -176,15 +153,6 @@ mod tests {
             AlterUserScramCredentials => AlterUserScramCredentialsResponse,
             DescribeClientQuotas => DescribeClientQuotasResponse, AlterClientQuotas => AlterClientQuotasResponse,
         )
-    }
-
-    #[test]
-    fn kip_219_versions_are_kafkas() {
-        assert!(!client_throttles(ApiKey::Produce, 5));
-        assert!(client_throttles(ApiKey::Produce, 6));
-        assert!(!client_throttles(ApiKey::Fetch, 7));
-        assert!(client_throttles(ApiKey::Fetch, 8));
-        assert!(client_throttles(ApiKey::DescribeClientQuotas, 0));
     }
 
     #[tokio::test]

@@ -12,9 +12,11 @@ use std::collections::BTreeMap;
 
 #[derive(Serialize)]
 pub struct QuotaRow {
-    /// `null` where the entity has no such component; `"<default>"` for a default.
-    pub user: Option<String>,
-    pub client_id: Option<String>,
+    /// `null` where the entity has no such component; `"default"` for the default,
+    /// `{"name": …}` for a name (as the file writes them: a user may be called
+    /// `<default>`).
+    pub user: Option<EntityName>,
+    pub client_id: Option<EntityName>,
     pub quotas: BTreeMap<String, f64>,
 }
 
@@ -48,8 +50,8 @@ pub fn list(c: &Cluster, out: &Out, filter: &QuotaEntityArgs) -> anyhow::Result<
         .iter()
         .filter(|e| selected(&e.entity))
         .map(|e| QuotaRow {
-            user: e.entity.user.as_ref().map(|n| n.to_string()),
-            client_id: e.entity.client_id.as_ref().map(|n| n.to_string()),
+            user: e.entity.user.clone(),
+            client_id: e.entity.client_id.clone(),
             quotas: e.quotas.clone(),
         })
         .collect();
@@ -58,9 +60,10 @@ pub fn list(c: &Cluster, out: &Out, filter: &QuotaEntityArgs) -> anyhow::Result<
     } else {
         let mut t = out.table(&["USER", "CLIENT ID", "QUOTAS"]);
         for r in &rows {
+            let name = |n: &Option<EntityName>| n.as_ref().map_or("-".to_string(), |n| n.to_string());
             t.add_row(vec![
-                out.cell(r.user.as_deref().unwrap_or("-"), Tone::Plain),
-                out.cell(r.client_id.as_deref().unwrap_or("-"), Tone::Plain),
+                out.cell(name(&r.user), Tone::Plain),
+                out.cell(name(&r.client_id), Tone::Plain),
                 out.text(
                     r.quotas
                         .iter()
@@ -90,6 +93,9 @@ pub fn set(c: &Cluster, entity: &QuotaEntityArgs, values: &[String]) -> anyhow::
             .parse()
             .map_err(|_| anyhow::anyhow!("{key}: {value:?} is not a number"))?;
         check_value(key, value).map_err(anyhow::Error::msg)?;
+        if parsed.iter().any(|(k, _)| k == key) {
+            anyhow::bail!("{key} given twice");
+        }
         parsed.push((key.to_string(), value));
     }
     ClientQuotas::update::<anyhow::Error>(&c.volume, |q| {
