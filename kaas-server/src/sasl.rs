@@ -86,7 +86,7 @@ pub fn warm_up(volume: &kaas_core::Volume) {
 }
 
 /// PLAIN logins checked at once (each a PBKDF2 of thousands of HMACs).
-static PBKDF2_AT_ONCE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+pub(crate) static PBKDF2_AT_ONCE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
 
 /// One connection's authentication, from the handshake to a principal.
 pub struct Authenticator {

@@ -897,6 +897,70 @@ mod tests {
         }
     }
 
+    /// A PLAIN login waiting for a PBKDF2 turn (all four taken) waits within the 30 s
+    /// login deadline: the connection is closed then, unanswered.
+    #[tokio::test(start_paused = true)]
+    async fn a_login_waiting_for_a_pbkdf2_turn_is_closed_at_the_login_deadline() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let broker = crate::handlers::test_support::broker_with(dir.path(), &["--sasl-enabled-mechanisms", "PLAIN"]);
+        let _all_turns = crate::sasl::PBKDF2_AT_ONCE.acquire_many(4).await.expect("the turns");
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (reader, writer) = tokio::io::split(server);
+        let mechanisms: Arc<[crate::config::SaslMechanism]> = vec![crate::config::SaslMechanism::Plain].into();
+        let mut session = Session::anonymous("SASL_PLAINTEXT", mechanisms.clone());
+        session.sasl = Some(Authenticator::new(&mechanisms, 0));
+        let (_stop, shutdown) = watch::channel(false);
+        let limits = limits(1 << 20);
+        let started = tokio::time::Instant::now();
+        let serving = async {
+            serve_connection(
+                &broker,
+                reader,
+                writer,
+                "127.0.0.1:1".parse().unwrap(),
+                session,
+                shutdown,
+                &limits,
+            )
+            .await
+        };
+        let talking = async {
+            let frame = |key: i16, version: i16, body: &[u8]| {
+                let mut f = Vec::new();
+                f.extend_from_slice(&key.to_be_bytes());
+                f.extend_from_slice(&version.to_be_bytes());
+                f.extend_from_slice(&1i32.to_be_bytes());
+                f.extend_from_slice(&(-1i16).to_be_bytes()); // no client id
+                f.extend_from_slice(body);
+                let mut wire = (f.len() as i32).to_be_bytes().to_vec();
+                wire.extend_from_slice(&f);
+                wire
+            };
+            let mut handshake = 5i16.to_be_bytes().to_vec();
+            handshake.extend_from_slice(b"PLAIN");
+            client.write_all(&frame(17, 1, &handshake)).await.unwrap();
+            let mut len = [0u8; 4];
+            client.read_exact(&mut len).await.unwrap();
+            let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
+            client.read_exact(&mut answer).await.unwrap();
+            assert_eq!(&answer[4..6], &[0, 0], "PLAIN offered");
+            let token = b"\0alice\0secret";
+            let mut body = (token.len() as i32).to_be_bytes().to_vec();
+            body.extend_from_slice(token);
+            client.write_all(&frame(36, 1, &body)).await.unwrap();
+            let mut rest = Vec::new();
+            client.read_to_end(&mut rest).await.unwrap();
+            rest
+        };
+        let ((), rest) = tokio::join!(serving, talking);
+        assert!(rest.is_empty(), "no answer: {rest:?}");
+        let waited = started.elapsed();
+        assert!(
+            (AUTHENTICATION_TIMEOUT..AUTHENTICATION_TIMEOUT + Duration::from_secs(1)).contains(&waited),
+            "closed after {waited:?}"
+        );
+    }
+
     #[tokio::test]
     async fn a_negative_frame_length_closes_the_connection_as_too_short() {
         let limits = limits(1 << 20);
