@@ -324,3 +324,35 @@ impl Answer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The credentials file is read once while it stays the same, and again as soon as
+    /// its stamp changes (a user added elsewhere logs in at once).
+    #[test]
+    fn credentials_are_cached_by_stamp_and_read_again_when_the_file_changes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let volume = kaas_core::Volume::new(dir.path());
+        let add = |user: &str| {
+            let credential =
+                kaas_core::scram::ScramCredential::from_password(kaas_core::scram::Mechanism::ScramSha256, "pw", 4096)
+                    .expect("a credential");
+            Credentials::update::<kaas_core::VolumeError>(&volume, |c| {
+                c.set(user, kaas_core::scram::Mechanism::ScramSha256, credential);
+                Ok(())
+            })
+            .expect("written");
+        };
+        add("alice");
+        let first = credentials(&volume).expect("read");
+        assert!(
+            Arc::ptr_eq(&first, &credentials(&volume).expect("read")),
+            "not read again"
+        );
+        add("bob");
+        let second = credentials(&volume).expect("read");
+        assert!(second.get("bob", kaas_core::scram::Mechanism::ScramSha256).is_some());
+    }
+}

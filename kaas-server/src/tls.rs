@@ -348,4 +348,15 @@ mod tests {
         assert_eq!(decode_directory_string(30, &[0, b'h', 0, b'i']).as_deref(), Some("hi"));
         assert_eq!(der_hex(22, b"a@b"), "1603614062");
     }
+
+    /// A certificate whose subject cannot be read names nobody: None, and the
+    /// connection is closed (server::connection) rather than served as User:ANONYMOUS.
+    #[test]
+    fn a_certificate_that_does_not_parse_has_no_principal() {
+        assert_eq!(
+            subject_principal(&CertificateDer::from(vec![0x30, 0x03, 1, 2, 3])),
+            None
+        );
+        assert_eq!(subject_principal(&CertificateDer::from(Vec::new())), None);
+    }
 }
