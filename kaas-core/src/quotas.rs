@@ -308,6 +308,15 @@ pub struct Measured {
     pub client_id: Option<String>,
 }
 
+impl Measured {
+    /// The one measure entities past a broker's bound on measures share: neither a
+    /// user nor a client id, which no quota's entity is, so no real measure is this.
+    pub const OVERFLOW: Measured = Measured {
+        user: None,
+        client_id: None,
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -487,7 +487,7 @@ impl Metrics {
         let quota_throttle_time = Family::<QuotaLabels, Counter<f64, AtomicU64>>::default();
         registry.register_with_unit(
             "quota_throttle_time",
-            "Time responses were delayed or connections muted for being over a quota (KIP-219 throttle_time_ms), per quota and measured entity",
+            "Throttle time given in answers for being over a quota (KIP-219 throttle_time_ms; the connection is muted that long, at most connections.max.idle.ms at a time), per quota and measured entity",
             Unit::Seconds,
             quota_throttle_time.clone(),
         );

@@ -121,10 +121,22 @@ impl PeerSettings {
             None
         };
         let tls = if listener.protocol.tls() {
-            let Some(ca) = config.inter_broker_ssl_ca.as_ref().or(config.ssl_ca.as_ref()) else {
-                return without("--inter-broker-ssl-ca (or --ssl-ca), the CA the peers' certificates chain to");
+            // The listener's own TLS files where it has them (--listener-ssl-*): its CA
+            // is what the peers' certificates on it chain to, and its certificate what
+            // they ask this broker for.
+            use crate::config::for_listener;
+            let name = &listener.name;
+            let Some(ca) = config
+                .inter_broker_ssl_ca
+                .as_ref()
+                .or(for_listener(&config.listener_ssl_ca, name))
+                .or(config.ssl_ca.as_ref())
+            else {
+                return without("--inter-broker-ssl-ca (or the listener's --listener-ssl-ca, or --ssl-ca), the CA the peers' certificates chain to");
             };
-            let identity = config.ssl_certificate.as_deref().zip(config.ssl_key.as_deref());
+            let certificate = for_listener(&config.listener_ssl_certificate, name).or(config.ssl_certificate.as_ref());
+            let key = for_listener(&config.listener_ssl_key, name).or(config.ssl_key.as_ref());
+            let identity = certificate.map(|c| c.as_path()).zip(key.map(|k| k.as_path()));
             Some(crate::tls::client_connector(ca, identity).map_err(|e| anyhow::anyhow!("inter-broker TLS: {e}"))?)
         } else {
             None

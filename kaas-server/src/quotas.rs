@@ -68,8 +68,10 @@ impl QuotaKind {
 const FULL_READ_EVERY: u64 = 10;
 /// An entity's measure unused this long is dropped, with its metric series.
 const SENSOR_EXPIRY: Duration = Duration::from_secs(3600);
-/// Measures kept before those unused for a minute are dropped early (a default
-/// client-id quota measures every client id it sees).
+/// Entities measured at most (a default client-id quota measures every client id it
+/// sees). Past it, those unused for a minute and owing nothing are dropped (at most
+/// once a second); if that is not enough, a new entity shares one measure per quota
+/// kind with every other one past the bound (`Measured::OVERFLOW`).
 const MAX_SENSORS: usize = 100_000;
 
 pub struct Quotas {
@@ -80,7 +82,15 @@ pub struct Quotas {
     writes: Mutex<()>,
     reloads: AtomicU64,
     missing_logged: AtomicBool,
-    sensors: Mutex<HashMap<(QuotaKind, Measured), Sensor>>,
+    sensors: Mutex<Sensors>,
+}
+
+#[derive(Default)]
+struct Sensors {
+    by_entity: HashMap<(QuotaKind, Measured), Sensor>,
+    /// When the map was last pruned for room, and when that was last logged.
+    pruned: Option<Instant>,
+    full_logged: Option<Instant>,
 }
 
 struct Cached {
@@ -105,7 +115,7 @@ impl Quotas {
     /// the file cannot be read.
     pub fn load(volume: &kaas_core::Volume, window: Duration) -> Result<Quotas, kaas_core::VolumeError> {
         let stamp = file_stamp(&volume.client_quotas_file());
-        let quotas = ClientQuotas::read(volume)?;
+        let quotas = usable(ClientQuotas::read(volume)?);
         if !quotas.entries.is_empty() {
             info!(entities = quotas.entries.len(), "client quotas in force");
         }
@@ -121,7 +131,7 @@ impl Quotas {
             writes: Mutex::new(()),
             reloads: AtomicU64::new(1),
             missing_logged: AtomicBool::new(false),
-            sensors: Mutex::new(HashMap::new()),
+            sensors: Mutex::new(Sensors::default()),
         })
     }
 
@@ -157,7 +167,7 @@ impl Quotas {
             self.missing_logged.store(false, Ordering::Relaxed);
         }
         if let Some(generation) = read {
-            match ClientQuotas::read(&self.volume) {
+            match ClientQuotas::read(&self.volume).map(usable) {
                 Ok(quotas) => {
                     let mut c = self.cache.write().unwrap_or_else(|p| p.into_inner());
                     if c.generation == generation {
@@ -184,7 +194,7 @@ impl Quotas {
         let _one_at_a_time = self.writes.lock().unwrap_or_else(|p| p.into_inner());
         let quotas = ClientQuotas::update(&self.volume, f)?;
         let mut c = self.cache.write().unwrap_or_else(|p| p.into_inner());
-        c.quotas = Arc::new(quotas.clone());
+        c.quotas = Arc::new(usable(quotas.clone()));
         // Read again at the next sync: a writer between the write and here counts.
         c.stamp = None;
         c.generation += 1;
@@ -197,11 +207,14 @@ impl Quotas {
     fn sweep(&self, now: Instant) {
         let quotas = self.current();
         let mut sensors = self.sensors.lock().unwrap_or_else(|p| p.into_inner());
-        sensors.retain(|(kind, measured), s| {
+        sensors.by_entity.retain(|(kind, measured), s| {
             let user = measured.user.as_deref().unwrap_or("");
             let client = measured.client_id.as_deref().unwrap_or("");
-            let keep = now.saturating_duration_since(s.used) < SENSOR_EXPIRY
-                && quotas.resolve(kind.key(), user, client).map(|(_, m)| m).as_ref() == Some(measured);
+            // An entity that still owes time is kept however long it stays away: what
+            // it owes is not forgiven.
+            let keep = (now.saturating_duration_since(s.used) < SENSOR_EXPIRY || s.schedule > now)
+                && (*measured == Measured::OVERFLOW
+                    || quotas.resolve(kind.key(), user, client).map(|(_, m)| m).as_ref() == Some(measured));
             if !keep {
                 metrics().forget_quota(&s.labels);
             }
@@ -238,31 +251,49 @@ impl Quotas {
         let Some((bound, measured)) = quotas.resolve(kind.key(), user, client_id) else {
             return Duration::ZERO;
         };
-        let mut sensors = self.sensors.lock().unwrap_or_else(|p| p.into_inner());
-        if sensors.len() >= MAX_SENSORS && !sensors.contains_key(&(kind, measured.clone())) {
-            sensors.retain(|_, s| {
-                let keep = now.saturating_duration_since(s.used) < Duration::from_secs(60);
-                if !keep {
-                    metrics().forget_quota(&s.labels);
+        let mut guard = self.sensors.lock().unwrap_or_else(|p| p.into_inner());
+        let sensors = &mut *guard;
+        let mut measured = measured;
+        if sensors.by_entity.len() >= MAX_SENSORS && !sensors.by_entity.contains_key(&(kind, measured.clone())) {
+            if sensors
+                .pruned
+                .is_none_or(|at| now.saturating_duration_since(at) >= Duration::from_secs(1))
+            {
+                sensors.pruned = Some(now);
+                sensors.by_entity.retain(|_, s| {
+                    let keep = now.saturating_duration_since(s.used) < Duration::from_secs(60) || s.schedule > now;
+                    if !keep {
+                        metrics().forget_quota(&s.labels);
+                    }
+                    keep
+                });
+            }
+            if sensors.by_entity.len() >= MAX_SENSORS {
+                measured = Measured::OVERFLOW;
+                if sensors
+                    .full_logged
+                    .is_none_or(|at| now.saturating_duration_since(at) >= Duration::from_secs(60))
+                {
+                    sensors.full_logged = Some(now);
+                    warn!(
+                        measures = sensors.by_entity.len(),
+                        "over {MAX_SENSORS} client quota measures in use this minute; new entities share one"
+                    );
                 }
-                keep
-            });
-            if sensors.len() >= MAX_SENSORS {
-                warn!(
-                    measures = sensors.len(),
-                    "over {MAX_SENSORS} client quota measures in use this minute"
-                );
             }
         }
-        let sensor = sensors.entry((kind, measured)).or_insert_with_key(|(_, m)| Sensor {
-            schedule: now,
-            used: now,
-            labels: QuotaLabels {
-                quota: kind.label(),
-                user: m.user.clone().unwrap_or_default(),
-                client_id: m.client_id.clone().unwrap_or_default(),
-            },
-        });
+        let sensor = sensors
+            .by_entity
+            .entry((kind, measured))
+            .or_insert_with_key(|(_, m)| Sensor {
+                schedule: now,
+                used: now,
+                labels: QuotaLabels {
+                    quota: kind.label(),
+                    user: m.user.clone().unwrap_or_default(),
+                    client_id: m.client_id.clone().unwrap_or_default(),
+                },
+            });
         sensor.used = now;
         let spent = Duration::try_from_secs_f64(value.max(0.0) / bound).unwrap_or(Duration::MAX);
         // At most ten years ahead: beyond that an Instant may overflow.
@@ -290,6 +321,25 @@ impl Quotas {
         }
         throttle
     }
+}
+
+/// The quotas of a file as read, without the values no broker would accept (a file
+/// edited by hand: a rate of 0 would throttle every request for ten years), each
+/// logged.
+fn usable(mut quotas: ClientQuotas) -> ClientQuotas {
+    for entry in &mut quotas.entries {
+        entry
+            .quotas
+            .retain(|key, value| match kaas_core::quotas::check_value(key, *value) {
+                Ok(()) => true,
+                Err(why) => {
+                    error!(entity = %entry.entity, key, why, "client quota ignored");
+                    false
+                }
+            });
+    }
+    quotas.entries.retain(|e| !e.quotas.is_empty());
+    quotas
 }
 
 #[cfg(test)]
@@ -393,7 +443,7 @@ mod tests {
         let throttle = q.record_at(&quotas, QuotaKind::Produce, "alice", "two", 600.0, now);
         // 1,200 B over the first second is 20 % over: 200 ms.
         assert_eq!(throttle, Duration::from_millis(200));
-        assert_eq!(q.sensors.lock().expect("sensors").len(), 1);
+        assert_eq!(q.sensors.lock().expect("sensors").by_entity.len(), 1);
     }
 
     #[test]
@@ -468,14 +518,14 @@ mod tests {
         let quotas = q.current();
         q.record_at(&quotas, QuotaKind::Produce, "alice", "a", 10.0, Instant::now());
         q.reload();
-        assert_eq!(q.sensors.lock().expect("sensors").len(), 1);
+        assert_eq!(q.sensors.lock().expect("sensors").by_entity.len(), 1);
         q.update(|f| {
             f.entries.clear();
             Ok(())
         })
         .expect("updated");
         q.reload();
-        assert_eq!(q.sensors.lock().expect("sensors").len(), 0);
+        assert_eq!(q.sensors.lock().expect("sensors").by_entity.len(), 0);
     }
 
     #[test]

@@ -55,8 +55,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             anyhow::bail!("--listener-max-connections names {name}, which is not a listener of this broker");
         }
     }
-    let peer_settings = crate::peers::PeerSettings::from_config(&config, &specs)?;
     check_listener_overrides(&config, &specs)?;
+    let peer_settings = crate::peers::PeerSettings::from_config(&config, &specs)?;
     let mut listeners = Vec::with_capacity(specs.len());
     for spec in specs {
         let tls = if spec.protocol.tls() {
@@ -703,6 +703,34 @@ fn check_listener_overrides(
     specs: &[crate::listeners::ListenerSpec],
 ) -> anyhow::Result<()> {
     let kind = |name: &str| specs.iter().find(|s| s.name == name).map(|s| s.protocol);
+    // A listener named twice by one flag: which value was meant?
+    let twice = |flag: &str, names: Vec<&String>| -> anyhow::Result<()> {
+        let mut seen = std::collections::BTreeSet::new();
+        match names.into_iter().find(|n| !seen.insert(*n)) {
+            Some(name) => anyhow::bail!("{flag} names {name} twice"),
+            None => Ok(()),
+        }
+    };
+    twice(
+        "--listener-sasl-enabled-mechanisms",
+        config.listener_sasl_enabled_mechanisms.iter().map(|(n, _)| n).collect(),
+    )?;
+    twice(
+        "--listener-ssl-certificate",
+        config.listener_ssl_certificate.iter().map(|(n, _)| n).collect(),
+    )?;
+    twice(
+        "--listener-ssl-key",
+        config.listener_ssl_key.iter().map(|(n, _)| n).collect(),
+    )?;
+    twice(
+        "--listener-ssl-ca",
+        config.listener_ssl_ca.iter().map(|(n, _)| n).collect(),
+    )?;
+    twice(
+        "--listener-ssl-client-auth",
+        config.listener_ssl_client_auth.iter().map(|(n, _)| n).collect(),
+    )?;
     let names =
         |flag: &'static str, names: Vec<&String>, fits: fn(crate::listeners::SecurityProtocol) -> bool, what: &str| {
             for name in names {

@@ -145,6 +145,14 @@ impl Authenticator {
         self
     }
 
+    /// The mechanism the handshake chose, once it has.
+    pub fn mechanism(&self) -> Option<SaslMechanism> {
+        match self.state {
+            State::Exchanging { mechanism, .. } => Some(mechanism),
+            State::AwaitingHandshake => None,
+        }
+    }
+
     /// After a v0 handshake, the next frames are raw tokens, without a request header.
     pub fn raw_tokens(&self) -> bool {
         matches!(self.state, State::Exchanging { raw: true, .. })

@@ -23,58 +23,97 @@ pub fn now_ms() -> i64 {
         .unwrap_or_else(kaas_core::now_ms)
 }
 
+/// Whose volume `dir` is: the first owner (uid, gid) other than root among the data
+/// directory as named (a symbolic link's own owner), the directory it leads to, and its
+/// `__cluster` directory; None when all are root's, or there is no volume.
+pub fn volume_owner(dir: &std::path::Path) -> anyhow::Result<Option<(u32, u32)>> {
+    use std::os::unix::fs::MetadataExt;
+    let stat = |path: &std::path::Path, follow: bool| {
+        let meta = if follow {
+            std::fs::metadata(path)
+        } else {
+            std::fs::symlink_metadata(path)
+        };
+        match meta {
+            Ok(m) => Ok(Some((m.uid(), m.gid()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(anyhow::anyhow!("cannot stat {}: {e}", path.display())),
+        }
+    };
+    // No volume: nothing of it to protect (the command says what is missing; the
+    // dashboard, which would wait for it, is refused as root in main).
+    let Some(named) = stat(dir, false)? else {
+        return Ok(None);
+    };
+    // In that order, looking no further than needed: a user who cannot cross the
+    // directory still learns whose it is.
+    if named.0 != 0 {
+        return Ok(Some(named));
+    }
+    if let Some(target) = stat(dir, true)?.filter(|&(uid, _)| uid != 0) {
+        return Ok(Some(target));
+    }
+    Ok(stat(&dir.join("__cluster"), false)?.filter(|&(uid, _)| uid != 0))
+}
+
 /// Run as root on a volume that belongs to another user (the brokers'), kaasctl becomes
 /// that user before it opens anything on the volume: its supplementary groups dropped,
-/// its gid and uid the volume root's. What it writes then belongs to the brokers' user
-/// (who can read it), and a symbolic link the volume's owner planted (`__cluster/audit`
-/// pointing at /etc) leads it nowhere that user could not write already: root's rights
-/// never reach past the volume (docs/kaasctl.md#run-as-root). Returns the uid taken.
+/// its gid and uid the owner's. What it writes then belongs to the brokers' user (who
+/// can read it), and a symbolic link that user planted (`__cluster/audit` pointing at
+/// /etc, or the data directory itself pointing elsewhere) leads it nowhere that user
+/// could not write already: root's rights never reach past the volume
+/// (docs/kaasctl.md#run-as-root). The owner is [`volume_owner`]'s (a volume whose root
+/// is root's, such as an NFS export, with the brokers' files in it, is theirs). A
+/// volume root's alone, kaasctl stays root. Returns the uid taken.
 ///
 /// kaasctl calls this first thing, while it is one thread: the calls below change the
-/// calling thread's ids (the raw system calls), which are then the process's.
+/// calling thread's ids (the raw system calls), which are then the process's, and
+/// every thread started later inherits them.
 pub fn act_as_volume_owner(dir: &std::path::Path) -> anyhow::Result<Option<u32>> {
     use rustix::process::{Gid, Uid};
-    use std::os::unix::fs::MetadataExt;
     if !rustix::process::geteuid().is_root() {
         return Ok(None);
     }
-    let meta = match std::fs::metadata(dir) {
-        Ok(m) => m,
-        // No volume (yet): nothing of it to protect; the command says what is missing.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => anyhow::bail!("cannot stat {}: {e}", dir.display()),
-    };
-    if meta.uid() == 0 {
+    let Some((uid, gid)) = volume_owner(dir)? else {
         return Ok(None);
-    }
-    let (uid, gid) = (Uid::from_raw(meta.uid()), Gid::from_raw(meta.gid()));
+    };
+    let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
+    let me = os_user();
     let switched = rustix::thread::set_thread_groups(&[])
         .and_then(|()| rustix::thread::set_thread_res_gid(gid, gid, gid))
         .and_then(|()| rustix::thread::set_thread_res_uid(uid, uid, uid));
     if let Err(e) = switched {
         anyhow::bail!(
             "kaasctl runs as root and could not become the volume's owner (uid {}, gid {}): {e}; run it as that user (e.g. `sudo -u <user> kaasctl ...`)",
-            meta.uid(),
-            meta.gid()
+            uid.as_raw(),
+            gid.as_raw()
         );
     }
     if rustix::process::geteuid() != uid || rustix::process::getegid() != gid {
         anyhow::bail!(
             "kaasctl could not become the volume's owner (uid {}, gid {})",
-            meta.uid(),
-            meta.gid()
+            uid.as_raw(),
+            gid.as_raw()
         );
     }
-    Ok(Some(meta.uid()))
+    // The audit journal names who ran it, not only whom it acted as.
+    let _ = ACTING_FOR.set(me);
+    Ok(Some(uid.as_raw()))
 }
 
-/// Refuses a mutating command run by another user than the owner of the volume's root
-/// directory (the brokers' user), unless `allow` (--allow-other-user).
+/// Who ran kaasctl when it became the volume's owner ([`act_as_volume_owner`]).
+static ACTING_FOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Refuses a mutating command run by another user than the volume's owner
+/// ([`volume_owner`]: the brokers' user), unless `allow` (--allow-other-user).
 pub fn check_volume_owner(dir: &std::path::Path, allow: bool) -> anyhow::Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let owner = std::fs::metadata(dir)
-        .map_err(|e| anyhow::anyhow!("cannot stat {}: {e}", dir.display()))?
-        .uid();
+    let owner = match volume_owner(dir)? {
+        Some((uid, _)) => uid,
+        None => std::fs::metadata(dir)
+            .map_err(|e| anyhow::anyhow!("cannot stat {}: {e}", dir.display()))?
+            .uid(),
+    };
     let me = rustix::process::geteuid().as_raw();
     if owner == me || allow {
         return Ok(());
@@ -100,10 +139,14 @@ pub fn admin_actor(tool: &str) -> kaas_core::txn::Actor {
 /// service user).
 pub fn os_user() -> String {
     let uid = rustix::process::geteuid().as_raw();
-    std::fs::read_to_string("/etc/passwd")
+    let name = std::fs::read_to_string("/etc/passwd")
         .ok()
         .and_then(|passwd| passwd_name(&passwd, uid))
-        .unwrap_or_else(|| format!("uid {uid}"))
+        .unwrap_or_else(|| format!("uid {uid}"));
+    match ACTING_FOR.get() {
+        Some(ran) => format!("{ran} as {name}"),
+        None => name,
+    }
 }
 
 /// The name of `uid` in passwd(5) text.

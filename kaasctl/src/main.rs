@@ -70,7 +70,17 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         }
         _ => {}
     }
-    // As root, act as the volume's owner before anything on the volume is touched.
+    // As root, act as the volume's owner before anything on the volume is touched. The
+    // dashboard would wait for a missing volume as root: it may not.
+    if matches!(cli.command, Command::Top { .. })
+        && rustix::process::geteuid().is_root()
+        && std::fs::symlink_metadata(&cli.data_dir).is_err()
+    {
+        anyhow::bail!(
+            "the data directory {} does not exist: run as root, kaasctl top needs it to know whose volume it is (it acts as that user); start it once the volume is there",
+            cli.data_dir.display()
+        );
+    }
     cluster::act_as_volume_owner(&cli.data_dir)?;
     // The dashboard copes with a missing data directory itself (it says so and waits).
     if let Command::Top { interval, once, view } = cli.command {

@@ -2,6 +2,7 @@
 broker or kaasctl creates is its owner's alone (directories 0700, files 0600), and
 kaasctl's mutating commands refuse to run as another user than the volume's owner
 unless told to."""
+import json
 import os
 import shutil
 import stat
@@ -82,6 +83,18 @@ def test_kaasctl_as_root_acts_as_the_volumes_owner_and_another_user_is_refused(k
         assert [os.stat(p).st_uid for p in audit.iterdir()] == [12345] * len(list(audit.iterdir()))
         assert ctl("txn", "list", "--json").returncode == 0
         assert ctl("brokers", "--json").returncode == 0
+        # A volume root that is root's (an NFS export) with the brokers' files in it:
+        # the same.
+        os.chown(data, 0, 0)
+        os.chmod(data, 0o711)  # which the brokers' user may cross, or they could not run
+        added = ctl("users", "add", "erin", "--password-stdin", input="erin-secret\n")
+        assert added.returncode == 0, added.stderr
+        assert os.stat(data / "__cluster" / "scram-credentials.json").st_uid == 12345
+        journal = ctl("--json", "audit")
+        assert journal.returncode == 0, journal.stderr
+        assert {e["user"] for e in json.loads(journal.stdout)} == {"root as uid 12345"}, journal.stdout
+        os.chown(data, 12345, 12345)
+        os.chmod(data, 0o700)
         # The volume's owner points the audit directory at root's: root's kaasctl writes
         # nothing there (before, run with --allow-other-user, it wrote its record there).
         outside = base / "roots"

@@ -379,9 +379,9 @@ pub struct Session {
     /// Some until a SASL listener's connection has authenticated, and again while it
     /// re-authenticates (KIP-368).
     sasl: Option<Authenticator>,
-    /// A SASL listener's connection that has authenticated once: it may log in again,
-    /// as the same principal only.
-    sasl_authenticated: bool,
+    /// A SASL listener's connection that has authenticated: the mechanism it used and
+    /// when. It may log in again (KIP-368) with that mechanism, as the same principal.
+    sasl_login: Option<(crate::config::SaslMechanism, tokio::time::Instant)>,
     /// When an authenticated session ends (`connections.max.reauth.ms`): the first
     /// request after it, other than a re-authentication, closes the connection.
     expires_at: Option<tokio::time::Instant>,
@@ -396,7 +396,7 @@ impl Session {
             listener: listener.into(),
             principal: ANONYMOUS.into(),
             sasl: None,
-            sasl_authenticated: false,
+            sasl_login: None,
             expires_at: None,
             sasl_mechanisms,
         }
@@ -620,15 +620,21 @@ async fn serve_connection<R, W>(
             }
         };
         let key = i16::from_be_bytes([frame[0], frame[1]]);
-        if !authenticating && session.sasl_authenticated && key == ApiKey::SaslHandshake as i16 {
+        if !authenticating && key == ApiKey::SaslHandshake as i16 {
             // KIP-368: a logged-in client logs in again (SaslHandshake v1 and
-            // SaslAuthenticate; the v0 framing cannot, and gets ILLEGAL_SASL_STATE from
-            // the handler), within the login deadline.
+            // SaslAuthenticate), with the mechanism it logged in with, within the login
+            // deadline; as Kafka, only where sessions expire, and at most once a second
+            // (each login may cost a PBKDF2 turn). Otherwise, and with the v0 framing,
+            // the handler answers ILLEGAL_SASL_STATE.
             let version = frame.get(2..4).map_or(0, |v| i16::from_be_bytes([v[0], v[1]]));
-            if version >= 1 {
+            let now = tokio::time::Instant::now();
+            if let Some((mechanism, logged_in_at)) = session.sasl_login.filter(|&(_, at)| {
+                version >= 1 && reauth_ms > 0 && now.saturating_duration_since(at) >= MIN_REAUTH_INTERVAL
+            }) {
                 let user = session.principal.strip_prefix("User:").unwrap_or(&session.principal);
-                session.sasl = Some(Authenticator::new(&session.sasl_mechanisms, reauth_ms).again_as(user));
-                authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
+                session.sasl = Some(Authenticator::new(&[mechanism], reauth_ms).again_as(user));
+                debug!(%peer, since = ?now.saturating_duration_since(logged_in_at), "re-authentication begins");
+                authenticate_by = now + AUTHENTICATION_TIMEOUT;
                 authenticating = true;
             }
         }
@@ -701,6 +707,9 @@ async fn serve_connection<R, W>(
     }
 }
 
+/// The least time between two logins of one connection (Kafka's, KIP-368).
+const MIN_REAUTH_INTERVAL: Duration = Duration::from_secs(1);
+
 /// When a session that starts now ends (`connections.max.reauth.ms`; 0: never).
 fn session_end(reauth_ms: u64) -> Option<tokio::time::Instant> {
     (reauth_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(reauth_ms))
@@ -749,14 +758,14 @@ impl Session {
         match outcome {
             Outcome::Continue => true,
             Outcome::Authenticated(user) => {
-                if self.sasl_authenticated {
+                if self.sasl_login.is_some() {
                     info!(%peer, listener = %self.listener, user, "SASL re-authentication succeeded");
                 } else {
                     info!(%peer, listener = %self.listener, user, "SASL authentication succeeded");
                 }
                 self.principal = format!("User:{user}").into();
-                self.sasl = None;
-                self.sasl_authenticated = true;
+                let mechanism = self.sasl.take().and_then(|a| a.mechanism());
+                self.sasl_login = mechanism.map(|m| (m, tokio::time::Instant::now()));
                 self.expires_at = session_end(reauth_ms);
                 true
             }
