@@ -125,7 +125,8 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)')
-            [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers')
+            [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers (also `describe`, kafka-transactions.sh''s name)')
+            [CompletionResult]::new('describe', 'describe', [CompletionResultType]::ParameterValue, 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers (also `describe`, kafka-transactions.sh''s name)')
             [CompletionResult]::new('abort', 'abort', [CompletionResultType]::ParameterValue, 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort')
             [CompletionResult]::new('repair', 'repair', [CompletionResultType]::ParameterValue, 'Check the whole volume; with --fix, repair what is inconsistent')
             [CompletionResult]::new('find-hanging', 'find-hanging', [CompletionResultType]::ParameterValue, 'Exact hanging-transaction detection: partitions'' open transactions joined with the coordinator''s slots')
@@ -154,6 +155,20 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             break
         }
         'kaasctl;txn;show' {
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'kaasctl;txn;describe' {
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
             [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
@@ -235,7 +250,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;txn;help' {
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)')
-            [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers')
+            [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers (also `describe`, kafka-transactions.sh''s name)')
             [CompletionResult]::new('abort', 'abort', [CompletionResultType]::ParameterValue, 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort')
             [CompletionResult]::new('repair', 'repair', [CompletionResultType]::ParameterValue, 'Check the whole volume; with --fix, repair what is inconsistent')
             [CompletionResult]::new('find-hanging', 'find-hanging', [CompletionResultType]::ParameterValue, 'Exact hanging-transaction detection: partitions'' open transactions joined with the coordinator''s slots')
@@ -895,7 +910,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;help;txn' {
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)')
-            [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers')
+            [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers (also `describe`, kafka-transactions.sh''s name)')
             [CompletionResult]::new('abort', 'abort', [CompletionResultType]::ParameterValue, 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort')
             [CompletionResult]::new('repair', 'repair', [CompletionResultType]::ParameterValue, 'Check the whole volume; with --fix, repair what is inconsistent')
             [CompletionResult]::new('find-hanging', 'find-hanging', [CompletionResultType]::ParameterValue, 'Exact hanging-transaction detection: partitions'' open transactions joined with the coordinator''s slots')

@@ -316,6 +316,9 @@ _kaasctl() {
             kaasctl__subcmd__txn,abort)
                 cmd="kaasctl__subcmd__txn__subcmd__abort"
                 ;;
+            kaasctl__subcmd__txn,describe)
+                cmd="kaasctl__subcmd__txn__subcmd__show"
+                ;;
             kaasctl__subcmd__txn,find-hanging)
                 cmd="kaasctl__subcmd__txn__subcmd__find__subcmd__hanging"
                 ;;
@@ -2606,7 +2609,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__txn)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help list show abort repair find-hanging timeline help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help list show describe abort repair find-hanging timeline help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

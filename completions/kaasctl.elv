@@ -117,7 +117,8 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
             cand list 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
-            cand show 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
+            cand show 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers (also `describe`, kafka-transactions.sh''s name)'
+            cand describe 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers (also `describe`, kafka-transactions.sh''s name)'
             cand abort 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort'
             cand repair 'Check the whole volume; with --fix, repair what is inconsistent'
             cand find-hanging 'Exact hanging-transaction detection: partitions'' open transactions joined with the coordinator''s slots'
@@ -144,6 +145,19 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --help 'Print help'
         }
         &'kaasctl;txn;show'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'kaasctl;txn;describe'= {
             cand --data-dir 'The shared volume (the brokers'' --data-dir)'
             cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
             cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
@@ -220,7 +234,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         }
         &'kaasctl;txn;help'= {
             cand list 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
-            cand show 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
+            cand show 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers (also `describe`, kafka-transactions.sh''s name)'
             cand abort 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort'
             cand repair 'Check the whole volume; with --fix, repair what is inconsistent'
             cand find-hanging 'Exact hanging-transaction detection: partitions'' open transactions joined with the coordinator''s slots'
@@ -807,7 +821,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         }
         &'kaasctl;help;txn'= {
             cand list 'Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list)'
-            cand show 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers'
+            cand show 'Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers (also `describe`, kafka-transactions.sh''s name)'
             cand abort 'Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort'
             cand repair 'Check the whole volume; with --fix, repair what is inconsistent'
             cand find-hanging 'Exact hanging-transaction detection: partitions'' open transactions joined with the coordinator''s slots'

@@ -80,8 +80,9 @@ pub struct Config {
     #[arg(long, env = "KAAS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
 
-    /// This broker's id (node id in Metadata responses); unique in the cluster.
-    #[arg(long, env = "KAAS_BROKER_ID", default_value_t = 0)]
+    /// This broker's id (node id in Metadata responses); unique in the cluster, 0 or
+    /// more. Kafka's -1 ("assign one") is refused: kaas assigns none.
+    #[arg(long, env = "KAAS_BROKER_ID", default_value_t = 0, value_parser = parse_broker_id)]
     pub broker_id: i32,
 
     /// A Kafka listener: NAME=PROTOCOL://HOST:PORT, or PROTOCOL://HOST:PORT for one named
@@ -835,6 +836,18 @@ pub fn parse_listener_limit(s: &str) -> Result<(String, u32), String> {
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("{s:?}: the limit must be a whole number from 1"))?;
     Ok((parse_listener_name(name)?, n))
+}
+
+/// `--broker-id`: 0 or more. A negative id would be advertised as every partition's
+/// leader, which clients read as "no leader" (Kafka's -1 means "assign one").
+pub fn parse_broker_id(s: &str) -> Result<i32, String> {
+    match s.trim().parse::<i32>() {
+        Ok(id) if id >= 0 => Ok(id),
+        Ok(id) => Err(format!(
+            "broker ids are 0 or more, not {id}: kaas does not assign one (Kafka's broker.id=-1); give each broker of the cluster its own id, e.g. 0, 1, 2"
+        )),
+        Err(e) => Err(format!("{s:?} is not a broker id: {e}")),
+    }
 }
 
 /// `--listener-sasl-enabled-mechanisms`' NAME=M,M.

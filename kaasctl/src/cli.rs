@@ -175,7 +175,9 @@ pub enum TxnSort {
 pub enum TxnCommand {
     /// Every transaction on the volume (kafka-transactions.sh list / rpk cluster txn list).
     List(TxnListArgs),
-    /// Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers.
+    /// Everything about one transaction: entry, partitions with leader and LSO, staged offsets, queued markers
+    /// (also `describe`, kafka-transactions.sh's name).
+    #[command(visible_alias = "describe")]
     Show { transactional_id: String },
     /// Force-abort an open transaction: PrepareAbort at epoch + 1, ABORT markers, staged offsets discarded, CompleteAbort.
     Abort(TxnAbortArgs),

@@ -56,3 +56,14 @@ fn a_missing_data_dir_is_an_error() {
     assert_eq!(code, 1);
     assert!(err.contains("does not exist"), "{err}");
 }
+
+/// `txn describe`, the name kafka-transactions.sh users type, is `txn show`.
+#[test]
+fn txn_describe_is_txn_show() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(Volume::new(dir.path()).cluster_dir()).unwrap();
+    let shown = kaasctl(dir.path(), &["txn", "show", "nobody-tx"]);
+    let described = kaasctl(dir.path(), &["txn", "describe", "nobody-tx"]);
+    assert_eq!(shown, described);
+    assert!(!described.2.contains("unrecognized subcommand"), "{described:?}");
+}

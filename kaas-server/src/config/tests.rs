@@ -138,3 +138,15 @@ fn per_listener_settings_override_the_brokers_for_their_listener_only() {
     assert!(crate::config::parse_listener_client_auth("X=sometimes").is_err());
     assert!(crate::config::parse_listener_path("X=").is_err());
 }
+
+#[test]
+fn a_negative_broker_id_is_refused_with_a_hint_from_a_flag_or_a_file() {
+    let e = <Config as clap::Parser>::try_parse_from(["kaas-server", "--broker-id=-1"]).unwrap_err();
+    assert!(e.to_string().contains("kaas does not assign one"), "{e}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("k.toml");
+    std::fs::write(&file, "broker-id = -1\n").expect("write");
+    let e = Config::load_from(["kaas-server", "--config", file.to_str().unwrap()]).unwrap_err();
+    assert!(e.to_string().contains("broker ids are 0 or more, not -1"), "{e}");
+    assert_eq!(crate::config::parse_broker_id("2"), Ok(2));
+}
