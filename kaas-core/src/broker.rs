@@ -572,9 +572,15 @@ pub struct ClusterMeta {
 /// fully written temporary file into place, so two brokers starting at once cannot
 /// both win: the loser reads the winner's id.
 pub fn cluster_id(volume: &Volume) -> Result<String, VolumeError> {
+    cluster_id_or_create(volume).map(|(id, _)| id)
+}
+
+/// [`cluster_id`], and whether this call created it: true for exactly one of the
+/// brokers starting at once on a new volume (the one whose file was linked into place).
+pub fn cluster_id_or_create(volume: &Volume) -> Result<(String, bool), VolumeError> {
     let path = volume.cluster_dir().join("cluster.json");
     match read_versioned_json::<ClusterMeta>(&path, "cluster metadata", CLUSTER_FORMAT_VERSION) {
-        Ok(m) => return Ok(m.cluster_id),
+        Ok(m) => return Ok((m.cluster_id, false)),
         Err(e) if e.is_not_found() => {}
         Err(e) => return Err(e),
     }
@@ -587,8 +593,9 @@ pub fn cluster_id(volume: &Volume) -> Result<String, VolumeError> {
     // A unique temporary name per writer: two brokers (even with equal pids on two
     // hosts) starting at once cannot link each other's file.
     if crate::fsutil::atomic_create(&path, &bytes).map_err(|e| VolumeError::io(&path, e))? {
-        Ok(meta.cluster_id)
+        Ok((meta.cluster_id, true))
     } else {
-        read_versioned_json::<ClusterMeta>(&path, "cluster metadata", CLUSTER_FORMAT_VERSION).map(|m| m.cluster_id)
+        read_versioned_json::<ClusterMeta>(&path, "cluster metadata", CLUSTER_FORMAT_VERSION)
+            .map(|m| (m.cluster_id, false))
     }
 }

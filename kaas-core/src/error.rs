@@ -201,3 +201,42 @@ where
     }
     Ok(value)
 }
+
+/// An error and its causes on one line, `a: b: c`, leaving out a cause whose text the
+/// line already holds (a [`VolumeError::Io`] names its source in its own message, so
+/// printing the chain as-is says "File exists (os error 17)" twice).
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod one_line_tests {
+    #[test]
+    fn a_cause_already_in_the_message_is_not_said_twice() {
+        let io = super::VolumeError::Io {
+            path: "data/__cluster/brokers".into(),
+            source: std::io::Error::from_raw_os_error(17),
+        };
+        assert_eq!(
+            super::one_line(&io),
+            "data/__cluster/brokers: File exists (os error 17)"
+        );
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot open the volume")]
+        struct Outer(#[source] super::VolumeError);
+        assert_eq!(
+            super::one_line(&Outer(io)),
+            "cannot open the volume: data/__cluster/brokers: File exists (os error 17)"
+        );
+    }
+}

@@ -25,6 +25,7 @@ fn main() -> std::process::ExitCode {
         print!("{}", config.render_effective());
         return std::process::ExitCode::SUCCESS;
     }
+    let log_format = config.log_format;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     match config.log_format {
         LogFormat::Human => tracing_subscriber::fmt()
@@ -62,8 +63,12 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("kaas-server: {e:#}");
+            // Once: as a plain line for a person reading a terminal (the human log
+            // format writes to the same stderr), as a log record for a collector.
+            match log_format {
+                LogFormat::Human => eprintln!("kaas-server: {}", kaas_core::error::one_line(e.as_ref())),
+                LogFormat::Json => tracing::error!("{}", kaas_core::error::one_line(e.as_ref())),
+            }
             std::process::ExitCode::FAILURE
         }
     }

@@ -11,8 +11,29 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+/// The data directory must be a directory, or not exist yet (the broker makes a new
+/// volume there, and says so loudly: `Cluster::open`). Anything else is said once,
+/// plainly, before anything is created.
+fn check_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::ErrorKind;
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => anyhow::bail!(
+            "the data directory {} is not a directory (--data-dir or KAAS_DATA_DIR names a file)",
+            dir.display()
+        ),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotADirectory => anyhow::bail!(
+            "the data directory {} cannot be made: part of its path is a file, not a directory (--data-dir or KAAS_DATA_DIR)",
+            dir.display()
+        ),
+        Err(e) => anyhow::bail!("cannot use the data directory {}: {e}", dir.display()),
+    }
+}
+
 pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
     // Before anything is bound or touched on the volume: one process per broker id.
+    check_data_dir(&config.data_dir)?;
     let volume = kaas_core::Volume::new(&config.data_dir);
     let claim = kaas_core::broker::claim_broker_id(&volume, config.broker_id, now_ms())?;
     warn_of_loose_modes(&config);

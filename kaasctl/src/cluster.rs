@@ -36,7 +36,14 @@ pub fn volume_owner(dir: &std::path::Path) -> anyhow::Result<Option<(u32, u32)>>
         };
         match meta {
             Ok(m) => Ok(Some((m.uid(), m.gid()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(anyhow::anyhow!("cannot stat {}: {e}", path.display())),
         }
     };
@@ -54,6 +61,52 @@ pub fn volume_owner(dir: &std::path::Path) -> anyhow::Result<Option<(u32, u32)>>
         return Ok(Some(target));
     }
     Ok(stat(&dir.join("__cluster"), false)?.filter(|&(uid, _)| uid != 0))
+}
+
+/// Refuses a data directory that is not a kaas volume — missing, a file, or a
+/// directory without `__cluster` (made by a broker's first start) — rather than
+/// showing it as an empty cluster: a mistyped `--data-dir` must not read as "no
+/// transactions, all healthy". `bootstraps`: the command may begin a volume in an
+/// empty directory (users, ACLs and quotas set before the first broker starts).
+pub fn check_is_volume(dir: &std::path::Path, bootstraps: bool) -> anyhow::Result<()> {
+    use std::io::ErrorKind;
+    let hint = "set --data-dir or KAAS_DATA_DIR to the brokers' data directory";
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => anyhow::bail!(
+            "the data directory {} is a file, not a directory: {hint}",
+            dir.display()
+        ),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            anyhow::bail!("the data directory {} does not exist: {hint}", dir.display())
+        }
+        Err(e) if e.kind() == ErrorKind::NotADirectory => anyhow::bail!(
+            "the data directory {} does not exist: part of its path is a file: {hint}",
+            dir.display()
+        ),
+        Err(e) => anyhow::bail!("cannot use the data directory {}: {e}", dir.display()),
+    }
+    let cluster = dir.join("__cluster");
+    match std::fs::metadata(&cluster) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => anyhow::bail!("{} is not a kaas volume: its __cluster is a file", dir.display()),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {}
+        Err(e) => anyhow::bail!("cannot read {}: {e}", cluster.display()),
+    }
+    // An empty directory (a fresh file system's lost+found aside) is a volume yet to
+    // be made; anything else is someone else's directory.
+    let empty = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .all(|e| e.file_name() == "lost+found");
+    if bootstraps && empty {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{} is not a kaas volume: it has no __cluster directory ({}). A broker makes one at its first start with --data-dir pointing there; {hint}",
+        dir.display(),
+        if empty { "it is empty" } else { "it holds other files" }
+    )
 }
 
 /// Run as root on a volume that belongs to another user (the brokers'), kaasctl becomes

@@ -47,7 +47,7 @@ fn main() -> ExitCode {
         Ok(Status::Ok) => ExitCode::SUCCESS,
         Ok(Status::Problems) => ExitCode::from(EXIT_PROBLEMS),
         Err(e) => {
-            eprintln!("kaasctl: {}", out::safe(&format!("{e:#}")));
+            eprintln!("kaasctl: {}", out::safe(&kaas_core::error::one_line(e.as_ref())));
             ExitCode::from(EXIT_ERROR)
         }
     }
@@ -69,6 +69,11 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
             return Ok(Status::Ok);
         }
         _ => {}
+    }
+    // One frame of nothing would read as an idle cluster: `top --once` (a script's
+    // look) learns the volume is not there; the live dashboard waits for it.
+    if let Command::Top { once: true, .. } = cli.command {
+        cluster::check_is_volume(&cli.data_dir, false)?;
     }
     // As root, act as the volume's owner before anything on the volume is touched. The
     // dashboard would wait for a missing volume as root: it may not.
@@ -93,12 +98,15 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
             allow_other_user: cli.allow_other_user,
         });
     }
-    if !cli.data_dir.is_dir() {
-        anyhow::bail!(
-            "data directory {} does not exist (set --data-dir or KAAS_DATA_DIR)",
-            cli.data_dir.display()
-        );
-    }
+    // Users, ACLs and quotas may be set before the first broker starts (a volume's
+    // bootstrap): those alone may begin a volume in an empty directory.
+    let bootstraps = matches!(
+        cli.command,
+        Command::Users(UsersCommand::Add { .. })
+            | Command::Acls(AclsCommand::Add(_))
+            | Command::Quotas(QuotasCommand::Set { .. })
+    );
+    cluster::check_is_volume(&cli.data_dir, bootstraps)?;
     let format = match (cli.json, cli.output) {
         (true, _) => cli::OutputFormat::Json,
         (false, Some(f)) => f,

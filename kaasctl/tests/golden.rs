@@ -572,7 +572,9 @@ fn unreadable_files_are_named_by_their_whole_path_at_any_width() {
 
 #[test]
 fn an_empty_volume_and_a_missing_one() {
+    // A volume whose first broker has not written anything yet but `__cluster`.
     let d = fixture_dir().unwrap();
+    std::fs::create_dir(d.path().join("__cluster")).unwrap();
     cases(
         d.path(),
         &[
@@ -582,6 +584,50 @@ fn an_empty_volume_and_a_missing_one() {
         ],
     );
     golden("missing_data_dir", &run(&d.path().join("nope"), &["txn", "list"]));
+}
+
+/// A mistyped --data-dir must not read as an empty, healthy cluster: a directory
+/// without `__cluster`, a file, a path through a file are refused with what they are.
+#[test]
+fn a_directory_that_is_not_a_volume_is_refused() {
+    let empty = fixture_dir().unwrap();
+    let other = fixture_dir().unwrap();
+    std::fs::write(other.path().join("notes.txt"), "not a volume").unwrap();
+    let mut all = String::new();
+    for (dir, args) in [
+        (empty.path(), &["doctor"][..]),
+        (empty.path(), &["txn", "list"][..]),
+        (empty.path(), &["top", "--once"][..]),
+        (other.path(), &["doctor"][..]),
+        (other.path(), &["brokers"][..]),
+        (&other.path().join("notes.txt"), &["txn", "list"][..]),
+        (&other.path().join("notes.txt/data"), &["txn", "list"][..]),
+        (&other.path().join("nope"), &["top", "--once"][..]),
+    ] {
+        let text = run(dir, args);
+        assert!(
+            text.contains("exit: 1"),
+            "kaasctl {args:?} on {}: {text}",
+            dir.display()
+        );
+        all.push_str(&text);
+    }
+    golden("not_a_volume", &all);
+    // Users, ACLs and quotas may be set up in an empty directory before the first
+    // broker starts; not in a directory holding other files.
+    let add = |dir: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+            .args(["--data-dir"])
+            .arg(dir)
+            .args(["quotas", "set", "--user", "alice", "producer_byte_rate=1024"])
+            .output()
+            .unwrap()
+    };
+    assert!(add(empty.path()).status.success());
+    assert!(empty.path().join("__cluster").is_dir());
+    let refused = add(other.path());
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not a kaas volume"));
 }
 
 #[test]
@@ -935,6 +981,7 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
     cases(m.path(), &[("doctor_stuck_marker", &["doctor"])]);
     // A volume no broker ever ran on.
     let e = fixture_dir().unwrap();
+    std::fs::create_dir(e.path().join("__cluster")).unwrap();
     cases(e.path(), &[("doctor_empty", &["doctor"])]);
     // Broker 1 runs but stepped down (its renewals are too slow); broker 2 stepped
     // down and then died: its lease still carries the mark, but it is just dead.

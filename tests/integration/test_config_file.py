@@ -118,3 +118,30 @@ def test_unknown_keys_and_bad_values_are_errors_naming_the_file_and_key(tmp_path
     # A flag given on the command line is checked by clap as before.
     r = run("--segment-bytes", "3")
     assert r.returncode == 2 and "--segment-bytes" in r.stderr
+
+
+def test_a_data_directory_that_is_a_file_is_said_once_and_a_new_volume_loudly(tmp_path, kaas_factory):
+    """Issue 28's traps: a --data-dir that is a file (or runs through one) is one plain
+    line, not an OS error twice; a broker that makes a new volume says so, naming the
+    cluster id and the absolute path, once — not at the next start."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a volume")
+    for data_dir, expected in [(afile, f"the data directory {afile} is not a directory"),
+                               (afile / "sub", f"the data directory {afile / 'sub'} cannot be made: part of its path is a file, not a directory")]:
+        r = run("--data-dir", str(data_dir), "--listen", f"127.0.0.1:{free_port()}")
+        assert r.returncode == 1, r.stderr
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        assert lines == [f"kaas-server: {expected} (--data-dir or KAAS_DATA_DIR{' names a file' if data_dir == afile else ''})"], r.stderr
+        assert "os error" not in r.stderr
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    b = kaas_factory(data_dir=workdir / "newvol")
+    first = b.log_text()
+    new_lines = [l for l in first.splitlines() if "NEW CLUSTER" in l]
+    cluster_id = (workdir / "newvol" / "__cluster" / "cluster.json").read_text()
+    assert len(new_lines) == 1, first
+    assert str(workdir / "newvol") in new_lines[0] and " WARN " in new_lines[0], new_lines
+    assert re.search(r"cluster id ([0-9a-f]{32})", new_lines[0]).group(1) in cluster_id
+    b.stop()
+    b.restart()
+    assert b.log_text().count("NEW CLUSTER") == 1, "an existing volume is not announced as new"

@@ -131,7 +131,19 @@ impl Cluster {
         kaas_core::fsutil::create_dir_durable(&volume.topics_dir())?;
         kaas_core::fsutil::create_dir_durable(&volume.brokers_dir())?;
         kaas_core::fsutil::create_dir_durable(&volume.groups_dir())?;
-        let cluster_id = kaas_core::broker::cluster_id(&volume)?;
+        let (cluster_id, created) = kaas_core::broker::cluster_id_or_create(&volume)?;
+        if created {
+            // Kafka formats a storage directory as a step of its own; kaas formats on
+            // first start (the README's one command must work on a fresh machine), so a
+            // mistyped --data-dir must at least be impossible to miss.
+            let path = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
+            warn!(
+                cluster_id = %cluster_id,
+                data_dir = %path.display(),
+                "NEW CLUSTER: there was no kaas volume at {}; this broker created one, with cluster id {cluster_id}. If it should have joined an existing cluster, stop it and check --data-dir (KAAS_DATA_DIR): the existing volume's brokers, topics and transactions are not here",
+                path.display()
+            );
+        }
         let dynamic = configs::DynamicState::load(&volume, &config)?;
         let defaults = dynamic.defaults.clone();
         let mut registry = Registry::default();

@@ -229,7 +229,9 @@ impl Watcher {
             now_ms,
             ..Snapshot::default()
         };
-        if !data_dir.is_dir() {
+        // No `__cluster` yet: a volume whose first broker has not started, or the wrong
+        // directory; either way nothing to show.
+        if !data_dir.join("__cluster").is_dir() {
             snap.data_dir_missing = true;
             return snap;
         }

@@ -317,11 +317,15 @@ fn corrupt_files_are_error_rows_not_crashes() {
 #[test]
 fn an_empty_volume_and_a_missing_one_render() {
     let d = tempfile::tempdir().unwrap();
+    // An empty directory is not a volume yet.
+    let (app, _) = app_for(d.path());
+    assert!(screen(&app).contains("not a kaas volume (yet)"));
+    std::fs::create_dir(d.path().join("__cluster")).unwrap();
     let (app, _) = app_for(d.path());
     let s = screen(&app);
     assert!(s.contains("none registered") && s.contains("Transactions (0)"), "{s}");
     let (app, _) = app_for(&d.path().join("missing"));
-    assert!(screen(&app).contains("The data directory does not exist"));
+    assert!(screen(&app).contains("not a kaas volume (yet)"));
 }
 
 #[test]

@@ -44,7 +44,7 @@ fn draw_views(f: &mut Frame, app: &App) {
     }
     if app.snap.data_dir_missing {
         f.render_widget(
-            Paragraph::new("The data directory does not exist (yet). kaasctl top keeps looking; check --data-dir / KAAS_DATA_DIR. q quits.")
+            Paragraph::new("The data directory is not a kaas volume (yet): it does not exist, or has no __cluster directory (a broker makes one at its first start). kaasctl top keeps looking; check --data-dir / KAAS_DATA_DIR. q quits.")
                 .block(Block::default().borders(Borders::ALL).title(" kaasctl top "))
                 .wrap(Wrap { trim: true }),
             area,
