@@ -106,6 +106,26 @@ impl BrokerLease {
     pub fn is_stepped_down(&self, now_ms: i64, session_timeout_ms: i64) -> bool {
         self.stopped_ms.is_none() && self.stepped_down_ms.is_some() && now_ms - self.heartbeat_ms < session_timeout_ms
     }
+    /// What an operator is told about this broker (`kaasctl brokers`, `top`): by the
+    /// heartbeat's age on this host's clock, as [`Self::is_alive`]. A broker renews
+    /// every second, so a heartbeat unchanged for half the session timeout is
+    /// [`Liveness::Stale`] — killed, frozen or cut off, still counted live (the
+    /// brokers wait out the whole timeout before taking anything over) — and
+    /// [`Liveness::Dead`] after the whole timeout.
+    pub fn liveness(&self, now_ms: i64, session_timeout_ms: i64) -> Liveness {
+        let age = now_ms - self.heartbeat_ms;
+        if self.stopped_ms.is_some() {
+            Liveness::Stopped
+        } else if age >= session_timeout_ms {
+            Liveness::Dead
+        } else if self.stepped_down_ms.is_some() {
+            Liveness::SteppedDown
+        } else if age >= session_timeout_ms / 2 {
+            Liveness::Stale
+        } else {
+            Liveness::Alive
+        }
+    }
     /// Whether the lease itself says its broker serves nothing: stopped cleanly, or
     /// stepped down (see `stepped_down_ms`). Peers count it dead at once.
     pub fn stands_down(&self) -> bool {
@@ -268,6 +288,15 @@ impl LeaseTracker {
             .is_some_and(|seen| seen.heartbeat_ms == lease.heartbeat_ms)
     }
 
+    /// How long this process has seen `lease`'s heartbeat unchanged, by its own clock
+    /// (None for a lease incarnation it has not seen).
+    pub fn unchanged_for(&self, lease: &BrokerLease, now: std::time::Instant) -> Option<std::time::Duration> {
+        self.seen
+            .get(&(lease.broker_id, lease.incarnation.clone()))
+            .filter(|seen| seen.heartbeat_ms == lease.heartbeat_ms)
+            .map(|seen| now.duration_since(seen.changed))
+    }
+
     /// Whether `lease`, as read just now, is still the one this tracker judged dead:
     /// the same incarnation and heartbeat, unchanged for the session timeout by `now`
     /// (or stopped cleanly). A broker restarted or renewed since is not.
@@ -366,6 +395,41 @@ mod tests {
             stepped_down_ms: None,
             listeners: Default::default(),
             authorizer: None,
+        }
+    }
+
+    #[test]
+    fn a_heartbeat_unchanged_for_half_the_timeout_is_stale_and_for_all_of_it_dead() {
+        let (now, timeout) = (1_000_000, 10_000);
+        let state = |age: i64, f: fn(&mut BrokerLease)| {
+            let mut l = lease(1, now - age);
+            f(&mut l);
+            (l.liveness(now, timeout), l.is_alive(now, timeout))
+        };
+        let plain = |_: &mut BrokerLease| {};
+        assert_eq!(state(1_000, plain), (Liveness::Alive, true));
+        assert_eq!(state(4_999, plain), (Liveness::Alive, true));
+        assert_eq!(
+            state(5_000, plain),
+            (Liveness::Stale, true),
+            "still live: nothing is taken yet"
+        );
+        assert_eq!(state(10_000, plain), (Liveness::Dead, false));
+        let stepped = |l: &mut BrokerLease| l.stepped_down_ms = Some(l.heartbeat_ms);
+        assert_eq!(state(6_000, stepped), (Liveness::SteppedDown, false));
+        assert_eq!(
+            state(20_000, stepped),
+            (Liveness::Dead, false),
+            "a marked lease whose broker died"
+        );
+        let stopped = |l: &mut BrokerLease| l.stopped_ms = Some(l.heartbeat_ms);
+        assert_eq!(state(1_000, stopped), (Liveness::Stopped, false));
+        assert_eq!(state(60_000, stopped), (Liveness::Stopped, false));
+        for age in [0, 4_999, 5_000, 9_999, 10_000] {
+            for f in [plain, stepped, stopped] {
+                let (l, alive) = state(age, f);
+                assert_eq!(l.is_live(), alive, "age {age}: {l:?}");
+            }
         }
     }
 
@@ -556,6 +620,39 @@ mod tests {
         std::fs::write(v.broker_lease(3), b"{\"version\": 1, \"broker_id\": 3, \"host\": \"10.").unwrap();
         let claim = claim_broker_id(&v, 3, 1_500).unwrap();
         assert!(claim.previous.is_none());
+    }
+}
+
+/// A broker's state as its lease shows it ([`BrokerLease::liveness`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    Alive,
+    /// Its heartbeat has not changed for half the session timeout: still counted
+    /// live, about to be judged dead unless it renews.
+    Stale,
+    /// Running, but it could not renew its lease in time: it serves nothing.
+    SteppedDown,
+    /// No heartbeat for the session timeout: its partitions, slots and groups are
+    /// taken over.
+    Dead,
+    /// It stopped cleanly and let everything go.
+    Stopped,
+}
+
+impl Liveness {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Liveness::Alive => "alive",
+            Liveness::Stale => "stale",
+            Liveness::SteppedDown => "stepped down",
+            Liveness::Dead => "dead",
+            Liveness::Stopped => "stopped",
+        }
+    }
+    /// Counted among the live brokers (rendezvous owners) by a one-shot reader.
+    pub fn is_live(self) -> bool {
+        matches!(self, Liveness::Alive | Liveness::Stale)
     }
 }
 

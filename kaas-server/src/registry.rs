@@ -40,6 +40,10 @@ pub struct Partition {
     /// `durable` is ever confirmed here again; the partition is opened again from its
     /// files ([`Partition::wait_durable`]).
     failed: Arc<AtomicBool>,
+    /// Who led the partition before this leadership, as `owner.json` said when it was
+    /// taken: (broker id, whether it let go). None for a partition nobody led. For the
+    /// take-over's log line.
+    pub(crate) taken_from: Option<(i32, bool)>,
     /// Set, under the partition lock, when this broker lets the partition go (hand-over,
     /// step-down, shutdown): nothing is appended after the final snapshot, even by a
     /// request that looked the partition up before.
@@ -396,6 +400,7 @@ impl Partition {
             flush_for_readers: AtomicBool::new(false),
             failed: Arc::new(AtomicBool::new(false)),
             retired: AtomicBool::new(false),
+            taken_from: None,
             _owner_lock: owner_lock,
         }
     }

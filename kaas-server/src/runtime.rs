@@ -6,6 +6,7 @@ use crate::broker::Broker;
 use crate::config::Config;
 use kaas_core::broker::{BrokerLease, LEASE_FORMAT_VERSION};
 use kaas_core::now_ms;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -592,6 +593,45 @@ fn warn_of_other_authorizers<'a>(broker: &Broker, live: impl IntoIterator<Item =
     }
 }
 
+/// Logs, once per change, each peer that left the live set — and why: stopped cleanly
+/// (its partitions are handed over), stepped down, or dead with how long this process
+/// saw its heartbeat unchanged — and each that joined it.
+fn say_who_came_and_went(
+    me: i32,
+    before: &BTreeMap<i32, crate::listeners::Endpoints>,
+    after: &BTreeMap<i32, crate::listeners::Endpoints>,
+    leases: &[BrokerLease],
+    tracker: &kaas_core::broker::LeaseTracker,
+    now: Instant,
+) {
+    for &id in before.keys().filter(|id| **id != me && !after.contains_key(id)) {
+        match leases.iter().find(|l| l.broker_id == id) {
+            Some(l) if l.stopped_ms.is_some() => {
+                info!(broker = id, "broker {id} stopped cleanly; what it led is handed over")
+            }
+            Some(l) if l.stepped_down_ms.is_some() => warn!(
+                broker = id,
+                "broker {id} stepped down (it could not renew its lease in time); what it led is taken over"
+            ),
+            Some(l) => {
+                let unchanged = tracker.unchanged_for(l, now).unwrap_or_default().as_secs_f64();
+                warn!(
+                    broker = id,
+                    heartbeat_unchanged_s = format_args!("{unchanged:.1}"),
+                    "broker {id} is dead (heartbeat unchanged for {unchanged:.1} s); what it led is taken over"
+                )
+            }
+            None => warn!(
+                broker = id,
+                "broker {id} is no longer live: its lease file is gone or unreadable"
+            ),
+        }
+    }
+    for &id in after.keys().filter(|id| **id != me && !before.contains_key(id)) {
+        info!(broker = id, "broker {id} is live");
+    }
+}
+
 /// Reads the lease files and keeps the brokers whose heartbeat keeps changing
 /// (`LeaseTracker`: by this process's monotonic clock, whatever the peers' clocks say).
 fn refresh_live_brokers(broker: &Broker) {
@@ -619,18 +659,21 @@ fn refresh_live_brokers(broker: &Broker) {
             }
             let changed = {
                 let mut tracker = broker.lease_tracker.lock().unwrap_or_else(|p| p.into_inner());
+                let seen_at = Instant::now();
                 let live_leases = tracker.observe_partial(
                     &leases,
                     &unreadable,
                     now,
-                    Instant::now(),
+                    seen_at,
                     broker.config.broker_session_timeout_ms,
                 );
                 warn_of_other_authorizers(broker, live_leases.iter().copied(), now);
-                let live = live_leases
+                let live: BTreeMap<i32, crate::listeners::Endpoints> = live_leases
                     .into_iter()
                     .map(|l| (l.broker_id, crate::listeners::Endpoints::of_lease(l)))
                     .collect();
+                let before = broker.cluster.live_brokers();
+                say_who_came_and_went(broker.config.broker_id, &before, &live, &leases, &tracker, seen_at);
                 // Set with the tracker held: a take-over gate reads the live set and
                 // the sightings it was built from as one view (`Cluster::gate`).
                 broker.cluster.set_live_brokers(live)

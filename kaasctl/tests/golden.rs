@@ -933,6 +933,20 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
     lease(&v, 1, NOW + 30_000);
     lease(&v, 2, NOW - 6_000);
     cases(c.path(), &[("doctor_clocks", &["doctor"])]);
+    // A broker killed 7 s ago (session timeout 10 s) and one 12 s ago: stale, then
+    // dead — neither is a clock that disagrees.
+    let k = fixture_dir().unwrap();
+    let v = healthy(k.path());
+    lease(&v, 1, NOW - 300);
+    lease(&v, 2, NOW - 7_000);
+    lease(&v, 3, NOW - 12_000);
+    cases(
+        k.path(),
+        &[
+            ("doctor_killed_broker", &["doctor"]),
+            ("brokers_stale_and_dead", &["brokers"]),
+        ],
+    );
     // Live brokers with different --authorizer settings.
     let a = fixture_dir().unwrap();
     let v = healthy(a.path());

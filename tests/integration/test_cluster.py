@@ -98,7 +98,11 @@ def test_two_brokers_share_one_volume_and_survive_the_leaders_death(kaas_factory
     b0.kill9()
     wait_for(lambda: leaders(b1.bootstrap, "cl2")[1] == {0: 1, 1: 1, 2: 1, 3: 1}, timeout=30,
              what="broker 1 leads every partition")
-    assert "took over a partition whose writer is gone" in b1.log_text()
+    log = b1.log_text()
+    assert "took over a partition whose writer is gone: broker 0 no longer leads it" in log, log
+    # Once, with how long its heartbeat stood still (issue 28).
+    dead = [l for l in log.splitlines() if "broker 0 is dead (heartbeat unchanged for" in l]
+    assert len(dead) == 1, log
     p = producers[1]
     p.begin_transaction()
     for k in range(4):
@@ -260,6 +264,11 @@ def test_a_clean_stop_hands_partitions_over_at_once_not_after_the_session_timeou
     wait_for(lambda: leaders(b0.bootstrap, "cl2") == ([0], {0: 0, 1: 0, 2: 0, 3: 0}), timeout=8,
              what="broker 0 leading every partition well within the session timeout")
     assert time.time() - stopped_at < 8
+    # Logged as what it was (issue 28): a planned hand-over, not a dead writer.
+    log = b0.log_text()
+    assert "broker 1 stopped cleanly; what it led is handed over" in log, log
+    assert "took over a partition broker 1 handed over" in log, log
+    assert "whose writer is gone" not in log and "is dead" not in log, log
     for i in range(40, 48):
         p.produce("cl2", value=f"s{i}".encode(), partition=i % 4)
     assert p.flush(30) == 0
@@ -416,3 +425,23 @@ def test_a_leader_paused_past_the_session_timeout_is_replaced_and_appends_nothin
     wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="ss", brokers=[0, 1]), timeout=30, what="placed again")
     again = read_all(f"{b0.bootstrap},{b1.bootstrap}", "ss", 4, "read_uncommitted", expect=len(got))
     assert collections.Counter(again) == counts
+
+
+def test_a_restart_reports_the_fence_backlog_once_as_a_count(kaas_factory, tmp_path):
+    """Issue 28: the fences a broker finds recorded at start are re-applied with one
+    INFO line naming how many, not a line per fence."""
+    data = tmp_path / "shared"
+    b0 = kaas_factory(data_dir=data)
+    for i in range(4):
+        for _ in range(2):  # the second InitProducerId fences the first
+            p = Producer({"bootstrap.servers": b0.bootstrap, "transactional.id": f"backlog-{i}"})
+            p.init_transactions(30)
+    assert b0.stop() == 0
+    b1 = kaas_factory("--broker-id", "1", data_dir=data)
+    wait_for(lambda: "re-applied the fence backlog" in b1.log_text(), timeout=10, what="the backlog line")
+    time.sleep(1.5)  # a poll or two more
+    log = b1.log_text()
+    lines = [l for l in log.splitlines() if "re-applied the fence backlog" in l]
+    assert len(lines) == 1 and " INFO " in lines[0], log
+    assert int(lines[0].split("fences=")[1].split()[0]) >= 4, lines
+    assert "applying a peer's fence" not in log, log

@@ -240,14 +240,21 @@ pub fn apply_peer_fences(
             .fence_events_applied
             .inc_by(fresh.len() as u64);
     }
+    if !count {
+        // The backlog the logs held at start (applied once already when the volume was
+        // opened): one line, not one per fence.
+        info!(target: WATCHERS_LOG_TARGET, fences = fresh.len(), "re-applied the fence backlog recorded before this start");
+    }
     for f in &fresh {
-        info!(target: WATCHERS_LOG_TARGET,
-            producer_id = f.producer_id,
-            epoch = f.epoch,
-            writer = f.writer,
-            delay_ms = now - f.recorded_ms,
-            "applying a peer's fence"
-        );
+        if count {
+            info!(target: WATCHERS_LOG_TARGET,
+                producer_id = f.producer_id,
+                epoch = f.epoch,
+                writer = f.writer,
+                delay_ms = now - f.recorded_ms,
+                "applying a peer's fence"
+            );
+        }
         broker.fence_producer_epoch(f.producer_id, f.epoch);
     }
     let record = match deliveries {

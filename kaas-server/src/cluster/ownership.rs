@@ -561,7 +561,7 @@ pub(super) fn open_partition(
             "recovery truncated a corrupt or torn log tail"
         );
     }
-    Ok(Arc::new(Partition::opened(
+    let mut partition = Partition::opened(
         topic,
         topic_id,
         index,
@@ -570,5 +570,7 @@ pub(super) fn open_partition(
         owner_path,
         state,
         owner_lock.lock,
-    )))
+    );
+    partition.taken_from = same_topic.map(|o| (o.broker, o.released && !owner_lock.stolen));
+    Ok(Arc::new(partition))
 }

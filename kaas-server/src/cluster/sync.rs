@@ -134,7 +134,7 @@ impl Cluster {
                         match result {
                             None => {}
                             Some(Ok(p)) => {
-                                info!(topic = %meta.name, partition = i, leader_epoch = p.leader_epoch, "took over a partition whose writer is gone");
+                                say_taken_over(&p, self.config.broker_id);
                                 fences.apply_to(self, &p);
                                 self.revisited(&meta.name, meta.topic_id, i as i32, true);
                                 *slot = Ok(p);
@@ -194,5 +194,26 @@ impl Cluster {
             }
         }
         fences.settle(self);
+    }
+}
+
+/// The take-over's log line: from whom, and whether it was a planned hand-over (the
+/// last leader let go: a clean stop, a hand-over to the rendezvous owner) or a
+/// leader that is gone (dead, stepped down, or frozen past its lease: its lock taken).
+fn say_taken_over(p: &Partition, me: i32) {
+    let (topic, partition, leader_epoch) = (&p.topic, p.index, p.leader_epoch);
+    match p.taken_from {
+        Some((from, true)) if from != me => {
+            info!(topic = %topic, partition, leader_epoch, previous_leader = from, "took over a partition broker {from} handed over")
+        }
+        Some((from, false)) if from != me => info!(
+            topic = %topic,
+            partition,
+            leader_epoch,
+            previous_leader = from,
+            "took over a partition whose writer is gone: broker {from} no longer leads it"
+        ),
+        Some(_) => info!(topic = %topic, partition, leader_epoch, "took back a partition this broker id led before"),
+        None => info!(topic = %topic, partition, leader_epoch, "took over a partition no broker had led"),
     }
 }

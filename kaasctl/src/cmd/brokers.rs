@@ -10,6 +10,9 @@ pub struct BrokerRow {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub alive: bool,
+    /// alive | stale | stepped_down | dead | stopped ([`kaas_core::broker::Liveness`]):
+    /// stale once its heartbeat is half a session timeout old (still counted live).
+    pub state: Option<kaas_core::broker::Liveness>,
     /// It stopped cleanly (its lease says so).
     pub stopped: bool,
     /// It is running but stepped down: it could not renew its lease within half the
@@ -82,6 +85,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 host: Some(l.host.clone()),
                 port: Some(l.port),
                 alive: l.is_alive(c.now_ms, c.session_timeout_ms),
+                state: Some(l.liveness(c.now_ms, c.session_timeout_ms)),
                 stopped: l.stopped_ms.is_some(),
                 stepped_down: l.is_stepped_down(c.now_ms, c.session_timeout_ms),
                 lease_age_ms: Some(c.now_ms - l.heartbeat_ms),
@@ -95,6 +99,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                 host: None,
                 port: None,
                 alive: false,
+                state: None,
                 stopped: false,
                 stepped_down: false,
                 lease_age_ms: None,
@@ -133,14 +138,16 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                         format!("{}:{}", r.host.as_deref().unwrap_or(""), r.port.unwrap_or(0)),
                         Tone::Plain,
                     ),
-                    if r.alive {
-                        out.cell("alive", Tone::Good)
-                    } else if r.stopped {
-                        out.cell("stopped", Tone::Dim)
-                    } else if r.stepped_down {
-                        out.cell("stepped down", Tone::Warn)
-                    } else {
-                        out.cell("dead", Tone::Bad)
+                    {
+                        use kaas_core::broker::Liveness;
+                        let state = r.state.unwrap_or(Liveness::Dead);
+                        let tone = match state {
+                            Liveness::Alive => Tone::Good,
+                            Liveness::Stopped => Tone::Dim,
+                            Liveness::Stale | Liveness::SteppedDown => Tone::Warn,
+                            Liveness::Dead => Tone::Bad,
+                        };
+                        out.cell(state.as_str(), tone)
                     },
                     out.cell(age(r.lease_age_ms.unwrap_or(-1)), Tone::Plain),
                     out.cell(

@@ -120,12 +120,13 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
                     "leases",
                     Severity::Warning,
                     format!(
-                        "broker {}'s lease is {} old, over half the session timeout ({}): it is about to step down, or its clock is behind this host's",
+                        "broker {} is stale: its heartbeat is {} old, over half the session timeout ({}); it stopped renewing (killed, frozen, or too slow on the volume) and is judged dead in {} unless it renews — or its clock is behind this host's",
                         l.broker_id,
                         age(age_ms),
-                        age(timeout)
+                        age(timeout),
+                        age(timeout - age_ms)
                     ),
-                    Some(format!("look at broker {}'s log for lease renewal errors (a slow or full volume) and check its clock (NTP)", l.broker_id)),
+                    Some(format!("is broker {0}'s process running? Look at its log for lease renewal errors (a slow or full volume) and check its clock (NTP)", l.broker_id)),
                 ));
             } else {
                 f.push(ok(
@@ -154,7 +155,7 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
                 "leases",
                 Severity::Warning,
                 format!(
-                    "broker {} ({}:{}) did not stop cleanly: its last heartbeat is {} old",
+                    "broker {} ({}:{}) is dead: it did not stop cleanly, and its last heartbeat is {} old",
                     l.broker_id,
                     l.host,
                     l.port,
@@ -216,10 +217,11 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
         ));
     }
     // Live brokers renew every second: their heartbeats, read now, should lie within
-    // a few seconds of each other whatever their clocks.
+    // a few seconds of each other whatever their clocks. A stale one (reported above)
+    // has stopped renewing: most likely killed, not a clock that disagrees.
     let live_beats: Vec<(i32, i64)> = leases
         .iter()
-        .filter(|l| l.is_alive(c.now_ms, timeout))
+        .filter(|l| l.liveness(c.now_ms, timeout) == kaas_core::broker::Liveness::Alive)
         .map(|l| (l.broker_id, l.heartbeat_ms))
         .collect();
     if let (Some(lo), Some(hi)) = (

@@ -118,10 +118,8 @@ impl SlotData {
 #[derive(Debug, Clone)]
 pub struct BrokerInfo {
     pub id: i32,
-    pub alive: bool,
-    /// Running (heartbeat younger than the session timeout) but stepped down: it
-    /// serves nothing until its renewals are quick again.
-    pub stepped_down: bool,
+    /// What the lease shows (alive, stale, stepped down, dead, stopped).
+    pub liveness: kaas_core::broker::Liveness,
     pub lease_age_ms: i64,
 }
 
@@ -250,8 +248,7 @@ impl Watcher {
                             }
                             snap.brokers.push(BrokerInfo {
                                 id: l.broker_id,
-                                alive,
-                                stepped_down: l.is_stepped_down(now_ms, session_timeout_ms),
+                                liveness: l.liveness(now_ms, session_timeout_ms),
                                 lease_age_ms: now_ms - l.heartbeat_ms,
                             });
                         }

@@ -138,12 +138,15 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
     for b in &s.brokers {
         lines.push(Line::from(vec![
             Span::raw(format!("  broker {:<3} ", b.id)),
-            if b.alive {
-                Span::styled("alive", Style::default().fg(Color::Green))
-            } else if b.stepped_down {
-                Span::styled("stepped down", Style::default().fg(Color::Yellow))
-            } else {
-                Span::styled("dead ", Style::default().fg(Color::Red))
+            {
+                use kaas_core::broker::Liveness;
+                let colour = match b.liveness {
+                    Liveness::Alive => Color::Green,
+                    Liveness::Stale | Liveness::SteppedDown => Color::Yellow,
+                    Liveness::Dead => Color::Red,
+                    Liveness::Stopped => Color::DarkGray,
+                };
+                Span::styled(format!("{:<5}", b.liveness.as_str()), Style::default().fg(colour))
             },
             Span::raw(format!("  lease {}", age(b.lease_age_ms))),
         ]));
