@@ -663,7 +663,9 @@ pub fn redeliver(
         marker_queue::enqueue(volume, broker, &moved)?;
     }
     marker_queue::remove(path)?;
-    record_audit(volume, actor, command, &path.display().to_string(), None, None, now_ms)?;
+    // Absolute: the journal is read later, from anywhere.
+    let named = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    record_audit(volume, actor, command, &named.display().to_string(), None, None, now_ms)?;
     Ok(())
 }
 

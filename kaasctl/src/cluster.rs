@@ -177,6 +177,35 @@ pub fn check_volume_owner(dir: &std::path::Path, allow: bool) -> anyhow::Result<
     )
 }
 
+/// The command line as the audit journal records it: as typed, but with the data
+/// directory's path made absolute (`--data-dir data` says nothing to whoever reads the
+/// journal later from another directory).
+pub fn command_line() -> Vec<String> {
+    absolute_data_dir(std::env::args().collect())
+}
+
+fn absolute_data_dir(mut args: Vec<String>) -> Vec<String> {
+    let absolute = |p: &str| {
+        std::path::absolute(p)
+            .map(|a| a.display().to_string())
+            .unwrap_or_else(|_| p.to_string())
+    };
+    let mut i = 1;
+    while i < args.len() {
+        if args[i] == "--" {
+            break;
+        }
+        if args[i] == "--data-dir" && i + 1 < args.len() {
+            args[i + 1] = absolute(&args[i + 1]);
+            i += 1;
+        } else if let Some(p) = args[i].strip_prefix("--data-dir=") {
+            args[i] = format!("--data-dir={}", absolute(p));
+        }
+        i += 1;
+    }
+    args
+}
+
 /// Who a mutating command is recorded as (transition history, audit journal): the OS
 /// account it runs as, [`os_user`].
 pub fn admin_actor(tool: &str) -> kaas_core::txn::Actor {
@@ -284,6 +313,27 @@ impl Cluster {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_recorded_command_names_the_data_directory_absolutely() {
+        let cwd = std::env::current_dir().unwrap();
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            super::absolute_data_dir(args(&["kaasctl", "--data-dir", "data", "txn", "abort", "x"])),
+            args(&[
+                "kaasctl",
+                "--data-dir",
+                &cwd.join("data").display().to_string(),
+                "txn",
+                "abort",
+                "x"
+            ])
+        );
+        assert_eq!(
+            super::absolute_data_dir(args(&["kaasctl", "--data-dir=/v/data", "users", "add", "--data-dir"])),
+            args(&["kaasctl", "--data-dir=/v/data", "users", "add", "--data-dir"])
+        );
+    }
+
     #[test]
     fn the_user_is_the_password_databases_name_for_the_uid() {
         let passwd = "root:x:0:0:root:/root:/bin/bash\n# comment\nkaas:x:998:998::/var/lib/kaas:/usr/sbin/nologin\n";

@@ -1092,3 +1092,28 @@ fn output_formats_wide_and_columns() {
         );
     }
 }
+
+/// The audit journal is read later from anywhere: a relative --data-dir is recorded
+/// as the absolute path it named.
+#[test]
+fn the_audit_journal_records_the_data_directory_absolutely() {
+    let d = fixture_dir().unwrap();
+    std::fs::create_dir(d.path().join("vol")).unwrap();
+    let kaasctl = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+            .current_dir(d.path())
+            .args(["--data-dir", "vol"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(
+        kaasctl(&["quotas", "set", "--user", "alice", "producer_byte_rate=1024"])
+            .status
+            .success()
+    );
+    let audit = kaasctl(&["audit", "--json"]);
+    let text = String::from_utf8_lossy(&audit.stdout);
+    let absolute = d.path().join("vol").display().to_string();
+    assert!(text.contains(&format!("\"{absolute}\"")), "{text}");
+}

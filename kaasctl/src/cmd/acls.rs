@@ -182,7 +182,7 @@ pub fn delete(c: &Cluster, spec: &AclSpec) -> anyhow::Result<Status> {
 /// Records changes already made, one record per ACL; every record is tried, and a
 /// failure says which changes stand unrecorded.
 fn audit_all(c: &Cluster, acls: &[AclBinding]) -> anyhow::Result<()> {
-    let command: Vec<String> = std::env::args().collect();
+    let command = crate::cluster::command_line();
     let failed: Vec<String> = acls
         .iter()
         .filter_map(|acl| {

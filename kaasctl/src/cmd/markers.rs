@@ -68,7 +68,11 @@ pub fn entries(c: &Cluster, only: Option<i32>) -> anyhow::Result<Vec<EntryRow>> 
 
 pub fn queues(c: &Cluster) -> anyhow::Result<Vec<QueueRow>> {
     let all = entries(c, None)?;
+    // Every live broker's queue, empty ones too (an empty queue of a live broker is
+    // the healthy answer), and every queue directory on the volume.
     let mut brokers: Vec<i32> = marker_queue::targets(&c.volume)?;
+    brokers.extend(&c.live);
+    brokers.sort_unstable();
     brokers.dedup();
     Ok(brokers
         .into_iter()

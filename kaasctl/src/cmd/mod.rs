@@ -40,7 +40,7 @@ impl Status {
 /// (`user alice`, `quota user=alice`). A crash between the two leaves the change
 /// unrecorded; a failure to record says the change stands.
 pub fn audit(c: &crate::cluster::Cluster, target: &str) -> anyhow::Result<()> {
-    let command: Vec<String> = std::env::args().collect();
+    let command = crate::cluster::command_line();
     kaas_core::admin::record_audit(
         &c.volume,
         &crate::cluster::admin_actor("kaasctl"),

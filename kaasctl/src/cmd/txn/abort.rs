@@ -75,7 +75,7 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
         &c.volume,
         &plan,
         &crate::cluster::admin_actor("kaasctl"),
-        &command_line(),
+        &crate::cluster::command_line(),
         c.now_ms,
         args.wait,
     )?;

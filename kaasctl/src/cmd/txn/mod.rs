@@ -449,10 +449,6 @@ pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
     Ok(Status::from_problems(problems))
 }
 
-fn command_line() -> Vec<String> {
-    std::env::args().collect()
-}
-
 /// Asks on the terminal; refuses (as an error) when stdin is not interactive.
 fn confirm(question: &str) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {

@@ -366,7 +366,7 @@ pub fn repair(
             }
         }
         let actor = crate::cluster::admin_actor("kaasctl");
-        let cmd = command_line();
+        let cmd = crate::cluster::command_line();
         let store = c.store();
         for f in findings.iter_mut().filter(|f| !f.unconfirmed) {
             let now = c.now_ms;
