@@ -478,7 +478,8 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
-            [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Which producer and transaction pin a partition''s last stable offset, and what to do')
+            [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Which producer and transaction pin a partition''s last stable offset, and what to do; without PARTITION, every partition of the topic')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'The partitions whose last stable offset an open transaction holds back, the longest first')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -496,12 +497,30 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'kaasctl;lso;list' {
+            [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
+            [CompletionResult]::new('--columns', '--columns', [CompletionResultType]::ParameterName, 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state''')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to colour tables (NO_COLOR in the environment means never)')
+            [CompletionResult]::new('--session-timeout', '--session-timeout', [CompletionResultType]::ParameterName, 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json')
+            [CompletionResult]::new('--wide', '--wide', [CompletionResultType]::ParameterName, 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)')
+            [CompletionResult]::new('--allow-other-user', '--allow-other-user', [CompletionResultType]::ParameterName, 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'kaasctl;lso;help' {
-            [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Which producer and transaction pin a partition''s last stable offset, and what to do')
+            [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Which producer and transaction pin a partition''s last stable offset, and what to do; without PARTITION, every partition of the topic')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'The partitions whose last stable offset an open transaction holds back, the longest first')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'kaasctl;lso;help;explain' {
+            break
+        }
+        'kaasctl;lso;help;list' {
             break
         }
         'kaasctl;lso;help;help' {
@@ -800,6 +819,7 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
         }
         'kaasctl;doctor' {
             [CompletionResult]::new('--stuck-after', '--stuck-after', [CompletionResultType]::ParameterName, 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck')
+            [CompletionResult]::new('--lso-pinned-after', '--lso-pinned-after', [CompletionResultType]::ParameterName, 'A last stable offset held back longer than this by a transaction still within its timeout is a warning (read_committed consumers wait behind it)')
             [CompletionResult]::new('--min-free-percent', '--min-free-percent', [CompletionResultType]::ParameterName, 'Free space or inodes below this percentage is a problem (below twice it, a warning)')
             [CompletionResult]::new('--data-dir', '--data-dir', [CompletionResultType]::ParameterName, 'The shared volume (the brokers'' --data-dir)')
             [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Output format: tables for people, JSON or YAML (the same fields) for scripts')
@@ -968,10 +988,14 @@ Register-ArgumentCompleter -Native -CommandName 'kaasctl' -ScriptBlock {
             break
         }
         'kaasctl;help;lso' {
-            [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Which producer and transaction pin a partition''s last stable offset, and what to do')
+            [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Which producer and transaction pin a partition''s last stable offset, and what to do; without PARTITION, every partition of the topic')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'The partitions whose last stable offset an open transaction holds back, the longest first')
             break
         }
         'kaasctl;help;lso;explain' {
+            break
+        }
+        'kaasctl;help;lso;list' {
             break
         }
         'kaasctl;help;audit' {

@@ -190,6 +190,9 @@ _kaasctl() {
             kaasctl__subcmd__help__subcmd__lso,explain)
                 cmd="kaasctl__subcmd__help__subcmd__lso__subcmd__explain"
                 ;;
+            kaasctl__subcmd__help__subcmd__lso,list)
+                cmd="kaasctl__subcmd__help__subcmd__lso__subcmd__list"
+                ;;
             kaasctl__subcmd__help__subcmd__markers,list)
                 cmd="kaasctl__subcmd__help__subcmd__markers__subcmd__list"
                 ;;
@@ -253,11 +256,17 @@ _kaasctl() {
             kaasctl__subcmd__lso,help)
                 cmd="kaasctl__subcmd__lso__subcmd__help"
                 ;;
+            kaasctl__subcmd__lso,list)
+                cmd="kaasctl__subcmd__lso__subcmd__list"
+                ;;
             kaasctl__subcmd__lso__subcmd__help,explain)
                 cmd="kaasctl__subcmd__lso__subcmd__help__subcmd__explain"
                 ;;
             kaasctl__subcmd__lso__subcmd__help,help)
                 cmd="kaasctl__subcmd__lso__subcmd__help__subcmd__help"
+                ;;
+            kaasctl__subcmd__lso__subcmd__help,list)
+                cmd="kaasctl__subcmd__lso__subcmd__help__subcmd__list"
                 ;;
             kaasctl__subcmd__markers,help)
                 cmd="kaasctl__subcmd__markers__subcmd__help"
@@ -877,13 +886,17 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__doctor)
-            opts="-o -h --stuck-after --min-free-percent --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            opts="-o -h --stuck-after --lso-pinned-after --min-free-percent --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --stuck-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lso-pinned-after)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1307,7 +1320,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help__subcmd__lso)
-            opts="explain"
+            opts="explain list"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1321,6 +1334,20 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__help__subcmd__lso__subcmd__explain)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__help__subcmd__lso__subcmd__list)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1797,7 +1824,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__lso)
-            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help explain help"
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help explain list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1873,7 +1900,7 @@ _kaasctl() {
             return 0
             ;;
         kaasctl__subcmd__lso__subcmd__help)
-            opts="explain help"
+            opts="explain list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1907,6 +1934,58 @@ _kaasctl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__lso__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kaasctl__subcmd__lso__subcmd__list)
+            opts="-o -h --data-dir --json --output --wide --columns --color --session-timeout --allow-other-user --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --columns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --session-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

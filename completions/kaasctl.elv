@@ -432,7 +432,8 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
             cand -h 'Print help'
             cand --help 'Print help'
-            cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do'
+            cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do; without PARTITION, every partition of the topic'
+            cand list 'The partitions whose last stable offset an open transaction holds back, the longest first'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'kaasctl;lso;explain'= {
@@ -448,11 +449,27 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'kaasctl;lso;list'= {
+            cand --data-dir 'The shared volume (the brokers'' --data-dir)'
+            cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --output 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
+            cand --columns 'Tables: only these columns (header names, comma-separated, any case), in the table''s order; e.g. --columns ''transactional id,state'''
+            cand --color 'When to colour tables (NO_COLOR in the environment means never)'
+            cand --session-timeout 'A broker whose lease is older than this is dead (the brokers'' --broker-session-timeout-ms)'
+            cand --json 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+            cand --wide 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+            cand --allow-other-user 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume''s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'kaasctl;lso;help'= {
-            cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do'
+            cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do; without PARTITION, every partition of the topic'
+            cand list 'The partitions whose last stable offset an open transaction holds back, the longest first'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'kaasctl;lso;help;explain'= {
+        }
+        &'kaasctl;lso;help;list'= {
         }
         &'kaasctl;lso;help;help'= {
         }
@@ -721,6 +738,7 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         }
         &'kaasctl;doctor'= {
             cand --stuck-after 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck'
+            cand --lso-pinned-after 'A last stable offset held back longer than this by a transaction still within its timeout is a warning (read_committed consumers wait behind it)'
             cand --min-free-percent 'Free space or inodes below this percentage is a problem (below twice it, a warning)'
             cand --data-dir 'The shared volume (the brokers'' --data-dir)'
             cand -o 'Output format: tables for people, JSON or YAML (the same fields) for scripts'
@@ -863,9 +881,12 @@ set edit:completion:arg-completer[kaasctl] = {|@words|
         &'kaasctl;help;log;dump'= {
         }
         &'kaasctl;help;lso'= {
-            cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do'
+            cand explain 'Which producer and transaction pin a partition''s last stable offset, and what to do; without PARTITION, every partition of the topic'
+            cand list 'The partitions whose last stable offset an open transaction holds back, the longest first'
         }
         &'kaasctl;help;lso;explain'= {
+        }
+        &'kaasctl;help;lso;list'= {
         }
         &'kaasctl;help;audit'= {
         }

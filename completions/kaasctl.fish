@@ -386,21 +386,22 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_sub
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from dump" -s h -l help -d 'Print help'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from help" -f -a "dump" -d 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand log; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
 json\t''
 yaml\t''"
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
 always\t''
 never\t''"
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -s h -l help -d 'Print help'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do; without PARTITION, every partition of the topic'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -f -a "list" -d 'The partitions whose last stable offset an open transaction holds back, the longest first'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and not __fish_seen_subcommand_from explain list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
 json\t''
@@ -414,7 +415,21 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_sub
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from explain" -s h -l help -d 'Print help'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from list" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
+json\t''
+yaml\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from list" -l columns -d 'Tables: only these columns (header names, comma-separated, any case), in the table\'s order; e.g. --columns \'transactional id,state\'' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from list" -l color -d 'When to colour tables (NO_COLOR in the environment means never)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from list" -l session-timeout -d 'A broker whose lease is older than this is dead (the brokers\' --broker-session-timeout-ms)' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (stable field names, see docs/kaasctl.md) instead of tables: the same as --output json'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from list" -l wide -d 'Tables: whole rows on one line even on a terminal, and the extra columns some commands keep for this (like kubectl -o wide)'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from list" -l allow-other-user -d 'Let mutating commands (txn abort, txn repair --fix, users and acls add/delete, aborts from top) run as a user other than the volume\'s owner. The files they write then belong to that user, and brokers running as the owner may be unable to read them'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do; without PARTITION, every partition of the topic'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "list" -d 'The partitions whose last stable offset an open transaction holds back, the longest first'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand lso; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand audit" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -653,6 +668,7 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand quotas; and __fish_seen_
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand quotas; and __fish_seen_subcommand_from help" -f -a "delete" -d 'Delete an entity\'s quotas: those named, or all'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand quotas; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l stuck-after -d 'A marker entry, Prepare* transaction or pinned LSO older than this is stuck' -r
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l lso-pinned-after -d 'A last stable offset held back longer than this by a transaction still within its timeout is a warning (read_committed consumers wait behind it)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l min-free-percent -d 'Free space or inodes below this percentage is a problem (below twice it, a warning)' -r
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -l data-dir -d 'The shared volume (the brokers\' --data-dir)' -r -F
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand doctor" -s o -l output -d 'Output format: tables for people, JSON or YAML (the same fields) for scripts' -r -f -a "table\t''
@@ -758,7 +774,8 @@ complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_su
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from markers" -f -a "show" -d 'Each queued entry: transaction, result, partitions'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from producers" -f -a "show" -d 'The partition\'s producer-state snapshot plus the log tail replayed after it'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from log" -f -a "dump" -d 'Batches of a partition log: offsets, producer id/epoch/sequence, flags, control type'
-complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from lso" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from lso" -f -a "explain" -d 'Which producer and transaction pin a partition\'s last stable offset, and what to do; without PARTITION, every partition of the topic'
+complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from lso" -f -a "list" -d 'The partitions whose last stable offset an open transaction holds back, the longest first'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from users" -f -a "list" -d 'Users and their SCRAM mechanisms with iteration counts'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from users" -f -a "add" -d 'Add a user, or change its password: the password is asked for on the terminal (twice, without echo) or read from stdin\'s first line with --password-stdin'
 complete -c kaasctl -n "__fish_kaasctl_using_subcommand help; and __fish_seen_subcommand_from users" -f -a "delete" -d 'Delete a user\'s credentials (all mechanisms, or those named)'

@@ -125,6 +125,10 @@ pub enum Command {
         /// A marker entry, Prepare* transaction or pinned LSO older than this is stuck.
         #[arg(long, default_value = "60s", value_parser = parse_duration)]
         stuck_after: Duration,
+        /// A last stable offset held back longer than this by a transaction still
+        /// within its timeout is a warning (read_committed consumers wait behind it).
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        lso_pinned_after: Duration,
         /// Free space or inodes below this percentage is a problem (below twice it, a warning).
         #[arg(long, default_value_t = 5.0)]
         min_free_percent: f64,
@@ -429,8 +433,12 @@ pub enum LogCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum LsoCommand {
-    /// Which producer and transaction pin a partition's last stable offset, and what to do.
-    Explain { topic: String, partition: i32 },
+    /// Which producer and transaction pin a partition's last stable offset, and what to
+    /// do; without PARTITION, every partition of the topic.
+    Explain { topic: String, partition: Option<i32> },
+    /// The partitions whose last stable offset an open transaction holds back, the
+    /// longest first.
+    List,
 }
 
 /// "5m", "1h30m", "250ms", or plain seconds.

@@ -160,6 +160,7 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
             records,
         }) => cmd::log::run(&c, &out, &topic, partition, from, count, records),
         Command::Lso(LsoCommand::Explain { topic, partition }) => cmd::lso::run(&c, &out, &topic, partition),
+        Command::Lso(LsoCommand::List) => cmd::lso::list(&c, &out),
         Command::Audit => cmd::audit::run(&c, &out),
         Command::Users(UsersCommand::List) => cmd::users::list(&c, &out),
         Command::Users(UsersCommand::Add {
@@ -181,12 +182,14 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Acls(AclsCommand::Delete(spec)) => cmd::acls::delete(&c, &spec),
         Command::Doctor {
             stuck_after,
+            lso_pinned_after,
             min_free_percent,
         } => cmd::doctor::run(
             &c,
             &out,
             &cmd::doctor::Limits {
                 stuck_after,
+                lso_pinned_after,
                 min_free_percent,
             },
         ),

@@ -1117,3 +1117,66 @@ fn the_audit_journal_records_the_data_directory_absolutely() {
     let absolute = d.path().join("vol").display().to_string();
     assert!(text.contains(&format!("\"{absolute}\"")), "{text}");
 }
+
+/// Issue 28: a transaction open for two minutes of its 15 pins the LSO of all six
+/// partitions of a topic — no timeout passed, nothing hangs, yet read_committed
+/// consumers wait. Doctor warns (past --lso-pinned-after), naming the transaction,
+/// its partitions, the groups behind it and the command that ends it; `lso list` and
+/// `lso explain TOPIC` show every pinned partition. A transaction open 20 s is listed,
+/// not warned about.
+#[test]
+fn a_transaction_within_its_timeout_pinning_the_lso_is_shown() {
+    let d = fixture_dir().unwrap();
+    let v = healthy(d.path());
+    topic(&v, "orders", 6, 20, &[]);
+    topic(&v, "events", 1, 21, &[]);
+    let cfg = LogConfig::default();
+    for p in 0..6 {
+        let mut s = PartitionState::open(&v.partition_dir("orders", p), cfg.clone(), NOW).unwrap();
+        produce(&mut s, None, false, &["a", "b", "c"], NOW - 200_000);
+        produce(&mut s, Some((300, 0, 0)), true, &["open-0", "open-1"], NOW - 120_000);
+        produce(&mut s, None, false, &["after"], NOW - 60_000);
+    }
+    let mut e = PartitionState::open(&v.partition_dir("events", 0), cfg, NOW).unwrap();
+    produce(&mut e, Some((301, 0, 0)), true, &["fresh"], NOW - 20_000);
+    drop(e);
+    let orders: Vec<TopicPartition> = (0..6).map(|p| tp("orders", p)).collect();
+    let mut slow = entry("slow-sink", 300, 0, TxnState::Ongoing, &orders, &[], NOW - 120_000);
+    slow.timeout_ms = 900_000;
+    put(&v, slow);
+    let mut fresh = entry(
+        "fresh-tx",
+        301,
+        0,
+        TxnState::Ongoing,
+        &[tp("events", 0)],
+        &[],
+        NOW - 20_000,
+    );
+    fresh.timeout_ms = 900_000;
+    put(&v, fresh);
+    let co = |offset| CommittedOffset {
+        offset,
+        leader_epoch: -1,
+        metadata: None,
+        commit_ms: NOW - 30_000,
+    };
+    let mut billing = GroupOffsets::new("billing");
+    for p in 0..6 {
+        billing.set("orders", p, co(3));
+    }
+    billing.save(&v).unwrap();
+    let mut audit = GroupOffsets::new("audit");
+    audit.set("orders", 0, co(0));
+    audit.save(&v).unwrap();
+    cases(
+        d.path(),
+        &[
+            ("lso_pinned_doctor", &["doctor"]),
+            ("lso_pinned_list", &["lso", "list"]),
+            ("lso_pinned_list_json", &["lso", "list", "--json"]),
+            ("lso_pinned_explain_topic", &["lso", "explain", "orders"]),
+            ("lso_pinned_doctor_5m", &["doctor", "--lso-pinned-after", "5m"]),
+        ],
+    );
+}

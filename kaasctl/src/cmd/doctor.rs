@@ -43,6 +43,9 @@ pub struct Report {
 pub struct Limits {
     /// A queued marker entry, a Prepare* entry or a pinned LSO older than this is stuck.
     pub stuck_after: Duration,
+    /// An LSO held back longer than this by a transaction within its timeout is a
+    /// warning.
+    pub lso_pinned_after: Duration,
     /// Free space or inodes below this percentage is a problem (twice it a warning).
     pub min_free_percent: f64,
 }
@@ -479,63 +482,117 @@ fn overdue_severity(c: &Cluster, e: &kaas_core::txn::TxnEntry, stuck_ms: i64) ->
     }
 }
 
-/// Partitions whose LSO is held back by a transaction that should have ended: an
-/// Ongoing one past its timeout (with the transactions check's severity for it), or a Prepare* one older than `--stuck-after`. A
-/// transaction within its timeout pinning the LSO is normal (a Flink sink may keep one
-/// open for many minutes); one no coordinator knows as open is reported by the
+/// Partitions whose LSO is held back: by a transaction that should have ended — an
+/// Ongoing one past its timeout (with the transactions check's severity for it), or a
+/// Prepare* one older than `--stuck-after` — one finding per partition; and by a
+/// transaction within its timeout for longer than `--lso-pinned-after` — a warning per
+/// transaction, naming its partitions and the consumer groups waiting behind it (a
+/// Flink sink may keep one open for minutes on purpose, but a forgotten producer looks
+/// the same to its consumers). One no coordinator knows as open is reported by the
 /// transactions check, after it confirmed it by reading the partition again.
 fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()> {
     use kaas_core::txn::TxnState;
     let stuck = limits.stuck_after.as_millis() as i64;
+    let pinned_after = limits.lso_pinned_after.as_millis() as i64;
     let before = f.len();
-    let mut lagging = Vec::new();
-    for topic in kaas_core::topic::list_topics(&c.volume)?.into_iter().flatten() {
-        for p in 0..topic.partitions {
-            let dir = c.volume.partition_dir(&topic.name, p);
-            let Ok(view) = kaas_core::inspect::inspect_partition(&dir, false) else {
-                continue; // reported by the transactions check (unreadable file)
-            };
-            if view.log_end_offset > view.last_stable_offset {
-                lagging.push((topic.name.clone(), p, view));
-            }
-        }
-    }
-    if !lagging.is_empty() {
-        // Read after the partitions: a transaction that moved on shows as newer.
-        let entries = c.entries();
-        let by_pid = kaas_core::reconcile::index_by_producer(entries.iter());
-        for (topic, p, view) in &lagging {
-            let e = super::lso::explain_with(c, topic, *p, view, &entries);
-            let Some(pin) = &e.pinned_by else { continue };
-            let Some(entry) = by_pid.get(&pin.producer_id) else {
+    let (pinned, entries) = super::lso::pinned_with_entries(c, None)?;
+    let by_pid = kaas_core::reconcile::index_by_producer(entries.iter());
+    let mut held_long: std::collections::BTreeMap<&str, Vec<&super::lso::LsoExplain>> = Default::default();
+    for e in &pinned {
+        let Some(pin) = &e.pinned_by else { continue };
+        let Some(entry) = by_pid.get(&pin.producer_id) else {
+            continue;
+        };
+        let here = entry
+            .partitions
+            .iter()
+            .any(|tp| tp.topic == e.topic && tp.partition == e.partition);
+        // The same rule as the transactions check, so one transaction gets one
+        // severity.
+        let severity = match entry.state {
+            TxnState::Ongoing if entry.is_overdue(c.now_ms) => overdue_severity(c, entry, stuck),
+            s if s.is_prepare() && c.now_ms - entry.last_update_ms > stuck => Severity::Problem,
+            TxnState::Ongoing if here && c.now_ms - entry.txn_start_ms > pinned_after => {
+                held_long.entry(&entry.transactional_id).or_default().push(e);
                 continue;
-            };
-            // The same rule as the transactions check, so one transaction gets one
-            // severity.
-            let severity = match entry.state {
-                TxnState::Ongoing if entry.is_overdue(c.now_ms) => overdue_severity(c, entry, stuck),
-                s if s.is_prepare() && c.now_ms - entry.last_update_ms > stuck => Severity::Problem,
-                _ => continue,
-            };
-            f.push(finding(
-                "lso",
-                severity,
-                format!(
-                    "{topic}-{p}: {} records held back from read_committed consumers{}",
-                    e.blocked_records,
-                    match pin.open_age_ms {
-                        Some(a) => format!(" for {}", age(a)),
-                        None => String::new(),
-                    }
-                ),
-                Some(e.advice),
-            ));
-        }
+            }
+            _ => continue,
+        };
+        f.push(finding(
+            "lso",
+            severity,
+            format!(
+                "{}-{}: {} records held back from read_committed consumers{}",
+                e.topic,
+                e.partition,
+                e.blocked_records,
+                match pin.open_age_ms {
+                    Some(a) => format!(" for {}", age(a)),
+                    None => String::new(),
+                }
+            ),
+            Some(e.advice.clone()),
+        ));
+    }
+    for (tid, parts) in held_long {
+        let Some(entry) = entries.iter().find(|x| x.transactional_id == tid) else {
+            continue;
+        };
+        let open = c.now_ms - entry.txn_start_ms;
+        let names: Vec<String> = parts.iter().map(|e| format!("{}-{}", e.topic, e.partition)).collect();
+        let shown = match names.len() {
+            0..=8 => names.join(", "),
+            n => format!("{} and {} more", names[..6].join(", "), n - 6),
+        };
+        let records: i64 = parts.iter().map(|e| e.blocked_records).sum();
+        let on: Vec<(String, i32, i64)> = parts
+            .iter()
+            .map(|e| (e.topic.clone(), e.partition, e.high_watermark))
+            .collect();
+        let groups = super::lso::groups_behind(c, &on)?;
+        let waiting = if groups.is_empty() {
+            "no consumer group has committed offsets there".to_string()
+        } else {
+            let each: Vec<String> = groups
+                .iter()
+                .take(5)
+                .map(|g| format!("{} (lag {})", g.group, g.lag))
+                .collect();
+            let more = groups.len().saturating_sub(5);
+            format!(
+                "consumer groups behind it: {}{}",
+                each.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        };
+        f.push(finding(
+            "lso",
+            Severity::Warning,
+            format!(
+                "{tid:?} has been open {} (timeout {}, {} left) and holds back the last stable offset of {} partition(s), {records} records in all: {shown}; {waiting}",
+                age(open),
+                age(entry.timeout_ms as i64),
+                age(entry.txn_start_ms + entry.timeout_ms as i64 - c.now_ms),
+                names.len(),
+            ),
+            Some(format!(
+                "read_committed consumers see nothing past it until its producer commits or aborts, or its coordinator aborts it at its timeout. If the producer is gone or stuck, end it now: `{}` (`kaasctl lso explain {}` shows each partition)",
+                crate::out::abort_command(tid),
+                crate::out::shell_word(&parts[0].topic)
+            )),
+        ));
     }
     if f.len() == before {
         f.push(ok(
             "lso",
-            "no partition's last stable offset is held back by an overdue or stuck transaction".into(),
+            format!(
+                "no partition's last stable offset is held back longer than {} or by an overdue or stuck transaction",
+                age(pinned_after)
+            ),
         ));
     }
     Ok(())

@@ -1,7 +1,7 @@
 use super::Status;
 use crate::cluster::Cluster;
-use crate::out::{age, Out};
-use kaas_core::inspect::inspect_partition;
+use crate::out::{age, Out, Tone};
+use kaas_core::inspect::{inspect_partition, PartitionInspection};
 use kaas_core::txn::{slot_for, TxnState};
 use serde::Serialize;
 
@@ -112,32 +112,198 @@ pub fn explain_with(
     result
 }
 
-pub fn run(c: &Cluster, out: &Out, topic: &str, partition: i32) -> anyhow::Result<Status> {
-    let e = explain(c, topic, partition)?;
-    let pinned = e.pinned_by.is_some();
-    if out.structured() {
-        out.json(&e);
-    } else {
-        outln!(
-            "{}-{}: high watermark {}, last stable offset {} ({} records held back)",
-            e.topic,
-            e.partition,
-            e.high_watermark,
-            e.last_stable_offset,
-            e.blocked_records
-        );
-        if let Some(p) = &e.pinned_by {
-            outln!(
-                "pinned by producer {} (epoch {}) since offset {}: transactional.id {}, coordinator state {}, open for {}",
-                p.producer_id,
-                p.producer_epoch,
-                p.first_offset,
-                crate::out::safe(p.transactional_id.as_deref().unwrap_or("(none)")),
-                p.coordinator_state.unwrap_or("-"),
-                p.open_age_ms.map(age).unwrap_or_else(|| "-".into())
-            );
+/// Partitions whose last stable offset is behind their high watermark (`only`: of one
+/// topic), with what was read of each. A partition that cannot be read is left out
+/// here; `txn::check` (doctor's transactions check) reports it.
+pub fn lagging(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<(String, i32, PartitionInspection)>> {
+    let mut lagging = Vec::new();
+    for topic in kaas_core::topic::list_topics(&c.volume)?.into_iter().flatten() {
+        if only.is_some_and(|t| t != topic.name) {
+            continue;
         }
-        outln!("{}", crate::out::safe(&e.advice));
+        for p in 0..topic.partitions {
+            let Ok(view) = inspect_partition(&c.volume.partition_dir(&topic.name, p), false) else {
+                continue;
+            };
+            if view.log_end_offset > view.last_stable_offset {
+                lagging.push((topic.name.clone(), p, view));
+            }
+        }
+    }
+    Ok(lagging)
+}
+
+/// Every partition whose LSO an open transaction pins, explained, in topic and
+/// partition order.
+pub fn pinned(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<LsoExplain>> {
+    pinned_with_entries(c, only).map(|(pinned, _)| pinned)
+}
+
+/// [`pinned`], and the coordinator entries it was judged by (read after the
+/// partitions: a transaction that moved on shows as newer).
+pub fn pinned_with_entries(
+    c: &Cluster,
+    only: Option<&str>,
+) -> anyhow::Result<(Vec<LsoExplain>, Vec<kaas_core::txn::TxnEntry>)> {
+    let lagging = lagging(c, only)?;
+    if lagging.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let entries = c.entries();
+    let pinned = lagging
+        .iter()
+        .map(|(topic, p, view)| explain_with(c, topic, *p, view, &entries))
+        .filter(|e| e.pinned_by.is_some())
+        .collect();
+    Ok((pinned, entries))
+}
+
+/// A consumer group with committed offsets on pinned partitions: read_committed
+/// members read up to the LSO and wait there.
+#[derive(Debug, Serialize)]
+pub struct GroupBehind {
+    pub group: String,
+    /// Records after its committed offsets on those partitions (high watermark −
+    /// committed, summed).
+    pub lag: i64,
+    pub partitions: usize,
+}
+
+/// The groups with committed offsets on any of `partitions` ((topic, partition,
+/// high watermark)), the most behind first.
+pub fn groups_behind(c: &Cluster, partitions: &[(String, i32, i64)]) -> anyhow::Result<Vec<GroupBehind>> {
+    let mut behind = Vec::new();
+    for g in kaas_core::offsets::list_groups(&c.volume)? {
+        let Ok(offsets) = kaas_core::offsets::GroupOffsets::load(&c.volume, &g) else {
+            continue; // `kaasctl groups` reports it
+        };
+        let mut lag = 0;
+        let mut on = 0;
+        for (topic, p, hw) in partitions {
+            if let Some(co) = offsets.offsets.get(topic).and_then(|parts| parts.get(p)) {
+                lag += (hw - co.offset).max(0);
+                on += 1;
+            }
+        }
+        if on > 0 {
+            behind.push(GroupBehind {
+                group: g,
+                lag,
+                partitions: on,
+            });
+        }
+    }
+    behind.sort_by(|a, b| b.lag.cmp(&a.lag).then_with(|| a.group.cmp(&b.group)));
+    Ok(behind)
+}
+
+fn print_explain(e: &LsoExplain) {
+    outln!(
+        "{}-{}: high watermark {}, last stable offset {} ({} records held back)",
+        e.topic,
+        e.partition,
+        e.high_watermark,
+        e.last_stable_offset,
+        e.blocked_records
+    );
+    if let Some(p) = &e.pinned_by {
+        outln!(
+            "pinned by producer {} (epoch {}) since offset {}: transactional.id {}, coordinator state {}, open for {}",
+            p.producer_id,
+            p.producer_epoch,
+            p.first_offset,
+            crate::out::safe(p.transactional_id.as_deref().unwrap_or("(none)")),
+            p.coordinator_state.unwrap_or("-"),
+            p.open_age_ms.map(age).unwrap_or_else(|| "-".into())
+        );
+    }
+    outln!("{}", crate::out::safe(&e.advice));
+}
+
+/// `lso explain TOPIC [PARTITION]`: one partition, or every partition of the topic.
+pub fn run(c: &Cluster, out: &Out, topic: &str, partition: Option<i32>) -> anyhow::Result<Status> {
+    let explained = match partition {
+        Some(p) => vec![explain(c, topic, p)?],
+        None => {
+            let meta = kaas_core::topic::list_topics(&c.volume)?
+                .into_iter()
+                .flatten()
+                .find(|t| t.name == topic)
+                .ok_or_else(|| {
+                    anyhow::anyhow!("no topic {topic:?} on the volume ({})", c.volume.topics_dir().display())
+                })?;
+            (0..meta.partitions)
+                .map(|p| explain(c, topic, p))
+                .collect::<anyhow::Result<Vec<_>>>()?
+        }
+    };
+    let pinned = explained.iter().any(|e| e.pinned_by.is_some());
+    if out.structured() {
+        match partition {
+            Some(_) => out.json(&explained[0]),
+            None => out.json(&explained),
+        }
+    } else {
+        for (i, e) in explained.iter().enumerate() {
+            if i > 0 {
+                outln!();
+            }
+            print_explain(e);
+        }
     }
     Ok(Status::from_problems(pinned))
+}
+
+/// `lso list`: the partitions whose LSO a transaction holds back, longest first.
+pub fn list(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
+    let mut rows = pinned(c, None)?;
+    rows.sort_by_key(|e| std::cmp::Reverse(e.pinned_by.as_ref().and_then(|p| p.open_age_ms).unwrap_or(i64::MAX)));
+    if out.structured() {
+        out.json(&rows);
+        return Ok(Status::Ok);
+    }
+    if rows.is_empty() {
+        outln!("no partition's last stable offset is held back: read_committed consumers see every record");
+        return Ok(Status::Ok);
+    }
+    let mut t = out.table(&[
+        "PARTITION",
+        "HELD BACK",
+        "FOR",
+        "TRANSACTIONAL ID",
+        "STATE",
+        "TIMEOUT",
+        "LEFT",
+        "~PRODUCER",
+    ]);
+    for e in &rows {
+        let p = e.pinned_by.as_ref().expect("pinned rows only");
+        let left = p
+            .open_age_ms
+            .zip(p.timeout_ms)
+            .map(|(open, timeout)| timeout as i64 - open);
+        t.add_row(vec![
+            out.cell(format!("{}-{}", e.topic, e.partition), Tone::Plain),
+            out.cell(e.blocked_records, Tone::Warn),
+            out.cell(p.open_age_ms.map(age).unwrap_or_else(|| "-".into()), Tone::Plain),
+            out.cell(
+                p.transactional_id.as_deref().unwrap_or("(no coordinator entry)"),
+                Tone::Plain,
+            ),
+            out.cell(p.coordinator_state.unwrap_or("-"), Tone::Plain),
+            out.cell(
+                p.timeout_ms.map(|t| age(t as i64)).unwrap_or_else(|| "-".into()),
+                Tone::Dim,
+            ),
+            match left {
+                Some(l) if l < 0 => out.cell(format!("overdue {}", age(-l)), Tone::Bad),
+                Some(l) => out.cell(age(l), Tone::Plain),
+                None => out.cell("-", Tone::Dim),
+            },
+            out.cell(format!("{}/{}", p.producer_id, p.producer_epoch), Tone::Dim),
+        ]);
+    }
+    outln!("{t}");
+    outln!("`kaasctl lso explain TOPIC PARTITION` says what to do about each; `kaasctl doctor` judges them");
+    Ok(Status::Ok)
 }
