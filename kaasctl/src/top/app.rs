@@ -52,10 +52,10 @@ pub enum Sort {
 impl Sort {
     fn next(self) -> Sort {
         match self {
-            Sort::Id => Sort::Age,
             Sort::Age => Sort::State,
             Sort::State => Sort::Pid,
             Sort::Pid => Sort::Id,
+            Sort::Id => Sort::Age,
         }
     }
     pub fn name(&self) -> &'static str {
@@ -122,7 +122,8 @@ impl App {
             mode: Mode::Normal,
             selected: 0,
             filter: String::new(),
-            sort: Sort::Id,
+            // The oldest open transaction first: what an operator looks for.
+            sort: Sort::Age,
             paused: false,
             snap: Snapshot::default(),
             status: None,
@@ -216,10 +217,14 @@ impl App {
         };
         match self.sort {
             Sort::Id => rows.sort_by(|a, b| row(a).transactional_id.cmp(&row(b).transactional_id)),
-            // Oldest open first; the start time orders ages without the clock.
-            Sort::Age => rows.sort_by_key(|r| {
-                let t = row(r);
-                (!t.is_open(), t.txn_start_ms)
+            // Oldest open first; the start time orders ages without the clock; the
+            // rest by id.
+            Sort::Age => rows.sort_by(|a, b| {
+                let (a, b) = (row(a), row(b));
+                let key = |t: &TxnView| (!t.is_open(), if t.is_open() { t.txn_start_ms } else { 0 });
+                key(a)
+                    .cmp(&key(b))
+                    .then_with(|| a.transactional_id.cmp(&b.transactional_id))
             }),
             Sort::State => rows.sort_by(|a, b| {
                 row(a)

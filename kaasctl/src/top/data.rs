@@ -20,6 +20,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::out::age;
+
 /// A parsed file and the stamp it was parsed at.
 struct Cached<T, S> {
     stamp: Option<S>,
@@ -134,7 +136,43 @@ pub struct PartitionInfo {
     pub open: Vec<(i64, i64)>,
     pub producers: usize,
     pub error: Option<String>,
+    /// The transaction pinning the LSO (the open one with the lowest first offset),
+    /// as the coordinator's entry names it.
+    pub pinned_by: Option<Pinner>,
 }
+
+/// The transaction holding a partition's LSO back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pinner {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// None when no coordinator entry has (or had, before a rotation) the producer id:
+    /// a hanging transaction.
+    pub transactional_id: Option<String>,
+    pub state: &'static str,
+    pub txn_start_ms: i64,
+    pub timeout_ms: i32,
+}
+
+/// How bad an item of the overview's "needs attention" list is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Problem,
+    Warning,
+}
+
+/// One line of the overview's "needs attention" list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attention {
+    pub severity: Severity,
+    /// Orders items of one severity: the larger first (an age, a lag, a count).
+    pub weight: i64,
+    pub text: String,
+}
+
+/// A marker queue entry older than this in a live broker's queue is not draining
+/// (a notified leader applies it within milliseconds, the poll within seconds).
+const QUEUE_DRAIN_MS: i64 = 10_000;
 
 #[derive(Debug, Clone)]
 pub struct FenceInfo {
@@ -176,6 +214,9 @@ pub struct Snapshot {
     pub coordinators: Vec<Option<i32>>,
     /// Unreadable files: (path, error).
     pub errors: Vec<(String, String)>,
+    /// Transaction slot files that exist but do not read: a producer without a
+    /// coordinator entry may be in one of them (not hanging for sure).
+    pub unreadable_slots: usize,
     pub queues: Vec<QueueInfo>,
     pub fences: Vec<FenceInfo>,
     pub partitions: Vec<PartitionInfo>,
@@ -280,6 +321,7 @@ impl Watcher {
                 Err(e) => {
                     errors.push((path.display().to_string(), e.clone()));
                     snap.slots.push(None);
+                    snap.unreadable_slots += 1;
                 }
             }
         }
@@ -361,6 +403,7 @@ impl Watcher {
                                     .filter_map(|e| e.txn_first_offset.map(|o| (e.producer_id, o)))
                                     .collect(),
                                 producers: v.producers.producers.len(),
+                                pinned_by: None,
                                 error: v
                                     .bad_tail
                                     .as_ref()
@@ -374,6 +417,7 @@ impl Watcher {
                                 last_stable_offset: -1,
                                 open: Vec::new(),
                                 producers: 0,
+                                pinned_by: None,
                                 // The row names the partition; keep the file name.
                                 error: Some(e.replace(&format!("{}/", dir.display()), "")),
                             },
@@ -431,7 +475,239 @@ impl Watcher {
             }
         }
         snap.errors = errors;
+        snap.name_pinners();
         snap
+    }
+}
+
+impl Snapshot {
+    /// Names the transaction pinning each partition whose LSO is held back: one scan
+    /// of the coordinator entries, and only when some partition is pinned.
+    fn name_pinners(&mut self) {
+        let wanted: std::collections::HashSet<i64> = self
+            .partitions
+            .iter()
+            .filter_map(|p| p.open.iter().min_by_key(|(_, first)| *first).map(|(pid, _)| *pid))
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        // Current producer ids win over the ids entries had before a rotation.
+        let mut current: HashMap<i64, &TxnEntry> = HashMap::new();
+        let mut previous: HashMap<i64, &TxnEntry> = HashMap::new();
+        for e in self.slots.iter().flatten().flat_map(|d| d.file.entries.values()) {
+            if wanted.contains(&e.producer_id) {
+                current.insert(e.producer_id, e);
+            } else if wanted.contains(&e.last_producer_id) {
+                previous.insert(e.last_producer_id, e);
+            }
+        }
+        let named: Vec<Option<Pinner>> = self
+            .partitions
+            .iter()
+            .map(|p| {
+                let &(pid, first) = p.open.iter().min_by_key(|(_, first)| *first)?;
+                let e = current.get(&pid).or_else(|| previous.get(&pid));
+                Some(Pinner {
+                    producer_id: pid,
+                    first_offset: first,
+                    transactional_id: e.map(|e| e.transactional_id.clone()),
+                    state: e.map_or("-", |e| e.state.as_str()),
+                    txn_start_ms: e.map_or(-1, |e| e.txn_start_ms),
+                    timeout_ms: e.map_or(0, |e| e.timeout_ms),
+                })
+            })
+            .collect();
+        for (p, pin) in self.partitions.iter_mut().zip(named) {
+            p.pinned_by = pin;
+        }
+    }
+
+    /// What an operator should look at first: problems before warnings, and within
+    /// each, by kind — unreadable files, brokers (dead, stepped down, stale), marker
+    /// queues (to a broker not live, or not draining), overdue transactions (with the
+    /// LSOs they pin), other transactions pinning LSOs, consumer groups blocked behind
+    /// them — the largest (oldest, most behind) first.
+    pub fn needs_attention(&self) -> Vec<Attention> {
+        use kaas_core::broker::Liveness;
+        let now = self.now_ms;
+        let mut items: Vec<(Severity, u8, Attention)> = Vec::new();
+        let mut add = |severity, kind: u8, weight: i64, text: String| {
+            items.push((severity, kind, Attention { severity, weight, text }))
+        };
+        for (path, e) in &self.errors {
+            add(Severity::Problem, 0, 0, format!("unreadable: {path}: {e}"));
+        }
+        for b in &self.brokers {
+            let text = match b.liveness {
+                Liveness::Dead => format!(
+                    "broker {} is dead (no heartbeat for {}): live brokers took over what it led",
+                    b.id,
+                    age(b.lease_age_ms)
+                ),
+                Liveness::SteppedDown => format!(
+                    "broker {} stepped down: it cannot renew its lease in time and serves nothing",
+                    b.id
+                ),
+                Liveness::Stale => format!(
+                    "broker {} is stale: heartbeat {} old (killed or frozen?), judged dead soon",
+                    b.id,
+                    age(b.lease_age_ms)
+                ),
+                Liveness::Alive | Liveness::Stopped => continue,
+            };
+            let severity = if b.liveness == Liveness::SteppedDown {
+                Severity::Problem
+            } else {
+                Severity::Warning
+            };
+            add(severity, 1, b.lease_age_ms, text);
+        }
+        for q in &self.queues {
+            let oldest = q
+                .entries
+                .iter()
+                .filter_map(|(_, e)| e.as_ref().ok())
+                .map(|e| now - e.enqueued_ms)
+                .max();
+            match oldest {
+                Some(o) if !q.alive => add(
+                    Severity::Problem,
+                    2,
+                    o,
+                    format!(
+                        "{} marker entries queued for broker {}, which is not live (oldest {})",
+                        q.entries.len(),
+                        q.broker,
+                        age(o)
+                    ),
+                ),
+                Some(o) if o > QUEUE_DRAIN_MS => add(
+                    Severity::Warning,
+                    2,
+                    o,
+                    format!(
+                        "broker {}'s marker queue is not draining: {} entries, oldest {}",
+                        q.broker,
+                        q.entries.len(),
+                        age(o)
+                    ),
+                ),
+                _ => {}
+            }
+        }
+        // Pinned partitions, by transaction (or producer, without an entry).
+        // (transactional id, producer id) -> (partitions, records held back, pin).
+        type Pins<'a> = BTreeMap<(Option<&'a str>, i64), (Vec<String>, i64, &'a Pinner)>;
+        let mut pins: Pins = BTreeMap::new();
+        for p in &self.partitions {
+            if let Some(pin) = &p.pinned_by {
+                let e = pins
+                    .entry((pin.transactional_id.as_deref(), pin.producer_id))
+                    .or_insert((Vec::new(), 0, pin));
+                e.0.push(format!("{}-{}", p.topic, p.partition));
+                e.1 += p.high_watermark - p.last_stable_offset;
+            }
+        }
+        let pinning = |parts: &[String], held: i64| {
+            let shown = match parts.len() {
+                0..=3 => parts.join(", "),
+                n => format!("{} +{} more", parts[..3].join(", "), n - 3),
+            };
+            format!("pins the LSO of {} partition(s), {held} records: {shown}", parts.len())
+        };
+        let mut overdue = std::collections::HashSet::new();
+        for t in self.txns().filter(|t| t.overdue(now)) {
+            overdue.insert(t.transactional_id.as_str());
+            let late = now - t.txn_start_ms - t.timeout_ms as i64;
+            let pinned = pins
+                .iter()
+                .find(|((tid, _), _)| *tid == Some(t.transactional_id.as_str()))
+                .map(|(_, (parts, held, _))| format!(" and {}", pinning(parts, *held)))
+                .unwrap_or_default();
+            add(
+                if self.coordinator(t.slot).is_none() {
+                    Severity::Problem
+                } else {
+                    Severity::Warning
+                },
+                3,
+                late,
+                format!(
+                    "{:?} is {} past its timeout ({}){pinned}: `{}`",
+                    t.transactional_id,
+                    age(late),
+                    age(t.timeout_ms as i64),
+                    crate::out::abort_command(&t.transactional_id)
+                ),
+            );
+        }
+        for ((tid, pid), (parts, held, pin)) in &pins {
+            let open = (pin.txn_start_ms > 0).then(|| now - pin.txn_start_ms);
+            match tid {
+                Some(tid) if overdue.contains(tid) => {}
+                Some(tid) => add(
+                    Severity::Warning,
+                    4,
+                    open.unwrap_or(0),
+                    format!(
+                        "{tid:?} ({}{}) {}",
+                        pin.state,
+                        match open {
+                            Some(o) => format!(", open {}, {} left", age(o), age(pin.timeout_ms as i64 - o)),
+                            None => String::new(),
+                        },
+                        pinning(parts, *held)
+                    ),
+                ),
+                None if self.unreadable_slots > 0 => add(
+                    Severity::Problem,
+                    4,
+                    *held,
+                    format!(
+                        "producer {pid} {}; no readable coordinator entry has it (a slot file is unreadable)",
+                        pinning(parts, *held)
+                    ),
+                ),
+                None => add(
+                    Severity::Problem,
+                    4,
+                    *held,
+                    format!(
+                        "producer {pid} (hanging: no coordinator entry) {}; `kaasctl txn repair --fix`",
+                        pinning(parts, *held)
+                    ),
+                ),
+            }
+        }
+        // Groups blocked behind open transactions.
+        let mut blocked: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+        for g in &self.groups {
+            if g.blocked > 0 {
+                let e = blocked.entry(&g.group).or_default();
+                e.0 += g.blocked;
+                e.1 += g.lag;
+            }
+        }
+        for (group, (held, lag)) in blocked {
+            add(
+                Severity::Warning,
+                5,
+                held,
+                format!("group {group:?} is blocked behind open transactions: {held} records held back (lag {lag})"),
+            );
+        }
+        items.sort_by(|(s1, k1, a), (s2, k2, b)| s1.cmp(s2).then(k1.cmp(k2)).then(b.weight.cmp(&a.weight)));
+        items.into_iter().map(|(_, _, a)| a).collect()
+    }
+}
+
+/// Time left, or how late.
+pub fn left(ms: i64) -> String {
+    if ms < 0 {
+        format!("late {}", age(-ms))
+    } else {
+        age(ms)
     }
 }
 

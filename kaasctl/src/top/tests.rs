@@ -194,7 +194,7 @@ fn each_view_lists_its_rows() {
     assert_eq!(app.view, View::Transactions);
     let s = screen(&app);
     assert!(
-        s.contains("stuck-tx") && s.contains("Ongoing") && s.contains("LATE") && s.contains("done-tx"),
+        s.contains("stuck-tx") && s.contains("Ongoing") && s.contains("late 40.0s") && s.contains("done-tx"),
         "{s}"
     );
     app.on_key(key(KeyCode::Tab));
@@ -211,8 +211,9 @@ fn each_view_lists_its_rows() {
     assert!(s.contains("orders-0") && s.contains("orders-1"), "{s}");
     let line = s.lines().find(|l| l.contains("orders-0")).unwrap();
     let nums: Vec<&str> = line.split_whitespace().collect();
-    // leader 0, HW 2, LSO 0 (pinned), 1 open transaction, 1 producer.
-    assert_eq!(&nums[1..6], &["0", "2", "0", "1", "1"], "{line}");
+    // leader 0, HW 2, LSO 0 (pinned), 1 open transaction, pinned by stuck-tx.
+    assert_eq!(&nums[1..5], &["0", "2", "0", "1"], "{line}");
+    assert!(line.contains("stuck-tx (Ongoing 1m40s, since offset 0)"), "{line}");
     app.on_key(key(KeyCode::Tab));
     let s = screen(&app);
     let line = s.lines().find(|l| l.contains("billing")).unwrap();
@@ -242,7 +243,7 @@ fn filter_sort_detail_and_back() {
     assert_eq!(app.visible_len(), 1);
     assert!(screen(&app).contains("filter \"stuck\""));
     app.on_key(key(KeyCode::Char('s')));
-    assert!(screen(&app).contains("sorted by age"));
+    assert!(screen(&app).contains("sorted by state"));
     app.on_key(key(KeyCode::Enter));
     assert_eq!(app.mode, Mode::Detail("stuck-tx".into()));
     let s = screen(&app);
@@ -260,10 +261,11 @@ fn abort_asks_first_and_only_for_open_transactions() {
     fixture(d.path());
     let (mut app, _) = app_for(d.path());
     app.on_key(key(KeyCode::Char('2')));
-    // Rows are sorted by id: done-tx, stuck-tx.
+    // Rows are sorted by age, the open ones first: stuck-tx, done-tx.
+    app.on_key(key(KeyCode::Char('j')));
     assert_eq!(app.on_key(key(KeyCode::Char('a'))), Action::None);
     assert!(app.status.as_deref().unwrap().contains("no open transaction"));
-    app.on_key(key(KeyCode::Char('j')));
+    app.on_key(key(KeyCode::Char('k')));
     app.on_key(key(KeyCode::Char('a')));
     assert_eq!(app.mode, Mode::Confirm("stuck-tx".into()));
     assert!(screen(&app).contains("Force-abort stuck-tx?"));
@@ -420,4 +422,85 @@ fn a_transactional_range_producer_id_is_shown_whole() {
     app.on_key(key(KeyCode::Tab));
     let s = screen(&app);
     assert!(s.contains(&pid.to_string()), "{s}");
+}
+
+#[test]
+fn the_overview_lists_what_needs_attention_the_worst_first() {
+    let d = tempfile::tempdir().unwrap();
+    let v = fixture(d.path());
+    // A second broker killed 6 s ago (stale at a 10 s session timeout), and a third
+    // long dead with entries still queued for it.
+    for (id, heartbeat) in [(1, NOW - 6_000), (2, NOW - 60_000)] {
+        BrokerLease {
+            version: LEASE_FORMAT_VERSION,
+            broker_id: id,
+            host: "h".into(),
+            port: 9092 + id as u16,
+            incarnation: format!("i{id}"),
+            started_ms: NOW - 100_000,
+            heartbeat_ms: heartbeat,
+            stopped_ms: None,
+            stepped_down_ms: None,
+            listeners: Default::default(),
+            authorizer: None,
+        }
+        .write(&v)
+        .unwrap();
+    }
+    marker_queue::enqueue(
+        &v,
+        2,
+        &MarkerEntry {
+            version: MARKER_FORMAT_VERSION,
+            transactional_id: "orphan-tx".into(),
+            producer_id: 12,
+            producer_epoch: 0,
+            result: MarkerResult::Commit,
+            coordinator_epoch: 0,
+            partitions: vec![TopicPartition {
+                topic: "orders".into(),
+                partition: 1,
+            }],
+            txn_seq: Some(1),
+            enqueued_by: 0,
+            enqueued_ms: NOW - 50_000,
+            hanging_since: None,
+        },
+    )
+    .unwrap();
+    let (app, _) = app_for(d.path());
+    let items: Vec<String> = app.snap.needs_attention().into_iter().map(|a| a.text).collect();
+    assert_eq!(
+        items,
+        vec![
+            "1 marker entries queued for broker 2, which is not live (oldest 50.0s)".to_string(),
+            "broker 2 is dead (no heartbeat for 1m00s): live brokers took over what it led".to_string(),
+            "broker 1 is stale: heartbeat 6.0s old (killed or frozen?), judged dead soon".to_string(),
+            "\"stuck-tx\" is 40.0s past its timeout (1m00s) and pins the LSO of 1 partition(s), 2 records: orders-0: `kaasctl txn abort stuck-tx`".to_string(),
+            "group \"billing\" is blocked behind open transactions: 2 records held back (lag 2)".to_string(),
+        ],
+    );
+    let s = render_text(&app, 160, 45);
+    assert!(s.contains("Needs attention (1 problem(s), 4 warning(s))"), "{s}");
+    assert!(s.contains("! 1 marker entries queued for broker 2"), "{s}");
+    assert!(s.contains("• broker 1 is stale"), "{s}");
+    assert!(s.contains("broker 1   stale  lease 6.0s"), "{s}");
+    // Too little room: the rest is counted, not cut off silently.
+    let s = render_text(&app, 100, 24);
+    assert!(s.contains("more (views 2-6 show them all)"), "{s}");
+}
+
+#[test]
+fn the_status_line_never_cuts_a_result() {
+    let d = tempfile::tempdir().unwrap();
+    fixture(d.path());
+    let (mut app, _) = app_for(d.path());
+    app.on_key(key(KeyCode::Char('2')));
+    let result = "aborted a-transactional-id-of-some-length: Ongoing -> CompleteAbort (epoch 4 -> 5), markers written to 12 partitions";
+    app.status = Some(result.into());
+    for width in [60, 80, 120, 250] {
+        let s = render_text(&app, width, 30);
+        let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(result), "{width} columns:\n{s}");
+    }
 }

@@ -51,8 +51,14 @@ fn draw_views(f: &mut Frame, app: &App) {
         );
         return;
     }
-    let [tabs, body, footer] =
-        Layout::vertical([Constraint::Length(1), Constraint::Min(3), Constraint::Length(1)]).areas(area);
+    let (footer_text, footer_height) = footer(app, area.width);
+    let footer_height = footer_height.clamp(1, (area.height / 2).max(1));
+    let [tabs, body, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(footer_height),
+    ])
+    .areas(area);
     let titles: Vec<Line> = VIEWS
         .iter()
         .enumerate()
@@ -76,26 +82,8 @@ fn draw_views(f: &mut Frame, app: &App) {
             View::Groups => groups(f, app, body),
         },
     }
-    let hint = match &app.mode {
-        Mode::Filter => format!("filter: {}_   (Enter/Esc done)", app.filter),
-        _ => {
-            let mut s = String::from("q quit  ? help  Tab view  j/k move");
-            if app.view == View::Transactions {
-                s.push_str("  / filter  s sort  Enter detail  a abort");
-            }
-            s.push_str("  p pause");
-            if app.paused {
-                s.push_str("  [PAUSED]");
-            }
-            if let Some(st) = &app.status {
-                s.push_str("  | ");
-                s.push_str(st);
-            }
-            s
-        }
-    };
     f.render_widget(
-        Paragraph::new(hint).style(Style::default().add_modifier(Modifier::DIM)),
+        Paragraph::new(footer_text).style(Style::default().add_modifier(Modifier::DIM)),
         footer,
     );
     match &app.mode {
@@ -103,6 +91,62 @@ fn draw_views(f: &mut Frame, app: &App) {
         Mode::Confirm(id) => confirm(f, app, id, area),
         _ => {}
     }
+}
+
+/// The footer: the keys, and the last result (an abort's outcome, a sort) after them.
+/// A result is never cut: when keys and result do not fit the width, the result
+/// alone is shown, over as many lines as it needs (at most half the screen). Returns
+/// the text and its height.
+fn footer(app: &App, width: u16) -> (String, u16) {
+    if let Mode::Filter = app.mode {
+        return (format!("filter: {}_   (Enter/Esc done)", app.filter), 1);
+    }
+    let mut keys = String::from("q quit  ? help  Tab view  j/k move");
+    if app.view == View::Transactions {
+        keys.push_str("  / filter  s sort  Enter detail  a abort");
+    }
+    keys.push_str("  p pause");
+    if app.paused {
+        keys.push_str("  [PAUSED]");
+    }
+    let width = width.max(1) as usize;
+    let Some(status) = &app.status else {
+        return (keys, 1);
+    };
+    let both = format!("{keys}  | {status}");
+    if both.chars().count() <= width {
+        return (both, 1);
+    }
+    let lines = wrap_words(status, width);
+    let height = lines.len() as u16;
+    (lines.join("\n"), height)
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces, a word longer
+/// than a line split across lines.
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split(' ') {
+        let mut word: Vec<char> = word.chars().collect();
+        let last = lines.last_mut().expect("one line at least");
+        let used = last.chars().count();
+        if used > 0 && used + 1 + word.len() <= width {
+            last.push(' ');
+            last.extend(word.iter());
+            continue;
+        }
+        if used > 0 {
+            lines.push(String::new());
+        }
+        while word.len() > width {
+            let rest = word.split_off(width);
+            lines.last_mut().expect("a line").extend(word.iter());
+            lines.push(String::new());
+            word = rest;
+        }
+        lines.last_mut().expect("a line").extend(word.iter());
+    }
+    lines
 }
 
 fn state_style(state: &str, overdue: bool) -> Style {
@@ -126,8 +170,16 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
         14..=21 => 5,
         _ => 7,
     };
-    let [top, charts] = Layout::vertical([Constraint::Min(6), Constraint::Length(chart_height)]).areas(area);
+    // The summaries take what they need; "needs attention" the rest.
+    let summary_height = (s.brokers.len().max(1) as u16 + 9).max(11);
+    let [top, attention, charts] = Layout::vertical([
+        Constraint::Max(summary_height),
+        Constraint::Min(3),
+        Constraint::Length(chart_height),
+    ])
+    .areas(area);
     let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
+    needs_attention(f, s, attention);
     let mut lines = vec![Line::from(Span::styled(
         "Brokers",
         Style::default().add_modifier(Modifier::BOLD),
@@ -231,12 +283,6 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
         ),
         None => "  oldest Ongoing: -".into(),
     }));
-    for (path, e) in s.errors.iter().take(3) {
-        t.push(Line::from(Span::styled(
-            format!("  ! {path}: {e}"),
-            Style::default().fg(Color::Red),
-        )));
-    }
     f.render_widget(
         Paragraph::new(t)
             .block(Block::default().borders(Borders::ALL).title(" Transactions "))
@@ -287,6 +333,62 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
     );
 }
 
+/// The overview's list of what to look at first, the worst first; what does not fit
+/// is counted, never cut off silently.
+fn needs_attention(f: &mut Frame, s: &super::data::Snapshot, area: Rect) {
+    use super::data::Severity;
+    let items = s.needs_attention();
+    let rows = area.height.saturating_sub(2) as usize;
+    let mut lines: Vec<Line> = Vec::new();
+    if items.is_empty() {
+        lines.push(Line::from(Span::styled(
+            "  nothing: every broker live, no transaction late or pinning an LSO, marker queues draining, every file readable",
+            Style::default().fg(Color::Green),
+        )));
+    }
+    let shown = if items.len() > rows {
+        rows.saturating_sub(1)
+    } else {
+        items.len()
+    };
+    for item in &items[..shown] {
+        let (mark, colour) = match item.severity {
+            Severity::Problem => ("  ! ", Color::Red),
+            Severity::Warning => ("  • ", Color::Yellow),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(mark, Style::default().fg(colour).add_modifier(Modifier::BOLD)),
+            Span::styled(item.text.clone(), Style::default().fg(colour)),
+        ]));
+    }
+    if shown < items.len() {
+        lines.push(Line::from(format!(
+            "  … and {} more (views 2-6 show them all)",
+            items.len() - shown
+        )));
+    }
+    let problems = items.iter().filter(|i| i.severity == Severity::Problem).count();
+    f.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(format!(
+                    " Needs attention ({} problem(s), {} warning(s)) ",
+                    problems,
+                    items.len() - problems
+                ))
+                .border_style(if problems > 0 {
+                    Style::default().fg(Color::Red)
+                } else if items.is_empty() {
+                    Style::default()
+                } else {
+                    Style::default().fg(Color::Yellow)
+                }),
+        ),
+        area,
+    );
+}
+
 fn table<'a>(
     f: &mut Frame,
     area: Rect,
@@ -317,14 +419,20 @@ fn transactions(f: &mut Frame, app: &App, area: Rect) {
         .visible_rows(start..start + page)
         .map(|t| {
             let overdue = t.overdue(now);
+            let open = t.open_age_ms(now);
             Row::new(vec![
                 Cell::from(t.transactional_id.clone()),
                 Cell::from(t.producer_id.to_string()),
                 Cell::from(t.producer_epoch.to_string()),
                 Cell::from(t.state).style(state_style(t.state, overdue)),
                 Cell::from(t.partitions.to_string()),
-                Cell::from(t.open_age_ms(now).map(age).unwrap_or_else(|| "-".into())),
-                Cell::from(if overdue { "LATE" } else { "" }).style(state_style("", overdue)),
+                Cell::from(open.map(age).unwrap_or_else(|| "-".into())),
+                Cell::from(age(t.timeout_ms as i64)),
+                Cell::from(match open {
+                    Some(o) if t.state == "Ongoing" => super::data::left(t.timeout_ms as i64 - o),
+                    _ => "-".into(),
+                })
+                .style(state_style("", overdue)),
                 Cell::from(
                     app.snap
                         .coordinator(t.slot)
@@ -348,7 +456,17 @@ fn transactions(f: &mut Frame, app: &App, area: Rect) {
         f,
         area,
         title,
-        &["TRANSACTIONAL ID", "PID", "EPOCH", "STATE", "PARTS", "AGE", "", "COORD"],
+        &[
+            "TRANSACTIONAL ID",
+            "PID",
+            "EPOCH",
+            "STATE",
+            "PARTS",
+            "AGE",
+            "TIMEOUT",
+            "LEFT",
+            "COORD",
+        ],
         &[
             Constraint::Min(16),
             // Transactional producer ids are 2^48 and up: 15 digits.
@@ -357,7 +475,8 @@ fn transactions(f: &mut Frame, app: &App, area: Rect) {
             Constraint::Length(15),
             Constraint::Length(6),
             Constraint::Length(7),
-            Constraint::Length(5),
+            Constraint::Length(8),
+            Constraint::Length(12),
             Constraint::Length(6),
         ],
         rows,
@@ -473,7 +592,35 @@ fn partitions(f: &mut Frame, app: &App, area: Rect) {
                 }),
                 Cell::from(p.open.len().to_string()),
                 Cell::from(p.producers.to_string()),
-                Cell::from(p.error.clone().unwrap_or_default()).style(Style::default().fg(Color::Red)),
+                // A broken partition's error first (nothing else of it is known for
+                // sure); else the transaction holding its LSO back.
+                match (&p.error, &p.pinned_by) {
+                    (Some(e), _) => Cell::from(e.clone()).style(Style::default().fg(Color::Red)),
+                    (None, Some(pin)) => match &pin.transactional_id {
+                        Some(tid) => Cell::from(format!(
+                            "{tid} ({}{}, since offset {})",
+                            pin.state,
+                            if pin.txn_start_ms > 0 {
+                                format!(" {}", age(app.snap.now_ms - pin.txn_start_ms))
+                            } else {
+                                String::new()
+                            },
+                            pin.first_offset
+                        ))
+                        .style(Style::default().fg(Color::Yellow)),
+                        None if app.snap.unreadable_slots > 0 => Cell::from(format!(
+                            "producer {} (no readable coordinator entry: a slot file is unreadable)",
+                            pin.producer_id
+                        ))
+                        .style(Style::default().fg(Color::Red)),
+                        None => Cell::from(format!(
+                            "producer {} (hanging: no coordinator entry; kaasctl txn repair --fix)",
+                            pin.producer_id
+                        ))
+                        .style(Style::default().fg(Color::Red)),
+                    },
+                    (None, None) => Cell::from(""),
+                },
             ])
         })
         .collect();
@@ -481,7 +628,15 @@ fn partitions(f: &mut Frame, app: &App, area: Rect) {
         f,
         area,
         format!(" Partitions ({}) ", rows.len()),
-        &["PARTITION", "LEADER", "HW", "LSO", "OPEN TXNS", "PRODUCERS", "PROBLEM"],
+        &[
+            "PARTITION",
+            "LEADER",
+            "HW",
+            "LSO",
+            "OPEN TXNS",
+            "PRODUCERS",
+            "PINNED BY / PROBLEM",
+        ],
         &[
             Constraint::Length(18),
             Constraint::Length(7),
@@ -675,7 +830,7 @@ fn help(f: &mut Frame, area: Rect) {
         ("↑ ↓ / j k", "move"),
         ("PgUp PgDn Home End", "jump"),
         ("/", "filter transactions"),
-        ("s", "cycle sort: id, age, state, pid"),
+        ("s", "cycle sort: age, state, pid, id"),
         ("Enter", "transaction detail"),
         ("Esc", "back / clear filter"),
         ("a", "force-abort the selected transaction"),
