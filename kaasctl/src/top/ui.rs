@@ -164,14 +164,22 @@ fn state_style(state: &str, overdue: bool) -> Style {
 
 fn overview(f: &mut Frame, app: &App, area: Rect) {
     let s = &app.snap;
-    // The charts give way first on short terminals.
+    let items = s.needs_attention();
+    // The summaries take what they need, "needs attention" the rest; the charts give
+    // way first on short terminals, and to a long list.
+    let summary_height = (s.brokers.len().max(1) as u16 + 8).max(11);
+    let listed = 2 + items
+        .iter()
+        .map(|i| wrap_words(&i.text, attention_width(area.width)).len() as u16)
+        .sum::<u16>()
+        .max(1);
     let chart_height = match area.height {
         0..=13 => 3,
         14..=21 => 5,
         _ => 7,
-    };
-    // The summaries take what they need; "needs attention" the rest.
-    let summary_height = (s.brokers.len().max(1) as u16 + 9).max(11);
+    }
+    .min(area.height.saturating_sub(summary_height + listed))
+    .max(3);
     let [top, attention, charts] = Layout::vertical([
         Constraint::Max(summary_height),
         Constraint::Min(3),
@@ -179,7 +187,7 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
     ])
     .areas(area);
     let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
-    needs_attention(f, s, attention);
+    needs_attention(f, &items, attention);
     let mut lines = vec![Line::from(Span::styled(
         "Brokers",
         Style::default().add_modifier(Modifier::BOLD),
@@ -335,10 +343,18 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
 
 /// The overview's list of what to look at first, the worst first; what does not fit
 /// is counted, never cut off silently.
-fn needs_attention(f: &mut Frame, s: &super::data::Snapshot, area: Rect) {
+/// The width an attention item's text wraps at, in an area `width` wide (borders, and
+/// the mark before each item).
+fn attention_width(width: u16) -> usize {
+    (width as usize).saturating_sub(2 + 4).max(8)
+}
+
+fn needs_attention(f: &mut Frame, items: &[super::data::Attention], area: Rect) {
     use super::data::Severity;
-    let items = s.needs_attention();
     let rows = area.height.saturating_sub(2) as usize;
+    // Each item wrapped under its mark; an item that does not fit whole is left for
+    // the count below.
+    let text_width = attention_width(area.width);
     let mut lines: Vec<Line> = Vec::new();
     if items.is_empty() {
         lines.push(Line::from(Span::styled(
@@ -346,20 +362,40 @@ fn needs_attention(f: &mut Frame, s: &super::data::Snapshot, area: Rect) {
             Style::default().fg(Color::Green),
         )));
     }
-    let shown = if items.len() > rows {
-        rows.saturating_sub(1)
+    let wrapped: Vec<Vec<String>> = items.iter().map(|i| wrap_words(&i.text, text_width)).collect();
+    // All of them, if they fit; else as many as fit above the "more" line — at least
+    // the first, its end cut (and marked) if even it does not fit.
+    let room = if wrapped.iter().map(Vec::len).sum::<usize>() <= rows {
+        rows
     } else {
-        items.len()
+        rows.saturating_sub(1)
     };
-    for item in &items[..shown] {
+    let mut shown = 0;
+    for (item, mut wrapped) in items.iter().zip(wrapped) {
         let (mark, colour) = match item.severity {
             Severity::Problem => ("  ! ", Color::Red),
             Severity::Warning => ("  • ", Color::Yellow),
         };
-        lines.push(Line::from(vec![
-            Span::styled(mark, Style::default().fg(colour).add_modifier(Modifier::BOLD)),
-            Span::styled(item.text.clone(), Style::default().fg(colour)),
-        ]));
+        if lines.len() + wrapped.len() > room {
+            if shown > 0 || room == 0 {
+                break;
+            }
+            wrapped.truncate(room);
+            if let Some(last) = wrapped.last_mut() {
+                let keep = last.chars().count().min(text_width.saturating_sub(2));
+                *last = last.chars().take(keep).collect::<String>() + " …";
+            }
+        }
+        for (n, text) in wrapped.into_iter().enumerate() {
+            lines.push(Line::from(vec![
+                Span::styled(
+                    if n == 0 { mark } else { "    " },
+                    Style::default().fg(colour).add_modifier(Modifier::BOLD),
+                ),
+                Span::styled(text, Style::default().fg(colour)),
+            ]));
+        }
+        shown += 1;
     }
     if shown < items.len() {
         lines.push(Line::from(format!(
@@ -475,8 +511,9 @@ fn transactions(f: &mut Frame, app: &App, area: Rect) {
             Constraint::Length(15),
             Constraint::Length(6),
             Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(12),
+            Constraint::Length(7),
+            // "late 23h59m"
+            Constraint::Length(11),
             Constraint::Length(6),
         ],
         rows,
@@ -598,14 +635,13 @@ fn partitions(f: &mut Frame, app: &App, area: Rect) {
                     (Some(e), _) => Cell::from(e.clone()).style(Style::default().fg(Color::Red)),
                     (None, Some(pin)) => match &pin.transactional_id {
                         Some(tid) => Cell::from(format!(
-                            "{tid} ({}{}, since offset {})",
+                            "{tid} ({}{})",
                             pin.state,
                             if pin.txn_start_ms > 0 {
                                 format!(" {}", age(app.snap.now_ms - pin.txn_start_ms))
                             } else {
                                 String::new()
                             },
-                            pin.first_offset
                         ))
                         .style(Style::default().fg(Color::Yellow)),
                         None if app.snap.unreadable_slots > 0 => Cell::from(format!(
