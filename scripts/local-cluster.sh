@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Starts a local cluster of brokers over one data directory and stops it cleanly on
 # Ctrl-C / SIGTERM. Defaults: 3 brokers (ids 0..2) on 127.0.0.1:9092-9094, data in
-# ./data, the release build. docs/cluster.md says what a cluster does today.
+# ./data, broker logs in ./logs (outside the volume: it is the brokers' shared state,
+# and kaasctl reads it), the release build — built first unless KAAS_SERVER_BIN names
+# a kaas-server binary. docs/cluster.md says what a cluster does today.
 #
 #   scripts/local-cluster.sh                       # build (release) and run
-#   BROKERS=3 PORT_BASE=9092 DATA_DIR=./data KAAS_SERVER_BIN=... scripts/local-cluster.sh
+#   BROKERS=3 PORT_BASE=9092 DATA_DIR=./data LOG_DIR=./logs KAAS_SERVER_BIN=... scripts/local-cluster.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BROKERS="${BROKERS:-3}"
 PORT_BASE="${PORT_BASE:-9092}"
 DATA_DIR="${DATA_DIR:-./data}"
+LOG_DIR="${LOG_DIR:-./logs}"
 if [ -z "${KAAS_SERVER_BIN:-}" ]; then
   cargo build --release -q -p kaas-server
   KAAS_SERVER_BIN=target/release/kaas-server
 fi
-mkdir -p "$DATA_DIR"
+mkdir -p "$DATA_DIR" "$LOG_DIR"
 pids=()
 stop() {
   trap - INT TERM
@@ -31,9 +34,9 @@ for ((i = 0; i < BROKERS; i++)); do
   # (docs/cluster.md#markers-across-brokers).
   "$KAAS_SERVER_BIN" --data-dir "$DATA_DIR" --broker-id "$i" --listen "127.0.0.1:$port" \
     --inter-broker-listener-name PLAINTEXT \
-    > "$DATA_DIR/broker-$i.log" 2>&1 &
+    > "$LOG_DIR/broker-$i.log" 2>&1 &
   pids+=($!)
-  echo "broker $i on 127.0.0.1:$port (log: $DATA_DIR/broker-$i.log)"
+  echo "broker $i on 127.0.0.1:$port (log: $LOG_DIR/broker-$i.log)"
 done
 bootstrap=$(for ((i = 0; i < BROKERS; i++)); do printf '127.0.0.1:%d,' $((PORT_BASE + i)); done)
 echo "bootstrap servers: ${bootstrap%,}   (Ctrl-C stops the cluster)"

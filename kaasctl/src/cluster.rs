@@ -91,6 +91,9 @@ pub fn check_is_volume(dir: &std::path::Path, bootstraps: bool) -> anyhow::Resul
         Ok(m) if m.is_dir() => return Ok(()),
         Ok(_) => anyhow::bail!("{} is not a kaas volume: its __cluster is a file", dir.display()),
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {}
+        // Another user's volume, closed to this one: what comes next says so better
+        // (a mutating command's owner check names the owner; a read, the path).
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => return Ok(()),
         Err(e) => anyhow::bail!("cannot read {}: {e}", cluster.display()),
     }
     // An empty directory (a fresh file system's lost+found aside) is a volume yet to

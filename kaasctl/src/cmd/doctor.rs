@@ -218,6 +218,20 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
             ),
             Some("restart the odd brokers with the same --authorizer, --super-users and --allow-everyone-if-no-acl-found as the rest (docs/security.md#acls)".into()),
         ));
+    } else if let Some((a, ids)) = authorizers.iter().next() {
+        let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        f.push(ok(
+            "authorizer",
+            format!(
+                "live brokers authorize alike ({}): broker(s) {}",
+                if *a == "none" {
+                    "no authorizer".to_string()
+                } else {
+                    format!("--authorizer {a}")
+                },
+                ids.join(", ")
+            ),
+        ));
     }
     // Live brokers renew every second: their heartbeats, read now, should lie within
     // a few seconds of each other whatever their clocks. A stale one (reported above)
