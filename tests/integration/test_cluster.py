@@ -2,6 +2,7 @@
 led by the broker holding their owner.lock, coordinators spread by rendezvous hashing,
 markers cross brokers through the marker queue, and when the leader is killed the
 other broker takes its partitions over. (docs/cluster.md)"""
+import json
 import os
 import time
 
@@ -96,8 +97,20 @@ def test_two_brokers_share_one_volume_and_survive_the_leaders_death(kaas_factory
     # and the group's committed offsets carry on there.
     assert b0_led
     b0.kill9()
+    killed = time.time()
+    # kaasctl shows it stale once its heartbeat is half the session timeout old, and
+    # dead after the whole timeout — not alive for the whole timeout (issue 28).
+    timeout_s = int(SHORT[SHORT.index("--broker-session-timeout-ms") + 1]) / 1000
+
+    def state_of_0():
+        rows = json.loads(run_kaasctl(data, "brokers", "--json", "--session-timeout", f"{timeout_s}s").stdout)
+        return next(r["state"] for r in rows if r["broker_id"] == 0)
+
+    wait_for(lambda: state_of_0() == "stale", timeout=timeout_s, interval=0.2, what="broker 0 shown stale")
+    assert time.time() - killed >= timeout_s / 2 - 1.5, "stale only once its heartbeat is half a timeout old"
     wait_for(lambda: leaders(b1.bootstrap, "cl2")[1] == {0: 1, 1: 1, 2: 1, 3: 1}, timeout=30,
              what="broker 1 leads every partition")
+    assert state_of_0() == "dead"
     log = b1.log_text()
     assert "took over a partition whose writer is gone: broker 0 no longer leads it" in log, log
     # Once, with how long its heartbeat stood still (issue 28).
