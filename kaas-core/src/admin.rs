@@ -863,6 +863,11 @@ pub struct AuditRecord {
     pub target: String,
     pub before: Option<TxnEntry>,
     pub after: Option<TxnEntry>,
+    /// The volume the command acted on, as an absolute path: `command` names it only
+    /// when `--data-dir` was typed (not from KAAS_DATA_DIR or the default `./data`).
+    /// Absent in records from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<String>,
 }
 
 pub fn audit_dir(volume: &Volume) -> PathBuf {
@@ -887,6 +892,12 @@ pub fn record_audit(
         target: target.to_string(),
         before: before.cloned(),
         after: after.cloned(),
+        data_dir: Some(
+            std::path::absolute(volume.root())
+                .unwrap_or_else(|_| volume.root().to_path_buf())
+                .display()
+                .to_string(),
+        ),
     };
     // Unique per record: two records of one target in the same millisecond (a
     // CreateAcls and a DeleteAcls of one ACL) must not share a file, in one process

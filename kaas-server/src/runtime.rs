@@ -603,6 +603,7 @@ fn say_who_came_and_went(
     leases: &[BrokerLease],
     tracker: &kaas_core::broker::LeaseTracker,
     now: Instant,
+    now_ms: i64,
 ) {
     for &id in before.keys().filter(|id| **id != me && !after.contains_key(id)) {
         match leases.iter().find(|l| l.broker_id == id) {
@@ -614,11 +615,16 @@ fn say_who_came_and_went(
                 "broker {id} stepped down (it could not renew its lease in time); what it led is taken over"
             ),
             Some(l) => {
+                // Seen unchanged by this process's clock (from its first sighting, if
+                // it started after the peer died); the heartbeat's own age is by the
+                // two hosts' clocks.
                 let unchanged = tracker.unchanged_for(l, now).unwrap_or_default().as_secs_f64();
+                let written = (now_ms - l.heartbeat_ms) as f64 / 1000.0;
                 warn!(
                     broker = id,
                     heartbeat_unchanged_s = format_args!("{unchanged:.1}"),
-                    "broker {id} is dead (heartbeat unchanged for {unchanged:.1} s); what it led is taken over"
+                    heartbeat_age_s = format_args!("{written:.1}"),
+                    "broker {id} is dead (heartbeat unchanged for {unchanged:.1} s, last written {written:.1} s ago by the clocks); what it led is taken over"
                 )
             }
             None => warn!(
@@ -673,7 +679,7 @@ fn refresh_live_brokers(broker: &Broker) {
                     .map(|l| (l.broker_id, crate::listeners::Endpoints::of_lease(l)))
                     .collect();
                 let before = broker.cluster.live_brokers();
-                say_who_came_and_went(broker.config.broker_id, &before, &live, &leases, &tracker, seen_at);
+                say_who_came_and_went(broker.config.broker_id, &before, &live, &leases, &tracker, seen_at, now);
                 // Set with the tracker held: a take-over gate reads the live set and
                 // the sightings it was built from as one view (`Cluster::gate`).
                 broker.cluster.set_live_brokers(live)

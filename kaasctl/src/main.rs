@@ -70,11 +70,6 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         }
         _ => {}
     }
-    // One frame of nothing would read as an idle cluster: `top --once` (a script's
-    // look) learns the volume is not there; the live dashboard waits for it.
-    if let Command::Top { once: true, .. } = cli.command {
-        cluster::check_is_volume(&cli.data_dir, false)?;
-    }
     // As root, act as the volume's owner before anything on the volume is touched. The
     // dashboard would wait for a missing volume as root: it may not.
     if matches!(cli.command, Command::Top { .. })
@@ -87,6 +82,12 @@ fn run(cli: Cli) -> anyhow::Result<Status> {
         );
     }
     cluster::act_as_volume_owner(&cli.data_dir)?;
+    // One frame of nothing would read as an idle cluster: `top --once` (a script's
+    // look) learns the volume is not there; the live dashboard waits for it. Checked
+    // as the volume's owner (root-squashed NFS refuses root).
+    if let Command::Top { once: true, .. } = cli.command {
+        cluster::check_is_volume(&cli.data_dir, false)?;
+    }
     // The dashboard copes with a missing data directory itself (it says so and waits).
     if let Command::Top { interval, once, view } = cli.command {
         return top::run(top::TopOptions {

@@ -106,6 +106,7 @@ def test_two_brokers_share_one_volume_and_survive_the_leaders_death(kaas_factory
         rows = json.loads(run_kaasctl(data, "brokers", "--json", "--session-timeout", f"{timeout_s}s").stdout)
         return next(r["state"] for r in rows if r["broker_id"] == 0)
 
+    assert state_of_0() in ("alive", "stale"), "not dead before the session timeout"
     wait_for(lambda: state_of_0() == "stale", timeout=timeout_s, interval=0.2, what="broker 0 shown stale")
     assert time.time() - killed >= timeout_s / 2 - 1.5, "stale only once its heartbeat is half a timeout old"
     wait_for(lambda: leaders(b1.bootstrap, "cl2")[1] == {0: 1, 1: 1, 2: 1, 3: 1}, timeout=30,

@@ -53,7 +53,12 @@ esac
 
 
 def blocks(text):
-    """(language, [command or source]) for each fenced sh / python block, in order."""
+    """(language, [command or source]) for each fenced sh / python block, in order. A
+    block in any other language fails the test: the page would hold a command this
+    test does not run."""
+    fences = re.findall(r"^```(\S*)$", text, flags=re.M)
+    langs = fences[0::2]  # openings; every other fence closes a block
+    assert len(fences) % 2 == 0 and set(langs) <= {"sh", "python"}, f"{PAGE}: a block this test cannot run: {langs}"
     out = []
     for lang, body in re.findall(r"^```(sh|python)\n(.*?)^```", text, flags=re.S | re.M):
         if lang == "python":
@@ -106,10 +111,10 @@ def test_every_command_block_of_getting_started_works_as_written(tmp_path):
                     ran.append(("python", r.stdout))
                     continue
                 if "kaas-server" in command and broker is None:
-                    out = open(log, "wb")
-                    broker = subprocess.Popen(["bash", "-c", f"exec {here}"], cwd=work,
-                                              env={**env, "KAAS_LISTEN": f"127.0.0.1:{port}"},
-                                              stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                    with open(log, "wb") as out:
+                        broker = subprocess.Popen(["bash", "-c", f"exec {here}"], cwd=work,
+                                                  env={**env, "KAAS_LISTEN": f"127.0.0.1:{port}"},
+                                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
                     wait_for(lambda: "kaas-server ready" in log.read_text(errors="replace") or broker.poll() is not None,
                              timeout=30, what="the page's broker")
                     assert broker.poll() is None, f"{command} exited:\n{log.read_text()}"

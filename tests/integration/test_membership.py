@@ -107,3 +107,9 @@ def test_a_broker_too_slow_to_renew_its_lease_is_taken_over_at_once(kaas_factory
     assert not failed, failed[:3]
     assert sorted(read_all(b0.bootstrap, "slow-lease", 4, "read_uncommitted", expect=40)) == sorted(acked)
     assert slow.alive()
+    # A step-down lets go of its partitions like a clean stop, but is no planned
+    # hand-over: broker 0's take-over lines say so (issue 28).
+    log = b0.log_text()
+    assert "took over a partition broker 1 handed over" not in log, log
+    took = [l for l in log.splitlines() if "took over a partition" in l and "broker 1" in l]
+    assert all("whose writer is gone: broker 1 stepped down" in l for l in took), took

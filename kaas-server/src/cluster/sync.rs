@@ -134,7 +134,7 @@ impl Cluster {
                         match result {
                             None => {}
                             Some(Ok(p)) => {
-                                say_taken_over(&p, self.config.broker_id);
+                                say_taken_over(&self.volume, &p, self.config.broker_id);
                                 fences.apply_to(self, &p);
                                 self.revisited(&meta.name, meta.topic_id, i as i32, true);
                                 *slot = Ok(p);
@@ -198,22 +198,39 @@ impl Cluster {
 }
 
 /// The take-over's log line: from whom, and whether it was a planned hand-over (the
-/// last leader let go: a clean stop, a hand-over to the rendezvous owner) or a
-/// leader that is gone (dead, stepped down, or frozen past its lease: its lock taken).
-fn say_taken_over(p: &Partition, me: i32) {
+/// last leader let go at a clean stop, or for the rendezvous owner) or a leader that is
+/// gone (dead, frozen past its lease — its lock taken — or stepped down, which lets go
+/// too: its lease says so).
+fn say_taken_over(volume: &Volume, p: &Partition, me: i32) {
     let (topic, partition, leader_epoch) = (&p.topic, p.index, p.leader_epoch);
-    match p.taken_from {
-        Some((from, true)) if from != me => {
-            info!(topic = %topic, partition, leader_epoch, previous_leader = from, "took over a partition broker {from} handed over")
-        }
-        Some((from, false)) if from != me => info!(
+    let Some((from, released)) = p.taken_from else {
+        info!(topic = %topic, partition, leader_epoch, "took over a partition no broker had led");
+        return;
+    };
+    if from == me {
+        info!(topic = %topic, partition, leader_epoch, "took back a partition this broker id led before");
+        return;
+    }
+    // kaasctl's direct marker writes take a leadership as writer -1.
+    let who = if from < 0 {
+        "kaasctl (a direct marker write)".to_string()
+    } else {
+        format!("broker {from}")
+    };
+    let stepped_down = released
+        && from >= 0
+        && kaas_core::broker::BrokerLease::read(volume, from)
+            .is_ok_and(|l| l.stopped_ms.is_none() && l.stepped_down_ms.is_some());
+    if released && !stepped_down {
+        info!(topic = %topic, partition, leader_epoch, previous_leader = from, "took over a partition {who} handed over");
+    } else {
+        info!(
             topic = %topic,
             partition,
             leader_epoch,
             previous_leader = from,
-            "took over a partition whose writer is gone: broker {from} no longer leads it"
-        ),
-        Some(_) => info!(topic = %topic, partition, leader_epoch, "took back a partition this broker id led before"),
-        None => info!(topic = %topic, partition, leader_epoch, "took over a partition no broker had led"),
+            "took over a partition whose writer is gone: {who} {}",
+            if stepped_down { "stepped down" } else { "no longer leads it" }
+        );
     }
 }

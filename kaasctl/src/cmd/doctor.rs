@@ -118,7 +118,7 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
             ));
         } else if l.is_alive(c.now_ms, timeout) {
             live += 1;
-            if age_ms > timeout / 2 {
+            if l.liveness(c.now_ms, timeout) == kaas_core::broker::Liveness::Stale {
                 f.push(finding(
                     "leases",
                     Severity::Warning,
@@ -290,9 +290,17 @@ fn slots(c: &Cluster, f: &mut Vec<Finding>) {
         }
     }
     if bad == 0 {
+        // A volume no transactional producer used yet has no slot file at all.
+        let present = (0..kaas_core::txn_store::SLOTS)
+            .filter(|&s| c.store().stamp(s).is_some())
+            .count();
         f.push(ok(
             "slots",
-            format!("all {} transaction slot files parse", kaas_core::txn_store::SLOTS),
+            match present {
+                0 => "no transaction slot file yet (no transactional producer has used this volume)".to_string(),
+                1 => "the volume's one transaction slot file parses".to_string(),
+                n => format!("all {n} transaction slot files on the volume parse"),
+            },
         ));
     }
 }
@@ -521,12 +529,16 @@ fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()>
             .partitions
             .iter()
             .any(|tp| tp.topic == e.topic && tp.partition == e.partition);
+        // The pin is this transaction's only if the entry's producer is the pinning
+        // one now (not an id it had before a rotation, nor an older epoch): else
+        // aborting it would not move the LSO, and the transactions check judges it.
+        let current = entry.producer_id == pin.producer_id && entry.producer_epoch == pin.producer_epoch;
         // The same rule as the transactions check, so one transaction gets one
         // severity.
         let severity = match entry.state {
             TxnState::Ongoing if entry.is_overdue(c.now_ms) => overdue_severity(c, entry, stuck),
             s if s.is_prepare() && c.now_ms - entry.last_update_ms > stuck => Severity::Problem,
-            TxnState::Ongoing if here && c.now_ms - entry.txn_start_ms > pinned_after => {
+            TxnState::Ongoing if here && current && c.now_ms - entry.txn_start_ms > pinned_after => {
                 held_long.entry(&entry.transactional_id).or_default().push(e);
                 continue;
             }
@@ -559,9 +571,9 @@ fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()>
             n => format!("{} and {} more", names[..6].join(", "), n - 6),
         };
         let records: i64 = parts.iter().map(|e| e.blocked_records).sum();
-        let on: Vec<(String, i32, i64)> = parts
+        let on: Vec<(String, i32, i64, i64)> = parts
             .iter()
-            .map(|e| (e.topic.clone(), e.partition, e.high_watermark))
+            .map(|e| (e.topic.clone(), e.partition, e.high_watermark, e.last_stable_offset))
             .collect();
         let groups = super::lso::groups_behind(c, &on)?;
         let waiting = if groups.is_empty() {
@@ -570,7 +582,7 @@ fn lso(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::Result<()>
             let each: Vec<String> = groups
                 .iter()
                 .take(5)
-                .map(|g| format!("{} (lag {})", g.group, g.lag))
+                .map(|g| format!("{} (lag {}, {} of it held back)", g.group, g.lag, g.held_back))
                 .collect();
             let more = groups.len().saturating_sub(5);
             format!(

@@ -15,6 +15,10 @@ pub struct LsoExplain {
     pub blocked_records: i64,
     pub pinned_by: Option<Pin>,
     pub advice: String,
+    /// Set when the partition could not be read (`lso explain TOPIC` goes on to the
+    /// next one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -64,6 +68,7 @@ pub fn explain_with(
         blocked_records: view.log_end_offset - view.last_stable_offset,
         pinned_by: None,
         advice: "nothing pins the LSO: read_committed consumers see everything".into(),
+        error: None,
     };
     let Some((first, p)) = pin else {
         return result;
@@ -80,6 +85,12 @@ pub fn explain_with(
     });
     result.advice = match &entry {
         None => format!("hanging: no coordinator entry has producer {}. Run `kaasctl txn repair --fix` to write its ABORT marker.", p.producer_id),
+        // The entry moved on to another producer id (a rotation at an epoch
+        // overflow): what it does now never ends this producer's transaction.
+        Some(e) if e.producer_id != p.producer_id => format!(
+            "hanging: {:?} has moved on to producer {}, so nothing will end producer {}'s transaction here. `kaasctl txn repair --fix` writes its ABORT marker.",
+            e.transactional_id, e.producer_id, p.producer_id
+        ),
         Some(e) if e.state == TxnState::Ongoing && tp_in && !e.is_overdue(c.now_ms) => format!(
             "the transaction {:?} is open and within its timeout ({} left); it ends when the producer commits or aborts, or when the reaper aborts it. To end it now: `{}`.",
             e.transactional_id,
@@ -166,22 +177,25 @@ pub struct GroupBehind {
     /// Records after its committed offsets on those partitions (high watermark −
     /// committed, summed).
     pub lag: i64,
+    /// The part of the lag a read_committed member cannot read until the transaction
+    /// ends (high watermark − max(LSO, committed), summed).
+    pub held_back: i64,
     pub partitions: usize,
 }
 
 /// The groups with committed offsets on any of `partitions` ((topic, partition,
-/// high watermark)), the most behind first.
-pub fn groups_behind(c: &Cluster, partitions: &[(String, i32, i64)]) -> anyhow::Result<Vec<GroupBehind>> {
+/// high watermark, last stable offset)), the most held back first.
+pub fn groups_behind(c: &Cluster, partitions: &[(String, i32, i64, i64)]) -> anyhow::Result<Vec<GroupBehind>> {
     let mut behind = Vec::new();
     for g in kaas_core::offsets::list_groups(&c.volume)? {
         let Ok(offsets) = kaas_core::offsets::GroupOffsets::load(&c.volume, &g) else {
             continue; // `kaasctl groups` reports it
         };
-        let mut lag = 0;
-        let mut on = 0;
-        for (topic, p, hw) in partitions {
+        let (mut lag, mut held_back, mut on) = (0, 0, 0);
+        for (topic, p, hw, lso) in partitions {
             if let Some(co) = offsets.offsets.get(topic).and_then(|parts| parts.get(p)) {
                 lag += (hw - co.offset).max(0);
+                held_back += (hw - co.offset.max(*lso)).max(0);
                 on += 1;
             }
         }
@@ -189,15 +203,25 @@ pub fn groups_behind(c: &Cluster, partitions: &[(String, i32, i64)]) -> anyhow::
             behind.push(GroupBehind {
                 group: g,
                 lag,
+                held_back,
                 partitions: on,
             });
         }
     }
-    behind.sort_by(|a, b| b.lag.cmp(&a.lag).then_with(|| a.group.cmp(&b.group)));
+    behind.sort_by(|a, b| {
+        (b.held_back, b.lag)
+            .cmp(&(a.held_back, a.lag))
+            .then_with(|| a.group.cmp(&b.group))
+    });
     Ok(behind)
 }
 
 fn print_explain(e: &LsoExplain) {
+    if let Some(err) = &e.error {
+        outln!("{}-{}: cannot read: {}", e.topic, e.partition, crate::out::safe(err));
+        outln!("{}", crate::out::safe(&e.advice));
+        return;
+    }
     outln!(
         "{}-{}: high watermark {}, last stable offset {} ({} records held back)",
         e.topic,
@@ -232,12 +256,50 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: Option<i32>) -> anyho
                 .ok_or_else(|| {
                     anyhow::anyhow!("no topic {topic:?} on the volume ({})", c.volume.topics_dir().display())
                 })?;
-            (0..meta.partitions)
-                .map(|p| explain(c, topic, p))
-                .collect::<anyhow::Result<Vec<_>>>()?
+            // Every partition first, the slots once after (as `explain`).
+            let views: Vec<(i32, Result<Option<PartitionInspection>, String>)> = (0..meta.partitions)
+                .map(|p| {
+                    let dir = c.volume.partition_dir(topic, p);
+                    // No directory yet: no broker has opened the partition, nothing
+                    // is written, nothing is held back.
+                    let view = if dir.is_dir() {
+                        inspect_partition(&dir, false).map(Some).map_err(|e| e.to_string())
+                    } else {
+                        Ok(None)
+                    };
+                    (p, view)
+                })
+                .collect();
+            let entries = c.entries();
+            views
+                .into_iter()
+                .map(|(p, view)| match view {
+                    Ok(Some(view)) => explain_with(c, topic, p, &view, &entries),
+                    Ok(None) => LsoExplain {
+                        topic: topic.into(),
+                        partition: p,
+                        high_watermark: 0,
+                        last_stable_offset: 0,
+                        blocked_records: 0,
+                        pinned_by: None,
+                        advice: "nothing written yet (no broker has opened the partition)".into(),
+                        error: None,
+                    },
+                    Err(e) => LsoExplain {
+                        topic: topic.into(),
+                        partition: p,
+                        high_watermark: -1,
+                        last_stable_offset: -1,
+                        blocked_records: 0,
+                        pinned_by: None,
+                        advice: "the partition could not be read: `kaasctl txn repair` lists what it affects".into(),
+                        error: Some(e),
+                    },
+                })
+                .collect()
         }
     };
-    let pinned = explained.iter().any(|e| e.pinned_by.is_some());
+    let pinned = explained.iter().any(|e| e.pinned_by.is_some() || e.error.is_some());
     if out.structured() {
         match partition {
             Some(_) => out.json(&explained[0]),

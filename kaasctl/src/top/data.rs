@@ -152,6 +152,10 @@ pub struct Pinner {
     pub state: &'static str,
     pub txn_start_ms: i64,
     pub timeout_ms: i32,
+    /// The coordinator has no open transaction of this producer (no entry, an entry
+    /// that moved to another producer id, or one that says the transaction ended):
+    /// a hanging transaction, for `kaasctl txn repair --fix`.
+    pub hanging: bool,
 }
 
 /// How bad an item of the overview's "needs attention" list is.
@@ -507,7 +511,9 @@ impl Snapshot {
             .iter()
             .map(|p| {
                 let &(pid, first) = p.open.iter().min_by_key(|(_, first)| *first)?;
-                let e = current.get(&pid).or_else(|| previous.get(&pid));
+                let now = current.get(&pid);
+                let e = now.or_else(|| previous.get(&pid));
+                let open = now.is_some_and(|e| matches!(e.state, TxnState::Ongoing) || e.state.is_prepare());
                 Some(Pinner {
                     producer_id: pid,
                     first_offset: first,
@@ -515,6 +521,7 @@ impl Snapshot {
                     state: e.map_or("-", |e| e.state.as_str()),
                     txn_start_ms: e.map_or(-1, |e| e.txn_start_ms),
                     timeout_ms: e.map_or(0, |e| e.timeout_ms),
+                    hanging: !open,
                 })
             })
             .collect();
@@ -541,7 +548,7 @@ impl Snapshot {
         for b in &self.brokers {
             let text = match b.liveness {
                 Liveness::Dead => format!(
-                    "broker {} is dead (no heartbeat for {}): live brokers took over what it led",
+                    "broker {} is dead (no heartbeat for {}): what it led is taken over by the live brokers",
                     b.id,
                     age(b.lease_age_ms)
                 ),
@@ -645,7 +652,17 @@ impl Snapshot {
         for ((tid, pid), (parts, held, pin)) in &pins {
             let open = (pin.txn_start_ms > 0).then(|| now - pin.txn_start_ms);
             match tid {
-                Some(tid) if overdue.contains(tid) => {}
+                Some(tid) if overdue.contains(tid) && !pin.hanging => {}
+                Some(tid) if pin.hanging => add(
+                    Severity::Problem,
+                    4,
+                    *held,
+                    format!(
+                        "producer {pid} (hanging: {tid:?}'s coordinator entry has no open transaction of it, it is {} there) {}; `kaasctl txn repair --fix`",
+                        pin.state,
+                        pinning(parts, *held)
+                    ),
+                ),
                 Some(tid) => add(
                     Severity::Warning,
                     4,

@@ -63,6 +63,12 @@ pub fn run(opts: TopOptions) -> anyhow::Result<Status> {
     };
     if opts.once {
         app.on_snapshot(watcher.refresh(&opts.data_dir, opts.session_timeout_ms, crate::cluster::now_ms()));
+        if app.snap.data_dir_missing {
+            anyhow::bail!(
+                "{} is not a kaas volume, or its __cluster directory cannot be read",
+                opts.data_dir.display()
+            );
+        }
         let width = std::env::var("COLUMNS")
             .ok()
             .and_then(|v| v.parse().ok())

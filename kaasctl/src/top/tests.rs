@@ -474,7 +474,7 @@ fn the_overview_lists_what_needs_attention_the_worst_first() {
         items,
         vec![
             "1 marker entries queued for broker 2, which is not live (oldest 50.0s)".to_string(),
-            "broker 2 is dead (no heartbeat for 1m00s): live brokers took over what it led".to_string(),
+            "broker 2 is dead (no heartbeat for 1m00s): what it led is taken over by the live brokers".to_string(),
             "broker 1 is stale: heartbeat 6.0s old (killed or frozen?), judged dead soon".to_string(),
             "\"stuck-tx\" is 40.0s past its timeout (1m00s) and pins the LSO of 1 partition(s), 2 records: orders-0: `kaasctl txn abort stuck-tx`".to_string(),
             "group \"billing\" is blocked behind open transactions: 2 records held back (lag 2)".to_string(),
@@ -487,7 +487,7 @@ fn the_overview_lists_what_needs_attention_the_worst_first() {
     assert!(s.contains("broker 1   stale  lease 6.0s"), "{s}");
     // Too little room: the rest is counted, not cut off silently.
     let s = render_text(&app, 100, 19);
-    assert!(s.contains("more (views 2-6 show them all)"), "{s}");
+    assert!(s.contains(" more"), "{s}");
 }
 
 #[test]
@@ -503,4 +503,32 @@ fn the_status_line_never_cuts_a_result() {
         let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(flat.contains(result), "{width} columns:\n{s}");
     }
+}
+
+#[test]
+fn a_pin_whose_entry_says_the_transaction_ended_is_hanging() {
+    let d = tempfile::tempdir().unwrap();
+    let v = fixture(d.path());
+    // The coordinator says stuck-tx committed, but orders-0 still has it open: a
+    // marker that never landed. Not an open transaction with time left.
+    put(
+        &v,
+        entry("stuck-tx", 7, TxnState::CompleteCommit, &[("orders", 0)], NOW - 100_000),
+    );
+    let (mut app, _) = app_for(d.path());
+    let items = app.snap.needs_attention();
+    let first = &items[0];
+    assert_eq!(first.severity, super::data::Severity::Problem, "{items:?}");
+    assert!(
+        first.text.starts_with("producer 7 (hanging: \"stuck-tx\"'s coordinator entry has no open transaction of it, it is CompleteCommit there)"),
+        "{items:?}"
+    );
+    assert!(first.text.ends_with("`kaasctl txn repair --fix`"), "{items:?}");
+    app.on_key(key(KeyCode::Char('5')));
+    let s = screen(&app);
+    let line = s.lines().find(|l| l.contains("orders-0")).unwrap();
+    assert!(
+        line.contains("producer 7 (hanging: stuck-tx is CompleteCommit"),
+        "{line}"
+    );
 }

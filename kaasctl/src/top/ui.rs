@@ -114,7 +114,7 @@ fn footer(app: &App, width: u16) -> (String, u16) {
         return (keys, 1);
     };
     let both = format!("{keys}  | {status}");
-    if both.chars().count() <= width {
+    if textwrap::core::display_width(&both) <= width {
         return (both, 1);
     }
     let lines = wrap_words(status, width);
@@ -122,31 +122,14 @@ fn footer(app: &App, width: u16) -> (String, u16) {
     (lines.join("\n"), height)
 }
 
-/// `text` in lines of at most `width` characters, broken at spaces, a word longer
-/// than a line split across lines.
+/// `text` in lines of at most `width` terminal columns (display width: a wide
+/// character counts two), broken at spaces, a word longer than a line split across
+/// lines.
 fn wrap_words(text: &str, width: usize) -> Vec<String> {
-    let mut lines = vec![String::new()];
-    for word in text.split(' ') {
-        let mut word: Vec<char> = word.chars().collect();
-        let last = lines.last_mut().expect("one line at least");
-        let used = last.chars().count();
-        if used > 0 && used + 1 + word.len() <= width {
-            last.push(' ');
-            last.extend(word.iter());
-            continue;
-        }
-        if used > 0 {
-            lines.push(String::new());
-        }
-        while word.len() > width {
-            let rest = word.split_off(width);
-            lines.last_mut().expect("a line").extend(word.iter());
-            lines.push(String::new());
-            word = rest;
-        }
-        lines.last_mut().expect("a line").extend(word.iter());
-    }
-    lines
+    textwrap::wrap(text, width.max(1))
+        .into_iter()
+        .map(|l| l.into_owned())
+        .collect()
 }
 
 fn state_style(state: &str, overdue: bool) -> Style {
@@ -382,8 +365,9 @@ fn needs_attention(f: &mut Frame, items: &[super::data::Attention], area: Rect) 
             }
             wrapped.truncate(room);
             if let Some(last) = wrapped.last_mut() {
-                let keep = last.chars().count().min(text_width.saturating_sub(2));
-                *last = last.chars().take(keep).collect::<String>() + " …";
+                // Room for the mark: the line cut to its width less two columns.
+                let cut = textwrap::wrap(last, text_width.saturating_sub(2).max(1));
+                *last = format!("{} …", cut.first().map_or("", |c| c.as_ref()));
             }
         }
         for (n, text) in wrapped.into_iter().enumerate() {
@@ -398,10 +382,7 @@ fn needs_attention(f: &mut Frame, items: &[super::data::Attention], area: Rect) 
         shown += 1;
     }
     if shown < items.len() {
-        lines.push(Line::from(format!(
-            "  … and {} more (views 2-6 show them all)",
-            items.len() - shown
-        )));
+        lines.push(Line::from(format!("  … and {} more", items.len() - shown)));
     }
     let problems = items.iter().filter(|i| i.severity == Severity::Problem).count();
     f.render_widget(
@@ -634,6 +615,11 @@ fn partitions(f: &mut Frame, app: &App, area: Rect) {
                 match (&p.error, &p.pinned_by) {
                     (Some(e), _) => Cell::from(e.clone()).style(Style::default().fg(Color::Red)),
                     (None, Some(pin)) => match &pin.transactional_id {
+                        Some(tid) if pin.hanging => Cell::from(format!(
+                            "producer {} (hanging: {tid} is {}; kaasctl txn repair --fix)",
+                            pin.producer_id, pin.state
+                        ))
+                        .style(Style::default().fg(Color::Red)),
                         Some(tid) => Cell::from(format!(
                             "{tid} ({}{})",
                             pin.state,
