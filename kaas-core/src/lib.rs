@@ -7,6 +7,7 @@ pub mod batch;
 pub mod broker;
 pub mod cleaner;
 pub mod configs;
+pub mod consumer_group;
 pub mod error;
 pub mod failpoint;
 pub mod fence_log;

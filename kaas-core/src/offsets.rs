@@ -54,6 +54,11 @@ pub struct GroupOffsets {
     /// producer id -> offsets staged by its open transaction (at `producer_epoch`)
     #[serde(default)]
     pub pending: BTreeMap<i64, PendingOffsets>,
+    /// The group's members, epochs and assignments when it is a KIP-848 consumer
+    /// group (`group.protocol=consumer`); None for a classic group, whose membership
+    /// lives in its coordinator's memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<crate::consumer_group::ConsumerGroupRecord>,
 }
 
 impl GroupOffsets {
@@ -63,6 +68,7 @@ impl GroupOffsets {
             group: group.to_string(),
             offsets: BTreeMap::new(),
             pending: BTreeMap::new(),
+            consumer: None,
         }
     }
 

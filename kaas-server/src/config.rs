@@ -364,6 +364,22 @@ pub struct Config {
     #[arg(long, env = "KAAS_GROUP_MAX_SIZE", default_value_t = i32::MAX as u32, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
     pub group_max_size: u32,
 
+    /// group.consumer.session.timeout.ms: how long a member of a consumer group
+    /// (`group.protocol=consumer`, KIP-848) may go without a heartbeat before it is
+    /// removed and its partitions go to the others.
+    #[arg(long, env = "KAAS_GROUP_CONSUMER_SESSION_TIMEOUT_MS", default_value_t = 45_000, value_parser = clap::value_parser!(i32).range(1..))]
+    pub group_consumer_session_timeout_ms: i32,
+
+    /// group.consumer.heartbeat.interval.ms: how often members of a consumer group
+    /// (KIP-848) are told to heartbeat.
+    #[arg(long, env = "KAAS_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", default_value_t = 5_000, value_parser = clap::value_parser!(i32).range(1..))]
+    pub group_consumer_heartbeat_interval_ms: i32,
+
+    /// group.consumer.max.size: members one consumer group (KIP-848) may have; one
+    /// more is answered GROUP_MAX_SIZE_REACHED.
+    #[arg(long, env = "KAAS_GROUP_CONSUMER_MAX_SIZE", default_value_t = i32::MAX as u32, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
+    pub group_consumer_max_size: u32,
+
     /// Memory for the protocol metadata group members join with, all groups together
     /// (kept for as long as each member stays, up to its session timeout). A join past
     /// it is answered COORDINATOR_NOT_AVAILABLE (the client retries) until members

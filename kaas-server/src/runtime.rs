@@ -346,6 +346,27 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             let broker = broker.clone();
             move || broker.groups.tick(Instant::now())
         })),
+        // KIP-848 consumer groups: members past their session or rebalance timeout
+        // are removed (a file write per group that changed: on the blocking pool).
+        tokio::spawn(every_async(Duration::from_millis(250), shutdown.clone(), {
+            let broker = broker.clone();
+            move || {
+                let broker = broker.clone();
+                async move {
+                    let expired = tokio::task::spawn_blocking(move || {
+                        broker.groups.expire_consumer_members(
+                            &|| crate::handlers::consumer_group_heartbeat::topics_view(&broker),
+                            &|g| broker.owns_group(g),
+                            kaas_core::now_ms(),
+                        )
+                    })
+                    .await;
+                    if let Err(e) = expired {
+                        tracing::error!(error = %e, "a consumer group expiry pass panicked");
+                    }
+                }
+            }
+        })),
         // Blocking file work (deletes, each partition's owner.gate and owner.json):
         // on the blocking pool, not an async worker.
         tokio::spawn(every_async(

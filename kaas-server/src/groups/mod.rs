@@ -25,6 +25,9 @@ use tracing::{debug, info, warn};
 use crate::config::Config;
 use rebalance::*;
 
+pub mod consumer;
+mod consumer_groups;
+pub use consumer_groups::ConsumerError;
 mod offsets;
 pub(crate) use offsets::offsets_error;
 mod rebalance;
@@ -242,6 +245,7 @@ impl Drop for MetadataCharge {
 pub struct GroupCoordinator {
     volume: Volume,
     settings: Settings,
+    consumer_settings: consumer::Settings,
     metadata: Arc<MetadataPool>,
     /// Each group under its own lock: work on one group (a JoinGroup with many
     /// protocols) never holds up another. The map's lock is held only to look up,
@@ -262,6 +266,10 @@ fn lock_group(g: &Arc<Mutex<Group>>) -> GroupGuard<'_> {
 struct CachedOffsets {
     offsets: GroupOffsets,
     stamp: Option<FileStamp>,
+    /// The KIP-848 consumer group `offsets.consumer` records, with what the file does
+    /// not hold (session deadlines, what each member was last told); rebuilt from
+    /// the record whenever the file is reloaded, carrying those over.
+    consumer: Option<consumer::ConsumerGroup>,
 }
 
 fn sb(s: impl Into<String>) -> StrBytes {
@@ -288,6 +296,11 @@ impl GroupCoordinator {
                 min_session_ms: config.group_min_session_timeout_ms,
                 max_session_ms: config.group_max_session_timeout_ms,
                 max_size: config.group_max_size as usize,
+            },
+            consumer_settings: consumer::Settings {
+                session_timeout_ms: config.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+                max_size: config.group_consumer_max_size as usize,
             },
             metadata: MetadataPool::new(config.group_member_metadata_max_bytes),
             groups: Mutex::new(HashMap::new()),
@@ -336,6 +349,7 @@ impl GroupCoordinator {
         for g in &gone {
             lock_group(g).removed = true;
         }
+        self.forget_unowned_consumer_groups(&owns);
         gone.len()
     }
 
@@ -605,13 +619,38 @@ impl GroupCoordinator {
         })
     }
 
-    /// Every group known in memory or with offsets on the volume: (id, state, protocol type).
-    pub fn list(&self) -> Vec<(String, GroupState, String)> {
-        let mut out: BTreeMap<String, (GroupState, String)> = BTreeMap::new();
+    /// Every group known in memory or with offsets on the volume that `wanted`
+    /// accepts (ListGroups: those this broker coordinates), with its state, protocol
+    /// type and group type (`classic`, or `consumer` for KIP-848 groups, whose
+    /// members are in their offsets file). A file that cannot be read is listed as a
+    /// classic Empty group, with a warning.
+    pub fn list(&self, wanted: &dyn Fn(&str) -> bool) -> Vec<Listed> {
+        let mut out: BTreeMap<String, Listed> = BTreeMap::new();
         match list_groups(&self.volume) {
             Ok(ids) => {
-                for id in ids {
-                    out.insert(id, (GroupState::Empty, "consumer".to_string()));
+                for id in ids.into_iter().filter(|id| wanted(id)) {
+                    let consumer = match GroupOffsets::load(&self.volume, &id) {
+                        Ok(o) => o.consumer,
+                        Err(e) => {
+                            warn!(group = %id, error = %e, "cannot read the group's offsets file");
+                            None
+                        }
+                    };
+                    let listed = match consumer {
+                        Some(c) => Listed {
+                            id: id.clone(),
+                            state: c.state().to_string(),
+                            protocol_type: "consumer".into(),
+                            group_type: "consumer",
+                        },
+                        None => Listed {
+                            id: id.clone(),
+                            state: GroupState::Empty.as_str().into(),
+                            protocol_type: "consumer".into(),
+                            group_type: "classic",
+                        },
+                    };
+                    out.insert(id, listed);
                 }
             }
             Err(e) => warn!(error = %e, "cannot list group offset files"),
@@ -619,14 +658,19 @@ impl GroupCoordinator {
         let handles: Vec<Arc<Mutex<Group>>> = self.groups().values().cloned().collect();
         for handle in handles {
             let g = lock_group(&handle);
-            if g.state != GroupState::Dead && !g.removed {
+            if g.state != GroupState::Dead && !g.removed && wanted(&g.id) {
                 out.insert(
                     g.id.clone(),
-                    (g.state, g.protocol_type.clone().unwrap_or_else(|| "consumer".into())),
+                    Listed {
+                        id: g.id.clone(),
+                        state: g.state.as_str().into(),
+                        protocol_type: g.protocol_type.clone().unwrap_or_else(|| "consumer".into()),
+                        group_type: "classic",
+                    },
                 );
             }
         }
-        out.into_iter().map(|(id, (s, t))| (id, s, t)).collect()
+        out.into_values().collect()
     }
 
     /// DeleteGroups for one group: refused while it has members, checked under the
@@ -645,6 +689,19 @@ impl GroupCoordinator {
             return Err(ResponseError::NonEmptyGroup);
         }
         let on_disk = kaas_core::offsets::offsets_file(&self.volume, group_id).exists();
+        // A KIP-848 consumer group's members are in its file.
+        if on_disk {
+            match GroupOffsets::load(&self.volume, group_id) {
+                Ok(o) if o.consumer.as_ref().is_some_and(|c| !c.members.is_empty()) => {
+                    return Err(ResponseError::NonEmptyGroup)
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    warn!(group = group_id, error = %e, "cannot read the group's offsets file");
+                    return Err(offsets::offsets_error(&e));
+                }
+            }
+        }
         if !in_memory && !on_disk {
             return Err(ResponseError::GroupIdNotFound);
         }
@@ -659,6 +716,16 @@ impl GroupCoordinator {
         info!(group = group_id, "deleted group");
         Ok(())
     }
+}
+
+/// A group as ListGroups shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub id: String,
+    pub state: String,
+    pub protocol_type: String,
+    /// `classic` or `consumer` (KIP-848).
+    pub group_type: &'static str,
 }
 
 pub struct GroupView {

@@ -27,9 +27,27 @@ impl GroupCoordinator {
         if live.is_none() && !on_disk {
             return Err(ResponseError::GroupIdNotFound);
         }
+        // A KIP-848 consumer group's members subscribe by name or regular expression;
+        // an unreadable file protects every topic.
+        let consumer = if on_disk {
+            GroupOffsets::load(&self.volume, group_id).map(|o| o.consumer)
+        } else {
+            Ok(None)
+        };
+        let consumer_protects = |topic: &str| match &consumer {
+            Err(_) => true,
+            Ok(None) => false,
+            Ok(Some(c)) => c.members.values().any(|m| {
+                m.subscribed_names.contains(topic)
+                    || m.subscribed_regex
+                        .as_deref()
+                        .and_then(|re| consumer::compile_regex(re).ok())
+                        .is_some_and(|re| re.is_match(topic))
+            }),
+        };
         // Unreadable subscriptions: every topic counts as subscribed (nothing a live
         // member may need is deleted).
-        let protected = |topic: &str| subscribed.as_ref().is_none_or(|s| s.contains(topic));
+        let protected = |topic: &str| subscribed.as_ref().is_none_or(|s| s.contains(topic)) || consumer_protects(topic);
         let codes: Vec<i16> = partitions
             .iter()
             .map(|(t, _)| {
@@ -128,29 +146,14 @@ impl GroupCoordinator {
         guard: &dyn Fn() -> Result<(), VolumeError>,
         f: impl FnOnce(&mut GroupOffsets) -> (R, bool),
     ) -> Result<R, VolumeError> {
-        let entry = {
-            let mut cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
-            cache
-                .entry(group_id.to_string())
-                .or_insert_with(|| {
-                    Arc::new(Mutex::new(CachedOffsets {
-                        offsets: GroupOffsets::new(group_id),
-                        stamp: None,
-                    }))
-                })
-                .clone()
-        };
+        let entry = self.cache_entry(group_id);
         let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
         // The cross-process lock every writer of this file (other brokers, kaasctl)
         // holds: the stamp check and the write below are one read-modify-write.
         // Tried for at most a few seconds (a paused holder).
         let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
-        let stamp = file_stamp(&path);
-        if stamp.is_none() || stamp != cached.stamp {
-            cached.offsets = GroupOffsets::load(&self.volume, group_id)?;
-            cached.stamp = stamp;
-        }
+        self.refresh_cached(group_id, &mut cached)?;
         let mut next = cached.offsets.clone();
         let (result, changed) = f(&mut next);
         if changed {

@@ -275,9 +275,9 @@ fn leaving_empties_the_group_and_an_empty_group_can_be_deleted() {
     // Nothing left in memory; the committed offsets keep it listed (as Empty).
     assert!(c.describe("g").is_none());
     assert!(c
-        .list()
+        .list(&|_| true)
         .iter()
-        .any(|(id, state, _)| id == "g" && *state == GroupState::Empty));
+        .any(|l| l.id == "g" && l.state == "Empty" && l.group_type == "classic"));
     assert_eq!(c.leave("g", &[(a, None)], t0), Err(ResponseError::UnknownMemberId));
     assert_eq!(c.delete("g"), Ok(()));
     assert_eq!(c.delete("g"), Err(ResponseError::GroupIdNotFound));
@@ -441,7 +441,7 @@ fn committed_offsets_are_on_the_volume() {
     c.commit_offsets("g", &[("t".into(), 0, 42, -1, None)]).unwrap();
     let reloaded = GroupOffsets::load(&Volume::new(dir.path()), "g").unwrap();
     assert_eq!(reloaded.get("t", 0).unwrap().offset, 42);
-    assert_eq!(c.list().len(), 1);
+    assert_eq!(c.list(&|_| true).len(), 1);
 }
 
 #[test]
@@ -483,4 +483,187 @@ fn a_static_member_refused_for_room_leaves_no_mapping_behind() {
     // The group stays (one member left), so a mapping left behind would be found.
     c.leave("g", &[(b, None)], now).unwrap();
     assert!(matches!(c.join(stat(), now), Reply::Wait(_)));
+}
+
+mod consumer_groups {
+    //! KIP-848 consumer groups in the coordinator: the volume record, fail-over,
+    //! the classic/consumer clash rules and the member-epoch checks of offsets.
+    use super::*;
+    use crate::groups::consumer::{Assignment, Heartbeat, TopicsView};
+
+    fn topics() -> TopicsView {
+        TopicsView::new([("orders".to_string(), uuid::Uuid::from_u128(7), 4)])
+    }
+
+    fn join(id: &str) -> Heartbeat {
+        Heartbeat {
+            member_id: id.into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_names: Some(vec!["orders".into()]),
+            owned: Some(Assignment::new()),
+            ..Heartbeat::default()
+        }
+    }
+
+    fn beat(id: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
+        Heartbeat {
+            member_id: id.into(),
+            member_epoch: epoch,
+            owned: Some(owned.clone()),
+            ..Heartbeat::default()
+        }
+    }
+
+    #[test]
+    fn a_member_keeps_its_epoch_and_partitions_when_another_coordinator_takes_the_group_over() {
+        let (dir, c) = coordinator();
+        let r = c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
+        assert_eq!(r.member_epoch, 1);
+        let owned = r.assignment.unwrap();
+        assert_eq!(owned.values().map(|p| p.len()).sum::<usize>(), 4);
+        // The record is on the volume, in the group's offsets file.
+        let record = GroupOffsets::load(&Volume::new(dir.path()), "g")
+            .unwrap()
+            .consumer
+            .unwrap();
+        assert_eq!(record.members["a"].epoch, 1);
+        assert_eq!(record.members["a"].assigned, owned);
+        // A second coordinator on the same volume (the group moved): the member's next
+        // heartbeat at its epoch is accepted, nothing moves, the assignment is resent.
+        let config = <crate::config::Config as clap::Parser>::parse_from([
+            "kaas-server",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ]);
+        let other = GroupCoordinator::new(Volume::new(dir.path()), &config);
+        let r = other
+            .consumer_heartbeat("g", beat("a", 1, &owned), &topics(), 10)
+            .unwrap();
+        assert_eq!(r.member_epoch, 1);
+        assert_eq!(r.assignment, Some(owned.clone()));
+        // An unknown member is told so.
+        let e = other
+            .consumer_heartbeat("g", beat("zz", 1, &owned), &topics(), 10)
+            .unwrap_err();
+        assert_eq!(e.code(), ResponseError::UnknownMemberId);
+    }
+
+    #[test]
+    fn offsets_of_a_consumer_group_are_checked_against_the_member_epoch() {
+        let (_d, c) = coordinator();
+        let r = c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
+        let epoch = r.member_epoch;
+        assert_eq!(c.check_consumer_member("g", "a", epoch, false), Some(Ok(())));
+        assert_eq!(
+            c.check_consumer_member("g", "a", epoch - 1, false),
+            Some(Err(ResponseError::StaleMemberEpoch))
+        );
+        assert_eq!(
+            c.check_consumer_member("g", "a", epoch + 1, false),
+            Some(Err(ResponseError::FencedMemberEpoch))
+        );
+        assert_eq!(
+            c.check_consumer_member("g", "zz", epoch, false),
+            Some(Err(ResponseError::UnknownMemberId))
+        );
+        // A consumer-protocol member must commit with OffsetCommit v9 or later.
+        assert_eq!(
+            c.check_consumer_member("g", "a", epoch, true),
+            Some(Err(ResponseError::UnsupportedVersion))
+        );
+        // An admin tool (epoch -1) only while the group is empty.
+        assert_eq!(
+            c.check_consumer_member("g", "", -1, false),
+            Some(Err(ResponseError::UnknownMemberId))
+        );
+        // Not a consumer group: the classic checks apply.
+        assert_eq!(c.check_consumer_member("other", "a", 1, false), None);
+        let owned = r.assignment.unwrap();
+        c.consumer_heartbeat("g", beat("a", -1, &owned), &topics(), 1).unwrap();
+        assert_eq!(c.check_consumer_member("g", "", -1, false), Some(Ok(())));
+    }
+
+    #[test]
+    fn a_classic_member_is_refused_while_the_consumer_group_has_members_and_an_empty_one_is_converted() {
+        let (dir, c) = coordinator();
+        let r = c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
+        assert_eq!(c.admit_classic("g"), Err(ResponseError::InconsistentGroupProtocol));
+        c.commit_offsets("g", &[("orders".into(), 0, 5, -1, None)]).unwrap();
+        c.consumer_heartbeat("g", beat("a", -1, &r.assignment.unwrap()), &topics(), 1)
+            .unwrap();
+        assert_eq!(c.admit_classic("g"), Ok(()));
+        let after = GroupOffsets::load(&Volume::new(dir.path()), "g").unwrap();
+        assert!(after.consumer.is_none(), "the empty consumer group was converted");
+        assert_eq!(after.get("orders", 0).unwrap().offset, 5, "its committed offsets stay");
+        // And the other way: a classic group with members refuses a consumer member.
+        let t0 = Instant::now();
+        let (_m, mut rx) = handshake(&c, t0);
+        rx.try_recv().unwrap();
+        let e = c.consumer_heartbeat("g", join("b"), &topics(), 2).unwrap_err();
+        assert_eq!(e.code(), ResponseError::GroupIdNotFound);
+    }
+
+    #[test]
+    fn members_expire_only_in_groups_this_broker_coordinates() {
+        let (_d, c) = coordinator_with(&["--group-consumer-session-timeout-ms", "1000"]);
+        c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
+        c.expire_consumer_members(&topics, &|_| false, 5_000);
+        assert!(
+            c.describe_consumer("g").unwrap().unwrap().members.len() == 1,
+            "not ours: left alone"
+        );
+        c.expire_consumer_members(&topics, &|_| true, 500);
+        assert_eq!(
+            c.describe_consumer("g").unwrap().unwrap().members.len(),
+            1,
+            "its session has not ended"
+        );
+        c.expire_consumer_members(&topics, &|_| true, 5_000);
+        let view = c.describe_consumer("g").unwrap().unwrap();
+        assert!(view.members.is_empty());
+        assert_eq!(view.state, "Empty");
+    }
+
+    #[test]
+    fn a_file_rewritten_by_someone_else_keeps_members_session_deadlines() {
+        let (dir, c) = coordinator_with(&["--group-consumer-session-timeout-ms", "1000"]);
+        c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
+        // kaasctl (or a transaction finishing on another broker) rewrites the file.
+        GroupOffsets::update(&Volume::new(dir.path()), "g", |o| {
+            o.set(
+                "orders",
+                1,
+                kaas_core::offsets::CommittedOffset {
+                    offset: 3,
+                    leader_epoch: -1,
+                    metadata: None,
+                    commit_ms: 0,
+                },
+            );
+            ((), true)
+        })
+        .unwrap();
+        // The reload must not hand the member a new session: it still ends at 1 000.
+        c.expire_consumer_members(&topics, &|_| true, 5_000);
+        assert!(c.describe_consumer("g").unwrap().unwrap().members.is_empty());
+        assert_eq!(
+            GroupOffsets::load(&Volume::new(dir.path()), "g")
+                .unwrap()
+                .get("orders", 1)
+                .unwrap()
+                .offset,
+            3
+        );
+    }
+
+    #[test]
+    fn a_non_empty_consumer_group_cannot_be_deleted() {
+        let (_d, c) = coordinator();
+        let r = c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
+        assert_eq!(c.delete("g"), Err(ResponseError::NonEmptyGroup));
+        c.consumer_heartbeat("g", beat("a", -1, &r.assignment.unwrap()), &topics(), 1)
+            .unwrap();
+        assert_eq!(c.delete("g"), Ok(()));
+    }
 }

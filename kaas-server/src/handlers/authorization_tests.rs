@@ -171,6 +171,25 @@ fn requests() -> Vec<(ApiKey, i16, RequestKind, i16)> {
             GROUP_DENIED,
         ),
         (
+            ApiKey::ConsumerGroupHeartbeat,
+            1,
+            RequestKind::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatRequest::default()
+                    .with_group_id(group())
+                    .with_member_id(sb("m"))
+                    .with_rebalance_timeout_ms(30_000)
+                    .with_subscribed_topic_names(Some(vec![topic()]))
+                    .with_topic_partitions(Some(vec![])),
+            ),
+            GROUP_DENIED,
+        ),
+        (
+            ApiKey::ConsumerGroupDescribe,
+            1,
+            RequestKind::ConsumerGroupDescribe(ConsumerGroupDescribeRequest::default().with_group_ids(vec![group()])),
+            GROUP_DENIED,
+        ),
+        (
             ApiKey::DescribeGroups,
             5,
             RequestKind::DescribeGroups(DescribeGroupsRequest::default().with_groups(vec![group()])),

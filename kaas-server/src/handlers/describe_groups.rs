@@ -10,8 +10,48 @@ use std::sync::Arc;
 pub const MIN: i16 = 0;
 pub const MAX: i16 = 5;
 
+/// `version` (i16) then the message: how the consumer protocol frames its data.
+fn framed(version: i16, msg: &impl kafka_protocol::protocol::Encodable) -> bytes::Bytes {
+    let mut buf = bytes::BytesMut::new();
+    buf.extend_from_slice(&version.to_be_bytes());
+    // Encoding into memory fails only on a field too long for its length prefix,
+    // which topic names and partition lists are not.
+    if let Err(e) = msg.encode(&mut buf, version) {
+        tracing::error!(error = %e, "cannot encode a consumer protocol message");
+        return bytes::Bytes::new();
+    }
+    buf.freeze()
+}
+
+fn subscription(topics: &std::collections::BTreeSet<String>) -> bytes::Bytes {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    framed(
+        0,
+        &ConsumerProtocolSubscription::default().with_topics(topics.iter().map(|t| sb(t.clone())).collect()),
+    )
+}
+
+fn assignment(broker: &Broker, a: &crate::groups::consumer::Assignment) -> bytes::Bytes {
+    use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+    use kafka_protocol::messages::{ConsumerProtocolAssignment, TopicName};
+    let partitions = a
+        .iter()
+        .filter_map(|(id, ps)| {
+            let t = broker.cluster.topic_by_id(id)?;
+            Some(
+                TopicPartition::default()
+                    .with_topic(TopicName(sb(t.meta.name.clone())))
+                    .with_partitions(ps.iter().copied().collect()),
+            )
+        })
+        .collect();
+    framed(
+        0,
+        &ConsumerProtocolAssignment::default().with_assigned_partitions(partitions),
+    )
+}
+
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
-    let known: Vec<String> = broker.groups.list().into_iter().map(|(id, ..)| id).collect();
     let groups = req
         .groups
         .into_iter()
@@ -58,11 +98,43 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeGro
                         })
                         .collect();
                 }
-                None if known.iter().any(|k| k.as_str() == gid.0.as_str()) => {
-                    g.group_state = sb("Empty");
-                    g.protocol_type = sb("consumer");
-                }
-                None => g.group_state = sb("Dead"),
+                None => match broker.groups.describe_consumer(&gid.0) {
+                    // A KIP-848 consumer group: shown as a group of the consumer
+                    // protocol, each member's subscription and assignment encoded
+                    // as a classic consumer's would be, so tools that decode them
+                    // (kafka-python's admin client) read them.
+                    Ok(Some(view)) => {
+                        g.group_state = sb(view.state);
+                        g.protocol_type = sb("consumer");
+                        g.protocol_data = sb(view.assignor);
+                        g.members = view
+                            .members
+                            .into_iter()
+                            .map(|v| {
+                                let m = v.member;
+                                let mut d = DescribedGroupMember::default()
+                                    .with_member_id(sb(m.id.clone()))
+                                    .with_client_id(sb(m.client_id.clone()))
+                                    .with_client_host(sb(m.client_host.clone()))
+                                    .with_member_metadata(subscription(&m.subscribed_names))
+                                    .with_member_assignment(assignment(broker, &m.assigned));
+                                if ctx.version >= 4 {
+                                    d.group_instance_id = m.instance_id.map(sb);
+                                }
+                                d
+                            })
+                            .collect();
+                    }
+                    Ok(None) if kaas_core::offsets::offsets_file(&broker.volume, &gid.0).exists() => {
+                        g.group_state = sb("Empty");
+                        g.protocol_type = sb("consumer");
+                    }
+                    Ok(None) => g.group_state = sb("Dead"),
+                    Err(e) => {
+                        tracing::error!(group = %gid.0.as_str(), error = %e, "cannot read the group's offsets file");
+                        g.error_code = crate::groups::offsets_error(&e).code();
+                    }
+                },
             }
             g
         })

@@ -51,6 +51,15 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
             .with_generation_id(-1)
             .with_protocol_name((ctx.version < 7).then(Default::default));
     }
+    // A KIP-848 consumer group of this id with members: not a classic group to
+    // join (Apache: INCONSISTENT_GROUP_PROTOCOL); an empty one is converted.
+    if let Err(code) = broker.groups.admit_classic(&join.group_id) {
+        return JoinGroupResponse::default()
+            .with_error_code(code.code())
+            .with_generation_id(-1)
+            .with_member_id(super::sb(join.member_id))
+            .with_protocol_name((ctx.version < 7).then(Default::default));
+    }
     let mut resp = match broker.groups.join(join, Instant::now()) {
         Reply::Now(r) => r,
         Reply::Wait(rx) => {

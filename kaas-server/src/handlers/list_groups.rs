@@ -1,4 +1,5 @@
-//! ListGroups (key 16), with the v4 state filter.
+//! ListGroups (key 16), with the v4 state filter and the v5 type filter (`classic`,
+//! `consumer`: KIP-848 groups).
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
@@ -8,7 +9,7 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use std::sync::Arc;
 
 pub const MIN: i16 = 0;
-pub const MAX: i16 = 4;
+pub const MAX: i16 = 5;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsResponse {
     // Kafka's rule: DESCRIBE on the cluster lists every group, else those the client
@@ -16,28 +17,31 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsR
     let all = broker
         .authz
         .authorize(ctx, Operation::Describe, ResourceType::Cluster, crate::authz::CLUSTER);
+    // Each broker lists the groups it coordinates (admin clients ask every broker).
     let groups = broker
         .groups
-        .list()
+        .list(&|id| broker.owns_group(id))
         .into_iter()
-        // Each broker lists the groups it coordinates (admin clients ask every broker).
-        .filter(|(id, _, _)| broker.owns_group(id))
-        .filter(|(id, _, _)| {
+        .filter(|g| {
             all || broker
                 .authz
-                .authorize_quietly(ctx, Operation::Describe, ResourceType::Group, id)
+                .authorize_quietly(ctx, Operation::Describe, ResourceType::Group, &g.id)
         })
-        .filter(|(_, state, _)| {
-            req.states_filter.is_empty() || req.states_filter.iter().any(|s| s.eq_ignore_ascii_case(state.as_str()))
+        .filter(|g| req.states_filter.is_empty() || req.states_filter.iter().any(|s| s.eq_ignore_ascii_case(&g.state)))
+        .filter(|g| {
+            req.types_filter.is_empty() || req.types_filter.iter().any(|t| t.eq_ignore_ascii_case(g.group_type))
         })
-        .map(|(id, state, ptype)| {
-            let mut g = ListedGroup::default()
-                .with_group_id(GroupId(sb(id)))
-                .with_protocol_type(sb(ptype));
+        .map(|g| {
+            let mut l = ListedGroup::default()
+                .with_group_id(GroupId(sb(g.id)))
+                .with_protocol_type(sb(g.protocol_type));
             if ctx.version >= 4 {
-                g.group_state = sb(state.as_str());
+                l.group_state = sb(g.state);
             }
-            g
+            if ctx.version >= 5 {
+                l.group_type = sb(g.group_type);
+            }
+            l
         })
         .collect();
     ListGroupsResponse::default().with_groups(groups)

@@ -14,6 +14,8 @@ pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
@@ -137,6 +139,8 @@ api_table! {
     AlterClientQuotas => alter_client_quotas,
     DescribeUserScramCredentials => describe_user_scram_credentials,
     AlterUserScramCredentials => alter_user_scram_credentials,
+    ConsumerGroupHeartbeat => consumer_group_heartbeat,
+    ConsumerGroupDescribe => consumer_group_describe,
 }
 
 /// The version range this broker implements for `api`, if any.

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use std::sync::Arc;
 
 pub const MIN: i16 = 2;
-pub const MAX: i16 = 8;
+pub const MAX: i16 = 9;
 
 /// Apache's offset.metadata.max.bytes default.
 const MAX_METADATA: usize = 4096;
@@ -25,12 +25,24 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
     {
         Err(ResponseError::GroupAuthorizationFailed)
     } else if broker.owns_group(&group) {
-        broker.groups.check_commit(
-            &group,
-            req.generation_id_or_member_epoch,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-        )
+        // A consumer group (KIP-848) checks the member epoch; a classic group the
+        // generation.
+        broker
+            .groups
+            .check_consumer_member(
+                &group,
+                &req.member_id,
+                req.generation_id_or_member_epoch,
+                ctx.version < 9,
+            )
+            .unwrap_or_else(|| {
+                broker.groups.check_commit(
+                    &group,
+                    req.generation_id_or_member_epoch,
+                    &req.member_id,
+                    req.group_instance_id.as_deref(),
+                )
+            })
     } else {
         Err(ResponseError::NotCoordinator)
     };

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicNam
 use std::sync::Arc;
 
 pub const MIN: i16 = 1;
-pub const MAX: i16 = 8;
+pub const MAX: i16 = 9;
 
 /// One partition's answer.
 struct Row {
@@ -50,6 +50,7 @@ fn fetch(
     group: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
+    member: Option<(&str, i32)>,
 ) -> Fetched {
     if !broker
         .authz
@@ -59,6 +60,13 @@ fn fetch(
     }
     if !broker.owns_group(group) {
         return Err(ResponseError::NotCoordinator.code());
+    }
+    // v9, a member of a consumer group (KIP-848): Apache's check that it is in the
+    // group at its epoch; epoch -1 is an admin tool, always answered.
+    if let Some((member_id, epoch)) = member.filter(|(_, e)| *e != -1) {
+        if let Some(Err(e)) = broker.groups.check_consumer_member(group, member_id, epoch, false) {
+            return Err(e.code());
+        }
     }
     let offsets = broker.groups.fetch_offsets(group).map_err(|e| {
         tracing::error!(group, error = %e, "cannot read committed offsets");
@@ -121,7 +129,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetch
                         .collect()
                 });
                 let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match fetch(broker, ctx, &g.group_id.0, wanted, req.require_stable) {
+                let member = (ctx.version >= 9).then(|| (g.member_id.as_deref().unwrap_or(""), g.member_epoch));
+                match fetch(broker, ctx, &g.group_id.0, wanted, req.require_stable, member) {
                     Err(code) => out.error_code = code,
                     Ok(rows) => {
                         out.topics = rows
@@ -162,6 +171,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetch
         &req.group_id.0,
         wanted.clone(),
         ctx.version >= 7 && req.require_stable,
+        None,
     );
     // v0-1 have no group error: each partition asked for carries it (as Kafka answers),
     // so a refused client does not take "no offset" for an answer.

@@ -55,14 +55,21 @@ pub async fn handle(
             )
             .map_err(|e| client_error_code(e.code(), ctx.version, FENCED_SINCE))
     };
-    // KIP-447: with a generation, the member must belong to the group's current one.
+    // KIP-447: with a generation, the member must belong to the group's current one
+    // (in a KIP-848 consumer group, the generation is the member epoch).
     if result.is_ok() && ctx.version >= 3 && req.generation_id >= 0 {
-        if let Err(e) = broker.groups.check_commit(
-            &group,
-            req.generation_id,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-        ) {
+        let checked = broker
+            .groups
+            .check_consumer_member(&group, &req.member_id, req.generation_id, false)
+            .unwrap_or_else(|| {
+                broker.groups.check_commit(
+                    &group,
+                    req.generation_id,
+                    &req.member_id,
+                    req.group_instance_id.as_deref(),
+                )
+            });
+        if let Err(e) = checked {
             result = Err(e.code());
         }
     }

@@ -152,6 +152,8 @@ mod tests {
             DescribeUserScramCredentials => DescribeUserScramCredentialsResponse,
             AlterUserScramCredentials => AlterUserScramCredentialsResponse,
             DescribeClientQuotas => DescribeClientQuotasResponse, AlterClientQuotas => AlterClientQuotasResponse,
+            ConsumerGroupHeartbeat => ConsumerGroupHeartbeatResponse,
+            ConsumerGroupDescribe => ConsumerGroupDescribeResponse,
         )
     }
 

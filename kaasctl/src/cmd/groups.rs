@@ -8,6 +8,12 @@ use serde::Serialize;
 #[derive(Serialize)]
 pub struct GroupPartitionRow {
     pub group: String,
+    /// `classic`, or `consumer` for a KIP-848 consumer group (`group.protocol=consumer`).
+    pub group_type: &'static str,
+    /// The member of a consumer group that owns the partition now (classic groups'
+    /// assignments are in their coordinator's memory, not on the volume).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     pub topic: String,
     pub partition: i32,
     pub committed_offset: i64,
@@ -39,6 +45,8 @@ pub fn rows(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<GroupPartitio
             Err(e) => {
                 rows.push(GroupPartitionRow {
                     group: g,
+                    group_type: "classic",
+                    owner: None,
                     topic: String::new(),
                     partition: -1,
                     committed_offset: -1,
@@ -55,6 +63,19 @@ pub fn rows(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<GroupPartitio
                 continue;
             }
         };
+        let names = topic_names(c);
+        let owner = |topic: &str, p: i32| -> Option<String> {
+            let consumer = offsets.consumer.as_ref()?;
+            let id = names.iter().find(|(_, n)| n.as_str() == topic).map(|(id, _)| *id)?;
+            consumer
+                .members
+                .iter()
+                .find(|(_, m)| {
+                    m.assigned.get(&id).is_some_and(|ps| ps.contains(&p))
+                        || m.pending_revocation.get(&id).is_some_and(|ps| ps.contains(&p))
+                })
+                .map(|(mid, _)| mid.clone())
+        };
         for (topic, parts) in &offsets.offsets {
             for (p, co) in parts {
                 let staged = offsets
@@ -64,6 +85,12 @@ pub fn rows(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<GroupPartitio
                     .count();
                 let mut row = GroupPartitionRow {
                     group: g.clone(),
+                    group_type: if offsets.consumer.is_some() {
+                        "consumer"
+                    } else {
+                        "classic"
+                    },
+                    owner: owner(topic, *p),
                     topic: topic.clone(),
                     partition: *p,
                     committed_offset: co.offset,
@@ -96,10 +123,115 @@ pub fn rows(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<GroupPartitio
     Ok(rows)
 }
 
+/// Topic ids to names, of the topics whose metadata reads.
+fn topic_names(c: &Cluster) -> std::collections::BTreeMap<uuid::Uuid, String> {
+    kaas_core::topic::list_topics(&c.volume)
+        .map(|ts| ts.into_iter().flatten().map(|t| (t.topic_id, t.name)).collect())
+        .unwrap_or_default()
+}
+
+/// One member of a KIP-848 consumer group, as the volume records it.
+#[derive(Serialize)]
+pub struct ConsumerMemberRow {
+    pub group: String,
+    pub group_state: &'static str,
+    pub group_epoch: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub member_epoch: i32,
+    pub state: String,
+    /// topic-partition names it owns and may consume.
+    pub assigned: Vec<String>,
+    /// topic-partition names it must give up.
+    pub revoking: Vec<String>,
+}
+
+/// The members of every consumer group (KIP-848) on the volume, or of `only`.
+pub fn consumer_members(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<ConsumerMemberRow>> {
+    let names = topic_names(c);
+    let show = |a: &kaas_core::consumer_group::Assignment| -> Vec<String> {
+        a.iter()
+            .flat_map(|(id, ps)| {
+                let name = names
+                    .get(id)
+                    .cloned()
+                    .unwrap_or_else(|| format!("<deleted topic {id}>"));
+                ps.iter().map(move |p| format!("{name}-{p}"))
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    for g in list_groups(&c.volume)? {
+        if only.is_some_and(|o| o != g) {
+            continue;
+        }
+        // An unreadable file is reported by the offsets rows.
+        let Ok(offsets) = GroupOffsets::load(&c.volume, &g) else {
+            continue;
+        };
+        let Some(consumer) = offsets.consumer else { continue };
+        for (mid, m) in &consumer.members {
+            out.push(ConsumerMemberRow {
+                group: g.clone(),
+                group_state: consumer.state(),
+                group_epoch: consumer.group_epoch,
+                member_id: mid.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                member_epoch: m.epoch,
+                state: m.state.clone(),
+                assigned: show(&m.assigned),
+                revoking: show(&m.pending_revocation),
+            });
+        }
+    }
+    Ok(out)
+}
+
 pub fn run(c: &Cluster, out: &Out, only: Option<&str>) -> anyhow::Result<Status> {
     let rows = rows(c, only)?;
-    if let (Some(g), true) = (only, rows.is_empty()) {
-        anyhow::bail!("no committed offsets for group {g:?}");
+    let members = consumer_members(c, only)?;
+    if let (Some(g), true, true) = (only, rows.is_empty(), members.is_empty()) {
+        anyhow::bail!("no committed offsets or members for group {g:?}");
+    }
+    if !out.structured() && !members.is_empty() {
+        let mut t = out.table(&[
+            "CONSUMER GROUP",
+            "STATE",
+            "EPOCH",
+            "MEMBER",
+            "CLIENT",
+            "M.EPOCH",
+            "ASSIGNED",
+            "REVOKING",
+        ]);
+        for m in &members {
+            t.add_row(vec![
+                out.cell(&m.group, Tone::Plain),
+                out.cell(
+                    m.group_state,
+                    if m.group_state == "Stable" {
+                        Tone::Plain
+                    } else {
+                        Tone::Warn
+                    },
+                ),
+                out.cell(m.group_epoch, Tone::Plain),
+                out.cell(&m.member_id, Tone::Plain),
+                out.cell(format!("{} {}", m.client_id, m.client_host), Tone::Dim),
+                out.cell(m.member_epoch, Tone::Plain),
+                out.cell(m.assigned.join(","), Tone::Plain),
+                out.cell(
+                    m.revoking.join(","),
+                    if m.revoking.is_empty() { Tone::Plain } else { Tone::Warn },
+                ),
+            ]);
+        }
+        outln!("{t}");
+        outln!("");
     }
     let problems = rows.iter().any(|r| r.error.is_some());
     if out.structured() {

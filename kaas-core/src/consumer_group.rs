@@ -1,0 +1,83 @@
+//! A KIP-848 consumer group (`group.protocol=consumer`) as the volume records it: in
+//! the group's offsets file ([`crate::offsets::GroupOffsets::consumer`]), so it is
+//! written under the same lock, atomically with the same fsync, and a broker taking
+//! the group over (its coordinator moved with the live set) carries on with every
+//! member's epoch and partitions. The rules that change it live in kaas-server's
+//! `groups::consumer`; this is the data.
+//!
+//! Not recorded: session and rebalance deadlines (a coordinator loading the group
+//! gives every member a full session from then, as Apache's does on load) and what
+//! each member was last told (the next heartbeat's answer carries its assignment).
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use uuid::Uuid;
+
+/// Partitions by topic id.
+pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerGroupRecord {
+    /// Goes up with every change the assignment depends on.
+    pub group_epoch: i32,
+    /// The group epoch the target assignment was computed at.
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, ConsumerMemberRecord>,
+    /// The target assignment, by member id.
+    #[serde(default)]
+    pub target: BTreeMap<String, Assignment>,
+    /// The subscribed topics' sizes the target was computed from, by topic id.
+    #[serde(default)]
+    pub subscribed_topics: BTreeMap<Uuid, i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerMemberRecord {
+    #[serde(default)]
+    pub instance_id: Option<String>,
+    #[serde(default)]
+    pub rack_id: Option<String>,
+    #[serde(default)]
+    pub client_id: String,
+    #[serde(default)]
+    pub client_host: String,
+    #[serde(default)]
+    pub subscribed_names: BTreeSet<String>,
+    #[serde(default)]
+    pub subscribed_regex: Option<String>,
+    #[serde(default)]
+    pub server_assignor: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    /// The member's epoch; -2 for a static member away (it left with epoch -2 and
+    /// its partitions wait for it).
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    /// `stable`, `unrevoked_partitions` or `unreleased_partitions`.
+    pub state: String,
+    /// Partitions it owns and may consume.
+    #[serde(default)]
+    pub assigned: Assignment,
+    /// Partitions it owns but must give up.
+    #[serde(default)]
+    pub pending_revocation: Assignment,
+}
+
+impl ConsumerGroupRecord {
+    /// Kafka's group state for describing: Empty, Assigning (the target is behind
+    /// the group epoch), Reconciling (some member is behind the target), Stable.
+    pub fn state(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.assignment_epoch < self.group_epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| (m.epoch != self.assignment_epoch && m.epoch != -2) || m.state != "stable")
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+}

@@ -1,0 +1,502 @@
+//! The consumer-group state machine: hand-picked cases, and a property test of the
+//! reconciliation against a model of the clients (what each member consumes).
+
+use super::*;
+use proptest::prelude::*;
+
+const SESSION: i64 = 45_000;
+
+fn settings() -> Settings {
+    Settings::default()
+}
+
+fn tid(n: u128) -> Uuid {
+    Uuid::from_u128(n)
+}
+
+fn topics(list: &[(&str, u128, i32)]) -> TopicsView {
+    TopicsView::new(list.iter().map(|(n, id, p)| (n.to_string(), tid(*id), *p)))
+}
+
+fn join(id: &str, names: &[&str]) -> Heartbeat {
+    Heartbeat {
+        member_id: id.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_names: Some(names.iter().map(|s| s.to_string()).collect()),
+        owned: Some(Assignment::new()),
+        ..Heartbeat::default()
+    }
+}
+
+fn beat(id: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
+    Heartbeat {
+        member_id: id.into(),
+        member_epoch: epoch,
+        owned: Some(owned.clone()),
+        ..Heartbeat::default()
+    }
+}
+
+fn count(a: &Assignment) -> usize {
+    a.values().map(BTreeSet::len).sum()
+}
+
+fn no_id() -> String {
+    unreachable!("the tests name their members")
+}
+
+/// One client: what it consumes, and the assignment it was sent but has not applied.
+#[derive(Default, Clone)]
+struct Client {
+    epoch: i32,
+    owned: Assignment,
+    unapplied: Option<Assignment>,
+}
+
+/// Heartbeats every client until the group is stable (each applying what it was sent
+/// before its next heartbeat), at most `rounds` rounds.
+fn settle(g: &mut ConsumerGroup, clients: &mut BTreeMap<String, Client>, t: &TopicsView, now: i64, rounds: usize) {
+    for _ in 0..rounds {
+        for (id, c) in clients.iter_mut() {
+            if let Some(a) = c.unapplied.take() {
+                c.owned = a;
+            }
+            let r = g
+                .heartbeat(beat(id, c.epoch, &c.owned), t, &settings(), now, no_id)
+                .expect("heartbeat");
+            c.epoch = r.member_epoch;
+            c.unapplied = r.assignment;
+        }
+        if g.state() == "Stable" {
+            break;
+        }
+    }
+    for c in clients.values_mut() {
+        if let Some(a) = c.unapplied.take() {
+            c.owned = a;
+        }
+    }
+}
+
+#[test]
+fn two_members_share_a_topic_and_a_third_gets_partitions_only_once_they_are_revoked() {
+    let t = topics(&[("orders", 1, 6)]);
+    let mut g = ConsumerGroup::new("g");
+    let mut clients = BTreeMap::new();
+    for id in ["a", "b"] {
+        let r = g.heartbeat(join(id, &["orders"]), &t, &settings(), 0, no_id).unwrap();
+        clients.insert(
+            id.to_string(),
+            Client {
+                epoch: r.member_epoch,
+                owned: Assignment::new(),
+                unapplied: r.assignment,
+            },
+        );
+    }
+    settle(&mut g, &mut clients, &t, 1, 10);
+    assert_eq!(g.state(), "Stable");
+    assert_eq!(count(&clients["a"].owned) + count(&clients["b"].owned), 6);
+    assert_eq!(count(&clients["a"].owned), 3);
+    // c joins: a and b must give partitions up before c gets them.
+    let r = g.heartbeat(join("c", &["orders"]), &t, &settings(), 2, no_id).unwrap();
+    assert_eq!(
+        r.assignment,
+        Some(Assignment::new()),
+        "nothing is free yet: {:?}",
+        g.target
+    );
+    assert_eq!(g.members["c"].state, MemberState::UnreleasedPartitions);
+    let a = &clients["a"];
+    let r = g
+        .heartbeat(beat("a", a.epoch, &a.owned), &t, &settings(), 3, no_id)
+        .unwrap();
+    assert_eq!(r.member_epoch, a.epoch, "a keeps its epoch until it has revoked");
+    assert_eq!(count(r.assignment.as_ref().unwrap()), 2, "a is told to keep two");
+    assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
+    // c asks again before a acknowledged: still nothing of a's.
+    let r = g
+        .heartbeat(
+            beat("c", g.members["c"].epoch, &Assignment::new()),
+            &t,
+            &settings(),
+            4,
+            no_id,
+        )
+        .unwrap();
+    assert!(r.assignment.is_none_or(|a| count(&a) == 0));
+    clients.insert(
+        "c".into(),
+        Client {
+            epoch: g.members["c"].epoch,
+            ..Client::default()
+        },
+    );
+    clients.get_mut("a").unwrap().unapplied = Some(g.members["a"].assigned.clone());
+    settle(&mut g, &mut clients, &t, 5, 10);
+    assert_eq!(g.state(), "Stable");
+    for c in clients.values() {
+        assert_eq!(count(&c.owned), 2);
+    }
+}
+
+#[test]
+fn a_stale_or_unknown_member_is_fenced_and_a_leaver_frees_its_partitions() {
+    let t = topics(&[("orders", 1, 4)]);
+    let mut g = ConsumerGroup::new("g");
+    let r = g.heartbeat(join("a", &["orders"]), &t, &settings(), 0, no_id).unwrap();
+    assert_eq!(r.member_epoch, 1);
+    let owned = r.assignment.unwrap();
+    assert_eq!(count(&owned), 4);
+    let e = g
+        .heartbeat(beat("a", 7, &owned), &t, &settings(), 1, no_id)
+        .unwrap_err();
+    assert_eq!(e.error, ResponseError::FencedMemberEpoch);
+    let e = g
+        .heartbeat(beat("zz", 1, &owned), &t, &settings(), 1, no_id)
+        .unwrap_err();
+    assert_eq!(e.error, ResponseError::UnknownMemberId);
+    let r = g.heartbeat(beat("a", -1, &owned), &t, &settings(), 2, no_id).unwrap();
+    assert_eq!(r.member_epoch, -1);
+    assert!(g.owner_of(tid(1), 0).is_none());
+    assert_eq!(g.state(), "Empty");
+}
+
+#[test]
+fn a_member_silent_past_its_session_is_removed_and_its_partitions_reassigned() {
+    let t = topics(&[("orders", 1, 4)]);
+    let mut g = ConsumerGroup::new("g");
+    let mut clients = BTreeMap::new();
+    for id in ["a", "b"] {
+        let r = g.heartbeat(join(id, &["orders"]), &t, &settings(), 0, no_id).unwrap();
+        clients.insert(
+            id.to_string(),
+            Client {
+                epoch: r.member_epoch,
+                owned: Assignment::new(),
+                unapplied: r.assignment,
+            },
+        );
+    }
+    settle(&mut g, &mut clients, &t, 1, 10);
+    // b is killed: a keeps heartbeating.
+    clients.remove("b");
+    let mut now = 1;
+    while g.members.contains_key("b") {
+        now += 5_000;
+        settle(&mut g, &mut clients, &t, now, 1);
+        g.expire(&t, now);
+        assert!(now < SESSION + 10_000, "b never expired");
+    }
+    assert!(now >= SESSION, "not before its session timeout");
+    settle(&mut g, &mut clients, &t, now, 10);
+    assert_eq!(count(&clients["a"].owned), 4);
+}
+
+#[test]
+fn a_regex_subscription_picks_up_a_topic_created_later() {
+    let mut g = ConsumerGroup::new("g");
+    let mut hb = join("a", &[]);
+    hb.subscribed_names = None;
+    hb.subscribed_regex = Some("events-.*".into());
+    let t = topics(&[("events-1", 1, 2), ("other", 2, 2)]);
+    let r = g.heartbeat(hb, &t, &settings(), 0, no_id).unwrap();
+    assert_eq!(r.assignment.unwrap().keys().collect::<Vec<_>>(), vec![&tid(1)]);
+    let t = topics(&[("events-1", 1, 2), ("other", 2, 2), ("events-2", 3, 3)]);
+    let owned = g.members["a"].assigned.clone();
+    let r = g.heartbeat(beat("a", 1, &owned), &t, &settings(), 1, no_id).unwrap();
+    assert_eq!(r.member_epoch, 2, "a new matching topic bumps the group epoch");
+    assert_eq!(count(&r.assignment.unwrap()), 5);
+    let mut bad = join("b", &[]);
+    bad.subscribed_regex = Some("(".into());
+    assert_eq!(
+        g.heartbeat(bad, &t, &settings(), 1, no_id).unwrap_err().error,
+        ResponseError::InvalidRegularExpression
+    );
+}
+
+#[test]
+fn range_gives_consecutive_partitions_per_topic_and_unknown_assignors_are_refused() {
+    let t = topics(&[("a", 1, 5), ("b", 2, 5)]);
+    let mut g = ConsumerGroup::new("g");
+    for id in ["m1", "m2"] {
+        let mut hb = join(id, &["a", "b"]);
+        hb.server_assignor = Some("range".into());
+        g.heartbeat(hb, &t, &settings(), 0, no_id).unwrap();
+    }
+    assert_eq!(g.target["m1"][&tid(1)], BTreeSet::from([0, 1, 2]));
+    assert_eq!(g.target["m1"][&tid(2)], BTreeSet::from([0, 1, 2]));
+    assert_eq!(g.target["m2"][&tid(2)], BTreeSet::from([3, 4]));
+    let mut hb = join("m3", &["a"]);
+    hb.server_assignor = Some("sticky".into());
+    assert_eq!(
+        g.heartbeat(hb, &t, &settings(), 0, no_id).unwrap_err().error,
+        ResponseError::UnsupportedAssignor
+    );
+}
+
+#[test]
+fn a_static_member_rejoining_takes_its_partitions_back_without_a_rebalance() {
+    let t = topics(&[("orders", 1, 4)]);
+    let mut g = ConsumerGroup::new("g");
+    let mut clients = BTreeMap::new();
+    for id in ["a", "b"] {
+        let mut hb = join(id, &["orders"]);
+        hb.instance_id = Some(format!("instance-{id}"));
+        let r = g.heartbeat(hb, &t, &settings(), 0, no_id).unwrap();
+        clients.insert(
+            id.to_string(),
+            Client {
+                epoch: r.member_epoch,
+                owned: Assignment::new(),
+                unapplied: r.assignment,
+            },
+        );
+    }
+    settle(&mut g, &mut clients, &t, 1, 10);
+    let (epoch, before) = (g.epoch, clients["a"].owned.clone());
+    // a restarts: leaves for a while (epoch -2), comes back as a2 with its instance id.
+    g.heartbeat(beat("a", -2, &before), &t, &settings(), 2, no_id).unwrap();
+    let mut hb = join("a2", &["orders"]);
+    hb.instance_id = Some("instance-a".into());
+    let r = g.heartbeat(hb, &t, &settings(), 3, no_id).unwrap();
+    assert_eq!(r.assignment, Some(before));
+    assert_eq!(g.epoch, epoch, "no rebalance");
+    // A second process with b's instance id while b runs is refused.
+    let mut hb = join("b2", &["orders"]);
+    hb.instance_id = Some("instance-b".into());
+    assert_eq!(
+        g.heartbeat(hb, &t, &settings(), 3, no_id).unwrap_err().error,
+        ResponseError::UnreleasedInstanceId
+    );
+}
+
+#[test]
+fn the_group_size_is_bounded_and_a_version_0_member_gets_an_id() {
+    let t = topics(&[("orders", 1, 4)]);
+    let mut g = ConsumerGroup::new("g");
+    let limited = Settings {
+        max_size: 1,
+        ..Settings::default()
+    };
+    let r = g
+        .heartbeat(join("", &["orders"]), &t, &limited, 0, || "made-up".into())
+        .unwrap();
+    assert_eq!(r.member_id, "made-up");
+    assert_eq!(
+        g.heartbeat(join("x", &["orders"]), &t, &limited, 0, no_id)
+            .unwrap_err()
+            .error,
+        ResponseError::GroupMaxSizeReached
+    );
+}
+
+/// What a history does: one step of one of four clients.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Joins (if not in the group) subscribed to these topics.
+    Join(usize, Vec<usize>),
+    /// Heartbeats, having applied what it was sent (or not yet: a slow revocation).
+    Beat(usize, bool),
+    /// Changes its subscription at its next heartbeat.
+    Subscribe(usize, Vec<usize>),
+    /// Leaves (epoch -1), having stopped consuming.
+    Leave(usize),
+    /// Dies: stops consuming and heartbeating; the group expires it.
+    Kill(usize),
+    /// A topic grows by one partition.
+    Grow(usize),
+    /// The coordinator moves: the group is rebuilt from its volume record.
+    Failover,
+}
+
+const TOPICS: usize = 3;
+
+fn op() -> impl Strategy<Value = Op> {
+    let subs = proptest::collection::vec(0..TOPICS, 1..=TOPICS);
+    prop_oneof![
+        2 => (0..4usize, subs.clone()).prop_map(|(c, s)| Op::Join(c, s)),
+        8 => (0..4usize, proptest::bool::weighted(0.7)).prop_map(|(c, a)| Op::Beat(c, a)),
+        1 => (0..4usize, subs).prop_map(|(c, s)| Op::Subscribe(c, s)),
+        1 => (0..4usize).prop_map(Op::Leave),
+        1 => (0..4usize).prop_map(Op::Kill),
+        1 => (0..TOPICS).prop_map(Op::Grow),
+        1 => Just(Op::Failover),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// For any history of joins, leaves, heartbeats (with revocations applied at once
+    /// or late), subscription changes, deaths, topics growing and coordinator
+    /// fail-overs (the group rebuilt from its record): no partition is ever
+    /// consumed by two clients, nor owned by two members in the group's books; and
+    /// once every live client heartbeats a few times, every subscribed partition is
+    /// assigned to exactly one member, subscribed to its topic, at the group epoch.
+    #[test]
+    fn no_partition_is_ever_owned_twice_and_every_subscribed_one_is_eventually_assigned(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut sizes = [3i32, 2, 4];
+        let view = |sizes: &[i32; 3]| topics(&[("t0", 1, sizes[0]), ("t1", 2, sizes[1]), ("t2", 3, sizes[2])]);
+        let mut t = view(&sizes);
+        let mut g = ConsumerGroup::new("g");
+        let mut clients: BTreeMap<String, Client> = BTreeMap::new();
+        let mut subs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut next_subs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut now = 0i64;
+        let names = |s: &[usize]| s.iter().map(|i| format!("t{i}")).collect::<Vec<_>>();
+        for op in ops {
+            now += 100;
+            match op {
+                Op::Join(c, s) => {
+                    let id = format!("m{c}");
+                    if !clients.contains_key(&id) {
+                        let mut hb = join(&id, &[]);
+                        hb.subscribed_names = Some(names(&s));
+                        let r = g.heartbeat(hb, &t, &settings(), now, no_id).unwrap();
+                        clients.insert(id.clone(), Client { epoch: r.member_epoch, owned: Assignment::new(), unapplied: r.assignment });
+                        subs.insert(id, names(&s));
+                    }
+                }
+                Op::Beat(c, applied) => {
+                    let id = format!("m{c}");
+                    if let Some(client) = clients.get_mut(&id) {
+                        if applied {
+                            if let Some(a) = client.unapplied.take() {
+                                client.owned = a;
+                            }
+                        }
+                        let mut hb = beat(&id, client.epoch, &client.owned);
+                        if let Some(s) = next_subs.remove(&id) {
+                            hb.subscribed_names = Some(s.clone());
+                            subs.insert(id.clone(), s);
+                        }
+                        match g.heartbeat(hb, &t, &settings(), now, no_id) {
+                            Ok(r) => {
+                                client.epoch = r.member_epoch;
+                                if r.assignment.is_some() {
+                                    client.unapplied = r.assignment;
+                                }
+                            }
+                            Err(e) => prop_assert!(false, "heartbeat of {id} refused: {e:?}"),
+                        }
+                    }
+                }
+                Op::Subscribe(c, s) => {
+                    next_subs.insert(format!("m{c}"), names(&s));
+                }
+                Op::Leave(c) => {
+                    let id = format!("m{c}");
+                    if let Some(client) = clients.remove(&id) {
+                        g.heartbeat(beat(&id, -1, &client.owned), &t, &settings(), now, no_id).unwrap();
+                        subs.remove(&id);
+                    }
+                }
+                Op::Kill(c) => {
+                    let id = format!("m{c}");
+                    if clients.remove(&id).is_some() {
+                        subs.remove(&id);
+                        // Everyone else keeps heartbeating while the group waits out its
+                        // session.
+                        let until = now + SESSION;
+                        while g.members.contains_key(&id) {
+                            now += 5_000;
+                            for (cid, client) in clients.iter_mut() {
+                                // A live client gives up what it is told to.
+                                if let Some(a) = client.unapplied.take() {
+                                    client.owned = a;
+                                }
+                                let r = g.heartbeat(beat(cid, client.epoch, &client.owned), &t, &settings(), now, no_id).unwrap();
+                                client.epoch = r.member_epoch;
+                                if r.assignment.is_some() {
+                                    client.unapplied = r.assignment;
+                                }
+                            }
+                            g.expire(&t, now);
+                            prop_assert!(now <= until + 5_000, "{id} never expired");
+                        }
+                    }
+                }
+                Op::Grow(i) => {
+                    sizes[i] += 1;
+                    t = view(&sizes);
+                }
+                Op::Failover => {
+                    let record = g.to_record();
+                    g = ConsumerGroup::from_record("g", &record, &settings(), now).unwrap();
+                    prop_assert_eq!(g.to_record(), record);
+                }
+            }
+            // Nobody consumes a partition another client consumes (a partition a client
+            // was told to give up, it gives up before it reports, so `owned` is what
+            // it consumes).
+            let mut consumed: BTreeMap<(Uuid, i32), &str> = BTreeMap::new();
+            for (id, c) in &clients {
+                for (topic, ps) in &c.owned {
+                    for p in ps {
+                        if let Some(other) = consumed.insert((*topic, *p), id) {
+                            prop_assert!(false, "{topic}-{p} consumed by {other} and {id}");
+                        }
+                    }
+                }
+            }
+            // The group's books: one owner per partition, and the owners map agrees.
+            let mut owned: BTreeMap<(Uuid, i32), &str> = BTreeMap::new();
+            for m in g.members.values() {
+                for a in [&m.assigned, &m.pending_revocation] {
+                    for (topic, ps) in a {
+                        for p in ps {
+                            if let Some(other) = owned.insert((*topic, *p), &m.id) {
+                                prop_assert!(false, "{topic}-{p} owned by {other} and {}", m.id);
+                            }
+                            prop_assert_eq!(g.owner_of(*topic, *p), Some(m.id.as_str()));
+                        }
+                    }
+                }
+            }
+            // A member's own report never claims a partition the books give another.
+            for (id, c) in &clients {
+                for (topic, ps) in &c.owned {
+                    for p in ps {
+                        prop_assert!(g.owner_of(*topic, *p).is_none_or(|o| o == id), "{id} consumes {topic}-{p}, the books give it to {:?}", g.owner_of(*topic, *p));
+                    }
+                }
+            }
+        }
+        // Quiet: every live client heartbeats, applying what it is sent.
+        for (id, s) in next_subs {
+            if let Some(client) = clients.get_mut(&id) {
+                let mut hb = beat(&id, client.epoch, &client.owned);
+                hb.subscribed_names = Some(s.clone());
+                let r = g.heartbeat(hb, &t, &settings(), now, no_id).unwrap();
+                client.epoch = r.member_epoch;
+                if r.assignment.is_some() {
+                    client.unapplied = r.assignment;
+                }
+                subs.insert(id, s);
+            }
+        }
+        settle(&mut g, &mut clients, &t, now + 1, 12);
+        prop_assert!(g.state() == "Stable" || g.members.is_empty(), "state {}", g.state());
+        let mut expected: BTreeSet<(Uuid, i32)> = BTreeSet::new();
+        for s in subs.values() {
+            for name in s {
+                let id = t.id(name).unwrap();
+                expected.extend((0..t.partitions(id)).map(|p| (id, p)));
+            }
+        }
+        let mut assigned: BTreeSet<(Uuid, i32)> = BTreeSet::new();
+        for (id, c) in &clients {
+            let mine: BTreeSet<Uuid> = subs[id].iter().map(|n| t.id(n).unwrap()).collect();
+            prop_assert_eq!(c.epoch, g.epoch);
+            for (topic, ps) in &c.owned {
+                prop_assert!(mine.contains(topic), "{id} consumes a topic it does not subscribe to");
+                for p in ps {
+                    prop_assert!(assigned.insert((*topic, *p)));
+                }
+            }
+        }
+        prop_assert_eq!(assigned, expected);
+    }
+}
