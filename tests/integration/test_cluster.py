@@ -6,6 +6,8 @@ import json
 import os
 import time
 
+import pytest
+
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -183,13 +185,17 @@ def _ctp_round(consumer, producer, n_inputs):
             raise
 
 
-def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(kaas_factory, tmp_path):
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(kaas_factory, tmp_path, group_protocol):
     """Acceptance (issue 9): a confluent-kafka consume-transform-produce job over 6
     partitions with 3 brokers; one broker killed with kill -9 mid-run and restarted
     later. The output holds every input exactly once under read_committed, every
-    acks=all input record is present, and the group's committed offsets match."""
+    acks=all input record is present, and the group's committed offsets match.
+    Issue 29: the same with a KIP-848 consumer group (group.protocol=consumer), whose
+    coordinator may be the broker killed."""
     data = tmp_path / "shared"
-    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
+    brokers = [kaas_factory("--broker-id", str(i), *SHORT, "--group-consumer-heartbeat-interval-ms", "500",
+                            data_dir=data) for i in range(3)]
     every = ",".join(b.bootstrap for b in brokers)
     create_topic(brokers[0].bootstrap, "ctp-in", 6)
     create_topic(brokers[0].bootstrap, "ctp-out", 6)
@@ -198,6 +204,9 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
                  timeout=30, what=f"{t} placed on the three brokers")
     placed = settled(*(b.bootstrap for b in brokers), topic="ctp-in", brokers=[0, 1, 2])
     victim = placed[0]  # the broker leading ctp-in partition 0
+    # ... and coordinating the job's group: its members carry on with a coordinator
+    # that takes the group over (a KIP-848 group from its record on the volume).
+    group = next(g for g in (f"ctp-{i}" for i in range(1000)) if rendezvous(f"group-{g}", [0, 1, 2]) == victim)
 
     def produce_inputs(start, count):
         p = Producer({"bootstrap.servers": every, "acks": "all", "enable.idempotence": True})
@@ -206,8 +215,9 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
         assert p.flush(60) == 0, "every input acknowledged"
 
     produce_inputs(0, 300)
-    consumer = Consumer({"bootstrap.servers": every, "group.id": "ctp", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer = Consumer({"bootstrap.servers": every, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "group.protocol": group_protocol})
     consumer.subscribe(["ctp-in"])
     producer = Producer({"bootstrap.servers": every, "transactional.id": "ctp-job",
                          "transaction.timeout.ms": 60000})
@@ -251,7 +261,7 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
     assert sorted(out) == sorted(f"out-v{i}" for i in range(600)), "every input exactly once in the output"
     inputs = read_all(every, "ctp-in", 6, "read_uncommitted", expect=600)
     assert sorted(inputs) == sorted(f"v{i}" for i in range(600)), "every acks=all input present, once"
-    check = Consumer({"bootstrap.servers": every, "group.id": "ctp"})
+    check = Consumer({"bootstrap.servers": every, "group.id": group})
     committed = _committed(check, [TopicPartition("ctp-in", p) for p in range(6)])
     ends = [check.get_watermark_offsets(TopicPartition("ctp-in", p), timeout=10)[1] for p in range(6)]
     check.close()

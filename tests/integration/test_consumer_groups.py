@@ -219,7 +219,8 @@ def test_a_classic_member_cannot_join_a_consumer_group_and_classic_groups_work_b
             kp.close()
         assert len(read) == 20
         # ListGroups with its type filter tells them apart.
-        groups = AdminClient({"bootstrap.servers": kaas.bootstrap}).list_consumer_groups().result(15)
+        admin = AdminClient({"bootstrap.servers": kaas.bootstrap})  # must outlive its futures
+        groups = admin.list_consumer_groups().result(15)
         kinds = {g.group_id: str(g.type) for g in groups.valid}
         assert "CONSUMER" in kinds.get("taken", "").upper(), kinds
         classic_ids = [g for g, k in kinds.items() if g.startswith("classic-")]
@@ -243,9 +244,10 @@ def test_the_member_chooses_the_server_assignor(kaas, assignor):
             # Consecutive ranges, in member id order.
             parts = sorted([sorted(p for _, p in assigned(c)) for c in (a, b)])
             assert parts == [[0, 1, 2], [3, 4, 5]], parts
-        desc = AdminClient({"bootstrap.servers": kaas.bootstrap}).describe_consumer_groups([f"as-{assignor}"])
-        d = desc[f"as-{assignor}"].result(15)
+        admin = AdminClient({"bootstrap.servers": kaas.bootstrap})  # must outlive its futures
+        d = admin.describe_consumer_groups([f"as-{assignor}"])[f"as-{assignor}"].result(15)
         assert len(d.members) == 2
+        assert sorted(len(m.assignment.topic_partitions) for m in d.members) == [3, 3]
     finally:
         a.close()
         b.close()

@@ -80,6 +80,8 @@ pub fn set_throttle_time(response: &mut ResponseKind, ms: i32) {
         AlterUserScramCredentials,
         DescribeClientQuotas,
         AlterClientQuotas,
+        ConsumerGroupHeartbeat,
+        ConsumerGroupDescribe,
     );
 }
 
