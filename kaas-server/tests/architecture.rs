@@ -49,7 +49,7 @@ const CORE_LAYERS: &[(&str, &[&str])] = &[
     // The volume: paths, safe file I/O, typed errors, crash points.
     ("files", &["error", "fsutil", "failpoint", "layout"]),
     // Wire and file formats with no state: record batches, ACLs, SCRAM, client quotas.
-    ("formats", &["batch", "acl", "scram", "quotas"]),
+    ("formats", &["batch", "acl", "scram", "quotas", "consumer_group"]),
     // A partition's segments, indexes, `.txnindex` files and the cleaner's swap.
     ("log", &["log"]),
     // The state machines and the small files they live in.

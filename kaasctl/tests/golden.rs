@@ -1248,3 +1248,72 @@ fn a_transaction_within_its_timeout_pinning_the_lso_is_shown() {
         &[("lso_explain_topic_unopened_partition", &["lso", "explain", "ledger"])],
     );
 }
+
+/// Issue 29: a KIP-848 consumer group's members, read from its offsets file (one
+/// member stable, one still revoking a partition), above its committed offsets; the
+/// JSON rows name each partition's owner.
+#[test]
+fn a_consumer_group_is_shown_with_its_members() {
+    use kaas_core::consumer_group::{Assignment, ConsumerGroupRecord, ConsumerMemberRecord};
+    let d = fixture_dir().unwrap();
+    let v = healthy(d.path());
+    topic(&v, "orders", 4, 21, &[]);
+    let orders = uuid_from(21);
+    let parts = |ps: &[i32]| -> Assignment { [(orders, ps.iter().copied().collect())].into_iter().collect() };
+    let member = |client: &str, epoch: i32, state: &str, assigned: &[i32], revoking: &[i32]| ConsumerMemberRecord {
+        instance_id: None,
+        rack_id: None,
+        client_id: client.into(),
+        client_host: "/10.0.0.7".into(),
+        subscribed_names: ["orders".to_string()].into_iter().collect(),
+        subscribed_regex: None,
+        server_assignor: None,
+        rebalance_timeout_ms: 300_000,
+        epoch,
+        previous_epoch: epoch - 1,
+        state: state.into(),
+        assigned: parts(assigned),
+        pending_revocation: parts(revoking),
+    };
+    let mut g = GroupOffsets::new("stream");
+    for p in 0..4 {
+        g.set(
+            "orders",
+            p,
+            CommittedOffset {
+                offset: 10 + p as i64,
+                leader_epoch: -1,
+                metadata: None,
+                commit_ms: NOW - 5_000,
+            },
+        );
+    }
+    g.consumer = Some(ConsumerGroupRecord {
+        group_epoch: 5,
+        assignment_epoch: 5,
+        members: [
+            (
+                "m-a".to_string(),
+                member("rdkafka-a", 4, "unrevoked_partitions", &[0], &[1]),
+            ),
+            (
+                "m-b".to_string(),
+                member("rdkafka-b", 5, "unreleased_partitions", &[2, 3], &[]),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+        target: [("m-a".to_string(), parts(&[0, 2])), ("m-b".to_string(), parts(&[1, 3]))]
+            .into_iter()
+            .collect(),
+        subscribed_topics: [(orders, 4)].into_iter().collect(),
+    });
+    g.save(&v).unwrap();
+    cases(
+        d.path(),
+        &[
+            ("consumer_group", &["groups", "stream"]),
+            ("json_consumer_group", &["groups", "stream", "--json"]),
+        ],
+    );
+}

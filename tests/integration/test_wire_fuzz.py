@@ -128,6 +128,18 @@ def drive_real_clients(bootstrap):
     admin.describe_consumer_groups(["fz-group"])["fz-group"].result(timeout=20)
     admin.delete_consumer_groups(["fz-group"])["fz-group"].result(timeout=20)
     admin.describe_cluster().result(timeout=20) if hasattr(admin, "describe_cluster") else None
+    # A KIP-848 consumer group: ConsumerGroupHeartbeat, OffsetCommit/OffsetFetch v9,
+    # ConsumerGroupDescribe.
+    k = Consumer({"bootstrap.servers": bootstrap, "group.id": "fz-848", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest"})
+    k.subscribe(["fz"])
+    deadline = time.time() + 20
+    while not k.assignment() and time.time() < deadline:
+        k.poll(0.2)
+    k.poll(0.5)
+    k.commit(asynchronous=False)
+    admin.describe_consumer_groups(["fz-848"])["fz-848"].result(timeout=20)
+    k.close()
     admin.create_topics([NewTopic("fz-doomed", 1)])["fz-doomed"].result(timeout=20)
     admin.delete_topics(["fz-doomed"])["fz-doomed"].result(timeout=20)
 
