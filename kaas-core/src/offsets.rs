@@ -17,7 +17,24 @@ use std::collections::BTreeMap;
 
 crate::versioned!(GroupOffsets);
 
+/// The version of a group's file without a consumer group record: every kaas
+/// version reads it.
 pub const OFFSETS_FORMAT_VERSION: u32 = 1;
+/// The version of a file holding a KIP-848 consumer group record
+/// ([`GroupOffsets::consumer`]). A reader that knows only version 1 refuses it (an
+/// error naming the file) rather than reading it without the record and dropping the
+/// group's members at its next rewrite.
+pub const OFFSETS_WITH_CONSUMER_FORMAT_VERSION: u32 = 2;
+
+/// Reads a group's file of either version.
+fn read_offsets(path: &std::path::Path) -> Result<GroupOffsets, VolumeError> {
+    match read_versioned_json::<GroupOffsets>(path, "group offsets", OFFSETS_FORMAT_VERSION) {
+        Err(VolumeError::UnknownVersion { found, .. }) if found == OFFSETS_WITH_CONSUMER_FORMAT_VERSION => {
+            read_versioned_json::<GroupOffsets>(path, "group offsets", OFFSETS_WITH_CONSUMER_FORMAT_VERSION)
+        }
+        other => other,
+    }
+}
 /// How long a writer tries a group's lock before it gives up with an error.
 pub const GROUP_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -75,7 +92,7 @@ impl GroupOffsets {
     /// Loads a group's offsets; a missing file is an empty group, a broken one an error.
     pub fn load(volume: &Volume, group: &str) -> Result<GroupOffsets, VolumeError> {
         let path = offsets_file(volume, group);
-        match read_versioned_json::<GroupOffsets>(&path, "group offsets", OFFSETS_FORMAT_VERSION) {
+        match read_offsets(&path) {
             Ok(g) if g.group != group => Err(VolumeError::Invalid {
                 path,
                 detail: format!("holds the offsets of group {:?}, not of {group:?}", g.group),
@@ -89,7 +106,23 @@ impl GroupOffsets {
     /// Writes the offsets atomically, refusing a file no reader would read back.
     pub fn save(&self, volume: &Volume) -> Result<(), VolumeError> {
         let path = offsets_file(volume, &self.group);
-        let bytes = crate::fsutil::json_bytes(self).map_err(|e| VolumeError::io(&path, e))?;
+        let versioned;
+        let this = if self.consumer.is_some() && self.version != OFFSETS_WITH_CONSUMER_FORMAT_VERSION {
+            versioned = GroupOffsets {
+                version: OFFSETS_WITH_CONSUMER_FORMAT_VERSION,
+                ..self.clone()
+            };
+            &versioned
+        } else if self.consumer.is_none() && self.version != OFFSETS_FORMAT_VERSION {
+            versioned = GroupOffsets {
+                version: OFFSETS_FORMAT_VERSION,
+                ..self.clone()
+            };
+            &versioned
+        } else {
+            self
+        };
+        let bytes = crate::fsutil::json_bytes(this).map_err(|e| VolumeError::io(&path, e))?;
         // Never write what no reader would read back (the state-file size cap).
         if bytes.len() as u64 > crate::fsutil::MAX_STATE_FILE_BYTES {
             return Err(VolumeError::Invalid {
@@ -150,6 +183,26 @@ impl GroupOffsets {
             offsets.save(volume)?;
         }
         Ok(result)
+    }
+
+    /// Deletes a group's offsets file under the group's lock, unless `keep` says
+    /// otherwise of what the file holds then (a consumer group that has members).
+    /// Returns whether it was deleted (a missing file counts as deleted).
+    pub fn delete_unless(
+        volume: &Volume,
+        group: &str,
+        keep: impl FnOnce(&GroupOffsets) -> bool,
+    ) -> Result<bool, VolumeError> {
+        let _lock = GroupOffsets::lock(volume, group)?;
+        if keep(&GroupOffsets::load(volume, group)?) {
+            return Ok(false);
+        }
+        let path = offsets_file(volume, group);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+            Err(e) => Err(VolumeError::io(&path, e)),
+        }
     }
 
     /// Deletes a group's offsets file, under the group's lock.
@@ -290,7 +343,7 @@ pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
             if !crate::layout::is_hashed_name(stem) {
                 return decode_name(stem);
             }
-            match read_versioned_json::<GroupOffsets>(&path, "group offsets", OFFSETS_FORMAT_VERSION) {
+            match read_offsets(&path) {
                 Ok(g) => (crate::layout::stored_name(&g.group) == stem).then_some(g.group),
                 Err(e) => {
                     tracing::warn!(error = %e, "a group offsets file under a hashed name is unreadable; its group is not listed");
@@ -307,6 +360,35 @@ pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file holding a consumer group record is version 2: a reader of version 1
+    /// (an older kaas) refuses it by name instead of reading it without the record
+    /// and dropping the group's members at its next rewrite; without the record it is
+    /// version 1 again, which every version reads.
+    #[test]
+    fn a_file_with_a_consumer_group_is_version_2_and_a_version_1_reader_refuses_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let mut g = GroupOffsets::new("g");
+        g.consumer = Some(crate::consumer_group::ConsumerGroupRecord {
+            group_epoch: 3,
+            ..Default::default()
+        });
+        g.save(&v).unwrap();
+        let back = GroupOffsets::load(&v, "g").unwrap();
+        assert_eq!(back.version, OFFSETS_WITH_CONSUMER_FORMAT_VERSION);
+        assert_eq!(back.consumer.as_ref().unwrap().group_epoch, 3);
+        let old = read_versioned_json::<GroupOffsets>(&offsets_file(&v, "g"), "group offsets", OFFSETS_FORMAT_VERSION);
+        assert!(
+            matches!(old, Err(VolumeError::UnknownVersion { found: 2, .. })),
+            "{old:?}"
+        );
+        let mut back = back;
+        back.consumer = None;
+        back.save(&v).unwrap();
+        assert_eq!(GroupOffsets::load(&v, "g").unwrap().version, OFFSETS_FORMAT_VERSION);
+        assert_eq!(list_groups(&v).unwrap(), vec!["g".to_string()]);
+    }
 
     /// Issue 25 item 8: a group's lock held by a process that does not let go (paused
     /// with SIGSTOP, a frozen VM) costs a writer an error after a bounded wait; the

@@ -231,23 +231,35 @@ def test_a_classic_member_cannot_join_a_consumer_group_and_classic_groups_work_b
 
 @pytest.mark.parametrize("assignor", ["uniform", "range"])
 def test_the_member_chooses_the_server_assignor(kaas, assignor):
-    create(kaas, f"assign-{assignor}", 6)
-    a = member(kaas, f"as-{assignor}", **{"group.remote.assignor": assignor})
-    b = member(kaas, f"as-{assignor}", **{"group.remote.assignor": assignor})
+    # Two topics of 3 partitions, two members: range gives each topic's first two
+    # partitions to the first member (4 and 2); uniform balances them (3 and 3).
+    topics = [f"{assignor}-x", f"{assignor}-y"]
+    for t in topics:
+        create(kaas, t, 3)
+    group = f"as-{assignor}"
+    a = member(kaas, group, **{"group.remote.assignor": assignor})
+    b = member(kaas, group, **{"group.remote.assignor": assignor})
+    want = [2, 4] if assignor == "range" else [3, 3]
     ledger = Ledger()
     try:
-        a.subscribe([f"assign-{assignor}"])
-        b.subscribe([f"assign-{assignor}"])
-        poll_until({"a": a, "b": b}, ledger, lambda: len(a.assignment()) == 3 and len(b.assignment()) == 3,
-                   what="3 partitions each")
+        a.subscribe(topics)
+        b.subscribe(topics)
+        poll_until({"a": a, "b": b}, ledger,
+                   lambda: sorted(len(c.assignment()) for c in (a, b)) == want
+                   and len(a.assignment()) + len(b.assignment()) == 6,
+                   what=f"the {assignor} assignment {want}")
         if assignor == "range":
-            # Consecutive ranges, in member id order.
-            parts = sorted([sorted(p for _, p in assigned(c)) for c in (a, b)])
-            assert parts == [[0, 1, 2], [3, 4, 5]], parts
+            # Per topic, consecutive ranges in member id order.
+            for c in (a, b):
+                by_topic = {}
+                for t, p in assigned(c):
+                    by_topic.setdefault(t, []).append(p)
+                assert all(ps in ([0, 1], [2]) for ps in by_topic.values()), by_topic
         admin = AdminClient({"bootstrap.servers": kaas.bootstrap})  # must outlive its futures
-        d = admin.describe_consumer_groups([f"as-{assignor}"])[f"as-{assignor}"].result(15)
+        d = admin.describe_consumer_groups([group])[group].result(15)
         assert len(d.members) == 2
-        assert sorted(len(m.assignment.topic_partitions) for m in d.members) == [3, 3]
+        assert sorted(len(m.assignment.topic_partitions) for m in d.members) == want
+        assert d.partition_assignor == assignor, d.partition_assignor
     finally:
         a.close()
         b.close()

@@ -4,11 +4,18 @@
 //! answer, is written under the group's cross-process lock, and survives a
 //! coordinator moving to another broker.
 //!
-//! The in-memory group is valid while the file's stamp is the one it was built from:
-//! a file changed by anyone else (another broker, kaasctl, a transaction's offsets)
-//! is read again and the group rebuilt from it, keeping only what the file does not
-//! record (members' session deadlines, what each was last told) for members still
-//! at the same epoch.
+//! The in-memory group is valid while the file's stamp is the one it was built from
+//! and the live set has not changed since (the coordination generation): a file
+//! changed by anyone else (another broker, kaasctl, a transaction's offsets) is read
+//! again and the group rebuilt from it, keeping what the file does not record
+//! (members' session deadlines, what each was last told) for members still at the
+//! same epoch; after a live-set change it is rebuilt with fresh sessions, as a
+//! coordinator taking a group over does — deadlines kept by a broker that was not
+//! coordinating the group then would expire live members.
+//!
+//! Lock order: a group's cache entry, then a classic group (the clash checks), then
+//! the group's file lock — never the file lock before a classic group, nor a classic
+//! group before a cache entry.
 
 use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatReply, Refusal, TopicsView};
 use super::*;
@@ -30,11 +37,15 @@ impl From<VolumeError> for ConsumerError {
 }
 
 impl ConsumerError {
-    /// The error code on the wire.
+    /// The error code on the wire. The volume failing is the coordinator being
+    /// unavailable (COORDINATOR_NOT_AVAILABLE; a lock held elsewhere
+    /// COORDINATOR_LOAD_IN_PROGRESS): errors every client retries, where
+    /// KAFKA_STORAGE_ERROR is fatal to a heartbeat manager.
     pub fn code(&self) -> ResponseError {
         match self {
             ConsumerError::Refused(r) => r.error,
-            ConsumerError::Volume(e) => offsets::offsets_error(e),
+            ConsumerError::Volume(e) if e.is_busy() => ResponseError::CoordinatorLoadInProgress,
+            ConsumerError::Volume(_) => ResponseError::CoordinatorNotAvailable,
         }
     }
     pub fn message(&self) -> String {
@@ -68,6 +79,18 @@ pub struct ConsumerGroupView {
 }
 
 impl GroupCoordinator {
+    fn generation(&self) -> u64 {
+        self.coordination_generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The live set changed: every in-memory consumer group is rebuilt from the
+    /// volume before its next use, and the groups this broker now coordinates are
+    /// loaded at the next expiry pass. Takes no lock (it runs in the lease renewal).
+    pub(super) fn coordination_changed(&self) {
+        self.coordination_generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// The group's offsets cache entry, made empty (to be loaded) if there is none.
     pub(super) fn cache_entry(&self, group_id: &str) -> Arc<Mutex<CachedOffsets>> {
         self.offsets
@@ -79,18 +102,24 @@ impl GroupCoordinator {
                     offsets: GroupOffsets::new(group_id),
                     stamp: None,
                     consumer: None,
+                    generation: 0,
                 }))
             })
             .clone()
     }
 
     /// Reads the group's file again if it changed since it was cached (the caller
-    /// holds the group's file lock), rebuilding the consumer group from it. A record
-    /// that does not hold together is an error naming the file, never a reset.
+    /// holds the group's file lock), rebuilding the consumer group from it; a
+    /// consumer group cached under an older coordination generation is rebuilt too,
+    /// with fresh sessions. A record that does not hold together is an error naming
+    /// the file, never a reset.
     pub(super) fn refresh_cached(&self, group_id: &str, cached: &mut CachedOffsets) -> Result<(), VolumeError> {
+        let generation = self.generation();
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
         let stamp = file_stamp(&path);
-        if stamp.is_some() && stamp == cached.stamp {
+        let current = cached.consumer.is_none() || cached.generation == generation;
+        if stamp.is_some() && stamp == cached.stamp && current {
+            cached.generation = generation;
             return Ok(());
         }
         let offsets = GroupOffsets::load(&self.volume, group_id)?;
@@ -103,7 +132,7 @@ impl GroupCoordinator {
                         detail,
                     },
                 )?;
-                if let Some(before) = &cached.consumer {
+                if let Some(before) = cached.consumer.as_ref().filter(|_| cached.generation == generation) {
                     g.carry_over(before);
                 }
                 Some(g)
@@ -112,6 +141,7 @@ impl GroupCoordinator {
         cached.offsets = offsets;
         cached.consumer = consumer;
         cached.stamp = stamp;
+        cached.generation = generation;
         Ok(())
     }
 
@@ -119,15 +149,18 @@ impl GroupCoordinator {
     /// none) under its locks; what `f` changed that the file records is written
     /// durably before this returns, and if that write fails the change did not happen
     /// (memory stays equal to the volume) and the error is returned instead of `f`'s
-    /// answer. Runs off the async workers.
+    /// answer. `pre` runs first, under the cache entry's lock but before the file
+    /// lock (the clash check with a classic group). Runs off the async workers.
     fn with_consumer<R>(
         &self,
         group_id: &str,
+        pre: impl FnOnce() -> Result<(), ConsumerError>,
         f: impl FnOnce(&mut ConsumerGroup) -> Result<R, ConsumerError>,
     ) -> Result<R, ConsumerError> {
         crate::blocking::off_worker(|| {
             let entry = self.cache_entry(group_id);
             let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
+            pre()?;
             let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
             self.refresh_cached(group_id, &mut cached)?;
             let mut group = cached.consumer.clone().unwrap_or_else(|| ConsumerGroup::new(group_id));
@@ -157,7 +190,7 @@ impl GroupCoordinator {
     }
 
     /// ConsumerGroupHeartbeat: a member joins, heartbeats, reports what it owns, or
-    /// leaves. `new_member_id` names a member joining without one (version 0).
+    /// leaves. A member joining without an id (version 0) is given one.
     pub fn consumer_heartbeat(
         &self,
         group_id: &str,
@@ -165,19 +198,25 @@ impl GroupCoordinator {
         topics: &TopicsView,
         now_ms: i64,
     ) -> Result<HeartbeatReply, ConsumerError> {
-        if hb.member_epoch == 0 && self.classic_in_use(group_id) {
-            return Err(refused(
-                ResponseError::GroupIdNotFound,
-                format!(
-                    "group {group_id:?} is a classic group with members (group.protocol=classic); \
-                     a member with group.protocol=consumer may join it once it is empty"
-                ),
-            ));
-        }
         let settings = self.consumer_settings;
         let member_epoch = hb.member_epoch;
         let joining_id = hb.member_id.clone();
-        let reply = self.with_consumer(group_id, |g| {
+        // A join is checked against a classic group of the same id under the cache
+        // entry's lock, which a classic join holds too (`admit_classic`): one of the
+        // two comes first and the other sees it.
+        let clash = || {
+            if member_epoch == 0 && self.classic_in_use(group_id) {
+                return Err(refused(
+                    ResponseError::GroupIdNotFound,
+                    format!(
+                        "group {group_id:?} is a classic group with members (group.protocol=classic); \
+                         a member with group.protocol=consumer may join it once it is empty"
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        let reply = self.with_consumer(group_id, clash, |g| {
             let before = g.epoch;
             let reply = g
                 .heartbeat(hb, topics, &settings, now_ms, || Uuid::new_v4().simple().to_string())
@@ -198,8 +237,19 @@ impl GroupCoordinator {
     /// Removes the members of the consumer groups this broker coordinates whose
     /// session or rebalance timeout passed (Apache fences them), and brings their
     /// groups' targets up to date. Groups `owns` does not claim are left alone: their
-    /// coordinator is elsewhere.
+    /// coordinator is elsewhere. After a live-set change, the consumer groups this
+    /// broker now coordinates are first loaded from the volume (their members get a
+    /// full session from then), so a group taken over expires its members even if
+    /// none of them ever heartbeats here.
     pub fn expire_consumer_members(&self, topics: &dyn Fn() -> TopicsView, owns: &dyn Fn(&str) -> bool, now_ms: i64) {
+        let generation = self.generation();
+        if self
+            .scanned_generation
+            .swap(generation, std::sync::atomic::Ordering::SeqCst)
+            != generation
+        {
+            self.load_owned_consumer_groups(owns);
+        }
         let due: Vec<String> = {
             let cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
             cache
@@ -207,9 +257,10 @@ impl GroupCoordinator {
                 .filter(|(id, entry)| {
                     owns(id)
                         && entry.try_lock().is_ok_and(|c| {
-                            c.consumer
-                                .as_ref()
-                                .is_some_and(|g| g.members.values().any(|m| m.deadline_ms() <= now_ms))
+                            c.generation == generation
+                                && c.consumer
+                                    .as_ref()
+                                    .is_some_and(|g| g.members.values().any(|m| m.deadline_ms() <= now_ms))
                         })
                 })
                 .map(|(id, _)| id.clone())
@@ -220,7 +271,7 @@ impl GroupCoordinator {
         }
         let topics = topics();
         for id in due {
-            match self.with_consumer(&id, |g| Ok(g.expire(&topics, now_ms))) {
+            match self.with_consumer(&id, || Ok(()), |g| Ok(g.expire(&topics, now_ms))) {
                 Ok(gone) => {
                     for member in gone {
                         info!(group = %id, member = %member, "consumer group member removed: its session or rebalance timeout passed");
@@ -233,60 +284,87 @@ impl GroupCoordinator {
         }
     }
 
-    /// Whether the group is a consumer group (KIP-848) now, with or without members.
-    pub fn is_consumer_group(&self, group_id: &str) -> Result<bool, VolumeError> {
-        Ok(self.fetch_offsets(group_id)?.consumer.is_some())
-    }
-
-    /// A JoinGroup (classic protocol) for `group_id`: refused while a consumer group
-    /// of that id has members (INCONSISTENT_GROUP_PROTOCOL, as Apache); an empty one
-    /// is converted: its record is dropped, its committed offsets stay.
-    pub fn admit_classic(&self, group_id: &str) -> Result<(), ResponseError> {
-        // Unlocked first: most classic groups never were consumer groups, and a join
-        // must not leave a lock file behind for them.
-        match GroupOffsets::load(&self.volume, group_id) {
-            Ok(o) if o.consumer.is_none() => return Ok(()),
-            Ok(_) => {}
+    /// Loads every consumer group with members this broker coordinates from the
+    /// volume (a file that cannot be read is logged, and tried again at the next
+    /// live-set change or use).
+    fn load_owned_consumer_groups(&self, owns: &dyn Fn(&str) -> bool) {
+        let ids = match list_groups(&self.volume) {
+            Ok(ids) => ids,
             Err(e) => {
-                warn!(group = group_id, error = %e, "cannot read the group's offsets file");
-                return Err(offsets::offsets_error(&e));
+                warn!(error = %e, "cannot list the groups to load the consumer groups this broker coordinates");
+                return;
             }
-        }
-        let converted = crate::blocking::off_worker(|| -> Result<bool, ConsumerError> {
-            let entry = self.cache_entry(group_id);
-            let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
-            let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
-            self.refresh_cached(group_id, &mut cached)?;
-            match &cached.consumer {
-                None => Ok(false),
-                Some(g) if !g.is_empty() => Err(refused(ResponseError::InconsistentGroupProtocol, "")),
-                Some(_) => {
-                    let mut next = cached.offsets.clone();
-                    next.consumer = None;
-                    next.save(&self.volume)?;
-                    cached.offsets = next;
-                    cached.consumer = None;
-                    cached.stamp = file_stamp(&kaas_core::offsets::offsets_file(&self.volume, group_id));
-                    Ok(true)
+        };
+        for id in ids.into_iter().filter(|id| owns(id)) {
+            // Unlocked first: most groups are classic (files are replaced atomically).
+            let has_members = match GroupOffsets::load(&self.volume, &id) {
+                Ok(o) => o.consumer.is_some_and(|c| !c.members.is_empty()),
+                Err(e) => {
+                    warn!(group = %id, error = %e, "cannot read the group's offsets file");
+                    continue;
+                }
+            };
+            if has_members {
+                if let Err(e) = self.with_consumer(&id, || Ok(()), |_| Ok(())) {
+                    warn!(group = %id, error = %e.message(), "cannot load the consumer group this broker now coordinates");
                 }
             }
-        });
-        match converted {
-            Ok(true) => {
-                info!(group = group_id, "empty consumer group converted to a classic group");
-                Ok(())
-            }
-            Ok(false) => Ok(()),
-            Err(e) => Err(e.code()),
         }
+    }
+
+    /// A JoinGroup (classic protocol) for `group_id`: runs `join` unless a consumer
+    /// group of that id has members (INCONSISTENT_GROUP_PROTOCOL, as Apache); an
+    /// empty one is converted first (its record dropped, its committed offsets kept).
+    /// `join` runs under the group's cache entry lock, which a consumer-protocol
+    /// join's clash check holds too. Runs off the async workers.
+    pub fn admit_classic<R>(&self, group_id: &str, join: impl FnOnce() -> R) -> Result<R, ResponseError> {
+        crate::blocking::off_worker(|| {
+            let entry = self.cache_entry(group_id);
+            let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
+            // Unlocked first: most classic groups never were consumer groups, and a
+            // join must not take a file lock (or leave a lock file) for them.
+            let record = GroupOffsets::load(&self.volume, group_id).map_err(|e| {
+                warn!(group = group_id, error = %e, "cannot read the group's offsets file");
+                offsets::offsets_error(&e)
+            })?;
+            match record.consumer {
+                None => return Ok(join()),
+                Some(c) if !c.members.is_empty() => return Err(ResponseError::InconsistentGroupProtocol),
+                Some(_) => {}
+            }
+            let converted = (|| -> Result<bool, ConsumerError> {
+                let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
+                self.refresh_cached(group_id, &mut cached)?;
+                match &cached.consumer {
+                    None => Ok(false),
+                    Some(g) if !g.is_empty() => Err(refused(ResponseError::InconsistentGroupProtocol, "")),
+                    Some(_) => {
+                        let mut next = cached.offsets.clone();
+                        next.consumer = None;
+                        next.save(&self.volume)?;
+                        cached.offsets = next;
+                        cached.consumer = None;
+                        cached.stamp = file_stamp(&kaas_core::offsets::offsets_file(&self.volume, group_id));
+                        Ok(true)
+                    }
+                }
+            })()
+            .map_err(|e| match e {
+                ConsumerError::Volume(v) => offsets::offsets_error(&v),
+                refused => refused.code(),
+            })?;
+            if converted {
+                info!(group = group_id, "empty consumer group converted to a classic group");
+            }
+            // The file lock is let go before the classic group's lock is taken.
+            Ok(join())
+        })
     }
 
     /// An offset commit (or fetch) of a consumer group's member: None when the group
-    /// is not a consumer group (the classic checks apply), else Apache's checks — a
-    /// member epoch below zero passes only while the group is empty (an admin tool),
-    /// the member must be in the group and at its epoch (above: FENCED_MEMBER_EPOCH,
-    /// below: STALE_MEMBER_EPOCH), and a non-transactional commit of a
-    /// consumer-protocol member must use OffsetCommit v9 or later.
+    /// is not a consumer group (the classic checks apply), else Apache's checks
+    /// ([`member_check`]). OffsetCommit checks again as it writes
+    /// ([`Self::commit_offsets_checked`]).
     pub fn check_consumer_member(
         &self,
         group_id: &str,
@@ -294,38 +372,17 @@ impl GroupCoordinator {
         member_epoch: i32,
         old_commit_version: bool,
     ) -> Option<Result<(), ResponseError>> {
-        let load = crate::blocking::off_worker(|| -> Result<Option<Result<(), ResponseError>>, VolumeError> {
-            if !kaas_core::offsets::offsets_file(&self.volume, group_id).exists() {
-                return Ok(None);
+        // Files are replaced atomically: an unlocked read sees one whole version.
+        match GroupOffsets::load(&self.volume, group_id) {
+            Ok(o) => o
+                .consumer
+                .as_ref()
+                .map(|c| member_check(c, member_id, member_epoch, old_commit_version)),
+            Err(e) => {
+                warn!(group = group_id, error = %e, "cannot read the consumer group to check a member's offsets request");
+                Some(Err(offsets::offsets_error(&e)))
             }
-            let entry = self.cache_entry(group_id);
-            let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
-            let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
-            self.refresh_cached(group_id, &mut cached)?;
-            let Some(g) = &cached.consumer else {
-                return Ok(None);
-            };
-            if member_epoch < 0 && g.is_empty() {
-                return Ok(Some(Ok(())));
-            }
-            let Some(m) = g.members.get(member_id) else {
-                return Ok(Some(Err(ResponseError::UnknownMemberId)));
-            };
-            if old_commit_version {
-                return Ok(Some(Err(ResponseError::UnsupportedVersion)));
-            }
-            Ok(Some(if member_epoch > m.epoch {
-                Err(ResponseError::FencedMemberEpoch)
-            } else if member_epoch < m.epoch {
-                Err(ResponseError::StaleMemberEpoch)
-            } else {
-                Ok(())
-            }))
-        });
-        load.unwrap_or_else(|e| {
-            warn!(group = group_id, error = %e, "cannot read the consumer group to check a member's offsets request");
-            Some(Err(offsets::offsets_error(&e)))
-        })
+        }
     }
 
     /// The consumer group as ConsumerGroupDescribe shows it; None when the group is
@@ -355,22 +412,33 @@ impl GroupCoordinator {
             }))
         })
     }
+}
 
-    /// Drops the in-memory consumer groups `owns` no longer claims: a coordinator that
-    /// gets one back later reads it from the volume, with fresh session deadlines.
-    pub(super) fn forget_unowned_consumer_groups(&self, owns: &dyn Fn(&str) -> bool) {
-        let unowned: Vec<Arc<Mutex<CachedOffsets>>> = {
-            let cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
-            cache
-                .iter()
-                .filter(|(id, _)| !owns(id))
-                .map(|(_, e)| e.clone())
-                .collect()
-        };
-        for entry in unowned {
-            let mut c = entry.lock().unwrap_or_else(|p| p.into_inner());
-            c.consumer = None;
-            c.stamp = None;
-        }
+/// Apache's checks of an offsets request of a consumer group's member, on the group's
+/// record: a member epoch below zero passes only while the group is empty (an admin
+/// tool); the member must be in the group (UNKNOWN_MEMBER_ID) and at its epoch (above:
+/// FENCED_MEMBER_EPOCH, below: STALE_MEMBER_EPOCH); a non-transactional commit of a
+/// consumer-protocol member must use OffsetCommit v9 or later (UNSUPPORTED_VERSION).
+pub fn member_check(
+    group: &kaas_core::consumer_group::ConsumerGroupRecord,
+    member_id: &str,
+    member_epoch: i32,
+    old_commit_version: bool,
+) -> Result<(), ResponseError> {
+    if member_epoch < 0 && group.members.is_empty() {
+        return Ok(());
+    }
+    let Some(m) = group.members.get(member_id) else {
+        return Err(ResponseError::UnknownMemberId);
+    };
+    if old_commit_version {
+        return Err(ResponseError::UnsupportedVersion);
+    }
+    if member_epoch > m.epoch {
+        Err(ResponseError::FencedMemberEpoch)
+    } else if member_epoch < m.epoch {
+        Err(ResponseError::StaleMemberEpoch)
+    } else {
+        Ok(())
     }
 }

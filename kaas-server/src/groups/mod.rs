@@ -27,7 +27,7 @@ use rebalance::*;
 
 pub mod consumer;
 mod consumer_groups;
-pub use consumer_groups::ConsumerError;
+pub use consumer_groups::{member_check, ConsumerError};
 mod offsets;
 pub(crate) use offsets::offsets_error;
 mod rebalance;
@@ -253,6 +253,13 @@ pub struct GroupCoordinator {
     /// nesting is group, then map (eviction).
     groups: Mutex<HashMap<String, Arc<Mutex<Group>>>>,
     offsets: Mutex<HashMap<String, Arc<Mutex<CachedOffsets>>>>,
+    /// Goes up whenever the live set changed (groups may have moved): an in-memory
+    /// consumer group built under another generation is rebuilt from the volume with
+    /// fresh sessions before use, never trusted for who is overdue.
+    coordination_generation: std::sync::atomic::AtomicU64,
+    /// The generation whose owned consumer groups were last loaded from the volume
+    /// (so members of a group taken over expire even if none of them heartbeats).
+    scanned_generation: std::sync::atomic::AtomicU64,
 }
 
 type GroupGuard<'a> = std::sync::MutexGuard<'a, Group>;
@@ -270,6 +277,8 @@ struct CachedOffsets {
     /// not hold (session deadlines, what each member was last told); rebuilt from
     /// the record whenever the file is reloaded, carrying those over.
     consumer: Option<consumer::ConsumerGroup>,
+    /// The coordination generation `consumer` was built or last checked under.
+    generation: u64,
 }
 
 fn sb(s: impl Into<String>) -> StrBytes {
@@ -305,6 +314,8 @@ impl GroupCoordinator {
             metadata: MetadataPool::new(config.group_member_metadata_max_bytes),
             groups: Mutex::new(HashMap::new()),
             offsets: Mutex::new(HashMap::new()),
+            coordination_generation: std::sync::atomic::AtomicU64::new(1),
+            scanned_generation: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -349,7 +360,7 @@ impl GroupCoordinator {
         for g in &gone {
             lock_group(g).removed = true;
         }
-        self.forget_unowned_consumer_groups(&owns);
+        self.coordination_changed();
         gone.len()
     }
 
@@ -689,26 +700,21 @@ impl GroupCoordinator {
             return Err(ResponseError::NonEmptyGroup);
         }
         let on_disk = kaas_core::offsets::offsets_file(&self.volume, group_id).exists();
-        // A KIP-848 consumer group's members are in its file.
-        if on_disk {
-            match GroupOffsets::load(&self.volume, group_id) {
-                Ok(o) if o.consumer.as_ref().is_some_and(|c| !c.members.is_empty()) => {
-                    return Err(ResponseError::NonEmptyGroup)
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    warn!(group = group_id, error = %e, "cannot read the group's offsets file");
-                    return Err(offsets::offsets_error(&e));
-                }
-            }
-        }
         if !in_memory && !on_disk {
             return Err(ResponseError::GroupIdNotFound);
         }
-        GroupOffsets::delete(&self.volume, group_id).map_err(|e| {
+        // A KIP-848 consumer group's members are in its file: checked under the
+        // file's lock, with the delete.
+        let deleted = GroupOffsets::delete_unless(&self.volume, group_id, |o| {
+            o.consumer.as_ref().is_some_and(|c| !c.members.is_empty())
+        })
+        .map_err(|e| {
             warn!(group = group_id, error = %e, "cannot delete group offsets");
             offsets::offsets_error(&e)
         })?;
+        if !deleted {
+            return Err(ResponseError::NonEmptyGroup);
+        }
         if let (Some(handle), Some(group)) = (&handle, guard.as_deref_mut()) {
             self.evict(handle, group);
         }

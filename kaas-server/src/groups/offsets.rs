@@ -61,6 +61,9 @@ impl GroupCoordinator {
         if !on_disk {
             return Ok(codes);
         }
+        // A classic group's lock is never held while a cache entry's is awaited (the
+        // lock order is entry, then classic group).
+        drop(guard);
         self.with_offsets(group_id, |offsets| {
             let mut changed = false;
             for ((t, p), code) in partitions.iter().zip(&codes) {
@@ -173,8 +176,30 @@ impl GroupCoordinator {
         group_id: &str,
         entries: &[(String, i32, i64, i32, Option<String>)],
     ) -> Result<(), VolumeError> {
+        self.commit_offsets_checked(group_id, entries, None)?
+            .expect("no member check, no refusal");
+        Ok(())
+    }
+
+    /// [`Self::commit_offsets`] of a commit by `member` (id, epoch, whether the
+    /// request's version predates v9): if the group is a KIP-848 consumer group when
+    /// the file is rewritten, the member is checked again there
+    /// ([`consumer_groups::member_check`]), under the group's lock — a member fenced
+    /// or expired since the request's first check commits nothing. Err(volume) when
+    /// the file could not be written; Ok(Err(code)) when the member was refused.
+    pub fn commit_offsets_checked(
+        &self,
+        group_id: &str,
+        entries: &[(String, i32, i64, i32, Option<String>)],
+        member: Option<(&str, i32, bool)>,
+    ) -> Result<Result<(), ResponseError>, VolumeError> {
         let now = now_ms();
-        self.with_offsets(group_id, |offsets| {
+        let result = self.with_offsets(group_id, |offsets| {
+            if let (Some((id, epoch, old)), Some(consumer)) = (member, &offsets.consumer) {
+                if let Err(code) = consumer_groups::member_check(consumer, id, epoch, old) {
+                    return (Err(code), false);
+                }
+            }
             for (topic, partition, offset, leader_epoch, metadata) in entries {
                 offsets.set(
                     topic,
@@ -187,10 +212,12 @@ impl GroupCoordinator {
                     },
                 );
             }
-            ((), true)
+            (Ok(()), true)
         })?;
-        debug!(group = group_id, partitions = entries.len(), "committed offsets");
-        Ok(())
+        if result.is_ok() {
+            debug!(group = group_id, partitions = entries.len(), "committed offsets");
+        }
+        Ok(result)
     }
 
     /// Stages offsets for a transactional producer (TxnOffsetCommit), durably.

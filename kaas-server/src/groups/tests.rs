@@ -588,11 +588,14 @@ mod consumer_groups {
     fn a_classic_member_is_refused_while_the_consumer_group_has_members_and_an_empty_one_is_converted() {
         let (dir, c) = coordinator();
         let r = c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
-        assert_eq!(c.admit_classic("g"), Err(ResponseError::InconsistentGroupProtocol));
+        assert_eq!(
+            c.admit_classic("g", || ()),
+            Err(ResponseError::InconsistentGroupProtocol)
+        );
         c.commit_offsets("g", &[("orders".into(), 0, 5, -1, None)]).unwrap();
         c.consumer_heartbeat("g", beat("a", -1, &r.assignment.unwrap()), &topics(), 1)
             .unwrap();
-        assert_eq!(c.admit_classic("g"), Ok(()));
+        assert_eq!(c.admit_classic("g", || ()), Ok(()));
         let after = GroupOffsets::load(&Volume::new(dir.path()), "g").unwrap();
         assert!(after.consumer.is_none(), "the empty consumer group was converted");
         assert_eq!(after.get("orders", 0).unwrap().offset, 5, "its committed offsets stay");
@@ -665,5 +668,67 @@ mod consumer_groups {
         c.consumer_heartbeat("g", beat("a", -1, &r.assignment.unwrap()), &topics(), 1)
             .unwrap();
         assert_eq!(c.delete("g"), Ok(()));
+    }
+
+    #[test]
+    fn a_group_cached_before_the_live_set_changed_is_reloaded_with_fresh_sessions_not_expired() {
+        // Review finding: deadlines cached by a broker while the group was elsewhere
+        // (or long ago) expired live members the moment the group came back.
+        let (_d, c) = coordinator_with(&["--group-consumer-session-timeout-ms", "1000"]);
+        c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
+        c.coordination_changed();
+        c.expire_consumer_members(&topics, &|_| true, 5_000);
+        assert_eq!(c.describe_consumer("g").unwrap().unwrap().members.len(), 1);
+    }
+
+    #[test]
+    fn a_coordinator_taking_a_group_over_expires_members_that_never_heartbeat_to_it() {
+        let (dir, c) = coordinator_with(&["--group-consumer-session-timeout-ms", "1000"]);
+        c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
+        let config = <crate::config::Config as clap::Parser>::parse_from([
+            "kaas-server",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--group-consumer-session-timeout-ms",
+            "1000",
+        ]);
+        let other = GroupCoordinator::new(Volume::new(dir.path()), &config);
+        let now = kaas_core::now_ms();
+        other.expire_consumer_members(&topics, &|_| true, now);
+        other.expire_consumer_members(&topics, &|_| true, now + 60_000);
+        let record = GroupOffsets::load(&Volume::new(dir.path()), "g")
+            .unwrap()
+            .consumer
+            .unwrap();
+        assert!(record.members.is_empty(), "{record:?}");
+    }
+
+    #[test]
+    fn a_commit_is_checked_again_as_it_is_written() {
+        let (dir, c) = coordinator();
+        let r = c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
+        let entries = [("orders".to_string(), 0, 9, -1, None)];
+        assert_eq!(
+            c.commit_offsets_checked("g", &entries, Some(("a", r.member_epoch + 1, false)))
+                .unwrap(),
+            Err(ResponseError::FencedMemberEpoch)
+        );
+        assert!(GroupOffsets::load(&Volume::new(dir.path()), "g")
+            .unwrap()
+            .get("orders", 0)
+            .is_none());
+        assert_eq!(
+            c.commit_offsets_checked("g", &entries, Some(("a", r.member_epoch, false)))
+                .unwrap(),
+            Ok(())
+        );
+        assert_eq!(
+            GroupOffsets::load(&Volume::new(dir.path()), "g")
+                .unwrap()
+                .get("orders", 0)
+                .unwrap()
+                .offset,
+            9
+        );
     }
 }

@@ -53,14 +53,20 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
     }
     // A KIP-848 consumer group of this id with members: not a classic group to
     // join (Apache: INCONSISTENT_GROUP_PROTOCOL); an empty one is converted.
-    if let Err(code) = broker.groups.admit_classic(&join.group_id) {
-        return JoinGroupResponse::default()
-            .with_error_code(code.code())
-            .with_generation_id(-1)
-            .with_member_id(super::sb(join.member_id))
-            .with_protocol_name((ctx.version < 7).then(Default::default));
-    }
-    let mut resp = match broker.groups.join(join, Instant::now()) {
+    let joined = broker
+        .groups
+        .admit_classic(&join.group_id.clone(), || broker.groups.join(join, Instant::now()));
+    let joined = match joined {
+        Ok(reply) => reply,
+        Err(code) => {
+            return JoinGroupResponse::default()
+                .with_error_code(code.code())
+                .with_generation_id(-1)
+                .with_member_id(super::sb(member_id.clone()))
+                .with_protocol_name((ctx.version < 7).then(Default::default))
+        }
+    };
+    let mut resp = match joined {
         Reply::Now(r) => r,
         Reply::Wait(rx) => {
             let mut shutdown = ctx.shutdown.clone();

@@ -83,10 +83,19 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
     } else {
         // The write (the group lock's wait, an fsync) runs off the runtime's worker
         // threads inside `commit_offsets`.
-        broker.groups.commit_offsets(&group, &entries).err().map(|e| {
-            tracing::error!(group = %group, error = %e, "offset commit failed");
-            crate::groups::offsets_error(&e).code()
-        })
+        let member = (
+            req.member_id.as_str(),
+            req.generation_id_or_member_epoch,
+            ctx.version < 9,
+        );
+        match broker.groups.commit_offsets_checked(&group, &entries, Some(member)) {
+            Ok(Ok(())) => None,
+            Ok(Err(refused)) => Some(refused.code()),
+            Err(e) => {
+                tracing::error!(group = %group, error = %e, "offset commit failed");
+                Some(crate::groups::offsets_error(&e).code())
+            }
+        }
     };
     let topics = req
         .topics

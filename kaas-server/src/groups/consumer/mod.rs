@@ -233,14 +233,18 @@ fn is_empty(a: &Assignment) -> bool {
     a.values().all(BTreeSet::is_empty)
 }
 
-/// A regular expression as KIP-848 matches it: the whole topic name.
+/// A regular expression as KIP-848 matches it: the whole topic name. It is checked
+/// on its own first, so text that is not an expression by itself (`a)|(b`) cannot
+/// become one inside the anchoring group.
 pub fn compile_regex(re: &str) -> Result<regex::Regex, Refusal> {
-    regex::Regex::new(&format!("^(?:{re})$")).map_err(|e| {
+    let invalid = |e: regex::Error| {
         refuse(
             ResponseError::InvalidRegularExpression,
             format!("SubscribedTopicRegex {re:?} is not a valid regular expression: {e}"),
         )
-    })
+    };
+    regex::Regex::new(re).map_err(invalid)?;
+    regex::Regex::new(&format!("^(?:{re})$")).map_err(invalid)
 }
 
 impl ConsumerGroup {
@@ -623,13 +627,21 @@ impl ConsumerGroup {
                 format!("member {:?} is not in group {:?}", hb.member_id, self.id),
             ));
         };
+        // A static member that left for a while (epoch -2) comes back by joining
+        // (epoch 0), never by heartbeating at an epoch it had.
+        if m.epoch == -2 {
+            return Err(refuse(
+                ResponseError::FencedMemberEpoch,
+                format!("member {:?} left the group (epoch -2); it must join again", m.id),
+            ));
+        }
         if hb.member_epoch == m.epoch {
             return Ok(());
         }
-        let owned_within = hb
-            .owned
-            .as_ref()
-            .is_some_and(|o| is_empty(&minus(&minus(o, &m.assigned), &m.pending_revocation)));
+        // Its previous epoch, when the answer that moved it on was lost — if what it
+        // says it owns is within what it has now (Apache: a subset of its assigned
+        // partitions, those pending revocation not included).
+        let owned_within = hb.owned.as_ref().is_some_and(|o| is_empty(&minus(o, &m.assigned)));
         if hb.member_epoch == m.previous_epoch && owned_within {
             return Ok(());
         }
@@ -643,6 +655,21 @@ impl ConsumerGroup {
     }
 
     fn leave(&mut self, hb: &Heartbeat, topics: &TopicsView) -> Result<HeartbeatReply, Refusal> {
+        // A static member is the one holding its instance id: a leave naming another
+        // member id comes from an older incarnation (Apache: FENCED_INSTANCE_ID).
+        if let Some(instance) = &hb.instance_id {
+            if let Some(holder) = self.members.values().find(|m| m.instance_id.as_ref() == Some(instance)) {
+                if holder.id != hb.member_id {
+                    return Err(refuse(
+                        ResponseError::FencedInstanceId,
+                        format!(
+                            "instance id {instance:?} belongs to member {:?}, not {:?}",
+                            holder.id, hb.member_id
+                        ),
+                    ));
+                }
+            }
+        }
         let Some(m) = self.members.get_mut(&hb.member_id) else {
             return Err(refuse(
                 ResponseError::UnknownMemberId,

@@ -297,8 +297,9 @@ fn the_group_size_is_bounded_and_a_version_0_member_gets_an_id() {
 enum Op {
     /// Joins (if not in the group) subscribed to these topics.
     Join(usize, Vec<usize>),
-    /// Heartbeats, having applied what it was sent (or not yet: a slow revocation).
-    Beat(usize, bool),
+    /// Heartbeats, having applied what it was sent (or not yet: a slow revocation);
+    /// its answer may be lost (the client keeps its epoch and what it had).
+    Beat(usize, bool, bool),
     /// Changes its subscription at its next heartbeat.
     Subscribe(usize, Vec<usize>),
     /// Leaves (epoch -1), having stopped consuming.
@@ -317,7 +318,8 @@ fn op() -> impl Strategy<Value = Op> {
     let subs = proptest::collection::vec(0..TOPICS, 1..=TOPICS);
     prop_oneof![
         2 => (0..4usize, subs.clone()).prop_map(|(c, s)| Op::Join(c, s)),
-        8 => (0..4usize, proptest::bool::weighted(0.7)).prop_map(|(c, a)| Op::Beat(c, a)),
+        8 => (0..4usize, proptest::bool::weighted(0.7), proptest::bool::weighted(0.15))
+            .prop_map(|(c, a, lost)| Op::Beat(c, a, lost)),
         1 => (0..4usize, subs).prop_map(|(c, s)| Op::Subscribe(c, s)),
         1 => (0..4usize).prop_map(Op::Leave),
         1 => (0..4usize).prop_map(Op::Kill),
@@ -330,7 +332,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
     /// For any history of joins, leaves, heartbeats (with revocations applied at once
-    /// or late), subscription changes, deaths, topics growing and coordinator
+    /// or late, answers lost, members fenced and joining again), subscription changes, deaths, topics growing and coordinator
     /// fail-overs (the group rebuilt from its record): no partition is ever
     /// consumed by two clients, nor owned by two members in the group's books; and
     /// once every live client heartbeats a few times, every subscribed partition is
@@ -359,7 +361,7 @@ proptest! {
                         subs.insert(id, names(&s));
                     }
                 }
-                Op::Beat(c, applied) => {
+                Op::Beat(c, applied, lost) => {
                     let id = format!("m{c}");
                     if let Some(client) = clients.get_mut(&id) {
                         if applied {
@@ -373,11 +375,23 @@ proptest! {
                             subs.insert(id.clone(), s);
                         }
                         match g.heartbeat(hb, &t, &settings(), now, no_id) {
+                            Ok(_) if lost => {}
                             Ok(r) => {
                                 client.epoch = r.member_epoch;
                                 if r.assignment.is_some() {
                                     client.unapplied = r.assignment;
                                 }
+                            }
+                            // Fenced (answers lost one after another): as the clients
+                            // do, it gives everything up and joins again.
+                            Err(e) if matches!(e.error, ResponseError::FencedMemberEpoch | ResponseError::UnknownMemberId) => {
+                                client.owned = Assignment::new();
+                                client.unapplied = None;
+                                let mut hb = join(&id, &[]);
+                                hb.subscribed_names = Some(subs[&id].clone());
+                                let r = g.heartbeat(hb, &t, &settings(), now, no_id).unwrap();
+                                client.epoch = r.member_epoch;
+                                client.unapplied = r.assignment;
                             }
                             Err(e) => prop_assert!(false, "heartbeat of {id} refused: {e:?}"),
                         }
@@ -499,4 +513,49 @@ proptest! {
         }
         prop_assert_eq!(assigned, expected);
     }
+}
+
+#[test]
+fn a_static_member_that_left_comes_back_only_by_joining_and_an_old_incarnation_cannot_leave_for_it() {
+    let t = topics(&[("orders", 1, 2)]);
+    let mut g = ConsumerGroup::new("g");
+    let mut hb = join("a", &["orders"]);
+    hb.instance_id = Some("i-1".into());
+    let r = g.heartbeat(hb, &t, &settings(), 0, no_id).unwrap();
+    let owned = r.assignment.unwrap();
+    // A leave for the instance from another member id: FENCED_INSTANCE_ID.
+    let mut stale = beat("zombie", -2, &owned);
+    stale.instance_id = Some("i-1".into());
+    assert_eq!(
+        g.heartbeat(stale, &t, &settings(), 1, no_id).unwrap_err().error,
+        ResponseError::FencedInstanceId
+    );
+    let mut leave = beat("a", -2, &owned);
+    leave.instance_id = Some("i-1".into());
+    assert_eq!(g.heartbeat(leave, &t, &settings(), 2, no_id).unwrap().member_epoch, -2);
+    // Its partitions wait for it; a heartbeat at the epoch it had is fenced.
+    assert_eq!(g.owner_of(tid(1), 0), Some("a"));
+    assert_eq!(
+        g.heartbeat(beat("a", r.member_epoch, &owned), &t, &settings(), 3, no_id)
+            .unwrap_err()
+            .error,
+        ResponseError::FencedMemberEpoch
+    );
+    // Joining again, it takes them back without a rebalance.
+    let epoch = g.epoch;
+    let mut back = join("a2", &["orders"]);
+    back.instance_id = Some("i-1".into());
+    let r = g.heartbeat(back, &t, &settings(), 4, no_id).unwrap();
+    assert_eq!(r.assignment, Some(owned));
+    assert_eq!(g.epoch, epoch);
+}
+
+#[test]
+fn an_invalid_expression_cannot_hide_inside_the_anchoring_group() {
+    assert!(compile_regex("a)|(b").is_err());
+    assert!(compile_regex("orders-.*").unwrap().is_match("orders-1"));
+    assert!(
+        !compile_regex("orders").unwrap().is_match("orders-1"),
+        "the whole name must match"
+    );
 }
