@@ -54,21 +54,41 @@ struct Client {
     unapplied: Option<Assignment>,
 }
 
+/// One heartbeat of a client that has applied what it was sent, as the clients do
+/// it: fenced (its answers lost one after another), it gives everything up and joins
+/// again with the subscription the group has for it.
+fn client_beat(g: &mut ConsumerGroup, id: &str, c: &mut Client, t: &TopicsView, now: i64) {
+    if let Some(a) = c.unapplied.take() {
+        c.owned = a;
+    }
+    match g.heartbeat(beat(id, c.epoch, &c.owned), t, &settings(), now, no_id) {
+        Ok(r) => {
+            c.epoch = r.member_epoch;
+            if r.assignment.is_some() {
+                c.unapplied = r.assignment;
+            }
+        }
+        Err(e) if e.error == ResponseError::FencedMemberEpoch => {
+            let names: Vec<String> = g.members[id].subscribed_names.iter().cloned().collect();
+            c.owned = Assignment::new();
+            let mut hb = join(id, &[]);
+            hb.subscribed_names = Some(names);
+            let r = g.heartbeat(hb, t, &settings(), now, no_id).expect("joining again");
+            c.epoch = r.member_epoch;
+            c.unapplied = r.assignment;
+        }
+        Err(e) => panic!("heartbeat of {id} refused: {e:?}"),
+    }
+}
+
 /// Heartbeats every client until the group is stable (each applying what it was sent
 /// before its next heartbeat), at most `rounds` rounds.
 fn settle(g: &mut ConsumerGroup, clients: &mut BTreeMap<String, Client>, t: &TopicsView, now: i64, rounds: usize) {
     for _ in 0..rounds {
         for (id, c) in clients.iter_mut() {
-            if let Some(a) = c.unapplied.take() {
-                c.owned = a;
-            }
-            let r = g
-                .heartbeat(beat(id, c.epoch, &c.owned), t, &settings(), now, no_id)
-                .expect("heartbeat");
-            c.epoch = r.member_epoch;
-            c.unapplied = r.assignment;
+            client_beat(g, id, c, t, now);
         }
-        if g.state() == "Stable" {
+        if g.state() == "Stable" && clients.values().all(|c| c.unapplied.is_none()) {
             break;
         }
     }
@@ -418,14 +438,7 @@ proptest! {
                             now += 5_000;
                             for (cid, client) in clients.iter_mut() {
                                 // A live client gives up what it is told to.
-                                if let Some(a) = client.unapplied.take() {
-                                    client.owned = a;
-                                }
-                                let r = g.heartbeat(beat(cid, client.epoch, &client.owned), &t, &settings(), now, no_id).unwrap();
-                                client.epoch = r.member_epoch;
-                                if r.assignment.is_some() {
-                                    client.unapplied = r.assignment;
-                                }
+                                client_beat(&mut g, cid, client, &t, now);
                             }
                             g.expire(&t, now);
                             prop_assert!(now <= until + 5_000, "{id} never expired");
@@ -483,7 +496,15 @@ proptest! {
             if let Some(client) = clients.get_mut(&id) {
                 let mut hb = beat(&id, client.epoch, &client.owned);
                 hb.subscribed_names = Some(s.clone());
-                let r = g.heartbeat(hb, &t, &settings(), now, no_id).unwrap();
+                let r = match g.heartbeat(hb, &t, &settings(), now, no_id) {
+                    Err(e) if e.error == ResponseError::FencedMemberEpoch => {
+                        client.owned = Assignment::new();
+                        let mut hb = join(&id, &[]);
+                        hb.subscribed_names = Some(s.clone());
+                        g.heartbeat(hb, &t, &settings(), now, no_id).unwrap()
+                    }
+                    other => other.unwrap(),
+                };
                 client.epoch = r.member_epoch;
                 if r.assignment.is_some() {
                     client.unapplied = r.assignment;
@@ -558,4 +579,23 @@ fn an_invalid_expression_cannot_hide_inside_the_anchoring_group() {
         !compile_regex("orders").unwrap().is_match("orders-1"),
         "the whole name must match"
     );
+}
+
+#[test]
+fn a_member_holding_partitions_to_revoke_past_its_rebalance_timeout_is_removed_though_it_heartbeats() {
+    let t = topics(&[("orders", 1, 4)]);
+    let mut g = ConsumerGroup::new("g");
+    let mut a = join("a", &["orders"]);
+    a.rebalance_timeout_ms = 10_000;
+    let owned = g.heartbeat(a, &t, &settings(), 0, no_id).unwrap().assignment.unwrap();
+    g.heartbeat(join("b", &["orders"]), &t, &settings(), 1, no_id).unwrap();
+    // a is asked to give two partitions up, and keeps reporting all four.
+    let r = g.heartbeat(beat("a", 1, &owned), &t, &settings(), 2, no_id).unwrap();
+    assert_eq!(count(r.assignment.as_ref().unwrap()), 2);
+    for now in [5_000, 9_000] {
+        g.heartbeat(beat("a", 1, &owned), &t, &settings(), now, no_id).unwrap();
+        assert!(g.expire(&t, now).is_empty(), "within its rebalance timeout");
+    }
+    assert_eq!(g.expire(&t, 12_001), vec!["a".to_string()]);
+    assert!(g.owner_of(tid(1), 0).is_none() || g.owner_of(tid(1), 0) == Some("b"));
 }
