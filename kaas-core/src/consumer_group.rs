@@ -45,6 +45,10 @@ pub struct ConsumerMemberRecord {
     pub subscribed_names: BTreeSet<String>,
     #[serde(default)]
     pub subscribed_regex: Option<String>,
+    /// What the regular expression resolved to at the member's last heartbeat (the
+    /// matching topics it may DESCRIBE).
+    #[serde(default)]
+    pub regex_topics: BTreeSet<String>,
     #[serde(default)]
     pub server_assignor: Option<String>,
     pub rebalance_timeout_ms: i32,

@@ -1267,6 +1267,7 @@ fn a_consumer_group_is_shown_with_its_members() {
         client_host: "/10.0.0.7".into(),
         subscribed_names: ["orders".to_string()].into_iter().collect(),
         subscribed_regex: None,
+        regex_topics: Default::default(),
         server_assignor: None,
         rebalance_timeout_ms: 300_000,
         epoch,

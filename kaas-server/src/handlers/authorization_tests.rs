@@ -669,3 +669,62 @@ async fn listings_leave_out_what_the_principal_may_not_describe() {
         [(true, TOPIC_DENIED)]
     );
 }
+
+/// Issue 29: a KIP-848 member subscribing by regular expression is assigned only the
+/// matching topics its principal may DESCRIBE (as Apache filters a regex's matches);
+/// one subscribing by name to a topic it may not describe is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_regex_subscription_is_assigned_only_topics_the_member_may_describe() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path());
+    b.create_topic("t", 2, BTreeMap::new()).await.unwrap();
+    b.create_topic("hidden", 2, BTreeMap::new()).await.unwrap();
+    let allow = |resource_type, name: &str, operation| AclBinding {
+        resource_type,
+        pattern_type: PatternType::Literal,
+        name: name.into(),
+        principal: "User:mallory".into(),
+        host: "*".into(),
+        operation,
+        permission: Permission::Allow,
+    };
+    b.authz
+        .update(&b.volume, |a| {
+            a.acls.push(allow(ResourceType::Group, "g", Operation::Read));
+            a.acls.push(allow(ResourceType::Topic, "t", Operation::Describe));
+            Ok(())
+        })
+        .unwrap();
+    let join = |id: &str| {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_member_id(sb(id))
+            .with_rebalance_timeout_ms(30_000)
+            .with_topic_partitions(Some(vec![]))
+    };
+    let answer = dispatch(
+        &b,
+        &as_user(ApiKey::ConsumerGroupHeartbeat, 1, "User:mallory"),
+        RequestKind::ConsumerGroupHeartbeat(join("m").with_subscribed_topic_regex(Some(sb(".*")))),
+    )
+    .await;
+    let ResponseKind::ConsumerGroupHeartbeat(r) = answer else {
+        panic!("{answer:?}")
+    };
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let ids: Vec<_> = r
+        .assignment
+        .expect("an assignment")
+        .topic_partitions
+        .iter()
+        .map(|t| t.topic_id)
+        .collect();
+    assert_eq!(ids, vec![b.topic("t").unwrap().meta.topic_id]);
+    let answer = dispatch(
+        &b,
+        &as_user(ApiKey::ConsumerGroupHeartbeat, 1, "User:mallory"),
+        RequestKind::ConsumerGroupHeartbeat(join("n").with_subscribed_topic_names(Some(vec![TopicName(sb("hidden"))]))),
+    )
+    .await;
+    assert_eq!(codes(&answer), vec![TOPIC_DENIED], "{answer:?}");
+}

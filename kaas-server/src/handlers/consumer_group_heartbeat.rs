@@ -128,10 +128,24 @@ pub async fn handle(
         subscribed_regex: req.subscribed_topic_regex.as_ref().map(|s| s.to_string()),
         server_assignor: req.server_assignor.as_ref().map(|s| s.to_string()),
         owned,
+        describable: None,
         client_id: ctx.client_id.clone(),
         client_host: format!("/{}", ctx.peer.ip()),
     };
     let topics = topics_view(broker);
+    // A regular expression resolves only to topics this principal may DESCRIBE.
+    let describable = broker.authz.enabled().then(|| {
+        topics
+            .names()
+            .filter(|n| {
+                broker
+                    .authz
+                    .authorize_quietly(ctx, Operation::Describe, ResourceType::Topic, n)
+            })
+            .map(str::to_string)
+            .collect()
+    });
+    let hb = Heartbeat { describable, ..hb };
     match broker
         .groups
         .consumer_heartbeat(&group, hb, &topics, kaas_core::now_ms())

@@ -99,6 +99,10 @@ pub struct Member {
     pub client_host: String,
     pub subscribed_names: BTreeSet<String>,
     pub subscribed_regex: Option<String>,
+    /// What the regular expression resolved to at the member's last heartbeat: the
+    /// matching topics its principal may DESCRIBE (as Apache filters a regex's
+    /// matches by the ACLs of the member that set it).
+    pub regex_topics: BTreeSet<String>,
     pub server_assignor: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub epoch: i32,
@@ -139,6 +143,9 @@ pub struct Heartbeat {
     pub server_assignor: Option<String>,
     /// The partitions the member owns now; None when it did not say.
     pub owned: Option<Assignment>,
+    /// The topics the member's principal may DESCRIBE; None: every topic (no
+    /// authorizer). A regular expression resolves only to these.
+    pub describable: Option<BTreeSet<String>>,
     pub client_id: String,
     pub client_host: String,
 }
@@ -310,6 +317,7 @@ impl ConsumerGroup {
                             client_host: m.client_host.clone(),
                             subscribed_names: m.subscribed_names.clone(),
                             subscribed_regex: m.subscribed_regex.clone(),
+                            regex_topics: m.regex_topics.clone(),
                             server_assignor: m.server_assignor.clone(),
                             rebalance_timeout_ms: m.rebalance_timeout_ms,
                             epoch: m.epoch,
@@ -363,6 +371,7 @@ impl ConsumerGroup {
                     client_host: m.client_host.clone(),
                     subscribed_names: m.subscribed_names.clone(),
                     subscribed_regex: m.subscribed_regex.clone(),
+                    regex_topics: m.regex_topics.clone(),
                     server_assignor: m.server_assignor.clone(),
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     epoch: m.epoch,
@@ -408,13 +417,14 @@ impl ConsumerGroup {
         }
     }
 
-    /// The topics a member subscribes to, names and regular expression resolved.
+    /// The topics a member subscribes to: its names, and what its regular expression
+    /// resolved to at its last heartbeat, that exist now.
     fn subscribed_topics(m: &Member, topics: &TopicsView) -> BTreeSet<Uuid> {
-        let mut out: BTreeSet<Uuid> = m.subscribed_names.iter().filter_map(|n| topics.id(n)).collect();
-        if let Some(re) = m.subscribed_regex.as_deref().and_then(|re| compile_regex(re).ok()) {
-            out.extend(topics.names().filter(|n| re.is_match(n)).filter_map(|n| topics.id(n)));
-        }
-        out
+        m.subscribed_names
+            .iter()
+            .chain(&m.regex_topics)
+            .filter_map(|n| topics.id(n))
+            .collect()
     }
 
     /// The subscribed topics' ids and sizes now.
@@ -476,6 +486,19 @@ impl ConsumerGroup {
                 changed |= re != m.subscribed_regex;
                 m.subscribed_regex = re;
             }
+            // The regular expression is resolved again at each of the member's
+            // heartbeats (a topic created since, an ACL changed), compiled once.
+            let resolved: BTreeSet<String> = match m.subscribed_regex.as_deref().map(compile_regex) {
+                Some(Ok(re)) => topics
+                    .names()
+                    .filter(|n| re.is_match(n))
+                    .filter(|n| hb.describable.as_ref().is_none_or(|d| d.contains(*n)))
+                    .map(str::to_string)
+                    .collect(),
+                _ => BTreeSet::new(),
+            };
+            changed |= resolved != m.regex_topics;
+            m.regex_topics = resolved;
             if let Some(a) = &hb.server_assignor {
                 let a = Some(a.clone()).filter(|a| !a.is_empty());
                 changed |= a != m.server_assignor;
@@ -602,6 +625,7 @@ impl ConsumerGroup {
                 client_host: hb.client_host.clone(),
                 subscribed_names: BTreeSet::new(),
                 subscribed_regex: None,
+                regex_topics: BTreeSet::new(),
                 server_assignor: None,
                 rebalance_timeout_ms: hb.rebalance_timeout_ms,
                 epoch: 0,

@@ -599,3 +599,30 @@ fn a_member_holding_partitions_to_revoke_past_its_rebalance_timeout_is_removed_t
     assert_eq!(g.expire(&t, 12_001), vec!["a".to_string()]);
     assert!(g.owner_of(tid(1), 0).is_none() || g.owner_of(tid(1), 0) == Some("b"));
 }
+
+#[test]
+fn a_regex_resolves_only_to_topics_the_members_principal_may_describe() {
+    let t = topics(&[("events-1", 1, 2), ("events-secret", 2, 3)]);
+    let mut g = ConsumerGroup::new("g");
+    let mut hb = join("a", &[]);
+    hb.subscribed_names = None;
+    hb.subscribed_regex = Some("events-.*".into());
+    hb.describable = Some(["events-1".to_string()].into_iter().collect());
+    let r = g.heartbeat(hb, &t, &settings(), 0, no_id).unwrap();
+    let owned = r.assignment.unwrap();
+    assert_eq!(
+        owned.keys().collect::<Vec<_>>(),
+        vec![&tid(1)],
+        "events-secret is not its to see"
+    );
+    // An ACL granting DESCRIBE on it: the next heartbeat resolves the regex again.
+    let mut hb = beat("a", r.member_epoch, &owned);
+    hb.describable = Some(
+        ["events-1".to_string(), "events-secret".to_string()]
+            .into_iter()
+            .collect(),
+    );
+    let r = g.heartbeat(hb, &t, &settings(), 1, no_id).unwrap();
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(count(&r.assignment.unwrap()), 5);
+}
