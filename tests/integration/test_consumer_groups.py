@@ -218,6 +218,18 @@ def test_a_classic_member_cannot_join_a_consumer_group_and_classic_groups_work_b
         finally:
             kp.close()
         assert len(read) == 20
+        # kafka-python's admin client speaks DescribeGroups only: the consumer group
+        # is shown with its member's subscription and assignment decoded.
+        from kafka.admin import KafkaAdminClient
+        kadmin = KafkaAdminClient(bootstrap_servers=kaas.bootstrap)
+        try:
+            described = kadmin.describe_groups(["taken"])["taken"]
+        finally:
+            kadmin.close()
+        assert described["protocol_type"] == "consumer", described
+        (m,) = described["members"]
+        assert m["member_metadata"]["topics"] == ["mixed"], described
+        assert m["member_assignment"]["assigned_partitions"] == [{"topic": "mixed", "partitions": [0, 1]}], described
         # ListGroups with its type filter tells them apart.
         admin = AdminClient({"bootstrap.servers": kaas.bootstrap})  # must outlive its futures
         groups = admin.list_consumer_groups().result(15)
