@@ -489,30 +489,15 @@ mod consumer_groups {
     //! KIP-848 consumer groups in the coordinator: the volume record, fail-over,
     //! the classic/consumer clash rules and the member-epoch checks of offsets.
     use super::*;
-    use crate::groups::consumer::{Assignment, Heartbeat, TopicsView};
+    use crate::groups::consumer::tests::beat;
+    use crate::groups::consumer::{Heartbeat, TopicsView};
 
     fn topics() -> TopicsView {
         TopicsView::new([("orders".to_string(), uuid::Uuid::from_u128(7), 4)])
     }
 
     fn join(id: &str) -> Heartbeat {
-        Heartbeat {
-            member_id: id.into(),
-            member_epoch: 0,
-            rebalance_timeout_ms: 30_000,
-            subscribed_names: Some(vec!["orders".into()]),
-            owned: Some(Assignment::new()),
-            ..Heartbeat::default()
-        }
-    }
-
-    fn beat(id: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
-        Heartbeat {
-            member_id: id.into(),
-            member_epoch: epoch,
-            owned: Some(owned.clone()),
-            ..Heartbeat::default()
-        }
+        crate::groups::consumer::tests::join(id, &["orders"])
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 pub mod assignor;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use kaas_core::consumer_group::{ConsumerGroupRecord, ConsumerMemberRecord};
 use kafka_protocol::error::ResponseError;

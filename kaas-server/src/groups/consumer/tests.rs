@@ -18,7 +18,7 @@ fn topics(list: &[(&str, u128, i32)]) -> TopicsView {
     TopicsView::new(list.iter().map(|(n, id, p)| (n.to_string(), tid(*id), *p)))
 }
 
-fn join(id: &str, names: &[&str]) -> Heartbeat {
+pub(crate) fn join(id: &str, names: &[&str]) -> Heartbeat {
     Heartbeat {
         member_id: id.into(),
         member_epoch: 0,
@@ -29,7 +29,7 @@ fn join(id: &str, names: &[&str]) -> Heartbeat {
     }
 }
 
-fn beat(id: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
+pub(crate) fn beat(id: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
     Heartbeat {
         member_id: id.into(),
         member_epoch: epoch,
@@ -52,6 +52,28 @@ struct Client {
     epoch: i32,
     owned: Assignment,
     unapplied: Option<Assignment>,
+}
+
+/// Members `ids` joining subscribed to `orders` (`with` adjusts each join), as clients.
+fn joined(
+    g: &mut ConsumerGroup,
+    t: &TopicsView,
+    ids: &[&str],
+    with: impl Fn(&mut Heartbeat),
+) -> BTreeMap<String, Client> {
+    ids.iter()
+        .map(|id| {
+            let mut hb = join(id, &["orders"]);
+            with(&mut hb);
+            let r = g.heartbeat(hb, t, &settings(), 0, no_id).unwrap();
+            let client = Client {
+                epoch: r.member_epoch,
+                owned: Assignment::new(),
+                unapplied: r.assignment,
+            };
+            (id.to_string(), client)
+        })
+        .collect()
 }
 
 /// One heartbeat of a client that has applied what it was sent, as the clients do
@@ -103,18 +125,7 @@ fn settle(g: &mut ConsumerGroup, clients: &mut BTreeMap<String, Client>, t: &Top
 fn two_members_share_a_topic_and_a_third_gets_partitions_only_once_they_are_revoked() {
     let t = topics(&[("orders", 1, 6)]);
     let mut g = ConsumerGroup::new("g");
-    let mut clients = BTreeMap::new();
-    for id in ["a", "b"] {
-        let r = g.heartbeat(join(id, &["orders"]), &t, &settings(), 0, no_id).unwrap();
-        clients.insert(
-            id.to_string(),
-            Client {
-                epoch: r.member_epoch,
-                owned: Assignment::new(),
-                unapplied: r.assignment,
-            },
-        );
-    }
+    let mut clients = joined(&mut g, &t, &["a", "b"], |_| {});
     settle(&mut g, &mut clients, &t, 1, 10);
     assert_eq!(g.state(), "Stable");
     assert_eq!(count(&clients["a"].owned) + count(&clients["b"].owned), 6);
@@ -187,18 +198,7 @@ fn a_stale_or_unknown_member_is_fenced_and_a_leaver_frees_its_partitions() {
 fn a_member_silent_past_its_session_is_removed_and_its_partitions_reassigned() {
     let t = topics(&[("orders", 1, 4)]);
     let mut g = ConsumerGroup::new("g");
-    let mut clients = BTreeMap::new();
-    for id in ["a", "b"] {
-        let r = g.heartbeat(join(id, &["orders"]), &t, &settings(), 0, no_id).unwrap();
-        clients.insert(
-            id.to_string(),
-            Client {
-                epoch: r.member_epoch,
-                owned: Assignment::new(),
-                unapplied: r.assignment,
-            },
-        );
-    }
+    let mut clients = joined(&mut g, &t, &["a", "b"], |_| {});
     settle(&mut g, &mut clients, &t, 1, 10);
     // b is killed: a keeps heartbeating.
     clients.remove("b");
@@ -260,20 +260,9 @@ fn range_gives_consecutive_partitions_per_topic_and_unknown_assignors_are_refuse
 fn a_static_member_rejoining_takes_its_partitions_back_without_a_rebalance() {
     let t = topics(&[("orders", 1, 4)]);
     let mut g = ConsumerGroup::new("g");
-    let mut clients = BTreeMap::new();
-    for id in ["a", "b"] {
-        let mut hb = join(id, &["orders"]);
-        hb.instance_id = Some(format!("instance-{id}"));
-        let r = g.heartbeat(hb, &t, &settings(), 0, no_id).unwrap();
-        clients.insert(
-            id.to_string(),
-            Client {
-                epoch: r.member_epoch,
-                owned: Assignment::new(),
-                unapplied: r.assignment,
-            },
-        );
-    }
+    let mut clients = joined(&mut g, &t, &["a", "b"], |hb| {
+        hb.instance_id = Some(format!("instance-{}", hb.member_id))
+    });
     settle(&mut g, &mut clients, &t, 1, 10);
     let (epoch, before) = (g.epoch, clients["a"].owned.clone());
     // a restarts: leaves for a while (epoch -2), comes back as a2 with its instance id.
