@@ -10,7 +10,7 @@
 //! at another epoch replaces, never merges; a commit applies only the offsets staged
 //! at its own epoch; an abort drops those of its epoch and older.
 
-use crate::error::{read_versioned_json, VolumeError};
+use crate::error::VolumeError;
 use crate::layout::{decode_name, Volume};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -26,11 +26,19 @@ pub const OFFSETS_FORMAT_VERSION: u32 = 1;
 /// group's members at its next rewrite.
 pub const OFFSETS_WITH_CONSUMER_FORMAT_VERSION: u32 = 2;
 
-/// Reads a group's file of either version.
+/// Reads a group's file of either version (read once: a file replaced between two
+/// reads cannot make one version look like the other).
 fn read_offsets(path: &std::path::Path) -> Result<GroupOffsets, VolumeError> {
-    match read_versioned_json::<GroupOffsets>(path, "group offsets", OFFSETS_FORMAT_VERSION) {
+    let bytes =
+        crate::fsutil::read_capped(path, crate::fsutil::MAX_STATE_FILE_BYTES).map_err(|e| VolumeError::io(path, e))?;
+    match crate::error::parse_versioned_json::<GroupOffsets>(path, &bytes, "group offsets", OFFSETS_FORMAT_VERSION) {
         Err(VolumeError::UnknownVersion { found, .. }) if found == OFFSETS_WITH_CONSUMER_FORMAT_VERSION => {
-            read_versioned_json::<GroupOffsets>(path, "group offsets", OFFSETS_WITH_CONSUMER_FORMAT_VERSION)
+            crate::error::parse_versioned_json::<GroupOffsets>(
+                path,
+                &bytes,
+                "group offsets",
+                OFFSETS_WITH_CONSUMER_FORMAT_VERSION,
+            )
         }
         other => other,
     }
@@ -360,6 +368,7 @@ pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::read_versioned_json;
 
     /// A file holding a consumer group record is version 2: a reader of version 1
     /// (an older kaas) refuses it by name instead of reading it without the record

@@ -76,7 +76,10 @@ impl Broker {
             std::time::Duration::from_secs(config.quota_window_size_seconds.into()),
         )?;
         let cluster = Cluster::open(config, advertised)?;
-        let groups = Arc::new(GroupCoordinator::new(cluster.volume.clone(), &cluster.config));
+        let groups = Arc::new(
+            GroupCoordinator::new(cluster.volume.clone(), &cluster.config)
+                .with_live_generation(cluster.live_generation.clone()),
+        );
         let txn = TransactionCoordinator::new(&cluster.volume, cluster.config.broker_id, groups.clone());
         // The rule partitions are taken over by: a lease this broker watched stand
         // still for a whole session timeout (or marked stopped).

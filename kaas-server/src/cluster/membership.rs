@@ -80,6 +80,9 @@ impl Cluster {
         }
         let mut current = self.live_brokers.write().unwrap_or_else(|p| p.into_inner());
         let changed = current.keys().ne(live.keys());
+        if changed {
+            self.live_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         *current = live;
         changed
     }

@@ -49,6 +49,10 @@ pub struct Cluster {
     /// Brokers whose lease is fresh, with their advertised address, refreshed by the
     /// lease task; ownership of transaction slots and groups is computed from it.
     pub(crate) live_brokers: RwLock<BTreeMap<i32, Endpoints>>,
+    /// Goes up, under `live_brokers`' write lock, before a changed live set is
+    /// published: whoever keeps state valid only while ownership stands still (the
+    /// consumer groups' session deadlines) sees the change no later than the new set.
+    pub live_generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// When this broker last renewed its own lease, by the monotonic clock; None
     /// while no lease task runs (a broker embedded in tests).
     pub(crate) lease_renewed_at: Mutex<Option<std::time::Instant>>,
@@ -213,6 +217,7 @@ impl Cluster {
             fence_doorbell: tokio::sync::Notify::new(),
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(live_at_start),
+            live_generation: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)),
             lease_renewed_at: Mutex::new(None),
             lease_tracker: Arc::new(Mutex::new(lease_tracker)),
             sync_rounds: std::sync::atomic::AtomicU64::new(1),

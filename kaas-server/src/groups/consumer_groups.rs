@@ -85,7 +85,10 @@ impl GroupCoordinator {
 
     /// The live set changed: every in-memory consumer group is rebuilt from the
     /// volume before its next use, and the groups this broker now coordinates are
-    /// loaded at the next expiry pass. Takes no lock (it runs in the lease renewal).
+    /// loaded at the next expiry pass. Takes no lock of its own (it runs in the lease
+    /// renewal). The cluster bumps the same generation before it publishes a changed
+    /// live set; this second bump, after the groups coordinated elsewhere are
+    /// forgotten, only costs one more rebuild.
     pub(super) fn coordination_changed(&self) {
         self.coordination_generation
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -157,13 +160,31 @@ impl GroupCoordinator {
         pre: impl FnOnce() -> Result<(), ConsumerError>,
         f: impl FnOnce(&mut ConsumerGroup) -> Result<R, ConsumerError>,
     ) -> Result<R, ConsumerError> {
+        self.with_consumer_if(group_id, true, pre, f)
+            .map(|r| r.expect("a group is made when there is none"))
+    }
+
+    /// [`Self::with_consumer`]; with `create` false, a group that is not a consumer
+    /// group when its file is read under the lock (deleted, or converted to a classic
+    /// group since an unlocked look) is left alone: None, nothing written.
+    pub(super) fn with_consumer_if<R>(
+        &self,
+        group_id: &str,
+        create: bool,
+        pre: impl FnOnce() -> Result<(), ConsumerError>,
+        f: impl FnOnce(&mut ConsumerGroup) -> Result<R, ConsumerError>,
+    ) -> Result<Option<R>, ConsumerError> {
         crate::blocking::off_worker(|| {
             let entry = self.cache_entry(group_id);
             let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
             pre()?;
             let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
             self.refresh_cached(group_id, &mut cached)?;
-            let mut group = cached.consumer.clone().unwrap_or_else(|| ConsumerGroup::new(group_id));
+            let mut group = match cached.consumer.clone() {
+                Some(g) => g,
+                None if create => ConsumerGroup::new(group_id),
+                None => return Ok(None),
+            };
             let result = f(&mut group)?;
             let record = group.to_record();
             if cached.offsets.consumer.as_ref() != Some(&record) {
@@ -176,7 +197,7 @@ impl GroupCoordinator {
                 cached.stamp = file_stamp(&kaas_core::offsets::offsets_file(&self.volume, group_id));
             }
             cached.consumer = Some(group);
-            Ok(result)
+            Ok(Some(result))
         })
     }
 
@@ -271,8 +292,9 @@ impl GroupCoordinator {
         }
         let topics = topics();
         for id in due {
-            match self.with_consumer(&id, || Ok(()), |g| Ok(g.expire(&topics, now_ms))) {
+            match self.with_consumer_if(&id, false, || Ok(()), |g| Ok(g.expire(&topics, now_ms))) {
                 Ok(gone) => {
+                    let gone = gone.unwrap_or_default();
                     for member in gone {
                         info!(group = %id, member = %member, "consumer group member removed: its session or rebalance timeout passed");
                     }
@@ -305,7 +327,7 @@ impl GroupCoordinator {
                 }
             };
             if has_members {
-                if let Err(e) = self.with_consumer(&id, || Ok(()), |_| Ok(())) {
+                if let Err(e) = self.with_consumer_if(&id, false, || Ok(()), |_| Ok(())) {
                     warn!(group = %id, error = %e.message(), "cannot load the consumer group this broker now coordinates");
                 }
             }

@@ -255,8 +255,10 @@ pub struct GroupCoordinator {
     offsets: Mutex<HashMap<String, Arc<Mutex<CachedOffsets>>>>,
     /// Goes up whenever the live set changed (groups may have moved): an in-memory
     /// consumer group built under another generation is rebuilt from the volume with
-    /// fresh sessions before use, never trusted for who is overdue.
-    coordination_generation: std::sync::atomic::AtomicU64,
+    /// fresh sessions before use, never trusted for who is overdue. Shared with the
+    /// cluster, which bumps it before it publishes a changed live set
+    /// ([`Self::with_live_generation`]).
+    coordination_generation: Arc<std::sync::atomic::AtomicU64>,
     /// The generation whose owned consumer groups were last loaded from the volume
     /// (so members of a group taken over expire even if none of them heartbeats).
     scanned_generation: std::sync::atomic::AtomicU64,
@@ -314,9 +316,17 @@ impl GroupCoordinator {
             metadata: MetadataPool::new(config.group_member_metadata_max_bytes),
             groups: Mutex::new(HashMap::new()),
             offsets: Mutex::new(HashMap::new()),
-            coordination_generation: std::sync::atomic::AtomicU64::new(1),
+            coordination_generation: Arc::new(std::sync::atomic::AtomicU64::new(1)),
             scanned_generation: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Shares the cluster's live-set generation, which goes up before a changed
+    /// live set is published (so no expiry pass sees the new owner with the old
+    /// generation's deadlines).
+    pub fn with_live_generation(mut self, generation: Arc<std::sync::atomic::AtomicU64>) -> Self {
+        self.coordination_generation = generation;
+        self
     }
 
     fn groups(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Mutex<Group>>>> {

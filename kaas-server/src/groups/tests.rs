@@ -680,12 +680,33 @@ mod consumer_groups {
         let other = GroupCoordinator::new(Volume::new(dir.path()), &config);
         let now = kaas_core::now_ms();
         other.expire_consumer_members(&topics, &|_| true, now);
+        let record = GroupOffsets::load(&Volume::new(dir.path()), "g")
+            .unwrap()
+            .consumer
+            .unwrap();
+        assert_eq!(record.members.len(), 1, "loaded with a full session from now");
         other.expire_consumer_members(&topics, &|_| true, now + 60_000);
         let record = GroupOffsets::load(&Volume::new(dir.path()), "g")
             .unwrap()
             .consumer
             .unwrap();
         assert!(record.members.is_empty(), "{record:?}");
+    }
+
+    #[test]
+    fn an_expiry_pass_never_writes_a_consumer_group_into_a_group_that_is_none() {
+        // Review finding: the locked re-read found no consumer group (deleted, or
+        // converted to classic since an unlocked look) and an empty one was written.
+        let (dir, c) = coordinator();
+        c.commit_offsets("classic", &[("orders".into(), 0, 1, -1, None)])
+            .unwrap();
+        assert!(c
+            .with_consumer_if("classic", false, || Ok(()), |_| Ok(()))
+            .unwrap()
+            .is_none());
+        let after = GroupOffsets::load(&Volume::new(dir.path()), "classic").unwrap();
+        assert!(after.consumer.is_none());
+        assert_eq!(after.version, kaas_core::offsets::OFFSETS_FORMAT_VERSION);
     }
 
     #[test]
