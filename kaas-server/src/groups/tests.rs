@@ -738,3 +738,30 @@ mod consumer_groups {
         );
     }
 }
+
+/// Second review of issue 29: the consumer groups' generation goes up before a
+/// changed live set is published (it is the cluster's), so an expiry pass that sees
+/// the new owner never trusts the old generation's session deadlines; an unchanged
+/// live set leaves it alone (deadlines are kept).
+#[test]
+fn the_live_set_generation_is_the_clusters_and_goes_up_only_with_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = crate::handlers::test_support::broker(dir.path());
+    let before = b.cluster.live_generation.load(std::sync::atomic::Ordering::SeqCst);
+    let mut peers = BTreeMap::new();
+    peers.insert(7, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093));
+    b.set_live_brokers(peers.clone());
+    let after = b.cluster.live_generation.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(after > before);
+    b.set_live_brokers(peers);
+    assert_eq!(
+        b.cluster.live_generation.load(std::sync::atomic::Ordering::SeqCst),
+        after
+    );
+    // The coordinator reads the same counter.
+    b.groups.coordination_changed();
+    assert_eq!(
+        b.cluster.live_generation.load(std::sync::atomic::Ordering::SeqCst),
+        after + 1
+    );
+}
