@@ -67,21 +67,37 @@ pub struct ConsumerMemberRecord {
 }
 
 impl ConsumerGroupRecord {
-    /// Kafka's group state for describing: Empty, Assigning (the target is behind
-    /// the group epoch), Reconciling (some member is behind the target), Stable.
+    /// Kafka's group state for describing ([`group_state`]).
     pub fn state(&self) -> &'static str {
-        if self.members.is_empty() {
-            "Empty"
-        } else if self.assignment_epoch < self.group_epoch {
-            "Assigning"
-        } else if self
-            .members
-            .values()
-            .any(|m| (m.epoch != self.assignment_epoch && m.epoch != -2) || m.state != "stable")
-        {
-            "Reconciling"
-        } else {
-            "Stable"
-        }
+        group_state(
+            self.group_epoch,
+            self.assignment_epoch,
+            self.members.values().map(|m| (m.epoch, m.state == "stable")),
+        )
+    }
+}
+
+/// Kafka's state of a consumer group, from its epochs and each member's (epoch,
+/// whether it is stable): Empty (no member), Assigning (the target is behind the group
+/// epoch), Reconciling (a member is behind the target, or not stable; a static member
+/// away at epoch -2 is not behind), Stable.
+pub fn group_state(
+    group_epoch: i32,
+    assignment_epoch: i32,
+    members: impl Iterator<Item = (i32, bool)>,
+) -> &'static str {
+    let (mut any, mut behind) = (false, false);
+    for (epoch, stable) in members {
+        any = true;
+        behind |= (epoch != assignment_epoch && epoch != -2) || !stable;
+    }
+    if !any {
+        "Empty"
+    } else if assignment_epoch < group_epoch {
+        "Assigning"
+    } else if behind {
+        "Reconciling"
+    } else {
+        "Stable"
     }
 }

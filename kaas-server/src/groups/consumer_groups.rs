@@ -343,16 +343,19 @@ impl GroupCoordinator {
         crate::blocking::off_worker(|| {
             let entry = self.cache_entry(group_id);
             let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
-            // Unlocked first: most classic groups never were consumer groups, and a
-            // join must not take a file lock (or leave a lock file) for them.
-            let record = GroupOffsets::load(&self.volume, group_id).map_err(|e| {
-                warn!(group = group_id, error = %e, "cannot read the group's offsets file");
-                offsets::offsets_error(&e)
-            })?;
-            match record.consumer {
+            // Without the file lock first: most classic groups never were consumer
+            // groups, and a join must not take a file lock (or leave a lock file) for
+            // them.
+            let has_members = self
+                .with_consumer_record(group_id, Some(&cached), |c| c.map(|c| !c.members.is_empty()))
+                .map_err(|e| {
+                    warn!(group = group_id, error = %e, "cannot read the group's offsets file");
+                    offsets::offsets_error(&e)
+                })?;
+            match has_members {
                 None => return Ok(join()),
-                Some(c) if !c.members.is_empty() => return Err(ResponseError::InconsistentGroupProtocol),
-                Some(_) => {}
+                Some(true) => return Err(ResponseError::InconsistentGroupProtocol),
+                Some(false) => {}
             }
             let converted = (|| -> Result<bool, ConsumerError> {
                 let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
@@ -394,17 +397,46 @@ impl GroupCoordinator {
         member_epoch: i32,
         old_commit_version: bool,
     ) -> Option<Result<(), ResponseError>> {
-        // Files are replaced atomically: an unlocked read sees one whole version.
-        match GroupOffsets::load(&self.volume, group_id) {
-            Ok(o) => o
-                .consumer
-                .as_ref()
-                .map(|c| member_check(c, member_id, member_epoch, old_commit_version)),
+        let checked = crate::blocking::off_worker(|| {
+            // The cached copy if nobody holds it (a writer may hold it for a lock's
+            // wait), else the file.
+            let entry = self
+                .offsets
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(group_id)
+                .cloned();
+            let cached = entry.as_ref().and_then(|e| e.try_lock().ok());
+            self.with_consumer_record(group_id, cached.as_deref(), |c| {
+                c.map(|c| member_check(c, member_id, member_epoch, old_commit_version))
+            })
+        });
+        match checked {
+            Ok(checked) => checked,
             Err(e) => {
                 warn!(group = group_id, error = %e, "cannot read the consumer group to check a member's offsets request");
                 Some(Err(offsets::offsets_error(&e)))
             }
         }
+    }
+
+    /// `f` of the group's consumer record (None: not a consumer group) as its file
+    /// holds it now, without the file's lock: the cached copy when the file's stamp
+    /// is the one cached (a stat, no read), else the file (replaced atomically, so a
+    /// read sees one whole version).
+    fn with_consumer_record<R>(
+        &self,
+        group_id: &str,
+        cached: Option<&CachedOffsets>,
+        f: impl FnOnce(Option<&kaas_core::consumer_group::ConsumerGroupRecord>) -> R,
+    ) -> Result<R, VolumeError> {
+        if let Some(c) = cached {
+            let stamp = file_stamp(&kaas_core::offsets::offsets_file(&self.volume, group_id));
+            if stamp.is_some() && stamp == c.stamp {
+                return Ok(f(c.offsets.consumer.as_ref()));
+            }
+        }
+        Ok(f(GroupOffsets::load(&self.volume, group_id)?.consumer.as_ref()))
     }
 
     /// The consumer group as ConsumerGroupDescribe shows it; None when the group is

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// A consumer group member's subscription: topic names, and its compiled expression.
+type Subscription = (std::collections::BTreeSet<String>, Option<regex::Regex>);
+
 impl GroupCoordinator {
     /// OffsetDelete: drops the committed offsets of `partitions` (topic, partition)
     /// from a group, except those of topics a member of the group is subscribed to
@@ -29,21 +32,32 @@ impl GroupCoordinator {
         }
         // A KIP-848 consumer group's members subscribe by name or regular expression;
         // an unreadable file protects every topic.
-        let consumer = if on_disk {
-            GroupOffsets::load(&self.volume, group_id).map(|o| o.consumer)
+        // Each member's names and compiled expression, once (not per partition).
+        let consumer: Result<Vec<Subscription>, VolumeError> = if on_disk {
+            GroupOffsets::load(&self.volume, group_id).map(|o| {
+                o.consumer
+                    .map(|c| {
+                        c.members
+                            .into_values()
+                            .map(|m| {
+                                let re = m
+                                    .subscribed_regex
+                                    .as_deref()
+                                    .and_then(|re| consumer::compile_regex(re).ok());
+                                (m.subscribed_names, re)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
         } else {
-            Ok(None)
+            Ok(Vec::new())
         };
         let consumer_protects = |topic: &str| match &consumer {
             Err(_) => true,
-            Ok(None) => false,
-            Ok(Some(c)) => c.members.values().any(|m| {
-                m.subscribed_names.contains(topic)
-                    || m.subscribed_regex
-                        .as_deref()
-                        .and_then(|re| consumer::compile_regex(re).ok())
-                        .is_some_and(|re| re.is_match(topic))
-            }),
+            Ok(members) => members
+                .iter()
+                .any(|(names, re)| names.contains(topic) || re.as_ref().is_some_and(|re| re.is_match(topic))),
         };
         // Unreadable subscriptions: every topic counts as subscribed (nothing a live
         // member may need is deleted).

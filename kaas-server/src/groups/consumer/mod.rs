@@ -402,19 +402,11 @@ impl ConsumerGroup {
     /// Kafka's group state for describing: Empty, Assigning (the target is behind
     /// the group epoch), Reconciling (some member is behind the target), Stable.
     pub fn state(&self) -> &'static str {
-        if self.members.is_empty() {
-            "Empty"
-        } else if self.assignment_epoch < self.epoch {
-            "Assigning"
-        } else if self
-            .members
-            .values()
-            .any(|m| (m.epoch != self.assignment_epoch && m.epoch != -2) || m.state != MemberState::Stable)
-        {
-            "Reconciling"
-        } else {
-            "Stable"
-        }
+        kaas_core::consumer_group::group_state(
+            self.epoch,
+            self.assignment_epoch,
+            self.members.values().map(|m| (m.epoch, m.state == MemberState::Stable)),
+        )
     }
 
     /// The topics a member subscribes to: its names, and what its regular expression
@@ -446,9 +438,13 @@ impl ConsumerGroup {
         now_ms: i64,
         new_member_id: impl FnOnce() -> String,
     ) -> Result<HeartbeatReply, Refusal> {
-        if let Some(re) = &hb.subscribed_regex {
-            compile_regex(re)?;
-        }
+        // Checked before anything changes, and kept to resolve below.
+        let new_regex = hb
+            .subscribed_regex
+            .as_deref()
+            .filter(|r| !r.is_empty())
+            .map(compile_regex)
+            .transpose()?;
         if let Some(a) = hb.server_assignor.as_deref().filter(|a| !a.is_empty()) {
             if !assignor::ASSIGNORS.contains(&a) {
                 return Err(refuse(
@@ -488,14 +484,19 @@ impl ConsumerGroup {
             }
             // The regular expression is resolved again at each of the member's
             // heartbeats (a topic created since, an ACL changed), compiled once.
-            let resolved: BTreeSet<String> = match m.subscribed_regex.as_deref().map(compile_regex) {
-                Some(Ok(re)) => topics
+            let regex = match (new_regex, m.subscribed_regex.as_deref()) {
+                (Some(re), _) => Some(re),
+                (None, Some(stored)) => compile_regex(stored).ok(),
+                (None, None) => None,
+            };
+            let resolved: BTreeSet<String> = match regex {
+                Some(re) => topics
                     .names()
                     .filter(|n| re.is_match(n))
                     .filter(|n| hb.describable.as_ref().is_none_or(|d| d.contains(*n)))
                     .map(str::to_string)
                     .collect(),
-                _ => BTreeSet::new(),
+                None => BTreeSet::new(),
             };
             changed |= resolved != m.regex_topics;
             m.regex_topics = resolved;
