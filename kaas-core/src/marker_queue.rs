@@ -300,9 +300,62 @@ pub fn remove(path: &std::path::Path) -> Result<(), VolumeError> {
     }
 }
 
+/// Removes the entry of `entry`'s transaction in `target_broker`'s queue if what it
+/// still asks for is covered by `entry` (its result, a subset of its partitions):
+/// `entry`'s markers are durable, its leader said so. An entry that asks for more
+/// (rewritten since with partitions added) stays. The caller holds the
+/// transaction's slot lock, under which entries are written and rewritten. Returns
+/// whether an entry was removed.
+pub fn remove_if_covered(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<bool, VolumeError> {
+    let path = entry_path(volume, target_broker, entry);
+    let Some(found) = read_entry(&path)? else {
+        return Ok(false);
+    };
+    let covered = found.result == entry.result
+        && found.producer_id == entry.producer_id
+        && found.producer_epoch == entry.producer_epoch
+        && found.txn_seq == entry.txn_seq
+        && found.hanging_since.is_none()
+        && found.partitions.iter().all(|tp| entry.partitions.contains(tp));
+    if covered {
+        remove(&path)?;
+    }
+    Ok(covered)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_is_removed_only_while_a_delivered_notice_covers_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        let tp = |p| TopicPartition {
+            topic: "t".into(),
+            partition: p,
+        };
+        let asked = MarkerEntry::new("tx", 7, 0, true, vec![tp(0), tp(1)], Some(3), 0, 1);
+        // Gone already (its leader's poll applied it): nothing to do.
+        assert!(!remove_if_covered(&volume, 1, &asked).unwrap());
+        // Rewritten with a partition added since the notice went: kept.
+        let mut wider = asked.clone();
+        wider.partitions.push(tp(2));
+        let path = enqueue_unsynced(&volume, 1, &wider).unwrap();
+        assert!(!remove_if_covered(&volume, 1, &asked).unwrap());
+        assert!(path.exists());
+        // The other result, or another transaction's number: kept.
+        let mut abort = asked.clone();
+        abort.result = MarkerResult::Abort;
+        enqueue_unsynced(&volume, 1, &abort).unwrap();
+        assert!(!remove_if_covered(&volume, 1, &asked).unwrap());
+        // A subset of what was delivered (a leader applied part of it): removed.
+        let mut part = asked.clone();
+        part.partitions.truncate(1);
+        enqueue_unsynced(&volume, 1, &part).unwrap();
+        assert!(remove_if_covered(&volume, 1, &asked).unwrap());
+        assert!(!path.exists());
+    }
 
     fn entry(epoch: i16, ms: i64) -> MarkerEntry {
         MarkerEntry {

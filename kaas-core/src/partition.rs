@@ -190,6 +190,30 @@ pub struct PartitionState {
     /// Aborts in `aborted` whose `.txnindex` entry is not known to be durable yet (an
     /// index write failed): retried before any snapshot, which they block.
     unsynced_aborts: Vec<AbortedTxn>,
+    /// The coordinator's number (`txn_seq`) of each producer's transaction open here,
+    /// for those this process saw open with a verified batch ([`Self::note_txn_seq`]);
+    /// unknown for the rest (opened before this process loaded the partition). In
+    /// memory only: a coordinator's notice is checked against it
+    /// ([`Self::open_txn_seq`]), so a late notice of an earlier transaction never
+    /// closes a later one (docs/cluster.md, "Markers from a notice").
+    txn_seqs: std::collections::HashMap<i64, u64>,
+}
+
+/// What a partition knows of a producer's open transaction, against the transaction
+/// a coordinator's notice names ([`PartitionState::open_txn_seq`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenTxn {
+    /// Nothing open for the producer here: a marker would be a no-op.
+    None,
+    /// The named transaction is the one open here: its marker closes it.
+    Named,
+    /// A later transaction than the named one is open here: the named one's marker
+    /// landed before that one began; a marker now would close the wrong one.
+    Later,
+    /// A transaction is open whose number this process does not know, or an earlier
+    /// one than named (which cannot be while the named one is being finished): only
+    /// the coordinator's slot can tell.
+    Unknown,
 }
 
 impl PartitionState {
@@ -234,6 +258,7 @@ impl PartitionState {
             aborted: Vec::new(),
             replayed_from: from,
             unsynced_aborts: Vec::new(),
+            txn_seqs: Default::default(),
         };
         // Markers whose index entry was lost in a crash are re-indexed from the log.
         for a in derived {
@@ -317,6 +342,7 @@ impl PartitionState {
             return Ok(None);
         }
         let Some(first_offset) = first else {
+            self.txn_seqs.remove(&producer_id);
             self.producers.fence_at(producer_id, producer_epoch, now_ms);
             return Ok(None);
         };
@@ -328,6 +354,7 @@ impl PartitionState {
         let mut h = headers[0];
         h.base_offset = info.base_offset;
         self.producers.record(&h);
+        self.txn_seqs.remove(&producer_id);
         if !commit {
             crate::failpoint::hit(crate::failpoint::ABORT_BEFORE_TXNINDEX);
             let a = AbortedTxn {
@@ -344,6 +371,39 @@ impl PartitionState {
             }
         }
         Ok(Some(info))
+    }
+
+    /// Whether `producer_id` has a transaction open here (a batch past its last marker).
+    pub fn has_open_txn(&self, producer_id: i64) -> bool {
+        self.producers
+            .get(producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some())
+    }
+
+    /// Records that a transactional batch of `producer_id`, verified against its
+    /// coordinator's transaction `txn_seq`, was just appended; `was_open` is
+    /// [`Self::has_open_txn`] from before the append. A batch that opened the
+    /// transaction names it; one that continued a transaction of the same number keeps
+    /// it; one that continued a transaction of unknown or other number makes it unknown
+    /// (only the coordinator's slot can tell then).
+    pub fn note_txn_seq(&mut self, producer_id: i64, txn_seq: u64, was_open: bool) {
+        if !was_open {
+            self.txn_seqs.insert(producer_id, txn_seq);
+        } else if self.txn_seqs.get(&producer_id) != Some(&txn_seq) {
+            self.txn_seqs.remove(&producer_id);
+        }
+    }
+
+    /// The producer's open transaction here against transaction `txn_seq` (see [`OpenTxn`]).
+    pub fn open_txn_seq(&self, producer_id: i64, txn_seq: u64) -> OpenTxn {
+        if !self.has_open_txn(producer_id) {
+            return OpenTxn::None;
+        }
+        match self.txn_seqs.get(&producer_id) {
+            Some(&open) if open == txn_seq => OpenTxn::Named,
+            Some(&open) if open > txn_seq => OpenTxn::Later,
+            _ => OpenTxn::Unknown,
+        }
     }
 
     /// Writes and fsyncs the index entries of `unsynced_aborts`, each into the

@@ -240,6 +240,9 @@ impl Broker {
             // Every transactional batch, not just the first: a records set may carry
             // batches of several producers.
             let mut verified: Option<(i64, i16)> = None;
+            // Each verified producer's transaction number, and whether it had a
+            // transaction open here before this append (`PartitionState::note_txn_seq`).
+            let mut seqs: Vec<(i64, u64, bool)> = Vec::new();
             for h in headers.iter().filter(|h| h.is_transactional()) {
                 if verified == Some((h.producer_id, h.producer_epoch)) {
                     continue;
@@ -248,12 +251,15 @@ impl Broker {
                     topic: partition.topic.clone(),
                     partition: partition.index,
                 };
-                match transactional_id {
+                let seq = match transactional_id {
                     Some(tid) => self
                         .txn
                         .verify_produce(tid, h.producer_id, h.producer_epoch, &tp)
                         .map_err(AppendRejected::Txn)?,
                     None => return Err(AppendRejected::Txn(TxnError::InvalidTxnState.into())),
+                };
+                if !seqs.iter().any(|(pid, ..)| *pid == h.producer_id) {
+                    seqs.push((h.producer_id, seq, state.has_open_txn(h.producer_id)));
                 }
                 verified = Some((h.producer_id, h.producer_epoch));
             }
@@ -287,6 +293,11 @@ impl Broker {
                 }
                 AppendRejected::Append(e)
             })?;
+            if matches!(outcome, AppendOutcome::Appended(_)) {
+                for (pid, seq, was_open) in seqs {
+                    state.note_txn_seq(pid, seq, was_open);
+                }
+            }
             crate::metrics::metrics()
                 .produce_append
                 .observe(started.elapsed().as_secs_f64());

@@ -13,17 +13,19 @@
 //! (`kaas_txn_marker_notifications{outcome="lost"|"refused"}`), its connection
 //! dropped and made again for the next one.
 //!
-//! One task per leader holds one connection and sends one request at a time; notices
-//! that arrive meanwhile go together in the next request (one WriteTxnMarkers carries
-//! many markers), so a busy coordinator sends fewer, larger requests.
+//! Two tasks per leader each hold one connection and send one request at a time;
+//! notices that arrive while both are busy go together in the next request (one
+//! WriteTxnMarkers carries many markers), so a busy coordinator sends fewer, larger
+//! requests.
 
 use crate::broker::Broker;
 use crate::config::{Config, SaslMechanism};
 use crate::listeners::ListenerSpec;
 use crate::metrics::NotificationOutcome;
-use crate::txn_coordinator::PeerNotice;
+use crate::txn_coordinator::{NoticeAnswer, PeerNotice};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+use kafka_protocol::messages::write_txn_markers_response::WritableTxnMarkerResult;
 use kafka_protocol::messages::{
     ApiKey, ProducerId, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
     SaslHandshakeRequest, SaslHandshakeResponse, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
@@ -42,6 +44,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Notices sent in one request at most.
 const MAX_BATCH: usize = 256;
+/// Requests in flight to one leader at most, each on its own connection (a broker
+/// answers one request per connection at a time, as Kafka's do): a notice does not
+/// wait behind another transaction's markers' fsync.
+const CONNECTIONS_PER_PEER: usize = 2;
 /// Notices waiting for the links, all peers together, and for one peer: past that a
 /// notice is counted lost at once (the links are far behind; the polls deliver).
 pub const QUEUED_NOTICES: usize = 16_384;
@@ -53,6 +59,33 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// The largest response read from a peer.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
+
+/// A tagged field of a WriteTxnMarkers marker, kaas's own: the transaction's number
+/// at its coordinator (`txn_seq`, 8 bytes big-endian), so the leader can apply the
+/// marker from the notice itself (docs/cluster.md, "Markers from a notice"). Other
+/// Kafka brokers skip tags they do not know; "KAAS" in ASCII, far from Apache's.
+pub const TXN_SEQ_TAG: i32 = 0x4B41_4153;
+
+/// The transaction number a marker carries in [`TXN_SEQ_TAG`], if it carries one.
+pub fn txn_seq_of(marker: &WritableTxnMarker) -> Option<u64> {
+    seq_in(&marker.unknown_tagged_fields)
+}
+
+/// The transaction number a leader's answer echoes in [`TXN_SEQ_TAG`]: every marker of
+/// it applied by that number ([`crate::txn_coordinator::NotifiedMarkers::applied`]).
+pub fn txn_seq_of_result(result: &WritableTxnMarkerResult) -> Option<u64> {
+    seq_in(&result.unknown_tagged_fields)
+}
+
+/// `seq` as the value of [`TXN_SEQ_TAG`].
+pub fn seq_tag(seq: u64) -> Bytes {
+    Bytes::copy_from_slice(&seq.to_be_bytes())
+}
+
+fn seq_in(tags: &BTreeMap<i32, Bytes>) -> Option<u64> {
+    let bytes = tags.get(&TXN_SEQ_TAG)?;
+    Some(u64::from_be_bytes(bytes.as_ref().try_into().ok()?))
+}
 
 /// How this broker reaches its peers.
 pub struct PeerSettings {
@@ -195,30 +228,40 @@ pub async fn run(
         let leader = notice.to();
         let sender = links.entry(leader).or_insert_with(|| {
             let (tx, rx) = mpsc::channel(QUEUED_PER_PEER);
-            tokio::spawn(link(broker.clone(), settings.clone(), leader, rx, shutdown.clone()));
+            let rx = Arc::new(tokio::sync::Mutex::new(rx));
+            for _ in 0..CONNECTIONS_PER_PEER {
+                tokio::spawn(link(
+                    broker.clone(),
+                    settings.clone(),
+                    leader,
+                    rx.clone(),
+                    shutdown.clone(),
+                ));
+            }
             tx
         });
         match sender.try_send(notice) {
             Ok(()) => {}
             // The peer is far behind: this one is left to its poll.
-            Err(mpsc::error::TrySendError::Full(notice)) => answered(&broker, notice, NotificationOutcome::Lost),
+            Err(mpsc::error::TrySendError::Full(notice)) => answered(&broker, notice, NotificationOutcome::Lost, false),
             // The link ended (only at shutdown): its notices are left to the poll.
             Err(mpsc::error::TrySendError::Closed(notice)) => {
                 links.remove(&leader);
-                answered(&broker, notice, NotificationOutcome::Lost);
+                answered(&broker, notice, NotificationOutcome::Lost, false);
             }
         }
     }
 }
 
-/// One leader's link: batches of notices, one request at a time. A notice older than
-/// the poll interval is not sent (the leader's poll has it, or is about to); after a
-/// failure the link backs off before the next request.
+/// One of a leader's links: batches of notices, one request at a time on its own
+/// connection ([`CONNECTIONS_PER_PEER`] of them share the leader's notices). A notice
+/// older than the poll interval is not sent (the leader's poll has it, or is about
+/// to); after a failure the link backs off before the next request.
 async fn link(
     broker: Arc<Broker>,
     settings: Arc<PeerSettings>,
     leader: i32,
-    mut notices: mpsc::Receiver<PeerNotice>,
+    notices: Arc<tokio::sync::Mutex<mpsc::Receiver<PeerNotice>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut connection: Option<Connection> = None;
@@ -227,30 +270,37 @@ async fn link(
     let mut next_attempt = tokio::time::Instant::now();
     let stale_after = Duration::from_millis(broker.config.volume_poll_interval_ms.max(10));
     loop {
-        let first = tokio::select! {
-            n = notices.recv() => match n {
-                Some(n) => n,
-                None => break,
-            },
-            _ = shutdown.changed() => break,
-        };
         tokio::select! {
             _ = tokio::time::sleep_until(next_attempt) => {}
             _ = shutdown.changed() => break,
         }
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match notices.try_recv() {
-                Ok(n) => batch.push(n),
-                Err(_) => break,
+        let batch = {
+            let mut notices = tokio::select! {
+                n = notices.lock() => n,
+                _ = shutdown.changed() => break,
+            };
+            let first = tokio::select! {
+                n = notices.recv() => match n {
+                    Some(n) => n,
+                    None => break,
+                },
+                _ = shutdown.changed() => break,
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match notices.try_recv() {
+                    Ok(n) => batch.push(n),
+                    Err(_) => break,
+                }
             }
-        }
+            batch
+        };
         // Older than the poll interval (the link was backing off): the leader's poll
         // has them, or is about to.
         let (fresh, stale): (Vec<PeerNotice>, Vec<PeerNotice>) =
             batch.into_iter().partition(|n| n.queued_for() < stale_after);
         for notice in stale {
-            answered(&broker, notice, NotificationOutcome::Lost);
+            answered(&broker, notice, NotificationOutcome::Lost, false);
         }
         if fresh.is_empty() {
             continue;
@@ -266,11 +316,11 @@ async fn link(
                 backoff = (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
                 next_attempt = tokio::time::Instant::now() + backoff;
                 warn!(leader, notices = fresh.len(), error = %e, "notifying a partition leader of queued markers failed; its marker-queue poll applies them");
-                vec![NotificationOutcome::Lost; fresh.len()]
+                vec![(NotificationOutcome::Lost, false); fresh.len()]
             }
         };
-        for (notice, outcome) in fresh.into_iter().zip(outcomes) {
-            answered(&broker, notice, outcome);
+        for (notice, (outcome, applied)) in fresh.into_iter().zip(outcomes) {
+            answered(&broker, notice, outcome, applied);
         }
     }
 }
@@ -278,7 +328,9 @@ async fn link(
 /// Counts a marker notice's outcome and lets the coordinator act on it, off the
 /// link's task (a completion, or making the entry durable, takes the slot's lock). A fence notice needs nothing
 /// more: the peer's fence watcher reads the fence log at its next poll anyway.
-fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutcome) {
+/// `applied`: the leader said every marker of it is durable by the notice's
+/// transaction number ([`TXN_SEQ_TAG`] echoed in its answer).
+fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutcome, applied: bool) {
     let notice = match notice {
         PeerNotice::Markers(n) => n,
         PeerNotice::Fence { to, producer_id, epoch } => {
@@ -294,23 +346,27 @@ fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutco
         }
     };
     crate::metrics::metrics().marker_notification(outcome);
+    let answer = match outcome {
+        NotificationOutcome::Delivered if applied => NoticeAnswer::Applied,
+        NotificationOutcome::Delivered => NoticeAnswer::Answered,
+        NotificationOutcome::Lost | NotificationOutcome::Refused => NoticeAnswer::Failed,
+    };
     let broker = broker.clone();
     tokio::spawn(async move {
-        broker
-            .txn
-            .notice_answered(&broker, &notice, outcome == NotificationOutcome::Delivered)
-            .await;
+        broker.txn.notice_answered(&broker, &notice, answer).await;
     });
 }
 
-/// Sends one batch as one WriteTxnMarkers; each notice's outcome, in order.
+/// Sends one batch as one WriteTxnMarkers; each notice's outcome, in order, and
+/// whether its leader echoed the notice's transaction number (every marker applied by
+/// it: [`TXN_SEQ_TAG`]).
 async fn notify(
     broker: &Broker,
     settings: &PeerSettings,
     leader: i32,
     connection: &mut Option<Connection>,
     batch: &[PeerNotice],
-) -> Result<Vec<NotificationOutcome>, String> {
+) -> Result<Vec<(NotificationOutcome, bool)>, String> {
     kaas_core::failpoint::check(kaas_core::failpoint::MARKER_NOTIFY)
         .map_err(|e| format!("failpoint {}: {e}", kaas_core::failpoint::MARKER_NOTIFY))?;
     let request = WriteTxnMarkersRequest::default().with_markers(batch.iter().map(marker_of).collect());
@@ -339,7 +395,7 @@ async fn notify(
         .map(|(notice, result)| {
             let notice = match notice {
                 PeerNotice::Markers(n) => n,
-                PeerNotice::Fence { .. } => return NotificationOutcome::Delivered,
+                PeerNotice::Fence { .. } => return (NotificationOutcome::Delivered, false),
             };
             let errors: Vec<String> = result
                 .topics
@@ -353,12 +409,13 @@ async fn notify(
                 .collect();
             if result.producer_id.0 != notice.entry.producer_id {
                 warn!(leader, "a leader answered markers out of order; counted as refused");
-                NotificationOutcome::Refused
+                (NotificationOutcome::Refused, false)
             } else if errors.is_empty() {
-                NotificationOutcome::Delivered
+                let echoed = notice.entry.txn_seq.is_some() && txn_seq_of_result(result) == notice.entry.txn_seq;
+                (NotificationOutcome::Delivered, echoed)
             } else {
                 warn!(leader, transactional_id = %notice.entry.transactional_id, producer_id = notice.entry.producer_id, errors = %errors.join(", "), "a partition leader refused a marker notice; its marker-queue poll applies the entry");
-                NotificationOutcome::Refused
+                (NotificationOutcome::Refused, false)
             }
         })
         .collect())
@@ -409,7 +466,12 @@ fn marker_of(notice: &PeerNotice) -> WritableTxnMarker {
     for tp in &notice.entry.partitions {
         topics.entry(&tp.topic).or_default().push(tp.partition);
     }
-    WritableTxnMarker::default()
+    let marker = WritableTxnMarker::default();
+    let marker = match notice.entry.txn_seq {
+        Some(seq) => marker.with_unknown_tagged_field(TXN_SEQ_TAG, seq_tag(seq)),
+        None => marker,
+    };
+    marker
         .with_producer_id(ProducerId(notice.entry.producer_id))
         .with_producer_epoch(notice.entry.producer_epoch)
         .with_transaction_result(notice.entry.result == kaas_core::marker_queue::MarkerResult::Commit)

@@ -46,6 +46,56 @@ fn open_transactions_pin_the_last_stable_offset_until_their_marker() {
     assert_eq!(p.write_marker(8, 0, false, 0, 0, 1).unwrap(), None);
 }
 
+/// What a partition knows of the coordinator's transaction number of each open
+/// transaction (issue 24: a coordinator's notice is judged against it).
+#[test]
+fn a_partition_knows_which_transaction_is_open_only_for_what_it_saw_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.open_txn_seq(7, 1), OpenTxn::None);
+    // Transaction 1 opened here by a verified batch.
+    let was_open = p.has_open_txn(7);
+    produce_txn(&mut p, 7, 0, 0);
+    p.note_txn_seq(7, 1, was_open);
+    assert_eq!(p.open_txn_seq(7, 1), OpenTxn::Named);
+    assert_eq!(
+        p.open_txn_seq(7, 0),
+        OpenTxn::Later,
+        "a notice of an earlier transaction"
+    );
+    assert_eq!(
+        p.open_txn_seq(7, 2),
+        OpenTxn::Unknown,
+        "a later one cannot be finishing"
+    );
+    // A second batch of the same transaction keeps the number.
+    produce_txn(&mut p, 7, 0, 1);
+    p.note_txn_seq(7, 1, true);
+    assert_eq!(p.open_txn_seq(7, 1), OpenTxn::Named);
+    p.write_marker(7, 0, true, 0, 0, 1).unwrap().unwrap();
+    assert_eq!(p.open_txn_seq(7, 1), OpenTxn::None);
+    // Transaction 2, then the partition opened again: open, number unknown.
+    produce_txn(&mut p, 7, 0, 2);
+    p.note_txn_seq(7, 2, false);
+    drop(p);
+    let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.open_txn_seq(7, 2), OpenTxn::Unknown);
+    // A batch continuing a transaction of unknown number leaves it unknown.
+    produce_txn(&mut p, 7, 0, 3);
+    p.note_txn_seq(7, 2, true);
+    assert_eq!(p.open_txn_seq(7, 2), OpenTxn::Unknown);
+    // A marker that finds nothing open forgets the number too.
+    p.write_marker(7, 0, false, 0, 0, 1).unwrap().unwrap();
+    produce_txn(&mut p, 7, 0, 4);
+    p.note_txn_seq(7, 3, false);
+    assert_eq!(p.open_txn_seq(7, 3), OpenTxn::Named);
+    // A stale-epoch marker is ignored and keeps the number of the open transaction.
+    produce_txn(&mut p, 7, 1, 0);
+    p.note_txn_seq(7, 3, true);
+    assert_eq!(p.write_marker(7, 0, true, 0, 0, 1).unwrap(), None);
+    assert_eq!(p.open_txn_seq(7, 3), OpenTxn::Named);
+}
+
 #[test]
 fn aborted_transactions_and_open_ones_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -140,6 +140,37 @@ impl Cluster {
         epoch: i16,
         commit: bool,
     ) -> Result<bool, MarkerError> {
+        let written = self.write_marker_of(tp, producer_id, epoch, commit, None).await?;
+        Ok(written.unwrap_or(false))
+    }
+
+    /// [`Self::write_marker`] of transaction `txn_seq` from a coordinator's notice,
+    /// judged against the transaction open here ([`kaas_core::partition::OpenTxn`]):
+    /// written when that transaction is open, nothing when none is or a later one is
+    /// (the named one's marker landed before it began), and None — nothing written —
+    /// when the partition cannot tell which transaction is open (opened before this
+    /// process loaded the partition): the caller asks the coordinator's slot instead.
+    pub async fn write_notified_marker(
+        &self,
+        tp: &kaas_core::txn::TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        txn_seq: u64,
+    ) -> Result<Option<bool>, MarkerError> {
+        self.write_marker_of(tp, producer_id, epoch, commit, Some(txn_seq))
+            .await
+    }
+
+    async fn write_marker_of(
+        &self,
+        tp: &kaas_core::txn::TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        named: Option<u64>,
+    ) -> Result<Option<bool>, MarkerError> {
+        use kaas_core::partition::OpenTxn;
         let fail = |detail: String| MarkerError {
             topic: tp.topic.clone(),
             partition: tp.partition,
@@ -154,12 +185,12 @@ impl Cluster {
                 Some(Err(e)) => return Err(fail(format!("partition offline: {e}"))),
                 None => {
                     warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a partition that no longer exists; nothing to end");
-                    return Ok(false);
+                    return Ok(Some(false));
                 }
             },
             Err(TopicError::Unknown(_)) => {
                 warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a deleted topic; nothing to end");
-                return Ok(false);
+                return Ok(Some(false));
             }
             Err(e) => return Err(fail(e.to_string())),
         };
@@ -172,9 +203,15 @@ impl Cluster {
             if !self.lease_fresh() {
                 return Err(fail("this broker's lease is not renewed; it does not append".into()));
             }
-            let written = state
-                .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms())
-                .map_err(|e| fail(e.to_string()))?;
+            let open = named.map(|seq| state.open_txn_seq(producer_id, seq));
+            let written = match open {
+                Some(OpenTxn::Unknown) => return Ok(None),
+                // The named transaction's marker landed before this one began.
+                Some(OpenTxn::Later) => None,
+                Some(OpenTxn::None | OpenTxn::Named) | None => state
+                    .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms())
+                    .map_err(|e| fail(e.to_string()))?,
+            };
             if !self.still_fresh_since(stepdowns) {
                 return Err(fail(
                     "the lease went stale while the marker was written; it may not count".into(),
@@ -197,7 +234,7 @@ impl Cluster {
                         "the lease went stale before the marker was durable; it may not count".into(),
                     ));
                 }
-                Ok(true)
+                Ok(Some(true))
             }
             None => {
                 // Nothing open here now; but an earlier attempt may have appended the
@@ -208,7 +245,7 @@ impl Cluster {
                 let end = partition.log_end_offset();
                 partition.wait_durable(end).await.map_err(|e| fail(e.to_string()))?;
                 partition.confirm_led().await.map_err(|e| fail(e.to_string()))?;
-                Ok(false)
+                Ok(Some(false))
             }
         }
     }

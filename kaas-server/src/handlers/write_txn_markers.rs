@@ -1,9 +1,10 @@
 //! WriteTxnMarkers (key 27), the inter-broker request: a transaction's coordinator
 //! telling a partition's leader that COMMIT/ABORT markers are queued for it on the
-//! volume (docs/cluster.md#markers-across-brokers). The leader applies its queue
-//! entries for that producer and epoch at once and answers when their markers are
-//! durable; it never writes a marker no coordinator queued, so a late, repeated or
-//! forged notice finds nothing to do. A marker without partitions is a fence notice:
+//! volume (docs/cluster.md#markers-across-brokers). The leader writes the markers at
+//! once and answers when they are durable: from the notice itself where it names its
+//! transaction and the partition knows that transaction open, else from its queue
+//! entries under the coordinator's slot lock; so a late or repeated notice writes
+//! nothing, and only a broker (CLUSTER_ACTION) can send one. A marker without partitions is a fence notice:
 //! the fence watcher reads the fence logs at once. Kafka's check: CLUSTER_ACTION on
 //! the cluster.
 
@@ -82,6 +83,7 @@ pub async fn handle(
             continue;
         }
         results.push(None);
+        let txn_seq = crate::peers::txn_seq_of(&marker);
         let broker = broker.clone();
         applying.spawn(async move {
             let applied = tokio::time::timeout(
@@ -91,12 +93,13 @@ pub async fn handle(
                     marker.producer_id.0,
                     marker.producer_epoch,
                     marker.transaction_result,
+                    txn_seq,
                     &asked,
                 ),
             )
             .await;
-            let codes = match applied {
-                Ok(codes) => codes,
+            let answer = match applied {
+                Ok(answer) => answer,
                 Err(_) => {
                     tracing::warn!(
                         producer_id = marker.producer_id.0,
@@ -105,10 +108,22 @@ pub async fn handle(
                         APPLY_DEADLINE.as_secs()
                     );
                     let timed_out = ResponseError::RequestTimedOut.code();
-                    asked.into_iter().map(|tp| (tp, timed_out)).collect()
+                    crate::txn_coordinator::NotifiedMarkers {
+                        codes: asked.into_iter().map(|tp| (tp, timed_out)).collect(),
+                        applied: false,
+                    }
                 }
             };
-            (i, result(marker.producer_id, codes))
+            let mut answered = result(marker.producer_id, answer.codes);
+            // Every marker applied by the notice's number: the coordinator may remove
+            // the queue entry (crate::peers::TXN_SEQ_TAG).
+            if let Some(seq) = txn_seq.filter(|_| answer.applied) {
+                answered
+                    .unknown_tagged_fields
+                    .insert(crate::peers::TXN_SEQ_TAG, crate::peers::seq_tag(seq));
+            }
+
+            (i, answered)
         });
     }
     while let Some(done) = applying.join_next().await {

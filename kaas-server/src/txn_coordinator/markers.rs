@@ -6,7 +6,34 @@
 
 use super::*;
 use crate::WATCHERS_LOG_TARGET;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+
+/// A leader's answer to one notice ([`TransactionCoordinator::apply_notified`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifiedMarkers {
+    /// Each asked partition's error code.
+    pub codes: Vec<(TopicPartition, i16)>,
+    /// Whether every partition answered 0 has its marker durable here (or had none
+    /// to write) by the notice's own transaction number — what lets the coordinator
+    /// remove the queue entry. False for a notice without a number, and where a
+    /// partition found no entry to apply: 0 then only says nothing queued was seen.
+    pub applied: bool,
+}
+
+/// How a leader answered a notice, as the coordinator acts on it
+/// ([`TransactionCoordinator::notice_answered`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeAnswer {
+    /// Every marker durable at the leader, by the notice's transaction number (the
+    /// answer carries it back): the entry may go.
+    Applied,
+    /// Answered without an error, but not [`Self::Applied`] (a leader of an older
+    /// version, or one that found no entry): nothing is known of the entry.
+    Answered,
+    /// Lost or refused.
+    Failed,
+}
 
 impl TransactionCoordinator {
     /// Finishes the Prepare* transaction `expected` if the entry still is it (see the
@@ -30,13 +57,12 @@ impl TransactionCoordinator {
     /// The compare-and-set finish, with the slot held: re-check, offset hook, markers,
     /// Complete*. Any failure leaves the entry in its Prepare state.
     ///
-    /// Markers queued for other leaders are announced to them (a [`MarkerNotice`] each)
-    /// once their entries are written — not yet fsynced, and not marked on the slot
-    /// entry ([`Self::notice_answered`] and [`Self::spill`] see to both) — and only with
-    /// peer links; without them the entries are fsynced and marked, and the leaders'
-    /// polls find them. A finish that finds marked entries still queued announces them
-    /// again. `prepared_at` is when the Prepare*
-    /// was made durable by the caller, if it was (the delivery histogram's start).
+    /// With peer links, the other leaders are told by a notice each
+    /// ([`Self::finish_by_notices`]): nothing is queued on the volume unless a notice
+    /// fails. Without them, queue entries are written durably and marked on the slot
+    /// entry, and the leaders' polls find them. A finish that finds marked entries
+    /// still queued announces them again. `prepared_at` is when the Prepare* was made
+    /// durable by the caller, if it was (the delivery histogram's start).
     pub(super) async fn finish_held(
         &self,
         broker: &Cluster,
@@ -76,20 +102,16 @@ impl TransactionCoordinator {
             }
         }
         let prepared_at_or_now = prepared_at.unwrap_or_else(Instant::now);
+        if self.notices.get().is_some() && !remote.is_empty() && !current.markers_queued {
+            return self
+                .finish_by_notices(broker, held, &current, &local, remote, prepared_at_or_now)
+                .await;
+        }
         // The markers of the partitions led here and the queue entries for the other
         // leaders are written at once, each waiting only for its own fsync: none
         // depends on another, only on the durable Prepare* line. Any failure leaves
         // the entry in Prepare*; what did land is idempotent for the retry (a marker
         // with no transaction open is a no-op, an entry is rewritten by name).
-        //
-        // With peer links the entries are written without their fsyncs and the leaders
-        // told at once: nothing relies on an entry until `markers_queued` is recorded
-        // (from that line on, an entry found gone counts as applied), and that line is
-        // only written once what is left of them is durable ([`Self::spill`]); a leader
-        // that answers has made its markers durable. A crash before the line leaves
-        // the transaction in Prepare* without it, and its next finish writes the
-        // entries again (docs/cluster.md, "The entry's fsyncs").
-        let notifying = self.notices.get().is_some();
         let queue = (!remote.is_empty() && !current.markers_queued).then(|| {
             remote
                 .iter()
@@ -106,12 +128,7 @@ impl TransactionCoordinator {
                     );
                     let (volume, leader) = (broker.volume.clone(), *leader);
                     let written = tokio::task::spawn_blocking(move || {
-                        if notifying {
-                            marker_queue::enqueue_unsynced(&volume, leader, &marker)
-                        } else {
-                            marker_queue::enqueue(&volume, leader, &marker)
-                        }
-                        .map(|_| (leader, marker))
+                        marker_queue::enqueue(&volume, leader, &marker).map(|_| (leader, marker))
                     });
                     (leader, written)
                 })
@@ -119,7 +136,6 @@ impl TransactionCoordinator {
         });
         let markers =
             futures_util::future::join_all(local.iter().map(|tp| broker.write_marker(tp, pid, epoch, commit)));
-        let mut queued = Vec::new();
         let mut failed: Option<CoordError> = None;
         // Every failure is logged; the first is returned (the finish is retried whole).
         let mut fail = |e: CoordError| {
@@ -133,7 +149,7 @@ impl TransactionCoordinator {
         }
         for (leader, written) in queue.into_iter().flatten() {
             match written.await {
-                Ok(Ok(entry)) => queued.push(entry),
+                Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
                     crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
                     fail(e.into())
@@ -159,22 +175,6 @@ impl TransactionCoordinator {
             crate::blocking::off_worker(|| {
                 marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
             })?;
-            if notifying {
-                kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
-                let asked = queued.len();
-                // Counted before the notices go: an answer may come back at once (it
-                // waits for this slot, held here, before it looks). Set, not added to:
-                // this finish's notices are the ones to wait for, and an earlier
-                // notice that somehow never got an outcome must not hold the count
-                // above zero for good (an earlier one answered now only makes the
-                // look come early — a look is always safe).
-                self.unsynced_finishes().insert(unsynced_key(&current), asked);
-                if self.announce(&current, queued, prepared_at_or_now) < asked {
-                    // A notice could not even be handed to the links: the polls deliver.
-                    return self.spill(broker, held, &current).await;
-                }
-                return Ok(Finished::Queued);
-            }
             let mut next = current.clone();
             next.markers_queued = true;
             // Not waited for: lost, the queue entries are simply written again.
@@ -214,17 +214,18 @@ impl TransactionCoordinator {
         Ok(Finished::Completed)
     }
 
-    /// Hands a notice for each queued entry to the peer links (when there are any);
-    /// returns how many were handed over. Either the entries' files are durable and
-    /// the slot entry's `markers_queued` is appended (a leader reading the slot sees
-    /// it) but not yet synced, or neither (a fast finish: [`Self::notice_answered`]) —
-    /// a crash loses nothing either way: recovery finds the entries by name and
-    /// announces them again, or writes them again.
-    fn announce(&self, prepared: &TxnEntry, queued: Vec<(i32, MarkerEntry)>, prepared_at: Instant) -> usize {
+    /// Hands a notice for each (leader, markers) to the peer links (when there are
+    /// any); returns the leaders whose notice could not be handed over. Either the
+    /// entries' files are durable and the slot entry's `markers_queued` is appended
+    /// (a leader reading the slot sees it) but not yet synced, or nothing is on the
+    /// volume but the Prepare* line (a fast finish: [`Self::finish_by_notices`]) — a
+    /// crash loses nothing either way: recovery finds the entries by name and
+    /// announces them again, or notifies again from the Prepare* line.
+    fn announce(&self, prepared: &TxnEntry, queued: Vec<(i32, MarkerEntry)>, prepared_at: Instant) -> Vec<i32> {
         let Some(sender) = self.notices.get() else {
-            return 0;
+            return queued.into_iter().map(|(leader, _)| leader).collect();
         };
-        let mut handed = 0;
+        let mut not_handed = Vec::new();
         for (leader, entry) in queued {
             let notice = MarkerNotice {
                 leader,
@@ -234,51 +235,184 @@ impl TransactionCoordinator {
                 announced_at: Instant::now(),
             };
             match sender.try_send(PeerNotice::Markers(Box::new(notice))) {
-                Ok(()) => handed += 1,
+                Ok(()) => {}
                 Err(e) => {
                     // Full (the links are far behind) or closed (shutdown): the
                     // leaders' polls deliver.
                     crate::metrics::metrics().marker_notification(crate::metrics::NotificationOutcome::Lost);
                     debug!(leader, error = %e, "marker notice not handed to the peer links; left to the leader's poll");
+                    not_handed.push(leader);
                 }
             }
         }
-        handed
+        not_handed
     }
 
-    pub(super) fn unsynced_finishes(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<UnsyncedKey, usize>> {
+    pub(super) fn unsynced_finishes(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<UnsyncedKey, Unanswered>> {
         self.unsynced.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A fast finish's entries handed to the leaders' polls: a notice was lost or
-    /// refused, or every leader answered and an entry is still there (say, a leader
-    /// that did not see it yet through an NFS attribute cache). Each entry left is
-    /// made durable — its bytes, then its name — and only then is `markers_queued`
-    /// recorded: from that line on, whoever finds the entries gone completes the
-    /// transaction, so none may vanish in a crash. With none left, every leader
-    /// applied its own: the transaction completes here.
-    async fn spill(&self, broker: &Cluster, held: &HeldSlot<'_>, current: &TxnEntry) -> Result<Finished, CoordError> {
-        // Not counted any more, whatever happens next: a failure leaves the entry in
-        // Prepare* without the line, and the sweep finishes it again.
-        self.unsynced_finishes().remove(&unsynced_key(current));
-        let left = crate::blocking::off_worker(|| {
-            marker_queue::make_pending_durable(
+    /// The finish of a Prepare* whose partitions are led by other brokers too, with
+    /// peer links (docs/cluster.md, "Markers from a notice"): each other leader is
+    /// sent a notice naming the transaction at once — before this broker's own
+    /// markers, which are written meanwhile — and nothing is queued on the volume.
+    /// The transaction completes once this broker's markers are durable and every
+    /// leader answered [`NoticeAnswer::Applied`] ([`Self::conclude`]: here, or in
+    /// [`Self::notice_answered`], whichever sees both last). A leader that did not —
+    /// lost, refused, or no number echoed — gets a durable queue entry instead
+    /// ([`Self::spill`]), and `markers_queued` is recorded after it. A crash before
+    /// either leaves the Prepare* line alone, and the next finish notifies again
+    /// (markers are idempotent: a leader writes one only while that very transaction
+    /// is open on the partition).
+    async fn finish_by_notices(
+        &self,
+        broker: &Cluster,
+        held: &HeldSlot<'_>,
+        current: &TxnEntry,
+        local: &[&TopicPartition],
+        remote: BTreeMap<i32, Vec<TopicPartition>>,
+        prepared_at: Instant,
+    ) -> Result<Finished, CoordError> {
+        let commit = current.state == TxnState::PrepareCommit;
+        let (pid, epoch) = (current.producer_id, current.producer_epoch);
+        let key = unsynced_key(current);
+        let notices: Vec<(i32, MarkerEntry)> = remote
+            .into_iter()
+            .map(|(leader, partitions)| {
+                let entry = MarkerEntry::new(
+                    &current.transactional_id,
+                    pid,
+                    epoch,
+                    commit,
+                    partitions,
+                    Some(current.txn_seq),
+                    self.broker_id,
+                    now_ms(),
+                );
+                (leader, entry)
+            })
+            .collect();
+        // Registered before the notices go: an answer may come back at once. Set, not
+        // merged: this finish's notices are the ones waited for (an earlier one's
+        // answer still counts for its leader when it covers the same partitions).
+        self.unsynced_finishes().insert(
+            key.clone(),
+            Unanswered {
+                leaders: notices
+                    .iter()
+                    .map(|(leader, entry)| (*leader, (entry.clone(), None)))
+                    .collect(),
+                local_durable: false,
+                prepared_at,
+            },
+        );
+        kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_QUEUED);
+        let not_handed = self.announce(current, notices, prepared_at);
+        if !not_handed.is_empty() {
+            if let Some(waiting) = self.unsynced_finishes().get_mut(&key) {
+                for leader in not_handed {
+                    if let Some((_, answer)) = waiting.leaders.get_mut(&leader) {
+                        answer.get_or_insert(NoticeAnswer::Failed);
+                    }
+                }
+            }
+        }
+        let mut failed: Option<CoordError> = None;
+        for written in
+            futures_util::future::join_all(local.iter().map(|tp| broker.write_marker(tp, pid, epoch, commit))).await
+        {
+            if let Err(e) = written {
+                warn!(transactional_id = %current.transactional_id, producer_id = pid, epoch, error = %e, "a marker of a finish failed; the transaction stays prepared");
+                failed.get_or_insert(e.into());
+            }
+        }
+        if let Some(e) = failed {
+            // Answers that come now find nothing waiting for them: the finish is
+            // retried whole, and notifies again.
+            self.unsynced_finishes().remove(&key);
+            return Err(e);
+        }
+        let ready = {
+            let mut finishes = self.unsynced_finishes();
+            let all = finishes.get_mut(&key).map(|waiting| {
+                waiting.local_durable = true;
+                waiting.all_answered()
+            });
+            match all {
+                Some(true) => finishes.remove(&key),
+                _ => None,
+            }
+        };
+        match ready {
+            Some(waited) => self.conclude(broker, held, current, waited).await,
+            None => Ok(Finished::Queued),
+        }
+    }
+
+    /// The end of a fast finish, with the slot held and `current` still the Prepare*
+    /// it notified for, without `markers_queued`, its own markers durable and every
+    /// leader answered (or given up on): complete when each leader applied its
+    /// markers, else hand the rest to the polls ([`Self::spill`]).
+    async fn conclude(
+        &self,
+        broker: &Cluster,
+        held: &HeldSlot<'_>,
+        current: &TxnEntry,
+        waited: Unanswered,
+    ) -> Result<Finished, CoordError> {
+        let left: Vec<(i32, MarkerEntry)> = waited
+            .leaders
+            .into_iter()
+            .filter(|(_, (_, answer))| *answer != Some(NoticeAnswer::Applied))
+            .map(|(leader, (entry, _))| (leader, entry))
+            .collect();
+        if !left.is_empty() {
+            return self.spill(broker, held, current, left).await;
+        }
+        kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_MARKERS);
+        self.complete_held(held, current)?;
+        crate::metrics::metrics().markers_delivered(crate::metrics::MarkerPath::Notified, waited.prepared_at.elapsed());
+        Ok(Finished::Completed)
+    }
+
+    /// The markers of a fast finish that no leader is known to have applied, handed
+    /// to the leaders' polls: each written as a durable queue entry (its bytes, then
+    /// its name), any other entry of the transaction removed, and only then
+    /// `markers_queued` recorded — from that line on, whoever finds the entries gone
+    /// completes the transaction, so none may vanish in a crash. A crash before the
+    /// line leaves Prepare* without it: the next finish notifies again.
+    async fn spill(
+        &self,
+        broker: &Cluster,
+        held: &HeldSlot<'_>,
+        current: &TxnEntry,
+        left: Vec<(i32, MarkerEntry)>,
+    ) -> Result<Finished, CoordError> {
+        let keep: Vec<i32> = left.iter().map(|(leader, _)| *leader).collect();
+        crate::blocking::off_worker(|| {
+            for (leader, entry) in &left {
+                marker_queue::enqueue(&broker.volume, *leader, entry)?;
+            }
+            // One left from an earlier finish in a queue this set does not use would
+            // be counted as pending forever (every marker is accounted for: led here,
+            // applied by its leader, or in `left`).
+            marker_queue::remove_others(
                 &broker.volume,
                 current.producer_id,
                 current.producer_epoch,
                 current.txn_seq,
+                &keep,
             )
-        })?;
-        if left == 0 {
-            self.complete_held(held, current)?;
-            return Ok(Finished::Completed);
-        }
+        })
+        .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
         let mut next = current.clone();
         next.markers_queued = true;
-        // Not waited for: lost, the next finish writes the entries again.
+        // Not waited for: lost, the next finish notifies again.
         self.record(held, &[SlotOp::Put(next)], now_ms(), Durable::Later)
             .await?;
-        debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, entries = left, "queue entries of a finish made durable for the leaders' polls");
+        debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, entries = left.len(), "markers of a finish queued durably for the leaders' polls");
         Ok(Finished::Queued)
     }
 
@@ -300,10 +434,11 @@ impl TransactionCoordinator {
     }
 
     /// At a clean stop, once no more notices go out (a link may still be waiting for
-    /// an answer; that answer then finds the transaction handed over): every fast finish still
-    /// waiting for an answer is handed to the leaders' polls ([`Self::spill`]), so the
-    /// leaders complete it rather than the slot's next owner, which would write the
-    /// entries again. Each failure is logged; the next owner finishes those.
+    /// an answer; that answer then finds the transaction handed over): every fast
+    /// finish still waiting for an answer is concluded with what it has
+    /// ([`Self::conclude`]: the leaders that did not answer get durable queue
+    /// entries), so the leaders complete it rather than the slot's next owner, which
+    /// would notify again. Each failure is logged; the next owner finishes those.
     pub async fn hand_unanswered_to_polls(&self, broker: &Cluster) {
         let waiting: Vec<UnsyncedKey> = self.unsynced_finishes().keys().cloned().collect();
         for key in waiting {
@@ -312,16 +447,19 @@ impl TransactionCoordinator {
                 let held = self
                     .lock_slot_within(slot_for(tid), super::SLOT_LOCK_WAIT_BACKGROUND)
                     .await?;
+                let Some(waited) = self.unsynced_finishes().remove(&key) else {
+                    return Ok(None);
+                };
                 match self.held_entry(&held, tid)? {
                     Some(current)
-                        if current.state.is_prepare() && !current.markers_queued && unsynced_key(&current) == key =>
+                        if current.state.is_prepare()
+                            && !current.markers_queued
+                            && unsynced_key(&current) == key
+                            && waited.local_durable =>
                     {
-                        self.spill(broker, &held, &current).await.map(Some)
+                        self.conclude(broker, &held, &current, waited).await.map(Some)
                     }
-                    _ => {
-                        self.unsynced_finishes().remove(&key);
-                        Ok(None)
-                    }
+                    _ => Ok(None),
                 }
             };
             match handed.await {
@@ -336,54 +474,51 @@ impl TransactionCoordinator {
         }
     }
 
-    /// A leader's answer to a notice, from the peer links: `delivered` when it
-    /// answered without an error, false when the notice was lost or refused.
+    /// A leader's answer to a notice, from the peer links ([`NoticeAnswer`]).
     ///
-    /// Durable entries (`markers_queued` recorded): a leader that answered applied its
-    /// entry (or found none left); if no entry of the transaction is queued any more,
-    /// the coordinator completes it — a compare-and-set, a no-op when the leader that
-    /// removed the last entry did it already. A lost or refused one changes nothing.
+    /// A fast finish ([`Self::finish_by_notices`]) records each leader's answer; the
+    /// answer that finds every leader answered and this broker's markers durable
+    /// concludes it ([`Self::conclude`]) under the slot lock: one look at the slot per
+    /// transaction, not one per leader. An answer that finds the Prepare* already
+    /// concluded, or from an older round (another life, a failed finish), changes
+    /// nothing: what is left, its next finish or the polls do.
     ///
-    /// Entries a fast finish wrote without their fsyncs: once none is left, every
-    /// leader applied its own (this process wrote them, in this life, and an entry is
-    /// only removed once its markers are durable, or dropped once its transaction is
-    /// over), so the transaction completes here. An entry still there after a lost or
-    /// refused notice, or after every leader answered, goes to the polls
-    /// ([`Self::spill`]).
+    /// Durable entries (`markers_queued` recorded, and announced again by a later
+    /// finish): a leader that answered [`NoticeAnswer::Applied`] has its markers
+    /// durable, so its entry is removed here under the slot lock unless it was
+    /// rewritten since with more partitions ([`marker_queue::remove_if_covered`]);
+    /// if no entry of the transaction is queued any more, the coordinator completes
+    /// it — a compare-and-set, a no-op when the leader that removed the last entry
+    /// did it already. A lost or refused notice changes nothing.
     ///
     /// Either way the producer's request waiting for the transaction is woken. Never
-    /// announces again (a leader that answered without seeing its entry, say through
-    /// an NFS attribute cache, would be asked again and again): what is left, its
-    /// poll applies.
-    pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, delivered: bool) {
+    /// announces again: what is left, its poll applies.
+    pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, answer: NoticeAnswer) {
         let prepared = &notice.prepared;
         let key = unsynced_key(prepared);
-        // Counted off first, whatever happens next: a failure below must not leave a
-        // count that never reaches zero.
-        let all_answered = match self.unsynced_finishes().get_mut(&key) {
-            Some(waiting) => {
-                *waiting = waiting.saturating_sub(1);
-                *waiting == 0
-            }
-            None => true,
-        };
         let slot = slot_for(&prepared.transactional_id);
-        if delivered && !all_answered {
-            // Another leader of it has yet to answer: while an entry of it is left,
-            // that answer looks (one look at the slot per transaction, not one per
-            // leader). Entries all gone already (the other leader's poll was first,
-            // its answer is slow): look now.
-            if !matches!(pending(broker, prepared), Ok(left) if left.is_empty()) {
-                self.completed[slot as usize].notify_waiters();
-                return;
+        let ready = {
+            let mut finishes = self.unsynced_finishes();
+            let all = finishes.get_mut(&key).map(|waiting| {
+                if let Some((asked, got)) = waiting.leaders.get_mut(&notice.leader) {
+                    if got.is_none() && covers(&notice.entry, asked) {
+                        *got = Some(answer);
+                    }
+                }
+                waiting.local_durable && waiting.all_answered()
+            });
+            match all {
+                Some(true) => finishes.remove(&key),
+                _ => None,
             }
-        }
-        // This answer looks: the count has served (a later answer finding none looks too).
-        self.unsynced_finishes().remove(&key);
+        };
         let completed = async {
+            if ready.is_none() && answer == NoticeAnswer::Failed {
+                return Ok(false);
+            }
             if !broker.owns_txn_slot(slot) {
                 // The slot moved on: its new owner finishes the transaction from the
-                // files (writing the entries again, or finding them marked).
+                // files (notifying again, or finding the entries marked).
                 return Ok(false);
             }
             let held = self.lock_slot(slot).await?;
@@ -391,53 +526,69 @@ impl TransactionCoordinator {
                 Some(current) if txn::is_same_prepared(&current, prepared) => current,
                 _ => return Ok(false),
             };
-            if current.markers_queued {
-                return match delivered {
-                    true => self.complete_if_drained(broker, &held, &current),
-                    false => Ok(false),
+            if !current.markers_queued {
+                return match ready {
+                    Some(waited) => Ok(self.conclude(broker, &held, &current, waited).await? == Finished::Completed),
+                    // Not waited for (a failed finish, another life): the next finish
+                    // notifies again.
+                    None => Ok(false),
                 };
             }
-            if pending(broker, &current)?.is_empty() {
-                self.complete_held(&held, &current)?;
-                return Ok(true);
+            // Marked meanwhile (kaasctl), or durable entries announced again.
+            let applied: Vec<(i32, MarkerEntry)> = match ready {
+                Some(waited) => waited
+                    .leaders
+                    .into_iter()
+                    .filter(|(_, (_, got))| *got == Some(NoticeAnswer::Applied))
+                    .map(|(leader, (entry, _))| (leader, entry))
+                    .collect(),
+                None if answer == NoticeAnswer::Applied => vec![(notice.leader, notice.entry.clone())],
+                None => Vec::new(),
+            };
+            crate::blocking::off_worker(|| {
+                applied.iter().try_for_each(|(leader, entry)| {
+                    marker_queue::remove_if_covered(&broker.volume, *leader, entry).map(|_| ())
+                })
+            })?;
+            let done = self.complete_if_drained(broker, &held, &current)?;
+            if done {
+                crate::metrics::metrics()
+                    .markers_delivered(crate::metrics::MarkerPath::Notified, notice.prepared_at.elapsed());
             }
-            Ok(self.spill(broker, &held, &current).await? == Finished::Completed)
+            Ok(done)
         };
-        match completed.await {
-            Ok(true) => crate::metrics::metrics()
-                .markers_delivered(crate::metrics::MarkerPath::Notified, notice.prepared_at.elapsed()),
-            Ok(false) => {}
-            Err(e) => {
-                warn!(transactional_id = %prepared.transactional_id, error = %e, "completing a transaction after its leaders answered failed; the sweep finishes it")
-            }
+        let completed: Result<bool, CoordError> = completed.await;
+        if let Err(e) = completed {
+            warn!(transactional_id = %prepared.transactional_id, error = %e, "completing a transaction after its leaders answered failed; the sweep finishes it")
         }
         // Completed here or by the leader: either way the waiters look again.
-        self.completed[slot_for(&prepared.transactional_id) as usize].notify_waiters();
+        self.completed[slot as usize].notify_waiters();
     }
 
-    /// WriteTxnMarkers at a partition's leader (a coordinator's notice): applies the
-    /// entries of this broker's queue for (`producer_id`, `epoch`) with `commit`'s
-    /// result, for the asked partitions this broker leads, through
-    /// [`TransactionCoordinator::apply_queued`] — so only what a coordinator
-    /// queued is ever written, and a late or repeated notice finds nothing left to do.
-    /// Returns each asked partition's error code: 0 when no queued marker of it is
-    /// left here, NOT_LEADER_OR_FOLLOWER when it is led elsewhere, or the failure's.
+    /// WriteTxnMarkers at a partition's leader (a coordinator's notice), for the asked
+    /// partitions this broker leads. A notice naming its transaction (`txn_seq`, sent
+    /// by coordinators of this version) is applied from the notice itself where the
+    /// partition knows which transaction is open there
+    /// ([`Cluster::write_notified_marker`]): the marker is written only while that
+    /// very transaction is open, so a late or repeated notice writes nothing. The
+    /// rest — a notice without the number (an older coordinator), a partition that
+    /// cannot tell — go through this broker's queue entries for (`producer_id`,
+    /// `epoch`) with `commit`'s result ([`TransactionCoordinator::apply_queued`],
+    /// under the coordinator's slot lock), so only what a coordinator queued is
+    /// written. Returns each asked partition's error code: 0 when its marker is
+    /// durable here or there is none to write, NOT_LEADER_OR_FOLLOWER when it is led
+    /// elsewhere, or the failure's.
     pub async fn apply_notified(
         &self,
         broker: &Cluster,
         producer_id: i64,
         epoch: i16,
         commit: bool,
+        txn_seq: Option<u64>,
         asked: &[TopicPartition],
-    ) -> Vec<(TopicPartition, i16)> {
+    ) -> NotifiedMarkers {
         const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-        const KAFKA_STORAGE_ERROR: i16 = 56;
         let me = self.broker_id;
-        let wanted = if commit {
-            MarkerResult::Commit
-        } else {
-            MarkerResult::Abort
-        };
         // Leadership of a partition led elsewhere reads its owner.json, and a missing
         // one its topic file: file reads, off the runtime's workers.
         let led_here =
@@ -448,6 +599,79 @@ impl TransactionCoordinator {
                 .map(|tp| (tp.clone(), if led_here(tp) { 0 } else { NOT_LEADER_OR_FOLLOWER }))
                 .collect()
         });
+        let Some(txn_seq) = txn_seq else {
+            let (codes, _) = self
+                .apply_notified_entries(broker, producer_id, epoch, commit, codes)
+                .await;
+            return NotifiedMarkers { codes, applied: false };
+        };
+        let direct: Vec<TopicPartition> = codes
+            .iter()
+            .filter(|(_, c)| **c == 0)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        let written = futures_util::future::join_all(
+            direct
+                .iter()
+                .map(|tp| broker.write_notified_marker(tp, producer_id, epoch, commit, txn_seq)),
+        )
+        .await;
+        let mut unknown = BTreeMap::new();
+        for (tp, written) in direct.into_iter().zip(written) {
+            match written {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    let code = codes.remove(&tp).unwrap_or(0);
+                    unknown.insert(tp, code);
+                }
+                Err(e) => {
+                    warn!(topic = %tp.topic, partition = tp.partition, producer_id, epoch, txn_seq, error = %e, "writing a notified marker failed; the coordinator hands it to the poll");
+                    codes.insert(tp, KAFKA_STORAGE_ERROR);
+                }
+            }
+        }
+        let mut applied = true;
+        if !unknown.is_empty() {
+            debug!(
+                producer_id,
+                epoch,
+                txn_seq,
+                partitions = unknown.len(),
+                "a notified transaction not known open here; applied from the queue entry under the slot lock"
+            );
+            let (answered, from_entries) = self
+                .apply_notified_entries(broker, producer_id, epoch, commit, unknown)
+                .await;
+            // A partition no entry was found for (gone, or not seen yet through an
+            // NFS attribute cache) is answered 0, but its marker is not known durable.
+            applied = answered
+                .iter()
+                .all(|(tp, code)| *code != 0 || from_entries.contains(tp));
+            codes.extend(answered);
+        }
+        NotifiedMarkers {
+            codes: codes.into_iter().collect(),
+            applied,
+        }
+    }
+
+    /// [`Self::apply_notified`] through this broker's queue entries, for the
+    /// partitions of `codes` still at 0 (led here).
+    async fn apply_notified_entries(
+        &self,
+        broker: &Cluster,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        mut codes: BTreeMap<TopicPartition, i16>,
+    ) -> (Vec<(TopicPartition, i16)>, BTreeSet<TopicPartition>) {
+        let me = self.broker_id;
+        let mut applied = BTreeSet::new();
+        let wanted = if commit {
+            MarkerResult::Commit
+        } else {
+            MarkerResult::Abort
+        };
         let entries = match crate::blocking::off_worker(|| {
             marker_queue::entries_of(&broker.volume, me, producer_id, epoch)
         }) {
@@ -457,7 +681,7 @@ impl TransactionCoordinator {
                 for code in codes.values_mut().filter(|c| **c == 0) {
                     *code = KAFKA_STORAGE_ERROR;
                 }
-                return codes.into_iter().collect();
+                return (codes.into_iter().collect(), applied);
             }
         };
         for (path, entry) in entries {
@@ -485,7 +709,10 @@ impl TransactionCoordinator {
                 .apply_queued(broker, &path, &entry, &mine, crate::metrics::MarkerPath::Notified)
                 .await
             {
-                Ok(_) => {
+                Ok(done) => {
+                    if done {
+                        applied.extend(mine.iter().cloned());
+                    }
                     debug!(target: WATCHERS_LOG_TARGET, transactional_id = %entry.transactional_id, producer_id, result = ?entry.result, partitions = mine.len(), "applied notified markers")
                 }
                 Err(e) => {
@@ -500,9 +727,14 @@ impl TransactionCoordinator {
                 }
             }
         }
-        codes.into_iter().collect()
+        (codes.into_iter().collect(), applied)
     }
+}
 
+/// The code a notice's partition is answered when its marker could not be written.
+const KAFKA_STORAGE_ERROR: i16 = 56;
+
+impl TransactionCoordinator {
     /// Prepare* → Complete* of the entry `current` (already checked by the caller).
     pub(super) fn complete_held(&self, held: &HeldSlot<'_>, current: &TxnEntry) -> Result<(), CoordError> {
         let now = now_ms();
@@ -862,4 +1094,14 @@ fn gone(broker: &Cluster, tp: &TopicPartition) -> bool {
 /// The queue files of `entry`'s transaction still waiting, in any broker's queue.
 fn pending(broker: &Cluster, entry: &TxnEntry) -> Result<Vec<PathBuf>, VolumeError> {
     marker_queue::pending_files(&broker.volume, entry.producer_id, entry.producer_epoch, entry.txn_seq)
+}
+
+/// Whether a leader's answer to `answered` speaks for `asked` (this finish's notice
+/// to it): the same transaction and result, and every partition asked.
+fn covers(answered: &MarkerEntry, asked: &MarkerEntry) -> bool {
+    answered.producer_id == asked.producer_id
+        && answered.producer_epoch == asked.producer_epoch
+        && answered.txn_seq == asked.txn_seq
+        && answered.result == asked.result
+        && asked.partitions.iter().all(|tp| answered.partitions.contains(tp))
 }

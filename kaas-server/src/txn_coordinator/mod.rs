@@ -114,13 +114,14 @@ pub enum Finished {
     Stale,
 }
 
-/// A doorbell for a partition's leader (docs/cluster.md#markers-across-brokers): the
-/// queue entry `entry`, written in `marker_queue/to-<leader>/` (not yet fsynced, unless
-/// the slot entry has `markers_queued`), holds markers of the Prepare* transaction
-/// `prepared`. The broker's peer links send it as WriteTxnMarkers and report every
-/// outcome to [`TransactionCoordinator::notice_answered`]. The volume stays the
-/// record: a notice lost anywhere makes the entry durable and leaves it to the
-/// leader's poll.
+/// A partition leader's notice (docs/cluster.md#markers-across-brokers): `entry` holds
+/// the markers of the Prepare* transaction `prepared` asked of it, as a queue entry
+/// in `marker_queue/to-<leader>/` would — on the volume only when the slot entry has
+/// `markers_queued` (durable entries announced again); a fast finish writes it there
+/// only if the notice fails. The broker's peer links send it as WriteTxnMarkers and
+/// report every outcome to [`TransactionCoordinator::notice_answered`]. The volume
+/// stays the record: the Prepare* line is durable before any notice, and a notice
+/// lost anywhere leaves a durable entry for the leader's poll.
 #[derive(Debug, Clone)]
 pub struct MarkerNotice {
     pub leader: i32,
@@ -203,11 +204,11 @@ pub struct TransactionCoordinator {
     /// Where notices for other brokers' partitions go (the peer links); unset, the
     /// leaders' polls alone deliver queued markers.
     notices: OnceLock<tokio::sync::mpsc::Sender<PeerNotice>>,
-    /// Transactions whose queue entries a finish wrote without their fsyncs (the
-    /// leaders were notified at once), each with the notices not yet answered; see
-    /// [`TransactionCoordinator::notice_answered`]. Only this process's memory: its
-    /// own writes, in this life, are what makes a vanished entry an applied one.
-    unsynced: Mutex<std::collections::HashMap<UnsyncedKey, usize>>,
+    /// Transactions finished by notices whose leaders have not all answered yet
+    /// ([`TransactionCoordinator::finish_by_notices`],
+    /// [`TransactionCoordinator::notice_answered`]). Only this process's memory: an
+    /// answer counts only for the finish of this life that sent its notice.
+    unsynced: Mutex<std::collections::HashMap<UnsyncedKey, Unanswered>>,
     /// Woken when a transaction of the slot completes here, or a leader answered a
     /// notice of one (AddPartitionsToTxn waiting for the previous transaction).
     completed: Vec<tokio::sync::Notify>,
@@ -222,6 +223,23 @@ pub struct TransactionCoordinator {
 
 /// One Prepare* transaction: (transactional id, producer id, epoch, transaction number).
 type UnsyncedKey = (String, i64, i16, u64);
+
+/// A fast finish waiting for its leaders ([`TransactionCoordinator::finish_by_notices`]).
+#[derive(Debug)]
+pub(crate) struct Unanswered {
+    /// Each notified leader's markers, and its answer once it came.
+    pub leaders: BTreeMap<i32, (MarkerEntry, Option<NoticeAnswer>)>,
+    /// Whether the markers of the partitions led here are durable.
+    pub local_durable: bool,
+    /// When the Prepare* was durable: the delivery histogram's start.
+    pub prepared_at: Instant,
+}
+
+impl Unanswered {
+    fn all_answered(&self) -> bool {
+        self.leaders.values().all(|(_, answer)| answer.is_some())
+    }
+}
 
 fn unsynced_key(entry: &TxnEntry) -> UnsyncedKey {
     (
@@ -808,14 +826,16 @@ impl TransactionCoordinator {
     /// A transactional produce must belong to an Ongoing transaction of this producer
     /// that includes the partition (Apache's transaction verification, KIP-890):
     /// otherwise its records could open a transaction no coordinator will ever end.
-    /// The caller holds the partition's lock (see `Broker::append`).
+    /// The caller holds the partition's lock (see `Broker::append`). Returns the
+    /// transaction's number (`txn_seq`), which the partition keeps for its open
+    /// transaction (a coordinator's notice is checked against it).
     pub fn verify_produce(
         &self,
         tid: &str,
         producer_id: i64,
         epoch: i16,
         tp: &TopicPartition,
-    ) -> Result<(), CoordError> {
+    ) -> Result<u64, CoordError> {
         // Judged in place (every transactional batch asks): no copy of the entry.
         self.visit(slot_for(tid), |st| match st.entry(tid) {
             Some(e) if e.producer_id == producer_id && e.producer_epoch > epoch => Err(TxnError::ProducerFenced.into()),
@@ -825,7 +845,7 @@ impl TransactionCoordinator {
                     && e.producer_epoch == epoch
                     && e.partitions.contains(tp) =>
             {
-                Ok(())
+                Ok(e.txn_seq)
             }
             _ => Err(TxnError::InvalidTxnState.into()),
         })?
@@ -1074,7 +1094,7 @@ pub enum Ended {
 mod markers;
 mod recovery;
 
-pub use markers::process_marker_queue;
+pub use markers::{process_marker_queue, NoticeAnswer, NotifiedMarkers};
 
 #[cfg(test)]
 mod tests;

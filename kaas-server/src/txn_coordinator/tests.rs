@@ -1242,6 +1242,12 @@ impl FastFinish {
     /// One committed transaction over t-0 and x-0, answered at EndTxn: its notice for
     /// the peer and the path of the queue entry it names.
     async fn commit(&mut self, seq: i32) -> (MarkerNotice, std::path::PathBuf) {
+        self.begin(seq).await;
+        self.end().await
+    }
+
+    /// A transaction over t-0 and x-0, a batch in each (`seq`: the batches' sequence).
+    async fn begin(&self, seq: i32) {
         let (b0, tid, pid) = (&self.b0, self.tid.as_str(), self.pid);
         b0.txn
             .add(b0, tid, pid, 0, &[tp("t", 0), tp(&self.x, 0)], &[])
@@ -1252,6 +1258,12 @@ impl FastFinish {
         let mut batch = build_batch(0, 1, Some((pid, 0, seq)), 0x10, &[(None, Some(b"x"))]);
         let headers = validate_all(&batch).unwrap();
         self.b1.append(&x0, &mut batch, &headers, Some(tid)).unwrap();
+    }
+
+    /// EndTxn(commit) of the open transaction: its notice for the peer and the path of
+    /// the queue entry it names.
+    async fn end(&mut self) -> (MarkerNotice, std::path::PathBuf) {
+        let (b0, tid, pid) = (&self.b0, self.tid.as_str(), self.pid);
         b0.txn.end_txn(b0, tid, pid, 0, true).await.unwrap();
         let Some(PeerNotice::Markers(notice)) = self.notices.try_recv().ok() else {
             panic!("no marker notice for the peer")
@@ -1271,47 +1283,57 @@ impl FastFinish {
     }
 }
 
-/// Issue 24: with peer links, a finish writes the peer's queue entry without its
-/// fsyncs and records nothing more; the leader that applies it does not complete the
-/// transaction (nothing durable says the entry existed), and the coordinator
-/// completes it on the answer, once the entry is gone.
+/// Issue 24: with peer links, a finish writes nothing to the marker queue: the peer is
+/// told by a notice naming the transaction, applies the marker from the notice itself
+/// (no queue entry, no slot lock) and echoes the number; the coordinator completes once
+/// its own markers are durable and every leader answered so. A late or repeated answer
+/// changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leader_that_answered_lets_the_coordinator_complete_without_the_entry_ever_being_synced() {
+async fn a_notice_naming_an_open_transaction_is_applied_from_the_notice() {
     let mut f = FastFinish::new().await;
     let (notice, path) = f.commit(0).await;
-    assert!(path.exists(), "the entry is on the volume before the notice goes");
+    let seq = notice.entry.txn_seq;
+    assert_eq!(seq, Some(f.current().txn_seq), "the notice names its transaction");
+    assert!(!path.exists(), "nothing queued on the volume");
     let prepared = f.current();
     assert_eq!(prepared.state, TxnState::PrepareCommit);
-    assert!(!prepared.markers_queued, "no line says the entries are durable");
-    let codes = f.b1.txn.apply_notified(&f.b1, f.pid, 0, true, &[tp(&f.x, 0)]).await;
-    assert_eq!(codes, vec![(tp(&f.x, 0), 0)]);
-    assert!(!path.exists() && f.x_committed(), "the peer applied its marker");
+    assert!(!prepared.markers_queued);
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, seq, &[tp(&f.x, 0)])
+            .await;
+    assert_eq!(answer.codes, vec![(tp(&f.x, 0), 0)]);
+    assert!(answer.applied);
+    assert!(f.x_committed(), "the marker is written");
     assert_eq!(
         f.current().state,
         TxnState::PrepareCommit,
-        "the leader does not complete a transaction whose entries are not known durable"
+        "the leader does not complete the transaction"
     );
-    f.b0.txn.notice_answered(&f.b0, &notice, true).await;
+    f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Applied).await;
     let done = f.current();
     assert_eq!(done.state, TxnState::CompleteCommit);
     assert!(!done.markers_queued);
-    // A late or repeated answer changes nothing.
-    f.b0.txn.notice_answered(&f.b0, &notice, true).await;
-    f.b0.txn.notice_answered(&f.b0, &notice, false).await;
-    assert_eq!(f.current(), done);
     assert!(f.b0.txn.unsynced_finishes().is_empty());
+    // A late or repeated answer changes nothing.
+    for answer in [NoticeAnswer::Applied, NoticeAnswer::Answered, NoticeAnswer::Failed] {
+        f.b0.txn.notice_answered(&f.b0, &notice, answer).await;
+        assert_eq!(f.current(), done);
+    }
+    assert!(!path.exists());
 }
 
-/// Issue 24: a lost or refused notice, or a leader that answered without applying
-/// its entry, hands the entry to the leader's poll: the entry is made durable and
-/// only then is `markers_queued` recorded, so whoever finds it gone later completes.
+/// Issue 24: a lost or refused notice, or an answer that does not say the markers were
+/// applied by the notice's number (a leader of the version before, or one that found
+/// nothing to apply), hands the leader's markers to its poll: a durable queue entry is
+/// written and only then is `markers_queued` recorded, so whoever finds it gone later
+/// completes the transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unanswered_fast_finish_is_made_durable_for_the_poll() {
+async fn an_unapplied_notice_leaves_a_durable_entry_for_the_poll() {
     let mut f = FastFinish::new().await;
-    for (seq, delivered) in [(0, false), (1, true)] {
+    for (seq, answer) in [(0, NoticeAnswer::Failed), (1, NoticeAnswer::Answered)] {
         let (notice, path) = f.commit(seq).await;
-        // Lost (false), or answered by a leader that did not see its entry (true).
-        f.b0.txn.notice_answered(&f.b0, &notice, delivered).await;
+        f.b0.txn.notice_answered(&f.b0, &notice, answer).await;
         let spilled = f.current();
         assert_eq!(spilled.state, TxnState::PrepareCommit);
         assert!(spilled.markers_queued, "the entry is the record now");
@@ -1330,49 +1352,88 @@ async fn an_unanswered_fast_finish_is_made_durable_for_the_poll() {
     assert_eq!(lso, end, "both transactions committed on t-0");
 }
 
-/// Issue 24: a coordinator that dies after writing a fast finish's entries — no
-/// line recorded — is finished by the slot's next finish, which writes the entries
-/// again; a leader's poll that applied the first ones meanwhile completed nothing.
+/// Issue 24: a leader of the version before notices named their transaction answers
+/// 0 when it finds no queue entry of it — which, with nothing queued, is always. The
+/// coordinator must not read that as applied: the marker goes through the poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_without_the_number_is_never_taken_for_an_applied_marker() {
+    let mut f = FastFinish::new().await;
+    let (notice, path) = f.commit(0).await;
+    // The older leader: it reads its queue for the producer, finds nothing, answers 0.
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, None, &[tp(&f.x, 0)])
+            .await;
+    assert_eq!(answer.codes, vec![(tp(&f.x, 0), 0)]);
+    assert!(!answer.applied);
+    assert!(!f.x_committed(), "nothing was written");
+    f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Answered).await;
+    assert_eq!(
+        f.current().state,
+        TxnState::PrepareCommit,
+        "not completed over a missing marker"
+    );
+    assert!(f.current().markers_queued && path.exists());
+    crate::broker::process_marker_queue(&f.b1).await;
+    assert!(f.x_committed());
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+}
+
+/// Issue 24: a coordinator that dies after its notice was applied — the answer lost
+/// with the process — is finished by the slot's next finish, which notifies again: the
+/// leader finds nothing open for the transaction and answers applied without writing.
+/// An unreadable entry of it torn by a power cut is removed by the polls once the
+/// transaction is over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_line() {
     let mut f = FastFinish::new().await;
-    let (_lost_with_the_process, path) = f.commit(0).await;
-    crate::broker::process_marker_queue(&f.b1).await;
-    assert!(!path.exists() && f.x_committed(), "the poll applied the entry");
-    assert_eq!(f.current().state, TxnState::PrepareCommit, "but could not complete");
-    // A power cut also left a torn entry of it in a queue the next finish does not
-    // write to (its partitions led elsewhere by then).
-    let torn = marker_queue::queue_dir(&f.b0.volume, 9).join(path.file_name().unwrap());
-    std::fs::create_dir_all(torn.parent().unwrap()).unwrap();
-    std::fs::write(&torn, b"").unwrap();
+    let (lost_with_the_process, path) = f.commit(0).await;
+    let seq = lost_with_the_process.entry.txn_seq;
+    let first =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, seq, &[tp(&f.x, 0)])
+            .await;
+    assert!(first.applied && f.x_committed());
+    assert_eq!(f.current().state, TxnState::PrepareCommit, "nobody completed");
+    // A power cut also left a torn entry of it (an earlier life's spill, say).
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, b"").unwrap();
     // The next owner's (here: the sweep's) finish of the Prepare* read from the files.
-    // (Here the first notice, never answered, is still counted in this process: the
-    // new finish's count replaces it, so it cannot hold the completion back.)
+    // (Here the first finish is still waited for in this process: the new finish
+    // replaces it.)
     let prepared = f.current();
     assert_eq!(f.b0.txn.finish(&f.b0, &prepared).await.unwrap(), Finished::Queued);
-    assert!(
-        !torn.exists(),
-        "the finish wrote the whole set again and removed the rest"
-    );
     let Some(PeerNotice::Markers(again)) = f.notices.try_recv().ok() else {
-        panic!("the entry was announced again")
+        panic!("the leader was notified again")
     };
-    assert!(path.exists(), "written again");
-    let codes = f.b1.txn.apply_notified(&f.b1, f.pid, 0, true, &[tp(&f.x, 0)]).await;
-    assert_eq!(codes, vec![(tp(&f.x, 0), 0)]);
-    f.b0.txn.notice_answered(&f.b0, &again, true).await;
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, seq, &[tp(&f.x, 0)])
+            .await;
+    assert_eq!(answer.codes, vec![(tp(&f.x, 0), 0)]);
+    assert!(
+        answer.applied,
+        "nothing open there any more: nothing to write, by the number"
+    );
+    f.b0.txn.notice_answered(&f.b0, &again, NoticeAnswer::Applied).await;
     assert_eq!(f.current().state, TxnState::CompleteCommit);
     let x0 = f.b1.topic(&f.x).unwrap().partition(0).unwrap().clone().unwrap();
     assert_eq!(
         x0.state().log.log_end_offset(),
         2,
-        "one batch, one marker: the second apply wrote nothing"
+        "one batch, one marker: the second notice wrote nothing"
+    );
+    assert!(path.exists());
+    crate::broker::process_marker_queue(&f.b1).await;
+    assert!(
+        !path.exists(),
+        "the torn entry of a transaction that is over is removed"
     );
 }
 
 /// Issue 24: a clean stop hands the finishes whose notices were never answered (the
-/// peer links are gone) to the leaders' polls: the entries made durable and marked,
-/// so the leader completes the transaction rather than the slot's next owner.
+/// peer links are gone) to the leaders' polls: durable entries, marked, so the leader
+/// completes the transaction rather than the slot's next owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clean_stop_hands_unanswered_finishes_to_the_leaders_polls() {
     let mut f = FastFinish::new().await;
@@ -1383,6 +1444,76 @@ async fn a_clean_stop_hands_unanswered_finishes_to_the_leaders_polls() {
     assert!(f.b0.txn.unsynced_finishes().is_empty());
     crate::broker::process_marker_queue(&f.b1).await;
     assert!(!path.exists() && f.x_committed());
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+}
+
+/// Issue 24: a notice that arrives late or twice — after its transaction completed and
+/// the producer's next transaction opened on the partition at the same epoch — writes
+/// nothing: the partition knows the later transaction is the one open. (A marker
+/// written then would commit the next transaction's first batch early.) The same
+/// replay without the number (through the queue) finds nothing either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_notice_never_closes_the_producers_next_transaction() {
+    let mut f = FastFinish::new().await;
+    let (first, _) = f.commit(0).await;
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, first.entry.txn_seq, &[tp(&f.x, 0)])
+            .await;
+    assert!(answer.applied);
+    f.b0.txn.notice_answered(&f.b0, &first, NoticeAnswer::Applied).await;
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+    f.begin(1).await;
+    assert!(!f.x_committed(), "the next transaction is open on x-0");
+    for seq in [first.entry.txn_seq, None] {
+        let late =
+            f.b1.txn
+                .apply_notified(&f.b1, f.pid, 0, true, seq, &[tp(&f.x, 0)])
+                .await;
+        assert_eq!(late.codes, vec![(tp(&f.x, 0), 0)]);
+        assert!(!f.x_committed(), "a late notice ({seq:?}) closed the next transaction");
+    }
+    let (second, _) = f.end().await;
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, second.entry.txn_seq, &[tp(&f.x, 0)])
+            .await;
+    assert!(answer.applied);
+    assert!(f.x_committed());
+    f.b0.txn.notice_answered(&f.b0, &second, NoticeAnswer::Applied).await;
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+    let x0 = f.b1.topic(&f.x).unwrap().partition(0).unwrap().clone().unwrap();
+    assert_eq!(x0.state().log.log_end_offset(), 4, "two batches, two markers");
+}
+
+/// Issue 24: a partition opened again (a restart, a hand-over) knows a transaction is
+/// open but not its number: the leader writes nothing from the notice and does not
+/// say applied, so the coordinator hands the marker to the poll, which applies it
+/// under the slot lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_that_cannot_tell_which_transaction_is_open_leaves_the_marker_to_the_poll() {
+    let mut f = FastFinish::new().await;
+    f.begin(0).await;
+    let b1 = f.b1.clone();
+    let x = f.x.clone();
+    tokio::task::spawn_blocking(move || {
+        b1.reopen_partition(&x, 0, "test: opened again");
+        b1.sync_with_volume();
+    })
+    .await
+    .unwrap();
+    let (notice, path) = f.end().await;
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, notice.entry.txn_seq, &[tp(&f.x, 0)])
+            .await;
+    assert_eq!(answer.codes, vec![(tp(&f.x, 0), 0)]);
+    assert!(!answer.applied, "no number known there, no entry to apply");
+    assert!(!f.x_committed(), "nothing written without the number or an entry");
+    f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Answered).await;
+    assert!(f.current().markers_queued && path.exists(), "handed to the poll");
+    crate::broker::process_marker_queue(&f.b1).await;
+    assert!(f.x_committed());
     assert_eq!(f.current().state, TxnState::CompleteCommit);
 }
 
