@@ -229,11 +229,16 @@ pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Resu
 
 /// Writes (or rewrites) the queue entry for `target_broker` as [`enqueue`] does —
 /// whole for every reader (a new file renamed in place) — but without its two fsyncs:
-/// for a coordinator that notifies the leader at once and makes the entry durable
-/// ([`make_durable`]) only if it is still there after a lost or refused notice or
-/// after every leader answered — before anything relies on the entry
-/// (docs/cluster.md, "The entry's fsyncs").
-pub fn enqueue_unsynced(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
+/// what a coordinator of the version before wrote while it notified the leader, and
+/// made durable ([`make_durable`]) only if a notice failed. Brokers of this version
+/// queue only durable entries (docs/cluster.md, "Markers from a notice"); the volumes
+/// the older ones leave are what the tests build with this.
+#[cfg(test)]
+pub(crate) fn enqueue_unsynced(
+    volume: &Volume,
+    target_broker: i32,
+    entry: &MarkerEntry,
+) -> Result<PathBuf, VolumeError> {
     write_entry(volume, target_broker, entry, false)
 }
 

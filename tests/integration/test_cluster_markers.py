@@ -188,12 +188,10 @@ def test_a_leader_killed_after_receiving_a_notification_leaves_its_entry_to_the_
 
 
 def test_a_coordinator_killed_after_queueing_is_finished_from_the_volume(kaas_factory, tmp_path):
-    """The coordinator aborts right after writing its queue entries (not yet fsynced,
-    nothing recorded on the slot entry), before it notifies anyone (failpoint
-    txn-after-queued; EndTxn was answered once PrepareCommit was durable): the broker
-    the slot moves to finds the PrepareCommit entry (its reaper), writes the entries
-    again and notifies their leaders, and the transaction completes; a leader's poll
-    that applied an old entry meanwhile could not complete it."""
+    """The coordinator aborts once PrepareCommit is durable (EndTxn was answered then),
+    before it notifies anyone or queues anything (failpoint txn-after-queued): the
+    broker the slot moves to finds the PrepareCommit entry (its reaper) and notifies the
+    leaders, and the transaction completes, every marker once."""
     tid = "coord-tx"
     coordinator = coordinator_of(tid)
     data, brokers = three_brokers(
@@ -247,13 +245,29 @@ def read_uvarint(buf, at):
         shift += 7
 
 
-def write_txn_markers(address, producer_id, epoch, commit, topic, partitions):
-    """One WriteTxnMarkers v1 from a plain client (what a broker sends its peers);
-    returns {partition: error code}."""
+# kaas's tagged field on a WriteTxnMarkers marker: the transaction's number at its
+# coordinator (docs/cluster.md, "Markers from a notice"); a leader echoes it in its
+# answer when every marker is applied.
+TXN_SEQ_TAG = 0x4B414153
+
+
+def write_txn_markers(address, producer_id, epoch, commit, topic, partitions, txn_seq=None):
+    """One WriteTxnMarkers v1 from a plain client (what a broker sends its peers), naming
+    transaction `txn_seq` when given; returns {partition: error code}."""
+    return write_txn_markers_answer(address, producer_id, epoch, commit, topic, partitions, txn_seq)[0]
+
+
+def write_txn_markers_answer(address, producer_id, epoch, commit, topic, partitions, txn_seq=None):
+    """write_txn_markers, and the transaction number the answer echoes (None when none)."""
     body = uvarint(2) + struct.pack(">qhb", producer_id, epoch, 1 if commit else 0)
     body += uvarint(2) + compact_string(topic) + uvarint(len(partitions) + 1)
     body += b"".join(struct.pack(">i", p) for p in partitions) + b"\0"  # topic's tags
-    body += struct.pack(">i", 0) + b"\0" + b"\0"  # coordinator epoch, marker's tags, request's tags
+    body += struct.pack(">i", 0)  # coordinator epoch
+    if txn_seq is None:
+        body += b"\0"  # marker's tags
+    else:
+        body += uvarint(1) + uvarint(TXN_SEQ_TAG) + uvarint(8) + struct.pack(">Q", txn_seq)
+    body += b"\0"  # request's tags
     client = b"not-a-broker"
     header = struct.pack(">hhih", 27, 1, 7, len(client)) + client + b"\0"
     frame = header + body
@@ -267,7 +281,7 @@ def write_txn_markers(address, producer_id, epoch, commit, topic, partitions):
     assert struct.unpack(">i", data[:4])[0] == 7
     _, at = read_uvarint(data, 4)  # header tags
     markers, at = read_uvarint(data, at)
-    codes = {}
+    codes, echoed = {}, None
     for _ in range(markers - 1):
         at += 8  # producer id
         topics, at = read_uvarint(data, at)
@@ -281,13 +295,22 @@ def write_txn_markers(address, producer_id, epoch, commit, topic, partitions):
                 at += 6
                 _, at = read_uvarint(data, at)
             _, at = read_uvarint(data, at)
-        _, at = read_uvarint(data, at)
-    return codes
+        tags, at = read_uvarint(data, at)
+        for _ in range(tags):
+            tag, at = read_uvarint(data, at)
+            size, at = read_uvarint(data, at)
+            if tag == TXN_SEQ_TAG and size == 8:
+                echoed = struct.unpack(">Q", data[at:at + 8])[0]
+            at += size
+    return codes, echoed
 
 
 def test_a_repeated_or_late_notification_writes_nothing(kaas_factory, tmp_path):
     """After a transaction completed, WriteTxnMarkers for it again (a duplicate or late
-    notification) finds no queued entry: answered without error, nothing written."""
+    notification) writes nothing: without the transaction's number it finds no queued
+    entry; naming the transaction, it finds nothing open for it. And while the
+    producer's next transaction is open at the same epoch, a late notice naming an
+    earlier transaction does not close it (the partition knows which one is open)."""
     data, brokers = three_brokers(kaas_factory, tmp_path, *NO_POLL)
     every = ",".join(b.bootstrap for b in brokers)
     placed = spread_topic(brokers, "dup")
@@ -307,6 +330,11 @@ def test_a_repeated_or_late_notification_writes_nothing(kaas_factory, tmp_path):
         for commit in (True, False):
             codes = write_txn_markers(brokers[leader].bootstrap, pid, epoch, commit, "dup", mine)
             assert codes == {part: 0 for part in mine}, codes
+            # Naming either transaction (numbers 1 and 2): nothing open for it there.
+            for seq in (1, 2):
+                codes, echoed = write_txn_markers_answer(
+                    brokers[leader].bootstrap, pid, epoch, commit, "dup", mine, txn_seq=seq)
+                assert codes == {part: 0 for part in mine} and echoed == seq, (codes, echoed)
         others = [part for part, b in placed.items() if b != leader]
         assert set(write_txn_markers(brokers[leader].bootstrap, pid, epoch, True, "dup", others).values()) == {6}, \
             "NOT_LEADER_OR_FOLLOWER for partitions led elsewhere"
@@ -328,6 +356,11 @@ def test_a_repeated_or_late_notification_writes_nothing(kaas_factory, tmp_path):
     for leader in {0, 1, 2}:
         mine = [part for part, b in placed.items() if b == leader]
         assert write_txn_markers(brokers[leader].bootstrap, pid, epoch, True, "dup", mine) == {part: 0 for part in mine}
+        # Naming an earlier transaction, at the open one's epoch: a later one is open.
+        for seq in (1, 2):
+            codes, echoed = write_txn_markers_answer(
+                brokers[leader].bootstrap, pid, epoch, True, "dup", mine, txn_seq=seq)
+            assert codes == {part: 0 for part in mine} and echoed == seq, (codes, echoed)
     after = {part: len(json.loads(run_kaasctl(data, "--json", "log", "dump", "dup", str(part), timeout=60).stdout)["batches"])
              for part in range(PARTITIONS)}
     assert after == before, "no marker closed the open transaction"

@@ -619,7 +619,10 @@ impl TransactionCoordinator {
         let mut unknown = BTreeMap::new();
         for (tp, written) in direct.into_iter().zip(written) {
             match written {
-                Ok(Some(_)) => {}
+                Ok(Some(wrote)) => {
+                    // Per transaction (thousands a second): debug, not info.
+                    debug!(target: WATCHERS_LOG_TARGET, topic = %tp.topic, partition = tp.partition, producer_id, epoch, txn_seq, wrote, "applied notified markers");
+                }
                 Ok(None) => {
                     let code = codes.remove(&tp).unwrap_or(0);
                     unknown.insert(tp, code);
@@ -821,9 +824,10 @@ impl TransactionCoordinator {
     /// Removes a queue entry whose bytes cannot be read if the transaction its name
     /// names is over: no slot holds that producer, at that epoch, in a Prepare state of
     /// that transaction. A power cut can leave an entry's name durable without its
-    /// bytes (the fast finish writes entries without fsyncs: docs/cluster.md, "The
-    /// entry's fsyncs"); while its transaction is being finished the coordinator's next
-    /// finish writes it again, and once it is over nobody would. Over is for good (a
+    /// bytes (the fast finish of the version before wrote entries without fsyncs, and
+    /// another entry's directory fsync could make the name durable); while its
+    /// transaction is being finished the coordinator's next finish notifies again or
+    /// writes it again, and once it is over nobody would. Over is for good (a
     /// transaction's number is never prepared twice), so no lock is needed. Returns
     /// whether it was removed; what it could not judge is logged and left.
     pub fn remove_if_over(&self, path: &Path) -> bool {

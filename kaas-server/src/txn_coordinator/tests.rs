@@ -1518,8 +1518,8 @@ async fn a_partition_that_cannot_tell_which_transaction_is_open_leaves_the_marke
 }
 
 /// A power cut can leave a queue entry's name durable without its bytes: the fast
-/// finish writes entries without fsyncs (docs/cluster.md, "The entry's fsyncs"), and
-/// another entry's directory fsync makes the name durable. Seen in
+/// finish of the version before wrote entries without fsyncs, and another entry's
+/// directory fsync made the name durable. Seen in
 /// tests/integration/test_power_cut.py: the empty entry of a completed transaction was
 /// "left in place" at every poll for good, and `kaasctl doctor` reported it.
 #[tokio::test]
