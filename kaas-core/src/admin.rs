@@ -254,6 +254,7 @@ fn execute_with(
     // every one staged belongs to this transaction.
     meanwhile();
     let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
+    let mut queued = Vec::new();
     let written = store.update(plan.slot, now_ms, |entries| {
         let same = entries.get(&tid).is_some_and(|c| {
             c.producer_id == prepared.producer_id
@@ -264,22 +265,31 @@ fn execute_with(
         if !same {
             return (Err(AdminError::Changed(tid.clone())), false);
         }
-        (finish_under_lock(volume, plan, &mut by_broker, now_ms), false)
+        let written = match finish_under_lock(volume, plan, &mut by_broker, now_ms) {
+            Ok(written) => written,
+            Err(e) => return (Err(e), false),
+        };
+        // Queued here, under the slot lock, as every writer of queue entries does (a
+        // coordinator removes an entry its leader answered for under this lock), and
+        // merged with an entry of the transaction already there, never narrowing it.
+        for (broker, partitions) in std::mem::take(&mut by_broker) {
+            let entry = MarkerEntry::new(
+                &tid,
+                plan.producer_id,
+                plan.marker_epoch,
+                plan.commit,
+                partitions,
+                Some(prepared.txn_seq),
+                ADMIN_WRITER,
+                now_ms,
+            );
+            match marker_queue::enqueue_merged(volume, broker, &entry) {
+                Ok(path) => queued.push((broker, path)),
+                Err(e) => return (Err(e.into()), false),
+            }
+        }
+        (Ok(written), false)
     })??;
-    let mut queued = Vec::new();
-    for (broker, partitions) in by_broker {
-        let entry = MarkerEntry::new(
-            &tid,
-            plan.producer_id,
-            plan.marker_epoch,
-            plan.commit,
-            partitions,
-            Some(prepared.txn_seq),
-            ADMIN_WRITER,
-            now_ms,
-        );
-        queued.push((broker, marker_queue::enqueue(volume, broker, &entry)?));
-    }
     // Every queue file of the transaction, whoever wrote it: a broker's finish may
     // have written the transaction's entries meanwhile (rewriting these, or putting
     // one in another leader's queue and removing ours there).
@@ -288,8 +298,8 @@ fn execute_with(
     // Record that the queue entries exist, so a broker finishing the entry waits for
     // them instead of queueing them again. Under the slot lock every one of them is
     // made durable first: a broker's finish may have written them without their
-    // fsyncs (leaders it notifies at once, docs/cluster.md "The entry's fsyncs"), and
-    // `markers_queued` must only ever name durable entries.
+    // fsyncs (leaders it notifies at once, docs/cluster.md "Markers from a notice"),
+    // and `markers_queued` must only ever name durable entries.
     let mut prepared = prepared;
     if !queued.is_empty() && !prepared.markers_queued {
         let mut unsynced: Option<VolumeError> = None;

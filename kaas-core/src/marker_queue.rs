@@ -229,16 +229,11 @@ pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Resu
 
 /// Writes (or rewrites) the queue entry for `target_broker` as [`enqueue`] does —
 /// whole for every reader (a new file renamed in place) — but without its two fsyncs:
-/// what a coordinator of the version before wrote while it notified the leader, and
-/// made durable ([`make_durable`]) only if a notice failed. Brokers of this version
-/// queue only durable entries (docs/cluster.md, "Markers from a notice"); the volumes
-/// the older ones leave are what the tests build with this.
-#[cfg(test)]
-pub(crate) fn enqueue_unsynced(
-    volume: &Volume,
-    target_broker: i32,
-    entry: &MarkerEntry,
-) -> Result<PathBuf, VolumeError> {
+/// for a coordinator that notifies the leader at once and makes the entry durable
+/// ([`make_durable`]) only if it is still there after a notice that did not end with
+/// the markers applied — before anything relies on the entry (docs/cluster.md,
+/// "Markers from a notice").
+pub fn enqueue_unsynced(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
     write_entry(volume, target_broker, entry, false)
 }
 
@@ -305,6 +300,30 @@ pub fn remove(path: &std::path::Path) -> Result<(), VolumeError> {
     }
 }
 
+/// [`enqueue`] of `entry`, merged with the entry of the same transaction and result
+/// already in `target_broker`'s queue (its partitions kept too), so a writer never
+/// narrows what another queued. The caller holds the transaction's slot lock.
+pub fn enqueue_merged(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
+    let path = entry_path(volume, target_broker, entry);
+    let mut merged = entry.clone();
+    // One that cannot be read (torn) is replaced whole.
+    if let Ok(Some(found)) = read_entry(&path) {
+        if found.result == entry.result
+            && found.producer_id == entry.producer_id
+            && found.producer_epoch == entry.producer_epoch
+            && found.txn_seq == entry.txn_seq
+            && found.hanging_since.is_none()
+        {
+            for tp in found.partitions {
+                if !merged.partitions.contains(&tp) {
+                    merged.partitions.push(tp);
+                }
+            }
+        }
+    }
+    enqueue(volume, target_broker, &merged)
+}
+
 /// Removes the entry of `entry`'s transaction in `target_broker`'s queue if what it
 /// still asks for is covered by `entry` (its result, a subset of its partitions):
 /// `entry`'s markers are durable, its leader said so. An entry that asks for more
@@ -349,7 +368,7 @@ mod tests {
         let path = enqueue_unsynced(&volume, 1, &wider).unwrap();
         assert!(!remove_if_covered(&volume, 1, &asked).unwrap());
         assert!(path.exists());
-        // The other result, or another transaction's number: kept.
+        // The other result: kept.
         let mut abort = asked.clone();
         abort.result = MarkerResult::Abort;
         enqueue_unsynced(&volume, 1, &abort).unwrap();
@@ -360,6 +379,14 @@ mod tests {
         enqueue_unsynced(&volume, 1, &part).unwrap();
         assert!(remove_if_covered(&volume, 1, &asked).unwrap());
         assert!(!path.exists());
+        // kaasctl's entry, merged with the coordinator's: never narrower than either.
+        enqueue_unsynced(&volume, 1, &asked).unwrap();
+        let mut other = asked.clone();
+        other.partitions = vec![tp(2)];
+        enqueue_merged(&volume, 1, &other).unwrap();
+        let merged = read_entry(&path).unwrap().unwrap();
+        assert_eq!(merged.partitions, vec![tp(2), tp(0), tp(1)]);
+        assert!(!remove_if_covered(&volume, 1, &asked).unwrap(), "tp 2 is not covered");
     }
 
     fn entry(epoch: i16, ms: i64) -> MarkerEntry {

@@ -188,10 +188,11 @@ def test_a_leader_killed_after_receiving_a_notification_leaves_its_entry_to_the_
 
 
 def test_a_coordinator_killed_after_queueing_is_finished_from_the_volume(kaas_factory, tmp_path):
-    """The coordinator aborts once PrepareCommit is durable (EndTxn was answered then),
-    before it notifies anyone or queues anything (failpoint txn-after-queued): the
-    broker the slot moves to finds the PrepareCommit entry (its reaper) and notifies the
-    leaders, and the transaction completes, every marker once."""
+    """The coordinator aborts right after writing its queue entries (not yet fsynced,
+    nothing recorded on the slot entry), before it notifies anyone (failpoint
+    txn-after-queued; EndTxn was answered once PrepareCommit was durable): the broker
+    the slot moves to finds the PrepareCommit entry (its reaper), writes the entries
+    again and notifies their leaders, and the transaction completes, every marker once."""
     tid = "coord-tx"
     coordinator = coordinator_of(tid)
     data, brokers = three_brokers(

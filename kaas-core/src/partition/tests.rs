@@ -84,7 +84,7 @@ fn a_partition_knows_which_transaction_is_open_only_for_what_it_saw_open() {
     produce_txn(&mut p, 7, 0, 3);
     p.note_txn_seq(7, 2, true);
     assert_eq!(p.open_txn_seq(7, 2), OpenTxn::Unknown);
-    // A marker that finds nothing open forgets the number too.
+    // A marker closing a transaction of unknown number.
     p.write_marker(7, 0, false, 0, 0, 1).unwrap().unwrap();
     produce_txn(&mut p, 7, 0, 4);
     p.note_txn_seq(7, 3, false);

@@ -255,17 +255,19 @@ impl TransactionCoordinator {
     }
 
     /// The finish of a Prepare* whose partitions are led by other brokers too, with
-    /// peer links (docs/cluster.md, "Markers from a notice"): each other leader is
-    /// sent a notice naming the transaction at once — before this broker's own
-    /// markers, which are written meanwhile — and nothing is queued on the volume.
-    /// The transaction completes once this broker's markers are durable and every
-    /// leader answered [`NoticeAnswer::Applied`] ([`Self::conclude`]: here, or in
-    /// [`Self::notice_answered`], whichever sees both last). A leader that did not —
-    /// lost, refused, or no number echoed — gets a durable queue entry instead
-    /// ([`Self::spill`]), and `markers_queued` is recorded after it. A crash before
-    /// either leaves the Prepare* line alone, and the next finish notifies again
-    /// (markers are idempotent: a leader writes one only while that very transaction
-    /// is open on the partition).
+    /// peer links (docs/cluster.md, "Markers from a notice"). The queue entries are
+    /// written first — whole, renamed into place, but without their fsyncs (nothing
+    /// relies on them yet: see [`Self::spill`]) — then each other leader is sent a
+    /// notice naming the transaction, before this broker's own markers, which are
+    /// written meanwhile. The transaction completes once this broker's markers are
+    /// durable and every leader answered [`NoticeAnswer::Applied`] (its entry then
+    /// removed under the slot lock): [`Self::conclude`], here or in
+    /// [`Self::notice_answered`], whichever sees both last. The entries of leaders
+    /// that did not are made durable and `markers_queued` recorded ([`Self::spill`]).
+    /// A crash before either leaves the transaction in Prepare* without the line, and
+    /// the next finish writes the entries and notifies again (markers are idempotent:
+    /// a leader writes one only while that very transaction is open on the partition,
+    /// or from an entry under the slot lock).
     async fn finish_by_notices(
         &self,
         broker: &Cluster,
@@ -294,6 +296,18 @@ impl TransactionCoordinator {
                 (leader, entry)
             })
             .collect();
+        // This finish writes the transaction's whole set of entries; nothing relies on
+        // an older one yet. One left in a queue this set does not use (its partitions
+        // are led elsewhere now, or it was torn by a power cut) would be counted as
+        // still pending forever.
+        let keep: Vec<i32> = notices.iter().map(|(leader, _)| *leader).collect();
+        crate::blocking::off_worker(|| {
+            for (leader, entry) in &notices {
+                marker_queue::enqueue_unsynced(&broker.volume, *leader, entry)?;
+            }
+            marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
+        })
+        .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
         // Registered before the notices go: an answer may come back at once. Set, not
         // merged: this finish's notices are the ones waited for (an earlier one's
         // answer still counts for its leader when it covers the same partitions).
@@ -330,7 +344,7 @@ impl TransactionCoordinator {
         }
         if let Some(e) = failed {
             // Answers that come now find nothing waiting for them: the finish is
-            // retried whole, and notifies again.
+            // retried whole, and writes the entries and notifies again.
             self.unsynced_finishes().remove(&key);
             return Err(e);
         }
@@ -353,8 +367,10 @@ impl TransactionCoordinator {
 
     /// The end of a fast finish, with the slot held and `current` still the Prepare*
     /// it notified for, without `markers_queued`, its own markers durable and every
-    /// leader answered (or given up on): complete when each leader applied its
-    /// markers, else hand the rest to the polls ([`Self::spill`]).
+    /// leader answered (or given up on). The entry of each leader that answered
+    /// [`NoticeAnswer::Applied`] is removed (its markers are durable); with every
+    /// leader so, the transaction completes. Otherwise what is left goes to the
+    /// polls ([`Self::spill`]).
     async fn conclude(
         &self,
         broker: &Cluster,
@@ -362,14 +378,23 @@ impl TransactionCoordinator {
         current: &TxnEntry,
         waited: Unanswered,
     ) -> Result<Finished, CoordError> {
-        let left: Vec<(i32, MarkerEntry)> = waited
-            .leaders
-            .into_iter()
-            .filter(|(_, (_, answer))| *answer != Some(NoticeAnswer::Applied))
-            .map(|(leader, (entry, _))| (leader, entry))
-            .collect();
-        if !left.is_empty() {
-            return self.spill(broker, held, current, left).await;
+        let mut all_applied = true;
+        crate::blocking::off_worker(|| {
+            for (leader, (entry, answer)) in &waited.leaders {
+                if *answer != Some(NoticeAnswer::Applied) {
+                    all_applied = false;
+                    continue;
+                }
+                // Rewritten since with more partitions (it cannot be, under this lock,
+                // but the entry is then left for the polls): not all applied.
+                if !marker_queue::remove_if_covered(&broker.volume, *leader, entry)? {
+                    all_applied &= !marker_queue::entry_path(&broker.volume, *leader, entry).exists();
+                }
+            }
+            Ok::<_, VolumeError>(())
+        })?;
+        if !all_applied {
+            return self.spill(broker, held, current).await;
         }
         kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_MARKERS);
         self.complete_held(held, current)?;
@@ -377,42 +402,35 @@ impl TransactionCoordinator {
         Ok(Finished::Completed)
     }
 
-    /// The markers of a fast finish that no leader is known to have applied, handed
-    /// to the leaders' polls: each written as a durable queue entry (its bytes, then
-    /// its name), any other entry of the transaction removed, and only then
-    /// `markers_queued` recorded — from that line on, whoever finds the entries gone
-    /// completes the transaction, so none may vanish in a crash. A crash before the
-    /// line leaves Prepare* without it: the next finish notifies again.
-    async fn spill(
-        &self,
-        broker: &Cluster,
-        held: &HeldSlot<'_>,
-        current: &TxnEntry,
-        left: Vec<(i32, MarkerEntry)>,
-    ) -> Result<Finished, CoordError> {
-        let keep: Vec<i32> = left.iter().map(|(leader, _)| *leader).collect();
-        crate::blocking::off_worker(|| {
-            for (leader, entry) in &left {
-                marker_queue::enqueue(&broker.volume, *leader, entry)?;
-            }
-            // One left from an earlier finish in a queue this set does not use would
-            // be counted as pending forever (every marker is accounted for: led here,
-            // applied by its leader, or in `left`).
-            marker_queue::remove_others(
+    /// A fast finish's entries handed to the leaders' polls: a notice was lost or
+    /// refused, or answered without saying its markers were applied. Each entry left
+    /// is made durable — its bytes, then its name — and only then is `markers_queued`
+    /// recorded: from that line on, whoever finds the entries gone completes the
+    /// transaction, so none may vanish in a crash. With none left, every leader
+    /// applied its own (this process wrote them, in this life, and an entry is only
+    /// removed once its markers are durable, or dropped once its transaction is over):
+    /// the transaction completes here. A crash before the line leaves Prepare*
+    /// without it: the next finish writes the entries and notifies again.
+    async fn spill(&self, broker: &Cluster, held: &HeldSlot<'_>, current: &TxnEntry) -> Result<Finished, CoordError> {
+        let left = crate::blocking::off_worker(|| {
+            marker_queue::make_pending_durable(
                 &broker.volume,
                 current.producer_id,
                 current.producer_epoch,
                 current.txn_seq,
-                &keep,
             )
         })
         .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
+        if left == 0 {
+            self.complete_held(held, current)?;
+            return Ok(Finished::Completed);
+        }
         let mut next = current.clone();
         next.markers_queued = true;
-        // Not waited for: lost, the next finish notifies again.
+        // Not waited for: lost, the next finish writes the entries again.
         self.record(held, &[SlotOp::Put(next)], now_ms(), Durable::Later)
             .await?;
-        debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, entries = left.len(), "markers of a finish queued durably for the leaders' polls");
+        debug!(transactional_id = %current.transactional_id, producer_id = current.producer_id, entries = left, "queue entries of a finish made durable for the leaders' polls");
         Ok(Finished::Queued)
     }
 
@@ -601,7 +619,7 @@ impl TransactionCoordinator {
         });
         let Some(txn_seq) = txn_seq else {
             let (codes, _) = self
-                .apply_notified_entries(broker, producer_id, epoch, commit, codes)
+                .apply_notified_entries(broker, producer_id, epoch, commit, None, codes)
                 .await;
             return NotifiedMarkers { codes, applied: false };
         };
@@ -643,7 +661,7 @@ impl TransactionCoordinator {
                 "a notified transaction not known open here; applied from the queue entry under the slot lock"
             );
             let (answered, from_entries) = self
-                .apply_notified_entries(broker, producer_id, epoch, commit, unknown)
+                .apply_notified_entries(broker, producer_id, epoch, commit, Some(txn_seq), unknown)
                 .await;
             // A partition no entry was found for (gone, or not seen yet through an
             // NFS attribute cache) is answered 0, but its marker is not known durable.
@@ -652,6 +670,9 @@ impl TransactionCoordinator {
                 .all(|(tp, code)| *code != 0 || from_entries.contains(tp));
             codes.extend(answered);
         }
+        // Applied only if every partition is: an error anywhere and the coordinator
+        // hands the notice to the poll anyway.
+        let applied = applied && codes.values().all(|code| *code == 0);
         NotifiedMarkers {
             codes: codes.into_iter().collect(),
             applied,
@@ -659,13 +680,18 @@ impl TransactionCoordinator {
     }
 
     /// [`Self::apply_notified`] through this broker's queue entries, for the
-    /// partitions of `codes` still at 0 (led here).
+    /// partitions of `codes` still at 0 (led here): with `only`, the entries of that
+    /// transaction alone (never another's, nor a hanging-transaction repair). Returns
+    /// the codes and the partitions an entry's markers were applied to (or whose entry
+    /// was dropped because its transaction is over).
+    #[allow(clippy::too_many_arguments)]
     async fn apply_notified_entries(
         &self,
         broker: &Cluster,
         producer_id: i64,
         epoch: i16,
         commit: bool,
+        only: Option<u64>,
         mut codes: BTreeMap<TopicPartition, i16>,
     ) -> (Vec<(TopicPartition, i16)>, BTreeSet<TopicPartition>) {
         let me = self.broker_id;
@@ -689,6 +715,7 @@ impl TransactionCoordinator {
         };
         for (path, entry) in entries {
             let entry = match entry {
+                Ok(e) if only.is_some() && (e.txn_seq != only || e.hanging_since.is_some()) => continue,
                 Ok(e) if e.result == wanted => e,
                 Ok(_) => continue,
                 Err(e) => {

@@ -1283,18 +1283,18 @@ impl FastFinish {
     }
 }
 
-/// Issue 24: with peer links, a finish writes nothing to the marker queue: the peer is
-/// told by a notice naming the transaction, applies the marker from the notice itself
-/// (no queue entry, no slot lock) and echoes the number; the coordinator completes once
-/// its own markers are durable and every leader answered so. A late or repeated answer
-/// changes nothing.
+/// Issue 24: with peer links, a finish writes the peer's queue entry without its
+/// fsyncs and tells the peer by a notice naming the transaction; the peer applies the
+/// marker from the notice itself (no queue read, no slot lock) and echoes the number;
+/// the coordinator removes the entry and completes once its own markers are durable
+/// and every leader answered so. A late or repeated answer changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notice_naming_an_open_transaction_is_applied_from_the_notice() {
     let mut f = FastFinish::new().await;
     let (notice, path) = f.commit(0).await;
     let seq = notice.entry.txn_seq;
     assert_eq!(seq, Some(f.current().txn_seq), "the notice names its transaction");
-    assert!(!path.exists(), "nothing queued on the volume");
+    assert!(path.exists(), "the entry is on the volume before the notice goes");
     let prepared = f.current();
     assert_eq!(prepared.state, TxnState::PrepareCommit);
     assert!(!prepared.markers_queued);
@@ -1310,7 +1310,9 @@ async fn a_notice_naming_an_open_transaction_is_applied_from_the_notice() {
         TxnState::PrepareCommit,
         "the leader does not complete the transaction"
     );
+    assert!(path.exists(), "the leader leaves the entry alone");
     f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Applied).await;
+    assert!(!path.exists(), "the coordinator removed it");
     let done = f.current();
     assert_eq!(done.state, TxnState::CompleteCommit);
     assert!(!done.markers_queued);
@@ -1352,14 +1354,28 @@ async fn an_unapplied_notice_leaves_a_durable_entry_for_the_poll() {
     assert_eq!(lso, end, "both transactions committed on t-0");
 }
 
-/// Issue 24: a leader of the version before notices named their transaction answers
-/// 0 when it finds no queue entry of it — which, with nothing queued, is always. The
-/// coordinator must not read that as applied: the marker goes through the poll.
+/// Issue 24: a leader of the version before notices named their transaction applies
+/// its queue entry and answers 0 — also when it found no entry (say, not seen yet
+/// through an NFS attribute cache). The coordinator never reads such an answer as
+/// applied: an entry still there goes through the poll; one gone was applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_without_the_number_is_never_taken_for_an_applied_marker() {
     let mut f = FastFinish::new().await;
+    // The older leader sees the entry: applies it, removes it, answers 0.
     let (notice, path) = f.commit(0).await;
-    // The older leader: it reads its queue for the producer, finds nothing, answers 0.
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, None, &[tp(&f.x, 0)])
+            .await;
+    assert_eq!(answer.codes, vec![(tp(&f.x, 0), 0)]);
+    assert!(!answer.applied, "applied from the entry, not by the notice's number");
+    assert!(!path.exists() && f.x_committed());
+    f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Answered).await;
+    assert_eq!(f.current().state, TxnState::CompleteCommit, "the entry gone: applied");
+    // It does not see the entry: finds nothing, answers 0.
+    let (notice, path) = f.commit(1).await;
+    let hidden = f._dir.path().join("hidden-entry.json");
+    std::fs::rename(&path, &hidden).unwrap();
     let answer =
         f.b1.txn
             .apply_notified(&f.b1, f.pid, 0, true, None, &[tp(&f.x, 0)])
@@ -1367,6 +1383,7 @@ async fn an_answer_without_the_number_is_never_taken_for_an_applied_marker() {
     assert_eq!(answer.codes, vec![(tp(&f.x, 0), 0)]);
     assert!(!answer.applied);
     assert!(!f.x_committed(), "nothing was written");
+    std::fs::rename(&hidden, &path).unwrap();
     f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Answered).await;
     assert_eq!(
         f.current().state,
@@ -1380,10 +1397,10 @@ async fn an_answer_without_the_number_is_never_taken_for_an_applied_marker() {
 }
 
 /// Issue 24: a coordinator that dies after its notice was applied — the answer lost
-/// with the process — is finished by the slot's next finish, which notifies again: the
-/// leader finds nothing open for the transaction and answers applied without writing.
-/// An unreadable entry of it torn by a power cut is removed by the polls once the
-/// transaction is over.
+/// with the process, the entry never synced — is finished by the slot's next finish,
+/// which writes the entries and notifies again: the leader finds nothing open for the
+/// transaction and answers applied without writing. A torn entry of it in a queue
+/// the next finish does not write to (a power cut) is removed by that finish.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_line() {
     let mut f = FastFinish::new().await;
@@ -1395,14 +1412,19 @@ async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_
             .await;
     assert!(first.applied && f.x_committed());
     assert_eq!(f.current().state, TxnState::PrepareCommit, "nobody completed");
-    // A power cut also left a torn entry of it (an earlier life's spill, say).
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, b"").unwrap();
+    let torn = marker_queue::queue_dir(&f.b0.volume, 9).join(path.file_name().unwrap());
+    std::fs::create_dir_all(torn.parent().unwrap()).unwrap();
+    std::fs::write(&torn, b"").unwrap();
     // The next owner's (here: the sweep's) finish of the Prepare* read from the files.
     // (Here the first finish is still waited for in this process: the new finish
     // replaces it.)
     let prepared = f.current();
     assert_eq!(f.b0.txn.finish(&f.b0, &prepared).await.unwrap(), Finished::Queued);
+    assert!(
+        !torn.exists(),
+        "the finish wrote the whole set again and removed the rest"
+    );
+    assert!(path.exists(), "written again");
     let Some(PeerNotice::Markers(again)) = f.notices.try_recv().ok() else {
         panic!("the leader was notified again")
     };
@@ -1423,11 +1445,9 @@ async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_
         2,
         "one batch, one marker: the second notice wrote nothing"
     );
-    assert!(path.exists());
-    crate::broker::process_marker_queue(&f.b1).await;
     assert!(
         !path.exists(),
-        "the torn entry of a transaction that is over is removed"
+        "the coordinator removed the entry its leader answered for"
     );
 }
 
@@ -1487,34 +1507,97 @@ async fn a_late_notice_never_closes_the_producers_next_transaction() {
 }
 
 /// Issue 24: a partition opened again (a restart, a hand-over) knows a transaction is
-/// open but not its number: the leader writes nothing from the notice and does not
-/// say applied, so the coordinator hands the marker to the poll, which applies it
-/// under the slot lock.
+/// open but not its number: the notice is applied from the queue entry of that very
+/// transaction under the slot lock instead, and the answer says applied only when an
+/// entry was. A leader that found no entry (not seen yet through an NFS attribute
+/// cache) writes nothing and does not say applied, and the coordinator hands the entry
+/// to the poll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_partition_that_cannot_tell_which_transaction_is_open_leaves_the_marker_to_the_poll() {
+async fn a_partition_that_cannot_tell_which_transaction_is_open_asks_the_queue_entry() {
     let mut f = FastFinish::new().await;
-    f.begin(0).await;
-    let b1 = f.b1.clone();
-    let x = f.x.clone();
+    for hide_the_entry in [false, true] {
+        f.begin(if hide_the_entry { 1 } else { 0 }).await;
+        reopen_x0(&f).await;
+        let (notice, path) = f.end().await;
+        let hidden = f._dir.path().join("hidden-entry.json");
+        if hide_the_entry {
+            std::fs::rename(&path, &hidden).unwrap();
+        }
+        let seq = notice.entry.txn_seq;
+        let answer =
+            f.b1.txn
+                .apply_notified(&f.b1, f.pid, 0, true, seq, &[tp(&f.x, 0)])
+                .await;
+        assert_eq!(answer.codes, vec![(tp(&f.x, 0), 0)]);
+        if !hide_the_entry {
+            assert!(answer.applied, "applied from the entry");
+            assert!(f.x_committed() && !path.exists());
+            f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Applied).await;
+            assert_eq!(f.current().state, TxnState::CompleteCommit);
+            continue;
+        }
+        assert!(!answer.applied, "no entry seen: nothing known durable");
+        assert!(!f.x_committed(), "nothing written without the entry or the number");
+        std::fs::rename(&hidden, &path).unwrap();
+        f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Answered).await;
+        assert!(f.current().markers_queued && path.exists(), "handed to the poll");
+        crate::broker::process_marker_queue(&f.b1).await;
+        assert!(f.x_committed());
+        assert_eq!(f.current().state, TxnState::CompleteCommit);
+    }
+}
+
+/// x-0 let go and opened again from its files by the peer (a restart, a hand-over):
+/// its open transactions' numbers are unknown there.
+async fn reopen_x0(f: &FastFinish) {
+    let (b1, x) = (f.b1.clone(), f.x.clone());
     tokio::task::spawn_blocking(move || {
         b1.reopen_partition(&x, 0, "test: opened again");
         b1.sync_with_volume();
     })
     .await
     .unwrap();
-    let (notice, path) = f.end().await;
+}
+
+/// Issue 24 (review): with the partition unable to tell, only the entry of the
+/// transaction the notice names is applied: a stale entry of an earlier transaction of
+/// the producer (left by a finish cut between its durable entry and its line) is never
+/// taken for it, nor counted as applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_entry_of_an_earlier_transaction_never_answers_for_the_named_one() {
+    let mut f = FastFinish::new().await;
+    let (first, _) = f.commit(0).await;
+    let seq = first.entry.txn_seq;
     let answer =
         f.b1.txn
-            .apply_notified(&f.b1, f.pid, 0, true, notice.entry.txn_seq, &[tp(&f.x, 0)])
+            .apply_notified(&f.b1, f.pid, 0, true, seq, &[tp(&f.x, 0)])
             .await;
-    assert_eq!(answer.codes, vec![(tp(&f.x, 0), 0)]);
-    assert!(!answer.applied, "no number known there, no entry to apply");
-    assert!(!f.x_committed(), "nothing written without the number or an entry");
-    f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Answered).await;
-    assert!(f.current().markers_queued && path.exists(), "handed to the poll");
+    assert!(answer.applied);
+    f.b0.txn.notice_answered(&f.b0, &first, NoticeAnswer::Applied).await;
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+    // The first transaction's entry, left on the volume (durable, never removed).
+    let stale = marker_queue::enqueue(&f.b0.volume, first.leader, &first.entry).unwrap();
+    f.begin(1).await;
+    reopen_x0(&f).await;
+    let (second, path) = f.end().await;
+    let hidden = f._dir.path().join("hidden-entry.json");
+    std::fs::rename(&path, &hidden).unwrap();
+    let seq = second.entry.txn_seq;
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, seq, &[tp(&f.x, 0)])
+            .await;
+    assert!(
+        !answer.applied,
+        "the stale entry does not answer for the second transaction"
+    );
+    assert!(stale.exists() && !f.x_committed());
+    std::fs::rename(&hidden, &path).unwrap();
+    f.b0.txn.notice_answered(&f.b0, &second, NoticeAnswer::Answered).await;
     crate::broker::process_marker_queue(&f.b1).await;
     assert!(f.x_committed());
     assert_eq!(f.current().state, TxnState::CompleteCommit);
+    assert!(!stale.exists(), "dropped by the poll: its transaction is over");
 }
 
 /// A power cut can leave a queue entry's name durable without its bytes: the fast
