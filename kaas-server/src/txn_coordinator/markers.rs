@@ -296,14 +296,17 @@ impl TransactionCoordinator {
                 (leader, entry)
             })
             .collect();
-        // This finish writes the transaction's whole set of entries (nothing relies on
-        // an older one yet); one an earlier finish left in another queue is removed
-        // only if the set goes to the polls ([`Self::spill`]): until then nothing
-        // counts the entries, and after a completion the polls drop it as stale.
+        // This finish writes the transaction's whole set of entries; nothing relies on
+        // an older one yet. One left in a queue this set does not use (its partitions
+        // are led elsewhere now, or it was torn by a power cut) would be counted as
+        // still pending forever. Removed here, by the finish that wrote the set, under
+        // the slot lock: never later, when another finish may have written its own.
+        let keep: Vec<i32> = notices.iter().map(|(leader, _)| *leader).collect();
         crate::blocking::off_worker(|| {
-            notices.iter().try_for_each(|(leader, entry)| {
-                marker_queue::enqueue_unsynced(&broker.volume, *leader, entry).map(|_| ())
-            })
+            for (leader, entry) in &notices {
+                marker_queue::enqueue_unsynced(&broker.volume, *leader, entry)?;
+            }
+            marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
         })
         .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
         // Registered before the notices go: an answer may come back at once. Set, not
@@ -377,12 +380,10 @@ impl TransactionCoordinator {
         waited: Unanswered,
     ) -> Result<Finished, CoordError> {
         let mut all_applied = true;
-        let mut keep = Vec::new();
         crate::blocking::off_worker(|| {
             for (leader, (entry, answer)) in &waited.leaders {
                 if *answer != Some(NoticeAnswer::Applied) {
                     all_applied = false;
-                    keep.push(*leader);
                     continue;
                 }
                 // Rewritten since with more partitions (it cannot be, under this lock,
@@ -391,13 +392,12 @@ impl TransactionCoordinator {
                     && marker_queue::entry_path(&broker.volume, *leader, entry).exists()
                 {
                     all_applied = false;
-                    keep.push(*leader);
                 }
             }
             Ok::<_, VolumeError>(())
         })?;
         if !all_applied {
-            return self.spill(broker, held, current, &keep).await;
+            return self.spill(broker, held, current).await;
         }
         kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_MARKERS);
         self.complete_held(held, current)?;
@@ -415,25 +415,16 @@ impl TransactionCoordinator {
     /// the transaction completes here. A crash before the line leaves Prepare*
     /// without it: the next finish writes the entries and notifies again.
     ///
-    /// `keep`: the queues of this finish's entries still wanted. Any other entry of the
-    /// transaction — one an earlier finish left in a queue this one does not use (its
-    /// partitions led elsewhere now), or torn by a power cut — is removed first: every
-    /// marker is accounted for by this finish (durable here, applied by a leader that
-    /// said so, or in a kept entry), and a torn one would be counted as pending for
-    /// ever.
-    async fn spill(
-        &self,
-        broker: &Cluster,
-        held: &HeldSlot<'_>,
-        current: &TxnEntry,
-        keep: &[i32],
-    ) -> Result<Finished, CoordError> {
+    /// Every queue file of the transaction is kept and made durable, whoever wrote it:
+    /// another finish of it (a retry, the reaper, another process) may have rewritten
+    /// this one's entries since, or put some in other queues.
+    async fn spill(&self, broker: &Cluster, held: &HeldSlot<'_>, current: &TxnEntry) -> Result<Finished, CoordError> {
         let (pid, epoch, txn_seq) = (current.producer_id, current.producer_epoch, current.txn_seq);
-        let left = crate::blocking::off_worker(|| {
-            marker_queue::remove_others(&broker.volume, pid, epoch, txn_seq, keep)?;
-            marker_queue::make_pending_durable(&broker.volume, pid, epoch, txn_seq)
-        })
-        .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
+        let left =
+            crate::blocking::off_worker(|| marker_queue::make_pending_durable(&broker.volume, pid, epoch, txn_seq))
+                .inspect_err(|e| {
+                    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e)
+                })?;
         if left == 0 {
             self.complete_held(held, current)?;
             return Ok(Finished::Completed);

@@ -1335,11 +1335,6 @@ async fn an_unapplied_notice_leaves_a_durable_entry_for_the_poll() {
     let mut f = FastFinish::new().await;
     for (seq, answer) in [(0, NoticeAnswer::Failed), (1, NoticeAnswer::Answered)] {
         let (notice, path) = f.commit(seq).await;
-        // A torn entry of it in a queue this finish does not use (a power cut): the
-        // hand-over to the polls removes it, or it would be pending for ever.
-        let torn = marker_queue::queue_dir(&f.b0.volume, 9).join(path.file_name().unwrap());
-        std::fs::create_dir_all(torn.parent().unwrap()).unwrap();
-        std::fs::write(&torn, b"").unwrap();
         f.b0.txn.notice_answered(&f.b0, &notice, answer).await;
         let spilled = f.current();
         assert_eq!(spilled.state, TxnState::PrepareCommit);
@@ -1353,7 +1348,6 @@ async fn an_unapplied_notice_leaves_a_durable_entry_for_the_poll() {
             TxnState::CompleteCommit,
             "the leader that removed the last entry completed it"
         );
-        assert!(!torn.exists());
         assert!(f.b0.txn.unsynced_finishes().is_empty());
     }
     let (lso, end) = lso_and_end(&f.b0);
@@ -1406,8 +1400,7 @@ async fn an_answer_without_the_number_is_never_taken_for_an_applied_marker() {
 /// with the process, the entry never synced — is finished by the slot's next finish,
 /// which writes the entries and notifies again: the leader finds nothing open for the
 /// transaction and answers applied without writing. A torn entry of it in a queue
-/// the next finish does not write to (a power cut) is removed by the polls once the
-/// transaction is over.
+/// the next finish does not write to (a power cut) is removed by that finish.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_line() {
     let mut f = FastFinish::new().await;
@@ -1428,6 +1421,10 @@ async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_
     let prepared = f.current();
     assert_eq!(f.b0.txn.finish(&f.b0, &prepared).await.unwrap(), Finished::Queued);
     assert!(path.exists(), "written again");
+    assert!(
+        !torn.exists(),
+        "the finish wrote the whole set again and removed the rest"
+    );
     let Some(PeerNotice::Markers(again)) = f.notices.try_recv().ok() else {
         panic!("the leader was notified again")
     };
@@ -1451,11 +1448,6 @@ async fn a_fast_finish_cut_before_any_answer_is_finished_again_from_the_prepare_
     assert!(
         !path.exists(),
         "the coordinator removed the entry its leader answered for"
-    );
-    crate::broker::process_marker_queue(&f.b1).await;
-    assert!(
-        !torn.exists(),
-        "the torn entry of a transaction that is over is removed"
     );
 }
 
