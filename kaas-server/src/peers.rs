@@ -22,7 +22,7 @@ use crate::broker::Broker;
 use crate::config::{Config, SaslMechanism};
 use crate::listeners::ListenerSpec;
 use crate::metrics::NotificationOutcome;
-use crate::txn_coordinator::{NoticeAnswer, PeerNotice};
+use crate::txn_coordinator::{txn_seq_in, txn_seq_tag, NoticeAnswer, PeerNotice, TXN_SEQ_TAG};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
 use kafka_protocol::messages::write_txn_markers_response::WritableTxnMarkerResult;
@@ -60,31 +60,10 @@ const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// The largest response read from a peer.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
-/// A tagged field of a WriteTxnMarkers marker, kaas's own: the transaction's number
-/// at its coordinator (`txn_seq`, 8 bytes big-endian), so the leader can apply the
-/// marker from the notice itself (docs/cluster.md, "Markers from a notice"). Other
-/// Kafka brokers skip tags they do not know; "KAAS" in ASCII, far from Apache's.
-pub const TXN_SEQ_TAG: i32 = 0x4B41_4153;
-
-/// The transaction number a marker carries in [`TXN_SEQ_TAG`], if it carries one.
-pub fn txn_seq_of(marker: &WritableTxnMarker) -> Option<u64> {
-    seq_in(&marker.unknown_tagged_fields)
-}
-
-/// The transaction number a leader's answer echoes in [`TXN_SEQ_TAG`]: every marker of
+/// The transaction number a leader's answer echoes ([`TXN_SEQ_TAG`]): every marker of
 /// it applied by that number ([`crate::txn_coordinator::NotifiedMarkers::applied`]).
-pub fn txn_seq_of_result(result: &WritableTxnMarkerResult) -> Option<u64> {
-    seq_in(&result.unknown_tagged_fields)
-}
-
-/// `seq` as the value of [`TXN_SEQ_TAG`].
-pub fn seq_tag(seq: u64) -> Bytes {
-    Bytes::copy_from_slice(&seq.to_be_bytes())
-}
-
-fn seq_in(tags: &BTreeMap<i32, Bytes>) -> Option<u64> {
-    let bytes = tags.get(&TXN_SEQ_TAG)?;
-    Some(u64::from_be_bytes(bytes.as_ref().try_into().ok()?))
+fn txn_seq_of_result(result: &WritableTxnMarkerResult) -> Option<u64> {
+    txn_seq_in(&result.unknown_tagged_fields)
 }
 
 /// How this broker reaches its peers.
@@ -468,7 +447,7 @@ fn marker_of(notice: &PeerNotice) -> WritableTxnMarker {
     }
     let marker = WritableTxnMarker::default();
     let marker = match notice.entry.txn_seq {
-        Some(seq) => marker.with_unknown_tagged_field(TXN_SEQ_TAG, seq_tag(seq)),
+        Some(seq) => marker.with_unknown_tagged_field(TXN_SEQ_TAG, txn_seq_tag(seq)),
         None => marker,
     };
     marker

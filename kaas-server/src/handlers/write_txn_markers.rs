@@ -83,7 +83,7 @@ pub async fn handle(
             continue;
         }
         results.push(None);
-        let txn_seq = crate::peers::txn_seq_of(&marker);
+        let txn_seq = crate::txn_coordinator::txn_seq_in(&marker.unknown_tagged_fields);
         let broker = broker.clone();
         applying.spawn(async move {
             let applied = tokio::time::timeout(
@@ -116,11 +116,12 @@ pub async fn handle(
             };
             let mut answered = result(marker.producer_id, answer.codes);
             // Every marker applied by the notice's number: the coordinator may remove
-            // the queue entry (crate::peers::TXN_SEQ_TAG).
+            // the queue entry (crate::txn_coordinator::TXN_SEQ_TAG).
             if let Some(seq) = txn_seq.filter(|_| answer.applied) {
-                answered
-                    .unknown_tagged_fields
-                    .insert(crate::peers::TXN_SEQ_TAG, crate::peers::seq_tag(seq));
+                answered.unknown_tagged_fields.insert(
+                    crate::txn_coordinator::TXN_SEQ_TAG,
+                    crate::txn_coordinator::txn_seq_tag(seq),
+                );
             }
 
             (i, answered)

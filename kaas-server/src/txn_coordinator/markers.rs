@@ -9,6 +9,24 @@ use crate::WATCHERS_LOG_TARGET;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+/// A tagged field of a WriteTxnMarkers marker, kaas's own: the transaction's number
+/// at its coordinator (`txn_seq`, 8 bytes big-endian), so the leader can apply the
+/// marker from the notice itself (docs/cluster.md, "Markers from a notice"); the
+/// leader's answer echoes it when every marker is applied ([`NotifiedMarkers`]). Other
+/// Kafka brokers skip tags they do not know; "KAAS" in ASCII, far from Apache's.
+pub const TXN_SEQ_TAG: i32 = 0x4B41_4153;
+
+/// The transaction number in a message's tagged fields ([`TXN_SEQ_TAG`]), if any.
+pub fn txn_seq_in(tags: &BTreeMap<i32, bytes::Bytes>) -> Option<u64> {
+    let bytes = tags.get(&TXN_SEQ_TAG)?;
+    Some(u64::from_be_bytes(bytes.as_ref().try_into().ok()?))
+}
+
+/// `seq` as the value of [`TXN_SEQ_TAG`].
+pub fn txn_seq_tag(seq: u64) -> bytes::Bytes {
+    bytes::Bytes::copy_from_slice(&seq.to_be_bytes())
+}
+
 /// A leader's answer to one notice ([`TransactionCoordinator::apply_notified`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifiedMarkers {

@@ -1094,7 +1094,7 @@ pub enum Ended {
 mod markers;
 mod recovery;
 
-pub use markers::{process_marker_queue, NoticeAnswer, NotifiedMarkers};
+pub use markers::{process_marker_queue, txn_seq_in, txn_seq_tag, NoticeAnswer, NotifiedMarkers, TXN_SEQ_TAG};
 
 #[cfg(test)]
 mod tests;
