@@ -310,7 +310,8 @@ impl MarkerPath {
 /// What became of one WriteTxnMarkers notification (`kaas_txn_marker_notifications`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotificationOutcome {
-    /// The leader answered: every marker of it durable.
+    /// The leader answered without an error (whether it said its markers are applied
+    /// is the coordinator's business: docs/cluster.md, "Markers from a notice").
     Delivered,
     /// Not sent, or no answer (no connection, a timeout, a dropped connection).
     Lost,

@@ -131,20 +131,10 @@ impl TransactionCoordinator {
         // the entry in Prepare*; what did land is idempotent for the retry (a marker
         // with no transaction open is a no-op, an entry is rewritten by name).
         let queue = (!remote.is_empty() && !current.markers_queued).then(|| {
-            remote
-                .iter()
-                .map(|(leader, partitions)| {
-                    let marker = MarkerEntry::new(
-                        &current.transactional_id,
-                        pid,
-                        epoch,
-                        commit,
-                        partitions.clone(),
-                        Some(current.txn_seq),
-                        self.broker_id,
-                        now_ms(),
-                    );
-                    let (volume, leader) = (broker.volume.clone(), *leader);
+            self.entries_of(&current, remote.clone())
+                .into_iter()
+                .map(|(leader, marker)| {
+                    let volume = broker.volume.clone();
                     let written = tokio::task::spawn_blocking(move || {
                         marker_queue::enqueue(&volume, leader, &marker).map(|_| (leader, marker))
                     });
@@ -298,22 +288,7 @@ impl TransactionCoordinator {
         let commit = current.state == TxnState::PrepareCommit;
         let (pid, epoch) = (current.producer_id, current.producer_epoch);
         let key = unsynced_key(current);
-        let notices: Vec<(i32, MarkerEntry)> = remote
-            .into_iter()
-            .map(|(leader, partitions)| {
-                let entry = MarkerEntry::new(
-                    &current.transactional_id,
-                    pid,
-                    epoch,
-                    commit,
-                    partitions,
-                    Some(current.txn_seq),
-                    self.broker_id,
-                    now_ms(),
-                );
-                (leader, entry)
-            })
-            .collect();
+        let notices = self.entries_of(current, remote);
         // This finish writes the transaction's whole set of entries; nothing relies on
         // an older one yet. One left in a queue this set does not use (its partitions
         // are led elsewhere now, or it was torn by a power cut) would be counted as
@@ -384,6 +359,27 @@ impl TransactionCoordinator {
         }
     }
 
+    /// The queue entry of the Prepare* `current` for each other leader in `remote`.
+    fn entries_of(&self, current: &TxnEntry, remote: BTreeMap<i32, Vec<TopicPartition>>) -> Vec<(i32, MarkerEntry)> {
+        let commit = current.state == TxnState::PrepareCommit;
+        remote
+            .into_iter()
+            .map(|(leader, partitions)| {
+                let entry = MarkerEntry::new(
+                    &current.transactional_id,
+                    current.producer_id,
+                    current.producer_epoch,
+                    commit,
+                    partitions,
+                    Some(current.txn_seq),
+                    self.broker_id,
+                    now_ms(),
+                );
+                (leader, entry)
+            })
+            .collect()
+    }
+
     /// The end of a fast finish, with the slot held and `current` still the Prepare*
     /// it notified for, without `markers_queued`, its own markers durable and every
     /// leader answered (or given up on). The entry of each leader that answered
@@ -404,8 +400,8 @@ impl TransactionCoordinator {
                     all_applied = false;
                     continue;
                 }
-                // Rewritten since with more partitions (it cannot be, under this lock,
-                // but the entry is then left for the polls): not all applied.
+                // Widened since (kaasctl merges its entries in under this lock): the
+                // entry stays for the polls, so not all applied.
                 if !marker_queue::remove_if_covered(&broker.volume, *leader, entry)?
                     && marker_queue::entry_path(&broker.volume, *leader, entry).exists()
                 {
