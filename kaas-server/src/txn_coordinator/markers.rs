@@ -527,8 +527,10 @@ impl TransactionCoordinator {
     /// it — a compare-and-set, a no-op when the leader that removed the last entry
     /// did it already. A lost or refused notice changes nothing.
     ///
-    /// Either way the producer's request waiting for the transaction is woken. Never
-    /// announces again: what is left, its poll applies.
+    /// An answer that leaves its fast finish still waiting (another leader, or this
+    /// broker's own markers) is only recorded: it neither takes nor waits for the
+    /// slot lock. Otherwise the producer's request waiting for the transaction is
+    /// woken. Never announces again: what is left, its poll applies.
     pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, answer: NoticeAnswer) {
         let prepared = &notice.prepared;
         let key = unsynced_key(prepared);
@@ -545,7 +547,11 @@ impl TransactionCoordinator {
             });
             match all {
                 Some(true) => finishes.remove(&key),
-                _ => None,
+                // The finish still waits for another leader, or for its own markers:
+                // the answer is recorded, and whoever completes the set concludes it.
+                // Nothing to look at in the slot, nobody to wake.
+                Some(false) => return,
+                None => None,
             }
         };
         let completed = async {

@@ -1325,6 +1325,49 @@ async fn a_notice_naming_an_open_transaction_is_applied_from_the_notice() {
     assert!(!path.exists());
 }
 
+/// Issue 24: an answer that does not complete the set — another leader, or the
+/// coordinator's own markers, still outstanding — is recorded and nothing more: it
+/// neither takes the slot lock (one look at the slot per transaction, by whoever
+/// completes the set) nor waits for it. Before, every answer took the lock and found
+/// nothing to do, a lock cycle per leader per transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_does_not_complete_the_set_never_takes_the_slot_lock() {
+    let mut f = FastFinish::new().await;
+    let (notice, path) = f.commit(0).await;
+    let key = (f.tid.clone(), f.pid, 0i16, notice.entry.txn_seq.unwrap());
+    // As if the answer came while the coordinator's own markers were still being
+    // written (the finish concludes once they are durable).
+    f.b0.txn.unsynced_finishes().get_mut(&key).unwrap().local_durable = false;
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, notice.entry.txn_seq, &[tp(&f.x, 0)])
+            .await;
+    assert!(answer.applied);
+    let elsewhere = TxnStateStore::new(f.b0.volume.clone())
+        .lock_slot(slot_for(&f.tid))
+        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Applied),
+    )
+    .await
+    .expect("an answer that completes nothing does not wait for the slot lock");
+    drop(elsewhere);
+    assert_eq!(
+        f.b0.txn.unsynced_finishes()[&key].leaders[&notice.leader].1,
+        Some(NoticeAnswer::Applied),
+        "the answer is recorded"
+    );
+    assert_eq!(f.current().state, TxnState::PrepareCommit);
+    assert!(path.exists());
+    // The coordinator's markers durable: the set is complete, and concluded.
+    f.b0.txn.unsynced_finishes().get_mut(&key).unwrap().local_durable = true;
+    f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Applied).await;
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+    assert!(!path.exists());
+    assert!(f.b0.txn.unsynced_finishes().is_empty());
+}
+
 /// Issue 24: a lost or refused notice, or an answer that does not say the markers were
 /// applied by the notice's number (a leader of the version before, or one that found
 /// nothing to apply), hands the leader's markers to its poll: a durable queue entry is
