@@ -288,6 +288,7 @@ impl TransactionCoordinator {
         let commit = current.state == TxnState::PrepareCommit;
         let (pid, epoch) = (current.producer_id, current.producer_epoch);
         let key = unsynced_key(current);
+        let woken = Arc::new(tokio::sync::Notify::new());
         let notices = self.entries_of(current, remote);
         // This finish writes the transaction's whole set of entries; nothing relies on
         // an older one yet. One left in a queue this set does not use (its partitions
@@ -313,6 +314,7 @@ impl TransactionCoordinator {
                     .map(|(leader, entry)| (*leader, (entry.clone(), None)))
                     .collect(),
                 local_durable: false,
+                holder: Some(woken.clone()),
                 prepared_at,
             },
         );
@@ -342,17 +344,29 @@ impl TransactionCoordinator {
             self.unsynced_finishes().remove(&key);
             return Err(e);
         }
-        let ready = {
+        // Every answer in: concluded here, under the slot this finish holds. Else it
+        // waits for them a little, still holding it ([`NOTICE_ANSWER_WAIT`]), and then
+        // lets the record go: the answer that completes the set concludes.
+        let answered_all = |release: bool| {
             let mut finishes = self.unsynced_finishes();
             let all = finishes.get_mut(&key).map(|waiting| {
-                waiting.local_durable = true;
-                waiting.all_answered()
+                let all = waiting.all_answered();
+                if release && !all {
+                    waiting.local_durable = true;
+                    waiting.holder = None;
+                }
+                all
             });
             match all {
                 Some(true) => finishes.remove(&key),
                 _ => None,
             }
         };
+        let mut ready = answered_all(false);
+        if ready.is_none() && self.unsynced_finishes().contains_key(&key) {
+            let _ = tokio::time::timeout(super::NOTICE_ANSWER_WAIT, woken.notified()).await;
+            ready = answered_all(true);
+        }
         match ready {
             Some(waited) => self.conclude(broker, held, current, waited).await,
             None => Ok(Finished::Queued),
@@ -542,6 +556,10 @@ impl TransactionCoordinator {
                     if got.is_none() && covers(&notice.entry, asked) {
                         *got = Some(answer);
                     }
+                }
+                if let Some(holder) = waiting.holder.as_ref().filter(|_| waiting.all_answered()) {
+                    // The finish still holds the slot: it concludes.
+                    holder.notify_one();
                 }
                 waiting.local_durable && waiting.all_answered()
             });

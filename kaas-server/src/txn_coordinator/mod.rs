@@ -229,8 +229,13 @@ type UnsyncedKey = (String, i64, i16, u64);
 pub(crate) struct Unanswered {
     /// Each notified leader's markers, and its answer once it came.
     pub leaders: BTreeMap<i32, (MarkerEntry, Option<NoticeAnswer>)>,
-    /// Whether the markers of the partitions led here are durable.
+    /// Whether the finish that wrote this record has let it go: the markers of the
+    /// partitions led here are durable, and it no longer waits for the answers with
+    /// the slot held. From then on, the answer that completes the set concludes.
     pub local_durable: bool,
+    /// While the finish still holds the slot and waits ([`NOTICE_ANSWER_WAIT`]): woken
+    /// by the answer that completes the set, so it concludes under the lock it holds.
+    pub holder: Option<Arc<tokio::sync::Notify>>,
     /// When the Prepare* was durable: the delivery histogram's start.
     pub prepared_at: Instant,
 }
@@ -1053,6 +1058,14 @@ impl TransactionCoordinator {
 /// How long a request (or a finish) waits for a transaction slot's locks before
 /// giving up with [`CoordError::SlotBusy`] (retriable).
 pub const SLOT_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a fast finish, its own markers durable, keeps the slot and waits for
+/// its leaders' answers before it lets the slot go (the answer that completes the set
+/// then concludes, taking the slot again). The answers usually come within a leader's
+/// fsync; waiting for them here saves a second look at the slot per transaction.
+/// Bounded, so that a slow leader holds the slot, and the producer's next request,
+/// no longer than this.
+pub const NOTICE_ANSWER_WAIT: Duration = Duration::from_millis(20);
 
 /// How long the marker watcher's poll, a notified leader and the reaper wait for one
 /// slot before they move on (the poll and the reaper try it again at their next

@@ -1325,6 +1325,44 @@ async fn a_notice_naming_an_open_transaction_is_applied_from_the_notice() {
     assert!(!path.exists());
 }
 
+/// Issue 24: a leader that answers while the finish still holds the slot (its own
+/// markers durable, waiting up to `NOTICE_ANSWER_WAIT`) has the transaction concluded
+/// by that finish, under the lock it holds: the answer is recorded and wakes it. The
+/// marker is written once, the entry removed, the transaction complete, nothing left
+/// waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_answering_while_the_finish_holds_the_slot_is_concluded_by_that_finish() {
+    let mut f = FastFinish::new().await;
+    f.begin(0).await;
+    // The peer link: the notice applied at the leader, its answer sent back at once.
+    let mut notices = std::mem::replace(&mut f.notices, tokio::sync::mpsc::channel(1).1);
+    let (b0, b1, pid, x) = (f.b0.clone(), f.b1.clone(), f.pid, f.x.clone());
+    let link = tokio::spawn(async move {
+        let Some(PeerNotice::Markers(notice)) = notices.recv().await else {
+            panic!("no marker notice for the peer")
+        };
+        let answer = b1
+            .txn
+            .apply_notified(&b1, pid, 0, true, notice.entry.txn_seq, &[tp(&x, 0)])
+            .await;
+        assert!(answer.applied);
+        b0.txn.notice_answered(&b0, &notice, NoticeAnswer::Applied).await;
+        notice
+    });
+    f.b0.txn.end_txn(&f.b0, &f.tid, f.pid, 0, true).await.unwrap();
+    let notice = link.await.unwrap();
+    let path = marker_queue::entry_path(&f.b0.volume, notice.leader, &notice.entry);
+    let done = f.current();
+    assert_eq!(done.state, TxnState::CompleteCommit);
+    assert!(!done.markers_queued);
+    assert!(!path.exists(), "the entry is removed");
+    assert!(f.b0.txn.unsynced_finishes().is_empty(), "nothing is left waiting");
+    assert!(f.x_committed());
+    let x0 = f.b1.topic(&f.x).unwrap().partition(0).unwrap().clone().unwrap();
+    let end = x0.state().log.log_end_offset();
+    assert_eq!(end, 2, "the batch and one marker");
+}
+
 /// Issue 24: an answer that does not complete the set — another leader, or the
 /// coordinator's own markers, still outstanding — is recorded and nothing more: it
 /// neither takes the slot lock (one look at the slot per transaction, by whoever
