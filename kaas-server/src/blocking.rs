@@ -4,12 +4,35 @@
 //! so a slow disk stalls only the request that needs it, never every connection or
 //! the lease renewal. Elsewhere (single-threaded test runtimes, plain threads) it runs
 //! inline.
+//!
+//! Handing a worker's tasks to another thread costs a thread wake-up or two each
+//! time: on this project's 2-core virtual machine, the three `block_in_place` calls of
+//! every cross-broker transaction (queue entries written, notice's leadership check,
+//! entries removed) took about a tenth of a 3-broker cluster's throughput
+//! (docs/performance.md). Work on the hot paths that can hand over owned data goes to
+//! the blocking pool instead ([`run_blocking`]), and what memory alone can answer
+//! never leaves the worker.
 
 /// Runs `f`, blocking, without holding up the runtime's other tasks.
 pub fn off_worker<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
         _ => f(),
+    }
+}
+
+/// Runs `f` on the blocking pool and waits for it: for blocking file work reached
+/// from an async task that can hand its closure over (owned data). Unlike
+/// [`off_worker`], the worker keeps its place and runs other tasks meanwhile; the
+/// pool's thread wakes this task when `f` is done. A pool that cannot run it (the
+/// runtime shutting down) is an I/O error on `path()`.
+pub async fn run_blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, kaas_core::error::VolumeError> + Send + 'static,
+    path: impl FnOnce() -> std::path::PathBuf,
+) -> Result<R, kaas_core::error::VolumeError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => Err(kaas_core::error::VolumeError::io(path(), std::io::Error::other(e))),
     }
 }
 

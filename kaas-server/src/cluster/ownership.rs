@@ -342,6 +342,15 @@ impl Cluster {
         self.partition_leadership(topic, partition).map(|(b, _)| b)
     }
 
+    /// Whether this broker leads the partition: [`Cluster::partition_leader`] is this
+    /// broker exactly when the partition is open here, which memory alone tells (no
+    /// file is read, so no need to leave the async worker).
+    pub fn leads_here(&self, topic: &str, partition: i32) -> bool {
+        self.topic(topic)
+            .ok()
+            .is_some_and(|t| matches!(t.partition(partition), Some(Ok(_))))
+    }
+
     /// [`Cluster::partition_leader`] with the leader epoch.
     pub fn partition_leadership(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
         self.leadership(topic, partition, false)

@@ -296,12 +296,17 @@ impl TransactionCoordinator {
         // still pending forever. Removed here, by the finish that wrote the set, under
         // the slot lock: never later, when another finish may have written its own.
         let keep: Vec<i32> = notices.iter().map(|(leader, _)| *leader).collect();
-        crate::blocking::off_worker(|| {
-            for (leader, entry) in &notices {
-                marker_queue::enqueue_unsynced(&broker.volume, *leader, entry)?;
-            }
-            marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
-        })
+        let (volume, txn_seq, to_write) = (broker.volume.clone(), current.txn_seq, notices.clone());
+        crate::blocking::run_blocking(
+            move || {
+                for (leader, entry) in &to_write {
+                    marker_queue::enqueue_unsynced(&volume, *leader, entry)?;
+                }
+                marker_queue::remove_others(&volume, pid, epoch, txn_seq, &keep)
+            },
+            || broker.volume.cluster_dir().join("marker_queue"),
+        )
+        .await
         .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
         // Registered before the notices go: an answer may come back at once. Set, not
         // merged: this finish's notices are the ones waited for (an earlier one's
@@ -407,23 +412,32 @@ impl TransactionCoordinator {
         current: &TxnEntry,
         waited: Unanswered,
     ) -> Result<Finished, CoordError> {
-        let mut all_applied = true;
-        crate::blocking::off_worker(|| {
-            for (leader, (entry, answer)) in &waited.leaders {
-                if *answer != Some(NoticeAnswer::Applied) {
-                    all_applied = false;
-                    continue;
+        let applied: Vec<(i32, MarkerEntry)> = waited
+            .leaders
+            .iter()
+            .filter(|(_, (_, answer))| *answer == Some(NoticeAnswer::Applied))
+            .map(|(leader, (entry, _))| (*leader, entry.clone()))
+            .collect();
+        let mut all_applied = applied.len() == waited.leaders.len();
+        let volume = broker.volume.clone();
+        let removed = crate::blocking::run_blocking(
+            move || {
+                let mut all = true;
+                for (leader, entry) in &applied {
+                    // Widened since (kaasctl merges its entries in under this lock): the
+                    // entry stays for the polls, so not all applied.
+                    if !marker_queue::remove_if_covered(&volume, *leader, entry)?
+                        && marker_queue::entry_path(&volume, *leader, entry).exists()
+                    {
+                        all = false;
+                    }
                 }
-                // Widened since (kaasctl merges its entries in under this lock): the
-                // entry stays for the polls, so not all applied.
-                if !marker_queue::remove_if_covered(&broker.volume, *leader, entry)?
-                    && marker_queue::entry_path(&broker.volume, *leader, entry).exists()
-                {
-                    all_applied = false;
-                }
-            }
-            Ok::<_, VolumeError>(())
-        })?;
+                Ok::<_, VolumeError>(all)
+            },
+            || broker.volume.cluster_dir().join("marker_queue"),
+        )
+        .await?;
+        all_applied &= removed;
         if !all_applied {
             return self.spill(broker, held, current).await;
         }
@@ -648,17 +662,28 @@ impl TransactionCoordinator {
         asked: &[TopicPartition],
     ) -> NotifiedMarkers {
         const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-        let me = self.broker_id;
-        // Leadership of a partition led elsewhere reads its owner.json, and a missing
-        // one its topic file: file reads, off the runtime's workers.
-        let led_here =
-            |tp: &TopicPartition| broker.partition_leader(&tp.topic, tp.partition) == Some(me) || gone(broker, tp);
-        let mut codes: BTreeMap<TopicPartition, i16> = crate::blocking::off_worker(|| {
-            asked
-                .iter()
-                .map(|tp| (tp.clone(), if led_here(tp) { 0 } else { NOT_LEADER_OR_FOLLOWER }))
-                .collect()
-        });
+        // A partition open here is led here (memory alone tells); the leadership of
+        // one led elsewhere reads its owner.json, and a missing one its topic file:
+        // file reads, off the runtime's workers — only for those (a notice sent
+        // where the partition is not led is rare).
+        let mut codes: BTreeMap<TopicPartition, i16> = asked
+            .iter()
+            .filter(|tp| broker.leads_here(&tp.topic, tp.partition))
+            .map(|tp| (tp.clone(), 0))
+            .collect();
+        let elsewhere: Vec<&TopicPartition> = asked.iter().filter(|tp| !codes.contains_key(*tp)).collect();
+        if !elsewhere.is_empty() {
+            let me = self.broker_id;
+            codes.extend(crate::blocking::off_worker(|| {
+                elsewhere
+                    .into_iter()
+                    .map(|tp| {
+                        let led_here = broker.partition_leader(&tp.topic, tp.partition) == Some(me) || gone(broker, tp);
+                        (tp.clone(), if led_here { 0 } else { NOT_LEADER_OR_FOLLOWER })
+                    })
+                    .collect::<Vec<_>>()
+            }));
+        }
         let Some(txn_seq) = txn_seq else {
             let (codes, _) = self
                 .apply_notified_entries(broker, producer_id, epoch, commit, None, codes)
