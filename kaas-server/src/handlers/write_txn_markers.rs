@@ -49,7 +49,9 @@ pub async fn handle(
     // Each marker on its own task: one waiting on its slot's lock does not hold up the
     // others. Every apply is a compare-and-set on the volume, so one cut off by its
     // deadline leaves nothing half-done that the poll cannot finish.
-    let mut applying = tokio::task::JoinSet::new();
+    // Applied side by side within this request's task (each waits on its own fsync):
+    // no task spawned per marker, no thread woken to run it.
+    let mut applying = Vec::new();
     let mut results: Vec<Option<WritableTxnMarkerResult>> = Vec::with_capacity(req.markers.len());
     for (i, marker) in req.markers.into_iter().enumerate() {
         let asked: Vec<TopicPartition> = marker
@@ -85,7 +87,7 @@ pub async fn handle(
         results.push(None);
         let txn_seq = crate::txn_coordinator::txn_seq_in(&marker.unknown_tagged_fields);
         let broker = broker.clone();
-        applying.spawn(async move {
+        applying.push(async move {
             let applied = tokio::time::timeout(
                 APPLY_DEADLINE,
                 broker.txn.apply_notified(
@@ -127,10 +129,14 @@ pub async fn handle(
             (i, answered)
         });
     }
-    while let Some(done) = applying.join_next().await {
+    use futures_util::FutureExt;
+    let applying = applying
+        .into_iter()
+        .map(|apply| std::panic::AssertUnwindSafe(apply).catch_unwind());
+    for done in futures_util::future::join_all(applying).await {
         match done {
             Ok((i, r)) => results[i] = Some(r),
-            Err(e) => tracing::error!(error = %e, "applying notified markers panicked"),
+            Err(_) => tracing::error!("applying notified markers panicked"),
         }
     }
     // A task that panicked leaves its marker unanswered: the coordinator counts the
