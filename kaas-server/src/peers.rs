@@ -330,9 +330,14 @@ fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutco
         NotificationOutcome::Delivered => NoticeAnswer::Answered,
         NotificationOutcome::Lost | NotificationOutcome::Refused => NoticeAnswer::Failed,
     };
+    // Recorded here; a task of its own only for what may take the slot's lock.
+    let recorded = broker.txn.record_answer(&notice, answer);
+    if matches!(recorded, crate::txn_coordinator::AnswerRecorded::Recorded) {
+        return;
+    }
     let broker = broker.clone();
     tokio::spawn(async move {
-        broker.txn.notice_answered(&broker, &notice, answer).await;
+        broker.txn.act_on_answer(&broker, &notice, answer, recorded).await;
     });
 }
 

@@ -560,31 +560,57 @@ impl TransactionCoordinator {
     /// slot lock. Otherwise the producer's request waiting for the transaction is
     /// woken. Never announces again: what is left, its poll applies.
     pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, answer: NoticeAnswer) {
-        let prepared = &notice.prepared;
-        let key = unsynced_key(prepared);
-        let slot = slot_for(&prepared.transactional_id);
-        let ready = {
-            let mut finishes = self.unsynced_finishes();
-            let all = finishes.get_mut(&key).map(|waiting| {
-                if let Some((asked, got)) = waiting.leaders.get_mut(&notice.leader) {
-                    if got.is_none() && covers(&notice.entry, asked) {
-                        *got = Some(answer);
-                    }
+        let recorded = self.record_answer(notice, answer);
+        self.act_on_answer(broker, notice, answer, recorded).await
+    }
+
+    /// The first part of [`Self::notice_answered`], which takes no lock but a mutex
+    /// held for a few instructions: the answer recorded with its fast finish, and
+    /// what is left to do. The peer links call it on their own task and hand the rest
+    /// to a task of its own only when there is something left
+    /// ([`AnswerRecorded::Recorded`] leaves nothing).
+    pub(crate) fn record_answer(&self, notice: &MarkerNotice, answer: NoticeAnswer) -> AnswerRecorded {
+        let key = unsynced_key(&notice.prepared);
+        let mut finishes = self.unsynced_finishes();
+        let all = finishes.get_mut(&key).map(|waiting| {
+            if let Some((asked, got)) = waiting.leaders.get_mut(&notice.leader) {
+                if got.is_none() && covers(&notice.entry, asked) {
+                    *got = Some(answer);
                 }
-                if let Some(holder) = waiting.holder.as_ref().filter(|_| waiting.all_answered()) {
-                    // The finish still holds the slot: it concludes.
-                    holder.notify_one();
-                }
-                waiting.local_durable && waiting.all_answered()
-            });
-            match all {
-                Some(true) => finishes.remove(&key),
-                // The finish still waits for another leader, or for its own markers:
-                // the answer is recorded, and whoever completes the set concludes it.
-                // Nothing to look at in the slot, nobody to wake.
-                Some(false) => return,
-                None => None,
             }
+            if let Some(holder) = waiting.holder.as_ref().filter(|_| waiting.all_answered()) {
+                // The finish still holds the slot: it concludes.
+                holder.notify_one();
+            }
+            waiting.local_durable && waiting.all_answered()
+        });
+        match all {
+            Some(true) => match finishes.remove(&key) {
+                Some(waited) => AnswerRecorded::Ready(waited),
+                None => AnswerRecorded::NotWaiting,
+            },
+            // The finish still waits for another leader, or for its own markers:
+            // the answer is recorded, and whoever completes the set concludes it.
+            // Nothing to look at in the slot, nobody to wake.
+            Some(false) => AnswerRecorded::Recorded,
+            None => AnswerRecorded::NotWaiting,
+        }
+    }
+
+    /// The rest of [`Self::notice_answered`], after [`Self::record_answer`].
+    pub(crate) async fn act_on_answer(
+        &self,
+        broker: &Cluster,
+        notice: &MarkerNotice,
+        answer: NoticeAnswer,
+        recorded: AnswerRecorded,
+    ) {
+        let prepared = &notice.prepared;
+        let slot = slot_for(&prepared.transactional_id);
+        let ready = match recorded {
+            AnswerRecorded::Recorded => return,
+            AnswerRecorded::Ready(waited) => Some(waited),
+            AnswerRecorded::NotWaiting => None,
         };
         let completed = async {
             if ready.is_none() && answer == NoticeAnswer::Failed {

@@ -240,6 +240,19 @@ pub(crate) struct Unanswered {
     pub prepared_at: Instant,
 }
 
+/// What recording a leader's answer left to do
+/// ([`TransactionCoordinator::record_answer`]).
+#[derive(Debug)]
+pub(crate) enum AnswerRecorded {
+    /// Recorded with a finish that still waits (for another leader, or with the slot
+    /// held, woken): nothing left.
+    Recorded,
+    /// The answer that completed the set of a finish that let go: conclude it.
+    Ready(Unanswered),
+    /// No finish of this life waits for it: act on the slot's files.
+    NotWaiting,
+}
+
 impl Unanswered {
     fn all_answered(&self) -> bool {
         self.leaders.values().all(|(_, answer)| answer.is_some())
