@@ -46,11 +46,12 @@ pub async fn handle(
     if allowed {
         kaas_core::failpoint::hit(kaas_core::failpoint::MARKERS_NOTIFIED);
     }
-    // Each marker on its own task: one waiting on its slot's lock does not hold up the
-    // others. Every apply is a compare-and-set on the volume, so one cut off by its
+    // The markers are applied side by side within this request's task (join_all): one
+    // waiting on a slot's lock or its fsync does not hold up the others, and no task
+    // is spawned, no thread woken, per marker. Blocking file work of the rare paths (a
+    // partition led elsewhere, a queue entry read) does hold the others up while it
+    // runs. Every apply is a compare-and-set on the volume, so one cut off by its
     // deadline leaves nothing half-done that the poll cannot finish.
-    // Applied side by side within this request's task (each waits on its own fsync):
-    // no task spawned per marker, no thread woken to run it.
     let mut applying = Vec::new();
     let mut results: Vec<Option<WritableTxnMarkerResult>> = Vec::with_capacity(req.markers.len());
     for (i, marker) in req.markers.into_iter().enumerate() {
@@ -136,7 +137,14 @@ pub async fn handle(
     for done in futures_util::future::join_all(applying).await {
         match done {
             Ok((i, r)) => results[i] = Some(r),
-            Err(_) => tracing::error!("applying notified markers panicked"),
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(panic = %what, "applying notified markers panicked")
+            }
         }
     }
     // A task that panicked leaves its marker unanswered: the coordinator counts the

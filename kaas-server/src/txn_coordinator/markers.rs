@@ -27,6 +27,15 @@ pub fn txn_seq_tag(seq: u64) -> bytes::Bytes {
     bytes::Bytes::copy_from_slice(&seq.to_be_bytes())
 }
 
+/// When a fast finish's Prepare* was made durable (the delivery histogram's start),
+/// and whether it waits for its leaders' answers with the slot held
+/// ([`super::NOTICE_ANSWER_WAIT`]).
+#[derive(Debug, Clone, Copy)]
+struct FinishTiming {
+    prepared_at: Instant,
+    wait_for_answers: bool,
+}
+
 /// A leader's answer to one notice ([`TransactionCoordinator::apply_notified`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifiedMarkers {
@@ -69,24 +78,29 @@ impl TransactionCoordinator {
         prepared_at: Option<Instant>,
     ) -> Result<Finished, CoordError> {
         let held = self.lock_slot(slot_for(&expected.transactional_id)).await?;
-        self.finish_held(broker, &held, expected, prepared_at).await
+        self.finish_held(broker, &held, expected, prepared_at, prepared_at.is_some())
+            .await
     }
 
     /// The compare-and-set finish, with the slot held: re-check, offset hook, markers,
     /// Complete*. Any failure leaves the entry in its Prepare state.
     ///
-    /// With peer links, the other leaders are told by a notice each
-    /// ([`Self::finish_by_notices`]): nothing is queued on the volume unless a notice
-    /// fails. Without them, queue entries are written durably and marked on the slot
-    /// entry, and the leaders' polls find them. A finish that finds marked entries
-    /// still queued announces them again. `prepared_at` is when the Prepare* was made
-    /// durable by the caller, if it was (the delivery histogram's start).
+    /// With peer links, the other leaders get their queue entries (unsynced) and a
+    /// notice each ([`Self::finish_by_notices`]); an entry is made durable only when
+    /// its notice was not answered "applied". Without them, queue entries are written
+    /// durably and marked on the slot entry, and the leaders' polls find them. A
+    /// finish that finds marked entries still queued announces them again.
+    /// `prepared_at` is when the Prepare* was made durable by the caller, if it was
+    /// (the delivery histogram's start). `wait_for_answers`: a fast finish keeps the
+    /// slot for its leaders' answers a little ([`super::NOTICE_ANSWER_WAIT`]) — for
+    /// one transaction just prepared, not for a sweep finishing many under one lock.
     pub(super) async fn finish_held(
         &self,
         broker: &Cluster,
         held: &HeldSlot<'_>,
         expected: &TxnEntry,
         prepared_at: Option<Instant>,
+        wait_for_answers: bool,
     ) -> Result<Finished, CoordError> {
         let Some(current) = self.held_entry(held, &expected.transactional_id)? else {
             return Ok(Finished::Stale);
@@ -122,7 +136,17 @@ impl TransactionCoordinator {
         let prepared_at_or_now = prepared_at.unwrap_or_else(Instant::now);
         if self.notices.get().is_some() && !remote.is_empty() && !current.markers_queued {
             return self
-                .finish_by_notices(broker, held, &current, &local, remote, prepared_at_or_now)
+                .finish_by_notices(
+                    broker,
+                    held,
+                    &current,
+                    &local,
+                    remote,
+                    FinishTiming {
+                        prepared_at: prepared_at_or_now,
+                        wait_for_answers,
+                    },
+                )
                 .await;
         }
         // The markers of the partitions led here and the queue entries for the other
@@ -283,8 +307,12 @@ impl TransactionCoordinator {
         current: &TxnEntry,
         local: &[&TopicPartition],
         remote: BTreeMap<i32, Vec<TopicPartition>>,
-        prepared_at: Instant,
+        timing: FinishTiming,
     ) -> Result<Finished, CoordError> {
+        let FinishTiming {
+            prepared_at,
+            wait_for_answers,
+        } = timing;
         let commit = current.state == TxnState::PrepareCommit;
         let (pid, epoch) = (current.producer_id, current.producer_epoch);
         let key = unsynced_key(current);
@@ -296,17 +324,16 @@ impl TransactionCoordinator {
         // still pending forever. Removed here, by the finish that wrote the set, under
         // the slot lock: never later, when another finish may have written its own.
         let keep: Vec<i32> = notices.iter().map(|(leader, _)| *leader).collect();
-        let (volume, txn_seq, to_write) = (broker.volume.clone(), current.txn_seq, notices.clone());
-        crate::blocking::run_blocking(
-            move || {
-                for (leader, entry) in &to_write {
-                    marker_queue::enqueue_unsynced(&volume, *leader, entry)?;
-                }
-                marker_queue::remove_others(&volume, pid, epoch, txn_seq, &keep)
-            },
-            || broker.volume.cluster_dir().join("marker_queue"),
-        )
-        .await
+        // Through `off_worker`, not the blocking pool: with no await point, a finish
+        // dropped meanwhile (a connection aborted at shutdown) cannot leave this
+        // removal running after the slot lock is let go, where it could remove
+        // entries another finish wrote since.
+        crate::blocking::off_worker(|| {
+            for (leader, entry) in &notices {
+                marker_queue::enqueue_unsynced(&broker.volume, *leader, entry)?;
+            }
+            marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
+        })
         .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
         // Registered before the notices go: an answer may come back at once. Set, not
         // merged: this finish's notices are the ones waited for (an earlier one's
@@ -367,9 +394,14 @@ impl TransactionCoordinator {
                 _ => None,
             }
         };
-        let mut ready = answered_all(false);
-        if ready.is_none() && self.unsynced_finishes().contains_key(&key) {
-            let _ = tokio::time::timeout(super::NOTICE_ANSWER_WAIT, woken.notified()).await;
+        // Not waiting: let go at once if the set is not complete.
+        let mut ready = answered_all(!wait_for_answers);
+        // Only a finish right after the Prepare* it made durable (EndTxn, or
+        // InitProducerId aborting the open transaction) waits: recovery and the sweep
+        // finish many transactions in a row under one slot lock.
+        if ready.is_none() && wait_for_answers && self.unsynced_finishes().contains_key(&key) {
+            let wait = Duration::from_millis(self.answer_wait.load(std::sync::atomic::Ordering::Relaxed));
+            let _ = tokio::time::timeout(wait, woken.notified()).await;
             ready = answered_all(true);
         }
         match ready {
@@ -589,9 +621,10 @@ impl TransactionCoordinator {
                 Some(waited) => AnswerRecorded::Ready(waited),
                 None => AnswerRecorded::NotWaiting,
             },
-            // The finish still waits for another leader, or for its own markers:
-            // the answer is recorded, and whoever completes the set concludes it.
-            // Nothing to look at in the slot, nobody to wake.
+            // The finish still waits for another leader, or for its own markers
+            // (woken above if it holds the slot and the set is complete): the answer
+            // is recorded, and whoever completes the set concludes it. Nothing to
+            // look at in the slot.
             Some(false) => AnswerRecorded::Recorded,
             None => AnswerRecorded::NotWaiting,
         }

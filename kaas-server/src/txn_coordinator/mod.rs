@@ -215,6 +215,9 @@ pub struct TransactionCoordinator {
     /// Finishes running after EndTxn's answer, and a wake-up when the last ends.
     finishing: std::sync::atomic::AtomicUsize,
     finished_all: tokio::sync::Notify,
+    /// How long a fast finish keeps the slot for its leaders' answers
+    /// ([`NOTICE_ANSWER_WAIT`]; longer in tests that need the answer to come in it).
+    answer_wait: std::sync::atomic::AtomicU64,
     /// Whether a broker is dead by its lease (confirmed by this broker's lease
     /// watch): a slot lock it holds is taken over; and how long a lock held under no
     /// holder's line waits. Unset, no slot lock is ever taken.
@@ -300,6 +303,7 @@ impl TransactionCoordinator {
             completed: (0..SLOTS).map(|_| tokio::sync::Notify::new()).collect(),
             finishing: std::sync::atomic::AtomicUsize::new(0),
             finished_all: tokio::sync::Notify::new(),
+            answer_wait: std::sync::atomic::AtomicU64::new(NOTICE_ANSWER_WAIT.as_millis() as u64),
             dead_judge: OnceLock::new(),
         }
     }
@@ -317,6 +321,12 @@ impl TransactionCoordinator {
     }
 
     /// Sends notices for queued markers to `sender` from now on (set once, at start).
+    #[cfg(test)]
+    pub(crate) fn set_answer_wait(&self, wait: Duration) {
+        self.answer_wait
+            .store(wait.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub fn notify_leaders_through(&self, sender: tokio::sync::mpsc::Sender<PeerNotice>) {
         if self.notices.set(sender).is_err() {
             warn!("marker notices already have a destination; the second one is ignored");
@@ -766,7 +776,8 @@ impl TransactionCoordinator {
                     "rejoin while Ongoing: aborting the open transaction first"
                 );
                 self.fence(broker, entry.producer_id, entry.producer_epoch, tid)?;
-                self.finish_held(broker, &held, &entry, Some(Instant::now())).await?;
+                self.finish_held(broker, &held, &entry, Some(Instant::now()), true)
+                    .await?;
                 Err(TxnError::ConcurrentTransactions.into())
             }
             InitOutcome::Reject(e) => Err(e.into()),

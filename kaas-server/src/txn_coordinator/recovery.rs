@@ -268,7 +268,7 @@ impl TransactionCoordinator {
             // The timed-out ones were made durable just above; the others were read
             // from the files and are synced by the finish first.
             let made_durable_here = aborted.contains(&entry).then(Instant::now);
-            match self.finish_held(broker, &held, &entry, made_durable_here).await {
+            match self.finish_held(broker, &held, &entry, made_durable_here, false).await {
                 Ok(Finished::Completed) => {
                     info!(transactional_id = %entry.transactional_id, state = entry.state.as_str(), "finished a transaction left in a Prepare state")
                 }

@@ -1185,7 +1185,7 @@ async fn a_holder_deposed_while_paused_finishes_no_staged_offsets() {
     // Thawed: the finish it was in goes no further.
     assert!(b
         .txn
-        .finish_held(&b, &held, &prepared, Some(Instant::now()))
+        .finish_held(&b, &held, &prepared, Some(Instant::now()), true)
         .await
         .is_err());
     let offsets = GroupOffsets::load(&b.volume, "g").unwrap();
@@ -1333,6 +1333,8 @@ async fn a_notice_naming_an_open_transaction_is_applied_from_the_notice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_answering_while_the_finish_holds_the_slot_is_concluded_by_that_finish() {
     let mut f = FastFinish::new().await;
+    // Long enough that the answer certainly comes while the finish holds the slot.
+    f.b0.txn.set_answer_wait(Duration::from_secs(30));
     f.begin(0).await;
     // The peer link: the notice applied at the leader, its answer sent back at once.
     let mut notices = std::mem::replace(&mut f.notices, tokio::sync::mpsc::channel(1).1);
@@ -1346,10 +1348,19 @@ async fn a_leader_answering_while_the_finish_holds_the_slot_is_concluded_by_that
             .apply_notified(&b1, pid, 0, true, notice.entry.txn_seq, &[tp(&x, 0)])
             .await;
         assert!(answer.applied);
-        b0.txn.notice_answered(&b0, &notice, NoticeAnswer::Applied).await;
+        let recorded = b0.txn.record_answer(&notice, NoticeAnswer::Applied);
+        assert!(
+            matches!(recorded, AnswerRecorded::Recorded),
+            "the answer is only recorded: the finish holding the slot concludes, not the answer's task ({recorded:?})"
+        );
         notice
     });
+    let started = Instant::now();
     f.b0.txn.end_txn(&f.b0, &f.tid, f.pid, 0, true).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "woken by the answer, not by the end of its wait"
+    );
     let notice = link.await.unwrap();
     let path = marker_queue::entry_path(&f.b0.volume, notice.leader, &notice.entry);
     let done = f.current();
@@ -1363,19 +1374,25 @@ async fn a_leader_answering_while_the_finish_holds_the_slot_is_concluded_by_that
     assert_eq!(end, 2, "the batch and one marker");
 }
 
-/// Issue 24: an answer that does not complete the set — another leader, or the
-/// coordinator's own markers, still outstanding — is recorded and nothing more: it
-/// neither takes the slot lock (one look at the slot per transaction, by whoever
-/// completes the set) nor waits for it. Before, every answer took the lock and found
-/// nothing to do, a lock cycle per leader per transaction.
+/// Issue 24: an answer that comes while its finish still runs — another leader's
+/// answer, or the coordinator's own markers, still outstanding, or the finish waiting
+/// with the slot held — is recorded and nothing more: it neither takes the slot lock
+/// (one look at the slot per transaction, by whoever completes the set) nor waits for
+/// it. Before, every answer took the lock, and found nothing to do unless it was the
+/// last: a lock cycle per leader per transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_answer_that_does_not_complete_the_set_never_takes_the_slot_lock() {
+async fn an_answer_while_the_finish_still_runs_is_only_recorded_without_the_slot_lock() {
     let mut f = FastFinish::new().await;
     let (notice, path) = f.commit(0).await;
     let key = (f.tid.clone(), f.pid, 0i16, notice.entry.txn_seq.unwrap());
-    // As if the answer came while the coordinator's own markers were still being
-    // written (the finish concludes once they are durable).
-    f.b0.txn.unsynced_finishes().get_mut(&key).unwrap().local_durable = false;
+    // As if the answer came while the finish still runs (its own markers being
+    // written, or waiting for the answers with the slot held): it concludes then.
+    {
+        let mut finishes = f.b0.txn.unsynced_finishes();
+        let waiting = finishes.get_mut(&key).unwrap();
+        waiting.local_durable = false;
+        waiting.holder = Some(Arc::new(tokio::sync::Notify::new()));
+    }
     let answer =
         f.b1.txn
             .apply_notified(&f.b1, f.pid, 0, true, notice.entry.txn_seq, &[tp(&f.x, 0)])
@@ -1399,7 +1416,13 @@ async fn an_answer_that_does_not_complete_the_set_never_takes_the_slot_lock() {
     assert_eq!(f.current().state, TxnState::PrepareCommit);
     assert!(path.exists());
     // The coordinator's markers durable: the set is complete, and concluded.
-    f.b0.txn.unsynced_finishes().get_mut(&key).unwrap().local_durable = true;
+    {
+        // The finish let go (it waited long enough): the next answer concludes.
+        let mut finishes = f.b0.txn.unsynced_finishes();
+        let waiting = finishes.get_mut(&key).unwrap();
+        waiting.local_durable = true;
+        waiting.holder = None;
+    }
     f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Applied).await;
     assert_eq!(f.current().state, TxnState::CompleteCommit);
     assert!(!path.exists());
