@@ -36,6 +36,41 @@ pub async fn run_blocking<R: Send + 'static>(
     }
 }
 
+/// [`run_blocking`] for work that must not outlive what its caller holds (a slot
+/// lock): should the awaiting future be dropped before `f` ends (its caller cancelled:
+/// a connection aborted at shutdown), the drop waits for `f` to end, so the caller's
+/// locks are let go only after it.
+pub async fn run_blocking_held<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, kaas_core::error::VolumeError> + Send + 'static,
+    path: impl FnOnce() -> std::path::PathBuf,
+) -> Result<R, kaas_core::error::VolumeError> {
+    /// Waits, when dropped, until the blocking work has ended (its end of the channel
+    /// is dropped when `f` returns or unwinds, or when it never ran).
+    struct EndOfWork(Option<std::sync::mpsc::Receiver<()>>);
+    impl Drop for EndOfWork {
+        fn drop(&mut self) {
+            if let Some(ended) = self.0.take() {
+                off_worker(|| {
+                    let _ = ended.recv();
+                });
+            }
+        }
+    }
+    let (running, ended) = std::sync::mpsc::sync_channel::<()>(0);
+    let mut end = EndOfWork(Some(ended));
+    let result = run_blocking(
+        move || {
+            let _running = running;
+            f()
+        },
+        path,
+    )
+    .await;
+    // Ended (the task's result is in): nothing to wait for.
+    end.0 = None;
+    result
+}
+
 /// `f` over every item, on at most `workers` threads at once (plain threads, scoped:
 /// all done when it returns), results in the items' order. For blocking work that
 /// waits on the disk more than it computes: a fail-over's partitions, each recovered
@@ -68,6 +103,33 @@ pub fn parallel_map<T: Sync, R: Send>(items: &[T], workers: usize, f: impl Fn(&T
 
 #[cfg(test)]
 mod tests {
+    /// A caller dropped while its blocking work runs (cancelled) waits for the work
+    /// to end before anything it holds is let go.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn held_blocking_work_is_waited_for_when_its_caller_is_dropped() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let started = std::sync::Arc::new(tokio::sync::Notify::new());
+        let (d, s) = (done.clone(), started.clone());
+        let work = super::run_blocking_held(
+            move || {
+                s.notify_one();
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                d.store(true, Ordering::SeqCst);
+                Ok(())
+            },
+            || "x".into(),
+        );
+        tokio::select! {
+            _ = work => panic!("the work ended before its caller was dropped"),
+            _ = started.notified() => {}
+        }
+        // `work` is dropped here, at the end of the select.
+        assert!(done.load(Ordering::SeqCst), "the drop waited for the work to end");
+        // Finished normally, nothing is waited for twice.
+        assert_eq!(super::run_blocking_held(|| Ok(7), || "x".into()).await.unwrap(), 7);
+    }
+
     #[test]
     fn parallel_map_keeps_the_order_and_bounds_the_threads() {
         let running = std::sync::atomic::AtomicUsize::new(0);
