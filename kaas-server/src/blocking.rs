@@ -10,8 +10,9 @@
 //! every cross-broker transaction (queue entries written, notice's leadership check,
 //! entries removed) took about a tenth of a 3-broker cluster's throughput
 //! (docs/performance.md). Work on the hot paths that can hand over owned data goes to
-//! the blocking pool instead ([`run_blocking`]), and what memory alone can answer
-//! never leaves the worker.
+//! the blocking pool instead ([`run_blocking`]; [`run_blocking_held`] where the work
+//! must end before the caller's locks are let go, even if the caller is dropped), and
+//! what memory alone can answer never leaves the worker.
 
 /// Runs `f`, blocking, without holding up the runtime's other tasks.
 pub fn off_worker<R>(f: impl FnOnce() -> R) -> R {
