@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -92,6 +93,7 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="kaas-ctp-"))
     brokers = [Broker(args.server, work / "data", i, ["--broker-session-timeout-ms", "4000", *args.flags], work)
                for i in range(3)]
+    restart = None
     try:
         for b in brokers:
             b.start()
@@ -112,16 +114,18 @@ def main():
         conf = {"bootstrap.servers": every, "transactional.id": "ctp-job", "transaction.timeout.ms": 60000}
         producer = Producer(conf)
         producer.init_transactions(60)
-        started, transactions, done, killed, restart_at = time.time(), 0, 0, False, None
+        started, transactions, done, killed = time.time(), 0, 0, False
         while done < args.inputs:
             if time.time() - started > args.timeout:
                 raise RuntimeError(f"gave up after {args.timeout} s: {done} of {args.inputs} inputs")
             if not killed and done >= args.inputs // 2:
                 brokers[victim].kill9()
-                killed, restart_at = True, time.time() + 10
-            if restart_at and time.time() >= restart_at:
-                brokers[victim].start()
-                restart_at = None
+                killed = True
+                # Started again 10 s later whatever the job is doing: a client call
+                # blocked meanwhile (a commit retried while the markers wait for the
+                # victim's poll) must not keep the broker down.
+                restart = threading.Timer(10, brokers[victim].start)
+                restart.start()
             msgs = [m for m in consumer.consume(BATCH, timeout=0.5) if not m.error()]
             if not msgs:
                 continue
@@ -155,8 +159,8 @@ def main():
                     consumer, [TopicPartition("ctp-in", q) for q in range(PARTITIONS)]))
         seconds = time.time() - started
         consumer.close()
-        if restart_at:
-            brokers[victim].start()
+        if restart:
+            restart.join()
         reader = Consumer({"bootstrap.servers": every, "group.id": f"check-{time.time()}",
                            "isolation.level": "read_committed", "enable.auto.commit": False})
         reader.assign([TopicPartition("ctp-out", q, 0) for q in range(PARTITIONS)])
@@ -173,6 +177,9 @@ def main():
                           "flags": args.flags}))
         return 0 if exact else 1
     finally:
+        if restart:
+            restart.cancel()
+            restart.join()
         for b in brokers:
             b.stop()
         shutil.rmtree(work, ignore_errors=True)
