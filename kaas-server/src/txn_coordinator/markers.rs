@@ -457,11 +457,11 @@ impl TransactionCoordinator {
             .map(|(leader, (entry, _))| (*leader, entry.clone()))
             .collect();
         let mut all_applied = applied.len() == waited.leaders.len();
-        // Not held: a removal cut loose from a dropped finish removes only entries
-        // whose leaders answered applied for every partition in them (their markers
-        // durable), which nobody needs any more, whoever wrote them since.
+        // Held, as the writes are: a removal cut loose from a dropped finish could
+        // read an entry, then unlink the wider one another finish (or kaasctl) wrote
+        // over it after the slot lock was let go.
         let volume = broker.volume.clone();
-        let removed = crate::blocking::run_blocking(
+        let removed = crate::blocking::run_blocking_held(
             move || {
                 let mut all = true;
                 for (leader, entry) in &applied {
@@ -596,8 +596,8 @@ impl TransactionCoordinator {
     /// it — a compare-and-set, a no-op when the leader that removed the last entry
     /// did it already. A lost or refused notice changes nothing.
     ///
-    /// An answer that leaves its fast finish still waiting (another leader, or this
-    /// broker's own markers) is only recorded: it neither takes nor waits for the
+    /// An answer that leaves its fast finish still waiting (another leader, this
+    /// broker's own markers, or the finish's wait with the slot held) is only recorded: it neither takes nor waits for the
     /// slot lock. Otherwise the producer's request waiting for the transaction is
     /// woken. Never announces again: what is left, its poll applies.
     pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, answer: NoticeAnswer) {

@@ -236,8 +236,9 @@ pub(crate) struct Unanswered {
     /// partitions led here are durable, and it no longer waits for the answers with
     /// the slot held. From then on, the answer that completes the set concludes.
     pub local_durable: bool,
-    /// While the finish still holds the slot and waits ([`NOTICE_ANSWER_WAIT`]): woken
-    /// by the answer that completes the set, so it concludes under the lock it holds.
+    /// Set from the moment the record is inserted until the finish lets it go: woken
+    /// by the answer that completes the set, so a finish still holding the slot (its
+    /// own markers, or its wait of [`NOTICE_ANSWER_WAIT`]) concludes under that lock.
     pub holder: Option<Arc<tokio::sync::Notify>>,
     /// When the Prepare* was durable: the delivery histogram's start.
     pub prepared_at: Instant,
@@ -320,13 +321,15 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Sends notices for queued markers to `sender` from now on (set once, at start).
+    /// How long a fast finish keeps the slot for its leaders' answers (tests that need
+    /// the answer to come within it).
     #[cfg(test)]
     pub(crate) fn set_answer_wait(&self, wait: Duration) {
         self.answer_wait
             .store(wait.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Sends notices for queued markers to `sender` from now on (set once, at start).
     pub fn notify_leaders_through(&self, sender: tokio::sync::mpsc::Sender<PeerNotice>) {
         if self.notices.set(sender).is_err() {
             warn!("marker notices already have a destination; the second one is ignored");
