@@ -202,6 +202,15 @@ where
     Ok(value)
 }
 
+/// The message a panic was raised with (`panic!` with a literal or a format), if it
+/// carries one.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> Option<String> {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+}
+
 /// An error and its causes on one line, `a: b: c`, leaving out a cause whose text the
 /// line already holds (a [`VolumeError::Io`] names its source in its own message, so
 /// printing the chain as-is says "File exists (os error 17)" twice).

@@ -10,9 +10,9 @@
 //! every cross-broker transaction (queue entries written, notice's leadership check,
 //! entries removed) took about a tenth of a 3-broker cluster's throughput
 //! (docs/performance.md). Work on the hot paths that can hand over owned data goes to
-//! the blocking pool instead ([`run_blocking`]; [`run_blocking_held`] where the work
-//! must end before the caller's locks are let go, even if the caller is dropped), and
-//! what memory alone can answer never leaves the worker.
+//! the blocking pool instead ([`run_blocking_held`]: it ends before the caller's locks
+//! are let go, even if the caller is dropped), and what memory alone can answer never
+//! leaves the worker.
 
 /// Runs `f`, blocking, without holding up the runtime's other tasks.
 pub fn off_worker<R>(f: impl FnOnce() -> R) -> R {
@@ -27,7 +27,7 @@ pub fn off_worker<R>(f: impl FnOnce() -> R) -> R {
 /// [`off_worker`], the worker keeps its place and runs other tasks meanwhile; the
 /// pool's thread wakes this task when `f` is done. A pool that cannot run it (the
 /// runtime shutting down) is an I/O error on `path()`.
-pub async fn run_blocking<R: Send + 'static>(
+async fn run_blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, kaas_core::error::VolumeError> + Send + 'static,
     path: impl FnOnce() -> std::path::PathBuf,
 ) -> Result<R, kaas_core::error::VolumeError> {
@@ -37,10 +37,11 @@ pub async fn run_blocking<R: Send + 'static>(
     }
 }
 
-/// [`run_blocking`] for work that must not outlive what its caller holds (a slot
-/// lock): should the awaiting future be dropped before `f` ends (its caller cancelled:
-/// a connection aborted at shutdown), the drop waits for `f` to end, so the caller's
-/// locks are let go only after it.
+/// Runs `f` on the blocking pool and waits for it, for work that must not outlive
+/// what its caller holds (a slot lock): should the awaiting future be dropped before
+/// `f` ends (its caller cancelled: a connection aborted at shutdown), the drop waits
+/// for `f` to end, so the caller's locks are let go only after it. A pool that cannot
+/// run it (the runtime shutting down) is an I/O error on `path()`.
 pub async fn run_blocking_held<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, kaas_core::error::VolumeError> + Send + 'static,
     path: impl FnOnce() -> std::path::PathBuf,

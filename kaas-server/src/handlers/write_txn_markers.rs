@@ -138,11 +138,7 @@ pub async fn handle(
         match done {
             Ok((i, r)) => results[i] = Some(r),
             Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
+                let what = kaas_core::error::panic_message(panic.as_ref()).unwrap_or_default();
                 tracing::error!(panic = %what, "applying notified markers panicked")
             }
         }

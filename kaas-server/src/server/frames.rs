@@ -368,11 +368,7 @@ pub(super) fn decode_guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(format!("{e:#}")),
-        Err(panic) => Err(panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "decoder panicked".into())),
+        Err(panic) => Err(kaas_core::error::panic_message(panic.as_ref()).unwrap_or_else(|| "decoder panicked".into())),
     }
 }
 

@@ -351,7 +351,6 @@ impl TransactionCoordinator {
                     .iter()
                     .map(|(leader, entry)| (*leader, (entry.clone(), None)))
                     .collect(),
-                local_durable: false,
                 holder: Some(woken.clone()),
                 prepared_at,
             },
@@ -390,7 +389,6 @@ impl TransactionCoordinator {
             let all = finishes.get_mut(&key).map(|waiting| {
                 let all = waiting.all_answered();
                 if release && !all {
-                    waiting.local_durable = true;
                     waiting.holder = None;
                 }
                 all
@@ -560,7 +558,7 @@ impl TransactionCoordinator {
                         if current.state.is_prepare()
                             && !current.markers_queued
                             && unsynced_key(&current) == key
-                            && waited.local_durable =>
+                            && waited.let_go() =>
                     {
                         self.conclude(broker, &held, &current, waited).await.map(Some)
                     }
@@ -597,9 +595,10 @@ impl TransactionCoordinator {
     /// did it already. A lost or refused notice changes nothing.
     ///
     /// An answer that leaves its fast finish still waiting (another leader, this
-    /// broker's own markers, or the finish's wait with the slot held) is only recorded: it neither takes nor waits for the
-    /// slot lock. Otherwise the producer's request waiting for the transaction is
-    /// woken. Never announces again: what is left, its poll applies.
+    /// broker's own markers, or the finish's wait with the slot held) is only
+    /// recorded: it neither takes nor waits for the slot lock. Otherwise the
+    /// producer's request waiting for the transaction is woken. Never announces again:
+    /// what is left, its poll applies.
     pub async fn notice_answered(&self, broker: &Cluster, notice: &MarkerNotice, answer: NoticeAnswer) {
         let recorded = self.record_answer(notice, answer);
         self.act_on_answer(broker, notice, answer, recorded).await
@@ -623,7 +622,7 @@ impl TransactionCoordinator {
                 // The finish still holds the slot: it concludes.
                 holder.notify_one();
             }
-            waiting.local_durable && waiting.all_answered()
+            waiting.let_go() && waiting.all_answered()
         });
         match all {
             Some(true) => match finishes.remove(&key) {

@@ -232,13 +232,11 @@ type UnsyncedKey = (String, i64, i16, u64);
 pub(crate) struct Unanswered {
     /// Each notified leader's markers, and its answer once it came.
     pub leaders: BTreeMap<i32, (MarkerEntry, Option<NoticeAnswer>)>,
-    /// Whether the finish that wrote this record has let it go: the markers of the
-    /// partitions led here are durable, and it no longer waits for the answers with
-    /// the slot held. From then on, the answer that completes the set concludes.
-    pub local_durable: bool,
-    /// Set from the moment the record is inserted until the finish lets it go: woken
-    /// by the answer that completes the set, so a finish still holding the slot (its
-    /// own markers, or its wait of [`NOTICE_ANSWER_WAIT`]) concludes under that lock.
+    /// Set from the moment the record is inserted until the finish that wrote it lets
+    /// it go (its own markers durable, its wait of [`NOTICE_ANSWER_WAIT`] over): woken
+    /// by the answer that completes the set, so a finish still holding the slot
+    /// concludes under that lock. None once let go ([`Self::let_go`]): from then on,
+    /// the answer that completes the set concludes.
     pub holder: Option<Arc<tokio::sync::Notify>>,
     /// When the Prepare* was durable: the delivery histogram's start.
     pub prepared_at: Instant,
@@ -260,6 +258,11 @@ pub(crate) enum AnswerRecorded {
 impl Unanswered {
     fn all_answered(&self) -> bool {
         self.leaders.values().all(|(_, answer)| answer.is_some())
+    }
+
+    /// Whether the finish that wrote this record has let it go.
+    fn let_go(&self) -> bool {
+        self.holder.is_none()
     }
 }
 

@@ -1390,7 +1390,6 @@ async fn an_answer_while_the_finish_still_runs_is_only_recorded_without_the_slot
     {
         let mut finishes = f.b0.txn.unsynced_finishes();
         let waiting = finishes.get_mut(&key).unwrap();
-        waiting.local_durable = false;
         waiting.holder = Some(Arc::new(tokio::sync::Notify::new()));
     }
     let answer =
@@ -1420,7 +1419,6 @@ async fn an_answer_while_the_finish_still_runs_is_only_recorded_without_the_slot
         // The finish let go (it waited long enough): the next answer concludes.
         let mut finishes = f.b0.txn.unsynced_finishes();
         let waiting = finishes.get_mut(&key).unwrap();
-        waiting.local_durable = true;
         waiting.holder = None;
     }
     f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Applied).await;
