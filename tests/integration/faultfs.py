@@ -44,6 +44,12 @@ class FaultFs:
         self.mounts = 0
 
     def mount(self):
+        # The bare mountpoint must be empty: a file there was written by a process that
+        # outlived the unmount (a broker not yet killed at a power cut), and what it
+        # wrote — perhaps acknowledged — is hidden by this mount, not on the volume.
+        stray = sorted(str(p.relative_to(self.mnt)) for p in self.mnt.rglob("*"))
+        if stray:
+            raise RuntimeError(f"{self.mnt} is not empty before mounting (written after the unmount): {stray[:10]}")
         if self.ctl.exists():
             self.ctl.unlink()
         log = open(self.log_path, "ab")

@@ -137,10 +137,14 @@ class Cutter:
 
     def cut(self, what, keep):
         """The power goes for the volume and every broker on it; then the volume
-        comes back with what survived, and the brokers restart on it."""
-        self.fs.cut(keep)
+        comes back with what survived, and the brokers restart on it. The brokers
+        die first: once the volume is unmounted its path is a bare directory, and a
+        broker still running there would write to it (and acknowledge) what no
+        volume keeps. Killed first, they leave nothing behind that the cut would not
+        treat as a dead broker's unsynced writes."""
         for b in self.brokers:
             b.kill9()
+        self.fs.cut(keep)
         self.done.append(what)
         self.fs.mount()
         for b in self.brokers:
