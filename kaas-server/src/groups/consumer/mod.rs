@@ -522,8 +522,11 @@ impl ConsumerGroup {
         self.refresh(topics);
         self.reconcile(&id, hb.owned.as_ref(), now_ms);
         let m = self.members.get_mut(&id).expect("the member exists");
+        // Sent again when the member heartbeats at another epoch than its own: the
+        // answer that moved it on was lost, and with it the assignment (Apache sends
+        // it on a full request, which a client makes after an error).
         let assignment = (m.sent.as_ref() != Some(&(m.epoch, m.assigned.clone()))
-            || hb.member_epoch == 0
+            || hb.member_epoch != m.epoch
             || hb.owned.as_ref().is_some_and(|o| *o != m.assigned))
         .then(|| m.assigned.clone());
         m.sent = Some((m.epoch, m.assigned.clone()));
@@ -804,6 +807,7 @@ impl ConsumerGroup {
         }
         // What it revoked is free now.
         let mut m = m;
+        let released = !is_empty(&m.pending_revocation);
         for (t, ps) in std::mem::take(&mut m.pending_revocation) {
             for p in ps {
                 if self.owners.get(&(t, p)).is_some_and(|o| o == id) {
@@ -813,7 +817,19 @@ impl ConsumerGroup {
         }
         let keep = both(&m.assigned, &target);
         let revoke = minus(&m.assigned, &target);
-        if !is_empty(&revoke) {
+        // A member's epoch moves whenever partitions leave it: an assignment it was
+        // sent at an earlier epoch, applied late (its answers lost), then comes back
+        // at an epoch that is fenced — or, at its previous epoch, accepted only within
+        // what it has now — never accepted claiming partitions given to another
+        // meanwhile (as Apache's CurrentAssignmentBuilder). So revoked partitions its
+        // report says it no longer owns are free at once and it moves on to the target
+        // epoch (Apache's ownsRevokedPartitions); and a member that released some
+        // but must revoke more waits for that at the target epoch, not its old one.
+        if still_owns(&revoke) {
+            if released && m.epoch != target_epoch {
+                m.previous_epoch = m.epoch;
+                m.epoch = target_epoch;
+            }
             m.state = MemberState::UnrevokedPartitions;
             m.assigned = keep;
             m.pending_revocation = revoke;
@@ -821,8 +837,15 @@ impl ConsumerGroup {
             self.members.insert(id.to_string(), m);
             return;
         }
-        // Nothing to revoke: move to the target epoch, with every target partition
-        // no other member owns.
+        for (t, ps) in revoke {
+            for p in ps {
+                if self.owners.get(&(t, p)).is_some_and(|o| o == id) {
+                    self.owners.remove(&(t, p));
+                }
+            }
+        }
+        // Nothing left to revoke: move to the target epoch, with every target
+        // partition no other member owns.
         let mut assigned = keep;
         let mut unreleased = false;
         for (t, ps) in minus(&target, &assigned) {
