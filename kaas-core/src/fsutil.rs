@@ -297,6 +297,60 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Volume roots this process serves: (path, device, inode) when sealed.
+static SEALED_ROOTS: std::sync::Mutex<Vec<(PathBuf, u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// Seals `root` (an existing directory, a volume's data directory) for this process:
+/// from now on [`create_dir_durable`] creates nothing under `root` unless `root` is
+/// still that very directory (same device and inode). A volume unmounted under a
+/// running broker leaves its path a bare directory of the machine's own disk (or no
+/// directory at all); every path-based write would otherwise create the volume's
+/// directories afresh there and succeed — an offset commit acknowledged that no
+/// volume keeps, hidden again when the volume is mounted back
+/// (`a_broker_whose_volume_is_unmounted_acknowledges_nothing`,
+/// tests/integration/test_disk_faults.py). No directory to write into, every such
+/// write fails instead.
+pub fn seal_root(root: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(root)?;
+    if !m.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", root.display()),
+        ));
+    }
+    let mut roots = SEALED_ROOTS.lock().unwrap_or_else(|e| e.into_inner());
+    roots.retain(|(p, _, _)| p != root);
+    roots.push((root.to_path_buf(), m.dev(), m.ino()));
+    Ok(())
+}
+
+/// Err when `dir` lies under a sealed root that is gone or is another directory now.
+fn check_sealed_root(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let roots: Vec<(PathBuf, u64, u64)> = SEALED_ROOTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|(root, _, _)| dir.starts_with(root))
+        .cloned()
+        .collect();
+    for (root, dev, ino) in roots {
+        let same = fs::metadata(&root).is_ok_and(|m| m.is_dir() && m.dev() == dev && m.ino() == ino);
+        if !same {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "the volume's data directory {} is gone or is not the directory this broker opened (an unmounted volume?); not creating {} in its place",
+                    root.display(),
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `create_dir_all` whose new directories survive a power cut: each directory it
 /// creates is followed by an fsync of its parent, which is what makes a new name
 /// durable (without it a cut can take the directory, and every file fsynced inside
@@ -304,7 +358,8 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 /// A directory found already there has its parent fsynced once per process, best
 /// effort (its creator may have died, or still be on its way, between the mkdir and
 /// the fsync; a parent this process may not read, say a home directory of mode 0711,
-/// is left alone); after that it costs one stat.
+/// is left alone); after that it costs one stat. Under a sealed root
+/// ([`seal_root`]) nothing is created unless the root is still the directory sealed.
 pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
     static DURABLE: std::sync::Mutex<Option<std::collections::HashSet<PathBuf>>> = std::sync::Mutex::new(None);
     let remember = |d: &Path| {
@@ -329,6 +384,7 @@ pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
         }
         return Ok(());
     }
+    check_sealed_root(dir)?;
     create_dir_durable(parent)?;
     match fs::create_dir(dir) {
         Ok(()) => {}
@@ -389,6 +445,34 @@ pub fn stamp_of(m: &fs::Metadata) -> FileStamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A volume unmounted under its broker: its path gone, or a bare directory in its
+    /// place. Nothing is created there; the root as it was still takes new ones.
+    #[test]
+    fn nothing_is_created_under_a_sealed_root_that_is_gone_or_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        fs::create_dir(&root).unwrap();
+        seal_root(&root).unwrap();
+        create_dir_durable(&root.join("__cluster/groups")).unwrap();
+        // Gone: nothing comes back, not the root itself.
+        fs::rename(&root, dir.path().join("away")).unwrap();
+        let e = atomic_write(&root.join("__cluster/offsets/g.json"), b"{}").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("not the directory this broker opened"), "{e}");
+        assert!(!root.exists());
+        // Replaced by a bare directory (a mountpoint with nothing mounted on it).
+        fs::create_dir(&root).unwrap();
+        assert!(atomic_write(&root.join("__cluster/offsets/g.json"), b"{}").is_err());
+        assert!(create_dir_durable(&root.join("t-0")).is_err());
+        assert_eq!(fs::read_dir(&root).unwrap().count(), 0);
+        // Back in place: directories are created again.
+        fs::remove_dir(&root).unwrap();
+        fs::rename(dir.path().join("away"), &root).unwrap();
+        atomic_write(&root.join("__cluster/offsets/g.json"), b"{}").unwrap();
+        // Outside every sealed root, nothing changes.
+        create_dir_durable(&dir.path().join("elsewhere/deep")).unwrap();
+    }
 
     #[test]
     fn a_symlink_planted_at_the_old_temporary_name_is_not_followed() {

@@ -11,7 +11,7 @@ import urllib.request
 from collections import Counter
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import KaasBroker, free_port, run_kaasctl, wait_for
@@ -184,3 +184,42 @@ def test_a_failed_rename_of_owner_json_takes_no_leadership_and_the_next_try_does
     node.power_cut()
     exactly_once(node.bootstrap, "own", acked)
     assert run_kaasctl(node.data, "doctor").returncode == 0
+
+
+def test_a_broker_whose_volume_is_unmounted_acknowledges_nothing(node):
+    """The volume unmounted under a running broker (a network mount lost): its path is
+    then a bare directory of the machine's own disk. The broker must not create the
+    volume's directories afresh there and acknowledge what no volume keeps — it did,
+    an offset commit, until the data directory was sealed at start
+    (`fsutil::seal_root`). Commits and produce fail, the bare mountpoint stays empty,
+    and on the volume mounted back the broker has what it acknowledged before."""
+    node.topic("um")
+    acked, errors = [], []
+    assert produce(node.bootstrap, "um", [f"a{i}" for i in range(10)], acked, errors).flush(30) == 0
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "um-reader", "enable.auto.commit": False,
+                  **NO_REBOOTSTRAP})
+    try:
+        c.commit(offsets=[TopicPartition("um", 0, 5)], asynchronous=False)
+        node.fs.stop()  # unmounted, everything written kept
+        with pytest.raises(KafkaException):
+            for tp in c.commit(offsets=[TopicPartition("um", 0, 9)], asynchronous=False):
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+        late = produce(node.bootstrap, "um", ["late"], acked, errors)
+        late.flush(15)
+        assert "late" not in acked, "a record was acknowledged with the volume unmounted"
+        stray = sorted(str(p) for p in node.fs.mnt.rglob("*"))
+        assert not stray, f"written to the bare mountpoint: {stray[:10]}"
+        assert "not the directory this broker opened" in node.broker.log_text()
+    finally:
+        c.close()
+    node.broker.kill9()
+    node.fs.mount()
+    node.broker.start()
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "um-reader", **NO_REBOOTSTRAP})
+    try:
+        kept = c.committed([TopicPartition("um", 0)], timeout=30)[0].offset
+    finally:
+        c.close()
+    assert kept == 5, f"the commit made with the volume unmounted came back as {kept}"
+    exactly_once(node.bootstrap, "um", acked)

@@ -135,6 +135,9 @@ impl Cluster {
         kaas_core::fsutil::create_dir_durable(&volume.topics_dir())?;
         kaas_core::fsutil::create_dir_durable(&volume.brokers_dir())?;
         kaas_core::fsutil::create_dir_durable(&volume.groups_dir())?;
+        // From here on nothing recreates the data directory: a volume unmounted under
+        // this broker fails its writes rather than taking them onto the bare path.
+        kaas_core::fsutil::seal_root(&config.data_dir)?;
         let (cluster_id, created) = kaas_core::broker::cluster_id_or_create(&volume)?;
         if created {
             // Kafka formats a storage directory as a step of its own; kaas formats on
