@@ -309,7 +309,8 @@ static SEALED_ROOTS: std::sync::Mutex<Vec<(PathBuf, u64, u64)>> = std::sync::Mut
 /// volume keeps, hidden again when the volume is mounted back
 /// (`a_broker_whose_volume_is_unmounted_acknowledges_nothing`,
 /// tests/integration/test_disk_faults.py). No directory to write into, every such
-/// write fails instead.
+/// write fails instead. What an existing directory at that path already holds (a
+/// tree left there by an earlier process) is not guarded.
 pub fn seal_root(root: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let m = fs::metadata(root)?;
@@ -325,6 +326,16 @@ pub fn seal_root(root: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Forgets a seal of `root` ([`seal_root`]): for a process opening a volume at a path
+/// it sealed before (a broker restarted in the same process, on a directory made
+/// anew), before it creates the volume's directories there.
+pub fn unseal_root(root: &Path) {
+    SEALED_ROOTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(p, _, _)| p != root);
+}
+
 /// Err when `dir` lies under a sealed root that is gone or is another directory now.
 fn check_sealed_root(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
@@ -338,8 +349,9 @@ fn check_sealed_root(dir: &Path) -> io::Result<()> {
     for (root, dev, ino) in roots {
         let same = fs::metadata(&root).is_ok_and(|m| m.is_dir() && m.dev() == dev && m.ino() == ino);
         if !same {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
+            // Not NotFound: a volume gone from under the broker is a failed write
+            // (kaas_volume_write_errors_total), not a file another process removed.
+            return Err(io::Error::other(
                 format!(
                     "the volume's data directory {} is gone or is not the directory this broker opened (an unmounted volume?); not creating {} in its place",
                     root.display(),
@@ -458,7 +470,7 @@ mod tests {
         // Gone: nothing comes back, not the root itself.
         fs::rename(&root, dir.path().join("away")).unwrap();
         let e = atomic_write(&root.join("__cluster/offsets/g.json"), b"{}").unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert_eq!(e.kind(), io::ErrorKind::Other);
         assert!(e.to_string().contains("not the directory this broker opened"), "{e}");
         assert!(!root.exists());
         // Replaced by a bare directory (a mountpoint with nothing mounted on it).

@@ -7,6 +7,7 @@ import os
 import re
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 
@@ -186,6 +187,13 @@ def test_a_failed_rename_of_owner_json_takes_no_leadership_and_the_next_try_does
     assert run_kaasctl(node.data, "doctor").returncode == 0
 
 
+def ready(node):
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/health/ready", timeout=5).status == 200
+    except urllib.error.HTTPError:
+        return False
+
+
 def test_a_broker_whose_volume_is_unmounted_acknowledges_nothing(node):
     """The volume unmounted under a running broker (a network mount lost): its path is
     then a bare directory of the machine's own disk. The broker must not create the
@@ -211,6 +219,8 @@ def test_a_broker_whose_volume_is_unmounted_acknowledges_nothing(node):
         stray = sorted(str(p) for p in node.fs.mnt.rglob("*"))
         assert not stray, f"written to the bare mountpoint: {stray[:10]}"
         assert "not the directory this broker opened" in node.broker.log_text()
+        # The operator sees it: the lease cannot be renewed, and readiness fails.
+        wait_for(lambda: not ready(node), timeout=30, what="readiness to fail with the volume unmounted")
     finally:
         c.close()
     node.broker.kill9()

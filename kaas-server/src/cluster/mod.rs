@@ -132,6 +132,9 @@ impl Cluster {
     /// leases say now. Unreadable topics are kept aside and reported.
     pub fn open(config: Config, advertised: Endpoints) -> anyhow::Result<Cluster> {
         let volume = Volume::new(&config.data_dir);
+        // A seal this process put on the path before (an earlier open) says nothing
+        // of the directory there now.
+        kaas_core::fsutil::unseal_root(&config.data_dir);
         kaas_core::fsutil::create_dir_durable(&volume.topics_dir())?;
         kaas_core::fsutil::create_dir_durable(&volume.brokers_dir())?;
         kaas_core::fsutil::create_dir_durable(&volume.groups_dir())?;

@@ -62,8 +62,8 @@ impl TopicsView {
 pub enum MemberState {
     /// Its assignment is the target's, at the target epoch (or it waits for nothing).
     Stable,
-    /// It must give partitions up first: it keeps its epoch until its heartbeats no
-    /// longer report them.
+    /// It must give partitions up first: it waits at its epoch (the target epoch
+    /// once it has given some up) until its heartbeats no longer report them.
     UnrevokedPartitions,
     /// It is at the target epoch but some of its target partitions are still owned by
     /// other members; they come in later heartbeats.
