@@ -112,7 +112,7 @@ class Cutter:
                 self.cut(dict(at_fsync=at_fsync, keep_seed=keep, frozen=status["frozen"], fsyncs=status["fsyncs"],
                               after_s=round(time.time() - started, 1),
                               pending_entries=status["pending_entry_changes"],
-                              pending_files=status["files_with_pending_data"]), keep)
+                              pending_files=status["files_with_pending_data"]), keep, stop)
             except BaseException as e:  # surfaced by the test's thread below
                 failure.append(e)
             finally:
@@ -135,19 +135,24 @@ class Cutter:
             raise failure[0]
         return error
 
-    def cut(self, what, keep):
+    def cut(self, what, keep, stop=None):
         """The power goes for the volume and every broker on it; then the volume
         comes back with what survived, and the brokers restart on it. The brokers
         die first: once the volume is unmounted its path is a bare directory, and a
         broker still running there would write to it (and acknowledge) what no
         volume keeps. Killed first, they leave nothing behind that the cut would not
-        treat as a dead broker's unsynced writes."""
+        treat as a dead broker's unsynced writes. Once `stop` is set (the test failed
+        and is closing the cluster), nothing is mounted or started again behind it."""
         for b in self.brokers:
             b.kill9()
         self.fs.cut(keep)
         self.done.append(what)
+        if stop is not None and stop.is_set():
+            return
         self.fs.mount()
         for b in self.brokers:
+            if stop is not None and stop.is_set():
+                return
             b.start()
 
     def __str__(self):
