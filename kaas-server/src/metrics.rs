@@ -646,6 +646,22 @@ impl Metrics {
         }
     }
 
+    /// [`Self::volume_write_failed`] of this broker's own lease, where a file or
+    /// directory not found counts too: nobody else writes or removes the lease, so
+    /// its path gone is the volume gone (unmounted under the broker), not another
+    /// process's doing.
+    pub fn lease_write_failed(&self, error: &kaas_core::VolumeError) {
+        if error.is_not_found() {
+            self.volume_write_errors
+                .get_or_create(&FileLabels {
+                    file: VolumeFile::Lease.label(),
+                })
+                .inc();
+        } else {
+            self.volume_write_failed(VolumeFile::Lease, error);
+        }
+    }
+
     pub fn connection_refused(&self, limit: &'static str) {
         self.connections_refused.get_or_create(&LimitLabels { limit }).inc();
     }

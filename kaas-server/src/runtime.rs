@@ -440,7 +440,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         lease.heartbeat_ms = now_ms();
         lease.stopped_ms = Some(lease.heartbeat_ms);
         if let Err(e) = lease.write(&releasing.volume) {
-            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Lease, &e);
+            crate::metrics::metrics().lease_write_failed(&e);
             warn!(error = %e, "cannot mark the lease stopped; peers see this broker dead after the session timeout");
         }
     });
@@ -580,7 +580,7 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) {
         }
         Err(e) => {
             keeper.last_write = None;
-            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Lease, &e);
+            crate::metrics::metrics().lease_write_failed(&e);
             error!(error = %e, "cannot renew broker lease; this broker steps down once it is older than half the session timeout")
         }
     }

@@ -219,8 +219,10 @@ def test_a_broker_whose_volume_is_unmounted_acknowledges_nothing(node):
         stray = sorted(str(p) for p in node.fs.mnt.rglob("*"))
         assert not stray, f"written to the bare mountpoint: {stray[:10]}"
         assert "not the directory this broker opened" in node.broker.log_text()
-        # The operator sees it: the lease cannot be renewed, and readiness fails.
+        # The operator sees it: the lease cannot be renewed (counted as a failed
+        # volume write), and readiness fails.
         wait_for(lambda: not ready(node), timeout=30, what="readiness to fail with the volume unmounted")
+        assert node.metric("kaas_volume_write_errors_total", file="lease") >= 1, "the failed lease renewals are counted"
     finally:
         c.close()
     node.broker.kill9()
