@@ -640,9 +640,7 @@ impl Metrics {
     /// refused for what another process did (a take-over) or a bound.
     pub fn volume_write_failed(&self, file: VolumeFile, error: &dyn WriteFailure) {
         if error.is_io_failure() {
-            self.volume_write_errors
-                .get_or_create(&FileLabels { file: file.label() })
-                .inc();
+            self.count_write_error(file);
         }
     }
 
@@ -651,15 +649,15 @@ impl Metrics {
     /// its path gone is the volume gone (unmounted under the broker), not another
     /// process's doing.
     pub fn lease_write_failed(&self, error: &kaas_core::VolumeError) {
-        if error.is_not_found() {
-            self.volume_write_errors
-                .get_or_create(&FileLabels {
-                    file: VolumeFile::Lease.label(),
-                })
-                .inc();
-        } else {
-            self.volume_write_failed(VolumeFile::Lease, error);
+        if error.is_not_found() || error.is_io_failure() {
+            self.count_write_error(VolumeFile::Lease);
         }
+    }
+
+    fn count_write_error(&self, file: VolumeFile) {
+        self.volume_write_errors
+            .get_or_create(&FileLabels { file: file.label() })
+            .inc();
     }
 
     pub fn connection_refused(&self, limit: &'static str) {

@@ -786,6 +786,17 @@ impl ConsumerGroup {
     /// Moves one member towards its target (Apache's `CurrentAssignmentBuilder`):
     /// partitions it must give up first (it stays at its epoch until its heartbeat no
     /// longer reports them), then the target's partitions no other member owns.
+    /// `partitions` leave member `id`: those the books still give it are free.
+    fn release(&mut self, id: &str, partitions: Assignment) {
+        for (t, ps) in partitions {
+            for p in ps {
+                if self.owners.get(&(t, p)).is_some_and(|o| o == id) {
+                    self.owners.remove(&(t, p));
+                }
+            }
+        }
+    }
+
     fn reconcile(&mut self, id: &str, owned: Option<&Assignment>, now_ms: i64) {
         let target = self.target.get(id).cloned().unwrap_or_default();
         let target_epoch = self.assignment_epoch;
@@ -808,13 +819,7 @@ impl ConsumerGroup {
         // What it revoked is free now.
         let mut m = m;
         let released = !is_empty(&m.pending_revocation);
-        for (t, ps) in std::mem::take(&mut m.pending_revocation) {
-            for p in ps {
-                if self.owners.get(&(t, p)).is_some_and(|o| o == id) {
-                    self.owners.remove(&(t, p));
-                }
-            }
-        }
+        self.release(id, std::mem::take(&mut m.pending_revocation));
         let keep = both(&m.assigned, &target);
         let revoke = minus(&m.assigned, &target);
         // A member's epoch moves whenever partitions leave it: an assignment it was
@@ -837,13 +842,7 @@ impl ConsumerGroup {
             self.members.insert(id.to_string(), m);
             return;
         }
-        for (t, ps) in revoke {
-            for p in ps {
-                if self.owners.get(&(t, p)).is_some_and(|o| o == id) {
-                    self.owners.remove(&(t, p));
-                }
-            }
-        }
+        self.release(id, revoke);
         // Nothing left to revoke: move to the target epoch, with every target
         // partition no other member owns.
         let mut assigned = keep;
