@@ -36,6 +36,14 @@ struct FinishTiming {
     wait_for_answers: bool,
 }
 
+/// The queue entries of a fast finish: the other leaders' partitions, and the entries
+/// already written for them under the same hold of the slot, if any
+/// ([`TransactionCoordinator::finish_held_queued`]).
+struct QueueEntries {
+    remote: BTreeMap<i32, Vec<TopicPartition>>,
+    queued: Option<Vec<(i32, MarkerEntry)>>,
+}
+
 /// A leader's answer to one notice ([`TransactionCoordinator::apply_notified`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifiedMarkers {
@@ -102,6 +110,23 @@ impl TransactionCoordinator {
         prepared_at: Option<Instant>,
         wait_for_answers: bool,
     ) -> Result<Finished, CoordError> {
+        self.finish_held_queued(broker, held, expected, prepared_at, wait_for_answers, None)
+            .await
+    }
+
+    /// [`Self::finish_held`] of a Prepare* whose queue entries `queued` were written,
+    /// under this same hold of the slot, once it was durable
+    /// ([`write_fast_entries`]): a finish that would write the same set
+    /// notifies with them instead of writing them again.
+    pub(super) async fn finish_held_queued(
+        &self,
+        broker: &Cluster,
+        held: &HeldSlot<'_>,
+        expected: &TxnEntry,
+        prepared_at: Option<Instant>,
+        wait_for_answers: bool,
+        queued: Option<Vec<(i32, MarkerEntry)>>,
+    ) -> Result<Finished, CoordError> {
         let Some(current) = self.held_entry(held, &expected.transactional_id)? else {
             return Ok(Finished::Stale);
         };
@@ -141,7 +166,7 @@ impl TransactionCoordinator {
                     held,
                     &current,
                     &local,
-                    remote,
+                    QueueEntries { remote, queued },
                     FinishTiming {
                         prepared_at: prepared_at_or_now,
                         wait_for_answers,
@@ -306,7 +331,47 @@ impl TransactionCoordinator {
         held: &HeldSlot<'_>,
         current: &TxnEntry,
         local: &[&TopicPartition],
-        remote: BTreeMap<i32, Vec<TopicPartition>>,
+        QueueEntries { remote, queued }: QueueEntries,
+        timing: FinishTiming,
+    ) -> Result<Finished, CoordError> {
+        let notices = self.entries_of(current, remote);
+        match queued {
+            // Written already, under this hold, since the Prepare* was durable: the
+            // same set (the leaders have not moved meanwhile).
+            Some(queued) if same_entries(&queued, &notices) => {
+                let notices = queued;
+                return self
+                    .notify_and_wait(broker, held, current, local, notices, timing)
+                    .await;
+            }
+            _ => {}
+        }
+        // On the blocking pool (a worker handing its tasks to another thread for this
+        // cost a tenth of a cluster's throughput), held: a finish dropped meanwhile (a
+        // connection aborted at shutdown) waits for it, so this removal never runs
+        // after the slot lock is let go, where it could remove entries another finish
+        // wrote since.
+        let (volume, to_write) = (broker.volume.clone(), notices.clone());
+        let prepared = (current.producer_id, current.producer_epoch, current.txn_seq);
+        crate::blocking::run_blocking_held(
+            move || write_fast_entries(&volume, prepared, &to_write),
+            || broker.volume.cluster_dir().join("marker_queue"),
+        )
+        .await
+        .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
+        self.notify_and_wait(broker, held, current, local, notices, timing)
+            .await
+    }
+
+    /// The rest of [`Self::finish_by_notices`], its entries written: each leader
+    /// notified, this broker's own markers written meanwhile, the answers waited for.
+    async fn notify_and_wait(
+        &self,
+        broker: &Cluster,
+        held: &HeldSlot<'_>,
+        current: &TxnEntry,
+        local: &[&TopicPartition],
+        notices: Vec<(i32, MarkerEntry)>,
         timing: FinishTiming,
     ) -> Result<Finished, CoordError> {
         let FinishTiming {
@@ -317,30 +382,6 @@ impl TransactionCoordinator {
         let (pid, epoch) = (current.producer_id, current.producer_epoch);
         let key = unsynced_key(current);
         let woken = Arc::new(tokio::sync::Notify::new());
-        let notices = self.entries_of(current, remote);
-        // This finish writes the transaction's whole set of entries; nothing relies on
-        // an older one yet. One left in a queue this set does not use (its partitions
-        // are led elsewhere now, or it was torn by a power cut) would be counted as
-        // still pending forever. Removed here, by the finish that wrote the set, under
-        // the slot lock: never later, when another finish may have written its own.
-        let keep: Vec<i32> = notices.iter().map(|(leader, _)| *leader).collect();
-        // On the blocking pool (a worker handing its tasks to another thread for this
-        // cost a tenth of a cluster's throughput), held: a finish dropped meanwhile (a
-        // connection aborted at shutdown) waits for it, so this removal never runs
-        // after the slot lock is let go, where it could remove entries another finish
-        // wrote since.
-        let (volume, txn_seq, to_write) = (broker.volume.clone(), current.txn_seq, notices.clone());
-        crate::blocking::run_blocking_held(
-            move || {
-                for (leader, entry) in &to_write {
-                    marker_queue::enqueue_unsynced(&volume, *leader, entry)?;
-                }
-                marker_queue::remove_others(&volume, pid, epoch, txn_seq, &keep)
-            },
-            || broker.volume.cluster_dir().join("marker_queue"),
-        )
-        .await
-        .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
         // Registered before the notices go: an answer may come back at once. Set, not
         // merged: this finish's notices are the ones waited for (an earlier one's
         // answer still counts for its leader when it covers the same partitions).
@@ -409,9 +450,26 @@ impl TransactionCoordinator {
             ready = answered_all(true);
         }
         match ready {
-            Some(waited) => self.conclude(broker, held, current, waited).await,
+            Some(waited) => self.conclude(broker, held, current, waited, true).await,
             None => Ok(Finished::Queued),
         }
+    }
+
+    /// The queue entries a fast finish of the Prepare* `prepared` would write now, one
+    /// per other leader ([`Self::finish_by_notices`]); None when its finish would not
+    /// notify (no peer links, no partition led elsewhere, entries already durable).
+    pub(super) fn fast_entries(&self, broker: &Cluster, prepared: &TxnEntry) -> Option<Vec<(i32, MarkerEntry)>> {
+        if self.notices.get().is_none() || prepared.markers_queued {
+            return None;
+        }
+        let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        for tp in &prepared.partitions {
+            match broker.partition_leader(&tp.topic, tp.partition) {
+                Some(leader) if leader != self.broker_id => remote.entry(leader).or_default().push(tp.clone()),
+                _ => {}
+            }
+        }
+        (!remote.is_empty()).then(|| self.entries_of(prepared, remote))
     }
 
     /// The queue entry of the Prepare* `current` for each other leader in `remote`.
@@ -441,12 +499,19 @@ impl TransactionCoordinator {
     /// [`NoticeAnswer::Applied`] is removed (its markers are durable); with every
     /// leader so, the transaction completes. Otherwise what is left goes to the
     /// polls ([`Self::spill`]).
+    ///
+    /// `same_hold`: the finish that wrote the entries still holds the slot, as it has
+    /// since it wrote them, so nobody has rewritten them (entries are written only
+    /// under the slot lock). Then, with every leader answered applied, every marker
+    /// of the transaction is durable: it completes at once, and its entries are
+    /// removed after, off the finish's path ([`Self::remove_after_completion`]).
     async fn conclude(
         &self,
         broker: &Cluster,
         held: &HeldSlot<'_>,
         current: &TxnEntry,
         waited: Unanswered,
+        same_hold: bool,
     ) -> Result<Finished, CoordError> {
         let applied: Vec<(i32, MarkerEntry)> = waited
             .leaders
@@ -455,6 +520,14 @@ impl TransactionCoordinator {
             .map(|(leader, (entry, _))| (*leader, entry.clone()))
             .collect();
         let mut all_applied = applied.len() == waited.leaders.len();
+        if same_hold && all_applied {
+            kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_MARKERS);
+            self.complete_held(held, current)?;
+            self.remove_after_completion(broker, &applied);
+            crate::metrics::metrics()
+                .markers_delivered(crate::metrics::MarkerPath::Notified, waited.prepared_at.elapsed());
+            return Ok(Finished::Completed);
+        }
         // Held, as the writes are: a removal cut loose from a dropped finish could
         // read an entry, then unlink the wider one another finish (or kaasctl) wrote
         // over it after the slot lock was let go.
@@ -484,6 +557,38 @@ impl TransactionCoordinator {
         self.complete_held(held, current)?;
         crate::metrics::metrics().markers_delivered(crate::metrics::MarkerPath::Notified, waited.prepared_at.elapsed());
         Ok(Finished::Completed)
+    }
+
+    /// Removes the queue entries of a transaction that has just completed, on the
+    /// blocking pool, without waiting: nothing waits for their removal, and the
+    /// producer's next request waits for the slot this finish holds.
+    ///
+    /// Why no lock is needed (docs/cluster.md, "Markers from a notice"): the caller
+    /// recorded Complete* because every marker of the transaction is durable, so any
+    /// file of its name (`<pid>-<epoch>-<txn>.json`) now asks only for markers
+    /// already written — whoever wrote it, whenever this runs. The name is not used
+    /// again by a later transaction (its number differs), and this process never
+    /// finishes the transaction again (it is Complete* under the slot lock); another
+    /// broker might, after taking the slot over before the Complete* line reached
+    /// it, and then finds its entries applied or gone: both complete it. A removal
+    /// that fails (or a crash before it) leaves the entry to its leader's poll, which
+    /// drops an entry of a transaction that is no longer being finished.
+    fn remove_after_completion(&self, broker: &Cluster, entries: &[(i32, MarkerEntry)]) {
+        if entries.is_empty() {
+            return;
+        }
+        let paths: Vec<PathBuf> = entries
+            .iter()
+            .map(|(leader, entry)| marker_queue::entry_path(&broker.volume, *leader, entry))
+            .collect();
+        tokio::task::spawn_blocking(move || {
+            for path in paths {
+                if let Err(e) = marker_queue::remove(&path) {
+                    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
+                    warn!(path = %path.display(), error = %e, "the queue entry of a completed transaction could not be removed; its leader's poll drops it");
+                }
+            }
+        });
     }
 
     /// A fast finish's entries handed to the leaders' polls: a notice was lost or
@@ -560,7 +665,7 @@ impl TransactionCoordinator {
                             && unsynced_key(&current) == key
                             && waited.let_go() =>
                     {
-                        self.conclude(broker, &held, &current, waited).await.map(Some)
+                        self.conclude(broker, &held, &current, waited, false).await.map(Some)
                     }
                     _ => Ok(None),
                 }
@@ -669,7 +774,9 @@ impl TransactionCoordinator {
             };
             if !current.markers_queued {
                 return match ready {
-                    Some(waited) => Ok(self.conclude(broker, &held, &current, waited).await? == Finished::Completed),
+                    Some(waited) => {
+                        Ok(self.conclude(broker, &held, &current, waited, false).await? == Finished::Completed)
+                    }
                     // Not waited for (a failed finish, another life): the next finish
                     // notifies again.
                     None => Ok(false),
@@ -1100,8 +1207,21 @@ impl TransactionCoordinator {
         });
         if held.is_some() && live.is_none() {
             match entry.txn_seq {
-                Some(_) => {
-                    warn!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, partitions = ?entry.partitions, "queued marker of a transaction that is no longer being finished; dropped unwritten");
+                Some(seq) => {
+                    // Completed with every marker durable, its entries removed just
+                    // after (`remove_after_completion`): a poll may come between.
+                    let completed = current.as_ref().is_some_and(|c| {
+                        c.producer_id == entry.producer_id
+                            && c.producer_epoch == entry.producer_epoch
+                            && c.txn_seq == seq
+                            && matches!(c.state, TxnState::CompleteCommit | TxnState::CompleteAbort)
+                            && (c.state == TxnState::CompleteCommit) == commit
+                    });
+                    if completed {
+                        debug!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, "queued marker of a completed transaction; dropped");
+                    } else {
+                        warn!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, partitions = ?entry.partitions, "queued marker of a transaction that is no longer being finished; dropped unwritten");
+                    }
                     marker_queue::remove(path)?;
                     return Ok(true);
                 }
@@ -1241,6 +1361,42 @@ pub async fn process_marker_queue(broker: &Cluster, txn: &TransactionCoordinator
 /// A queue entry the poll found with partitions this broker leads: its path, the
 /// entry, those partitions, and the queue it is in.
 type QueuedHere = (PathBuf, MarkerEntry, Vec<TopicPartition>, i32);
+
+/// Writes a fast finish's queue entries, one per other leader — whole, renamed into
+/// place, but without their fsyncs (nothing relies on them yet:
+/// [`TransactionCoordinator::spill`] makes them durable first) — and removes the
+/// transaction's entries from every other queue. Blocking; the caller holds the slot.
+///
+/// The removal: the set written here is the transaction's whole set, and nothing
+/// relies on an older one yet. One left in a queue this set does not use (its
+/// partitions are led elsewhere now, or it was torn by a power cut) would be counted
+/// as still pending forever. Removed by the finish that wrote the set, under the slot
+/// lock: never later, when another finish may have written its own.
+/// `prepared`: the transaction's (producer id, epoch, transaction number).
+pub(super) fn write_fast_entries(
+    volume: &kaas_core::Volume,
+    (pid, epoch, txn_seq): (i64, i16, u64),
+    entries: &[(i32, MarkerEntry)],
+) -> Result<(), VolumeError> {
+    for (leader, entry) in entries {
+        marker_queue::enqueue_unsynced(volume, *leader, entry)?;
+    }
+    let keep: Vec<i32> = entries.iter().map(|(leader, _)| *leader).collect();
+    marker_queue::remove_others(volume, pid, epoch, txn_seq, &keep)
+}
+
+/// Whether two sets of queue entries ask the same leaders for the same markers
+/// (when they were made aside).
+fn same_entries(a: &[(i32, MarkerEntry)], b: &[(i32, MarkerEntry)]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((la, ea), (lb, eb))| {
+            la == lb
+                && MarkerEntry {
+                    enqueued_ms: eb.enqueued_ms,
+                    ..ea.clone()
+                } == *eb
+        })
+}
 
 /// The broker a queue entry's file is addressed to (`…/to-<broker>/<file>`).
 fn queue_target(path: &Path) -> Option<i32> {

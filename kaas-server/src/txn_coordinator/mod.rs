@@ -599,6 +599,48 @@ impl TransactionCoordinator {
         self.still_held(lock)
     }
 
+    /// [`Self::durable`], and then, on the same trip to the blocking pool, `then` —
+    /// blocking file work that may only start once the line is durable (a fast
+    /// finish's queue entries: [`markers::write_fast_entries`]). Its outcome is
+    /// returned apart: it does not undo the line's durability. Not run when the line
+    /// is not made durable (an error), nor when this broker no longer holds the slot
+    /// is found after it (the work must then be harmless, as those entries are: the
+    /// slot's next owner finishes the same Prepare* with the same entries).
+    async fn durable_then(
+        &self,
+        lock: SlotLockId,
+        mark: Mark,
+        then: impl FnOnce() -> Result<(), VolumeError> + Send + 'static,
+    ) -> Result<Result<(), VolumeError>, CoordError> {
+        let slot = lock.slot;
+        let done = if self.group.is_durable(slot, mark) {
+            crate::blocking::run_blocking_held(move || Ok(then()), || self.store.journal_path(slot)).await?
+        } else {
+            let (store, group) = (self.store.clone(), self.group.clone());
+            let started = std::time::Instant::now();
+            // Held: `then` never runs after the slot is let go (this task dropped at
+            // shutdown), where another finish of the transaction may have written
+            // entries that `then`'s removal of strays would take.
+            crate::blocking::run_blocking_held(
+                move || {
+                    let synced = group.wait_durable(&store, slot, mark);
+                    // The sync alone, as `syncing` measures it.
+                    crate::metrics::metrics()
+                        .txn_journal_sync
+                        .observe(started.elapsed().as_secs_f64());
+                    synced.map(|()| then())
+                },
+                || self.store.journal_path(slot),
+            )
+            .await
+            .inspect_err(|e| {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::SlotJournal, e)
+            })?
+        };
+        self.still_held(lock)?;
+        Ok(done)
+    }
+
     /// Makes the slot's journal durable as it is now: for an answer derived from a
     /// state this call did not append (see `GroupCommit::sync_now`). Then checks the
     /// lock as [`Self::durable`] does.
@@ -950,10 +992,16 @@ impl TransactionCoordinator {
         epoch: i16,
         commit: bool,
     ) -> Result<(), CoordError> {
-        match self.end_txn_prepare(broker, tid, pid, epoch, commit).await? {
-            Ended::Done => Ok(()),
-            Ended::Prepared { entry, prepared_at } => {
-                let finished = self.finish_at(broker, &entry, prepared_at).await?;
+        match self.end_txn_decide(broker, tid, pid, epoch, commit).await? {
+            (Ended::Done, _) => Ok(()),
+            (Ended::Prepared { entry, prepared_at }, held) => {
+                let finished = match held {
+                    Some(Decided { held, queued }) => {
+                        self.finish_held_queued(broker, &held, &entry, prepared_at, prepared_at.is_some(), queued)
+                            .await?
+                    }
+                    None => self.finish_at(broker, &entry, prepared_at).await?,
+                };
                 debug!(
                     transactional_id = tid,
                     producer_id = pid,
@@ -967,27 +1015,93 @@ impl TransactionCoordinator {
         }
     }
 
+    /// EndTxn as a client sends it: `answer` is called with the decision as soon as
+    /// it is durable — Prepare* (or found already so, for a retry) — which is what the
+    /// client is answered on, as Kafka answers it; then the transaction is finished
+    /// (markers, Complete*), and the producer's next AddPartitionsToTxn waits for
+    /// that. A Prepare* made here is finished under the same hold of the slot, so
+    /// the finish neither waits for the slot again nor reads it again; a finish that
+    /// fails is retried ([`Self::finish_retrying`]), then left to the reaper.
+    pub async fn end_txn_answering(
+        &self,
+        broker: &Cluster,
+        tid: &str,
+        (pid, epoch, commit): (i64, i16, bool),
+        answer: impl FnOnce(Result<(), CoordError>),
+    ) {
+        let (entry, prepared_at, held) = match self.end_txn_decide(broker, tid, pid, epoch, commit).await {
+            Err(e) => return answer(Err(e)),
+            Ok((Ended::Done, _)) => return answer(Ok(())),
+            Ok((Ended::Prepared { entry, prepared_at }, held)) => (entry, prepared_at, held),
+        };
+        answer(Ok(()));
+        self.finishing.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let first = match held {
+            Some(Decided { held, queued }) => Some(
+                self.finish_held_queued(broker, &held, &entry, prepared_at, prepared_at.is_some(), queued)
+                    .await,
+            ),
+            None => None,
+        };
+        match first {
+            Some(Ok(finished)) => {
+                debug!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, ?finished, "EndTxn finished");
+            }
+            Some(Err(e)) => {
+                warn!(transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, error = %e, "EndTxn answered, its markers not all written; the transaction stays prepared and is retried");
+                self.finish_retrying(broker, &entry, prepared_at, true).await;
+            }
+            None => self.finish_retrying(broker, &entry, prepared_at, false).await,
+        }
+        if self.finishing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            self.finished_all.notify_waiters();
+        }
+    }
+
     /// EndTxn's decision: PrepareCommit/PrepareAbort durable (or found already so, for
-    /// a retry), the slot let go. What EndTxn is answered on, as Kafka answers it; the
-    /// caller then finishes the transaction ([`Self::finish_in_background`]), and the
-    /// producer's next AddPartitionsToTxn waits for that.
-    pub async fn end_txn_prepare(
+    /// a retry). What EndTxn is answered on, as Kafka answers it. When this call made
+    /// the Prepare*, the slot is returned still held, for its finish
+    /// ([`Self::end_txn_answering`]); otherwise it is let go.
+    async fn end_txn_decide(
         &self,
         broker: &Cluster,
         tid: &str,
         pid: i64,
         epoch: i16,
         commit: bool,
-    ) -> Result<Ended, CoordError> {
+    ) -> Result<(Ended, Option<Decided<'_>>), CoordError> {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
         let now = now_ms();
         let (held, current) = self.lock_entry(slot, tid).await?;
         match txn::end_txn(&current, pid, epoch, commit, now, &self.actor())? {
             EndOutcome::Prepare(entry) => {
-                // Durable before any marker: a marker is the outcome's effect.
-                self.record(&held, &[SlotOp::Put(entry.clone())], now, Durable::Now)
-                    .await?;
+                // Durable before any marker: a marker is the outcome's effect. The
+                // queue entries of a fast finish go on the same trip to the blocking
+                // pool, right after the line is durable (they may not come before).
+                let mut queued = self.fast_entries(broker, &entry);
+                match self.append(&held, &[SlotOp::Put(entry.clone())], now)? {
+                    Some(mark) => match queued.clone() {
+                        Some(entries) => {
+                            let volume = broker.volume.clone();
+                            let prepared = (entry.producer_id, entry.producer_epoch, entry.txn_seq);
+                            let written = self
+                                .durable_then(held.lock.id(), mark, move || {
+                                    markers::write_fast_entries(&volume, prepared, &entries)
+                                })
+                                .await?;
+                            if let Err(e) = written {
+                                // The finish writes them again (and fails there if
+                                // the volume still refuses).
+                                crate::metrics::metrics()
+                                    .volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
+                                queued = None;
+                            }
+                        }
+                        None => self.durable(held.lock.id(), mark).await?,
+                    },
+                    None => queued = None,
+                }
                 kaas_core::failpoint::hit(kaas_core::failpoint::TXN_AFTER_PREPARE);
                 // The offset hook before the answer, under the slot lock: once the
                 // commit returns, OffsetFetch gives its offsets (the finish runs the
@@ -998,17 +1112,20 @@ impl TransactionCoordinator {
                             self.store.check_held(held.lock.id())
                         })?;
                 }
-                Ok(Ended::Prepared {
-                    entry,
-                    prepared_at: Some(Instant::now()),
-                })
+                Ok((
+                    Ended::Prepared {
+                        entry,
+                        prepared_at: Some(Instant::now()),
+                    },
+                    Some(Decided { held, queued }),
+                ))
             }
             EndOutcome::AlreadyComplete => {
                 self.heal(&held)?;
                 let lock = held.lock.id();
                 drop(held);
                 self.durable_now(lock).await?;
-                Ok(Ended::Done)
+                Ok((Ended::Done, None))
             }
             // A retry while the markers are still being written (or failed before):
             // finished again — once its Prepare* is known durable.
@@ -1017,24 +1134,14 @@ impl TransactionCoordinator {
                 let lock = held.lock.id();
                 drop(held);
                 self.durable_now(lock).await?;
-                Ok(Ended::Prepared {
-                    entry: current,
-                    prepared_at: None,
-                })
+                Ok((
+                    Ended::Prepared {
+                        entry: current,
+                        prepared_at: None,
+                    },
+                    None,
+                ))
             }
-        }
-    }
-
-    /// Finishes a transaction EndTxn prepared, after its answer: markers, Complete*.
-    /// A failure (a marker that cannot be written) is retried here with a growing
-    /// pause for up to [`BACKGROUND_FINISH`], then left to the reaper (and to the
-    /// producer's EndTxn retry, recovery at start); the entry stays Prepare* meanwhile,
-    /// so the producer's next AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS.
-    pub async fn finish_in_background(&self, broker: &Cluster, entry: TxnEntry, prepared_at: Option<Instant>) {
-        self.finishing.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        self.finish_retrying(broker, &entry, prepared_at).await;
-        if self.finishing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
-            self.finished_all.notify_waiters();
         }
     }
 
@@ -1062,9 +1169,25 @@ impl TransactionCoordinator {
         }
     }
 
-    async fn finish_retrying(&self, broker: &Cluster, entry: &TxnEntry, prepared_at: Option<Instant>) {
+    /// Finishes a transaction EndTxn prepared, after its answer: markers, Complete*.
+    /// A failure (a marker that cannot be written) is retried here with a growing
+    /// pause for up to [`BACKGROUND_FINISH`], then left to the reaper (and to the
+    /// producer's EndTxn retry, recovery at start); the entry stays Prepare* meanwhile,
+    /// so the producer's next AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS.
+    /// `failed_once`: a first try already failed (it was logged): pause before the next.
+    async fn finish_retrying(
+        &self,
+        broker: &Cluster,
+        entry: &TxnEntry,
+        prepared_at: Option<Instant>,
+        failed_once: bool,
+    ) {
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
+        if failed_once {
+            tokio::time::sleep(pause).await;
+            pause *= 2;
+        }
         loop {
             match self.finish_at(broker, entry, prepared_at).await {
                 Ok(finished) => {
@@ -1120,6 +1243,13 @@ const SLOT_LOCK_STEAL_AFTER: Duration = Duration::from_millis(250);
 
 /// How long a finish after EndTxn's answer retries by itself.
 const BACKGROUND_FINISH: Duration = Duration::from_secs(30);
+
+/// A Prepare* EndTxn made, with the slot still held for its finish: `queued`, the
+/// fast finish's queue entries written since the line was durable.
+struct Decided<'a> {
+    held: HeldSlot<'a>,
+    queued: Option<Vec<(i32, MarkerEntry)>>,
+}
 
 /// Where EndTxn's decision left the transaction.
 #[derive(Debug)]

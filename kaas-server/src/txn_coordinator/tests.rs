@@ -1366,7 +1366,10 @@ async fn a_leader_answering_while_the_finish_holds_the_slot_is_concluded_by_that
     let done = f.current();
     assert_eq!(done.state, TxnState::CompleteCommit);
     assert!(!done.markers_queued);
-    assert!(!path.exists(), "the entry is removed");
+    assert!(
+        removed_soon(&path).await,
+        "the entry is removed (just after the completion, off the finish's path)"
+    );
     assert!(f.b0.txn.unsynced_finishes().is_empty(), "nothing is left waiting");
     assert!(f.x_committed());
     let x0 = f.b1.topic(&f.x).unwrap().partition(0).unwrap().clone().unwrap();
@@ -1731,4 +1734,97 @@ async fn a_torn_queue_entry_is_removed_once_its_transaction_is_over_and_kept_whi
     assert!(!old.exists(), "a torn entry of a finished transaction is removed");
     assert!(!unknown.exists(), "a torn entry of a producer no slot holds is removed");
     assert!(torn.exists());
+}
+
+/// Whether the file at `path` is gone within 5 s: a completed transaction's queue
+/// entries are removed just after its completion, without the finish waiting for it.
+async fn removed_soon(path: &std::path::Path) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while path.exists() {
+        if Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+/// Issue 24: EndTxn's fast finish writes its queue entries on the same trip to the
+/// blocking pool as the Prepare*'s fsync, right after it — so they are on the volume
+/// when EndTxn is answered — and the finish that follows under the same hold of the
+/// slot notifies with them without writing them again (the file the notice names is
+/// the one there at the answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_txn_queues_its_entries_with_the_prepare_and_the_finish_does_not_write_them_again() {
+    use std::os::unix::fs::MetadataExt;
+    let mut f = FastFinish::new().await;
+    f.begin(0).await;
+    let peer = f.b1.config.broker_id;
+    let at_answer: std::sync::Mutex<Option<Result<(), String>>> = Default::default();
+    let queued_at_answer: std::sync::Mutex<Vec<(std::path::PathBuf, u64)>> = Default::default();
+    f.b0.txn
+        .end_txn_answering(&f.b0, &f.tid, (f.pid, 0, true), |r| {
+            *at_answer.lock().unwrap() = Some(r.map_err(|e| e.to_string()));
+            // What the peer's queue holds when the client is answered.
+            *queued_at_answer.lock().unwrap() = marker_queue::list(&f.b0.volume, peer)
+                .unwrap()
+                .into_iter()
+                .map(|(path, _)| {
+                    let ino = std::fs::metadata(&path).unwrap().ino();
+                    (path, ino)
+                })
+                .collect();
+        })
+        .await;
+    assert_eq!(at_answer.into_inner().unwrap(), Some(Ok(())), "answered: committed");
+    let Some(PeerNotice::Markers(notice)) = f.notices.try_recv().ok() else {
+        panic!("no marker notice for the peer")
+    };
+    let path = marker_queue::entry_path(&f.b0.volume, notice.leader, &notice.entry);
+    let queued = queued_at_answer.into_inner().unwrap();
+    assert_eq!(
+        queued.len(),
+        1,
+        "the peer's entry was queued before the answer: {queued:?}"
+    );
+    assert_eq!(queued[0].0, path, "the one the notice names");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().ino(),
+        queued[0].1,
+        "the finish did not write it again"
+    );
+    // The notice lost (no link here): the entry is made durable for the peer's poll,
+    // which applies it.
+    assert_eq!(f.current().state, TxnState::PrepareCommit);
+    f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Failed).await;
+    assert!(f.current().markers_queued);
+    crate::broker::process_marker_queue(&f.b1).await;
+    assert!(f.x_committed());
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+    assert!(!path.exists());
+}
+
+/// Issue 24: the entry of a transaction completed through its notices is removed
+/// just after the completion, off the finish's path; a leader's poll that comes
+/// between finds it and drops it, writing nothing (its marker is already durable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_finding_the_entry_of_a_completed_transaction_drops_it_unwritten() {
+    let mut f = FastFinish::new().await;
+    let (notice, path) = f.commit(0).await;
+    let answer =
+        f.b1.txn
+            .apply_notified(&f.b1, f.pid, 0, true, notice.entry.txn_seq, &[tp(&f.x, 0)])
+            .await;
+    assert!(answer.applied);
+    f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Applied).await;
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+    assert!(removed_soon(&path).await);
+    // As if the poll came before the removal.
+    marker_queue::enqueue_unsynced(&f.b0.volume, notice.leader, &notice.entry).unwrap();
+    let x0 = f.b1.topic(&f.x).unwrap().partition(0).unwrap().clone().unwrap();
+    let end = x0.state().log.log_end_offset();
+    crate::broker::process_marker_queue(&f.b1).await;
+    assert!(!path.exists(), "dropped");
+    assert_eq!(x0.state().log.log_end_offset(), end, "nothing written");
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
 }
