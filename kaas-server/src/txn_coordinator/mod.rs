@@ -602,7 +602,8 @@ impl TransactionCoordinator {
     /// [`Self::durable`], and then, on the same trip to the blocking pool, `then` —
     /// blocking file work that may only start once the line is durable (a fast
     /// finish's queue entries: [`markers::write_fast_entries`]). Its outcome is
-    /// returned apart: it does not undo the line's durability. Not run when the line
+    /// returned apart: it does not undo the line's durability; with it, when the line
+    /// was known durable (the start of the marker delivery histogram). Not run when the line
     /// is not made durable (an error), nor when this broker no longer holds the slot
     /// is found after it (the work must then be harmless, as those entries are: the
     /// slot's next owner finishes the same Prepare* with the same entries).
@@ -611,10 +612,12 @@ impl TransactionCoordinator {
         lock: SlotLockId,
         mark: Mark,
         then: impl FnOnce() -> Result<(), VolumeError> + Send + 'static,
-    ) -> Result<Result<(), VolumeError>, CoordError> {
+    ) -> Result<(Result<(), VolumeError>, Instant), CoordError> {
         let slot = lock.slot;
         let done = if self.group.is_durable(slot, mark) {
-            crate::blocking::run_blocking_held(move || Ok(then()), || self.store.journal_path(slot)).await?
+            let durable_at = Instant::now();
+            crate::blocking::run_blocking_held(move || Ok((then(), durable_at)), || self.store.journal_path(slot))
+                .await?
         } else {
             let (store, group) = (self.store.clone(), self.group.clone());
             let started = std::time::Instant::now();
@@ -628,7 +631,8 @@ impl TransactionCoordinator {
                     crate::metrics::metrics()
                         .txn_journal_sync
                         .observe(started.elapsed().as_secs_f64());
-                    synced.map(|()| then())
+                    let durable_at = Instant::now();
+                    synced.map(|()| (then(), durable_at))
                 },
                 || self.store.journal_path(slot),
             )
@@ -1080,6 +1084,7 @@ impl TransactionCoordinator {
                 // queue entries of a fast finish go on the same trip to the blocking
                 // pool, right after the line is durable (they may not come before).
                 let mut queued = self.fast_entries(broker, &entry);
+                let mut prepared_at = None;
                 match self.append(&held, &[SlotOp::Put(entry.clone())], now)? {
                     Some(mark) => match queued.clone() {
                         Some(entries) => {
@@ -1090,6 +1095,8 @@ impl TransactionCoordinator {
                                     markers::write_fast_entries(&volume, prepared, &entries)
                                 })
                                 .await?;
+                            let (written, durable_at) = written;
+                            prepared_at = Some(durable_at);
                             if let Err(e) = written {
                                 // The finish writes them again (and fails there if
                                 // the volume still refuses).
@@ -1115,7 +1122,7 @@ impl TransactionCoordinator {
                 Ok((
                     Ended::Prepared {
                         entry,
-                        prepared_at: Some(Instant::now()),
+                        prepared_at: Some(prepared_at.unwrap_or_else(Instant::now)),
                     },
                     Some(Decided { held, queued }),
                 ))
