@@ -116,7 +116,7 @@ impl TransactionCoordinator {
 
     /// [`Self::finish_held`] of a Prepare* whose queue entries `queued` were written,
     /// under this same hold of the slot, once it was durable
-    /// ([`write_fast_entries`]): a finish that would write the same set
+    /// ([`enqueue_fast_entries`]): a finish that would write the same set
     /// notifies with them instead of writing them again.
     pub(super) async fn finish_held_queued(
         &self,
@@ -318,7 +318,8 @@ impl TransactionCoordinator {
     /// notice naming the transaction, before this broker's own markers, which are
     /// written meanwhile. The transaction completes once this broker's markers are
     /// durable and every leader answered [`NoticeAnswer::Applied`] (its entry then
-    /// removed under the slot lock): [`Self::conclude`], here or in
+    /// removed: after the completion by this finish, which still holds the slot;
+    /// before it, under the slot lock, by a later answer): [`Self::conclude`], here or in
     /// [`Self::notice_answered`], whichever sees both last. The entries of leaders
     /// that did not are made durable and `markers_queued` recorded ([`Self::spill`]).
     /// A crash before either leaves the transaction in Prepare* without the line, and
@@ -1210,12 +1211,15 @@ impl TransactionCoordinator {
                 Some(seq) => {
                     // Completed with every marker durable, its entries removed just
                     // after (`remove_after_completion`): a poll may come between.
+                    // Or a later transaction of the producer began, which it does only
+                    // once this one completed.
                     let completed = current.as_ref().is_some_and(|c| {
                         c.producer_id == entry.producer_id
                             && c.producer_epoch == entry.producer_epoch
-                            && c.txn_seq == seq
-                            && matches!(c.state, TxnState::CompleteCommit | TxnState::CompleteAbort)
-                            && (c.state == TxnState::CompleteCommit) == commit
+                            && (c.txn_seq > seq
+                                || (c.txn_seq == seq
+                                    && matches!(c.state, TxnState::CompleteCommit | TxnState::CompleteAbort)
+                                    && (c.state == TxnState::CompleteCommit) == commit))
                     });
                     if completed {
                         debug!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id = entry.producer_id, epoch = entry.producer_epoch, "queued marker of a completed transaction; dropped");
@@ -1248,9 +1252,24 @@ impl TransactionCoordinator {
         // their leadership moved here) the moment it is let go, and a removal after
         // that would take markers never written with it.
         for tp in &mine {
-            broker
-                .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
-                .await?;
+            // A partition that knows a later transaction of the producer open there
+            // writes nothing: this one completed before it began, every marker of it
+            // durable (an entry can outlive its transaction's completion:
+            // `remove_after_completion`). One that cannot tell writes it, as the slot
+            // says the transaction is still being finished.
+            let judged = match entry.txn_seq {
+                Some(seq) => {
+                    broker
+                        .write_notified_marker(tp, entry.producer_id, entry.producer_epoch, commit, seq)
+                        .await?
+                }
+                None => None,
+            };
+            if judged.is_none() {
+                broker
+                    .write_marker(tp, entry.producer_id, entry.producer_epoch, commit)
+                    .await?;
+            }
         }
         let rest: Vec<TopicPartition> = entry
             .partitions
@@ -1373,16 +1392,30 @@ type QueuedHere = (PathBuf, MarkerEntry, Vec<TopicPartition>, i32);
 /// as still pending forever. Removed by the finish that wrote the set, under the slot
 /// lock: never later, when another finish may have written its own.
 /// `prepared`: the transaction's (producer id, epoch, transaction number).
-pub(super) fn write_fast_entries(
+fn write_fast_entries(
     volume: &kaas_core::Volume,
     (pid, epoch, txn_seq): (i64, i16, u64),
+    entries: &[(i32, MarkerEntry)],
+) -> Result<(), VolumeError> {
+    enqueue_fast_entries(volume, entries)?;
+    let keep: Vec<i32> = entries.iter().map(|(leader, _)| *leader).collect();
+    marker_queue::remove_others(volume, pid, epoch, txn_seq, &keep)
+}
+
+/// The first half of [`write_fast_entries`], without the removal of strays: for
+/// EndTxn, which writes the entries of a transaction it has just moved from Ongoing
+/// to Prepare* under the slot lock it still holds — no entry of it can exist yet
+/// (entries are written only once a Prepare* is durable, and a transaction reaches
+/// one Prepare* only), so there is nothing to remove, and nothing another holder of
+/// the slot wrote is ever touched.
+pub(super) fn enqueue_fast_entries(
+    volume: &kaas_core::Volume,
     entries: &[(i32, MarkerEntry)],
 ) -> Result<(), VolumeError> {
     for (leader, entry) in entries {
         marker_queue::enqueue_unsynced(volume, *leader, entry)?;
     }
-    let keep: Vec<i32> = entries.iter().map(|(leader, _)| *leader).collect();
-    marker_queue::remove_others(volume, pid, epoch, txn_seq, &keep)
+    Ok(())
 }
 
 /// Whether two sets of queue entries ask the same leaders for the same markers

@@ -600,13 +600,13 @@ impl TransactionCoordinator {
     }
 
     /// [`Self::durable`], and then, on the same trip to the blocking pool, `then` —
-    /// blocking file work that may only start once the line is durable (a fast
-    /// finish's queue entries: [`markers::write_fast_entries`]). Its outcome is
-    /// returned apart: it does not undo the line's durability; with it, when the line
-    /// was known durable (the start of the marker delivery histogram). Not run when the line
-    /// is not made durable (an error), nor when this broker no longer holds the slot
-    /// is found after it (the work must then be harmless, as those entries are: the
-    /// slot's next owner finishes the same Prepare* with the same entries).
+    /// blocking file work that may only start once the line is durable and only while
+    /// this broker holds the slot (a fast finish's queue entries:
+    /// [`markers::enqueue_fast_entries`]). Not run when the line is not made durable
+    /// (an error), nor when the slot's lock is found lost after the sync (checked
+    /// through the volume, as [`Self::still_held`] does, again after the trip). Its
+    /// outcome is returned apart — it does not undo the line's durability — with when
+    /// the line was known durable (the start of the marker delivery histogram).
     async fn durable_then(
         &self,
         lock: SlotLockId,
@@ -616,11 +616,16 @@ impl TransactionCoordinator {
         let slot = lock.slot;
         let done = if self.group.is_durable(slot, mark) {
             let durable_at = Instant::now();
-            crate::blocking::run_blocking_held(move || Ok((then(), durable_at)), || self.store.journal_path(slot))
-                .await?
+            let held = self.store.clone();
+            crate::blocking::run_blocking_held(
+                move || Ok((held.check_held(lock).and_then(|()| then()), durable_at)),
+                || self.store.journal_path(slot),
+            )
+            .await?
         } else {
             let (store, group) = (self.store.clone(), self.group.clone());
             let started = std::time::Instant::now();
+            let held = self.store.clone();
             // Held: `then` never runs after the slot is let go (this task dropped at
             // shutdown), where another finish of the transaction may have written
             // entries that `then`'s removal of strays would take.
@@ -632,7 +637,9 @@ impl TransactionCoordinator {
                         .txn_journal_sync
                         .observe(started.elapsed().as_secs_f64());
                     let durable_at = Instant::now();
-                    synced.map(|()| (then(), durable_at))
+                    // A lock lost meanwhile (a take-over while the fsync stalled): the
+                    // work is not done; `still_held` below refuses the answer.
+                    synced.map(|()| (held.check_held(lock).and_then(|()| then()), durable_at))
                 },
                 || self.store.journal_path(slot),
             )
@@ -1033,13 +1040,24 @@ impl TransactionCoordinator {
         (pid, epoch, commit): (i64, i16, bool),
         answer: impl FnOnce(Result<(), CoordError>),
     ) {
+        // Counted from the start (a clean stop waits for it: [`Self::wait_for_finishes`]),
+        // until it ends, however it ends.
+        struct Finishing<'a>(&'a TransactionCoordinator);
+        impl Drop for Finishing<'_> {
+            fn drop(&mut self) {
+                if self.0.finishing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+                    self.0.finished_all.notify_waiters();
+                }
+            }
+        }
+        self.finishing.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let _finishing = Finishing(self);
         let (entry, prepared_at, held) = match self.end_txn_decide(broker, tid, pid, epoch, commit).await {
             Err(e) => return answer(Err(e)),
             Ok((Ended::Done, _)) => return answer(Ok(())),
             Ok((Ended::Prepared { entry, prepared_at }, held)) => (entry, prepared_at, held),
         };
         answer(Ok(()));
-        self.finishing.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let first = match held {
             Some(Decided { held, queued }) => Some(
                 self.finish_held_queued(broker, &held, &entry, prepared_at, prepared_at.is_some(), queued)
@@ -1056,9 +1074,6 @@ impl TransactionCoordinator {
                 self.finish_retrying(broker, &entry, prepared_at, true).await;
             }
             None => self.finish_retrying(broker, &entry, prepared_at, false).await,
-        }
-        if self.finishing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
-            self.finished_all.notify_waiters();
         }
     }
 
@@ -1089,10 +1104,9 @@ impl TransactionCoordinator {
                     Some(mark) => match queued.clone() {
                         Some(entries) => {
                             let volume = broker.volume.clone();
-                            let prepared = (entry.producer_id, entry.producer_epoch, entry.txn_seq);
                             let written = self
                                 .durable_then(held.lock.id(), mark, move || {
-                                    markers::write_fast_entries(&volume, prepared, &entries)
+                                    markers::enqueue_fast_entries(&volume, &entries)
                                 })
                                 .await?;
                             let (written, durable_at) = written;
@@ -1102,6 +1116,7 @@ impl TransactionCoordinator {
                                 // the volume still refuses).
                                 crate::metrics::metrics()
                                     .volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
+                                warn!(transactional_id = tid, producer_id = pid, epoch, error = %e, "writing the queue entries with the Prepare* failed; its finish writes them again");
                                 queued = None;
                             }
                         }

@@ -1828,3 +1828,91 @@ async fn a_poll_finding_the_entry_of_a_completed_transaction_drops_it_unwritten(
     assert_eq!(x0.state().log.log_end_offset(), end, "nothing written");
     assert_eq!(f.current().state, TxnState::CompleteCommit);
 }
+
+/// Review of issue 24: the queue entries EndTxn writes on its Prepare*'s fsync trip
+/// are written only while this broker still holds the slot. A broker whose slot was
+/// taken over while that fsync stalled (a frozen VM, a network volume) writes none:
+/// the slot's new owner may have queued the same transaction's entries by then, for
+/// leaders it sees, which a stale write must not replace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_riding_the_prepare_are_not_written_once_the_slot_is_taken_over() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    let held = b.txn.lock_slot(slot_for("tx")).await.unwrap();
+    let ongoing = b.txn.held_entry(&held, "tx").unwrap().unwrap();
+    let EndOutcome::Prepare(prepared) = txn::end_txn(&ongoing, pid, 0, true, now_ms(), &b.txn.actor()).unwrap() else {
+        panic!("not prepared")
+    };
+    let mark = b
+        .txn
+        .append(&held, &[SlotOp::Put(prepared)], now_ms())
+        .unwrap()
+        .expect("appended");
+    // Stalled here; broker 9 judges this broker dead and takes the slot over.
+    let thief = TxnStateStore::for_broker(b.volume.clone(), 9);
+    let mut seen = None;
+    let never = kaas_core::txn_store::UnnamedHold::NEVER;
+    assert!(thief
+        .steal_slot(slot_for("tx"), &|_| false, never, &mut seen)
+        .unwrap()
+        .is_none());
+    let stolen = thief
+        .steal_slot(slot_for("tx"), &|id| id == 0, never, &mut seen)
+        .unwrap()
+        .unwrap();
+    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let r = ran.clone();
+    let answered = b
+        .txn
+        .durable_then(held.lock.id(), mark, move || {
+            r.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        })
+        .await;
+    assert!(answered.is_err(), "nothing is acknowledged");
+    assert!(
+        !ran.load(std::sync::atomic::Ordering::SeqCst),
+        "the entries were not written"
+    );
+    drop((held, stolen));
+}
+
+/// Review of issue 24: EndTxn's task is counted among the finishes a clean stop waits
+/// for from its start — while it waits for the slot, makes the Prepare* durable and
+/// writes the entries — not only once it answered: its request may be gone (the
+/// connection closed), and it goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_txn_is_waited_for_by_a_clean_stop_from_its_start() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    // Another process holds the slot (broker 2, not known dead: respected).
+    let other = TxnStateStore::for_broker(b.volume.clone(), 2);
+    let elsewhere = other.lock_slot(slot_for("tx")).unwrap();
+    let task = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let answer = std::sync::Mutex::new(None);
+            b.txn
+                .end_txn_answering(&b, "tx", (pid, 0, true), |r| {
+                    *answer.lock().unwrap() = Some(r.is_ok());
+                })
+                .await;
+            answer.into_inner().unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        b.txn.finishing.load(std::sync::atomic::Ordering::Acquire),
+        1,
+        "counted while it waits for the slot"
+    );
+    drop(elsewhere);
+    assert_eq!(task.await.unwrap(), Some(true), "committed");
+    assert_eq!(b.txn.finishing.load(std::sync::atomic::Ordering::Acquire), 0);
+    b.txn.wait_for_finishes(Duration::from_secs(1)).await;
+    assert_eq!(
+        b.txn.store().get("tx").unwrap().unwrap().state,
+        TxnState::CompleteCommit
+    );
+}
