@@ -1246,6 +1246,24 @@ impl FastFinish {
         self.end().await
     }
 
+    /// [`Self::commit`], its notice then applied by the peer and answered: the
+    /// transaction is complete.
+    async fn commit_applied(&mut self, seq: i32) -> (MarkerNotice, std::path::PathBuf) {
+        let (notice, path) = self.commit(seq).await;
+        let answer = self
+            .b1
+            .txn
+            .apply_notified(&self.b1, self.pid, 0, true, notice.entry.txn_seq, &[tp(&self.x, 0)])
+            .await;
+        assert!(answer.applied);
+        self.b0
+            .txn
+            .notice_answered(&self.b0, &notice, NoticeAnswer::Applied)
+            .await;
+        assert_eq!(self.current().state, TxnState::CompleteCommit);
+        (notice, path)
+    }
+
     /// A transaction over t-0 and x-0, a batch in each (`seq`: the batches' sequence).
     async fn begin(&self, seq: i32) {
         let (b0, tid, pid) = (&self.b0, self.tid.as_str(), self.pid);
@@ -1580,14 +1598,7 @@ async fn a_clean_stop_hands_unanswered_finishes_to_the_leaders_polls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_notice_never_closes_the_producers_next_transaction() {
     let mut f = FastFinish::new().await;
-    let (first, _) = f.commit(0).await;
-    let answer =
-        f.b1.txn
-            .apply_notified(&f.b1, f.pid, 0, true, first.entry.txn_seq, &[tp(&f.x, 0)])
-            .await;
-    assert!(answer.applied);
-    f.b0.txn.notice_answered(&f.b0, &first, NoticeAnswer::Applied).await;
-    assert_eq!(f.current().state, TxnState::CompleteCommit);
+    let (first, _) = f.commit_applied(0).await;
     f.begin(1).await;
     assert!(!f.x_committed(), "the next transaction is open on x-0");
     for seq in [first.entry.txn_seq, None] {
@@ -1810,14 +1821,7 @@ async fn end_txn_queues_its_entries_with_the_prepare_and_the_finish_does_not_wri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poll_finding_the_entry_of_a_completed_transaction_drops_it_unwritten() {
     let mut f = FastFinish::new().await;
-    let (notice, path) = f.commit(0).await;
-    let answer =
-        f.b1.txn
-            .apply_notified(&f.b1, f.pid, 0, true, notice.entry.txn_seq, &[tp(&f.x, 0)])
-            .await;
-    assert!(answer.applied);
-    f.b0.txn.notice_answered(&f.b0, &notice, NoticeAnswer::Applied).await;
-    assert_eq!(f.current().state, TxnState::CompleteCommit);
+    let (notice, path) = f.commit_applied(0).await;
     assert!(removed_soon(&path).await);
     // As if the poll came before the removal.
     marker_queue::enqueue_unsynced(&f.b0.volume, notice.leader, &notice.entry).unwrap();
