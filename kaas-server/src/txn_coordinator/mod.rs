@@ -627,8 +627,8 @@ impl TransactionCoordinator {
             let started = std::time::Instant::now();
             let held = self.store.clone();
             // Held: `then` never runs after the slot is let go (this task dropped at
-            // shutdown), where another finish of the transaction may have written
-            // entries that `then`'s removal of strays would take.
+            // shutdown), when the slot's next holder may be writing the same
+            // transaction's entries.
             crate::blocking::run_blocking_held(
                 move || {
                     let synced = group.wait_durable(&store, slot, mark);
