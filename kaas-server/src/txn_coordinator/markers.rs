@@ -150,14 +150,7 @@ impl TransactionCoordinator {
             self.groups
                 .finish_pending(group, pid, epoch, commit, &|| self.store.check_held(held.lock.id()))?;
         }
-        let mut local: Vec<&TopicPartition> = Vec::new();
-        let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
-        for tp in &current.partitions {
-            match broker.partition_leader(&tp.topic, tp.partition) {
-                Some(leader) if leader != self.broker_id => remote.entry(leader).or_default().push(tp.clone()),
-                _ => local.push(tp),
-            }
-        }
+        let (local, remote) = self.split_by_leader(broker, &current);
         let prepared_at_or_now = prepared_at.unwrap_or_else(Instant::now);
         if self.notices.get().is_some() && !remote.is_empty() && !current.markers_queued {
             return self
@@ -463,14 +456,26 @@ impl TransactionCoordinator {
         if self.notices.get().is_none() || prepared.markers_queued {
             return None;
         }
+        let (_, remote) = self.split_by_leader(broker, prepared);
+        (!remote.is_empty()).then(|| self.entries_of(prepared, remote))
+    }
+
+    /// `current`'s partitions: those led here (or by nobody known: written here, or
+    /// found gone), and the others by leader.
+    fn split_by_leader<'a>(
+        &self,
+        broker: &Cluster,
+        current: &'a TxnEntry,
+    ) -> (Vec<&'a TopicPartition>, BTreeMap<i32, Vec<TopicPartition>>) {
+        let mut local: Vec<&TopicPartition> = Vec::new();
         let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
-        for tp in &prepared.partitions {
+        for tp in &current.partitions {
             match broker.partition_leader(&tp.topic, tp.partition) {
                 Some(leader) if leader != self.broker_id => remote.entry(leader).or_default().push(tp.clone()),
-                _ => {}
+                _ => local.push(tp),
             }
         }
-        (!remote.is_empty()).then(|| self.entries_of(prepared, remote))
+        (local, remote)
     }
 
     /// The queue entry of the Prepare* `current` for each other leader in `remote`.

@@ -1007,10 +1007,7 @@ impl TransactionCoordinator {
             (Ended::Done, _) => Ok(()),
             (Ended::Prepared { entry, prepared_at }, held) => {
                 let finished = match held {
-                    Some(Decided { held, queued }) => {
-                        self.finish_held_queued(broker, &held, &entry, prepared_at, prepared_at.is_some(), queued)
-                            .await?
-                    }
+                    Some(decided) => self.finish_decided(broker, decided, &entry, prepared_at).await?,
                     None => self.finish_at(broker, &entry, prepared_at).await?,
                 };
                 debug!(
@@ -1059,10 +1056,7 @@ impl TransactionCoordinator {
         };
         answer(Ok(()));
         let first = match held {
-            Some(Decided { held, queued }) => Some(
-                self.finish_held_queued(broker, &held, &entry, prepared_at, prepared_at.is_some(), queued)
-                    .await,
-            ),
+            Some(decided) => Some(self.finish_decided(broker, decided, &entry, prepared_at).await),
             None => None,
         };
         match first {
@@ -1075,6 +1069,18 @@ impl TransactionCoordinator {
             }
             None => self.finish_retrying(broker, &entry, prepared_at, false).await,
         }
+    }
+
+    /// The finish of the Prepare* `entry` EndTxn made, under the hold it made it with.
+    async fn finish_decided(
+        &self,
+        broker: &Cluster,
+        Decided { held, queued }: Decided<'_>,
+        entry: &TxnEntry,
+        prepared_at: Option<Instant>,
+    ) -> Result<Finished, CoordError> {
+        self.finish_held_queued(broker, &held, entry, prepared_at, prepared_at.is_some(), queued)
+            .await
     }
 
     /// EndTxn's decision: PrepareCommit/PrepareAbort durable (or found already so, for

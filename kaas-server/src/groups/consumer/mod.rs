@@ -783,9 +783,6 @@ impl ConsumerGroup {
         self.assignment_epoch = self.epoch;
     }
 
-    /// Moves one member towards its target (Apache's `CurrentAssignmentBuilder`):
-    /// partitions it must give up first (it stays at its epoch until its heartbeat no
-    /// longer reports them), then the target's partitions no other member owns.
     /// `partitions` leave member `id`: those the books still give it are free.
     fn release(&mut self, id: &str, partitions: Assignment) {
         for (t, ps) in partitions {
@@ -797,6 +794,9 @@ impl ConsumerGroup {
         }
     }
 
+    /// Moves one member towards its target (Apache's `CurrentAssignmentBuilder`):
+    /// partitions it must give up first (it stays at its epoch until its heartbeat no
+    /// longer reports them), then the target's partitions no other member owns.
     fn reconcile(&mut self, id: &str, owned: Option<&Assignment>, now_ms: i64) {
         let target = self.target.get(id).cloned().unwrap_or_default();
         let target_epoch = self.assignment_epoch;
