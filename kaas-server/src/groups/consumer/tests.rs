@@ -52,6 +52,12 @@ struct Client {
     epoch: i32,
     owned: Assignment,
     unapplied: Option<Assignment>,
+    /// What its last heartbeat reported owning, when that heartbeat was answered (the
+    /// Java consumer's sent fields): it may then leave `owned` out (null) while it owns
+    /// the same. A lost answer forgets it, and the next heartbeat is full.
+    reported: Option<Assignment>,
+    /// What it joins again subscribed to, should the group have removed it.
+    subscription: Vec<String>,
 }
 
 /// Members `ids` joining subscribed to `orders` (`with` adjusts each join), as clients.
@@ -70,6 +76,8 @@ fn joined(
                 epoch: r.member_epoch,
                 owned: Assignment::new(),
                 unapplied: r.assignment,
+                reported: Some(Assignment::new()),
+                subscription: Vec::new(),
             };
             (id.to_string(), client)
         })
@@ -86,18 +94,28 @@ fn client_beat(g: &mut ConsumerGroup, id: &str, c: &mut Client, t: &TopicsView, 
     match g.heartbeat(beat(id, c.epoch, &c.owned), t, &settings(), now, no_id) {
         Ok(r) => {
             c.epoch = r.member_epoch;
+            c.reported = Some(c.owned.clone());
             if r.assignment.is_some() {
                 c.unapplied = r.assignment;
             }
         }
-        Err(e) if e.error == ResponseError::FencedMemberEpoch => {
-            let names: Vec<String> = g.members[id].subscribed_names.iter().cloned().collect();
+        Err(e)
+            if matches!(
+                e.error,
+                ResponseError::FencedMemberEpoch | ResponseError::UnknownMemberId
+            ) =>
+        {
+            let names: Vec<String> = match g.members.get(id) {
+                Some(m) => m.subscribed_names.iter().cloned().collect(),
+                None => c.subscription.clone(),
+            };
             c.owned = Assignment::new();
             let mut hb = join(id, &[]);
             hb.subscribed_names = Some(names);
             let r = g.heartbeat(hb, t, &settings(), now, no_id).expect("joining again");
             c.epoch = r.member_epoch;
             c.unapplied = r.assignment;
+            c.reported = Some(Assignment::new());
         }
         Err(e) => panic!("heartbeat of {id} refused: {e:?}"),
     }
@@ -307,8 +325,10 @@ enum Op {
     /// Joins (if not in the group) subscribed to these topics.
     Join(usize, Vec<usize>),
     /// Heartbeats, having applied what it was sent (or not yet: a slow revocation);
-    /// its answer may be lost (the client keeps its epoch and what it had).
-    Beat(usize, bool, bool),
+    /// its answer may be lost (the client keeps its epoch and what it had); it may
+    /// leave out what it owns (null) when that is what its last answered heartbeat
+    /// reported, as the Java consumer does.
+    Beat(usize, bool, bool, bool),
     /// Changes its subscription at its next heartbeat.
     Subscribe(usize, Vec<usize>),
     /// Leaves (epoch -1), having stopped consuming.
@@ -322,6 +342,11 @@ enum Op {
     /// Applies what it was last sent, between heartbeats (a client reconciles on its
     /// own, and consumes at once): perhaps an assignment whose answer is long past.
     Apply(usize),
+    /// Stalls in a revocation: it keeps heartbeating but never gives up what it was
+    /// told to, past its rebalance timeout, while the others go on. The group removes
+    /// it (Apache fences it); it finds out at its next heartbeat and joins again, and
+    /// until then it consumes what it had, with its commits refused.
+    Stall(usize),
 }
 
 const TOPICS: usize = 3;
@@ -330,14 +355,15 @@ fn op() -> impl Strategy<Value = Op> {
     let subs = proptest::collection::vec(0..TOPICS, 1..=TOPICS);
     prop_oneof![
         2 => (0..4usize, subs.clone()).prop_map(|(c, s)| Op::Join(c, s)),
-        8 => (0..4usize, proptest::bool::weighted(0.7), proptest::bool::weighted(0.15))
-            .prop_map(|(c, a, lost)| Op::Beat(c, a, lost)),
+        8 => (0..4usize, proptest::bool::weighted(0.7), proptest::bool::weighted(0.15), proptest::bool::weighted(0.4))
+            .prop_map(|(c, a, lost, omit)| Op::Beat(c, a, lost, omit)),
         1 => (0..4usize, subs).prop_map(|(c, s)| Op::Subscribe(c, s)),
         1 => (0..4usize).prop_map(Op::Leave),
         1 => (0..4usize).prop_map(Op::Kill),
         1 => (0..TOPICS).prop_map(Op::Grow),
         1 => Just(Op::Failover),
         2 => (0..4usize).prop_map(Op::Apply),
+        1 => (0..4usize).prop_map(Op::Stall),
     ]
 }
 
@@ -345,7 +371,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
     /// For any history of joins, leaves, heartbeats (with revocations applied at once
-    /// or late, answers lost, members fenced and joining again), assignments applied
+    /// or late, answers lost, members fenced and joining again, what a member owns
+    /// left out when unchanged), members stalled in a revocation past their rebalance
+    /// timeout (removed, and joining again once they hear so), assignments applied
     /// between heartbeats (perhaps long after they were sent: such a client's commits
     /// must then be refused), subscription changes, deaths, topics growing and coordinator
     /// fail-overs (the group rebuilt from its record): no partition is ever
@@ -376,11 +404,11 @@ proptest! {
                         let mut hb = join(&id, &[]);
                         hb.subscribed_names = Some(names(&s));
                         let r = g.heartbeat(hb, &t, &settings(), now, no_id).unwrap();
-                        clients.insert(id.clone(), Client { epoch: r.member_epoch, owned: Assignment::new(), unapplied: r.assignment });
+                        clients.insert(id.clone(), Client { epoch: r.member_epoch, owned: Assignment::new(), unapplied: r.assignment, reported: Some(Assignment::new()), subscription: Vec::new() });
                         subs.insert(id, names(&s));
                     }
                 }
-                Op::Beat(c, applied, lost) => {
+                Op::Beat(c, applied, lost, omit) => {
                     let id = format!("m{c}");
                     if let Some(client) = clients.get_mut(&id) {
                         if applied {
@@ -389,21 +417,26 @@ proptest! {
                             }
                         }
                         let mut hb = beat(&id, client.epoch, &client.owned);
+                        if omit && client.reported.as_ref() == Some(&client.owned) {
+                            hb.owned = None;
+                        }
                         if let Some(s) = next_subs.remove(&id) {
                             hb.subscribed_names = Some(s.clone());
                             subs.insert(id.clone(), s);
                         }
                         match g.heartbeat(hb, &t, &settings(), now, no_id) {
-                            Ok(_) if lost => {}
+                            Ok(_) if lost => client.reported = None,
                             Ok(r) => {
                                 stale.remove(&id);
                                 client.epoch = r.member_epoch;
+                                client.reported = Some(client.owned.clone());
                                 if r.assignment.is_some() {
                                     client.unapplied = r.assignment;
                                 }
                             }
-                            // Fenced (answers lost one after another): as the clients
-                            // do, it gives everything up and joins again.
+                            // Fenced (answers lost one after another, or removed past
+                            // its rebalance timeout): as the clients do, it gives
+                            // everything up and joins again.
                             Err(e) if matches!(e.error, ResponseError::FencedMemberEpoch | ResponseError::UnknownMemberId) => {
                                 stale.remove(&id);
                                 client.owned = Assignment::new();
@@ -413,6 +446,7 @@ proptest! {
                                 let r = g.heartbeat(hb, &t, &settings(), now, no_id).unwrap();
                                 client.epoch = r.member_epoch;
                                 client.unapplied = r.assignment;
+                                client.reported = Some(Assignment::new());
                             }
                             Err(e) => prop_assert!(false, "heartbeat of {id} refused: {e:?}"),
                         }
@@ -424,7 +458,12 @@ proptest! {
                 Op::Leave(c) => {
                     let id = format!("m{c}");
                     if let Some(client) = clients.remove(&id) {
-                        g.heartbeat(beat(&id, -1, &client.owned), &t, &settings(), now, no_id).unwrap();
+                        match g.heartbeat(beat(&id, -1, &client.owned), &t, &settings(), now, no_id) {
+                            Ok(_) => {}
+                            // Removed past its rebalance timeout, before it heard so.
+                            Err(e) if e.error == ResponseError::UnknownMemberId && !g.members.contains_key(&id) => {}
+                            Err(e) => prop_assert!(false, "{id} could not leave: {e:?}"),
+                        }
                         subs.remove(&id);
                         stale.remove(&id);
                     }
@@ -460,6 +499,40 @@ proptest! {
                             client.owned = a;
                             stale.insert(id);
                         }
+                    }
+                }
+                Op::Stall(c) => {
+                    let id = format!("m{c}");
+                    // Only a client consuming a partition it was told to give up can
+                    // hold on to it (one that does not, frees it at its next report).
+                    let revoking = g.members.get(&id).zip(clients.get(&id))
+                        .is_some_and(|(m, c)| !is_empty(&both(&c.owned, &m.pending_revocation)));
+                    if let Some(mut stuck) = revoking.then(|| clients.remove(&id)).flatten() {
+                        let deadline = g.members[&id].rebalance_deadline_ms.expect("a member revoking has a deadline");
+                        prop_assert!(deadline <= now + 30_000, "deadline {deadline} past its rebalance timeout from {now}");
+                        while g.members.contains_key(&id) {
+                            now += 5_000;
+                            // It heartbeats (its session goes on), still reporting
+                            // what it was told to give up.
+                            let hb = beat(&id, stuck.epoch, &stuck.owned);
+                            if let Ok(r) = g.heartbeat(hb, &t, &settings(), now, no_id) {
+                                stuck.epoch = r.member_epoch;
+                                stuck.reported = Some(stuck.owned.clone());
+                            }
+                            for (cid, client) in clients.iter_mut() {
+                                client_beat(&mut g, cid, client, &t, now);
+                                stale.remove(cid);
+                            }
+                            g.expire(&t, now);
+                            prop_assert!(now <= deadline + 5_000, "{id} outlived its rebalance timeout");
+                        }
+                        prop_assert!(now < SESSION + deadline, "removed by its session, not its rebalance timeout");
+                        // It still consumes what it had until its next heartbeat says
+                        // it is out of the group: its commits are refused meanwhile.
+                        stuck.unapplied = None;
+                        stuck.subscription = subs[&id].clone();
+                        stale.insert(id.clone());
+                        clients.insert(id, stuck);
                     }
                 }
                 Op::Failover => {
@@ -517,7 +590,7 @@ proptest! {
                 let mut hb = beat(&id, client.epoch, &client.owned);
                 hb.subscribed_names = Some(s.clone());
                 let r = match g.heartbeat(hb, &t, &settings(), now, no_id) {
-                    Err(e) if e.error == ResponseError::FencedMemberEpoch => {
+                    Err(e) if matches!(e.error, ResponseError::FencedMemberEpoch | ResponseError::UnknownMemberId) => {
                         client.owned = Assignment::new();
                         let mut hb = join(&id, &[]);
                         hb.subscribed_names = Some(s.clone());
