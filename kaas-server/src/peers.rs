@@ -366,6 +366,18 @@ async fn notify(
         }
         other => other?,
     };
+    outcomes(leader, batch, &response)
+}
+
+/// Each notice's outcome in a leader's answer to `batch`, in order, and whether the
+/// leader echoed the notice's transaction number ([`TXN_SEQ_TAG`]): only that says
+/// every marker of it is durable. An answer of another length is an error (the
+/// whole batch is then lost: the polls apply the entries).
+fn outcomes(
+    leader: i32,
+    batch: &[PeerNotice],
+    response: &WriteTxnMarkersResponse,
+) -> Result<Vec<(NotificationOutcome, bool)>, String> {
     if response.markers.len() != batch.len() {
         return Err(format!(
             "answered {} markers for {} asked",
@@ -700,6 +712,134 @@ mod tests {
         .err()
         .expect("refused");
         assert!(unreadable.to_string().contains("/nonexistent/pw"), "{unreadable}");
+    }
+
+    fn notice(producer_id: i64, txn_seq: Option<u64>) -> PeerNotice {
+        use kaas_core::marker_queue::{MarkerEntry, MarkerResult, MARKER_FORMAT_VERSION};
+        use kaas_core::txn::{TopicPartition, TxnEntry, TxnState};
+        let tp = TopicPartition {
+            topic: "orders".into(),
+            partition: 2,
+        };
+        let entry = MarkerEntry {
+            version: MARKER_FORMAT_VERSION,
+            transactional_id: "tx".into(),
+            producer_id,
+            producer_epoch: 3,
+            result: MarkerResult::Commit,
+            coordinator_epoch: 1,
+            partitions: vec![tp.clone()],
+            txn_seq,
+            enqueued_by: 0,
+            enqueued_ms: 0,
+            hanging_since: None,
+        };
+        let prepared = TxnEntry {
+            transactional_id: "tx".into(),
+            producer_id,
+            producer_epoch: 3,
+            last_epoch: -1,
+            last_producer_id: -1,
+            state: TxnState::PrepareCommit,
+            timeout_ms: 60_000,
+            partitions: [tp].into(),
+            groups: Default::default(),
+            txn_start_ms: 0,
+            txn_seq: txn_seq.unwrap_or(0),
+            markers_queued: false,
+            last_update_ms: 0,
+            history: Default::default(),
+        };
+        let now = std::time::Instant::now();
+        PeerNotice::Markers(Box::new(crate::txn_coordinator::MarkerNotice {
+            leader: 1,
+            entry,
+            prepared,
+            prepared_at: now,
+            announced_at: now,
+        }))
+    }
+
+    /// A leader's answer to one marker as the WriteTxnMarkers handler builds it: each
+    /// partition's code, and the transaction number echoed when it says so.
+    fn answer(producer_id: i64, code: i16, echo: Option<u64>) -> WritableTxnMarkerResult {
+        use kafka_protocol::messages::write_txn_markers_response::{
+            WritableTxnMarkerPartitionResult, WritableTxnMarkerTopicResult,
+        };
+        let mut result = WritableTxnMarkerResult::default()
+            .with_producer_id(ProducerId(producer_id))
+            .with_topics(vec![WritableTxnMarkerTopicResult::default()
+                .with_name(TopicName(StrBytes::from_static_str("orders")))
+                .with_partitions(vec![WritableTxnMarkerPartitionResult::default()
+                    .with_partition_index(2)
+                    .with_error_code(code)])]);
+        if let Some(seq) = echo {
+            result.unknown_tagged_fields.insert(TXN_SEQ_TAG, txn_seq_tag(seq));
+        }
+        result
+    }
+
+    /// Through the wire at the version the links speak (1, flexible: tagged fields).
+    fn over_the_wire<M: Encodable + Decodable>(message: &M) -> M {
+        let mut buf = BytesMut::new();
+        message.encode(&mut buf, 1).expect("encodes");
+        let mut bytes = buf.freeze();
+        let decoded = M::decode(&mut bytes, 1).expect("decodes");
+        assert!(!bytes.has_remaining(), "nothing left over");
+        decoded
+    }
+
+    /// The coordinator completes over a leader's answer only when the leader echoed
+    /// the notice's own transaction number (docs/cluster.md, "Why the coordinator
+    /// never completes over a missing marker"): the tag crosses the wire both ways,
+    /// and an answer without it, with another number, with an error, for another
+    /// producer or of another length never counts as applied.
+    #[test]
+    fn only_an_answer_echoing_the_notices_transaction_number_counts_as_applied() {
+        // The notice's number reaches the leader in the request's tagged field.
+        let request =
+            over_the_wire(&WriteTxnMarkersRequest::default().with_markers(vec![marker_of(&notice(7, Some(42)))]));
+        assert_eq!(txn_seq_in(&request.markers[0].unknown_tagged_fields), Some(42));
+        let request = over_the_wire(&WriteTxnMarkersRequest::default().with_markers(vec![marker_of(&notice(7, None))]));
+        assert_eq!(txn_seq_in(&request.markers[0].unknown_tagged_fields), None);
+
+        let batch = [notice(7, Some(42))];
+        let judged = |result: WritableTxnMarkerResult| {
+            let response = over_the_wire(&WriteTxnMarkersResponse::default().with_markers(vec![result]));
+            outcomes(1, &batch, &response).expect("one answer for one notice")
+        };
+        use NotificationOutcome::{Delivered, Refused};
+        assert_eq!(judged(answer(7, 0, Some(42))), vec![(Delivered, true)]);
+        assert_eq!(
+            judged(answer(7, 0, None)),
+            vec![(Delivered, false)],
+            "no number: not applied"
+        );
+        assert_eq!(
+            judged(answer(7, 0, Some(41))),
+            vec![(Delivered, false)],
+            "another transaction's number"
+        );
+        assert_eq!(
+            judged(answer(7, 6, Some(42))),
+            vec![(Refused, false)],
+            "a partition refused"
+        );
+        assert_eq!(
+            judged(answer(8, 0, Some(42))),
+            vec![(Refused, false)],
+            "another producer"
+        );
+        // A notice without a number (a coordinator of the version before) is never
+        // applied by an echo.
+        let unnumbered = [notice(7, None)];
+        let response = WriteTxnMarkersResponse::default().with_markers(vec![answer(7, 0, Some(0))]);
+        assert_eq!(outcomes(1, &unnumbered, &response).unwrap(), vec![(Delivered, false)]);
+        // An answer of another length says nothing about any of them.
+        let two = WriteTxnMarkersResponse::default().with_markers(vec![answer(7, 0, Some(42)), answer(7, 0, Some(42))]);
+        assert!(outcomes(1, &batch, &two)
+            .unwrap_err()
+            .contains("answered 2 markers for 1 asked"));
     }
 
     #[test]
