@@ -187,6 +187,46 @@ def test_a_failed_rename_of_owner_json_takes_no_leadership_and_the_next_try_does
     assert run_kaasctl(node.data, "doctor").returncode == 0
 
 
+def test_a_failing_disk_under_a_groups_offsets_lock_is_refused_counted_and_the_next_commit_lands(node):
+    """The group's offsets lock file cannot be opened (the disk fails under it): the
+    commit it guards is not acknowledged, the failure is in the log and counted with
+    the offsets file's failed writes (it was not, before), and the next commit lands
+    and survives a power cut."""
+    node.topic("gl")
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gl-reader", "enable.auto.commit": False,
+                  **NO_REBOOTSTRAP})
+
+    def commit(offset):
+        for tp in c.commit(offsets=[TopicPartition("gl", 0, offset)], asynchronous=False):
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+
+    def committed():
+        return c.committed([TopicPartition("gl", 0)], timeout=30)[0].offset
+
+    try:
+        commit(3)  # the lock file exists from here on
+        node.fs.command("fault open data/__cluster/groups/*.lock EIO 1")
+        try:
+            commit(7)  # refused, or refused once and retried by the client
+        except KafkaException:
+            pass
+        assert node.fs.status()["faults_hit"] == 1, "the lock's open failed"
+        assert "offset commit failed" in node.broker.log_text(), "the failure is in the log"
+        assert node.metric("kaas_volume_write_errors_total", file="offsets") == 1, "and counted"
+        assert committed() in (3, 7), "the group's offset is one that was committed"
+        commit(9)
+        assert committed() == 9
+    finally:
+        c.close()
+    node.power_cut()
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gl-reader", **NO_REBOOTSTRAP})
+    try:
+        assert committed() == 9, "the acknowledged commit survives a power cut"
+    finally:
+        c.close()
+
+
 def ready(node):
     try:
         return urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/health/ready", timeout=5).status == 200

@@ -178,7 +178,7 @@ impl GroupCoordinator {
             let entry = self.cache_entry(group_id);
             let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
             pre()?;
-            let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
+            let _file_lock = offsets::lock_group_file(&self.volume, group_id)?;
             self.refresh_cached(group_id, &mut cached)?;
             let mut group = match cached.consumer.clone() {
                 Some(g) => g,
@@ -358,7 +358,7 @@ impl GroupCoordinator {
                 Some(false) => {}
             }
             let converted = (|| -> Result<bool, ConsumerError> {
-                let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
+                let _file_lock = offsets::lock_group_file(&self.volume, group_id)?;
                 self.refresh_cached(group_id, &mut cached)?;
                 match &cached.consumer {
                     None => Ok(false),
@@ -366,7 +366,9 @@ impl GroupCoordinator {
                     Some(_) => {
                         let mut next = cached.offsets.clone();
                         next.consumer = None;
-                        next.save(&self.volume)?;
+                        next.save(&self.volume).inspect_err(|e| {
+                            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, e)
+                        })?;
                         cached.offsets = next;
                         cached.consumer = None;
                         cached.stamp = file_stamp(&kaas_core::offsets::offsets_file(&self.volume, group_id));
@@ -448,7 +450,7 @@ impl GroupCoordinator {
             }
             let entry = self.cache_entry(group_id);
             let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
-            let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
+            let _file_lock = offsets::lock_group_file(&self.volume, group_id)?;
             self.refresh_cached(group_id, &mut cached)?;
             Ok(cached.consumer.as_ref().map(|g| ConsumerGroupView {
                 state: g.state(),

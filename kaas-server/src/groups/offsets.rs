@@ -168,7 +168,7 @@ impl GroupCoordinator {
         // The cross-process lock every writer of this file (other brokers, kaasctl)
         // holds: the stamp check and the write below are one read-modify-write.
         // Tried for at most a few seconds (a paused holder).
-        let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
+        let _file_lock = lock_group_file(&self.volume, group_id)?;
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
         self.refresh_cached(group_id, &mut cached)?;
         let mut next = cached.offsets.clone();
@@ -320,6 +320,16 @@ impl GroupCoordinator {
             }
         }
     }
+}
+
+/// The cross-process lock of a group's offsets file ([`GroupOffsets::lock`]): a
+/// failure of the file system under it (not the lock held elsewhere, which is
+/// [`VolumeError::Busy`]) counts in `kaas_volume_write_errors_total{file="offsets"}`,
+/// as a failed write of the file would, since what it guards fails the same way
+/// (`test_a_failing_disk_under_a_groups_offsets_lock_is_refused_counted_and_the_next_commit_lands`).
+pub(super) fn lock_group_file(volume: &Volume, group_id: &str) -> Result<std::fs::File, VolumeError> {
+    GroupOffsets::lock(volume, group_id)
+        .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, e))
 }
 
 /// The wire error for a failed read-modify-write of a group's offsets: a group lock
