@@ -607,9 +607,68 @@ pub fn end_hanging(
     Ok(outcome)
 }
 
+/// What [`redeliver`] did with a queue entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redelivered {
+    /// Its markers were written (or queued to the partitions' live leaders).
+    Delivered,
+    /// Its transaction was over: removed, nothing written.
+    Spent,
+}
+
 /// Delivers a queue entry addressed to a dead broker: its markers are written
-/// directly (or re-queued to a live owner), then the entry is deleted.
+/// directly (or re-queued to a live owner), then the entry is deleted. An entry
+/// naming its transaction (`txn_seq`) is judged under that transaction's slot lock
+/// first, as a broker's poll judges it: only while the transaction is still that
+/// Prepare* are its markers delivered. Otherwise it is spent — its transaction
+/// completed, its markers durable, and the producer may have begun the next one at
+/// the same epoch, which a marker written now would close — and it is removed
+/// without writing anything
+/// (`a_spent_entry_of_a_completed_transaction_is_removed_without_writing_a_marker`).
 pub fn redeliver(
+    volume: &Volume,
+    path: &std::path::Path,
+    entry: &MarkerEntry,
+    live: &[i32],
+    actor: &Actor,
+    command: &[String],
+    now_ms: i64,
+) -> Result<Redelivered, AdminError> {
+    let (Some(seq), false) = (entry.txn_seq, entry.transactional_id.is_empty()) else {
+        return redeliver_unjudged(volume, path, entry, live, actor, command, now_ms).map(|()| Redelivered::Delivered);
+    };
+    let store = TxnStateStore::new(volume.clone());
+    store.update(slot_for(&entry.transactional_id), now_ms, |entries| {
+        let prepared = if entry.result == MarkerResult::Commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        let named = entries.get(&entry.transactional_id).is_some_and(|e| {
+            e.producer_id == entry.producer_id
+                && e.producer_epoch == entry.producer_epoch
+                && e.txn_seq == seq
+                && e.state == prepared
+        });
+        let done = if named {
+            redeliver_unjudged(volume, path, entry, live, actor, command, now_ms).map(|()| Redelivered::Delivered)
+        } else {
+            (|| {
+                marker_queue::remove(path)?;
+                let named = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+                let what = format!("{} (spent: its transaction is over; nothing written)", named.display());
+                record_audit(volume, actor, command, &what, None, None, now_ms)?;
+                Ok(Redelivered::Spent)
+            })()
+        };
+        (done, false)
+    })?
+}
+
+/// [`redeliver`] without the judgment: an entry of an older version, or a
+/// hanging-transaction repair (judged where it is written, by its offset), or one
+/// whose transaction is still the Prepare* it names.
+fn redeliver_unjudged(
     volume: &Volume,
     path: &std::path::Path,
     entry: &MarkerEntry,

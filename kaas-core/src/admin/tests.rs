@@ -742,3 +742,53 @@ fn kaasctl_completes_only_once_every_queue_file_of_the_transaction_is_gone() {
     assert_eq!(report.after.state, TxnState::PrepareAbort);
     assert!(report.after.markers_queued);
 }
+
+/// Review finding (2026-12-05): a coordinator completes a transaction whose leaders
+/// all answered "applied" first and unlinks its queue entries after, so an entry of a
+/// completed transaction can outlive it (the coordinator killed in between). Addressed
+/// to a broker that died too, `txn repair --fix` redelivered it blindly: its COMMIT
+/// marker closed the producer's next transaction, open at the same epoch on that
+/// partition. Now the entry is judged under the slot lock: one whose transaction is no
+/// longer that Prepare* is spent, removed without writing anything.
+#[test]
+fn a_spent_entry_of_a_completed_transaction_is_removed_without_writing_a_marker() {
+    let (_d, volume, entry) = setup();
+    let n = entry.txn_seq;
+    // Transaction N committed: its marker written, the slot entry Complete* ...
+    let dir = volume.partition_dir("t", 0);
+    let mut p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
+    p.write_marker(42, 0, true, 0, 0, 3).unwrap().expect("N's marker");
+    set_entry(&volume, |e| e.state = TxnState::CompleteCommit);
+    // ... and the producer began N+1 at the same epoch on the same partition.
+    set_entry(&volume, |e| {
+        e.state = TxnState::Ongoing;
+        e.txn_seq = n + 1;
+    });
+    let mut b = build_batch(0, 1, Some((42, 0, 1)), 0x10, &[(None, Some(b"next"))]);
+    let h = validate_all(&b).unwrap();
+    p.append(&mut b, &h, 0, 4).unwrap();
+    p.write_snapshot(4).unwrap();
+    drop(p);
+    // N's entry, left behind, addressed to broker 5, which is dead (nobody is live).
+    let spent = MarkerEntry::new("stuck", 42, 0, true, vec![t0()], Some(n), 1, 1);
+    let path = marker_queue::enqueue(&volume, 5, &spent).unwrap();
+    assert_eq!(
+        redeliver(&volume, &path, &spent, &[], &ops(), &[], 10).unwrap(),
+        Redelivered::Spent
+    );
+    assert!(!path.exists(), "the spent entry is removed");
+    let p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
+    assert_eq!(p.last_stable_offset(), 2, "N+1's batch still open: no marker written");
+    // The entry of the Prepare* it names is still delivered.
+    set_entry(&volume, |e| e.state = TxnState::PrepareCommit);
+    drop(p);
+    let due = MarkerEntry::new("stuck", 42, 0, true, vec![t0()], Some(n + 1), 1, 1);
+    let path = marker_queue::enqueue(&volume, 5, &due).unwrap();
+    assert_eq!(
+        redeliver(&volume, &path, &due, &[], &ops(), &[], 11).unwrap(),
+        Redelivered::Delivered
+    );
+    assert!(!path.exists());
+    let p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
+    assert_eq!(p.last_stable_offset(), p.log.log_end_offset(), "N+1's marker written");
+}

@@ -444,7 +444,15 @@ pub fn repair(
                         marker_queue::MARKER_FORMAT_VERSION,
                     ) {
                         Ok(entry) => admin::redeliver(&c.volume, &path, &entry, &c.live, &actor, &cmd, now)
-                            .map(|_| true)
+                            .map(|done| {
+                                if done == admin::Redelivered::Spent {
+                                    f.fix = Some(
+                                        "deleted without writing: its transaction is over (its markers are durable)"
+                                            .into(),
+                                    );
+                                }
+                                true
+                            })
                             .map_err(Into::into),
                         Err(e) => Err(e.into()),
                     }
