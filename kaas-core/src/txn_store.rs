@@ -1082,12 +1082,28 @@ impl TxnStateStore {
     /// from a check that `lock` is still the slot's lock to the end of the change,
     /// so no steal (which needs the gate) falls in between.
     fn gate_for_change(&self, lock: &SlotLock) -> Result<File, VolumeError> {
-        let gate = self.gate(lock.slot)?.ok_or_else(|| VolumeError::Invalid {
-            path: self.gate_path(lock.slot),
+        self.gate_checked(lock.id)
+    }
+
+    fn gate_checked(&self, id: SlotLockId) -> Result<File, VolumeError> {
+        let gate = self.gate(id.slot)?.ok_or_else(|| VolumeError::Invalid {
+            path: self.gate_path(id.slot),
             detail: "held by another process for over a second".into(),
         })?;
-        self.check_held(lock.id)?;
+        self.check_held(id)?;
         Ok(gate)
+    }
+
+    /// Runs `f` with the slot's gate held from a check that `id` is still the slot's
+    /// lock to the end of `f`, for a holder writing or removing files of the slot's
+    /// transactions by path (a transaction's marker queue entries): no take-over,
+    /// which needs the gate, falls in between, so what `f` does lands before the
+    /// slot's next holder acts, or not at all (Err: the lock is lost, or the gate was
+    /// kept by another process for over a second). A holder paused after a plain
+    /// check could otherwise replace or remove what the next holder wrote since.
+    pub fn while_held<T>(&self, id: SlotLockId, f: impl FnOnce() -> Result<T, VolumeError>) -> Result<T, VolumeError> {
+        let _gate = self.gate_checked(id)?;
+        f()
     }
 
     /// Runs `f`, creating the slot directory first only when `f` finds it missing

@@ -168,50 +168,48 @@ impl TransactionCoordinator {
                 .await;
         }
         // The markers of the partitions led here and the queue entries for the other
-        // leaders are written at once, each waiting only for its own fsync: none
-        // depends on another, only on the durable Prepare* line. Any failure leaves
-        // the entry in Prepare*; what did land is idempotent for the retry (a marker
-        // with no transaction open is a no-op, an entry is rewritten by name).
-        let queue = (!remote.is_empty() && !current.markers_queued).then(|| {
-            self.entries_of(&current, remote.clone())
-                .into_iter()
-                .map(|(leader, marker)| {
-                    let volume = broker.volume.clone();
-                    let written = tokio::task::spawn_blocking(move || {
-                        marker_queue::enqueue(&volume, leader, &marker).map(|_| (leader, marker))
-                    });
-                    (leader, written)
-                })
-                .collect::<Vec<_>>()
-        });
+        // leaders are written side by side: none depends on another, only on the
+        // durable Prepare* line. The entries go one after another (each durable, file
+        // and directory), with the slot's gate held from a check that this broker
+        // still holds the slot to the last one, so no take-over falls in between (a
+        // paused broker's late entries could replace the next holder's). Any failure
+        // leaves the entry in Prepare*; what did land is idempotent for the retry (a
+        // marker with no transaction open is a no-op, an entry is rewritten by name).
+        let queue = async {
+            if remote.is_empty() || current.markers_queued {
+                return Ok(());
+            }
+            let (volume, store, lock) = (broker.volume.clone(), self.store.clone(), held.lock.id());
+            let entries = self.entries_of(&current, remote.clone());
+            crate::blocking::run_blocking_held(
+                move || {
+                    store.while_held(lock, || {
+                        entries.iter().try_for_each(|(leader, marker)| {
+                            marker_queue::enqueue(&volume, *leader, marker).map(|_| ())
+                        })
+                    })
+                },
+                || broker.volume.cluster_dir().join("marker_queue"),
+            )
+            .await
+        };
         let markers =
             futures_util::future::join_all(local.iter().map(|tp| broker.write_marker(tp, pid, epoch, commit)));
+        let (markers, queued) = futures_util::future::join(markers, queue).await;
         let mut failed: Option<CoordError> = None;
         // Every failure is logged; the first is returned (the finish is retried whole).
         let mut fail = |e: CoordError| {
             warn!(transactional_id = %current.transactional_id, producer_id = pid, epoch, error = %e, "a marker or queue entry of a finish failed; the transaction stays prepared");
             failed.get_or_insert(e);
         };
-        for written in markers.await {
+        for written in markers {
             if let Err(e) = written {
                 fail(e.into());
             }
         }
-        for (leader, written) in queue.into_iter().flatten() {
-            match written.await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
-                    fail(e.into())
-                }
-                Err(e) => fail(
-                    VolumeError::io(
-                        marker_queue::queue_dir(&broker.volume, leader),
-                        std::io::Error::other(e),
-                    )
-                    .into(),
-                ),
-            }
+        if let Err(e) = queued {
+            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
+            fail(e.into())
         }
         if let Some(e) = failed {
             return Err(e);
@@ -223,7 +221,9 @@ impl TransactionCoordinator {
             // be counted as still pending forever.
             let keep: Vec<i32> = remote.keys().copied().collect();
             crate::blocking::off_worker(|| {
-                marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
+                self.store.while_held(held.lock.id(), || {
+                    marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
+                })
             })?;
             let mut next = current.clone();
             next.markers_queued = true;
@@ -344,11 +344,13 @@ impl TransactionCoordinator {
         // cost a tenth of a cluster's throughput), held: a finish dropped meanwhile (a
         // connection aborted at shutdown) waits for it, so this removal never runs
         // after the slot lock is let go, where it could remove entries another finish
-        // wrote since.
+        // wrote since; and under the slot's gate, checked held, so it never runs after
+        // a take-over either (a broker paused past its lease).
         let (volume, to_write) = (broker.volume.clone(), notices.clone());
         let prepared = (current.producer_id, current.producer_epoch, current.txn_seq);
+        let (store, lock) = (self.store.clone(), held.lock.id());
         crate::blocking::run_blocking_held(
-            move || write_fast_entries(&volume, prepared, &to_write),
+            move || store.while_held(lock, || write_fast_entries(&volume, prepared, &to_write)),
             || broker.volume.cluster_dir().join("marker_queue"),
         )
         .await
@@ -536,21 +538,24 @@ impl TransactionCoordinator {
         }
         // Held, as the writes are: a removal cut loose from a dropped finish could
         // read an entry, then unlink the wider one another finish (or kaasctl) wrote
-        // over it after the slot lock was let go.
-        let volume = broker.volume.clone();
+        // over it after the slot lock was let go; and under the slot's gate, checked
+        // held, for the same reason after a take-over.
+        let (volume, store, lock) = (broker.volume.clone(), self.store.clone(), held.lock.id());
         let removed = crate::blocking::run_blocking_held(
             move || {
-                let mut all = true;
-                for (leader, entry) in &applied {
-                    // Widened since (kaasctl merges its entries in under this lock): the
-                    // entry stays for the polls, so not all applied.
-                    if !marker_queue::remove_if_covered(&volume, *leader, entry)?
-                        && marker_queue::entry_path(&volume, *leader, entry).exists()
-                    {
-                        all = false;
+                store.while_held(lock, || {
+                    let mut all = true;
+                    for (leader, entry) in &applied {
+                        // Widened since (kaasctl merges its entries in under this lock):
+                        // the entry stays for the polls, so not all applied.
+                        if !marker_queue::remove_if_covered(&volume, *leader, entry)?
+                            && marker_queue::entry_path(&volume, *leader, entry).exists()
+                        {
+                            all = false;
+                        }
                     }
-                }
-                Ok::<_, VolumeError>(all)
+                    Ok::<_, VolumeError>(all)
+                })
             },
             || broker.volume.cluster_dir().join("marker_queue"),
         )
@@ -800,8 +805,10 @@ impl TransactionCoordinator {
                 None => Vec::new(),
             };
             crate::blocking::off_worker(|| {
-                applied.iter().try_for_each(|(leader, entry)| {
-                    marker_queue::remove_if_covered(&broker.volume, *leader, entry).map(|_| ())
+                self.store.while_held(held.lock.id(), || {
+                    applied.iter().try_for_each(|(leader, entry)| {
+                        marker_queue::remove_if_covered(&broker.volume, *leader, entry).map(|_| ())
+                    })
                 })
             })?;
             let done = self.complete_if_drained(broker, &held, &current)?;
@@ -1282,12 +1289,23 @@ impl TransactionCoordinator {
             .filter(|tp| !mine.contains(tp))
             .cloned()
             .collect();
-        if rest.is_empty() {
-            marker_queue::remove(path)?;
-        } else {
-            let mut left = entry.clone();
-            left.partitions = rest;
-            kaas_core::fsutil::write_json(path, &left).map_err(|e| VolumeError::io(path, e))?;
+        // By path, what is left of the entry: under the slot's gate, checked held, so
+        // it never replaces or removes what the slot's next holder wrote after a
+        // take-over (this broker paused past its lease meanwhile).
+        let by_path = || {
+            if rest.is_empty() {
+                marker_queue::remove(path)
+            } else {
+                let mut left = entry.clone();
+                left.partitions = rest.clone();
+                kaas_core::fsutil::write_json(path, &left).map_err(|e| VolumeError::io(path, e))
+            }
+        };
+        match &held {
+            Some(h) => self.store.while_held(h.lock.id(), by_path)?,
+            None => by_path()?,
+        }
+        if !rest.is_empty() {
             return Ok(true);
         }
         if let (Some(held), Some(c)) = (held, live.cloned()) {

@@ -604,7 +604,10 @@ impl TransactionCoordinator {
     /// this broker holds the slot (a fast finish's queue entries:
     /// [`markers::enqueue_fast_entries`]). Not run when the line is not made durable
     /// (an error), nor when the slot's lock is found lost after the sync (checked
-    /// through the volume, as [`Self::still_held`] does, again after the trip). Its
+    /// through the volume, as [`Self::still_held`] does, again after the trip); from
+    /// that check to its end, `then` runs with the slot's gate held, so no take-over
+    /// falls in between (`TxnStateStore::while_held`;
+    /// `no_take_over_falls_between_the_ownership_check_and_the_entries_written`). Its
     /// outcome is returned apart — it does not undo the line's durability — with when
     /// the line was known durable (the start of the marker delivery histogram).
     async fn durable_then(
@@ -618,7 +621,7 @@ impl TransactionCoordinator {
             let durable_at = Instant::now();
             let held = self.store.clone();
             crate::blocking::run_blocking_held(
-                move || Ok((held.check_held(lock).and_then(|()| then()), durable_at)),
+                move || Ok((held.while_held(lock, then), durable_at)),
                 || self.store.journal_path(slot),
             )
             .await?
@@ -638,8 +641,10 @@ impl TransactionCoordinator {
                         .observe(started.elapsed().as_secs_f64());
                     let durable_at = Instant::now();
                     // A lock lost meanwhile (a take-over while the fsync stalled): the
-                    // work is not done; `still_held` below refuses the answer.
-                    synced.map(|()| (held.check_held(lock).and_then(|()| then()), durable_at))
+                    // work is not done; `still_held` below refuses the answer. No
+                    // take-over falls between that check and the end of the work
+                    // (`TxnStateStore::while_held`).
+                    synced.map(|()| (held.while_held(lock, then), durable_at))
                 },
                 || self.store.journal_path(slot),
             )

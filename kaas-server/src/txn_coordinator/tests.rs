@@ -1881,6 +1881,64 @@ async fn entries_riding_the_prepare_are_not_written_once_the_slot_is_taken_over(
     drop((held, stolen));
 }
 
+/// Review of issue 24 (second): the check that this broker still holds the slot and
+/// the writing of the entries are one step against a take-over. A broker paused
+/// right after its check (a frozen VM, a stalled network volume) would otherwise write
+/// its entries after the slot's next owner wrote the transaction's own — a narrower
+/// set, if a partition's leader moved in between, whose leader then applies it and
+/// leaves the moved partition's marker unwritten. The slot's gate, which a take-over
+/// needs, is held from the check to the last entry written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_take_over_falls_between_the_ownership_check_and_the_entries_written() {
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    let held = b.txn.lock_slot(slot_for("tx")).await.unwrap();
+    let ongoing = b.txn.held_entry(&held, "tx").unwrap().unwrap();
+    let EndOutcome::Prepare(prepared) = txn::end_txn(&ongoing, pid, 0, true, now_ms(), &b.txn.actor()).unwrap() else {
+        panic!("not prepared")
+    };
+    let mark = b
+        .txn
+        .append(&held, &[SlotOp::Put(prepared)], now_ms())
+        .unwrap()
+        .expect("appended");
+    let thief = TxnStateStore::for_broker(b.volume.clone(), 9);
+    let mut seen = None;
+    let never = kaas_core::txn_store::UnnamedHold::NEVER;
+    assert!(thief
+        .steal_slot(slot_for("tx"), &|_| false, never, &mut seen)
+        .unwrap()
+        .is_none());
+    // Broker 9 judges this broker dead while it writes its entries.
+    let stolen = Arc::new(std::sync::Mutex::new(None));
+    let (t, s) = (thief.clone(), stolen.clone());
+    let written = b
+        .txn
+        .durable_then(held.lock.id(), mark, move || {
+            let mut seen = seen;
+            *s.lock().unwrap() = Some(t.steal_slot(slot_for("tx"), &|id| id == 0, never, &mut seen));
+            Ok(())
+        })
+        .await;
+    let during = stolen.lock().unwrap().take().expect("the entries were written");
+    assert!(
+        matches!(during, Ok(None)),
+        "no take-over while the entries are written: {during:?}"
+    );
+    assert!(written.is_ok(), "still held: {written:?}");
+    // Once they are, the take-over goes through.
+    let mut seen = None;
+    assert!(thief
+        .steal_slot(slot_for("tx"), &|_| false, never, &mut seen)
+        .unwrap()
+        .is_none());
+    let after = thief
+        .steal_slot(slot_for("tx"), &|id| id == 0, never, &mut seen)
+        .unwrap();
+    assert!(after.is_some(), "taken over after the entries");
+    drop((held, after));
+}
+
 /// Review of issue 24: EndTxn's task is counted among the finishes a clean stop waits
 /// for from its start — while it waits for the slot, makes the Prepare* durable and
 /// writes the entries — not only once it answered: its request may be gone (the
