@@ -634,7 +634,7 @@ pub fn redeliver(
     command: &[String],
     now_ms: i64,
 ) -> Result<Redelivered, AdminError> {
-    let (Some(seq), false) = (entry.txn_seq, entry.transactional_id.is_empty()) else {
+    let (Some(seq), false, None) = (entry.txn_seq, entry.transactional_id.is_empty(), entry.hanging_since) else {
         return redeliver_unjudged(volume, path, entry, live, actor, command, now_ms).map(|()| Redelivered::Delivered);
     };
     let store = TxnStateStore::new(volume.clone());

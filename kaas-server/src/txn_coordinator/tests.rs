@@ -1833,15 +1833,18 @@ async fn a_poll_finding_the_entry_of_a_completed_transaction_drops_it_unwritten(
     assert_eq!(f.current().state, TxnState::CompleteCommit);
 }
 
-/// Review of issue 24: the queue entries EndTxn writes on its Prepare*'s fsync trip
-/// are written only while this broker still holds the slot. A broker whose slot was
-/// taken over while that fsync stalled (a frozen VM, a network volume) writes none:
-/// the slot's new owner may have queued the same transaction's entries by then, for
-/// leaders it sees, which a stale write must not replace.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn entries_riding_the_prepare_are_not_written_once_the_slot_is_taken_over() {
-    let (_d, b, pid) = setup().await;
-    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+/// EndTxn's Prepare* of "tx" appended (not yet durable) under the slot lock held,
+/// and broker 9's first look at that lock (a take-over needs two).
+async fn prepare_appended_and_a_thief_looking(
+    b: &Arc<Broker>,
+    pid: i64,
+) -> (
+    HeldSlot<'_>,
+    Mark,
+    TxnStateStore,
+    Option<kaas_core::txn_store::Sighting>,
+) {
+    b.txn.add(b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
     let held = b.txn.lock_slot(slot_for("tx")).await.unwrap();
     let ongoing = b.txn.held_entry(&held, "tx").unwrap().unwrap();
     let EndOutcome::Prepare(prepared) = txn::end_txn(&ongoing, pid, 0, true, now_ms(), &b.txn.actor()).unwrap() else {
@@ -1852,14 +1855,32 @@ async fn entries_riding_the_prepare_are_not_written_once_the_slot_is_taken_over(
         .append(&held, &[SlotOp::Put(prepared)], now_ms())
         .unwrap()
         .expect("appended");
-    // Stalled here; broker 9 judges this broker dead and takes the slot over.
     let thief = TxnStateStore::for_broker(b.volume.clone(), 9);
     let mut seen = None;
-    let never = kaas_core::txn_store::UnnamedHold::NEVER;
     assert!(thief
-        .steal_slot(slot_for("tx"), &|_| false, never, &mut seen)
+        .steal_slot(
+            slot_for("tx"),
+            &|_| false,
+            kaas_core::txn_store::UnnamedHold::NEVER,
+            &mut seen
+        )
         .unwrap()
         .is_none());
+    (held, mark, thief, seen)
+}
+
+/// Review of issue 24: the queue entries EndTxn writes on its Prepare*'s fsync trip
+/// are written only while this broker still holds the slot. A broker whose slot was
+/// taken over while that fsync stalled (a frozen VM, a network volume) writes none:
+/// the slot's new owner may have queued the same transaction's entries by then, for
+/// leaders it sees, which a stale write must not replace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_riding_the_prepare_are_not_written_once_the_slot_is_taken_over() {
+    let (_d, b, pid) = setup().await;
+    // Stalled after the append; broker 9 judges this broker dead and takes the slot
+    // over.
+    let (held, mark, thief, mut seen) = prepare_appended_and_a_thief_looking(&b, pid).await;
+    let never = kaas_core::txn_store::UnnamedHold::NEVER;
     let stolen = thief
         .steal_slot(slot_for("tx"), &|id| id == 0, never, &mut seen)
         .unwrap()
@@ -1891,24 +1912,8 @@ async fn entries_riding_the_prepare_are_not_written_once_the_slot_is_taken_over(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_take_over_falls_between_the_ownership_check_and_the_entries_written() {
     let (_d, b, pid) = setup().await;
-    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
-    let held = b.txn.lock_slot(slot_for("tx")).await.unwrap();
-    let ongoing = b.txn.held_entry(&held, "tx").unwrap().unwrap();
-    let EndOutcome::Prepare(prepared) = txn::end_txn(&ongoing, pid, 0, true, now_ms(), &b.txn.actor()).unwrap() else {
-        panic!("not prepared")
-    };
-    let mark = b
-        .txn
-        .append(&held, &[SlotOp::Put(prepared)], now_ms())
-        .unwrap()
-        .expect("appended");
-    let thief = TxnStateStore::for_broker(b.volume.clone(), 9);
-    let mut seen = None;
+    let (held, mark, thief, seen) = prepare_appended_and_a_thief_looking(&b, pid).await;
     let never = kaas_core::txn_store::UnnamedHold::NEVER;
-    assert!(thief
-        .steal_slot(slot_for("tx"), &|_| false, never, &mut seen)
-        .unwrap()
-        .is_none());
     // Broker 9 judges this broker dead while it writes its entries.
     let stolen = Arc::new(std::sync::Mutex::new(None));
     let (t, s) = (thief.clone(), stolen.clone());
