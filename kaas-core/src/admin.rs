@@ -614,6 +614,9 @@ pub enum Redelivered {
     Delivered,
     /// Its transaction was over: removed, nothing written.
     Spent,
+    /// Gone (or replaced by another transaction's) by the time it was read under the
+    /// slot lock: applied by its leader meanwhile; nothing done.
+    Gone,
 }
 
 /// Delivers a queue entry addressed to a dead broker: its markers are written
@@ -639,6 +642,14 @@ pub fn redeliver(
     };
     let store = TxnStateStore::new(volume.clone());
     store.update(slot_for(&entry.transactional_id), now_ms, |entries| {
+        // Read again under the lock: the coordinator may have rewritten it (wider)
+        // while this waited for the lock, or a leader applied and removed it.
+        let entry = match marker_queue::read_entry(path) {
+            Ok(Some(now)) if now.txn_seq == Some(seq) && now.transactional_id == entry.transactional_id => now,
+            Ok(_) => return (Ok(Redelivered::Gone), false),
+            Err(e) => return (Err(e.into()), false),
+        };
+        let entry = &entry;
         let prepared = if entry.result == MarkerResult::Commit {
             TxnState::PrepareCommit
         } else {

@@ -251,6 +251,75 @@ fn write_entry(volume: &Volume, target_broker: i32, entry: &MarkerEntry, synced:
     Ok(path)
 }
 
+/// Queue entries written beside their places (each a new file with its whole
+/// content, fsynced when staged `synced`) and not yet renamed in: what a slot holder
+/// prepares before it takes the slot's gate, so the gate is held only for the
+/// renames ([`crate::txn_store::TxnStateStore::while_held`]). Whatever is not renamed
+/// in is removed when this is dropped.
+#[derive(Debug)]
+pub struct StagedEntries {
+    moves: Vec<(PathBuf, PathBuf)>,
+}
+
+/// Stages `entries`, one per target broker ([`StagedEntries`]); `synced`: each file
+/// fsynced (its name becomes durable with [`sync_queue_dirs`] after the rename).
+pub fn stage_entries(
+    volume: &Volume,
+    entries: &[(i32, MarkerEntry)],
+    synced: bool,
+) -> Result<StagedEntries, VolumeError> {
+    let mut staged = StagedEntries { moves: Vec::new() };
+    for (target, entry) in entries {
+        let path = entry_path(volume, *target, entry);
+        let dir = queue_dir(volume, *target);
+        let tmp = crate::fsutil::create_dir_durable(&dir)
+            .and_then(|()| crate::fsutil::json_bytes(entry))
+            .and_then(|bytes| {
+                if synced {
+                    crate::fsutil::stage_file(&path, &bytes)
+                } else {
+                    crate::fsutil::stage_file_unsynced(&path, &bytes)
+                }
+            })
+            .map_err(|e| VolumeError::io(&path, e))?;
+        staged.moves.push((tmp, path));
+    }
+    Ok(staged)
+}
+
+impl StagedEntries {
+    /// Renames every staged entry into place, in order; the paths written.
+    pub fn publish(mut self) -> Result<Vec<PathBuf>, VolumeError> {
+        let mut written = Vec::with_capacity(self.moves.len());
+        for (tmp, path) in std::mem::take(&mut self.moves) {
+            if let Err(e) = std::fs::rename(&tmp, &path) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(VolumeError::io(&path, e));
+            }
+            written.push(path);
+        }
+        Ok(written)
+    }
+}
+
+impl Drop for StagedEntries {
+    fn drop(&mut self) {
+        for (tmp, _) in self.moves.drain(..) {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// Makes the names of entries renamed in durable: one fsync of each queue directory
+/// they are in.
+pub fn sync_queue_dirs(paths: &[PathBuf]) -> Result<(), VolumeError> {
+    let dirs: std::collections::BTreeSet<&std::path::Path> = paths.iter().filter_map(|p| p.parent()).collect();
+    for dir in dirs {
+        crate::fsutil::sync_dir(dir).map_err(|e| VolumeError::io(dir, e))?;
+    }
+    Ok(())
+}
+
 /// Makes an entry [`enqueue_unsynced`] wrote durable: its bytes, then its name in the
 /// queue directory. Returns false when the entry is gone (its leader applied it).
 pub fn make_durable(path: &std::path::Path) -> Result<bool, VolumeError> {

@@ -792,3 +792,51 @@ fn a_spent_entry_of_a_completed_transaction_is_removed_without_writing_a_marker(
     let p = PartitionState::open(&dir, LogConfig::default(), 0).unwrap();
     assert_eq!(p.last_stable_offset(), p.log.log_end_offset(), "N+1's marker written");
 }
+
+/// Review finding (2026-12-05): `txn repair --fix` read the entry before it took the
+/// slot lock and delivered that copy under it: a coordinator that rewrote the entry
+/// wider meanwhile (its finish retried with a partition's leader moved) lost the added
+/// partition's marker when the file was then removed. The entry is read again under
+/// the lock.
+#[test]
+fn an_entry_widened_while_the_repair_waited_is_delivered_whole() {
+    let (_d, volume, entry) = setup();
+    TopicMeta::new("u", 1, Default::default(), 0).write(&volume).unwrap();
+    let u0 = TopicPartition {
+        topic: "u".into(),
+        partition: 0,
+    };
+    let mut p = PartitionState::open(&volume.partition_dir("u", 0), LogConfig::default(), 0).unwrap();
+    let mut b = build_batch(0, 1, Some((42, 0, 0)), 0x10, &[(None, Some(b"open"))]);
+    let h = validate_all(&b).unwrap();
+    p.append(&mut b, &h, 0, 1).unwrap();
+    p.write_snapshot(1).unwrap();
+    drop(p);
+    set_entry(&volume, |e| {
+        e.partitions.insert(u0.clone());
+        e.state = TxnState::PrepareCommit;
+    });
+    let seen = MarkerEntry::new("stuck", 42, 0, true, vec![t0()], Some(entry.txn_seq), 1, 1);
+    let path = marker_queue::enqueue(&volume, 5, &seen).unwrap();
+    // Rewritten wider before the repair takes the slot lock.
+    let wider = MarkerEntry::new("stuck", 42, 0, true, vec![t0(), u0], Some(entry.txn_seq), 1, 2);
+    marker_queue::enqueue(&volume, 5, &wider).unwrap();
+    assert_eq!(
+        redeliver(&volume, &path, &seen, &[], &ops(), &[], 10).unwrap(),
+        Redelivered::Delivered
+    );
+    assert!(!path.exists());
+    for topic in ["t", "u"] {
+        let p = PartitionState::open(&volume.partition_dir(topic, 0), LogConfig::default(), 0).unwrap();
+        assert_eq!(
+            p.last_stable_offset(),
+            p.log.log_end_offset(),
+            "{topic}-0's marker written"
+        );
+    }
+    // An entry gone by then (applied by its leader) is left alone.
+    assert_eq!(
+        redeliver(&volume, &path, &seen, &[], &ops(), &[], 11).unwrap(),
+        Redelivered::Gone
+    );
+}

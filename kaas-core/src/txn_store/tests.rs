@@ -870,6 +870,43 @@ fn an_id_put_twice_in_one_append_reads_back_as_its_last_put() {
     assert_eq!(store.read_slot(slot).unwrap().entries["twice"], b);
 }
 
+/// What a holder changes by path under `while_held` (a transaction's queue entries)
+/// lands before a take-over or not at all: no take-over falls inside it (the gate is
+/// held from its check to its end), and once the lock is taken over it runs nothing.
+#[test]
+fn no_take_over_falls_inside_while_held_and_a_deposed_holder_runs_nothing_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = Volume::new(dir.path());
+    let (holder, taker) = (
+        TxnStateStore::for_broker(volume.clone(), 2),
+        TxnStateStore::for_broker(volume.clone(), 1),
+    );
+    let slot = slot_for("t1");
+    let (held, _) = locked(&holder, slot);
+    let mut seen = None;
+    assert!(taker.steal_slot(slot, &|_| false, NEVER, &mut seen).unwrap().is_none());
+    let inside = holder
+        .while_held(held.id(), || {
+            Ok(taker.steal_slot(slot, &|id| id == 2, NEVER, &mut seen.clone()))
+        })
+        .unwrap();
+    assert!(matches!(inside, Ok(None)), "no take-over inside: {inside:?}");
+    let stolen = taker
+        .steal_slot(slot, &|id| id == 2, NEVER, &mut seen)
+        .unwrap()
+        .expect("taken over once it is done");
+    let ran = std::cell::Cell::new(false);
+    let after = holder.while_held(held.id(), || {
+        ran.set(true);
+        Ok(())
+    });
+    assert!(
+        after.is_err() && !ran.get(),
+        "the deposed holder runs nothing: {after:?}"
+    );
+    drop((held, stolen));
+}
+
 /// Issue 25 item 8: a slot lock held by a broker judged dead (paused by SIGSTOP, a
 /// frozen VM) is taken over; one held by a live broker or by kaasctl never is. The
 /// deposed holder then acknowledges nothing (its lock file is no longer the slot's)

@@ -450,7 +450,8 @@ impl GroupCoordinator {
             }
             let entry = self.cache_entry(group_id);
             let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
-            let _file_lock = offsets::lock_group_file(&self.volume, group_id)?;
+            // A read: a failure here is not a failed write of the offsets file.
+            let _file_lock = GroupOffsets::lock(&self.volume, group_id)?;
             self.refresh_cached(group_id, &mut cached)?;
             Ok(cached.consumer.as_ref().map(|g| ConsumerGroupView {
                 state: g.state(),

@@ -183,11 +183,10 @@ impl TransactionCoordinator {
             let entries = self.entries_of(&current, remote.clone());
             crate::blocking::run_blocking_held(
                 move || {
-                    store.while_held(lock, || {
-                        entries.iter().try_for_each(|(leader, marker)| {
-                            marker_queue::enqueue(&volume, *leader, marker).map(|_| ())
-                        })
-                    })
+                    let staged =
+                        marker_queue::stage_entries(&volume, &entries, true).inspect_err(count_queue_failure)?;
+                    let written = store.while_held(lock, || staged.publish().inspect_err(count_queue_failure))?;
+                    marker_queue::sync_queue_dirs(&written).inspect_err(count_queue_failure)
                 },
                 || broker.volume.cluster_dir().join("marker_queue"),
             )
@@ -208,7 +207,6 @@ impl TransactionCoordinator {
             }
         }
         if let Err(e) = queued {
-            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
             fail(e.into())
         }
         if let Some(e) = failed {
@@ -350,11 +348,10 @@ impl TransactionCoordinator {
         let prepared = (current.producer_id, current.producer_epoch, current.txn_seq);
         let (store, lock) = (self.store.clone(), held.lock.id());
         crate::blocking::run_blocking_held(
-            move || store.while_held(lock, || write_fast_entries(&volume, prepared, &to_write)),
+            move || write_fast_entries(&volume, (&store, lock), prepared, &to_write),
             || broker.volume.cluster_dir().join("marker_queue"),
         )
-        .await
-        .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e))?;
+        .await?;
         self.notify_and_wait(broker, held, current, local, notices, timing)
             .await
     }
@@ -1302,7 +1299,7 @@ impl TransactionCoordinator {
             }
         };
         match &held {
-            Some(h) => self.store.while_held(h.lock.id(), by_path)?,
+            Some(h) => crate::blocking::off_worker(|| self.store.while_held(h.lock.id(), by_path))?,
             None => by_path()?,
         }
         if !rest.is_empty() {
@@ -1417,12 +1414,16 @@ type QueuedHere = (PathBuf, MarkerEntry, Vec<TopicPartition>, i32);
 /// `prepared`: the transaction's (producer id, epoch, transaction number).
 fn write_fast_entries(
     volume: &kaas_core::Volume,
+    (store, lock): (&kaas_core::txn_store::TxnStateStore, SlotLockId),
     (pid, epoch, txn_seq): (i64, i16, u64),
     entries: &[(i32, MarkerEntry)],
 ) -> Result<(), VolumeError> {
-    enqueue_fast_entries(volume, entries)?;
-    let keep: Vec<i32> = entries.iter().map(|(leader, _)| *leader).collect();
-    marker_queue::remove_others(volume, pid, epoch, txn_seq, &keep)
+    let staged = marker_queue::stage_entries(volume, entries, false).inspect_err(count_queue_failure)?;
+    store.while_held(lock, || {
+        staged.publish().inspect_err(count_queue_failure)?;
+        let keep: Vec<i32> = entries.iter().map(|(leader, _)| *leader).collect();
+        marker_queue::remove_others(volume, pid, epoch, txn_seq, &keep).inspect_err(count_queue_failure)
+    })
 }
 
 /// The first half of [`write_fast_entries`], without the removal of strays: for
@@ -1430,15 +1431,24 @@ fn write_fast_entries(
 /// to Prepare* under the slot lock it still holds — no entry of it can exist yet
 /// (entries are written only once a Prepare* is durable, and a transaction reaches
 /// one Prepare* only), so there is nothing to remove, and nothing another holder of
-/// the slot wrote is ever touched.
+/// the slot wrote is ever touched. Each entry is written beside its place first; the
+/// slot's gate is held only for the renames, from a check that this broker still
+/// holds the slot ([`TxnStateStore::while_held`]). A failed write of an entry is
+/// counted; a lock found lost is not a volume failure.
 pub(super) fn enqueue_fast_entries(
     volume: &kaas_core::Volume,
+    (store, lock): (&kaas_core::txn_store::TxnStateStore, SlotLockId),
     entries: &[(i32, MarkerEntry)],
 ) -> Result<(), VolumeError> {
-    for (leader, entry) in entries {
-        marker_queue::enqueue_unsynced(volume, *leader, entry)?;
-    }
-    Ok(())
+    let staged = marker_queue::stage_entries(volume, entries, false).inspect_err(count_queue_failure)?;
+    store
+        .while_held(lock, || staged.publish().inspect_err(count_queue_failure))
+        .map(|_| ())
+}
+
+/// A failed write or removal of a queue entry, in `kaas_volume_write_errors_total`.
+fn count_queue_failure(e: &VolumeError) {
+    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, e)
 }
 
 /// Whether two sets of queue entries ask the same leaders for the same markers

@@ -604,9 +604,9 @@ impl TransactionCoordinator {
     /// this broker holds the slot (a fast finish's queue entries:
     /// [`markers::enqueue_fast_entries`]). Not run when the line is not made durable
     /// (an error), nor when the slot's lock is found lost after the sync (checked
-    /// through the volume, as [`Self::still_held`] does, again after the trip); from
-    /// that check to its end, `then` runs with the slot's gate held, so no take-over
-    /// falls in between (`TxnStateStore::while_held`;
+    /// through the volume, as [`Self::still_held`] does, again after the trip). What
+    /// `then` changes by path it changes under the slot's gate, checked held again
+    /// (`TxnStateStore::while_held`: no take-over falls in between;
     /// `no_take_over_falls_between_the_ownership_check_and_the_entries_written`). Its
     /// outcome is returned apart — it does not undo the line's durability — with when
     /// the line was known durable (the start of the marker delivery histogram).
@@ -621,7 +621,7 @@ impl TransactionCoordinator {
             let durable_at = Instant::now();
             let held = self.store.clone();
             crate::blocking::run_blocking_held(
-                move || Ok((held.while_held(lock, then), durable_at)),
+                move || Ok((held.check_held(lock).and_then(|()| then()), durable_at)),
                 || self.store.journal_path(slot),
             )
             .await?
@@ -641,10 +641,8 @@ impl TransactionCoordinator {
                         .observe(started.elapsed().as_secs_f64());
                     let durable_at = Instant::now();
                     // A lock lost meanwhile (a take-over while the fsync stalled): the
-                    // work is not done; `still_held` below refuses the answer. No
-                    // take-over falls between that check and the end of the work
-                    // (`TxnStateStore::while_held`).
-                    synced.map(|()| (held.while_held(lock, then), durable_at))
+                    // work is not done; `still_held` below refuses the answer.
+                    synced.map(|()| (held.check_held(lock).and_then(|()| then()), durable_at))
                 },
                 || self.store.journal_path(slot),
             )
@@ -1114,19 +1112,17 @@ impl TransactionCoordinator {
                 match self.append(&held, &[SlotOp::Put(entry.clone())], now)? {
                     Some(mark) => match queued.clone() {
                         Some(entries) => {
-                            let volume = broker.volume.clone();
+                            let (volume, store, lock) = (broker.volume.clone(), self.store.clone(), held.lock.id());
                             let written = self
-                                .durable_then(held.lock.id(), mark, move || {
-                                    markers::enqueue_fast_entries(&volume, &entries)
+                                .durable_then(lock, mark, move || {
+                                    markers::enqueue_fast_entries(&volume, (&store, lock), &entries)
                                 })
                                 .await?;
                             let (written, durable_at) = written;
                             prepared_at = Some(durable_at);
                             if let Err(e) = written {
                                 // The finish writes them again (and fails there if
-                                // the volume still refuses).
-                                crate::metrics::metrics()
-                                    .volume_write_failed(crate::metrics::VolumeFile::MarkerQueue, &e);
+                                // the volume still refuses). Counted where it failed.
                                 warn!(transactional_id = tid, producer_id = pid, epoch, error = %e, "writing the queue entries with the Prepare* failed; its finish writes them again");
                                 queued = None;
                             }

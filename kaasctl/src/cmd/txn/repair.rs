@@ -445,11 +445,15 @@ pub fn repair(
                     ) {
                         Ok(entry) => admin::redeliver(&c.volume, &path, &entry, &c.live, &actor, &cmd, now)
                             .map(|done| {
-                                if done == admin::Redelivered::Spent {
-                                    f.fix = Some(
+                                match done {
+                                    admin::Redelivered::Spent => f.fix = Some(
                                         "deleted without writing: its transaction is over (its markers are durable)"
                                             .into(),
-                                    );
+                                    ),
+                                    admin::Redelivered::Gone => {
+                                        f.fix = Some("nothing to do: applied by its leader meanwhile".into())
+                                    }
+                                    admin::Redelivered::Delivered => {}
                                 }
                                 true
                             })
