@@ -288,10 +288,14 @@ pub fn stage_entries(
 }
 
 impl StagedEntries {
-    /// Renames every staged entry into place, in order; the paths written.
+    /// Renames every staged entry into place, in order; the paths written. On a
+    /// failed rename, that entry's temporary file and those not reached yet are
+    /// removed (dropped with `self`); the ones renamed in stay, for the caller's retry
+    /// to write again.
     pub fn publish(mut self) -> Result<Vec<PathBuf>, VolumeError> {
         let mut written = Vec::with_capacity(self.moves.len());
-        for (tmp, path) in std::mem::take(&mut self.moves) {
+        while !self.moves.is_empty() {
+            let (tmp, path) = self.moves.remove(0);
             if let Err(e) = std::fs::rename(&tmp, &path) {
                 let _ = std::fs::remove_file(&tmp);
                 return Err(VolumeError::io(&path, e));
@@ -475,6 +479,36 @@ mod tests {
             enqueued_ms: ms,
             hanging_since: None,
         }
+    }
+
+    /// Review finding: a rename that failed part way through a set left the
+    /// temporary files of the entries after it behind for good.
+    #[test]
+    fn a_publish_that_fails_part_way_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let entries = [(1, entry(1, 50)), (2, entry(1, 50))];
+        // A directory (not empty) where the first entry goes: its rename fails.
+        let blocked = entry_path(&v, 1, &entries[0].1);
+        std::fs::create_dir_all(blocked.join("x")).unwrap();
+        let staged = stage_entries(&v, &entries, false).unwrap();
+        assert!(staged.publish().is_err());
+        for target in [1, 2] {
+            let left: Vec<String> = std::fs::read_dir(queue_dir(&v, target))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(".tmp-"))
+                .collect();
+            assert!(left.is_empty(), "left behind in to-{target}: {left:?}");
+        }
+        assert!(
+            !entry_path(&v, 2, &entries[1].1).exists(),
+            "nothing renamed in after the failure"
+        );
+        // Staged and dropped unpublished: nothing left either.
+        std::fs::remove_dir_all(&blocked).unwrap();
+        drop(stage_entries(&v, &entries, true).unwrap());
+        assert!(std::fs::read_dir(queue_dir(&v, 2)).unwrap().next().is_none());
     }
 
     #[test]

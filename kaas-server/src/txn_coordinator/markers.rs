@@ -221,6 +221,7 @@ impl TransactionCoordinator {
             crate::blocking::off_worker(|| {
                 self.store.while_held(held.lock.id(), || {
                     marker_queue::remove_others(&broker.volume, pid, epoch, current.txn_seq, &keep)
+                        .inspect_err(count_queue_failure)
                 })
             })?;
             let mut next = current.clone();
@@ -1291,11 +1292,13 @@ impl TransactionCoordinator {
         // take-over (this broker paused past its lease meanwhile).
         let by_path = || {
             if rest.is_empty() {
-                marker_queue::remove(path)
+                marker_queue::remove(path).inspect_err(count_queue_failure)
             } else {
                 let mut left = entry.clone();
                 left.partitions = rest.clone();
-                kaas_core::fsutil::write_json(path, &left).map_err(|e| VolumeError::io(path, e))
+                kaas_core::fsutil::write_json(path, &left)
+                    .map_err(|e| VolumeError::io(path, e))
+                    .inspect_err(count_queue_failure)
             }
         };
         match &held {
