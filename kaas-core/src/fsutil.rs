@@ -55,28 +55,25 @@ pub fn replace_unsynced(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// [`stage_file`] without the fsync: for a file whose bytes need not survive a
 /// power cut once renamed in (a queue entry notified at once).
 pub fn stage_file_unsynced(path: &Path, contents: &[u8]) -> io::Result<PathBuf> {
-    let tmp = temp_path(path);
-    let written = create_temp(&tmp).and_then(|mut f| f.write_all(contents));
-    match written {
-        Ok(()) => Ok(tmp),
-        Err(e) => {
-            if e.kind() != io::ErrorKind::AlreadyExists {
-                let _ = fs::remove_file(&tmp);
-            }
-            Err(e)
-        }
-    }
+    stage(path, contents, false)
 }
 
 /// The first half of [`atomic_write`]: `contents` in a new temporary file beside
 /// `path`, fsynced; returns its path, for a `rename` onto `path` (then a
 /// [`sync_dir`]) when the caller is ready. Nothing is left behind on error.
 pub fn stage_file(path: &Path, contents: &[u8]) -> io::Result<PathBuf> {
+    stage(path, contents, true)
+}
+
+fn stage(path: &Path, contents: &[u8], synced: bool) -> io::Result<PathBuf> {
     let tmp = temp_path(path);
     let written = (|| {
         let mut f = create_temp(&tmp)?;
         f.write_all(contents)?;
-        f.sync_all()
+        if synced {
+            f.sync_all()?;
+        }
+        Ok::<_, io::Error>(())
     })();
     match written {
         Ok(()) => Ok(tmp),
