@@ -224,30 +224,8 @@ fn read_entries(
 
 /// Writes (or rewrites) the queue entry for `target_broker`, durably.
 pub fn enqueue(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
-    write_entry(volume, target_broker, entry, true)
-}
-
-/// Writes (or rewrites) the queue entry for `target_broker` as [`enqueue`] does —
-/// whole for every reader (a new file renamed in place) — but without its two fsyncs:
-/// for a coordinator that notifies the leader at once and makes the entry durable
-/// ([`make_durable`]) only if it is still there after a notice that did not end with
-/// the markers applied — before anything relies on the entry (docs/cluster.md,
-/// "Markers from a notice").
-pub fn enqueue_unsynced(volume: &Volume, target_broker: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
-    write_entry(volume, target_broker, entry, false)
-}
-
-/// The entry renamed into place whole, with its two fsyncs (file, directory) or none.
-fn write_entry(volume: &Volume, target_broker: i32, entry: &MarkerEntry, synced: bool) -> Result<PathBuf, VolumeError> {
     let path = entry_path(volume, target_broker, entry);
-    let written = if synced {
-        write_json(&path, entry)
-    } else {
-        crate::fsutil::create_dir_durable(&queue_dir(volume, target_broker))
-            .and_then(|()| crate::fsutil::json_bytes(entry))
-            .and_then(|bytes| crate::fsutil::replace_unsynced(&path, &bytes))
-    };
-    written.map_err(|e| VolumeError::io(&path, e))?;
+    write_json(&path, entry).map_err(|e| VolumeError::io(&path, e))?;
     Ok(path)
 }
 
@@ -324,7 +302,7 @@ pub fn sync_queue_dirs(paths: &[PathBuf]) -> Result<(), VolumeError> {
     Ok(())
 }
 
-/// Makes an entry [`enqueue_unsynced`] wrote durable: its bytes, then its name in the
+/// Makes an entry staged unsynced ([`stage_entries`]) durable: its bytes, then its name in the
 /// queue directory. Returns false when the entry is gone (its leader applied it).
 pub fn make_durable(path: &std::path::Path) -> Result<bool, VolumeError> {
     let file = match crate::fsutil::open_regular(path) {
@@ -438,22 +416,22 @@ mod tests {
         // Rewritten with a partition added since the notice went: kept.
         let mut wider = asked.clone();
         wider.partitions.push(tp(2));
-        let path = enqueue_unsynced(&volume, 1, &wider).unwrap();
+        let path = unsynced(&volume, 1, &wider).unwrap();
         assert!(!remove_if_covered(&volume, 1, &asked).unwrap());
         assert!(path.exists());
         // The other result: kept.
         let mut abort = asked.clone();
         abort.result = MarkerResult::Abort;
-        enqueue_unsynced(&volume, 1, &abort).unwrap();
+        unsynced(&volume, 1, &abort).unwrap();
         assert!(!remove_if_covered(&volume, 1, &asked).unwrap());
         // A subset of what was delivered (a leader applied part of it): removed.
         let mut part = asked.clone();
         part.partitions.truncate(1);
-        enqueue_unsynced(&volume, 1, &part).unwrap();
+        unsynced(&volume, 1, &part).unwrap();
         assert!(remove_if_covered(&volume, 1, &asked).unwrap());
         assert!(!path.exists());
         // kaasctl's entry, merged with the coordinator's: never narrower than either.
-        enqueue_unsynced(&volume, 1, &asked).unwrap();
+        unsynced(&volume, 1, &asked).unwrap();
         let mut other = asked.clone();
         other.partitions = vec![tp(2)];
         enqueue_merged(&volume, 1, &other).unwrap();
@@ -479,6 +457,13 @@ mod tests {
             enqueued_ms: ms,
             hanging_since: None,
         }
+    }
+
+    /// An entry renamed in without its fsyncs, as a coordinator that notifies writes it.
+    fn unsynced(volume: &Volume, target: i32, entry: &MarkerEntry) -> Result<PathBuf, VolumeError> {
+        stage_entries(volume, &[(target, entry.clone())], false)?
+            .publish()
+            .map(|mut written| written.remove(0))
     }
 
     /// Review finding: a rename that failed part way through a set left the

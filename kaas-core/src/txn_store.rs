@@ -1078,13 +1078,9 @@ impl TxnStateStore {
         Ok(None)
     }
 
-    /// The gate, for a holder about to replace or cut the slot's files by path: held
-    /// from a check that `lock` is still the slot's lock to the end of the change,
-    /// so no steal (which needs the gate) falls in between.
-    fn gate_for_change(&self, lock: &SlotLock) -> Result<File, VolumeError> {
-        self.gate_checked(lock.id)
-    }
-
+    /// The gate, for a holder about to replace, cut or remove files by path: held
+    /// from a check that `id` is still the slot's lock to the end of the change, so
+    /// no steal (which needs the gate) falls in between.
     fn gate_checked(&self, id: SlotLockId) -> Result<File, VolumeError> {
         let gate = self.gate(id.slot)?.ok_or_else(|| VolumeError::Invalid {
             path: self.gate_path(id.slot),
@@ -1186,7 +1182,7 @@ impl TxnStateStore {
             *st = self.load(lock.slot)?;
             let len = std::fs::metadata(&path).map_err(|e| VolumeError::io(&path, e))?.len();
             if len > st.journal_len {
-                let _gate = self.gate_for_change(lock)?;
+                let _gate = self.gate_checked(lock.id)?;
                 tracing::warn!(path = %path.display(), from = st.journal_len, to = len, "cutting off the torn end of a transaction slot journal (an append cut by a crash, never acknowledged)");
                 let f = crate::fsutil::open_volume_file(OpenOptions::new().write(true), &path)
                     .map_err(|e| VolumeError::io(&path, e))?;
@@ -1487,7 +1483,7 @@ impl TxnStateStore {
             }
         };
         let installed = (|| {
-            let _gate = self.gate_for_change(lock)?;
+            let _gate = self.gate_checked(lock.id)?;
             std::fs::rename(&staged, &path)
                 .and_then(|_| crate::fsutil::sync_dir(&dir))
                 .map_err(io)?;

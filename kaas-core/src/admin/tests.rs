@@ -708,7 +708,8 @@ fn kaasctl_completes_only_once_every_queue_file_of_the_transaction_is_gone() {
     let mut broker_finish = || {
         let prepared = TxnStateStore::new(volume.clone()).get("stuck").unwrap().unwrap();
         let entry = MarkerEntry::new("stuck", 42, 1, false, vec![t0()], Some(prepared.txn_seq), 5, 1);
-        theirs = Some(marker_queue::enqueue_unsynced(&volume, 5, &entry).unwrap());
+        let staged = marker_queue::stage_entries(&volume, &[(5, entry)], false).unwrap();
+        theirs = Some(staged.publish().unwrap().remove(0));
     };
     // kaasctl's own entry is applied by its leader while kaasctl waits.
     let ours = marker_queue::queue_dir(&volume, 0);

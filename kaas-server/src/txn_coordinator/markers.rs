@@ -169,10 +169,10 @@ impl TransactionCoordinator {
         }
         // The markers of the partitions led here and the queue entries for the other
         // leaders are written side by side: none depends on another, only on the
-        // durable Prepare* line. The entries go one after another (each durable, file
-        // and directory), with the slot's gate held from a check that this broker
-        // still holds the slot to the last one, so no take-over falls in between (a
-        // paused broker's late entries could replace the next holder's). Any failure
+        // durable Prepare* line. The entries are written and fsynced beside their
+        // places one after another, renamed in under the slot's gate, checked held (no
+        // take-over falls in between: a paused broker's late entries could replace the
+        // next holder's), and their directories fsynced after. Any failure
         // leaves the entry in Prepare*; what did land is idempotent for the retry (a
         // marker with no transaction open is a no-op, an entry is rewritten by name).
         let queue = async {
@@ -183,9 +183,7 @@ impl TransactionCoordinator {
             let entries = self.entries_of(&current, remote.clone());
             crate::blocking::run_blocking_held(
                 move || {
-                    let staged =
-                        marker_queue::stage_entries(&volume, &entries, true).inspect_err(count_queue_failure)?;
-                    let written = store.while_held(lock, || staged.publish().inspect_err(count_queue_failure))?;
+                    let written = write_entries_held(&volume, (&store, lock), &entries, true, || Ok(()))?;
                     marker_queue::sync_queue_dirs(&written).inspect_err(count_queue_failure)
                 },
                 || broker.volume.cluster_dir().join("marker_queue"),
@@ -1421,12 +1419,11 @@ fn write_fast_entries(
     (pid, epoch, txn_seq): (i64, i16, u64),
     entries: &[(i32, MarkerEntry)],
 ) -> Result<(), VolumeError> {
-    let staged = marker_queue::stage_entries(volume, entries, false).inspect_err(count_queue_failure)?;
-    store.while_held(lock, || {
-        staged.publish().inspect_err(count_queue_failure)?;
-        let keep: Vec<i32> = entries.iter().map(|(leader, _)| *leader).collect();
+    let keep: Vec<i32> = entries.iter().map(|(leader, _)| *leader).collect();
+    write_entries_held(volume, (store, lock), entries, false, || {
         marker_queue::remove_others(volume, pid, epoch, txn_seq, &keep).inspect_err(count_queue_failure)
     })
+    .map(|_| ())
 }
 
 /// The first half of [`write_fast_entries`], without the removal of strays: for
@@ -1434,19 +1431,33 @@ fn write_fast_entries(
 /// to Prepare* under the slot lock it still holds — no entry of it can exist yet
 /// (entries are written only once a Prepare* is durable, and a transaction reaches
 /// one Prepare* only), so there is nothing to remove, and nothing another holder of
-/// the slot wrote is ever touched. Each entry is written beside its place first; the
-/// slot's gate is held only for the renames, from a check that this broker still
-/// holds the slot ([`TxnStateStore::while_held`]). A failed write of an entry is
-/// counted; a lock found lost is not a volume failure.
+/// the slot wrote is ever touched. Renamed in under the slot's gate
+/// ([`write_entries_held`]).
 pub(super) fn enqueue_fast_entries(
     volume: &kaas_core::Volume,
     (store, lock): (&kaas_core::txn_store::TxnStateStore, SlotLockId),
     entries: &[(i32, MarkerEntry)],
 ) -> Result<(), VolumeError> {
-    let staged = marker_queue::stage_entries(volume, entries, false).inspect_err(count_queue_failure)?;
-    store
-        .while_held(lock, || staged.publish().inspect_err(count_queue_failure))
-        .map(|_| ())
+    write_entries_held(volume, (store, lock), entries, false, || Ok(())).map(|_| ())
+}
+
+/// Writes `entries` beside their places (fsynced when `synced`), then renames them in
+/// and runs `also` under the slot's gate, checked held ([`TxnStateStore::while_held`]):
+/// the gate is held for the renames (and `also`) only. The paths renamed in. A failed
+/// write of an entry is counted; a lock found lost is not a volume failure.
+fn write_entries_held(
+    volume: &kaas_core::Volume,
+    (store, lock): (&kaas_core::txn_store::TxnStateStore, SlotLockId),
+    entries: &[(i32, MarkerEntry)],
+    synced: bool,
+    also: impl FnOnce() -> Result<(), VolumeError>,
+) -> Result<Vec<PathBuf>, VolumeError> {
+    let staged = marker_queue::stage_entries(volume, entries, synced).inspect_err(count_queue_failure)?;
+    store.while_held(lock, || {
+        let written = staged.publish().inspect_err(count_queue_failure)?;
+        also()?;
+        Ok(written)
+    })
 }
 
 /// A failed write or removal of a queue entry, in `kaas_volume_write_errors_total`.

@@ -1824,7 +1824,10 @@ async fn a_poll_finding_the_entry_of_a_completed_transaction_drops_it_unwritten(
     let (notice, path) = f.commit_applied(0).await;
     assert!(removed_soon(&path).await);
     // As if the poll came before the removal.
-    marker_queue::enqueue_unsynced(&f.b0.volume, notice.leader, &notice.entry).unwrap();
+    marker_queue::stage_entries(&f.b0.volume, &[(notice.leader, notice.entry.clone())], false)
+        .unwrap()
+        .publish()
+        .unwrap();
     let x0 = f.b1.topic(&f.x).unwrap().partition(0).unwrap().clone().unwrap();
     let end = x0.state().log.log_end_offset();
     crate::broker::process_marker_queue(&f.b1).await;
