@@ -205,23 +205,14 @@ impl GroupOffsets {
         if keep(&GroupOffsets::load(volume, group)?) {
             return Ok(false);
         }
-        let path = offsets_file(volume, group);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
-            Err(e) => Err(VolumeError::io(&path, e)),
-        }
+        remove_durably(&offsets_file(volume, group))?;
+        Ok(true)
     }
 
     /// Deletes a group's offsets file, under the group's lock.
     pub fn delete(volume: &Volume, group: &str) -> Result<(), VolumeError> {
         let _lock = GroupOffsets::lock(volume, group)?;
-        let path = offsets_file(volume, group);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(VolumeError::io(&path, e)),
-        }
+        remove_durably(&offsets_file(volume, group))
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<&CommittedOffset> {
@@ -328,6 +319,21 @@ impl GroupOffsets {
 /// whose file was written before long names were hashed (percent-encoded names of 181
 /// to ~235 bytes worked then). Such a group keeps its old file name, and its lock's,
 /// for good: every writer, of whatever version, then uses the same file and lock.
+/// Removes a group's offsets file for good: its directory is fsynced after the unlink,
+/// so a power cut after the caller's answer cannot bring the file back
+/// (`test_a_deleted_group_stays_deleted_after_a_power_cut`). A file already gone is
+/// removed all the same — by another process, whose unlink this sync makes durable
+/// too.
+fn remove_durably(path: &std::path::Path) -> Result<(), VolumeError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(VolumeError::io(path, e)),
+    }
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    crate::fsutil::sync_dir(dir).map_err(|e| VolumeError::io(dir, e))
+}
+
 pub fn offsets_file(volume: &Volume, group: &str) -> std::path::PathBuf {
     let stored = crate::layout::stored_name(group);
     let encoded = crate::layout::encode_name(group);

@@ -12,7 +12,7 @@ import urllib.request
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import KaasBroker, free_port, run_kaasctl, wait_for
@@ -227,6 +227,69 @@ def test_a_failing_disk_under_a_groups_offsets_lock_is_refused_counted_and_the_n
         c.close()
 
 
+def test_a_failing_disk_under_a_group_delete_is_refused_counted_and_the_next_delete_lands(node):
+    """DeleteGroups whose removal of the group's offsets file fails (the disk fails
+    under it): refused with KAFKA_STORAGE_ERROR, counted with the offsets file's failed
+    writes (it was not, before), the group's offsets still there; the next DeleteGroups
+    lands."""
+    node.topic("gd")
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gd-reader", "enable.auto.commit": False,
+                  **NO_REBOOTSTRAP})
+    try:
+        c.commit(offsets=[TopicPartition("gd", 0, 4)], asynchronous=False)
+    finally:
+        c.close()
+    admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
+
+    def delete():
+        admin.delete_consumer_groups(["gd-reader"], request_timeout=30)["gd-reader"].result(30)
+
+    def committed():
+        reader = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gd-reader", **NO_REBOOTSTRAP})
+        try:
+            return reader.committed([TopicPartition("gd", 0)], timeout=30)[0].offset
+        finally:
+            reader.close()
+
+    node.fs.command("fault unlink data/__cluster/groups/*.json EIO 1")
+    with pytest.raises(KafkaException) as refused:
+        delete()
+    assert refused.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR, refused.value
+    assert node.fs.status()["faults_hit"] == 1, "the file's removal failed"
+    assert "cannot delete group offsets" in node.broker.log_text(), "the failure is in the log"
+    assert node.metric("kaas_volume_write_errors_total", file="offsets") == 1, "and counted"
+    assert committed() == 4, "nothing of the group was lost"
+    delete()
+    assert committed() < 0, "the next delete lands"
+
+
+def test_a_deleted_group_stays_deleted_after_a_power_cut(node):
+    """DeleteGroups is acknowledged only once the removal of the group's offsets file
+    is durable (its directory fsynced): before, a power cut right after the answer
+    brought the group's committed offsets back."""
+    node.topic("gp")
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gp-reader", "enable.auto.commit": False,
+                  **NO_REBOOTSTRAP})
+    try:
+        c.commit(offsets=[TopicPartition("gp", 0, 6)], asynchronous=False)
+    finally:
+        c.close()
+
+    def committed():
+        reader = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gp-reader", **NO_REBOOTSTRAP})
+        try:
+            return reader.committed([TopicPartition("gp", 0)], timeout=30)[0].offset
+        finally:
+            reader.close()
+
+    assert committed() == 6
+    admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
+    admin.delete_consumer_groups(["gp-reader"], request_timeout=30)["gp-reader"].result(30)
+    assert committed() < 0, "deleted"
+    node.power_cut()
+    assert committed() < 0, "and still deleted after a power cut"
+
+
 def ready(node):
     try:
         return urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/health/ready", timeout=5).status == 200
@@ -275,3 +338,35 @@ def test_a_broker_whose_volume_is_unmounted_acknowledges_nothing(node):
         c.close()
     assert kept == 5, f"the commit made with the volume unmounted came back as {kept}"
     exactly_once(node.bootstrap, "um", acked)
+
+
+def test_a_deleted_topic_stays_deleted_after_a_power_cut(node):
+    """DeleteTopics is acknowledged only once the topic's removal is durable: a power
+    cut right after the answer must not bring the topic back (it did: the topic file's
+    unlink was not synced). A topic created again under the name afterwards starts
+    empty, with no committed offsets, whatever of the old partition directories the
+    cut kept."""
+    node.topic("tp-gone", partitions=2)
+    acked, errors = [], []
+    assert produce(node.bootstrap, "tp-gone", [f"r{i}" for i in range(20)], acked, errors, partitions=2).flush(30) == 0
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "tp-reader", "enable.auto.commit": False,
+                  **NO_REBOOTSTRAP})
+    try:
+        c.commit(offsets=[TopicPartition("tp-gone", 0, 5)], asynchronous=False)
+    finally:
+        c.close()
+    admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
+    admin.delete_topics(["tp-gone"], request_timeout=30)["tp-gone"].result(30)
+    assert "tp-gone" not in admin.list_topics(timeout=30).topics, "deleted"
+    node.power_cut()
+    admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
+    assert "tp-gone" not in admin.list_topics(timeout=30).topics, "and still deleted after a power cut"
+    node.topic("tp-gone", partitions=2)
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "tp-reader", **NO_REBOOTSTRAP})
+    try:
+        assert c.committed([TopicPartition("tp-gone", 0)], timeout=30)[0].offset < 0, "no offset of the old topic"
+        for p in (0, 1):
+            low, high = c.get_watermark_offsets(TopicPartition("tp-gone", p), timeout=30)
+            assert (low, high) == (0, 0), f"partition {p} of the new topic holds the old one's records"
+    finally:
+        c.close()

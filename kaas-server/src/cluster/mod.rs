@@ -424,8 +424,17 @@ impl Cluster {
         let path = self.volume.topic_file(name);
         crate::blocking::off_worker(|| {
             std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
+            // The deletion is answered only once it is durable: a power cut after the
+            // answer must not bring the topic back
+            // (`test_a_deleted_topic_stays_deleted_after_a_power_cut`). The rest is
+            // done whatever the sync's outcome, as the file is gone for every reader
+            // now; a failed sync is the answer (the client may find the topic back
+            // after a crash, as after any failed request).
+            let topics = self.volume.topics_dir();
+            let synced = kaas_core::fsutil::sync_dir(&topics).map_err(|e| VolumeError::io(&topics, e));
             self.remove_partition_dirs(&topic);
             on_deleted(name);
+            synced?;
             Ok::<_, TopicError>(())
         })?;
         Ok(topic.meta.topic_id)

@@ -719,6 +719,8 @@ impl GroupCoordinator {
             o.consumer.as_ref().is_some_and(|c| !c.members.is_empty())
         })
         .map_err(|e| {
+            // Counted as any failed write of the file (a lock held elsewhere is not).
+            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, &e);
             warn!(group = group_id, error = %e, "cannot delete group offsets");
             offsets::offsets_error(&e)
         })?;
