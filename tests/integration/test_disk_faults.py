@@ -228,29 +228,39 @@ def test_a_failing_disk_under_a_groups_offsets_lock_is_refused_counted_and_the_n
         c.close()
 
 
+def commit_offset(node, group, topic, offset):
+    """Commits `offset` for partition 0 of `topic` as `group` (a consumer that never joins)."""
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group, "enable.auto.commit": False,
+                  **NO_REBOOTSTRAP})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        c.close()
+
+
+def committed_offset(node, group, topic):
+    """`group`'s committed offset of partition 0 of `topic` (negative: none)."""
+    reader = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group, **NO_REBOOTSTRAP})
+    try:
+        return reader.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+    finally:
+        reader.close()
+
+
 def test_a_failing_disk_under_a_group_delete_is_refused_counted_and_the_next_delete_lands(node):
     """DeleteGroups whose removal of the group's offsets file fails (the disk fails
     under it): refused with KAFKA_STORAGE_ERROR, counted with the offsets file's failed
     writes (it was not, before), the group's offsets still there; the next DeleteGroups
     lands."""
     node.topic("gd")
-    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gd-reader", "enable.auto.commit": False,
-                  **NO_REBOOTSTRAP})
-    try:
-        c.commit(offsets=[TopicPartition("gd", 0, 4)], asynchronous=False)
-    finally:
-        c.close()
+    commit_offset(node, "gd-reader", "gd", 4)
     admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
 
     def delete():
         admin.delete_consumer_groups(["gd-reader"], request_timeout=30)["gd-reader"].result(30)
 
     def committed():
-        reader = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gd-reader", **NO_REBOOTSTRAP})
-        try:
-            return reader.committed([TopicPartition("gd", 0)], timeout=30)[0].offset
-        finally:
-            reader.close()
+        return committed_offset(node, "gd-reader", "gd")
 
     node.fs.command("fault unlink data/__cluster/groups/*.json EIO 1")
     with pytest.raises(KafkaException) as refused:
@@ -269,19 +279,10 @@ def test_a_deleted_group_stays_deleted_after_a_power_cut(node):
     is durable (its directory fsynced): before, a power cut right after the answer
     brought the group's committed offsets back."""
     node.topic("gp")
-    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gp-reader", "enable.auto.commit": False,
-                  **NO_REBOOTSTRAP})
-    try:
-        c.commit(offsets=[TopicPartition("gp", 0, 6)], asynchronous=False)
-    finally:
-        c.close()
+    commit_offset(node, "gp-reader", "gp", 6)
 
     def committed():
-        reader = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "gp-reader", **NO_REBOOTSTRAP})
-        try:
-            return reader.committed([TopicPartition("gp", 0)], timeout=30)[0].offset
-        finally:
-            reader.close()
+        return committed_offset(node, "gp-reader", "gp")
 
     assert committed() == 6
     admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
@@ -350,12 +351,7 @@ def test_a_deleted_topic_stays_deleted_after_a_power_cut(node):
     node.topic("tp-gone", partitions=2)
     acked, errors = [], []
     assert produce(node.bootstrap, "tp-gone", [f"r{i}" for i in range(20)], acked, errors, partitions=2).flush(30) == 0
-    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "tp-reader", "enable.auto.commit": False,
-                  **NO_REBOOTSTRAP})
-    try:
-        c.commit(offsets=[TopicPartition("tp-gone", 0, 5)], asynchronous=False)
-    finally:
-        c.close()
+    commit_offset(node, "tp-reader", "tp-gone", 5)
     admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
     admin.delete_topics(["tp-gone"], request_timeout=30)["tp-gone"].result(30)
     assert "tp-gone" not in admin.list_topics(timeout=30).topics, "deleted"
