@@ -62,6 +62,9 @@ pub const ROLL_AFTER_SNAPSHOT: &str = "roll-after-snapshot";
 
 /// The cleaner recorded a swap (`cleaning-swap.json`); no old segment is removed yet.
 pub const LEASE_RENEW: &str = "lease-renew";
+/// DeleteTopics' removal of the topic's file is durable (the groups' offsets of it
+/// were dropped before); no partition directory is removed yet.
+pub const TOPIC_FILE_REMOVED: &str = "topic-file-removed";
 pub const CLEAN_AFTER_SWAP_RECORD: &str = "clean-after-swap-record";
 /// The cleaner swapped its segments in; the swap record is not removed yet.
 pub const CLEAN_AFTER_SWAP: &str = "clean-after-swap";

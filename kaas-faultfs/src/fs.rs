@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -71,6 +71,11 @@ pub struct Shared {
     pub state: Mutex<State>,
     pub meta_delay_us: AtomicU64,
     pub fsync_delay_us: AtomicU64,
+    /// Directories list their names in reverse byte order (`order reverse`) instead of
+    /// in order: real file systems list in an order of their own (ext4: by hash), so
+    /// code that removes a directory's files one by one must not rely on which goes
+    /// first.
+    pub listing_reversed: AtomicBool,
 }
 
 impl Shared {
@@ -89,6 +94,7 @@ impl Shared {
             }),
             meta_delay_us: AtomicU64::new(0),
             fsync_delay_us: AtomicU64::new(0),
+            listing_reversed: AtomicBool::new(false),
         })
     }
 
@@ -494,6 +500,9 @@ impl Filesystem for FaultFs {
                 _ => FileType::RegularFile,
             };
             listing.push((child, kind, name.clone()));
+        }
+        if self.shared.listing_reversed.load(Ordering::Relaxed) {
+            listing[2..].reverse();
         }
         let fh = st.next_fh;
         st.next_fh += 1;

@@ -171,6 +171,10 @@ fn command(line: &str, shared: &Arc<Shared>, backing: &Path) -> Result<(String, 
             shared.fsync_delay_us.store(0, Ordering::Relaxed);
             Ok((String::new(), false))
         }
+        ["order", which @ ("reverse" | "sorted")] => {
+            shared.listing_reversed.store(*which == "reverse", Ordering::Relaxed);
+            Ok((String::new(), false))
+        }
         ["delay", "meta", _] => {
             shared.meta_delay_us.store(num(2)?, Ordering::Relaxed);
             Ok((String::new(), false))

@@ -193,7 +193,10 @@ impl Broker {
     pub fn sync_with_volume(&self) {
         self.authz.reload(&self.volume);
         self.quotas.reload();
-        self.cluster.sync_with_volume(&|t| self.groups.forget_topic(t));
+        // A failure is logged by `forget_topic`; the topic is not found deleted again.
+        self.cluster.sync_with_volume(&|t| {
+            let _ = self.groups.forget_topic(t);
+        });
     }
 
     /// Replaces the live-broker list ([`Cluster::set_live_brokers`]); when the set

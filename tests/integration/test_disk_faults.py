@@ -25,14 +25,14 @@ pytestmark = needs_fuse
 class Node:
     """One broker on a kaas-faultfs volume, with its metrics listener."""
 
-    def __init__(self, tmp_path, args=()):
+    def __init__(self, tmp_path, args=(), env=None):
         assert FAULTFS.exists(), f"{FAULTFS} is not built (cargo build --workspace)"
         self.fs = FaultFs(tmp_path / "fs")
         self.fs.mount()
         self.data = self.fs.mnt / "data"
         self.metrics_port = free_port()
         self.broker = KaasBroker(self.data, tmp_path / "broker.log",
-                                 ["--metrics-listen", f"127.0.0.1:{self.metrics_port}", *args])
+                                 ["--metrics-listen", f"127.0.0.1:{self.metrics_port}", *args], env=env)
         self.broker.start()
         self.bootstrap = self.broker.bootstrap
 
@@ -51,12 +51,13 @@ class Node:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         admin.create_topics([NewTopic(name, partitions)])[name].result(timeout=30)
 
-    def power_cut(self):
-        """Everything not fsynced is lost, including what a failed fsync never wrote.
-        The broker dies first (see test_power_cut.Cutter.cut: after the unmount it
-        would write to the bare mountpoint)."""
+    def power_cut(self, seed=None):
+        """Everything not fsynced is lost, including what a failed fsync never wrote
+        (with `seed`: but a random prefix of what was pending is kept). The broker dies
+        first (see test_power_cut.Cutter.cut: after the unmount it would write to the
+        bare mountpoint)."""
         self.broker.kill9()
-        self.fs.cut()
+        self.fs.cut(seed)
         self.fs.mount()
         self.broker.start()
 
@@ -274,6 +275,30 @@ def test_a_failing_disk_under_a_group_delete_is_refused_counted_and_the_next_del
     assert committed() < 0, "the next delete lands"
 
 
+def test_a_group_delete_retried_after_a_failed_directory_sync_is_durable_before_not_found(node):
+    """DeleteGroups unlinks the group's file, then its directory's fsync fails: the
+    client is told KAFKA_STORAGE_ERROR and retries. The retry finds no group and
+    answers GROUP_ID_NOT_FOUND, which tools read as "deleted": it makes the removal
+    durable first (before, a power cut then brought the group back)."""
+    node.topic("gr")
+    commit_offset(node, "gr-reader", "gr", 8)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
+
+    def delete():
+        admin.delete_consumer_groups(["gr-reader"], request_timeout=30)["gr-reader"].result(30)
+
+    node.fs.command("fault fsync data/__cluster/groups EIO 1")
+    with pytest.raises(KafkaException) as refused:
+        delete()
+    assert refused.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR, refused.value
+    assert node.fs.status()["faults_hit"] == 1, "the directory's fsync failed"
+    with pytest.raises(KafkaException) as retried:
+        delete()
+    assert retried.value.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND, retried.value
+    node.power_cut()
+    assert committed_offset(node, "gr-reader", "gr") < 0, "still deleted after a power cut"
+
+
 def test_a_deleted_group_stays_deleted_after_a_power_cut(node):
     """DeleteGroups is acknowledged only once the removal of the group's offsets file
     is durable (its directory fsynced): before, a power cut right after the answer
@@ -427,3 +452,81 @@ def test_every_acknowledged_admin_change_survives_a_power_cut(admin_node):
     assert futures["kept"].result(30).scram_credential_infos, "the credential added"
     with pytest.raises(KafkaException):
         futures["dropped"].result(30)
+
+
+def test_a_topic_created_again_after_power_cuts_mid_delete_starts_empty(node):
+    """A deleted topic's partition directories are removed so that a power cut at any
+    point leaves either nothing of a partition or what a topic created again under the
+    name recognises as another topic's (its `owner.json`); and the topic created again
+    clears what is left durably before it records itself as the partition's owner.
+    One round per seed: a cut keeping a random prefix of what was pending right after
+    DeleteTopics' answer, the topic created again, another such cut: the new topic is
+    empty each time. Directories are listed in reverse order, so `owner.*` comes
+    before the segments, as it may on ext4 (each mount starts sorted)."""
+    for seed in range(1, 17):
+        name = f"rc{seed}"
+        node.fs.command("order reverse")
+        node.topic(name, partitions=2)
+        acked, errors = [], []
+        assert produce(node.bootstrap, name, [f"r{i}" for i in range(10)], acked, errors, partitions=2).flush(30) == 0
+        admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
+        admin.delete_topics([name], request_timeout=30)[name].result(30)
+        node.power_cut(seed)
+        node.fs.command("order reverse")
+        node.topic(name, partitions=2)
+        for cut in ("the delete", "the topic created again"):
+            if cut != "the delete":
+                node.power_cut(seed + 100)
+            c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "rc", **NO_REBOOTSTRAP})
+            try:
+                for p in (0, 1):
+                    marks = c.get_watermark_offsets(TopicPartition(name, p), timeout=30)
+                    assert marks == (0, 0), f"seed {seed}, a cut after {cut}: {name}-{p} holds {marks}, the old topic's"
+            finally:
+                c.close()
+
+
+def test_a_crash_right_after_a_topics_file_is_removed_leaves_no_offsets_of_it(tmp_path):
+    """DeleteTopics drops the groups' committed offsets of the topic before its file's
+    removal is durable: a broker that dies right after it (failpoint
+    `topic-file-removed`, as abrupt as kill -9) leaves no offsets a topic created again
+    under the name would inherit (before, they were dropped last, and nothing dropped
+    them after a restart: the new topic's consumers started from the old offset)."""
+    node = Node(tmp_path, env={"KAAS_FAILPOINTS": "topic-file-removed"})
+    try:
+        node.topic("fo")
+        commit_offset(node, "fo-reader", "fo", 5)
+        admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
+        with pytest.raises(KafkaException):
+            admin.delete_topics(["fo"], request_timeout=10)["fo"].result(30)
+        node.broker.proc.wait(30)
+        node.broker.env = {}
+        node.broker.start()
+        admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
+        assert "fo" not in admin.list_topics(timeout=30).topics, "the removal was durable"
+        node.topic("fo")
+        assert committed_offset(node, "fo-reader", "fo") < 0, "the old topic's offset is gone"
+    finally:
+        node.close()
+
+
+def test_a_topic_whose_offsets_cannot_be_dropped_is_not_deleted(node):
+    """DeleteTopics whose drop of a group's committed offsets of the topic fails (the
+    disk fails under the group's lock) is refused and leaves the topic as it was
+    (before, the topic was deleted and the offsets kept, for a topic created again
+    under the name to inherit); the next DeleteTopics deletes both."""
+    node.topic("fd")
+    commit_offset(node, "fd-reader", "fd", 3)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap, **NO_REBOOTSTRAP})
+    node.fs.command("fault open data/__cluster/groups/*.lock EIO 1")
+    with pytest.raises(KafkaException):
+        admin.delete_topics(["fd"], request_timeout=30)["fd"].result(30)
+    assert node.fs.status()["faults_hit"] == 1
+    assert "fd" in admin.list_topics(timeout=30).topics, "the topic is still there"
+    assert committed_offset(node, "fd-reader", "fd") == 3, "with its offsets"
+    acked, errors = [], []
+    assert produce(node.bootstrap, "fd", ["after"], acked, errors).flush(30) == 0, "and takes records"
+    admin.delete_topics(["fd"], request_timeout=30)["fd"].result(30)
+    assert "fd" not in admin.list_topics(timeout=30).topics
+    node.topic("fd")
+    assert committed_offset(node, "fd-reader", "fd") < 0, "no offset of the old topic"

@@ -407,10 +407,24 @@ impl Cluster {
         true
     }
 
-    /// Deletes the topic's file and the partition directories this broker may remove;
-    /// `on_deleted` then runs under the same admin lock, before a topic of the same
-    /// name can be created (`Broker::delete_topic` drops the committed offsets there).
-    pub async fn delete_topic(&self, name: &str, on_deleted: &(dyn Fn(&str) + Sync)) -> Result<Uuid, TopicError> {
+    /// Deletes the topic: `on_deleted` first (`Broker::delete_topic` drops the groups'
+    /// committed offsets of it there), then the topic's file, durably, then the
+    /// partition directories this broker may remove. All under the admin lock, so no
+    /// topic of the same name is created meanwhile.
+    ///
+    /// The order is what a power cut at any point needs. The offsets go before the
+    /// topic file: once its removal is durable nothing would drop them any more, and a
+    /// topic created again under the name would inherit them
+    /// (`test_a_power_cut_right_after_a_topics_file_is_removed_leaves_no_offsets_of_it`).
+    /// The answer waits for the file's removal to be durable
+    /// (`test_a_deleted_topic_stays_deleted_after_a_power_cut`). A failure before the
+    /// file is removed leaves the topic as it was (offsets may be gone), and is the
+    /// answer; a failed sync after it, too, the topic being gone for every reader.
+    pub async fn delete_topic(
+        &self,
+        name: &str,
+        on_deleted: &(dyn Fn(&str) -> Result<(), VolumeError> + Sync),
+    ) -> Result<Uuid, TopicError> {
         let _admin = self.admin_lock.lock().await;
         let topic = {
             let mut reg = self.registry_mut();
@@ -422,20 +436,27 @@ impl Cluster {
             topic
         };
         let path = self.volume.topic_file(name);
+        let removed = crate::blocking::off_worker(|| {
+            on_deleted(name)?;
+            std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))
+        });
+        if let Err(e) = removed {
+            // Still there: the topic goes on as before.
+            let mut reg = self.registry_mut();
+            reg.by_id.insert(topic.meta.topic_id, name.to_string());
+            reg.topics.insert(name.to_string(), topic);
+            return Err(e.into());
+        }
         crate::blocking::off_worker(|| {
-            std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
-            // The deletion is answered only once it is durable: a power cut after the
-            // answer must not bring the topic back
-            // (`test_a_deleted_topic_stays_deleted_after_a_power_cut`). The rest is
-            // done whatever the sync's outcome, as the file is gone for every reader
-            // now; a failed sync is the answer (the client may find the topic back
-            // after a crash, as after any failed request).
             let topics = self.volume.topics_dir();
-            let synced = kaas_core::fsutil::sync_dir(&topics).map_err(|e| VolumeError::io(&topics, e));
+            let synced = kaas_core::fsutil::sync_dir(&topics)
+                .map_err(|e| VolumeError::io(&topics, e))
+                .and_then(|()| {
+                    kaas_core::failpoint::check(kaas_core::failpoint::TOPIC_FILE_REMOVED)
+                        .map_err(|e| VolumeError::io(&path, e))
+                });
             self.remove_partition_dirs(&topic);
-            on_deleted(name);
-            synced?;
-            Ok::<_, TopicError>(())
+            synced
         })?;
         Ok(topic.meta.topic_id)
     }
@@ -466,7 +487,7 @@ impl Cluster {
                 },
                 _ => None,
             };
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if let Err(e) = ownership::remove_deleted_partition_dir(&dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     warn!(dir = %dir.display(), error = %e, "could not remove partition directory of deleted topic");
                 }

@@ -414,9 +414,13 @@ pub(super) fn of_other_topic(owner: &PartitionOwner, topic_id: Uuid) -> bool {
     owner.topic_id.is_some_and(|id| id != topic_id)
 }
 
-/// Removes what a deleted topic left in a partition directory (everything but
-/// `owner.lock` and `owner.gate`, which the caller holds, and `owner.json`, which it
-/// has just rewritten), so a new topic of the same name starts empty.
+/// Removes what a deleted topic left in a partition directory, everything but
+/// `owner.lock` and `owner.gate` (which the caller holds) and `owner.json` (which
+/// still names the deleted topic), and makes the removal durable: a power cut after it
+/// leaves nothing of the old partition but its `owner.*`, which every reader takes for
+/// another topic's. Before a new topic of the same name records itself in `owner.json`
+/// ([`open_partition`]), and before a deleted partition's directory goes
+/// ([`remove_deleted_partition_dir`]).
 pub(super) fn clear_leftovers(dir: &std::path::Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -432,7 +436,23 @@ pub(super) fn clear_leftovers(dir: &std::path::Path) -> std::io::Result<()> {
             std::fs::remove_file(entry.path())?;
         }
     }
-    Ok(())
+    kaas_core::fsutil::sync_dir(dir)
+}
+
+/// Removes a deleted topic's partition directory so that a power cut at any point
+/// leaves either none of it or a directory whose `owner.json` names the deleted topic
+/// (which a topic created again under the name clears first): everything else goes,
+/// durably, before `owner.json` does. `std::fs::remove_dir_all` alone removes in the
+/// order the file system lists (ext4: by hash), so a cut could keep the segments and
+/// lose `owner.json`, and a new topic of the same name would take the old records for
+/// its own (`test_a_topic_created_again_after_power_cuts_mid_delete_starts_empty`).
+pub(super) fn remove_deleted_partition_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    clear_leftovers(dir)?;
+    std::fs::remove_dir_all(dir)?;
+    match dir.parent() {
+        Some(parent) => kaas_core::fsutil::sync_dir(parent),
+        None => Ok(()),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -500,6 +520,17 @@ pub(super) fn open_partition(
     if owner_lock.stolen {
         warn!(topic, partition = index, last_owner = ?current.as_ref().map(|o| o.broker), "took the owner.lock of a partition whose holder's lease expired while it held the lock (paused or cut off); it no longer writes");
     }
+    // What a deleted topic of the same name left is gone, durably, before this topic
+    // records itself in `owner.json`: until then the old `owner.json` marks the files
+    // as the old topic's, so no power cut leaves the old records under this topic's
+    // name (`test_a_topic_created_again_after_power_cuts_mid_delete_starts_empty`).
+    if leftovers {
+        warn!(topic, partition = index, old_topic_id = ?current.as_ref().and_then(|o| o.topic_id), "removing what a deleted topic of the same name left in the partition directory");
+        clear_leftovers(&dir).map_err(|e| {
+            error!(topic, partition = index, error = %e, "cannot clear a deleted topic's files; partition is offline");
+            Offline::broken(VolumeError::io(&dir, e))
+        })?;
+    }
     // Every take-over (another broker's, or this id's after a restart) is a new
     // leadership: the leader epoch goes up. Recorded before the gate opens, so no
     // other process judges the lock's holder by the previous leadership.
@@ -542,13 +573,6 @@ pub(super) fn open_partition(
         }
         e
     };
-    if leftovers {
-        warn!(topic, partition = index, old_topic_id = ?current.as_ref().and_then(|o| o.topic_id), "removing what a deleted topic of the same name left in the partition directory");
-        clear_leftovers(&dir).map_err(|e| {
-            error!(topic, partition = index, error = %e, "cannot clear a deleted topic's files; partition is offline");
-            failed(Offline::broken(VolumeError::io(&dir, e)))
-        })?;
-    }
     let mut state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
         error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
         failed(Offline::broken(e))

@@ -711,6 +711,21 @@ impl GroupCoordinator {
         }
         let on_disk = kaas_core::offsets::offsets_file(&self.volume, group_id).exists();
         if !in_memory && !on_disk {
+            // Not there: maybe removed by a delete whose directory sync failed (its
+            // client told so, and retrying now). The removal is made durable before
+            // "not found" says the group is gone.
+            let dir = self.volume.groups_dir();
+            match kaas_core::fsutil::sync_dir(&dir) {
+                // No group was ever written here.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    let e = VolumeError::io(&dir, e);
+                    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, &e);
+                    warn!(group = group_id, error = %e, "cannot make the group's deletion durable");
+                    return Err(offsets::offsets_error(&e));
+                }
+                Ok(()) => {}
+            }
             return Err(ResponseError::GroupIdNotFound);
         }
         // A KIP-848 consumer group's members are in its file: checked under the

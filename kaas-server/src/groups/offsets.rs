@@ -306,19 +306,22 @@ impl GroupCoordinator {
         }
     }
 
-    /// Drops the offsets of a deleted topic from every group.
-    pub fn forget_topic(&self, topic: &str) {
-        let Ok(ids) = list_groups(&self.volume) else {
-            return;
-        };
+    /// Drops the offsets of a deleted topic from every group (each group's file
+    /// rewritten durably). Every group is tried; the first failure is returned, each
+    /// one logged.
+    pub fn forget_topic(&self, topic: &str) -> Result<(), VolumeError> {
+        let ids = list_groups(&self.volume)?;
+        let mut first = None;
         for id in ids {
             if let Err(e) = self.with_offsets(&id, |o| {
                 let changed = o.remove_topic(topic);
                 ((), changed)
             }) {
-                warn!(group = %id, error = %e, "cannot drop offsets of deleted topic");
+                warn!(group = %id, topic, error = %e, "cannot drop offsets of deleted topic");
+                first.get_or_insert(e);
             }
         }
+        first.map_or(Ok(()), Err)
     }
 }
 
