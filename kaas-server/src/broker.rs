@@ -180,9 +180,12 @@ impl Broker {
             || self.authz.authorize(ctx, Operation::Create, ResourceType::Topic, name)
     }
 
-    /// Deletes the topic ([`Cluster::delete_topic`]) and its groups' committed offsets.
-    pub async fn delete_topic(&self, name: &str) -> Result<Uuid, TopicError> {
-        self.cluster.delete_topic(name, &|t| self.groups.forget_topic(t)).await
+    /// Deletes the topic ([`Cluster::delete_topic`]) and its groups' committed offsets;
+    /// `id`: asked for by this topic id (only the topic of that id is deleted).
+    pub async fn delete_topic(&self, name: &str, id: Option<Uuid>) -> Result<Uuid, TopicError> {
+        self.cluster
+            .delete_topic(name, id, &|t| self.groups.forget_topic(t))
+            .await
     }
 
     /// The volume sync ([`Cluster::sync_with_volume`]), with the ACLs (and the client

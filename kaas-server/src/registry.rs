@@ -528,6 +528,8 @@ pub enum TopicError {
     Broken(String, String),
     #[error("unknown topic {0}")]
     Unknown(String),
+    #[error("unknown topic id {0}")]
+    UnknownId(Uuid),
     #[error("topic {0} does not exist, and the client may not create it")]
     CreateDenied(String),
     #[error(transparent)]
@@ -545,6 +547,7 @@ impl TopicError {
             TopicError::InvalidConfig(_) => ResponseError::InvalidConfig.code(),
             TopicError::PartitionLimit(_) => ResponseError::PolicyViolation.code(),
             TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition.code(),
+            TopicError::UnknownId(_) => ResponseError::UnknownTopicId.code(),
             TopicError::CreateDenied(_) => ResponseError::TopicAuthorizationFailed.code(),
             TopicError::Broken(..) | TopicError::Volume(_) | TopicError::Log(_) => {
                 ResponseError::KafkaStorageError.code()

@@ -410,12 +410,17 @@ impl Cluster {
     /// Deletes the topic: `on_deleted` first (`Broker::delete_topic` drops the groups'
     /// committed offsets of it there), then the topic's file, durably, then the
     /// partition directories this broker may remove. All under the admin lock, so no
-    /// topic of the same name is created meanwhile.
+    /// topic of the same name is created here meanwhile; the file's removal under
+    /// the volume's topic-files lock, which every rewriter of a topic file takes, so
+    /// none writes back a file it read before the removal. `id`: asked for by topic id
+    /// — only a file of that id is removed (this broker may not have seen yet that
+    /// the topic was deleted and created again through another broker:
+    /// `a_stale_delete_by_id_leaves_a_topic_created_again_elsewhere`).
     ///
     /// The order is what a power cut at any point needs. The offsets go before the
     /// topic file: once its removal is durable nothing would drop them any more, and a
     /// topic created again under the name would inherit them
-    /// (`test_a_power_cut_right_after_a_topics_file_is_removed_leaves_no_offsets_of_it`).
+    /// (`test_a_crash_right_after_a_topics_file_is_removed_leaves_no_offsets_of_it`).
     /// The answer waits for the file's removal to be durable
     /// (`test_a_deleted_topic_stays_deleted_after_a_power_cut`). A failure before the
     /// file is removed leaves the topic as it was (offsets may be gone), and is the
@@ -423,38 +428,62 @@ impl Cluster {
     pub async fn delete_topic(
         &self,
         name: &str,
+        id: Option<Uuid>,
         on_deleted: &(dyn Fn(&str) -> Result<(), VolumeError> + Sync),
     ) -> Result<Uuid, TopicError> {
         let _admin = self.admin_lock.lock().await;
         let topic = {
             let mut reg = self.registry_mut();
-            let topic = reg
-                .topics
-                .remove(name)
-                .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+            match reg.topics.get(name) {
+                None => return Err(TopicError::Unknown(name.to_string())),
+                Some(t) if id.is_some_and(|id| id != t.meta.topic_id) => {
+                    return Err(TopicError::UnknownId(id.unwrap_or_default()))
+                }
+                Some(_) => {}
+            }
+            let topic = reg.topics.remove(name).expect("looked up under the same guard");
             reg.by_id.remove(&topic.meta.topic_id);
             topic
         };
         let path = self.volume.topic_file(name);
         let removed = crate::blocking::off_worker(|| {
+            let lock_path = self.volume.topic_files_lock();
+            let _lock = kaas_core::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+            match TopicMeta::read(&path) {
+                Ok(on_disk) if id.is_some() && on_disk.topic_id != topic.meta.topic_id => {
+                    return Err(TopicError::UnknownId(topic.meta.topic_id))
+                }
+                Ok(_) => {}
+                // Deleted through another broker meanwhile: the volume sync lets it go here.
+                Err(e) if e.is_not_found() => {
+                    return Err(match id {
+                        Some(id) => TopicError::UnknownId(id),
+                        None => TopicError::Unknown(name.to_string()),
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            }
             on_deleted(name)?;
-            std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))
-        });
-        if let Err(e) = removed {
-            // Still there: the topic goes on as before.
-            let mut reg = self.registry_mut();
-            reg.by_id.insert(topic.meta.topic_id, name.to_string());
-            reg.topics.insert(name.to_string(), topic);
-            return Err(e.into());
-        }
-        crate::blocking::off_worker(|| {
+            std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
             let topics = self.volume.topics_dir();
-            let synced = kaas_core::fsutil::sync_dir(&topics)
-                .map_err(|e| VolumeError::io(&topics, e))
-                .and_then(|()| {
-                    kaas_core::failpoint::check(kaas_core::failpoint::TOPIC_FILE_REMOVED)
-                        .map_err(|e| VolumeError::io(&path, e))
-                });
+            Ok(kaas_core::fsutil::sync_dir(&topics).map_err(|e| VolumeError::io(&topics, e)))
+        });
+        let synced = match removed {
+            Ok(synced) => synced,
+            Err(e) => {
+                // Still there (or gone through another broker, which the volume sync
+                // handles): the topic goes on here as before.
+                let mut reg = self.registry_mut();
+                reg.by_id.insert(topic.meta.topic_id, name.to_string());
+                reg.topics.insert(name.to_string(), topic);
+                return Err(e);
+            }
+        };
+        crate::blocking::off_worker(|| {
+            let synced = synced.and_then(|()| {
+                kaas_core::failpoint::check(kaas_core::failpoint::TOPIC_FILE_REMOVED)
+                    .map_err(|e| VolumeError::io(&path, e))
+            });
             self.remove_partition_dirs(&topic);
             synced
         })?;

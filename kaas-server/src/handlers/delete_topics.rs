@@ -51,7 +51,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteTopic
                     r.error_message = Some(sb(format!("{} may not delete topic {name}", ctx.principal)));
                 }
             }
-            Some(name) => match broker.delete_topic(&name).await {
+            Some(name) => match broker.delete_topic(&name, by_id.then_some(id)).await {
                 Ok(id) => {
                     tracing::info!(topic = %name, "deleted topic");
                     if ctx.version >= 6 {

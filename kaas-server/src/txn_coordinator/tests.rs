@@ -521,7 +521,7 @@ async fn a_topic_deleted_through_another_broker_is_let_go_by_its_leader() {
         .unwrap()
         .as_ref()
         .is_err_and(|o| o.elsewhere));
-    b1.delete_topic("d").await.unwrap();
+    b1.delete_topic("d", None).await.unwrap();
     assert!(
         b0.volume.partition_dir("d", 0).exists(),
         "broker 1 left alone the logs broker 0 writes"
@@ -532,6 +532,39 @@ async fn a_topic_deleted_through_another_broker_is_let_go_by_its_leader() {
     // The name is free again, and its new partitions are written by whoever creates it.
     b1.create_topic("d", 1, Default::default()).await.unwrap();
     assert!(b1.topic("d").unwrap().partition(0).unwrap().is_ok());
+}
+
+/// A delete by topic id, through a broker that has not yet seen (at its volume sync)
+/// that the topic was deleted and created again under the same name through another
+/// broker, deletes nothing: the id asked for is gone (UNKNOWN_TOPIC_ID). Before, the
+/// broker found the name by the id it still knew and removed the new topic's file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_delete_by_id_leaves_a_topic_created_again_elsewhere() {
+    let (dir, b0, _) = setup().await;
+    let b1 = second_broker(dir.path(), "1");
+    let sync = |b: &Arc<Broker>| {
+        let b = b.clone();
+        tokio::task::spawn_blocking(move || b.sync_with_volume())
+    };
+    b0.create_topic("s", 1, Default::default()).await.unwrap();
+    let old_id = b0.topic("s").unwrap().meta.topic_id;
+    sync(&b1).await.unwrap();
+    b1.delete_topic("s", None).await.unwrap();
+    b1.create_topic("s", 1, Default::default()).await.unwrap();
+    let new_id = b1.topic("s").unwrap().meta.topic_id;
+    assert_ne!(old_id, new_id);
+    // Broker 0 has not synced: it still knows the old topic by name and id.
+    assert_eq!(b0.topic("s").unwrap().meta.topic_id, old_id);
+    let refused = b0.delete_topic("s", Some(old_id)).await;
+    assert!(
+        matches!(refused, Err(TopicError::UnknownId(id)) if id == old_id),
+        "{refused:?}"
+    );
+    let on_disk = kaas_core::topic::TopicMeta::read(&b0.volume.topic_file("s")).unwrap();
+    assert_eq!(on_disk.topic_id, new_id, "the topic created again is still there");
+    // Asked for by name, the topic of that name now is deleted.
+    b0.delete_topic("s", None).await.unwrap();
+    assert!(!b0.volume.topic_file("s").exists());
 }
 
 fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
@@ -826,7 +859,7 @@ async fn a_deleted_topics_records_never_reappear_in_a_new_topic_of_the_same_name
     b.create_topic("d", 1, Default::default()).await.unwrap();
     append_one(&b, "d");
     release(&b).await.unwrap();
-    b.delete_topic("d").await.unwrap();
+    b.delete_topic("d", None).await.unwrap();
     assert!(
         !b.volume.partition_dir("d", 0).join("owner.json").exists(),
         "unheld partition removed"
