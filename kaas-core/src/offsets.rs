@@ -315,10 +315,6 @@ impl GroupOffsets {
     }
 }
 
-/// The file of a group's offsets: [`Volume::group_offsets_file`], except for a group
-/// whose file was written before long names were hashed (percent-encoded names of 181
-/// to ~235 bytes worked then). Such a group keeps its old file name, and its lock's,
-/// for good: every writer, of whatever version, then uses the same file and lock.
 /// Removes a group's offsets file for good: its directory is fsynced after the unlink,
 /// so a power cut after the caller's answer cannot bring the file back
 /// (`test_a_deleted_group_stays_deleted_after_a_power_cut`). A file already gone is
@@ -334,6 +330,10 @@ fn remove_durably(path: &std::path::Path) -> Result<(), VolumeError> {
     crate::fsutil::sync_dir(dir).map_err(|e| VolumeError::io(dir, e))
 }
 
+/// The file of a group's offsets: [`Volume::group_offsets_file`], except for a group
+/// whose file was written before long names were hashed (percent-encoded names of 181
+/// to ~235 bytes worked then). Such a group keeps its old file name, and its lock's,
+/// for good: every writer, of whatever version, then uses the same file and lock.
 pub fn offsets_file(volume: &Volume, group: &str) -> std::path::PathBuf {
     let stored = crate::layout::stored_name(group);
     let encoded = crate::layout::encode_name(group);
