@@ -412,7 +412,9 @@ impl Cluster {
     /// partition directories this broker may remove. All under the admin lock, so no
     /// topic of the same name is created here meanwhile; the file's removal under
     /// the volume's topic-files lock, which every rewriter of a topic file takes, so
-    /// none writes back a file it read before the removal. `id`: asked for by topic id
+    /// none writes back a file it read before the removal (the offsets are dropped
+    /// before the lock is taken: it is not held across the groups' locks). Returns the
+    /// id of the topic whose file was removed. `id`: asked for by topic id
     /// — only a file of that id is removed (this broker may not have seen yet that
     /// the topic was deleted and created again through another broker:
     /// `a_stale_delete_by_id_leaves_a_topic_created_again_elsewhere`).
@@ -446,30 +448,39 @@ impl Cluster {
             topic
         };
         let path = self.volume.topic_file(name);
-        let removed = crate::blocking::off_worker(|| {
-            let lock_path = self.volume.topic_files_lock();
-            let _lock = kaas_core::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+        // The file as it is now: the topic's (or, by name, whatever topic has the name
+        // now, this broker's copy being stale); gone or replaced, nothing is done.
+        let on_volume = || -> Result<Uuid, TopicError> {
             match TopicMeta::read(&path) {
                 Ok(on_disk) if id.is_some() && on_disk.topic_id != topic.meta.topic_id => {
-                    return Err(TopicError::UnknownId(topic.meta.topic_id))
+                    Err(TopicError::UnknownId(topic.meta.topic_id))
                 }
-                Ok(_) => {}
+                Ok(on_disk) => Ok(on_disk.topic_id),
                 // Deleted through another broker meanwhile: the volume sync lets it go here.
-                Err(e) if e.is_not_found() => {
-                    return Err(match id {
-                        Some(id) => TopicError::UnknownId(id),
-                        None => TopicError::Unknown(name.to_string()),
-                    })
-                }
-                Err(e) => return Err(e.into()),
+                Err(e) if e.is_not_found() => Err(match id {
+                    Some(id) => TopicError::UnknownId(id),
+                    None => TopicError::Unknown(name.to_string()),
+                }),
+                Err(e) => Err(e.into()),
             }
+        };
+        let removed = crate::blocking::off_worker(|| {
+            on_volume()?;
+            // Without the topic-files lock: this takes each group's lock in turn.
             on_deleted(name)?;
+            let lock_path = self.volume.topic_files_lock();
+            let _lock = kaas_core::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+            // Again under the lock: the file removed is the one checked.
+            let removed_id = on_volume()?;
             std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
             let topics = self.volume.topics_dir();
-            Ok(kaas_core::fsutil::sync_dir(&topics).map_err(|e| VolumeError::io(&topics, e)))
+            Ok((
+                removed_id,
+                kaas_core::fsutil::sync_dir(&topics).map_err(|e| VolumeError::io(&topics, e)),
+            ))
         });
-        let synced = match removed {
-            Ok(synced) => synced,
+        let (removed_id, synced) = match removed {
+            Ok(removed) => removed,
             Err(e) => {
                 // Still there (or gone through another broker, which the volume sync
                 // handles): the topic goes on here as before.
@@ -487,7 +498,7 @@ impl Cluster {
             self.remove_partition_dirs(&topic);
             synced
         })?;
-        Ok(topic.meta.topic_id)
+        Ok(removed_id)
     }
 
     /// Removes the directories of a deleted topic's partitions — only those this

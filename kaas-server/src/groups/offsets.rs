@@ -307,8 +307,11 @@ impl GroupCoordinator {
     }
 
     /// Drops the offsets of a deleted topic from every group (each group's file
-    /// rewritten durably). Every group is tried; the first failure is returned, each
-    /// one logged.
+    /// rewritten durably). Every group is tried, each failure logged; the first that
+    /// the disk or a lock held elsewhere caused is returned. A group file that does
+    /// not read (unparsable, of a newer version, inconsistent) is skipped: it serves
+    /// no offsets to anyone until it is repaired, and must not hold up every topic's
+    /// deletion meanwhile.
     pub fn forget_topic(&self, topic: &str) -> Result<(), VolumeError> {
         let ids = list_groups(&self.volume)?;
         let mut first = None;
@@ -318,7 +321,9 @@ impl GroupCoordinator {
                 ((), changed)
             }) {
                 warn!(group = %id, topic, error = %e, "cannot drop offsets of deleted topic");
-                first.get_or_insert(e);
+                if matches!(e, VolumeError::Io { .. } | VolumeError::Busy { .. }) {
+                    first.get_or_insert(e);
+                }
             }
         }
         first.map_or(Ok(()), Err)
