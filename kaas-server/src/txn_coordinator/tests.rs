@@ -508,10 +508,6 @@ async fn a_second_broker_on_the_volume_never_opens_a_partition_another_process_w
 async fn a_topic_deleted_through_another_broker_is_let_go_by_its_leader() {
     let (dir, b0, _) = setup().await;
     let b1 = second_broker(dir.path(), "1");
-    let sync = |b: &Arc<Broker>| {
-        let b = b.clone();
-        tokio::task::spawn_blocking(move || b.sync_with_volume())
-    };
     b0.create_topic("d", 2, Default::default()).await.unwrap();
     sync(&b1).await.unwrap();
     assert!(b1
@@ -542,10 +538,6 @@ async fn a_topic_deleted_through_another_broker_is_let_go_by_its_leader() {
 async fn a_stale_delete_by_id_leaves_a_topic_created_again_elsewhere() {
     let (dir, b0, _) = setup().await;
     let b1 = second_broker(dir.path(), "1");
-    let sync = |b: &Arc<Broker>| {
-        let b = b.clone();
-        tokio::task::spawn_blocking(move || b.sync_with_volume())
-    };
     b0.create_topic("s", 1, Default::default()).await.unwrap();
     let old_id = b0.topic("s").unwrap().meta.topic_id;
     sync(&b1).await.unwrap();
@@ -659,10 +651,6 @@ async fn partitions_of_a_dead_writer_are_taken_over_only_once_its_lease_expired_
     let (dir, b0, _) = setup().await;
     let b1 = second_broker(dir.path(), "1");
     b1.create_topic("x", 1, Default::default()).await.unwrap();
-    let sync = |b: &Arc<Broker>| {
-        let b = b.clone();
-        tokio::task::spawn_blocking(move || b.sync_with_volume())
-    };
     drop(b1); // its lock is free now, as after kill -9
     b0.set_live_brokers(live(&[0, 1])); // ...but its lease is still live
     sync(&b0).await.unwrap();
