@@ -1,6 +1,7 @@
 """Durability: acknowledged acks=-1 records survive kill -9; a garbage tail is cut; a
 crash at any step of a segment roll or of an ABORT marker loses no committed record and
 reveals no aborted one to read_committed consumers."""
+import threading
 import time
 
 import pytest
@@ -8,6 +9,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import wire
+from conftest import wait_for
 from txn_helpers import read_all as read_isolated
 
 N = 10_000
@@ -276,3 +278,51 @@ def test_a_snapshot_of_a_lost_tail_is_never_applied_to_the_log_that_grows_back(k
     got = read_all(b.bootstrap, "timeline", 1, lost_seq + 3)
     values = [m.value().decode() for m in got]
     assert sorted(values) == sorted([f"a{i}" for i in range(lost_seq + 1)] + ["b0", "b1"])
+
+
+def test_a_write_in_flight_when_its_topic_is_deleted_never_lands_in_a_topic_created_again(kaas_factory, tmp_path):
+    """A produce whose append rolls the partition's segment while the topic is deleted
+    (the roll held up 3 s after sealing the old segment: failpoint
+    `roll-after-seal=delay:3000`), and the topic created again under the name at once:
+    the roll creates its new segment by path, so it must not reach the new topic's
+    directory. The deleted partition is retired under its lock before its directory is
+    cleared, so the roll finishes in the old directory first and is cleared with it.
+    After a restart the new topic is empty."""
+    # No auto-creation: the producer still sending must not create the name again first.
+    b = kaas_factory("--auto-create-topics", "false", data_dir=tmp_path / "rr",
+                     env={"KAAS_FAILPOINTS": "roll-after-seal=delay:3000"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("rr", 1, config={"segment.bytes": "600", "retention.ms": "-1"})])["rr"].result(15)
+    # No retries: a record refused by the deleted partition is not sent again to the
+    # topic created again (which would be right, but not what is checked here).
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0, "message.timeout.ms": 15000,
+                  "retries": 0})
+    stop = threading.Event()
+
+    def send():
+        for i in range(20):  # one request each: the appends roll the segment
+            if stop.is_set():
+                break
+            p.produce("rr", f"old-{i:03d}-{'x' * 90}".encode())
+            p.flush(20)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        wait_for(lambda: "failpoint reached: delaying" in b.log_text(), timeout=15, what="a roll held up")
+        held_since = time.time()
+        stop.set()  # the held append is the last write to the old topic
+        admin.delete_topics(["rr"], request_timeout=15)["rr"].result(20)
+        admin.create_topics([NewTopic("rr", 1)])["rr"].result(15)
+    finally:
+        sender.join(40)
+    # The held roll is over either way (it waits 3 s once it is reached).
+    time.sleep(max(0.0, held_since + 3.5 - time.time()))
+    b.kill9()
+    b.restart()
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "rr"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition("rr", 0), timeout=15) == (0, 0), \
+            "the old topic's records are in the topic created again"
+    finally:
+        c.close()

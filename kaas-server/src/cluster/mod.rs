@@ -513,6 +513,15 @@ impl Cluster {
         for (p, slot) in topic.partitions.iter().enumerate() {
             let dir = self.volume.partition_dir(name, p as i32);
             let _lock = match slot {
+                // Held here: retired under its lock first, so a write that looked it up
+                // before the delete (a produce, a roll that creates its new segment by
+                // path) is over, in this directory, before it is cleared, and none comes
+                // after — nothing of it reaches a directory created again under the name
+                // (`test_a_write_in_flight_when_its_topic_is_deleted_never_lands_in_a_topic_created_again`).
+                Ok(partition) => {
+                    partition.retire(&self.volume, self.config.broker_id, "its topic was deleted", &|| false);
+                    None
+                }
                 Err(o) if o.elsewhere => match PartitionOwner::lock(&self.volume, name, p as i32) {
                     Ok(lock) => {
                         match PartitionOwner::read(&PartitionOwner::path(&self.volume, name, p as i32)) {
