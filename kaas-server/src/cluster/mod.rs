@@ -436,12 +436,13 @@ impl Cluster {
         let _admin = self.admin_lock.lock().await;
         let topic = {
             let mut reg = self.registry_mut();
-            match reg.topics.get(name) {
-                None => return Err(TopicError::Unknown(name.to_string())),
-                Some(t) if id.is_some_and(|id| id != t.meta.topic_id) => {
-                    return Err(TopicError::UnknownId(id.unwrap_or_default()))
-                }
-                Some(_) => {}
+            let known = reg
+                .topics
+                .get(name)
+                .map(|t| t.meta.topic_id)
+                .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+            if let Some(id) = id.filter(|id| *id != known) {
+                return Err(TopicError::UnknownId(id));
             }
             let topic = reg.topics.remove(name).expect("looked up under the same guard");
             reg.by_id.remove(&topic.meta.topic_id);
