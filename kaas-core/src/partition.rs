@@ -373,6 +373,14 @@ impl PartitionState {
         Ok(Some(info))
     }
 
+    /// Whether [`Self::write_marker`] for `producer_id` at `now_ms` would roll the log
+    /// first: it appends only for a transaction open here, and a marker batch is of
+    /// one size.
+    pub fn marker_would_roll(&self, producer_id: i64, now_ms: i64) -> bool {
+        let marker_len = crate::batch::build_control_batch(producer_id, 0, true, 0, now_ms).len();
+        self.has_open_txn(producer_id) && self.log.would_roll(marker_len as u64, now_ms)
+    }
+
     /// Whether `producer_id` has a transaction open here (a batch past its last marker).
     pub fn has_open_txn(&self, producer_id: i64) -> bool {
         self.producers
@@ -570,14 +578,31 @@ impl PartitionState {
             self.producers.record(&h);
         }
         if info.rolled {
-            crate::failpoint::hit(crate::failpoint::ROLL_BEFORE_SNAPSHOT);
-            if let Err(e) = self.write_snapshot(now_ms) {
-                let (topic, partition) = crate::layout::partition_ids(self.log.dir());
-                tracing::warn!(topic, partition, error = %e, "producer-state snapshot on roll failed; the next open replays more log");
-            }
-            crate::failpoint::hit(crate::failpoint::ROLL_AFTER_SNAPSHOT);
+            self.snapshot_after_roll(now_ms);
         }
         Ok(AppendOutcome::Appended(info))
+    }
+
+    /// Rolls the log ([`PartitionLog::roll`]: the active segment sealed, a new one
+    /// created at the log end) and saves the producer state there, as an append that
+    /// rolls does. For a leader that must confirm its leadership around the new
+    /// segment's creation (the server does it under the partition's `owner.gate`:
+    /// a deposed leader's segment created by path at its own end would lie inside its
+    /// successor's, and the next open would cut the successor's records at its base).
+    pub fn roll(&mut self, now_ms: i64) -> Result<(), AppendError> {
+        self.log.check_usable()?;
+        self.log.roll(now_ms)?;
+        self.snapshot_after_roll(now_ms);
+        Ok(())
+    }
+
+    fn snapshot_after_roll(&mut self, now_ms: i64) {
+        crate::failpoint::hit(crate::failpoint::ROLL_BEFORE_SNAPSHOT);
+        if let Err(e) = self.write_snapshot(now_ms) {
+            let (topic, partition) = crate::layout::partition_ids(self.log.dir());
+            tracing::warn!(topic, partition, error = %e, "producer-state snapshot on roll failed; the next open replays more log");
+        }
+        crate::failpoint::hit(crate::failpoint::ROLL_AFTER_SNAPSHOT);
     }
 
     /// Saves the producer state as of the current log end, with the identity of the

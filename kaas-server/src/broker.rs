@@ -56,6 +56,10 @@ pub enum AppendRejected {
     /// looked it up.
     #[error("this broker no longer leads the partition")]
     NotLeader,
+    /// The segment roll the append needed found the partition taken over (it is
+    /// retired here), or could not read `owner.json` under its gate: nothing written.
+    #[error(transparent)]
+    Unled(crate::registry::DurableError),
 }
 
 /// The marker watcher's poll for this broker
@@ -277,13 +281,29 @@ impl Broker {
             }
             let now = now_ms();
             let started = std::time::Instant::now();
-            let outcome = if state.log.would_roll(records.len() as u64, now) {
-                // A roll seals (fsyncs) a segment and creates files.
-                crate::blocking::off_worker(|| state.append(records, headers, partition.leader_epoch, now))
+            let appended = if state.log.would_roll(records.len() as u64, now) {
+                // A roll seals (fsyncs) a segment and creates files — the new segment by
+                // path, at this broker's log end: only while this broker leads the
+                // partition, by `owner.json` read under its gate, which a take-over
+                // holds from the stolen lock to its new `owner.json`. A deposed leader
+                // (paused with its clock, thawed before its next volume sync) that
+                // rolled would create its segment inside its successor's, and the next
+                // open would end the successor's segment at that base, cutting
+                // acknowledged records (`a_deposed_leader_whose_append_would_roll_creates_no_segment`).
+                crate::blocking::off_worker(|| {
+                    partition
+                        .while_led(|| state.roll(now))
+                        .map(|rolled| rolled.and_then(|()| state.append(records, headers, partition.leader_epoch, now)))
+                })
             } else {
-                state.append(records, headers, partition.leader_epoch, now)
-            }
-            .map_err(|e| {
+                Ok(state.append(records, headers, partition.leader_epoch, now))
+            };
+            let outcome = appended
+                .map_err(|e| {
+                    warn!(topic = %partition.topic, partition = partition.index, error = %e, "the segment roll this append needs could not confirm that this broker leads the partition; nothing written");
+                    AppendRejected::Unled(e)
+                })?
+                .map_err(|e| {
                 // A write or a roll's fsync that failed with an I/O error: what the log
                 // holds on disk may no longer be what this process believes (see
                 // `Partition::mark_failed`). A full volume is not that: a write refused

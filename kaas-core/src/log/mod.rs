@@ -268,7 +268,7 @@ impl PartitionLog {
         self.broken = Some(why.to_string());
     }
 
-    fn check_usable(&self) -> Result<(), LogError> {
+    pub(crate) fn check_usable(&self) -> Result<(), LogError> {
         match &self.broken {
             Some(why) => Err(LogError::SwapIncomplete(why.clone())),
             None => Ok(()),
@@ -407,6 +407,12 @@ impl PartitionLog {
     /// A crash between the steps (failpoints `roll-after-seal`,
     /// `roll-after-new-segment`) leaves either the sealed segment as the last one or an
     /// empty last segment at the log end; both open as a valid log.
+    ///
+    /// The new segment is created by path at this writer's log end. A writer that may
+    /// have lost the partition (a leader paused with its clock) must confirm it still
+    /// leads around the roll, under the partition's `owner.gate` (the server's
+    /// `Partition::while_led`): a deposed writer's segment would lie inside its
+    /// successor's, and the next open would end the successor's segment at that base.
     pub fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
         let base = self.log_end_offset();
         self.segments.last_mut().expect("a log always has a segment").seal()?;

@@ -208,9 +208,20 @@ impl Cluster {
                 Some(OpenTxn::Unknown) => return Ok(None),
                 // The named transaction's marker landed before this one began.
                 Some(OpenTxn::Later) => None,
-                Some(OpenTxn::None | OpenTxn::Named) | None => state
-                    .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now_ms())
-                    .map_err(|e| fail(e.to_string()))?,
+                Some(OpenTxn::None | OpenTxn::Named) | None => {
+                    let now = now_ms();
+                    // A roll creates the next segment by path at this broker's log end:
+                    // only while it leads the partition, as for a produce
+                    // (`Broker::append`; `a_deposed_leader_writing_a_marker_that_would_roll_creates_no_segment`).
+                    if state.marker_would_roll(producer_id, now) {
+                        crate::blocking::off_worker(|| partition.while_led(|| state.roll(now)))
+                            .map_err(|e| fail(e.to_string()))?
+                            .map_err(|e| fail(e.to_string()))?;
+                    }
+                    state
+                        .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now)
+                        .map_err(|e| fail(e.to_string()))?
+                }
             };
             if !self.still_fresh_since(stepdowns) {
                 return Err(fail(

@@ -219,6 +219,7 @@ fn append(
             debug!(topic = %partition.topic, partition = partition.index, "produce refused: the partition was let go meanwhile");
             Err(ResponseError::NotLeaderOrFollower.code())
         }
+        Err(AppendRejected::Unled(e)) => Err(e.code()),
         Err(AppendRejected::LeaseExpired) => {
             warn!(topic = %partition.topic, partition = partition.index, "produce refused: this broker's lease is not renewed");
             Err(ResponseError::NotLeaderOrFollower.code())
@@ -332,6 +333,84 @@ mod tests {
         tokio::task::block_in_place(|| b.sync_with_volume());
         assert_eq!(b.partition_leadership("t", 0), Some((me, epoch + 2)));
         assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
+    }
+
+    /// A leader frozen with its clock and deposed meanwhile, whose next append needs
+    /// a new segment, creates none: the segment would be created by path at its own
+    /// log end, inside its successor's segment, and the next open of the partition
+    /// would end the successor's segment there, cutting its acknowledged records.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deposed_leader_whose_append_would_roll_creates_no_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let configs = [("segment.bytes".to_string(), "100".to_string())].into_iter().collect();
+        b.create_topic("t", 1, configs).await.unwrap();
+        let batch = || build_batch(0, 1, None, 0, &[(None, Some(&[7u8; 80][..]))]);
+        let c = ctx(ApiKey::Produce, 9);
+        assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
+        let pdir = b.volume.partition_dir("t", 0);
+        let segments = || {
+            let mut logs: Vec<String> = std::fs::read_dir(&pdir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".log"))
+                .collect();
+            logs.sort();
+            logs
+        };
+        assert_eq!(segments().len(), 1);
+
+        // Broker 7 takes the partition over and opens the gate, as `open_partition` does.
+        let (mut stolen, _owner) = taken_over(&b, "t", 0, 7);
+        stolen.open_gate();
+        assert!(b.lease_fresh(), "by its own clock nothing happened");
+        assert_eq!(
+            code(&handle(&b, &c, request(None, batch())).await),
+            ResponseError::NotLeaderOrFollower.code(),
+            "the append needs a roll, and the roll finds the partition taken over"
+        );
+        assert_eq!(segments().len(), 1, "no segment created by the deposed leader");
+        assert_eq!(
+            code(&handle(&b, &c, request(None, batch())).await),
+            ResponseError::NotLeaderOrFollower.code(),
+            "retired here"
+        );
+        assert_eq!(segments().len(), 1);
+    }
+
+    /// The same for a marker (a late notice or queue entry reaching a deposed leader
+    /// that still believes it leads): no segment created, the marker not written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deposed_leader_writing_a_marker_that_would_roll_creates_no_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let configs = [("segment.bytes".to_string(), "100".to_string())].into_iter().collect();
+        b.create_topic("t", 1, configs).await.unwrap();
+        let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        b.txn
+            .add(&b, "tx", pid, epoch, std::slice::from_ref(&tp), &[])
+            .await
+            .unwrap();
+        let batch = build_batch(0, 1, Some((pid, epoch, 0)), 0x10, &[(None, Some(&[7u8; 80][..]))]);
+        let c = ctx(ApiKey::Produce, 9);
+        assert_eq!(code(&handle(&b, &c, request(Some("tx"), batch)).await), 0);
+        let logs = || {
+            std::fs::read_dir(b.volume.partition_dir("t", 0))
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".log"))
+                .count()
+        };
+        assert_eq!(logs(), 1);
+
+        let (mut stolen, _owner) = taken_over(&b, "t", 0, 7);
+        stolen.open_gate();
+        let written = b.write_marker(&tp, pid, epoch, true).await;
+        assert!(written.is_err(), "deposed: no marker written here: {written:?}");
+        assert_eq!(logs(), 1, "no segment created by the deposed leader");
     }
 
     /// CI's kin of the slot lock stall: a leader stopped (SIGSTOP, a frozen VM) after
