@@ -150,7 +150,7 @@ impl Partition {
     /// here ([`DurableError::Deposed`]) — or it comes after the check, and the new
     /// leader's recovery reads the fsynced write. No clock and no lock is trusted for
     /// this: a broker frozen with its clock (a paused VM) finds out here.
-    pub async fn wait_durable(&self, offset: i64) -> Result<(), DurableError> {
+    pub async fn wait_durable(self: &Arc<Self>, offset: i64) -> Result<(), DurableError> {
         if self.durable.load(Ordering::Acquire) >= offset {
             return Ok(());
         }
@@ -167,36 +167,24 @@ impl Partition {
             (file, end, state.log.sync_point())
         };
         let started = std::time::Instant::now();
-        let owner_path = self.owner_path.clone();
-        let failed = self.failed.clone();
+        let this = Arc::clone(self);
         let synced = tokio::task::spawn_blocking(move || {
             let synced = file.sync(false);
             if let Err(e) = synced {
-                failed.store(true, Ordering::Release);
-                forget_cached_pages(&file);
+                // Handled here, where the fsync ran, and not by the waiter: its request
+                // may have timed out and dropped the wait meanwhile, and the partition
+                // must be failed all the same (kaas-server/tests/log_fsync_abandoned.rs).
+                this.fail_after_sync(&file, &e);
                 return Err(e);
             }
-            Ok(PartitionOwner::read(&owner_path))
+            Ok(PartitionOwner::read(&this.owner_path))
         })
         .await
         .map_err(std::io::Error::other)
         .and_then(|r| r);
         let owner = match synced {
             Ok(owner) => owner,
-            Err(e) => {
-                // After a failed fsync the kernel may have dropped the dirty pages (or,
-                // on NFS, left a hole) while this process still believes the records
-                // are there: an idempotent retry would be answered as a duplicate and
-                // the next fsync would succeed over the gap. So the partition is
-                // failed here: it takes no more writes, and the volume sync opens it
-                // again from its files (recovery re-validates the log, cuts what is
-                // not whole, rebuilds the producer state), at a new leader epoch.
-                self.mark_failed();
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log, &e);
-                error!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, error = %e, "fsync of the partition log failed; the partition is failed here and will be opened again from its files");
-                crate::blocking::off_worker(|| self.cut_back_to_durable(&mut self.state().log));
-                return Err(DurableError::Sync(e));
-            }
+            Err(e) => return Err(DurableError::Sync(e)),
         };
         crate::metrics::metrics()
             .log_fsync
@@ -249,6 +237,21 @@ impl Partition {
             }
         }
         drop(synced);
+    }
+
+    /// After a failed fsync of the log (blocking: where the fsync ran). The kernel may
+    /// have dropped the dirty pages (or, on NFS, left a hole) while this process still
+    /// believes the records are there: an idempotent retry would be answered as a
+    /// duplicate and the next fsync would succeed over the gap. So the partition is
+    /// failed here: it takes no more writes, is cut back to what an fsync made durable,
+    /// and the volume sync opens it again from its files (recovery re-validates the
+    /// log, cuts what is not whole, rebuilds the producer state), at a new leader epoch.
+    fn fail_after_sync(&self, file: &kaas_core::log::LogFile, e: &std::io::Error) {
+        self.mark_failed();
+        forget_cached_pages(file);
+        crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log, e);
+        error!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, error = %e, "fsync of the partition log failed; the partition is failed here and will be opened again from its files");
+        self.cut_back_to_durable(&mut self.state().log);
     }
 
     /// Marks the log failed (an fsync or a roll of it failed elsewhere): see `failed`.
