@@ -162,6 +162,17 @@ impl Cluster {
             .await
     }
 
+    /// Whether `tp` no longer exists on the volume: its topic's file is gone, or holds
+    /// fewer partitions. The volume, not this broker's registry, which picks up topics
+    /// created or grown elsewhere only at its next volume sync.
+    pub fn partition_gone(&self, tp: &kaas_core::txn::TopicPartition) -> Result<bool, VolumeError> {
+        match kaas_core::topic::TopicMeta::read(&self.volume.topic_file(&tp.topic)) {
+            Ok(meta) => Ok(tp.partition < 0 || tp.partition >= meta.partitions),
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn write_marker_of(
         &self,
         tp: &kaas_core::txn::TopicPartition,
@@ -179,19 +190,29 @@ impl Cluster {
         if !self.lease_fresh() {
             return Err(fail("this broker's lease is not renewed; it does not append".into()));
         }
+        // A partition this broker does not know is "nothing to end" only if the volume
+        // says it is gone: the topic may have been created again (or grown) through
+        // another broker since, and a transaction verified by name may have written
+        // there (`a_partition_of_a_topic_created_again_elsewhere_gets_its_marker_before_the_transaction_completes`).
+        let unknown_here = |what: &str| {
+            match self.partition_gone(tp) {
+            Ok(true) => {
+                warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a {what}; nothing to end");
+                Ok(Some(false))
+            }
+            Ok(false) => Err(fail(format!(
+                "the partition is on the volume but this broker has not picked it up yet ({what} here); tried again after the volume sync"
+            ))),
+            Err(e) => Err(fail(format!("cannot tell whether the partition still exists: {e}"))),
+        }
+        };
         let partition = match self.topic(&tp.topic) {
             Ok(t) => match t.partition(tp.partition) {
                 Some(Ok(p)) => p.clone(),
                 Some(Err(e)) => return Err(fail(format!("partition offline: {e}"))),
-                None => {
-                    warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a partition that no longer exists; nothing to end");
-                    return Ok(Some(false));
-                }
+                None => return unknown_here("partition that no longer exists"),
             },
-            Err(TopicError::Unknown(_)) => {
-                warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a deleted topic; nothing to end");
-                return Ok(Some(false));
-            }
+            Err(TopicError::Unknown(_)) => return unknown_here("deleted topic"),
             Err(e) => return Err(fail(e.to_string())),
         };
         let stepdowns = self.stepdowns.load(Ordering::Acquire);

@@ -1483,13 +1483,10 @@ fn queue_target(path: &Path) -> Option<i32> {
     path.parent()?.file_name()?.to_str()?.strip_prefix("to-")?.parse().ok()
 }
 
-/// A partition that no longer exists on the volume (its topic was deleted, or it
-/// never had that many partitions): its marker has nothing left to end.
+/// A partition that no longer exists on the volume ([`Cluster::partition_gone`]; a
+/// topic file that does not read counts as there).
 fn gone(broker: &Cluster, tp: &TopicPartition) -> bool {
-    match kaas_core::topic::TopicMeta::read(&broker.volume.topic_file(&tp.topic)) {
-        Ok(meta) => tp.partition < 0 || tp.partition >= meta.partitions,
-        Err(e) => e.is_not_found(),
-    }
+    broker.partition_gone(tp).unwrap_or(false)
 }
 
 /// The queue files of `entry`'s transaction still waiting, in any broker's queue.

@@ -646,6 +646,62 @@ async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
     );
 }
 
+/// A partition whose topic the coordinator deleted and another broker created again,
+/// before the coordinator's volume sync picked the new topic up, is not "deleted,
+/// nothing to end": the transaction wrote to it (verified by name), so the
+/// transaction completes only once its marker is there (found by a review: the
+/// coordinator's registry alone answered, and the transaction completed with the new
+/// partition's transaction open and its LSO stuck).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_of_a_topic_created_again_elsewhere_gets_its_marker_before_the_transaction_completes() {
+    let (dir, b0, _) = setup().await;
+    let (peer, x) = peer_and_its_topic();
+    let x = x.as_str();
+    let b1 = second_broker(dir.path(), &peer.to_string());
+    b0.set_live_brokers(live(&[0, peer]));
+    b1.set_live_brokers(live(&[0, peer]));
+    b1.create_topic(x, 1, Default::default()).await.unwrap(); // led by the peer
+    sync(&b0).await.unwrap();
+    // A transactional id broker 0 coordinates beside the peer.
+    let tid = (0..)
+        .map(|n| format!("tx{n}"))
+        .find(|t| b0.owns_txn_slot(slot_for(t)))
+        .unwrap();
+    let tid = tid.as_str();
+    let (pid, _) = b0.txn.init_producer_id(&b0, tid, 60_000, (-1, -1)).await.unwrap();
+    b0.txn.add(&b0, tid, pid, 0, &[tp(x, 0)], &[]).await.unwrap();
+    // Deleted through the coordinator, created again through the peer.
+    b0.delete_topic(x, None).await.unwrap();
+    sync(&b1).await.unwrap();
+    b1.create_topic(x, 1, Default::default()).await.unwrap();
+    assert!(b0.topic(x).is_err(), "broker 0 has not picked the new topic up");
+    append_to(&b1, x, 0, (pid, 0, 0), Some(tid)).unwrap();
+    let x0 = b1.topic(x).unwrap().partition(0).unwrap().clone().unwrap();
+    let open = |p: &crate::broker::Partition| {
+        let s = p.state();
+        s.last_stable_offset() < s.log.log_end_offset()
+    };
+    assert!(open(&x0));
+
+    // The decision is durable either way; its finish may fail and be retried.
+    let _ = b0.txn.end_txn(&b0, tid, pid, 0, true).await;
+    let state = b0.txn.store().get(tid).unwrap().unwrap().state;
+    assert!(
+        state != TxnState::CompleteCommit || !open(&x0),
+        "completed with the new x-0's transaction open"
+    );
+    // Once the coordinator picked the topic up, the finish reaches its leader.
+    sync(&b0).await.unwrap();
+    b0.txn.reap(&b0, 0).await;
+    crate::broker::process_marker_queue(&b1).await;
+    b0.txn.reap(&b0, 0).await;
+    assert!(!open(&x0), "x-0 committed");
+    assert_eq!(
+        b0.txn.store().get(tid).unwrap().unwrap().state,
+        TxnState::CompleteCommit
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_of_a_dead_writer_are_taken_over_only_once_its_lease_expired_or_it_released_them() {
     let (dir, b0, _) = setup().await;
