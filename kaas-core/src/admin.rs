@@ -181,11 +181,20 @@ pub fn execute(
     now_ms: i64,
     wait: Duration,
 ) -> Result<ActionReport, AdminError> {
-    execute_with(volume, plan, actor, command, now_ms, wait, &mut || {})
+    execute_with(volume, plan, actor, command, now_ms, wait, &mut |_| {})
 }
 
-/// [`execute`], running `meanwhile` between the transition and the finish (tests:
-/// what a live coordinator may do there).
+/// Where [`execute_with`] lets a test act as a live coordinator would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Between {
+    /// The transition is made; the finish (under the slot lock) has not begun.
+    TransitionAndFinish,
+    /// The finish wrote its markers and queued the others, and let the slot go.
+    FinishAndWait,
+}
+
+/// [`execute`], running `meanwhile` at each point of [`Between`] (tests: what a live
+/// coordinator may do there).
 fn execute_with(
     volume: &Volume,
     plan: &ActionPlan,
@@ -193,7 +202,7 @@ fn execute_with(
     command: &[String],
     now_ms: i64,
     wait: Duration,
-    meanwhile: &mut dyn FnMut(),
+    meanwhile: &mut dyn FnMut(Between),
 ) -> Result<ActionReport, AdminError> {
     let store = TxnStateStore::new(volume.clone());
     let tid = plan.transactional_id.clone();
@@ -252,10 +261,11 @@ fn execute_with(
     // Ongoing and finished while it is Prepare*, both under this lock
     // (docs/transactions.md, "Staged offsets"): under it, with the entry Prepare*,
     // every one staged belongs to this transaction.
-    meanwhile();
+    meanwhile(Between::TransitionAndFinish);
+    let (pid, epoch, txn_seq) = (plan.producer_id, plan.marker_epoch, prepared.txn_seq);
     let mut by_broker: std::collections::BTreeMap<i32, Vec<TopicPartition>> = std::collections::BTreeMap::new();
     let mut queued = Vec::new();
-    let written = store.update(plan.slot, now_ms, |entries| {
+    let (written, prepared) = store.update(plan.slot, now_ms, |entries| {
         let same = entries.get(&tid).is_some_and(|c| {
             c.producer_id == prepared.producer_id
                 && c.producer_epoch == prepared.producer_epoch
@@ -288,39 +298,36 @@ fn execute_with(
                 Err(e) => return (Err(e.into()), false),
             }
         }
-        (Ok(written), false)
+        // Recorded in this same hold that the queue entries exist, so a broker
+        // finishing the entry waits for them instead of writing its own set. In a
+        // later hold, a coordinator's finish taking the slot in between saw no
+        // `markers_queued`, took the notice path and rewrote or removed these entries
+        // for its own set; a marker of its own failing then, the leaders' polls found
+        // nothing for the partitions queued here and the transaction completed without
+        // their markers (`kaasctl_records_its_queue_entries_in_the_hold_that_wrote_them`).
+        // Every entry of the transaction is made durable first: a broker's finish may
+        // have written some without their fsyncs (leaders it notifies at once,
+        // docs/cluster.md "Markers from a notice"), and `markers_queued` must only
+        // ever name durable entries.
+        let Some(current) = entries.get(&tid).cloned() else {
+            return (Err(AdminError::Changed(tid.clone())), false);
+        };
+        if queued.is_empty() || current.markers_queued {
+            return (Ok((written, current)), false);
+        }
+        if let Err(e) = marker_queue::make_pending_durable(volume, pid, epoch, txn_seq) {
+            return (Err(e.into()), false);
+        }
+        let mut next = current;
+        next.markers_queued = true;
+        entries.insert(tid.clone(), next.clone());
+        (Ok((written, next)), true)
     })??;
+    meanwhile(Between::FinishAndWait);
     // Every queue file of the transaction, whoever wrote it: a broker's finish may
     // have written the transaction's entries meanwhile (rewriting these, or putting
     // one in another leader's queue and removing ours there).
-    let (pid, epoch, txn_seq) = (plan.producer_id, plan.marker_epoch, prepared.txn_seq);
     let pending = || marker_queue::pending_files(volume, pid, epoch, txn_seq);
-    // Record that the queue entries exist, so a broker finishing the entry waits for
-    // them instead of queueing them again. Under the slot lock every one of them is
-    // made durable first: a broker's finish may have written them without their
-    // fsyncs (leaders it notifies at once, docs/cluster.md "Markers from a notice"),
-    // and `markers_queued` must only ever name durable entries.
-    let mut prepared = prepared;
-    if !queued.is_empty() && !prepared.markers_queued {
-        let mut unsynced: Option<VolumeError> = None;
-        prepared = store.update(plan.slot, now_ms, |entries| match entries.get(&tid) {
-            Some(current) if *current == prepared => {
-                if let Err(e) = marker_queue::make_pending_durable(volume, pid, epoch, txn_seq) {
-                    unsynced = Some(e);
-                    return (current.clone(), false);
-                }
-                let mut next = current.clone();
-                next.markers_queued = true;
-                entries.insert(tid.clone(), next.clone());
-                (next, true)
-            }
-            Some(current) => (current.clone(), false),
-            None => (prepared.clone(), false),
-        })?;
-        if let Some(e) = unsynced {
-            return Err(e.into());
-        }
-    }
     // 5. Wait for the queued markers — every queue file of the transaction, not only
     // ours — then complete.
     let deadline = Instant::now() + wait;

@@ -349,7 +349,7 @@ fn a_finish_racing_the_coordinator_touches_nothing_of_the_next_transaction() {
     set_entry(&volume, |e| e.state = TxnState::PrepareCommit);
     let entry = TxnStateStore::new(volume.clone()).get("stuck").unwrap().unwrap();
     let plan = plan_finish(&volume, &entry, &[]).unwrap();
-    let mut race = || {
+    let race = || {
         // The coordinator finishes N (its offset 9 committed, its marker written) ...
         GroupOffsets::update(&volume, "g", |o| ((), o.commit_pending(42, 0))).unwrap();
         let dir = volume.partition_dir("t", 0);
@@ -366,7 +366,11 @@ fn a_finish_racing_the_coordinator_touches_nothing_of_the_next_transaction() {
         p.write_snapshot(4).unwrap();
         staged(&volume, 20);
     };
-    let result = execute_with(&volume, &plan, &ops(), &[], 10, Duration::ZERO, &mut race);
+    let result = execute_with(&volume, &plan, &ops(), &[], 10, Duration::ZERO, &mut |at| {
+        if at == Between::TransitionAndFinish {
+            race()
+        }
+    });
     assert!(matches!(result, Err(AdminError::Changed(_))), "{result:?}");
     let offsets = GroupOffsets::load(&volume, "g").unwrap();
     assert_eq!(offsets.get("t", 0).map(|o| o.offset), Some(9), "N's offset, not N+1's");
@@ -727,21 +731,51 @@ fn kaasctl_completes_only_once_every_queue_file_of_the_transaction_is_gone() {
         }
         panic!("kaasctl queued nothing for broker 0");
     });
-    let report = execute_with(
-        &volume,
-        &plan,
-        &ops(),
-        &[],
-        10,
-        Duration::from_millis(600),
-        &mut broker_finish,
-    )
+    let report = execute_with(&volume, &plan, &ops(), &[], 10, Duration::from_millis(600), &mut |at| {
+        if at == Between::TransitionAndFinish {
+            broker_finish()
+        }
+    })
     .unwrap();
     leader.join().unwrap();
     assert!(theirs.unwrap().exists());
     assert!(!report.completed, "the broker's entry is still queued");
     assert_eq!(report.after.state, TxnState::PrepareAbort);
     assert!(report.after.markers_queued);
+}
+
+/// Review finding (2026-12-06): kaasctl queued the markers for live leaders in one
+/// hold of the slot lock and recorded `markers_queued` in the next. A coordinator's
+/// finish taking the slot in between saw no `markers_queued` and took the notice
+/// path: it wrote its own set of queue entries, removed the transaction's others
+/// (kaasctl's entry for the coordinator's own partition among them), then failed on
+/// its own marker; kaasctl recorded `markers_queued` over the entries left, and the
+/// transaction completed once those were applied, without the removed partition's
+/// marker. The entries and `markers_queued` are now written in the same hold, so the
+/// coordinator that takes the slot next finds them recorded and leaves them be.
+#[test]
+fn kaasctl_records_its_queue_entries_in_the_hold_that_wrote_them() {
+    let (_d, volume, _) = setup();
+    led_by(&volume, 0, 0);
+    let (plan, _) = plan_abort(&volume, "stuck", &[0]).unwrap();
+    let store = TxnStateStore::new(volume.clone());
+    let mut seen = None;
+    let report = execute_with(&volume, &plan, &ops(), &[], 10, Duration::ZERO, &mut |at| {
+        if at == Between::FinishAndWait {
+            // What a coordinator taking the slot now would read.
+            let entry = store.get("stuck").unwrap().unwrap();
+            let queued = marker_queue::pending_files(&volume, 42, entry.producer_epoch, entry.txn_seq).unwrap();
+            seen = Some((entry.markers_queued, queued.len()));
+        }
+    })
+    .unwrap();
+    assert_eq!(
+        seen,
+        Some((true, 1)),
+        "(markers_queued, entries) as the slot's next holder finds them"
+    );
+    assert!(report.after.markers_queued);
+    assert!(!report.completed, "broker 0 has not applied its entry");
 }
 
 /// Review finding (2026-12-05): a coordinator completes a transaction whose leaders
