@@ -44,6 +44,15 @@ struct QueueEntries {
     queued: Option<Vec<(i32, MarkerEntry)>>,
 }
 
+/// A fast finish's notices, one per other leader, and whether this finish wrote
+/// their queue entries itself — Some(whether it widened one): the queues are then
+/// settled to this set once its own markers are durable ([`settle_fast_entries`]) — or
+/// found them written with the Prepare* it made (None: nothing else can be queued).
+struct Notices {
+    set: Vec<(i32, MarkerEntry)>,
+    written_here: Option<bool>,
+}
+
 /// A leader's answer to one notice ([`TransactionCoordinator::apply_notified`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifiedMarkers {
@@ -330,7 +339,10 @@ impl TransactionCoordinator {
             // Written already, under this hold, since the Prepare* was durable: the
             // same set (the leaders have not moved meanwhile).
             Some(queued) if same_entries(&queued, &notices) => {
-                let notices = queued;
+                let notices = Notices {
+                    set: queued,
+                    written_here: None,
+                };
                 return self
                     .notify_and_wait(broker, held, current, local, notices, timing)
                     .await;
@@ -344,13 +356,16 @@ impl TransactionCoordinator {
         // wrote since; and under the slot's gate, checked held, so it never runs after
         // a take-over either (a broker paused past its lease).
         let (volume, to_write) = (broker.volume.clone(), notices.clone());
-        let prepared = (current.producer_id, current.producer_epoch, current.txn_seq);
         let (store, lock) = (self.store.clone(), held.lock.id());
-        crate::blocking::run_blocking_held(
-            move || write_fast_entries(&volume, (&store, lock), prepared, &to_write),
+        let widened = crate::blocking::run_blocking_held(
+            move || write_fast_entries(&volume, (&store, lock), &to_write),
             || broker.volume.cluster_dir().join("marker_queue"),
         )
         .await?;
+        let notices = Notices {
+            set: notices,
+            written_here: Some(widened),
+        };
         self.notify_and_wait(broker, held, current, local, notices, timing)
             .await
     }
@@ -363,13 +378,17 @@ impl TransactionCoordinator {
         held: &HeldSlot<'_>,
         current: &TxnEntry,
         local: &[&TopicPartition],
-        notices: Vec<(i32, MarkerEntry)>,
+        Notices {
+            set: notices,
+            written_here,
+        }: Notices,
         timing: FinishTiming,
     ) -> Result<Finished, CoordError> {
         let FinishTiming {
             prepared_at,
             wait_for_answers,
         } = timing;
+        let to_settle = written_here.map(|widened| (notices.clone(), widened));
         let commit = current.state == TxnState::PrepareCommit;
         let (pid, epoch) = (current.producer_id, current.producer_epoch);
         let key = unsynced_key(current);
@@ -406,6 +425,21 @@ impl TransactionCoordinator {
             if let Err(e) = written {
                 warn!(transactional_id = %current.transactional_id, producer_id = pid, epoch, error = %e, "a marker of a finish failed; the transaction stays prepared");
                 failed.get_or_insert(e.into());
+            }
+        }
+        if failed.is_none() {
+            if let Some((set, widened)) = to_settle {
+                let (volume, store, lock) = (broker.volume.clone(), self.store.clone(), held.lock.id());
+                let prepared = (pid, epoch, current.txn_seq);
+                if let Err(e) = crate::blocking::run_blocking_held(
+                    move || settle_fast_entries(&volume, (&store, lock), prepared, &set, widened),
+                    || broker.volume.cluster_dir().join("marker_queue"),
+                )
+                .await
+                {
+                    warn!(transactional_id = %current.transactional_id, producer_id = pid, epoch, error = %e, "the queue entries of a finish could not be settled; the transaction stays prepared");
+                    failed = Some(e.into());
+                }
             }
         }
         if let Some(e) = failed {
@@ -1404,26 +1438,66 @@ type QueuedHere = (PathBuf, MarkerEntry, Vec<TopicPartition>, i32);
 
 /// Writes a fast finish's queue entries, one per other leader — whole, renamed into
 /// place, but without their fsyncs (nothing relies on them yet:
-/// [`TransactionCoordinator::spill`] makes them durable first) — and removes the
-/// transaction's entries from every other queue. Blocking; the caller holds the slot.
+/// [`TransactionCoordinator::spill`] makes them durable first). Blocking; the caller
+/// holds the slot. Returns whether any was widened.
 ///
-/// The removal: the set written here is the transaction's whole set, and nothing
-/// relies on an older one yet. One left in a queue this set does not use (its
-/// partitions are led elsewhere now, or it was torn by a power cut) would be counted
-/// as still pending forever. Removed by the finish that wrote the set, under the slot
-/// lock: never later, when another finish may have written its own.
-/// `prepared`: the transaction's (producer id, epoch, transaction number).
+/// Each is widened by the partitions an entry of the transaction already in that
+/// leader's queue asks for, and no other queue is touched: until this finish's own
+/// markers are durable, its view of who leads what must not take a partition out of
+/// the queues — were one of its markers to fail, another finish of the transaction
+/// (its notices answered meanwhile) would find the partition in no entry and complete
+/// without its marker
+/// (`a_finish_that_fails_on_its_own_marker_leaves_every_queued_partition_queued`).
+/// The queues are settled to exactly this set afterwards ([`settle_fast_entries`]).
 fn write_fast_entries(
+    volume: &kaas_core::Volume,
+    (store, lock): (&kaas_core::txn_store::TxnStateStore, SlotLockId),
+    entries: &[(i32, MarkerEntry)],
+) -> Result<bool, VolumeError> {
+    let mut widened = false;
+    let mut to_write = Vec::with_capacity(entries.len());
+    for (leader, entry) in entries {
+        let mut entry = entry.clone();
+        // One that cannot be read (torn) is replaced whole, as `enqueue_merged` does.
+        if let Ok(Some(found)) = marker_queue::read_entry(&marker_queue::entry_path(volume, *leader, &entry)) {
+            if found.result == entry.result && found.hanging_since.is_none() {
+                for tp in found.partitions {
+                    if !entry.partitions.contains(&tp) {
+                        entry.partitions.push(tp);
+                        widened = true;
+                    }
+                }
+            }
+        }
+        to_write.push((*leader, entry));
+    }
+    write_entries_held(volume, (store, lock), &to_write, false, || Ok(()))?;
+    Ok(widened)
+}
+
+/// The second half of [`write_fast_entries`], once the finish's own markers are
+/// durable: the queues hold exactly its set — an entry it widened rewritten to what it
+/// asks of that leader, and the transaction's entries removed from every queue the
+/// set does not use (one left there — its partitions led elsewhere now, or torn by a
+/// power cut — would be counted as still pending forever). Every partition of the
+/// transaction is then in the set or marked durable here. Under the slot lock, by the
+/// finish that wrote the set: never later, when another finish may have written its
+/// own. `prepared`: the transaction's (producer id, epoch, transaction number).
+fn settle_fast_entries(
     volume: &kaas_core::Volume,
     (store, lock): (&kaas_core::txn_store::TxnStateStore, SlotLockId),
     (pid, epoch, txn_seq): (i64, i16, u64),
     entries: &[(i32, MarkerEntry)],
+    widened: bool,
 ) -> Result<(), VolumeError> {
     let keep: Vec<i32> = entries.iter().map(|(leader, _)| *leader).collect();
-    write_entries_held(volume, (store, lock), entries, false, || {
-        marker_queue::remove_others(volume, pid, epoch, txn_seq, &keep).inspect_err(count_queue_failure)
-    })
-    .map(|_| ())
+    let remove_others =
+        || marker_queue::remove_others(volume, pid, epoch, txn_seq, &keep).inspect_err(count_queue_failure);
+    if widened {
+        write_entries_held(volume, (store, lock), entries, false, remove_others).map(|_| ())
+    } else {
+        store.while_held(lock, remove_others)
+    }
 }
 
 /// The first half of [`write_fast_entries`], without the removal of strays: for

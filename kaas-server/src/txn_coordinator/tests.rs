@@ -1378,6 +1378,74 @@ impl FastFinish {
     }
 }
 
+/// Review finding (2026-12-06): a finish that rewrote the transaction's queue
+/// entries for its own view of who leads what — narrowing an entry, or removing one
+/// from a queue its view does not use — before its own markers were durable, and then
+/// failed on one of them, left a partition with neither an entry nor a marker: another
+/// finish of the same Prepare* (its notice answered meanwhile) then found only the
+/// narrowed entries, handed them to the polls, and the transaction completed once they
+/// were applied, with that partition's transaction open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finish_that_fails_on_its_own_marker_leaves_every_queued_partition_queued() {
+    use kaas_core::ownership::{owner, partition_key};
+    let mut f = FastFinish::new().await;
+    let (b0, b1, tid, pid, x) = (f.b0.clone(), f.b1.clone(), f.tid.clone(), f.pid, f.x.clone());
+    let peer = b1.config.broker_id;
+    // A second topic led by the peer.
+    let z = (0..)
+        .map(|n| format!("z{n}"))
+        .find(|z| owner(&partition_key(z, 0), &[0, peer]) == Some(peer))
+        .unwrap();
+    b1.create_topic(&z, 1, Default::default()).await.unwrap();
+    sync(&b0).await.unwrap();
+    let parts = [tp(&x, 0), tp(&z, 0)];
+    b0.txn.add(&b0, &tid, pid, 0, &parts, &[]).await.unwrap();
+    for (seq, part) in parts.iter().enumerate() {
+        let p = b1.topic(&part.topic).unwrap().partition(0).unwrap().clone().unwrap();
+        let mut batch = build_batch(0, 1, Some((pid, 0, seq as i32)), 0x10, &[(None, Some(b"v"))]);
+        let headers = validate_all(&batch).unwrap();
+        b1.append(&p, &mut batch, &headers, Some(&tid)).unwrap();
+    }
+    let open = |topic: &str| {
+        let p = b1.topic(topic).unwrap().partition(0).unwrap().clone().unwrap();
+        let s = p.state();
+        s.last_stable_offset() < s.log.log_end_offset()
+    };
+    // F1, EndTxn's finish: one notice to the peer for both partitions, which answers
+    // that it could not apply them (x-0 is being handed over, say).
+    let (notice, path) = f.end().await;
+    assert_eq!(notice.entry.partitions.len(), 2);
+    let recorded = b0.txn.record_answer(&notice, NoticeAnswer::Failed);
+    assert!(matches!(recorded, AnswerRecorded::Ready(_)), "{recorded:?}");
+    // Meanwhile x-0's leadership reads as let go: a second finish of the Prepare*
+    // (the sweep) takes the slot first, sees x-0 led by nobody — its own to write,
+    // which fails (not open here) — and z-0 still the peer's.
+    let owner_path = kaas_core::topic::PartitionOwner::path(&b0.volume, &x, 0);
+    let mut x_owner = kaas_core::topic::PartitionOwner::read(&owner_path).unwrap();
+    x_owner.released = true;
+    x_owner.write(&owner_path).unwrap();
+    b0.txn.reap(&b0, 0).await;
+    assert_eq!(f.current().state, TxnState::PrepareCommit, "x-0's marker failed");
+    // F1's answer is acted on; the peer's poll applies what is queued for it.
+    b0.txn.act_on_answer(&b0, &notice, NoticeAnswer::Failed, recorded).await;
+    crate::broker::process_marker_queue(&b1).await;
+    let state = f.current().state;
+    assert!(
+        state != TxnState::CompleteCommit || !open(&x),
+        "completed with x-0's transaction open (entry left: {:?})",
+        marker_queue::read_entry(&path)
+    );
+    // Its leadership settled again, x-0 gets its marker and the transaction completes.
+    x_owner.released = false;
+    x_owner.write(&owner_path).unwrap();
+    for _ in 0..3 {
+        crate::broker::process_marker_queue(&b1).await;
+        b0.txn.reap(&b0, 0).await;
+    }
+    assert!(!open(&x) && !open(&z), "both committed");
+    assert_eq!(f.current().state, TxnState::CompleteCommit);
+}
+
 /// Issue 24: with peer links, a finish writes the peer's queue entry without its
 /// fsyncs and tells the peer by a notice naming the transaction; the peer applies the
 /// marker from the notice itself (no queue read, no slot lock) and echoes the number;
