@@ -44,7 +44,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
         .collect();
     loop {
         appends.borrow_and_update();
-        let (responses, bytes, errors, unconfirmed) = gather(broker, ctx.version, &req, &readable, max_bytes);
+        let Gathered {
+            mut responses,
+            bytes,
+            errors,
+            unconfirmed,
+            out_of_range,
+        } = gather(broker, ctx.version, &req, &readable, max_bytes);
         // Records past a partition's confirmed end are not served yet: have them
         // flushed and confirmed, and look again once that is done.
         for p in unconfirmed {
@@ -53,6 +59,18 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
         }
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline || *shutdown.borrow();
         if done {
+            // OFFSET_OUT_OF_RANGE sends a client to its auto.offset.reset: said only
+            // while this broker still leads the partition, by its owner.json. A leader
+            // paused with its clock and deposed meanwhile, not yet told by its volume
+            // sync, would otherwise judge an offset its successor already wrote to
+            // from its own, shorter log
+            // (`a_deposed_leader_sends_a_fetch_past_its_end_to_the_new_leader`).
+            for (ti, pi, p) in out_of_range {
+                if let Err(e) = p.confirm_led().await {
+                    tracing::debug!(topic = %p.topic, partition = p.index, error = %e, "a fetch past the log end of a partition this broker may no longer lead");
+                    responses[ti].partitions[pi].error_code = e.code();
+                }
+            }
             return FetchResponse::default().with_responses(responses);
         }
         tokio::select! {
@@ -70,16 +88,21 @@ fn batch_end(data: &[u8]) -> Option<i64> {
         .map(|(_, h)| h.next_offset())
 }
 
-/// One pass over the requested partitions, `max_bytes` of records at most:
-/// (responses, record bytes, any error, the partitions holding records past their
-/// confirmed end).
-fn gather(
-    broker: &Broker,
-    version: i16,
-    req: &FetchRequest,
-    readable: &[bool],
-    max_bytes: usize,
-) -> (Vec<FetchableTopicResponse>, usize, bool, Vec<Arc<Partition>>) {
+/// What one pass over the requested partitions found ([`gather`]).
+struct Gathered {
+    responses: Vec<FetchableTopicResponse>,
+    /// Record bytes in `responses`.
+    bytes: usize,
+    /// Whether any partition answers an error.
+    errors: bool,
+    /// The partitions holding records past their confirmed end.
+    unconfirmed: Vec<Arc<Partition>>,
+    /// The partitions answered OFFSET_OUT_OF_RANGE, by their place in `responses`.
+    out_of_range: Vec<(usize, usize, Arc<Partition>)>,
+}
+
+/// One pass over the requested partitions, `max_bytes` of records at most.
+fn gather(broker: &Broker, version: i16, req: &FetchRequest, readable: &[bool], max_bytes: usize) -> Gathered {
     // A broker whose own lease went stale may be deposed already (a peer may have
     // taken its partitions over and appended): it serves no reads, as it takes no
     // writes, until it renews. Judged once per pass (each long-poll look is one).
@@ -88,6 +111,7 @@ fn gather(
     let mut total = 0usize;
     let mut any_error = false;
     let mut unconfirmed = Vec::new();
+    let mut out_of_range = Vec::new();
     let mut responses = Vec::with_capacity(req.topics.len());
     for (ft, &readable) in req.topics.iter().zip(readable) {
         let name = ft.topic.0.to_string();
@@ -169,6 +193,7 @@ fn gather(
                             Err(LogError::OutOfRange { .. }) => {
                                 pd.error_code = ResponseError::OffsetOutOfRange.code();
                                 any_error = true;
+                                out_of_range.push((responses.len(), partitions.len(), p.clone()));
                             }
                             Err(e) => {
                                 tracing::error!(topic = %name, partition = fp.partition, error = %e, "fetch read failed");
@@ -190,7 +215,13 @@ fn gather(
                 .with_partitions(partitions),
         );
     }
-    (responses, total, any_error, unconfirmed)
+    Gathered {
+        responses,
+        bytes: total,
+        errors: any_error,
+        unconfirmed,
+        out_of_range,
+    }
 }
 
 #[cfg(test)]
@@ -256,6 +287,35 @@ mod tests {
             list_code(dispatch(&b, &ctx(ApiKey::ListOffsets, 7), list).await),
             6,
             "NOT_LEADER_OR_FOLLOWER"
+        );
+    }
+
+    /// A leader paused with its clock and deposed meanwhile (its volume sync has not
+    /// told it yet) answered a fetch past its own log end OFFSET_OUT_OF_RANGE, an
+    /// offset its successor may already have written: a client without leader epochs
+    /// (kafka-python, kafkajs) then applied its auto.offset.reset. Found by a review
+    /// (2026-12-06).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deposed_leader_sends_a_fetch_past_its_end_to_the_new_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let code = |answer: ResponseKind| match answer {
+            ResponseKind::Fetch(r) => r.responses[0].partitions[0].error_code,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            code(dispatch(&b, &ctx(ApiKey::Fetch, 12), fetch_request(5, 0)).await),
+            1,
+            "OFFSET_OUT_OF_RANGE while it leads"
+        );
+        let (mut stolen, _owner) = super::super::test_support::taken_over(&b, "t", 0, 7);
+        stolen.open_gate();
+        assert!(b.lease_fresh(), "by its own clock nothing happened");
+        assert_eq!(
+            code(dispatch(&b, &ctx(ApiKey::Fetch, 12), fetch_request(5, 0)).await),
+            6,
+            "NOT_LEADER_OR_FOLLOWER: offset 5 may be the new leader's"
         );
     }
 
