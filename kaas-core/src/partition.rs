@@ -584,19 +584,22 @@ impl PartitionState {
     }
 
     /// Rolls the log ([`PartitionLog::roll`]: the active segment sealed, a new one
-    /// created at the log end) and saves the producer state there, as an append that
-    /// rolls does. For a leader that must confirm its leadership around the new
-    /// segment's creation (the server does it under the partition's `owner.gate`:
-    /// a deposed leader's segment created by path at its own end would lie inside its
-    /// successor's, and the next open would cut the successor's records at its base).
+    /// created at the log end), for a leader that must confirm its leadership around
+    /// the new segment's creation (the server does it under the partition's
+    /// `owner.gate`: a deposed leader's segment created by path at its own end would
+    /// lie inside its successor's, and the next open would cut the successor's
+    /// records at its base). The caller then appends the batch that needed the roll
+    /// and calls [`Self::snapshot_after_roll`], as an append that rolls itself does.
     pub fn roll(&mut self, now_ms: i64) -> Result<(), AppendError> {
         self.log.check_usable()?;
         self.log.roll(now_ms)?;
-        self.snapshot_after_roll(now_ms);
         Ok(())
     }
 
-    fn snapshot_after_roll(&mut self, now_ms: i64) {
+    /// The producer-state snapshot a roll writes, once the batch that needed the roll
+    /// is appended (failpoints `roll-before-snapshot`, `roll-after-snapshot`). A
+    /// failure is logged: the next open replays more of the log.
+    pub fn snapshot_after_roll(&mut self, now_ms: i64) {
         crate::failpoint::hit(crate::failpoint::ROLL_BEFORE_SNAPSHOT);
         if let Err(e) = self.write_snapshot(now_ms) {
             let (topic, partition) = crate::layout::partition_ids(self.log.dir());

@@ -11,7 +11,6 @@ pub use crate::cluster::{BrokenTopic, Cluster, ConfigChange, MarkerError, Offlin
 use crate::groups::GroupCoordinator;
 use crate::listeners::Endpoints;
 use crate::txn_coordinator::TransactionCoordinator;
-use kaas_core::log::LogError;
 use kaas_core::now_ms;
 use kaas_core::partition::{AppendError, AppendOutcome};
 use kaas_core::txn::TxnError;
@@ -291,9 +290,14 @@ impl Broker {
                 // open would end the successor's segment at that base, cutting
                 // acknowledged records (`a_deposed_leader_whose_append_would_roll_creates_no_segment`).
                 crate::blocking::off_worker(|| {
-                    partition
-                        .while_led(|| state.roll(now))
-                        .map(|rolled| rolled.and_then(|()| state.append(records, headers, partition.leader_epoch, now)))
+                    partition.while_led(|| state.roll(now)).map(|rolled| {
+                        let appended =
+                            rolled.and_then(|()| state.append(records, headers, partition.leader_epoch, now));
+                        if appended.is_ok() {
+                            state.snapshot_after_roll(now);
+                        }
+                        appended
+                    })
                 })
             } else {
                 Ok(state.append(records, headers, partition.leader_epoch, now))
@@ -304,21 +308,9 @@ impl Broker {
                     AppendRejected::Unled(e)
                 })?
                 .map_err(|e| {
-                // A write or a roll's fsync that failed with an I/O error: what the log
-                // holds on disk may no longer be what this process believes (see
-                // `Partition::mark_failed`). A full volume is not that: a write refused
-                // for space is cut off again by the segment, and nothing else changed
-                // (the partition keeps serving reads and takes writes once space returns).
-                let out_of_space = matches!(&e, AppendError::Log(l) if l.is_out_of_space());
-                let io = matches!(e, AppendError::Log(LogError::Segment(_) | LogError::Volume(_)));
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log, &e);
-                if !out_of_space && io {
-                    error!(topic = %partition.topic, partition = partition.index, error = %e, "writing the partition log failed; the partition is failed here and will be opened again from its files");
-                    partition.mark_failed();
-                    crate::blocking::off_worker(|| partition.cut_back_to_durable(&mut state.log));
-                }
-                AppendRejected::Append(e)
-            })?;
+                    partition.write_failed(&mut state.log, &e);
+                    AppendRejected::Append(e)
+                })?;
             if matches!(outcome, AppendOutcome::Appended(_)) {
                 for (pid, seq, was_open) in seqs {
                     state.note_txn_seq(pid, seq, was_open);

@@ -4,7 +4,7 @@
 //! the volume sync) is `cluster`'s; this module only holds the state and its locks.
 
 use kaas_core::log::{LogConfig, LogError, PartitionLog};
-use kaas_core::partition::PartitionState;
+use kaas_core::partition::{AppendError, PartitionState};
 use kaas_core::topic::{PartitionOwner, TopicMeta};
 use kaas_core::{now_ms, Volume, VolumeError};
 use kafka_protocol::error::ResponseError;
@@ -252,6 +252,24 @@ impl Partition {
         crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log, e);
         error!(topic = %self.topic, partition = self.index, leader_epoch = self.leader_epoch, error = %e, "fsync of the partition log failed; the partition is failed here and will be opened again from its files");
         self.cut_back_to_durable(&mut self.state().log);
+    }
+
+    /// After a write or a roll of the log that failed (blocking; the partition lock
+    /// held, `log` its log), counted: one that failed with an I/O error leaves what the
+    /// log holds on disk perhaps not what this process believes (see
+    /// [`Self::mark_failed`]), so the partition is failed here and cut back, to be
+    /// opened again from its files. A full volume is not that: a write refused for
+    /// space is cut off again by the segment, and nothing else changed (the partition
+    /// keeps serving reads and takes writes once space returns).
+    pub(crate) fn write_failed(&self, log: &mut PartitionLog, e: &AppendError) {
+        let out_of_space = matches!(e, AppendError::Log(l) if l.is_out_of_space());
+        let io = matches!(e, AppendError::Log(LogError::Segment(_) | LogError::Volume(_)));
+        crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Log, e);
+        if !out_of_space && io {
+            error!(topic = %self.topic, partition = self.index, error = %e, "writing the partition log failed; the partition is failed here and will be opened again from its files");
+            self.mark_failed();
+            crate::blocking::off_worker(|| self.cut_back_to_durable(log));
+        }
     }
 
     /// Marks the log failed (an fsync or a roll of it failed elsewhere): see `failed`.

@@ -194,17 +194,15 @@ impl Cluster {
         // says it is gone: the topic may have been created again (or grown) through
         // another broker since, and a transaction verified by name may have written
         // there (`a_partition_of_a_topic_created_again_elsewhere_gets_its_marker_before_the_transaction_completes`).
-        let unknown_here = |what: &str| {
-            match self.partition_gone(tp) {
+        let unknown_here = |what: &str| match crate::blocking::off_worker(|| self.partition_gone(tp)) {
             Ok(true) => {
                 warn!(topic = %tp.topic, partition = tp.partition, producer_id, "marker for a {what}; nothing to end");
                 Ok(Some(false))
             }
             Ok(false) => Err(fail(format!(
-                "the partition is on the volume but this broker has not picked it up yet ({what} here); tried again after the volume sync"
+                "on the volume, not picked up here yet ({what} here); tried again after the volume sync"
             ))),
             Err(e) => Err(fail(format!("cannot tell whether the partition still exists: {e}"))),
-        }
         };
         let partition = match self.topic(&tp.topic) {
             Ok(t) => match t.partition(tp.partition) {
@@ -234,14 +232,22 @@ impl Cluster {
                     // A roll creates the next segment by path at this broker's log end:
                     // only while it leads the partition, as for a produce
                     // (`Broker::append`; `a_deposed_leader_writing_a_marker_that_would_roll_creates_no_segment`).
-                    if state.marker_would_roll(producer_id, now) {
+                    let rolled = state.marker_would_roll(producer_id, now);
+                    if rolled {
                         crate::blocking::off_worker(|| partition.while_led(|| state.roll(now)))
                             .map_err(|e| fail(e.to_string()))?
-                            .map_err(|e| fail(e.to_string()))?;
+                            .map_err(|e| {
+                                partition.write_failed(&mut state.log, &e);
+                                fail(e.to_string())
+                            })?;
                     }
-                    state
+                    let written = state
                         .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now)
-                        .map_err(|e| fail(e.to_string()))?
+                        .map_err(|e| fail(e.to_string()))?;
+                    if rolled {
+                        crate::blocking::off_worker(|| state.snapshot_after_roll(now));
+                    }
+                    written
                 }
             };
             if !self.still_fresh_since(stepdowns) {

@@ -631,14 +631,19 @@ impl Cluster {
             }
             // Only while owner.json, read under the partition's gate, names this
             // leadership: a broker frozen with its clock deletes nothing in its
-            // successor's files (docs/cluster.md, safety rule 1). The gate first, then
-            // the partition's state: producers and readers never wait on the gate.
-            match p.while_led(|| p.writable().map(|mut state| state.enforce_retention(now))) {
-                Ok(Some(Ok(deleted))) if !deleted.is_empty() => {
+            // successor's files (docs/cluster.md, safety rule 1). The partition's
+            // state first, then the gate, as every holder of both takes them (a roll,
+            // the cleaner's swap, a cut back): a roll holding the state while retention
+            // held the gate and waited for the state found the gate busy and failed.
+            let Some(mut state) = p.writable() else {
+                continue;
+            };
+            match p.while_led(|| state.enforce_retention(now)) {
+                Ok(Ok(deleted)) if !deleted.is_empty() => {
                     info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
                 }
-                Ok(Some(Ok(_)) | None) => {}
-                Ok(Some(Err(e))) => {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
                     error!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
                 }
                 Err(e) => {

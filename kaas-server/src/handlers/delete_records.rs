@@ -63,16 +63,22 @@ async fn delete(
     if !t.log_config.cleanup_delete {
         return Err((ResponseError::PolicyViolation.code(), p.state().log.log_start_offset()));
     }
-    let (offset, start) = {
+    let (offset, start, in_range) = {
         let state = p.state();
         let end = state.log.log_end_offset();
         let start = state.log.log_start_offset();
         let offset = if requested == HIGH_WATERMARK { end } else { requested };
-        if !(0..=end).contains(&offset) {
-            return Err((ResponseError::OffsetOutOfRange.code(), start));
-        }
-        (offset, start)
+        (offset, start, (0..=end).contains(&offset))
     };
+    // OFFSET_OUT_OF_RANGE, judged from this broker's log end, only while owner.json
+    // says it leads: a deposed leader's log may be shorter than its successor's (as
+    // for a fetch: `a_deposed_leader_sends_a_fetch_past_its_end_to_the_new_leader`).
+    if !in_range {
+        return Err(match p.confirm_led().await {
+            Ok(()) => (ResponseError::OffsetOutOfRange.code(), start),
+            Err(e) => (e.code(), start),
+        });
+    }
     // Everything below the new start is durable first: a crash must never leave a
     // recorded start above what the log still holds (those offsets would be written
     // again, and hidden).

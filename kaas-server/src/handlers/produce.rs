@@ -635,27 +635,33 @@ mod tests {
         let _stolen = taken_over(&b, "t", 0, 7);
 
         use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
-        let req =
-            kafka_protocol::messages::DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
-                .with_name(TopicName(sb("t")))
-                .with_partitions(vec![DeleteRecordsPartition::default()
-                    .with_partition_index(0)
-                    .with_offset(2)])]);
-        let answer = crate::handlers::dispatch(
-            &b,
-            &ctx(ApiKey::DeleteRecords, 2),
-            crate::handlers::RequestKind::DeleteRecords(req),
-        )
-        .await;
-        match answer {
-            crate::handlers::ResponseKind::DeleteRecords(r) => {
-                assert_eq!(
-                    r.topics[0].partitions[0].error_code,
-                    ResponseError::NotLeaderOrFollower.code()
+        let delete_records = |offset: i64| {
+            let req = kafka_protocol::messages::DeleteRecordsRequest::default().with_topics(vec![
+                DeleteRecordsTopic::default()
+                    .with_name(TopicName(sb("t")))
+                    .with_partitions(vec![DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(offset)]),
+            ]);
+            let b = b.clone();
+            async move {
+                let answer = crate::handlers::dispatch(
+                    &b,
+                    &ctx(ApiKey::DeleteRecords, 2),
+                    crate::handlers::RequestKind::DeleteRecords(req),
                 )
+                .await;
+                match answer {
+                    crate::handlers::ResponseKind::DeleteRecords(r) => r.topics[0].partitions[0].error_code,
+                    other => panic!("{other:?}"),
+                }
             }
-            other => panic!("{other:?}"),
-        }
+        };
+        // Past its own log end (3), perhaps not past its successor's: not
+        // OFFSET_OUT_OF_RANGE, which Java's admin client does not retry (review
+        // 2026-12-06).
+        assert_eq!(delete_records(10).await, ResponseError::NotLeaderOrFollower.code());
+        assert_eq!(delete_records(2).await, ResponseError::NotLeaderOrFollower.code());
         assert!(
             !b.volume.partition_dir("t", 0).join("log-start.json").exists(),
             "no log start moved in the new leader's files"
