@@ -590,19 +590,24 @@ fn peer_and_its_topic() -> (i32, String) {
     (peer, topic)
 }
 
+/// Beside broker 0 (`b0`, on the volume at `dir`): the peer of
+/// [`peer_and_its_topic`], both live for each other, and its topic, created by the
+/// peer (which leads its partition 0) and picked up by broker 0.
+async fn peer_leading_its_topic(dir: &std::path::Path, b0: &Arc<Broker>) -> (Arc<Broker>, String) {
+    let (peer, x) = peer_and_its_topic();
+    let b1 = second_broker(dir, &peer.to_string());
+    b0.set_live_brokers(live(&[0, peer]));
+    b1.set_live_brokers(live(&[0, peer]));
+    b1.create_topic(&x, 1, Default::default()).await.unwrap();
+    sync(b0).await.unwrap();
+    (b1, x)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
     let (dir, b0, pid) = setup().await;
-    let (peer, x) = peer_and_its_topic();
+    let (b1, x) = peer_leading_its_topic(dir.path(), &b0).await;
     let x = x.as_str();
-    let b1 = second_broker(dir.path(), &peer.to_string());
-    b0.set_live_brokers(live(&[0, peer]));
-    b1.set_live_brokers(live(&[0, peer]));
-    b1.create_topic(x, 1, Default::default()).await.unwrap(); // led by the peer
-    let b0_ = b0.clone();
-    tokio::task::spawn_blocking(move || b0_.sync_with_volume())
-        .await
-        .unwrap();
     let parts = [tp("t", 0), tp(x, 0)];
     b0.txn
         .store()
@@ -655,13 +660,8 @@ async fn a_queue_entry_reaches_each_partition_wherever_it_is_led_now() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_of_a_topic_created_again_elsewhere_gets_its_marker_before_the_transaction_completes() {
     let (dir, b0, _) = setup().await;
-    let (peer, x) = peer_and_its_topic();
+    let (b1, x) = peer_leading_its_topic(dir.path(), &b0).await;
     let x = x.as_str();
-    let b1 = second_broker(dir.path(), &peer.to_string());
-    b0.set_live_brokers(live(&[0, peer]));
-    b1.set_live_brokers(live(&[0, peer]));
-    b1.create_topic(x, 1, Default::default()).await.unwrap(); // led by the peer
-    sync(&b0).await.unwrap();
     // A transactional id broker 0 coordinates beside the peer.
     let tid = (0..)
         .map(|n| format!("tx{n}"))
@@ -1289,15 +1289,7 @@ struct FastFinish {
 impl FastFinish {
     async fn new() -> FastFinish {
         let (dir, b0, _) = setup().await;
-        let (peer, x) = peer_and_its_topic();
-        let b1 = second_broker(dir.path(), &peer.to_string());
-        b0.set_live_brokers(live(&[0, peer]));
-        b1.set_live_brokers(live(&[0, peer]));
-        b1.create_topic(&x, 1, Default::default()).await.unwrap();
-        let b0_ = b0.clone();
-        tokio::task::spawn_blocking(move || b0_.sync_with_volume())
-            .await
-            .unwrap();
+        let (b1, x) = peer_leading_its_topic(dir.path(), &b0).await;
         let tid = (0..)
             .map(|n| format!("fast{n}"))
             .find(|t| b0.owns_txn_slot(slot_for(t)))
