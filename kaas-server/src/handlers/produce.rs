@@ -335,6 +335,14 @@ mod tests {
         assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
     }
 
+    /// How many segment files partition t-0 has on the volume.
+    fn log_segments(b: &Broker) -> usize {
+        std::fs::read_dir(b.volume.partition_dir("t", 0))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".log"))
+            .count()
+    }
+
     /// A leader frozen with its clock and deposed meanwhile, whose next append needs
     /// a new segment, creates none: the segment would be created by path at its own
     /// log end, inside its successor's segment, and the next open of the partition
@@ -348,17 +356,7 @@ mod tests {
         let batch = || build_batch(0, 1, None, 0, &[(None, Some(&[7u8; 80][..]))]);
         let c = ctx(ApiKey::Produce, 9);
         assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
-        let pdir = b.volume.partition_dir("t", 0);
-        let segments = || {
-            let mut logs: Vec<String> = std::fs::read_dir(&pdir)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .filter(|n| n.ends_with(".log"))
-                .collect();
-            logs.sort();
-            logs
-        };
-        assert_eq!(segments().len(), 1);
+        assert_eq!(log_segments(&b), 1);
 
         // Broker 7 takes the partition over and opens the gate, as `open_partition` does.
         let (mut stolen, _owner) = taken_over(&b, "t", 0, 7);
@@ -369,13 +367,13 @@ mod tests {
             ResponseError::NotLeaderOrFollower.code(),
             "the append needs a roll, and the roll finds the partition taken over"
         );
-        assert_eq!(segments().len(), 1, "no segment created by the deposed leader");
+        assert_eq!(log_segments(&b), 1, "no segment created by the deposed leader");
         assert_eq!(
             code(&handle(&b, &c, request(None, batch())).await),
             ResponseError::NotLeaderOrFollower.code(),
             "retired here"
         );
-        assert_eq!(segments().len(), 1);
+        assert_eq!(log_segments(&b), 1);
     }
 
     /// The same for a marker (a late notice or queue entry reaching a deposed leader
@@ -398,19 +396,13 @@ mod tests {
         let batch = build_batch(0, 1, Some((pid, epoch, 0)), 0x10, &[(None, Some(&[7u8; 80][..]))]);
         let c = ctx(ApiKey::Produce, 9);
         assert_eq!(code(&handle(&b, &c, request(Some("tx"), batch)).await), 0);
-        let logs = || {
-            std::fs::read_dir(b.volume.partition_dir("t", 0))
-                .unwrap()
-                .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".log"))
-                .count()
-        };
-        assert_eq!(logs(), 1);
+        assert_eq!(log_segments(&b), 1);
 
         let (mut stolen, _owner) = taken_over(&b, "t", 0, 7);
         stolen.open_gate();
         let written = b.write_marker(&tp, pid, epoch, true).await;
         assert!(written.is_err(), "deposed: no marker written here: {written:?}");
-        assert_eq!(logs(), 1, "no segment created by the deposed leader");
+        assert_eq!(log_segments(&b), 1, "no segment created by the deposed leader");
     }
 
     /// CI's kin of the slot lock stall: a leader stopped (SIGSTOP, a frozen VM) after
@@ -698,13 +690,7 @@ mod tests {
             assert_eq!(code(&handle(&b, &c, request(None, batch)).await), 0);
         }
         let pdir = b.volume.partition_dir("t", 0);
-        let logs = || {
-            std::fs::read_dir(&pdir)
-                .unwrap()
-                .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
-                .count()
-        };
-        let before = logs();
+        let before = log_segments(&b);
         assert!(before >= 3, "{before} segments");
         let delete_records = || async {
             use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
@@ -731,7 +717,7 @@ mod tests {
             .unwrap()
             .unwrap();
         tokio::task::block_in_place(|| b.enforce_retention());
-        assert_eq!(logs(), before, "nothing deleted while the gate is taken");
+        assert_eq!(log_segments(&b), before, "nothing deleted while the gate is taken");
         assert_eq!(delete_records().await, ResponseError::KafkaStorageError.code());
         assert!(!pdir.join("log-start.json").exists());
         drop(gate);
@@ -739,7 +725,7 @@ mod tests {
         let _stolen = taken_over(&b, "t", 0, 7);
         tokio::task::block_in_place(|| b.enforce_retention());
         assert_eq!(
-            logs(),
+            log_segments(&b),
             before,
             "a deposed leader deletes nothing in its successor's files"
         );
