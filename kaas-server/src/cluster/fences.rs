@@ -241,9 +241,20 @@ impl Cluster {
                                 fail(e.to_string())
                             })?;
                     }
-                    let written = state
-                        .write_marker(producer_id, epoch, commit, 0, partition.leader_epoch, now)
-                        .map_err(|e| fail(e.to_string()))?;
+                    let leader_epoch = partition.leader_epoch;
+                    let mut write = || state.write_marker(producer_id, epoch, commit, 0, leader_epoch, now);
+                    let written = if commit {
+                        write()
+                    } else {
+                        // An ABORT writes its `.txnindex` entry by path, into the index
+                        // of the segment that holds the marker by this broker's idea of
+                        // the log (and fsyncs it): only while it leads, as a roll. A
+                        // deposed leader's entry would land in a successor's index of
+                        // the same base and outlive the next open
+                        // (`a_deposed_leader_writing_an_abort_marker_writes_no_txnindex_entry`).
+                        crate::blocking::off_worker(|| partition.while_led(write)).map_err(|e| fail(e.to_string()))?
+                    }
+                    .map_err(|e| fail(e.to_string()))?;
                     if rolled {
                         crate::blocking::off_worker(|| state.snapshot_after_roll(now));
                     }

@@ -405,6 +405,47 @@ mod tests {
         assert_eq!(log_segments(&b), 1, "no segment created by the deposed leader");
     }
 
+    /// The same for an ABORT marker that needs no roll: its `.txnindex` entry is
+    /// written by path, into the index of the segment holding the marker by this
+    /// broker's idea of the log. A successor that took over an empty active segment
+    /// replaces its files at the same base, so a deposed leader's entry lands in the
+    /// successor's own index, which the next open keeps (its limit is the successor's
+    /// log end). Listed to read_committed consumers beside the successor's entry for
+    /// the same abort, a second entry of the producer makes librdkafka treat that
+    /// producer's next transaction as aborted too. So the marker is written only while
+    /// this broker leads the partition, as a roll is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deposed_leader_writing_an_abort_marker_writes_no_txnindex_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        b.txn
+            .add(&b, "tx", pid, epoch, std::slice::from_ref(&tp), &[])
+            .await
+            .unwrap();
+        let batch = build_batch(0, 1, Some((pid, epoch, 0)), 0x10, &[(None, Some(b"v"))]);
+        let c = ctx(ApiKey::Produce, 9);
+        assert_eq!(code(&handle(&b, &c, request(Some("tx"), batch)).await), 0);
+        let pdir = b.volume.partition_dir("t", 0);
+        assert!(kaas_core::log::txn_index::read_txn_indexes(&pdir).unwrap().is_empty());
+
+        let (mut stolen, _owner) = taken_over(&b, "t", 0, 7);
+        stolen.open_gate();
+        assert!(b.lease_fresh(), "by its own clock nothing happened");
+        let written = b.write_marker(&tp, pid, epoch, false).await;
+        assert!(written.is_err(), "deposed: no marker written here: {written:?}");
+        assert_eq!(
+            kaas_core::log::txn_index::read_txn_indexes(&pdir).unwrap(),
+            vec![],
+            "no aborted-transaction entry written into the successor's files"
+        );
+    }
+
     /// CI's kin of the slot lock stall: a leader stopped (SIGSTOP, a frozen VM) after
     /// marking `owner.json` released and before its `owner.lock` went with the last
     /// reference kept its partition from everyone for the whole pause — a released
