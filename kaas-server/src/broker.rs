@@ -289,10 +289,13 @@ impl Broker {
                 // rolled would create its segment inside its successor's, and the next
                 // open would end the successor's segment at that base, cutting
                 // acknowledged records (`a_deposed_leader_whose_append_would_roll_creates_no_segment`).
+                // The roll's producer snapshot (written by path too) follows the append
+                // under the same gate.
                 crate::blocking::off_worker(|| {
-                    partition.while_led(|| state.roll(now)).map(|rolled| {
-                        let appended =
-                            rolled.and_then(|()| state.append(records, headers, partition.leader_epoch, now));
+                    partition.while_led(|| {
+                        let appended = state
+                            .roll(now)
+                            .and_then(|()| state.append(records, headers, partition.leader_epoch, now));
                         if appended.is_ok() {
                             state.snapshot_after_roll(now);
                         }

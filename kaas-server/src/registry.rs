@@ -97,9 +97,21 @@ impl Partition {
             if self.retired.swap(true, Ordering::AcqRel) || !fresh() {
                 return;
             }
-            if let Err(e) = state.write_snapshot(now) {
-                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Snapshot, &e);
-                error!(topic = %self.topic, partition = self.index, error = %e, "cannot write producer-state snapshot; the next owner replays the log instead");
+            // The snapshot, and any `.txnindex` entry an earlier failure left to write
+            // first, are written by path: only while this broker leads the partition
+            // (a frozen clock keeps `fresh` true for a leader deposed meanwhile, whose
+            // writes would land in its successor's files).
+            match self.while_led(|| state.write_snapshot(now)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Snapshot, &e);
+                    error!(topic = %self.topic, partition = self.index, error = %e, "cannot write producer-state snapshot; the next owner replays the log instead");
+                }
+                // Taken over: its files are the successor's (logged by the check).
+                Err(DurableError::Deposed { .. }) => return,
+                Err(e) => {
+                    warn!(topic = %self.topic, partition = self.index, error = %e, "cannot confirm this leadership to write the producer-state snapshot; the next owner replays the log instead");
+                }
             }
             if self.failed.load(Ordering::Acquire) {
                 warn!(topic = %self.topic, partition = self.index, "an fsync of the log failed earlier; not marking the partition released (others take it over once this lease expires)");

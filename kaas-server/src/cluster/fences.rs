@@ -229,36 +229,53 @@ impl Cluster {
                 Some(OpenTxn::Later) => None,
                 Some(OpenTxn::None | OpenTxn::Named) | None => {
                     let now = now_ms();
-                    // A roll creates the next segment by path at this broker's log end:
-                    // only while it leads the partition, as for a produce
-                    // (`Broker::append`; `a_deposed_leader_writing_a_marker_that_would_roll_creates_no_segment`).
-                    let rolled = state.marker_would_roll(producer_id, now);
-                    if rolled {
-                        crate::blocking::off_worker(|| partition.while_led(|| state.roll(now)))
-                            .map_err(|e| fail(e.to_string()))?
-                            .map_err(|e| {
-                                partition.write_failed(&mut state.log, &e);
-                                fail(e.to_string())
-                            })?;
-                    }
                     let leader_epoch = partition.leader_epoch;
-                    let mut write = || state.write_marker(producer_id, epoch, commit, 0, leader_epoch, now);
-                    let written = if commit {
-                        write()
+                    let rolled = state.marker_would_roll(producer_id, now);
+                    if commit && !rolled {
+                        state
+                            .write_marker(producer_id, epoch, commit, 0, leader_epoch, now)
+                            .map_err(|e| fail(e.to_string()))?
                     } else {
-                        // An ABORT writes its `.txnindex` entry by path, into the index
-                        // of the segment that holds the marker by this broker's idea of
-                        // the log (and fsyncs it): only while it leads, as a roll. A
-                        // deposed leader's entry would land in a successor's index of
-                        // the same base and outlive the next open
+                        // Files written by path only while this broker leads the
+                        // partition, by `owner.json` read under its `owner.gate`: a roll
+                        // creates the next segment at this broker's log end
+                        // (`a_deposed_leader_writing_a_marker_that_would_roll_creates_no_segment`),
+                        // and its producer snapshot follows the marker; an ABORT writes
+                        // its `.txnindex` entry into the index of the segment that holds
+                        // the marker by this broker's idea of the log. A deposed
+                        // leader's entry would land in a successor's index of the same
+                        // base and outlive the next open
                         // (`a_deposed_leader_writing_an_abort_marker_writes_no_txnindex_entry`).
-                        crate::blocking::off_worker(|| partition.while_led(write)).map_err(|e| fail(e.to_string()))?
+                        enum Failed {
+                            Roll(kaas_core::partition::AppendError),
+                            Marker(kaas_core::partition::PartitionError),
+                        }
+                        let led = crate::blocking::off_worker(|| {
+                            partition.while_led(|| {
+                                if rolled {
+                                    state.roll(now).map_err(Failed::Roll)?;
+                                }
+                                let written = state
+                                    .write_marker(producer_id, epoch, commit, 0, leader_epoch, now)
+                                    .map_err(Failed::Marker)?;
+                                if rolled {
+                                    state.snapshot_after_roll(now);
+                                }
+                                Ok(written)
+                            })
+                        })
+                        .map_err(|e| fail(e.to_string()))?;
+                        match led {
+                            Ok(written) => written,
+                            // Outside the gate: a failed roll cuts the log back under
+                            // the gate itself (`Partition::write_failed`).
+                            Err(Failed::Roll(e)) => {
+                                partition.write_failed(&mut state.log, &e);
+                                return Err(fail(e.to_string()));
+                            }
+                            Err(Failed::Marker(e)) => return Err(fail(e.to_string())),
+                        }
                     }
-                    .map_err(|e| fail(e.to_string()))?;
-                    if rolled {
-                        crate::blocking::off_worker(|| state.snapshot_after_roll(now));
-                    }
-                    written
                 }
             };
             if !self.still_fresh_since(stepdowns) {

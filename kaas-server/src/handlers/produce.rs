@@ -336,6 +336,23 @@ mod tests {
     }
 
     /// How many segment files partition t-0 has on the volume.
+    /// Producer "tx" with a transaction open on t-0: one batch of `value` written there.
+    async fn one_open_transaction(b: &Arc<Broker>, value: &[u8]) -> (TopicPartition, i64, i16) {
+        let (pid, epoch) = b.txn.init_producer_id(b, "tx", 60_000, (-1, -1)).await.unwrap();
+        let tp = TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        b.txn
+            .add(b, "tx", pid, epoch, std::slice::from_ref(&tp), &[])
+            .await
+            .unwrap();
+        let batch = build_batch(0, 1, Some((pid, epoch, 0)), 0x10, &[(None, Some(value))]);
+        let c = ctx(ApiKey::Produce, 9);
+        assert_eq!(code(&handle(b, &c, request(Some("tx"), batch)).await), 0);
+        (tp, pid, epoch)
+    }
+
     fn log_segments(b: &Broker) -> usize {
         std::fs::read_dir(b.volume.partition_dir("t", 0))
             .unwrap()
@@ -384,18 +401,7 @@ mod tests {
         let b = broker(dir.path());
         let configs = [("segment.bytes".to_string(), "100".to_string())].into_iter().collect();
         b.create_topic("t", 1, configs).await.unwrap();
-        let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
-        let tp = TopicPartition {
-            topic: "t".into(),
-            partition: 0,
-        };
-        b.txn
-            .add(&b, "tx", pid, epoch, std::slice::from_ref(&tp), &[])
-            .await
-            .unwrap();
-        let batch = build_batch(0, 1, Some((pid, epoch, 0)), 0x10, &[(None, Some(&[7u8; 80][..]))]);
-        let c = ctx(ApiKey::Produce, 9);
-        assert_eq!(code(&handle(&b, &c, request(Some("tx"), batch)).await), 0);
+        let (tp, pid, epoch) = one_open_transaction(&b, &[7u8; 80]).await;
         assert_eq!(log_segments(&b), 1);
 
         let (mut stolen, _owner) = taken_over(&b, "t", 0, 7);
@@ -419,18 +425,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let b = broker(dir.path());
         b.create_topic("t", 1, Default::default()).await.unwrap();
-        let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
-        let tp = TopicPartition {
-            topic: "t".into(),
-            partition: 0,
-        };
-        b.txn
-            .add(&b, "tx", pid, epoch, std::slice::from_ref(&tp), &[])
-            .await
-            .unwrap();
-        let batch = build_batch(0, 1, Some((pid, epoch, 0)), 0x10, &[(None, Some(b"v"))]);
-        let c = ctx(ApiKey::Produce, 9);
-        assert_eq!(code(&handle(&b, &c, request(Some("tx"), batch)).await), 0);
+        let (tp, pid, epoch) = one_open_transaction(&b, b"v").await;
         let pdir = b.volume.partition_dir("t", 0);
         assert!(kaas_core::log::txn_index::read_txn_indexes(&pdir).unwrap().is_empty());
 

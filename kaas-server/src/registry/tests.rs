@@ -65,3 +65,36 @@ async fn a_leaders_failed_fsync_cuts_the_log_back_to_its_last_good_fsync() {
     tokio::task::block_in_place(|| p.cut_back_to_durable(&mut p.state().log));
     assert_eq!(std::fs::metadata(&segment).unwrap().len(), synced_len);
 }
+
+/// Whether t-0's leader, with one durable record, writes its producer-state snapshot
+/// when it lets the partition go — after broker 1 took it over, if `deposed`.
+async fn snapshot_written_when_letting_go(deposed: bool) -> bool {
+    let (_dir, b, p) = led_partition().await;
+    append(&b, &p, b"a record");
+    p.wait_durable(p.log_end_offset()).await.unwrap();
+    let snapshot = kaas_core::partition::ProducerStateSnapshot::path(&b.volume.partition_dir("t", 0));
+    assert!(!snapshot.exists());
+    let _successor = deposed.then(|| taken_over(&b, "t", 0, 1));
+    tokio::task::block_in_place(|| p.retire(&b.volume, b.config.broker_id, "shutting down", &|| true));
+    assert!(p.is_retired());
+    snapshot.exists()
+}
+
+/// A leader deposed while frozen with its clock (its lease still fresh by its own
+/// reckoning), letting the partition go — a shutdown, a hand-over — writes nothing by
+/// path into the partition's directory, which is its successor's now: not the
+/// producer-state snapshot, nor a `.txnindex` entry an earlier failure left for the
+/// snapshot to write first. Seen failing with the snapshot written unconditionally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leader_letting_the_partition_go_writes_no_snapshot_into_its_successors_files() {
+    assert!(
+        !snapshot_written_when_letting_go(true).await,
+        "no snapshot written into the successor's directory"
+    );
+}
+
+/// The same leader, not deposed, writes its snapshot when it lets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_letting_the_partition_go_writes_its_snapshot() {
+    assert!(snapshot_written_when_letting_go(false).await);
+}
