@@ -87,9 +87,13 @@ impl Partition {
     /// not touch the partition's files; the next owner waits for its lease instead.
     ///
     /// `fresh` is asked under the partition lock, right before the first write: a
-    /// broker whose lease went stale meanwhile writes nothing. `owner.json` is marked
-    /// released only if it still names this broker at this leader epoch, and only if
-    /// the log reached the disk (a next owner taking over at once must find it whole).
+    /// broker whose lease went stale meanwhile writes nothing. The snapshot is written
+    /// by path, so only under the partition's `owner.gate` with `owner.json` naming
+    /// this leadership ([`Self::while_led`]): a leader deposed while its clock was
+    /// frozen (its lease fresh by its own reckoning) writes nothing more and releases
+    /// nothing. `owner.json` is marked released only if it still names this broker at
+    /// this leader epoch, and only if the log reached the disk (a next owner taking
+    /// over at once must find it whole).
     pub(crate) fn retire(&self, volume: &Volume, broker_id: i32, reason: &str, fresh: &dyn Fn() -> bool) {
         let now = now_ms();
         {
@@ -334,8 +338,9 @@ impl Partition {
 
     /// Runs `change` (blocking file work: off the async workers) only while this
     /// broker leads the partition, by `owner.json` read under the partition's
-    /// `owner.gate` ([`PartitionOwner::with_gate`]): for a change that removes or
-    /// rewrites files a successor reads (retention, DeleteRecords, a cleaner's swap).
+    /// `owner.gate` ([`PartitionOwner::with_gate`]): for a change that creates, removes
+    /// or rewrites files a successor reads (a roll, an ABORT marker's `.txnindex`
+    /// entry, a producer-state snapshot, retention, DeleteRecords, a cleaner's swap).
     /// A deposed leader is retired as by [`Self::confirm_led`]; a busy gate (the
     /// partition is changing hands) is [`DurableError::Unconfirmed`].
     pub(crate) fn while_led<T>(&self, change: impl FnOnce() -> T) -> Result<T, DurableError> {

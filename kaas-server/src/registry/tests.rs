@@ -4,6 +4,7 @@ use crate::broker::Broker;
 use crate::handlers::test_support::{broker, taken_over};
 use crate::registry::Partition;
 use kaas_core::batch::{build_batch, validate_all};
+use kaas_core::topic::PartitionOwner;
 use std::sync::Arc;
 
 /// A broker on a fresh volume leading partition t-0.
@@ -74,9 +75,24 @@ async fn snapshot_written_when_letting_go(deposed: bool) -> bool {
     p.wait_durable(p.log_end_offset()).await.unwrap();
     let snapshot = kaas_core::partition::ProducerStateSnapshot::path(&b.volume.partition_dir("t", 0));
     assert!(!snapshot.exists());
-    let _successor = deposed.then(|| taken_over(&b, "t", 0, 1));
+    // Broker 1 takes the partition over and opens the gate, as `open_partition` does.
+    let _successor = deposed.then(|| {
+        let (mut lock, owner) = taken_over(&b, "t", 0, 1);
+        lock.open_gate();
+        (lock, owner)
+    });
     tokio::task::block_in_place(|| p.retire(&b.volume, b.config.broker_id, "shutting down", &|| true));
     assert!(p.is_retired());
+    let owner = PartitionOwner::read(&PartitionOwner::path(&b.volume, "t", 0)).unwrap();
+    assert_eq!(
+        (owner.broker, owner.released),
+        if deposed {
+            (1, false)
+        } else {
+            (b.config.broker_id, true)
+        },
+        "released only by the leadership it names"
+    );
     snapshot.exists()
 }
 
