@@ -67,11 +67,10 @@ def stopped_within(pid, timeout=1.0):
             if state not in ("T", "t"):
                 return False
         return True
-    deadline = time.time() + timeout
-    while not stopped():
-        if time.time() > deadline:
-            return False
-        time.sleep(0.001)
+    try:
+        wait_for(stopped, timeout=timeout, interval=0.001, what=f"every thread of {pid} stopped")
+    except AssertionError:
+        return False
     return True
 
 

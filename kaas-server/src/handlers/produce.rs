@@ -335,7 +335,6 @@ mod tests {
         assert_eq!(code(&handle(&b, &c, request(None, batch())).await), 0);
     }
 
-    /// How many segment files partition t-0 has on the volume.
     /// Producer "tx" with a transaction open on t-0: one batch of `value` written there.
     async fn one_open_transaction(b: &Arc<Broker>, value: &[u8]) -> (TopicPartition, i64, i16) {
         let (pid, epoch) = b.txn.init_producer_id(b, "tx", 60_000, (-1, -1)).await.unwrap();
@@ -353,6 +352,7 @@ mod tests {
         (tp, pid, epoch)
     }
 
+    /// How many segment files partition t-0 has on the volume.
     fn log_segments(b: &Broker) -> usize {
         std::fs::read_dir(b.volume.partition_dir("t", 0))
             .unwrap()
@@ -417,9 +417,11 @@ mod tests {
     /// replaces its files at the same base, so a deposed leader's entry lands in the
     /// successor's own index, which the next open keeps (its limit is the successor's
     /// log end). Listed to read_committed consumers beside the successor's entry for
-    /// the same abort, a second entry of the producer makes librdkafka treat that
-    /// producer's next transaction as aborted too. So the marker is written only while
-    /// this broker leads the partition, as a roll is.
+    /// the same abort (at another offset: only identical entries are merged at open),
+    /// a second entry of the producer would make a consumer that takes one entry per
+    /// aborted transaction (librdkafka, by reading) treat that producer's next
+    /// transaction as aborted too. So the marker is written only while this broker
+    /// leads the partition, as a roll is.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_deposed_leader_writing_an_abort_marker_writes_no_txnindex_entry() {
         let dir = tempfile::tempdir().unwrap();
