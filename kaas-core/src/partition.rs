@@ -34,6 +34,9 @@
 //!   lost) leaves entries at or past the recovered log end: open removes them from the
 //!   file (atomic rewrite), and cuts a torn tail (length not a multiple of 34) so later
 //!   entries stay aligned.
+//! - **No entry without its marker.** Any entry whose offset does not hold an ABORT
+//!   control batch of its producer is removed the same way, whatever wrote it: kept,
+//!   it would hide the producer's committed records from read_committed consumers.
 //!
 //! Crash points along these steps are in [`crate::failpoint`]; `tests/integration/
 //! test_crash.py` crashes a broker at each and checks what read_committed consumers see.
@@ -246,8 +249,7 @@ impl PartitionState {
                 }
             }
         }
-        let bases: Vec<i64> = log.segments().iter().map(|s| s.base_offset()).collect();
-        let mut aborted = recover_txn_indexes(dir, end, &bases)?;
+        let mut aborted = recover_txn_indexes(dir, &log)?;
         let mut derived = replay_log(&log, &mut producers, from)?;
         if derive_from < from {
             derived.extend(replay_log(&log, &mut ProducerStateTable::default(), derive_from)?);

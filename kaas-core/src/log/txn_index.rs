@@ -5,6 +5,7 @@
 //! crash's leftovers are cut ([`recover_txn_indexes`]), and by read-only inspection.
 
 use crate::error::VolumeError;
+use crate::log::{LogError, PartitionLog};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -69,16 +70,17 @@ pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
 }
 
 /// Loads every `*.txnindex` file at open, making each describe the recovered log: a
-/// torn tail is cut, and entries whose marker is at or past `log_end` (a marker the
+/// torn tail is cut, and entries whose marker is at or past the log end (a marker the
 /// crash lost while its entry was durable) are removed, the file being replaced
 /// atomically; so are entries of a sealed segment's file whose marker is at or past
-/// the next segment's base (`segment_bases`): a leader that had lost the partition
-/// wrote them after its successor rolled. Each change is logged with the path.
-pub(crate) fn recover_txn_indexes(
-    dir: &Path,
-    log_end: i64,
-    segment_bases: &[i64],
-) -> Result<Vec<AbortedTxn>, VolumeError> {
+/// the next segment's base (a leader that had lost the partition wrote them after its
+/// successor rolled), and entries whose offset in the log holds no ABORT marker of
+/// their producer ([`marker_in_log`]): whatever wrote one (a deposed leader by its own
+/// idea of the log, a bug, a hand edit), a read_committed consumer would skip the
+/// producer's committed records it covers. Each change is logged with the path.
+pub(crate) fn recover_txn_indexes(dir: &Path, log: &PartitionLog) -> Result<Vec<AbortedTxn>, LogError> {
+    let log_end = log.log_end_offset();
+    let segment_bases: Vec<i64> = log.segments().iter().map(|s| s.base_offset()).collect();
     let mut out = Vec::new();
     for path in txn_index_paths(dir)? {
         let own_base = path
@@ -100,6 +102,11 @@ pub(crate) fn recover_txn_indexes(
                 let (topic, partition) = crate::layout::partition_ids(&path);
                 tracing::warn!(topic, partition, path = %path.display(), producer_id = a.producer_id, marker_offset = a.last_offset, log_end, limit,
                     "removing an aborted-transaction entry whose marker is past the recovered log end or its segment");
+            } else if !marker_in_log(log, &a)? {
+                dropped += 1;
+                let (topic, partition) = crate::layout::partition_ids(&path);
+                tracing::warn!(topic, partition, path = %path.display(), producer_id = a.producer_id, first_offset = a.first_offset, marker_offset = a.last_offset,
+                    "removing an aborted-transaction entry whose offset in the log holds no ABORT marker of its producer");
             } else {
                 kept.extend_from_slice(chunk);
                 out.push(a);
@@ -120,4 +127,27 @@ pub(crate) fn recover_txn_indexes(
         }
     }
     Ok(out)
+}
+
+/// Whether the log holds `a`'s ABORT marker: a control batch of `a.producer_id`, of
+/// type ABORT, ending at `a.last_offset` (a marker batch holds one record). Every
+/// writer of an entry writes it for such a marker: the partition right after
+/// appending it, the cleaner only for a marker it keeps. An entry whose marker lies
+/// below the log start is kept unchecked (its records are no longer served, and the
+/// entry is not loaded). One read of the batch holding the offset per entry.
+fn marker_in_log(log: &PartitionLog, a: &AbortedTxn) -> Result<bool, LogError> {
+    if a.last_offset < log.log_start_offset() {
+        return Ok(true);
+    }
+    // Only the batch holding the offset (a marker is far smaller than 256 bytes; a
+    // larger batch there is read whole, and is no marker).
+    let bytes = log.read(a.last_offset, 256, a.last_offset + 1, true)?;
+    let Some((_, h)) = crate::batch::HeaderIter::new(&bytes).next() else {
+        return Ok(false);
+    };
+    Ok(h.is_control()
+        && h.has_producer_id()
+        && h.producer_id == a.producer_id
+        && h.last_offset() == a.last_offset
+        && crate::batch::control_marker_type(&bytes[..h.total_len()]) == Some(false))
 }

@@ -528,6 +528,67 @@ fn txnindex_entries_past_the_recovered_log_end_are_removed() {
     assert_eq!(p.aborted_in_range(0, 2), vec![]);
 }
 
+/// An entry whose offset holds no ABORT marker of its producer is removed at open,
+/// wherever it came from: a deposed leader that wrote its ABORT's entry by its own idea
+/// of the log into its successor's index, which holds a COMMIT of the producer there
+/// or another producer's records. Kept, it would have read_committed consumers skip
+/// the producer's committed records it covers. The snapshot covers the whole log, so
+/// no replay re-derives (or contradicts) the entries: the log alone judges them.
+#[test]
+fn txnindex_entries_whose_offset_holds_no_abort_marker_of_their_producer_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    produce_txn(&mut p, 8, 0, 0); // offset 0
+    p.write_marker(8, 0, true, 0, 0, 1).unwrap().unwrap(); // COMMIT at 1
+    produce_txn(&mut p, 9, 0, 0); // offset 2
+    p.write_marker(9, 0, false, 0, 0, 1).unwrap().unwrap(); // ABORT at 3
+    p.write_snapshot(1).unwrap();
+    drop(p);
+    let real = AbortedTxn {
+        producer_id: 9,
+        first_offset: 2,
+        last_offset: 3,
+    };
+    let strays = [
+        // Producer 8's committed transaction: a COMMIT at 1.
+        AbortedTxn {
+            producer_id: 8,
+            first_offset: 0,
+            last_offset: 1,
+        },
+        // Producer 9's records at 2, no marker.
+        AbortedTxn {
+            producer_id: 9,
+            first_offset: 2,
+            last_offset: 2,
+        },
+        // Producer 9's ABORT at 3, named for producer 8.
+        AbortedTxn {
+            producer_id: 8,
+            first_offset: 0,
+            last_offset: 3,
+        },
+    ];
+    let index = txnindex_files(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&index).unwrap();
+    for a in &strays {
+        bytes.extend_from_slice(&txn_index_entry(a, a.last_offset));
+    }
+    std::fs::write(&index, &bytes).unwrap();
+    let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.aborted, vec![real]);
+    assert_eq!(
+        p.aborted_in_range(0, 2),
+        vec![],
+        "producer 8's committed records are served"
+    );
+    assert_eq!(
+        read_txn_indexes(dir.path()).unwrap(),
+        vec![real],
+        "the file no longer lists them"
+    );
+}
+
 #[test]
 fn nothing_is_written_when_any_batch_of_a_request_is_out_of_order() {
     let dir = tempfile::tempdir().unwrap();
