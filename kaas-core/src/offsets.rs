@@ -84,6 +84,26 @@ pub struct GroupOffsets {
     /// lives in its coordinator's memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer: Option<crate::consumer_group::ConsumerGroupRecord>,
+    /// Offsets retention (Kafka's `offsets.retention.minutes`, KIP-211): the latest
+    /// time (ms) the group's coordinator saw it with members, written by its expiry
+    /// pass ([`Self::expire`]); or, for a group it never saw with members, when the
+    /// pass first found it. Absent until the first pass (a reader that does not know
+    /// the field drops it on its next rewrite, and the next pass starts its clock
+    /// again: later, never sooner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_ms: Option<i64>,
+}
+
+/// What one offsets-retention pass did to a group's file ([`GroupOffsets::expire`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expiry {
+    /// The file changed (offsets removed, or `active_ms` moved): rewrite it.
+    pub changed: bool,
+    /// The committed offsets removed, as (topic, partition).
+    pub expired: Vec<(String, i32)>,
+    /// Nothing is left but the group's name: no committed or staged offsets, no
+    /// members, and no member seen for the whole retention. The file may go.
+    pub gone: bool,
 }
 
 impl GroupOffsets {
@@ -94,7 +114,55 @@ impl GroupOffsets {
             offsets: BTreeMap::new(),
             pending: BTreeMap::new(),
             consumer: None,
+            active_ms: None,
         }
+    }
+
+    /// Whether a KIP-848 consumer group's record, in this file, has members.
+    pub fn has_consumer_members(&self) -> bool {
+        self.consumer.as_ref().is_some_and(|c| !c.members.is_empty())
+    }
+
+    /// One pass of offsets retention at `now_ms` (Kafka's `offsets.retention.minutes`
+    /// as KIP-211 has it): while the group has members nothing expires; once it has
+    /// none, a committed offset expires `retention_ms` after the later of its commit and
+    /// the last time the group had members (`active_ms`). `seen_active` is the latest
+    /// time the caller saw the group with members (a classic group's members live in
+    /// its coordinator's memory; now, if it has some now), and `members_now` whether
+    /// it has them now; a consumer group's record here counts too. Offsets a
+    /// transaction staged are never expired here (their transaction commits or aborts
+    /// them). A group with nothing left for a whole retention is `gone`.
+    pub fn expire(&mut self, now_ms: i64, retention_ms: i64, seen_active: Option<i64>, members_now: bool) -> Expiry {
+        let mut out = Expiry::default();
+        let members_now = members_now || self.has_consumer_members();
+        let seen = if members_now { Some(now_ms) } else { seen_active };
+        if seen > self.active_ms {
+            self.active_ms = seen;
+            out.changed = true;
+        }
+        let Some(since) = self.active_ms else {
+            // Never seen before: its clock starts now.
+            self.active_ms = Some(now_ms);
+            out.changed = true;
+            return out;
+        };
+        if members_now {
+            return out;
+        }
+        let due = |commit_ms: i64| commit_ms.max(since).saturating_add(retention_ms) <= now_ms;
+        for (topic, partitions) in self.offsets.iter_mut() {
+            partitions.retain(|&partition, o| {
+                let keep = !due(o.commit_ms);
+                if !keep {
+                    out.expired.push((topic.clone(), partition));
+                }
+                keep
+            });
+        }
+        self.offsets.retain(|_, partitions| !partitions.is_empty());
+        out.changed |= !out.expired.is_empty();
+        out.gone = self.offsets.is_empty() && self.pending.is_empty() && due(since);
+        out
     }
 
     /// Loads a group's offsets; a missing file is an empty group, a broken one an error.
@@ -212,6 +280,12 @@ impl GroupOffsets {
     /// Deletes a group's offsets file, under the group's lock.
     pub fn delete(volume: &Volume, group: &str) -> Result<(), VolumeError> {
         let _lock = GroupOffsets::lock(volume, group)?;
+        Self::delete_locked(volume, group)
+    }
+
+    /// Deletes a group's offsets file durably (the unlink, then its directory's
+    /// fsync); the caller holds the group's lock ([`Self::lock`]).
+    pub fn delete_locked(volume: &Volume, group: &str) -> Result<(), VolumeError> {
         remove_durably(&offsets_file(volume, group))
     }
 
@@ -375,6 +449,147 @@ pub fn list_groups(volume: &Volume) -> Result<Vec<String>, VolumeError> {
 mod tests {
     use super::*;
     use crate::error::read_versioned_json;
+    use proptest::prelude::*;
+
+    fn committed(at: i64) -> CommittedOffset {
+        CommittedOffset {
+            offset: 1,
+            leader_epoch: -1,
+            metadata: None,
+            commit_ms: at,
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// Time passes (ms).
+        Wait(i64),
+        /// A commit of this partition now.
+        Commit(i32),
+        /// Members join (true) or the last one leaves (false).
+        Members(bool),
+        /// An expiry pass now.
+        Pass,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (1i64..400).prop_map(Step::Wait),
+            (0i32..3).prop_map(Step::Commit),
+            any::<bool>().prop_map(Step::Members),
+            Just(Step::Pass),
+        ]
+    }
+
+    proptest! {
+        /// Offsets retention against a reference: at a pass at `t`, an offset goes
+        /// exactly when the group has no members and both its commit and the group's
+        /// last member (or, for a group never seen with one, the first pass) lie at
+        /// least the retention before `t`; the group is gone exactly when nothing is
+        /// left and that last sighting is as old. The caller reports the last time it
+        /// saw members (as a coordinator's memory does).
+        #[test]
+        fn offsets_expire_exactly_a_retention_after_their_commit_and_the_last_member(
+            steps in proptest::collection::vec(step(), 1..60),
+        ) {
+            const RETENTION: i64 = 1_000;
+            let mut file = GroupOffsets::new("g");
+            let mut now = 10_000i64;
+            let mut members = false;
+            let mut last_member: Option<i64> = None;
+            // The reference: each partition's last commit, and the group's clock.
+            let mut commits: BTreeMap<i32, i64> = BTreeMap::new();
+            let mut clock: Option<i64> = None;
+            for s in steps {
+                match s {
+                    Step::Wait(ms) => {
+                        if members {
+                            last_member = Some(now + ms);
+                        }
+                        now += ms;
+                    }
+                    Step::Commit(p) => {
+                        file.set("t", p, committed(now));
+                        commits.insert(p, now);
+                    }
+                    Step::Members(on) => {
+                        members = on;
+                        last_member = Some(now);
+                    }
+                    Step::Pass => {
+                        let seen = if members { Some(now) } else { last_member };
+                        let out = file.expire(now, RETENTION, seen, members);
+                        clock = clock.max(seen).or(Some(now));
+                        let since = clock.unwrap();
+                        let mut expected = Vec::new();
+                        if !members {
+                            commits.retain(|&p, &mut c| {
+                                let due = c.max(since) + RETENTION <= now;
+                                if due {
+                                    expected.push(("t".to_string(), p));
+                                }
+                                !due
+                            });
+                        }
+                        prop_assert_eq!(&out.expired, &expected);
+                        prop_assert_eq!(file.active_ms, Some(since));
+                        let left: BTreeMap<i32, i64> = file
+                            .offsets
+                            .get("t")
+                            .map(|ps| ps.iter().map(|(&p, o)| (p, o.commit_ms)).collect())
+                            .unwrap_or_default();
+                        prop_assert_eq!(&left, &commits);
+                        prop_assert_eq!(out.gone, !members && commits.is_empty() && since + RETENTION <= now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// While a consumer group's record has members, nothing expires, whatever the
+    /// caller saw; offsets a transaction staged never expire here.
+    #[test]
+    fn a_consumer_groups_members_and_staged_offsets_keep_the_group() {
+        let mut g = GroupOffsets::new("g");
+        g.set("t", 0, committed(0));
+        g.active_ms = Some(0);
+        g.consumer = Some(crate::consumer_group::ConsumerGroupRecord {
+            members: [(
+                "m".to_string(),
+                serde_json::from_str(r#"{"rebalance_timeout_ms":1,"epoch":1,"previous_epoch":0,"state":"stable"}"#)
+                    .unwrap(),
+            )]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        });
+        let out = g.expire(1_000_000, 10, None, false);
+        assert!(out.expired.is_empty() && !out.gone);
+        assert_eq!(g.active_ms, Some(1_000_000), "seen with members now");
+        g.consumer = None;
+        g.stage(7, 0, "tx", "t", 1, committed(0));
+        let out = g.expire(2_000_000, 10, None, false);
+        assert_eq!(out.expired, vec![("t".to_string(), 0)]);
+        assert!(!out.gone, "the staged offsets keep it");
+        assert_eq!(g.pending.len(), 1);
+    }
+
+    /// A file with the field is read by a reader that does not know it (the field
+    /// is ignored), and the field survives a rewrite by one that does.
+    #[test]
+    fn active_ms_is_optional_on_the_volume() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let mut g = GroupOffsets::new("g");
+        g.save(&v).unwrap();
+        let text = std::fs::read_to_string(offsets_file(&v, "g")).unwrap();
+        assert!(!text.contains("active_ms"), "{text}");
+        g.active_ms = Some(42);
+        g.save(&v).unwrap();
+        let back = GroupOffsets::load(&v, "g").unwrap();
+        assert_eq!(back.active_ms, Some(42));
+        assert_eq!(back.version, OFFSETS_FORMAT_VERSION);
+    }
 
     /// A file holding a consumer group record is version 2: a reader of version 1
     /// (an older kaas) refuses it by name instead of reading it without the record

@@ -387,6 +387,18 @@ pub struct Config {
     #[arg(long, env = "KAAS_GROUP_MEMBER_METADATA_MAX_BYTES", default_value_t = 128 << 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub group_member_metadata_max_bytes: u64,
 
+    /// offsets.retention.minutes, in ms (KIP-211): a group's committed offsets expire
+    /// once the group has had no members for this long and they were committed at
+    /// least this long ago; a group left with nothing is removed
+    /// (docs/consumer-groups.md#offsets-retention).
+    #[arg(long, env = "KAAS_OFFSETS_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000, value_parser = clap::value_parser!(i64).range(1..))]
+    pub offsets_retention_ms: i64,
+
+    /// offsets.retention.check.interval.ms: how often each broker expires the
+    /// committed offsets of the groups it coordinates.
+    #[arg(long, env = "KAAS_OFFSETS_RETENTION_CHECK_INTERVAL_MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub offsets_retention_check_interval_ms: u64,
+
     /// How often the transaction timeout reaper sweeps the slots this broker owns.
     #[arg(long, env = "KAAS_TXN_REAPER_INTERVAL_MS", default_value_t = 10_000)]
     pub txn_reaper_interval_ms: u64,

@@ -367,6 +367,33 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 }
             }
         })),
+        // Offsets retention over the groups this broker coordinates (blocking file
+        // work: on the blocking pool).
+        tokio::spawn(every_async(
+            Duration::from_millis(broker.config.offsets_retention_check_interval_ms.max(100)),
+            shutdown.clone(),
+            {
+                let broker = broker.clone();
+                move || {
+                    let broker = broker.clone();
+                    async move {
+                        let pass = tokio::task::spawn_blocking(move || {
+                            broker
+                                .groups
+                                .expire_offsets(&|g| broker.owns_group(g), kaas_core::now_ms())
+                        })
+                        .await;
+                        match pass {
+                            Ok(Ok(_)) => {}
+                            Ok(Err(e)) => {
+                                tracing::warn!(error = %e, "offsets retention cannot list the groups; tried again at the next pass")
+                            }
+                            Err(e) => tracing::error!(error = %e, "an offsets retention pass panicked"),
+                        }
+                    }
+                }
+            },
+        )),
         // Blocking file work (deletes, each partition's owner.gate and owner.json):
         // on the blocking pool, not an async worker.
         tokio::spawn(every_async(

@@ -30,6 +30,7 @@ mod consumer_groups;
 pub use consumer_groups::{member_check, ConsumerError};
 mod offsets;
 pub(crate) use offsets::offsets_error;
+pub use offsets::RetentionPass;
 mod rebalance;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +100,8 @@ pub struct Group {
     /// Taken out of the coordinator's map (evicted, deleted, or no longer owned): whoever
     /// still holds it looks the group up again.
     removed: bool,
+    /// When a member last left (offsets retention: [`GroupCoordinator::expire_offsets`]).
+    members_left_ms: Option<i64>,
 }
 
 impl Group {
@@ -116,6 +119,7 @@ impl Group {
             join_deadline: None,
             initial_delay_until: None,
             removed: false,
+            members_left_ms: None,
         }
     }
 
@@ -262,6 +266,11 @@ pub struct GroupCoordinator {
     /// The generation whose owned consumer groups were last loaded from the volume
     /// (so members of a group taken over expire even if none of them heartbeats).
     scanned_generation: std::sync::atomic::AtomicU64,
+    /// Offsets retention: when each classic group evicted from memory last had a
+    /// member, until an expiry pass has written it to the group's file.
+    members_seen_ms: Mutex<HashMap<String, i64>>,
+    /// `--offsets-retention-ms`.
+    offsets_retention_ms: i64,
 }
 
 type GroupGuard<'a> = std::sync::MutexGuard<'a, Group>;
@@ -318,6 +327,8 @@ impl GroupCoordinator {
             offsets: Mutex::new(HashMap::new()),
             coordination_generation: Arc::new(std::sync::atomic::AtomicU64::new(1)),
             scanned_generation: std::sync::atomic::AtomicU64::new(0),
+            members_seen_ms: Mutex::new(HashMap::new()),
+            offsets_retention_ms: config.offsets_retention_ms,
         }
     }
 
@@ -348,9 +359,15 @@ impl GroupCoordinator {
         Some(f(&mut guard))
     }
 
-    /// Takes a vacant group out of memory; the caller holds its lock.
+    /// Takes a vacant group out of memory; the caller holds its lock. When its last
+    /// member left is kept for offsets retention.
     fn evict(&self, handle: &Arc<Mutex<Group>>, group: &mut Group) {
         group.removed = true;
+        if let Some(left) = group.members_left_ms {
+            let mut seen = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
+            let at = seen.entry(group.id.clone()).or_insert(left);
+            *at = (*at).max(left);
+        }
         let mut groups = self.groups();
         if groups.get(&group.id).is_some_and(|g| Arc::ptr_eq(g, handle)) {
             groups.remove(&group.id);

@@ -330,6 +330,118 @@ impl GroupCoordinator {
     }
 }
 
+/// What one offsets-retention pass did ([`GroupCoordinator::expire_offsets`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionPass {
+    /// Committed offsets removed.
+    pub offsets_expired: usize,
+    /// Groups whose file was removed: nothing was left of them.
+    pub groups_removed: usize,
+    /// Groups the pass could not judge or change (logged; the next pass tries again).
+    pub failed: usize,
+}
+
+impl GroupCoordinator {
+    /// Offsets retention (`--offsets-retention-ms`, Kafka's `offsets.retention.minutes`
+    /// with KIP-211's rule: [`GroupOffsets::expire`]; docs/consumer-groups.md#offsets-retention):
+    /// one pass over every group with a file on the volume that `owns` says this
+    /// broker coordinates. A group's committed offsets expire once it has had no
+    /// members for the retention and they were committed at least that long ago; a
+    /// group with nothing left goes, file and all. A group that fails (its lock held
+    /// elsewhere for the whole wait, an unreadable file, a failed write) is logged and
+    /// counted, and the next pass tries it again; the others go on. Blocking file work.
+    pub fn expire_offsets(&self, owns: &dyn Fn(&str) -> bool, now_ms: i64) -> Result<RetentionPass, VolumeError> {
+        let mut pass = RetentionPass::default();
+        for id in list_groups(&self.volume)?.into_iter().filter(|id| owns(id)) {
+            match self.expire_group_offsets(&id, now_ms) {
+                Ok((expired, removed)) => {
+                    pass.offsets_expired += expired;
+                    pass.groups_removed += usize::from(removed);
+                }
+                Err(e) => {
+                    pass.failed += 1;
+                    warn!(group = %id, error = %e, "offsets retention could not judge the group; tried again at the next pass");
+                }
+            }
+        }
+        Ok(pass)
+    }
+
+    /// One group of [`Self::expire_offsets`]: (offsets expired, whether the file was
+    /// removed). Under the group's cache entry lock, which a classic JoinGroup holds
+    /// while it joins ([`Self::admit_classic`]), and the file's lock: a member that
+    /// joins either is seen here (nothing expires) or joins after the pass.
+    fn expire_group_offsets(&self, group_id: &str, now_ms: i64) -> Result<(usize, bool), VolumeError> {
+        let retention = self.offsets_retention_ms;
+        let entry = self.cache_entry(group_id);
+        let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
+        let _file_lock = lock_group_file(&self.volume, group_id)?;
+        let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
+        self.refresh_cached(group_id, &mut cached)?;
+        // A classic group's members are in this broker's memory: now, or when the
+        // last one left (kept past the group's eviction until written to the file).
+        let (members_now, left) = self
+            .with_group(group_id, |g| (!g.members.is_empty(), g.members_left_ms))
+            .unwrap_or((false, None));
+        let remembered = self
+            .members_seen_ms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(group_id)
+            .copied();
+        let seen = if members_now {
+            Some(now_ms)
+        } else {
+            left.max(remembered)
+        };
+        let mut next = cached.offsets.clone();
+        let expiry = next.expire(now_ms, retention, seen, members_now);
+        let write = || -> Result<bool, VolumeError> {
+            if expiry.gone {
+                GroupOffsets::delete_locked(&self.volume, group_id)?;
+                return Ok(true);
+            }
+            if expiry.changed {
+                next.save(&self.volume)?;
+            }
+            Ok(false)
+        };
+        let removed = write()
+            .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, e))?;
+        if removed {
+            cached.offsets = GroupOffsets::new(group_id);
+            cached.consumer = None;
+            cached.stamp = None;
+            self.offsets.lock().unwrap_or_else(|p| p.into_inner()).remove(group_id);
+        } else if expiry.changed {
+            cached.offsets = next;
+            cached.stamp = file_stamp(&path);
+        }
+        // What memory held is on the volume now (or the group is gone).
+        if remembered.is_some() {
+            let mut seen_ms = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
+            if seen_ms.get(group_id) == remembered.as_ref() {
+                seen_ms.remove(group_id);
+            }
+        }
+        if !expiry.expired.is_empty() {
+            info!(
+                group = group_id,
+                offsets = expiry.expired.len(),
+                retention_ms = retention,
+                "committed offsets expired: the group had no members for the retention (--offsets-retention-ms)"
+            );
+        }
+        if removed {
+            info!(
+                group = group_id,
+                "group removed: its committed offsets expired and it has had no members for the retention"
+            );
+        }
+        Ok((expiry.expired.len(), removed))
+    }
+}
+
 /// The cross-process lock of a group's offsets file ([`GroupOffsets::lock`]): a
 /// failure of the file system under it (not the lock held elsewhere, which is
 /// [`VolumeError::Busy`]) counts in `kaas_volume_write_errors_total{file="offsets"}`,

@@ -290,6 +290,8 @@ pub(super) fn prepare_rebalance(group: &mut Group, now: Instant, settings: Setti
 
 pub(super) fn remove_member(group: &mut Group, id: &str) {
     if let Some(m) = group.members.remove(id) {
+        // Offsets retention counts from the last time the group had members.
+        group.members_left_ms = Some(kaas_core::now_ms());
         if let Some(inst) = &m.instance_id {
             if group.static_members.get(inst).map(String::as_str) == Some(id) {
                 group.static_members.remove(inst);

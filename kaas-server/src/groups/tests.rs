@@ -765,3 +765,59 @@ fn the_live_set_generation_is_the_clusters_and_goes_up_only_with_a_change() {
         after + 1
     );
 }
+
+/// Offsets retention (KIP-211, `--offsets-retention-ms`): while a classic group has
+/// members nothing expires, however old its commits; once the last member left, its
+/// offsets go a retention after that (not after the commits), and its file with them.
+/// A group never seen with members starts its clock at the first pass. Groups another
+/// broker coordinates are not touched.
+#[test]
+fn committed_offsets_expire_a_retention_after_the_group_last_had_members() {
+    let (dir, c) = coordinator_with(&["--offsets-retention-ms", "1000"]);
+    let v = Volume::new(dir.path());
+    let owned = |g: &str| g != "elsewhere";
+    let t0 = Instant::now();
+    let (a, mut rx_a) = handshake(&c, t0);
+    rx_a.try_recv().unwrap();
+    for g in ["g", "solo", "elsewhere"] {
+        c.commit_offsets(g, &[("t".into(), 0, 5, -1, None)]).unwrap();
+        // Committed long ago.
+        GroupOffsets::update(&v, g, |o| {
+            o.offsets.get_mut("t").unwrap().get_mut(&0).unwrap().commit_ms = 0;
+            ((), true)
+        })
+        .unwrap();
+    }
+    let first = kaas_core::now_ms();
+    let pass = c.expire_offsets(&owned, first).unwrap();
+    assert_eq!(pass, RetentionPass::default(), "a member, and a clock just started");
+    assert_eq!(GroupOffsets::load(&v, "g").unwrap().active_ms, Some(first));
+    assert_eq!(GroupOffsets::load(&v, "solo").unwrap().active_ms, Some(first));
+    // The member leaves; the group leaves memory, its last member's time kept.
+    std::thread::sleep(Duration::from_millis(30));
+    c.leave("g", &[(a, None)], t0).unwrap();
+    assert!(c.describe("g").is_none());
+    let left = kaas_core::now_ms();
+    assert!(left > first);
+    let pass = c.expire_offsets(&owned, first + 999).unwrap();
+    assert_eq!(pass, RetentionPass::default());
+    // A retention after the first pass: solo goes, g (left later) stays.
+    let pass = c.expire_offsets(&owned, first + 1_000).unwrap();
+    assert_eq!((pass.offsets_expired, pass.groups_removed), (1, 1), "{pass:?}");
+    assert!(GroupOffsets::load(&v, "g").unwrap().get("t", 0).is_some());
+    let pass = c.expire_offsets(&owned, left + 1_000).unwrap();
+    assert_eq!(
+        (pass.offsets_expired, pass.groups_removed, pass.failed),
+        (1, 1, 0),
+        "{pass:?}"
+    );
+    for g in ["g", "solo"] {
+        assert!(!kaas_core::offsets::offsets_file(&v, g).exists(), "{g}");
+    }
+    assert!(c.list(&owned).is_empty());
+    assert_eq!(
+        GroupOffsets::load(&v, "elsewhere").unwrap().get("t", 0).unwrap().offset,
+        5,
+        "not this broker's group"
+    );
+}

@@ -236,6 +236,19 @@ fn broker_entries(broker: &Broker) -> Vec<ConfigEntry> {
             ConfigType::Int,
         ),
         (
+            "offsets.retention.check.interval.ms",
+            "offsets_retention_check_interval_ms",
+            c.offsets_retention_check_interval_ms.to_string(),
+            ConfigType::Long,
+        ),
+        (
+            // Kafka's setting is in minutes; the flag in ms (rounded up here).
+            "offsets.retention.minutes",
+            "offsets_retention_ms",
+            (c.offsets_retention_ms as u64).div_ceil(60_000).to_string(),
+            ConfigType::Int,
+        ),
+        (
             "producer.id.expiration.ms",
             "producer_id_expiration_ms",
             c.producer_id_expiration_ms.to_string(),
