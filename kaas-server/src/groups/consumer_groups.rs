@@ -79,7 +79,7 @@ pub struct ConsumerGroupView {
 }
 
 impl GroupCoordinator {
-    fn generation(&self) -> u64 {
+    pub(super) fn generation(&self) -> u64 {
         self.coordination_generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 

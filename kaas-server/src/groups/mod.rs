@@ -271,6 +271,12 @@ pub struct GroupCoordinator {
     members_seen_ms: Mutex<HashMap<String, i64>>,
     /// `--offsets-retention-ms`.
     offsets_retention_ms: i64,
+    /// `--group-max-session-timeout-ms`: how long an offsets-retention pass waits,
+    /// after this broker began coordinating under a live set, before it expires
+    /// anything ([`Self::expire_offsets`]).
+    max_session_ms: i64,
+    /// (coordination generation, when a retention pass first saw it).
+    retention_since: Mutex<(u64, i64)>,
 }
 
 type GroupGuard<'a> = std::sync::MutexGuard<'a, Group>;
@@ -329,6 +335,8 @@ impl GroupCoordinator {
             scanned_generation: std::sync::atomic::AtomicU64::new(0),
             members_seen_ms: Mutex::new(HashMap::new()),
             offsets_retention_ms: config.offsets_retention_ms,
+            max_session_ms: i64::from(config.group_max_session_timeout_ms),
+            retention_since: Mutex::new((0, 0)),
         }
     }
 

@@ -350,10 +350,31 @@ impl GroupCoordinator {
     /// group with nothing left goes, file and all. A group that fails (its lock held
     /// elsewhere for the whole wait, an unreadable file, a failed write) is logged and
     /// counted, and the next pass tries it again; the others go on. Blocking file work.
+    ///
+    /// Nothing expires until this broker has coordinated under the current live set
+    /// for the longest session a member may have (`--group-max-session-timeout-ms`),
+    /// or the retention if that is shorter; the passes meanwhile only record. A
+    /// classic group's members are in its coordinator's memory alone: a group that
+    /// came active after the previous coordinator's last pass, and whose members have
+    /// not rejoined here yet, would otherwise look empty since that pass. Its members
+    /// rejoin within their session.
     pub fn expire_offsets(&self, owns: &dyn Fn(&str) -> bool, now_ms: i64) -> Result<RetentionPass, VolumeError> {
+        let retention = {
+            let generation = self.generation();
+            let mut since = self.retention_since.lock().unwrap_or_else(|p| p.into_inner());
+            if since.0 != generation {
+                *since = (generation, now_ms);
+            }
+            let grace = self.max_session_ms.min(self.offsets_retention_ms);
+            if now_ms.saturating_sub(since.1) < grace {
+                i64::MAX
+            } else {
+                self.offsets_retention_ms
+            }
+        };
         let mut pass = RetentionPass::default();
         for id in list_groups(&self.volume)?.into_iter().filter(|id| owns(id)) {
-            match self.expire_group_offsets(&id, now_ms) {
+            match self.expire_group_offsets(&id, retention, now_ms) {
                 Ok((expired, removed)) => {
                     pass.offsets_expired += expired;
                     pass.groups_removed += usize::from(removed);
@@ -367,12 +388,11 @@ impl GroupCoordinator {
         Ok(pass)
     }
 
-    /// One group of [`Self::expire_offsets`]: (offsets expired, whether the file was
-    /// removed). Under the group's cache entry lock, which a classic JoinGroup holds
+    /// One group of [`Self::expire_offsets`] at `retention` (`i64::MAX`: record only):
+    /// (offsets expired, whether the file was removed). Under the group's cache entry lock, which a classic JoinGroup holds
     /// while it joins ([`Self::admit_classic`]), and the file's lock: a member that
     /// joins either is seen here (nothing expires) or joins after the pass.
-    fn expire_group_offsets(&self, group_id: &str, now_ms: i64) -> Result<(usize, bool), VolumeError> {
-        let retention = self.offsets_retention_ms;
+    fn expire_group_offsets(&self, group_id: &str, retention: i64, now_ms: i64) -> Result<(usize, bool), VolumeError> {
         let entry = self.cache_entry(group_id);
         let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
         let _file_lock = lock_group_file(&self.volume, group_id)?;

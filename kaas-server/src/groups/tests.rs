@@ -821,3 +821,43 @@ fn committed_offsets_expire_a_retention_after_the_group_last_had_members() {
         "not this broker's group"
     );
 }
+
+/// A classic group's members live in its coordinator's memory alone: a broker that
+/// has just begun coordinating (started, or the live set changed) expires nothing
+/// until the longest session a member may have (or the retention, if shorter) has
+/// passed, so the members of a group that came active after the previous
+/// coordinator's last pass rejoin before the group is judged empty.
+#[test]
+fn a_coordinator_new_to_its_live_set_expires_nothing_until_a_session_has_passed() {
+    let (dir, c) = coordinator_with(&[
+        "--offsets-retention-ms",
+        "1000",
+        "--group-min-session-timeout-ms",
+        "100",
+        "--group-max-session-timeout-ms",
+        "500",
+    ]);
+    let v = Volume::new(dir.path());
+    let owned = |_: &str| true;
+    // A group whose file says it was last active, and committed, long ago.
+    let ancient = |g: &str| {
+        c.commit_offsets(g, &[("t".into(), 0, 5, -1, None)]).unwrap();
+        GroupOffsets::update(&v, g, |o| {
+            o.offsets.get_mut("t").unwrap().get_mut(&0).unwrap().commit_ms = 0;
+            o.active_ms = Some(0);
+            ((), true)
+        })
+        .unwrap();
+    };
+    ancient("a");
+    let t = kaas_core::now_ms();
+    assert_eq!(c.expire_offsets(&owned, t).unwrap(), RetentionPass::default());
+    assert_eq!(c.expire_offsets(&owned, t + 499).unwrap(), RetentionPass::default());
+    assert_eq!(c.expire_offsets(&owned, t + 500).unwrap().groups_removed, 1);
+    ancient("b");
+    c.coordination_changed();
+    assert_eq!(c.expire_offsets(&owned, t + 600).unwrap(), RetentionPass::default());
+    assert_eq!(c.expire_offsets(&owned, t + 1_099).unwrap(), RetentionPass::default());
+    assert_eq!(c.expire_offsets(&owned, t + 1_100).unwrap().groups_removed, 1);
+    assert!(list_groups(&v).unwrap().is_empty());
+}
