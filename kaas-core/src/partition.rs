@@ -649,7 +649,8 @@ fn replay_log(log: &PartitionLog, producers: &mut ProducerStateTable, from: i64)
     log.for_each_header_from(from, |h| {
         let mut marker = None;
         if h.is_control() && h.has_producer_id() {
-            match log.read(h.base_offset, h.total_len(), i64::MAX, true) {
+            // Below the log start too: DeleteRecords may have passed the marker.
+            match log.read_stored(h.base_offset, h.total_len()) {
                 Ok(bytes) => marker = crate::batch::control_marker_type(&bytes),
                 Err(e) => control_error = Some(e),
             }

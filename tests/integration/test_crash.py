@@ -354,3 +354,48 @@ def test_a_write_in_flight_when_its_topic_is_deleted_never_lands_in_a_topic_crea
     # topic acknowledged.
     resent = {(v, o) for v, err, o in reports[held_base:] if err is None}
     assert set(got) <= resent, f"the old topic's records are in the topic created again: {got} (reports {reports})"
+
+
+def test_a_transaction_marker_below_a_moved_log_start_does_not_keep_the_partition_from_opening(kaas):
+    """DeleteRecords past a committed and an aborted transaction's markers, then a
+    kill -9 before any producer-state snapshot past them (no roll, no clean stop): the
+    restarted broker replays the log from its first byte, the markers below the log
+    start included, and serves the partition. Before the fix the replay asked the log
+    for those markers through the reader clients use, which refuses offsets below the
+    log start, and the partition could not be opened again."""
+    from txn_helpers import create_topic
+    from txn_helpers import read_all as read_isolated_values
+
+    create_topic(kaas.bootstrap, "dr-txn", 1)
+    p = Producer({"bootstrap.servers": kaas.bootstrap, "transactional.id": "dr-txn-1"})
+    p.init_transactions(15)
+    for tag, commit in (("a", True), ("b", False), ("c", True)):
+        p.begin_transaction()
+        for i in range(2):
+            p.produce("dr-txn", f"{tag}{i}".encode(), partition=0)
+        # Delivered before the end (an abort purges what is still queued).
+        assert p.flush(15) == 0
+        if commit:
+            p.commit_transaction(15)
+        else:
+            p.abort_transaction(15)
+    # Offsets: a0 a1 COMMIT(2) b0 b1 ABORT(5) c0 c1 COMMIT(8).
+    admin = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    tp = TopicPartition("dr-txn", 0, 6)
+    assert admin.delete_records([tp])[tp].result(15).low_watermark == 6
+    kaas.kill9()
+    kaas.restart()
+    # From offset 0, below the log start: OFFSET_OUT_OF_RANGE, reset to the earliest.
+    got = read_isolated_values(kaas.bootstrap, "dr-txn", 1, "read_committed", expect=2, auto_offset_reset="earliest")
+    assert got == ["c0", "c1"]
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "dr-txn-w"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition("dr-txn", 0), timeout=10) == (6, 9)
+    finally:
+        c.close()
+    after = Producer({"bootstrap.servers": kaas.bootstrap, "acks": "all"})
+    delivered = []
+    after.produce("dr-txn", b"after", partition=0, on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    assert after.flush(15) == 0
+    assert delivered == [(None, 9)]
+    assert "OutOfRange" not in kaas.log_text()

@@ -560,6 +560,22 @@ impl PartitionLog {
         if offset >= max_offset {
             return Ok(Bytes::new());
         }
+        self.read_segments(offset, max_bytes, max_offset, min_one)
+    }
+
+    /// [`Self::read`] of what the segments hold, below the log start too (the batches
+    /// a DeleteRecords put out of clients' reach stay in their segment until it is
+    /// deleted whole): for recovery, which replays producer state from the segment's
+    /// first byte. Empty at or past the log end.
+    pub fn read_stored(&self, offset: i64, max_bytes: usize) -> Result<Bytes, LogError> {
+        self.check_usable()?;
+        if offset < self.first_segment_base() || offset >= self.log_end_offset() {
+            return Ok(Bytes::new());
+        }
+        self.read_segments(offset, max_bytes, i64::MAX, true)
+    }
+
+    fn read_segments(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, LogError> {
         let idx = match self.segments.binary_search_by_key(&offset, |s| s.base_offset()) {
             Ok(i) => i,
             Err(i) => i - 1,

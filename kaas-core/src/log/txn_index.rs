@@ -141,7 +141,7 @@ fn marker_in_log(log: &PartitionLog, a: &AbortedTxn) -> Result<bool, LogError> {
     }
     // Only the batch holding the offset (a marker is far smaller than 256 bytes; a
     // larger batch there is read whole, and is no marker).
-    let bytes = log.read(a.last_offset, 256, a.last_offset + 1, true)?;
+    let bytes = log.read_stored(a.last_offset, 256)?;
     let Some((_, h)) = crate::batch::HeaderIter::new(&bytes).next() else {
         return Ok(false);
     };

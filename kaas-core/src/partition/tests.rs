@@ -608,3 +608,21 @@ fn nothing_is_written_when_any_batch_of_a_request_is_out_of_order() {
     ));
     assert_eq!(p.log.log_end_offset(), 2);
 }
+
+/// A control batch below a log start that DeleteRecords moved past it, with no
+/// producer-state snapshot after it (a crash before the next roll or shutdown): the
+/// replay at open reads the marker's type all the same, and the partition opens.
+#[test]
+fn a_marker_below_a_moved_log_start_is_replayed_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    produce_txn(&mut p, 8, 0, 0); // offset 0
+    p.write_marker(8, 0, false, 0, 0, 1).unwrap().unwrap(); // ABORT at 1
+    produce(&mut p, 1, 0, 0, 2).unwrap(); // offsets 2-3
+    p.delete_records(2).unwrap();
+    drop(p);
+    let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.log.log_start_offset(), 2);
+    assert_eq!(p.log.log_end_offset(), 4);
+    assert!(!p.has_open_txn(8), "the ABORT closed producer 8's transaction");
+}
