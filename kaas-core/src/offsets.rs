@@ -85,9 +85,10 @@ pub struct GroupOffsets {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer: Option<crate::consumer_group::ConsumerGroupRecord>,
     /// Offsets retention (Kafka's `offsets.retention.minutes`, KIP-211): the latest
-    /// time (ms) the group's coordinator saw it with members, written by its expiry
-    /// pass ([`Self::expire`]); or, for a group it never saw with members, when the
-    /// pass first found it. Absent until the first pass (a reader that does not know
+    /// time (ms) the group's coordinator saw it with members (written when a
+    /// consumer group's record changes with members, when a classic group's last
+    /// member leaves, and by the retention pass, [`Self::expire`]); or, for a group
+    /// never seen with members, when the pass first found it. Absent until the first pass (a reader that does not know
     /// the field drops it on its next rewrite, and the next pass starts its clock
     /// again: later, never sooner).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -367,6 +367,19 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 }
             }
         })),
+        // When each classic group's last member left, to its file within a second
+        // (offsets retention; blocking file work, only for groups just emptied).
+        tokio::spawn(every_async(Duration::from_secs(1), shutdown.clone(), {
+            let broker = broker.clone();
+            move || {
+                let broker = broker.clone();
+                async move {
+                    if let Err(e) = tokio::task::spawn_blocking(move || broker.groups.persist_departures()).await {
+                        tracing::error!(error = %e, "recording the groups' departures panicked");
+                    }
+                }
+            }
+        })),
         // Offsets retention over the groups this broker coordinates (blocking file
         // work: on the blocking pool).
         tokio::spawn(every_async(

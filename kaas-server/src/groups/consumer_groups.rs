@@ -189,6 +189,11 @@ impl GroupCoordinator {
             let record = group.to_record();
             if cached.offsets.consumer.as_ref() != Some(&record) {
                 let mut next = cached.offsets.clone();
+                // Offsets retention counts from the last time the group had members:
+                // a change with members before or after it is such a time.
+                if next.has_consumer_members() || !record.members.is_empty() {
+                    next.active_ms = next.active_ms.max(Some(now_ms()));
+                }
                 next.consumer = Some(record);
                 next.save(&self.volume).inspect_err(|e| {
                     crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, e)

@@ -371,14 +371,24 @@ impl GroupCoordinator {
     /// member left is kept for offsets retention.
     fn evict(&self, handle: &Arc<Mutex<Group>>, group: &mut Group) {
         group.removed = true;
-        if let Some(left) = group.members_left_ms {
-            let mut seen = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
-            let at = seen.entry(group.id.clone()).or_insert(left);
-            *at = (*at).max(left);
-        }
+        self.note_emptied(group);
         let mut groups = self.groups();
         if groups.get(&group.id).is_some_and(|g| Arc::ptr_eq(g, handle)) {
             groups.remove(&group.id);
+        }
+    }
+
+    /// A group whose last member left: when, for offsets retention (written to its
+    /// file within a second by [`Self::persist_departures`]); the caller holds the
+    /// group's lock.
+    fn note_emptied(&self, group: &mut Group) {
+        if !group.members.is_empty() {
+            return;
+        }
+        if let Some(left) = group.members_left_ms.take() {
+            let mut seen = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
+            let at = seen.entry(group.id.clone()).or_insert(left);
+            *at = (*at).max(left);
         }
     }
 
@@ -638,6 +648,7 @@ impl GroupCoordinator {
                 on_membership_loss(group, now);
             }
             maybe_complete_join(group, now);
+            self.note_emptied(group);
             if group.vacant() {
                 self.evict(&handle, group);
             }

@@ -359,21 +359,15 @@ impl GroupCoordinator {
     /// not rejoined here yet, would otherwise look empty since that pass. Its members
     /// rejoin within their session.
     pub fn expire_offsets(&self, owns: &dyn Fn(&str) -> bool, now_ms: i64) -> Result<RetentionPass, VolumeError> {
-        let retention = {
-            let generation = self.generation();
-            let mut since = self.retention_since.lock().unwrap_or_else(|p| p.into_inner());
-            if since.0 != generation {
-                *since = (generation, now_ms);
-            }
-            let grace = self.max_session_ms.min(self.offsets_retention_ms);
-            if now_ms.saturating_sub(since.1) < grace {
-                i64::MAX
-            } else {
-                self.offsets_retention_ms
-            }
-        };
         let mut pass = RetentionPass::default();
-        for id in list_groups(&self.volume)?.into_iter().filter(|id| owns(id)) {
+        for id in list_groups(&self.volume)? {
+            if !owns(&id) {
+                continue;
+            }
+            // After `owns`: the cluster bumps the generation before it publishes a
+            // changed live set, so a group that came to this broker under a new set
+            // is judged under the new generation's grace.
+            let retention = self.retention_now(now_ms);
             match self.expire_group_offsets(&id, retention, now_ms) {
                 Ok((expired, removed)) => {
                     pass.offsets_expired += expired;
@@ -388,18 +382,94 @@ impl GroupCoordinator {
         Ok(pass)
     }
 
-    /// One group of [`Self::expire_offsets`] at `retention` (`i64::MAX`: record only):
-    /// (offsets expired, whether the file was removed). Under the group's cache entry lock, which a classic JoinGroup holds
-    /// while it joins ([`Self::admit_classic`]), and the file's lock: a member that
-    /// joins either is seen here (nothing expires) or joins after the pass.
-    fn expire_group_offsets(&self, group_id: &str, retention: i64, now_ms: i64) -> Result<(usize, bool), VolumeError> {
+    /// The retention a pass applies now: `i64::MAX` (record only) until this broker
+    /// has coordinated under the current live set for the grace of
+    /// [`Self::expire_offsets`].
+    fn retention_now(&self, now_ms: i64) -> i64 {
+        let generation = self.generation();
+        let mut since = self.retention_since.lock().unwrap_or_else(|p| p.into_inner());
+        if since.0 != generation {
+            *since = (generation, now_ms);
+        }
+        let grace = self.max_session_ms.min(self.offsets_retention_ms);
+        if now_ms.saturating_sub(since.1) < grace {
+            i64::MAX
+        } else {
+            self.offsets_retention_ms
+        }
+    }
+
+    /// Writes to each group's file (`active_ms`) when its last member left, for the
+    /// classic groups this broker saw emptied since the last call: a coordinator that
+    /// restarts, or a group that moves, before the next retention pass then keeps
+    /// it. Run every second (blocking file work). A group without a file has no
+    /// offsets to keep; a write that fails is logged and tried again at the next call.
+    /// Returns how many files were written.
+    pub fn persist_departures(&self) -> usize {
+        let departed: Vec<(String, i64)> = self
+            .members_seen_ms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, at)| (id.clone(), *at))
+            .collect();
+        let mut written = 0;
+        for (id, at) in departed {
+            match self.record_active(&id, at) {
+                Ok(wrote) => {
+                    written += usize::from(wrote);
+                    let mut seen = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
+                    if seen.get(&id) == Some(&at) {
+                        seen.remove(&id);
+                    }
+                }
+                Err(e) => {
+                    warn!(group = %id, error = %e, "cannot record when the group's last member left (offsets retention); tried again in a second")
+                }
+            }
+        }
+        written
+    }
+
+    /// Sets the group's `active_ms` to `at` unless it is later already; Ok(false) when
+    /// nothing was written (no file, or nothing to change).
+    fn record_active(&self, group_id: &str, at: i64) -> Result<bool, VolumeError> {
         let entry = self.cache_entry(group_id);
         let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
         let _file_lock = lock_group_file(&self.volume, group_id)?;
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
+        if file_stamp(&path).is_none() {
+            return Ok(false);
+        }
         self.refresh_cached(group_id, &mut cached)?;
+        if cached.offsets.active_ms >= Some(at) {
+            return Ok(false);
+        }
+        let mut next = cached.offsets.clone();
+        next.active_ms = Some(at);
+        next.save(&self.volume)
+            .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, e))?;
+        cached.offsets = next;
+        cached.stamp = file_stamp(&path);
+        Ok(true)
+    }
+
+    /// One group of [`Self::expire_offsets`] at `retention` (`i64::MAX`: record only):
+    /// (offsets expired, whether the file was removed). Under the group's cache entry lock, which a classic JoinGroup holds
+    /// while it joins ([`Self::admit_classic`]), and the file's lock: a member that
+    /// joins either is seen here (nothing expires) or joins after the pass.
+    pub(super) fn expire_group_offsets(
+        &self,
+        group_id: &str,
+        retention: i64,
+        now_ms: i64,
+    ) -> Result<(usize, bool), VolumeError> {
+        let entry = self.cache_entry(group_id);
+        let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
         // A classic group's members are in this broker's memory: now, or when the
         // last one left (kept past the group's eviction until written to the file).
+        // Read before the file lock: a holder of the group's mutex may wait for the
+        // file lock (DeleteGroups), never the other way round.
         let (members_now, left) = self
             .with_group(group_id, |g| (!g.members.is_empty(), g.members_left_ms))
             .unwrap_or((false, None));
@@ -409,6 +479,14 @@ impl GroupCoordinator {
             .unwrap_or_else(|p| p.into_inner())
             .get(group_id)
             .copied();
+        let _file_lock = lock_group_file(&self.volume, group_id)?;
+        let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
+        if file_stamp(&path).is_none() {
+            // Deleted since the listing (DeleteGroups, kaasctl): nothing to judge, and
+            // no file to write, which would bring the group back.
+            return Ok((0, false));
+        }
+        self.refresh_cached(group_id, &mut cached)?;
         let seen = if members_now {
             Some(now_ms)
         } else {

@@ -861,3 +861,135 @@ fn a_coordinator_new_to_its_live_set_expires_nothing_until_a_session_has_passed(
     assert_eq!(c.expire_offsets(&owned, t + 1_100).unwrap().groups_removed, 1);
     assert!(list_groups(&v).unwrap().is_empty());
 }
+
+/// A group deleted between a retention pass's listing and its turn (DeleteGroups,
+/// kaasctl) is left deleted: the pass writes no file for it.
+#[test]
+fn a_retention_pass_does_not_bring_back_a_group_deleted_meanwhile() {
+    let (dir, c) = coordinator_with(&["--offsets-retention-ms", "1000"]);
+    let v = Volume::new(dir.path());
+    c.commit_offsets("g", &[("t".into(), 0, 5, -1, None)]).unwrap();
+    assert_eq!(c.delete("g"), Ok(()));
+    assert_eq!(
+        c.expire_group_offsets("g", 1000, kaas_core::now_ms()).unwrap(),
+        (0, false)
+    );
+    assert!(!kaas_core::offsets::offsets_file(&v, "g").exists());
+    assert!(list_groups(&v).unwrap().is_empty());
+}
+
+/// A KIP-848 consumer group's retention counts from when its last member left: every
+/// write of its record with members before or after it records the time, with no pass
+/// needed. A member that joins and leaves between two passes, in a group whose file
+/// says it was last active long ago, keeps the group's offsets a retention from the
+/// leave.
+#[test]
+fn a_consumer_groups_last_member_leaving_is_recorded_for_offsets_retention() {
+    use crate::groups::consumer::tests::{beat, join};
+    use crate::groups::consumer::TopicsView;
+    let (dir, c) = coordinator_with(&["--offsets-retention-ms", "1000"]);
+    let v = Volume::new(dir.path());
+    let owned_here = |_: &str| true;
+    let topics = TopicsView::new([("orders".to_string(), uuid::Uuid::from_u128(7), 4)]);
+    c.commit_offsets("g", &[("orders".into(), 0, 5, -1, None)]).unwrap();
+    GroupOffsets::update(&v, "g", |o| {
+        o.offsets.get_mut("orders").unwrap().get_mut(&0).unwrap().commit_ms = 0;
+        o.active_ms = Some(0);
+        ((), true)
+    })
+    .unwrap();
+    // This coordinator's grace began long ago.
+    let start = kaas_core::now_ms() - 60_000;
+    assert_eq!(c.expire_offsets(&owned_here, start).unwrap(), RetentionPass::default());
+    let r = c.consumer_heartbeat("g", join("a", &["orders"]), &topics, 0).unwrap();
+    let owned = r.assignment.unwrap();
+    c.consumer_heartbeat("g", beat("a", -1, &owned), &topics, 1).unwrap();
+    let left = kaas_core::now_ms();
+    let recorded = GroupOffsets::load(&v, "g").unwrap().active_ms.unwrap();
+    assert!(recorded > 0 && recorded <= left, "{recorded}");
+    assert_eq!(
+        c.expire_offsets(&owned_here, recorded + 999).unwrap(),
+        RetentionPass::default()
+    );
+    let pass = c.expire_offsets(&owned_here, recorded + 1_000).unwrap();
+    assert_eq!((pass.offsets_expired, pass.groups_removed), (1, 1), "{pass:?}");
+}
+
+/// A classic group's last member leaving reaches its file within a second
+/// (`persist_departures`), so a coordinator that restarts, or a group that moves, before
+/// the next retention pass still counts from the leave.
+#[test]
+fn a_classic_groups_last_member_leaving_is_written_to_its_file() {
+    let (dir, c) = coordinator_with(&["--offsets-retention-ms", "1000"]);
+    let v = Volume::new(dir.path());
+    let t0 = Instant::now();
+    let (a, mut rx_a) = handshake(&c, t0);
+    rx_a.try_recv().unwrap();
+    c.commit_offsets("g", &[("t".into(), 0, 5, -1, None)]).unwrap();
+    assert_eq!(GroupOffsets::load(&v, "g").unwrap().active_ms, None);
+    let before = kaas_core::now_ms();
+    c.leave("g", &[(a, None)], t0).unwrap();
+    assert_eq!(c.persist_departures(), 1);
+    let recorded = GroupOffsets::load(&v, "g").unwrap().active_ms.unwrap();
+    assert!(recorded >= before, "{recorded} < {before}");
+    assert_eq!(c.persist_departures(), 0, "written once");
+    // Another coordinator (a restart, or the group moved) knows it from the file.
+    let config = <crate::config::Config as clap::Parser>::parse_from([
+        "kaas-server",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--offsets-retention-ms",
+        "1000",
+    ]);
+    let other = GroupCoordinator::new(Volume::new(dir.path()), &config);
+    let owned = |_: &str| true;
+    assert_eq!(
+        other.expire_offsets(&owned, recorded - 5_000).unwrap(),
+        RetentionPass::default()
+    );
+    assert_eq!(
+        other.expire_offsets(&owned, recorded + 999).unwrap(),
+        RetentionPass::default()
+    );
+    assert_eq!(
+        other.expire_offsets(&owned, recorded + 1_000).unwrap().groups_removed,
+        1
+    );
+}
+
+/// A group that `owns` gives to this broker in the middle of a pass, under a live set
+/// published after the pass began, is judged under the new set's grace (the cluster
+/// bumps the generation before it publishes the set).
+#[test]
+fn a_group_that_moves_here_during_a_pass_is_judged_under_the_new_live_sets_grace() {
+    let (dir, c) = coordinator_with(&["--offsets-retention-ms", "1000"]);
+    let v = Volume::new(dir.path());
+    for g in ["a", "b"] {
+        c.commit_offsets(g, &[("t".into(), 0, 5, -1, None)]).unwrap();
+        GroupOffsets::update(&v, g, |o| {
+            o.offsets.get_mut("t").unwrap().get_mut(&0).unwrap().commit_ms = 0;
+            o.active_ms = Some(0);
+            ((), true)
+        })
+        .unwrap();
+    }
+    let t = kaas_core::now_ms();
+    // The grace under the current live set began long ago.
+    assert_eq!(
+        c.expire_offsets(&|g| g == "a", t - 10_000).unwrap(),
+        RetentionPass::default()
+    );
+    // "a" is this broker's before the change; "b" comes with it, and the generation
+    // goes up as `owns` first says so.
+    let moved = std::cell::Cell::new(false);
+    let owns = |g: &str| {
+        if g == "b" && !moved.get() {
+            moved.set(true);
+            c.coordination_changed();
+        }
+        true
+    };
+    let pass = c.expire_offsets(&owns, t).unwrap();
+    assert_eq!((pass.groups_removed, pass.failed), (1, 0), "only a: {pass:?}");
+    assert!(kaas_core::offsets::offsets_file(&v, "b").exists());
+}
