@@ -374,7 +374,9 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             move || {
                 let broker = broker.clone();
                 async move {
-                    if let Err(e) = tokio::task::spawn_blocking(move || broker.groups.persist_departures()).await {
+                    if let Err(e) =
+                        tokio::task::spawn_blocking(move || broker.groups.persist_departures(kaas_core::now_ms())).await
+                    {
                         tracing::error!(error = %e, "recording the groups' departures panicked");
                     }
                 }

@@ -398,4 +398,4 @@ def test_a_transaction_marker_below_a_moved_log_start_does_not_keep_the_partitio
     after.produce("dr-txn", b"after", partition=0, on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
     assert after.flush(15) == 0
     assert delivered == [(None, 9)]
-    assert "OutOfRange" not in kaas.log_text()
+    assert "cannot open partition" not in kaas.log_text()

@@ -266,9 +266,12 @@ pub struct GroupCoordinator {
     /// The generation whose owned consumer groups were last loaded from the volume
     /// (so members of a group taken over expire even if none of them heartbeats).
     scanned_generation: std::sync::atomic::AtomicU64,
-    /// Offsets retention: when each classic group evicted from memory last had a
-    /// member, until an expiry pass has written it to the group's file.
+    /// Offsets retention: when each classic group that emptied last had a member
+    /// (recorded by `tick` and eviction), until `persist_departures` (or a pass) has
+    /// written it to the group's file.
     members_seen_ms: Mutex<HashMap<String, i64>>,
+    /// `persist_departures` retries of a failed write: (next try at, pause), by group.
+    departure_retries: Mutex<HashMap<String, (i64, i64)>>,
     /// `--offsets-retention-ms`.
     offsets_retention_ms: i64,
     /// `--group-max-session-timeout-ms`: how long an offsets-retention pass waits,
@@ -334,6 +337,7 @@ impl GroupCoordinator {
             coordination_generation: Arc::new(std::sync::atomic::AtomicU64::new(1)),
             scanned_generation: std::sync::atomic::AtomicU64::new(0),
             members_seen_ms: Mutex::new(HashMap::new()),
+            departure_retries: Mutex::new(HashMap::new()),
             offsets_retention_ms: config.offsets_retention_ms,
             max_session_ms: i64::from(config.group_max_session_timeout_ms),
             retention_since: Mutex::new((0, 0)),
@@ -403,7 +407,10 @@ impl GroupCoordinator {
             ids.iter().filter_map(|id| groups.remove(id)).collect()
         };
         for g in &gone {
-            lock_group(g).removed = true;
+            let mut g = lock_group(g);
+            g.removed = true;
+            // A last member that left since the last tick: still written to the file.
+            self.note_emptied(&mut g);
         }
         self.coordination_changed();
         gone.len()

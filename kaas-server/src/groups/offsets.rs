@@ -403,9 +403,13 @@ impl GroupCoordinator {
     /// classic groups this broker saw emptied since the last call: a coordinator that
     /// restarts, or a group that moves, before the next retention pass then keeps
     /// it. Run every second (blocking file work). A group without a file has no
-    /// offsets to keep; a write that fails is logged and tried again at the next call.
-    /// Returns how many files were written.
-    pub fn persist_departures(&self) -> usize {
+    /// offsets to keep. A write that fails for the volume (an I/O error, the group's
+    /// lock held elsewhere) is logged and tried again, after 1 s, then pauses doubling
+    /// up to a minute; one refused for the file itself (unreadable, a newer format,
+    /// too large) is logged once and left to the retention pass, which reports the
+    /// group as failed at each pass and expires nothing of it. Returns how many files
+    /// were written.
+    pub fn persist_departures(&self, now_ms: i64) -> usize {
         let departed: Vec<(String, i64)> = self
             .members_seen_ms
             .lock()
@@ -415,17 +419,35 @@ impl GroupCoordinator {
             .collect();
         let mut written = 0;
         for (id, at) in departed {
-            match self.record_active(&id, at) {
-                Ok(wrote) => {
-                    written += usize::from(wrote);
-                    let mut seen = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
-                    if seen.get(&id) == Some(&at) {
-                        seen.remove(&id);
-                    }
+            let due = self
+                .departure_retries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&id)
+                .is_none_or(|(next, _)| *next <= now_ms);
+            if !due {
+                continue;
+            }
+            let outcome = self.record_active(&id, at);
+            let retriable = matches!(&outcome, Err(VolumeError::Io { .. } | VolumeError::Busy { .. }));
+            let mut retries = self.departure_retries.lock().unwrap_or_else(|p| p.into_inner());
+            match outcome {
+                Err(e) if retriable => {
+                    let pause = retries.get(&id).map_or(1_000, |(_, pause)| (pause * 2).min(60_000));
+                    retries.insert(id.clone(), (now_ms + pause, pause));
+                    warn!(group = %id, error = %e, retry_in_ms = pause, "cannot record when the group's last member left (offsets retention); tried again");
+                    continue;
                 }
                 Err(e) => {
-                    warn!(group = %id, error = %e, "cannot record when the group's last member left (offsets retention); tried again in a second")
+                    tracing::error!(group = %id, error = %e, "cannot record when the group's last member left (offsets retention): the group's file is refused; the retention pass reports it and expires nothing of it")
                 }
+                Ok(wrote) => written += usize::from(wrote),
+            }
+            retries.remove(&id);
+            drop(retries);
+            let mut seen = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
+            if seen.get(&id) == Some(&at) {
+                seen.remove(&id);
             }
         }
         written
@@ -438,7 +460,7 @@ impl GroupCoordinator {
         let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
         let _file_lock = lock_group_file(&self.volume, group_id)?;
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
-        if file_stamp(&path).is_none() {
+        if !group_file_exists(&path)? {
             return Ok(false);
         }
         self.refresh_cached(group_id, &mut cached)?;
@@ -481,7 +503,7 @@ impl GroupCoordinator {
             .copied();
         let _file_lock = lock_group_file(&self.volume, group_id)?;
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
-        if file_stamp(&path).is_none() {
+        if !group_file_exists(&path)? {
             // Deleted since the listing (DeleteGroups, kaasctl): nothing to judge, and
             // no file to write, which would bring the group back.
             return Ok((0, false));
@@ -537,6 +559,17 @@ impl GroupCoordinator {
             );
         }
         Ok((expiry.expired.len(), removed))
+    }
+}
+
+/// Whether a group's offsets file exists (the caller holds its lock): only "not
+/// found" says no; any other failure to look is an error, never taken for a deleted
+/// group.
+fn group_file_exists(path: &std::path::Path) -> Result<bool, VolumeError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(VolumeError::io(path, e)),
     }
 }
 

@@ -929,10 +929,10 @@ fn a_classic_groups_last_member_leaving_is_written_to_its_file() {
     assert_eq!(GroupOffsets::load(&v, "g").unwrap().active_ms, None);
     let before = kaas_core::now_ms();
     c.leave("g", &[(a, None)], t0).unwrap();
-    assert_eq!(c.persist_departures(), 1);
+    assert_eq!(c.persist_departures(kaas_core::now_ms()), 1);
     let recorded = GroupOffsets::load(&v, "g").unwrap().active_ms.unwrap();
     assert!(recorded >= before, "{recorded} < {before}");
-    assert_eq!(c.persist_departures(), 0, "written once");
+    assert_eq!(c.persist_departures(kaas_core::now_ms()), 0, "written once");
     // Another coordinator (a restart, or the group moved) knows it from the file.
     let config = <crate::config::Config as clap::Parser>::parse_from([
         "kaas-server",
@@ -992,4 +992,36 @@ fn a_group_that_moves_here_during_a_pass_is_judged_under_the_new_live_sets_grace
     let pass = c.expire_offsets(&owns, t).unwrap();
     assert_eq!((pass.groups_removed, pass.failed), (1, 0), "only a: {pass:?}");
     assert!(kaas_core::offsets::offsets_file(&v, "b").exists());
+}
+
+/// A departure whose write fails for the volume (here the group's lock held elsewhere
+/// for the whole wait) is tried again after a pause, not every second; one refused for
+/// the file itself (unreadable) is dropped once, logged, and left to the pass.
+#[test]
+fn a_departure_that_cannot_be_written_is_retried_after_a_pause_and_one_refused_by_its_file_is_dropped() {
+    let (dir, c) = coordinator_with(&["--offsets-retention-ms", "1000"]);
+    let v = Volume::new(dir.path());
+    for g in ["busy", "broken"] {
+        c.commit_offsets(g, &[("t".into(), 0, 5, -1, None)]).unwrap();
+        c.members_seen_ms.lock().unwrap().insert(g.to_string(), 100);
+    }
+    std::fs::write(kaas_core::offsets::offsets_file(&v, "broken"), b"{not json").unwrap();
+    let held = GroupOffsets::lock(&v, "busy").unwrap();
+    let t = 1_000_000;
+    assert_eq!(c.persist_departures(t), 0);
+    assert!(!c.members_seen_ms.lock().unwrap().contains_key("broken"), "dropped");
+    assert!(
+        c.members_seen_ms.lock().unwrap().contains_key("busy"),
+        "kept for a retry"
+    );
+    let quick = Instant::now();
+    assert_eq!(c.persist_departures(t + 999), 0);
+    assert!(
+        quick.elapsed() < Duration::from_secs(2),
+        "not tried again before its pause"
+    );
+    drop(held);
+    assert_eq!(c.persist_departures(t + 1_000), 1);
+    assert_eq!(GroupOffsets::load(&v, "busy").unwrap().active_ms, Some(100));
+    assert!(c.members_seen_ms.lock().unwrap().is_empty());
 }
