@@ -516,12 +516,7 @@ mod consumer_groups {
         assert_eq!(record.members["a"].assigned, owned);
         // A second coordinator on the same volume (the group moved): the member's next
         // heartbeat at its epoch is accepted, nothing moves, the assignment is resent.
-        let config = <crate::config::Config as clap::Parser>::parse_from([
-            "kaas-server",
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-        ]);
-        let other = GroupCoordinator::new(Volume::new(dir.path()), &config);
+        let other = other_coordinator(dir.path(), &[]);
         let r = other
             .consumer_heartbeat("g", beat("a", 1, &owned), &topics(), 10)
             .unwrap();
@@ -670,14 +665,7 @@ mod consumer_groups {
     fn a_coordinator_taking_a_group_over_expires_members_that_never_heartbeat_to_it() {
         let (dir, c) = coordinator_with(&["--group-consumer-session-timeout-ms", "1000"]);
         c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
-        let config = <crate::config::Config as clap::Parser>::parse_from([
-            "kaas-server",
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-            "--group-consumer-session-timeout-ms",
-            "1000",
-        ]);
-        let other = GroupCoordinator::new(Volume::new(dir.path()), &config);
+        let other = other_coordinator(dir.path(), &["--group-consumer-session-timeout-ms", "1000"]);
         let now = kaas_core::now_ms();
         other.expire_consumer_members(&topics, &|_| true, now);
         let record = GroupOffsets::load(&Volume::new(dir.path()), "g")
@@ -766,6 +754,25 @@ fn the_live_set_generation_is_the_clusters_and_goes_up_only_with_a_change() {
     );
 }
 
+/// Commits offset 5 of `topic` partition 0 for `group`, then makes the file say it was
+/// committed long ago (commit_ms 0) and, with `active`, when the group last had members.
+fn committed_long_ago(c: &GroupCoordinator, v: &Volume, group: &str, topic: &str, active: Option<i64>) {
+    c.commit_offsets(group, &[(topic.into(), 0, 5, -1, None)]).unwrap();
+    GroupOffsets::update(v, group, |o| {
+        o.offsets.get_mut(topic).unwrap().get_mut(&0).unwrap().commit_ms = 0;
+        o.active_ms = active;
+        ((), true)
+    })
+    .unwrap();
+}
+
+/// Another coordinator on the same volume (a restart, or the group moved), with `flags`.
+fn other_coordinator(dir: &std::path::Path, flags: &[&str]) -> GroupCoordinator {
+    let args = ["kaas-server", "--data-dir", dir.to_str().unwrap()];
+    let config = <crate::config::Config as clap::Parser>::parse_from(args.iter().chain(flags));
+    GroupCoordinator::new(Volume::new(dir), &config)
+}
+
 /// Offsets retention (KIP-211, `--offsets-retention-ms`): while a classic group has
 /// members nothing expires, however old its commits; once the last member left, its
 /// offsets go a retention after that (not after the commits), and its file with them.
@@ -780,13 +787,7 @@ fn committed_offsets_expire_a_retention_after_the_group_last_had_members() {
     let (a, mut rx_a) = handshake(&c, t0);
     rx_a.try_recv().unwrap();
     for g in ["g", "solo", "elsewhere"] {
-        c.commit_offsets(g, &[("t".into(), 0, 5, -1, None)]).unwrap();
-        // Committed long ago.
-        GroupOffsets::update(&v, g, |o| {
-            o.offsets.get_mut("t").unwrap().get_mut(&0).unwrap().commit_ms = 0;
-            ((), true)
-        })
-        .unwrap();
+        committed_long_ago(&c, &v, g, "t", None);
     }
     let first = kaas_core::now_ms();
     let pass = c.expire_offsets(&owned, first).unwrap();
@@ -840,15 +841,7 @@ fn a_coordinator_new_to_its_live_set_expires_nothing_until_a_session_has_passed(
     let v = Volume::new(dir.path());
     let owned = |_: &str| true;
     // A group whose file says it was last active, and committed, long ago.
-    let ancient = |g: &str| {
-        c.commit_offsets(g, &[("t".into(), 0, 5, -1, None)]).unwrap();
-        GroupOffsets::update(&v, g, |o| {
-            o.offsets.get_mut("t").unwrap().get_mut(&0).unwrap().commit_ms = 0;
-            o.active_ms = Some(0);
-            ((), true)
-        })
-        .unwrap();
-    };
+    let ancient = |g: &str| committed_long_ago(&c, &v, g, "t", Some(0));
     ancient("a");
     let t = kaas_core::now_ms();
     assert_eq!(c.expire_offsets(&owned, t).unwrap(), RetentionPass::default());
@@ -891,13 +884,7 @@ fn a_consumer_groups_last_member_leaving_is_recorded_for_offsets_retention() {
     let v = Volume::new(dir.path());
     let owned_here = |_: &str| true;
     let topics = TopicsView::new([("orders".to_string(), uuid::Uuid::from_u128(7), 4)]);
-    c.commit_offsets("g", &[("orders".into(), 0, 5, -1, None)]).unwrap();
-    GroupOffsets::update(&v, "g", |o| {
-        o.offsets.get_mut("orders").unwrap().get_mut(&0).unwrap().commit_ms = 0;
-        o.active_ms = Some(0);
-        ((), true)
-    })
-    .unwrap();
+    committed_long_ago(&c, &v, "g", "orders", Some(0));
     // This coordinator's grace began long ago.
     let start = kaas_core::now_ms() - 60_000;
     assert_eq!(c.expire_offsets(&owned_here, start).unwrap(), RetentionPass::default());
@@ -934,14 +921,7 @@ fn a_classic_groups_last_member_leaving_is_written_to_its_file() {
     assert!(recorded >= before, "{recorded} < {before}");
     assert_eq!(c.persist_departures(kaas_core::now_ms()), 0, "written once");
     // Another coordinator (a restart, or the group moved) knows it from the file.
-    let config = <crate::config::Config as clap::Parser>::parse_from([
-        "kaas-server",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--offsets-retention-ms",
-        "1000",
-    ]);
-    let other = GroupCoordinator::new(Volume::new(dir.path()), &config);
+    let other = other_coordinator(dir.path(), &["--offsets-retention-ms", "1000"]);
     let owned = |_: &str| true;
     assert_eq!(
         other.expire_offsets(&owned, recorded - 5_000).unwrap(),
@@ -965,13 +945,7 @@ fn a_group_that_moves_here_during_a_pass_is_judged_under_the_new_live_sets_grace
     let (dir, c) = coordinator_with(&["--offsets-retention-ms", "1000"]);
     let v = Volume::new(dir.path());
     for g in ["a", "b"] {
-        c.commit_offsets(g, &[("t".into(), 0, 5, -1, None)]).unwrap();
-        GroupOffsets::update(&v, g, |o| {
-            o.offsets.get_mut("t").unwrap().get_mut(&0).unwrap().commit_ms = 0;
-            o.active_ms = Some(0);
-            ((), true)
-        })
-        .unwrap();
+        committed_long_ago(&c, &v, g, "t", Some(0));
     }
     let t = kaas_core::now_ms();
     // The grace under the current live set began long ago.
