@@ -738,13 +738,36 @@ impl GroupCoordinator {
     }
 
     /// DeleteGroups for one group: refused while it has members, checked under the
-    /// group's mutex, which is held until its offsets file is gone. The whole of it —
-    /// the group lock's wait of up to 5 s included — runs off the async workers.
+    /// group's mutex, which is held until its offsets file is gone. The group's file
+    /// lock is taken first, with no mutex held: its wait (up to 5 s, a holder on
+    /// another broker, kaasctl or a paused process) never holds up the group's
+    /// heartbeats or the coordinator's tick, which runs on an async worker
+    /// (`a_delete_waiting_for_the_groups_file_lock_holds_up_neither_tick_nor_heartbeats`).
+    /// The whole of it runs off the async workers.
     pub fn delete(&self, group_id: &str) -> Result<(), ResponseError> {
         crate::blocking::off_worker(|| self.delete_blocking(group_id))
     }
 
     fn delete_blocking(&self, group_id: &str) -> Result<(), ResponseError> {
+        let refused = |e: VolumeError| {
+            // Counted as any failed write of the file (a lock held elsewhere is not).
+            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, &e);
+            warn!(group = group_id, error = %e, "cannot delete group offsets");
+            offsets::offsets_error(&e)
+        };
+        // Members in memory: refused at once, no lock waited for.
+        if self.with_group(group_id, |g| !g.members.is_empty()).unwrap_or(false) {
+            return Err(ResponseError::NonEmptyGroup);
+        }
+        // A group known neither on the volume nor here takes no lock (and leaves no
+        // lock file); one that comes meanwhile came after this delete.
+        let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
+        let known = path.exists() || self.group(group_id).is_some();
+        let _file_lock = if known {
+            Some(offsets::lock_group_file(&self.volume, group_id).map_err(refused)?)
+        } else {
+            None
+        };
         let handle = self.group(group_id);
         let mut guard = handle.as_ref().map(lock_group);
         let live = guard.as_deref_mut().filter(|g| !g.removed);
@@ -752,11 +775,11 @@ impl GroupCoordinator {
         if live.as_ref().is_some_and(|g| !g.members.is_empty()) {
             return Err(ResponseError::NonEmptyGroup);
         }
-        let on_disk = kaas_core::offsets::offsets_file(&self.volume, group_id).exists();
-        if !in_memory && !on_disk {
-            // Not there: maybe removed by a delete whose directory sync failed (its
+        let on_disk = known && path.exists();
+        if !on_disk {
+            // No file: maybe removed by a delete whose directory sync failed (its
             // client told so, and retrying now). The removal is made durable before
-            // "not found" says the group is gone.
+            // the answer says the group is gone.
             let dir = self.volume.groups_dir();
             match kaas_core::fsutil::sync_dir(&dir) {
                 // No group was ever written here.
@@ -769,21 +792,17 @@ impl GroupCoordinator {
                 }
                 Ok(()) => {}
             }
-            return Err(ResponseError::GroupIdNotFound);
-        }
-        // A KIP-848 consumer group's members are in its file: checked under the
-        // file's lock, with the delete.
-        let deleted = GroupOffsets::delete_unless(&self.volume, group_id, |o| {
-            o.consumer.as_ref().is_some_and(|c| !c.members.is_empty())
-        })
-        .map_err(|e| {
-            // Counted as any failed write of the file (a lock held elsewhere is not).
-            crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, &e);
-            warn!(group = group_id, error = %e, "cannot delete group offsets");
-            offsets::offsets_error(&e)
-        })?;
-        if !deleted {
-            return Err(ResponseError::NonEmptyGroup);
+            if !in_memory {
+                return Err(ResponseError::GroupIdNotFound);
+            }
+        } else {
+            // A KIP-848 consumer group's members are in its file: checked under the
+            // file's lock, with the delete.
+            let offsets = GroupOffsets::load(&self.volume, group_id).map_err(refused)?;
+            if offsets.has_consumer_members() {
+                return Err(ResponseError::NonEmptyGroup);
+            }
+            GroupOffsets::delete_locked(&self.volume, group_id).map_err(refused)?;
         }
         if let (Some(handle), Some(group)) = (&handle, guard.as_deref_mut()) {
             self.evict(handle, group);

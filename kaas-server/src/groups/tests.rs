@@ -999,3 +999,29 @@ fn a_departure_that_cannot_be_written_is_retried_after_a_pause_and_one_refused_b
     assert_eq!(GroupOffsets::load(&v, "busy").unwrap().active_ms, Some(100));
     assert!(c.members_seen_ms.lock().unwrap().is_empty());
 }
+
+/// DeleteGroups waits for the group's file lock (held by another broker, kaasctl, or a
+/// paused process) without holding the group's mutex: the coordinator's tick, which
+/// runs on an async worker, and the group's heartbeats never wait behind that.
+#[test]
+fn a_delete_waiting_for_the_groups_file_lock_holds_up_neither_tick_nor_heartbeats() {
+    let (dir, c) = coordinator();
+    let v = Volume::new(dir.path());
+    c.commit_offsets("g", &[("t".into(), 0, 5, -1, None)]).unwrap();
+    // In memory without members: a member id handed out, not yet used.
+    let pending = now_response(c.join(join_req("", 9), Instant::now()));
+    assert_eq!(pending.error_code, ResponseError::MemberIdRequired.code());
+    let held = GroupOffsets::lock(&v, "g").unwrap();
+    std::thread::scope(|s| {
+        let deleting = s.spawn(|| c.delete("g"));
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        c.tick(Instant::now());
+        let took = started.elapsed();
+        drop(held);
+        let deleted = deleting.join().unwrap();
+        assert!(took < Duration::from_secs(1), "tick waited {took:?} behind the delete");
+        assert_eq!(deleted, Ok(()));
+    });
+    assert!(!kaas_core::offsets::offsets_file(&v, "g").exists());
+}
