@@ -262,22 +262,6 @@ impl GroupOffsets {
         Ok(result)
     }
 
-    /// Deletes a group's offsets file under the group's lock, unless `keep` says
-    /// otherwise of what the file holds then (a consumer group that has members).
-    /// Returns whether it was deleted (a missing file counts as deleted).
-    pub fn delete_unless(
-        volume: &Volume,
-        group: &str,
-        keep: impl FnOnce(&GroupOffsets) -> bool,
-    ) -> Result<bool, VolumeError> {
-        let _lock = GroupOffsets::lock(volume, group)?;
-        if keep(&GroupOffsets::load(volume, group)?) {
-            return Ok(false);
-        }
-        remove_durably(&offsets_file(volume, group))?;
-        Ok(true)
-    }
-
     /// Deletes a group's offsets file, under the group's lock.
     pub fn delete(volume: &Volume, group: &str) -> Result<(), VolumeError> {
         let _lock = GroupOffsets::lock(volume, group)?;

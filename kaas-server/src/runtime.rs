@@ -347,100 +347,72 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             move || broker.groups.tick(Instant::now())
         })),
         // KIP-848 consumer groups: members past their session or rebalance timeout
-        // are removed (a file write per group that changed: on the blocking pool).
-        tokio::spawn(every_async(Duration::from_millis(250), shutdown.clone(), {
-            let broker = broker.clone();
-            move || {
+        // are removed (a file write per group that changed).
+        tokio::spawn(every_blocking(
+            Duration::from_millis(250),
+            shutdown.clone(),
+            "a consumer group expiry pass",
+            {
                 let broker = broker.clone();
-                async move {
-                    let expired = tokio::task::spawn_blocking(move || {
-                        broker.groups.expire_consumer_members(
-                            &|| crate::handlers::consumer_group_heartbeat::topics_view(&broker),
-                            &|g| broker.owns_group(g),
-                            kaas_core::now_ms(),
-                        )
-                    })
-                    .await;
-                    if let Err(e) = expired {
-                        tracing::error!(error = %e, "a consumer group expiry pass panicked");
-                    }
+                move || {
+                    broker.groups.expire_consumer_members(
+                        &|| crate::handlers::consumer_group_heartbeat::topics_view(&broker),
+                        &|g| broker.owns_group(g),
+                        kaas_core::now_ms(),
+                    )
                 }
-            }
-        })),
+            },
+        )),
         // When each classic group's last member left, to its file within a second
-        // (offsets retention; blocking file work, only for groups just emptied).
-        tokio::spawn(every_async(Duration::from_secs(1), shutdown.clone(), {
-            let broker = broker.clone();
-            move || {
+        // (offsets retention; only for groups just emptied).
+        tokio::spawn(every_blocking(
+            Duration::from_secs(1),
+            shutdown.clone(),
+            "recording the groups' departures",
+            {
                 let broker = broker.clone();
-                async move {
-                    if let Err(e) =
-                        tokio::task::spawn_blocking(move || broker.groups.persist_departures(kaas_core::now_ms())).await
-                    {
-                        tracing::error!(error = %e, "recording the groups' departures panicked");
-                    }
+                move || {
+                    broker.groups.persist_departures(kaas_core::now_ms());
                 }
-            }
-        })),
-        // Offsets retention over the groups this broker coordinates (blocking file
-        // work: on the blocking pool).
-        tokio::spawn(every_async(
+            },
+        )),
+        // Offsets retention over the groups this broker coordinates.
+        tokio::spawn(every_blocking(
             Duration::from_millis(broker.config.offsets_retention_check_interval_ms.max(100)),
             shutdown.clone(),
+            "an offsets retention pass",
             {
                 let broker = broker.clone();
                 move || {
-                    let broker = broker.clone();
-                    async move {
-                        let pass = tokio::task::spawn_blocking(move || {
-                            broker
-                                .groups
-                                .expire_offsets(&|g| broker.owns_group(g), kaas_core::now_ms())
-                        })
-                        .await;
-                        match pass {
-                            Ok(Ok(_)) => {}
-                            Ok(Err(e)) => {
-                                tracing::warn!(error = %e, "offsets retention cannot list the groups; tried again at the next pass")
-                            }
-                            Err(e) => tracing::error!(error = %e, "an offsets retention pass panicked"),
-                        }
+                    if let Err(e) = broker
+                        .groups
+                        .expire_offsets(&|g| broker.owns_group(g), kaas_core::now_ms())
+                    {
+                        tracing::warn!(error = %e, "offsets retention cannot list the groups; tried again at the next pass")
                     }
                 }
             },
         )),
-        // Blocking file work (deletes, each partition's owner.gate and owner.json):
-        // on the blocking pool, not an async worker.
-        tokio::spawn(every_async(
+        // Deletes, each partition's owner.gate and owner.json.
+        tokio::spawn(every_blocking(
             Duration::from_millis(broker.config.retention_check_interval_ms.max(100)),
             shutdown.clone(),
+            "a retention pass",
             {
                 let broker = broker.clone();
-                move || {
-                    let broker = broker.clone();
-                    async move {
-                        if let Err(e) = tokio::task::spawn_blocking(move || broker.enforce_retention()).await {
-                            tracing::error!(error = %e, "a retention pass panicked");
-                        }
-                    }
-                }
+                move || broker.enforce_retention()
             },
         )),
-        tokio::spawn({
-            let broker = broker.clone();
-            let period = Duration::from_millis(broker.config.log_cleaner_backoff_ms);
-            let stopping = shutdown.clone();
-            every_async(period, shutdown.clone(), move || {
+        tokio::spawn(every_blocking(
+            Duration::from_millis(broker.config.log_cleaner_backoff_ms),
+            shutdown.clone(),
+            "the log cleaner's round",
+            {
                 let broker = broker.clone();
-                let stopping = stopping.clone();
-                async move {
-                    let round = tokio::task::spawn_blocking(move || broker.clean_round(&|| *stopping.borrow()));
-                    if let Err(e) = round.await {
-                        tracing::error!(error = %e, "the log cleaner's round panicked");
-                    }
-                }
-            })
-        }),
+                let stopping = shutdown.clone();
+                move || broker.clean_round(&|| *stopping.borrow())
+            },
+        )),
         tokio::spawn({
             let broker = broker.clone();
             let period = Duration::from_millis(broker.config.flush_interval_ms.max(10));
@@ -768,6 +740,25 @@ where
             _ = shutdown.changed() => break,
         }
     }
+}
+
+/// Runs `f` on the blocking pool every `period` until shutdown: blocking file work,
+/// off the async workers. A run that panicked is logged as `what` and the next run
+/// comes as usual.
+async fn every_blocking<F, R>(period: Duration, shutdown: watch::Receiver<bool>, what: &'static str, f: F)
+where
+    F: Fn() -> R + Clone + Send + 'static,
+    R: Send + 'static,
+{
+    every_async(period, shutdown, move || {
+        let f = f.clone();
+        async move {
+            if let Err(e) = tokio::task::spawn_blocking(f).await {
+                tracing::error!(error = %e, "{what} panicked");
+            }
+        }
+    })
+    .await
 }
 
 /// Runs `f` every `period` until shutdown.

@@ -266,12 +266,10 @@ pub struct GroupCoordinator {
     /// The generation whose owned consumer groups were last loaded from the volume
     /// (so members of a group taken over expire even if none of them heartbeats).
     scanned_generation: std::sync::atomic::AtomicU64,
-    /// Offsets retention: when each classic group that emptied last had a member
-    /// (recorded by `tick` and eviction), until `persist_departures` (or a pass) has
-    /// written it to the group's file.
-    members_seen_ms: Mutex<HashMap<String, i64>>,
-    /// `persist_departures` retries of a failed write: (next try at, pause), by group.
-    departure_retries: Mutex<HashMap<String, (i64, i64)>>,
+    /// Offsets retention: each classic group that emptied (recorded by `tick` and
+    /// eviction), until `persist_departures` (or a pass) has written when its last
+    /// member left to the group's file.
+    departures: Mutex<HashMap<String, Departure>>,
     /// `--offsets-retention-ms`.
     offsets_retention_ms: i64,
     /// `--group-max-session-timeout-ms`: how long an offsets-retention pass waits,
@@ -280,6 +278,15 @@ pub struct GroupCoordinator {
     max_session_ms: i64,
     /// (coordination generation, when a retention pass first saw it).
     retention_since: Mutex<(u64, i64)>,
+}
+
+/// A classic group's last member leaving, not on the volume yet (offsets retention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Departure {
+    /// When the last member left.
+    at_ms: i64,
+    /// After a failed write: (the next try at, the pause before it).
+    retry: Option<(i64, i64)>,
 }
 
 type GroupGuard<'a> = std::sync::MutexGuard<'a, Group>;
@@ -336,8 +343,7 @@ impl GroupCoordinator {
             offsets: Mutex::new(HashMap::new()),
             coordination_generation: Arc::new(std::sync::atomic::AtomicU64::new(1)),
             scanned_generation: std::sync::atomic::AtomicU64::new(0),
-            members_seen_ms: Mutex::new(HashMap::new()),
-            departure_retries: Mutex::new(HashMap::new()),
+            departures: Mutex::new(HashMap::new()),
             offsets_retention_ms: config.offsets_retention_ms,
             max_session_ms: i64::from(config.group_max_session_timeout_ms),
             retention_since: Mutex::new((0, 0)),
@@ -390,9 +396,12 @@ impl GroupCoordinator {
             return;
         }
         if let Some(left) = group.members_left_ms.take() {
-            let mut seen = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
-            let at = seen.entry(group.id.clone()).or_insert(left);
-            *at = (*at).max(left);
+            let mut departures = self.departures.lock().unwrap_or_else(|p| p.into_inner());
+            let d = departures.entry(group.id.clone()).or_insert(Departure {
+                at_ms: left,
+                retry: None,
+            });
+            d.at_ms = d.at_ms.max(left);
         }
     }
 

@@ -154,15 +154,22 @@ impl GroupCoordinator {
         guard: &dyn Fn() -> Result<(), VolumeError>,
         f: impl FnOnce(&mut GroupOffsets) -> (R, bool),
     ) -> Result<R, VolumeError> {
-        crate::blocking::off_worker(|| self.with_offsets_blocking(group_id, guard, f))
+        crate::blocking::off_worker(|| {
+            self.with_offsets_blocking(group_id, true, guard, f)
+                .map(|r| r.expect("a file is made when there is none"))
+        })
     }
 
+    /// [`Self::with_offsets_guarded`], on the calling thread; with `create` false, a
+    /// group without a file (deleted, or never committed) is left alone: None,
+    /// nothing written.
     fn with_offsets_blocking<R>(
         &self,
         group_id: &str,
+        create: bool,
         guard: &dyn Fn() -> Result<(), VolumeError>,
         f: impl FnOnce(&mut GroupOffsets) -> (R, bool),
-    ) -> Result<R, VolumeError> {
+    ) -> Result<Option<R>, VolumeError> {
         let entry = self.cache_entry(group_id);
         let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
         // The cross-process lock every writer of this file (other brokers, kaasctl)
@@ -170,6 +177,9 @@ impl GroupCoordinator {
         // Tried for at most a few seconds (a paused holder).
         let _file_lock = lock_group_file(&self.volume, group_id)?;
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
+        if !create && !group_file_exists(&path)? {
+            return Ok(None);
+        }
         self.refresh_cached(group_id, &mut cached)?;
         let mut next = cached.offsets.clone();
         let (result, changed) = f(&mut next);
@@ -181,7 +191,7 @@ impl GroupCoordinator {
             cached.offsets = next;
             cached.stamp = file_stamp(&path);
         }
-        Ok(result)
+        Ok(Some(result))
     }
 
     /// Writes committed offsets (topic, partition, offset, leader epoch, metadata) durably.
@@ -410,31 +420,24 @@ impl GroupCoordinator {
     /// group as failed at each pass and expires nothing of it. Returns how many files
     /// were written.
     pub fn persist_departures(&self, now_ms: i64) -> usize {
-        let departed: Vec<(String, i64)> = self
-            .members_seen_ms
+        let due: Vec<(String, Departure)> = self
+            .departures
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .map(|(id, at)| (id.clone(), *at))
+            .filter(|(_, d)| d.retry.is_none_or(|(next, _)| next <= now_ms))
+            .map(|(id, d)| (id.clone(), *d))
             .collect();
         let mut written = 0;
-        for (id, at) in departed {
-            let due = self
-                .departure_retries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&id)
-                .is_none_or(|(next, _)| *next <= now_ms);
-            if !due {
-                continue;
-            }
-            let outcome = self.record_active(&id, at);
-            let retriable = matches!(&outcome, Err(VolumeError::Io { .. } | VolumeError::Busy { .. }));
-            let mut retries = self.departure_retries.lock().unwrap_or_else(|p| p.into_inner());
+        for (id, d) in due {
+            let outcome = self.record_active(&id, d.at_ms);
+            let mut departures = self.departures.lock().unwrap_or_else(|p| p.into_inner());
             match outcome {
-                Err(e) if retriable => {
-                    let pause = retries.get(&id).map_or(1_000, |(_, pause)| (pause * 2).min(60_000));
-                    retries.insert(id.clone(), (now_ms + pause, pause));
+                Err(e @ (VolumeError::Io { .. } | VolumeError::Busy { .. })) => {
+                    let pause = d.retry.map_or(1_000, |(_, pause)| (pause * 2).min(60_000));
+                    if let Some(entry) = departures.get_mut(&id) {
+                        entry.retry = Some((now_ms + pause, pause));
+                    }
                     warn!(group = %id, error = %e, retry_in_ms = pause, "cannot record when the group's last member left (offsets retention); tried again");
                     continue;
                 }
@@ -443,11 +446,13 @@ impl GroupCoordinator {
                 }
                 Ok(wrote) => written += usize::from(wrote),
             }
-            retries.remove(&id);
-            drop(retries);
-            let mut seen = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
-            if seen.get(&id) == Some(&at) {
-                seen.remove(&id);
+            // Done with; a later departure recorded meanwhile is written next time.
+            match departures.get_mut(&id) {
+                Some(now) if now.at_ms == d.at_ms => {
+                    departures.remove(&id);
+                }
+                Some(now) => now.retry = None,
+                None => {}
             }
         }
         written
@@ -456,24 +461,14 @@ impl GroupCoordinator {
     /// Sets the group's `active_ms` to `at` unless it is later already; Ok(false) when
     /// nothing was written (no file, or nothing to change).
     fn record_active(&self, group_id: &str, at: i64) -> Result<bool, VolumeError> {
-        let entry = self.cache_entry(group_id);
-        let mut cached = entry.lock().unwrap_or_else(|p| p.into_inner());
-        let _file_lock = lock_group_file(&self.volume, group_id)?;
-        let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
-        if !group_file_exists(&path)? {
-            return Ok(false);
-        }
-        self.refresh_cached(group_id, &mut cached)?;
-        if cached.offsets.active_ms >= Some(at) {
-            return Ok(false);
-        }
-        let mut next = cached.offsets.clone();
-        next.active_ms = Some(at);
-        next.save(&self.volume)
-            .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, e))?;
-        cached.offsets = next;
-        cached.stamp = file_stamp(&path);
-        Ok(true)
+        let wrote = self.with_offsets_blocking(group_id, false, &|| Ok(()), |o| {
+            let later = o.active_ms < Some(at);
+            if later {
+                o.active_ms = Some(at);
+            }
+            (later, later)
+        })?;
+        Ok(wrote.unwrap_or(false))
     }
 
     /// One group of [`Self::expire_offsets`] at `retention` (`i64::MAX`: record only):
@@ -496,11 +491,11 @@ impl GroupCoordinator {
             .with_group(group_id, |g| (!g.members.is_empty(), g.members_left_ms))
             .unwrap_or((false, None));
         let remembered = self
-            .members_seen_ms
+            .departures
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(group_id)
-            .copied();
+            .map(|d| d.at_ms);
         let _file_lock = lock_group_file(&self.volume, group_id)?;
         let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
         if !group_file_exists(&path)? {
@@ -538,10 +533,10 @@ impl GroupCoordinator {
             cached.stamp = file_stamp(&path);
         }
         // What memory held is on the volume now (or the group is gone).
-        if remembered.is_some() {
-            let mut seen_ms = self.members_seen_ms.lock().unwrap_or_else(|p| p.into_inner());
-            if seen_ms.get(group_id) == remembered.as_ref() {
-                seen_ms.remove(group_id);
+        if let Some(at) = remembered {
+            let mut departures = self.departures.lock().unwrap_or_else(|p| p.into_inner());
+            if departures.get(group_id).is_some_and(|d| d.at_ms == at) {
+                departures.remove(group_id);
             }
         }
         if !expiry.expired.is_empty() {

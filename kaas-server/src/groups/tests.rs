@@ -977,17 +977,20 @@ fn a_departure_that_cannot_be_written_is_retried_after_a_pause_and_one_refused_b
     let v = Volume::new(dir.path());
     for g in ["busy", "broken"] {
         c.commit_offsets(g, &[("t".into(), 0, 5, -1, None)]).unwrap();
-        c.members_seen_ms.lock().unwrap().insert(g.to_string(), 100);
+        c.departures.lock().unwrap().insert(
+            g.to_string(),
+            Departure {
+                at_ms: 100,
+                retry: None,
+            },
+        );
     }
     std::fs::write(kaas_core::offsets::offsets_file(&v, "broken"), b"{not json").unwrap();
     let held = GroupOffsets::lock(&v, "busy").unwrap();
     let t = 1_000_000;
     assert_eq!(c.persist_departures(t), 0);
-    assert!(!c.members_seen_ms.lock().unwrap().contains_key("broken"), "dropped");
-    assert!(
-        c.members_seen_ms.lock().unwrap().contains_key("busy"),
-        "kept for a retry"
-    );
+    assert!(!c.departures.lock().unwrap().contains_key("broken"), "dropped");
+    assert!(c.departures.lock().unwrap().contains_key("busy"), "kept for a retry");
     let quick = Instant::now();
     assert_eq!(c.persist_departures(t + 999), 0);
     assert!(
@@ -997,7 +1000,7 @@ fn a_departure_that_cannot_be_written_is_retried_after_a_pause_and_one_refused_b
     drop(held);
     assert_eq!(c.persist_departures(t + 1_000), 1);
     assert_eq!(GroupOffsets::load(&v, "busy").unwrap().active_ms, Some(100));
-    assert!(c.members_seen_ms.lock().unwrap().is_empty());
+    assert!(c.departures.lock().unwrap().is_empty());
 }
 
 /// DeleteGroups waits for the group's file lock (held by another broker, kaasctl, or a
