@@ -580,11 +580,13 @@ impl PartitionLog {
             Ok(i) => i,
             Err(i) => i - 1,
         };
-        // A segment may end before `offset` if the batch holding it begins in the next
-        // one only when offsets are contiguous, so walk forward until data is found.
+        // A segment ends before `offset` when the offset falls past its last batch (a
+        // gap compaction left at its end): the batch holding it is in a later segment.
+        // The first segment that holds it answers, even with nothing (its batch does
+        // not fit); a later segment's batches would skip the records in between
+        // (`a_batch_too_big_for_what_is_left_is_never_skipped_for_the_next_segments`).
         for seg in &self.segments[idx..] {
-            let data = seg.read(offset, max_bytes, max_offset, min_one)?;
-            if !data.is_empty() {
+            if let Some(data) = seg.read(offset, max_bytes, max_offset, min_one)? {
                 return Ok(data);
             }
         }

@@ -573,16 +573,26 @@ impl Segment {
 
     /// Whole batches from the one holding `offset`, up to `max_bytes` (but at least one
     /// batch when `min_one`), stopping before any batch that starts at or after `max_offset`.
-    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64, min_one: bool) -> Result<Bytes, SegmentError> {
+    /// None when the segment ends before `offset` (the batch holding it, if any, is in a
+    /// later segment); Some, perhaps empty, when the answer is this segment's: a batch
+    /// that holds `offset` but does not fit is answered with nothing, never with a
+    /// later segment's batches, which would skip the records between.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one: bool,
+    ) -> Result<Option<Bytes>, SegmentError> {
         let file = self.reader()?;
         let Some((start, first)) = self.locate_in(&file.file, offset)? else {
-            return Ok(Bytes::new());
+            return Ok(None);
         };
         if first.base_offset >= max_offset {
-            return Ok(Bytes::new());
+            return Ok(Some(Bytes::new()));
         }
         if !min_one && first.total_len() > max_bytes {
-            return Ok(Bytes::new());
+            return Ok(Some(Bytes::new()));
         }
         let want = (max_bytes.max(first.total_len()) as u64).min(self.size - start) as usize;
         // A reused buffer: no zero-fill and no page faults per fetch (read_buffers).
@@ -595,7 +605,7 @@ impl Segment {
             }
             keep = at + h.total_len();
         }
-        Ok(buf.freeze(keep))
+        Ok(Some(buf.freeze(keep)))
     }
 
     /// Newest batch timestamp in the segment (scanned once, then cached).

@@ -156,6 +156,55 @@ fn segments_roll_by_size_and_reads_cross_them() {
     }
 }
 
+/// A fetch of a later partition in a request (`min_one` false: something was already
+/// returned) whose batch at the fetch offset does not fit in what is left of the
+/// response gets nothing for that partition, never the next segment's first batch:
+/// that would be an answer from past the fetch offset, and every client takes the
+/// gap for a compacted one and moves past the records it skipped.
+#[test]
+fn a_batch_too_big_for_what_is_left_is_never_skipped_for_the_next_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 300,
+        index_interval_bytes: 100,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    // Each segment: a batch of one record, then one of ten (bigger), and the next
+    // segment starts with a small one again.
+    for _ in 0..6 {
+        append(&mut log, 1, 1);
+        append(&mut log, 10, 1);
+    }
+    let bases: Vec<i64> = log.segments().iter().map(|s| s.base_offset()).collect();
+    assert_eq!(
+        bases,
+        (0..6).map(|i| i * 11).collect::<Vec<_>>(),
+        "one small and one big batch per segment"
+    );
+    let big = {
+        let data = log.read(1, 1, i64::MAX, true).unwrap();
+        crate::batch::validate(&data, 0).unwrap().total_len()
+    };
+    let end = log.log_end_offset();
+    for reopened in [false, true] {
+        for offset in 0..end {
+            for room in [1, big - 1] {
+                let data = log.read(offset, room, i64::MAX, false).unwrap();
+                if let Some((_, h)) = crate::batch::HeaderIter::new(&data).next() {
+                    assert!(
+                        h.base_offset <= offset && offset <= h.last_offset(),
+                        "a read at {offset} with {room} bytes of room answered the batch at {} (reopened: {reopened})",
+                        h.base_offset
+                    );
+                }
+            }
+        }
+        drop(log);
+        log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    }
+}
+
 /// How many of this process's open descriptors point into `dir`.
 fn open_files_in(dir: &std::path::Path) -> usize {
     std::fs::read_dir("/proc/self/fd")
