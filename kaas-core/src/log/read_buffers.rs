@@ -24,7 +24,16 @@ static FETCH: Pool = Pool::new();
 
 /// A buffer to read `len` bytes of the log into, for a fetch (see [`Pool::take`]).
 pub(super) fn take(len: usize) -> ReadBuffer {
+    #[cfg(test)]
+    TAKEN.with(|t| t.set(t.get() + len));
     FETCH.take(len)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes this thread's fetch reads asked buffers for: what a read read, whatever
+    /// it kept (tests of what a read costs).
+    pub(super) static TAKEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Kept buffers, each initialised (read into or zeroed) over its whole length.

@@ -543,15 +543,20 @@ impl Segment {
         self.locate_in(&self.reader()?.file, offset)
     }
 
-    /// [`Self::locate`] through an already open log file.
-    fn locate_in(&self, file: &File, offset: i64) -> Result<Option<(u64, BatchHeader)>, SegmentError> {
+    /// Where the batch holding `offset` starts at the earliest, by the index alone:
+    /// the position of the last index entry at or below it.
+    fn indexed_position(&self, offset: i64) -> u64 {
         let rel = (offset - self.base_offset).max(0);
-        let start = match self.index.binary_search_by_key(&(rel as u32), |e| e.0) {
+        match self.index.binary_search_by_key(&(rel as u32), |e| e.0) {
             Ok(i) => self.index[i].1 as u64,
             Err(0) => 0,
             Err(i) => self.index[i - 1].1 as u64,
-        };
-        let mut pos = start;
+        }
+    }
+
+    /// [`Self::locate`] through an already open log file.
+    fn locate_in(&self, file: &File, offset: i64) -> Result<Option<(u64, BatchHeader)>, SegmentError> {
+        let mut pos = self.indexed_position(offset);
         let mut head = [0u8; HEADER_LEN];
         while pos + HEADER_LEN as u64 <= self.size {
             self.read_exact_at(file, &mut head, pos)?;
@@ -594,7 +599,25 @@ impl Segment {
         if !min_one && first.total_len() > max_bytes {
             return Ok(Some(Bytes::new()));
         }
-        let want = (max_bytes.max(first.total_len()) as u64).min(self.size - start) as usize;
+        // Read no further than `max_offset` (the last stable offset or the high
+        // watermark, both batch boundaries): the bytes past it are not answered, and
+        // behind an open transaction reading them would cost every fetch and long-poll
+        // wake-up up to `max_bytes` for nothing (`a_read_reads_nothing_past_max_offset`).
+        // The index says where `max_offset`'s batch starts at the earliest: past the
+        // bytes this read may take, nothing needs finding.
+        let first_end = start + first.total_len() as u64;
+        let mut end = self.size.min(start + max_bytes.max(first.total_len()) as u64);
+        if max_offset < self.next_offset && self.indexed_position(max_offset) < end {
+            if let Some((at, h)) = self.locate_in(&file.file, max_offset)? {
+                end = end.min(if h.base_offset >= max_offset {
+                    at
+                } else {
+                    at + h.total_len() as u64
+                });
+            }
+        }
+        // The first batch lies below `max_offset` (checked above): always whole.
+        let want = (end.max(first_end) - start) as usize;
         // A reused buffer: no zero-fill and no page faults per fetch (read_buffers).
         let mut buf = super::read_buffers::take(want);
         self.read_exact_at(&file.file, buf.as_mut_slice(), start)?;

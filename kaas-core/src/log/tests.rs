@@ -156,6 +156,37 @@ fn segments_roll_by_size_and_reads_cross_them() {
     }
 }
 
+/// A read stops at `max_offset` (a read_committed fetch's last stable offset, or the
+/// high watermark) instead of reading `max_bytes` and keeping what lies below it: behind
+/// an open transaction of megabytes, every fetch and every long-poll wake-up read a
+/// whole `partition_max_bytes` for nothing, and a request naming many partitions (or
+/// one many times) held that much memory per entry until it was answered.
+#[test]
+fn a_read_reads_nothing_past_max_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), LogConfig::default(), 0).unwrap();
+    append(&mut log, 1, 1);
+    append(&mut log, 1, 1);
+    for _ in 0..50 {
+        append(&mut log, 100, 1);
+    }
+    let taken = || super::read_buffers::TAKEN.with(|t| t.get());
+    for (offset, max_offset, min_one) in [(0, 2, true), (0, 2, false), (1, 2, false), (0, 1, true), (2, 102, true)] {
+        let before = taken();
+        let data = log.read(offset, 1 << 20, max_offset, min_one).unwrap();
+        let kept: Vec<i64> = crate::batch::HeaderIter::new(&data)
+            .map(|(_, h)| h.base_offset)
+            .collect();
+        assert!(kept.iter().all(|b| *b < max_offset) && !kept.is_empty(), "{kept:?}");
+        assert_eq!(
+            taken() - before,
+            data.len(),
+            "a read from {offset} below {max_offset} read more than the {} bytes it answered",
+            data.len()
+        );
+    }
+}
+
 /// A fetch of a later partition in a request (`min_one` false: something was already
 /// returned) whose batch at the fetch offset does not fit in what is left of the
 /// response gets nothing for that partition, never the next segment's first batch:
