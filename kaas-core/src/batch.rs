@@ -41,6 +41,15 @@ pub enum BatchError {
     BadCount { position: usize, count: i32, delta: i32 },
     #[error("produced batch at byte {position} has record count {count} but last offset delta {delta}: a batch must hold at least one record and its offsets must span exactly its records (delta = count - 1)")]
     InconsistentCount { position: usize, count: i32, delta: i32 },
+    #[error(
+        "produced batch at byte {position} declares {count} records but its {bytes} bytes of records hold {found}"
+    )]
+    RecordsDoNotMatchCount {
+        position: usize,
+        count: i32,
+        found: u64,
+        bytes: usize,
+    },
 }
 
 /// The decoded fixed header of one v2 record batch.
@@ -204,10 +213,43 @@ pub fn validate_all(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
                 delta: header.last_offset_delta,
             });
         }
+        if header.compression() == 0 {
+            count_records(&buf[pos..pos + header.total_len()], pos, header.record_count)?;
+        }
         pos += header.total_len();
         headers.push(header);
     }
     Ok(headers)
+}
+
+/// Checks that an uncompressed batch's records section holds exactly `count`
+/// records, end to end, by their length prefixes alone (no record is decoded): a
+/// count the records do not back would move the log end past offsets no record
+/// holds, by up to 2^31 for a batch of a few bytes, and readers that count records
+/// (Java's) fail on the batch. Kafka's LogValidator refuses it too. A compressed
+/// batch's records are not counted: that needs decompressing on every produce.
+fn count_records(batch: &[u8], position: usize, count: i32) -> Result<(), BatchError> {
+    let records = &batch[HEADER_LEN..];
+    let mut at = 0;
+    let mut found: u64 = 0;
+    let mismatch = |found| BatchError::RecordsDoNotMatchCount {
+        position,
+        count,
+        found,
+        bytes: records.len(),
+    };
+    while at < records.len() {
+        let len = read_varint(records, &mut at).ok_or_else(|| mismatch(found))?;
+        if len < 0 || len as u64 > (records.len() - at) as u64 {
+            return Err(mismatch(found));
+        }
+        at += len as usize;
+        found += 1;
+    }
+    if found != count as u64 {
+        return Err(mismatch(found));
+    }
+    Ok(())
 }
 
 /// Overwrites the base offset of the batch starting at `buf[0]`. Outside the CRC.
@@ -353,6 +395,39 @@ mod tests {
         }
         // What the log already holds is still read with the looser rule.
         assert!(validate(&with_counts(sample(), 5, 2), 0).is_ok());
+    }
+
+    /// A count the records do not back (claimed by a batch whose header is otherwise
+    /// consistent) is refused for an uncompressed batch: one of a few bytes claiming
+    /// 2^31 - 1 records moved the log end by 2^31.
+    #[test]
+    fn an_uncompressed_batch_must_hold_the_records_it_counts() {
+        for count in [1, 3, i32::MAX] {
+            let b = with_counts(sample(), count - 1, count);
+            assert!(
+                matches!(
+                    validate_all(&b),
+                    Err(BatchError::RecordsDoNotMatchCount { found: 2, .. })
+                ),
+                "count {count}: {:?}",
+                validate_all(&b)
+            );
+        }
+        // A record whose length runs past the batch.
+        let mut b = sample();
+        b[HEADER_LEN] = 0x7e; // zigzag 63: longer than what is left
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            validate_all(&b),
+            Err(BatchError::RecordsDoNotMatchCount { .. })
+        ));
+        // A compressed batch's records are not counted (that needs decompressing).
+        let mut b = with_counts(sample(), i32::MAX - 1, i32::MAX);
+        b[21..23].copy_from_slice(&1i16.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(validate_all(&b).is_ok());
     }
 
     #[test]

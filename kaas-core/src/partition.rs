@@ -380,7 +380,7 @@ impl PartitionState {
     /// one size.
     pub fn marker_would_roll(&self, producer_id: i64, now_ms: i64) -> bool {
         let marker_len = crate::batch::build_control_batch(producer_id, 0, true, 0, now_ms).len();
-        self.has_open_txn(producer_id) && self.log.would_roll(marker_len as u64, now_ms)
+        self.has_open_txn(producer_id) && self.log.would_roll(marker_len as u64, 1, now_ms)
     }
 
     /// Whether `producer_id` has a transaction open here (a batch past its last marker).

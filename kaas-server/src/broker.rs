@@ -280,7 +280,8 @@ impl Broker {
             }
             let now = now_ms();
             let started = std::time::Instant::now();
-            let appended = if state.log.would_roll(records.len() as u64, now) {
+            let offsets = headers.iter().map(|h| h.last_offset_delta as i64 + 1).sum();
+            let appended = if state.log.would_roll(records.len() as u64, offsets, now) {
                 // A roll seals (fsyncs) a segment and creates files — the new segment by
                 // path, at this broker's log end: only while this broker leads the
                 // partition, by `owner.json` read under its gate, which a take-over

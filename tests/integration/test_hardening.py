@@ -271,6 +271,30 @@ def test_a_batch_whose_offsets_do_not_span_its_records_is_refused_with_invalid_r
     assert produce_and_read_back(kaas.bootstrap, "span", [b"fine"]) == [b"fine"]
 
 
+def test_a_batch_claiming_more_records_than_it_holds_is_refused_and_moves_no_offset(kaas):
+    """A batch of one record whose header claims 2^31 - 1 (offsets spanning them): before,
+    the broker counted nothing and the log end jumped by 2^31; Java consumers then fail
+    on the batch. Kafka's LogValidator refuses it; so does kaas (uncompressed batches)."""
+    from wire import crc32c, parse_produce_v3, produce_v3, record_batch
+    produce_and_read_back(kaas.bootstrap, "claims", [b"first"])
+    batch = bytearray(record_batch([b"a"]))
+    batch[23:27] = struct.pack(">i", 2**31 - 2)  # last offset delta
+    batch[57:61] = struct.pack(">i", 2**31 - 1)  # record count
+    batch[17:21] = struct.pack(">I", crc32c(bytes(batch[21:])))
+    conn = Conn(kaas.port)
+    conn.send(request(0, 3, 9, produce_v3("claims", 0, bytes(batch))))
+    _, body = conn.recv_response()
+    ((_, _, error, _),) = parse_produce_v3(body)
+    assert error == 87  # INVALID_RECORD
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "claims-check"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition("claims", 0), timeout=10)
+    finally:
+        c.close()
+    assert (low, high) == (0, 1), "the refused batch moved no offset"
+    assert produce_and_read_back(kaas.bootstrap, "claims", [b"fine"]) == [b"first", b"fine"]
+
+
 def test_a_join_group_with_200000_protocols_holds_up_no_other_client(kaas):
     import threading
     from wire import join_group_v1

@@ -367,7 +367,7 @@ impl PartitionLog {
             next += h.last_offset_delta as i64 + 1;
             pos += h.total_len();
         }
-        let rolled = self.should_roll(records.len() as u64, now_ms);
+        let rolled = self.should_roll(records.len() as u64, next - first, now_ms);
         if rolled {
             self.roll(now_ms)?;
         }
@@ -381,16 +381,24 @@ impl PartitionLog {
         })
     }
 
-    /// Whether appending `incoming` bytes at `now_ms` rolls the active segment first
-    /// (blocking file work: callers on an async runtime move off its workers).
-    pub fn would_roll(&self, incoming: u64, now_ms: i64) -> bool {
-        self.should_roll(incoming, now_ms)
+    /// Whether appending `incoming` bytes that take `offsets` offsets at `now_ms` rolls
+    /// the active segment first (blocking file work: callers on an async runtime move
+    /// off its workers).
+    pub fn would_roll(&self, incoming: u64, offsets: i64, now_ms: i64) -> bool {
+        self.should_roll(incoming, offsets, now_ms)
     }
 
-    fn should_roll(&self, incoming: u64, now_ms: i64) -> bool {
+    fn should_roll(&self, incoming: u64, offsets: i64, now_ms: i64) -> bool {
         let active = self.active();
         if active.size() == 0 {
             return false;
+        }
+        // The offset index holds offsets relative to the segment's base in 32 bits: a
+        // segment never spans more than i32::MAX offsets past its base (Kafka's
+        // canConvertToRelativeOffset), or its index entries would wrap and reads
+        // would look up the wrong batch.
+        if self.log_end_offset() + offsets - 1 - active.base_offset() > i32::MAX as i64 {
+            return true;
         }
         // A compacted log rolls by max.compaction.lag.ms too, or records in the active
         // segment (never cleaned) would wait for segment.ms (Apache's maxSegmentMs).

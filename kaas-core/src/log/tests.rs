@@ -156,6 +156,52 @@ fn segments_roll_by_size_and_reads_cross_them() {
     }
 }
 
+/// A segment never spans more than i32::MAX offsets past its base: index entries hold
+/// 32-bit relative offsets, and past that they wrapped and reads looked up the wrong
+/// batch. A compressed batch may claim up to 2^31 - 1 records (its records are not
+/// counted on produce), so three of them in one segment wrapped it.
+#[test]
+fn a_segment_rolls_before_its_relative_offsets_would_pass_i32_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        index_interval_bytes: 1,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    let huge = || {
+        let mut b = batch(1, 1);
+        b[21..23].copy_from_slice(&1i16.to_be_bytes()); // gzip: records not counted
+        b[23..27].copy_from_slice(&(i32::MAX - 1).to_be_bytes());
+        b[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    };
+    let mut bases = Vec::new();
+    for i in 0..4 {
+        let mut b = if i % 2 == 0 { huge() } else { batch(1, 1) };
+        let headers = log.validate(&b).unwrap();
+        bases.push(log.append(&mut b, &headers, 0, 1).unwrap().base_offset);
+    }
+    for s in log.segments() {
+        assert!(
+            s.next_offset() - 1 - s.base_offset() <= i32::MAX as i64,
+            "segment {} ends at {}",
+            s.base_offset(),
+            s.next_offset()
+        );
+    }
+    for reopened in [false, true] {
+        for &base in &bases {
+            let data = log.read(base, 1, i64::MAX, true).unwrap();
+            let h = crate::batch::validate(&data, 0).unwrap();
+            assert_eq!(h.base_offset, base, "reopened: {reopened}");
+        }
+        drop(log);
+        log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    }
+}
+
 /// A read stops at `max_offset` (a read_committed fetch's last stable offset, or the
 /// high watermark) instead of reading `max_bytes` and keeping what lies below it: behind
 /// an open transaction of megabytes, every fetch and every long-poll wake-up read a
@@ -596,13 +642,13 @@ fn a_compacted_log_rolls_by_max_compaction_lag_ms_too() {
     };
     let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
     append(&mut log, 1, 0);
-    assert!(log.would_roll(10, 150), "past max.compaction.lag.ms");
+    assert!(log.would_roll(10, 1, 150), "past max.compaction.lag.ms");
     log.set_config(LogConfig {
         compact: false,
         ..config
     });
     assert!(
-        !log.would_roll(10, 150),
+        !log.would_roll(10, 1, 150),
         "only segment.ms for a log that is not compacted"
     );
 }

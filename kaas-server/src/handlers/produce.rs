@@ -155,9 +155,10 @@ fn append(
             warn!(peer = %ctx.peer, client = %ctx.client_id, topic = %partition.topic, partition = partition.index, error = %e, "rejected produce batch");
             return Err(match e {
                 LogError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
-                LogError::Batch(kaas_core::batch::BatchError::InconsistentCount { .. }) => {
-                    ResponseError::InvalidRecord.code()
-                }
+                LogError::Batch(
+                    kaas_core::batch::BatchError::InconsistentCount { .. }
+                    | kaas_core::batch::BatchError::RecordsDoNotMatchCount { .. },
+                ) => ResponseError::InvalidRecord.code(),
                 _ => ResponseError::CorruptMessage.code(),
             });
         }
