@@ -209,7 +209,7 @@ impl Plan {
 }
 
 /// Which segments of `log` may be cleaned: sealed ones wholly below the active
-/// segment and `lso` (open transactions are never cleaned), whose newest record is at
+/// segment (the one holding the last record) and `lso` (open transactions are never cleaned), whose newest record is at
 /// least `min.compaction.lag.ms` old. None when nothing is dirty.
 pub fn plan(
     log: &mut PartitionLog,
@@ -220,7 +220,15 @@ pub fn plan(
 ) -> Result<Option<Plan>, LogError> {
     let config = log.config().clone();
     let n = log.segments().len();
-    let active_base = log.segments()[n - 1].base_offset();
+    // The segment holding the log's last record is never cleaned, as Kafka's active
+    // segment, which holds the log end, never is. A take-over starts a fresh, empty
+    // active segment (`PartitionLog::start_fresh_segment`): cleaning the sealed one
+    // before it could remove its last records and leave a gap at the log's end, which
+    // no fetch gets past (nothing after it to answer with), and a consumer reading
+    // to the end never arrives
+    // (`a_reader_reaches_the_log_end_after_a_take_over_and_cleaning`).
+    let last = (0..n).rev().find(|&i| log.segments()[i].size() > 0).unwrap_or(n - 1);
+    let active_base = log.segments()[last].base_offset();
     let uncleanable = active_base.min(lso);
     let mut cleanable = 0;
     for i in 0..n - 1 {

@@ -51,6 +51,8 @@ enum Op {
     /// A cleaning pass (twice) with an offset map of this many entries.
     Clean(usize),
     Reopen,
+    /// A take-over: a fresh, empty active segment (the one before it sealed).
+    TakeOver,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -60,6 +62,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u8..3, prop::collection::vec(rec, 1..4), any::<bool>()).prop_map(|(p, r, c)| Op::Txn(p, r, c)),
         2 => prop_oneof![Just(1usize << 14), 4usize..40].prop_map(Op::Clean),
         1 => Just(Op::Reopen),
+        1 => Just(Op::TakeOver),
     ]
 }
 
@@ -87,6 +90,12 @@ fn plain_batch(records: &[(u8, Option<u8>)], producer: Option<(i64, i16, i32)>, 
 
 /// Every (offset, key, value) a read_committed reader gets from the log start.
 fn read_committed(p: &PartitionState) -> Vec<(i64, u8, Option<u8>)> {
+    read_committed_to_end(p).0
+}
+
+/// [`read_committed`], and the position the reader ends at (a consumer's, once a
+/// fetch answers nothing).
+fn read_committed_to_end(p: &PartitionState) -> (Vec<(i64, u8, Option<u8>)>, i64) {
     let mut out = Vec::new();
     let log = &p.log;
     let mut at = log.log_start_offset();
@@ -115,7 +124,7 @@ fn read_committed(p: &PartitionState) -> Vec<(i64, u8, Option<u8>)> {
             }
         }
     }
-    out
+    (out, at)
 }
 
 fn pass(p: &mut PartitionState, dir: &Path, now: i64) -> Option<CleanReport> {
@@ -186,8 +195,11 @@ proptest! {
                     drop(p);
                     p = PartitionState::open(dir.path(), config(), now).unwrap();
                 }
+                Op::TakeOver => p.log.start_fresh_segment(now).unwrap(),
             }
-            let seen = read_committed(&p);
+            let (seen, at) = read_committed_to_end(&p);
+            // Every transaction here is decided: the reader gets to the log end.
+            prop_assert_eq!(at, p.log.log_end_offset(), "a reader stops short of the end");
             prop_assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "offsets must grow: {seen:?}");
             let mut latest: BTreeMap<u8, Option<u8>> = BTreeMap::new();
             for (_, k, v) in &seen {
@@ -500,4 +512,28 @@ fn the_last_stable_offset_is_never_below_the_log_start() {
     assert_eq!(p.last_stable_offset(), 0);
     p.delete_records(2).unwrap();
     assert_eq!(p.last_stable_offset(), 2);
+}
+
+/// A take-over starts a fresh, empty active segment (`start_fresh_segment`), so the
+/// segment holding the log end is sealed. Cleaned, it lost its last records (a
+/// tombstone past its retention, an aborted transaction and its marker), and a reader
+/// whose position fell in that trailing gap got nothing from every fetch while the
+/// high watermark stood past it: a consumer reading to the end (Connect's
+/// `readToEnd`, Streams' restoration, `kcat -e`) never arrived. The segment holding
+/// the last record is never cleaned, as Kafka's active segment never is.
+#[test]
+fn a_reader_reaches_the_log_end_after_a_take_over_and_cleaning() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), config(), 0).unwrap();
+    for i in 0..20u8 {
+        append(&mut p, plain_batch(&[(i % 4, Some(i))], None, 0), 10);
+    }
+    append(&mut p, plain_batch(&[(3, None)], None, 0), 10); // a tombstone, last
+    let end = p.log.log_end_offset();
+    p.log.start_fresh_segment(20).unwrap();
+    pass(&mut p, dir.path(), 100);
+    pass(&mut p, dir.path(), 101);
+    let (_, at) = read_committed_to_end(&p);
+    assert_eq!(at, end, "the reader stops inside a trailing gap");
+    assert_eq!(p.last_stable_offset(), end);
 }
