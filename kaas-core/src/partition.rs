@@ -280,7 +280,8 @@ impl PartitionState {
         state.sync_txn_index()?;
         aborted.sort_by_key(|a| (a.last_offset, a.producer_id, a.first_offset));
         aborted.dedup();
-        aborted.retain(|a| a.last_offset >= state.log.log_start_offset());
+        // As `forget_below_start`: kept while the marker's segment is.
+        aborted.retain(|a| a.last_offset >= state.log.first_segment_base());
         state.aborted = aborted;
         Ok(state)
     }
@@ -529,10 +530,17 @@ impl PartitionState {
         Ok(true)
     }
 
+    /// Drops the aborted transactions whose marker's segment is gone. One below the log
+    /// start (DeleteRecords moves it inside a segment) is kept while its segment is:
+    /// the cleaner still reads that segment, and given a list without it took its
+    /// data for committed and dropped its marker, and a replay from the first segment
+    /// then found a transaction that never ended
+    /// (`an_aborted_transaction_below_a_moved_log_start_stays_aborted_through_cleaning_and_a_replay`).
+    /// Fetches never list it: they start at the log start.
     fn forget_below_start(&mut self) {
-        let start = self.log.log_start_offset();
-        self.aborted.retain(|a| a.last_offset >= start);
-        self.unsynced_aborts.retain(|a| a.last_offset >= start);
+        let first = self.log.first_segment_base();
+        self.aborted.retain(|a| a.last_offset >= first);
+        self.unsynced_aborts.retain(|a| a.last_offset >= first);
     }
 
     /// Classifies every batch (under the caller's partition lock), then appends them

@@ -537,3 +537,34 @@ fn a_reader_reaches_the_log_end_after_a_take_over_and_cleaning() {
     assert_eq!(at, end, "the reader stops inside a trailing gap");
     assert_eq!(p.last_stable_offset(), end);
 }
+
+/// An aborted transaction below a log start DeleteRecords moved (inside its segment)
+/// was dropped from the aborted list the cleaner is given: the cleaner took its data
+/// for committed and kept it (the producer's last batch), removed its ABORT marker
+/// past the delete horizon, and a replay of the log from its first segment (the
+/// snapshot lost) found a transaction open since then: the last stable offset stayed
+/// at the log start for good. The list keeps such a transaction while its segment
+/// does.
+#[test]
+fn an_aborted_transaction_below_a_moved_log_start_stays_aborted_through_cleaning_and_a_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), config(), 0).unwrap();
+    append(&mut p, plain_batch(&[(1, Some(1))], Some((7, 0, 0)), TRANSACTIONAL), 10);
+    p.write_marker(7, 0, false, 0, 0, 10).unwrap();
+    append(&mut p, plain_batch(&[(2, Some(2))], None, 0), 10);
+    p.delete_records(2).unwrap();
+    for i in 0..30u8 {
+        append(&mut p, plain_batch(&[(3 + i % 4, Some(i))], None, 0), 20);
+    }
+    assert!(p.log.segments().len() > 2);
+    pass(&mut p, dir.path(), 100);
+    pass(&mut p, dir.path(), 101);
+    drop(p);
+    std::fs::remove_file(crate::partition::ProducerStateSnapshot::path(dir.path())).unwrap();
+    let p = PartitionState::open(dir.path(), config(), 200).unwrap();
+    assert_eq!(
+        p.last_stable_offset(),
+        p.log.log_end_offset(),
+        "no transaction is open: the one below the log start was aborted"
+    );
+}
