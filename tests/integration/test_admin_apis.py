@@ -70,6 +70,40 @@ def test_describe_cluster_and_offsets_for_times(kaas):
     c.close()
 
 
+def test_timestamp_lookups_of_a_read_committed_reader_stop_at_the_last_stable_offset(kaas):
+    """As Kafka's `lastFetchableOffset`: a read_committed ListOffsets by timestamp (and
+    max timestamp, -3) answers only offsets below the last stable offset. Before, it
+    answered an offset inside an open transaction, which that reader cannot read."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+    a = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    a.create_topics([NewTopic("stamps", 1)])["stamps"].result(10)
+    base = int(time.time() * 1000) - 100_000
+    plain = Producer({"bootstrap.servers": kaas.bootstrap, "linger.ms": 0})
+    plain.produce("stamps", value=b"committed", partition=0, timestamp=base)
+    assert plain.flush(10) == 0
+    tx = Producer({"bootstrap.servers": kaas.bootstrap, "transactional.id": "stamps-tx", "linger.ms": 0})
+    tx.init_transactions(20)
+    tx.begin_transaction()
+    tx.produce("stamps", value=b"open", partition=0, timestamp=base + 5000)
+    assert tx.flush(10) == 0
+    tp = TopicPartition("stamps", 0, base + 1000)
+    for level, expected in (("read_committed", -1), ("read_uncommitted", 1)):
+        c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "stamps", "isolation.level": level})
+        try:
+            assert c.offsets_for_times([tp], timeout=10)[0].offset == expected, level
+        finally:
+            c.close()
+    spec = {TopicPartition("stamps", 0): OffsetSpec.max_timestamp()}
+    committed = a.list_offsets(spec, isolation_level=IsolationLevel.READ_COMMITTED)
+    uncommitted = a.list_offsets(spec, isolation_level=IsolationLevel.READ_UNCOMMITTED)
+    assert [f.result(10).offset for f in committed.values()] == [-1]
+    assert [(f.result(10).offset, f.result(10).timestamp) for f in uncommitted.values()] == [(1, base + 5000)]
+    tx.commit_transaction(20)
+    committed = a.list_offsets(spec, isolation_level=IsolationLevel.READ_COMMITTED)
+    assert [(f.result(10).offset, f.result(10).timestamp) for f in committed.values()] == [(1, base + 5000)]
+
+
 def test_retention_by_size_moves_the_log_start(kaas_factory):
     b = kaas_factory("--retention-check-interval-ms", "200")
     a = AdminClient({"bootstrap.servers": b.bootstrap})

@@ -615,6 +615,51 @@ impl PartitionLog {
         Ok(None)
     }
 
+    /// (offset, timestamp) of the first record batch (never a control batch) carrying
+    /// the largest timestamp at or past the log start (ListOffsets' -3, KIP-734; to the
+    /// batch, answered with its base offset, or the log start for the batch holding
+    /// it). Segments are visited by their newest timestamp (kept in memory, each
+    /// sealed segment scanned once for it), highest first, and only while one could
+    /// still hold a larger timestamp than found: that figure is an upper bound (it
+    /// counts markers, and records the cleaner removed), so a segment is scanned to
+    /// confirm it. Before, every lookup read every batch header of the partition under
+    /// its lock.
+    pub fn max_timestamp_offset(&mut self) -> Result<Option<(i64, i64)>, LogError> {
+        let start = self.log_start_offset();
+        let mut order = Vec::with_capacity(self.segments.len());
+        for (i, seg) in self.segments.iter_mut().enumerate() {
+            order.push((seg.max_timestamp()?, i));
+        }
+        // Highest bound first; among equal bounds the earlier segment, whose batch
+        // comes first in the log.
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        // (timestamp, segment, offset)
+        let mut best: Option<(i64, usize, i64)> = None;
+        for (bound, i) in order {
+            if let Some((ts, seg, _)) = best {
+                if bound < ts {
+                    break;
+                }
+                if i > seg {
+                    continue; // at most equal, and later in the log
+                }
+            }
+            let mut found: Option<(i64, i64)> = None;
+            self.segments[i].for_each_header(|_, h| {
+                if !h.is_control() && h.last_offset() >= start && found.is_none_or(|(_, t)| h.max_timestamp > t) {
+                    found = Some((h.base_offset.max(start), h.max_timestamp));
+                }
+                true
+            })?;
+            if let Some((offset, ts)) = found {
+                if best.is_none_or(|(b, seg, _)| ts > b || (ts == b && i < seg)) {
+                    best = Some((ts, i, offset));
+                }
+            }
+        }
+        Ok(best.map(|(ts, _, offset)| (offset, ts)))
+    }
+
     /// Deletes whole segments past `retention.ms` / `retention.bytes`, and those wholly
     /// below a log start DeleteRecords moved; never the active one. Returns the base
     /// offsets deleted.

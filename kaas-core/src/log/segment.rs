@@ -114,6 +114,12 @@ pub struct Segment {
     torn_tail: bool,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Segment scans (`for_each_header`) on this thread: tests of what a lookup costs.
+    pub(crate) static SCANS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// A segment file's name: its base offset as 20 digits, then `ext`.
 pub(crate) fn file_name(base: i64, ext: &str) -> String {
     format!("{base:020}.{ext}")
@@ -674,6 +680,8 @@ impl Segment {
 
     /// Visits every batch header in order until `f` returns false.
     pub fn for_each_header(&self, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<(), SegmentError> {
+        #[cfg(test)]
+        SCANS.with(|s| s.set(s.get() + 1));
         let mut pos = 0u64;
         let mut head = [0u8; HEADER_LEN];
         let file = self.reader()?;

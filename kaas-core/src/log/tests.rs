@@ -202,6 +202,59 @@ fn a_segment_rolls_before_its_relative_offsets_would_pass_i32_max() {
     }
 }
 
+/// ListOffsets' -3: the first record batch carrying the largest timestamp at or past
+/// the log start, found without reading every batch header of the partition each
+/// time (it used to, under the partition lock).
+#[test]
+fn the_max_timestamp_lookup_scans_only_the_segments_that_could_hold_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 400,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    // Timestamps rise, with a peak (twice: the first counts) in an early segment.
+    let mut stamps = Vec::new();
+    for i in 0..60i64 {
+        let ts = if i == 7 || i == 9 { 10_000 } else { 100 + i };
+        stamps.push(ts);
+        append(&mut log, 1, ts);
+    }
+    assert!(log.segments().len() >= 5, "{}", log.segments().len());
+    let brute = |log: &PartitionLog| {
+        let start = log.log_start_offset();
+        let mut best: Option<(i64, i64)> = None;
+        for seg in log.segments() {
+            seg.for_each_header(|_, h| {
+                if !h.is_control() && h.last_offset() >= start && best.is_none_or(|(_, t)| h.max_timestamp > t) {
+                    best = Some((h.base_offset.max(start), h.max_timestamp));
+                }
+                true
+            })
+            .unwrap();
+        }
+        best
+    };
+    for reopened in [false, true] {
+        let scans = || super::segment::SCANS.with(|s| s.get());
+        assert_eq!(log.max_timestamp_offset().unwrap(), Some((7, 10_000)));
+        let before = scans();
+        assert_eq!(log.max_timestamp_offset().unwrap(), Some((7, 10_000)));
+        assert!(
+            scans() - before <= 1,
+            "a repeated lookup scanned {} segments",
+            scans() - before
+        );
+        assert_eq!(log.max_timestamp_offset().unwrap(), brute(&log), "reopened: {reopened}");
+        drop(log);
+        log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    }
+    // Past the peak's batches, the largest left is the newest.
+    log.advance_start(10).unwrap();
+    assert_eq!(log.max_timestamp_offset().unwrap(), Some((59, stamps[59])));
+    assert_eq!(log.max_timestamp_offset().unwrap(), brute(&log));
+}
+
 /// A read stops at `max_offset` (a read_committed fetch's last stable offset, or the
 /// high watermark) instead of reading `max_bytes` and keeping what lies below it: behind
 /// an open transaction of megabytes, every fetch and every long-poll wake-up read a

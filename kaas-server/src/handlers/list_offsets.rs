@@ -94,17 +94,20 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                             LATEST => r.offset = log.log_end_offset().min(confirmed),
                             EARLIEST => r.offset = log.log_start_offset(),
                             ts => {
-                                // Both may read whole segments.
+                                // Both may read a segment's headers.
                                 let found = crate::blocking::off_worker(|| {
                                     if ts == MAX_TIMESTAMP {
-                                        max_timestamp(log)
+                                        log.max_timestamp_offset()
                                     } else {
-                                        log.offset_for_timestamp(ts).map_err(|e| e.to_string())
+                                        log.offset_for_timestamp(ts)
                                     }
                                 });
+                                // Only what the asking reader may read, as Kafka's
+                                // `lastFetchableOffset`: below the last stable offset
+                                // for read_committed, else below the confirmed end.
+                                let readable = if isolation_level == 1 { lso } else { confirmed };
                                 match found {
-                                    // Only what readers may read (below the confirmed end).
-                                    Ok(Some((offset, ts))) if offset < confirmed => {
+                                    Ok(Some((offset, ts))) if offset < readable => {
                                         r.offset = offset;
                                         r.timestamp = ts;
                                     }
@@ -128,20 +131,4 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
         );
     }
     ListOffsetsResponse::default().with_topics(topics)
-}
-
-/// (offset, timestamp) of the batch carrying the largest timestamp.
-fn max_timestamp(log: &mut kaas_core::log::PartitionLog) -> Result<Option<(i64, i64)>, String> {
-    let mut best: Option<(i64, i64)> = None;
-    let start = log.log_start_offset();
-    for seg in log.segments() {
-        seg.for_each_header(|_, h| {
-            if !h.is_control() && h.last_offset() >= start && best.is_none_or(|(_, ts)| h.max_timestamp > ts) {
-                best = Some((h.base_offset.max(start), h.max_timestamp));
-            }
-            true
-        })
-        .map_err(|e| e.to_string())?;
-    }
-    Ok(best)
 }
