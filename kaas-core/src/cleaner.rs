@@ -23,8 +23,10 @@
 //! - a tombstone (null value) below the delete horizon: nothing;
 //! - a transaction marker below the delete horizon once no data of its transaction
 //!   remains before it: nothing;
-//! - the last batch of every producer the partition still tracks: all of it, so the
-//!   producer's sequence and epoch survive a rebuild of the producer state from the log;
+//! - the last batch of every producer the partition still tracks: the batch itself,
+//!   emptied of the records the rules above remove (an empty batch keeps its header),
+//!   so the producer's sequence and epoch survive a rebuild of the producer state from
+//!   the log;
 //! - everything else, byte for byte (a batch that lost records is rewritten with the
 //!   same base offset, last offset delta and codec).
 //!

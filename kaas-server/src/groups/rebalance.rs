@@ -122,6 +122,9 @@ pub(super) fn admit(
     let mut charged = false;
     let mut member_id = req.member_id.clone();
     let mut fresh = false;
+    // A static member restarted and the group must rebalance for it: its protocols
+    // changed, it led, or the leader's assignment, still to come, names its old id.
+    let mut restarted_static = false;
     if member_id.is_empty() {
         if let Some(inst) = &req.instance_id {
             if let Some(old) = group.static_members.get(inst).cloned() {
@@ -158,6 +161,13 @@ pub(super) fn admit(
                 if group.state == GroupState::Stable && unchanged && !was_leader {
                     return Some(current_generation_response(group, &new_id, req.version));
                 }
+                // Otherwise a rebalance, as Apache's: with other protocols the group's
+                // may change (answered the current generation, the member could be
+                // told a protocol it no longer offers); before the leader's SyncGroup
+                // (CompletingRebalance) its assignment names the old id, and the new
+                // one would get none, its partitions owned by nobody
+                // (`a_static_member_restarting_before_the_leaders_sync_causes_a_rebalance`).
+                restarted_static = true;
                 member_id = new_id;
             } else {
                 // Charged before the instance is mapped: a refusal leaves no mapping
@@ -242,6 +252,7 @@ pub(super) fn admit(
         }
     };
     let is_leader = group.leader.as_deref() == Some(member_id.as_str());
+    let changed = changed || restarted_static;
     match group.state {
         GroupState::Stable if known && !changed && !is_leader => {
             return Some(current_generation_response(group, &member_id, req.version));

@@ -351,6 +351,98 @@ fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
     );
 }
 
+/// Two static members, pod-0 and pod-1, joined: the group waits for the leader's
+/// SyncGroup (CompletingRebalance). Returns (leader id, follower id, follower
+/// instance, generation).
+fn two_static_members_completing(c: &GroupCoordinator, t0: Instant) -> (String, String, String, i32) {
+    let mut req = join_req("", 9);
+    req.instance_id = Some("pod-1".into());
+    let first = waited(c.join(req, t0)).try_recv().unwrap();
+    let mut req = join_req("", 9);
+    req.instance_id = Some("pod-0".into());
+    let _ = c.join(req, t0);
+    let _ = c.join(
+        JoinRequest {
+            instance_id: Some("pod-1".into()),
+            ..join_req(first.member_id.as_str(), 9)
+        },
+        t0,
+    );
+    let view = c.describe("g").unwrap();
+    assert_eq!(view.state, GroupState::CompletingRebalance);
+    let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
+    let follower = view.members.iter().find(|m| m.id != leader).unwrap();
+    let generation = c.with_group("g", |g| g.generation).unwrap();
+    (
+        leader,
+        follower.id.clone(),
+        follower.instance_id.clone().unwrap(),
+        generation,
+    )
+}
+
+/// A static member restarting while the group waits for the leader's SyncGroup takes
+/// a new member id the leader's assignment does not name: without a new rebalance it
+/// was answered an empty assignment and the group went Stable, its partitions owned
+/// by nobody (Apache rebalances here: "the new member id would not get any assignment").
+#[test]
+fn a_static_member_restarting_before_the_leaders_sync_causes_a_rebalance() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
+    let mut again = join_req("", 9);
+    again.instance_id = Some(inst.clone());
+    let rejoin = c.join(again, t0);
+    let synced = sync(
+        &c,
+        generation,
+        &leader,
+        None,
+        (None, None),
+        vec![(follower, Bytes::from_static(b"F"))],
+        t0,
+    );
+    let group = c.describe("g").unwrap();
+    assert_eq!(
+        group.state,
+        GroupState::PreparingRebalance,
+        "the restarted member's new id has no assignment: a rebalance must give it one"
+    );
+    assert_eq!(
+        now_response(synced).error_code,
+        ResponseError::RebalanceInProgress.code()
+    );
+    drop(rejoin);
+}
+
+/// A static member restarting with other protocols: the group's protocol may have to
+/// change, so it rebalances (before, the member was answered the current generation,
+/// whose protocol it may no longer support).
+#[test]
+fn a_static_member_restarting_with_other_protocols_causes_a_rebalance() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
+    let _ = sync(
+        &c,
+        generation,
+        &leader,
+        None,
+        (None, None),
+        vec![(follower, Bytes::from_static(b"F"))],
+        t0,
+    );
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    let mut again = join_req("", 9);
+    again.instance_id = Some(inst);
+    again.protocols = vec![
+        ("cooperative-sticky".into(), Bytes::from_static(b"meta")),
+        ("range".into(), Bytes::from_static(b"meta")),
+    ];
+    let _ = c.join(again, t0);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::PreparingRebalance);
+}
+
 #[test]
 fn session_timeouts_outside_the_broker_limits_are_rejected() {
     let (_d, c) = coordinator();
