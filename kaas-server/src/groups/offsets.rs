@@ -99,13 +99,21 @@ impl GroupCoordinator {
         Ok(codes)
     }
 
-    /// Whether a commit from this (generation, member) may proceed.
+    /// Whether a commit from this (generation, member) may proceed; `transactional`
+    /// for TxnOffsetCommit (KIP-447). As Apache's coordinator: the member and its
+    /// generation are checked first (FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
+    /// ILLEGAL_GENERATION); only then does a plain commit from the current generation
+    /// wait out the leader's SyncGroup (REBALANCE_IN_PROGRESS). A transactional one is
+    /// not refused for it: Java's producer takes REBALANCE_IN_PROGRESS on
+    /// TxnOffsetCommit for a fatal error
+    /// (`a_commit_during_completing_rebalance_is_judged_by_member_and_generation_first`).
     pub fn check_commit(
         &self,
         group_id: &str,
         generation: i32,
         member_id: &str,
         instance_id: Option<&str>,
+        transactional: bool,
     ) -> Result<(), ResponseError> {
         let handle = self.group(group_id);
         let guard = handle.as_ref().map(lock_group);
@@ -119,12 +127,12 @@ impl GroupCoordinator {
         if generation < 0 && group.members.is_empty() {
             return Ok(());
         }
-        if group.state == GroupState::CompletingRebalance {
-            return Err(ResponseError::RebalanceInProgress);
-        }
         check_member(group, member_id, instance_id)?;
         if generation != group.generation {
             return Err(ResponseError::IllegalGeneration);
+        }
+        if !transactional && group.state == GroupState::CompletingRebalance {
+            return Err(ResponseError::RebalanceInProgress);
         }
         Ok(())
     }

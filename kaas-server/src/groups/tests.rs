@@ -526,10 +526,38 @@ fn protocol_matching_is_linear_in_the_protocols() {
     }
 }
 
+/// During CompletingRebalance (the leader's SyncGroup still to come), a commit is
+/// judged by its member and generation first, as Apache's: a stale generation gets
+/// ILLEGAL_GENERATION (abortable for a transactional producer), not
+/// REBALANCE_IN_PROGRESS, which Java's producer takes for a fatal error on
+/// TxnOffsetCommit; and a transactional commit from the current generation proceeds.
+#[test]
+fn a_commit_during_completing_rebalance_is_judged_by_member_and_generation_first() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let (leader, follower, _, generation) = two_static_members_completing(&c, t0);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::CompletingRebalance);
+    for transactional in [false, true] {
+        assert_eq!(
+            c.check_commit("g", generation - 1, &follower, None, transactional),
+            Err(ResponseError::IllegalGeneration)
+        );
+        assert_eq!(
+            c.check_commit("g", generation, "nobody", None, transactional),
+            Err(ResponseError::UnknownMemberId)
+        );
+    }
+    assert_eq!(
+        c.check_commit("g", generation, &leader, None, false),
+        Err(ResponseError::RebalanceInProgress)
+    );
+    assert_eq!(c.check_commit("g", generation, &leader, None, true), Ok(()));
+}
+
 #[test]
 fn committed_offsets_are_on_the_volume() {
     let (dir, c) = coordinator();
-    assert_eq!(c.check_commit("g", -1, "", None), Ok(()));
+    assert_eq!(c.check_commit("g", -1, "", None, false), Ok(()));
     c.commit_offsets("g", &[("t".into(), 0, 42, -1, None)]).unwrap();
     let reloaded = GroupOffsets::load(&Volume::new(dir.path()), "g").unwrap();
     assert_eq!(reloaded.get("t", 0).unwrap().offset, 42);

@@ -41,6 +41,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
                     req.generation_id_or_member_epoch,
                     &req.member_id,
                     req.group_instance_id.as_deref(),
+                    false,
                 )
             })
     } else {

@@ -67,6 +67,7 @@ pub async fn handle(
                     req.generation_id,
                     &req.member_id,
                     req.group_instance_id.as_deref(),
+                    true,
                 )
             });
         if let Err(e) = checked {
