@@ -277,6 +277,26 @@ pub fn lock_exclusive(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// [`lock_exclusive`], waiting at most `wait` (pauses growing from 1 ms to 8 ms):
+/// Ok(None) when another open file still holds the lock then. A lock held by a
+/// process that is paused, or by a dead NFS client whose lock outlives it, gives its
+/// waiters an error they retry, never a thread held forever.
+pub fn lock_exclusive_within(path: &Path, wait: std::time::Duration) -> io::Result<Option<File>> {
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        if let Some(f) = try_lock_exclusive(path)? {
+            return Ok(Some(f));
+        }
+        let left = wait.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(std::time::Duration::from_millis(8));
+    }
+}
+
 /// Opens (creating if needed) a lock file: never through a symlink, never blocking on
 /// a FIFO planted in its place, only a regular file.
 fn open_lock_file(path: &Path) -> io::Result<File> {

@@ -228,21 +228,12 @@ impl GroupOffsets {
         if let Some(dir) = path.parent() {
             crate::fsutil::create_dir_durable(dir).map_err(|e| VolumeError::io(dir, e))?;
         }
-        let started = std::time::Instant::now();
-        let mut pause = std::time::Duration::from_millis(1);
-        loop {
-            if let Some(f) = crate::fsutil::try_lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))? {
-                return Ok(f);
-            }
-            let left = wait.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                return Err(VolumeError::Busy {
-                    path,
-                    waited_ms: wait.as_millis() as u64,
-                });
-            }
-            std::thread::sleep(pause.min(left));
-            pause = (pause * 2).min(std::time::Duration::from_millis(8));
+        match crate::fsutil::lock_exclusive_within(&path, wait).map_err(|e| VolumeError::io(&path, e))? {
+            Some(f) => Ok(f),
+            None => Err(VolumeError::Busy {
+                path,
+                waited_ms: wait.as_millis() as u64,
+            }),
         }
     }
 

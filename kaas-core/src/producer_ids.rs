@@ -44,12 +44,28 @@ pub struct ProducerIdBlocks {
     pub last_claim_ms: i64,
 }
 
-/// Claims the next block under the allocator's exclusive lock.
+/// How long a claim waits for the allocator's lock before it fails (retriably: the
+/// client's InitProducerId is answered COORDINATOR_NOT_AVAILABLE). Another broker holds
+/// it for one small read and write; a paused holder, or a dead NFS client whose lock
+/// outlives it, must not hold a claim (and the broker's thread) forever.
+pub const ALLOCATOR_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Claims the next block under the allocator's exclusive lock (waiting at most
+/// [`ALLOCATOR_LOCK_WAIT`] for it: [`VolumeError::Busy`]). Blocking file work.
 pub fn claim_block(volume: &Volume, broker_id: i32) -> Result<Range<i64>, VolumeError> {
+    claim_block_within(volume, broker_id, ALLOCATOR_LOCK_WAIT)
+}
+
+fn claim_block_within(volume: &Volume, broker_id: i32, wait: std::time::Duration) -> Result<Range<i64>, VolumeError> {
     let dir = volume.cluster_dir();
     crate::fsutil::create_dir_durable(&dir).map_err(|e| VolumeError::io(&dir, e))?;
     let lock_path = dir.join("producer_ids.lock");
-    let lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+    let lock = crate::fsutil::lock_exclusive_within(&lock_path, wait)
+        .map_err(|e| VolumeError::io(&lock_path, e))?
+        .ok_or_else(|| VolumeError::Busy {
+            path: lock_path.clone(),
+            waited_ms: wait.as_millis() as u64,
+        })?;
     let path = dir.join("producer_ids.json");
     let current =
         match read_versioned_json::<ProducerIdBlocks>(&path, "producer id allocator", PRODUCER_IDS_FORMAT_VERSION) {
@@ -131,6 +147,26 @@ impl ProducerIdAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A claim waits for the allocator's lock a bounded time: held elsewhere (a paused
+    /// broker, a dead NFS client's lock), it fails with Busy instead of holding its
+    /// thread forever; once the lock is free the next claim goes on.
+    #[test]
+    fn a_claim_waits_for_the_allocators_lock_a_bounded_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        crate::fsutil::create_dir_durable(&volume.cluster_dir()).unwrap();
+        let held = crate::fsutil::lock_exclusive(&volume.cluster_dir().join("producer_ids.lock")).unwrap();
+        let wait = std::time::Duration::from_millis(100);
+        let started = std::time::Instant::now();
+        assert!(matches!(
+            claim_block_within(&volume, 0, wait),
+            Err(VolumeError::Busy { .. })
+        ));
+        assert!(started.elapsed() >= wait);
+        drop(held);
+        assert_eq!(claim_block_within(&volume, 0, wait).unwrap(), 0..BLOCK_SIZE);
+    }
 
     #[test]
     fn a_file_that_would_reach_the_transactional_range_is_an_error() {

@@ -62,7 +62,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: InitProduce
                 }
             }
         }
-        _ => match broker.next_producer_id() {
+        // A new block is claimed on the volume under its lock (up to
+        // `ALLOCATOR_LOCK_WAIT`): never on the runtime's workers.
+        _ => match crate::blocking::off_worker(|| broker.next_producer_id()) {
             Ok(id) => InitProducerIdResponse::default()
                 .with_producer_id(ProducerId(id))
                 .with_producer_epoch(0),
@@ -95,6 +97,51 @@ mod tests {
     fn ok(r: &InitProducerIdResponse) -> (i64, i16) {
         assert_eq!(r.error_code, 0, "{r:?}");
         (r.producer_id.0, r.producer_epoch)
+    }
+
+    /// The producer-id allocator's lock held elsewhere (a paused broker, a dead NFS
+    /// client's lock that outlives it): InitProducerId claims a block under it. Before,
+    /// it waited without end on the runtime's worker, holding a mutex the next
+    /// InitProducerId waited on there too: two of them stalled both workers, and the
+    /// broker answered nothing (its lease renewal not run either). Now the claim runs
+    /// off the workers and gives up after `ALLOCATOR_LOCK_WAIT`, answered
+    /// COORDINATOR_NOT_AVAILABLE (retriable); once the lock is free, ids are handed out.
+    #[test]
+    fn a_producer_id_allocator_lock_held_elsewhere_stalls_no_worker() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let b = rt.block_on(async { broker(dir.path()) });
+        let cluster_dir = b.volume.cluster_dir();
+        kaas_core::fsutil::create_dir_durable(&cluster_dir).unwrap();
+        let held = kaas_core::fsutil::lock_exclusive(&cluster_dir.join("producer_ids.lock")).unwrap();
+        let started = std::time::Instant::now();
+        let inits: Vec<_> = [None, Some("tx-a")]
+            .into_iter()
+            .map(|tid| {
+                let b = b.clone();
+                rt.spawn(async move { init(&b, 4, tid, (-1, -1)).await })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (tx, rx) = std::sync::mpsc::channel();
+        rt.spawn(async move { tx.send(()).unwrap() });
+        let ran = rx.recv_timeout(std::time::Duration::from_secs(2)).is_ok();
+        if !ran {
+            drop(held); // let the old code's waiters go, so the test ends
+            panic!("the runtime's workers are stalled on the allocator's lock");
+        }
+        for h in inits {
+            let r = rt.block_on(h).unwrap();
+            assert_eq!(r.error_code, ResponseError::CoordinatorNotAvailable.code(), "{r:?}");
+        }
+        assert!(started.elapsed() >= kaas_core::producer_ids::ALLOCATOR_LOCK_WAIT);
+        drop(held);
+        let r = rt.block_on(init(&b, 4, None, (-1, -1)));
+        assert_eq!(r.error_code, 0, "{r:?}");
     }
 
     #[tokio::test]

@@ -796,7 +796,10 @@ impl TransactionCoordinator {
                 -1
             }
         };
-        let outcome = txn::init_producer_id(current.as_ref(), tid, timeout_ms, claimed, now, &actor, &mut alloc);
+        // `alloc` may claim a new block on the volume, under its lock: off the workers.
+        let outcome = crate::blocking::off_worker(|| {
+            txn::init_producer_id(current.as_ref(), tid, timeout_ms, claimed, now, &actor, &mut alloc)
+        });
         if let Some(e) = alloc_error {
             return Err(e.into());
         }
@@ -849,24 +852,28 @@ impl TransactionCoordinator {
     /// Raises the producer's epoch on every partition this broker leads and records
     /// the bump in this broker's fence log for the other brokers' watchers.
     pub fn fence(&self, broker: &Cluster, producer_id: i64, epoch: i16, tid: &str) -> Result<(), CoordError> {
-        broker.fence_producer_epoch(producer_id, epoch);
-        let mut guard = self.fence_log.lock().unwrap_or_else(|p| p.into_inner());
-        let log = guard.as_mut().map_err(|e| VolumeError::Invalid {
-            path: kaas_core::fence_log::fence_log_path(&broker.volume, self.broker_id),
-            detail: e.clone(),
-        })?;
-        let now = now_ms();
-        let appended = log.append(producer_id, epoch, Some(tid), now);
-        let pruned = log.prune(now, broker.config.transactional_id_expiration_ms);
-        if appended || pruned {
-            if let Err(e) = log.save(&broker.volume) {
-                // Memory must not run ahead of the file: a retry of this fence would
-                // otherwise find it recorded and never write it.
-                *guard = FenceLog::load(&broker.volume, self.broker_id).map_err(|e| e.to_string());
-                return Err(e.into());
+        // Every partition's lock in turn, then the fence log's fsync (under a mutex
+        // another fence may wait on): off the runtime's workers.
+        crate::blocking::off_worker(|| -> Result<(), CoordError> {
+            broker.fence_producer_epoch(producer_id, epoch);
+            let mut guard = self.fence_log.lock().unwrap_or_else(|p| p.into_inner());
+            let log = guard.as_mut().map_err(|e| VolumeError::Invalid {
+                path: kaas_core::fence_log::fence_log_path(&broker.volume, self.broker_id),
+                detail: e.clone(),
+            })?;
+            let now = now_ms();
+            let appended = log.append(producer_id, epoch, Some(tid), now);
+            let pruned = log.prune(now, broker.config.transactional_id_expiration_ms);
+            if appended || pruned {
+                if let Err(e) = log.save(&broker.volume) {
+                    // Memory must not run ahead of the file: a retry of this fence
+                    // would otherwise find it recorded and never write it.
+                    *guard = FenceLog::load(&broker.volume, self.broker_id).map_err(|e| e.to_string());
+                    return Err(e.into());
+                }
             }
-        }
-        drop(guard);
+            Ok(())
+        })?;
         // Recorded (now or by an earlier call): the peers' fence watchers may read it.
         if let Some(sender) = self.notices.get() {
             for to in broker.live_brokers().into_keys().filter(|b| *b != self.broker_id) {
