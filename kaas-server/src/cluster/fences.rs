@@ -17,12 +17,19 @@ pub struct MarkerError {
 
 impl Cluster {
     /// Raises a producer's epoch and clears its dedupe window on every partition this
-    /// broker leads, so a zombie's batches are rejected even where the new session has
-    /// not written yet.
+    /// broker leads that knows the producer. A partition that never saw it takes no
+    /// state for it: a zombie's transactional batch there is refused by produce-time
+    /// verification with the coordinator, which knows the new epoch, and a plain batch
+    /// under a transactional producer id is refused anyway. Entries made for it in
+    /// every partition piled up with each restart of a transactional id, in memory and
+    /// in every snapshot (`a_fence_takes_no_state_in_partitions_that_never_saw_the_producer`).
     pub fn fence_producer_epoch(&self, producer_id: i64, epoch: i16) {
         let now = now_ms();
         for p in self.partitions() {
-            p.state().producers.fence_at(producer_id, epoch, now);
+            let mut state = p.state();
+            if state.producers.get(producer_id).is_some() {
+                state.producers.fence_at(producer_id, epoch, now);
+            }
         }
     }
 

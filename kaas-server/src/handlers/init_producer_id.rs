@@ -84,6 +84,7 @@ mod tests {
     use kaas_core::fence_log::FenceLog;
     use kaas_core::txn::TxnState;
     use kafka_protocol::messages::{ApiKey, TransactionalId};
+    use std::collections::BTreeMap;
 
     async fn init(b: &Arc<Broker>, version: i16, tid: Option<&str>, claim: (i64, i16)) -> InitProducerIdResponse {
         let req = InitProducerIdRequest::default()
@@ -142,6 +143,33 @@ mod tests {
         drop(held);
         let r = rt.block_on(init(&b, 4, None, (-1, -1)));
         assert_eq!(r.error_code, 0, "{r:?}");
+    }
+
+    /// A fence (each InitProducerId epoch bump, and each peer's) raises the producer's
+    /// epoch only on the partitions that know the producer. Before, it made an entry for
+    /// it in every partition the broker led: with thousands of partitions and
+    /// thousands of restarts of transactional ids a day, gigabytes of producer entries
+    /// (each in every partition's snapshot) until they expired a day later, shown by
+    /// DescribeProducers on partitions the producer never wrote to. A partition that
+    /// never saw the producer needs none: its transactional batches are verified with
+    /// the coordinator before they are appended (the rule `apply_fence_logs` follows).
+    #[tokio::test]
+    async fn a_fence_takes_no_state_in_partitions_that_never_saw_the_producer() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 20, BTreeMap::new()).await.unwrap();
+        let (pid, _) = ok(&init(&b, 4, Some("tx"), (-1, -1)).await);
+        assert_eq!(ok(&init(&b, 4, Some("tx"), (-1, -1)).await), (pid, 1));
+        let known: Vec<i32> = b
+            .topic("t")
+            .unwrap()
+            .partitions
+            .iter()
+            .filter_map(|p| p.as_ref().ok())
+            .filter(|p| p.state().producers.get(pid).is_some())
+            .map(|p| p.index)
+            .collect();
+        assert!(known.is_empty(), "partitions holding the fenced producer: {known:?}");
     }
 
     #[tokio::test]
