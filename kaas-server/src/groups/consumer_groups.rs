@@ -206,6 +206,21 @@ impl GroupCoordinator {
         })
     }
 
+    /// Whether the group may have a record: in the offsets cache, or a file on the
+    /// volume (a file that cannot be looked at counts: the locked path then says why).
+    fn group_has_a_record(&self, group_id: &str) -> bool {
+        if self
+            .offsets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(group_id)
+        {
+            return true;
+        }
+        let path = kaas_core::offsets::offsets_file(&self.volume, group_id);
+        crate::blocking::off_worker(|| !matches!(path.try_exists(), Ok(false)))
+    }
+
     /// The classic group of this id has members: a consumer-protocol member may not
     /// join it (Apache converts only an empty classic group).
     fn classic_in_use(&self, group_id: &str) -> bool {
@@ -242,6 +257,20 @@ impl GroupCoordinator {
             }
             Ok(())
         };
+        // A group with no record, here or on the volume, is made only by a join that
+        // is admitted: a heartbeat or a leave for it, or a join it must refuse, is
+        // refused before its file lock is taken (the lock file stays on the volume)
+        // and before a cache entry is made. Random group ids left both behind, one
+        // each, without end (`refused_heartbeats_for_groups_without_a_record_leave_no_trace`).
+        if !self.group_has_a_record(group_id) {
+            if member_epoch != 0 {
+                return Err(refused(
+                    ResponseError::UnknownMemberId,
+                    format!("member {joining_id:?} is not in group {group_id:?}"),
+                ));
+            }
+            ConsumerGroup::check_request(&hb).map_err(ConsumerError::Refused)?;
+        }
         let reply = self.with_consumer(group_id, clash, |g| {
             let before = g.epoch;
             let reply = g

@@ -649,6 +649,47 @@ mod consumer_groups {
         assert_eq!(e.code(), ResponseError::UnknownMemberId);
     }
 
+    /// A heartbeat or a leave for a group that has no record (here or on the volume),
+    /// and a join it must refuse (an invalid regular expression, an unknown assignor),
+    /// are refused as before but leave nothing: before, each took the group's file
+    /// lock first, so a client naming random group ids left a `.lock` file on the
+    /// volume and an entry in the offsets cache for each, without end.
+    #[test]
+    fn refused_heartbeats_for_groups_without_a_record_leave_no_trace() {
+        let (dir, c) = coordinator();
+        let groups_dir = Volume::new(dir.path()).cluster_dir().join("groups");
+        let files = || std::fs::read_dir(&groups_dir).map(|d| d.count()).unwrap_or(0);
+        let cached = || c.offsets.lock().unwrap().len();
+        let (files_before, cached_before) = (files(), cached());
+        let owned = BTreeMap::new();
+        for i in 0..20 {
+            let g = format!("random-{i}");
+            let e = c
+                .consumer_heartbeat(&g, beat("m", 1, &owned), &topics(), 0)
+                .unwrap_err();
+            assert_eq!(e.code(), ResponseError::UnknownMemberId);
+            let e = c
+                .consumer_heartbeat(&g, beat("m", -1, &owned), &topics(), 0)
+                .unwrap_err();
+            assert_eq!(e.code(), ResponseError::UnknownMemberId);
+            let mut bad = join("m");
+            bad.subscribed_regex = Some("(unclosed".into());
+            let e = c.consumer_heartbeat(&g, bad, &topics(), 0).unwrap_err();
+            assert_eq!(e.code(), ResponseError::InvalidRegularExpression);
+            let mut bad = join("m");
+            bad.server_assignor = Some("nope".into());
+            let e = c.consumer_heartbeat(&g, bad, &topics(), 0).unwrap_err();
+            assert_eq!(e.code(), ResponseError::UnsupportedAssignor);
+        }
+        assert_eq!((files(), cached()), (files_before, cached_before));
+        // A join that is admitted still makes the group.
+        assert_eq!(
+            c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap().member_epoch,
+            1
+        );
+        assert!(files() > files_before);
+    }
+
     #[test]
     fn offsets_of_a_consumer_group_are_checked_against_the_member_epoch() {
         let (_d, c) = coordinator();

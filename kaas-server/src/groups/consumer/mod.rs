@@ -428,17 +428,10 @@ impl ConsumerGroup {
             .collect()
     }
 
-    /// Handles one heartbeat at `now_ms`. `new_member_id` names a member joining
-    /// without an id (version 0; from version 1 the client picks it).
-    pub fn heartbeat(
-        &mut self,
-        mut hb: Heartbeat,
-        topics: &TopicsView,
-        settings: &Settings,
-        now_ms: i64,
-        new_member_id: impl FnOnce() -> String,
-    ) -> Result<HeartbeatReply, Refusal> {
-        // Checked before anything changes, and kept to resolve below.
+    /// What a heartbeat asks for that is refused whatever the group holds: a regular
+    /// expression that does not compile (INVALID_REGULAR_EXPRESSION), an assignor that
+    /// is not served (UNSUPPORTED_ASSIGNOR). The compiled expression, if any.
+    pub fn check_request(hb: &Heartbeat) -> Result<Option<regex::Regex>, Refusal> {
         let new_regex = hb
             .subscribed_regex
             .as_deref()
@@ -453,6 +446,21 @@ impl ConsumerGroup {
                 ));
             }
         }
+        Ok(new_regex)
+    }
+
+    /// Handles one heartbeat at `now_ms`. `new_member_id` names a member joining
+    /// without an id (version 0; from version 1 the client picks it).
+    pub fn heartbeat(
+        &mut self,
+        mut hb: Heartbeat,
+        topics: &TopicsView,
+        settings: &Settings,
+        now_ms: i64,
+        new_member_id: impl FnOnce() -> String,
+    ) -> Result<HeartbeatReply, Refusal> {
+        // Checked before anything changes, and kept to resolve below.
+        let new_regex = Self::check_request(&hb)?;
         let joined = match hb.member_epoch {
             -1 | -2 => return self.leave(&hb, topics),
             0 => self.join(&mut hb, settings, new_member_id)?,
