@@ -94,6 +94,38 @@ impl GroupCoordinator {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Before [`Self::coordination_changed`], after a live-set change: a consumer group
+    /// this broker coordinated since the previous change (its entry's `coordinated`
+    /// at or after `settled_generation`, which that change left; the cluster's own
+    /// bump before it publishes a set comes after it) and still coordinates (`owns`,
+    /// under the new set) keeps its members' session and rebalance deadlines: its
+    /// entry moves on to the generation this change is about to make. Any other entry
+    /// is rebuilt from the volume with fresh sessions before its next use, as before:
+    /// a group that was elsewhere had its members heartbeat to another coordinator
+    /// (its entry may still have been refreshed here meanwhile, by a transaction's
+    /// staged offsets, which is not coordinator work). Before, every change rebuilt
+    /// every group: with changes more often than the session timeout, a dead member
+    /// was never removed
+    /// (`a_live_set_change_that_leaves_a_group_here_keeps_its_members_deadlines`).
+    /// An entry busy now is left to be rebuilt.
+    pub(super) fn keep_sessions_of_groups_still_here(&self, owns: &dyn Fn(&str) -> bool) {
+        let generation = self.generation();
+        let settled = self.settled_generation.load(std::sync::atomic::Ordering::SeqCst);
+        let cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
+        for (id, entry) in cache.iter() {
+            if !owns(id) {
+                continue;
+            }
+            if let Ok(mut c) = entry.try_lock() {
+                let current = (settled..=generation).contains(&c.generation) && c.coordinated >= settled;
+                if c.consumer.is_some() && current {
+                    c.generation = generation + 1;
+                    c.coordinated = generation + 1;
+                }
+            }
+        }
+    }
+
     /// The group's offsets cache entry, made empty (to be loaded) if there is none.
     pub(super) fn cache_entry(&self, group_id: &str) -> Arc<Mutex<CachedOffsets>> {
         self.offsets
@@ -106,6 +138,7 @@ impl GroupCoordinator {
                     stamp: None,
                     consumer: None,
                     generation: 0,
+                    coordinated: 0,
                 }))
             })
             .clone()
@@ -180,6 +213,7 @@ impl GroupCoordinator {
             pre()?;
             let _file_lock = offsets::lock_group_file(&self.volume, group_id)?;
             self.refresh_cached(group_id, &mut cached)?;
+            cached.coordinated = cached.generation;
             let mut group = match cached.consumer.clone() {
                 Some(g) => g,
                 None if create => ConsumerGroup::new(group_id),

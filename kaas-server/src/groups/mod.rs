@@ -266,6 +266,10 @@ pub struct GroupCoordinator {
     /// The generation whose owned consumer groups were last loaded from the volume
     /// (so members of a group taken over expire even if none of them heartbeats).
     scanned_generation: std::sync::atomic::AtomicU64,
+    /// The generation the last live-set change left (after its own bump): cache
+    /// entries refreshed since were current under the live set before the next
+    /// change ([`Self::keep_sessions_of_groups_still_here`]).
+    settled_generation: std::sync::atomic::AtomicU64,
     /// Offsets retention: each classic group that emptied (recorded by `tick` and
     /// eviction), until `persist_departures` (or a pass) has written when its last
     /// member left to the group's file.
@@ -306,6 +310,10 @@ struct CachedOffsets {
     consumer: Option<consumer::ConsumerGroup>,
     /// The coordination generation `consumer` was built or last checked under.
     generation: u64,
+    /// The generation under which this broker last did coordinator work on the
+    /// consumer group (a heartbeat, an expiry pass, a load of the groups it
+    /// coordinates); a transaction's staged offsets refresh the entry without it.
+    coordinated: u64,
 }
 
 fn sb(s: impl Into<String>) -> StrBytes {
@@ -343,6 +351,7 @@ impl GroupCoordinator {
             offsets: Mutex::new(HashMap::new()),
             coordination_generation: Arc::new(std::sync::atomic::AtomicU64::new(1)),
             scanned_generation: std::sync::atomic::AtomicU64::new(0),
+            settled_generation: std::sync::atomic::AtomicU64::new(0),
             departures: Mutex::new(HashMap::new()),
             offsets_retention_ms: config.offsets_retention_ms,
             max_session_ms: i64::from(config.group_max_session_timeout_ms),
@@ -421,7 +430,10 @@ impl GroupCoordinator {
             // A last member that left since the last tick: still written to the file.
             self.note_emptied(&mut g);
         }
+        self.keep_sessions_of_groups_still_here(&owns);
         self.coordination_changed();
+        self.settled_generation
+            .store(self.generation(), std::sync::atomic::Ordering::SeqCst);
         gone.len()
     }
 

@@ -769,6 +769,58 @@ mod consumer_groups {
         assert_eq!(view.state, "Empty");
     }
 
+    /// A live-set change that leaves a consumer group on this broker keeps its
+    /// members' session deadlines. Before, every change rebuilt every cached group
+    /// from its record with fresh sessions: with changes more often than the session
+    /// timeout (a broker's lease flapping, a rolling restart), a dead member was never
+    /// removed and its partitions were never consumed. A group that came to this
+    /// broker with the change still gets fresh sessions (its members heartbeated to
+    /// another coordinator until then).
+    #[test]
+    fn a_live_set_change_that_leaves_a_group_here_keeps_its_members_deadlines() {
+        let (_d, c) = coordinator_with(&["--group-consumer-session-timeout-ms", "1000"]);
+        // Times well before the wall clock: a rebuild from the record (which starts
+        // sessions at the wall clock) then puts deadlines far past them.
+        let base = kaas_core::now_ms() - 100_000;
+        let a = c.consumer_heartbeat("g", join("a"), &topics(), base).unwrap();
+        let (mut a_epoch, mut a_owned) = (a.member_epoch, a.assignment.unwrap_or_default());
+        c.consumer_heartbeat("g", join("b"), &topics(), base).unwrap();
+        // Only a heartbeats; the live set changes every 600 ms, the group staying here.
+        for step in 1..=4 {
+            let now = base + step * 600;
+            c.forget_unowned(|_| true);
+            let r = c
+                .consumer_heartbeat("g", beat("a", a_epoch, &a_owned), &topics(), now)
+                .unwrap();
+            a_epoch = r.member_epoch;
+            if let Some(assigned) = r.assignment {
+                a_owned = assigned;
+            }
+            c.expire_consumer_members(&topics, &|_| true, now);
+        }
+        let members: Vec<String> = c
+            .describe_consumer("g")
+            .unwrap()
+            .unwrap()
+            .members
+            .iter()
+            .map(|m| m.member.id.clone())
+            .collect();
+        assert_eq!(
+            members,
+            ["a"],
+            "b's session ended 1 s after its join, the group never left this broker"
+        );
+        // The group goes to another broker and comes back: a full session from then
+        // (a heartbeated to the other coordinator meanwhile), though a's deadline
+        // here has passed.
+        let later = base + 10_000;
+        c.forget_unowned(|_| false);
+        c.forget_unowned(|_| true);
+        c.expire_consumer_members(&topics, &|_| true, later);
+        assert_eq!(c.describe_consumer("g").unwrap().unwrap().members.len(), 1);
+    }
+
     #[test]
     fn a_file_rewritten_by_someone_else_keeps_members_session_deadlines() {
         let (dir, c) = coordinator_with(&["--group-consumer-session-timeout-ms", "1000"]);
