@@ -559,9 +559,10 @@ pub fn member_check(
     if old_commit_version {
         return Err(ResponseError::UnsupportedVersion);
     }
-    if member_epoch > m.epoch {
-        Err(ResponseError::FencedMemberEpoch)
-    } else if member_epoch < m.epoch {
+    // Any mismatch is STALE_MEMBER_EPOCH, as Apache's `validateMemberEpoch` for
+    // offsets: Java's commit manager takes FENCED_MEMBER_EPOCH on a commit for an
+    // unexpected, fatal error.
+    if member_epoch != m.epoch {
         Err(ResponseError::StaleMemberEpoch)
     } else {
         Ok(())
