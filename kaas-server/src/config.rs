@@ -380,10 +380,11 @@ pub struct Config {
     #[arg(long, env = "KAAS_GROUP_CONSUMER_MAX_SIZE", default_value_t = i32::MAX as u32, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
     pub group_consumer_max_size: u32,
 
-    /// Memory for the protocol metadata group members join with, all groups together
-    /// (kept for as long as each member stays, up to its session timeout). A join past
-    /// it is answered COORDINATOR_NOT_AVAILABLE (the client retries) until members
-    /// leave. Not a Kafka setting.
+    /// Memory for the protocol metadata group members join with and the assignments
+    /// their leaders hand out, all groups together (kept for as long as each member
+    /// stays, up to its session timeout). A join or a leader's SyncGroup past it is
+    /// answered COORDINATOR_NOT_AVAILABLE (the client retries) until members leave.
+    /// Not a Kafka setting.
     #[arg(long, env = "KAAS_GROUP_MEMBER_METADATA_MAX_BYTES", default_value_t = 128 << 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub group_member_metadata_max_bytes: u64,
 

@@ -66,6 +66,8 @@ pub struct Member {
     /// What `protocols` hold of `--group-member-metadata-max-bytes`.
     metadata_charge: MetadataCharge,
     pub assignment: Bytes,
+    /// What `assignment` holds of the same bound.
+    assignment_charge: MetadataCharge,
     join_waiter: Option<(i16, oneshot::Sender<JoinGroupResponse>)>,
     sync_waiter: Option<oneshot::Sender<SyncGroupResponse>>,
     last_seen: Instant,
@@ -203,8 +205,13 @@ impl MetadataPool {
         protocols: &[(String, Bytes)],
         replacing: u64,
     ) -> Option<MetadataCharge> {
-        use std::sync::atomic::Ordering;
         let bytes: u64 = protocols.iter().map(|(n, m)| (n.len() + m.len()) as u64).sum();
+        self.charge_bytes(group, bytes, replacing)
+    }
+
+    /// [`Self::charge`] of `bytes` (a member's assignment).
+    pub(super) fn charge_bytes(self: &Arc<Self>, group: &str, bytes: u64, replacing: u64) -> Option<MetadataCharge> {
+        use std::sync::atomic::Ordering;
         let took = self
             .used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
@@ -225,7 +232,7 @@ impl MetadataPool {
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
-            warn!(group, bytes, limit = self.limit, "a member's join does not fit --group-member-metadata-max-bytes; answered COORDINATOR_NOT_AVAILABLE until members leave");
+            warn!(group, bytes, limit = self.limit, "a member's join or assignment does not fit --group-member-metadata-max-bytes; answered COORDINATOR_NOT_AVAILABLE until members leave");
         }
         None
     }
@@ -541,16 +548,35 @@ impl GroupCoordinator {
                 Reply::Now(ok(group, a))
             }
             GroupState::CompletingRebalance => {
+                let leader = group.leader.as_deref() == Some(member_id);
+                // The assignments are kept with the members until the next rebalance:
+                // charged to `--group-member-metadata-max-bytes` before anything
+                // changes; a leader's sync that does not fit is refused (retriable)
+                // and the group waits on (`assignments_count_against_the_member_metadata_bound`).
+                let mut given: HashMap<String, Bytes> = HashMap::new();
+                let mut charges: HashMap<String, MetadataCharge> = HashMap::new();
+                if leader {
+                    given = assignments.into_iter().collect();
+                    for m in group.members.values() {
+                        let bytes = given.get(&m.id).map_or(0, |a| a.len() as u64);
+                        match self.metadata.charge_bytes(&group.id, bytes, m.assignment_charge.bytes) {
+                            Some(c) => {
+                                charges.insert(m.id.clone(), c);
+                            }
+                            None => return Reply::Now(sync_error(ResponseError::CoordinatorNotAvailable)),
+                        }
+                    }
+                }
                 let (tx, rx) = oneshot::channel();
                 {
                     let member = group.members.get_mut(member_id).expect("checked");
                     member.last_seen = now;
                     member.sync_waiter = Some(tx);
                 }
-                if group.leader.as_deref() == Some(member_id) {
-                    let mut given: HashMap<String, Bytes> = assignments.into_iter().collect();
+                if leader {
                     for m in group.members.values_mut() {
                         m.assignment = given.remove(&m.id).unwrap_or_default();
+                        m.assignment_charge = charges.remove(&m.id).unwrap_or_else(MetadataCharge::none);
                     }
                     group.state = GroupState::Stable;
                     info!(group = %group.id, generation = group.generation, members = group.members.len(), "group stable");

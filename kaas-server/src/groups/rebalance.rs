@@ -243,6 +243,7 @@ pub(super) fn admit(
                     protocols: req.protocols.clone(),
                     metadata_charge: charge.take().unwrap_or_else(MetadataCharge::none),
                     assignment: Bytes::new(),
+                    assignment_charge: MetadataCharge::none(),
                     join_waiter: None,
                     sync_waiter: None,
                     last_seen: now,

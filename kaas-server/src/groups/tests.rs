@@ -72,6 +72,50 @@ fn member_metadata_is_bounded_across_groups_and_given_back_when_members_leave() 
     assert!(matches!(again, Reply::Wait(_)), "room again");
 }
 
+/// The assignments a leader's SyncGroup hands out are kept with the members until
+/// the next rebalance: they count against `--group-member-metadata-max-bytes` like the
+/// members' protocols. Before, they were not counted: one client leading groups of
+/// its own parked an assignment of up to a request's size in each, for as long as it
+/// heartbeated. A sync that does not fit is answered COORDINATOR_NOT_AVAILABLE
+/// (retriable) and changes nothing.
+#[test]
+fn assignments_count_against_the_member_metadata_bound() {
+    let (_d, c) = coordinator_with(&["--group-member-metadata-max-bytes", "1000"]);
+    let now = Instant::now();
+    let used = || c.metadata.used.load(std::sync::atomic::Ordering::Acquire);
+    let (a, mut ra) = handshake(&c, now);
+    let joined = ra.try_recv().unwrap();
+    assert_eq!(used(), 9);
+    let big = Bytes::from(vec![7u8; 2000]);
+    let refused = now_response(sync(
+        &c,
+        joined.generation_id,
+        &a,
+        None,
+        (None, None),
+        vec![(a.clone(), big)],
+        now,
+    ));
+    assert_eq!(refused.error_code, ResponseError::CoordinatorNotAvailable.code());
+    assert_eq!(used(), 9, "nothing kept");
+    assert_eq!(c.describe("g").unwrap().state, GroupState::CompletingRebalance);
+    let fits = Bytes::from(vec![7u8; 500]);
+    let mut synced = waited(sync(
+        &c,
+        joined.generation_id,
+        &a,
+        None,
+        (None, None),
+        vec![(a.clone(), fits)],
+        now,
+    ));
+    let synced = synced.try_recv().unwrap();
+    assert_eq!((synced.error_code, synced.assignment.len()), (0, 500));
+    assert_eq!(used(), 509, "the assignment is counted");
+    c.leave("g", &[(a, None)], now).unwrap();
+    assert_eq!(used(), 0, "given back with the member");
+}
+
 fn join_req(member: &str, version: i16) -> JoinRequest {
     JoinRequest {
         group_id: "g".into(),
