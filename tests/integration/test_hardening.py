@@ -53,6 +53,38 @@ def test_a_topic_name_over_kafkas_limit_is_refused_and_leaves_nothing(kaas):
     assert not [p for p in kaas.data_dir.iterdir() if p.name.startswith("ttt")]
 
 
+def test_transactional_offsets_with_metadata_past_the_limit_are_refused_and_never_committed(kaas):
+    """TxnOffsetCommit checks what OffsetCommit checks (Apache's both): metadata past
+    offset.metadata.max.bytes (4096) is OFFSET_METADATA_TOO_LARGE. Before, it was
+    staged and committed with the transaction, of any size, into the group's file."""
+    topic = "txn-meta"
+    admin = AdminClient({"bootstrap.servers": kaas.bootstrap})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=20)
+    p = Producer({"bootstrap.servers": kaas.bootstrap, "transactional.id": "txn-meta"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce(topic, b"v")
+    meta_consumer = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "txn-meta"})
+    with pytest.raises(KafkaException) as err:
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, 7, metadata="m" * 5000)],
+                                      meta_consumer.consumer_group_metadata(), 20)
+    assert err.value.args[0].code() == KafkaError.OFFSET_METADATA_TOO_LARGE, err.value
+    p.abort_transaction(20)
+    # Within the limit, staged and committed.
+    p.begin_transaction()
+    p.produce(topic, b"w")
+    p.send_offsets_to_transaction([TopicPartition(topic, 0, 9, metadata="m" * 4000)],
+                                  meta_consumer.consumer_group_metadata(), 20)
+    p.commit_transaction(20)
+    meta_consumer.close()
+    c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "txn-meta"})
+    try:
+        (committed,) = c.committed([TopicPartition(topic, 0)], timeout=20)
+    finally:
+        c.close()
+    assert (committed.offset, len(committed.metadata)) == (9, 4000)
+
+
 def test_long_group_and_transactional_ids_commit_and_survive_a_restart(kaas):
     group = "g" * 3000 + " /%~"
     txn_id = "x" * 3000

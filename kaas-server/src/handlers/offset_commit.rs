@@ -13,7 +13,7 @@ pub const MIN: i16 = 2;
 pub const MAX: i16 = 9;
 
 /// Apache's offset.metadata.max.bytes default.
-const MAX_METADATA: usize = 4096;
+pub(crate) const MAX_METADATA: usize = 4096;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let group = req.group_id.0.to_string();

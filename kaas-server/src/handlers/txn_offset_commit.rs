@@ -74,22 +74,55 @@ pub async fn handle(
             result = Err(e.code());
         }
     }
+    // Each partition as OffsetCommit judges it (Apache's checks for both): of a topic
+    // or partition this broker does not know, UNKNOWN_TOPIC_OR_PARTITION; metadata
+    // past `offset.metadata.max.bytes`, OFFSET_METADATA_TOO_LARGE. The others are
+    // staged. Before, both were staged, and metadata of any size went into the
+    // group's file, rewritten whole at every commit.
+    let codes: Vec<Vec<Option<i16>>> = req
+        .topics
+        .iter()
+        .map(|t| {
+            let known = broker.topic(&t.name.0).ok();
+            t.partitions
+                .iter()
+                .map(|p| {
+                    if known.as_ref().is_none_or(|k| k.partition(p.partition_index).is_none()) {
+                        Some(ResponseError::UnknownTopicOrPartition.code())
+                    } else if p
+                        .committed_metadata
+                        .as_ref()
+                        .is_some_and(|m| m.len() > super::offset_commit::MAX_METADATA)
+                    {
+                        Some(ResponseError::OffsetMetadataTooLarge.code())
+                    } else {
+                        None
+                    }
+                })
+                .collect()
+        })
+        .collect();
     if result.is_ok() {
         let entries: Vec<_> = req
             .topics
             .iter()
             .zip(&readable)
-            .filter(|(_, &readable)| readable)
-            .flat_map(|(t, _)| {
-                t.partitions.iter().map(|p| {
-                    (
-                        t.name.0.to_string(),
-                        p.partition_index,
-                        p.committed_offset,
-                        p.committed_leader_epoch,
-                        p.committed_metadata.as_ref().map(|m| m.to_string()),
-                    )
-                })
+            .zip(&codes)
+            .filter(|((_, &readable), _)| readable)
+            .flat_map(|((t, _), codes)| {
+                t.partitions
+                    .iter()
+                    .zip(codes)
+                    .filter(|(_, c)| c.is_none())
+                    .map(|(p, _)| {
+                        (
+                            t.name.0.to_string(),
+                            p.partition_index,
+                            p.committed_offset,
+                            p.committed_leader_epoch,
+                            p.committed_metadata.as_ref().map(|m| m.to_string()),
+                        )
+                    })
             })
             .collect();
         if let Err(e) = broker
@@ -118,18 +151,23 @@ pub async fn handle(
         .topics
         .iter()
         .zip(readable)
-        .map(|(t, readable)| {
-            let code = if readable || refused.is_some() {
-                code
+        .zip(codes)
+        .map(|((t, readable), codes)| {
+            let topic_code = if readable || refused.is_some() {
+                None
             } else {
-                ResponseError::TopicAuthorizationFailed.code()
+                Some(ResponseError::TopicAuthorizationFailed.code())
             };
             TxnOffsetCommitResponseTopic::default()
                 .with_name(t.name.clone())
                 .with_partitions(
                     t.partitions
                         .iter()
-                        .map(|p| {
+                        .zip(codes)
+                        .map(|(p, own)| {
+                            // A refusal of the whole request, then the topic's, then
+                            // the partition's own, else the staging's outcome.
+                            let code = refused.or(topic_code).or(own).unwrap_or(code);
                             TxnOffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(code)
