@@ -617,9 +617,16 @@ impl ConsumerGroup {
                 }
             }
         }
-        // The same member joining again (it lost its epoch): it starts over.
+        // The same member joining again (it was fenced, or a join it retried was
+        // answered meanwhile) keeps its place: its assignment stays its own and is
+        // sent to it again with its epoch, as Apache's coordinator does since
+        // KAFKA-19233. What it reports owning (nothing, after a fencing) completes
+        // any revocation it had pending. Before, it was taken out and joined afresh:
+        // its partitions were free at once, went to others by a new group epoch, and
+        // a late copy of a join already answered took them from the client still
+        // consuming them (`a_member_joining_again_keeps_its_partitions`).
         if self.members.contains_key(&id) {
-            self.remove_member(&id);
+            return Ok(false);
         }
         if self.members.len() >= settings.max_size {
             return Err(refuse(

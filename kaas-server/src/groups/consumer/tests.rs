@@ -719,3 +719,34 @@ fn a_regex_resolves_only_to_topics_the_members_principal_may_describe() {
     assert_eq!(r.member_epoch, 2);
     assert_eq!(count(&r.assignment.unwrap()), 5);
 }
+
+/// A member joining again with its own id (fenced, or retrying a join whose answer it
+/// did not get) keeps its place: the same partitions at the same group epoch, none of
+/// them handed to another member meanwhile. Before, it was taken out and joined
+/// afresh: its partitions went to the other member by a new group epoch, and a late
+/// copy of a join already answered took them from the client still consuming them.
+#[test]
+fn a_member_joining_again_keeps_its_partitions() {
+    let t = topics(&[("orders", 1, 6)]);
+    let mut g = ConsumerGroup::new("g");
+    let mut clients = joined(&mut g, &t, &["a", "b"], |_| {});
+    settle(&mut g, &mut clients, &t, 0, 10);
+    let (a_owned, b_owned, epoch) = (clients["a"].owned.clone(), clients["b"].owned.clone(), g.epoch);
+    assert_eq!(count(&a_owned) + count(&b_owned), 6);
+    // a joins again twice (a retry answered first, then the late copy), reporting
+    // nothing owned, as a fenced client does.
+    for _ in 0..2 {
+        let r = g
+            .heartbeat(join("a", &["orders"]), &t, &settings(), 100, no_id)
+            .unwrap();
+        assert_eq!(r.assignment.as_ref(), Some(&a_owned), "a's own partitions, sent again");
+        assert_eq!(g.epoch, epoch, "no new group epoch");
+        let r = g
+            .heartbeat(beat("b", clients["b"].epoch, &b_owned), &t, &settings(), 100, no_id)
+            .unwrap();
+        assert!(
+            r.assignment.is_none_or(|a| a == b_owned),
+            "b is given none of a's partitions"
+        );
+    }
+}
