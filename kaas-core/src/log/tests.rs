@@ -133,14 +133,19 @@ fn a_torn_last_batch_and_a_corrupt_crc_are_both_cut() {
     assert_eq!(log.size_bytes(), 0);
 }
 
+/// Segments of `segment_bytes`, an index entry every 100 bytes.
+fn small_segments(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        index_interval_bytes: 100,
+        ..LogConfig::default()
+    }
+}
+
 #[test]
 fn segments_roll_by_size_and_reads_cross_them() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        segment_bytes: 300,
-        index_interval_bytes: 100,
-        ..LogConfig::default()
-    };
+    let config = small_segments(300);
     let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
     for _ in 0..20 {
         append(&mut log, 2, 1);
@@ -208,10 +213,7 @@ fn a_segment_rolls_before_its_relative_offsets_would_pass_i32_max() {
 #[test]
 fn the_max_timestamp_lookup_scans_only_the_segments_that_could_hold_it() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        segment_bytes: 400,
-        ..LogConfig::default()
-    };
+    let config = small_segments(400);
     let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
     // Timestamps rise, with a peak (twice: the first counts) in an early segment.
     let mut stamps = Vec::new();
@@ -294,11 +296,7 @@ fn a_read_reads_nothing_past_max_offset() {
 #[test]
 fn a_batch_too_big_for_what_is_left_is_never_skipped_for_the_next_segments() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        segment_bytes: 300,
-        index_interval_bytes: 100,
-        ..LogConfig::default()
-    };
+    let config = small_segments(300);
     let mut log = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
     // Each segment: a batch of one record, then one of ten (bigger), and the next
     // segment starts with a small one again.

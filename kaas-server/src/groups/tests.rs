@@ -425,6 +425,25 @@ fn two_static_members_completing(c: &GroupCoordinator, t0: Instant) -> (String, 
     )
 }
 
+/// The leader's SyncGroup giving the follower the assignment "F".
+fn leader_assigns(
+    c: &GroupCoordinator,
+    generation: i32,
+    leader: &str,
+    follower: String,
+    t0: Instant,
+) -> Reply<SyncGroupResponse> {
+    sync(
+        c,
+        generation,
+        leader,
+        None,
+        (None, None),
+        vec![(follower, Bytes::from_static(b"F"))],
+        t0,
+    )
+}
+
 /// A static member restarting while the group waits for the leader's SyncGroup takes
 /// a new member id the leader's assignment does not name: without a new rebalance it
 /// was answered an empty assignment and the group went Stable, its partitions owned
@@ -437,15 +456,7 @@ fn a_static_member_restarting_before_the_leaders_sync_causes_a_rebalance() {
     let mut again = join_req("", 9);
     again.instance_id = Some(inst.clone());
     let rejoin = c.join(again, t0);
-    let synced = sync(
-        &c,
-        generation,
-        &leader,
-        None,
-        (None, None),
-        vec![(follower, Bytes::from_static(b"F"))],
-        t0,
-    );
+    let synced = leader_assigns(&c, generation, &leader, follower, t0);
     let group = c.describe("g").unwrap();
     assert_eq!(
         group.state,
@@ -467,15 +478,7 @@ fn a_static_member_restarting_with_other_protocols_causes_a_rebalance() {
     let (_d, c) = coordinator();
     let t0 = Instant::now();
     let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
-    let _ = sync(
-        &c,
-        generation,
-        &leader,
-        None,
-        (None, None),
-        vec![(follower, Bytes::from_static(b"F"))],
-        t0,
-    );
+    let _ = leader_assigns(&c, generation, &leader, follower, t0);
     assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
     let mut again = join_req("", 9);
     again.instance_id = Some(inst);
