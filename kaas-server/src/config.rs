@@ -94,7 +94,8 @@ pub struct Config {
 
     /// host:port clients are told to connect to, per listener: NAME=HOST:PORT, or
     /// HOST:PORT for the first listener; repeat (or separate with commas) for several.
-    /// A listener not named gets its bound address.
+    /// A listener not named gets its bound address; one bound to every interface
+    /// (0.0.0.0, ::) must be named (the broker refuses to start otherwise).
     #[arg(long = "advertised-listener", env = "KAAS_ADVERTISED_LISTENER", value_delimiter = ',', value_parser = crate::listeners::parse_advertised)]
     pub advertised_listeners: Vec<crate::listeners::AdvertisedSpec>,
 

@@ -217,6 +217,18 @@ pub fn advertised(listeners: &[(ListenerSpec, SocketAddr)], specs: &[AdvertisedS
             Some(s) => (s.host.clone(), s.port),
             None => (bound.ip().to_string(), bound.port()),
         };
+        // Every interface (0.0.0.0, ::) is no address to connect to: a client on
+        // another host would connect to itself, and so would a peer broker's notices.
+        // Kafka refuses "the nonroutable meta-address" too.
+        if addr.0.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified()) {
+            return Err(format!(
+                "listener {} is bound to {bound} (every interface), which clients cannot connect to: \
+                 give the address to advertise with --advertised-listener {}=HOST:{}",
+                l.name,
+                l.name,
+                bound.port()
+            ));
+        }
         out.insert(l.name.clone(), addr);
     }
     Ok(Endpoints(out))
@@ -276,13 +288,31 @@ mod tests {
         assert_eq!(e.on("PLAINTEXT"), Some(("127.0.0.1", 9092)));
         assert_eq!(e.on("EXT"), Some(("kaas.example", 443)));
         assert_eq!(e.on("OTHER"), None);
-        let e = advertised(&bound, &[parse_advertised("a.example:1").unwrap()]).unwrap();
+        let ext = parse_advertised("EXT=kaas.example:443").unwrap();
+        let e = advertised(&bound, &[parse_advertised("a.example:1").unwrap(), ext]).unwrap();
         assert_eq!(
             e.on("PLAINTEXT"),
             Some(("a.example", 1)),
             "an unnamed one is the first listener's"
         );
         assert!(advertised(&bound, &[parse_advertised("NOPE=a:1").unwrap()]).is_err());
+        // A listener on every interface (0.0.0.0, ::) advertises nothing clients can
+        // connect to: it needs an address given, as Kafka refuses
+        // "the nonroutable meta-address 0.0.0.0". Before, 0.0.0.0 was advertised: a
+        // client on another host connected to itself, and a peer broker's notices too.
+        let e = advertised(&bound, &[]).unwrap_err();
+        assert!(
+            e.contains("EXT") && e.contains("0.0.0.0:9093") && e.contains("--advertised-listener"),
+            "{e}"
+        );
+        let v6: Vec<(ListenerSpec, SocketAddr)> = vec![(
+            parse_listener("PLAINTEXT://[::]:0").unwrap(),
+            "[::]:9092".parse().unwrap(),
+        )];
+        assert!(advertised(&v6, &[]).is_err());
+        assert!(advertised(&v6, &[parse_advertised("0.0.0.0:9092").unwrap()]).is_err());
+        assert!(advertised(&v6, &[parse_advertised("[::]:9092").unwrap()]).is_err());
+        assert!(advertised(&v6, &[parse_advertised("kaas.example:9092").unwrap()]).is_ok());
         assert!(resolve(&[bound[0].0.clone(), bound[0].0.clone()], bound[0].1, false).is_err());
         assert!(resolve(&[bound[0].0.clone()], bound[0].1, true).is_err());
     }
