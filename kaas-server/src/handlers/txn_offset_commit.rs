@@ -71,7 +71,13 @@ pub async fn handle(
                 )
             });
         if let Err(e) = checked {
-            result = Err(e.code());
+            // A consumer-group member's stale epoch is ILLEGAL_GENERATION here, as
+            // Apache's `validateTransactionalOffsetCommit` answers it: Java's producer
+            // aborts on that, and takes STALE_MEMBER_EPOCH for a fatal error.
+            result = Err(match e {
+                ResponseError::StaleMemberEpoch => ResponseError::IllegalGeneration.code(),
+                e => e.code(),
+            });
         }
     }
     // Each partition as OffsetCommit judges it (Apache's checks for both): of a topic
@@ -140,7 +146,13 @@ pub async fn handle(
             result = Err(match e {
                 CoordError::Volume(e) => {
                     tracing::error!(group = %group, transactional_id = %req.transactional_id.as_str(), producer_id = req.producer_id.0, epoch = req.producer_epoch, error = %e, "staging transactional offsets failed");
-                    crate::groups::offsets_error(&e).code()
+                    // Retriable for the producer: its TxnOffsetCommit handler (Java's,
+                    // kafka-python's) takes KAFKA_STORAGE_ERROR for a fatal error;
+                    // Apache answers a storage error here as a coordinator one.
+                    match crate::groups::offsets_error(&e) {
+                        ResponseError::KafkaStorageError => ResponseError::CoordinatorNotAvailable.code(),
+                        other => other.code(),
+                    }
                 }
                 e => client_error_code(e.code(), ctx.version, FENCED_SINCE),
             });
@@ -177,4 +189,56 @@ pub async fn handle(
         })
         .collect();
     TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::test_support::{broker, ctx};
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{ApiKey, GroupId, ProducerId, TopicName, TransactionalId};
+    use std::collections::BTreeMap;
+
+    /// A KIP-848 member whose epoch is not its current one is ILLEGAL_GENERATION on
+    /// TxnOffsetCommit, as Apache's `validateTransactionalOffsetCommit` answers it
+    /// (abortable: the producer aborts and goes on). Before, STALE_MEMBER_EPOCH, which
+    /// Java's producer takes for an unexpected, fatal error on TxnOffsetCommit.
+    #[tokio::test]
+    async fn a_consumer_group_members_stale_epoch_is_illegal_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("orders", 2, BTreeMap::new()).await.unwrap();
+        let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+        b.txn.add(&b, "tx", pid, epoch, &[], &["g".to_string()]).await.unwrap();
+        let topics = crate::handlers::consumer_group_heartbeat::topics_view(&b);
+        let joined = b
+            .groups
+            .consumer_heartbeat("g", crate::groups::consumer::tests::join("a", &["orders"]), &topics, 0)
+            .unwrap();
+        let request = |generation: i32| {
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(super::super::sb("tx")))
+                .with_group_id(GroupId(super::super::sb("g")))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_generation_id(generation)
+                .with_member_id(super::super::sb("a"))
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName(super::super::sb("orders")))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(5)])])
+        };
+        let code = |r: TxnOffsetCommitResponse| r.topics[0].partitions[0].error_code;
+        let c = ctx(ApiKey::TxnOffsetCommit, 3);
+        for stale in [joined.member_epoch - 1, joined.member_epoch + 1] {
+            assert_eq!(
+                code(handle(&b, &c, request(stale)).await),
+                ResponseError::IllegalGeneration.code()
+            );
+        }
+        assert_eq!(code(handle(&b, &c, request(joined.member_epoch)).await), 0);
+    }
 }
