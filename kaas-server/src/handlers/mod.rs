@@ -312,3 +312,41 @@ mod compatibility_page {
         );
     }
 }
+
+#[cfg(test)]
+mod string_limits {
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::InitProducerIdRequest;
+    use kafka_protocol::protocol::Decodable;
+
+    /// A flexible (compact) string of more than i16::MAX bytes is refused by the
+    /// decoder, as Java's generated parsers refuse it ("had invalid length"): before,
+    /// InitProducerId v2+ took a transactional id of up to `--max-request-bytes`, kept
+    /// twice in its transaction slot for a week; a few such ids took the slot past the
+    /// 256 MiB a state file may have, and every transactional id of that slot was
+    /// COORDINATOR_NOT_AVAILABLE for good. The decoder also reserved the declared
+    /// length before reading it.
+    #[test]
+    fn a_compact_string_longer_than_i16_max_is_refused() {
+        let frame = |len: usize| {
+            let mut b = BytesMut::new();
+            // transactional_id: compact nullable string (varint length + 1).
+            let mut n = (len + 1) as u32;
+            while n >= 0x80 {
+                b.put_u8((n as u8 & 0x7f) | 0x80);
+                n >>= 7;
+            }
+            b.put_u8(n as u8);
+            b.put_slice(&vec![b'x'; len]);
+            b.put_i32(60_000); // transaction_timeout_ms
+            b.put_i64(-1); // producer_id
+            b.put_i16(-1); // producer_epoch
+            b.put_u8(0); // tagged fields
+            b.freeze()
+        };
+        let ok = InitProducerIdRequest::decode(&mut frame(i16::MAX as usize), 4).unwrap();
+        assert_eq!(ok.transactional_id.unwrap().len(), i16::MAX as usize);
+        assert!(InitProducerIdRequest::decode(&mut frame(i16::MAX as usize + 1), 4).is_err());
+        assert!(InitProducerIdRequest::decode(&mut frame(1 << 20), 4).is_err());
+    }
+}

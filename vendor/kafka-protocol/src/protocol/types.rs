@@ -506,12 +506,23 @@ impl<T: NewType<StrBytes>> Encoder<&T> for CompactString {
     }
 }
 
+/// kaas patch: a compact string longer than `i16::MAX` bytes is refused, as Java's
+/// generated parsers refuse every string field past it ("had invalid length"), and
+/// before anything is reserved for it.
+fn compact_string_len(n: u32) -> Result<usize> {
+    let len = (n - 1) as usize;
+    if len > i16::MAX as usize {
+        bail!("CompactString of {len} bytes is longer than {} bytes", i16::MAX);
+    }
+    Ok(len)
+}
+
 impl Decoder<Option<StdString>> for CompactString {
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Option<StdString>> {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut strbuf = vec![0; (n - 1) as usize];
+                let mut strbuf = vec![0; compact_string_len(n)?];
                 buf.try_copy_to_slice(&mut strbuf)?;
                 Ok(Some(std::string::String::from_utf8(strbuf)?))
             }
@@ -524,7 +535,7 @@ impl<T: NewType<StrBytes>> Decoder<Option<T>> for CompactString {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let strbuf = StrBytes::try_from(buf.try_get_bytes((n - 1) as usize)?)?;
+                let strbuf = StrBytes::try_from(buf.try_get_bytes(compact_string_len(n)?)?)?;
                 Ok(Some(strbuf.into()))
             }
         }
