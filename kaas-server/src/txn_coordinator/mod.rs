@@ -433,7 +433,7 @@ impl TransactionCoordinator {
         // fstat of each file and the journal's new bytes. Otherwise (the slot is read
         // in full, a torn line is cut) on the blocking pool.
         {
-            let mut state = self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.state_of(slot);
             if self.store.catch_up_cheaply(&lock, &mut state)? {
                 drop(state);
                 return Ok(HeldSlot {
@@ -465,16 +465,14 @@ impl TransactionCoordinator {
         let stolen = crate::blocking::off_worker(|| self.store.steal_slot(slot, judge, *unnamed, sighting))?;
         if stolen.is_some() {
             // Whatever this process cached of the slot is read again.
-            *self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *self.state_of(slot) = None;
         }
         Ok(stolen)
     }
 
     /// The state of a held slot, read again if an earlier failure dropped it.
     fn held_state(&self, held: &HeldSlot<'_>) -> Result<std::sync::MutexGuard<'_, Option<SlotState>>, CoordError> {
-        let mut state = self.states[held.slot as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state_of(held.slot);
         if state.is_none() {
             // A full read of the slot (after an earlier failure).
             crate::blocking::off_worker(|| self.store.catch_up(&held.lock, &mut state))?;
@@ -672,9 +670,7 @@ impl TransactionCoordinator {
         match self.store.check_held(lock) {
             Ok(()) => Ok(()),
             Err(e) => {
-                *self.states[lock.slot as usize]
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = None;
+                *self.state_of(lock.slot) = None;
                 warn!(slot = lock.slot, error = %e, "transaction slot taken over while this broker held it; nothing is acknowledged");
                 Err(e.into())
             }
@@ -704,9 +700,26 @@ impl TransactionCoordinator {
         self.group.syncs()
     }
 
+    /// Slot `slot`'s cached state, locked. Its holder may be in slow file work (an
+    /// append folding the journal: four fsyncs and a wait for the slot's gate; a full
+    /// read): a busy state is waited for off the runtime's workers, so that two
+    /// waiters (a transactional produce's verification, say) never stall both
+    /// (`a_slot_state_held_for_slow_file_work_stalls_no_worker`). Free, it costs one
+    /// `try_lock`.
+    fn state_of(&self, slot: u32) -> std::sync::MutexGuard<'_, Option<SlotState>> {
+        let state = &self.states[slot as usize];
+        match state.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                crate::blocking::off_worker(|| state.lock().unwrap_or_else(|p| p.into_inner()))
+            }
+        }
+    }
+
     /// Runs `f` on slot `slot` brought up to date, without its locks.
     pub fn visit<R>(&self, slot: u32, f: impl FnOnce(&SlotState) -> R) -> Result<R, VolumeError> {
-        let mut state = self.states[slot as usize].lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state_of(slot);
         match state.as_mut() {
             // An fstat of each file and the journal bytes appended since; a fold
             // elsewhere makes it a full read.

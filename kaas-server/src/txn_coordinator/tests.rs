@@ -2123,3 +2123,40 @@ async fn an_end_txn_is_waited_for_by_a_clean_stop_from_its_start() {
         TxnState::CompleteCommit
     );
 }
+
+/// A slot's cached state held for slow file work (an append folding the journal:
+/// four fsyncs, and up to a second for the slot's gate) stalls no runtime worker. Its
+/// readers — a transactional produce's verification, `entry` — took the state's
+/// mutex on the worker: two of them stalled both workers of a 2-core runtime, lease
+/// renewal included. They now wait for it off the workers when it is busy.
+#[test]
+fn a_slot_state_held_for_slow_file_work_stalls_no_worker() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = rt.block_on(async {
+        let b = broker(dir.path());
+        b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+        b
+    });
+    let slot = slot_for("tx") as usize;
+    let held = b.txn.states[slot].lock().unwrap();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let b = b.clone();
+            rt.spawn(async move { b.txn.entry("tx").map(|e| e.is_some()) })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move { tx.send(()).unwrap() });
+    let ran = rx.recv_timeout(std::time::Duration::from_secs(2)).is_ok();
+    drop(held);
+    assert!(ran, "the runtime's workers waited on the slot's state");
+    for r in readers {
+        assert!(rt.block_on(r).unwrap().unwrap());
+    }
+}
