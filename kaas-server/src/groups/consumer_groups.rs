@@ -242,7 +242,7 @@ impl GroupCoordinator {
 
     /// Whether the group may have a record: in the offsets cache, or a file on the
     /// volume (a file that cannot be looked at counts: the locked path then says why).
-    fn group_has_a_record(&self, group_id: &str) -> bool {
+    pub(super) fn group_has_a_record(&self, group_id: &str) -> bool {
         if self
             .offsets
             .lock()

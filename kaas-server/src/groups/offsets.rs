@@ -294,6 +294,13 @@ impl GroupCoordinator {
         commit: bool,
         guard: &dyn Fn() -> Result<(), VolumeError>,
     ) -> Result<(), VolumeError> {
+        // A group with no record, here or on the volume, has nothing staged (staging
+        // writes its file): no lock taken, no entry made. AddOffsetsToTxn names any
+        // string, and each such group left a `.lock` file and a cache entry for good
+        // (`finishing_a_transaction_for_a_group_with_nothing_staged_leaves_no_trace`).
+        if !self.group_has_a_record(group_id) {
+            return Ok(());
+        }
         let changed = self.with_offsets_guarded(group_id, guard, |offsets| {
             let changed = if commit {
                 offsets.commit_pending(producer_id, producer_epoch)

@@ -601,6 +601,26 @@ fn a_commit_during_completing_rebalance_is_judged_by_member_and_generation_first
     assert_eq!(c.check_commit("g", generation, &leader, None, true), Ok(()));
 }
 
+/// A transaction's offset hook for a group with nothing on the volume (AddOffsetsToTxn
+/// names any string; nothing was staged for it) takes no lock and makes no entry:
+/// before, each such group left a `.lock` file and an offsets-cache entry behind for
+/// good. A group with staged offsets still has them committed.
+#[test]
+fn finishing_a_transaction_for_a_group_with_nothing_staged_leaves_no_trace() {
+    let (dir, c) = coordinator();
+    let groups_dir = Volume::new(dir.path()).cluster_dir().join("groups");
+    let files = || std::fs::read_dir(&groups_dir).map(|d| d.count()).unwrap_or(0);
+    for i in 0..10 {
+        c.finish_pending(&format!("nothing-{i}"), 7, 0, true, &|| Ok(()))
+            .unwrap();
+    }
+    assert_eq!((files(), c.offsets.lock().unwrap().len()), (0, 0));
+    c.stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 42, -1, None)], &|| Ok(()))
+        .unwrap();
+    c.finish_pending("g", 7, 0, true, &|| Ok(())).unwrap();
+    assert_eq!(c.fetch_offsets("g").unwrap().get("t", 0).unwrap().offset, 42);
+}
+
 #[test]
 fn committed_offsets_are_on_the_volume() {
     let (dir, c) = coordinator();
