@@ -42,6 +42,11 @@ pub enum BatchError {
     #[error("produced batch at byte {position} has record count {count} but last offset delta {delta}: a batch must hold at least one record and its offsets must span exactly its records (delta = count - 1)")]
     InconsistentCount { position: usize, count: i32, delta: i32 },
     #[error(
+        "produced batches take {offsets} offsets together, more than the {} one segment can span",
+        i32::MAX
+    )]
+    SpanTooWide { offsets: i64 },
+    #[error(
         "produced batch at byte {position} declares {count} records but its {bytes} bytes of records hold {found}"
     )]
     RecordsDoNotMatchCount {
@@ -204,6 +209,7 @@ pub fn validate(buf: &[u8], position: usize) -> Result<BatchHeader, BatchError> 
 pub fn validate_all(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
     let mut headers = Vec::with_capacity(1);
     let mut pos = 0;
+    let mut offsets: i64 = 0;
     while pos < buf.len() {
         let header = validate(&buf[pos..], pos)?;
         if header.record_count < 1 || header.last_offset_delta != header.record_count - 1 {
@@ -215,6 +221,14 @@ pub fn validate_all(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
         }
         if header.compression() == 0 {
             count_records(&buf[pos..pos + header.total_len()], pos, header.record_count)?;
+        }
+        // One append goes into one segment, whose offsets span at most i32::MAX past
+        // its base (the index holds them in 32 bits; a log rolls before an append
+        // that would pass that, but cannot split one): several compressed batches
+        // each claiming 2^31 - 1 records would.
+        offsets += header.last_offset_delta as i64 + 1;
+        if offsets > i32::MAX as i64 {
+            return Err(BatchError::SpanTooWide { offsets });
         }
         pos += header.total_len();
         headers.push(header);
@@ -423,11 +437,14 @@ mod tests {
             Err(BatchError::RecordsDoNotMatchCount { .. })
         ));
         // A compressed batch's records are not counted (that needs decompressing).
-        let mut b = with_counts(sample(), i32::MAX - 1, i32::MAX);
+        let mut b = with_counts(sample(), i32::MAX - 2, i32::MAX - 1);
         b[21..23].copy_from_slice(&1i16.to_be_bytes());
         let crc = crc32c::crc32c(&b[CRC_START..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         assert!(validate_all(&b).is_ok());
+        // But several together may not take more offsets than one segment spans.
+        let two = [b.clone(), b].concat();
+        assert!(matches!(validate_all(&two), Err(BatchError::SpanTooWide { .. })));
     }
 
     #[test]

@@ -640,8 +640,11 @@ impl PartitionLog {
                 if bound < ts {
                     break;
                 }
-                if i > seg {
-                    continue; // at most equal, and later in the log
+                // Equal at most, and later in the log: it cannot win. A larger bound
+                // may be reached or not (the bound counts markers and records below
+                // the log start or cleaned away): scanned.
+                if bound == ts && i > seg {
+                    continue;
                 }
             }
             let mut found: Option<(i64, i64)> = None;

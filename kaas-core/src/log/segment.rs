@@ -622,8 +622,10 @@ impl Segment {
                 });
             }
         }
-        // The first batch lies below `max_offset` (checked above): always whole.
-        let want = (end.max(first_end) - start) as usize;
+        // The first batch lies below `max_offset` (checked above): always whole, as far
+        // as the segment holds it (a header claiming more, in a damaged segment, is
+        // read as far as there are bytes, as before).
+        let want = (end.max(first_end).min(self.size) - start) as usize;
         // A reused buffer: no zero-fill and no page faults per fetch (read_buffers).
         let mut buf = super::read_buffers::take(want);
         self.read_exact_at(&file.file, buf.as_mut_slice(), start)?;

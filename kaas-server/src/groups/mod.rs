@@ -557,9 +557,14 @@ impl GroupCoordinator {
                 let mut charges: HashMap<String, MetadataCharge> = HashMap::new();
                 if leader {
                     given = assignments.into_iter().collect();
+                    // Every member's old assignment is given back once the new ones
+                    // are in: counted as room for each new one (the last new one is
+                    // then checked against the group's final use), so replacing a
+                    // large set of assignments is not refused for holding it twice.
+                    let old: u64 = group.members.values().map(|m| m.assignment_charge.bytes).sum();
                     for m in group.members.values() {
                         let bytes = given.get(&m.id).map_or(0, |a| a.len() as u64);
-                        match self.metadata.charge_bytes(&group.id, bytes, m.assignment_charge.bytes) {
+                        match self.metadata.charge_bytes(&group.id, bytes, old) {
                             Some(c) => {
                                 charges.insert(m.id.clone(), c);
                             }

@@ -143,7 +143,6 @@ pub(super) fn admit(
                 if let Some(w) = m.sync_waiter.take() {
                     let _ = w.send(sync_error(ResponseError::FencedInstanceId));
                 }
-                let unchanged = m.same_protocols(&req.protocols);
                 m.id = new_id.clone();
                 m.last_seen = now;
                 m.session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
@@ -158,12 +157,17 @@ pub(super) fn admit(
                 group.members.insert(new_id.clone(), m);
                 group.static_members.insert(inst.clone(), new_id.clone());
                 info!(group = %group.id, instance = %inst, member = %new_id, "static member rejoined");
+                // As Apache's `updateStaticMemberAndRebalance`: in a Stable group, a
+                // rebalance only if the protocol the next generation would select is
+                // not the group's (its metadata changes at every restart of a Java or
+                // Streams member: generation, owned partitions, user data).
+                let unchanged = select_protocol(group) == group.protocol;
                 if group.state == GroupState::Stable && unchanged && !was_leader {
                     return Some(current_generation_response(group, &new_id, req.version));
                 }
-                // Otherwise a rebalance, as Apache's: with other protocols the group's
-                // may change (answered the current generation, the member could be
-                // told a protocol it no longer offers); before the leader's SyncGroup
+                // Otherwise a rebalance, as Apache's: with the group's protocol to change
+                // (answered the current generation, the member could be told a
+                // protocol it no longer offers); before the leader's SyncGroup
                 // (CompletingRebalance) its assignment names the old id, and the new
                 // one would get none, its partitions owned by nobody
                 // (`a_static_member_restarting_before_the_leaders_sync_causes_a_rebalance`).

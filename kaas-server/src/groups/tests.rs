@@ -116,6 +116,52 @@ fn assignments_count_against_the_member_metadata_bound() {
     assert_eq!(used(), 0, "given back with the member");
 }
 
+/// A leader replacing its members' assignments: each new one is counted against the
+/// bound with every old one as room, so new assignments that fit once the old ones
+/// are given back are not refused for holding both (a review found them refused).
+#[test]
+fn new_assignments_replace_the_old_ones_within_the_bound() {
+    let (_d, c) = coordinator_with(&["--group-member-metadata-max-bytes", "1000"]);
+    let t0 = Instant::now();
+    let used = || c.metadata.used.load(std::sync::atomic::Ordering::Acquire);
+    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
+    let assign = |generation: i32, bytes: usize| {
+        let a = Bytes::from(vec![7u8; bytes]);
+        now_or_sent(sync(
+            &c,
+            generation,
+            &leader,
+            None,
+            (None, None),
+            vec![(leader.clone(), a.clone()), (follower.clone(), a)],
+            t0,
+        ))
+    };
+    assert_eq!(assign(generation, 400).error_code, 0);
+    assert_eq!(used(), 18 + 800);
+    // Both rejoin: a new generation, new assignments of 450 each (900 with the old
+    // 800 given back; 1,700 if both were held).
+    let _ = c.join(join_req(&leader, 9), t0);
+    let _ = c.join(
+        JoinRequest {
+            instance_id: Some(inst),
+            ..join_req(&follower, 9)
+        },
+        t0,
+    );
+    let generation = c.with_group("g", |g| g.generation).unwrap();
+    assert_eq!(assign(generation, 450).error_code, 0);
+    assert_eq!(used(), 18 + 900);
+}
+
+/// The answer a sync got: at once, or sent to its waiter at once.
+fn now_or_sent<T>(r: Reply<T>) -> T {
+    match r {
+        Reply::Now(t) => t,
+        Reply::Wait(mut rx) => rx.try_recv().expect("answered"),
+    }
+}
+
 fn join_req(member: &str, version: i16) -> JoinRequest {
     JoinRequest {
         group_id: "g".into(),
@@ -399,19 +445,23 @@ fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
 /// SyncGroup (CompletingRebalance). Returns (leader id, follower id, follower
 /// instance, generation).
 fn two_static_members_completing(c: &GroupCoordinator, t0: Instant) -> (String, String, String, i32) {
-    let mut req = join_req("", 9);
-    req.instance_id = Some("pod-1".into());
-    let first = waited(c.join(req, t0)).try_recv().unwrap();
-    let mut req = join_req("", 9);
-    req.instance_id = Some("pod-0".into());
-    let _ = c.join(req, t0);
-    let _ = c.join(
-        JoinRequest {
-            instance_id: Some("pod-1".into()),
-            ..join_req(first.member_id.as_str(), 9)
-        },
-        t0,
-    );
+    two_static_members_completing_with(c, t0, &join_req("", 9).protocols)
+}
+
+/// [`two_static_members_completing`], both members offering `protocols`.
+fn two_static_members_completing_with(
+    c: &GroupCoordinator,
+    t0: Instant,
+    protocols: &[(String, Bytes)],
+) -> (String, String, String, i32) {
+    let req = |member: &str, pod: &str| JoinRequest {
+        instance_id: Some(pod.into()),
+        protocols: protocols.to_vec(),
+        ..join_req(member, 9)
+    };
+    let first = waited(c.join(req("", "pod-1"), t0)).try_recv().unwrap();
+    let _ = c.join(req("", "pod-0"), t0);
+    let _ = c.join(req(first.member_id.as_str(), "pod-1"), t0);
     let view = c.describe("g").unwrap();
     assert_eq!(view.state, GroupState::CompletingRebalance);
     let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
@@ -470,22 +520,38 @@ fn a_static_member_restarting_before_the_leaders_sync_causes_a_rebalance() {
     drop(rejoin);
 }
 
-/// A static member restarting with other protocols: the group's protocol may have to
-/// change, so it rebalances (before, the member was answered the current generation,
-/// whose protocol it may no longer support).
+/// A static member restarting with protocols that change the one the group would
+/// select (KIP-429's upgrade: both offered `range` then `cooperative-sticky`; one comes
+/// back with `cooperative-sticky` alone) rebalances, as Apache's: answered the current
+/// generation, it would be told `range`, which it no longer offers. One coming back
+/// with the same protocols and other metadata (a Java member's generation and owned
+/// partitions, Streams' user data: different at every restart) keeps its assignment
+/// without a rebalance (KIP-345).
 #[test]
 fn a_static_member_restarting_with_other_protocols_causes_a_rebalance() {
     let (_d, c) = coordinator();
     let t0 = Instant::now();
-    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
+    let both: Vec<(String, Bytes)> = vec![
+        ("range".into(), Bytes::from_static(b"meta")),
+        ("cooperative-sticky".into(), Bytes::from_static(b"meta")),
+    ];
+    let (leader, follower, inst, generation) = two_static_members_completing_with(&c, t0, &both);
     let _ = leader_assigns(&c, generation, &leader, follower, t0);
     assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    // Other metadata, same protocols: the current generation, its assignment kept.
+    let mut again = join_req("", 9);
+    again.instance_id = Some(inst.clone());
+    again.protocols = both
+        .iter()
+        .map(|(n, _)| (n.clone(), Bytes::from_static(b"generation 2")))
+        .collect();
+    let resp = now_response(c.join(again, t0));
+    assert_eq!((resp.error_code, resp.generation_id), (0, generation));
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    // cooperative-sticky alone: the group's protocol must change.
     let mut again = join_req("", 9);
     again.instance_id = Some(inst);
-    again.protocols = vec![
-        ("cooperative-sticky".into(), Bytes::from_static(b"meta")),
-        ("range".into(), Bytes::from_static(b"meta")),
-    ];
+    again.protocols = vec![("cooperative-sticky".into(), Bytes::from_static(b"meta"))];
     let _ = c.join(again, t0);
     assert_eq!(c.describe("g").unwrap().state, GroupState::PreparingRebalance);
 }

@@ -157,7 +157,8 @@ fn append(
                 LogError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
                 LogError::Batch(
                     kaas_core::batch::BatchError::InconsistentCount { .. }
-                    | kaas_core::batch::BatchError::RecordsDoNotMatchCount { .. },
+                    | kaas_core::batch::BatchError::RecordsDoNotMatchCount { .. }
+                    | kaas_core::batch::BatchError::SpanTooWide { .. },
                 ) => ResponseError::InvalidRecord.code(),
                 _ => ResponseError::CorruptMessage.code(),
             });
