@@ -255,11 +255,14 @@ impl Credentials {
     }
 
     /// `user`'s `mechanism` verifier, or Err(`decoy`'s made-up one) when it has none
-    /// ([`ScramServer::step`]'s lookup).
+    /// ([`ScramServer::step`]'s lookup). The decoy is made for a known user too and
+    /// thrown away: it walks every user (for their most common shape), and the first
+    /// step of a login, answered before any failure delay, took that much longer for
+    /// an unknown user only — a difference that grows with the users stored, enough to
+    /// tell which exist with thousands.
     pub fn lookup(&self, user: &str, mechanism: Mechanism, decoy: &Decoy) -> Result<ScramCredential, ScramCredential> {
-        self.get(user, mechanism)
-            .cloned()
-            .ok_or_else(|| decoy.credential(self, mechanism, user))
+        let made_up = decoy.credential(self, mechanism, user);
+        self.get(user, mechanism).cloned().ok_or(made_up)
     }
 
     /// The salt length and iteration count most of the users' `mechanism` verifiers
@@ -565,6 +568,12 @@ pub struct Decoy {
 /// The secret's file under `__cluster/`.
 pub const DECOY_KEY_FILE: &str = "scram-decoy.key";
 
+#[cfg(test)]
+thread_local! {
+    /// Decoy verifiers made on this thread (tests of what a lookup costs).
+    static DECOYS_MADE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl Decoy {
     /// The volume's decoy secret, made (32 random bytes, durably, never replaced)
     /// by the first broker that needs it; another broker making it at the same moment
@@ -601,6 +610,8 @@ impl Decoy {
     /// common one for `mechanism`, their most common iteration count (32 bytes and
     /// [`DEFAULT_ITERATIONS`] with none), keys nobody has.
     pub fn credential(&self, credentials: &Credentials, mechanism: Mechanism, user: &str) -> ScramCredential {
+        #[cfg(test)]
+        DECOYS_MADE.with(|d| d.set(d.get() + 1));
         let m = mechanism;
         let (salt_len, iterations) = credentials.most_common_shape(m);
         let mut salt = Vec::with_capacity(salt_len);
@@ -985,6 +996,23 @@ mod tests {
         let back = Credentials::read(&volume).unwrap();
         assert_eq!(back.mechanisms_of("alice"), vec![(Mechanism::ScramSha512, 8192)]);
         assert_eq!(back.check_password("alice", b"hunter2-very-secret"), Some(true));
+    }
+
+    /// A SCRAM lookup does the same work for a known user as for an unknown one: the
+    /// decoy, whose shape walks every stored user, is made for both. Before, only an
+    /// unknown user's first step paid for it, answered before any failure delay: a
+    /// difference growing with the users stored, enough to tell which exist.
+    #[test]
+    fn a_scram_lookup_costs_a_known_user_what_it_costs_an_unknown_one() {
+        let mut c = Credentials::default();
+        let cred = ScramCredential::from_password(Mechanism::ScramSha512, "pw-of-some-length", 4096).unwrap();
+        c.set("alice", Mechanism::ScramSha512, cred);
+        let made = || DECOYS_MADE.with(|d| d.get());
+        for user in ["alice", "nobody"] {
+            let before = made();
+            let _ = c.lookup(user, Mechanism::ScramSha512, &test_decoy());
+            assert_eq!(made() - before, 1, "{user}");
+        }
     }
 
     /// PLAIN checks an unknown user's password at the cost of the verifiers most users
