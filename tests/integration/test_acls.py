@@ -104,6 +104,19 @@ def test_alice_runs_her_workloads_with_what_her_acls_allow(secured):
     kafka_python_workload(kp_conf(secured, "alice"), "orders-kafka-python")
 
 
+def test_an_idempotent_producer_allowed_by_topic_write_logs_no_denial(secured):
+    """InitProducerId without a transactional id needs IDEMPOTENT_WRITE on the cluster or
+    WRITE on some topic (Kafka's rule). A producer allowed by its topic WRITE alone
+    logged a denial of IDEMPOTENT_WRITE at every start, using up the audit log's budget
+    (20 lines a second) that real denials need; the denial is logged only when both
+    checks refuse (Kafka's logIfDenied = false for the first; a producer refused both
+    ways is CLUSTER_AUTHORIZATION_FAILED, test_each_denied_acl_gives_confluent_kafka_its_error)."""
+    b = secured.broker
+    assert produce_error(conf(secured, "alice"), "orders-idem", **{"enable.idempotence": True}) is None
+    denied = [l for l in b.log_text().splitlines() if "denied" in l and "IDEMPOTENT_WRITE" in l]
+    assert not denied, denied
+
+
 def test_each_denied_acl_gives_confluent_kafka_its_error(secured):
     s = secured
     admin = AdminClient(conf(s, "admin"))

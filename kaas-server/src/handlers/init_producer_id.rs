@@ -33,13 +33,22 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: InitProduce
         // (and so fence) another principal's producer; IDEMPOTENT_WRITE on the
         // cluster, or WRITE on some topic, for an idempotent producer.
         Some(tid) if !broker.may_write_txn(ctx, tid) => fail(ResponseError::TransactionalIdAuthorizationFailed.code()),
-        None if !broker.authz.authorize(
+        // The cluster's IDEMPOTENT_WRITE asked quietly: a producer allowed by its topic
+        // WRITE logged a denial at every start, using up the audit budget real denials
+        // need (Kafka's logIfDenied = false). Refused by both, it is logged once.
+        None if !broker.authz.authorize_quietly(
             ctx,
             Operation::IdempotentWrite,
             ResourceType::Cluster,
             crate::authz::CLUSTER,
         ) && !broker.authz.authorize_any(ctx, Operation::Write, ResourceType::Topic) =>
         {
+            let _logged = broker.authz.authorize(
+                ctx,
+                Operation::IdempotentWrite,
+                ResourceType::Cluster,
+                crate::authz::CLUSTER,
+            );
             fail(ResponseError::ClusterAuthorizationFailed.code())
         }
         Some(tid) => {
