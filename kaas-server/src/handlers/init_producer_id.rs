@@ -118,11 +118,7 @@ mod tests {
     /// COORDINATOR_NOT_AVAILABLE (retriable); once the lock is free, ids are handed out.
     #[test]
     fn a_producer_id_allocator_lock_held_elsewhere_stalls_no_worker() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::handlers::test_support::two_worker_runtime();
         let dir = tempfile::tempdir().unwrap();
         let b = rt.block_on(async { broker(dir.path()) });
         let cluster_dir = b.volume.cluster_dir();
@@ -137,10 +133,7 @@ mod tests {
             })
             .collect();
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let (tx, rx) = std::sync::mpsc::channel();
-        rt.spawn(async move { tx.send(()).unwrap() });
-        let ran = rx.recv_timeout(std::time::Duration::from_secs(2)).is_ok();
-        if !ran {
+        if !crate::handlers::test_support::runs_a_new_task(&rt) {
             drop(held); // let the old code's waiters go, so the test ends
             panic!("the runtime's workers are stalled on the allocator's lock");
         }

@@ -209,6 +209,24 @@ pub(crate) mod test_support {
         broker_with(dir, &[])
     }
 
+    /// A runtime with the 2 workers of this project's 2-core machine, for tests that
+    /// show blocking work never stalls them all.
+    pub fn two_worker_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    }
+
+    /// Whether `rt` runs a task spawned now within 2 s (its workers are not all
+    /// stalled), judged from this thread.
+    pub fn runs_a_new_task(rt: &tokio::runtime::Runtime) -> bool {
+        let (tx, rx) = std::sync::mpsc::channel();
+        rt.spawn(async move { tx.send(()).expect("the test waits") });
+        rx.recv_timeout(std::time::Duration::from_secs(2)).is_ok()
+    }
+
     /// [`broker`] with more command-line flags.
     pub fn broker_with(dir: &std::path::Path, flags: &[&str]) -> Arc<Broker> {
         let args = [

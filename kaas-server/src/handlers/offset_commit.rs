@@ -13,7 +13,24 @@ pub const MIN: i16 = 2;
 pub const MAX: i16 = 9;
 
 /// Apache's offset.metadata.max.bytes default.
-pub(crate) const MAX_METADATA: usize = 4096;
+const MAX_METADATA: usize = 4096;
+
+/// What refuses one partition's offset, OffsetCommit's and TxnOffsetCommit's alike
+/// (Apache's checks for both): a topic or partition this broker does not know,
+/// metadata past `offset.metadata.max.bytes`.
+pub(crate) fn offset_refused<T>(
+    known: Option<&T>,
+    has_partition: impl Fn(&T) -> bool,
+    metadata: Option<&str>,
+) -> Option<ResponseError> {
+    if known.is_none_or(|k| !has_partition(k)) {
+        Some(ResponseError::UnknownTopicOrPartition)
+    } else if metadata.is_some_and(|m| m.len() > MAX_METADATA) {
+        Some(ResponseError::OffsetMetadataTooLarge)
+    } else {
+        None
+    }
+}
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let group = req.group_id.0.to_string();
@@ -61,10 +78,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
                 e.code()
             } else if !readable {
                 ResponseError::TopicAuthorizationFailed.code()
-            } else if known.as_ref().is_none_or(|k| k.partition(p.partition_index).is_none()) {
-                ResponseError::UnknownTopicOrPartition.code()
-            } else if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA) {
-                ResponseError::OffsetMetadataTooLarge.code()
+            } else if let Some(refused) = offset_refused(
+                known.as_ref(),
+                |k| k.partition(p.partition_index).is_some(),
+                p.committed_metadata.as_deref(),
+            ) {
+                refused.code()
             } else {
                 entries.push((
                     t.name.0.to_string(),

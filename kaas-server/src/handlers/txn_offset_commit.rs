@@ -93,17 +93,12 @@ pub async fn handle(
             t.partitions
                 .iter()
                 .map(|p| {
-                    if known.as_ref().is_none_or(|k| k.partition(p.partition_index).is_none()) {
-                        Some(ResponseError::UnknownTopicOrPartition.code())
-                    } else if p
-                        .committed_metadata
-                        .as_ref()
-                        .is_some_and(|m| m.len() > super::offset_commit::MAX_METADATA)
-                    {
-                        Some(ResponseError::OffsetMetadataTooLarge.code())
-                    } else {
-                        None
-                    }
+                    super::offset_commit::offset_refused(
+                        known.as_ref(),
+                        |k| k.partition(p.partition_index).is_some(),
+                        p.committed_metadata.as_deref(),
+                    )
+                    .map(|e| e.code())
                 })
                 .collect()
         })

@@ -2131,11 +2131,7 @@ async fn an_end_txn_is_waited_for_by_a_clean_stop_from_its_start() {
 /// renewal included. They now wait for it off the workers when it is busy.
 #[test]
 fn a_slot_state_held_for_slow_file_work_stalls_no_worker() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = crate::handlers::test_support::two_worker_runtime();
     let dir = tempfile::tempdir().unwrap();
     let b = rt.block_on(async {
         let b = broker(dir.path());
@@ -2151,9 +2147,7 @@ fn a_slot_state_held_for_slow_file_work_stalls_no_worker() {
         })
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let (tx, rx) = std::sync::mpsc::channel();
-    rt.spawn(async move { tx.send(()).unwrap() });
-    let ran = rx.recv_timeout(std::time::Duration::from_secs(2)).is_ok();
+    let ran = crate::handlers::test_support::runs_a_new_task(&rt);
     drop(held);
     assert!(ran, "the runtime's workers waited on the slot's state");
     for r in readers {
