@@ -75,8 +75,8 @@ pub enum Mode {
     Filter,
     /// The detail of one transaction.
     Detail(String),
-    /// Asking before force-aborting this transaction.
-    Confirm(String),
+    /// Asking before force-aborting this transaction: the one shown, and only it.
+    Confirm(Shown),
     Help,
 }
 
@@ -85,7 +85,20 @@ pub enum Mode {
 pub enum Action {
     None,
     Quit,
-    Abort(String),
+    /// Force-abort the transaction the operator confirmed (and no other: one that
+    /// began since, under the same id, is left alone).
+    Abort(Shown),
+}
+
+/// The open transaction a confirmation was asked for: its id and, as the dialog showed
+/// them, its producer, epoch and number in the slot (`txn_seq`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    pub id: String,
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub txn_seq: u64,
+    pub partitions: usize,
 }
 
 pub struct App {
@@ -286,11 +299,11 @@ impl App {
                 self.rebuild_visible();
                 Action::None
             }
-            Mode::Confirm(id) => match key.code {
+            Mode::Confirm(shown) => match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => {
                     self.mode = Mode::Normal;
-                    self.status = Some(format!("aborting {id}..."));
-                    Action::Abort(id)
+                    self.status = Some(format!("aborting {}...", shown.id));
+                    Action::Abort(shown)
                 }
                 _ => {
                     self.mode = Mode::Normal;
@@ -319,11 +332,17 @@ impl App {
     }
 
     fn ask_abort(&mut self, id: String) -> Action {
-        let ongoing = self.snap.entry(&id).is_some_and(|e| e.state == TxnState::Ongoing);
-        if ongoing {
-            self.mode = Mode::Confirm(id);
-        } else {
-            self.status = Some(format!("{id} has no open transaction to abort"));
+        match self.snap.entry(&id).filter(|e| e.state == TxnState::Ongoing) {
+            Some(e) => {
+                self.mode = Mode::Confirm(Shown {
+                    producer_id: e.producer_id,
+                    epoch: e.producer_epoch,
+                    txn_seq: e.txn_seq,
+                    partitions: e.partitions.len(),
+                    id,
+                })
+            }
+            None => self.status = Some(format!("{id} has no open transaction to abort")),
         }
         Action::None
     }

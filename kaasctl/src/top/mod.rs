@@ -141,7 +141,7 @@ fn event_loop(
             Event::Key(k) => match app.on_key(k) {
                 Action::Quit => return Ok(()),
                 Action::None => {}
-                Action::Abort(id) => {
+                Action::Abort(shown) => {
                     // The same code path as `kaasctl txn abort`, off the UI thread.
                     let tx = tx.clone();
                     let dir = opts.data_dir.clone();
@@ -150,7 +150,7 @@ fn event_loop(
                     std::thread::spawn(move || {
                         let done = crate::cluster::check_volume_owner(&dir, allow)
                             .map_err(|e| e.to_string())
-                            .and_then(|()| abort(&dir, &id, session));
+                            .and_then(|()| abort(&dir, &shown, session));
                         let _ = tx.send(Event::AbortDone(done));
                     });
                 }
@@ -161,13 +161,24 @@ fn event_loop(
     Ok(())
 }
 
-/// Force-aborts `id` through the same kaas-core plan and execution as `kaasctl txn abort --yes`
-/// (with a 10 s wait for queued markers, so the dashboard stays responsive).
-fn abort(dir: &std::path::Path, id: &str, session_timeout_ms: i64) -> Result<String, String> {
+/// Force-aborts the transaction the operator confirmed through the same kaas-core plan
+/// and execution as `kaasctl txn abort --yes` (with a 10 s wait for queued markers, so
+/// the dashboard stays responsive). Refused when the id's open transaction is no longer
+/// the one shown (it ended and another began: the reaper aborted it and the application
+/// restarted its producer), as `txn abort` refuses a plan that changed after it was
+/// printed: the new instance is healthy and must not be fenced.
+fn abort(dir: &std::path::Path, shown: &app::Shown, session_timeout_ms: i64) -> Result<String, String> {
+    let id = shown.id.as_str();
     let volume = kaas_core::Volume::new(dir);
     let now = crate::cluster::now_ms();
     let live = kaas_core::admin::live_brokers(&volume, now, session_timeout_ms).map_err(|e| e.to_string())?;
     let (plan, _) = kaas_core::admin::plan_abort(&volume, id, &live).map_err(|e| e.to_string())?;
+    if (plan.producer_id, plan.epoch_before, plan.txn_seq) != (shown.producer_id, shown.epoch, shown.txn_seq) {
+        return Err(format!(
+            "{id} changed since it was confirmed (producer {} epoch {} transaction {} shown, now producer {} epoch {} transaction {}): nothing done; look again",
+            shown.producer_id, shown.epoch, shown.txn_seq, plan.producer_id, plan.epoch_before, plan.txn_seq
+        ));
+    }
     let actor = crate::cluster::admin_actor("kaasctl top");
     let command = vec!["kaasctl".into(), "top".into(), "abort".into(), id.into()];
     let report = kaas_core::admin::execute(&volume, &plan, &actor, &command, now, Duration::from_secs(10))

@@ -1,7 +1,7 @@
 //! Rendering tests with ratatui's TestBackend over fixture volumes written by
 //! kaas-core's own writers, key handling, and the watcher's change detection.
 
-use super::app::{Action, App, Mode, View};
+use super::app::{Action, App, Mode, Shown, View};
 use super::data::Watcher;
 use super::render_text;
 use kaas_core::batch::{build_batch, validate_all};
@@ -267,12 +267,57 @@ fn abort_asks_first_and_only_for_open_transactions() {
     assert!(app.status.as_deref().unwrap().contains("no open transaction"));
     app.on_key(key(KeyCode::Char('k')));
     app.on_key(key(KeyCode::Char('a')));
-    assert_eq!(app.mode, Mode::Confirm("stuck-tx".into()));
+    let shown = Shown {
+        id: "stuck-tx".into(),
+        producer_id: 7,
+        epoch: 0,
+        txn_seq: 1,
+        partitions: 1,
+    };
+    assert_eq!(app.mode, Mode::Confirm(shown.clone()));
     assert!(screen(&app).contains("Force-abort stuck-tx?"));
+    assert!(screen(&app).contains("producer 7 epoch 0 -> 1, transaction 1"));
     assert_eq!(app.on_key(key(KeyCode::Char('n'))), Action::None);
     assert_eq!(app.mode, Mode::Normal);
     app.on_key(key(KeyCode::Char('a')));
-    assert_eq!(app.on_key(key(KeyCode::Char('y'))), Action::Abort("stuck-tx".into()));
+    assert_eq!(app.on_key(key(KeyCode::Char('y'))), Action::Abort(shown));
+}
+
+/// The dialog asked about one transaction; by the time the operator says yes it may
+/// have ended (the reaper aborted it) and the application's restarted producer opened
+/// another under the same id. That one is healthy: fencing it is fatal to a Java or
+/// Streams producer. The abort acts on the confirmed transaction or on nothing.
+#[test]
+fn a_confirmed_abort_never_touches_a_transaction_that_began_after_the_dialog() {
+    let d = tempfile::tempdir().unwrap();
+    let v = fixture(d.path());
+    let (mut app, _) = app_for(d.path());
+    app.on_key(key(KeyCode::Char('2')));
+    app.on_key(key(KeyCode::Char('a')));
+    assert!(matches!(app.mode, Mode::Confirm(_)));
+    // Meanwhile: the reaper's abort (epoch 1), the restarted producer's
+    // InitProducerId (epoch 2) and its next transaction, Ongoing.
+    let mut next = entry("stuck-tx", 7, TxnState::Ongoing, &[("orders", 0)], NOW - 1_000);
+    next.producer_epoch = 2;
+    next.txn_seq = 2;
+    put(&v, next);
+    let Action::Abort(shown) = app.on_key(key(KeyCode::Char('y'))) else {
+        panic!("confirmed")
+    };
+    let refused = super::abort(d.path(), &shown, 10_000).expect_err("a transaction that began after the dialog");
+    assert!(refused.contains("changed since it was confirmed"), "{refused}");
+    let now = TxnStateStore::new(v.clone()).get("stuck-tx").unwrap().unwrap();
+    assert_eq!(
+        (now.state, now.producer_epoch, now.txn_seq),
+        (TxnState::Ongoing, 2, 2),
+        "left alone"
+    );
+    // The transaction shown, still open, is aborted.
+    let mut shown_again = shown;
+    shown_again.epoch = 2;
+    shown_again.txn_seq = 2;
+    let done = super::abort(d.path(), &shown_again, 10_000).unwrap();
+    assert!(done.contains("epoch 2 -> 3"), "{done}");
 }
 
 #[test]

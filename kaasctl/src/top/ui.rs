@@ -1,6 +1,6 @@
 //! Drawing the dashboard. Reads `App` only; never touches the volume.
 
-use super::app::{App, Mode, View, VIEWS};
+use super::app::{App, Mode, Shown, View, VIEWS};
 use crate::out::age;
 use kaas_core::txn::TxnState;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -88,7 +88,7 @@ fn draw_views(f: &mut Frame, app: &App) {
     );
     match &app.mode {
         Mode::Help => help(f, area),
-        Mode::Confirm(id) => confirm(f, app, id, area),
+        Mode::Confirm(shown) => confirm(f, shown, area),
         _ => {}
     }
 }
@@ -875,25 +875,24 @@ fn help(f: &mut Frame, area: Rect) {
     );
 }
 
-fn confirm(f: &mut Frame, app: &App, id: &str, area: Rect) {
+/// What is asked is what was selected: the transaction `shown` (an entry that moved on
+/// since is refused when confirmed, see `top::abort`).
+fn confirm(f: &mut Frame, shown: &Shown, area: Rect) {
     let r = centered(area, 60, 8);
     f.render_widget(Clear, r);
-    let e = app.snap.entry(id);
     let text = vec![
         Line::from(Span::styled(
-            format!("Force-abort {id}?"),
+            format!("Force-abort {}?", shown.id),
             Style::default().add_modifier(Modifier::BOLD),
         )),
-        Line::from(match e {
-            Some(e) => format!(
-                "producer {} epoch {} -> {}, {} partition(s)",
-                e.producer_id,
-                e.producer_epoch,
-                e.producer_epoch + 1,
-                e.partitions.len()
-            ),
-            None => String::new(),
-        }),
+        Line::from(format!(
+            "producer {} epoch {} -> {}, transaction {}, {} partition(s)",
+            shown.producer_id,
+            shown.epoch,
+            shown.epoch.saturating_add(1),
+            shown.txn_seq,
+            shown.partitions
+        )),
         Line::from("ABORT markers, staged offsets discarded, producer fenced."),
         Line::from(""),
         Line::from("y: abort   any other key: cancel"),
