@@ -160,7 +160,12 @@ impl Cluster {
             meta.configs = configs;
             meta.write(&self.volume)?;
             info!(topic = name, configs = ?meta.configs, "topic configs changed");
-            self.reconfigure(&topic, meta);
+            // The new configs over the topic as this broker serves it: the file may
+            // already count partitions another broker added, which this one opens at
+            // its next volume sync only while its own view has fewer.
+            let mut served = topic.meta.clone();
+            served.configs = meta.configs;
+            self.reconfigure(&topic, served);
             Ok(())
         })
     }
@@ -260,5 +265,52 @@ mod tests {
             .await
             .is_err());
         assert_eq!(p.state().log.config().retention_ms, 5);
+    }
+
+    /// A config change through a broker that has not yet seen partitions another broker
+    /// added: the new count, read with the configs from the topic's file, went into
+    /// this broker's view over its old partition list, so its volume sync found nothing
+    /// new to open (those partitions had no leader here for good) and a later
+    /// CreatePartitions here put partition 3 in the place of partition 1.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_config_change_before_the_sync_leaves_partitions_added_elsewhere_to_the_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let b0 = broker(dir.path());
+        b0.create_topic("t", 1, BTreeMap::new()).await.unwrap();
+        let config = <crate::config::Config as clap::Parser>::parse_from([
+            "kaas-server",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--broker-id",
+            "1",
+        ]);
+        let b1 =
+            crate::broker::Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093)).unwrap();
+        b1.create_partitions("t", 3).await.unwrap();
+        let set = Box::new(|c: &BTreeMap<String, String>| {
+            let mut c = c.clone();
+            c.insert("retention.ms".into(), "5".into());
+            Ok(c)
+        }) as Box<super::ConfigChange<'_>>;
+        b0.alter_topic_configs("t", set, false).await.unwrap();
+        let b = b0.clone();
+        tokio::task::spawn_blocking(move || b.sync_with_volume()).await.unwrap();
+        let t = b0.topic("t").unwrap();
+        assert_eq!(
+            (t.meta.partitions, t.partitions.len()),
+            (3, 3),
+            "the sync opened the partitions added elsewhere"
+        );
+        assert_eq!(t.log_config.retention_ms, 5);
+        b0.create_partitions("t", 4).await.unwrap();
+        let t = b0.topic("t").unwrap();
+        for (i, p) in t.partitions.iter().enumerate() {
+            let index = match p {
+                Ok(p) => p.index,
+                Err(_) => continue,
+            };
+            assert_eq!(index, i as i32, "partition {i} holds partition {index}");
+        }
+        assert_eq!(t.partitions.len(), 4);
     }
 }
