@@ -374,8 +374,12 @@ impl Cluster {
                 } else {
                     PartitionOwner::read(&PartitionOwner::path(&self.volume, topic, partition)).ok()?
                 };
+                // An `owner.json` of another topic of the name (deleted and created
+                // again, the old one's leader not yet gone from it) names no leader
+                // of this one.
                 (owner.broker != self.config.broker_id
                     && !owner.released
+                    && !of_other_topic(&owner, t.meta.topic_id)
                     && self.live_brokers().contains_key(&owner.broker))
                 .then_some((owner.broker, owner.leader_epoch))
             }

@@ -559,6 +559,32 @@ async fn a_stale_delete_by_id_leaves_a_topic_created_again_elsewhere() {
     assert!(!b0.volume.topic_file("s").exists());
 }
 
+/// A topic deleted and created again through a peer while broker 0 still leads the old
+/// topic's partition (it holds the lock; its sync has not come): the partition's
+/// `owner.json` is the old topic's, and the peer named broker 0, at the old topic's
+/// leader epoch, as the new topic's leader. Producers were sent to a broker serving
+/// the deleted topic, and a Java client kept the old epoch for the new topic id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_created_again_elsewhere_is_not_led_by_the_old_topics_leader() {
+    let (dir, b0, _) = setup().await;
+    let (peer, _) = peer_and_its_topic();
+    let b1 = second_broker(dir.path(), &peer.to_string());
+    b0.set_live_brokers(live(&[0, peer]));
+    b1.set_live_brokers(live(&[0, peer]));
+    sync(&b1).await.unwrap();
+    assert_eq!(b1.partition_leadership_for_clients("t", 0).map(|l| l.0), Some(0));
+    let old_id = b1.topic("t").unwrap().meta.topic_id;
+    b1.delete_topic("t", None).await.unwrap();
+    b1.create_topic("t", 1, Default::default()).await.unwrap();
+    assert_ne!(b1.topic("t").unwrap().meta.topic_id, old_id);
+    assert!(
+        b1.topic("t").unwrap().partition(0).unwrap().is_err(),
+        "broker 0 holds the lock"
+    );
+    assert_eq!(b1.partition_leadership_for_clients("t", 0), None);
+    assert_eq!(b1.partition_leader("t", 0), None);
+}
+
 fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
     let config = <crate::config::Config as clap::Parser>::parse_from([
         "kaas-server",
