@@ -373,7 +373,7 @@ impl Cluster {
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<Topic>, TopicError> {
         self.validate_topic(name, partitions, &configs)?;
-        if self.adopt_from_volume(name) {
+        if self.adopt_from_volume(name)? {
             return Err(TopicError::AlreadyExists(name.to_string()));
         }
         let meta = TopicMeta::new(name, partitions, configs, now_ms());
@@ -384,7 +384,10 @@ impl Cluster {
             // Another broker created it meanwhile: ours is dropped (its partition
             // locks with it) and theirs is served.
             drop(topic);
-            self.adopt_from_volume(name);
+            // Served from the next volume sync if it cannot be read now.
+            if let Err(e) = self.adopt_from_volume(name) {
+                warn!(topic = name, error = %e, "a topic created by another broker could not be read yet");
+            }
             return Err(TopicError::AlreadyExists(name.to_string()));
         }
         let topic = Arc::new(topic);
@@ -395,16 +398,22 @@ impl Cluster {
     }
 
     /// Loads a topic another broker created into the registry, if its file exists.
-    fn adopt_from_volume(&self, name: &str) -> bool {
+    /// A file that exists but cannot be read (damaged, of a newer format, an I/O
+    /// error) is an error, never "no topic": a create over it would open the
+    /// partitions under a fresh id and clear what it took for another topic's files,
+    /// the unreadable topic's records.
+    fn adopt_from_volume(&self, name: &str) -> Result<bool, TopicError> {
         let path = self.volume.topic_file(name);
-        let Ok(meta) = TopicMeta::read(&path) else {
-            return false;
+        let meta = match TopicMeta::read(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(TopicError::Broken(name.to_string(), e.to_string())),
         };
         let topic = Arc::new(self.open_topic_here(meta));
         let mut reg = self.registry_mut();
         reg.by_id.insert(topic.meta.topic_id, name.to_string());
         reg.topics.insert(name.to_string(), topic);
-        true
+        Ok(true)
     }
 
     /// Deletes the topic: `on_deleted` first (`Broker::delete_topic` drops the groups'

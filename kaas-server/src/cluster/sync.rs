@@ -49,6 +49,11 @@ impl Cluster {
             })
             .collect();
         crate::metrics::metrics().forget_topics(|name| on_volume.contains_key(name));
+        // A topic found unreadable at start stays refused only while its file is: one
+        // repaired is picked up below (and served), one removed may be created again.
+        self.registry_mut()
+            .broken
+            .retain(|name, _| matches!(on_volume.get(name), Some(None)));
         let gone: Vec<Arc<Topic>> = {
             let mut reg = self.registry_mut();
             let names: Vec<String> = reg
