@@ -263,8 +263,15 @@ impl PartitionState {
             txn_seqs: Default::default(),
         };
         // Markers whose index entry was lost in a crash are re-indexed from the log.
+        // An entry is its marker's (one control batch of one producer per offset): a
+        // replay that began past the transaction's first batch (its segment deleted
+        // since) derives a later first offset for a marker indexed already, and the
+        // index's is kept.
         for a in derived {
-            if !aborted.contains(&a) {
+            if !aborted
+                .iter()
+                .any(|e| (e.producer_id, e.last_offset) == (a.producer_id, a.last_offset))
+            {
                 let (topic, partition) = crate::layout::partition_ids(dir);
                 tracing::info!(
                     topic,
@@ -279,7 +286,9 @@ impl PartitionState {
         }
         state.sync_txn_index()?;
         aborted.sort_by_key(|a| (a.last_offset, a.producer_id, a.first_offset));
-        aborted.dedup();
+        // One per marker, with the earliest first offset (an index written twice for
+        // one marker by an older build).
+        aborted.dedup_by_key(|a| (a.last_offset, a.producer_id));
         // As `forget_below_start`: kept while the marker's segment is.
         aborted.retain(|a| a.last_offset >= state.log.first_segment_base());
         state.aborted = aborted;

@@ -626,3 +626,38 @@ fn a_marker_below_a_moved_log_start_is_replayed_at_open() {
     assert_eq!(p.log.log_end_offset(), 4);
     assert!(!p.has_open_txn(8), "the ABORT closed producer 8's transaction");
 }
+
+/// A transaction whose first batch lay in a segment deleted since (retention,
+/// DeleteRecords), its ABORT indexed with that first offset: a full replay at open
+/// (no snapshot: a kill -9 after a take-over's fresh segment) derives the abort from
+/// the transaction's first surviving batch, a different first offset, and indexed it a
+/// second time. librdkafka's read_committed consumer lets each ABORT marker pass one
+/// aborted start offset of its producer: with two for one marker, the producer's next
+/// committed transaction read in the same fetch was dropped as aborted.
+#[test]
+fn a_full_replay_never_indexes_an_abort_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    produce_txn(&mut p, 8, 0, 0); // offset 0, the transaction's first batch
+    p.roll(1).unwrap(); // a segment at 1, no snapshot (a take-over's fresh segment)
+    produce_txn(&mut p, 8, 0, 1); // offset 1
+    p.write_marker(8, 0, false, 0, 0, 1).unwrap().unwrap(); // ABORT at 2, indexed {8, 0, 2}
+    p.delete_records(2).unwrap(); // segment 0 goes
+    drop(p); // kill -9: no snapshot
+    let expected = vec![AbortedTxn {
+        producer_id: 8,
+        first_offset: 0,
+        last_offset: 2,
+    }];
+    let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(
+        p.log.first_segment_base(),
+        1,
+        "the replay starts past the transaction's first batch"
+    );
+    assert_eq!(p.aborted, expected);
+    drop(p);
+    // Nor was a second entry written for the next open.
+    let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.aborted, expected);
+}
