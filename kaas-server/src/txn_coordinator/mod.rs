@@ -790,10 +790,24 @@ impl TransactionCoordinator {
     ) -> Result<(i64, i16), CoordError> {
         let slot = slot_for(tid);
         self.check_owner(broker, slot)?;
-        if let Err(e) = &*self.fence_log.lock().unwrap_or_else(|p| p.into_inner()) {
+        // The fence log's mutex is held across a fence's save (write, fsyncs, a
+        // reload after a failure): waited for off the worker, as `state_of` does.
+        let unreadable = match self.fence_log.try_lock() {
+            Ok(log) => log.as_ref().err().cloned(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().as_ref().err().cloned(),
+            Err(std::sync::TryLockError::WouldBlock) => crate::blocking::off_worker(|| {
+                self.fence_log
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                    .err()
+                    .cloned()
+            }),
+        };
+        if let Some(e) = unreadable {
             return Err(CoordError::Volume(VolumeError::Invalid {
                 path: kaas_core::fence_log::fence_log_path(&broker.volume, self.broker_id),
-                detail: e.clone(),
+                detail: e,
             }));
         }
         // A new instance, or a bump after an abort, while the last transaction's

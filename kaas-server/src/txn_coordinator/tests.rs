@@ -650,6 +650,32 @@ async fn a_topic_unreadable_at_start_is_served_once_repaired_and_created_again_o
     b.create_topic("u", 1, Default::default()).await.unwrap();
 }
 
+/// InitProducerId looked at the fence log (is it readable?) through its mutex on the
+/// runtime's worker, and a fence holds that mutex across its save (a write, fsyncs,
+/// a reload after a failure): InitProducerIds arriving during a slow save blocked
+/// every worker, and the broker served nothing, its lease renewal included.
+#[test]
+fn a_fence_log_save_in_progress_stalls_no_worker() {
+    let rt = crate::handlers::test_support::two_worker_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let b = rt.block_on(async { broker(dir.path()) });
+    let held = b.txn.fence_log.lock().unwrap();
+    let inits: Vec<_> = ["tx-a", "tx-b"]
+        .into_iter()
+        .map(|tid| {
+            let b = b.clone();
+            rt.spawn(async move { b.txn.init_producer_id(&b, tid, 60_000, (-1, -1)).await })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let free = crate::handlers::test_support::runs_a_new_task(&rt);
+    drop(held);
+    assert!(free, "the runtime's workers are stalled on the fence log's mutex");
+    for h in inits {
+        rt.block_on(h).unwrap().unwrap();
+    }
+}
+
 fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
     let config = <crate::config::Config as clap::Parser>::parse_from([
         "kaas-server",
