@@ -282,8 +282,15 @@ pub fn init_producer_id(
                 entry.last_epoch = if claim.is_some() { entry.producer_epoch } else { -1 };
                 entry.producer_id = new_pid();
                 entry.producer_epoch = 0;
+                // A fresh producer with no transaction yet (the transactions seed:
+                // rotation "allocates a fresh PID and resets to Empty"; Apache's
+                // prepareProducerIdRotation): nothing of the last transaction is the
+                // new producer id's.
+                entry.partitions.clear();
+                entry.groups.clear();
+                entry.txn_start_ms = -1;
                 entry.transition(
-                    state,
+                    TxnState::Empty,
                     "InitProducerId: epoch exhausted, rotated to a fresh producer id",
                     by,
                     now_ms,

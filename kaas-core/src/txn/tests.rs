@@ -78,6 +78,32 @@ fn epoch_overflow_rotates_to_fresh_pid() {
     assert_eq!(fence, None, "a fresh id needs no fencing");
 }
 
+/// A rotation from a completed transaction kept its Complete* state, partitions and
+/// groups under the fresh producer id: EndTxn(commit) of the new id at epoch 0 was
+/// answered as a retry of a commit it never made (Apache: INVALID_TXN_STATE), and
+/// DescribeTransactions showed a finished transaction for an id that never had one.
+#[test]
+fn a_rotation_resets_to_empty() {
+    let mut alloc = pids();
+    let (e, _) = ready(init(None, (-1, -1), &mut alloc));
+    let ongoing = add_to_txn(&e, 1001, 0, &[tp("t", 0)], &[], 2, &BROKER)
+        .unwrap()
+        .unwrap();
+    let EndOutcome::Prepare(prepared) = end_txn(&ongoing, 1001, 0, true, 3, &BROKER).unwrap() else {
+        panic!()
+    };
+    let mut done = complete(&prepared, 4, &BROKER).unwrap();
+    done.producer_epoch = i16::MAX - 1;
+    let (rotated, _) = ready(init(Some(&done), (-1, -1), &mut alloc));
+    assert_eq!((rotated.producer_id, rotated.producer_epoch), (1002, 0));
+    assert_eq!(rotated.state, TxnState::Empty);
+    assert!(rotated.partitions.is_empty() && rotated.groups.is_empty());
+    assert_eq!(
+        end_txn(&rotated, 1002, 0, true, 5, &BROKER).err(),
+        Some(TxnError::InvalidTxnState)
+    );
+}
+
 #[test]
 fn epoch_exhaustion_rotates_one_short_of_max() {
     assert!(!is_epoch_exhausted(i16::MAX - 2));
