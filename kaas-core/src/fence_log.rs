@@ -243,6 +243,10 @@ pub struct FenceWatcher {
     self_broker: i32,
     applied: HashMap<i64, i16>,
     read: HashMap<i32, crate::fsutil::FileStamp>,
+    /// The producer ids in each writer's log as last read: `applied` keeps only
+    /// those, so it shrinks as the logs are pruned (a pid pruned and fenced again
+    /// later is applied again, which changes nothing where it was applied before).
+    logged: HashMap<i32, Vec<i64>>,
 }
 
 impl FenceWatcher {
@@ -251,6 +255,7 @@ impl FenceWatcher {
             self_broker,
             applied: HashMap::new(),
             read: HashMap::new(),
+            logged: HashMap::new(),
         }
     }
 
@@ -270,7 +275,8 @@ impl FenceWatcher {
         };
         let mut writers: Vec<i32> = writers.filter(|w| *w != self.self_broker).collect();
         writers.sort_unstable();
-        for broker in writers {
+        let mut changed = false;
+        for &broker in &writers {
             // The stamp before the read: a save in between only makes the next poll
             // read the log again.
             let stamp = crate::fsutil::file_stamp(&fence_log_path(volume, broker));
@@ -282,6 +288,8 @@ impl FenceWatcher {
                     if let Some(stamp) = stamp {
                         self.read.insert(broker, stamp);
                     }
+                    self.logged.insert(broker, log.fences.keys().copied().collect());
+                    changed = true;
                     for (pid, rec) in log.fences {
                         if self.applied.get(&pid).is_none_or(|&e| e < rec.epoch) {
                             self.applied.insert(pid, rec.epoch);
@@ -296,6 +304,15 @@ impl FenceWatcher {
                 }
                 Err(e) => errors.push(e),
             }
+        }
+        // A log gone (its broker's files removed) is forgotten; one unreadable now
+        // keeps what it held when last read.
+        let before = self.logged.len();
+        self.logged.retain(|w, _| writers.binary_search(w).is_ok());
+        self.read.retain(|w, _| writers.binary_search(w).is_ok());
+        if changed || self.logged.len() != before {
+            let logged: std::collections::HashSet<i64> = self.logged.values().flatten().copied().collect();
+            self.applied.retain(|pid, _| logged.contains(pid));
         }
         (fresh, errors)
     }
@@ -333,6 +350,32 @@ mod tests {
         );
         log.append(9, 1, Some("tx"), 1);
         assert_eq!(log.fences[&9].transactional_id.as_deref(), Some("tx"));
+    }
+
+    /// The watcher's memory of applied fences kept every producer id any peer ever
+    /// fenced, for the life of the process, while the logs themselves are pruned after
+    /// `transactional.id.expiration.ms`: unbounded with ids made per checkpoint (Flink).
+    #[test]
+    fn the_watchers_memory_shrinks_with_the_logs() {
+        let (_d, v) = volume();
+        let mut peer = FenceLog::empty(1);
+        peer.append(7, 1, None, 100);
+        peer.append(8, 1, None, 5_000);
+        peer.save(&v).unwrap();
+        let mut w = FenceWatcher::new(0);
+        assert_eq!(w.poll(&v).0.len(), 2);
+        assert!(peer.prune(6_000, 2_000));
+        peer.append(9, 2, None, 6_000);
+        peer.save(&v).unwrap();
+        assert_eq!(w.poll(&v).0, vec![(9, 2)]);
+        let mut kept: Vec<i64> = w.applied.keys().copied().collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![8, 9], "7 was pruned from the log");
+        // Still applied once per bump.
+        assert!(w.poll(&v).0.is_empty());
+        std::fs::remove_file(fence_log_path(&v, 1)).unwrap();
+        assert!(w.poll(&v).0.is_empty());
+        assert!(w.applied.is_empty(), "the log is gone");
     }
 
     #[test]
