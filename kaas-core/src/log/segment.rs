@@ -234,7 +234,22 @@ impl Segment {
             }
             cut
         };
-        if !active {
+        if active {
+            // The active segment's age is its first batch's: the file's modification
+            // time is its last write, which for a partition in use is about the
+            // restart, so every restart would put off `segment.ms` (and retention with
+            // it) again. Apache's rolling time is the first batch's timestamp too;
+            // a timestamp past the last write (a producer's clock ahead) is not
+            // believed.
+            let mut first = None;
+            seg.for_each_header(|_, h| {
+                first = Some(h.max_timestamp);
+                false
+            })?;
+            if let Some(ts) = first.filter(|ts| *ts >= 0) {
+                seg.created_ms = seg.created_ms.min(ts);
+            }
+        } else {
             seg.close_files();
         }
         Ok((seg, cut))

@@ -450,6 +450,34 @@ fn segments_roll_by_time() {
     assert_eq!(log.segments().len(), 2);
 }
 
+/// An active segment reopened (a clean restart, a hand-over) took its age from the
+/// file's modification time, its last write: about the restart for a partition in use,
+/// so every restart put `segment.ms` off again, and with it the deletion of what
+/// retention should have removed.
+#[test]
+fn a_reopened_segment_still_rolls_segment_ms_after_it_began() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_ms: 60_000,
+        ..LogConfig::default()
+    };
+    let now = crate::now_ms();
+    let mut log = PartitionLog::open(dir.path(), config.clone(), now - 3_600_000).unwrap();
+    append(&mut log, 1, now - 3_600_000); // the segment began an hour ago
+    drop(log); // its file was last written just now
+    let mut log = PartitionLog::open(dir.path(), config.clone(), now).unwrap();
+    append(&mut log, 1, now);
+    assert_eq!(log.segments().len(), 2, "rolled: the segment is an hour old");
+    // A first batch stamped in the future (a producer's clock) is not believed.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), config.clone(), now).unwrap();
+    append(&mut log, 1, now + 3_600_000);
+    drop(log);
+    let mut log = PartitionLog::open(dir.path(), config, now).unwrap();
+    append(&mut log, 1, now + 1);
+    assert_eq!(log.segments().len(), 1);
+}
+
 #[test]
 fn retention_deletes_old_segments_by_size_and_time_but_never_the_active_one() {
     let dir = tempfile::tempdir().unwrap();
