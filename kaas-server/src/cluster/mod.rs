@@ -528,9 +528,23 @@ impl Cluster {
                 // path) is over, in this directory, before it is cleared, and none comes
                 // after — nothing of it reaches a directory created again under the name
                 // (`test_a_write_in_flight_when_its_topic_is_deleted_never_lands_in_a_topic_created_again`).
+                // And removed only while this broker still leads it, under its gate
+                // (cluster.md, rule 1): a leader frozen meanwhile, never told of a
+                // take-over, may find its topic gone because the topic was created
+                // again and the new one's partition taken here, whose files are the
+                // successor's.
                 Ok(partition) => {
                     partition.retire(&self.volume, self.config.broker_id, "its topic was deleted", &|| false);
-                    None
+                    match partition.while_led(|| ownership::remove_deleted_partition_dir(&dir)) {
+                        Ok(Err(e)) if e.kind() != std::io::ErrorKind::NotFound => {
+                            warn!(dir = %dir.display(), error = %e, "could not remove partition directory of deleted topic")
+                        }
+                        Ok(_) | Err(DurableError::Deposed { .. }) => {}
+                        Err(e) => {
+                            warn!(dir = %dir.display(), error = %e, "partition directory of deleted topic left in place: this broker's leadership could not be confirmed")
+                        }
+                    }
+                    continue;
                 }
                 Err(o) if o.elsewhere => match PartitionOwner::lock(&self.volume, name, p as i32) {
                     Ok(lock) => {

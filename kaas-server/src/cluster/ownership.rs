@@ -494,9 +494,10 @@ pub(super) fn open_partition(
     // `owner.json` names a leadership whose broker's lease is confirmed dead now — let
     // go or not: a broker stopped between marking it released and its unlock would
     // keep the partition from everyone for its whole pause.
-    let steal_from = |o: Option<&PartitionOwner>| {
-        o.is_some_and(|o| !of_other_topic(o, topic_id) && o.broker != broker_id && (gate.confirm_dead)(o.broker))
-    };
+    // A deleted topic's leadership is judged the same way: its holder, thawed, finds
+    // the topic gone and itself deposed (`Cluster::remove_partition_dirs`).
+    let steal_from =
+        |o: Option<&PartitionOwner>| o.is_some_and(|o| o.broker != broker_id && (gate.confirm_dead)(o.broker));
     let mut owner_lock = PartitionOwner::acquire(volume, topic, index, Some(&steal_from)).map_err(|e| match e {
         kaas_core::topic::OwnerLockError::Held { .. } => Offline {
             reason: e.to_string(),
@@ -610,4 +611,47 @@ pub(super) fn open_partition(
     );
     partition.taken_from = same_topic.map(|o| (o.broker, o.released && !owner_lock.stolen));
     Ok(Arc::new(partition))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kaas_core::topic::PartitionOwner;
+
+    /// A broker paused (SIGSTOP, a frozen VM) holding a partition's lock while its topic
+    /// was deleted and created again: the new topic's partition was refused to every
+    /// other broker for as long as the pause lasted, even with the holder's lease
+    /// confirmed dead, because `owner.json` named the old topic. Its leadership is
+    /// judged like any other's: stolen once its broker is confirmed dead (the holder,
+    /// thawed, finds its topic gone and itself deposed, and removes nothing:
+    /// `a_thawed_leader_never_removes_the_directory_a_topic_created_again_took`).
+    #[test]
+    fn a_dead_holder_of_a_deleted_topics_partition_lock_is_taken_over_for_the_new_topic() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let (old_id, new_id) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let mut held = PartitionOwner::acquire(&v, "t", 0, None).unwrap();
+        held.open_gate();
+        PartitionOwner {
+            version: kaas_core::topic::OWNER_FORMAT_VERSION,
+            broker: 5,
+            leader_epoch: 3,
+            released: false,
+            updated_ms: 1,
+            topic_id: Some(old_id),
+        }
+        .write(&PartitionOwner::path(&v, "t", 0))
+        .unwrap();
+        let live: BTreeMap<i32, Endpoints> = [(0, Endpoints::plaintext("127.0.0.1", 9092))].into();
+        let alive = take_over_gate(0, &live, |_| true, |_| false);
+        let refused = open_partition(&v, &LogConfig::default(), "t", new_id, 0, 0, 1, &alive);
+        assert!(refused.is_err(), "a holder not confirmed dead keeps it");
+        let dead = take_over_gate(0, &live, |_| true, |id| id == 5);
+        let taken = open_partition(&v, &LogConfig::default(), "t", new_id, 0, 0, 1, &dead);
+        let taken = taken.map_err(|o| o.reason).expect("taken from a holder confirmed dead");
+        assert_eq!(taken.leader_epoch, 0, "a new topic's first leadership");
+        let owner = PartitionOwner::read(&PartitionOwner::path(&v, "t", 0)).unwrap();
+        assert_eq!((owner.broker, owner.topic_id), (0, Some(new_id)));
+        drop(held);
+    }
 }

@@ -676,6 +676,51 @@ fn a_fence_log_save_in_progress_stalls_no_worker() {
     }
 }
 
+/// A leader frozen (a paused VM) while its topic was deleted and created again
+/// elsewhere, and the new topic's partition taken by another broker once the frozen
+/// one's lock lapsed: thawed, before anything told it of the take-over, its volume
+/// sync found its topic gone and removed the partition's directory by path, the
+/// successor's segments and `owner.json` with it, records acknowledged to clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thawed_leader_never_removes_the_directory_a_topic_created_again_took() {
+    use kaas_core::batch::build_batch;
+    use kaas_core::topic::{PartitionOwner, TopicMeta};
+    let (_dir, b, _) = setup().await;
+    append_to(&b, "t", 0, (b.next_producer_id().unwrap(), 0, 0), None).unwrap();
+    sync(&b).await.unwrap();
+    // Meanwhile, elsewhere: t deleted and created again, its partition 0 taken by
+    // broker 7, which wrote a record there.
+    std::fs::remove_file(b.volume.topic_file("t")).unwrap();
+    let created = TopicMeta::new("t", 1, Default::default(), now_ms());
+    assert!(created.create(&b.volume).unwrap());
+    let part = b.volume.partition_dir("t", 0);
+    for f in std::fs::read_dir(&part).unwrap() {
+        let f = f.unwrap().path();
+        if !f.file_name().unwrap().to_string_lossy().starts_with("owner.") {
+            std::fs::remove_file(f).unwrap();
+        }
+    }
+    PartitionOwner {
+        version: 1,
+        broker: 7,
+        leader_epoch: 0,
+        released: false,
+        updated_ms: now_ms(),
+        topic_id: Some(created.topic_id),
+    }
+    .write(&PartitionOwner::path(&b.volume, "t", 0))
+    .unwrap();
+    let record = build_batch(0, now_ms(), None, 0, &[(None, Some(b"the successor's"))]);
+    let segment = part.join("00000000000000000000.log");
+    std::fs::write(&segment, &record).unwrap();
+    sync(&b).await.unwrap();
+    assert_eq!(
+        std::fs::metadata(&segment).map(|m| m.len()).ok(),
+        Some(record.len() as u64),
+        "the successor's segment is whole"
+    );
+}
+
 fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
     let config = <crate::config::Config as clap::Parser>::parse_from([
         "kaas-server",
