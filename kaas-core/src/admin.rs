@@ -74,6 +74,13 @@ pub enum AdminError {
     Changed(String),
     #[error("slot {slot} not rescued: {why}; look at the slot's files, then run the repair again with --accept-slot-loss to rescue it anyway")]
     RescueRefused { slot: u32, why: String },
+    #[error("transaction {id:?} was aborted only in part: it is now {now} (the abort is decided and its producer fenced), but finishing it failed: {cause}. Do not run the abort again; the coordinator's reaper finishes it, or `kaasctl txn repair --fix` ({audit})")]
+    Unfinished {
+        id: String,
+        now: String,
+        cause: String,
+        audit: String,
+    },
     #[error("writing the marker to {topic}-{partition}: {detail}")]
     Marker {
         topic: String,
@@ -237,6 +244,49 @@ fn execute_with(
             (Ok((current.clone(), current)), false)
         }
     })??;
+    // From here the abort is decided (a durable PrepareAbort at the fencing epoch,
+    // when step 1 made one): a failure below must say so, and be audited, not read
+    // as "nothing happened" (an operator would run it again and abort the restarted
+    // producer's next transaction). The reaper or `txn repair --fix` finishes it.
+    let decided = prepared.state != before.state;
+    let rest = finish_prepared(volume, plan, actor, command, now_ms, wait, meanwhile, &before, prepared);
+    match rest {
+        Err(e) if decided => {
+            let after = store.get(&tid).ok().flatten();
+            let audit = record_audit(volume, actor, command, &tid, Some(&before), after.as_ref(), now_ms);
+            Err(AdminError::Unfinished {
+                id: tid,
+                now: after.map_or_else(
+                    || "unreadable".to_string(),
+                    |a| format!("{} at epoch {}", a.state.as_str(), a.producer_epoch),
+                ),
+                cause: e.to_string(),
+                audit: match audit {
+                    Ok(path) => format!("audit: {}", path.display()),
+                    Err(a) => format!("the audit record could not be written either: {a}"),
+                },
+            })
+        }
+        other => other,
+    }
+}
+
+/// Steps 2 to 5 of [`execute_with`], once the entry is (or was found) Prepare*.
+#[allow(clippy::too_many_arguments)]
+fn finish_prepared(
+    volume: &Volume,
+    plan: &ActionPlan,
+    actor: &Actor,
+    command: &[String],
+    now_ms: i64,
+    wait: Duration,
+    meanwhile: &mut dyn FnMut(Between),
+    before: &TxnEntry,
+    prepared: TxnEntry,
+) -> Result<ActionReport, AdminError> {
+    let store = TxnStateStore::new(volume.clone());
+    let tid = plan.transactional_id.clone();
+    let before = before.clone();
     // 2. Fence the old epoch everywhere (brokers apply the admin fence log).
     if plan.marker_epoch > plan.epoch_before {
         // Several kaasctl processes may abort at once: one read-modify-write at a time.

@@ -262,6 +262,16 @@ fn a_direct_marker_is_refused_while_a_process_holds_the_partitions_owner_lock() 
         err.contains("partition t-0 is being written by broker 2 (leader epoch 7), which holds its owner.lock"),
         "{err}"
     );
+    // The abort is decided all the same (PrepareAbort at the fencing epoch is durable,
+    // the producer fenced): the error says so and the audit journal has it. Before,
+    // it read "writing the marker to t-0: ...", nothing audited, and an operator ran it
+    // again (aborting the restarted producer's next transaction).
+    assert!(
+        err.contains("aborted only in part: it is now PrepareAbort at epoch 1")
+            && err.contains("Do not run the abort again"),
+        "{err}"
+    );
+    assert_eq!(list_audit(&volume).unwrap().len(), 1, "audited");
     let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
     assert_eq!(p.last_stable_offset(), 0, "nothing was written");
     drop(held);

@@ -76,7 +76,9 @@ pub fn abort(c: &Cluster, out: &Out, args: &TxnAbortArgs) -> anyhow::Result<Stat
         &plan,
         &crate::cluster::admin_actor("kaasctl"),
         &crate::cluster::command_line(),
-        c.now_ms,
+        // Now, not when the volume was read: the prompt may have waited minutes, and
+        // a PrepareAbort stamped then looks stuck to the reaper at once.
+        crate::cluster::now_ms(),
         args.wait,
     )?;
     if out.structured() {
