@@ -472,6 +472,29 @@ fn abort_with_every_broker_down_writes_markers_itself() {
     );
 }
 
+/// `txn show` dropped what it could not read: a corrupt offsets file of one of the
+/// transaction's groups showed as no staged offsets, an unreadable queue entry (maybe
+/// this producer's) as no queued markers, and the command exited 0. Both are named
+/// now, and the exit status is 3 (a file could not be read).
+#[test]
+fn txn_show_names_the_files_it_could_not_read() {
+    let d = fixture_dir().unwrap();
+    let v = fixture(d.path());
+    std::fs::write(
+        kaas_core::offsets::offsets_file(&v, "billing"),
+        b"{\"version\": 1, \"gro",
+    )
+    .unwrap();
+    std::fs::write(marker_queue::queue_dir(&v, 1).join("100-0-1.json"), b"{\"version\"").unwrap();
+    cases(
+        d.path(),
+        &[
+            ("unreadable_txn_show", &["txn", "show", "open-tx"]),
+            ("unreadable_txn_show_json", &["txn", "show", "open-tx", "--json"]),
+        ],
+    );
+}
+
 #[test]
 fn corrupt_and_odd_files_are_reported_with_their_paths() {
     let d = fixture_dir().unwrap();

@@ -249,6 +249,15 @@ pub struct TxnDetail {
     pub staged_offsets: Vec<StagedOffset>,
     pub queued_markers: Vec<QueuedMarker>,
     pub history: Vec<kaas_core::txn::Transition>,
+    /// Files this view needed and could not read (a group's offsets, a queue entry):
+    /// what they would have shown is missing above, and the exit status says so.
+    pub unreadable: Vec<UnreadableFile>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct UnreadableFile {
+    pub path: String,
+    pub error: String,
 }
 
 fn find(c: &Cluster, tid: &str) -> anyhow::Result<TxnEntry> {
@@ -257,11 +266,22 @@ fn find(c: &Cluster, tid: &str) -> anyhow::Result<TxnEntry> {
         .ok_or_else(|| anyhow::anyhow!("no transaction with transactional.id {tid:?} (slot {})", slot_for(tid)))
 }
 
-fn queued_for(c: &Cluster, pid: i64) -> anyhow::Result<Vec<QueuedMarker>> {
+fn queued_for(c: &Cluster, pid: i64, unreadable: &mut Vec<UnreadableFile>) -> anyhow::Result<Vec<QueuedMarker>> {
     let mut out = Vec::new();
     for broker in marker_queue::targets(&c.volume)? {
         for (path, e) in marker_queue::list(&c.volume, broker)? {
-            if let Ok(e) = e {
+            let e = match e {
+                Ok(e) => e,
+                // Whose it is cannot be told: it may be this producer's.
+                Err(err) => {
+                    unreadable.push(UnreadableFile {
+                        path: path.display().to_string(),
+                        error: err.to_string(),
+                    });
+                    continue;
+                }
+            };
+            {
                 if e.producer_id == pid {
                     out.push(QueuedMarker {
                         target_broker: broker,
@@ -298,7 +318,11 @@ pub fn detail(c: &Cluster, tid: &str) -> anyhow::Result<TxnDetail> {
                         high_watermark: Some(view.log_end_offset),
                         last_stable_offset: Some(view.last_stable_offset),
                         open_since_offset: open,
-                        marker_landed: Some(open.is_none()),
+                        // A marker is written only once the outcome is decided: an
+                        // Ongoing transaction with nothing open on a partition has not
+                        // written there yet.
+                        marker_landed: (e.state != TxnState::Ongoing && e.state != TxnState::Empty)
+                            .then_some(open.is_none()),
                         error: None,
                     }
                 }
@@ -317,8 +341,19 @@ pub fn detail(c: &Cluster, tid: &str) -> anyhow::Result<TxnDetail> {
         })
         .collect();
     let mut staged = Vec::new();
+    let mut unreadable = Vec::new();
     for g in &e.groups {
-        if let Ok(offsets) = GroupOffsets::load(&c.volume, g) {
+        let offsets = match GroupOffsets::load(&c.volume, g) {
+            Ok(offsets) => offsets,
+            Err(err) => {
+                unreadable.push(UnreadableFile {
+                    path: kaas_core::offsets::offsets_file(&c.volume, g).display().to_string(),
+                    error: err.to_string(),
+                });
+                continue;
+            }
+        };
+        {
             if let Some(p) = offsets.pending.get(&e.producer_id) {
                 for (topic, parts) in &p.offsets {
                     for (partition, o) in parts {
@@ -340,14 +375,15 @@ pub fn detail(c: &Cluster, tid: &str) -> anyhow::Result<TxnDetail> {
         partition_details,
         group_ids: e.groups.iter().cloned().collect(),
         staged_offsets: staged,
-        queued_markers: queued_for(c, e.producer_id)?,
+        queued_markers: queued_for(c, e.producer_id, &mut unreadable)?,
         history: e.history.iter().cloned().collect(),
+        unreadable,
     })
 }
 
 pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
     let d = detail(c, tid)?;
-    let problems = d.partition_details.iter().any(|p| p.error.is_some());
+    let problems = d.partition_details.iter().any(|p| p.error.is_some()) || !d.unreadable.is_empty();
     if out.structured() {
         out.json(&d);
         return Ok(Status::from_problems(problems));
@@ -416,10 +452,11 @@ pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
                             .unwrap_or_else(|| "-".into()),
                         Tone::Plain,
                     ),
-                    if pd.marker_landed == Some(true) {
-                        out.cell("landed", Tone::Good)
-                    } else {
-                        out.cell("pending", Tone::Warn)
+                    match pd.marker_landed {
+                        Some(true) => out.cell("landed", Tone::Good),
+                        Some(false) => out.cell("pending", Tone::Warn),
+                        // Not decided yet: no marker is due.
+                        None => out.cell("-", Tone::Plain),
                     },
                 ]),
             };
@@ -445,6 +482,10 @@ pub fn show(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
             m.target_broker,
             m.path
         );
+    }
+    for u in &d.unreadable {
+        // The error names the path.
+        outln!("unreadable, not shown: {}", crate::out::safe(&u.error));
     }
     Ok(Status::from_problems(problems))
 }

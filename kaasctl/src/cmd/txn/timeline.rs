@@ -61,7 +61,21 @@ pub fn timeline(c: &Cluster, out: &Out, tid: &str) -> anyhow::Result<Status> {
             }
         }
     }
-    for q in queued_for(c, e.producer_id)? {
+    let mut unreadable = Vec::new();
+    let queued = queued_for(c, e.producer_id, &mut unreadable)?;
+    // A queue entry that cannot be read may be one of this producer's: said, last.
+    for u in unreadable {
+        events.push((
+            i64::MAX,
+            TimelineEvent {
+                at: None,
+                kind: "unreadable",
+                detail: format!("{}: {}", u.path, u.error),
+                by: String::new(),
+            },
+        ));
+    }
+    for q in queued {
         events.push((
             q.enqueued.as_ref().map(|t| t.epoch_ms).unwrap_or(0),
             TimelineEvent {
