@@ -116,6 +116,7 @@ pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspe
     let mut derive_from = log_start;
     let mut snap_info = None;
     let mut snapshot_rejected = None;
+    let mut broker_view: Option<(i64, ProducerStateTable)> = None;
     if let Some(s) = snapshot {
         snap_info = Some((s.offset, s.written_ms));
         let log_end = valid_log_end(&segments)?;
@@ -128,6 +129,18 @@ pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspe
             })?;
         }
         snapshot_rejected = snapshot_mismatch(&s, log_start, log_end, ending);
+        if full_replay && snapshot_rejected.is_none() {
+            // The broker's own view, for the last stable offset: it opens from the
+            // snapshot, which keeps an open transaction whose first batch lay in a
+            // segment deleted since (retention, DeleteRecords); a replay of what is
+            // left would miss it.
+            broker_view = Some((
+                s.offset,
+                ProducerStateTable {
+                    producers: s.producers.iter().map(|e| (e.producer_id, e.clone())).collect(),
+                },
+            ));
+        }
         if !full_replay && snapshot_rejected.is_none() {
             from = s.offset;
             if s.version >= SNAPSHOT_FORMAT_WITH_IDENTITY {
@@ -155,6 +168,11 @@ pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspe
         if let Some(commit) = marker {
             markers.push((h.base_offset, h.producer_id, h.producer_epoch, commit));
         }
+        if let Some((since, view)) = broker_view.as_mut() {
+            if h.base_offset >= *since {
+                replay(view, h, marker);
+            }
+        }
         aborted.extend(replay(&mut producers, h, marker));
         end = h.next_offset();
     })?;
@@ -169,7 +187,13 @@ pub fn inspect_partition(dir: &Path, full_replay: bool) -> Result<PartitionInspe
     } else if end < from {
         end = from;
     }
-    let lso = producers.first_open_offset().unwrap_or(end);
+    // The broker's rule (`PartitionState::last_stable_offset`): the first open
+    // transaction's first offset, or the log end, never below the log start.
+    let first_open = match &broker_view {
+        Some((_, view)) => view.first_open_offset(),
+        None => producers.first_open_offset(),
+    };
+    let lso = first_open.unwrap_or(end).max(client_log_start.min(end));
     Ok(PartitionInspection {
         dir: dir.to_path_buf(),
         segments,
@@ -191,6 +215,40 @@ mod tests {
     use crate::batch::{build_batch, validate_all};
     use crate::log::LogConfig;
     use crate::partition::PartitionState;
+
+    /// The last stable offset kaasctl computes is the broker's, also after segments
+    /// went: a full replay (`kaasctl groups`) began at the first segment left and
+    /// missed an open transaction whose first batch lay in a deleted one (the
+    /// broker's snapshot keeps it: its consumers were stuck while `groups` showed
+    /// nothing blocked), and neither view was floored at the log start as the
+    /// broker's is.
+    #[test]
+    fn the_last_stable_offset_is_the_brokers_after_segments_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+        let mut b = build_batch(0, 1, Some((7, 0, 0)), 0x10, &[(None, Some(b"open"))]);
+        let h = validate_all(&b).unwrap();
+        p.append(&mut b, &h, 0, 1).unwrap(); // offset 0, never ended
+        let mut b = build_batch(0, 1, None, 0, &[(None, Some(b"plain"))]);
+        let h = validate_all(&b).unwrap();
+        p.append(&mut b, &h, 0, 1).unwrap(); // 1
+        p.roll(1).unwrap();
+        let mut b = build_batch(0, 1, None, 0, &[(None, Some(b"plain"))]);
+        let h = validate_all(&b).unwrap();
+        p.append(&mut b, &h, 0, 1).unwrap(); // 2, in the segment at 2
+        p.write_snapshot(1).unwrap(); // at 3
+        p.delete_records(2).unwrap(); // segment 0 goes
+        drop(p);
+        // What the broker serves from these files.
+        let broker = PartitionState::open(dir.path(), LogConfig::default(), 0)
+            .unwrap()
+            .last_stable_offset();
+        assert_eq!(broker, 2, "the open transaction pins it at the log start");
+        for full in [false, true] {
+            let view = inspect_partition(dir.path(), full).unwrap();
+            assert_eq!(view.last_stable_offset, broker, "full replay: {full}");
+        }
+    }
 
     #[test]
     fn inspection_matches_what_the_broker_would_open_and_writes_nothing() {
