@@ -346,9 +346,18 @@ impl GroupOffsets {
             .any(|p| p.offsets.get(topic).is_some_and(|ps| ps.contains_key(&partition)))
     }
 
-    /// Drops every offset of a deleted topic; true if anything was removed.
+    /// Drops every offset of a deleted topic, the committed ones and those open
+    /// transactions staged (Apache drops pending transactional offsets of deleted
+    /// partitions too): a staged offset applied when its transaction commits, after
+    /// the topic was created again under the name, would start the group's consumers
+    /// of the new topic past records they never read. True if anything was removed.
     pub fn remove_topic(&mut self, topic: &str) -> bool {
-        self.offsets.remove(topic).is_some()
+        let mut removed = self.offsets.remove(topic).is_some();
+        self.pending.retain(|_, p| {
+            removed |= p.offsets.remove(topic).is_some();
+            !p.offsets.is_empty()
+        });
+        removed
     }
 
     /// Drops one partition's committed offset (OffsetDelete); staged transactional
@@ -434,6 +443,24 @@ mod tests {
             metadata: None,
             commit_ms: at,
         }
+    }
+
+    /// Staged transactional offsets of a deleted topic outlived the deletion and were
+    /// applied when their transaction committed: a group's consumers of the topic
+    /// created again under the name then started past records they never read.
+    #[test]
+    fn a_deleted_topics_staged_offsets_go_with_its_committed_ones() {
+        let mut g = GroupOffsets::new("g");
+        g.stage(7, 0, "tx", "t", 0, committed(1));
+        g.stage(7, 0, "tx", "u", 0, committed(1));
+        g.stage(8, 0, "tx2", "t", 1, committed(1));
+        assert!(g.remove_topic("t"), "something was removed");
+        assert!(!g.has_pending("t", 0) && !g.has_pending("t", 1));
+        assert!(g.has_pending("u", 0), "other topics' staged offsets stay");
+        assert!(!g.pending.contains_key(&8), "nothing left of producer 8's");
+        g.commit_pending(7, 0);
+        assert!(g.get("t", 0).is_none());
+        assert!(g.get("u", 0).is_some());
     }
 
     #[derive(Debug, Clone)]
