@@ -176,6 +176,9 @@ enum Durable {
     Later,
 }
 
+/// A Prepare* entry as the sweep watches it: unchanged while this key is.
+pub(super) type PrepareKey = (String, i64, i16, u64, TxnState);
+
 pub struct TransactionCoordinator {
     store: TxnStateStore,
     broker_id: i32,
@@ -198,6 +201,11 @@ pub struct TransactionCoordinator {
     fence_log: Mutex<Result<FenceLog, String>>,
     /// Hanging transactions the reconcile backstop ended since start.
     reconcile_repairs: std::sync::atomic::AtomicU64,
+    /// Each Prepare* entry of the slots this broker owns, by (transactional id,
+    /// producer id, epoch, transaction, state), and when this broker first saw it so:
+    /// the sweep judges an entry stuck by its own clock, not by the wall-clock stamp
+    /// another host wrote (`recovery.rs`).
+    prepare_seen: Mutex<std::collections::HashMap<PrepareKey, Instant>>,
     /// The group coordinator staged offsets (KIP-447) are committed to or discarded
     /// from when a transaction ends.
     groups: Arc<GroupCoordinator>,
@@ -301,6 +309,7 @@ impl TransactionCoordinator {
             group: Arc::new(GroupCommit::default()),
             fence_log: Mutex::new(fence_log),
             reconcile_repairs: std::sync::atomic::AtomicU64::new(0),
+            prepare_seen: Mutex::new(std::collections::HashMap::new()),
             groups,
             notices: OnceLock::new(),
             unsynced: Mutex::new(std::collections::HashMap::new()),

@@ -4,6 +4,18 @@
 //! transactions and finishes stuck ones in the slots this broker owns.
 
 use super::*;
+use std::collections::HashSet;
+
+/// The sweep's key of a Prepare* entry.
+fn prepare_key(e: &TxnEntry) -> PrepareKey {
+    (
+        e.transactional_id.clone(),
+        e.producer_id,
+        e.producer_epoch,
+        e.txn_seq,
+        e.state,
+    )
+}
 
 impl TransactionCoordinator {
     /// Hanging transactions the reconcile backstop ended since start.
@@ -168,7 +180,35 @@ impl TransactionCoordinator {
     /// PrepareCommit/PrepareAbort and Complete*. (Slots taken over from another broker
     /// are finished by the reaper's sweep once their entries have sat still.)
     pub async fn recover(&self, broker: &Cluster) {
+        // Every one, however recent its stamp (written by another host's clock,
+        // which may run ahead of this one's): each finish is a compare-and-set.
         self.sweep(broker, 0, false).await;
+    }
+
+    /// Whether Prepare* entry `e` has sat still for `stuck_after_ms`: by its stamp on
+    /// this broker's wall clock, or, whatever the stamp (written by the clock of the
+    /// host that prepared it, which may run ahead of this one's), by how long this
+    /// broker has seen it unchanged ([`Self::note_prepares`]). 0 or less: at once.
+    fn sat_still(&self, e: &TxnEntry, now: i64, stuck_after_ms: i64) -> bool {
+        if stuck_after_ms <= 0 || now.saturating_sub(e.last_update_ms) >= stuck_after_ms {
+            return true;
+        }
+        let wait = Duration::from_millis(stuck_after_ms as u64);
+        self.prepare_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&prepare_key(e))
+            .is_some_and(|seen| seen.elapsed() >= wait)
+    }
+
+    /// Records the Prepare* entries of one owned slot as seen now (those seen before
+    /// keep their first sighting) into `seen`, the sweep's set.
+    fn note_prepares(&self, entries: &[PrepareKey], seen: &mut HashSet<PrepareKey>) {
+        let mut map = self.prepare_seen.lock().unwrap_or_else(|p| p.into_inner());
+        for key in entries {
+            map.entry(key.clone()).or_insert_with(Instant::now);
+            seen.insert(key.clone());
+        }
     }
 
     /// The timeout reaper: aborts every overdue Ongoing transaction of the slots this
@@ -182,6 +222,9 @@ impl TransactionCoordinator {
     }
 
     pub(super) async fn sweep(&self, broker: &Cluster, stuck_after_ms: i64, abort_overdue: bool) {
+        // The Prepare* entries seen this sweep: sightings of others (finished, or of
+        // slots no longer owned here) are forgotten after it.
+        let mut seen = HashSet::new();
         for slot in 0..SLOTS {
             if !broker.owns_txn_slot(slot) {
                 continue;
@@ -189,22 +232,47 @@ impl TransactionCoordinator {
             // A lock-free look first: most slots need nothing.
             let now = now_ms();
             let expiration = broker.config.transactional_id_expiration_ms;
-            let needs_work = |e: &TxnEntry| {
-                (e.state.is_prepare() && now - e.last_update_ms >= stuck_after_ms)
-                    || (abort_overdue && (e.is_overdue(now) || e.is_expired(now, expiration)))
-            };
-            match self.visit(slot, |st| st.entries().values().any(needs_work)) {
-                Ok(false) => continue,
-                Ok(_) => {}
+            let looked = self.visit(slot, |st| {
+                let prepares: Vec<PrepareKey> = st
+                    .entries()
+                    .values()
+                    .filter(|e| e.state.is_prepare())
+                    .map(prepare_key)
+                    .collect();
+                let due = st.entries().values().any(|e| {
+                    (e.state.is_prepare()
+                        && (stuck_after_ms <= 0 || now.saturating_sub(e.last_update_ms) >= stuck_after_ms))
+                        || (abort_overdue && (e.is_overdue(now) || e.is_expired(now, expiration)))
+                });
+                (prepares, due)
+            });
+            let needs_work = match looked {
+                Ok((prepares, due)) => {
+                    self.note_prepares(&prepares, &mut seen);
+                    // Or seen unchanged here long enough, whatever its stamp says (see
+                    // `sat_still`, which the slot's sweep asks again under the lock).
+                    due || {
+                        let wait = Duration::from_millis(stuck_after_ms.max(0) as u64);
+                        let map = self.prepare_seen.lock().unwrap_or_else(|p| p.into_inner());
+                        prepares.iter().any(|k| map.get(k).is_some_and(|t| t.elapsed() >= wait))
+                    }
+                }
                 Err(e) => {
                     error!(slot, error = %e, "transaction slot unreadable; its transactional ids get COORDINATOR_NOT_AVAILABLE until it is repaired");
                     continue;
                 }
+            };
+            if !needs_work {
+                continue;
             }
             if let Err(e) = self.sweep_slot(broker, slot, stuck_after_ms, abort_overdue).await {
                 error!(slot, error = %e, "transaction sweep of a slot failed; retried at the next tick");
             }
         }
+        self.prepare_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|k, _| seen.contains(k));
     }
 
     pub(super) async fn sweep_slot(
@@ -259,7 +327,7 @@ impl TransactionCoordinator {
         let stuck: Vec<TxnEntry> = self.with_held(&held, |st| {
             st.entries()
                 .values()
-                .filter(|e| e.state.is_prepare() && (now - e.last_update_ms >= stuck_after_ms || aborted.contains(e)))
+                .filter(|e| e.state.is_prepare() && (self.sat_still(e, now, stuck_after_ms) || aborted.contains(e)))
                 .cloned()
                 .collect()
         })?;

@@ -721,6 +721,61 @@ async fn a_thawed_leader_never_removes_the_directory_a_topic_created_again_took(
     );
 }
 
+/// A Prepare* stamped by a broker whose wall clock runs ahead of this one's (within
+/// the tolerated skew, or any amount for kaasctl's host): the start's recovery, which
+/// is to finish every Prepare* of the slots it owns, skipped it, and the reaper left
+/// it until this broker's clock passed the other's stamp plus its wait. Meanwhile the
+/// committed transaction stayed invisible to read_committed consumers and the
+/// producer's next transaction waited. Whether an entry sat still is judged on this
+/// broker's own clock, by how long it has seen it unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepare_stamped_by_a_clock_ahead_is_finished_at_start_and_by_the_reaper() {
+    let prepare_ahead = |b: &Broker, tid: &str, pid: i64, ahead_ms: i64| {
+        let at = now_ms() + ahead_ms;
+        b.txn
+            .store()
+            .update(slot_for(tid), at, |es| {
+                let EndOutcome::Prepare(p) =
+                    txn::end_txn(&es[tid], pid, 0, true, at, &Actor::Broker { id: 1 }).unwrap()
+                else {
+                    panic!()
+                };
+                es.insert(tid.into(), p);
+                ((), true)
+            })
+            .unwrap();
+    };
+    let (_d, b, pid) = setup().await;
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx", pid, 0, 0).unwrap();
+    prepare_ahead(&b, "tx", pid, 8_000);
+    b.txn.recover(&b).await;
+    assert_eq!(
+        b.txn.store().get("tx").unwrap().unwrap().state,
+        TxnState::CompleteCommit
+    );
+    let (lso, end) = lso_and_end(&b);
+    assert_eq!(lso, end, "the commit is visible");
+    // The reaper: an hour ahead, seen unchanged for its wait by this broker's clock.
+    let (pid2, _) = b.txn.init_producer_id(&b, "tx2", 60_000, (-1, -1)).await.unwrap();
+    b.txn.add(&b, "tx2", pid2, 0, &[tp("t", 0)], &[]).await.unwrap();
+    produce_txn(&b, "tx2", pid2, 0, 0).unwrap();
+    prepare_ahead(&b, "tx2", pid2, 3_600_000);
+    b.txn.reap(&b, 300).await; // first seen now
+    assert!(
+        b.txn.store().get("tx2").unwrap().unwrap().state.is_prepare(),
+        "not yet: just seen"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    b.txn.reap(&b, 300).await;
+    assert_eq!(
+        b.txn.store().get("tx2").unwrap().unwrap().state,
+        TxnState::CompleteCommit
+    );
+    let (lso, end) = lso_and_end(&b);
+    assert_eq!(lso, end);
+}
+
 fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
     let config = <crate::config::Config as clap::Parser>::parse_from([
         "kaas-server",
