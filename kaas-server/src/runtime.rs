@@ -32,7 +32,30 @@ fn check_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     }
 }
 
+/// Settings that are each valid alone but not together, refused before anything starts
+/// (Apache refuses them too: `GroupCoordinatorConfig`).
+fn check_group_timeouts(config: &Config) -> anyhow::Result<()> {
+    // A member told to heartbeat no sooner than its session lapses is removed before
+    // each heartbeat arrives: the group would churn for good.
+    if config.group_consumer_heartbeat_interval_ms >= config.group_consumer_session_timeout_ms {
+        anyhow::bail!(
+            "--group-consumer-heartbeat-interval-ms ({}) must be less than --group-consumer-session-timeout-ms ({}): members would be removed before each heartbeat arrives",
+            config.group_consumer_heartbeat_interval_ms,
+            config.group_consumer_session_timeout_ms
+        );
+    }
+    if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms {
+        anyhow::bail!(
+            "--group-min-session-timeout-ms ({}) must not be more than --group-max-session-timeout-ms ({}): every classic member's session timeout would be refused",
+            config.group_min_session_timeout_ms,
+            config.group_max_session_timeout_ms
+        );
+    }
+    Ok(())
+}
+
 pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    check_group_timeouts(&config)?;
     // Before anything is bound or touched on the volume: one process per broker id.
     check_data_dir(&config.data_dir)?;
     let volume = kaas_core::Volume::new(&config.data_dir);
@@ -896,6 +919,33 @@ mod tests {
 
     fn self_live(b: &Broker) -> bool {
         b.live_brokers().contains_key(&b.config.broker_id)
+    }
+
+    /// A KIP-848 heartbeat interval not below the session timeout (say a session
+    /// shortened to 5 s, the interval left at its 5 s default) was accepted: every
+    /// member was removed just before each heartbeat, and the group churned for good
+    /// with nothing said at start. Refused, as Apache refuses it.
+    #[test]
+    fn group_timeouts_that_cannot_work_together_are_refused() {
+        let config = |extra: &[&str]| {
+            let mut args = vec!["kaas-server"];
+            args.extend_from_slice(extra);
+            <Config as clap::Parser>::parse_from(args)
+        };
+        assert!(check_group_timeouts(&config(&[])).is_ok());
+        let e = check_group_timeouts(&config(&["--group-consumer-session-timeout-ms", "5000"])).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("must be less than --group-consumer-session-timeout-ms"),
+            "{e}"
+        );
+        assert!(check_group_timeouts(&config(&[
+            "--group-min-session-timeout-ms",
+            "60000",
+            "--group-max-session-timeout-ms",
+            "30000"
+        ]))
+        .is_err());
     }
 
     /// Issue 25, second review of item 5: a broker that stepped down wrote its lease
