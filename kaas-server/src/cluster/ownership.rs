@@ -15,6 +15,9 @@ pub(super) struct Gate<'a> {
     /// Whether broker `id`'s lease, re-read now, is confirmed dead (only then may a
     /// lock it holds be stolen).
     confirm_dead: Box<dyn Fn(i32) -> bool + Sync + 'a>,
+    /// Run once a take-over's leadership is recorded, before its recovery: nothing
+    /// in production; tests pause the take-over there.
+    recorded: Box<dyn Fn() + Sync + 'a>,
 }
 
 /// The placement rule (`kaas_core::ownership::place`) over one view of the live
@@ -55,6 +58,7 @@ pub(super) fn take_over_gate<'a>(
             }
         }),
         confirm_dead: Box::new(confirm_dead),
+        recorded: Box::new(|| {}),
     }
 }
 
@@ -554,7 +558,7 @@ pub(super) fn open_partition(
         error!(topic, partition = index, leader_epoch, error = %e, "cannot record this broker's leadership in owner.json; not leading the partition (tried again at the next sync)");
         Offline::broken(e)
     })?;
-    owner_lock.open_gate();
+    (gate.recorded)();
     // Also to this broker id: a process of it that lost its id lock (lapsed on NFS)
     // may still run; this one only re-reads what it leads once more.
     if let Some(o) = same_topic.filter(|o| !o.released && o.broker >= 0) {
@@ -578,16 +582,30 @@ pub(super) fn open_partition(
         }
         e
     };
-    let mut state = PartitionState::open(&dir, config.clone(), now).map_err(|e| {
-        error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
-        failed(Offline::broken(e))
-    })?;
-    if deposed {
-        state.log.start_fresh_segment(now).map_err(|e| {
-            error!(topic, partition = index, error = %e, "cannot start a fresh segment after a take-over; partition is offline");
+    // Recovery writes to files a successor would read (a torn tail cut, indexes
+    // rebuilt, a deposed leader's segment sealed and one of our own started): made
+    // with the gate still held, which every take-over needs to record its leadership
+    // (cluster.md, rule 2). A taker paused after recording its leadership and deposed
+    // meanwhile would otherwise, resumed, seal its successor's live segment and start
+    // one past it, and the next open would cut the successor's acknowledged records
+    // there (`a_take_over_recovers_under_the_gate_it_recorded_its_leadership_under`).
+    let recovered = PartitionState::open(&dir, config.clone(), now)
+        .map_err(|e| {
+            error!(topic, partition = index, error = %e, "cannot open partition; it is offline until the file is repaired");
             Offline::broken(e)
-        })?;
-    }
+        })
+        .and_then(|mut state| {
+            if deposed {
+                state.log.start_fresh_segment(now).map_err(|e| {
+                    error!(topic, partition = index, error = %e, "cannot start a fresh segment after a take-over; partition is offline");
+                    Offline::broken(e)
+                })?;
+            }
+            Ok(state)
+        });
+    owner_lock.open_gate();
+    // (A failure lets go of the leadership it recorded, under the gate, open again.)
+    let state = recovered.map_err(failed)?;
     for cut in &state.log.truncations {
         warn!(
             topic,
@@ -625,6 +643,91 @@ mod tests {
     /// judged like any other's: stolen once its broker is confirmed dead (the holder,
     /// thawed, finds its topic gone and itself deposed, and removes nothing:
     /// `a_thawed_leader_never_removes_the_directory_a_topic_created_again_took`).
+    /// A broker taking a partition over records its leadership in `owner.json` under
+    /// the partition's gate, then recovers the log. The gate was let go before the
+    /// recovery: a taker paused there and judged dead meanwhile was taken over in
+    /// turn, and, resumed, went on to recover the files its successor now wrote — it
+    /// sealed the successor's live segment and started one past it, and the next open
+    /// cut the successor's acknowledged records at that base. Recovery runs with the
+    /// gate held, so no other take-over falls in between.
+    #[test]
+    fn a_take_over_recovers_under_the_gate_it_recorded_its_leadership_under() {
+        use kaas_core::batch::{build_batch, validate_all};
+        use kaas_core::partition::PartitionState;
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let id = Uuid::from_u128(7);
+        // A topic whose partition 0 is broker 1's beside broker 2.
+        let t = (0..)
+            .map(|n| format!("t{n}"))
+            .find(|t| kaas_core::ownership::owner(&kaas_core::ownership::partition_key(t, 0), &[1, 2]) == Some(1))
+            .unwrap();
+        let t = t.as_str();
+        // Broker 3 led it, wrote two records and died without letting go.
+        {
+            let mut held = PartitionOwner::acquire(&v, t, 0, None).unwrap();
+            PartitionOwner {
+                version: kaas_core::topic::OWNER_FORMAT_VERSION,
+                broker: 3,
+                leader_epoch: 0,
+                released: false,
+                updated_ms: 1,
+                topic_id: Some(id),
+            }
+            .write(&PartitionOwner::path(&v, t, 0))
+            .unwrap();
+            held.open_gate();
+            let mut p = PartitionState::open(&v.partition_dir(t, 0), LogConfig::default(), 1).unwrap();
+            for value in [&b"a"[..], b"b"] {
+                let mut b = build_batch(0, 1, None, 0, &[(None, Some(value))]);
+                let h = validate_all(&b).unwrap();
+                p.append(&mut b, &h, 0, 1).unwrap();
+            }
+        }
+        let live: BTreeMap<i32, Endpoints> = [1, 2]
+            .into_iter()
+            .map(|b| (b, Endpoints::plaintext("127.0.0.1", 9092)))
+            .collect();
+        let (recorded_tx, recorded_rx) = std::sync::mpsc::channel::<()>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let go_rx = std::sync::Mutex::new(go_rx);
+        let recorded_tx = std::sync::Mutex::new(recorded_tx);
+        std::thread::scope(|scope| {
+            // Broker 1 takes it over (3 is dead), and is paused right after recording.
+            let taker = scope.spawn(|| {
+                let mut gate = take_over_gate(1, &live, |_| true, |b| b == 3);
+                gate.recorded = Box::new(|| {
+                    recorded_tx.lock().unwrap().send(()).unwrap();
+                    go_rx.lock().unwrap().recv().unwrap();
+                });
+                open_partition(&v, &LogConfig::default(), t, id, 0, 1, 2, &gate)
+            });
+            recorded_rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("broker 1 recorded its leadership");
+            let owner = PartitionOwner::read(&PartitionOwner::path(&v, t, 0)).unwrap();
+            assert_eq!(
+                (owner.broker, owner.leader_epoch),
+                (1, 1),
+                "broker 1's leadership is recorded"
+            );
+            // Broker 2, which sees broker 1 dead meanwhile (it alone is live, by its
+            // view), tries too: no take-over while 1 recovers.
+            let alone: BTreeMap<i32, Endpoints> = [(2, Endpoints::plaintext("127.0.0.1", 9092))].into();
+            let judge_dead = take_over_gate(2, &alone, |_| true, |b| b == 1 || b == 3);
+            let second = open_partition(&v, &LogConfig::default(), t, id, 0, 2, 3, &judge_dead);
+            let refused = second.is_err();
+            drop(second);
+            go_tx.send(()).unwrap();
+            let first = taker.join().unwrap();
+            assert!(refused, "taken over in the middle of broker 1's take-over");
+            let first = first.map_err(|o| o.reason).expect("broker 1 leads it");
+            assert_eq!(first.leader_epoch, 1);
+        });
+        let p = PartitionState::open(&v.partition_dir(t, 0), LogConfig::default(), 4).unwrap();
+        assert_eq!(p.log.log_end_offset(), 2);
+    }
+
     #[test]
     fn a_dead_holder_of_a_deleted_topics_partition_lock_is_taken_over_for_the_new_topic() {
         let dir = tempfile::tempdir().unwrap();
