@@ -1,6 +1,7 @@
 """Durability: acknowledged acks=-1 records survive kill -9; a garbage tail is cut; a
 crash at any step of a segment roll or of an ABORT marker loses no committed record and
 reveals no aborted one to read_committed consumers."""
+import struct
 import threading
 import time
 
@@ -399,3 +400,32 @@ def test_a_transaction_marker_below_a_moved_log_start_does_not_keep_the_partitio
     assert after.flush(15) == 0
     assert delivered == [(None, 9)]
     assert "cannot open partition" not in kaas.log_text()
+
+
+def test_an_acks_all_produce_to_several_partitions_waits_for_their_fsyncs_together(kaas_factory, tmp_path):
+    """An acks=all Produce naming two partitions waited for their fsyncs one after the
+    other: the answer took the sum of them, and with every log fsync taking 600 ms
+    (failpoint `log-fsync=delay:600`) and the request's 1 s timeout, the second
+    partition was answered REQUEST_TIMED_OUT though its own fsync took 600 ms. Apache
+    waits for all of a request's partitions at once; so does kaas now. One request
+    carrying both partitions, as librdkafka and Java send to one broker."""
+    b = kaas_factory(data_dir=tmp_path / "both", env={"KAAS_FAILPOINTS": "log-fsync=delay:600"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("both", 2)])["both"].result(15)
+    records = [wire.record_batch([f"v{p}".encode()]) for p in range(2)]
+    body = struct.pack(">hhi", -1, -1, 1000)  # no transactional id, acks=all, timeout 1 s
+    body += struct.pack(">i", 1) + wire.string("both") + struct.pack(">i", 2)
+    for p in range(2):
+        body += struct.pack(">i", p) + struct.pack(">i", len(records[p])) + records[p]
+    conn = wire.Conn(b.port)
+    try:
+        started = time.time()
+        conn.send(wire.request(0, 3, 41, body))
+        corr, resp = conn.recv_response()
+        took = time.time() - started
+    finally:
+        conn.close()
+    assert corr == 41
+    print(f"answered in {took:.3f} s")
+    answers = sorted(wire.parse_produce_v3(resp))
+    assert [(p, err) for _, p, err, _ in answers] == [(0, 0), (1, 0)], (answers, took)

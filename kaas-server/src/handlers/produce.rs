@@ -100,9 +100,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
     // answer is REQUEST_TIMED_OUT, as Kafka's for acks not reached in time; the batch
     // stays appended, and an idempotent retry is answered as a duplicate.
     let ack_deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(req.timeout_ms.max(1000) as u64);
-    for (partition, next, ti, pi) in to_sync {
-        let code = match tokio::time::timeout_at(ack_deadline, partition.wait_durable(next)).await {
-            Ok(Ok(())) => continue,
+    // Every partition's wait at once (Apache's DelayedProduce waits for all of them
+    // together): one after another, the answer took the sum of the partitions' fsyncs,
+    // and the later ones timed out though each fsync alone was in time.
+    let waits = to_sync.iter().map(|(partition, next, ti, pi)| async move {
+        let code = match tokio::time::timeout_at(ack_deadline, partition.wait_durable(*next)).await {
+            Ok(Ok(())) => return None,
             Ok(Err(e)) => {
                 warn!(topic = %partition.topic, partition = partition.index, error = %e, code = e.code(), "append not confirmed durable here; not acknowledging it");
                 e.code()
@@ -112,6 +115,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ProduceRequ
                 ResponseError::RequestTimedOut.code()
             }
         };
+        Some((*ti, *pi, code))
+    });
+    for (ti, pi, code) in futures_util::future::join_all(waits).await.into_iter().flatten() {
         let r = &mut responses[ti].partition_responses[pi];
         r.error_code = code;
         r.base_offset = -1;
