@@ -324,8 +324,8 @@ pub struct Config {
     #[arg(long, env = "KAAS_LOG_CLEANER_BACKOFF_MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub log_cleaner_backoff_ms: u64,
 
-    /// log.cleaner.dedupe.buffer.size: memory for the cleaner's offset map (about 40
-    /// bytes per distinct key of a pass); a pass covers as many dirty segments as fit.
+    /// log.cleaner.dedupe.buffer.size: memory for the cleaner's offset map (96 bytes
+    /// per distinct key of a pass); a pass covers as many dirty segments as fit.
     #[arg(long, env = "KAAS_LOG_CLEANER_DEDUPE_BUFFER_SIZE", default_value_t = 128 << 20, value_parser = clap::value_parser!(u64).range(1 << 10..))]
     pub log_cleaner_dedupe_buffer_size: u64,
 
