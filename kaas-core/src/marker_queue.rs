@@ -210,16 +210,29 @@ fn read_entries(
     target_broker: i32,
     wanted: impl Fn(&str) -> bool,
 ) -> Result<Vec<(PathBuf, Loaded<MarkerEntry>)>, VolumeError> {
-    let mut out: Vec<(PathBuf, Loaded<MarkerEntry>)> = crate::error::json_files(&queue_dir(volume, target_broker))?
+    let listed: Vec<PathBuf> = crate::error::json_files(&queue_dir(volume, target_broker))?
         .into_iter()
         .filter(|path| path.file_name().and_then(|n| n.to_str()).is_some_and(&wanted))
-        .map(|path| {
-            let parsed = read_versioned_json(&path, "marker queue entry", MARKER_FORMAT_VERSION);
-            (path, parsed)
-        })
+        .collect();
+    Ok(read_listed(listed))
+}
+
+/// The entries at `paths` (just listed), read, oldest first. One gone since the listing
+/// was applied and removed meanwhile (its leader's poll, the coordinator after the
+/// answers): it is left out, not reported unreadable — on a busy cluster `kaasctl
+/// markers list` and `doctor` counted such entries as problems.
+fn read_listed(paths: Vec<PathBuf>) -> Vec<(PathBuf, Loaded<MarkerEntry>)> {
+    let mut out: Vec<(PathBuf, Loaded<MarkerEntry>)> = paths
+        .into_iter()
+        .filter_map(
+            |path| match read_versioned_json(&path, "marker queue entry", MARKER_FORMAT_VERSION) {
+                Err(e) if e.is_not_found() => None,
+                parsed => Some((path, parsed)),
+            },
+        )
         .collect();
     out.sort_by_key(|(_, e)| e.as_ref().map(|e| e.enqueued_ms).unwrap_or(i64::MIN));
-    Ok(out)
+    out
 }
 
 /// Writes (or rewrites) the queue entry for `target_broker`, durably.
@@ -401,6 +414,29 @@ pub fn remove_if_covered(volume: &Volume, target_broker: i32, entry: &MarkerEntr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An entry listed and then removed before it was read (applied meanwhile, on a
+    /// busy cluster) was reported unreadable ("No such file"): `kaasctl markers list`
+    /// and `doctor` then flagged a healthy cluster. It is left out; one that exists
+    /// and does not parse is still reported.
+    #[test]
+    fn an_entry_removed_between_the_listing_and_its_read_is_not_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = Volume::new(dir.path());
+        let entry = MarkerEntry::new("tx", 7, 0, true, vec![], Some(3), 0, 1);
+        let kept = enqueue(&volume, 1, &entry).unwrap();
+        let torn = queue_dir(&volume, 1).join("8-0-1.json");
+        std::fs::write(&torn, b"{").unwrap();
+        let gone = queue_dir(&volume, 1).join("9-0-1.json");
+        let read = read_listed(vec![kept.clone(), gone, torn.clone()]);
+        let paths: Vec<&PathBuf> = read.iter().map(|(p, _)| p).collect();
+        assert_eq!(
+            paths,
+            vec![&torn, &kept],
+            "the torn one reported (first: no time), the gone one left out"
+        );
+        assert!(read[0].1.is_err() && read[1].1.is_ok());
+    }
 
     #[test]
     fn an_entry_is_removed_only_while_a_delivered_notice_covers_it() {
