@@ -520,6 +520,7 @@ fn corrupt_and_odd_files_are_reported_with_their_paths() {
             ("corrupt_topics", &["topics"]),
             ("corrupt_markers_list", &["markers", "list"]),
             ("corrupt_missing_lock_show", &["txn", "show", "idle-tx"]),
+            ("corrupt_find_hanging", &["txn", "find-hanging"]),
             ("corrupt_repair", &["txn", "repair"]),
             (
                 "corrupt_repair_fix",

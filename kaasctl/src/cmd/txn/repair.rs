@@ -315,12 +315,20 @@ pub(super) fn print_findings(out: &Out, findings: &[Finding]) {
 }
 
 pub fn find_hanging(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
+    // With the files the judgement could not read: a partition or slot that does not
+    // read may hide a hanging transaction, so "no problems found" (exit 0) would be a
+    // claim this command cannot make.
     let findings: Vec<Finding> = check(c)?
         .into_iter()
         .filter(|f| {
             matches!(
                 f.kind,
-                "hanging_transaction" | "prepare_not_finished" | "epoch_regression" | "unverifiable_open_transaction"
+                "hanging_transaction"
+                    | "prepare_not_finished"
+                    | "epoch_regression"
+                    | "unverifiable_open_transaction"
+                    | "unreadable_slot"
+                    | "unreadable_file"
             )
         })
         .collect();
