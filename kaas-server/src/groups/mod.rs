@@ -797,10 +797,17 @@ impl GroupCoordinator {
     /// (`a_delete_waiting_for_the_groups_file_lock_holds_up_neither_tick_nor_heartbeats`).
     /// The whole of it runs off the async workers.
     pub fn delete(&self, group_id: &str) -> Result<(), ResponseError> {
-        crate::blocking::off_worker(|| self.delete_blocking(group_id))
+        self.delete_guarded(group_id, &|| true)
     }
 
-    fn delete_blocking(&self, group_id: &str) -> Result<(), ResponseError> {
+    /// [`Self::delete`], checking `still_ours` under the group's file lock before the
+    /// file is removed (NOT_COORDINATOR otherwise): a broker paused while it waited for
+    /// the lock, and deposed meanwhile, must not remove the file its successor writes.
+    pub fn delete_guarded(&self, group_id: &str, still_ours: &(dyn Fn() -> bool + Sync)) -> Result<(), ResponseError> {
+        crate::blocking::off_worker(|| self.delete_blocking(group_id, still_ours))
+    }
+
+    fn delete_blocking(&self, group_id: &str, still_ours: &(dyn Fn() -> bool + Sync)) -> Result<(), ResponseError> {
         let refused = |e: VolumeError| {
             // Counted as any failed write of the file (a lock held elsewhere is not).
             crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, &e);
@@ -820,6 +827,9 @@ impl GroupCoordinator {
         } else {
             None
         };
+        if !still_ours() {
+            return Err(ResponseError::NotCoordinator);
+        }
         let handle = self.group(group_id);
         let mut guard = handle.as_ref().map(lock_group);
         let live = guard.as_deref_mut().filter(|g| !g.removed);

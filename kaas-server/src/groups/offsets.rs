@@ -208,7 +208,7 @@ impl GroupCoordinator {
         group_id: &str,
         entries: &[(String, i32, i64, i32, Option<String>)],
     ) -> Result<(), VolumeError> {
-        self.commit_offsets_checked(group_id, entries, None)?
+        self.commit_offsets_checked(group_id, entries, None, &|| true)?
             .expect("no member check, no refusal");
         Ok(())
     }
@@ -224,9 +224,17 @@ impl GroupCoordinator {
         group_id: &str,
         entries: &[(String, i32, i64, i32, Option<String>)],
         member: Option<(&str, i32, bool)>,
+        still_ours: &(dyn Fn() -> bool + Sync),
     ) -> Result<Result<(), ResponseError>, VolumeError> {
         let now = now_ms();
         let result = self.with_offsets(group_id, |offsets| {
+            // Under the group's file lock, right before the write: a broker paused
+            // while it waited for the lock (SIGSTOP; its lease went stale and another
+            // broker took the group and wrote newer offsets) writes nothing of its
+            // stale request over them.
+            if !still_ours() {
+                return (Err(ResponseError::NotCoordinator), false);
+            }
             if let (Some((id, epoch, old)), Some(consumer)) = (member, &offsets.consumer) {
                 if let Err(code) = consumer_groups::member_check(consumer, id, epoch, old) {
                     return (Err(code), false);

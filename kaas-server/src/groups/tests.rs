@@ -1052,7 +1052,7 @@ mod consumer_groups {
         let r = c.consumer_heartbeat("g", join("a"), &topics(), 0).unwrap();
         let entries = [("orders".to_string(), 0, 9, -1, None)];
         assert_eq!(
-            c.commit_offsets_checked("g", &entries, Some(("a", r.member_epoch + 1, false)))
+            c.commit_offsets_checked("g", &entries, Some(("a", r.member_epoch + 1, false)), &|| true)
                 .unwrap(),
             Err(ResponseError::StaleMemberEpoch)
         );
@@ -1061,7 +1061,7 @@ mod consumer_groups {
             .get("orders", 0)
             .is_none());
         assert_eq!(
-            c.commit_offsets_checked("g", &entries, Some(("a", r.member_epoch, false)))
+            c.commit_offsets_checked("g", &entries, Some(("a", r.member_epoch, false)), &|| true)
                 .unwrap(),
             Ok(())
         );
@@ -1376,4 +1376,25 @@ fn a_delete_waiting_for_the_groups_file_lock_holds_up_neither_tick_nor_heartbeat
         assert_eq!(deleted, Ok(()));
     });
     assert!(!kaas_core::offsets::offsets_file(&v, "g").exists());
+}
+
+/// A DeleteGroups that waited for the group's file lock while its broker was deposed
+/// (paused past half the session timeout; another broker coordinates the group now)
+/// removed the file once the lock came: the successor's live group lost its offsets.
+/// The handler's check runs under the lock, right before the removal.
+#[test]
+fn a_delete_whose_broker_was_deposed_while_it_waited_removes_nothing() {
+    let (dir, c) = coordinator();
+    let v = Volume::new(dir.path());
+    c.commit_offsets("g", &[("t".into(), 0, 5, -1, None)]).unwrap();
+    let ours = std::sync::atomic::AtomicBool::new(true);
+    let held = GroupOffsets::lock(&v, "g").unwrap();
+    std::thread::scope(|s| {
+        let deleting = s.spawn(|| c.delete_guarded("g", &|| ours.load(std::sync::atomic::Ordering::SeqCst)));
+        std::thread::sleep(Duration::from_millis(200));
+        ours.store(false, std::sync::atomic::Ordering::SeqCst);
+        drop(held);
+        assert_eq!(deleting.join().unwrap(), Err(ResponseError::NotCoordinator));
+    });
+    assert_eq!(c.fetch_offsets("g").unwrap().get("t", 0).map(|o| o.offset), Some(5));
 }

@@ -11,6 +11,9 @@ pub const MIN: i16 = 0;
 pub const MAX: i16 = 2;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    // A step-down while the request is served (a pause past half the session timeout)
+    // means another broker may coordinate the groups: checked under each group's lock.
+    let stepdowns = broker.stepdown_count();
     let results = req
         .groups_names
         .into_iter()
@@ -22,7 +25,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteGroup
             {
                 kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code()
             } else if broker.owns_group(&g.0) {
-                broker.groups.delete(&g.0).err().map_or(0, |e| e.code())
+                let still_ours = || broker.still_fresh_since(stepdowns) && broker.owns_group(&g.0);
+                broker
+                    .groups
+                    .delete_guarded(&g.0, &still_ours)
+                    .err()
+                    .map_or(0, |e| e.code())
             } else {
                 kafka_protocol::error::ResponseError::NotCoordinator.code()
             };

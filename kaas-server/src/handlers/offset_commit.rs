@@ -33,6 +33,9 @@ pub(crate) fn offset_refused<T>(
 }
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
+    // The lease as the request found it: a step-down while it is served (a pause
+    // past half the session timeout) means another broker may coordinate the group.
+    let stepdowns = broker.stepdown_count();
     let group = req.group_id.0.to_string();
     // Kafka's checks: READ on the group (every partition refused otherwise), READ on
     // each topic.
@@ -108,7 +111,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
             req.generation_id_or_member_epoch,
             ctx.version < 9,
         );
-        match broker.groups.commit_offsets_checked(&group, &entries, Some(member)) {
+        let still_ours = || broker.still_fresh_since(stepdowns) && broker.owns_group(&group);
+        match broker
+            .groups
+            .commit_offsets_checked(&group, &entries, Some(member), &still_ours)
+        {
             Ok(Ok(())) => None,
             Ok(Err(refused)) => Some(refused.code()),
             Err(e) => {
@@ -180,6 +187,49 @@ mod tests {
         assert_eq!(
             b.groups.fetch_offsets("g").unwrap().get("t", 0).map(|o| o.offset),
             Some(7)
+        );
+    }
+
+    /// A commit that waited for the group's file lock while its broker stepped down
+    /// (paused past half the session timeout: another broker may coordinate the group
+    /// now, and may have written newer offsets) was written anyway once the lock came,
+    /// over the successor's. Checked under the lock, right before the write.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_whose_broker_stepped_down_while_it_waited_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        b.groups.commit_offsets("g", &[("t".into(), 0, 200, -1, None)]).unwrap();
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(sb("t")))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(100)])]);
+        let held = kaas_core::offsets::GroupOffsets::lock(&b.volume, "g").unwrap();
+        let c = ctx(ApiKey::OffsetCommit, 8);
+        let commit = {
+            let b = b.clone();
+            tokio::spawn(async move { handle(&b, &c, request).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // The broker steps down (the lease task, after a pause) while the commit waits.
+        b.stepping_down();
+        drop(held);
+        let answered = commit.await.unwrap();
+        assert_eq!(
+            answered.topics[0].partitions[0].error_code,
+            ResponseError::NotCoordinator.code()
+        );
+        assert_eq!(
+            kaas_core::offsets::GroupOffsets::load(&b.volume, "g")
+                .unwrap()
+                .get("t", 0)
+                .map(|o| o.offset),
+            Some(200),
+            "the successor's offset stays"
         );
     }
 }
