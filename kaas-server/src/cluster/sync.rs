@@ -10,9 +10,9 @@ impl Cluster {
     /// snapshot and the log tail, leader epoch + 1). Blocking file work: run it off the
     /// runtime threads, every second, and only while this broker's lease is fresh.
     ///
-    /// `on_deleted` is told each topic found deleted, right after its partitions were
-    /// let go and before anything of a topic recreated under its name is opened (the
-    /// broker drops the topic's committed offsets there: `Broker::sync_with_volume`).
+    /// `on_deleted` is told each topic found deleted and not created again under its
+    /// name, right after its partitions were let go (the broker drops the topic's
+    /// offsets there: `Broker::sync_with_volume`).
     pub fn sync_with_volume(&self, on_deleted: &dyn Fn(&str)) {
         if !self.lease_fresh() {
             return;
@@ -78,7 +78,14 @@ impl Cluster {
         for topic in gone {
             info!(topic = %topic.meta.name, "topic deleted by another broker; its partitions are let go");
             self.remove_partition_dirs(&topic);
-            on_deleted(&topic.meta.name);
+            // The groups' offsets go by the name: dropped again here (a backstop; the
+            // deleting broker dropped them before it removed the file) only while no
+            // topic of the name is on the volume. One created again since has offsets
+            // of its own, committed or staged, which are not the old topic's
+            // (`a_sync_finding_a_topic_created_again_keeps_the_new_topics_offsets`).
+            if !on_volume.contains_key(&topic.meta.name) {
+                on_deleted(&topic.meta.name);
+            }
         }
         let live: Vec<i32> = self.live_brokers().keys().copied().collect();
         let me = self.config.broker_id;

@@ -776,6 +776,33 @@ async fn a_prepare_stamped_by_a_clock_ahead_is_finished_at_start_and_by_the_reap
     assert_eq!(lso, end);
 }
 
+/// A topic deleted and created again through another broker: this broker's volume
+/// sync, finding the old topic gone, dropped the groups' offsets of the topic by name,
+/// those committed and staged for the new topic since included (the deleting broker had
+/// dropped the old topic's before it removed the file). An exactly-once job on the new
+/// topic lost its committed position, or its transaction's offsets, and re-read its
+/// input. The sync drops nothing of a name that is on the volume again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_finding_a_topic_created_again_keeps_the_new_topics_offsets() {
+    let (dir, b0, _) = setup().await;
+    let b1 = second_broker(dir.path(), "1");
+    sync(&b1).await.unwrap();
+    b1.delete_topic("t", None).await.unwrap();
+    b1.create_topic("t", 1, Default::default()).await.unwrap();
+    b1.groups.commit_offsets("g", &[("t".into(), 0, 3, -1, None)]).unwrap();
+    b1.groups
+        .stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 5, -1, None)], &|| Ok(()))
+        .unwrap();
+    sync(&b0).await.unwrap();
+    let g = kaas_core::offsets::GroupOffsets::load(&b0.volume, "g").unwrap();
+    assert_eq!(
+        g.get("t", 0).map(|o| o.offset),
+        Some(3),
+        "the new topic's committed offset"
+    );
+    assert!(g.has_pending("t", 0), "the new topic's staged offset");
+}
+
 fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
     let config = <crate::config::Config as clap::Parser>::parse_from([
         "kaas-server",
