@@ -74,7 +74,7 @@ pub enum AdminError {
     Changed(String),
     #[error("slot {slot} not rescued: {why}; look at the slot's files, then run the repair again with --accept-slot-loss to rescue it anyway")]
     RescueRefused { slot: u32, why: String },
-    #[error("transaction {id:?} was aborted only in part: it is now {now} (the abort is decided and its producer fenced), but finishing it failed: {cause}. Do not run the abort again; the coordinator's reaper finishes it, or `kaasctl txn repair --fix` ({audit})")]
+    #[error("transaction {id:?}: the abort is decided and its producer fenced, and it is now {now}, but a step after that failed: {cause}. Do not run the abort again; the coordinator's reaper finishes what is left, or `kaasctl txn repair --fix` ({audit})")]
     Unfinished {
         id: String,
         now: String,

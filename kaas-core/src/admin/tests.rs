@@ -267,7 +267,7 @@ fn a_direct_marker_is_refused_while_a_process_holds_the_partitions_owner_lock() 
     // it read "writing the marker to t-0: ...", nothing audited, and an operator ran it
     // again (aborting the restarted producer's next transaction).
     assert!(
-        err.contains("aborted only in part: it is now PrepareAbort at epoch 1")
+        err.contains("the abort is decided and its producer fenced, and it is now PrepareAbort at epoch 1")
             && err.contains("Do not run the abort again"),
         "{err}"
     );
