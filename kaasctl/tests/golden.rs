@@ -472,6 +472,37 @@ fn abort_with_every_broker_down_writes_markers_itself() {
     );
 }
 
+/// After a topic is deleted and created again, the old topic's `owner.json` stays in a
+/// partition directory its old leader still holds until that broker syncs: `brokers`
+/// credited that broker with leading the new topic's partition, which the brokers
+/// themselves do not (Metadata answers no leader).
+#[test]
+fn brokers_credit_no_leadership_to_another_topics_owner_file() {
+    let d = fixture_dir().unwrap();
+    let v = fixture(d.path());
+    let path = PartitionOwner::path(&v, "orders", 0);
+    let mut owner = PartitionOwner::read(&path).unwrap();
+    owner.topic_id = Some(uuid::Uuid::from_u128(0xdead));
+    owner.write(&path).unwrap();
+    let out = run(d.path(), &["brokers", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(
+        out.split("--- stdout\n")
+            .nth(1)
+            .unwrap()
+            .split("--- stderr")
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let leads: Vec<&str> = json[0]["leads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert_eq!(leads, vec!["events-0", "orders-1"], "{out}");
+}
+
 /// `txn show` dropped what it could not read: a corrupt offsets file of one of the
 /// transaction's groups showed as no staged offsets, an unreadable queue entry (maybe
 /// this producer's) as no queued markers, and the command exited 0. Both are named

@@ -53,7 +53,10 @@ fn ownership(c: &Cluster) -> anyhow::Result<Ownership> {
     for t in list_topics(&c.volume)?.into_iter().flatten() {
         for p in 0..t.partitions {
             if let Ok(owner) = PartitionOwner::read(&PartitionOwner::path(&c.volume, &t.name, p)) {
-                if !owner.released {
+                // An `owner.json` left by a deleted topic of the same name (its
+                // leader not yet gone from it) names no leader of this topic, as the
+                // brokers read it.
+                if !owner.released && owner.topic_id.is_none_or(|id| id == t.topic_id) {
                     o.leads.entry(owner.broker).or_default().push(format!("{}-{p}", t.name));
                 }
             }
