@@ -301,6 +301,23 @@ impl Cluster {
         self.map_slots(|_, file| file.map(|f| f.entries.into_values().collect()).unwrap_or_default())
     }
 
+    /// [`Self::entries`], and the slots that could not be read: an entry missing from
+    /// the first may be in one of those.
+    pub fn entries_and_unreadable_slots(&self) -> (Vec<TxnEntry>, Vec<u32>) {
+        let mut entries = Vec::new();
+        let mut unreadable = Vec::new();
+        for item in self.map_slots(|slot, file| match file {
+            Ok(f) => f.entries.into_values().map(Ok).collect(),
+            Err(_) => vec![Err(slot)],
+        }) {
+            match item {
+                Ok(e) => entries.push(e),
+                Err(slot) => unreadable.push(slot),
+            }
+        }
+        (entries, unreadable)
+    }
+
     /// Age of an entry's open transaction, if one is open.
     pub fn txn_age_ms(&self, e: &TxnEntry) -> Option<i64> {
         (e.txn_start_ms > 0

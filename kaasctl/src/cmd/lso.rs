@@ -41,8 +41,8 @@ pub fn explain(c: &Cluster, topic: &str, partition: i32) -> anyhow::Result<LsoEx
     }
     let view = inspect_partition(&dir, false)?;
     // The slots after the partition: a producer that moved on meanwhile shows newer.
-    let entries = c.entries();
-    Ok(explain_with(c, topic, partition, &view, &entries))
+    let (entries, unreadable) = c.entries_and_unreadable_slots();
+    Ok(explain_with(c, topic, partition, &view, &entries, &unreadable))
 }
 
 /// [`explain`] from a partition view and the coordinator entries already read (the
@@ -53,6 +53,7 @@ pub fn explain_with(
     partition: i32,
     view: &kaas_core::inspect::PartitionInspection,
     entries: &[kaas_core::txn::TxnEntry],
+    unreadable_slots: &[u32],
 ) -> LsoExplain {
     let pin = view
         .producers
@@ -84,6 +85,12 @@ pub fn explain_with(
             .any(|tp| tp.topic == topic && tp.partition == partition)
     });
     result.advice = match &entry {
+        // Its entry may be in a slot that does not read: not judged (as `txn repair`).
+        None if !unreadable_slots.is_empty() => format!(
+            "cannot tell: no readable coordinator entry has producer {}, and slot(s) {} could not be read (`kaasctl txn repair` names the files); not hanging until the slot reads again or is rescued",
+            p.producer_id,
+            unreadable_slots.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+        ),
         None => format!("hanging: no coordinator entry has producer {}. Run `kaasctl txn repair --fix` to write its ABORT marker.", p.producer_id),
         // The entry moved on to another producer id (a rotation at an epoch
         // overflow): what it does now never ends this producer's transaction.
@@ -160,10 +167,10 @@ pub fn pinned_with_entries(
     if lagging.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let entries = c.entries();
+    let (entries, unreadable) = c.entries_and_unreadable_slots();
     let pinned = lagging
         .iter()
-        .map(|(topic, p, view)| explain_with(c, topic, *p, view, &entries))
+        .map(|(topic, p, view)| explain_with(c, topic, *p, view, &entries, &unreadable))
         .filter(|e| e.pinned_by.is_some())
         .collect();
     Ok((pinned, entries))
@@ -270,11 +277,11 @@ pub fn run(c: &Cluster, out: &Out, topic: &str, partition: Option<i32>) -> anyho
                     (p, view)
                 })
                 .collect();
-            let entries = c.entries();
+            let (entries, unreadable) = c.entries_and_unreadable_slots();
             views
                 .into_iter()
                 .map(|(p, view)| match view {
-                    Ok(Some(view)) => explain_with(c, topic, p, &view, &entries),
+                    Ok(Some(view)) => explain_with(c, topic, p, &view, &entries, &unreadable),
                     Ok(None) => LsoExplain {
                         topic: topic.into(),
                         partition: p,
