@@ -174,10 +174,18 @@ pub fn read_versioned_json_or<T: serde::de::DeserializeOwned + Versioned>(
     }
 }
 
+/// How long a writer of a cluster-wide state file (ACLs, SCRAM credentials, client
+/// quotas, broker configs) waits for its `.lock`: held longer (by a paused broker, a
+/// kaasctl stopped at its prompt, a stalled NFS server) the change is refused,
+/// [`VolumeError::Busy`], and may be tried again. ARCHITECTURE.md: no lock is waited
+/// on without a deadline.
+pub const STATE_FILE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Read-modify-write of a cluster-wide state file under its `.lock` (every writer,
-/// broker or kaasctl, takes it): `f` changes the value or returns an error, and then
-/// nothing is written; `tidy` normalises it (drops empty entries, sorts); the file is
-/// replaced atomically, and only when the value changed.
+/// broker or kaasctl, takes it, for at most [`STATE_FILE_LOCK_WAIT`]): `f` changes the
+/// value or returns an error, and then nothing is written; `tidy` normalises it (drops
+/// empty entries, sorts); the file is replaced atomically, and only when the value
+/// changed.
 pub fn update_locked_json<T, E>(
     volume: &crate::Volume,
     path: &std::path::Path,
@@ -189,9 +197,30 @@ where
     T: Clone + PartialEq + serde::Serialize,
     E: From<VolumeError>,
 {
+    update_locked_json_within(volume, path, STATE_FILE_LOCK_WAIT, read, f, tidy)
+}
+
+/// [`update_locked_json`] waiting at most `wait` for the lock.
+pub fn update_locked_json_within<T, E>(
+    volume: &crate::Volume,
+    path: &std::path::Path,
+    wait: std::time::Duration,
+    read: impl FnOnce(&crate::Volume) -> Result<T, VolumeError>,
+    f: impl FnOnce(&mut T) -> Result<(), E>,
+    tidy: impl FnOnce(&mut T),
+) -> Result<T, E>
+where
+    T: Clone + PartialEq + serde::Serialize,
+    E: From<VolumeError>,
+{
     let lock_path = path.with_extension("lock");
     crate::fsutil::create_dir_durable(&volume.cluster_dir()).map_err(|e| VolumeError::io(volume.cluster_dir(), e))?;
-    let _lock = crate::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+    let _lock = crate::fsutil::lock_exclusive_within(&lock_path, wait)
+        .map_err(|e| VolumeError::io(&lock_path, e))?
+        .ok_or_else(|| VolumeError::Busy {
+            path: lock_path.clone(),
+            waited_ms: wait.as_millis() as u64,
+        })?;
     let mut value = read(volume)?;
     let before = value.clone();
     f(&mut value)?;
@@ -247,5 +276,59 @@ mod one_line_tests {
             super::one_line(&Outer(io)),
             "cannot open the volume: data/__cluster/brokers: File exists (os error 17)"
         );
+    }
+}
+
+#[cfg(test)]
+mod locked_json_tests {
+    use super::*;
+
+    /// A cluster-wide state file's writer (AlterClientQuotas, CreateAcls,
+    /// AlterUserScramCredentials, a broker config change, kaasctl) waited for the file's
+    /// `.lock` with no deadline: a paused holder froze every such request on every
+    /// broker, each on a thread of its own, and their retries piled up. Refused as
+    /// Busy after the wait, nothing written; the holder gone, it goes through.
+    #[test]
+    fn a_state_file_lock_held_elsewhere_is_waited_for_within_a_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = crate::Volume::new(dir.path());
+        let path = volume.cluster_dir().join("state.json");
+        crate::fsutil::create_dir_durable(&volume.cluster_dir()).unwrap();
+        let read = |_: &crate::Volume| -> Result<Vec<u32>, VolumeError> {
+            Ok(std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default())
+        };
+        let held = crate::fsutil::lock_exclusive(&path.with_extension("lock")).unwrap();
+        let wait = std::time::Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let refused = update_locked_json_within::<_, VolumeError>(
+            &volume,
+            &path,
+            wait,
+            read,
+            |v| {
+                v.push(1);
+                Ok(())
+            },
+            |_| {},
+        );
+        assert!(matches!(refused, Err(VolumeError::Busy { .. })), "{refused:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert!(!path.exists(), "nothing written");
+        drop(held);
+        let done = update_locked_json_within::<_, VolumeError>(
+            &volume,
+            &path,
+            wait,
+            read,
+            |v| {
+                v.push(1);
+                Ok(())
+            },
+            |_| {},
+        );
+        assert_eq!(done.unwrap(), vec![1]);
     }
 }
