@@ -81,6 +81,31 @@ pub async fn handle(
                     format!("group {:?} is not a consumer group", gid.0.as_str()),
                 ),
                 Ok(Some(view)) => {
+                    // Apache (KAFKA-18813): the members' assignments name topics, so a
+                    // group holding one the caller may not DESCRIBE is answered
+                    // TOPIC_AUTHORIZATION_FAILED without members, not a way around the
+                    // topic ACLs Metadata keeps.
+                    let hidden = view.members.iter().any(|v| {
+                        v.member.assigned.keys().chain(v.target.keys()).any(|id| {
+                            broker.cluster.topic_by_id(id).is_some_and(|t| {
+                                !broker.authz.authorize_quietly(
+                                    ctx,
+                                    Operation::Describe,
+                                    ResourceType::Topic,
+                                    &t.meta.name,
+                                )
+                            })
+                        })
+                    });
+                    if hidden {
+                        return fail(
+                            DescribedGroup::default()
+                                .with_group_id(gid.clone())
+                                .with_authorized_operations(i32::MIN),
+                            ResponseError::TopicAuthorizationFailed,
+                            "The group has described topic(s) that the client is not authorized to describe.".into(),
+                        );
+                    }
                     g.group_state = sb(view.state);
                     g.group_epoch = view.epoch;
                     g.assignment_epoch = view.assignment_epoch;

@@ -103,6 +103,25 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeGro
                     // protocol, each member's subscription and assignment encoded
                     // as a classic consumer's would be, so tools that decode them
                     // (kafka-python's admin client) read them.
+                    // Shown only to a caller that may DESCRIBE every topic its members
+                    // subscribe to or hold (as ConsumerGroupDescribe, Apache's
+                    // KAFKA-18813): TOPIC_AUTHORIZATION_FAILED and no members otherwise.
+                    Ok(Some(view))
+                        if view.members.iter().any(|v| {
+                            let held = v
+                                .member
+                                .assigned
+                                .keys()
+                                .filter_map(|id| broker.cluster.topic_by_id(id).map(|t| t.meta.name.clone()));
+                            v.member.subscribed_names.iter().cloned().chain(held).any(|name| {
+                                !broker
+                                    .authz
+                                    .authorize_quietly(ctx, Operation::Describe, ResourceType::Topic, &name)
+                            })
+                        }) =>
+                    {
+                        g.error_code = kafka_protocol::error::ResponseError::TopicAuthorizationFailed.code();
+                    }
                     Ok(Some(view)) => {
                         g.group_state = sb(view.state);
                         g.protocol_type = sb("consumer");
