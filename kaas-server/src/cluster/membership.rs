@@ -63,9 +63,16 @@ impl Cluster {
     }
 
     /// Live brokers and their advertised addresses by listener; this broker is in it while its
-    /// lease is fresh.
+    /// lease is fresh — judged now, not only when the lease task last set the list: a
+    /// renewal hung on the volume (a hard NFS mount cut off) stops the task's ticks, and
+    /// this broker would go on coordinating groups and slots its peers, seeing its lease
+    /// expire, have taken over.
     pub fn live_brokers(&self) -> BTreeMap<i32, Endpoints> {
-        self.live_brokers.read().unwrap_or_else(|p| p.into_inner()).clone()
+        let mut live = self.live_brokers.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if !self.lease_fresh() {
+            live.remove(&self.config.broker_id);
+        }
+        live
     }
 
     /// Replaces the live-broker list (from the lease files). This broker is in it

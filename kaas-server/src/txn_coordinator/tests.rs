@@ -469,8 +469,15 @@ async fn a_broker_whose_lease_is_not_renewed_stops_appending_and_writing_markers
         produce_txn(&b, "tx", pid, 0, 1),
         Err(AppendRejected::LeaseExpired)
     ));
+    // Nor does it coordinate its slots meanwhile (its peers may have taken them
+    // over): EndTxn is NOT_COORDINATOR, nothing decided here.
     let err = b.txn.end_txn(&b, "tx", pid, 0, true).await.unwrap_err();
-    assert_eq!(err.code(), 51, "the outcome is decided, its marker waits: {err}");
+    assert_eq!(err.code(), 16, "a stale lease coordinates nothing: {err}");
+    assert_eq!(
+        b.txn.store().get("tx").unwrap().unwrap().state,
+        TxnState::Ongoing,
+        "nothing decided"
+    );
     assert_eq!(lso_and_end(&b), (first, first + 1), "nothing was appended");
     // Renewed again: the retry lands.
     b.lease_renewed();
@@ -801,6 +808,31 @@ async fn a_sync_finding_a_topic_created_again_keeps_the_new_topics_offsets() {
         "the new topic's committed offset"
     );
     assert!(g.has_pending("t", 0), "the new topic's staged offset");
+}
+
+/// The live set is set by the lease task at each tick, and a stale lease took this
+/// broker out of it only then: a renewal hung on the volume stops the ticks, and the
+/// broker went on answering as the coordinator of its groups and slots (heartbeats,
+/// FindCoordinator naming itself) after its peers, seeing its lease expire, had taken
+/// them over — two coordinators handing out the same partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_whose_lease_goes_stale_between_ticks_coordinates_nothing() {
+    use kaas_core::ownership::{group_key, owner};
+    let (_d, b, _) = setup().await;
+    b.lease_renewed();
+    b.set_live_brokers(live(&[0, 1]));
+    let g = (0..)
+        .map(|n| format!("g{n}"))
+        .find(|g| owner(&group_key(g), &[0, 1]) == Some(0))
+        .unwrap();
+    assert!(b.owns_group(&g));
+    // No tick since: the renewal hangs past half the session timeout.
+    b.renewed_at(std::time::Instant::now() - std::time::Duration::from_secs(6));
+    assert!(!b.owns_group(&g), "a stale lease coordinates nothing");
+    assert!(!b.live_brokers().contains_key(&0));
+    assert!((0..kaas_core::txn_store::SLOTS).all(|s| !b.owns_txn_slot(s)));
+    b.lease_renewed();
+    assert!(b.owns_group(&g));
 }
 
 fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
