@@ -205,11 +205,14 @@ pub const LONG_DEAD_FACTOR: i64 = 3;
 /// of this host's clock means the clocks disagree by more than kaas tolerates for
 /// judging leases at first sight (see [`LeaseTracker`]). Err names the peer and the
 /// gap. Only heartbeats ahead can be checked: one behind cannot be told from a peer
-/// that stopped.
+/// that stopped. A lease that stands down (stopped cleanly, or stepped down) is not
+/// judged by its stamp at all ([`LeaseTracker`]: dead at first sight), so it is left
+/// out: a broker of a fast host, stopped for good, must not keep every other broker
+/// from starting until the clock passes its last heartbeat.
 pub fn check_clock_skew(leases: &[BrokerLease], me: i32, now_ms: i64, session_timeout_ms: i64) -> Result<(), String> {
     match leases
         .iter()
-        .filter(|l| l.broker_id != me)
+        .filter(|l| l.broker_id != me && !l.stands_down())
         .max_by_key(|l| l.heartbeat_ms)
     {
         Some(l) if l.heartbeat_ms - now_ms > session_timeout_ms => Err(format!(
@@ -581,6 +584,11 @@ mod tests {
             check_clock_skew(&[lease(0, now + 60_000)], 0, now, 10_000).is_ok(),
             "its own old lease is not a peer"
         );
+        // A broker of a host an hour fast, stopped cleanly for good: not judged by its
+        // stamp, so it keeps no other broker from starting (it did, for the hour).
+        let mut stopped = lease(2, now + 3_600_000);
+        stopped.stopped_ms = Some(stopped.heartbeat_ms);
+        assert!(check_clock_skew(&[stopped], 0, now, 10_000).is_ok());
     }
 
     #[test]
