@@ -106,6 +106,9 @@ struct Sensor {
     /// The entity's schedule: where what it used so far, at its quota, has brought it
     /// (at least now).
     schedule: Instant,
+    /// The quota the schedule is priced at: a changed quota reprices what is still
+    /// ahead (Apache gives the sensors of a changed quota the new bound at once).
+    bound: f64,
     used: Instant,
     labels: QuotaLabels,
 }
@@ -287,6 +290,7 @@ impl Quotas {
             .entry((kind, measured))
             .or_insert_with_key(|(_, m)| Sensor {
                 schedule: now,
+                bound,
                 used: now,
                 labels: QuotaLabels {
                     quota: kind.label(),
@@ -295,10 +299,30 @@ impl Quotas {
                 },
             });
         sensor.used = now;
+        if sensor.bound != bound {
+            // The quota changed: what the entity used is owed at the new rate, so a
+            // raised quota lifts a throttle at once instead of after the old debt.
+            let owed = sensor.schedule.saturating_duration_since(now).as_secs_f64() * sensor.bound / bound;
+            let owed = Duration::try_from_secs_f64(owed)
+                .unwrap_or(Duration::MAX)
+                .min(Duration::from_secs(10 * 365 * 86_400));
+            sensor.schedule = now.checked_add(owed).unwrap_or(sensor.schedule);
+            sensor.bound = bound;
+        }
         let spent = Duration::try_from_secs_f64(value.max(0.0) / bound).unwrap_or(Duration::MAX);
         // At most ten years ahead: beyond that an Instant may overflow.
         let spent = spent.min(Duration::from_secs(10 * 365 * 86_400));
         sensor.schedule = sensor.schedule.max(now).checked_add(spent).unwrap_or(sensor.schedule);
+        if kind == QuotaKind::Request {
+            // Request time is throttled at most a window at a time (below), so what
+            // lies further ahead would never be collected, only keep the entity
+            // throttled long after its load stopped: it is forgiven, as Apache's
+            // sampled windows forget it.
+            let furthest = now + 2 * self.window;
+            if sensor.schedule > furthest {
+                sensor.schedule = furthest;
+            }
+        }
         let used = if kind == QuotaKind::Request {
             value / 100.0
         } else {
@@ -372,6 +396,51 @@ mod tests {
         .expect("quotas written");
         let quotas = Quotas::load(&volume, WINDOW).expect("quotas load");
         (dir, quotas)
+    }
+
+    /// The amount a throttled client owed was priced at the quota in force when it
+    /// used it: raising the quota (an operator relieving a throttled tenant) changed
+    /// nothing until the old debt was paid, minutes or hours later. It is repriced at
+    /// the new quota.
+    #[test]
+    fn a_raised_quota_lifts_a_throttle_at_once() {
+        let (_dir, q) = quotas_with(&[(Some("alice"), None, PRODUCER_BYTE_RATE, 1_000.0)]);
+        let (_dir2, raised) = quotas_with(&[(Some("alice"), None, PRODUCER_BYTE_RATE, 1_000_000.0)]);
+        let now = Instant::now();
+        let throttle = q.record_at(&q.current(), QuotaKind::Produce, "alice", "a", 1_001_000.0, now);
+        assert_eq!(throttle, Duration::from_secs(1_000));
+        let after = q.record_at(
+            &raised.current(),
+            QuotaKind::Produce,
+            "alice",
+            "a",
+            0.0,
+            now + Duration::from_secs(1),
+        );
+        assert!(after.is_zero(), "{after:?}");
+    }
+
+    /// Request time is throttled at most a window at a time, but what was used beyond
+    /// that piled up: a client that once kept threads busy went on being throttled a
+    /// whole window at every request for many minutes after its load stopped.
+    #[test]
+    fn request_time_owed_past_what_a_throttle_collects_is_forgiven() {
+        let (_dir, q) = quotas_with(&[(Some("alice"), None, REQUEST_PERCENTAGE, 10.0)]);
+        let quotas = q.current();
+        let start = Instant::now();
+        let mut now = start;
+        while now < start + Duration::from_secs(600) {
+            now += q.record_at(&quotas, QuotaKind::Request, "alice", "a", 50.0, now) + Duration::from_millis(500);
+        }
+        let later = q.record_at(
+            &quotas,
+            QuotaKind::Request,
+            "alice",
+            "a",
+            0.1,
+            now + Duration::from_secs(15),
+        );
+        assert!(later.is_zero(), "{later:?}");
     }
 
     /// A client producing as fast as its throttles let it (each request sent when the
