@@ -300,35 +300,26 @@ mod locked_json_tests {
                 .and_then(|b| serde_json::from_slice(&b).ok())
                 .unwrap_or_default())
         };
+        let add_one = || {
+            update_locked_json_within::<_, VolumeError>(
+                &volume,
+                &path,
+                std::time::Duration::from_millis(200),
+                read,
+                |v| {
+                    v.push(1);
+                    Ok(())
+                },
+                |_| {},
+            )
+        };
         let held = crate::fsutil::lock_exclusive(&path.with_extension("lock")).unwrap();
-        let wait = std::time::Duration::from_millis(200);
         let started = std::time::Instant::now();
-        let refused = update_locked_json_within::<_, VolumeError>(
-            &volume,
-            &path,
-            wait,
-            read,
-            |v| {
-                v.push(1);
-                Ok(())
-            },
-            |_| {},
-        );
+        let refused = add_one();
         assert!(matches!(refused, Err(VolumeError::Busy { .. })), "{refused:?}");
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
         assert!(!path.exists(), "nothing written");
         drop(held);
-        let done = update_locked_json_within::<_, VolumeError>(
-            &volume,
-            &path,
-            wait,
-            read,
-            |v| {
-                v.push(1);
-                Ok(())
-            },
-            |_| {},
-        );
-        assert_eq!(done.unwrap(), vec![1]);
+        assert_eq!(add_one().unwrap(), vec![1]);
     }
 }

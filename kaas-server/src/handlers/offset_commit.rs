@@ -156,6 +156,18 @@ mod tests {
     use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
     use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
 
+    /// A commit of `offset` for t-0 in group g, outside any generation.
+    fn commit_of(offset: i64) -> OffsetCommitRequest {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(sb("t")))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)])])
+    }
+
     /// Issue 25, second review: a group lock held by a paused process for the whole
     /// wait was answered KAFKA_STORAGE_ERROR, which Java's consumer does not retry on
     /// a commit; it is COORDINATOR_LOAD_IN_PROGRESS, and the commit goes through once
@@ -165,14 +177,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let b = broker(dir.path());
         b.create_topic("t", 1, Default::default()).await.unwrap();
-        let request = OffsetCommitRequest::default()
-            .with_group_id(GroupId(sb("g")))
-            .with_generation_id_or_member_epoch(-1)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(TopicName(sb("t")))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(7)])]);
+        let request = commit_of(7);
         let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;
         let held = kaas_core::offsets::GroupOffsets::lock(&b.volume, "g").unwrap();
         let c = ctx(ApiKey::OffsetCommit, 8);
@@ -200,14 +205,7 @@ mod tests {
         let b = broker(dir.path());
         b.create_topic("t", 1, Default::default()).await.unwrap();
         b.groups.commit_offsets("g", &[("t".into(), 0, 200, -1, None)]).unwrap();
-        let request = OffsetCommitRequest::default()
-            .with_group_id(GroupId(sb("g")))
-            .with_generation_id_or_member_epoch(-1)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(TopicName(sb("t")))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(100)])]);
+        let request = commit_of(100);
         let held = kaas_core::offsets::GroupOffsets::lock(&b.volume, "g").unwrap();
         let c = ctx(ApiKey::OffsetCommit, 8);
         let commit = {
