@@ -175,11 +175,14 @@ impl Broker {
         )
     }
 
-    /// CREATE on the cluster or on the topic.
+    /// CREATE on the cluster or on the topic. The cluster is asked quietly (Kafka's
+    /// logIfDenied = false): a client allowed by its topic (or prefix) CREATE, the usual
+    /// grant, logged a cluster denial at every creation; the topic's denial is the one
+    /// logged when both refuse.
     pub fn may_create_topic(&self, ctx: &dyn crate::authz::Requester, name: &str) -> bool {
         use kaas_core::acl::{Operation, ResourceType};
         self.authz
-            .authorize(ctx, Operation::Create, ResourceType::Cluster, crate::authz::CLUSTER)
+            .authorize_quietly(ctx, Operation::Create, ResourceType::Cluster, crate::authz::CLUSTER)
             || self.authz.authorize(ctx, Operation::Create, ResourceType::Topic, name)
     }
 

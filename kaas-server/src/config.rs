@@ -299,8 +299,9 @@ pub struct Config {
     #[arg(long, env = "KAAS_SEGMENT_BYTES", default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(14..=i32::MAX as u64))]
     pub segment_bytes: u64,
 
-    /// Default segment.ms: roll the active segment after this long.
-    #[arg(long, env = "KAAS_SEGMENT_MS", default_value_t = 7 * 24 * 3600 * 1000)]
+    /// Default segment.ms: roll the active segment after this long (at least 1, as the
+    /// topic config: 0 or less rolled a segment at every append).
+    #[arg(long, env = "KAAS_SEGMENT_MS", default_value_t = 7 * 24 * 3600 * 1000, value_parser = clap::value_parser!(i64).range(1..))]
     pub segment_ms: i64,
 
     /// Default retention.ms (-1: keep forever).

@@ -150,3 +150,18 @@ fn a_negative_broker_id_is_refused_with_a_hint_from_a_flag_or_a_file() {
     assert!(e.to_string().contains("broker ids are 0 or more, not -1"), "{e}");
     assert_eq!(crate::config::parse_broker_id("2"), Ok(2));
 }
+
+/// `--segment-ms 0` (or less, through the environment or a config file) was accepted
+/// as the broker's default `segment.ms`, which as a topic config is refused below 1:
+/// every append to a non-empty segment then rolled a new one.
+#[test]
+fn a_segment_ms_below_one_is_refused() {
+    for bad in ["0", "-5"] {
+        assert!(
+            <Config as clap::Parser>::try_parse_from(["kaas-server", "--segment-ms", bad, "--retention-ms", "1"])
+                .is_err(),
+            "{bad}"
+        );
+    }
+    assert!(<Config as clap::Parser>::try_parse_from(["kaas-server", "--segment-ms", "1"]).is_ok());
+}
