@@ -56,23 +56,27 @@ impl Cluster {
         self.owner_of(&kaas_core::ownership::group_key(group)) == Some(self.config.broker_id)
     }
 
-    /// The live broker that owns an ownership key (rendezvous hashing).
+    /// The live broker that owns an ownership key (rendezvous hashing): the coordinator
+    /// of a group or transaction slot. This broker counts only while its lease is
+    /// fresh — judged now, not only when the lease task last set the live set: a
+    /// renewal hung on the volume (a hard NFS mount cut off) stops the task's ticks,
+    /// and this broker would go on coordinating groups and slots its peers, seeing its
+    /// lease expire, have taken over. (Partitions have their own checks through the
+    /// volume, and their placement follows the live set as the lease task sets it.)
     pub fn owner_of(&self, key: &str) -> Option<i32> {
-        let live: Vec<i32> = self.live_brokers().into_keys().collect();
+        let fresh = self.lease_fresh();
+        let live: Vec<i32> = self
+            .live_brokers()
+            .into_keys()
+            .filter(|b| fresh || *b != self.config.broker_id)
+            .collect();
         kaas_core::ownership::owner(key, &live)
     }
 
     /// Live brokers and their advertised addresses by listener; this broker is in it while its
-    /// lease is fresh — judged now, not only when the lease task last set the list: a
-    /// renewal hung on the volume (a hard NFS mount cut off) stops the task's ticks, and
-    /// this broker would go on coordinating groups and slots its peers, seeing its lease
-    /// expire, have taken over.
+    /// lease is fresh.
     pub fn live_brokers(&self) -> BTreeMap<i32, Endpoints> {
-        let mut live = self.live_brokers.read().unwrap_or_else(|p| p.into_inner()).clone();
-        if !self.lease_fresh() {
-            live.remove(&self.config.broker_id);
-        }
-        live
+        self.live_brokers.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Replaces the live-broker list (from the lease files). This broker is in it
