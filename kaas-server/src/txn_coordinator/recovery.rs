@@ -232,31 +232,21 @@ impl TransactionCoordinator {
             // A lock-free look first: most slots need nothing.
             let now = now_ms();
             let expiration = broker.config.transactional_id_expiration_ms;
+            // Prepare* entries noted as seen now (first sightings kept), then judged by
+            // `sat_still`, the rule the slot's sweep applies again under the lock.
             let looked = self.visit(slot, |st| {
-                let prepares: Vec<PrepareKey> = st
-                    .entries()
-                    .values()
-                    .filter(|e| e.state.is_prepare())
-                    .map(prepare_key)
-                    .collect();
-                let due = st.entries().values().any(|e| {
-                    (e.state.is_prepare()
-                        && (stuck_after_ms <= 0 || now.saturating_sub(e.last_update_ms) >= stuck_after_ms))
-                        || (abort_overdue && (e.is_overdue(now) || e.is_expired(now, expiration)))
-                });
-                (prepares, due)
+                let prepares: Vec<&TxnEntry> = st.entries().values().filter(|e| e.state.is_prepare()).collect();
+                let keys: Vec<PrepareKey> = prepares.iter().map(|e| prepare_key(e)).collect();
+                self.note_prepares(&keys, &mut seen);
+                prepares.iter().any(|e| self.sat_still(e, now, stuck_after_ms))
+                    || (abort_overdue
+                        && st
+                            .entries()
+                            .values()
+                            .any(|e| e.is_overdue(now) || e.is_expired(now, expiration)))
             });
             let needs_work = match looked {
-                Ok((prepares, due)) => {
-                    self.note_prepares(&prepares, &mut seen);
-                    // Or seen unchanged here long enough, whatever its stamp says (see
-                    // `sat_still`, which the slot's sweep asks again under the lock).
-                    due || {
-                        let wait = Duration::from_millis(stuck_after_ms.max(0) as u64);
-                        let map = self.prepare_seen.lock().unwrap_or_else(|p| p.into_inner());
-                        prepares.iter().any(|k| map.get(k).is_some_and(|t| t.elapsed() >= wait))
-                    }
-                }
+                Ok(due) => due,
                 Err(e) => {
                     error!(slot, error = %e, "transaction slot unreadable; its transactional ids get COORDINATOR_NOT_AVAILABLE until it is repaired");
                     continue;
