@@ -162,22 +162,58 @@ impl CleanerState {
         })
     }
 
-    /// Records a finished pass.
-    pub fn record(&mut self, report: CleanReport) {
+    /// Records a finished pass, under the partition's `delete.retention.ms`.
+    pub fn record(&mut self, report: CleanReport, delete_retention_ms: i64) {
         self.version = CLEANER_FORMAT_VERSION;
         self.clean_offset = report.dirty_to;
+        let now_ms = report.finished_ms;
         self.passes.push(CleanPass {
             clean_offset: report.dirty_to,
             cleaned_ms: report.finished_ms,
         });
-        if self.passes.len() > MAX_PASSES_KEPT {
-            // The oldest go first; the horizon then waits for a newer pass, never less.
-            let excess = self.passes.len() - MAX_PASSES_KEPT;
-            self.passes.drain(..excess);
-        }
+        self.thin_passes(now_ms, delete_retention_ms);
         self.last = Some(report);
         self.last_error = None;
         self.total_passes += 1;
+    }
+
+    /// Keeps the pass history small without letting the delete horizon stall. Two
+    /// passes are merged into one that claims the later time and the higher offset —
+    /// cleaning is cumulative, so that offset was reached by that time, and a merged
+    /// history never allows a delete the whole one would not. Merged: passes already
+    /// `delete_retention_ms` old (only their newest counts), and passes in one slice
+    /// of 1/32 of `delete_retention_ms` (the horizon then trails by at most a slice).
+    /// Were the list still long (a retention far above the passes' spread), the
+    /// oldest are merged. Dropping the oldest instead, as before, stalled the horizon
+    /// for good on a partition cleaned more than 64 times per retention.
+    fn thin_passes(&mut self, now_ms: i64, delete_retention_ms: i64) {
+        let slice = (delete_retention_ms / 32).max(1);
+        let old = |p: &CleanPass| now_ms.saturating_sub(p.cleaned_ms) >= delete_retention_ms;
+        let mut kept: Vec<CleanPass> = Vec::with_capacity(self.passes.len());
+        for p in self.passes.drain(..) {
+            match kept.last_mut() {
+                Some(last)
+                    if (old(last) && old(&p))
+                        || last.cleaned_ms.div_euclid(slice) == p.cleaned_ms.div_euclid(slice) =>
+                {
+                    *last = merged(*last, p);
+                }
+                _ => kept.push(p),
+            }
+        }
+        while kept.len() > MAX_PASSES_KEPT {
+            let first = kept.remove(0);
+            kept[0] = merged(first, kept[0]);
+        }
+        self.passes = kept;
+    }
+}
+
+/// One pass standing for two: the later time, the higher offset.
+fn merged(a: CleanPass, b: CleanPass) -> CleanPass {
+    CleanPass {
+        clean_offset: a.clean_offset.max(b.clean_offset),
+        cleaned_ms: a.cleaned_ms.max(b.cleaned_ms),
     }
 }
 

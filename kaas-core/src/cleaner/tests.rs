@@ -148,7 +148,7 @@ fn pass_with(p: &mut PartitionState, dir: &Path, now: i64, map_entries: usize) -
     assert!(p.install_cleaned(&out, now).unwrap());
     let mut report = out.report;
     report.finished_ms = now;
-    state.record(report.clone());
+    state.record(report.clone(), p.log.config().delete_retention_ms);
     state.write(dir).unwrap();
     Some(report)
 }
@@ -439,7 +439,7 @@ fn a_full_offset_map_ends_the_pass_mid_segment_and_the_next_pass_goes_on_from_th
             out.report
         );
         assert!(p.install_cleaned(&out, 100).unwrap());
-        state.record(out.report);
+        state.record(out.report, 0);
         passes += 1;
         assert!(passes < 50, "never done");
     }
@@ -566,5 +566,113 @@ fn an_aborted_transaction_below_a_moved_log_start_stays_aborted_through_cleaning
         p.last_stable_offset(),
         p.log.log_end_offset(),
         "no transaction is open: the one below the log start was aborted"
+    );
+}
+
+/// A partition cleaned more often than 64 times per `delete.retention.ms` (a busy
+/// compacted topic: every roll makes a pass due) kept only its 64 newest passes, all
+/// younger than the retention: the delete horizon stayed at nothing for as long as
+/// that rate lasted, and no tombstone or marker was ever removed. Passes are thinned
+/// instead (the newest already past the retention, then one per 1/32 of it), so the
+/// horizon trails the exact one by at most 1/32 of `delete.retention.ms` and never
+/// passes it.
+#[test]
+fn frequent_passes_keep_the_delete_horizon_moving() {
+    let retention = 1_000;
+    let mut state = CleanerState::default();
+    let mut history = Vec::new();
+    for i in 0..500i64 {
+        let report = CleanReport {
+            dirty_to: i,
+            finished_ms: 10 * i,
+            ..CleanReport::default()
+        };
+        state.record(report, retention);
+        history.push(CleanPass {
+            clean_offset: i,
+            cleaned_ms: 10 * i,
+        });
+        assert!(
+            state.passes.len() <= MAX_PASSES_KEPT,
+            "{} passes kept",
+            state.passes.len()
+        );
+    }
+    let exact = CleanerState {
+        passes: history,
+        ..CleanerState::default()
+    };
+    for now in [4_990, 5_000, 5_500, 6_000, 20_000] {
+        let horizon = state.delete_horizon(now, retention);
+        let wanted = exact.delete_horizon(now, retention);
+        assert!(horizon <= wanted, "at {now}: {horizon} past the exact horizon {wanted}");
+        let trailing = exact.delete_horizon(now - retention / 32, retention);
+        assert!(
+            horizon >= trailing,
+            "at {now}: {horizon}, behind {trailing} (the exact {wanted})"
+        );
+    }
+}
+
+proptest! {
+    /// Whatever the passes' times (a clock stepping back included) and whatever
+    /// retention is asked later, the thinned history never allows a delete the whole
+    /// history would not.
+    #[test]
+    fn a_thinned_pass_history_never_passes_the_exact_horizon(
+        passes in prop::collection::vec((0i64..50, -20i64..200), 1..300),
+        retention in 0i64..2_000,
+        asked in 0i64..3_000,
+        later in 0i64..5_000,
+    ) {
+        let mut state = CleanerState::default();
+        let mut history = Vec::new();
+        let (mut offset, mut time) = (0i64, 0i64);
+        for (step, dt) in passes {
+            offset += step;
+            time += dt;
+            state.record(CleanReport { dirty_to: offset, finished_ms: time, ..CleanReport::default() }, retention);
+            history.push(CleanPass { clean_offset: offset, cleaned_ms: time });
+            prop_assert!(state.passes.len() <= MAX_PASSES_KEPT);
+        }
+        let exact = CleanerState { passes: history, ..CleanerState::default() };
+        let now = time + later;
+        prop_assert!(state.delete_horizon(now, asked) <= exact.delete_horizon(now, asked));
+    }
+}
+
+/// A sealed segment whose every record a pass superseded is swapped in empty; after a
+/// reopen its newest timestamp, scanned, was -1, and time retention (which stopped at
+/// the first segment not past it) kept it and every segment after it for good, on a
+/// `compact,delete` topic no longer written to. As Apache's `largestTimestamp`, a
+/// segment without a timestamp ages from its file's last modification.
+#[test]
+fn a_segment_emptied_by_cleaning_still_expires_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        cleanup_delete: true,
+        retention_ms: 1_000,
+        ..config()
+    };
+    let mut p = PartitionState::open(dir.path(), config.clone(), 0).unwrap();
+    for i in 0..15u8 {
+        append(&mut p, plain_batch(&[(1, Some(i))], None, 0), 10);
+    }
+    append(&mut p, plain_batch(&[(1, Some(99))], None, 0), 10);
+    append(&mut p, plain_batch(&[(2, Some(0))], None, 0), 10);
+    pass(&mut p, dir.path(), 100);
+    drop(p);
+    let mut p = PartitionState::open(dir.path(), config, 200).unwrap();
+    assert_eq!(
+        p.log.segments()[0].size(),
+        0,
+        "the first segment is emptied by the pass"
+    );
+    let sealed = p.log.segments().len() - 1;
+    let deleted = p.log.enforce_retention(crate::now_ms() + 2_000).unwrap();
+    assert_eq!(
+        deleted.len(),
+        sealed,
+        "every sealed segment is past retention.ms: {deleted:?}"
     );
 }

@@ -677,8 +677,12 @@ impl PartitionLog {
             let by_size =
                 self.config.retention_bytes >= 0 && total - first.size() as i64 >= self.config.retention_bytes;
             let by_time = self.config.retention_ms >= 0 && {
-                let newest = first.max_timestamp()?;
-                newest >= 0 && now_ms - newest > self.config.retention_ms
+                let newest = match first.max_timestamp()? {
+                    // No batch timestamp: the file's age, as Apache's largestTimestamp.
+                    ts if ts < 0 => first.modified_ms()?,
+                    ts => ts,
+                };
+                now_ms - newest > self.config.retention_ms
             };
             if !(by_size || by_time) {
                 break;

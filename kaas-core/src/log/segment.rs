@@ -668,6 +668,19 @@ impl Segment {
         Ok(max)
     }
 
+    /// When the segment's file was last written, in ms since the epoch: the age of a
+    /// segment without a batch timestamp (emptied by the cleaner, or only records
+    /// stamped -1), as Apache's `LogSegment.largestTimestamp` falls back to.
+    pub fn modified_ms(&self) -> Result<i64, SegmentError> {
+        let modified = fs::metadata(&self.log_path)
+            .and_then(|m| m.modified())
+            .map_err(|e| SegmentError::io(&self.log_path, e))?;
+        Ok(match modified.duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+            Err(_) => 0,
+        })
+    }
+
     /// The newest batch timestamp if known without a scan.
     pub fn cached_max_timestamp(&self) -> Option<i64> {
         self.max_timestamp

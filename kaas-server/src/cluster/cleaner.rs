@@ -108,6 +108,7 @@ impl Cluster {
             cleaner::remove_cleaned_files(&dir, Some(&out.tag));
             return false;
         };
+        let delete_retention_ms = state.log.config().delete_retention_ms;
         let installed = match p.while_led(|| state.install_cleaned(&out, now_ms())) {
             Ok(installed) => installed,
             Err(e) => {
@@ -129,7 +130,7 @@ impl Cluster {
                     millis = report.finished_ms - report.started_ms, "cleaned");
                 let recorded = CleanerState::read(&dir).and_then(|cs| {
                     let mut cs = cs.unwrap_or_default();
-                    cs.record(report);
+                    cs.record(report, delete_retention_ms);
                     cs.write(&dir)
                 });
                 if let Err(e) = recorded {

@@ -34,9 +34,16 @@ fn every_flag_has_a_row_in_the_configuration_page() {
         .filter_map(|arg| arg.get_long())
         .filter(|long| *long != "help")
         .map(|long| format!("`--{long}"))
-        .filter(|flag| !rows.iter().any(|row| row.contains(&format!("{flag} ")) || row.contains(&format!("{flag}`"))))
+        .filter(|flag| {
+            !rows
+                .iter()
+                .any(|row| row.contains(&format!("{flag} ")) || row.contains(&format!("{flag}`")))
+        })
         .collect();
-    assert!(missing.is_empty(), "flags without a row in docs/configuration.md: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "flags without a row in docs/configuration.md: {missing:?}"
+    );
 }
 
 /// Listeners as a TOML list; `--print-config` of such a configuration reads back
