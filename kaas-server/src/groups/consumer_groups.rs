@@ -144,6 +144,25 @@ impl GroupCoordinator {
             .clone()
     }
 
+    /// Drops `entry` (locked by the caller as `cached`) from the offsets cache if it
+    /// holds nothing — no file read, no consumer group, no offsets — and nobody else
+    /// has it: clones are made only under the cache's mutex, held here, so a count of
+    /// two (the cache's and the caller's) means no other caller can be waiting on it.
+    /// A classic join made one per group id, kept until restart, and the group's next
+    /// OffsetFetch then went through the file lock, leaving a `.lock` file
+    /// (`classic_joins_for_groups_without_a_record_leave_no_cache_entry_or_lock_file`).
+    fn drop_blank_entry(&self, group_id: &str, entry: &Arc<Mutex<CachedOffsets>>, cached: &CachedOffsets) {
+        let blank =
+            cached.stamp.is_none() && cached.consumer.is_none() && cached.offsets == GroupOffsets::new(group_id);
+        if !blank {
+            return;
+        }
+        let mut cache = self.offsets.lock().unwrap_or_else(|p| p.into_inner());
+        if Arc::strong_count(entry) == 2 && cache.get(group_id).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            cache.remove(group_id);
+        }
+    }
+
     /// Reads the group's file again if it changed since it was cached (the caller
     /// holds the group's file lock), rebuilding the consumer group from it; a
     /// consumer group cached under an older coordination generation is rebuilt too,
@@ -421,7 +440,11 @@ impl GroupCoordinator {
                     offsets::offsets_error(&e)
                 })?;
             match has_members {
-                None => return Ok(join()),
+                None => {
+                    let joined = join();
+                    self.drop_blank_entry(group_id, &entry, &cached);
+                    return Ok(joined);
+                }
                 Some(true) => return Err(ResponseError::InconsistentGroupProtocol),
                 Some(false) => {}
             }

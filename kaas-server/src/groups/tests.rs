@@ -1398,3 +1398,35 @@ fn a_delete_whose_broker_was_deposed_while_it_waited_removes_nothing() {
     });
     assert_eq!(c.fetch_offsets("g").unwrap().get("t", 0).map(|o| o.offset), Some(5));
 }
+
+/// Every classic JoinGroup went through its group's offsets-cache entry, made if
+/// missing and never dropped for a group with no record: each group id a consumer
+/// joined (a `group.id` made up per run, MEMBER_ID_REQUIRED abandoned, a refused
+/// join) stayed in memory until restart, and its next OffsetFetch, now through the
+/// cache, left a `.lock` file on the volume. A join for a group with no record
+/// leaves neither; a group with committed offsets keeps its entry.
+#[test]
+fn classic_joins_for_groups_without_a_record_leave_no_cache_entry_or_lock_file() {
+    let (dir, c) = coordinator();
+    let groups_dir = Volume::new(dir.path()).cluster_dir().join("groups");
+    let files = || std::fs::read_dir(&groups_dir).map(|d| d.count()).unwrap_or(0);
+    let t0 = Instant::now();
+    for i in 0..20 {
+        let mut req = join_req("", 9);
+        req.group_id = format!("x-{i}");
+        let gid = req.group_id.clone();
+        let r = c.admit_classic(&gid, || c.join(req, t0)).unwrap();
+        assert_eq!(now_response(r).error_code, ResponseError::MemberIdRequired.code());
+        c.fetch_offsets(&gid).unwrap();
+    }
+    assert_eq!((files(), c.offsets.lock().unwrap().len()), (0, 0));
+    c.commit_offsets("g", &[("t".into(), 0, 42, -1, None)]).unwrap();
+    let r = c.admit_classic("g", || c.join(join_req("", 9), t0)).unwrap();
+    assert_eq!(now_response(r).error_code, ResponseError::MemberIdRequired.code());
+    assert_eq!(
+        c.offsets.lock().unwrap().len(),
+        1,
+        "a group with offsets keeps its entry"
+    );
+    assert_eq!(c.fetch_offsets("g").unwrap().get("t", 0).unwrap().offset, 42);
+}
