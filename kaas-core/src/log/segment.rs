@@ -112,12 +112,24 @@ pub struct Segment {
     /// A failed append left bytes past `size` (or index entries past `index`) that
     /// could not be cut off then: the next append cuts them first, or fails too.
     torn_tail: bool,
+    /// (device, inode) of the log file this segment's size and index describe: a
+    /// sealed segment's file is opened by path for each read, and a file renamed over
+    /// it by another process (a successor's cleaner) is refused, never read with this
+    /// index.
+    identity: (u64, u64),
 }
 
 #[cfg(test)]
 thread_local! {
     /// Segment scans (`for_each_header`) on this thread: tests of what a lookup costs.
     pub(crate) static SCANS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// (device, inode) of an open file.
+fn file_identity(file: &File) -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    Ok((m.dev(), m.ino()))
 }
 
 /// A segment file's name: its base offset as 20 digits, then `ext`.
@@ -151,6 +163,7 @@ impl Segment {
             crate::fsutil::sync_dir(dir).map_err(|e| SegmentError::io(dir, e))?;
             Ok(f)
         });
+        let identity = file_identity(&file).map_err(|e| SegmentError::io(&log_path, e))?;
         let index_file = match index_file {
             Ok(f) => f,
             Err(e) => {
@@ -177,6 +190,7 @@ impl Segment {
             created_ms: now_ms,
             max_timestamp: Some(-1),
             torn_tail: false,
+            identity,
         })
     }
 
@@ -220,6 +234,10 @@ impl Segment {
             created_ms,
             max_timestamp: None,
             torn_tail: false,
+            identity: {
+                use std::os::unix::fs::MetadataExt;
+                (meta.dev(), meta.ino())
+            },
         };
         let cut = if active {
             seg.recover(None)?
@@ -265,9 +283,20 @@ impl Segment {
     fn reader(&self) -> Result<Arc<LogFile>, SegmentError> {
         match &self.file {
             Some(f) => Ok(f.clone()),
-            None => crate::fsutil::open_regular(&self.log_path)
-                .map(LogFile::new)
-                .map_err(|e| SegmentError::io(&self.log_path, e)),
+            None => {
+                let file =
+                    crate::fsutil::open_regular(&self.log_path).map_err(|e| SegmentError::io(&self.log_path, e))?;
+                if file_identity(&file).map_err(|e| SegmentError::io(&self.log_path, e))? != self.identity {
+                    return Err(SegmentError::io(
+                        &self.log_path,
+                        io::Error::other(
+                            "the segment file was replaced since it was opened (rewritten by another broker, \
+                             which leads the partition now): not read with this broker's stale index",
+                        ),
+                    ));
+                }
+                Ok(LogFile::new(file))
+            }
         }
     }
 

@@ -775,3 +775,46 @@ fn a_crash_after_recording_the_start_leaves_segments_that_retention_deletes() {
         .to_string();
     assert!(e.contains("log-start.json") && e.contains("negative"), "{e}");
 }
+
+/// A leader deposed without knowing it yet (paused) reads its sealed segments by
+/// path with the index it had. Its successor's cleaner renamed a smaller, rewritten
+/// file over one of them: the old index pointed into the middle of a batch of the new
+/// file, the segment answered "the offset is past my end", and the read went on to the
+/// next segment — a consumer silently skipped the latest values of the keys in
+/// between. A sealed segment's reads check the file is the one it indexed.
+#[test]
+fn a_sealed_segment_rewritten_by_another_process_is_never_read_with_the_old_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 1_000,
+        index_interval_bytes: 1,
+        ..LogConfig::default()
+    };
+    let mut old = PartitionLog::open(dir.path(), config.clone(), 0).unwrap();
+    while old.segments().len() < 3 {
+        append(&mut old, 1, 1);
+    }
+    let (first_end, second_end) = (old.segments()[1].base_offset(), old.segments()[2].base_offset());
+    assert!(first_end > 6, "{first_end}");
+    // The successor's cleaning pass drops the first record and merges the first two
+    // segments into one file, renamed over the first (as `apply_swap`).
+    let mut kept = old.read(1, 1 << 20, first_end, true).unwrap().to_vec();
+    kept.extend_from_slice(&old.read(first_end, 1 << 20, second_end, true).unwrap());
+    let cleaned = dir.path().join("cleaned.tmp");
+    std::fs::write(&cleaned, &kept).unwrap();
+    std::fs::rename(&cleaned, dir.path().join("00000000000000000000.log")).unwrap();
+    for offset in 0..first_end {
+        match old.read(offset, 1 << 20, i64::MAX, true) {
+            Err(e) => assert!(e.to_string().contains("00000000000000000000.log"), "{e}"),
+            Ok(data) => {
+                let first = crate::batch::HeaderIter::new(&data).next().map(|(_, h)| h.base_offset);
+                assert_eq!(
+                    first,
+                    Some(offset.max(1)),
+                    "a read at {offset} ({} bytes, first_end {first_end}) skipped records the rewritten segment kept",
+                    data.len()
+                );
+            }
+        }
+    }
+}
