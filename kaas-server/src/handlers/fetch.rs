@@ -415,6 +415,14 @@ mod tests {
         assert_eq!(produce(&b, 1).await, 0);
         assert_eq!(produce(&b, 0).await, 0);
         let c = ctx(ApiKey::Fetch, 12);
+        let asked = std::time::Instant::now();
         assert_eq!(read(dispatch(&b, &c, fetch_request(0, 10_000)).await), (2, vec![0, 1]));
+        // Woken by the flush, not answered at its 10 s wait's end (a liveness bound,
+        // far above a flush's time).
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(5),
+            "the fetch waited {:?}: the flush did not wake it",
+            asked.elapsed()
+        );
     }
 }

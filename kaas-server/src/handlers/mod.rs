@@ -290,8 +290,16 @@ pub(crate) mod test_support {
             peer: "127.0.0.1:1".parse().expect("addr"),
             listener: "PLAINTEXT".into(),
             principal: "User:ANONYMOUS".into(),
-            shutdown: tokio::sync::watch::channel(false).1,
+            shutdown: never_shut_down(),
         }
+    }
+
+    /// A shutdown signal that never fires. A receiver whose sender is gone reports a
+    /// change at once, every time: a long poll in a test then looped on its reads
+    /// until its deadline instead of waiting, and a missing wake-up went unseen.
+    fn never_shut_down() -> tokio::sync::watch::Receiver<bool> {
+        static SENDER: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> = std::sync::OnceLock::new();
+        SENDER.get_or_init(|| tokio::sync::watch::channel(false).0).subscribe()
     }
 }
 
