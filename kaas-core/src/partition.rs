@@ -43,7 +43,6 @@
 
 use crate::batch::BatchHeader;
 use crate::error::{read_versioned_json, VolumeError};
-use crate::fsutil::write_json;
 use crate::idempotence::{Classification, ProducerEntry, ProducerStateTable, SequenceError};
 use crate::log::txn_index::recover_txn_indexes;
 pub use crate::log::txn_index::{read_txn_indexes, txn_index_entry, AbortedTxn, TXN_INDEX_ENTRY_LEN};
@@ -632,6 +631,15 @@ impl PartitionState {
     /// index entry first (retried here; the snapshot is refused if that fails), since
     /// the next open replays only the log after the snapshot.
     pub fn write_snapshot(&mut self, now_ms: i64) -> Result<(), PartitionError> {
+        self.write_snapshot_within(now_ms, crate::fsutil::MAX_STATE_FILE_BYTES)
+    }
+
+    /// [`Self::write_snapshot`], refused when the snapshot would pass `cap` bytes —
+    /// the size every read of a state file is capped at. Producer state is bounded
+    /// only by time (`producer.id.expiration.ms`): a snapshot past the cap, once
+    /// written, made the partition unopenable for every broker. Refused, the previous
+    /// snapshot stays (or none), and the next open replays more of the log.
+    pub fn write_snapshot_within(&mut self, now_ms: i64, cap: u64) -> Result<(), PartitionError> {
         self.sync_txn_index()?;
         let offset = self.log.log_end_offset();
         let snapshot = ProducerStateSnapshot {
@@ -642,7 +650,21 @@ impl PartitionState {
             producers: self.producers.producers.values().cloned().collect(),
         };
         let path = ProducerStateSnapshot::path(self.log.dir());
-        write_json(&path, &snapshot).map_err(|e| VolumeError::io(&path, e))?;
+        // Compact: a snapshot holds one entry per producer, and is written at every roll.
+        let mut bytes = serde_json::to_vec(&snapshot).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
+        bytes.push(b'\n');
+        if bytes.len() as u64 > cap {
+            return Err(VolumeError::Invalid {
+                path,
+                detail: format!(
+                    "the producer state ({} producers) would take {} bytes, more than the {cap} bytes a state file may have; not written (the previous snapshot stays, and the next open replays more of the log)",
+                    snapshot.producers.len(),
+                    bytes.len(),
+                ),
+            }
+            .into());
+        }
+        crate::fsutil::atomic_write(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
         Ok(())
     }
 }

@@ -838,7 +838,7 @@ fn compaction_views() {
             assert!(p.install_cleaned(&out, NOW - 60_000).unwrap());
             let mut report = out.report;
             report.finished_ms = NOW - 59_990;
-            state.record(report);
+            state.record(report, p.log.config().delete_retention_ms);
         } else {
             state.version = kaas_core::cleaner::CLEANER_FORMAT_VERSION;
             state.last_error = Some("its 9 records do not fit the cleaner's offset map".into());

@@ -661,3 +661,60 @@ fn a_full_replay_never_indexes_an_abort_twice() {
     let p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
     assert_eq!(p.aborted, expected);
 }
+
+/// Producer state has no bound but time (`producer.id.expiration.ms`), and a snapshot
+/// was written whatever its size: past the 256 MiB every state-file read is capped
+/// at, the partition could no longer be opened by any broker (the next restart or
+/// take-over answered KAFKA_STORAGE_ERROR for good), though the log it summarises
+/// was fine. A snapshot no reader would take is not written: the previous one stays,
+/// and the next open replays more of the log.
+#[test]
+fn a_snapshot_no_reader_would_take_is_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    produce(&mut p, 1, 0, 0, 1).unwrap();
+    p.write_snapshot(1).unwrap();
+    let before = std::fs::read(ProducerStateSnapshot::path(dir.path())).unwrap();
+    for pid in 2..300 {
+        produce(&mut p, pid, 0, 0, 1).unwrap();
+    }
+    let e = p.write_snapshot_within(1, 10_000).unwrap_err().to_string();
+    assert!(
+        e.contains("producer-state.snapshot") && e.contains("not written"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(ProducerStateSnapshot::path(dir.path())).unwrap(), before);
+    drop(p);
+    let p = PartitionState::open(dir.path(), LogConfig::default(), 1).unwrap();
+    assert_eq!(
+        p.producers.producers.len(),
+        299,
+        "the log after the old snapshot replayed"
+    );
+}
+
+/// [`a_snapshot_no_reader_would_take_is_not_written`] at the real cap: 900,000
+/// producers of one record each (a few requests' worth of batches; a pretty-printed
+/// snapshot of them took 280 MB, and the partition did not open again).
+#[test]
+fn a_partition_with_a_million_producers_opens_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), LogConfig::default(), 0).unwrap();
+    for chunk in 0..90i64 {
+        let mut recs = Vec::new();
+        for i in 0..10_000i64 {
+            recs.extend(build_batch(
+                0,
+                1,
+                Some((chunk * 10_000 + i, 0, 0)),
+                0,
+                &[(None, Some(b"v"))],
+            ));
+        }
+        let hs = validate_all(&recs).unwrap();
+        p.append(&mut recs, &hs, 0, 1).unwrap();
+    }
+    let _ = p.write_snapshot(1);
+    drop(p);
+    PartitionState::open(dir.path(), LogConfig::default(), 1).expect("reopens");
+}
