@@ -146,8 +146,7 @@ pub(super) fn admit(
                 m.id = new_id.clone();
                 m.last_seen = now;
                 m.session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
-                m.rebalance_timeout =
-                    Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
+                m.rebalance_timeout = rebalance_timeout_of(&req);
                 m.protocols = req.protocols.clone();
                 m.metadata_charge = static_charge;
                 let was_leader = group.leader.as_deref() == Some(old.as_str());
@@ -221,7 +220,7 @@ pub(super) fn admit(
         group.protocol_type = Some(req.protocol_type.clone());
     }
     let session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
-    let rebalance_timeout = Duration::from_millis(req.rebalance_timeout_ms.max(req.session_timeout_ms) as u64);
+    let rebalance_timeout = rebalance_timeout_of(&req);
     let changed = match group.members.get_mut(&member_id) {
         Some(m) => {
             let changed = !m.same_protocols(&req.protocols);
@@ -348,11 +347,27 @@ pub(super) fn maybe_complete_join(group: &mut Group, now: Instant) {
     }
 }
 
+/// How long a rebalance waits for the member to rejoin: its rebalance timeout, as
+/// Apache; JoinGroup v0 has none, and its session timeout stands in. (The larger of
+/// the two, as before, let a Java static member with a long `session.timeout.ms`
+/// hold every other member in JoinGroup until its session ended.)
+fn rebalance_timeout_of(req: &JoinRequest) -> Duration {
+    let ms = if req.version == 0 || req.rebalance_timeout_ms < 0 {
+        req.session_timeout_ms
+    } else {
+        req.rebalance_timeout_ms
+    };
+    Duration::from_millis(ms.max(0) as u64)
+}
+
 pub(super) fn complete_join(group: &mut Group, now: Instant) {
+    // Dynamic members that did not rejoin are removed; static ones stay, their
+    // assignment held for them until their session expires (KIP-345, Apache's
+    // `completeClassicGroupJoin`).
     let absent: Vec<String> = group
         .members
         .values()
-        .filter(|m| m.join_waiter.is_none())
+        .filter(|m| m.join_waiter.is_none() && m.instance_id.is_none())
         .map(|m| m.id.clone())
         .collect();
     for id in absent {

@@ -1430,3 +1430,61 @@ fn classic_joins_for_groups_without_a_record_leave_no_cache_entry_or_lock_file()
     );
     assert_eq!(c.fetch_offsets("g").unwrap().get("t", 0).unwrap().offset, 42);
 }
+
+/// A rebalance waited for the larger of each member's rebalance and session timeouts
+/// (Apache: the rebalance timeout; the session timeout stands in only for JoinGroup
+/// v0), and dropped every member that had not rejoined by then, static members too
+/// (Apache keeps them, their partitions held for them until their session expires:
+/// KIP-345). A Java static member with a long `session.timeout.ms` that was gone held
+/// every other member in JoinGroup until its session ended, and one merely late lost
+/// its place, costing a second rebalance when it came back.
+#[test]
+fn a_rebalance_ends_at_the_rebalance_timeout_and_keeps_static_members_that_did_not_rejoin() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let req = |member: &str, pod: &str| JoinRequest {
+        instance_id: Some(pod.into()),
+        session_timeout_ms: 120_000,
+        rebalance_timeout_ms: 30_000,
+        ..join_req(member, 9)
+    };
+    let first = waited(c.join(req("", "pod-1"), t0)).try_recv().unwrap();
+    let _ = c.join(req("", "pod-0"), t0);
+    let _ = c.join(req(first.member_id.as_str(), "pod-1"), t0);
+    let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
+    let view = c.describe("g").unwrap();
+    let follower = view.members.iter().find(|m| m.id != leader).unwrap().clone();
+    let generation = c.with_group("g", |g| g.generation).unwrap();
+    let _ = leader_assigns(&c, generation, &leader, follower.id.clone(), t0);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    // The leader's pod rejoins (a metadata change); the follower's is gone.
+    let leader_pod = view
+        .members
+        .iter()
+        .find(|m| m.id == leader)
+        .unwrap()
+        .instance_id
+        .clone()
+        .unwrap();
+    let t1 = t0 + Duration::from_secs(1);
+    let mut rx = waited(c.join(req(&leader, &leader_pod), t1));
+    c.tick(t1 + Duration::from_secs(29));
+    assert!(rx.try_recv().is_err(), "the rebalance timeout has not passed");
+    c.tick(t1 + Duration::from_secs(31));
+    let answer = rx
+        .try_recv()
+        .expect("answered at the rebalance timeout, not the session timeout");
+    assert_eq!(answer.error_code, 0);
+    let members: Vec<&str> = answer.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert!(
+        members.contains(&follower.id.as_str()),
+        "the static member is kept: {members:?}"
+    );
+    // Its session (counted again from the join's completion, as Apache) still ends it.
+    c.tick(t1 + Duration::from_secs(31 + 121));
+    assert!(
+        c.describe("g")
+            .is_none_or(|v| v.members.iter().all(|m| m.id != follower.id)),
+        "removed once its session expired"
+    );
+}
