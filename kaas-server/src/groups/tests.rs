@@ -1453,7 +1453,7 @@ fn a_rebalance_ends_at_the_rebalance_timeout_and_keeps_static_members_that_did_n
     let _ = c.join(req(first.member_id.as_str(), "pod-1"), t0);
     let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
     let view = c.describe("g").unwrap();
-    let follower = view.members.iter().find(|m| m.id != leader).unwrap().clone();
+    let follower = view.members.iter().find(|m| m.id != leader).unwrap();
     let generation = c.with_group("g", |g| g.generation).unwrap();
     let _ = leader_assigns(&c, generation, &leader, follower.id.clone(), t0);
     assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
