@@ -48,10 +48,24 @@ pub struct Partition {
     /// step-down, shutdown): nothing is appended after the final snapshot, even by a
     /// request that looked the partition up before.
     retired: AtomicBool,
+    /// A cleaning pass of this partition is under way (set and cleared under the
+    /// partition lock): retention leaves the partition alone meanwhile, as Apache's
+    /// retention of a compacted log runs on the cleaner's thread. Deleting a segment
+    /// the pass read dropped the pass ([`Partition::cleaning`]).
+    cleaning: AtomicBool,
     /// `owner.lock`, held for as long as this broker may append here: no other
     /// process (another broker, kaasctl) writes this log meanwhile. Declared last, so
     /// it is dropped after the log files are closed.
     _owner_lock: std::fs::File,
+}
+
+/// A cleaning pass under way ([`Partition::cleaning`]); ends when dropped.
+pub struct CleaningPass<'a>(&'a AtomicBool);
+
+impl Drop for CleaningPass<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl Partition {
@@ -61,6 +75,20 @@ impl Partition {
         // in a way later appends would trust (recovery re-checks on restart), so a
         // poisoned lock is taken over rather than propagated.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks a cleaning pass under way until the returned guard is dropped; call
+    /// with the partition lock held (`_state`), so retention, which checks
+    /// [`Partition::being_cleaned`] under the same lock, never deletes between a
+    /// pass's plan and its swap.
+    pub fn cleaning(&self, _state: &PartitionState) -> CleaningPass<'_> {
+        self.cleaning.store(true, Ordering::Release);
+        CleaningPass(&self.cleaning)
+    }
+
+    /// Whether a cleaning pass is under way (see [`Partition::cleaning`]).
+    pub fn being_cleaned(&self) -> bool {
+        self.cleaning.load(Ordering::Acquire)
     }
 
     /// Whether this broker let the partition go.
@@ -436,6 +464,7 @@ impl Partition {
             synced: Mutex::new(synced),
             flush_lock: tokio::sync::Mutex::new(()),
             flush_for_readers: AtomicBool::new(false),
+            cleaning: AtomicBool::new(false),
             failed: Arc::new(AtomicBool::new(false)),
             retired: AtomicBool::new(false),
             taken_from: None,

@@ -58,7 +58,7 @@ impl Cluster {
     /// which is only ever written under the partition lock by its current leader.
     pub fn clean_partition(&self, p: &Partition, stop: &(dyn Fn() -> bool + Sync)) -> bool {
         let started = now_ms();
-        let (dir, input) = {
+        let (dir, input, _pass) = {
             let Some(mut state) = p.writable() else { return false };
             let dir = state.log.dir().to_path_buf();
             let cs = match CleanerState::read(&dir) {
@@ -75,7 +75,8 @@ impl Cluster {
             // Unique to this broker, leadership and pass: no other writer's files
             // are ever taken for this pass's.
             let tag = format!("{}-{}-{started}", self.config.broker_id, p.leader_epoch);
-            (dir.clone(), state.clean_input(&plan, &cs, tag, started))
+            let pass = p.cleaning(&state);
+            (dir.clone(), state.clean_input(&plan, &cs, tag, started), pass)
         };
         let should_stop = || stop() || p.is_retired() || !self.lease_fresh();
         let limits = CleanLimits {

@@ -661,6 +661,12 @@ impl Cluster {
             let Some(mut state) = p.writable() else {
                 continue;
             };
+            if p.being_cleaned() {
+                // The next pass of retention deletes what is due then; deleting now
+                // would drop the cleaning pass (every pass rewrites from the log start).
+                debug!(topic = %p.topic, partition = p.index, "retention waits for the cleaning pass under way");
+                continue;
+            }
             match p.while_led(|| state.enforce_retention(now)) {
                 Ok(Ok(deleted)) if !deleted.is_empty() => {
                     info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")

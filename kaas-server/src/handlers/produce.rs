@@ -777,6 +777,55 @@ mod tests {
         );
     }
 
+    /// Retention and the log cleaner ran as separate tasks: a retention pass that
+    /// deleted a front segment of a `compact,delete` partition while a cleaning pass
+    /// read it dropped that pass (every pass rewrites from the log start), and once a
+    /// pass took longer than the time between two deletions (a throttled cleaner, a
+    /// short `segment.ms`) no pass ever installed. As Apache, where retention of a
+    /// compacted log runs on the cleaner's thread, retention leaves a partition alone
+    /// while it is being cleaned.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retention_waits_for_a_cleaning_pass_instead_of_dropping_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let configs = [
+            ("segment.bytes", "100"),
+            ("retention.ms", "1"),
+            ("cleanup.policy", "compact,delete"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        b.create_topic("t", 1, configs).await.unwrap();
+        let c = ctx(ApiKey::Produce, 9);
+        for _ in 0..6 {
+            let batch = build_batch(
+                0,
+                1,
+                None,
+                0,
+                &[(Some(b"k"), Some(b"an old record, long enough to roll"))],
+            );
+            assert_eq!(code(&handle(&b, &c, request(None, batch)).await), 0);
+        }
+        let before = log_segments(&b);
+        assert!(before >= 4, "{before} segments");
+        let p = b.partitions().into_iter().find(|p| p.topic == "t").unwrap();
+        let retention_ran = std::sync::atomic::AtomicBool::new(false);
+        let installed = tokio::task::block_in_place(|| {
+            b.clean_partition(&p, &|| {
+                if !retention_ran.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    b.enforce_retention();
+                }
+                false
+            })
+        });
+        assert!(retention_ran.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(installed, "the cleaning pass was dropped: retention ran under it");
+        tokio::task::block_in_place(|| b.enforce_retention());
+        assert!(log_segments(&b) < before, "retention runs once the pass is done");
+    }
+
     /// Issue 25 item 1, with no write to find it out: the volume sync re-reads the
     /// `owner.json` of each partition led here, and stops serving one taken over.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
