@@ -336,7 +336,7 @@ impl Broker {
             (outcome, state.log.log_start_offset())
         };
         if matches!(outcome, AppendOutcome::Appended(_)) {
-            self.appended.send_modify(|n| *n = n.wrapping_add(1));
+            self.wake_readers(Some(partition));
         }
         Ok((outcome, log_start))
     }

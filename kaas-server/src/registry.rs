@@ -53,6 +53,10 @@ pub struct Partition {
     /// retention of a compacted log runs on the cleaner's thread. Deleting a segment
     /// the pass read dropped the pass ([`Partition::cleaning`]).
     cleaning: AtomicBool,
+    /// Bumped whenever what a reader of this partition gets may have changed (an
+    /// append, a marker, a flush that confirmed records): a long poll woken by another
+    /// partition's change looks again only if one of its own changed.
+    reader_changes: std::sync::atomic::AtomicU64,
     /// `owner.lock`, held for as long as this broker may append here: no other
     /// process (another broker, kaasctl) writes this log meanwhile. Declared last, so
     /// it is dropped after the log files are closed.
@@ -84,6 +88,17 @@ impl Partition {
     pub fn cleaning(&self, _state: &PartitionState) -> CleaningPass<'_> {
         self.cleaning.store(true, Ordering::Release);
         CleaningPass(&self.cleaning)
+    }
+
+    /// Notes a change readers may see (see `Cluster::wake_readers`, which also wakes
+    /// the long polls).
+    pub fn note_reader_change(&self) {
+        self.reader_changes.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many changes readers may see there have been ([`Partition::note_reader_change`]).
+    pub fn reader_changes(&self) -> u64 {
+        self.reader_changes.load(Ordering::SeqCst)
     }
 
     /// Whether a cleaning pass is under way (see [`Partition::cleaning`]).
@@ -465,6 +480,7 @@ impl Partition {
             flush_lock: tokio::sync::Mutex::new(()),
             flush_for_readers: AtomicBool::new(false),
             cleaning: AtomicBool::new(false),
+            reader_changes: std::sync::atomic::AtomicU64::new(0),
             failed: Arc::new(AtomicBool::new(false)),
             retired: AtomicBool::new(false),
             taken_from: None,

@@ -299,7 +299,7 @@ impl Cluster {
                     .wait_durable(info.next_offset)
                     .await
                     .map_err(|e| fail(e.to_string()))?;
-                self.appended.send_modify(|n| *n = n.wrapping_add(1));
+                self.wake_readers(Some(&partition));
                 // Durable only counts if this broker still led the partition when the
                 // fsync finished (on NFS, unflushed pages are not seen by a successor).
                 if !self.still_fresh_since(stepdowns) {

@@ -45,6 +45,8 @@ pub struct Cluster {
     pub(crate) admin_lock: tokio::sync::Mutex<()>,
     /// Bumped after every append; long-polling fetches wait on it.
     pub(crate) appended: watch::Sender<u64>,
+    /// Bumped with `appended` when the topics change (see [`Cluster::wake_readers`]).
+    topic_changes: std::sync::atomic::AtomicU64,
     pub(crate) producer_ids: Mutex<ProducerIdAllocator>,
     /// Brokers whose lease is fresh, with their advertised address, refreshed by the
     /// lease task; ownership of transaction slots and groups is computed from it.
@@ -220,6 +222,7 @@ impl Cluster {
             registry: RwLock::new(registry),
             admin_lock: tokio::sync::Mutex::new(()),
             appended: watch::channel(0).0,
+            topic_changes: std::sync::atomic::AtomicU64::new(0),
             fence_doorbell: tokio::sync::Notify::new(),
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(live_at_start),
@@ -626,6 +629,24 @@ impl Cluster {
 
     pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
         self.appended.subscribe()
+    }
+
+    /// Wakes the long polls: what readers of `p` get may have changed (None: the
+    /// topics did). The change is counted before the wake-up, so a poll that marks
+    /// the wake-up seen and then reads the counts never misses it.
+    pub(crate) fn wake_readers(&self, p: Option<&Partition>) {
+        match p {
+            Some(p) => p.note_reader_change(),
+            None => {
+                self.topic_changes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// How many times the topics changed for readers ([`Self::wake_readers`]).
+    pub(crate) fn topic_changes(&self) -> u64 {
+        self.topic_changes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn must_fsync(&self, acks: i16) -> bool {

@@ -202,7 +202,7 @@ impl Cluster {
             reg.by_id.insert(topic.meta.topic_id, topic.meta.name.clone());
             reg.topics.insert(topic.meta.name.clone(), topic);
             if self.appended.receiver_count() > 0 {
-                self.appended.send_modify(|n| *n = n.wrapping_add(1));
+                self.wake_readers(None);
             }
         }
         fences.settle(self);

@@ -23,6 +23,11 @@ pub const MIN: i16 = 4;
 pub const MAX: i16 = 12;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
+    handle_counted(broker, ctx, req).await.0
+}
+
+/// [`handle`], and how many passes over its partitions it made.
+async fn handle_counted(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchRequest) -> (FetchResponse, usize) {
     // A long poll holds its request (and its share of the request memory budget):
     // capped, as clients ask for 500 ms and re-fetch anyway.
     let deadline = Instant::now() + Duration::from_millis((req.max_wait_ms.max(0) as u64).min(MAX_WAIT_MS));
@@ -42,8 +47,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
                 .authorize(ctx, Operation::Read, ResourceType::Topic, &t.topic.0)
         })
         .collect();
+    let mut passes = 0;
+    let mut changes = reader_changes(broker, &req, &readable);
     loop {
         appends.borrow_and_update();
+        passes += 1;
         let Gathered {
             mut responses,
             bytes,
@@ -55,7 +63,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
         // flushed and confirmed, and look again once that is done.
         for p in unconfirmed {
             let broker = broker.clone();
-            p.flush_for_readers(move || broker.appended.send_modify(|n| *n = n.wrapping_add(1)));
+            let flushed = p.clone();
+            p.flush_for_readers(move || broker.wake_readers(Some(&flushed)));
         }
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline || *shutdown.borrow();
         if done {
@@ -71,14 +80,51 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: FetchReques
                     responses[ti].partitions[pi].error_code = e.code();
                 }
             }
-            return FetchResponse::default().with_responses(responses);
+            return (FetchResponse::default().with_responses(responses), passes);
         }
-        tokio::select! {
-            _ = appends.changed() => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-            _ = shutdown.changed() => {}
+        // Every append, marker and flush on this broker wakes every long poll: looked
+        // at again only when one of this request's partitions (or the topics)
+        // changed. A pass locks each partition and works out its last stable offset;
+        // repeated for every append anywhere, idle consumers' polls kept the cores
+        // busy (`a_long_poll_looks_again_only_when_its_partitions_change`). The
+        // wake-up is marked seen before the counts are read, and every change is
+        // counted before its wake-up: none is missed.
+        loop {
+            tokio::select! {
+                _ = appends.changed() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = shutdown.changed() => {}
+            }
+            appends.borrow_and_update();
+            let now = reader_changes(broker, &req, &readable);
+            if now != changes || Instant::now() >= deadline || *shutdown.borrow() {
+                changes = now;
+                break;
+            }
         }
     }
+}
+
+/// The change counts of the partitions `req` reads (and of the topics), summed with
+/// the partitions' addresses: a different sum means something a pass would see may
+/// have changed.
+fn reader_changes(broker: &Broker, req: &FetchRequest, readable: &[bool]) -> u64 {
+    let mut sum = broker.topic_changes();
+    for (ft, _) in req.topics.iter().zip(readable).filter(|(_, r)| **r) {
+        let Ok(topic) = broker.topic(&ft.topic.0) else {
+            continue;
+        };
+        for fp in &ft.partitions {
+            if let Some(Ok(p)) = topic.partition(fp.partition) {
+                // The partition's address too: one opened again (another object, its
+                // count from 0), or gone, changes the sum.
+                sum = sum
+                    .wrapping_add(p.reader_changes())
+                    .wrapping_add(Arc::as_ptr(p) as usize as u64);
+            }
+        }
+    }
+    sum
 }
 
 /// The offset after the last whole batch in `data`.
@@ -351,13 +397,17 @@ mod tests {
     }
 
     async fn produce(b: &std::sync::Arc<crate::broker::Broker>, acks: i16) -> i16 {
+        produce_to(b, "t", acks).await
+    }
+
+    async fn produce_to(b: &std::sync::Arc<crate::broker::Broker>, topic: &str, acks: i16) -> i16 {
         use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
         let batch = kaas_core::batch::build_batch(0, 1, None, 0, &[(None, Some(b"v"))]);
         let req = kafka_protocol::messages::ProduceRequest::default()
             .with_acks(acks)
             .with_timeout_ms(1000)
             .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(sb("t")))
+                .with_name(TopicName(sb(topic)))
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(0)
                     .with_records(Some(bytes::Bytes::from(batch)))])]);
@@ -402,6 +452,48 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Every append on the broker woke every long poll, which then locked each of its
+    /// partitions again and worked out its last stable offset: idle consumers at the
+    /// end of quiet partitions kept the cores busy while another topic took writes
+    /// (one Fetch naming an idle partition many times multiplied it). A long poll
+    /// looks again only when one of its partitions changed; it still wakes for its
+    /// own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_poll_looks_again_only_when_its_partitions_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        b.create_topic("u", 1, Default::default()).await.unwrap();
+        let poll = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let c = ctx(ApiKey::Fetch, 12);
+                let RequestKind::Fetch(req) = fetch_request(0, 3_000) else {
+                    unreachable!()
+                };
+                super::handle_counted(&b, &c, req).await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        for _ in 0..200 {
+            assert_eq!(produce_to(&b, "u", 1).await, 0);
+        }
+        // Its own partition's append wakes it: answered long before its 3 s.
+        let asked = std::time::Instant::now();
+        assert_eq!(produce_to(&b, "t", -1).await, 0);
+        let (answer, passes) = poll.await.unwrap();
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            asked.elapsed()
+        );
+        assert_eq!(read(ResponseKind::Fetch(answer)), (1, vec![0]));
+        assert!(
+            passes <= 4,
+            "{passes} passes over its partitions for 200 appends elsewhere"
+        );
     }
 
     /// The other half: records produced with acks=1 are read as soon as one flush
