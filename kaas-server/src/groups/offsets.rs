@@ -260,7 +260,11 @@ impl GroupCoordinator {
         Ok(result)
     }
 
-    /// Stages offsets for a transactional producer (TxnOffsetCommit), durably.
+    /// Stages offsets for a transactional producer (TxnOffsetCommit), durably, once
+    /// `member` (run under the group's lock, on the group's file as it is now) accepts
+    /// the committing member. Err(volume) when the file could not be written;
+    /// Ok(Err(code)) when the member was refused and nothing was staged.
+    #[allow(clippy::too_many_arguments)]
     pub fn stage_offsets(
         &self,
         group_id: &str,
@@ -269,9 +273,13 @@ impl GroupCoordinator {
         transactional_id: &str,
         entries: &[(String, i32, i64, i32, Option<String>)],
         guard: &dyn Fn() -> Result<(), VolumeError>,
-    ) -> Result<(), VolumeError> {
+        member: &(dyn Fn(&GroupOffsets) -> Result<(), ResponseError> + Sync),
+    ) -> Result<Result<(), ResponseError>, VolumeError> {
         let now = now_ms();
         self.with_offsets_guarded(group_id, guard, |offsets| {
+            if let Err(code) = member(offsets) {
+                return (Err(code), false);
+            }
             for (topic, partition, offset, leader_epoch, metadata) in entries {
                 let committed = CommittedOffset {
                     offset: *offset,
@@ -288,7 +296,7 @@ impl GroupCoordinator {
                     committed,
                 );
             }
-            ((), true)
+            (Ok(()), true)
         })
     }
 

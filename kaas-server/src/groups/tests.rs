@@ -681,8 +681,11 @@ fn finishing_a_transaction_for_a_group_with_nothing_staged_leaves_no_trace() {
             .unwrap();
     }
     assert_eq!((files(), c.offsets.lock().unwrap().len()), (0, 0));
-    c.stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 42, -1, None)], &|| Ok(()))
-        .unwrap();
+    c.stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 42, -1, None)], &|| Ok(()), &|_| {
+        Ok(())
+    })
+    .unwrap()
+    .unwrap();
     c.finish_pending("g", 7, 0, true, &|| Ok(())).unwrap();
     assert_eq!(c.fetch_offsets("g").unwrap().get("t", 0).unwrap().offset, 42);
 }
@@ -701,8 +704,11 @@ fn committed_offsets_are_on_the_volume() {
 fn an_offsets_file_changed_behind_the_coordinator_is_reloaded() {
     let (dir, c) = coordinator();
     let volume = Volume::new(dir.path());
-    c.stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 42, -1, None)], &|| Ok(()))
-        .unwrap();
+    c.stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 42, -1, None)], &|| Ok(()), &|_| {
+        Ok(())
+    })
+    .unwrap()
+    .unwrap();
     assert!(c.fetch_offsets("g").unwrap().has_pending("t", 0));
     // An operator tool discards the staged offsets directly on the volume.
     let mut on_disk = GroupOffsets::load(&volume, "g").unwrap();

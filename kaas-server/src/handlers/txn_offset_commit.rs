@@ -56,8 +56,32 @@ pub async fn handle(
             .map_err(|e| client_error_code(e.code(), ctx.version, FENCED_SINCE))
     };
     // KIP-447: with a generation, the member must belong to the group's current one
-    // (in a KIP-848 consumer group, the generation is the member epoch).
-    if result.is_ok() && ctx.version >= 3 && req.generation_id >= 0 {
+    // (in a KIP-848 consumer group, the generation is the member epoch). Checked
+    // here, and again under the group's lock as the offsets are staged: the request
+    // may wait for its transaction's slot meanwhile, and a member removed then must
+    // stage nothing (`a_member_removed_while_its_commit_waited_for_the_slot_stages_nothing`).
+    let checks_member = ctx.version >= 3 && req.generation_id >= 0;
+    let member_again = |offsets: &kaas_core::offsets::GroupOffsets| -> Result<(), ResponseError> {
+        if !checks_member {
+            return Ok(());
+        }
+        match &offsets.consumer {
+            Some(consumer) => {
+                crate::groups::member_check(consumer, &req.member_id, req.generation_id, false).map_err(|e| match e {
+                    ResponseError::StaleMemberEpoch => ResponseError::IllegalGeneration,
+                    e => e,
+                })
+            }
+            None => broker.groups.check_commit(
+                &group,
+                req.generation_id,
+                &req.member_id,
+                req.group_instance_id.as_deref(),
+                true,
+            ),
+        }
+    };
+    if result.is_ok() && checks_member {
         let checked = broker
             .groups
             .check_consumer_member(&group, &req.member_id, req.generation_id, false)
@@ -135,6 +159,7 @@ pub async fn handle(
                 req.producer_epoch,
                 &group,
                 &entries,
+                &member_again,
             )
             .await
         {
@@ -235,5 +260,62 @@ mod tests {
             );
         }
         assert_eq!(code(handle(&b, &c, request(joined.member_epoch)).await), 0);
+    }
+
+    /// The member was checked before the request waited for its transaction's slot
+    /// (held by an EndTxn writing markers, say) and never again: a member removed
+    /// meanwhile (past its rebalance timeout, its partitions given to another, who
+    /// read no pending offsets and started from the last commit) still had its
+    /// offsets staged and committed with its output — the same records processed
+    /// twice. As Apache's `validateTransactionalOffsetCommit`, which runs with the
+    /// write, the member is checked again under the group's lock with the staging.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_member_removed_while_its_commit_waited_for_the_slot_stages_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("orders", 2, BTreeMap::new()).await.unwrap();
+        let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+        b.txn.add(&b, "tx", pid, epoch, &[], &["g".to_string()]).await.unwrap();
+        let topics = crate::handlers::consumer_group_heartbeat::topics_view(&b);
+        let joined = b
+            .groups
+            .consumer_heartbeat("g", crate::groups::consumer::tests::join("a", &["orders"]), &topics, 0)
+            .unwrap();
+        let request = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(super::super::sb("tx")))
+            .with_group_id(GroupId(super::super::sb("g")))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_generation_id(joined.member_epoch)
+            .with_member_id(super::super::sb("a"))
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(super::super::sb("orders")))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(100)])]);
+        // The slot held by another process (an EndTxn elsewhere, kaasctl): the
+        // commit waits for it.
+        let held = kaas_core::txn_store::TxnStateStore::new(b.volume.clone())
+            .lock_slot(kaas_core::txn::slot_for("tx"))
+            .unwrap();
+        let commit = tokio::spawn({
+            let b = b.clone();
+            async move { handle(&b, &ctx(ApiKey::TxnOffsetCommit, 3), request).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!commit.is_finished(), "the commit waits for the slot");
+        // The member leaves (or is removed) meanwhile.
+        let mut leave = crate::groups::consumer::tests::beat("a", -1, &Default::default());
+        leave.owned = None;
+        b.groups.consumer_heartbeat("g", leave, &topics, 0).unwrap();
+        drop(held);
+        let answer = commit.await.unwrap();
+        let code = answer.topics[0].partitions[0].error_code;
+        assert!(
+            code == ResponseError::UnknownMemberId.code() || code == ResponseError::IllegalGeneration.code(),
+            "answered {code}"
+        );
+        let offsets = kaas_core::offsets::GroupOffsets::load(&b.volume, "g").unwrap();
+        assert!(offsets.pending.is_empty(), "staged: {:?}", offsets.pending);
     }
 }

@@ -75,6 +75,10 @@ pub enum CoordError {
     /// wait: a paused or stuck holder never stalls this broker for longer.
     #[error("transaction slot {slot} is locked by another process; gave up after {waited_ms} ms")]
     SlotBusy { slot: u32, waited_ms: u64 },
+    /// TxnOffsetCommit: the committing member is no longer the group's (checked again
+    /// under the group's lock, with the staging).
+    #[error("the committing member was refused: {0:?}")]
+    MemberRefused(kafka_protocol::error::ResponseError),
 }
 
 impl CoordError {
@@ -88,6 +92,7 @@ impl CoordError {
             CoordError::Marker(_) => 51, // CONCURRENT_TRANSACTIONS
             // Retriable: the client tries again until the holder lets go (or dies).
             CoordError::SlotBusy { .. } => 14, // COORDINATOR_LOAD_IN_PROGRESS
+            CoordError::MemberRefused(e) => e.code(),
         }
     }
 }
@@ -1018,6 +1023,7 @@ impl TransactionCoordinator {
     /// slot locked from the transaction check to the staged write, so an EndTxn (or a
     /// reaper abort) cannot finish the transaction in between and leave offsets
     /// staged for a transaction that is already over.
+    #[allow(clippy::too_many_arguments)]
     pub async fn stage_offsets(
         &self,
         broker: &Cluster,
@@ -1026,6 +1032,7 @@ impl TransactionCoordinator {
         epoch: i16,
         group: &str,
         entries: &[(String, i32, i64, i32, Option<String>)],
+        member: &(dyn Fn(&kaas_core::offsets::GroupOffsets) -> Result<(), kafka_protocol::error::ResponseError> + Sync),
     ) -> Result<(), CoordError> {
         // TxnOffsetCommit goes to the group's coordinator (as in Apache), which checks
         // the transaction in the slot file on the shared volume, under its lock.
@@ -1033,10 +1040,11 @@ impl TransactionCoordinator {
         let held = self.lock_slot(slot_for(tid)).await?;
         Self::check_ongoing(self.held_entry(&held, tid)?.as_ref(), pid, epoch, group)?;
         let lock = held.lock.id();
-        self.groups
-            .stage_offsets(group, pid, epoch, tid, entries, &|| self.store.check_held(lock))?;
+        let staged =
+            self.groups
+                .stage_offsets(group, pid, epoch, tid, entries, &|| self.store.check_held(lock), member)?;
         drop(held);
-        Ok(())
+        staged.map_err(CoordError::MemberRefused)
     }
 
     /// EndTxn, whole: Prepare*, then offsets, markers and Complete* before returning

@@ -140,7 +140,7 @@ async fn a_stale_finish_of_transaction_n_never_closes_transaction_n_plus_1() {
     b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &["g".into()]).await.unwrap();
     let first = produce_txn(&b, "tx", pid, 0, 1).unwrap();
     b.txn
-        .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, 99, -1, None)])
+        .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, 99, -1, None)], &|_| Ok(()))
         .await
         .unwrap();
     // A stale copy of N (a reaper's earlier read, a late EndTxn helper) tries to finish.
@@ -200,7 +200,7 @@ async fn offsets_staged_concurrently_with_an_abort_never_outlive_it() {
             let b = b.clone();
             tokio::spawn(async move {
                 b.txn
-                    .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, round, -1, None)])
+                    .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, round, -1, None)], &|_| Ok(()))
                     .await
             })
         };
@@ -225,7 +225,7 @@ async fn a_zombie_epoch_cannot_stage_offsets() {
     b.txn.add(&b, "tx", pid, e1, &[], &["g".into()]).await.unwrap();
     let zombie = b
         .txn
-        .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, 5, -1, None)])
+        .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, 5, -1, None)], &|_| Ok(()))
         .await;
     assert_eq!(zombie.unwrap_err().code(), 90);
     assert!(GroupOffsets::load(&b.volume, "g").unwrap().pending.is_empty());
@@ -798,7 +798,16 @@ async fn a_sync_finding_a_topic_created_again_keeps_the_new_topics_offsets() {
     b1.create_topic("t", 1, Default::default()).await.unwrap();
     b1.groups.commit_offsets("g", &[("t".into(), 0, 3, -1, None)]).unwrap();
     b1.groups
-        .stage_offsets("g", 7, 0, "tx", &[("t".into(), 0, 5, -1, None)], &|| Ok(()))
+        .stage_offsets(
+            "g",
+            7,
+            0,
+            "tx",
+            &[("t".into(), 0, 5, -1, None)],
+            &|| Ok(()),
+            &|_| Ok(()),
+        )
+        .unwrap()
         .unwrap();
     sync(&b0).await.unwrap();
     let g = kaas_core::offsets::GroupOffsets::load(&b0.volume, "g").unwrap();
@@ -1499,7 +1508,7 @@ async fn a_holder_deposed_while_paused_finishes_no_staged_offsets() {
     b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &["g".into()]).await.unwrap();
     produce_txn(&b, "tx", pid, 0, 0).unwrap();
     b.txn
-        .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, 7, -1, None)])
+        .stage_offsets(&b, "tx", pid, 0, "g", &[("t".into(), 0, 7, -1, None)], &|_| Ok(()))
         .await
         .unwrap();
     let ongoing = b.txn.store().get("tx").unwrap().unwrap();
