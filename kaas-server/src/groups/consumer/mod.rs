@@ -721,8 +721,15 @@ impl ConsumerGroup {
         };
         if hb.member_epoch == -2 && m.instance_id.is_some() {
             // A static member leaving for a while: its partitions wait for it, until
-            // its session expires.
+            // its session expires. What it still had to give up is free at once (the
+            // client revoked everything before it left), and no rebalance timeout
+            // runs on it while it is away, as Apache's
+            // `consumerGroupStaticMemberGroupLeave`
+            // (`a_static_member_leaving_for_a_while_frees_what_it_had_to_give_up`).
             m.epoch = -2;
+            m.rebalance_deadline_ms = None;
+            let revoked = std::mem::take(&mut m.pending_revocation);
+            self.release(&hb.member_id, revoked);
             return Ok(HeartbeatReply {
                 member_id: hb.member_id.clone(),
                 member_epoch: -2,

@@ -750,3 +750,42 @@ fn a_member_joining_again_keeps_its_partitions() {
         );
     }
 }
+
+/// A static member leaving for a while (epoch -2) while it had partitions to give up
+/// kept them pending and its rebalance deadline: the member waiting for them got
+/// nothing until the static member came back or its session ended, and one away
+/// past its rebalance timeout was removed outright (its other partitions moved too,
+/// and it came back as a new member). As Apache's
+/// `consumerGroupStaticMemberGroupLeave`: the client revoked everything before it
+/// left, so what it had to give up is free at once, and no rebalance timeout runs on
+/// a member that is away.
+#[test]
+fn a_static_member_leaving_for_a_while_frees_what_it_had_to_give_up() {
+    let t = topics(&[("orders", 1, 2)]);
+    let mut g = ConsumerGroup::new("g");
+    let mut a = join("a", &["orders"]);
+    a.instance_id = Some("i-1".into());
+    a.rebalance_timeout_ms = 10_000;
+    let owned = g.heartbeat(a, &t, &settings(), 0, no_id).unwrap().assignment.unwrap();
+    assert_eq!(count(&owned), 2);
+    let b = g.heartbeat(join("b", &["orders"]), &t, &settings(), 1, no_id).unwrap();
+    // a is told to give one up...
+    let mut beat_a = beat("a", 1, &owned);
+    beat_a.instance_id = Some("i-1".into());
+    let r = g.heartbeat(beat_a, &t, &settings(), 2, no_id).unwrap();
+    assert_eq!(count(r.assignment.as_ref().unwrap()), 1);
+    // ...and leaves for a restart instead, having revoked everything.
+    let mut leave = beat("a", -2, &Assignment::new());
+    leave.instance_id = Some("i-1".into());
+    assert_eq!(g.heartbeat(leave, &t, &settings(), 3, no_id).unwrap().member_epoch, -2);
+    let r = g
+        .heartbeat(beat("b", b.member_epoch, &Assignment::new()), &t, &settings(), 4, no_id)
+        .unwrap();
+    let got = g.members["b"].assigned.clone();
+    assert_eq!(count(&got), 1, "b gets the partition a gave up: {r:?}");
+    assert!(
+        g.expire(&t, 12_001).is_empty(),
+        "no rebalance timeout runs on a member away"
+    );
+    assert!(g.members.contains_key("a"), "its other partition waits for it");
+}
