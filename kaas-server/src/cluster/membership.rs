@@ -79,6 +79,21 @@ impl Cluster {
         self.live_brokers.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The brokers Metadata and DescribeCluster list: the live ones, and always this
+    /// one, which is answering. A broker that stepped down (its lease stale) left
+    /// itself out, and with no other broker live (one broker, or all of them stepping
+    /// down through a volume stall) answered an empty list with every topic:
+    /// librdkafka then forgot every broker it knew and bootstrapped again, failing the
+    /// requests in flight. Its partitions still say LEADER_NOT_AVAILABLE (leaders are
+    /// judged by [`Self::live_brokers`]).
+    pub fn listed_brokers(&self) -> BTreeMap<i32, Endpoints> {
+        let mut listed = self.live_brokers();
+        listed
+            .entry(self.config.broker_id)
+            .or_insert_with(|| self.advertised.clone());
+        listed
+    }
+
     /// Replaces the live-broker list (from the lease files). This broker is in it
     /// exactly while its own lease is fresh: one that stepped down owns nothing.
     /// Returns whether the set of live brokers changed (`Broker::set_live_brokers`

@@ -26,7 +26,7 @@ pub async fn handle(
         )
         .with_brokers(
             broker
-                .live_brokers()
+                .listed_brokers()
                 .iter()
                 .filter_map(|(id, endpoints)| {
                     let (host, port) = endpoints.on(&ctx.listener)?;

@@ -24,7 +24,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
     // Each broker's address on the listener this request came in on; a broker
     // without that listener is left out (and its partitions say LISTENER_NOT_FOUND).
     let live = broker.live_brokers();
-    let brokers = live
+    let brokers = broker
+        .listed_brokers()
         .iter()
         .filter_map(|(id, endpoints)| {
             let (host, port) = endpoints.on(&ctx.listener)?;
@@ -91,17 +92,22 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: MetadataReq
             if !seen.insert(key) {
                 continue;
             }
+            // A name no topic can have is INVALID_TOPIC_EXCEPTION, as Apache's
+            // `Topic.validate` answers it, not a topic to wait for — whether or not
+            // the client allowed auto-creation.
+            let invalid = |name: &str, e: TopicError| match e {
+                TopicError::Unknown(_) if !kaas_core::layout::valid_topic_name(name) => {
+                    TopicError::InvalidName(name.to_string())
+                }
+                e => e,
+            };
             let result = match &requested.name {
                 Some(name) if !describable(name) => Err(None),
-                Some(name) if auto_create => broker.topic_or_create_for(ctx, name).await.map_err(Some),
-                // A name no topic can have is INVALID_TOPIC_EXCEPTION, as Apache's
-                // `Topic.validate` answers it, not a topic to wait for.
-                Some(name) => broker.topic(name).map_err(|e| match e {
-                    TopicError::Unknown(_) if !kaas_core::layout::valid_topic_name(name) => {
-                        Some(TopicError::InvalidName(name.to_string()))
-                    }
-                    e => Some(e),
-                }),
+                Some(name) if auto_create => broker
+                    .topic_or_create_for(ctx, name)
+                    .await
+                    .map_err(|e| Some(invalid(name, e))),
+                Some(name) => broker.topic(name).map_err(|e| Some(invalid(name, e))),
                 None => match broker.topic_by_id(&requested.topic_id) {
                     Some(t) if !describable(&t.meta.name) => Err(None),
                     Some(t) => Ok(t),
@@ -264,5 +270,38 @@ mod tests {
         let r = handle(&b, &ctx(ApiKey::Metadata, 9), asking(&["bad name!", ".."])).await;
         let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
         assert_eq!(codes, [ResponseError::InvalidTopicException.code(); 2]);
+        // Also when the client allows auto-creation (Java's producer always does) and
+        // the broker does not: UNKNOWN_TOPIC_OR_PARTITION had Java's send() block for
+        // max.block.ms and librdkafka wait out its propagation time.
+        let r = handle(
+            &b,
+            &ctx(ApiKey::Metadata, 9),
+            asking(&["bad name!", ".."]).with_allow_auto_topic_creation(true),
+        )
+        .await;
+        let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+        assert_eq!(codes, [ResponseError::InvalidTopicException.code(); 2]);
+    }
+
+    /// A broker that stepped down (its lease stale: a volume stall) left itself out
+    /// of the brokers it listed; alone, it answered no broker and every topic, and
+    /// librdkafka then forgot every broker and bootstrapped again (a transactional
+    /// call under way never returned). It lists itself (the partitions it let go at
+    /// the step-down say LEADER_NOT_AVAILABLE).
+    #[tokio::test]
+    async fn a_broker_that_stepped_down_still_lists_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker_with(dir.path(), &[]);
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        b.renewed_at(std::time::Instant::now() - std::time::Duration::from_secs(6));
+        b.set_live_brokers(Default::default());
+        let r = handle(&b, &ctx(ApiKey::Metadata, 9), asking(&["t"])).await;
+        let ids: Vec<i32> = r.brokers.iter().map(|b| b.node_id.0).collect();
+        assert_eq!(ids, [b.config.broker_id]);
+        assert_eq!(r.controller_id.0, b.config.broker_id);
+        // Every leader named is a broker listed.
+        for p in &r.topics[0].partitions {
+            assert!(p.leader_id.0 == -1 || ids.contains(&p.leader_id.0), "{p:?}");
+        }
     }
 }
