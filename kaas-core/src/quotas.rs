@@ -87,6 +87,11 @@ impl Entity {
             if slot.is_some() {
                 return Err(format!("entity type {entity_type} given twice"));
             }
+            if name == Some("") {
+                // Null is the default; an empty name is refused, as Apache's
+                // `validateEntity` does ("Empty user not supported").
+                return Err(format!("Empty {entity_type} not supported"));
+            }
             *slot = Some(EntityName::from_wire(name));
         }
         if entity.user.is_none() && entity.client_id.is_none() {
@@ -388,6 +393,10 @@ mod tests {
         assert!(Entity::from_components([(IP, Some("10.0.0.1"))]).is_err());
         assert!(Entity::from_components([("group", Some("g"))]).is_err());
         assert!(Entity::from_components([]).is_err());
+        // An empty name is not the default (null) and names no client: refused, as
+        // Apache's "Empty user not supported".
+        assert!(Entity::from_components([(USER, Some(""))]).is_err());
+        assert!(Entity::from_components([(USER, Some("a")), (CLIENT_ID, Some(""))]).is_err());
     }
 
     #[test]
