@@ -374,6 +374,34 @@ pub(super) fn complete_join(group: &mut Group, now: Instant) {
         info!(group = %group.id, member = %id, "member did not rejoin in time; removed");
         remove_member(group, &id);
     }
+    // The leader must be a member that rejoined (Apache's `maybeElectNewJoinedLeader`):
+    // an absent static leader would be sent no SyncGroup answer to give, and the group
+    // would wait in CompletingRebalance until its session ended. With nobody rejoined
+    // (absent static members only), the join waits another rebalance timeout, for
+    // them to come back or their sessions to end.
+    let rejoined = group
+        .members
+        .values()
+        .find(|m| m.join_waiter.is_some())
+        .map(|m| m.id.clone());
+    if rejoined.is_none() && !group.members.is_empty() {
+        let max_rebalance = group
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout)
+            .max()
+            .unwrap_or_default();
+        group.join_deadline = Some(now + max_rebalance);
+        info!(group = %group.id, "no member rejoined; the join waits another rebalance timeout");
+        return;
+    }
+    if group
+        .leader
+        .as_ref()
+        .is_none_or(|l| group.members.get(l).is_none_or(|m| m.join_waiter.is_none()))
+    {
+        group.leader = rejoined;
+    }
     group.pending.clear();
     group.join_deadline = None;
     group.initial_delay_until = None;
@@ -386,9 +414,6 @@ pub(super) fn complete_join(group: &mut Group, now: Instant) {
         return;
     }
     group.protocol = select_protocol(group);
-    if group.leader.as_ref().is_none_or(|l| !group.members.contains_key(l)) {
-        group.leader = group.members.keys().next().cloned();
-    }
     group.state = GroupState::CompletingRebalance;
     info!(group = %group.id, generation = group.generation, members = group.members.len(), protocol = ?group.protocol, "rebalance: join complete");
     let ids: Vec<String> = group.members.keys().cloned().collect();

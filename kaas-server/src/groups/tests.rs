@@ -1494,3 +1494,85 @@ fn a_rebalance_ends_at_the_rebalance_timeout_and_keeps_static_members_that_did_n
         "removed once its session expired"
     );
 }
+
+/// [`a_rebalance_ends_at_the_rebalance_timeout_and_keeps_static_members_that_did_not_rejoin`]
+/// when the absent static member is the leader: it stayed leader, the member that
+/// rejoined was told to follow and waited in SyncGroup for an assignment nobody
+/// would send, until the leader's session ended. As Apache, a member that rejoined
+/// leads.
+#[test]
+fn an_absent_static_leader_hands_the_lead_to_a_member_that_rejoined() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let req = |member: &str, pod: &str| JoinRequest {
+        instance_id: Some(pod.into()),
+        session_timeout_ms: 120_000,
+        rebalance_timeout_ms: 30_000,
+        ..join_req(member, 9)
+    };
+    let first = waited(c.join(req("", "pod-1"), t0)).try_recv().unwrap();
+    let _ = c.join(req("", "pod-0"), t0);
+    let _ = c.join(req(first.member_id.as_str(), "pod-1"), t0);
+    let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
+    let view = c.describe("g").unwrap();
+    let follower = view.members.iter().find(|m| m.id != leader).unwrap();
+    let generation = c.with_group("g", |g| g.generation).unwrap();
+    let _ = leader_assigns(&c, generation, &leader, follower.id.clone(), t0);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    // The follower rejoins with other metadata (a rebalance); the leader's pod is gone.
+    let t1 = t0 + Duration::from_secs(1);
+    let mut again = req(&follower.id, follower.instance_id.as_deref().unwrap());
+    again.protocols = vec![("range".into(), Bytes::from_static(b"other"))];
+    let mut rx = waited(c.join(again, t1));
+    c.tick(t1 + Duration::from_secs(31));
+    let answer = rx.try_recv().expect("answered at the rebalance timeout");
+    assert_eq!(answer.leader.as_str(), follower.id, "the member that rejoined leads");
+    assert_eq!(answer.members.len(), 2, "and assigns for both");
+}
+
+/// A rebalance nobody rejoined (a member that started it left; the static members
+/// are gone): no generation is completed without a member to lead it; the join waits
+/// for the static members' sessions, and the group is empty once they end.
+#[test]
+fn a_rebalance_nobody_rejoined_waits_for_the_static_members_sessions() {
+    let (_d, c) = coordinator();
+    let t0 = Instant::now();
+    let req = |member: &str, pod: &str| JoinRequest {
+        instance_id: Some(pod.into()),
+        session_timeout_ms: 120_000,
+        rebalance_timeout_ms: 30_000,
+        ..join_req(member, 9)
+    };
+    let first = waited(c.join(req("", "pod-1"), t0)).try_recv().unwrap();
+    let _ = c.join(req("", "pod-0"), t0);
+    let _ = c.join(req(first.member_id.as_str(), "pod-1"), t0);
+    let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
+    let follower = c
+        .describe("g")
+        .unwrap()
+        .members
+        .iter()
+        .find(|m| m.id != leader)
+        .unwrap()
+        .id
+        .clone();
+    let generation = c.with_group("g", |g| g.generation).unwrap();
+    let _ = leader_assigns(&c, generation, &leader, follower, t0);
+    // A dynamic member joins (a rebalance) and leaves again; nobody else rejoins.
+    let t1 = t0 + Duration::from_secs(1);
+    let id = now_response(c.join(join_req("", 9), t1)).member_id;
+    let _ = c.join(join_req(&id, 9), t1);
+    c.leave("g", &[(id.to_string(), None)], t1).unwrap();
+    c.tick(t1 + Duration::from_secs(31));
+    assert_eq!(
+        c.with_group("g", |g| g.generation).unwrap(),
+        generation,
+        "no leaderless generation"
+    );
+    assert_eq!(c.describe("g").unwrap().state, GroupState::PreparingRebalance);
+    c.tick(t0 + Duration::from_secs(122));
+    assert!(
+        c.describe("g").is_none_or(|v| v.members.is_empty()),
+        "their sessions ended"
+    );
+}
