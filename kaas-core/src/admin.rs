@@ -539,7 +539,15 @@ fn write_marker_direct(
         file.sync(false).map_err(|e| err(e.to_string()))?;
         outcome = DirectWrite::Written;
     }
-    state.write_snapshot(now_ms).map_err(|e| err(e.to_string()))?;
+    match state.write_snapshot(now_ms) {
+        // Not written, and not needed: the previous snapshot stays, and the next
+        // owner replays more of the log. The marker is written; failing here made
+        // every retry of the repair fail too.
+        Err(e @ crate::partition::PartitionError::SnapshotTooLarge { .. }) => {
+            tracing::warn!(error = %e, "producer-state snapshot not written after the marker");
+        }
+        written => written.map_err(|e| err(e.to_string()))?,
+    }
     // Let go cleanly, so the partition's rendezvous owner takes it at once. Should
     // this process die before, the leadership names no live broker: the next owner
     // takes it once the lock is free (the kernel frees it with the process).

@@ -160,6 +160,15 @@ pub enum PartitionError {
     Log(#[from] LogError),
     #[error(transparent)]
     Volume(#[from] VolumeError),
+    /// A producer-state snapshot no reader would take (past the state-file cap): not
+    /// written, the previous one stays ([`PartitionState::write_snapshot_within`]).
+    #[error("{}: the producer state ({producers} producers) would take {bytes} bytes, more than the {cap} bytes a state file may have; not written (the previous snapshot stays, and the next open replays more of the log)", path.display())]
+    SnapshotTooLarge {
+        path: PathBuf,
+        producers: usize,
+        bytes: usize,
+        cap: u64,
+    },
 }
 
 #[derive(Debug, Error)]
@@ -631,6 +640,10 @@ impl PartitionState {
     /// index entry first (retried here; the snapshot is refused if that fails), since
     /// the next open replays only the log after the snapshot.
     pub fn write_snapshot(&mut self, now_ms: i64) -> Result<(), PartitionError> {
+        #[cfg(test)]
+        if let Some(cap) = TEST_SNAPSHOT_CAP.with(std::cell::Cell::get) {
+            return self.write_snapshot_within(now_ms, cap);
+        }
         self.write_snapshot_within(now_ms, crate::fsutil::MAX_STATE_FILE_BYTES)
     }
 
@@ -654,19 +667,23 @@ impl PartitionState {
         let mut bytes = serde_json::to_vec(&snapshot).map_err(|e| VolumeError::io(&path, std::io::Error::other(e)))?;
         bytes.push(b'\n');
         if bytes.len() as u64 > cap {
-            return Err(VolumeError::Invalid {
+            return Err(PartitionError::SnapshotTooLarge {
                 path,
-                detail: format!(
-                    "the producer state ({} producers) would take {} bytes, more than the {cap} bytes a state file may have; not written (the previous snapshot stays, and the next open replays more of the log)",
-                    snapshot.producers.len(),
-                    bytes.len(),
-                ),
-            }
-            .into());
+                producers: snapshot.producers.len(),
+                bytes: bytes.len(),
+                cap,
+            });
         }
         crate::fsutil::atomic_write(&path, &bytes).map_err(|e| VolumeError::io(&path, e))?;
         Ok(())
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A smaller snapshot cap for [`PartitionState::write_snapshot`] on this thread:
+    /// tests of what a refused snapshot does, without a million producers.
+    pub(crate) static TEST_SNAPSHOT_CAP: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
 }
 
 /// Deletes a snapshot that does not belong to the log (durably: the directory is

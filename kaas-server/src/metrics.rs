@@ -234,6 +234,8 @@ impl WriteFailure for kaas_core::partition::PartitionError {
         match self {
             kaas_core::partition::PartitionError::Log(e) => e.is_io_failure(),
             kaas_core::partition::PartitionError::Volume(e) => e.is_io_failure(),
+            // Refused by size, not failed by the disk.
+            kaas_core::partition::PartitionError::SnapshotTooLarge { .. } => false,
         }
     }
 }

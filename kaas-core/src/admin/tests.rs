@@ -885,3 +885,32 @@ fn an_entry_widened_while_the_repair_waited_is_delivered_whole() {
         Redelivered::Gone
     );
 }
+
+/// A marker kaasctl writes to a partition no broker owns is followed by a
+/// producer-state snapshot; one too large to be written (past the state-file cap:
+/// about a million live producer ids, here a cap made small) made the repair report
+/// a failure after its marker was written, leave the partition's leadership to the
+/// admin writer, and fail again at every retry (nothing open any more, the same
+/// refusal). The snapshot is not needed: the marker stands.
+#[test]
+fn a_direct_marker_stands_when_the_snapshot_is_too_large_to_write() {
+    let (_d, volume, _) = setup();
+    {
+        let mut p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+        for pid in 1_000..1_300 {
+            let mut b = build_batch(0, 1, Some((pid, 0, 0)), 0, &[(None, Some(b"v"))]);
+            let h = validate_all(&b).unwrap();
+            p.append(&mut b, &h, 0, 1).unwrap();
+        }
+    }
+    crate::partition::TEST_SNAPSHOT_CAP.with(|c| c.set(Some(10_000)));
+    let written = write_marker_direct(&volume, &t0(), 42, 0, false, None, 10);
+    crate::partition::TEST_SNAPSHOT_CAP.with(|c| c.set(None));
+    assert_eq!(written.unwrap(), DirectWrite::Written);
+    let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+    assert_eq!(
+        p.last_stable_offset(),
+        p.log.log_end_offset(),
+        "the transaction is over"
+    );
+}

@@ -57,6 +57,17 @@ impl Cluster {
     /// logged and recorded in the partition's `cleaner.json` (kaasctl shows them),
     /// which is only ever written under the partition lock by its current leader.
     pub fn clean_partition(&self, p: &Partition, stop: &(dyn Fn() -> bool + Sync)) -> bool {
+        let installed = self.clean_pass(p, stop);
+        // Retention leaves a partition alone while it is being cleaned; what it
+        // skipped runs now, so passes back to back never put it off.
+        if self.lease_fresh() {
+            self.retain(p, now_ms(), true);
+        }
+        installed
+    }
+
+    /// One cleaning pass of [`Self::clean_partition`].
+    fn clean_pass(&self, p: &Partition, stop: &(dyn Fn() -> bool + Sync)) -> bool {
         let started = now_ms();
         let (dir, input, _pass) = {
             let Some(mut state) = p.writable() else { return false };

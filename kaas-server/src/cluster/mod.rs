@@ -673,32 +673,42 @@ impl Cluster {
             if expired > 0 {
                 debug!(topic = %p.topic, partition = p.index, producers = expired, "expired idle producers");
             }
-            // Only while owner.json, read under the partition's gate, names this
-            // leadership: a broker frozen with its clock deletes nothing in its
-            // successor's files (docs/cluster.md, safety rule 1). The partition's
-            // state first, then the gate, as every holder of both takes them (a roll,
-            // the cleaner's swap, a cut back): a roll holding the state while retention
-            // held the gate and waited for the state found the gate busy and failed.
-            let Some(mut state) = p.writable() else {
-                continue;
-            };
-            if p.being_cleaned() {
-                // The next pass of retention deletes what is due then; deleting now
-                // would drop the cleaning pass (every pass rewrites from the log start).
-                debug!(topic = %p.topic, partition = p.index, "retention waits for the cleaning pass under way");
-                continue;
+            self.retain(&p, now, false);
+        }
+    }
+
+    /// Retention of one partition: the segments past `retention.ms` /
+    /// `retention.bytes`, and those below a log start DeleteRecords moved. A partition
+    /// being cleaned is left to its cleaner (`by_cleaner` false): deleting a segment
+    /// under a pass dropped the pass; the cleaner calls this as its pass ends, so
+    /// passes back to back do not put retention off (as Apache's cleaner thread
+    /// deletes after each pass).
+    pub(crate) fn retain(&self, p: &Partition, now: i64, by_cleaner: bool) {
+        // Only while owner.json, read under the partition's gate, names this
+        // leadership: a broker frozen with its clock deletes nothing in its
+        // successor's files (docs/cluster.md, safety rule 1). The partition's
+        // state first, then the gate, as every holder of both takes them (a roll,
+        // the cleaner's swap, a cut back): a roll holding the state while retention
+        // held the gate and waited for the state found the gate busy and failed.
+        let Some(mut state) = p.writable() else {
+            return;
+        };
+        if p.being_cleaned() && !by_cleaner {
+            // The cleaner runs it as its pass ends; deleting now would drop the pass
+            // (every pass rewrites from the log start).
+            debug!(topic = %p.topic, partition = p.index, "retention waits for the cleaning pass under way");
+            return;
+        }
+        match p.while_led(|| state.enforce_retention(now)) {
+            Ok(Ok(deleted)) if !deleted.is_empty() => {
+                info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
             }
-            match p.while_led(|| state.enforce_retention(now)) {
-                Ok(Ok(deleted)) if !deleted.is_empty() => {
-                    info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    error!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
-                }
-                Err(e) => {
-                    warn!(topic = %p.topic, partition = p.index, error = %e, "retention deleted nothing: this broker's leadership is not confirmed")
-                }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                error!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
+            }
+            Err(e) => {
+                warn!(topic = %p.topic, partition = p.index, error = %e, "retention deleted nothing: this broker's leadership is not confirmed")
             }
         }
     }
