@@ -55,6 +55,14 @@ pub enum BatchError {
         found: u64,
         bytes: usize,
     },
+    #[error("produced batch at byte {position} names compression codec {codec}, which no client knows (0 to 4: none, gzip, snappy, lz4, zstd)")]
+    UnknownCodec { position: usize, codec: i16 },
+    #[error("produced batch at byte {position}: record {record} does not hold together ({detail})")]
+    MalformedRecord {
+        position: usize,
+        record: u64,
+        detail: &'static str,
+    },
 }
 
 /// The decoded fixed header of one v2 record batch.
@@ -219,8 +227,10 @@ pub fn validate_all(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
                 delta: header.last_offset_delta,
             });
         }
-        if header.compression() == 0 {
-            count_records(&buf[pos..pos + header.total_len()], pos, header.record_count)?;
+        match header.compression() {
+            0 => count_records(&buf[pos..pos + header.total_len()], pos, header.record_count)?,
+            1..=4 => {}
+            codec => return Err(BatchError::UnknownCodec { position: pos, codec }),
         }
         // One append goes into one segment, whose offsets span at most i32::MAX past
         // its base (the index holds them in 32 bits; a log rolls before an append
@@ -253,10 +263,16 @@ fn count_records(batch: &[u8], position: usize, count: i32) -> Result<(), BatchE
         bytes: records.len(),
     };
     while at < records.len() {
-        let len = read_varint(records, &mut at).ok_or_else(|| mismatch(found))?;
+        let len = read_varint32(records, &mut at).ok_or_else(|| mismatch(found))?;
         if len < 0 || len as u64 > (records.len() - at) as u64 {
             return Err(mismatch(found));
         }
+        let body = &records[at..at + len as usize];
+        check_record(body).map_err(|detail| BatchError::MalformedRecord {
+            position,
+            record: found,
+            detail,
+        })?;
         at += len as usize;
         found += 1;
     }
@@ -264,6 +280,58 @@ fn count_records(batch: &[u8], position: usize, count: i32) -> Result<(), BatchE
         return Err(mismatch(found));
     }
     Ok(())
+}
+
+/// Checks that one v2 record's body (after its length) holds together, as Java's
+/// `DefaultRecord.readFrom` reads it: attributes, timestamp delta, offset delta, key,
+/// value, headers (each with a key that is not null), ending exactly at the body's
+/// end; every int varint at most five bytes. Nothing is copied.
+fn check_record(body: &[u8]) -> Result<(), &'static str> {
+    let mut at = 1; // attributes
+    if body.is_empty() {
+        return Err("empty record");
+    }
+    read_varint(body, &mut at)
+        .filter(|_| at <= body.len())
+        .ok_or("timestamp delta")?;
+    read_varint32(body, &mut at).ok_or("offset delta")?;
+    // A length, then that many bytes (-1: null, where `nullable`).
+    let bytes = |at: &mut usize, nullable: bool, what: &'static str| -> Result<(), &'static str> {
+        let len = read_varint32(body, at).ok_or(what)?;
+        if len == -1 && nullable {
+            return Ok(());
+        }
+        if len < 0 || len as usize > body.len() - *at {
+            return Err(what);
+        }
+        *at += len as usize;
+        Ok(())
+    };
+    bytes(&mut at, true, "key")?;
+    bytes(&mut at, true, "value")?;
+    let headers = read_varint32(body, &mut at).ok_or("header count")?;
+    if headers < 0 {
+        return Err("negative header count");
+    }
+    for _ in 0..headers {
+        bytes(&mut at, false, "header key")?;
+        bytes(&mut at, true, "header value")?;
+    }
+    if at != body.len() {
+        return Err("bytes past its last header");
+    }
+    Ok(())
+}
+
+/// A zigzag varint of at most five bytes that fits 32 bits, as Java's
+/// `ByteUtils.readVarint` reads it (a longer encoding is an error there).
+fn read_varint32(buf: &[u8], pos: &mut usize) -> Option<i32> {
+    let start = *pos;
+    let v = read_varint(buf, pos)?;
+    if *pos - start > 5 {
+        return None;
+    }
+    i32::try_from(v).ok()
 }
 
 /// Overwrites the base offset of the batch starting at `buf[0]`. Outside the CRC.
@@ -445,6 +513,79 @@ mod tests {
         // But several together may not take more offsets than one segment spans.
         let two = [b.clone(), b].concat();
         assert!(matches!(validate_all(&two), Err(BatchError::SpanTooWide { .. })));
+    }
+
+    /// A batch with a codec no client knows (attribute bits 5, 6, 7) was stored:
+    /// Java's consumer then failed on it at every poll ("Unknown compression type
+    /// id"), stopping every group on the partition. Apache refuses it.
+    #[test]
+    fn a_batch_with_an_unknown_codec_is_refused() {
+        for codec in [5i16, 6, 7] {
+            let mut b = sample();
+            b[21..23].copy_from_slice(&codec.to_be_bytes());
+            let crc = crc32c::crc32c(&b[CRC_START..]);
+            b[17..21].copy_from_slice(&crc.to_be_bytes());
+            assert!(
+                matches!(validate_all(&b), Err(BatchError::UnknownCodec { codec: c, .. }) if c == codec),
+                "{codec}: {:?}",
+                validate_all(&b)
+            );
+        }
+    }
+
+    /// An uncompressed batch's records were counted by their length prefixes only: a
+    /// record that does not hold together (a body too short for its fields, a key or
+    /// value running past it, a negative header count, bytes left over, a varint
+    /// longer than Java's five bytes) was stored and acknowledged, and Java's
+    /// consumer failed on it at every poll. Apache's LogValidator decodes every
+    /// record of an uncompressed batch and refuses such a batch (INVALID_RECORD).
+    #[test]
+    fn a_record_that_does_not_hold_together_is_refused() {
+        // One record: length, then its body.
+        let with_record = |body: &[u8]| {
+            let mut b = sample();
+            b.truncate(HEADER_LEN);
+            let mut len = Vec::new();
+            put_varint(&mut len, body.len() as i32);
+            b.extend_from_slice(&len);
+            b.extend_from_slice(body);
+            let total = (b.len() - LOG_OVERHEAD) as i32;
+            b[8..12].copy_from_slice(&total.to_be_bytes());
+            b[23..27].copy_from_slice(&0i32.to_be_bytes()); // last offset delta
+            b[57..61].copy_from_slice(&1i32.to_be_bytes()); // record count
+            let crc = crc32c::crc32c(&b[CRC_START..]);
+            b[17..21].copy_from_slice(&crc.to_be_bytes());
+            b
+        };
+        // attributes, timestamp delta, offset delta, key -1, value 1 byte, 0 headers
+        let good = [0u8, 0, 0, 0x01, 0x02, b'v', 0];
+        assert!(
+            validate_all(&with_record(&good)).is_ok(),
+            "{:?}",
+            validate_all(&with_record(&good))
+        );
+        let bad: [(&str, Vec<u8>); 7] = [
+            ("attributes only", vec![0]),
+            ("value past the record", vec![0, 0, 0, 0x01, 0x0a, b'v', 0]),
+            ("key past the record", vec![0, 0, 0, 0x0a, b'k', 0x01, 0]),
+            ("negative header count", vec![0, 0, 0, 0x01, 0x01, 0x01]),
+            ("bytes left over", vec![0, 0, 0, 0x01, 0x01, 0, 0xff]),
+            ("a null header key", vec![0, 0, 0, 0x01, 0x01, 0x02, 0x01, 0x01]),
+            (
+                "a six-byte varint",
+                vec![0, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01, 0x01, 0],
+            ),
+        ];
+        for (what, body) in bad {
+            assert!(
+                matches!(
+                    validate_all(&with_record(&body)),
+                    Err(BatchError::MalformedRecord { .. })
+                ),
+                "{what}: {:?}",
+                validate_all(&with_record(&body))
+            );
+        }
     }
 
     #[test]

@@ -327,6 +327,31 @@ def test_a_batch_claiming_more_records_than_it_holds_is_refused_and_moves_no_off
     assert produce_and_read_back(kaas.bootstrap, "claims", [b"fine"]) == [b"first", b"fine"]
 
 
+def test_a_record_that_does_not_hold_together_or_an_unknown_codec_is_refused(kaas):
+    """Both were stored and acknowledged before: a record whose body is too short for
+    its fields (counted only by its length prefix), and a batch naming codec 5. Java's
+    consumer fails on either at every poll, stopping every group on the partition;
+    Apache refuses them. Refused with INVALID_RECORD, and a real consumer reads on."""
+    from wire import crc32c, parse_produce_v3, produce_v3, record_batch, varint
+    produce_and_read_back(kaas.bootstrap, "shape", [b"first"])
+    # One record of one byte (attributes only): its count and length prefix agree.
+    short = bytearray(record_batch([b"a"]))
+    records_at = 61
+    short = short[:records_at] + varint(1) + b"\x00"
+    short[8:12] = struct.pack(">i", len(short) - 12)
+    short[17:21] = struct.pack(">I", crc32c(bytes(short[21:])))
+    codec = bytearray(record_batch([b"a"]))
+    codec[21:23] = struct.pack(">h", 5)
+    codec[17:21] = struct.pack(">I", crc32c(bytes(codec[21:])))
+    conn = Conn(kaas.port)
+    for batch in (short, codec):
+        conn.send(request(0, 3, 9, produce_v3("shape", 0, bytes(batch))))
+        _, body = conn.recv_response()
+        ((_, _, error, _),) = parse_produce_v3(body)
+        assert error == 87  # INVALID_RECORD
+    assert produce_and_read_back(kaas.bootstrap, "shape", [b"fine"]) == [b"first", b"fine"]
+
+
 def test_a_join_group_with_200000_protocols_holds_up_no_other_client(kaas):
     import threading
     from wire import join_group_v1

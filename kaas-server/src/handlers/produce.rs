@@ -164,7 +164,9 @@ fn append(
                 LogError::Batch(
                     kaas_core::batch::BatchError::InconsistentCount { .. }
                     | kaas_core::batch::BatchError::RecordsDoNotMatchCount { .. }
-                    | kaas_core::batch::BatchError::SpanTooWide { .. },
+                    | kaas_core::batch::BatchError::SpanTooWide { .. }
+                    | kaas_core::batch::BatchError::UnknownCodec { .. }
+                    | kaas_core::batch::BatchError::MalformedRecord { .. },
                 ) => ResponseError::InvalidRecord.code(),
                 _ => ResponseError::CorruptMessage.code(),
             });
