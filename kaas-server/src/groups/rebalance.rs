@@ -288,19 +288,24 @@ pub(super) fn prepare_rebalance(group: &mut Group, now: Instant, settings: Setti
     }
     let was_empty = group.state == GroupState::Empty;
     group.state = GroupState::PreparingRebalance;
-    let max_rebalance = group
-        .members
-        .values()
-        .map(|m| m.rebalance_timeout)
-        .max()
-        .unwrap_or_default();
-    group.join_deadline = Some(now + max_rebalance);
+    group.join_deadline = Some(now + group_rebalance_timeout(group));
     group.initial_delay_until = if was_empty && !settings.initial_delay.is_zero() {
         Some(now + settings.initial_delay)
     } else {
         None
     };
     debug!(group = %group.id, "preparing rebalance");
+}
+
+/// The group's rebalance timeout: the longest of its members' (Apache's
+/// `rebalanceTimeoutMs`).
+fn group_rebalance_timeout(group: &Group) -> Duration {
+    group
+        .members
+        .values()
+        .map(|m| m.rebalance_timeout)
+        .max()
+        .unwrap_or_default()
 }
 
 pub(super) fn remove_member(group: &mut Group, id: &str) {
@@ -385,13 +390,7 @@ pub(super) fn complete_join(group: &mut Group, now: Instant) {
         .find(|m| m.join_waiter.is_some())
         .map(|m| m.id.clone());
     if rejoined.is_none() && !group.members.is_empty() {
-        let max_rebalance = group
-            .members
-            .values()
-            .map(|m| m.rebalance_timeout)
-            .max()
-            .unwrap_or_default();
-        group.join_deadline = Some(now + max_rebalance);
+        group.join_deadline = Some(now + group_rebalance_timeout(group));
         info!(group = %group.id, "no member rejoined; the join waits another rebalance timeout");
         return;
     }

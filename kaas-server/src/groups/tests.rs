@@ -1437,6 +1437,40 @@ fn classic_joins_for_groups_without_a_record_leave_no_cache_entry_or_lock_file()
     assert_eq!(c.fetch_offsets("g").unwrap().get("t", 0).unwrap().offset, 42);
 }
 
+/// A static member's join with a long session (120 s) and a 30 s rebalance timeout,
+/// as Java static members are set up.
+fn long_session_join(member: &str, pod: &str) -> JoinRequest {
+    JoinRequest {
+        instance_id: Some(pod.into()),
+        session_timeout_ms: 120_000,
+        rebalance_timeout_ms: 30_000,
+        ..join_req(member, 9)
+    }
+}
+
+/// Two such static members in a Stable group: [(leader, its pod), (follower, its pod)].
+fn stable_long_session_pair(c: &GroupCoordinator, t0: Instant) -> [(String, String); 2] {
+    let first = waited(c.join(long_session_join("", "pod-1"), t0)).try_recv().unwrap();
+    let _ = c.join(long_session_join("", "pod-0"), t0);
+    let _ = c.join(long_session_join(first.member_id.as_str(), "pod-1"), t0);
+    let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
+    let view = c.describe("g").unwrap();
+    let pod = |id: &str| {
+        view.members
+            .iter()
+            .find(|m| m.id == id)
+            .unwrap()
+            .instance_id
+            .clone()
+            .unwrap()
+    };
+    let follower = view.members.iter().find(|m| m.id != leader).unwrap().id.clone();
+    let generation = c.with_group("g", |g| g.generation).unwrap();
+    let _ = leader_assigns(c, generation, &leader, follower.clone(), t0);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    [(leader.clone(), pod(&leader)), (follower.clone(), pod(&follower))]
+}
+
 /// A rebalance waited for the larger of each member's rebalance and session timeouts
 /// (Apache: the rebalance timeout; the session timeout stands in only for JoinGroup
 /// v0), and dropped every member that had not rejoined by then, static members too
@@ -1448,32 +1482,10 @@ fn classic_joins_for_groups_without_a_record_leave_no_cache_entry_or_lock_file()
 fn a_rebalance_ends_at_the_rebalance_timeout_and_keeps_static_members_that_did_not_rejoin() {
     let (_d, c) = coordinator();
     let t0 = Instant::now();
-    let req = |member: &str, pod: &str| JoinRequest {
-        instance_id: Some(pod.into()),
-        session_timeout_ms: 120_000,
-        rebalance_timeout_ms: 30_000,
-        ..join_req(member, 9)
-    };
-    let first = waited(c.join(req("", "pod-1"), t0)).try_recv().unwrap();
-    let _ = c.join(req("", "pod-0"), t0);
-    let _ = c.join(req(first.member_id.as_str(), "pod-1"), t0);
-    let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
-    let view = c.describe("g").unwrap();
-    let follower = view.members.iter().find(|m| m.id != leader).unwrap();
-    let generation = c.with_group("g", |g| g.generation).unwrap();
-    let _ = leader_assigns(&c, generation, &leader, follower.id.clone(), t0);
-    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    let [(leader, leader_pod), (follower, _)] = stable_long_session_pair(&c, t0);
     // The leader's pod rejoins (a metadata change); the follower's is gone.
-    let leader_pod = view
-        .members
-        .iter()
-        .find(|m| m.id == leader)
-        .unwrap()
-        .instance_id
-        .clone()
-        .unwrap();
     let t1 = t0 + Duration::from_secs(1);
-    let mut rx = waited(c.join(req(&leader, &leader_pod), t1));
+    let mut rx = waited(c.join(long_session_join(&leader, &leader_pod), t1));
     c.tick(t1 + Duration::from_secs(29));
     assert!(rx.try_recv().is_err(), "the rebalance timeout has not passed");
     c.tick(t1 + Duration::from_secs(31));
@@ -1483,14 +1495,14 @@ fn a_rebalance_ends_at_the_rebalance_timeout_and_keeps_static_members_that_did_n
     assert_eq!(answer.error_code, 0);
     let members: Vec<&str> = answer.members.iter().map(|m| m.member_id.as_str()).collect();
     assert!(
-        members.contains(&follower.id.as_str()),
+        members.contains(&follower.as_str()),
         "the static member is kept: {members:?}"
     );
     // Its session (counted again from the join's completion, as Apache) still ends it.
     c.tick(t1 + Duration::from_secs(31 + 121));
     assert!(
         c.describe("g")
-            .is_none_or(|v| v.members.iter().all(|m| m.id != follower.id)),
+            .is_none_or(|v| v.members.iter().all(|m| m.id != follower)),
         "removed once its session expired"
     );
 }
@@ -1504,29 +1516,15 @@ fn a_rebalance_ends_at_the_rebalance_timeout_and_keeps_static_members_that_did_n
 fn an_absent_static_leader_hands_the_lead_to_a_member_that_rejoined() {
     let (_d, c) = coordinator();
     let t0 = Instant::now();
-    let req = |member: &str, pod: &str| JoinRequest {
-        instance_id: Some(pod.into()),
-        session_timeout_ms: 120_000,
-        rebalance_timeout_ms: 30_000,
-        ..join_req(member, 9)
-    };
-    let first = waited(c.join(req("", "pod-1"), t0)).try_recv().unwrap();
-    let _ = c.join(req("", "pod-0"), t0);
-    let _ = c.join(req(first.member_id.as_str(), "pod-1"), t0);
-    let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
-    let view = c.describe("g").unwrap();
-    let follower = view.members.iter().find(|m| m.id != leader).unwrap();
-    let generation = c.with_group("g", |g| g.generation).unwrap();
-    let _ = leader_assigns(&c, generation, &leader, follower.id.clone(), t0);
-    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    let [_, (follower, follower_pod)] = stable_long_session_pair(&c, t0);
     // The follower rejoins with other metadata (a rebalance); the leader's pod is gone.
     let t1 = t0 + Duration::from_secs(1);
-    let mut again = req(&follower.id, follower.instance_id.as_deref().unwrap());
+    let mut again = long_session_join(&follower, &follower_pod);
     again.protocols = vec![("range".into(), Bytes::from_static(b"other"))];
     let mut rx = waited(c.join(again, t1));
     c.tick(t1 + Duration::from_secs(31));
     let answer = rx.try_recv().expect("answered at the rebalance timeout");
-    assert_eq!(answer.leader.as_str(), follower.id, "the member that rejoined leads");
+    assert_eq!(answer.leader.as_str(), follower, "the member that rejoined leads");
     assert_eq!(answer.members.len(), 2, "and assigns for both");
 }
 
@@ -1537,27 +1535,8 @@ fn an_absent_static_leader_hands_the_lead_to_a_member_that_rejoined() {
 fn a_rebalance_nobody_rejoined_waits_for_the_static_members_sessions() {
     let (_d, c) = coordinator();
     let t0 = Instant::now();
-    let req = |member: &str, pod: &str| JoinRequest {
-        instance_id: Some(pod.into()),
-        session_timeout_ms: 120_000,
-        rebalance_timeout_ms: 30_000,
-        ..join_req(member, 9)
-    };
-    let first = waited(c.join(req("", "pod-1"), t0)).try_recv().unwrap();
-    let _ = c.join(req("", "pod-0"), t0);
-    let _ = c.join(req(first.member_id.as_str(), "pod-1"), t0);
-    let leader = c.with_group("g", |g| g.leader.clone()).flatten().unwrap();
-    let follower = c
-        .describe("g")
-        .unwrap()
-        .members
-        .iter()
-        .find(|m| m.id != leader)
-        .unwrap()
-        .id
-        .clone();
+    stable_long_session_pair(&c, t0);
     let generation = c.with_group("g", |g| g.generation).unwrap();
-    let _ = leader_assigns(&c, generation, &leader, follower, t0);
     // A dynamic member joins (a rebalance) and leaves again; nobody else rejoins.
     let t1 = t0 + Duration::from_secs(1);
     let id = now_response(c.join(join_req("", 9), t1)).member_id;

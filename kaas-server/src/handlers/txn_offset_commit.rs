@@ -221,14 +221,17 @@ mod tests {
     use kafka_protocol::messages::{ApiKey, GroupId, ProducerId, TopicName, TransactionalId};
     use std::collections::BTreeMap;
 
-    /// A KIP-848 member whose epoch is not its current one is ILLEGAL_GENERATION on
-    /// TxnOffsetCommit, as Apache's `validateTransactionalOffsetCommit` answers it
-    /// (abortable: the producer aborts and goes on). Before, STALE_MEMBER_EPOCH, which
-    /// Java's producer takes for an unexpected, fatal error on TxnOffsetCommit.
-    #[tokio::test]
-    async fn a_consumer_group_members_stale_epoch_is_illegal_generation() {
-        let dir = tempfile::tempdir().unwrap();
-        let b = broker(dir.path());
+    /// A broker with topic `orders`, transaction `tx` open with group `g` added, and
+    /// member `a` joined to `g` (KIP-848); and a TxnOffsetCommit of `tx` by `a` at a
+    /// given member epoch.
+    async fn member_a_in_a_transaction(
+        dir: &std::path::Path,
+    ) -> (
+        std::sync::Arc<crate::broker::Broker>,
+        crate::groups::consumer::HeartbeatReply,
+        impl Fn(i32) -> TxnOffsetCommitRequest,
+    ) {
+        let b = broker(dir);
         b.create_topic("orders", 2, BTreeMap::new()).await.unwrap();
         let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
         b.txn.add(&b, "tx", pid, epoch, &[], &["g".to_string()]).await.unwrap();
@@ -237,7 +240,7 @@ mod tests {
             .groups
             .consumer_heartbeat("g", crate::groups::consumer::tests::join("a", &["orders"]), &topics, 0)
             .unwrap();
-        let request = |generation: i32| {
+        let request = move |generation: i32| {
             TxnOffsetCommitRequest::default()
                 .with_transactional_id(TransactionalId(super::super::sb("tx")))
                 .with_group_id(GroupId(super::super::sb("g")))
@@ -251,6 +254,17 @@ mod tests {
                         .with_partition_index(0)
                         .with_committed_offset(5)])])
         };
+        (b, joined, request)
+    }
+
+    /// A KIP-848 member whose epoch is not its current one is ILLEGAL_GENERATION on
+    /// TxnOffsetCommit, as Apache's `validateTransactionalOffsetCommit` answers it
+    /// (abortable: the producer aborts and goes on). Before, STALE_MEMBER_EPOCH, which
+    /// Java's producer takes for an unexpected, fatal error on TxnOffsetCommit.
+    #[tokio::test]
+    async fn a_consumer_group_members_stale_epoch_is_illegal_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let (b, joined, request) = member_a_in_a_transaction(dir.path()).await;
         let code = |r: TxnOffsetCommitResponse| r.topics[0].partitions[0].error_code;
         let c = ctx(ApiKey::TxnOffsetCommit, 3);
         for stale in [joined.member_epoch - 1, joined.member_epoch + 1] {
@@ -272,27 +286,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_member_removed_while_its_commit_waited_for_the_slot_stages_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let b = broker(dir.path());
-        b.create_topic("orders", 2, BTreeMap::new()).await.unwrap();
-        let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
-        b.txn.add(&b, "tx", pid, epoch, &[], &["g".to_string()]).await.unwrap();
-        let topics = crate::handlers::consumer_group_heartbeat::topics_view(&b);
-        let joined = b
-            .groups
-            .consumer_heartbeat("g", crate::groups::consumer::tests::join("a", &["orders"]), &topics, 0)
-            .unwrap();
-        let request = TxnOffsetCommitRequest::default()
-            .with_transactional_id(TransactionalId(super::super::sb("tx")))
-            .with_group_id(GroupId(super::super::sb("g")))
-            .with_producer_id(ProducerId(pid))
-            .with_producer_epoch(epoch)
-            .with_generation_id(joined.member_epoch)
-            .with_member_id(super::super::sb("a"))
-            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
-                .with_name(TopicName(super::super::sb("orders")))
-                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(100)])]);
+        let (b, joined, request) = member_a_in_a_transaction(dir.path()).await;
+        let request = request(joined.member_epoch);
         // The slot held by another process (an EndTxn elsewhere, kaasctl): the
         // commit waits for it.
         let held = kaas_core::txn_store::TxnStateStore::new(b.volume.clone())
@@ -307,6 +302,7 @@ mod tests {
         // The member leaves (or is removed) meanwhile.
         let mut leave = crate::groups::consumer::tests::beat("a", -1, &Default::default());
         leave.owned = None;
+        let topics = crate::handlers::consumer_group_heartbeat::topics_view(&b);
         b.groups.consumer_heartbeat("g", leave, &topics, 0).unwrap();
         drop(held);
         let answer = commit.await.unwrap();
