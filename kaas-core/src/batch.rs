@@ -295,10 +295,11 @@ fn check_record(body: &[u8]) -> Result<(), &'static str> {
         .filter(|_| at <= body.len())
         .ok_or("timestamp delta")?;
     read_varint32(body, &mut at).ok_or("offset delta")?;
-    // A length, then that many bytes (-1: null, where `nullable`).
+    // A length, then that many bytes (any negative length: null, where `nullable`,
+    // as Java reads it).
     let bytes = |at: &mut usize, nullable: bool, what: &'static str| -> Result<(), &'static str> {
         let len = read_varint32(body, at).ok_or(what)?;
-        if len == -1 && nullable {
+        if len < 0 && nullable {
             return Ok(());
         }
         if len < 0 || len as usize > body.len() - *at {
@@ -323,15 +324,20 @@ fn check_record(body: &[u8]) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// A zigzag varint of at most five bytes that fits 32 bits, as Java's
-/// `ByteUtils.readVarint` reads it (a longer encoding is an error there).
+/// A zigzag varint of at most five bytes, read as Java's `ByteUtils.readVarint`
+/// reads it: a fifth byte with its top bit set is an error; bits past 32 are
+/// dropped.
 fn read_varint32(buf: &[u8], pos: &mut usize) -> Option<i32> {
-    let start = *pos;
-    let v = read_varint(buf, pos)?;
-    if *pos - start > 5 {
-        return None;
+    let mut raw: u32 = 0;
+    for i in 0..5 {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        raw |= ((b & 0x7f) as u32) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some(((raw >> 1) as i32) ^ -((raw & 1) as i32));
+        }
     }
-    i32::try_from(v).ok()
+    None
 }
 
 /// Overwrites the base offset of the batch starting at `buf[0]`. Outside the CRC.
@@ -557,13 +563,21 @@ mod tests {
             b[17..21].copy_from_slice(&crc.to_be_bytes());
             b
         };
-        // attributes, timestamp delta, offset delta, key -1, value 1 byte, 0 headers
-        let good = [0u8, 0, 0, 0x01, 0x02, b'v', 0];
-        assert!(
-            validate_all(&with_record(&good)).is_ok(),
-            "{:?}",
-            validate_all(&with_record(&good))
-        );
+        // attributes, timestamp delta, offset delta, key -1, value 1 byte, 0 headers;
+        // and what Java reads too: any negative key or value length is null, a fifth
+        // varint byte's bits past 32 are dropped; a header with a null value.
+        for good in [
+            vec![0u8, 0, 0, 0x01, 0x02, b'v', 0],
+            vec![0, 0, 0, 0x03, 0x03, 0],
+            vec![0, 0, 0x80, 0x80, 0x80, 0x80, 0x10, 0x01, 0x01, 0],
+            vec![0, 0, 0, 0x01, 0x01, 0x02, 0x02, b'h', 0x01],
+        ] {
+            assert!(
+                validate_all(&with_record(&good)).is_ok(),
+                "{good:?}: {:?}",
+                validate_all(&with_record(&good))
+            );
+        }
         let bad: [(&str, Vec<u8>); 7] = [
             ("attributes only", vec![0]),
             ("value past the record", vec![0, 0, 0, 0x01, 0x0a, b'v', 0]),

@@ -87,17 +87,26 @@ impl Entity {
             if slot.is_some() {
                 return Err(format!("entity type {entity_type} given twice"));
             }
-            if name == Some("") {
-                // Null is the default; an empty name is refused, as Apache's
-                // `validateEntity` does ("Empty user not supported").
-                return Err(format!("Empty {entity_type} not supported"));
-            }
             *slot = Some(EntityName::from_wire(name));
         }
         if entity.user.is_none() && entity.client_id.is_none() {
             return Err("the quota entity is empty".into());
         }
         Ok(entity)
+    }
+
+    /// The component whose name is the empty string, if one is: null is the default,
+    /// and an empty name names no principal or client (Apache refuses to set a quota
+    /// on it: "Empty user not supported").
+    pub fn empty_component(&self) -> Option<&'static str> {
+        let empty = |n: &Option<EntityName>| matches!(n, Some(EntityName::Name(s)) if s.is_empty());
+        if empty(&self.user) {
+            Some(USER)
+        } else if empty(&self.client_id) {
+            Some(CLIENT_ID)
+        } else {
+            None
+        }
     }
 
     /// The wire's (entity type, name or null) pairs.
@@ -393,10 +402,13 @@ mod tests {
         assert!(Entity::from_components([(IP, Some("10.0.0.1"))]).is_err());
         assert!(Entity::from_components([("group", Some("g"))]).is_err());
         assert!(Entity::from_components([]).is_err());
-        // An empty name is not the default (null) and names no client: refused, as
-        // Apache's "Empty user not supported".
-        assert!(Entity::from_components([(USER, Some(""))]).is_err());
-        assert!(Entity::from_components([(USER, Some("a")), (CLIENT_ID, Some(""))]).is_err());
+        // An empty name is not the default (null) and names no client.
+        let empty = |c: &[(&'static str, Option<&'static str>)]| {
+            Entity::from_components(c.iter().copied()).unwrap().empty_component()
+        };
+        assert_eq!(empty(&[(USER, Some(""))]), Some(USER));
+        assert_eq!(empty(&[(USER, Some("a")), (CLIENT_ID, Some(""))]), Some(CLIENT_ID));
+        assert_eq!(empty(&[(USER, None), (CLIENT_ID, Some("c"))]), None);
     }
 
     #[test]

@@ -1375,3 +1375,29 @@ fn a_consumer_group_is_shown_with_its_members() {
         ],
     );
 }
+
+/// A quota on an empty user or client id names no principal or client (the default
+/// is --default-user / --default-client-id): refused, as AlterClientQuotas refuses it,
+/// and nothing is written.
+#[test]
+fn a_quota_on_an_empty_name_is_refused() {
+    let d = fixture_dir().unwrap();
+    std::fs::create_dir(d.path().join("vol")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kaasctl"))
+        .current_dir(d.path())
+        .args([
+            "--data-dir",
+            "vol",
+            "quotas",
+            "set",
+            "--client-id",
+            "",
+            "producer_byte_rate=1024",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--default-client-id"), "{stderr}");
+    assert!(!d.path().join("vol/__cluster/client-quotas.json").exists());
+}

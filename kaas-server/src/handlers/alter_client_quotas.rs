@@ -142,8 +142,13 @@ fn check_entry(
             return Err(invalid(format!("{key} altered twice for {entity}")));
         }
         if op.remove {
-            // Any key may be removed: one set by an older version stays removable.
+            // Any key may be removed: one set by an older version stays removable
+            // (on an entity with an empty name too).
             changes.push((key, None));
+        } else if let Some(empty) = entity.empty_component() {
+            // As Apache's `validateEntity`: null is the default; an empty name
+            // names no principal or client.
+            return Err(invalid(format!("Empty {empty} not supported")));
         } else {
             check_value(&key, op.value).map_err(|m| invalid(format!("{entity}: {m}")))?;
             changes.push((key, Some(op.value)));
@@ -217,6 +222,36 @@ mod tests {
             panic!("a DescribeClientQuotas answer")
         };
         r
+    }
+
+    /// A quota on an empty user or client id is refused, as Apache ("Empty user not
+    /// supported"): null is the default, and an empty name names no principal or
+    /// client. One an older version stored stays removable.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_quota_on_an_empty_name_is_refused_but_an_old_one_stays_removable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = broker(dir.path());
+        let set = |entity: &[(&str, Option<&str>)]| entry(entity, &[("producer_byte_rate", 1024.0, false)]);
+        let codes = alter(
+            &b,
+            vec![set(&[("user", Some(""))]), set(&[("client-id", Some(""))])],
+            false,
+        )
+        .await;
+        assert_eq!(codes, vec![42, 42]);
+        let empty = kaas_core::quotas::Entity::from_components([("client-id", Some(""))]).unwrap();
+        kaas_core::quotas::ClientQuotas::update::<kaas_core::VolumeError>(&b.volume, |q| {
+            q.set(&empty, "producer_byte_rate", 1024.0);
+            Ok(())
+        })
+        .unwrap();
+        let removed = alter(
+            &b,
+            vec![entry(&[("client-id", Some(""))], &[("producer_byte_rate", 0.0, true)])],
+            false,
+        )
+        .await;
+        assert_eq!(removed, vec![0]);
     }
 
     /// Set, described, changed, removed; bad entries refused one by one while the

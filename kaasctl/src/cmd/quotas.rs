@@ -81,6 +81,14 @@ pub fn list(c: &Cluster, out: &Out, filter: &QuotaEntityArgs) -> anyhow::Result<
 
 pub fn set(c: &Cluster, entity: &QuotaEntityArgs, values: &[String]) -> anyhow::Result<Status> {
     let entity = named(entity)?;
+    if let Some(empty) = entity.empty_component() {
+        // As AlterClientQuotas: an empty name names no principal or client (the
+        // default is --default-user / --default-client-id).
+        anyhow::bail!(
+            "an empty {empty} names no principal or client; for the default give --default-{}",
+            if empty == "user" { "user" } else { "client-id" }
+        );
+    }
     if values.is_empty() {
         anyhow::bail!("nothing to set: give KEY=VALUE (producer_byte_rate, consumer_byte_rate, request_percentage)");
     }
