@@ -632,6 +632,8 @@ impl TopicError {
             TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition.code(),
             TopicError::UnknownId(_) => ResponseError::UnknownTopicId.code(),
             TopicError::CreateDenied(_) => ResponseError::TopicAuthorizationFailed.code(),
+            // A lock held elsewhere for the whole wait: retriable.
+            TopicError::Volume(e) if e.is_busy() => ResponseError::RequestTimedOut.code(),
             TopicError::Broken(..) | TopicError::Volume(_) | TopicError::Log(_) => {
                 ResponseError::KafkaStorageError.code()
             }

@@ -5,7 +5,7 @@
 
 use super::{Cluster, Topic, TopicError};
 use kaas_core::configs::{log_config_for, stored_log_config, validate_dynamic_broker_config, DynamicBrokerConfigs};
-use kaas_core::fsutil::{file_stamp, lock_exclusive, FileStamp};
+use kaas_core::fsutil::{file_stamp, FileStamp};
 use kaas_core::log::LogConfig;
 use kaas_core::topic::TopicMeta;
 use kaas_core::VolumeError;
@@ -144,8 +144,7 @@ impl Cluster {
         let _admin = self.admin_lock.lock().await;
         let topic = self.topic(name)?;
         crate::blocking::off_worker(|| {
-            let lock_path = self.volume.topic_files_lock();
-            let _lock = lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+            let _lock = self.lock_topic_files()?;
             let mut meta = match TopicMeta::read(&self.volume.topic_file(name)) {
                 Ok(m) if m.topic_id == topic.meta.topic_id => m,
                 Ok(_) => return Err(TopicError::Unknown(name.to_string())),
@@ -228,6 +227,40 @@ impl Cluster {
 mod tests {
     use crate::handlers::test_support::broker;
     use std::collections::BTreeMap;
+
+    /// `topic-files.lock` was waited for without end, under the admin lock the volume
+    /// sync takes too: a broker paused while holding it (a frozen VM in the middle of
+    /// a CreatePartitions or a config change) stalled every other broker's config
+    /// changes and volume syncs — and so the take-over of its partitions — for as
+    /// long as it stayed paused. Waited for a bounded time now, then refused with a
+    /// retriable error.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_topic_files_lock_held_elsewhere_stalls_nothing_for_long() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, BTreeMap::new()).await.unwrap();
+        let held = kaas_core::fsutil::lock_exclusive(&kaas_core::Volume::new(dir.path()).topic_files_lock()).unwrap();
+        let set = Box::new(|c: &BTreeMap<String, String>| {
+            let mut c = c.clone();
+            c.insert("retention.ms".into(), "5".into());
+            Ok(c)
+        }) as Box<super::ConfigChange<'_>>;
+        let (b2, b3) = (b.clone(), b.clone());
+        let alter = tokio::spawn(async move { b2.alter_topic_configs("t", set, false).await });
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let sync = tokio::task::spawn_blocking(move || b3.sync_with_volume());
+        let synced = tokio::time::timeout(std::time::Duration::from_secs(15), sync)
+            .await
+            .is_ok();
+        let altered = tokio::time::timeout(std::time::Duration::from_secs(15), alter).await;
+        drop(held);
+        assert!(synced, "the volume sync waited behind the topic-files lock");
+        let code = match altered {
+            Ok(Ok(Err(e))) => e.code(),
+            other => panic!("the config change waited for good or went through: {other:?}"),
+        };
+        assert_eq!(code, kafka_protocol::error::ResponseError::RequestTimedOut.code());
+    }
 
     #[tokio::test]
     async fn a_dynamic_default_reaches_the_running_partitions_and_a_topic_override_wins() {

@@ -481,8 +481,7 @@ impl Cluster {
             on_volume()?;
             // Without the topic-files lock: this takes each group's lock in turn.
             on_deleted(name)?;
-            let lock_path = self.volume.topic_files_lock();
-            let _lock = kaas_core::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+            let _lock = self.lock_topic_files()?;
             // Again under the lock: the file removed is the one checked.
             let removed_id = on_volume()?;
             std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
@@ -580,8 +579,7 @@ impl Cluster {
             // Under the lock every rewriter of a topic file takes, and only over the
             // topic as this broker knows it: not a topic another broker deleted,
             // recreated or grew meanwhile. Configs changed meanwhile are kept.
-            let lock_path = self.volume.topic_files_lock();
-            let _lock = kaas_core::fsutil::lock_exclusive(&lock_path).map_err(|e| VolumeError::io(&lock_path, e))?;
+            let _lock = self.lock_topic_files()?;
             let mut meta = match TopicMeta::read(&self.volume.topic_file(name)) {
                 Ok(on_disk) if on_disk.topic_id == old.meta.topic_id && on_disk.partitions == old.meta.partitions => {
                     on_disk
@@ -611,6 +609,24 @@ impl Cluster {
         // changed them since this one last looked).
         self.reconfigure(&grown, meta);
         Ok(())
+    }
+
+    /// `topic-files.lock`, which every rewriter of a topic file takes, waited for at
+    /// most [`kaas_core::error::STATE_FILE_LOCK_WAIT`]: its waiter holds this
+    /// broker's admin lock, which the volume sync takes too, so a holder paused (a
+    /// frozen VM, a dead NFS client's lock) stalled this broker's syncs — and the
+    /// take-over of the paused broker's partitions — for as long as it stayed
+    /// paused (`a_topic_files_lock_held_elsewhere_stalls_nothing_for_long`). Busy
+    /// after the wait: REQUEST_TIMED_OUT, which admin clients retry.
+    pub(crate) fn lock_topic_files(&self) -> Result<std::fs::File, VolumeError> {
+        let path = self.volume.topic_files_lock();
+        let wait = kaas_core::error::STATE_FILE_LOCK_WAIT;
+        kaas_core::fsutil::lock_exclusive_within(&path, wait)
+            .map_err(|e| VolumeError::io(&path, e))?
+            .ok_or_else(|| VolumeError::Busy {
+                path: path.clone(),
+                waited_ms: wait.as_millis() as u64,
+            })
     }
 
     /// A fresh producer id from this broker's claimed block.
