@@ -262,6 +262,48 @@ mod tests {
         assert_eq!(code, kafka_protocol::error::ResponseError::RequestTimedOut.code());
     }
 
+    /// A change of the dynamic broker defaults reached the existing topics of another
+    /// broker only at the first sync that saw it: one whose topic listing failed that
+    /// round (EMFILE, an NFS hiccup) kept the old defaults for every topic until
+    /// restart, while DescribeConfigs showed the new ones. It stays due until a round
+    /// has applied it to every topic.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_changed_broker_default_reaches_the_topics_after_a_sync_that_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let b0 = broker(dir.path());
+        b0.create_topic("t", 1, BTreeMap::new()).await.unwrap();
+        let config = <crate::config::Config as clap::Parser>::parse_from([
+            "kaas-server",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--broker-id",
+            "1",
+        ]);
+        let b1 =
+            crate::broker::Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093)).unwrap();
+        let sync = |b: &std::sync::Arc<crate::broker::Broker>| {
+            let b = b.clone();
+            tokio::task::spawn_blocking(move || b.sync_with_volume())
+        };
+        sync(&b1).await.unwrap();
+        let set = Box::new(|c: &BTreeMap<String, String>| {
+            let mut c = c.clone();
+            c.insert("log.retention.ms".into(), "1234".into());
+            Ok(c)
+        }) as Box<super::ConfigChange<'_>>;
+        b0.alter_broker_configs("", set, false).await.unwrap();
+        // b1's next round cannot list the topics.
+        let topics = kaas_core::Volume::new(dir.path()).topics_dir();
+        let away = topics.with_extension("away");
+        std::fs::rename(&topics, &away).unwrap();
+        std::fs::write(&topics, b"").unwrap();
+        sync(&b1).await.unwrap();
+        std::fs::remove_file(&topics).unwrap();
+        std::fs::rename(&away, &topics).unwrap();
+        sync(&b1).await.unwrap();
+        assert_eq!(b1.topic("t").unwrap().log_config.retention_ms, 1234);
+    }
+
     #[tokio::test]
     async fn a_dynamic_default_reaches_the_running_partitions_and_a_topic_override_wins() {
         let dir = tempfile::tempdir().unwrap();

@@ -47,6 +47,10 @@ pub struct Cluster {
     pub(crate) appended: watch::Sender<u64>,
     /// Bumped with `appended` when the topics change (see [`Cluster::wake_readers`]).
     topic_changes: std::sync::atomic::AtomicU64,
+    /// The log defaults changed (dynamic broker configs) and not every topic has been
+    /// reconfigured with them yet: set when they are read, cleared by the first volume
+    /// sync that reconfigured every topic on the volume.
+    pub(crate) defaults_pending: std::sync::atomic::AtomicBool,
     pub(crate) producer_ids: Mutex<ProducerIdAllocator>,
     /// Brokers whose lease is fresh, with their advertised address, refreshed by the
     /// lease task; ownership of transaction slots and groups is computed from it.
@@ -223,6 +227,7 @@ impl Cluster {
             admin_lock: tokio::sync::Mutex::new(()),
             appended: watch::channel(0).0,
             topic_changes: std::sync::atomic::AtomicU64::new(0),
+            defaults_pending: std::sync::atomic::AtomicBool::new(false),
             fence_doorbell: tokio::sync::Notify::new(),
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(live_at_start),

@@ -24,7 +24,14 @@ impl Cluster {
             .is_multiple_of(BROKEN_RETRY_ROUNDS);
         self.give_up_taken_over();
         self.hand_over_misplaced();
-        let defaults_changed = self.reload_dynamic_configs();
+        // New log defaults stay due until a round has reconfigured every topic with
+        // them: a round whose listing failed, or that could not read a topic's file,
+        // left those topics on the old defaults until restart
+        // (`a_changed_broker_default_reaches_the_topics_after_a_sync_that_failed`).
+        if self.reload_dynamic_configs() {
+            self.defaults_pending.store(true, Ordering::SeqCst);
+        }
+        let defaults_changed = self.defaults_pending.load(Ordering::SeqCst);
         let listed = match self
             .topic_files
             .lock()
@@ -94,6 +101,7 @@ impl Cluster {
         };
         // The fence logs, read once for every partition taken over this round.
         let fences = RoundFences::default();
+        let every_topic_read = listed.iter().all(Result::is_ok);
         for meta in listed.into_iter().flatten() {
             let current = self.registry().topics.get(&meta.name).cloned();
             let topic = match current {
@@ -204,6 +212,9 @@ impl Cluster {
             if self.appended.receiver_count() > 0 {
                 self.wake_readers(None);
             }
+        }
+        if defaults_changed && every_topic_read {
+            self.defaults_pending.store(false, Ordering::SeqCst);
         }
         fences.settle(self);
     }
