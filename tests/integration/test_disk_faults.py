@@ -55,7 +55,9 @@ class Node:
         """Everything not fsynced is lost, including what a failed fsync never wrote
         (with `seed`: but a random prefix of what was pending is kept). The broker dies
         first (see test_power_cut.Cutter.cut: after the unmount it would write to the
-        bare mountpoint)."""
+        bare mountpoint). The broker must never have panicked: a task that panicked
+        and was retried would otherwise pass unseen."""
+        assert "panicked" not in self.broker.log_text(), self.broker.log_text()[-3000:]
         self.broker.kill9()
         self.fs.cut(seed)
         self.fs.mount()
