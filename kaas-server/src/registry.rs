@@ -632,8 +632,10 @@ impl TopicError {
             TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition.code(),
             TopicError::UnknownId(_) => ResponseError::UnknownTopicId.code(),
             TopicError::CreateDenied(_) => ResponseError::TopicAuthorizationFailed.code(),
-            // A lock held elsewhere for the whole wait: retriable.
-            TopicError::Volume(e) if e.is_busy() => ResponseError::RequestTimedOut.code(),
+            // A lock held elsewhere for the whole wait, nothing done: NOT_CONTROLLER,
+            // which Java's admin client retries; REQUEST_TIMED_OUT means "accepted,
+            // still in progress" to librdkafka (reported done with operation_timeout 0).
+            TopicError::Volume(e) if e.is_busy() => ResponseError::NotController.code(),
             TopicError::Broken(..) | TopicError::Volume(_) | TopicError::Log(_) => {
                 ResponseError::KafkaStorageError.code()
             }

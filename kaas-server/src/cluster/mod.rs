@@ -483,12 +483,14 @@ impl Cluster {
             }
         };
         let removed = crate::blocking::off_worker(|| {
-            on_volume()?;
-            // Without the topic-files lock: this takes each group's lock in turn.
-            on_deleted(name)?;
+            // The lock first: a removal refused after the groups' offsets were dropped
+            // (the lock held elsewhere past its wait) left the topic with its readers'
+            // offsets gone (`a_delete_refused_for_the_topic_files_lock_keeps_the_offsets`).
+            // Every rewriter of the file takes it, so the file checked is the one
+            // removed; the groups' locks are taken in turn under it.
             let _lock = self.lock_topic_files()?;
-            // Again under the lock: the file removed is the one checked.
             let removed_id = on_volume()?;
+            on_deleted(name)?;
             std::fs::remove_file(&path).map_err(|e| VolumeError::io(&path, e))?;
             let topics = self.volume.topics_dir();
             Ok((
@@ -622,7 +624,9 @@ impl Cluster {
     /// frozen VM, a dead NFS client's lock) stalled this broker's syncs — and the
     /// take-over of the paused broker's partitions — for as long as it stayed
     /// paused (`a_topic_files_lock_held_elsewhere_stalls_nothing_for_long`). Busy
-    /// after the wait: REQUEST_TIMED_OUT, which admin clients retry.
+    /// after the wait: NOT_CONTROLLER, which Java's admin client retries (after a
+    /// metadata refresh) and which no client takes for "done" (REQUEST_TIMED_OUT is,
+    /// to librdkafka with `operation_timeout` 0).
     pub(crate) fn lock_topic_files(&self) -> Result<std::fs::File, VolumeError> {
         let path = self.volume.topic_files_lock();
         let wait = kaas_core::error::STATE_FILE_LOCK_WAIT;

@@ -106,8 +106,13 @@ impl Cluster {
             let current = self.registry().topics.get(&meta.name).cloned();
             let topic = match current {
                 Some(t) if t.meta.topic_id == meta.topic_id => {
-                    // Configs changed by another broker (or new log defaults).
-                    let t = if defaults_changed || meta.configs != t.meta.configs {
+                    // Configs changed by another broker, or new log defaults this
+                    // topic does not run with yet (compared without logging: while a
+                    // topic file stays unreadable the defaults stay due, and the
+                    // topics already on them are not reconfigured every round).
+                    let stale_defaults = defaults_changed
+                        && kaas_core::topic::stored_log_config(&self.log_defaults(), &meta.configs).0 != t.log_config;
+                    let t = if stale_defaults || meta.configs != t.meta.configs {
                         let mut m = t.meta.clone();
                         m.configs = meta.configs.clone();
                         self.reconfigure(&t, m)

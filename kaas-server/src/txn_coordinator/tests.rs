@@ -2439,3 +2439,26 @@ fn a_slot_state_held_for_slow_file_work_stalls_no_worker() {
         assert!(rt.block_on(r).unwrap().unwrap());
     }
 }
+
+/// A DeleteTopics refused because `topic-files.lock` stayed held elsewhere (a broker
+/// paused holding it) had already dropped the groups' offsets of the topic: the
+/// topic stayed, its readers' offsets were gone (read again from
+/// auto.offset.reset), and a transaction's staged offsets with them. The lock is
+/// taken first now; a refused delete leaves the topic whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_refused_for_the_topic_files_lock_keeps_the_offsets() {
+    let (_dir, b0, _) = setup().await;
+    b0.create_topic("fl", 1, Default::default()).await.unwrap();
+    b0.groups.commit_offsets("g", &[("fl".into(), 0, 3, -1, None)]).unwrap();
+    let held = kaas_core::fsutil::lock_exclusive(&b0.volume.topic_files_lock()).unwrap();
+    let refused = b0.delete_topic("fl", None).await;
+    drop(held);
+    let code = refused.map(|_| 0).unwrap_or_else(|e| e.code());
+    assert_eq!(code, kafka_protocol::error::ResponseError::NotController.code());
+    assert!(b0.topic("fl").is_ok(), "the topic stays");
+    assert_eq!(
+        b0.groups.fetch_offsets("g").unwrap().get("fl", 0).map(|o| o.offset),
+        Some(3),
+        "its readers' offsets stay"
+    );
+}
