@@ -62,6 +62,9 @@ class Cluster:
         for b in self.brokers:
             b.kill9()
         self.fs.close()
+        # After the last cut too (each cut checks the rounds before it).
+        panicked = [i for i, b in enumerate(self.brokers) if "panicked" in b.log_text()]
+        assert not panicked, f"brokers {panicked} panicked: {self.brokers[panicked[0]].log_text()[-3000:]}"
 
 
 @pytest.fixture(params=[1, 3], ids=["one-broker", "three-brokers"])
