@@ -615,6 +615,11 @@ pub enum TopicError {
     UnknownId(Uuid),
     #[error("topic {0} does not exist, and the client may not create it")]
     CreateDenied(String),
+    /// The topic file changed through another broker since this one last synced
+    /// (partitions added there): nothing done; the client retries once this broker
+    /// has synced (NOT_CONTROLLER, which Java's admin client retries).
+    #[error("topic {0} changed through another broker; retry")]
+    ChangedElsewhere(String),
     #[error(transparent)]
     Volume(#[from] VolumeError),
     #[error(transparent)]
@@ -632,6 +637,7 @@ impl TopicError {
             TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition.code(),
             TopicError::UnknownId(_) => ResponseError::UnknownTopicId.code(),
             TopicError::CreateDenied(_) => ResponseError::TopicAuthorizationFailed.code(),
+            TopicError::ChangedElsewhere(_) => ResponseError::NotController.code(),
             // A lock held elsewhere for the whole wait, nothing done: NOT_CONTROLLER,
             // which Java's admin client retries; REQUEST_TIMED_OUT means "accepted,
             // still in progress" to librdkafka (reported done with operation_timeout 0).

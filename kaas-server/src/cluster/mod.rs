@@ -591,11 +591,7 @@ impl Cluster {
                 Ok(on_disk) if on_disk.topic_id == old.meta.topic_id && on_disk.partitions == old.meta.partitions => {
                     on_disk
                 }
-                Ok(_) => {
-                    return Err(TopicError::InvalidConfig(format!(
-                        "topic {name} changed on another broker; retry"
-                    )))
-                }
+                Ok(_) => return Err(TopicError::ChangedElsewhere(name.to_string())),
                 Err(e) if e.is_not_found() => return Err(TopicError::Unknown(name.to_string())),
                 Err(e) => return Err(e.into()),
             };

@@ -2462,3 +2462,23 @@ async fn a_delete_refused_for_the_topic_files_lock_keeps_the_offsets() {
         "its readers' offsets stay"
     );
 }
+
+/// CreatePartitions through a broker that had not yet synced a growth made through
+/// another was answered INVALID_CONFIG "retry", which no client retries (Java's
+/// admin client fails the call, librdkafka too). It is NOT_CONTROLLER now, which
+/// Java's admin client retries after a metadata refresh; by then the broker has
+/// synced and judges the count against the topic as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_growth_racing_one_elsewhere_is_answered_so_admin_clients_retry() {
+    let (dir, b0, _) = setup().await;
+    let b1 = second_broker(dir.path(), "1");
+    b0.create_topic("g3", 1, Default::default()).await.unwrap();
+    sync(&b1).await.unwrap();
+    b1.create_partitions("g3", 3).await.unwrap();
+    let raced = b0.create_partitions("g3", 5).await;
+    let code = raced.map(|_| 0).unwrap_or_else(|e| e.code());
+    assert_eq!(code, kafka_protocol::error::ResponseError::NotController.code());
+    sync(&b0).await.unwrap();
+    b0.create_partitions("g3", 5).await.unwrap();
+    assert_eq!(b0.topic("g3").unwrap().meta.partitions, 5);
+}
