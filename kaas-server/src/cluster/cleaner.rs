@@ -61,7 +61,7 @@ impl Cluster {
         // Retention leaves a partition alone while it is being cleaned; what it
         // skipped runs now, so passes back to back never put it off.
         if self.lease_fresh() {
-            self.retain(p, now_ms(), true);
+            self.retain(p, now_ms());
         }
         installed
     }

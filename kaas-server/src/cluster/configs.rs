@@ -272,15 +272,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let b0 = broker(dir.path());
         b0.create_topic("t", 1, BTreeMap::new()).await.unwrap();
-        let config = <crate::config::Config as clap::Parser>::parse_from([
-            "kaas-server",
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-            "--broker-id",
-            "1",
-        ]);
-        let b1 =
-            crate::broker::Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093)).unwrap();
+        let b1 = crate::handlers::test_support::second_broker(dir.path(), "1");
         let sync = |b: &std::sync::Arc<crate::broker::Broker>| {
             let b = b.clone();
             tokio::task::spawn_blocking(move || b.sync_with_volume())
@@ -361,15 +353,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let b0 = broker(dir.path());
         b0.create_topic("t", 1, BTreeMap::new()).await.unwrap();
-        let config = <crate::config::Config as clap::Parser>::parse_from([
-            "kaas-server",
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-            "--broker-id",
-            "1",
-        ]);
-        let b1 =
-            crate::broker::Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093)).unwrap();
+        let b1 = crate::handlers::test_support::second_broker(dir.path(), "1");
         b1.create_partitions("t", 3).await.unwrap();
         let set = Box::new(|c: &BTreeMap<String, String>| {
             let mut c = c.clone();

@@ -694,17 +694,17 @@ impl Cluster {
             if expired > 0 {
                 debug!(topic = %p.topic, partition = p.index, producers = expired, "expired idle producers");
             }
-            self.retain(&p, now, false);
+            self.retain(&p, now);
         }
     }
 
     /// Retention of one partition: the segments past `retention.ms` /
     /// `retention.bytes`, and those below a log start DeleteRecords moved. A partition
-    /// being cleaned is left to its cleaner (`by_cleaner` false): deleting a segment
-    /// under a pass dropped the pass; the cleaner calls this as its pass ends, so
-    /// passes back to back do not put retention off (as Apache's cleaner thread
-    /// deletes after each pass).
-    pub(crate) fn retain(&self, p: &Partition, now: i64, by_cleaner: bool) {
+    /// being cleaned is left alone: deleting a segment under a pass dropped the pass;
+    /// the cleaner calls this as its pass ends (its mark let go), so passes back to
+    /// back do not put retention off (as Apache's cleaner thread deletes after each
+    /// pass).
+    pub(crate) fn retain(&self, p: &Partition, now: i64) {
         // Only while owner.json, read under the partition's gate, names this
         // leadership: a broker frozen with its clock deletes nothing in its
         // successor's files (docs/cluster.md, safety rule 1). The partition's
@@ -714,7 +714,7 @@ impl Cluster {
         let Some(mut state) = p.writable() else {
             return;
         };
-        if p.being_cleaned() && !by_cleaner {
+        if p.being_cleaned() {
             // The cleaner runs it as its pass ends; deleting now would drop the pass
             // (every pass rewrites from the log start).
             debug!(topic = %p.topic, partition = p.index, "retention waits for the cleaning pass under way");

@@ -209,6 +209,19 @@ pub(crate) mod test_support {
         broker_with(dir, &[])
     }
 
+    /// Broker `id` on the volume of a broker opened by [`broker`] (another process
+    /// sharing it, as in a cluster).
+    pub fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
+        let config = <crate::config::Config as clap::Parser>::parse_from([
+            "kaas-server",
+            "--data-dir",
+            dir.to_str().expect("utf-8 temp dir"),
+            "--broker-id",
+            id,
+        ]);
+        Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093)).expect("broker opens")
+    }
+
     /// A runtime with the 2 workers of this project's 2-core machine, for tests that
     /// show blocking work never stalls them all.
     pub fn two_worker_runtime() -> tokio::runtime::Runtime {

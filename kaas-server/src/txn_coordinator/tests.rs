@@ -844,16 +844,7 @@ async fn a_broker_whose_lease_goes_stale_between_ticks_coordinates_nothing() {
     assert!(b.owns_group(&g));
 }
 
-fn second_broker(dir: &std::path::Path, id: &str) -> Arc<Broker> {
-    let config = <crate::config::Config as clap::Parser>::parse_from([
-        "kaas-server",
-        "--data-dir",
-        dir.to_str().unwrap(),
-        "--broker-id",
-        id,
-    ]);
-    Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9093)).unwrap()
-}
+use crate::handlers::test_support::second_broker;
 
 fn live(ids: &[i32]) -> std::collections::BTreeMap<i32, crate::listeners::Endpoints> {
     ids.iter()
