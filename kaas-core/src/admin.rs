@@ -40,6 +40,21 @@ pub fn live_brokers(volume: &Volume, now_ms: i64, session_timeout_ms: i64) -> Re
     Ok(live)
 }
 
+/// The live brokers that serve ([`live_brokers`] less those still opening the
+/// volume, `BrokerLease::opening_ms`): the rendezvous owners of transaction slots and
+/// groups, as the brokers compute them. An opening broker is still live for its own
+/// partitions (its marker queue is applied once it serves).
+pub fn serving_brokers(volume: &Volume, now_ms: i64, session_timeout_ms: i64) -> Result<Vec<i32>, VolumeError> {
+    let mut serving: Vec<i32> = list_brokers(volume)?
+        .into_iter()
+        .filter_map(|l| l.ok())
+        .filter(|l| l.is_alive(now_ms, session_timeout_ms) && !l.is_opening())
+        .map(|l| l.broker_id)
+        .collect();
+    serving.sort_unstable();
+    Ok(serving)
+}
+
 /// How a partition's marker gets written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "route", rename_all = "snake_case")]

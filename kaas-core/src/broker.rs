@@ -31,6 +31,15 @@ pub struct BrokerLease {
     /// it existed, and by a broker that has not stepped down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stepped_down_ms: Option<i64>,
+    /// Set while a starting broker opens the volume (recovers its partitions, finishes
+    /// the transactions its last run left), which can take minutes on big logs; cleared
+    /// by its first renewal once it serves. Peers count it alive — a partition it leads
+    /// and never let go stays its own, no lock of it is stolen — but route nothing to
+    /// it: no group, transaction slot or partition is placed on it and Metadata lists
+    /// it nowhere until it serves (docs/cluster.md, "A broker that is opening"). Absent
+    /// in leases written before it existed, and once the broker serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opening_ms: Option<i64>,
     /// Every listener's advertised address, by listener name (docs/security.md): a
     /// client is told the address of the listener it came in on. `host`/`port` above
     /// are a PLAINTEXT-protocol listener's (the one named PLAINTEXT, else the first
@@ -122,9 +131,15 @@ impl BrokerLease {
             Liveness::SteppedDown
         } else if age >= session_timeout_ms / 2 {
             Liveness::Stale
+        } else if self.opening_ms.is_some() {
+            Liveness::Opening
         } else {
             Liveness::Alive
         }
+    }
+    /// Alive but still opening the volume (see `opening_ms`): routed nothing yet.
+    pub fn is_opening(&self) -> bool {
+        self.opening_ms.is_some() && !self.stands_down()
     }
     /// Whether the lease itself says its broker serves nothing: stopped cleanly, or
     /// stepped down (see `stepped_down_ms`). Peers count it dead at once.
@@ -396,6 +411,7 @@ mod tests {
             heartbeat_ms: hb,
             stopped_ms: None,
             stepped_down_ms: None,
+            opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
         }
@@ -428,8 +444,20 @@ mod tests {
         let stopped = |l: &mut BrokerLease| l.stopped_ms = Some(l.heartbeat_ms);
         assert_eq!(state(1_000, stopped), (Liveness::Stopped, false));
         assert_eq!(state(60_000, stopped), (Liveness::Stopped, false));
+        let opening = |l: &mut BrokerLease| l.opening_ms = Some(l.heartbeat_ms);
+        assert_eq!(
+            state(1_000, opening),
+            (Liveness::Opening, true),
+            "alive, serving nothing yet"
+        );
+        assert_eq!(state(5_000, opening), (Liveness::Stale, true));
+        assert_eq!(
+            state(10_000, opening),
+            (Liveness::Dead, false),
+            "a broker that died opening"
+        );
         for age in [0, 4_999, 5_000, 9_999, 10_000] {
-            for f in [plain, stepped, stopped] {
+            for f in [plain, stepped, stopped, opening] {
                 let (l, alive) = state(age, f);
                 assert_eq!(l.is_live(), alive, "age {age}: {l:?}");
             }
@@ -605,6 +633,7 @@ mod tests {
             heartbeat_ms: 1_000,
             stopped_ms: None,
             stepped_down_ms: None,
+            opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
         };
@@ -636,6 +665,9 @@ mod tests {
 #[serde(rename_all = "snake_case")]
 pub enum Liveness {
     Alive,
+    /// Starting: it opens the volume (recovers its partitions) and serves nothing yet;
+    /// peers keep its partitions for it but route no group, slot or partition to it.
+    Opening,
     /// Its heartbeat has not changed for half the session timeout: still counted
     /// live, about to be judged dead unless it renews.
     Stale,
@@ -652,15 +684,18 @@ impl Liveness {
     pub fn as_str(self) -> &'static str {
         match self {
             Liveness::Alive => "alive",
+            Liveness::Opening => "opening",
             Liveness::Stale => "stale",
             Liveness::SteppedDown => "stepped down",
             Liveness::Dead => "dead",
             Liveness::Stopped => "stopped",
         }
     }
-    /// Counted among the live brokers (rendezvous owners) by a one-shot reader.
+    /// Alive, as [`BrokerLease::is_alive`] says: its partitions are its own. One
+    /// still opening the volume is, though it coordinates no group or slot yet
+    /// (`kaas_core::admin::serving_brokers`).
     pub fn is_live(self) -> bool {
-        matches!(self, Liveness::Alive | Liveness::Stale)
+        matches!(self, Liveness::Alive | Liveness::Opening | Liveness::Stale)
     }
 }
 

@@ -60,11 +60,15 @@ pub const ROLL_BEFORE_SNAPSHOT: &str = "roll-before-snapshot";
 /// A roll wrote the producer-state snapshot; the append is not fsynced nor answered.
 pub const ROLL_AFTER_SNAPSHOT: &str = "roll-after-snapshot";
 
-/// The cleaner recorded a swap (`cleaning-swap.json`); no old segment is removed yet.
+/// A renewal of the broker's lease (a `delay:` makes every renewal slow).
 pub const LEASE_RENEW: &str = "lease-renew";
+/// A starting broker wrote its lease (marked opening) and has not opened the volume
+/// yet (a `delay:` here stands for a long recovery).
+pub const BROKER_OPEN: &str = "broker-open";
 /// DeleteTopics' removal of the topic's file is durable (the groups' offsets of it
 /// were dropped before); no partition directory is removed yet.
 pub const TOPIC_FILE_REMOVED: &str = "topic-file-removed";
+/// The cleaner recorded a swap (`cleaning-swap.json`); no old segment is removed yet.
 pub const CLEAN_AFTER_SWAP_RECORD: &str = "clean-after-swap-record";
 /// The cleaner swapped its segments in; the swap record is not removed yet.
 pub const CLEAN_AFTER_SWAP: &str = "clean-after-swap";

@@ -109,6 +109,29 @@ pub fn place(
     }
 }
 
+/// [`place`] with the brokers that are still opening the volume (`opening`: alive,
+/// their leases renewed, but serving nothing yet; see `BrokerLease::opening_ms`), which
+/// `live` leaves out: nothing is assigned to them, and a partition one of them leads
+/// and never let go is theirs still — its lock is not free for the taking, it is
+/// being recovered.
+pub fn place_with(
+    me: i32,
+    live: &[i32],
+    opening: &[i32],
+    topic: &str,
+    partition: i32,
+    held: bool,
+    last: Option<&crate::topic::PartitionOwner>,
+) -> Placement {
+    match last {
+        Some(o) if !held && !o.released && o.broker != me && opening.contains(&o.broker) => Placement::Wait(format!(
+            "partition {topic}-{partition} is led by broker {} (leader epoch {}), which is opening the volume",
+            o.broker, o.leader_epoch
+        )),
+        _ => place(me, live, topic, partition, held, last),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +200,41 @@ mod tests {
             place(1, &live, "t", elsewhere, false, Some(&last(1, true))),
             Placement::Wait(_)
         ));
+    }
+
+    #[test]
+    fn a_broker_still_opening_keeps_what_it_led_and_is_assigned_nothing() {
+        // Broker 2 is opening: alive (its lease renewed) but not in the live set.
+        let live = [0, 1];
+        let opening = [2];
+        let p = assigned_to(1, &live);
+        assert!(
+            matches!(
+                place_with(1, &live, &opening, "t", p, false, Some(&last(2, false))),
+                Placement::Wait(r) if r.contains("opening")
+            ),
+            "a partition it led and never let go is not taken from it while it recovers"
+        );
+        assert_eq!(
+            place(1, &live, "t", p, false, Some(&last(2, false))),
+            Placement::Take,
+            "what the live set alone would say"
+        );
+        assert_eq!(
+            place_with(1, &live, &opening, "t", p, false, Some(&last(2, true))),
+            Placement::Take,
+            "one it let go is taken by its owner among the serving brokers"
+        );
+        // A partition that would be its own over every broker stays with its holder.
+        let its_own = (0..500)
+            .find(|i| owner(&partition_key("t", *i), &[0, 1, 2]) == Some(2))
+            .expect("broker 2 wins some key");
+        let holder = owner(&partition_key("t", its_own), &live).unwrap();
+        assert_eq!(
+            place_with(holder, &live, &opening, "t", its_own, true, None),
+            Placement::Keep,
+            "not handed over to a broker that serves nothing yet"
+        );
     }
 
     #[test]

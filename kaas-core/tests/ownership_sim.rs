@@ -358,6 +358,7 @@ impl Sim {
                 heartbeat_ms: wall,
                 stopped_ms: None,
                 stepped_down_ms: None,
+                opening_ms: None,
                 listeners: Default::default(),
                 authorizer: None,
             },

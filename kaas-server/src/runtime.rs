@@ -207,6 +207,9 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         heartbeat_ms: now_ms(),
         stopped_ms: None,
         stepped_down_ms: None,
+        // Until it serves: peers keep its partitions for it but route nothing to it
+        // (no group, slot or partition is placed here while it recovers).
+        opening_ms: Some(now_ms()),
     };
     let written_at = Instant::now();
     lease.write(&volume)?;
@@ -236,6 +239,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             }
         }
     });
+    kaas_core::failpoint::hit(kaas_core::failpoint::BROKER_OPEN);
     let opened = Broker::open(config, advertised);
     drop(opened_tx);
     if renewer.join().is_err() {
@@ -272,6 +276,11 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     if let Some((state, _)) = &ops {
         let _ = state.broker.set(broker.clone());
     }
+    // It serves from here on: the lease task's first renewal, at once, says so to the
+    // peers, which route its share of groups, slots and partitions to it from their
+    // next read of the leases.
+    let mut lease = lease;
+    lease.opening_ms = None;
     let lease = std::sync::Arc::new(std::sync::Mutex::new(LeaseKeeper::new(lease)));
     let mut tasks = vec![
         tokio::spawn({
@@ -732,15 +741,30 @@ fn refresh_live_brokers(broker: &Broker) {
                     broker.config.broker_session_timeout_ms,
                 );
                 warn_of_other_authorizers(broker, live_leases.iter().copied(), now);
+                // A peer still opening the volume is alive (its partitions stay its
+                // own) but routed nothing until it serves.
+                let opening: Vec<i32> = live_leases
+                    .iter()
+                    .filter(|l| l.is_opening() && l.broker_id != broker.config.broker_id)
+                    .map(|l| l.broker_id)
+                    .collect();
                 let live: BTreeMap<i32, crate::listeners::Endpoints> = live_leases
                     .into_iter()
+                    .filter(|l| !opening.contains(&l.broker_id))
                     .map(|l| (l.broker_id, crate::listeners::Endpoints::of_lease(l)))
                     .collect();
                 let before = broker.cluster.live_brokers();
+                let opening_before = broker.cluster.opening_brokers();
                 say_who_came_and_went(broker.config.broker_id, &before, &live, &leases, &tracker, seen_at, now);
+                for id in opening.iter().filter(|id| !opening_before.contains(id)) {
+                    info!(
+                        broker = id,
+                        "broker {id} is opening the volume: its partitions stay its own, and nothing is routed to it until it serves"
+                    );
+                }
                 // Set with the tracker held: a take-over gate reads the live set and
                 // the sightings it was built from as one view (`Cluster::gate`).
-                broker.cluster.set_live_brokers(live)
+                broker.cluster.set_live_and_opening(live, opening)
             };
             if changed {
                 broker.forget_groups_coordinated_elsewhere();
@@ -974,6 +998,7 @@ mod tests {
             heartbeat_ms: now_ms(),
             stopped_ms: None,
             stepped_down_ms: None,
+            opening_ms: None,
         };
         lease.write(&broker.volume).expect("lease written");
         let mut keeper = LeaseKeeper::new(lease);

@@ -1,6 +1,6 @@
 //! What several commands need to know about the cluster, read once per run.
 
-use kaas_core::admin::live_brokers;
+use kaas_core::admin::{live_brokers, serving_brokers};
 use kaas_core::ownership::{owner, txn_slot_key};
 use kaas_core::txn::TxnEntry;
 use kaas_core::txn_store::{SlotFile, TxnStateStore};
@@ -12,6 +12,9 @@ pub struct Cluster {
     pub session_timeout_ms: i64,
     /// Brokers with a fresh lease.
     pub live: Vec<i32>,
+    /// The live brokers less those still opening the volume: the rendezvous owners of
+    /// slots and groups.
+    pub serving: Vec<i32>,
 }
 
 /// "Now" for every kaasctl command: KAASCTL_NOW_MS pins it for reproducible output
@@ -247,11 +250,13 @@ impl Cluster {
     pub fn open(volume: Volume, session_timeout_ms: i64) -> Result<Cluster, VolumeError> {
         let now_ms = now_ms();
         let live = live_brokers(&volume, now_ms, session_timeout_ms)?;
+        let serving = serving_brokers(&volume, now_ms, session_timeout_ms)?;
         Ok(Cluster {
             volume,
             now_ms,
             session_timeout_ms,
             live,
+            serving,
         })
     }
 
@@ -259,9 +264,9 @@ impl Cluster {
         TxnStateStore::new(self.volume.clone())
     }
 
-    /// The live broker coordinating a slot (rendezvous over live brokers).
+    /// The live broker coordinating a slot (rendezvous over the serving brokers).
     pub fn slot_owner(&self, slot: u32) -> Option<i32> {
-        owner(&txn_slot_key(slot), &self.live)
+        owner(&txn_slot_key(slot), &self.serving)
     }
 
     /// Every slot file, read in parallel (the slots are independent files).

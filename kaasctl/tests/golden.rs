@@ -153,6 +153,7 @@ fn fixture(dir: &Path) -> Volume {
             heartbeat_ms: hb,
             stopped_ms: None,
             stepped_down_ms: None,
+            opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
         }
@@ -975,6 +976,7 @@ fn lease(v: &Volume, id: i32, heartbeat_ms: i64) {
         heartbeat_ms,
         stopped_ms: None,
         stepped_down_ms: None,
+        opening_ms: None,
         listeners: Default::default(),
         authorizer: None,
     }

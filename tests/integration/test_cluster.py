@@ -469,3 +469,111 @@ def test_a_restart_reports_the_fence_backlog_once_as_a_count(kaas_factory, tmp_p
     assert len(lines) == 1 and " INFO " in lines[0], log
     assert int(lines[0].split("fences=")[1].split()[0]) >= 4, lines
     assert "applying a peer's fence" not in log, log
+
+
+def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_until_it_serves(kaas_factory, tmp_path):
+    """A restarted broker recovering its partitions (minutes on big logs; a 15 s
+    `broker-open` delay here, longer than the session timeout) says so in its lease
+    (`opening_ms`). Its peer keeps the partitions it led for it — no take-over while
+    its lease is renewed — but routes nothing to it: Metadata lists it nowhere (its
+    partitions are LEADER_NOT_AVAILABLE), and the groups and transactional ids it
+    will own are coordinated by the peer meanwhile, so real clients work through the
+    peer instead of waiting on a broker that answers nothing. Once it serves, it gets
+    its share. (On the code before, the peer routed half the groups and transactional
+    ids to the silent broker as soon as its new lease appeared.)"""
+    import threading
+
+    from conftest import run_kaasctl
+
+    data = tmp_path / "shared"
+    flags = ["--broker-session-timeout-ms", "6000", "--volume-poll-interval-ms", "300"]
+    b0 = kaas_factory(*flags, data_dir=data)
+    b1 = kaas_factory("--broker-id", "1", *flags, data_dir=data)
+    create_topic(b0.bootstrap, "opening", 4)
+    placed = wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="opening", brokers=[0, 1]), timeout=30,
+                      what="opening placed on both")
+    theirs = sorted(p for p, b in placed.items() if b == 1)
+    assert theirs, placed
+    side = next(f"side{i}" for i in range(100) if rendezvous(f"partition\0side{i}\x000", [0, 1]) == 0)
+    create_topic(b0.bootstrap, side, 1)
+    group = next(f"g{i}" for i in range(1000) if rendezvous(f"group-g{i}", [0, 1]) == 1)
+    tid = next(f"t{i}" for i in range(1000) if rendezvous(f"txn-slot-{_txn_slot(f't{i}')}", [0, 1]) == 1)
+    p = Producer({"bootstrap.servers": b0.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(40):
+        p.produce("opening", value=f"o{i}".encode(), partition=i % 4)
+    for i in range(10):
+        p.produce(side, value=f"s{i}".encode())
+    assert p.flush(30) == 0
+
+    b1.kill9()
+    killed_at = time.time()
+    ready_before = b1.log_text().count("kaas-server ready")
+    delays_before = b1.log_text().count("failpoint reached: delaying")
+    b1.env = {"KAAS_FAILPOINTS": "broker-open=delay:15000"}
+    restart_error = []
+
+    def restart():
+        try:
+            b1.restart()
+        except Exception as e:  # surfaced below
+            restart_error.append(e)
+
+    opener = threading.Thread(target=restart)
+    opener.start()
+    try:
+        wait_for(lambda: b1.log_text().count("failpoint reached: delaying") > delays_before, timeout=20,
+                 what="broker 1 opening")
+        wait_for(lambda: "opening_ms" in (data / "__cluster" / "brokers" / "1.json").read_text(), timeout=10,
+                 what="broker 1's lease marked opening")
+        time.sleep(2.5)  # more than a lease period and a volume sync on broker 0
+        # Metadata: only broker 0; broker 1's partitions wait for it.
+        listed, led = leaders(b0.bootstrap, "opening")
+        assert listed == [0], f"a broker that serves nothing is listed: {listed}"
+        assert led == {q: (-1 if q in theirs else 0) for q in range(4)}, led
+        # A group and a transactional id broker 1 will own are served by broker 0 now.
+        c = Consumer({"bootstrap.servers": b0.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "session.timeout.ms": 6000})
+        try:
+            c.subscribe([side])
+            got, deadline = [], time.time() + 8
+            while len(got) < 10 and time.time() < deadline:
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    got.append(m.value().decode())
+            assert sorted(got) == sorted(f"s{i}" for i in range(10)), got
+            c.commit(asynchronous=False)
+        finally:
+            c.close()
+        tp = Producer({"bootstrap.servers": b0.bootstrap, "transactional.id": tid})
+        tp.init_transactions(8)
+        tp.begin_transaction()
+        for i in range(10, 15):
+            tp.produce(side, value=f"s{i}".encode())
+        tp.commit_transaction(8)
+        assert b1.log_text().count("kaas-server ready") == ready_before, "all of it while broker 1 was still opening"
+        rows = {r["broker_id"]: r for r in json.loads(run_kaasctl(data, "brokers", "--json").stdout)}
+        assert rows[1]["state"] == "opening", rows[1]
+        assert group in rows[0]["groups"], rows
+        # Past the session timeout since the kill, still opening: its partitions are
+        # still its own (nobody took them over while its lease was renewed).
+        while time.time() - killed_at < 7.5:
+            time.sleep(0.2)
+        assert b1.log_text().count("kaas-server ready") == ready_before, "still opening"
+        for q in theirs:
+            owner = json.loads((data / f"opening-{q}" / "owner.json").read_text())
+            assert owner["broker"] == 1 and not owner.get("released"), owner
+        assert "took over a partition" not in b0.log_text().split("is opening the volume")[-1], b0.log_text()
+    finally:
+        opener.join(60)
+    assert not restart_error, restart_error
+    # Serving now: it gets its share of everything again.
+    wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="opening", brokers=[0, 1]) == placed, timeout=30,
+             what="broker 1 leading its partitions again")
+    wait_for(lambda: group in {r["broker_id"]: r for r in json.loads(run_kaasctl(data, "brokers", "--json").stdout)}[1]["groups"],
+             timeout=10, what="the group coordinated by broker 1 again")
+    for i in range(40, 48):
+        p.produce("opening", value=f"o{i}".encode(), partition=i % 4)
+    assert p.flush(30) == 0
+    got = read_all(b0.bootstrap, "opening", 4, "read_uncommitted", expect=48)
+    assert sorted(got) == sorted(f"o{i}" for i in range(48)), "nothing lost or doubled"
+    assert sorted(read_all(b0.bootstrap, side, 1, "read_committed", expect=15)) == sorted(f"s{i}" for i in range(15))

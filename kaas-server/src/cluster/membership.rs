@@ -94,11 +94,27 @@ impl Cluster {
         listed
     }
 
-    /// Replaces the live-broker list (from the lease files). This broker is in it
-    /// exactly while its own lease is fresh: one that stepped down owns nothing.
-    /// Returns whether the set of live brokers changed (`Broker::set_live_brokers`
-    /// then forgets the groups now coordinated elsewhere).
-    pub fn set_live_brokers(&self, mut live: BTreeMap<i32, Endpoints>) -> bool {
+    /// Peers alive but still opening the volume (see `opening_brokers`).
+    pub fn opening_brokers(&self) -> Vec<i32> {
+        self.opening_brokers.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// [`Self::set_live_and_opening`] with no peer opening.
+    pub fn set_live_brokers(&self, live: BTreeMap<i32, Endpoints>) -> bool {
+        self.set_live_and_opening(live, Vec::new())
+    }
+
+    /// Replaces the live-broker list (from the lease files): the live peers that
+    /// serve, and those still opening the volume, which are left out of the live set
+    /// (routed nothing) and kept apart (their partitions are not taken from them).
+    /// This broker is in the live set exactly while its own lease is fresh: one that
+    /// stepped down owns nothing. Returns whether the set of live brokers changed
+    /// (`Broker::set_live_brokers` then forgets the groups now coordinated elsewhere).
+    pub fn set_live_and_opening(&self, mut live: BTreeMap<i32, Endpoints>, mut opening: Vec<i32>) -> bool {
+        opening.retain(|id| *id != self.config.broker_id);
+        for id in &opening {
+            live.remove(id);
+        }
         if self.lease_fresh() {
             live.insert(self.config.broker_id, self.advertised.clone());
         } else {
@@ -110,6 +126,7 @@ impl Cluster {
             self.live_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         *current = live;
+        *self.opening_brokers.write().unwrap_or_else(|p| p.into_inner()) = opening;
         changed
     }
 }

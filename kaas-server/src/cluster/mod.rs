@@ -52,9 +52,15 @@ pub struct Cluster {
     /// sync that reconfigured every topic on the volume.
     pub(crate) defaults_pending: std::sync::atomic::AtomicBool,
     pub(crate) producer_ids: Mutex<ProducerIdAllocator>,
-    /// Brokers whose lease is fresh, with their advertised address, refreshed by the
-    /// lease task; ownership of transaction slots and groups is computed from it.
+    /// Brokers whose lease is fresh and that serve, with their advertised address,
+    /// refreshed by the lease task; ownership of transaction slots, groups and
+    /// partitions is computed from it.
     pub(crate) live_brokers: RwLock<BTreeMap<i32, Endpoints>>,
+    /// Peers whose lease is fresh but says they are still opening the volume
+    /// (`BrokerLease::opening_ms`): left out of `live_brokers`, yet alive — a partition
+    /// one of them leads and never let go is not taken from it. Written under
+    /// `live_brokers`' write lock, with it.
+    pub(crate) opening_brokers: RwLock<Vec<i32>>,
     /// Goes up, under `live_brokers`' write lock, before a changed live set is
     /// published: whoever keeps state valid only while ownership stands still (the
     /// consumer groups' session deadlines) sees the change no later than the new set.
@@ -185,10 +191,21 @@ impl Cluster {
             .map(|l| (l.broker_id, Endpoints::of_lease(l)))
             .collect();
         live_at_start.insert(config.broker_id, advertised.clone());
+        // Peers still opening the volume (starting like this one) keep what they led,
+        // and are assigned nothing until they serve.
+        let opening_at_start: Vec<i32> = leases
+            .iter()
+            .filter(|l| l.is_opening() && live_at_start.contains_key(&l.broker_id))
+            .map(|l| l.broker_id)
+            .collect();
+        for id in &opening_at_start {
+            live_at_start.remove(id);
+        }
         let timeout = config.broker_session_timeout_ms;
         let gate = take_over_gate(
             config.broker_id,
             &live_at_start,
+            &opening_at_start,
             |id| lease_unchanged_since_seen(&volume, &lease_tracker, id),
             |id| lease_confirmed_dead(&volume, &lease_tracker, id, timeout),
         );
@@ -231,6 +248,7 @@ impl Cluster {
             fence_doorbell: tokio::sync::Notify::new(),
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(live_at_start),
+            opening_brokers: RwLock::new(opening_at_start),
             live_generation: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)),
             lease_renewed_at: Mutex::new(None),
             lease_tracker: Arc::new(Mutex::new(lease_tracker)),
@@ -346,7 +364,8 @@ impl Cluster {
             .map(|t| t.meta.partitions as i64)
             .sum::<i64>()
             + more;
-        let live = self.live_brokers().len().max(1) as i64;
+        // Peers still opening the volume will lead their share too.
+        let live = (self.live_brokers().len() + self.opening_brokers().len()).max(1) as i64;
         let per_broker = self.config.max_broker_partitions as i64 * live;
         if total > self.config.max_partitions as i64 {
             return Err(TopicError::PartitionLimit(format!(

@@ -40,13 +40,15 @@ pub(super) struct Gate<'a> {
 pub(super) fn take_over_gate<'a>(
     me: i32,
     live: &BTreeMap<i32, Endpoints>,
+    opening: &[i32],
     unchanged_since_seen: impl Fn(i32) -> bool + Sync + 'a,
     confirm_dead: impl Fn(i32) -> bool + Sync + 'a,
 ) -> Gate<'a> {
     let live: Vec<i32> = live.keys().copied().collect();
+    let opening = opening.to_vec();
     Gate {
         place: Box::new(move |topic, index, last| {
-            match kaas_core::ownership::place(me, &live, topic, index, false, last) {
+            match kaas_core::ownership::place_with(me, &live, &opening, topic, index, false, last) {
                 kaas_core::ownership::Placement::Wait(why) => Err(why),
                 _ => match last {
                     Some(o) if !o.released && o.broker != me && !unchanged_since_seen(o.broker) => Err(format!(
@@ -121,13 +123,15 @@ impl Cluster {
         // The live set and the sightings it was built from, as one view (the lease
         // watch sets the live set with the tracker held): a renewal seen after the
         // live set was built must not pass for one it was built from.
-        let (live, seen) = {
+        let (live, opening, seen) = {
             let t = tracker();
-            (self.live_brokers(), t.clone())
+            let live = self.live_brokers.read().unwrap_or_else(|p| p.into_inner());
+            (live.clone(), self.opening_brokers(), t.clone())
         };
         take_over_gate(
             self.config.broker_id,
             &live,
+            &opening,
             move |id| lease_unchanged_since_seen(&self.volume, &seen, id),
             move |id| lease_confirmed_dead(&self.volume, &tracker(), id, self.config.broker_session_timeout_ms),
         )
@@ -341,7 +345,9 @@ impl Cluster {
 
     /// The broker leading a partition: this one when it holds the partition's
     /// `owner.lock`; else the live broker `owner.json` names, when another process
-    /// holds the lock. None when the partition does not exist or has no live leader.
+    /// holds the lock — one still opening the volume included (a coordinator queues
+    /// its markers for it, applied once it serves). None when the partition does not
+    /// exist or has no live leader.
     pub fn partition_leader(&self, topic: &str, partition: i32) -> Option<i32> {
         self.partition_leadership(topic, partition).map(|(b, _)| b)
     }
@@ -363,11 +369,13 @@ impl Cluster {
     /// [`Cluster::partition_leadership`] for telling clients (Metadata): the
     /// `owner.json` of a partition led elsewhere is read and parsed again only when
     /// it was replaced (a stamp through an open), so a Metadata request over
-    /// thousands of partitions parses none of them most of the time.
+    /// thousands of partitions parses none of them most of the time. A leader still
+    /// opening the volume serves nothing yet: no leader for clients.
     pub fn partition_leadership_for_clients(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
         self.leadership(topic, partition, true)
     }
 
+    /// `cached`: for clients ([`Self::partition_leadership_for_clients`]).
     fn leadership(&self, topic: &str, partition: i32, cached: bool) -> Option<(i32, i32)> {
         let t = self.topic(topic).ok()?;
         match t.partition(partition)? {
@@ -384,7 +392,8 @@ impl Cluster {
                 (owner.broker != self.config.broker_id
                     && !owner.released
                     && !of_other_topic(&owner, t.meta.topic_id)
-                    && self.live_brokers().contains_key(&owner.broker))
+                    && (self.live_brokers().contains_key(&owner.broker)
+                        || (!cached && self.opening_brokers().contains(&owner.broker))))
                 .then_some((owner.broker, owner.leader_epoch))
             }
             Err(_) => None,
@@ -695,7 +704,7 @@ mod tests {
         std::thread::scope(|scope| {
             // Broker 1 takes it over (3 is dead), and is paused right after recording.
             let taker = scope.spawn(|| {
-                let mut gate = take_over_gate(1, &live, |_| true, |b| b == 3);
+                let mut gate = take_over_gate(1, &live, &[], |_| true, |b| b == 3);
                 gate.recorded = Box::new(|| {
                     recorded_tx.lock().unwrap().send(()).unwrap();
                     go_rx.lock().unwrap().recv().unwrap();
@@ -714,7 +723,7 @@ mod tests {
             // Broker 2, which sees broker 1 dead meanwhile (it alone is live, by its
             // view), tries too: no take-over while 1 recovers.
             let alone: BTreeMap<i32, Endpoints> = [(2, Endpoints::plaintext("127.0.0.1", 9092))].into();
-            let judge_dead = take_over_gate(2, &alone, |_| true, |b| b == 1 || b == 3);
+            let judge_dead = take_over_gate(2, &alone, &[], |_| true, |b| b == 1 || b == 3);
             let second = open_partition(&v, &LogConfig::default(), t, id, 0, 2, 3, &judge_dead);
             let refused = second.is_err();
             drop(second);
@@ -746,10 +755,10 @@ mod tests {
         .write(&PartitionOwner::path(&v, "t", 0))
         .unwrap();
         let live: BTreeMap<i32, Endpoints> = [(0, Endpoints::plaintext("127.0.0.1", 9092))].into();
-        let alive = take_over_gate(0, &live, |_| true, |_| false);
+        let alive = take_over_gate(0, &live, &[], |_| true, |_| false);
         let refused = open_partition(&v, &LogConfig::default(), "t", new_id, 0, 0, 1, &alive);
         assert!(refused.is_err(), "a holder not confirmed dead keeps it");
-        let dead = take_over_gate(0, &live, |_| true, |id| id == 5);
+        let dead = take_over_gate(0, &live, &[], |_| true, |id| id == 5);
         let taken = open_partition(&v, &LogConfig::default(), "t", new_id, 0, 0, 1, &dead);
         let taken = taken.map_err(|o| o.reason).expect("taken from a holder confirmed dead");
         assert_eq!(taken.leader_epoch, 0, "a new topic's first leadership");

@@ -289,6 +289,7 @@ pub(crate) mod test_support {
             heartbeat_ms,
             stopped_ms: None,
             stepped_down_ms: None,
+            opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
         }

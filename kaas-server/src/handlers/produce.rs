@@ -540,6 +540,54 @@ mod tests {
         assert_eq!(b.partition_leadership("t", 0), Some((me, epoch + 2)));
     }
 
+    /// A broker restarted after a kill -9 opens the volume (its lease marked
+    /// `opening_ms`) and has not reached this partition yet: its `owner.lock` is free,
+    /// its `owner.json` still names it. Its peer, which counts it alive but not among
+    /// the brokers that serve, takes nothing from it, tells clients of no leader (it
+    /// answers nothing yet), and routes the partition's markers to it (a queue entry
+    /// it applies once it serves). Counted neither alive nor serving — the live set
+    /// alone — the free lock would have been taken.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_partition_of_a_broker_opening_the_volume_is_kept_for_it_and_routed_to_nobody() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let me = b.config.broker_id;
+        let epoch = b.partition_leadership("t", 0).unwrap().1;
+        // Broker 7 led it, died, and its new process is opening the volume.
+        let (lock, _) = taken_over(&b, "t", 0, 7);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        drop(lock);
+        let mut lease = peer_lease(7, "opening", kaas_core::now_ms());
+        lease.opening_ms = Some(lease.heartbeat_ms);
+        lease.write(&b.volume).unwrap();
+        b.lease_tracker.lock().unwrap().observe(
+            [&lease],
+            kaas_core::now_ms(),
+            std::time::Instant::now(),
+            b.config.broker_session_timeout_ms,
+        );
+        let mut live = b.live_brokers();
+        live.insert(7, crate::listeners::Endpoints::of_lease(&lease));
+        b.set_live_and_opening(live, vec![7]);
+        assert!(!b.live_brokers().contains_key(&7), "routed nothing");
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(
+            b.partition_leader("t", 0),
+            Some(7),
+            "still broker 7's: its markers are queued for it"
+        );
+        assert_eq!(
+            b.partition_leadership_for_clients("t", 0),
+            None,
+            "no leader for clients yet"
+        );
+        // The same view without the mark (broker 7 simply not live): the free lock is taken.
+        b.set_live_brokers(b.live_brokers());
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leadership("t", 0), Some((me, epoch + 2)));
+    }
+
     /// Issue 25 item 7: the volume sync tries only the partitions an attempt could
     /// take — those this broker is the rendezvous owner of, and those whose
     /// `owner.json` may still name a leadership of this broker id that did not let

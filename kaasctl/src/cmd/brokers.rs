@@ -10,7 +10,7 @@ pub struct BrokerRow {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub alive: bool,
-    /// alive | stale | stepped_down | dead | stopped ([`kaas_core::broker::Liveness`]):
+    /// alive | opening | stale | stepped_down | dead | stopped ([`kaas_core::broker::Liveness`]):
     /// stale once its heartbeat is half a session timeout old (still counted live).
     pub state: Option<kaas_core::broker::Liveness>,
     /// It stopped cleanly (its lease says so).
@@ -44,7 +44,8 @@ struct Ownership {
 fn ownership(c: &Cluster) -> anyhow::Result<Ownership> {
     use kaas_core::ownership::{group_key, owner, txn_slot_key};
     use kaas_core::topic::{list_topics, PartitionOwner};
-    let live = kaas_core::admin::live_brokers(&c.volume, c.now_ms, c.session_timeout_ms)?;
+    // A broker still opening the volume coordinates nothing yet.
+    let live = &c.serving;
     let mut o = Ownership {
         leads: Default::default(),
         slots: Default::default(),
@@ -63,12 +64,12 @@ fn ownership(c: &Cluster) -> anyhow::Result<Ownership> {
         }
     }
     for slot in 0..kaas_core::txn_store::SLOTS {
-        if let Some(b) = owner(&txn_slot_key(slot), &live) {
+        if let Some(b) = owner(&txn_slot_key(slot), live) {
             o.slots.entry(b).or_default().push(slot);
         }
     }
     for g in kaas_core::offsets::list_groups(&c.volume)? {
-        if let Some(b) = owner(&group_key(&g), &live) {
+        if let Some(b) = owner(&group_key(&g), live) {
             o.groups.entry(b).or_default().push(g);
         }
     }
@@ -147,7 +148,7 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                         let tone = match state {
                             Liveness::Alive => Tone::Good,
                             Liveness::Stopped => Tone::Dim,
-                            Liveness::Stale | Liveness::SteppedDown => Tone::Warn,
+                            Liveness::Opening | Liveness::Stale | Liveness::SteppedDown => Tone::Warn,
                             Liveness::Dead => Tone::Bad,
                         };
                         out.cell(state.as_str(), tone)

@@ -282,14 +282,18 @@ impl Watcher {
         let mut errors = Vec::new();
         // Brokers (tiny files, read every tick).
         let mut live = Vec::new();
+        let mut serving = Vec::new();
         match list_brokers(&volume) {
             Ok(leases) => {
                 for l in leases {
                     match l {
                         Ok(l) => {
-                            let alive = l.is_alive(now_ms, session_timeout_ms);
-                            if alive {
+                            if l.is_alive(now_ms, session_timeout_ms) {
                                 live.push(l.broker_id);
+                                // One still opening the volume coordinates no slot yet.
+                                if !l.is_opening() {
+                                    serving.push(l.broker_id);
+                                }
                             }
                             snap.brokers.push(BrokerInfo {
                                 id: l.broker_id,
@@ -304,7 +308,7 @@ impl Watcher {
             Err(e) => errors.push((volume.brokers_dir().display().to_string(), e.to_string())),
         }
         live.sort_unstable();
-        snap.coordinators = (0..SLOTS).map(|s| owner(&txn_slot_key(s), &live)).collect();
+        snap.coordinators = (0..SLOTS).map(|s| owner(&txn_slot_key(s), &serving)).collect();
         // Transaction slots: only changed files are parsed; unchanged ones are shared.
         let store = TxnStateStore::new(volume.clone());
         for slot in 0..SLOTS {
@@ -560,6 +564,10 @@ impl Snapshot {
                     "broker {} is stale: heartbeat {} old (killed or frozen?), judged dead soon",
                     b.id,
                     age(b.lease_age_ms)
+                ),
+                Liveness::Opening => format!(
+                    "broker {} is opening the volume: the partitions it leads wait for its recovery, nothing else is routed to it until it serves",
+                    b.id
                 ),
                 Liveness::Alive | Liveness::Stopped => continue,
             };

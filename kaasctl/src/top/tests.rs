@@ -67,6 +67,7 @@ fn fixture(dir: &Path) -> Volume {
         heartbeat_ms: NOW - 300,
         stopped_ms: None,
         stepped_down_ms: None,
+        opening_ms: None,
         listeners: Default::default(),
         authorizer: None,
     }
@@ -486,6 +487,7 @@ fn the_overview_lists_what_needs_attention_the_worst_first() {
             heartbeat_ms: heartbeat,
             stopped_ms: None,
             stepped_down_ms: None,
+            opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
         }
