@@ -245,12 +245,52 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     if renewer.join().is_err() {
         error!("the lease renewer of the opening broker panicked");
     }
-    let broker = opened?;
+    let broker = match opened {
+        Ok(broker) => broker,
+        Err(e) => {
+            // Nothing of it is held any more (what it opened, locks included, went
+            // with the error), and it exits: said in its lease, so peers take its
+            // partitions over at once instead of keeping them for a broker that will
+            // never serve (a restart loop faster than the session timeout kept them
+            // offline for good).
+            let mut stopped = lease.clone();
+            stopped.heartbeat_ms = now_ms();
+            stopped.stopped_ms = Some(stopped.heartbeat_ms);
+            if let Err(w) = stopped.write(&volume) {
+                warn!(error = %w, "cannot mark the lease stopped after a failed start; peers see this broker dead after the session timeout");
+            }
+            return Err(e);
+        }
+    };
     // Fresh as of the last renewal: if renewing failed for half the session timeout,
     // the broker is stale, so it steps down (writing nothing) and renews before it
     // appends.
     broker.renewed_at(*renewed.lock().unwrap_or_else(|p| p.into_inner()));
     refresh_live_brokers(&broker);
+    // Groups and transaction slots: coordinated at once by a broker alone on the
+    // volume; one started beside others waits until they have seen its lease say it
+    // serves (the lease task's `joining`) — until then they coordinate its share.
+    let me = broker.config.broker_id;
+    let alone = broker.live_brokers().keys().all(|b| *b == me) && broker.opening_brokers().is_empty();
+    broker.set_coordinating(alone);
+    // The lease task from here on, its first renewal at once: recovery and
+    // reconciliation below can take long, and a lease left unrenewed through them
+    // made the broker step down (letting go of every partition it had just
+    // recovered) or be judged dead while still recovering.
+    let lease = std::sync::Arc::new(std::sync::Mutex::new(LeaseKeeper::new(lease, !alone)));
+    tick_lease(&broker, &lease).await;
+    let lease_task = tokio::spawn({
+        let broker = broker.clone();
+        let lease = lease.clone();
+        every_async(
+            renewal_period(broker.config.broker_session_timeout_ms),
+            shutdown.clone(),
+            move || {
+                let (broker, lease) = (broker.clone(), lease.clone());
+                async move { tick_lease(&broker, &lease).await }
+            },
+        )
+    });
     // Marker notices to partition leaders (the peer links start with the other tasks
     // below; what recovery announces meanwhile waits in the channel).
     let notices = peer_settings.map(|settings| {
@@ -262,9 +302,18 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         );
         (settings, receiver)
     });
-    // Finish what a previous run left between PrepareCommit/PrepareAbort and Complete*.
+    // Finish what a previous run left between PrepareCommit/PrepareAbort and Complete*
+    // (in the slots it coordinates: beside other brokers, none yet — their owners'
+    // reapers finish those).
     broker.txn.recover(&broker).await;
     broker.txn.reconcile(&broker).await;
+    // It serves from here on: the lease says so at once, and the peers route its
+    // share of groups, slots and partitions to it from their next read of the leases.
+    {
+        let mut keeper = lease.lock().unwrap_or_else(|p| p.into_inner());
+        keeper.lease.opening_ms = None;
+    }
+    tick_lease(&broker, &lease).await;
     info!(
         listeners = %bound.iter().map(|(l, a)| format!("{}={}://{a}", l.name, l.protocol.name())).collect::<Vec<_>>().join(","),
         advertised = %broker.advertised.0.iter().map(|(n, (h, p))| format!("{n}={h}:{p}")).collect::<Vec<_>>().join(","),
@@ -276,33 +325,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     if let Some((state, _)) = &ops {
         let _ = state.broker.set(broker.clone());
     }
-    // It serves from here on: the lease task's first renewal, at once, says so to the
-    // peers, which route its share of groups, slots and partitions to it from their
-    // next read of the leases.
-    let mut lease = lease;
-    lease.opening_ms = None;
-    let lease = std::sync::Arc::new(std::sync::Mutex::new(LeaseKeeper::new(lease)));
     let mut tasks = vec![
-        tokio::spawn({
-            let broker = broker.clone();
-            let lease = lease.clone();
-            every_async(
-                renewal_period(broker.config.broker_session_timeout_ms),
-                shutdown.clone(),
-                move || {
-                    let (broker, lease) = (broker.clone(), lease.clone());
-                    async move {
-                        let tick = tokio::task::spawn_blocking(move || {
-                            let mut keeper = lease.lock().unwrap_or_else(|p| p.into_inner());
-                            renew_lease(&broker, &mut keeper);
-                        });
-                        if let Err(e) = tick.await {
-                            error!(error = %e, "lease task failed");
-                        }
-                    }
-                },
-            )
-        }),
+        lease_task,
         tokio::spawn({
             // Every poll interval, and at once when a peer's fence notice rings.
             let broker = broker.clone();
@@ -520,16 +544,35 @@ struct LeaseKeeper {
     unmarked_at: Option<Instant>,
     /// How long the last renewal took, if it succeeded.
     last_write: Option<Duration>,
+    /// Started beside other brokers and not coordinating groups and slots yet:
+    /// `Some(None)` while its lease says opening, `Some(Some(at))` once the lease
+    /// without the mark is on the volume (since `at`); None once it coordinates.
+    joining: Option<Option<Instant>>,
 }
 
 impl LeaseKeeper {
-    fn new(lease: BrokerLease) -> Self {
+    /// `joining`: the broker waits for its peers to see it serve before it
+    /// coordinates anything.
+    fn new(lease: BrokerLease, joining: bool) -> Self {
         Self {
             lease,
             out: false,
             unmarked_at: None,
             last_write: None,
+            joining: joining.then_some(None),
         }
+    }
+}
+
+/// One renewal of the lease ([`renew_lease`]) on the blocking pool.
+async fn tick_lease(broker: &std::sync::Arc<Broker>, lease: &std::sync::Arc<std::sync::Mutex<LeaseKeeper>>) {
+    let (broker, lease) = (broker.clone(), lease.clone());
+    let tick = tokio::task::spawn_blocking(move || {
+        let mut keeper = lease.lock().unwrap_or_else(|p| p.into_inner());
+        renew_lease(&broker, &mut keeper);
+    });
+    if let Err(e) = tick.await {
+        error!(error = %e, "lease task failed");
     }
 }
 
@@ -623,6 +666,21 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) {
                     None => keeper.unmarked_at = Some(Instant::now()),
                 }
             }
+            // A broker started beside others coordinates groups and slots once its
+            // lease, saying it serves, has been on the volume for as long as the
+            // peers take to read it (as a broker back from a step-down), so no group
+            // or slot has two coordinators meanwhile.
+            if !keeper.out && keeper.lease.opening_ms.is_none() {
+                match keeper.joining {
+                    Some(None) => keeper.joining = Some(Some(Instant::now())),
+                    Some(Some(visible)) if visible.elapsed() >= rejoin_wait(session) => {
+                        keeper.joining = None;
+                        info!("its peers have seen it serve: coordinating its share of groups and transaction slots");
+                        broker.set_coordinating(true);
+                    }
+                    _ => {}
+                }
+            }
         }
         Err(e) => {
             keeper.last_write = None;
@@ -663,16 +721,23 @@ fn warn_of_other_authorizers<'a>(broker: &Broker, live: impl IntoIterator<Item =
 /// Logs, once per change, each peer that left the live set — and why: stopped cleanly
 /// (its partitions are handed over), stepped down, or dead with how long this process
 /// saw its heartbeat unchanged — and each that joined it.
+#[allow(clippy::too_many_arguments)]
 fn say_who_came_and_went(
     me: i32,
     before: &BTreeMap<i32, crate::listeners::Endpoints>,
     after: &BTreeMap<i32, crate::listeners::Endpoints>,
+    opening: &[i32],
     leases: &[BrokerLease],
     tracker: &kaas_core::broker::LeaseTracker,
     now: Instant,
     now_ms: i64,
 ) {
-    for &id in before.keys().filter(|id| **id != me && !after.contains_key(id)) {
+    // One that left because it restarted and is opening the volume is said apart
+    // (its partitions stay its own): not dead.
+    for &id in before
+        .keys()
+        .filter(|id| **id != me && !after.contains_key(id) && !opening.contains(id))
+    {
         match leases.iter().find(|l| l.broker_id == id) {
             Some(l) if l.stopped_ms.is_some() => {
                 info!(broker = id, "broker {id} stopped cleanly; what it led is handed over")
@@ -755,7 +820,16 @@ fn refresh_live_brokers(broker: &Broker) {
                     .collect();
                 let before = broker.cluster.live_brokers();
                 let opening_before = broker.cluster.opening_brokers();
-                say_who_came_and_went(broker.config.broker_id, &before, &live, &leases, &tracker, seen_at, now);
+                say_who_came_and_went(
+                    broker.config.broker_id,
+                    &before,
+                    &live,
+                    &opening,
+                    &leases,
+                    &tracker,
+                    seen_at,
+                    now,
+                );
                 for id in opening.iter().filter(|id| !opening_before.contains(id)) {
                     info!(
                         broker = id,
@@ -774,7 +848,7 @@ fn refresh_live_brokers(broker: &Broker) {
     }
 }
 
-/// Runs the future `f` makes, then waits `period`, until shutdown (a slow round
+/// Waits `period`, then runs the future `f` makes, until shutdown (a slow round
 /// delays the next one rather than piling up).
 async fn every_async<F, Fut>(period: Duration, mut shutdown: watch::Receiver<bool>, mut f: F)
 where
@@ -1001,7 +1075,7 @@ mod tests {
             opening_ms: None,
         };
         lease.write(&broker.volume).expect("lease written");
-        let mut keeper = LeaseKeeper::new(lease);
+        let mut keeper = LeaseKeeper::new(lease, false);
         renew_lease(&broker, &mut keeper);
         assert!(broker.lease_fresh() && self_live(&broker));
         assert_eq!(lease_on_volume(&broker).stepped_down_ms, None);
@@ -1050,5 +1124,65 @@ mod tests {
             assert!(!self_live(&broker));
         }
         panic!("renewals in time never brought the broker back");
+    }
+
+    /// A broker started beside others coordinates no group or slot while its lease
+    /// says it is opening (its peers coordinate its share), nor until its lease saying
+    /// it serves has been on the volume for as long as the peers take to read it:
+    /// coordinating at once, it and a peer both answered for its groups for a period
+    /// or two (found by a review of the opening mark).
+    #[test]
+    fn a_broker_started_beside_others_coordinates_only_once_they_could_see_it_serve() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = <Config as clap::Parser>::parse_from([
+            "kaas-server",
+            "--data-dir",
+            dir.path().to_str().expect("utf-8"),
+            "--broker-session-timeout-ms",
+            &SESSION_MS.to_string(),
+        ]);
+        let broker = Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).expect("opens");
+        let me = broker.config.broker_id;
+        let lease = BrokerLease {
+            version: LEASE_FORMAT_VERSION,
+            authorizer: None,
+            broker_id: me,
+            host: "127.0.0.1".into(),
+            port: 9092,
+            listeners: Default::default(),
+            incarnation: "test".into(),
+            started_ms: now_ms(),
+            heartbeat_ms: now_ms(),
+            stopped_ms: None,
+            stepped_down_ms: None,
+            opening_ms: Some(now_ms()),
+        };
+        lease.write(&broker.volume).expect("lease written");
+        let mine = |b: &Broker| (0..kaas_core::txn::SLOTS).filter(|s| b.owns_txn_slot(*s)).count();
+        broker.set_coordinating(false);
+        let mut keeper = LeaseKeeper::new(lease, true);
+        renew_lease(&broker, &mut keeper);
+        assert!(broker.lease_fresh() && self_live(&broker), "it leads its partitions");
+        assert!(lease_on_volume(&broker).opening_ms.is_some());
+        assert_eq!(mine(&broker), 0, "no slot while it is opening");
+        // It serves: the mark goes at once, the slots only later.
+        keeper.lease.opening_ms = None;
+        let unmarked = Instant::now();
+        renew_lease(&broker, &mut keeper);
+        assert_eq!(lease_on_volume(&broker).opening_ms, None);
+        for _ in 0..50 {
+            if mine(&broker) > 0 {
+                assert!(
+                    unmarked.elapsed() >= rejoin_wait(SESSION_MS),
+                    "coordinating {:?} after its lease said it serves",
+                    unmarked.elapsed()
+                );
+                assert_eq!(mine(&broker), kaas_core::txn::SLOTS as usize, "alone here: every slot");
+                return;
+            }
+            std::thread::sleep(renewal_period(SESSION_MS));
+            renew_lease(&broker, &mut keeper);
+        }
+        panic!("it never began coordinating");
     }
 }

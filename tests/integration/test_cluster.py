@@ -471,6 +471,23 @@ def test_a_restart_reports_the_fence_backlog_once_as_a_count(kaas_factory, tmp_p
     assert "applying a peer's fence" not in log, log
 
 
+def _coordinator(port, group):
+    """FindCoordinator v0 for `group` on the broker at `port`: the node it names, or
+    -1 with an error."""
+    import struct
+
+    from wire import Conn, request, string
+
+    c = Conn(port)
+    try:
+        c.send(request(10, 0, 1, string(group)))
+        _, body = c.recv_response()
+    finally:
+        c.close()
+    error, node = struct.unpack(">hi", body[:6])
+    return -1 if error else node
+
+
 def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_until_it_serves(kaas_factory, tmp_path):
     """A restarted broker recovering its partitions (minutes on big logs; a 15 s
     `broker-open` delay here, longer than the session timeout) says so in its lease
@@ -479,8 +496,9 @@ def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_
     partitions are LEADER_NOT_AVAILABLE), and the groups and transactional ids it
     will own are coordinated by the peer meanwhile, so real clients work through the
     peer instead of waiting on a broker that answers nothing. Once it serves, it gets
-    its share. (On the code before, the peer routed half the groups and transactional
-    ids to the silent broker as soon as its new lease appeared.)"""
+    its share, and takes its groups only once the peer has seen it serve: never do both
+    coordinate one group. (On the code before, the peer routed half the groups and
+    transactional ids to the silent broker as soon as its new lease appeared.)"""
     import threading
 
     from conftest import run_kaasctl
@@ -562,10 +580,20 @@ def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_
         for q in theirs:
             owner = json.loads((data / f"opening-{q}" / "owner.json").read_text())
             assert owner["broker"] == 1 and not owner.get("released"), owner
-        assert "took over a partition" not in b0.log_text().split("is opening the volume")[-1], b0.log_text()
+        after_restart = b0.log_text().split("broker 1 is opening the volume")[-1]
+        assert "took over a partition" not in after_restart, b0.log_text()
+        assert "broker 1 is dead" not in b0.log_text().split("broker 1 is live")[-1], "a restart is no death"
     finally:
         opener.join(60)
     assert not restart_error, restart_error
+    # From the moment it serves, never do both brokers coordinate the group: broker 1
+    # takes it only once broker 0 has seen its lease say it serves.
+    claims, deadline = [], time.time() + 15
+    while time.time() < deadline and claims[-5:] != [(1, 1)] * 5:
+        claims.append((_coordinator(b0.port, group), _coordinator(b1.port, group)))
+        assert claims[-1] != (0, 1), f"two coordinators of {group}: {claims}"
+        time.sleep(0.05)
+    assert claims[-5:] == [(1, 1)] * 5, claims
     # Serving now: it gets its share of everything again.
     wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="opening", brokers=[0, 1]) == placed, timeout=30,
              what="broker 1 leading its partitions again")

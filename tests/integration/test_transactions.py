@@ -219,6 +219,34 @@ def test_a_crash_between_prepare_commit_and_the_markers_completes_the_commit(kaa
              what="the entry completed")
 
 
+def test_a_long_recovery_of_prepared_transactions_keeps_the_lease_renewed(kaas_factory, tmp_path):
+    """Finishing the transactions the last run left in Prepare* runs before the broker
+    serves and can take long (each finish writes markers and fsyncs; a 3 s delay at
+    `txn-after-markers` here, longer than half the 4 s session timeout). The lease is
+    renewed throughout: before, nothing renewed it between opening the volume and the
+    lease task's start, so the broker stepped down right after start, letting go of
+    every partition it had just recovered (found by a review; seen failing)."""
+    flags = ["--broker-session-timeout-ms", "4000"]
+    b = kaas_factory(*flags, data_dir=tmp_path / "slow", env={"KAAS_FAILPOINTS": "txn-after-prepare"})
+    create_topic(b.bootstrap, "slowrec", 2)
+    p = txn_producer(b.bootstrap, "slowrec-tx")
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("slowrec", value=f"r{i}".encode(), partition=i % 2)
+    p.flush(15)
+    with pytest.raises(KafkaException):
+        p.commit_transaction(3)  # the broker dies mid-commit
+    wait_for(lambda: not b.alive(), what="failpoint abort")
+    b.env = {"KAAS_FAILPOINTS": "txn-after-markers=delay:3000"}
+    b.restart()
+    assert "finished a transaction left in a Prepare state" in b.log_text()
+    got = read_all(b.bootstrap, "slowrec", 2, "read_committed", expect=10)
+    assert sorted(got) == sorted(f"r{i}" for i in range(10))
+    time.sleep(2)
+    assert "stepping down" not in b.log_text(), b.log_text()
+    assert b.alive()
+
+
 def test_kip_664_admin_apis_list_and_describe_transactions_and_producers(kaas):
     from kafka import KafkaAdminClient
     from kafka import TopicPartition as KTopicPartition

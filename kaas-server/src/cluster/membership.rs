@@ -64,11 +64,11 @@ impl Cluster {
     /// lease expire, have taken over. (Partitions have their own checks through the
     /// volume, and their placement follows the live set as the lease task sets it.)
     pub fn owner_of(&self, key: &str) -> Option<i32> {
-        let fresh = self.lease_fresh();
+        let counts_itself = self.lease_fresh() && self.coordinating.load(Ordering::Acquire);
         let live: Vec<i32> = self
             .live_brokers()
             .into_keys()
-            .filter(|b| fresh || *b != self.config.broker_id)
+            .filter(|b| counts_itself || *b != self.config.broker_id)
             .collect();
         kaas_core::ownership::owner(key, &live)
     }
@@ -92,6 +92,16 @@ impl Cluster {
             .entry(self.config.broker_id)
             .or_insert_with(|| self.advertised.clone());
         listed
+    }
+
+    /// Starts or stops coordinating groups and transaction slots (see
+    /// `coordinating`). A change moves groups and slots: the live generation goes up
+    /// (as for a changed live set), so the groups' state is loaded again.
+    pub fn set_coordinating(&self, on: bool) {
+        let _live = self.live_brokers.write().unwrap_or_else(|p| p.into_inner());
+        if self.coordinating.swap(on, Ordering::AcqRel) != on {
+            self.live_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// Peers alive but still opening the volume (see `opening_brokers`).

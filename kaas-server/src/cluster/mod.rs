@@ -75,6 +75,12 @@ pub struct Cluster {
     /// different count before and after may have been made while another broker took
     /// the partition, and is not acknowledged.
     pub(crate) stepdowns: std::sync::atomic::AtomicU64,
+    /// Whether this broker coordinates groups and transaction slots (counts itself in
+    /// [`Cluster::owner_of`]). True from open, except for a broker started beside
+    /// others: it coordinates only once its peers have seen its lease say it serves
+    /// (`runtime`: the lease task's `joining`), so no group or slot ever has two
+    /// coordinators while they still count it opening.
+    pub(crate) coordinating: std::sync::atomic::AtomicBool,
     /// Volume syncs run so far (broken partitions are retried every
     /// [`BROKEN_RETRY_ROUNDS`]).
     pub(crate) sync_rounds: std::sync::atomic::AtomicU64,
@@ -260,6 +266,7 @@ impl Cluster {
             foreign_owners: Mutex::new(Default::default()),
             topic_files: Mutex::new(Default::default()),
             stepdowns: std::sync::atomic::AtomicU64::new(0),
+            coordinating: std::sync::atomic::AtomicBool::new(true),
             dynamic: RwLock::new(dynamic),
         })
     }

@@ -94,7 +94,11 @@ impl Cluster {
                 on_deleted(&topic.meta.name);
             }
         }
-        let live: Vec<i32> = self.live_brokers().keys().copied().collect();
+        // A peer still opening the volume counts here: the partitions it will own are
+        // not tried every round while it recovers (they would only wait for it, or
+        // for their last owner's lease, reading owner.json each time).
+        let mut live: Vec<i32> = self.live_brokers().keys().copied().collect();
+        live.extend(self.opening_brokers());
         let me = self.config.broker_id;
         let assigned = |topic: &str, index: i32| {
             kaas_core::ownership::owner(&kaas_core::ownership::partition_key(topic, index), &live) == Some(me)
