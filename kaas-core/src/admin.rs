@@ -264,11 +264,41 @@ fn execute_with(
     // as "nothing happened" (an operator would run it again and abort the restarted
     // producer's next transaction). The reaper or `txn repair --fix` finishes it.
     let decided = prepared.state != before.state;
-    let rest = finish_prepared(volume, plan, actor, command, now_ms, wait, meanwhile, &before, prepared);
+    // Audited as soon as it is decided, and the record brought up to date at the end:
+    // a tool stopped while it waits for queued markers (Ctrl-C, `q` in `kaasctl top`)
+    // leaves the decision in the audit journal, never nothing.
+    let audit_at = if decided {
+        match record_audit(volume, actor, command, &tid, Some(&before), Some(&prepared), now_ms) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                return Err(AdminError::Unfinished {
+                    id: tid,
+                    now: format!("{} at epoch {}", prepared.state.as_str(), prepared.producer_epoch),
+                    cause: "the decision is durable, but its audit record could not be written".to_string(),
+                    audit: format!("the audit record could not be written: {e}"),
+                })
+            }
+        }
+    } else {
+        None
+    };
+    let rest = finish_prepared(
+        volume,
+        plan,
+        (actor, command, audit_at.as_deref()),
+        now_ms,
+        wait,
+        meanwhile,
+        &before,
+        prepared,
+    );
     match rest {
         Err(e) if decided => {
             let after = store.get(&tid).ok().flatten();
-            let audit = record_audit(volume, actor, command, &tid, Some(&before), after.as_ref(), now_ms);
+            let audit = audit_at
+                .as_deref()
+                .map(|at| rewrite_audit(volume, at, actor, command, &tid, Some(&before), after.as_ref(), now_ms))
+                .unwrap_or_else(|| record_audit(volume, actor, command, &tid, Some(&before), after.as_ref(), now_ms));
             Err(AdminError::Unfinished {
                 id: tid,
                 now: after.map_or_else(
@@ -291,8 +321,7 @@ fn execute_with(
 fn finish_prepared(
     volume: &Volume,
     plan: &ActionPlan,
-    actor: &Actor,
-    command: &[String],
+    (actor, command, audit_at): (&Actor, &[String], Option<&std::path::Path>),
     now_ms: i64,
     wait: Duration,
     meanwhile: &mut dyn FnMut(Between),
@@ -417,7 +446,10 @@ fn finish_prepared(
             None => (prepared.clone(), false),
         })?;
     }
-    let audit_file = record_audit(volume, actor, command, &tid, Some(&before), Some(&after), now_ms)?;
+    let audit_file = match audit_at {
+        Some(at) => rewrite_audit(volume, at, actor, command, &tid, Some(&before), Some(&after), now_ms)?,
+        None => record_audit(volume, actor, command, &tid, Some(&before), Some(&after), now_ms)?,
+    };
     Ok(ActionReport {
         plan: plan.clone(),
         before,
@@ -474,7 +506,9 @@ fn finish_under_lock(
                     None,
                     now_ms,
                 )?;
-                if done != DirectWrite::NoPartition {
+                // Only a marker appended counts as written: a partition with nothing
+                // open of the producer only had its epoch raised.
+                if done == DirectWrite::Written {
                     written.push(tp.clone());
                 }
             }
@@ -523,6 +557,18 @@ fn write_marker_direct(
         Err(e) if e.is_not_found() => None,
         Err(e) => return Err(err(e.to_string())),
     };
+    // Leftovers of a deleted topic of the same name: no broker has opened this
+    // topic's partition yet (the one that does removes them first, and records its
+    // leadership only then), so nothing of this topic is in it — no transaction to
+    // end. Left untouched: adopting them under this topic's id would serve the
+    // deleted topic's records as this one's.
+    if last
+        .as_ref()
+        .is_some_and(|o| o.topic_id.is_some_and(|id| id != meta.topic_id))
+    {
+        tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition's directory holds a deleted topic's leftovers; nothing of this topic to end there");
+        return Ok(DirectWrite::NoPartition);
+    }
     let mut own = PartitionOwner {
         version: crate::topic::OWNER_FORMAT_VERSION,
         broker: ADMIN_WRITER,
@@ -1044,21 +1090,7 @@ pub fn record_audit(
     after: Option<&TxnEntry>,
     now_ms: i64,
 ) -> Result<PathBuf, VolumeError> {
-    let record = AuditRecord {
-        version: AUDIT_FORMAT_VERSION,
-        at_ms: now_ms,
-        actor: actor.clone(),
-        command: command.to_vec(),
-        target: target.to_string(),
-        before: before.cloned(),
-        after: after.cloned(),
-        data_dir: Some(
-            std::path::absolute(volume.root())
-                .unwrap_or_else(|_| volume.root().to_path_buf())
-                .display()
-                .to_string(),
-        ),
-    };
+    let record = audit_record(volume, actor, command, target, before, after, now_ms);
     // Unique per record: two records of one target in the same millisecond (a
     // CreateAcls and a DeleteAcls of one ACL) must not share a file, in one process
     // (the counter, zero-padded so names sort in order) or in two with the same pid
@@ -1074,6 +1106,50 @@ pub fn record_audit(
     ));
     write_json(&path, &record).map_err(|e| VolumeError::io(&path, e))?;
     Ok(path)
+}
+
+/// Replaces the audit record at `path` (one this process wrote with
+/// [`record_audit`] when its action was decided) with the action's outcome.
+#[allow(clippy::too_many_arguments)]
+fn rewrite_audit(
+    volume: &Volume,
+    path: &std::path::Path,
+    actor: &Actor,
+    command: &[String],
+    target: &str,
+    before: Option<&TxnEntry>,
+    after: Option<&TxnEntry>,
+    now_ms: i64,
+) -> Result<PathBuf, VolumeError> {
+    let record = audit_record(volume, actor, command, target, before, after, now_ms);
+    write_json(path, &record).map_err(|e| VolumeError::io(path, e))?;
+    Ok(path.to_path_buf())
+}
+
+fn audit_record(
+    volume: &Volume,
+    actor: &Actor,
+    command: &[String],
+    target: &str,
+    before: Option<&TxnEntry>,
+    after: Option<&TxnEntry>,
+    now_ms: i64,
+) -> AuditRecord {
+    AuditRecord {
+        version: AUDIT_FORMAT_VERSION,
+        at_ms: now_ms,
+        actor: actor.clone(),
+        command: command.to_vec(),
+        target: target.to_string(),
+        before: before.cloned(),
+        after: after.cloned(),
+        data_dir: Some(
+            std::path::absolute(volume.root())
+                .unwrap_or_else(|_| volume.root().to_path_buf())
+                .display()
+                .to_string(),
+        ),
+    }
 }
 
 /// Every audit record, oldest first; unreadable files as errors.

@@ -564,15 +564,25 @@ impl LeaseKeeper {
     }
 }
 
-/// One renewal of the lease ([`renew_lease`]) on the blocking pool.
+/// One renewal of the lease ([`renew_lease`]) on the blocking pool. A broker that
+/// began coordinating its share of the slots with it finishes what their Prepare*
+/// entries wait for at once, as a broker does for its slots at start (their owners
+/// until now may have left them, or be about to: every finish is a compare-and-set).
 async fn tick_lease(broker: &std::sync::Arc<Broker>, lease: &std::sync::Arc<std::sync::Mutex<LeaseKeeper>>) {
-    let (broker, lease) = (broker.clone(), lease.clone());
-    let tick = tokio::task::spawn_blocking(move || {
-        let mut keeper = lease.lock().unwrap_or_else(|p| p.into_inner());
-        renew_lease(&broker, &mut keeper);
+    let tick = tokio::task::spawn_blocking({
+        let (broker, lease) = (broker.clone(), lease.clone());
+        move || {
+            let mut keeper = lease.lock().unwrap_or_else(|p| p.into_inner());
+            renew_lease(&broker, &mut keeper)
+        }
     });
-    if let Err(e) = tick.await {
-        error!(error = %e, "lease task failed");
+    match tick.await {
+        Ok(true) => {
+            let broker = broker.clone();
+            tokio::spawn(async move { broker.txn.recover(&broker).await });
+        }
+        Ok(false) => {}
+        Err(e) => error!(error = %e, "lease task failed"),
     }
 }
 
@@ -608,7 +618,8 @@ fn rejoin_wait(session_timeout_ms: i64) -> Duration {
 /// unmarked lease was on the volume makes it fresh. So peers — who re-read leases every period — have seen the
 /// mark gone before it claims a slot or group again: never is it live to itself while its
 /// lease tells them it is dead (`a_broker_that_stepped_down_comes_back_only_after_its_peers_could_see_it_back`).
-fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) {
+/// Returns whether the broker began coordinating groups and slots with this tick.
+fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
     // Another process running as this broker id (possible only if the id lock lapsed,
     // as an NFS lock does for a host cut off long enough) owns the lease now: this
     // process must stop at once and write nothing more.
@@ -623,6 +634,7 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) {
         }
     }
     let session = broker.config.broker_session_timeout_ms;
+    let mut began_coordinating = false;
     if !keeper.out && !broker.lease_fresh() {
         warn!("this broker's lease was not renewed for half the session timeout: stepping down");
         broker.stepping_down();
@@ -677,6 +689,7 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) {
                         keeper.joining = None;
                         info!("its peers have seen it serve: coordinating its share of groups and transaction slots");
                         broker.set_coordinating(true);
+                        began_coordinating = true;
                     }
                     _ => {}
                 }
@@ -689,6 +702,7 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) {
         }
     }
     refresh_live_brokers(broker);
+    began_coordinating
 }
 
 /// A live peer that authorizes differently (`--authorizer`, `--super-users`,

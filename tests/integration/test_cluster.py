@@ -471,21 +471,22 @@ def test_a_restart_reports_the_fence_backlog_once_as_a_count(kaas_factory, tmp_p
     assert "applying a peer's fence" not in log, log
 
 
-def _coordinator(port, group):
-    """FindCoordinator v0 for `group` on the broker at `port`: the node it names, or
-    -1 with an error."""
+def _describe_group_error(port, group):
+    """DescribeGroups v0 for `group` on the broker at `port`: its error code — 0 only
+    where the group is coordinated (16 NOT_COORDINATOR, 14 while a broker waits to
+    take it)."""
     import struct
 
     from wire import Conn, request, string
 
     c = Conn(port)
     try:
-        c.send(request(10, 0, 1, string(group)))
+        c.send(request(15, 0, 1, struct.pack(">i", 1) + string(group)))
         _, body = c.recv_response()
     finally:
         c.close()
-    error, node = struct.unpack(">hi", body[:6])
-    return -1 if error else node
+    (error,) = struct.unpack(">h", body[4:6])
+    return error
 
 
 def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_until_it_serves(kaas_factory, tmp_path):
@@ -496,8 +497,8 @@ def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_
     partitions are LEADER_NOT_AVAILABLE), and the groups and transactional ids it
     will own are coordinated by the peer meanwhile, so real clients work through the
     peer instead of waiting on a broker that answers nothing. Once it serves, it gets
-    its share, and takes its groups only once the peer has seen it serve: never do both
-    coordinate one group. (On the code before, the peer routed half the groups and
+    its share, and takes its groups only once the peer has seen it serve (answering
+    COORDINATOR_LOAD_IN_PROGRESS meanwhile): never do both coordinate one group. (On the code before, the peer routed half the groups and
     transactional ids to the silent broker as soon as its new lease appeared.)"""
     import threading
 
@@ -587,13 +588,16 @@ def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_
         opener.join(60)
     assert not restart_error, restart_error
     # From the moment it serves, never do both brokers coordinate the group: broker 1
-    # takes it only once broker 0 has seen its lease say it serves.
-    claims, deadline = [], time.time() + 15
-    while time.time() < deadline and claims[-5:] != [(1, 1)] * 5:
-        claims.append((_coordinator(b0.port, group), _coordinator(b1.port, group)))
-        assert claims[-1] != (0, 1), f"two coordinators of {group}: {claims}"
+    # takes it only once broker 0 has seen its lease say it serves, and meanwhile
+    # answers COORDINATOR_LOAD_IN_PROGRESS (retried in place by clients).
+    answers, deadline = [], time.time() + 15
+    while time.time() < deadline and answers[-5:] != [(16, 0)] * 5:
+        answers.append((_describe_group_error(b0.port, group), _describe_group_error(b1.port, group)))
+        assert answers[-1] != (0, 0), f"two coordinators of {group}: {answers}"
+        assert answers[-1][1] in (0, 14), answers
         time.sleep(0.05)
-    assert claims[-5:] == [(1, 1)] * 5, claims
+    assert answers[-5:] == [(16, 0)] * 5, answers
+    assert (0, 14) in answers, "broker 0 coordinated the group while broker 1 waited to take it"
     # Serving now: it gets its share of everything again.
     wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="opening", brokers=[0, 1]) == placed, timeout=30,
              what="broker 1 leading its partitions again")

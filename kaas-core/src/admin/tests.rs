@@ -914,3 +914,110 @@ fn a_direct_marker_stands_when_the_snapshot_is_too_large_to_write() {
         "the transaction is over"
     );
 }
+
+/// kaasctl's direct marker adopted a deleted topic's leftovers: it wrote the marker
+/// into the old log and recorded its leadership under the new topic's id, so no
+/// broker cleared the directory and the deleted records were served as the new
+/// topic's (a review of kaasctl's write paths). And a partition where nothing of the
+/// producer was open was reported as "marker written".
+#[test]
+fn a_direct_marker_never_adopts_a_deleted_topics_leftovers_under_the_new_topics_id() {
+    let (_d, volume, _) = setup();
+    let path = PartitionOwner::path(&volume, "t", 0);
+    // The leftovers' owner.json names the deleted topic (another id) and a dead broker.
+    let old_id = uuid::Uuid::new_v4();
+    PartitionOwner {
+        version: crate::topic::OWNER_FORMAT_VERSION,
+        broker: 2,
+        leader_epoch: 7,
+        released: false,
+        updated_ms: 1,
+        topic_id: Some(old_id),
+    }
+    .write(&path)
+    .unwrap();
+    let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+    assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    let report = execute(&volume, &plan, &admin, &[], 10, Duration::ZERO).unwrap();
+    assert!(report.completed);
+    assert!(report.markers_written.is_empty(), "{:?}", report.markers_written);
+    let owner = PartitionOwner::read(&path).unwrap();
+    assert_eq!(
+        (owner.broker, owner.topic_id),
+        (2, Some(old_id)),
+        "the leftovers stay the deleted topic's, for the next broker to clear"
+    );
+    let p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+    assert_eq!(p.log.log_end_offset(), 1, "nothing written into the old log");
+}
+
+#[test]
+fn a_partition_with_nothing_open_is_not_reported_as_a_marker_written() {
+    let (_d, volume, _) = setup();
+    // The producer's batch is already ended there (a marker another process wrote).
+    let mut p = PartitionState::open(&volume.partition_dir("t", 0), LogConfig::default(), 0).unwrap();
+    p.write_marker(42, 0, false, 0, 0, 5).unwrap();
+    drop(p);
+    let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    let report = execute(&volume, &plan, &admin, &[], 10, Duration::ZERO).unwrap();
+    assert!(report.completed);
+    assert!(report.markers_written.is_empty(), "{:?}", report.markers_written);
+}
+
+/// An abort is in the audit journal from the moment it is decided: kaasctl stopped
+/// while it waited for queued markers (Ctrl-C, or `q` in `kaasctl top` during the
+/// wait) left a fenced producer and a durable PrepareAbort with no audit record, and
+/// an operator reading "nothing happened" would abort the restarted producer's next
+/// transaction (a review of kaasctl's write paths). One record per action: the one
+/// written at the decision is brought up to date at the end.
+#[test]
+fn an_abort_is_audited_as_soon_as_it_is_decided() {
+    let (_d, volume, _) = setup();
+    // A live broker leads the partition: the marker is queued for it, and the wait
+    // for it is where the tool may be stopped.
+    led_by(&volume, 0, 0);
+    let (plan, _) = plan_abort(&volume, "stuck", &[0]).unwrap();
+    assert_eq!(plan.partitions[0].1, MarkerRoute::Queue { broker: 0 });
+    let admin = Actor::Admin {
+        tool: "kaasctl".into(),
+        user: "ops".into(),
+    };
+    let mut seen_while_waiting = None;
+    let report = execute_with(
+        &volume,
+        &plan,
+        &admin,
+        &["kaasctl".into()],
+        10,
+        Duration::from_millis(200),
+        &mut |b| {
+            if b == Between::FinishAndWait {
+                let audit = list_audit(&volume).unwrap();
+                seen_while_waiting = Some(
+                    audit
+                        .iter()
+                        .map(|(_, r)| r.as_ref().unwrap().after.as_ref().unwrap().state)
+                        .collect::<Vec<_>>(),
+                );
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        seen_while_waiting,
+        Some(vec![TxnState::PrepareAbort]),
+        "the decision is audited before the wait"
+    );
+    assert!(!report.completed, "nobody applied the queued marker");
+    let audit = list_audit(&volume).unwrap();
+    assert_eq!(audit.len(), 1, "one record per action");
+    assert_eq!(audit[0].0, report.audit_file);
+}

@@ -56,6 +56,41 @@ impl Cluster {
         self.owner_of(&kaas_core::ownership::group_key(group)) == Some(self.config.broker_id)
     }
 
+    /// Why a request for group `group` is refused here: COORDINATOR_LOAD_IN_PROGRESS
+    /// while this broker, just started beside others, waits to take the group
+    /// (`coordinating`: its peers may still coordinate it) — clients retry that in
+    /// place, as while Apache loads a group — else NOT_COORDINATOR.
+    pub fn group_refusal(&self, group: &str) -> kafka_protocol::error::ResponseError {
+        if self.takes_soon(&kaas_core::ownership::group_key(group)) {
+            kafka_protocol::error::ResponseError::CoordinatorLoadInProgress
+        } else {
+            kafka_protocol::error::ResponseError::NotCoordinator
+        }
+    }
+
+    /// Whether this broker will coordinate `key` once it coordinates at all: it
+    /// waits for its peers to see it serve (`coordinating`), and `key` is its own
+    /// over the live brokers with it.
+    pub fn takes_soon(&self, key: &str) -> bool {
+        if self.coordinating.load(Ordering::Acquire) || !self.lease_fresh() {
+            return false;
+        }
+        let live: Vec<i32> = self.live_brokers().into_keys().collect();
+        kaas_core::ownership::owner(key, &live) == Some(self.config.broker_id)
+    }
+
+    /// The broker FindCoordinator names for `key`: [`Self::owner_of`], or this
+    /// broker for a key it takes soon ([`Self::takes_soon`]), which it answers
+    /// COORDINATOR_LOAD_IN_PROGRESS until then — not a peer that may already have
+    /// let the key go to it (clients would go back and forth on NOT_COORDINATOR).
+    pub fn routed_owner_of(&self, key: &str) -> Option<i32> {
+        if self.takes_soon(key) {
+            Some(self.config.broker_id)
+        } else {
+            self.owner_of(key)
+        }
+    }
+
     /// The live broker that owns an ownership key (rendezvous hashing): the coordinator
     /// of a group or transaction slot. This broker counts only while its lease is
     /// fresh — judged now, not only when the lease task last set the live set: a

@@ -66,7 +66,7 @@ pub async fn handle(
             if !broker.owns_group(&gid.0) {
                 return fail(
                     g,
-                    ResponseError::NotCoordinator,
+                    broker.group_refusal(&gid.0),
                     format!("this broker does not coordinate group {:?}", gid.0.as_str()),
                 );
             }

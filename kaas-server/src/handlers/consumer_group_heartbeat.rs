@@ -103,7 +103,7 @@ pub async fn handle(
     }
     if !broker.owns_group(&group) {
         return error(
-            ResponseError::NotCoordinator,
+            broker.group_refusal(&group),
             format!("this broker does not coordinate group {group:?}"),
         );
     }

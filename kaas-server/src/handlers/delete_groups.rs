@@ -32,7 +32,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DeleteGroup
                     .err()
                     .map_or(0, |e| e.code())
             } else {
-                kafka_protocol::error::ResponseError::NotCoordinator.code()
+                broker.group_refusal(&g.0).code()
             };
             DeletableGroupResult::default().with_group_id(g).with_error_code(code)
         })

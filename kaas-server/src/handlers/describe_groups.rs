@@ -73,7 +73,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: DescribeGro
                 };
             }
             if !broker.owns_group(&gid.0) {
-                g.error_code = kafka_protocol::error::ResponseError::NotCoordinator.code();
+                g.error_code = broker.group_refusal(&gid.0).code();
                 return g;
             }
             match broker.groups.describe(&gid.0) {

@@ -38,7 +38,7 @@ fn locate(broker: &Broker, ctx: &RequestContext, key_type: i8, key: &str) -> Res
     let listener = &ctx.listener;
     let live = broker.live_brokers();
     broker
-        .owner_of(&owner_key)
+        .routed_owner_of(&owner_key)
         .and_then(|id| live.get(&id)?.on(listener).map(|(h, p)| (id, h.to_string(), p)))
         .ok_or(ResponseError::CoordinatorNotAvailable.code())
 }

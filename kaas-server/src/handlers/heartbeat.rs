@@ -15,8 +15,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: HeartbeatRe
             .with_error_code(kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code());
     }
     if !broker.owns_group(&req.group_id.0) {
-        return HeartbeatResponse::default()
-            .with_error_code(kafka_protocol::error::ResponseError::NotCoordinator.code());
+        return HeartbeatResponse::default().with_error_code(broker.group_refusal(&req.group_id.0).code());
     }
     let result = broker.groups.heartbeat(
         &req.group_id.0,

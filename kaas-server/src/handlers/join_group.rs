@@ -47,7 +47,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
     }
     if !broker.owns_group(&join.group_id) {
         return JoinGroupResponse::default()
-            .with_error_code(ResponseError::NotCoordinator.code())
+            .with_error_code(broker.group_refusal(&join.group_id).code())
             .with_generation_id(-1)
             .with_protocol_name((ctx.version < 7).then(Default::default));
     }

@@ -29,8 +29,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: LeaveGroupR
             .with_error_code(kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code());
     }
     if !broker.owns_group(&req.group_id.0) {
-        return LeaveGroupResponse::default()
-            .with_error_code(kafka_protocol::error::ResponseError::NotCoordinator.code());
+        return LeaveGroupResponse::default().with_error_code(broker.group_refusal(&req.group_id.0).code());
     }
     match broker.groups.leave(&req.group_id.0, &leaving, Instant::now()) {
         Err(code) => LeaveGroupResponse::default().with_error_code(code.code()),

@@ -65,7 +65,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
                 )
             })
     } else {
-        Err(ResponseError::NotCoordinator)
+        Err(broker.group_refusal(&group))
     };
     let mut entries = Vec::new();
     let mut codes: Vec<Vec<i16>> = Vec::with_capacity(req.topics.len());

@@ -22,7 +22,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetDelet
         return OffsetDeleteResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
     if !broker.owns_group(group) {
-        return OffsetDeleteResponse::default().with_error_code(ResponseError::NotCoordinator.code());
+        return OffsetDeleteResponse::default().with_error_code(broker.group_refusal(group).code());
     }
     // Partitions of topics that do not exist are answered as such, as Apache does.
     let known: Vec<Result<(), i16>> = req

@@ -59,7 +59,7 @@ fn fetch(
         return Err(ResponseError::GroupAuthorizationFailed.code());
     }
     if !broker.owns_group(group) {
-        return Err(ResponseError::NotCoordinator.code());
+        return Err(broker.group_refusal(group).code());
     }
     // v9, a member of a consumer group (KIP-848): Apache's check that it is in the
     // group at its epoch; epoch -1 is an admin tool, always answered.

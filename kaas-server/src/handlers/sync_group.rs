@@ -31,7 +31,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRe
         return SyncGroupResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
     if !broker.owns_group(&req.group_id.0) {
-        return SyncGroupResponse::default().with_error_code(ResponseError::NotCoordinator.code());
+        return SyncGroupResponse::default().with_error_code(broker.group_refusal(&req.group_id.0).code());
     }
     let reply = broker.groups.sync(sync, Instant::now());
     // Nothing of the request is needed while waiting for the leader (server.rs gave

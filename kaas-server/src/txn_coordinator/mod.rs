@@ -65,6 +65,13 @@ pub enum CoordError {
     Volume(#[from] VolumeError),
     #[error("this broker does not coordinate slot {0}")]
     NotCoordinator(u32),
+    /// This broker, just started beside others, takes the slot once its peers have
+    /// seen it serve: COORDINATOR_LOAD_IN_PROGRESS, which clients retry in place.
+    #[error("transaction slot {0} is taken here once the peers have seen this broker serve")]
+    Loading(u32),
+    /// [`CoordError::Loading`] for a group (TxnOffsetCommit).
+    #[error("group {0:?} is taken here once the peers have seen this broker serve")]
+    GroupLoading(String),
     #[error("this broker does not coordinate group {0:?}")]
     NotGroupCoordinator(String),
     /// A marker could not be written: the transaction stays in its Prepare state and
@@ -88,6 +95,7 @@ impl CoordError {
             // Retriable: the client keeps trying while an operator repairs the file.
             CoordError::Volume(_) => 15, // COORDINATOR_NOT_AVAILABLE
             CoordError::NotCoordinator(_) | CoordError::NotGroupCoordinator(_) => 16,
+            CoordError::Loading(_) | CoordError::GroupLoading(_) => 14, // COORDINATOR_LOAD_IN_PROGRESS
             // Retriable: the outcome is decided and durable, its markers are not yet.
             CoordError::Marker(_) => 51, // CONCURRENT_TRANSACTIONS
             // Retriable: the client tries again until the holder lets go (or dies).
@@ -101,6 +109,8 @@ impl CoordError {
 fn check_group_owner(broker: &Cluster, group: &str) -> Result<(), CoordError> {
     if broker.owns_group(group) {
         Ok(())
+    } else if broker.takes_soon(&kaas_core::ownership::group_key(group)) {
+        Err(CoordError::GroupLoading(group.to_string()))
     } else {
         Err(CoordError::NotGroupCoordinator(group.to_string()))
     }
@@ -364,6 +374,8 @@ impl TransactionCoordinator {
     fn check_owner(&self, broker: &Cluster, slot: u32) -> Result<(), CoordError> {
         if broker.owns_txn_slot(slot) {
             Ok(())
+        } else if broker.takes_soon(&kaas_core::ownership::txn_slot_key(slot)) {
+            Err(CoordError::Loading(slot))
         } else {
             Err(CoordError::NotCoordinator(slot))
         }
@@ -816,6 +828,21 @@ impl TransactionCoordinator {
                     .as_ref()
                     .err()
                     .cloned()
+            }),
+        };
+        // Unreadable when last read (at start, or after a failed save): read again,
+        // so a repaired file is taken up without a restart.
+        let unreadable = match unreadable {
+            None => None,
+            Some(_) => crate::blocking::off_worker(|| {
+                let mut guard = self.fence_log.lock().unwrap_or_else(|p| p.into_inner());
+                if guard.is_err() {
+                    *guard = FenceLog::load(&broker.volume, self.broker_id).map_err(|e| e.to_string());
+                    if guard.is_ok() {
+                        info!("own fence log readable again: transactional epoch bumps resume");
+                    }
+                }
+                guard.as_ref().err().cloned()
             }),
         };
         if let Some(e) = unreadable {

@@ -2473,3 +2473,31 @@ async fn a_growth_racing_one_elsewhere_is_answered_so_admin_clients_retry() {
     b0.create_partitions("g3", 5).await.unwrap();
     assert_eq!(b0.topic("g3").unwrap().meta.partitions, 5);
 }
+
+/// An own fence log unreadable at start refused every InitProducerId until the
+/// broker was restarted, even once an operator had repaired the file (it was read
+/// once, and again only after a failed save, which an unreadable log never reaches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_log_repaired_after_start_is_taken_up_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = kaas_core::Volume::new(dir.path());
+    let path = kaas_core::fence_log::fence_log_path(&volume, 0);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, b"{ not json").unwrap();
+    let b = broker(dir.path());
+    b.create_topic("t", 1, Default::default()).await.unwrap();
+    let refused = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await;
+    assert!(matches!(refused, Err(CoordError::Volume(_))), "{refused:?}");
+    assert_eq!(
+        refused.unwrap_err().code(),
+        15,
+        "COORDINATOR_NOT_AVAILABLE: the client retries"
+    );
+    // The operator repairs it (here: removes it; a log with no fence is empty).
+    std::fs::remove_file(&path).unwrap();
+    let (pid, epoch) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+    // And a bump records its fence in the file.
+    let (pid2, epoch2) = b.txn.init_producer_id(&b, "tx", 60_000, (-1, -1)).await.unwrap();
+    assert_eq!((pid2, epoch2), (pid, epoch + 1));
+    assert!(path.exists(), "the bump's fence is recorded");
+}

@@ -118,6 +118,16 @@ pub fn check(c: &Cluster) -> anyhow::Result<Vec<Finding>> {
         };
         for p in 0..topic.partitions {
             let dir = c.volume.partition_dir(&topic.name, p);
+            // Leftovers of a deleted topic of the same name (the broker that opens
+            // this topic's partition removes them first): nothing of this topic.
+            let owner = kaas_core::topic::PartitionOwner::read(&kaas_core::topic::PartitionOwner::path(
+                &c.volume,
+                &topic.name,
+                p,
+            ));
+            if owner.is_ok_and(|o| o.topic_id.is_some_and(|id| id != topic.topic_id)) {
+                continue;
+            }
             // A file gone between the listing and its read (a segment retention or
             // DeleteRecords removed, a snapshot rewritten, the topic deleted) is a
             // change, not damage: read again once; gone with its topic, skipped.
