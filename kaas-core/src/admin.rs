@@ -297,7 +297,10 @@ fn execute_with(
             let after = store.get(&tid).ok().flatten();
             let audit = audit_at
                 .as_deref()
-                .map(|at| rewrite_audit(volume, at, actor, command, &tid, Some(&before), after.as_ref(), now_ms))
+                .map(|at| {
+                    let record = audit_record(volume, actor, command, &tid, Some(&before), after.as_ref(), now_ms);
+                    rewrite_audit(at, &record)
+                })
                 .unwrap_or_else(|| record_audit(volume, actor, command, &tid, Some(&before), after.as_ref(), now_ms));
             Err(AdminError::Unfinished {
                 id: tid,
@@ -447,7 +450,10 @@ fn finish_prepared(
         })?;
     }
     let audit_file = match audit_at {
-        Some(at) => rewrite_audit(volume, at, actor, command, &tid, Some(&before), Some(&after), now_ms)?,
+        Some(at) => rewrite_audit(
+            at,
+            &audit_record(volume, actor, command, &tid, Some(&before), Some(&after), now_ms),
+        )?,
         None => record_audit(volume, actor, command, &tid, Some(&before), Some(&after), now_ms)?,
     };
     Ok(ActionReport {
@@ -1110,19 +1116,8 @@ pub fn record_audit(
 
 /// Replaces the audit record at `path` (one this process wrote with
 /// [`record_audit`] when its action was decided) with the action's outcome.
-#[allow(clippy::too_many_arguments)]
-fn rewrite_audit(
-    volume: &Volume,
-    path: &std::path::Path,
-    actor: &Actor,
-    command: &[String],
-    target: &str,
-    before: Option<&TxnEntry>,
-    after: Option<&TxnEntry>,
-    now_ms: i64,
-) -> Result<PathBuf, VolumeError> {
-    let record = audit_record(volume, actor, command, target, before, after, now_ms);
-    write_json(path, &record).map_err(|e| VolumeError::io(path, e))?;
+fn rewrite_audit(path: &std::path::Path, record: &AuditRecord) -> Result<PathBuf, VolumeError> {
+    write_json(path, record).map_err(|e| VolumeError::io(path, e))?;
     Ok(path.to_path_buf())
 }
 

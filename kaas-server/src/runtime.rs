@@ -702,6 +702,18 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
         }
     }
     refresh_live_brokers(broker);
+    // Alone on the volume when it opened, so coordinating at once — but another
+    // broker's lease appeared while this one still opens the volume: that broker,
+    // counting this one opening, coordinates its share once it serves. So this one
+    // waits too, as one started beside others.
+    if keeper.joining.is_none() && keeper.lease.opening_ms.is_some() {
+        let me = broker.config.broker_id;
+        if broker.live_brokers().keys().any(|b| *b != me) || !broker.opening_brokers().is_empty() {
+            info!("another broker appeared while this one opens the volume: it coordinates nothing until its peers have seen it serve");
+            broker.set_coordinating(false);
+            keeper.joining = Some(None);
+        }
+    }
     began_coordinating
 }
 
@@ -1033,6 +1045,35 @@ mod tests {
         b.live_brokers().contains_key(&b.config.broker_id)
     }
 
+    /// A broker opened on `dir` with the short session timeout, and its lease
+    /// (`opening_ms` as given) written.
+    fn opened_with_lease(dir: &std::path::Path, opening_ms: Option<i64>) -> (std::sync::Arc<Broker>, BrokerLease) {
+        let config = <Config as clap::Parser>::parse_from([
+            "kaas-server",
+            "--data-dir",
+            dir.to_str().expect("utf-8"),
+            "--broker-session-timeout-ms",
+            &SESSION_MS.to_string(),
+        ]);
+        let broker = Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).expect("opens");
+        let lease = BrokerLease {
+            version: LEASE_FORMAT_VERSION,
+            authorizer: None,
+            broker_id: broker.config.broker_id,
+            host: "127.0.0.1".into(),
+            port: 9092,
+            listeners: Default::default(),
+            incarnation: "test".into(),
+            started_ms: now_ms(),
+            heartbeat_ms: now_ms(),
+            stopped_ms: None,
+            stepped_down_ms: None,
+            opening_ms,
+        };
+        lease.write(&broker.volume).expect("lease written");
+        (broker, lease)
+    }
+
     /// A KIP-848 heartbeat interval not below the session timeout (say a session
     /// shortened to 5 s, the interval left at its 5 s default) was accepted: every
     /// member was removed just before each heartbeat, and the group churned for good
@@ -1066,29 +1107,7 @@ mod tests {
     #[test]
     fn a_broker_that_stepped_down_comes_back_only_after_its_peers_could_see_it_back() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = <Config as clap::Parser>::parse_from([
-            "kaas-server",
-            "--data-dir",
-            dir.path().to_str().expect("utf-8"),
-            "--broker-session-timeout-ms",
-            &SESSION_MS.to_string(),
-        ]);
-        let broker = Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).expect("opens");
-        let lease = BrokerLease {
-            version: LEASE_FORMAT_VERSION,
-            authorizer: None,
-            broker_id: broker.config.broker_id,
-            host: "127.0.0.1".into(),
-            port: 9092,
-            listeners: Default::default(),
-            incarnation: "test".into(),
-            started_ms: now_ms(),
-            heartbeat_ms: now_ms(),
-            stopped_ms: None,
-            stepped_down_ms: None,
-            opening_ms: None,
-        };
-        lease.write(&broker.volume).expect("lease written");
+        let (broker, lease) = opened_with_lease(dir.path(), None);
         let mut keeper = LeaseKeeper::new(lease, false);
         renew_lease(&broker, &mut keeper);
         assert!(broker.lease_fresh() && self_live(&broker));
@@ -1148,30 +1167,7 @@ mod tests {
     #[test]
     fn a_broker_started_beside_others_coordinates_only_once_they_could_see_it_serve() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = <Config as clap::Parser>::parse_from([
-            "kaas-server",
-            "--data-dir",
-            dir.path().to_str().expect("utf-8"),
-            "--broker-session-timeout-ms",
-            &SESSION_MS.to_string(),
-        ]);
-        let broker = Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).expect("opens");
-        let me = broker.config.broker_id;
-        let lease = BrokerLease {
-            version: LEASE_FORMAT_VERSION,
-            authorizer: None,
-            broker_id: me,
-            host: "127.0.0.1".into(),
-            port: 9092,
-            listeners: Default::default(),
-            incarnation: "test".into(),
-            started_ms: now_ms(),
-            heartbeat_ms: now_ms(),
-            stopped_ms: None,
-            stepped_down_ms: None,
-            opening_ms: Some(now_ms()),
-        };
-        lease.write(&broker.volume).expect("lease written");
+        let (broker, lease) = opened_with_lease(dir.path(), Some(now_ms()));
         let mine = |b: &Broker| (0..kaas_core::txn::SLOTS).filter(|s| b.owns_txn_slot(*s)).count();
         broker.set_coordinating(false);
         let mut keeper = LeaseKeeper::new(lease, true);
@@ -1196,6 +1192,47 @@ mod tests {
             }
             std::thread::sleep(renewal_period(SESSION_MS));
             renew_lease(&broker, &mut keeper);
+        }
+        panic!("it never began coordinating");
+    }
+
+    /// A broker that found itself alone when it opened coordinates at once; but one
+    /// whose peer appears while it still opens the volume (a long recovery) waits as
+    /// one started beside others: that peer, counting it opening, takes its share
+    /// once it serves, and both coordinated it (a review of the hand-off).
+    #[test]
+    fn a_broker_alone_at_open_waits_if_a_peer_appears_before_it_serves() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (broker, lease) = opened_with_lease(dir.path(), Some(now_ms()));
+        let mine = |b: &Broker| (0..kaas_core::txn::SLOTS).filter(|s| b.owns_txn_slot(*s)).count();
+        let mut keeper = LeaseKeeper::new(lease, false);
+        renew_lease(&broker, &mut keeper);
+        assert_eq!(
+            mine(&broker),
+            kaas_core::txn::SLOTS as usize,
+            "alone: every slot at once"
+        );
+        // A peer starts (its lease written) while this one still recovers.
+        crate::handlers::test_support::peer_lease(7, "peer", now_ms())
+            .write(&broker.volume)
+            .expect("peer lease");
+        renew_lease(&broker, &mut keeper);
+        assert_eq!(mine(&broker), 0, "it waits as one started beside others");
+        assert!(keeper.joining.is_some());
+        // It serves: it takes its share once the peer could have seen it.
+        keeper.lease.opening_ms = None;
+        let unmarked = Instant::now();
+        for _ in 0..50 {
+            renew_lease(&broker, &mut keeper);
+            if mine(&broker) > 0 {
+                assert!(unmarked.elapsed() >= rejoin_wait(SESSION_MS));
+                return;
+            }
+            std::thread::sleep(renewal_period(SESSION_MS));
+            // The peer keeps renewing.
+            crate::handlers::test_support::peer_lease(7, "peer", now_ms())
+                .write(&broker.volume)
+                .expect("peer lease");
         }
         panic!("it never began coordinating");
     }

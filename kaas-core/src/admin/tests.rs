@@ -938,10 +938,7 @@ fn a_direct_marker_never_adopts_a_deleted_topics_leftovers_under_the_new_topics_
     .unwrap();
     let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
     assert_eq!(plan.partitions[0].1, MarkerRoute::Direct);
-    let admin = Actor::Admin {
-        tool: "kaasctl".into(),
-        user: "ops".into(),
-    };
+    let admin = ops();
     let report = execute(&volume, &plan, &admin, &[], 10, Duration::ZERO).unwrap();
     assert!(report.completed);
     assert!(report.markers_written.is_empty(), "{:?}", report.markers_written);
@@ -963,10 +960,7 @@ fn a_partition_with_nothing_open_is_not_reported_as_a_marker_written() {
     p.write_marker(42, 0, false, 0, 0, 5).unwrap();
     drop(p);
     let (plan, _) = plan_abort(&volume, "stuck", &[]).unwrap();
-    let admin = Actor::Admin {
-        tool: "kaasctl".into(),
-        user: "ops".into(),
-    };
+    let admin = ops();
     let report = execute(&volume, &plan, &admin, &[], 10, Duration::ZERO).unwrap();
     assert!(report.completed);
     assert!(report.markers_written.is_empty(), "{:?}", report.markers_written);
@@ -986,10 +980,7 @@ fn an_abort_is_audited_as_soon_as_it_is_decided() {
     led_by(&volume, 0, 0);
     let (plan, _) = plan_abort(&volume, "stuck", &[0]).unwrap();
     assert_eq!(plan.partitions[0].1, MarkerRoute::Queue { broker: 0 });
-    let admin = Actor::Admin {
-        tool: "kaasctl".into(),
-        user: "ops".into(),
-    };
+    let admin = ops();
     let mut seen_while_waiting = None;
     let report = execute_with(
         &volume,

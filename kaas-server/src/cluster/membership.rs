@@ -79,6 +79,14 @@ impl Cluster {
         kaas_core::ownership::owner(key, &live) == Some(self.config.broker_id)
     }
 
+    /// Whether this broker waits to take its share of groups and slots (it started
+    /// beside others: `coordinating`): a listing of what it coordinates would leave
+    /// its share out, so ListGroups and ListTransactions answer
+    /// COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Apache does while it loads.
+    pub fn loading_its_share(&self) -> bool {
+        !self.coordinating.load(Ordering::Acquire) && self.lease_fresh()
+    }
+
     /// The broker FindCoordinator names for `key`: [`Self::owner_of`], or this
     /// broker for a key it takes soon ([`Self::takes_soon`]), which it answers
     /// COORDINATOR_LOAD_IN_PROGRESS until then — not a peer that may already have

@@ -36,8 +36,11 @@ pub async fn handle(
             {
                 return out.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
             }
-            if !broker.owns_txn_slot(kaas_core::txn::slot_for(&tid)) {
-                return out.with_error_code(16);
+            let slot = kaas_core::txn::slot_for(&tid);
+            if !broker.owns_txn_slot(slot) {
+                // About to take it (FindCoordinator names this broker): retried in place.
+                let loading = broker.takes_soon(&kaas_core::ownership::txn_slot_key(slot));
+                return out.with_error_code(if loading { 14 } else { 16 });
             }
             match broker.txn.entry(&tid) {
                 Ok(Some(e)) => {

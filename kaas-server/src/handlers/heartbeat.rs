@@ -15,7 +15,14 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: HeartbeatRe
             .with_error_code(kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code());
     }
     if !broker.owns_group(&req.group_id.0) {
-        return HeartbeatResponse::default().with_error_code(broker.group_refusal(&req.group_id.0).code());
+        // While this broker waits to take the group, Apache's answer during a load:
+        // none (the member keeps its session; Java treats LOAD_IN_PROGRESS here
+        // as a coordinator to look up again).
+        let code = match broker.group_refusal(&req.group_id.0) {
+            kafka_protocol::error::ResponseError::CoordinatorLoadInProgress => 0,
+            other => other.code(),
+        };
+        return HeartbeatResponse::default().with_error_code(code);
     }
     let result = broker.groups.heartbeat(
         &req.group_id.0,

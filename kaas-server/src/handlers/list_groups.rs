@@ -18,7 +18,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListGroupsR
     let all = broker
         .authz
         .authorize_quietly(ctx, Operation::Describe, ResourceType::Cluster, crate::authz::CLUSTER);
-    // Each broker lists the groups it coordinates (admin clients ask every broker).
+    // Each broker lists the groups it coordinates (admin clients ask every broker);
+    // one about to take its share would list an incomplete set.
+    if broker.loading_its_share() {
+        return ListGroupsResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::CoordinatorLoadInProgress.code());
+    }
     let groups = broker
         .groups
         .list(&|id| broker.owns_group(id))

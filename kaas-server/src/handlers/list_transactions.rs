@@ -26,6 +26,11 @@ pub async fn handle(
     let now = kaas_core::now_ms();
     let mut states = Vec::new();
     let mut error_code = 0;
+    if broker.loading_its_share() {
+        // About to take its share of the slots: listing now would leave it out.
+        return ListTransactionsResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::CoordinatorLoadInProgress.code());
+    }
     for slot in 0..kaas_core::txn_store::SLOTS {
         if !broker.owns_txn_slot(slot) {
             continue;

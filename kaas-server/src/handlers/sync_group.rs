@@ -31,7 +31,14 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRe
         return SyncGroupResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
     if !broker.owns_group(&req.group_id.0) {
-        return SyncGroupResponse::default().with_error_code(broker.group_refusal(&req.group_id.0).code());
+        // While this broker waits to take the group, Apache's answer during a load:
+        // REBALANCE_IN_PROGRESS (older clients do not expect LOAD_IN_PROGRESS here;
+        // Java's SyncGroup handler fails on it), and the member joins again.
+        let code = match broker.group_refusal(&req.group_id.0) {
+            ResponseError::CoordinatorLoadInProgress => ResponseError::RebalanceInProgress,
+            other => other,
+        };
+        return SyncGroupResponse::default().with_error_code(code.code());
     }
     let reply = broker.groups.sync(sync, Instant::now());
     // Nothing of the request is needed while waiting for the leader (server.rs gave
