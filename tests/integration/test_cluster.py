@@ -609,3 +609,29 @@ def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_
     got = read_all(b0.bootstrap, "opening", 4, "read_uncommitted", expect=48)
     assert sorted(got) == sorted(f"o{i}" for i in range(48)), "nothing lost or doubled"
     assert sorted(read_all(b0.bootstrap, side, 1, "read_committed", expect=15)) == sorted(f"s{i}" for i in range(15))
+
+
+def test_a_broker_whose_start_fails_lets_its_peer_take_its_partitions_at_once(kaas_factory, tmp_path):
+    """A start that fails after the lease was written (here an unreadable client-quotas
+    file: the broker refuses to start) marks the lease stopped before it exits, so the
+    peer takes its partitions over at once instead of keeping them for a broker that
+    will never serve — a restart loop faster than the session timeout kept them
+    offline for good (found by a review of start-up)."""
+    data = tmp_path / "shared"
+    flags = ["--broker-session-timeout-ms", "20000", "--volume-poll-interval-ms", "300"]
+    b0 = kaas_factory(*flags, data_dir=data)
+    b1 = kaas_factory("--broker-id", "1", *flags, data_dir=data)
+    create_topic(b0.bootstrap, "failstart", 4)
+    placed = wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="failstart", brokers=[0, 1]), timeout=30,
+                      what="failstart placed on both")
+    assert 1 in placed.values()
+    b1.kill9()
+    (data / "__cluster" / "client-quotas.json").write_text("{ not json")
+    with pytest.raises(RuntimeError, match="exited"):
+        b1.restart()
+    failed_at = time.time()
+    assert "stopped_ms" in (data / "__cluster" / "brokers" / "1.json").read_text()
+    wait_for(lambda: leaders(b0.bootstrap, "failstart") == ([0], {0: 0, 1: 0, 2: 0, 3: 0}), timeout=10,
+             what="broker 0 leading every partition well within the 20 s session timeout")
+    assert time.time() - failed_at < 10
+    assert b0.alive()
