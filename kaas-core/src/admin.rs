@@ -267,18 +267,12 @@ fn execute_with(
     // Audited as soon as it is decided, and the record brought up to date at the end:
     // a tool stopped while it waits for queued markers (Ctrl-C, `q` in `kaasctl top`)
     // leaves the decision in the audit journal, never nothing.
+    // One that cannot be written does not stop the abort (as before): the record is
+    // tried again, as a new file, at the end.
     let audit_at = if decided {
-        match record_audit(volume, actor, command, &tid, Some(&before), Some(&prepared), now_ms) {
-            Ok(path) => Some(path),
-            Err(e) => {
-                return Err(AdminError::Unfinished {
-                    id: tid,
-                    now: format!("{} at epoch {}", prepared.state.as_str(), prepared.producer_epoch),
-                    cause: "the decision is durable, but its audit record could not be written".to_string(),
-                    audit: format!("the audit record could not be written: {e}"),
-                })
-            }
-        }
+        record_audit(volume, actor, command, &tid, Some(&before), Some(&prepared), now_ms)
+            .inspect_err(|e| tracing::warn!(error = %e, "the abort's audit record could not be written at its decision; tried again at the end"))
+            .ok()
     } else {
         None
     };

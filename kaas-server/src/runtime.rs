@@ -279,12 +279,15 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // recovered) or be judged dead while still recovering.
     let lease = std::sync::Arc::new(std::sync::Mutex::new(LeaseKeeper::new(lease, !alone)));
     tick_lease(&broker, &lease).await;
+    // Its own stop, after the clean-stop path below: a SIGTERM during start-up (or
+    // during the drain) must not leave the lease unrenewed while recovery goes on.
+    let (lease_stop, lease_stopped) = watch::channel(false);
     let lease_task = tokio::spawn({
         let broker = broker.clone();
         let lease = lease.clone();
         every_async(
             renewal_period(broker.config.broker_session_timeout_ms),
-            shutdown.clone(),
+            lease_stopped,
             move || {
                 let (broker, lease) = (broker.clone(), lease.clone());
                 async move { tick_lease(&broker, &lease).await }
@@ -308,12 +311,15 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     broker.txn.recover(&broker).await;
     broker.txn.reconcile(&broker).await;
     // It serves from here on: the lease says so at once, and the peers route its
-    // share of groups, slots and partitions to it from their next read of the leases.
-    {
-        let mut keeper = lease.lock().unwrap_or_else(|p| p.into_inner());
-        keeper.lease.opening_ms = None;
+    // share of groups, slots and partitions to it from their next read of the leases
+    // — unless it was told to stop meanwhile: it never says it serves then.
+    if !*shutdown.borrow() {
+        {
+            let mut keeper = lease.lock().unwrap_or_else(|p| p.into_inner());
+            keeper.lease.opening_ms = None;
+        }
+        tick_lease(&broker, &lease).await;
     }
-    tick_lease(&broker, &lease).await;
     info!(
         listeners = %bound.iter().map(|(l, a)| format!("{}={}://{a}", l.name, l.protocol.name())).collect::<Vec<_>>().join(","),
         advertised = %broker.advertised.0.iter().map(|(n, (h, p))| format!("{n}={h}:{p}")).collect::<Vec<_>>().join(","),
@@ -326,7 +332,6 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         let _ = state.broker.set(broker.clone());
     }
     let mut tasks = vec![
-        lease_task,
         tokio::spawn({
             // Every poll interval, and at once when a peer's fence notice rings.
             let broker = broker.clone();
@@ -517,6 +522,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     if let Err(e) = stopping.await {
         error!(error = %e, "releasing partitions at shutdown failed");
     }
+    let _ = lease_stop.send(true);
+    let _ = lease_task.await;
     let _ = ops_stop.send(true);
     if let Some((_, task)) = ops {
         let _ = task.await;
@@ -856,6 +863,23 @@ fn refresh_live_brokers(broker: &Broker) {
                     seen_at,
                     now,
                 );
+                // One that went while still opening (killed, or its start failed and
+                // it marked its lease stopped) was in no live set: said here.
+                for id in opening_before
+                    .iter()
+                    .filter(|id| !opening.contains(id) && !live.contains_key(id))
+                {
+                    match leases.iter().find(|l| l.broker_id == *id) {
+                        Some(l) if l.stopped_ms.is_some() => info!(
+                            broker = id,
+                            "broker {id} stopped before it served; what it led is taken over"
+                        ),
+                        _ => warn!(
+                            broker = id,
+                            "broker {id} went while it opened the volume (no longer renewed, or unreadable); what it led is taken over once its lease is confirmed dead"
+                        ),
+                    }
+                }
                 for id in opening.iter().filter(|id| !opening_before.contains(id)) {
                     info!(
                         broker = id,

@@ -247,6 +247,51 @@ def test_a_long_recovery_of_prepared_transactions_keeps_the_lease_renewed(kaas_f
     assert b.alive()
 
 
+def test_a_stop_during_a_long_recovery_is_clean_and_never_says_it_serves(kaas_factory, tmp_path):
+    """SIGTERM while the broker still finishes its last run's transactions (a 3 s
+    delay at `txn-after-markers`, 4 s session): the lease stays renewed until the
+    clean stop marks it stopped — before, the lease task ended with the signal, the
+    recovery went on unrenewed and the stop stepped down instead (found by a review) —
+    and the lease never says it serves (no `opening_ms` and no `stopped_ms`)."""
+    import signal
+
+    flags = ["--broker-session-timeout-ms", "4000"]
+    b = kaas_factory(*flags, data_dir=tmp_path / "stopping", env={"KAAS_FAILPOINTS": "txn-after-prepare"})
+    create_topic(b.bootstrap, "stoprec", 1)
+    p = txn_producer(b.bootstrap, "stoprec-tx")
+    p.begin_transaction()
+    p.produce("stoprec", value=b"x")
+    p.flush(15)
+    with pytest.raises(KafkaException):
+        p.commit_transaction(3)  # the broker dies mid-commit
+    wait_for(lambda: not b.alive(), what="failpoint abort")
+    b.env = {"KAAS_FAILPOINTS": "txn-after-markers=delay:3000"}
+    delays = b.log_text().count("failpoint reached: delaying")
+    lease_file = tmp_path / "stopping" / "__cluster" / "brokers" / "0.json"
+    import subprocess
+
+    from conftest import BIN, process_env
+
+    # Started by hand: the fixture's start waits for "ready", which this run never logs.
+    b.proc = subprocess.Popen([str(BIN), "--data-dir", str(tmp_path / "stopping"), "--listen", b.bootstrap,
+                               "--broker-id", "0", *flags], stdout=open(b.log_path, "ab"), stderr=subprocess.STDOUT,
+                              env=process_env({"RUST_LOG": "info", **b.env}))
+    wait_for(lambda: b.log_text().count("failpoint reached: delaying") > delays, timeout=20, what="recovery held up")
+    b.proc.send_signal(signal.SIGTERM)
+    seen = []
+    while b.proc.poll() is None:
+        try:
+            seen.append(json.loads(lease_file.read_text()))
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    assert b.proc.returncode == 0, b.log_text()
+    seen.append(json.loads(lease_file.read_text()))
+    assert "stepping down" not in b.log_text(), b.log_text()
+    assert not [l for l in seen if "opening_ms" not in l and "stopped_ms" not in l], "a stopping broker said it serves"
+    assert "stopped_ms" in seen[-1]
+
+
 def test_kip_664_admin_apis_list_and_describe_transactions_and_producers(kaas):
     from kafka import KafkaAdminClient
     from kafka import TopicPartition as KTopicPartition
