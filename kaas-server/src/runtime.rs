@@ -270,8 +270,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // Groups and transaction slots: coordinated at once by a broker alone on the
     // volume; one started beside others waits until they have seen its lease say it
     // serves (the lease task's `joining`) — until then they coordinate its share.
-    let me = broker.config.broker_id;
-    let alone = broker.live_brokers().keys().all(|b| *b == me) && broker.opening_brokers().is_empty();
+    let alone = !broker.has_live_peers();
     broker.set_coordinating(alone);
     // The lease task from here on, its first renewal at once: recovery and
     // reconciliation below can take long, and a lease left unrenewed through them
@@ -713,13 +712,10 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
     // broker's lease appeared while this one still opens the volume: that broker,
     // counting this one opening, coordinates its share once it serves. So this one
     // waits too, as one started beside others.
-    if keeper.joining.is_none() && keeper.lease.opening_ms.is_some() {
-        let me = broker.config.broker_id;
-        if broker.live_brokers().keys().any(|b| *b != me) || !broker.opening_brokers().is_empty() {
-            info!("another broker appeared while this one opens the volume: it coordinates nothing until its peers have seen it serve");
-            broker.set_coordinating(false);
-            keeper.joining = Some(None);
-        }
+    if keeper.joining.is_none() && keeper.lease.opening_ms.is_some() && broker.has_live_peers() {
+        info!("another broker appeared while this one opens the volume: it coordinates nothing until its peers have seen it serve");
+        broker.set_coordinating(false);
+        keeper.joining = Some(None);
     }
     began_coordinating
 }

@@ -195,17 +195,26 @@ def test_a_volume_of_the_version_1_slot_format_opens_and_is_migrated_in_place(ka
     assert (data / "__cluster" / "txn_state" / f"slot-{slot}.journal").exists()
 
 
-def test_a_crash_between_prepare_commit_and_the_markers_completes_the_commit(kaas_factory, tmp_path):
-    b = kaas_factory(data_dir=tmp_path / "fp", env={"KAAS_FAILPOINTS": "txn-after-prepare"})
-    create_topic(b.bootstrap, "prep", 2)
-    p = txn_producer(b.bootstrap, "prep-tx")
+def _broker_died_mid_commit(kaas_factory, data, topic, tid, values, *flags):
+    """A broker on `data` (with `flags`) that died at `txn-after-prepare` while
+    committing `values` to `topic` (one record each, over 2 partitions, or 1 when
+    there is one value): its slot holds PrepareCommit. Returns the dead broker."""
+    b = kaas_factory(*flags, data_dir=data, env={"KAAS_FAILPOINTS": "txn-after-prepare"})
+    partitions = 2 if len(values) > 1 else 1
+    create_topic(b.bootstrap, topic, partitions)
+    p = txn_producer(b.bootstrap, tid)
     p.begin_transaction()
-    for i in range(10):
-        p.produce("prep", value=f"p{i}".encode(), partition=i % 2)
+    for i, v in enumerate(values):
+        p.produce(topic, value=v.encode(), partition=i % partitions)
     p.flush(15)
     with pytest.raises(KafkaException):
         p.commit_transaction(3)  # the broker dies mid-commit
     wait_for(lambda: not b.alive(), what="failpoint abort")
+    return b
+
+
+def test_a_crash_between_prepare_commit_and_the_markers_completes_the_commit(kaas_factory, tmp_path):
+    b = _broker_died_mid_commit(kaas_factory, tmp_path / "fp", "prep", "prep-tx", [f"p{i}" for i in range(10)])
     states = [e["state"] for e in txn_entries(tmp_path / "fp").values()]
     assert states == ["PrepareCommit"]
     b.env = {}
@@ -227,16 +236,8 @@ def test_a_long_recovery_of_prepared_transactions_keeps_the_lease_renewed(kaas_f
     lease task's start, so the broker stepped down right after start, letting go of
     every partition it had just recovered (found by a review; seen failing)."""
     flags = ["--broker-session-timeout-ms", "4000"]
-    b = kaas_factory(*flags, data_dir=tmp_path / "slow", env={"KAAS_FAILPOINTS": "txn-after-prepare"})
-    create_topic(b.bootstrap, "slowrec", 2)
-    p = txn_producer(b.bootstrap, "slowrec-tx")
-    p.begin_transaction()
-    for i in range(10):
-        p.produce("slowrec", value=f"r{i}".encode(), partition=i % 2)
-    p.flush(15)
-    with pytest.raises(KafkaException):
-        p.commit_transaction(3)  # the broker dies mid-commit
-    wait_for(lambda: not b.alive(), what="failpoint abort")
+    b = _broker_died_mid_commit(kaas_factory, tmp_path / "slow", "slowrec", "slowrec-tx",
+                                [f"r{i}" for i in range(10)], *flags)
     b.env = {"KAAS_FAILPOINTS": "txn-after-markers=delay:3000"}
     b.restart()
     assert "finished a transaction left in a Prepare state" in b.log_text()
@@ -256,15 +257,7 @@ def test_a_stop_during_a_long_recovery_is_clean_and_never_says_it_serves(kaas_fa
     import signal
 
     flags = ["--broker-session-timeout-ms", "4000"]
-    b = kaas_factory(*flags, data_dir=tmp_path / "stopping", env={"KAAS_FAILPOINTS": "txn-after-prepare"})
-    create_topic(b.bootstrap, "stoprec", 1)
-    p = txn_producer(b.bootstrap, "stoprec-tx")
-    p.begin_transaction()
-    p.produce("stoprec", value=b"x")
-    p.flush(15)
-    with pytest.raises(KafkaException):
-        p.commit_transaction(3)  # the broker dies mid-commit
-    wait_for(lambda: not b.alive(), what="failpoint abort")
+    b = _broker_died_mid_commit(kaas_factory, tmp_path / "stopping", "stoprec", "stoprec-tx", ["x"], *flags)
     b.env = {"KAAS_FAILPOINTS": "txn-after-markers=delay:3000"}
     delays = b.log_text().count("failpoint reached: delaying")
     lease_file = tmp_path / "stopping" / "__cluster" / "brokers" / "0.json"

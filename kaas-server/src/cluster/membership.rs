@@ -72,7 +72,7 @@ impl Cluster {
     /// waits for its peers to see it serve (`coordinating`), and `key` is its own
     /// over the live brokers with it.
     pub fn takes_soon(&self, key: &str) -> bool {
-        if self.coordinating.load(Ordering::Acquire) || !self.lease_fresh() {
+        if !self.loading_its_share() {
             return false;
         }
         let live: Vec<i32> = self.live_brokers().into_keys().collect();
@@ -145,6 +145,13 @@ impl Cluster {
         if self.coordinating.swap(on, Ordering::AcqRel) != on {
             self.live_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
+    }
+
+    /// Whether another broker is live here, serving or opening the volume: a broker
+    /// that starts beside one waits for it to see it serve before it coordinates.
+    pub fn has_live_peers(&self) -> bool {
+        let me = self.config.broker_id;
+        self.live_brokers().keys().any(|b| *b != me) || !self.opening_brokers().is_empty()
     }
 
     /// Peers alive but still opening the volume (see `opening_brokers`).
