@@ -77,10 +77,21 @@ def run_kaasctl(data_dir, *args, env=None, timeout=60, **kwargs) -> subprocess.C
                           timeout=timeout, env=process_env(extra), **kwargs)
 
 
+_ports_handed_out: set = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nobody listens on now and that this test run has not handed out
+    before: the kernel may give a port just closed to the next bind(0), and two
+    listeners of one broker (or two brokers) must never be named the same port."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ports_handed_out:
+            _ports_handed_out.add(port)
+            return port
+    raise RuntimeError("no loopback port left that this test run has not handed out")
 
 
 class KaasBroker:
