@@ -52,6 +52,47 @@ pub struct BrokerLease {
     /// leases from before ACLs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authorizer: Option<String>,
+    /// How many times this process renewed its lease (0 until its lease task runs):
+    /// peers name it in [`Self::routes`], so a broker tells a peer's view of it read
+    /// before a given renewal from one read after. Absent (0) in leases written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub renewal: u64,
+    /// The brokers this one leaves their share of groups and transaction slots to:
+    /// its live set (itself included while fresh) as of its last read of the leases,
+    /// each with the incarnation and [`Self::renewal`] of the lease it judged it by. A
+    /// broker that joins (started beside others, or back from a step-down) takes its
+    /// share only once every live peer's lease names it at a renewal at least its
+    /// first saying it serves, so no group or slot ever has two coordinators, however
+    /// slowly a peer renews (docs/cluster.md, "A broker that is opening the volume").
+    /// Absent in leases written before it existed — the joiner then waits a time
+    /// bound instead — and while a starting broker opens the volume (it coordinates
+    /// nothing before its lease task runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routes: Option<Vec<RoutedBroker>>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One broker of a lease's [`BrokerLease::routes`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutedBroker {
+    pub broker_id: i32,
+    pub incarnation: String,
+    pub renewal: u64,
+}
+
+impl RoutedBroker {
+    /// The entry naming `lease` as read.
+    pub fn of(lease: &BrokerLease) -> RoutedBroker {
+        RoutedBroker {
+            broker_id: lease.broker_id,
+            incarnation: lease.incarnation.clone(),
+            renewal: lease.renewal,
+        }
+    }
 }
 
 /// One listener's advertised address in a lease.
@@ -414,6 +455,8 @@ mod tests {
             opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
+            renewal: 0,
+            routes: None,
         }
     }
 
@@ -636,6 +679,8 @@ mod tests {
             opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
+            renewal: 0,
+            routes: None,
         };
         lease.write(&v).unwrap();
         let claim = claim_broker_id(&v, 3, 1_500).unwrap();

@@ -361,6 +361,8 @@ impl Sim {
                 opening_ms: None,
                 listeners: Default::default(),
                 authorizer: None,
+                renewal: 0,
+                routes: None,
             },
         );
         self.nodes[i].renewed = Some(mono);

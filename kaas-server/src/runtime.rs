@@ -4,7 +4,7 @@
 
 use crate::broker::Broker;
 use crate::config::Config;
-use kaas_core::broker::{BrokerLease, LEASE_FORMAT_VERSION};
+use kaas_core::broker::{BrokerLease, RoutedBroker, LEASE_FORMAT_VERSION};
 use kaas_core::now_ms;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -186,6 +186,10 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     let lease = BrokerLease {
         version: LEASE_FORMAT_VERSION,
         authorizer: Some(crate::authz::lease_settings(&config)),
+        // Its lease task counts renewals and says where it routes; before, it
+        // coordinates nothing.
+        renewal: 0,
+        routes: None,
         broker_id: config.broker_id,
         host,
         port,
@@ -546,14 +550,21 @@ struct LeaseKeeper {
     lease: BrokerLease,
     /// Stepped down and not back: the broker is not fresh, whatever its last write.
     out: bool,
-    /// While out: when the first renewal without the stepped-down mark was written.
-    unmarked_at: Option<Instant>,
+    /// While out: since when the first renewal without the stepped-down mark is on the
+    /// volume, and that renewal's number.
+    unmarked_at: Option<(Instant, u64)>,
     /// How long the last renewal took, if it succeeded.
     last_write: Option<Duration>,
     /// Started beside other brokers and not coordinating groups and slots yet:
-    /// `Some(None)` while its lease says opening, `Some(Some(at))` once the lease
-    /// without the mark is on the volume (since `at`); None once it coordinates.
-    joining: Option<Option<Instant>>,
+    /// `Some(None)` while its lease says opening, `Some(Some((at, renewal)))` once the
+    /// lease without the mark is on the volume (since `at`, from that renewal on);
+    /// None once it coordinates.
+    joining: Option<Option<(Instant, u64)>>,
+    /// What the next renewal says this broker routes to (`BrokerLease::routes`): its
+    /// live set as of its last read of the leases.
+    routes: Vec<RoutedBroker>,
+    /// Whether it said it still waits for a peer to route to it (once per wait).
+    said_waiting: bool,
 }
 
 impl LeaseKeeper {
@@ -566,7 +577,67 @@ impl LeaseKeeper {
             unmarked_at: None,
             last_write: None,
             joining: joining.then_some(None),
+            routes: Vec::new(),
+            said_waiting: false,
         }
+    }
+
+    /// [`refresh_live_brokers`], and what this broker routes to from now on (each
+    /// live broker with the lease it was judged by). The leases read, if listed.
+    fn read_leases(&mut self, broker: &Broker) -> Option<Vec<BrokerLease>> {
+        let leases = refresh_live_brokers(broker)?;
+        let live = broker.live_brokers();
+        self.routes = leases
+            .iter()
+            .filter(|l| live.contains_key(&l.broker_id))
+            .map(RoutedBroker::of)
+            .collect();
+        Some(leases)
+    }
+
+    /// Whether every peer alive here (serving or opening the volume) leaves this
+    /// broker its share: its lease, in `leases` as just read, names this incarnation
+    /// at renewal `since` or later — it read this broker's lease saying it serves, and
+    /// routes by that view until its next read, which keeps this broker while its
+    /// lease stays unmarked and fresh. A peer whose lease names none (written before
+    /// `routes`, or while it opens the volume and coordinates nothing) counts once
+    /// this broker's unmarked lease has been on the volume since `visible` for
+    /// [`rejoin_wait`]: two renewal periods and a bound, a time in which such a peer
+    /// renewing normally reads the leases. A peer that does not answer at all is
+    /// waited for until it steps down (its own lease older than half the session
+    /// timeout) or is judged dead.
+    fn peers_route_here(&mut self, broker: &Broker, leases: &[BrokerLease], visible: Instant, since: u64) -> bool {
+        let me = (&self.lease.broker_id, &self.lease.incarnation);
+        let bounded = visible.elapsed() >= rejoin_wait(broker.config.broker_session_timeout_ms);
+        let mut peers: Vec<i32> = broker.live_brokers().into_keys().collect();
+        peers.extend(broker.opening_brokers());
+        peers.retain(|id| id != me.0);
+        let waiting: Vec<i32> = peers
+            .into_iter()
+            .filter(
+                |id| match leases.iter().find(|l| l.broker_id == *id).map(|l| &l.routes) {
+                    Some(Some(routes)) => !routes
+                        .iter()
+                        .any(|r| (&r.broker_id, &r.incarnation) == me && r.renewal >= since),
+                    Some(None) => !bounded,
+                    None => true,
+                },
+            )
+            .collect();
+        if waiting.is_empty() {
+            self.said_waiting = false;
+            return true;
+        }
+        if !self.said_waiting
+            && visible.elapsed() >= Duration::from_millis(broker.config.broker_session_timeout_ms.max(0) as u64)
+        {
+            self.said_waiting = true;
+            warn!(
+                peers = ?waiting,
+                "this broker serves but coordinates no group or slot yet: the leases of brokers {waiting:?} do not yet say they leave it its share (a peer slow to renew, or one that cannot read this broker's lease)"
+            );
+        }
+        false
     }
 }
 
@@ -645,7 +716,7 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
         warn!("this broker's lease was not renewed for half the session timeout: stepping down");
         broker.stepping_down();
         broker.release_partitions("lease not renewed in time");
-        refresh_live_brokers(broker);
+        keeper.read_leases(broker);
         keeper.out = true;
         keeper.unmarked_at = None;
         keeper.lease.stepped_down_ms = Some(now_ms());
@@ -660,45 +731,29 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
     let at = Instant::now();
     kaas_core::failpoint::hit(kaas_core::failpoint::LEASE_RENEW);
     keeper.lease.heartbeat_ms = now_ms();
+    keeper.lease.renewal += 1;
+    // Where it routes as of its last read of the leases: still so until its next read.
+    keeper.lease.routes = Some(keeper.routes.clone());
+    let mut quick = false;
     match keeper.lease.renew(&broker.volume) {
         Ok(()) => {
             let took = at.elapsed();
             keeper.last_write = Some(took);
+            quick = took < rejoin_bound(session);
             if !keeper.out {
                 broker.renewed_at(at);
             } else if keeper.lease.stepped_down_ms.is_none() {
-                match keeper.unmarked_at {
-                    _ if took >= rejoin_bound(session) => {
-                        // Too slow after all: the mark goes back on at the next tick.
-                        keeper.unmarked_at = None;
-                    }
-                    Some(visible) if visible.elapsed() >= rejoin_wait(session) => {
-                        info!("this broker's lease is renewed in time again: back in service");
-                        keeper.out = false;
-                        keeper.unmarked_at = None;
-                        broker.renewed_at(at);
-                    }
-                    Some(_) => {}
-                    // From when the unmarked lease is on the volume, not from before the
-                    // write: a peer can only see it from then on.
-                    None => keeper.unmarked_at = Some(Instant::now()),
+                if !quick {
+                    // Too slow after all: the mark goes back on at the next tick.
+                    keeper.unmarked_at = None;
+                } else if keeper.unmarked_at.is_none() {
+                    // From when the unmarked lease is on the volume, not from before
+                    // the write: a peer can only see it from then on.
+                    keeper.unmarked_at = Some((Instant::now(), keeper.lease.renewal));
                 }
             }
-            // A broker started beside others coordinates groups and slots once its
-            // lease, saying it serves, has been on the volume for as long as the
-            // peers take to read it (as a broker back from a step-down), so no group
-            // or slot has two coordinators meanwhile.
-            if !keeper.out && keeper.lease.opening_ms.is_none() {
-                match keeper.joining {
-                    Some(None) => keeper.joining = Some(Some(Instant::now())),
-                    Some(Some(visible)) if visible.elapsed() >= rejoin_wait(session) => {
-                        keeper.joining = None;
-                        info!("its peers have seen it serve: coordinating its share of groups and transaction slots");
-                        broker.set_coordinating(true);
-                        began_coordinating = true;
-                    }
-                    _ => {}
-                }
+            if !keeper.out && keeper.lease.opening_ms.is_none() && keeper.joining == Some(None) {
+                keeper.joining = Some(Some((Instant::now(), keeper.lease.renewal)));
             }
         }
         Err(e) => {
@@ -707,7 +762,35 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
             error!(error = %e, "cannot renew broker lease; this broker steps down once it is older than half the session timeout")
         }
     }
-    refresh_live_brokers(broker);
+    let leases = keeper.read_leases(broker);
+    // Back from a step-down, or started beside others: it serves (and its lease says
+    // so) but takes its share of groups and slots only once every live peer leaves it
+    // to it — its lease names this broker as read since it said so — however slowly
+    // that peer renews (a time bound let a peer whose renewal hung for seconds go on
+    // coordinating that share with a view from before).
+    if let Some(leases) = &leases {
+        if keeper.out && quick && keeper.lease.stepped_down_ms.is_none() {
+            if let Some((visible, since)) = keeper.unmarked_at {
+                if keeper.peers_route_here(broker, leases, visible, since) {
+                    info!("this broker's lease is renewed in time again, and its peers have seen it back: back in service");
+                    keeper.out = false;
+                    keeper.unmarked_at = None;
+                    broker.renewed_at(at);
+                    keeper.read_leases(broker);
+                }
+            }
+        }
+        if !keeper.out && keeper.lease.opening_ms.is_none() {
+            if let Some(Some((visible, since))) = keeper.joining {
+                if keeper.peers_route_here(broker, leases, visible, since) {
+                    keeper.joining = None;
+                    info!("its peers have seen it serve: coordinating its share of groups and transaction slots");
+                    broker.set_coordinating(true);
+                    began_coordinating = true;
+                }
+            }
+        }
+    }
     // Alone on the volume when it opened, so coordinating at once — but another
     // broker's lease appeared while this one still opens the volume: that broker,
     // counting this one opening, coordinates its share once it serves. So this one
@@ -801,7 +884,7 @@ fn say_who_came_and_went(
 
 /// Reads the lease files and keeps the brokers whose heartbeat keeps changing
 /// (`LeaseTracker`: by this process's monotonic clock, whatever the peers' clocks say).
-fn refresh_live_brokers(broker: &Broker) {
+fn refresh_live_brokers(broker: &Broker) -> Option<Vec<BrokerLease>> {
     let now = now_ms();
     match kaas_core::broker::list_brokers(&broker.volume) {
         Ok(leases) => {
@@ -889,8 +972,12 @@ fn refresh_live_brokers(broker: &Broker) {
             if changed {
                 broker.forget_groups_coordinated_elsewhere();
             }
+            Some(leases)
         }
-        Err(e) => error!(error = %e, "cannot list broker leases"),
+        Err(e) => {
+            error!(error = %e, "cannot list broker leases");
+            None
+        }
     }
 }
 
@@ -1068,22 +1155,36 @@ mod tests {
     /// A broker opened on `dir` with the short session timeout, and its lease
     /// (`opening_ms` as given) written.
     fn opened_with_lease(dir: &std::path::Path, opening_ms: Option<i64>) -> (std::sync::Arc<Broker>, BrokerLease) {
+        opened_as(dir, 0, SESSION_MS, opening_ms)
+    }
+
+    /// [`opened_with_lease`] as broker `broker_id` with session timeout `session_ms`.
+    fn opened_as(
+        dir: &std::path::Path,
+        broker_id: i32,
+        session_ms: i64,
+        opening_ms: Option<i64>,
+    ) -> (std::sync::Arc<Broker>, BrokerLease) {
         let config = <Config as clap::Parser>::parse_from([
             "kaas-server",
             "--data-dir",
             dir.to_str().expect("utf-8"),
+            "--broker-id",
+            &broker_id.to_string(),
             "--broker-session-timeout-ms",
-            &SESSION_MS.to_string(),
+            &session_ms.to_string(),
         ]);
         let broker = Broker::open(config, crate::listeners::Endpoints::plaintext("127.0.0.1", 9092)).expect("opens");
         let lease = BrokerLease {
             version: LEASE_FORMAT_VERSION,
             authorizer: None,
+            renewal: 0,
+            routes: None,
             broker_id: broker.config.broker_id,
             host: "127.0.0.1".into(),
             port: 9092,
             listeners: Default::default(),
-            incarnation: "test".into(),
+            incarnation: format!("test-{broker_id}"),
             started_ms: now_ms(),
             heartbeat_ms: now_ms(),
             stopped_ms: None,
@@ -1121,20 +1222,51 @@ mod tests {
         .is_err());
     }
 
+    /// A peer (id 7) whose lease says it routes to itself and, when `named` is
+    /// given, to broker 0 of incarnation `incarnation` as read at that renewal.
+    fn peer_routing(b: &Broker, incarnation: &str, named: Option<u64>) {
+        let mut routes = vec![RoutedBroker {
+            broker_id: 7,
+            incarnation: "peer".into(),
+            renewal: 1,
+        }];
+        routes.extend(named.map(|renewal| RoutedBroker {
+            broker_id: 0,
+            incarnation: incarnation.into(),
+            renewal,
+        }));
+        BrokerLease {
+            routes: Some(routes),
+            ..crate::handlers::test_support::peer_lease(7, "peer", now_ms())
+        }
+        .write(&b.volume)
+        .expect("peer lease");
+    }
+
     /// Issue 25, second review of item 5: a broker that stepped down wrote its lease
     /// with the mark and counted itself fresh at once, so for a renewal period it
     /// coordinated slots and groups that its peers, reading the mark, had taken over.
+    /// Then it came back a time bound after its unmarked lease was written, which a
+    /// peer slow to read the leases could miss; now only once every peer's lease
+    /// names it as read since then.
     #[test]
-    fn a_broker_that_stepped_down_comes_back_only_after_its_peers_could_see_it_back() {
+    fn a_broker_that_stepped_down_comes_back_only_once_its_peers_route_to_it_again() {
         let dir = tempfile::tempdir().expect("temp dir");
         let (broker, lease) = opened_with_lease(dir.path(), None);
+        let incarnation = lease.incarnation.clone();
         let mut keeper = LeaseKeeper::new(lease, false);
+        peer_routing(&broker, &incarnation, Some(1));
         renew_lease(&broker, &mut keeper);
         assert!(broker.lease_fresh() && self_live(&broker));
         assert_eq!(lease_on_volume(&broker).stepped_down_ms, None);
+        // Each lease says where the broker routes as of its previous read.
+        renew_lease(&broker, &mut keeper);
+        let routes = lease_on_volume(&broker).routes.expect("says where it routes");
+        assert!(routes.iter().any(|r| r.broker_id == 7), "{routes:?}");
 
         // Paused past half the session timeout: it steps down, says so, and is out.
         broker.renewed_at(Instant::now() - Duration::from_secs(1));
+        peer_routing(&broker, &incarnation, Some(1));
         renew_lease(&broker, &mut keeper);
         assert!(lease_on_volume(&broker).stepped_down_ms.is_some());
         assert!(
@@ -1145,75 +1277,78 @@ mod tests {
         // Renewals still too slow to come back (at the bound) keep it out and marked.
         for _ in 0..3 {
             keeper.last_write = Some(rejoin_bound(SESSION_MS));
+            peer_routing(&broker, &incarnation, Some(1));
             renew_lease(&broker, &mut keeper);
             assert!(lease_on_volume(&broker).stepped_down_ms.is_some());
             assert!(!broker.lease_fresh() && !self_live(&broker));
         }
 
-        // Quick renewals bring it back: first the mark goes while it stays out, and
-        // only once peers have had two renewal periods and more to read the unmarked
-        // lease is it live (timed here from before the tick that wrote it: earlier
-        // than the broker's own count, which starts once it is written).
-        let mut unmarked_since = None;
-        for _ in 0..50 {
+        // Quick renewals: the mark goes at once, but while the peer's lease names it
+        // only as read before (a peer that has not read the leases since) it stays
+        // out, well past the time bound.
+        let mut unmarked = None;
+        let until = Instant::now() + 2 * rejoin_wait(SESSION_MS);
+        while Instant::now() < until {
             std::thread::sleep(renewal_period(SESSION_MS));
-            let tick = Instant::now();
+            peer_routing(&broker, &incarnation, Some(1));
             renew_lease(&broker, &mut keeper);
-            let marked = lease_on_volume(&broker).stepped_down_ms.is_some();
-            if !marked {
-                unmarked_since.get_or_insert(tick);
+            if lease_on_volume(&broker).stepped_down_ms.is_none() {
+                unmarked.get_or_insert(keeper.lease.renewal);
             }
-            if broker.lease_fresh() {
-                let since = unmarked_since.expect("fresh while its lease still carries the mark");
-                assert!(!marked);
-                assert!(
-                    since.elapsed() >= rejoin_wait(SESSION_MS),
-                    "back {:?} after the mark went",
-                    since.elapsed()
-                );
-                assert!(self_live(&broker), "fresh and in its own live set");
-                return;
-            }
-            assert!(!self_live(&broker));
+            assert!(
+                !broker.lease_fresh() && !self_live(&broker),
+                "back before its peer routes to it"
+            );
         }
-        panic!("renewals in time never brought the broker back");
+        let since = unmarked.expect("quick renewals take the mark off");
+        // The peer reads the unmarked lease and says so: back at the next renewal.
+        peer_routing(&broker, &incarnation, Some(since));
+        renew_lease(&broker, &mut keeper);
+        assert_eq!(lease_on_volume(&broker).stepped_down_ms, None);
+        assert!(
+            broker.lease_fresh() && self_live(&broker),
+            "back, and in its own live set"
+        );
     }
 
     /// A broker started beside others coordinates no group or slot while its lease
-    /// says it is opening (its peers coordinate its share), nor until its lease saying
-    /// it serves has been on the volume for as long as the peers take to read it:
-    /// coordinating at once, it and a peer both answered for its groups for a period
-    /// or two (found by a review of the opening mark).
+    /// says it is opening (its peers coordinate its share), nor until every peer's
+    /// lease says it routes to it as read since its lease said it serves: coordinating
+    /// at once, it and a peer both answered for its groups for a period or two (found
+    /// by a review of the opening mark).
     #[test]
-    fn a_broker_started_beside_others_coordinates_only_once_they_could_see_it_serve() {
+    fn a_broker_started_beside_others_coordinates_only_once_they_route_to_it() {
         let dir = tempfile::tempdir().expect("temp dir");
         let (broker, lease) = opened_with_lease(dir.path(), Some(now_ms()));
+        let incarnation = lease.incarnation.clone();
         let mine = |b: &Broker| (0..kaas_core::txn::SLOTS).filter(|s| b.owns_txn_slot(*s)).count();
         broker.set_coordinating(false);
         let mut keeper = LeaseKeeper::new(lease, true);
+        peer_routing(&broker, &incarnation, None);
         renew_lease(&broker, &mut keeper);
         assert!(broker.lease_fresh() && self_live(&broker), "it leads its partitions");
         assert!(lease_on_volume(&broker).opening_ms.is_some());
         assert_eq!(mine(&broker), 0, "no slot while it is opening");
-        // It serves: the mark goes at once, the slots only later.
+        // It serves: the mark goes at once, the slots only once the peer routes to it
+        // as read since then (a view of it read while it opened is not enough).
         keeper.lease.opening_ms = None;
-        let unmarked = Instant::now();
         renew_lease(&broker, &mut keeper);
         assert_eq!(lease_on_volume(&broker).opening_ms, None);
-        for _ in 0..50 {
-            if mine(&broker) > 0 {
-                assert!(
-                    unmarked.elapsed() >= rejoin_wait(SESSION_MS),
-                    "coordinating {:?} after its lease said it serves",
-                    unmarked.elapsed()
-                );
-                assert_eq!(mine(&broker), kaas_core::txn::SLOTS as usize, "alone here: every slot");
-                return;
-            }
+        let since = keeper.lease.renewal;
+        let until = Instant::now() + 2 * rejoin_wait(SESSION_MS);
+        while Instant::now() < until {
             std::thread::sleep(renewal_period(SESSION_MS));
+            peer_routing(&broker, &incarnation, Some(since - 1));
             renew_lease(&broker, &mut keeper);
+            assert_eq!(mine(&broker), 0, "coordinating before its peer routes to it");
         }
-        panic!("it never began coordinating");
+        peer_routing(&broker, &incarnation, Some(since));
+        renew_lease(&broker, &mut keeper);
+        let share = mine(&broker);
+        assert!(
+            share > 0 && share < kaas_core::txn::SLOTS as usize,
+            "its share of the slots, beside the peer's: {share}"
+        );
     }
 
     /// A broker that found itself alone when it opened coordinates at once; but one
@@ -1255,5 +1390,62 @@ mod tests {
                 .expect("peer lease");
         }
         panic!("it never began coordinating");
+    }
+
+    /// A broker that joins (started beside others, or back from a step-down) took its
+    /// share of groups and slots `rejoin_wait` after its lease said it serves: a time
+    /// bound, not an acknowledgment. A peer fresh from one renewal whose next one hung
+    /// on the volume for longer (a few seconds of NFS stall, under half the session
+    /// timeout) read no lease meanwhile and went on coordinating that share with a
+    /// view from before the joiner served: both answered for the same slots. It now
+    /// waits until every peer's lease says it routes to it.
+    #[test]
+    fn a_joining_broker_waits_until_every_peer_routes_to_it_however_slowly_they_renew() {
+        const SESSION: i64 = 16_000;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mine = |b: &Broker| (0..kaas_core::txn::SLOTS).filter(|s| b.owns_txn_slot(*s)).count();
+        let (peer, peer_lease) = opened_as(dir.path(), 0, SESSION, None);
+        let mut peer_keeper = LeaseKeeper::new(peer_lease, false);
+        renew_lease(&peer, &mut peer_keeper);
+        let (joiner, joiner_lease) = opened_as(dir.path(), 1, SESSION, Some(now_ms()));
+        joiner.set_coordinating(false);
+        let mut keeper = LeaseKeeper::new(joiner_lease, true);
+        renew_lease(&joiner, &mut keeper);
+        // The peer sees it opening; this renewal keeps the peer fresh for 8 s.
+        renew_lease(&peer, &mut peer_keeper);
+        assert_eq!(
+            mine(&peer),
+            kaas_core::txn::SLOTS as usize,
+            "the peer coordinates every slot meanwhile"
+        );
+        // The joiner serves. The peer's next renewal hangs: no tick of it here.
+        keeper.lease.opening_ms = None;
+        renew_lease(&joiner, &mut keeper);
+        let both = |s: &u32| peer.owns_txn_slot(*s) && joiner.owns_txn_slot(*s);
+        let until = Instant::now() + rejoin_wait(SESSION) + renewal_period(SESSION);
+        while Instant::now() < until {
+            std::thread::sleep(renewal_period(SESSION) / 4);
+            renew_lease(&joiner, &mut keeper);
+            let twice: Vec<u32> = (0..kaas_core::txn::SLOTS).filter(both).collect();
+            assert!(twice.is_empty(), "two coordinators of slots {twice:?}");
+        }
+        assert!(
+            peer.lease_fresh(),
+            "the peer was fresh all along: it coordinated every slot"
+        );
+        assert_eq!(mine(&joiner), 0, "nothing until the peer routes to it");
+        // The peer's renewal returns, and it reads the leases; its next lease says it
+        // routes to the joiner, which then takes its share.
+        for _ in 0..3 {
+            renew_lease(&peer, &mut peer_keeper);
+            renew_lease(&joiner, &mut keeper);
+            let twice: Vec<u32> = (0..kaas_core::txn::SLOTS).filter(both).collect();
+            assert!(twice.is_empty(), "two coordinators of slots {twice:?}");
+            if mine(&joiner) > 0 {
+                assert_eq!(mine(&joiner) + mine(&peer), kaas_core::txn::SLOTS as usize);
+                return;
+            }
+        }
+        panic!("the joiner never began coordinating once its peer routed to it");
     }
 }

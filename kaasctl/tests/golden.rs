@@ -156,6 +156,8 @@ fn fixture(dir: &Path) -> Volume {
             opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
+            renewal: 0,
+            routes: None,
         }
         .write(&v)
         .unwrap();
@@ -979,6 +981,8 @@ fn lease(v: &Volume, id: i32, heartbeat_ms: i64) {
         opening_ms: None,
         listeners: Default::default(),
         authorizer: None,
+        renewal: 0,
+        routes: None,
     }
     .write(v)
     .unwrap();

@@ -292,6 +292,8 @@ pub(crate) mod test_support {
             opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
+            renewal: 0,
+            routes: None,
         }
     }
 

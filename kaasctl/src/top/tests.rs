@@ -70,6 +70,8 @@ fn fixture(dir: &Path) -> Volume {
         opening_ms: None,
         listeners: Default::default(),
         authorizer: None,
+        renewal: 0,
+        routes: None,
     }
     .write(&v)
     .unwrap();
@@ -490,6 +492,8 @@ fn the_overview_lists_what_needs_attention_the_worst_first() {
             opening_ms: None,
             listeners: Default::default(),
             authorizer: None,
+            renewal: 0,
+            routes: None,
         }
         .write(&v)
         .unwrap();
