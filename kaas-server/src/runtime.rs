@@ -674,10 +674,12 @@ fn rejoin_bound(session_timeout_ms: i64) -> Duration {
     (half.saturating_sub(period) / 2).max(period / 2)
 }
 
-/// How long after its unmarked lease is on the volume a broker that stepped down
-/// waits before it counts itself back: peers re-read leases every renewal period plus
-/// their own renewal's time (under [`rejoin_bound`] for any peer not itself stepping
-/// down), so two periods and that bound cover one full read by each of them.
+/// How long after its unmarked lease is on the volume a broker that joins (back from
+/// a step-down, or started beside others) waits for a peer whose lease says nothing of
+/// where it routes (a build from before `routes`): such a peer re-reads leases every
+/// renewal period plus its own renewal's time (under [`rejoin_bound`] while renewing
+/// normally), so two periods and that bound cover one read by it — a bound, not an
+/// acknowledgment, which a peer whose renewal hangs for longer can miss.
 fn rejoin_wait(session_timeout_ms: i64) -> Duration {
     2 * renewal_period(session_timeout_ms) + rejoin_bound(session_timeout_ms)
 }
@@ -691,10 +693,13 @@ fn rejoin_wait(session_timeout_ms: i64) -> Duration {
 /// a heartbeat that may still change (renewals that are only slow).
 ///
 /// It comes back only through renewals quicker than [`rejoin_bound`]: the first
-/// clears the mark while the broker stays out; one at least [`rejoin_wait`] after that
-/// unmarked lease was on the volume makes it fresh. So peers — who re-read leases every period — have seen the
-/// mark gone before it claims a slot or group again: never is it live to itself while its
-/// lease tells them it is dead (`a_broker_that_stepped_down_comes_back_only_after_its_peers_could_see_it_back`).
+/// clears the mark while the broker stays out; it is fresh again only once every live
+/// peer's lease says it routes to it as read since then ([`LeaseKeeper::peers_route_here`]).
+/// So peers have seen the mark gone before it claims a slot or group again: never is
+/// it live to itself while its lease tells them it is dead, nor while a peer slow to
+/// read the leases still coordinates its share
+/// (`a_broker_that_stepped_down_comes_back_only_once_its_peers_route_to_it_again`).
+/// A broker started beside others takes its share by the same rule.
 /// Returns whether the broker began coordinating groups and slots with this tick.
 fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
     // Another process running as this broker id (possible only if the id lock lapsed,
