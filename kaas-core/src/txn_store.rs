@@ -45,6 +45,12 @@ use std::sync::{Arc, Mutex};
 
 crate::versioned!(SlotFile);
 
+/// How long [`TxnStateStore::lock_slot`] waits for a slot lock another process holds:
+/// longer than brokers take to take over the lock of a holder confirmed dead (the
+/// session timeout, 10 s by default, and a judging interval), so a kaasctl command
+/// racing such a take-over still gets the slot.
+pub const SLOT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How many slots the transactional ids hash into ([`crate::txn::slot_for`]).
 pub use crate::txn::SLOTS;
 /// The checkpoint format. Version 1 (before the journal) is read and migrated in
@@ -798,15 +804,33 @@ impl TxnStateStore {
         Ok(meta.len())
     }
 
-    /// Takes the exclusive lock of one slot. Blocks while another process holds it.
-    /// Tried without blocking, again and again, with pauses growing to 50 ms: a
-    /// blocking `flock` on a file a take-over replaced would wait for its deposed
-    /// holder, which may stay paused forever; each try opens the path afresh.
+    /// Takes the exclusive lock of one slot, waiting at most [`SLOT_LOCK_WAIT`] while
+    /// another process holds it ([`Self::lock_slot_within`]). Brokers take their
+    /// slots' locks through their own bounded, take-over-aware wait; this is for
+    /// callers that keep no state of their own (kaasctl, tests).
     pub fn lock_slot(&self, slot: u32) -> Result<SlotLock, VolumeError> {
+        self.lock_slot_within(slot, SLOT_LOCK_WAIT)
+    }
+
+    /// Takes the exclusive lock of one slot, or [`VolumeError::Busy`] once another
+    /// process held it for all of `wait`. Tried without blocking, again and again,
+    /// with pauses growing to 50 ms: a blocking `flock` on a file a take-over replaced
+    /// would wait for its deposed holder, which may stay paused forever; each try
+    /// opens the path afresh. Unbounded, a kaasctl command on a slot whose lock a
+    /// paused broker held waited for good, saying nothing: brokers take such a lock
+    /// over only when they need the slot, and nobody may need an idle one.
+    pub fn lock_slot_within(&self, slot: u32, wait: std::time::Duration) -> Result<SlotLock, VolumeError> {
+        let started = std::time::Instant::now();
         let mut pause = std::time::Duration::from_millis(1);
         loop {
             if let Some(lock) = self.try_lock_slot(slot)? {
                 return Ok(lock);
+            }
+            if started.elapsed() >= wait {
+                return Err(VolumeError::Busy {
+                    path: self.lock_path(slot),
+                    waited_ms: started.elapsed().as_millis() as u64,
+                });
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(std::time::Duration::from_millis(50));

@@ -1374,3 +1374,26 @@ fn a_sync_goes_through_the_descriptor_its_first_append_opened() {
         .unwrap();
     assert_eq!(store.kept_journal_inode(slot), Some(journal()));
 }
+
+/// kaasctl's wait for a slot lock had no end: a broker paused while it held the lock
+/// of a slot nobody else needs (brokers take a lock over only when they need the
+/// slot) kept `kaasctl txn abort` waiting for good, saying nothing. It gives up with
+/// `Busy`, naming the lock file, and takes the lock once it is let go.
+#[test]
+fn a_slot_lock_held_elsewhere_is_given_up_on_after_the_wait() {
+    let (_d, store) = store();
+    let other = TxnStateStore::for_broker(store.volume.clone(), 3);
+    let held = other.lock_slot(5).expect("first holder");
+    let started = std::time::Instant::now();
+    let wait = std::time::Duration::from_millis(300);
+    match store.lock_slot_within(5, wait) {
+        Err(VolumeError::Busy { path, waited_ms }) => {
+            assert!(path.ends_with("slot-5.lock"), "{}", path.display());
+            assert!(waited_ms >= 300, "{waited_ms}");
+        }
+        other => panic!("expected Busy, got {:?}", other.map(|_| ())),
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    drop(held);
+    store.lock_slot_within(5, wait).expect("taken once let go");
+}
