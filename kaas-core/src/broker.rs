@@ -356,6 +356,16 @@ impl LeaseTracker {
             .map(|seen| now.duration_since(seen.changed))
     }
 
+    /// When this process last saw broker `id`'s heartbeat change (or first saw it),
+    /// over every incarnation of it seen; None for a broker never seen.
+    pub fn last_changed(&self, id: i32) -> Option<std::time::Instant> {
+        self.seen
+            .iter()
+            .filter(|((broker, _), _)| *broker == id)
+            .map(|(_, seen)| seen.changed)
+            .max()
+    }
+
     /// Whether `lease`, as read just now, is still the one this tracker judged dead:
     /// the same incarnation and heartbeat, unchanged for the session timeout by `now`
     /// (or stopped cleanly). A broker restarted or renewed since is not.

@@ -270,17 +270,21 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // the broker is stale, so it steps down (writing nothing) and renews before it
     // appends.
     broker.renewed_at(*renewed.lock().unwrap_or_else(|p| p.into_inner()));
-    refresh_live_brokers(&broker);
+    let leases = refresh_live_brokers(&broker);
     // Groups and transaction slots: coordinated at once by a broker alone on the
     // volume; one started beside others waits until they have seen its lease say it
     // serves (the lease task's `joining`) — until then they coordinate its share.
     let alone = !broker.has_live_peers();
     broker.set_coordinating(alone);
+    let mut keeper = LeaseKeeper::new(lease, !alone);
+    if let Some(leases) = &leases {
+        keeper.note_routes(&broker, leases);
+    }
     // The lease task from here on, its first renewal at once: recovery and
     // reconciliation below can take long, and a lease left unrenewed through them
     // made the broker step down (letting go of every partition it had just
     // recovered) or be judged dead while still recovering.
-    let lease = std::sync::Arc::new(std::sync::Mutex::new(LeaseKeeper::new(lease, !alone)));
+    let lease = std::sync::Arc::new(std::sync::Mutex::new(keeper));
     tick_lease(&broker, &lease).await;
     // Its own stop, after the clean-stop path below: a SIGTERM during start-up (or
     // during the drain) must not leave the lease unrenewed while recovery goes on.
@@ -586,13 +590,23 @@ impl LeaseKeeper {
     /// live broker with the lease it was judged by). The leases read, if listed.
     fn read_leases(&mut self, broker: &Broker) -> Option<Vec<BrokerLease>> {
         let leases = refresh_live_brokers(broker)?;
-        let live = broker.live_brokers();
-        self.routes = leases
-            .iter()
-            .filter(|l| live.contains_key(&l.broker_id))
-            .map(RoutedBroker::of)
-            .collect();
+        self.note_routes(broker, &leases);
         Some(leases)
+    }
+
+    /// What this broker routes to as of `leases`, just read: each broker of its live
+    /// set with the lease it was judged by (one kept live though its lease failed to
+    /// read this time, with the entry of the last good reading).
+    fn note_routes(&mut self, broker: &Broker, leases: &[BrokerLease]) {
+        let before = std::mem::take(&mut self.routes);
+        self.routes = broker
+            .live_brokers()
+            .into_keys()
+            .filter_map(|id| match leases.iter().find(|l| l.broker_id == id) {
+                Some(lease) => Some(RoutedBroker::of(lease)),
+                None => before.iter().find(|r| r.broker_id == id).cloned(),
+            })
+            .collect();
     }
 
     /// Whether every peer alive here (serving or opening the volume) leaves this
@@ -898,7 +912,7 @@ fn refresh_live_brokers(broker: &Broker) -> Option<Vec<BrokerLease>> {
                 .into_iter()
                 .filter_map(|l| {
                     l.map_err(|e| {
-                        warn!(error = %e, "broker lease unreadable; that broker is not counted live until it reads again");
+                        warn!(error = %e, "broker lease unreadable; that broker stays where its last good reading put it until a session timeout after its last seen renewal");
                         unreadable.extend(kaas_core::broker::lease_id_of(&e));
                     })
                     .ok()
@@ -925,18 +939,38 @@ fn refresh_live_brokers(broker: &Broker) -> Option<Vec<BrokerLease>> {
                 warn_of_other_authorizers(broker, live_leases.iter().copied(), now);
                 // A peer still opening the volume is alive (its partitions stay its
                 // own) but routed nothing until it serves.
-                let opening: Vec<i32> = live_leases
+                let mut opening: Vec<i32> = live_leases
                     .iter()
                     .filter(|l| l.is_opening() && l.broker_id != broker.config.broker_id)
                     .map(|l| l.broker_id)
                     .collect();
-                let live: BTreeMap<i32, crate::listeners::Endpoints> = live_leases
+                let mut live: BTreeMap<i32, crate::listeners::Endpoints> = live_leases
                     .into_iter()
                     .filter(|l| !opening.contains(&l.broker_id))
                     .map(|l| (l.broker_id, crate::listeners::Endpoints::of_lease(l)))
                     .collect();
                 let before = broker.cluster.live_brokers();
                 let opening_before = broker.cluster.opening_brokers();
+                // A lease that failed to read this time (torn by an in-place write on
+                // a full volume, a network file system's stale handle) keeps its
+                // broker where the last good reading put it until that broker's last
+                // seen renewal is a session timeout old (docs/limits.md). Dropped at
+                // once, its groups and slots were taken over for a period while it
+                // still coordinated them, and a joining broker did not wait for it.
+                let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms.max(0) as u64);
+                for id in unreadable.iter().filter(|id| **id != broker.config.broker_id) {
+                    if tracker
+                        .last_changed(*id)
+                        .is_none_or(|at| seen_at.saturating_duration_since(at) >= timeout)
+                    {
+                        continue;
+                    }
+                    if let Some(endpoints) = before.get(id) {
+                        live.entry(*id).or_insert_with(|| endpoints.clone());
+                    } else if opening_before.contains(id) && !opening.contains(id) {
+                        opening.push(*id);
+                    }
+                }
                 say_who_came_and_went(
                     broker.config.broker_id,
                     &before,
@@ -1452,5 +1486,97 @@ mod tests {
             }
         }
         panic!("the joiner never began coordinating once its peer routed to it");
+    }
+
+    /// Two brokers on one volume (session 16 s), both coordinating their shares: the
+    /// joiner (1) has taken its share once the peer (0) routed to it.
+    fn coordinating_pair(
+        dir: &std::path::Path,
+    ) -> (std::sync::Arc<Broker>, LeaseKeeper, std::sync::Arc<Broker>, LeaseKeeper) {
+        const SESSION: i64 = 16_000;
+        let (peer, peer_lease) = opened_as(dir, 0, SESSION, None);
+        let mut peer_keeper = LeaseKeeper::new(peer_lease, false);
+        renew_lease(&peer, &mut peer_keeper);
+        let (joiner, joiner_lease) = opened_as(dir, 1, SESSION, Some(now_ms()));
+        joiner.set_coordinating(false);
+        let mut keeper = LeaseKeeper::new(joiner_lease, true);
+        renew_lease(&joiner, &mut keeper);
+        renew_lease(&peer, &mut peer_keeper);
+        keeper.lease.opening_ms = None;
+        renew_lease(&joiner, &mut keeper);
+        renew_lease(&peer, &mut peer_keeper);
+        renew_lease(&peer, &mut peer_keeper);
+        renew_lease(&joiner, &mut keeper);
+        (peer, peer_keeper, joiner, keeper)
+    }
+
+    fn slots_of(b: &Broker) -> usize {
+        (0..kaas_core::txn::SLOTS).filter(|s| b.owns_txn_slot(*s)).count()
+    }
+
+    fn owned_twice(a: &Broker, b: &Broker) -> Vec<u32> {
+        (0..kaas_core::txn::SLOTS)
+            .filter(|s| a.owns_txn_slot(*s) && b.owns_txn_slot(*s))
+            .collect()
+    }
+
+    /// A lease file torn in half, as a reader may see one overwritten in place on a
+    /// full volume; returns what it held.
+    fn tear(b: &Broker, id: i32) -> Vec<u8> {
+        let path = b.volume.broker_lease(id);
+        let good = std::fs::read(&path).expect("lease");
+        std::fs::write(&path, &good[..good.len() / 2]).expect("torn");
+        good
+    }
+
+    /// A peer's lease that failed to read once dropped that peer from the live set
+    /// at once (docs/limits.md says peers keep their last good reading): its share of
+    /// groups and slots was taken over for a period while it still coordinated them.
+    #[test]
+    fn a_lease_that_fails_to_read_once_leaves_its_broker_its_share() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (peer, mut peer_keeper, joiner, _keeper) = coordinating_pair(dir.path());
+        assert!(slots_of(&joiner) > 0, "the joiner coordinates its share");
+        let good = tear(&peer, 1);
+        renew_lease(&peer, &mut peer_keeper);
+        assert!(
+            peer.live_brokers().contains_key(&1),
+            "kept live on its last good reading"
+        );
+        assert_eq!(owned_twice(&peer, &joiner), Vec::<u32>::new(), "two coordinators");
+        assert_eq!(slots_of(&peer) + slots_of(&joiner), kaas_core::txn::SLOTS as usize);
+        // Its next lease says it still routes to the joiner.
+        renew_lease(&peer, &mut peer_keeper);
+        let routes = lease_on_volume(&peer).routes.expect("routes");
+        assert!(routes.iter().any(|r| r.broker_id == 1), "{routes:?}");
+        std::fs::write(peer.volume.broker_lease(1), good).expect("restored");
+    }
+
+    /// A joining broker whose read of a live peer's lease failed at the tick it began
+    /// to serve did not wait for that peer (no lease, so not live) and coordinated
+    /// every slot beside it (found by a review of `routes`).
+    #[test]
+    fn a_joining_broker_waits_for_a_peer_whose_lease_it_cannot_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (peer, peer_lease) = opened_as(dir.path(), 0, 16_000, None);
+        let mut peer_keeper = LeaseKeeper::new(peer_lease, false);
+        renew_lease(&peer, &mut peer_keeper);
+        let (joiner, joiner_lease) = opened_as(dir.path(), 1, 16_000, Some(now_ms()));
+        joiner.set_coordinating(false);
+        let mut keeper = LeaseKeeper::new(joiner_lease, true);
+        renew_lease(&joiner, &mut keeper);
+        renew_lease(&peer, &mut peer_keeper);
+        keeper.lease.opening_ms = None;
+        let good = tear(&joiner, 0);
+        for _ in 0..3 {
+            renew_lease(&joiner, &mut keeper);
+            assert_eq!(slots_of(&joiner), 0, "coordinating beside a peer it cannot read");
+        }
+        std::fs::write(joiner.volume.broker_lease(0), good).expect("restored");
+        renew_lease(&peer, &mut peer_keeper);
+        renew_lease(&peer, &mut peer_keeper);
+        renew_lease(&joiner, &mut keeper);
+        assert!(slots_of(&joiner) > 0, "its share once the peer routes to it");
+        assert_eq!(owned_twice(&peer, &joiner), Vec::<u32>::new());
     }
 }
