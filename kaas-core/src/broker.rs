@@ -302,6 +302,9 @@ pub fn check_clock_skew(leases: &[BrokerLease], me: i32, now_ms: i64, session_ti
 pub struct LeaseTracker {
     seen: std::collections::HashMap<(i32, String), Seen>,
     dead: std::collections::BTreeSet<i32>,
+    /// Brokers whose lease failed to read at every read so far (never read cleanly
+    /// by this process), since the first of those reads.
+    unread: std::collections::HashMap<i32, std::time::Instant>,
 }
 
 /// What a [`LeaseTracker`] knows of one lease incarnation.
@@ -430,7 +433,19 @@ impl LeaseTracker {
         }
         self.seen
             .retain(|k, _| present.contains(k) || unreadable.contains(&k.0));
+        let seen = &self.seen;
+        let never_read = |id: &i32| !seen.keys().any(|(b, _)| b == id);
+        self.unread.retain(|id, _| unreadable.contains(id) && never_read(id));
+        for id in unreadable.iter().filter(|id| never_read(id)) {
+            self.unread.entry(*id).or_insert(now);
+        }
         live
+    }
+
+    /// How long broker `id`'s lease has failed to read at every read by this process
+    /// (None once it read cleanly, or if it never failed).
+    pub fn never_read_for(&self, id: i32, now: std::time::Instant) -> Option<std::time::Duration> {
+        self.unread.get(&id).map(|since| now.saturating_duration_since(*since))
     }
 }
 
@@ -515,6 +530,34 @@ mod tests {
                 assert_eq!(l.is_live(), alive, "age {age}: {l:?}");
             }
         }
+    }
+
+    /// A lease that never read cleanly is told apart from one that did and then
+    /// failed: the first is counted from its first failed read, the second by its
+    /// last seen renewal (`last_changed`).
+    #[test]
+    fn a_lease_never_read_cleanly_is_timed_from_its_first_failed_read() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let mut t = LeaseTracker::default();
+        t.observe_partial([], &[1], 1_000, t0, 10_000);
+        t.observe_partial([], &[1], 2_000, t0 + Duration::from_secs(1), 10_000);
+        assert_eq!(
+            t.never_read_for(1, t0 + Duration::from_secs(3)),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(t.last_changed(1), None);
+        // Read at last: timed by its renewals from then on.
+        let peer = lease(1, 3_000);
+        t.observe_partial([&peer], &[], 3_000, t0 + Duration::from_secs(2), 10_000);
+        assert_eq!(t.never_read_for(1, t0 + Duration::from_secs(3)), None);
+        assert_eq!(t.last_changed(1), Some(t0 + Duration::from_secs(2)));
+        t.observe_partial([], &[1], 4_000, t0 + Duration::from_secs(4), 10_000);
+        assert_eq!(t.never_read_for(1, t0 + Duration::from_secs(5)), None, "it read once");
+        assert_eq!(t.last_changed(1), Some(t0 + Duration::from_secs(2)));
+        // Gone from the volume: forgotten.
+        t.observe_partial([], &[], 5_000, t0 + Duration::from_secs(5), 10_000);
+        assert_eq!((t.never_read_for(1, t0), t.last_changed(1)), (None, None));
     }
 
     #[test]

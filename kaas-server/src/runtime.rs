@@ -959,16 +959,28 @@ fn refresh_live_brokers(broker: &Broker) -> Option<Vec<BrokerLease>> {
                 // still coordinated them, and a joining broker did not wait for it.
                 let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms.max(0) as u64);
                 for id in unreadable.iter().filter(|id| **id != broker.config.broker_id) {
-                    if tracker
-                        .last_changed(*id)
-                        .is_none_or(|at| seen_at.saturating_duration_since(at) >= timeout)
-                    {
-                        continue;
-                    }
-                    if let Some(endpoints) = before.get(id) {
-                        live.entry(*id).or_insert_with(|| endpoints.clone());
-                    } else if opening_before.contains(id) && !opening.contains(id) {
-                        opening.push(*id);
+                    match tracker.last_changed(*id) {
+                        Some(at) if seen_at.saturating_duration_since(at) < timeout => {
+                            if let Some(endpoints) = before.get(id) {
+                                live.entry(*id).or_insert_with(|| endpoints.clone());
+                            } else if opening_before.contains(id) && !opening.contains(id) {
+                                opening.push(*id);
+                            }
+                        }
+                        Some(_) => {}
+                        // Never read cleanly here (this broker started while that lease
+                        // read torn): it may be a broker that serves. Counted as one
+                        // opening the volume — alive, routed nothing, its partitions
+                        // kept — for a session timeout from the first failed read, so
+                        // this broker neither takes itself for alone nor takes its
+                        // share of groups and slots beside it meanwhile.
+                        None => {
+                            if tracker.never_read_for(*id, seen_at).is_some_and(|d| d < timeout)
+                                && !opening.contains(id)
+                            {
+                                opening.push(*id);
+                            }
+                        }
                     }
                 }
                 say_who_came_and_went(
@@ -1573,6 +1585,42 @@ mod tests {
             assert_eq!(slots_of(&joiner), 0, "coordinating beside a peer it cannot read");
         }
         std::fs::write(joiner.volume.broker_lease(0), good).expect("restored");
+        renew_lease(&peer, &mut peer_keeper);
+        renew_lease(&peer, &mut peer_keeper);
+        renew_lease(&joiner, &mut keeper);
+        assert!(slots_of(&joiner) > 0, "its share once the peer routes to it");
+        assert_eq!(owned_twice(&peer, &joiner), Vec::<u32>::new());
+    }
+
+    /// A broker that started while a serving peer's lease read torn at every read it
+    /// made before serving (its open, its first look) never saw that peer: it took
+    /// itself for alone and coordinated every group and slot beside it (found by a
+    /// review of the lease keep). Such a peer now counts as opening for a session
+    /// timeout from the first failed read.
+    #[test]
+    fn a_broker_that_never_read_a_peers_lease_does_not_take_itself_for_alone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (peer, peer_lease) = opened_as(dir.path(), 0, 16_000, None);
+        let mut peer_keeper = LeaseKeeper::new(peer_lease, false);
+        renew_lease(&peer, &mut peer_keeper);
+        assert_eq!(slots_of(&peer), kaas_core::txn::SLOTS as usize);
+        let good = tear(&peer, 0);
+        // The start-up of runtime::run, with the peer's lease torn throughout.
+        let (joiner, joiner_lease) = opened_as(dir.path(), 1, 16_000, Some(now_ms()));
+        refresh_live_brokers(&joiner);
+        let alone = !joiner.has_live_peers();
+        assert!(!alone, "alone beside a peer whose lease it could not read");
+        joiner.set_coordinating(alone);
+        let mut keeper = LeaseKeeper::new(joiner_lease, !alone);
+        renew_lease(&joiner, &mut keeper);
+        keeper.lease.opening_ms = None;
+        for _ in 0..3 {
+            renew_lease(&joiner, &mut keeper);
+            assert_eq!(owned_twice(&peer, &joiner), Vec::<u32>::new(), "two coordinators");
+        }
+        // The lease reads again: the usual hand-off.
+        std::fs::write(joiner.volume.broker_lease(0), good).expect("restored");
+        renew_lease(&joiner, &mut keeper);
         renew_lease(&peer, &mut peer_keeper);
         renew_lease(&peer, &mut peer_keeper);
         renew_lease(&joiner, &mut keeper);
