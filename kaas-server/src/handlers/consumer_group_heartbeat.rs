@@ -5,7 +5,7 @@
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use crate::groups::consumer::{Assignment, Heartbeat, TopicsView};
+use crate::groups::consumer::{Assignment, Describable, Heartbeat, TopicsView};
 use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment as WireAssignment, TopicPartitions};
@@ -133,17 +133,15 @@ pub async fn handle(
         client_host: format!("/{}", ctx.peer.ip()),
     };
     let topics = topics_view(broker);
-    // A regular expression resolves only to topics this principal may DESCRIBE.
+    // A regular expression resolves only to topics this principal may DESCRIBE,
+    // asked of the topics it matches alone.
     let describable = broker.authz.enabled().then(|| {
-        topics
-            .names()
-            .filter(|n| {
-                broker
-                    .authz
-                    .authorize_quietly(ctx, Operation::Describe, ResourceType::Topic, n)
-            })
-            .map(str::to_string)
-            .collect()
+        let (broker, asker) = (broker.clone(), Asker::of(ctx));
+        Describable(Arc::new(move |topic: &str| {
+            broker
+                .authz
+                .authorize_quietly(&asker, Operation::Describe, ResourceType::Topic, topic)
+        }))
     });
     let hb = Heartbeat { describable, ..hb };
     match broker
@@ -171,5 +169,34 @@ pub async fn handle(
             }
             error(e.code(), e.message())
         }
+    }
+}
+
+/// Who sent a request, apart from the request (a decision asked after the handler).
+struct Asker {
+    principal: Arc<str>,
+    peer: std::net::SocketAddr,
+    api: kafka_protocol::messages::ApiKey,
+}
+
+impl Asker {
+    fn of(ctx: &RequestContext) -> Asker {
+        Asker {
+            principal: ctx.principal.clone(),
+            peer: ctx.peer,
+            api: ctx.api,
+        }
+    }
+}
+
+impl crate::authz::Requester for Asker {
+    fn principal(&self) -> &str {
+        &self.principal
+    }
+    fn peer(&self) -> std::net::SocketAddr {
+        self.peer
+    }
+    fn api(&self) -> kafka_protocol::messages::ApiKey {
+        self.api
     }
 }

@@ -143,11 +143,35 @@ pub struct Heartbeat {
     pub server_assignor: Option<String>,
     /// The partitions the member owns now; None when it did not say.
     pub owned: Option<Assignment>,
-    /// The topics the member's principal may DESCRIBE; None: every topic (no
+    /// Whether the member's principal may DESCRIBE a topic; None: every topic (no
     /// authorizer). A regular expression resolves only to these.
-    pub describable: Option<BTreeSet<String>>,
+    pub describable: Option<Describable>,
     pub client_id: String,
     pub client_host: String,
+}
+
+/// Whether a member's principal may DESCRIBE a topic, asked only of the topics its
+/// regular expression matches. Before, the handler asked it of every topic at every
+/// heartbeat of every member, regex or not: topics × ACLs decisions per heartbeat on
+/// the async workers (found by a review of authorization).
+#[derive(Clone)]
+pub struct Describable(pub std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl Describable {
+    /// Exactly the topics of `names`.
+    pub fn only(names: impl IntoIterator<Item = String>) -> Describable {
+        let names: BTreeSet<String> = names.into_iter().collect();
+        Describable(std::sync::Arc::new(move |topic| names.contains(topic)))
+    }
+    pub fn allows(&self, topic: &str) -> bool {
+        (self.0)(topic)
+    }
+}
+
+impl std::fmt::Debug for Describable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Describable(..)")
+    }
 }
 
 /// The answer to a heartbeat.
@@ -501,7 +525,7 @@ impl ConsumerGroup {
                 Some(re) => topics
                     .names()
                     .filter(|n| re.is_match(n))
-                    .filter(|n| hb.describable.as_ref().is_none_or(|d| d.contains(*n)))
+                    .filter(|n| hb.describable.as_ref().is_none_or(|d| d.allows(n)))
                     .map(str::to_string)
                     .collect(),
                 None => BTreeSet::new(),

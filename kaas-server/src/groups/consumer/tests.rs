@@ -700,7 +700,7 @@ fn a_regex_resolves_only_to_topics_the_members_principal_may_describe() {
     let mut hb = join("a", &[]);
     hb.subscribed_names = None;
     hb.subscribed_regex = Some("events-.*".into());
-    hb.describable = Some(["events-1".to_string()].into_iter().collect());
+    hb.describable = Some(Describable::only(["events-1".to_string()]));
     let r = g.heartbeat(hb, &t, &settings(), 0, no_id).unwrap();
     let owned = r.assignment.unwrap();
     assert_eq!(
@@ -710,11 +710,7 @@ fn a_regex_resolves_only_to_topics_the_members_principal_may_describe() {
     );
     // An ACL granting DESCRIBE on it: the next heartbeat resolves the regex again.
     let mut hb = beat("a", r.member_epoch, &owned);
-    hb.describable = Some(
-        ["events-1".to_string(), "events-secret".to_string()]
-            .into_iter()
-            .collect(),
-    );
+    hb.describable = Some(Describable::only(["events-1".to_string(), "events-secret".to_string()]));
     let r = g.heartbeat(hb, &t, &settings(), 1, no_id).unwrap();
     assert_eq!(r.member_epoch, 2);
     assert_eq!(count(&r.assignment.unwrap()), 5);
@@ -788,4 +784,46 @@ fn a_static_member_leaving_for_a_while_frees_what_it_had_to_give_up() {
         "no rebalance timeout runs on a member away"
     );
     assert!(g.members.contains_key("a"), "its other partition waits for it");
+}
+
+/// Whether the principal may DESCRIBE a topic is asked only of the topics a member's
+/// regular expression matches, never of every topic at every heartbeat (a review of
+/// authorization: topics × ACLs decisions per heartbeat of every member).
+#[test]
+fn describe_rights_are_asked_only_of_the_topics_a_regex_matches() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let names: Vec<(String, u128, i32)> = (0..200).map(|i| (format!("t{i}"), i + 1, 1)).collect();
+    let refs: Vec<(&str, u128, i32)> = names.iter().map(|(n, id, p)| (n.as_str(), *id, *p)).collect();
+    let t = topics(&refs);
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let counting = || {
+        let asked = asked.clone();
+        Some(Describable(std::sync::Arc::new(move |_: &str| {
+            asked.fetch_add(1, Ordering::Relaxed);
+            true
+        })))
+    };
+    let mut g = ConsumerGroup::new("g");
+    let mut hb = join("a", &["t0"]);
+    hb.describable = counting();
+    let r = g.heartbeat(hb, &t, &settings(), 0, no_id).unwrap();
+    assert_eq!(asked.load(Ordering::Relaxed), 0, "no regex: nothing to ask");
+    let mut hb = join("b", &[]);
+    hb.subscribed_names = None;
+    hb.subscribed_regex = Some("t1[0-9]".into());
+    hb.describable = counting();
+    g.heartbeat(hb, &t, &settings(), 1, no_id).unwrap();
+    assert_eq!(
+        asked.load(Ordering::Relaxed),
+        10,
+        "only the ten topics t10..t19 the regex matches"
+    );
+    let mut hb = beat("a", r.member_epoch, &r.assignment.unwrap());
+    hb.describable = counting();
+    g.heartbeat(hb, &t, &settings(), 2, no_id).unwrap();
+    assert_eq!(
+        asked.load(Ordering::Relaxed),
+        10,
+        "a member without a regex asks nothing"
+    );
 }
