@@ -425,3 +425,34 @@ def test_an_anonymous_plaintext_client_is_user_anonymous(kaas_factory):
     conn.send(request(0, 3, 1, produce_v3("open", 0, record_batch([b"x"]), acks=0)))
     assert conn.api_versions_ok(), "an accepted acks=0 produce leaves the connection open"
     conn.close()
+
+
+
+def test_a_list_offsets_refused_for_one_topic_logs_one_denial(kaas_factory):
+    """ListOffsets authorizes each topic once: it asked twice (once to confirm the log
+    ends, once to answer), so every refused topic logged two denials and used up the
+    audit log's budget (20 lines a second) twice as fast (found by a review of
+    authorization). Asked with a hand-built frame: every client asks Metadata first,
+    is refused there, and never sends the ListOffsets."""
+    import struct
+
+    from wire import Conn, request, string
+    b = kaas_factory()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("lo-secret", 1, 1)])["lo-secret"].result(30)
+    b.stop()
+    b.extra += ["--authorizer", "acls"]  # no ACL: User:ANONYMOUS may do nothing
+    b.start()
+    # ListOffsets v1: replica -1, one topic, partition 0 at LATEST.
+    body = struct.pack(">ii", -1, 1) + string("lo-secret") + struct.pack(">iiq", 1, 0, -1)
+    c = Conn(b.port)
+    c.send(request(2, 1, 7, body))
+    correlation, answer = c.recv_response()
+    assert correlation == 7
+    (topics,) = struct.unpack(">i", answer[:4])
+    (name_len,) = struct.unpack(">h", answer[4:6])
+    at = 6 + name_len
+    (partitions, partition, error) = struct.unpack(">iih", answer[at:at + 10])
+    assert (topics, answer[6:at], partitions, partition, error) == (1, b"lo-secret", 1, 0, 29)
+    denied = [l for l in b.log_text().splitlines() if "denied" in l and "lo-secret" in l]
+    assert len(denied) == 1, denied

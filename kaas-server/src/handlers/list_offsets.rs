@@ -29,8 +29,14 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
     // once; a partition whose flush or check fails answers that failure.
     // Keyed by (topic, partition) position in the request.
     let mut unconfirmed: HashMap<(usize, usize), i16> = HashMap::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        let Ok(topic) = broker.topic_as(ctx, Operation::Describe, &t.name.0) else {
+    // Authorized once per topic (a denial is logged once, not once per pass).
+    let resolved: Vec<_> = req
+        .topics
+        .iter()
+        .map(|t| broker.topic_as(ctx, Operation::Describe, &t.name.0))
+        .collect();
+    for (ti, (t, topic)) in req.topics.iter().zip(&resolved).enumerate() {
+        let Ok(topic) = topic else {
             continue;
         };
         for (pi, lp) in t.partitions.iter().enumerate().filter(|(_, lp)| lp.timestamp == LATEST) {
@@ -55,8 +61,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
         }
     }
     let mut topics = Vec::with_capacity(req.topics.len());
-    for (ti, t) in req.topics.into_iter().enumerate() {
-        let topic = broker.topic_as(ctx, Operation::Describe, &t.name.0);
+    for (ti, (t, topic)) in req.topics.into_iter().zip(resolved).enumerate() {
         let partitions = t
             .partitions
             .iter()
