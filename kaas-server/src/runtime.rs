@@ -970,8 +970,8 @@ fn refresh_live_brokers(broker: &Broker) -> Option<Vec<BrokerLease>> {
                         Some(_) => {}
                         // Never read cleanly here (this broker started while that lease
                         // read torn): it may be a broker that serves. Counted as one
-                        // opening the volume — alive, routed nothing, its partitions
-                        // kept — for a session timeout from the first failed read, so
+                        // opening the volume — alive, routed nothing — for a session
+                        // timeout from the first failed read, so
                         // this broker neither takes itself for alone nor takes its
                         // share of groups and slots beside it meanwhile.
                         None => {

@@ -289,7 +289,7 @@ impl Cluster {
     /// again only when it was replaced: every write renames a new file into place, so
     /// a stamp taken through an open that matches the last read's means the copy
     /// read then is current.
-    fn foreign_owner(&self, topic: &str, partition: i32) -> Option<PartitionOwner> {
+    pub(super) fn foreign_owner(&self, topic: &str, partition: i32) -> Option<PartitionOwner> {
         let path = PartitionOwner::path(&self.volume, topic, partition);
         // The stamp before the read: a replace in between only makes the next look
         // read it again.

@@ -96,12 +96,24 @@ impl Cluster {
         }
         // A peer still opening the volume counts here: the partitions it will own are
         // not tried every round while it recovers (they would only wait for it, or
-        // for their last owner's lease, reading owner.json each time).
-        let mut live: Vec<i32> = self.live_brokers().keys().copied().collect();
-        live.extend(self.opening_brokers());
+        // for their last owner's lease, reading owner.json each time) — except those
+        // this broker owns over the brokers that serve whose `owner.json` (a stat
+        // while unchanged) does not name that peer still leading them: a dead
+        // broker's partition left for a peer that opens the volume for minutes had no
+        // leader all that time. Led meanwhile, it is handed over once the peer serves.
+        let serving: Vec<i32> = self.live_brokers().keys().copied().collect();
+        let opening = self.opening_brokers();
+        let mut live = serving.clone();
+        live.extend(opening.iter().copied());
         let me = self.config.broker_id;
         let assigned = |topic: &str, index: i32| {
-            kaas_core::ownership::owner(&kaas_core::ownership::partition_key(topic, index), &live) == Some(me)
+            let key = kaas_core::ownership::partition_key(topic, index);
+            kaas_core::ownership::owner(&key, &live) == Some(me)
+                || (!opening.is_empty()
+                    && kaas_core::ownership::owner(&key, &serving) == Some(me)
+                    && self
+                        .foreign_owner(topic, index)
+                        .is_none_or(|o| o.released || !opening.contains(&o.broker)))
         };
         // The fence logs, read once for every partition taken over this round.
         let fences = RoundFences::default();

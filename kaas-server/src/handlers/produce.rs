@@ -588,6 +588,68 @@ mod tests {
         assert_eq!(b.partition_leadership("t", 0), Some((me, epoch + 2)));
     }
 
+    /// A dead broker's partition that the rendezvous would give to a peer still
+    /// opening the volume was never tried by the brokers that serve: the volume sync
+    /// counted the opening peer among the owners, and the opening peer takes nothing
+    /// before it serves (minutes on big logs) — the partition had no leader all that
+    /// time (found by a review of partition leadership). It is taken meanwhile by its
+    /// owner over the serving brokers, and handed over once the peer serves.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dead_brokers_partition_is_led_meanwhile_while_its_next_owner_opens_the_volume() {
+        use kaas_core::ownership::{owner, partition_key};
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 16, Default::default()).await.unwrap();
+        let me = b.config.broker_id;
+        let i = (0..16)
+            .find(|i| owner(&partition_key("t", *i), &[me, 8]) == Some(8))
+            .expect("a partition broker 8 would own");
+        // Broker 7 leads it.
+        let (lock, _) = taken_over(&b, "t", i, 7);
+        let mut seven = peer_lease(7, "seven", kaas_core::now_ms());
+        seven.write(&b.volume).unwrap();
+        let observe = |leases: &[&kaas_core::broker::BrokerLease]| {
+            b.lease_tracker.lock().unwrap().observe(
+                leases.iter().copied(),
+                kaas_core::now_ms(),
+                std::time::Instant::now(),
+                b.config.broker_session_timeout_ms,
+            );
+        };
+        observe(&[&seven]);
+        let mut live = b.live_brokers();
+        live.insert(7, crate::listeners::Endpoints::of_lease(&seven));
+        b.set_live_brokers(live);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", i), Some(7));
+        // Broker 7 stops (its lock let go, its lease says so) while broker 8 opens the volume.
+        drop(lock);
+        seven.stopped_ms = Some(kaas_core::now_ms());
+        seven.write(&b.volume).unwrap();
+        let mut eight = peer_lease(8, "eight", kaas_core::now_ms());
+        eight.opening_ms = Some(eight.heartbeat_ms);
+        eight.write(&b.volume).unwrap();
+        observe(&[&seven, &eight]);
+        let mut live = b.live_brokers();
+        live.remove(&7);
+        live.insert(8, crate::listeners::Endpoints::of_lease(&eight));
+        b.set_live_and_opening(live, vec![8]);
+        for _ in 0..3 {
+            tokio::task::block_in_place(|| b.sync_with_volume());
+        }
+        assert_eq!(
+            b.partition_leader("t", i),
+            Some(me),
+            "led meanwhile by its owner over the brokers that serve"
+        );
+        // Broker 8 serves: the partition is handed over to it.
+        let mut live = b.live_brokers();
+        live.insert(8, crate::listeners::Endpoints::of_lease(&eight));
+        b.set_live_and_opening(live, vec![]);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert_eq!(b.partition_leader("t", i), None, "handed over");
+    }
+
     /// Issue 25 item 7: the volume sync tries only the partitions an attempt could
     /// take — those this broker is the rendezvous owner of, and those whose
     /// `owner.json` may still name a leadership of this broker id that did not let
