@@ -69,6 +69,11 @@ impl Default for LogBudget {
 
 /// Authorization denials' share of the log.
 static DENIALS: LogBudget = LogBudget::new();
+
+/// Every denial [`Authorizer::authorize`] logged (or would have, past the budget), by
+/// principal and resource: tests count what a request logs.
+#[cfg(test)]
+pub(crate) static DENIALS_SEEN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
 /// Failed logins' share of the log.
 pub static FAILED_LOGINS: LogBudget = LogBudget::new();
 
@@ -260,6 +265,11 @@ impl Authorizer {
     pub fn authorize(&self, ctx: &dyn Requester, op: Operation, resource_type: ResourceType, name: &str) -> bool {
         let allowed = self.decide(ctx, op, resource_type, name);
         if !allowed {
+            #[cfg(test)]
+            DENIALS_SEEN
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((ctx.principal().to_string(), name.to_string()));
             if let Some(unlogged) = DENIALS.admit() {
                 if unlogged > 0 {
                     info!(target: AUDIT_LOG_TARGET, unlogged, "authorization denials not logged since the last one that was (rate limit)");

@@ -22,18 +22,10 @@ pub async fn handle(
     req: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let group = req.group_id.0.to_string();
-    // Kafka's checks: WRITE on the transactional id and READ on the group (every
-    // partition refused otherwise); READ on each topic (the partitions of a topic
-    // refused say so, the others are staged).
-    let readable: Vec<bool> = req
-        .topics
-        .iter()
-        .map(|t| {
-            broker
-                .authz
-                .authorize(ctx, Operation::Read, ResourceType::Topic, &t.name.0)
-        })
-        .collect();
+    // Kafka's checks, in Kafka's order: WRITE on the transactional id and READ on the
+    // group (every partition refused otherwise); then READ on each topic (the
+    // partitions of a topic refused say so, the others are staged) — not asked, nor
+    // a denial logged, when the whole request is refused.
     let refused = if !broker.may_write_txn(ctx, &req.transactional_id) {
         Some(ResponseError::TransactionalIdAuthorizationFailed.code())
     } else if !broker.may_read_group(ctx, &group) {
@@ -41,6 +33,16 @@ pub async fn handle(
     } else {
         None
     };
+    let readable: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| {
+            refused.is_none()
+                && broker
+                    .authz
+                    .authorize(ctx, Operation::Read, ResourceType::Topic, &t.name.0)
+        })
+        .collect();
     let mut result = if let Some(code) = refused {
         Err(code)
     } else {
