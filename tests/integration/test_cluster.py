@@ -611,6 +611,46 @@ def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_
     assert sorted(read_all(b0.bootstrap, side, 1, "read_committed", expect=15)) == sorted(f"s{i}" for i in range(15))
 
 
+
+def test_a_dead_brokers_partitions_are_led_while_their_next_owner_opens_the_volume(kaas_factory, tmp_path):
+    """Three brokers; broker 2 is restarted and opens the volume for 25 s (big logs),
+    and broker 1 dies meanwhile. Broker 1's partitions that the rendezvous would give
+    to broker 2 once it serves were never tried by broker 0 — its volume sync counted
+    the opening broker among the owners, and the opening broker takes nothing more
+    once its open began (only what was free when it started) until it serves — so they
+    had no leader until broker 2 served (found by a review of partition leadership).
+    Broker 0 leads them meanwhile."""
+    import threading
+    data = tmp_path / "shared"
+    flags = ["--broker-session-timeout-ms", "6000", "--volume-poll-interval-ms", "300"]
+    b0 = kaas_factory(*flags, data_dir=data)
+    b1 = kaas_factory("--broker-id", "1", *flags, data_dir=data)
+    b2 = kaas_factory("--broker-id", "2", *flags, data_dir=data)
+    create_topic(b0.bootstrap, "orphans", 12)
+    placed = wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, b2.bootstrap, topic="orphans", brokers=[0, 1, 2]),
+                      timeout=30, what="orphans placed on the three brokers")
+    orphans = [q for q, b in placed.items() if b == 1 and rendezvous(f"partition\0orphans\0{q}", [0, 2]) == 2]
+    assert orphans, placed
+    b2.kill9()
+    ready_before = b2.log_text().count("kaas-server ready")
+    delays_before = b2.log_text().count("failpoint reached: delaying")
+    b2.env = {"KAAS_FAILPOINTS": "broker-open=delay:25000"}
+    opener = threading.Thread(target=b2.restart)
+    opener.start()
+    try:
+        wait_for(lambda: b2.log_text().count("failpoint reached: delaying") > delays_before, timeout=20,
+                 what="broker 2 opening")
+        b1.kill9()
+        led = wait_for(lambda: (lambda m: m if all(m[q] == 0 for q in orphans) else None)(leaders(b0.bootstrap, "orphans")[1]),
+                       timeout=18, what="broker 1's partitions led by broker 0 while broker 2 opens")
+        assert all(led[q] == 0 for q in orphans), led
+        assert b2.log_text().count("kaas-server ready") == ready_before, "all of it while broker 2 was still opening"
+    finally:
+        opener.join(60)
+    # Broker 2 serves: they are handed over to it.
+    wait_for(lambda: all(leaders(b0.bootstrap, "orphans")[1][q] == 2 for q in orphans), timeout=30,
+             what="broker 1's partitions handed over to broker 2 once it serves")
+
 def test_a_broker_whose_start_fails_lets_its_peer_take_its_partitions_at_once(kaas_factory, tmp_path):
     """A start that fails after the lease was written (here an unreadable client-quotas
     file: the broker refuses to start) marks the lease stopped before it exits, so the

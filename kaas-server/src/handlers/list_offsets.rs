@@ -2,7 +2,7 @@
 
 use super::RequestContext;
 use crate::broker::Broker;
-use kaas_core::acl::Operation;
+use kaas_core::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
@@ -29,14 +29,27 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
     // once; a partition whose flush or check fails answers that failure.
     // Keyed by (topic, partition) position in the request.
     let mut unconfirmed: HashMap<(usize, usize), i16> = HashMap::new();
-    // Authorized once per topic (a denial is logged once, not once per pass).
-    let resolved: Vec<_> = req
+    // Authorized once per topic (a denial is logged once, not once per pass); the
+    // topic is looked up again for the answer, after the waits (a partition let go,
+    // a topic deleted meanwhile, answers so).
+    let describable: Vec<bool> = req
         .topics
         .iter()
-        .map(|t| broker.topic_as(ctx, Operation::Describe, &t.name.0))
+        .map(|t| {
+            broker
+                .authz
+                .authorize(ctx, Operation::Describe, ResourceType::Topic, &t.name.0)
+        })
         .collect();
-    for (ti, (t, topic)) in req.topics.iter().zip(&resolved).enumerate() {
-        let Ok(topic) = topic else {
+    let topic_of = |name: &str, describable: bool| {
+        if describable {
+            broker.topic(name).map_err(|e| e.code())
+        } else {
+            Err(ResponseError::TopicAuthorizationFailed.code())
+        }
+    };
+    for (ti, (t, describable)) in req.topics.iter().zip(&describable).enumerate() {
+        let Ok(topic) = topic_of(&t.name.0, *describable) else {
             continue;
         };
         for (pi, lp) in t.partitions.iter().enumerate().filter(|(_, lp)| lp.timestamp == LATEST) {
@@ -61,7 +74,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
         }
     }
     let mut topics = Vec::with_capacity(req.topics.len());
-    for (ti, (t, topic)) in req.topics.into_iter().zip(resolved).enumerate() {
+    for (ti, (t, describable)) in req.topics.into_iter().zip(describable).enumerate() {
+        let topic = topic_of(&t.name.0, describable);
         let partitions = t
             .partitions
             .iter()

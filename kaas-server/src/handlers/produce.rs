@@ -591,8 +591,9 @@ mod tests {
     /// A dead broker's partition that the rendezvous would give to a peer still
     /// opening the volume was never tried by the brokers that serve: the volume sync
     /// counted the opening peer among the owners, and the opening peer takes nothing
-    /// before it serves (minutes on big logs) — the partition had no leader all that
-    /// time (found by a review of partition leadership). It is taken meanwhile by its
+    /// more once its open began (only what was free when it started) until it serves
+    /// (minutes on big logs) — the partition had no leader all that time (found by a
+    /// review of partition leadership). It is taken meanwhile by its
     /// owner over the serving brokers, and handed over once the peer serves.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_dead_brokers_partition_is_led_meanwhile_while_its_next_owner_opens_the_volume() {
