@@ -226,10 +226,14 @@ impl Quotas {
     }
 
     /// Records `value` (bytes, or percent-seconds of request time) used by a client of
-    /// `user` with `client_id` against its `kind` quota in `quotas` ([`Self::current`]),
-    /// if it has one; how long it is to be throttled for.
-    pub fn record(&self, quotas: &ClientQuotas, kind: QuotaKind, user: &str, client_id: &str, value: f64) -> Duration {
-        self.record_at(quotas, kind, user, client_id, value, Instant::now())
+    /// `user` with `client_id` against its `kind` quota as in force now, if it has
+    /// one; how long it is to be throttled for. Never against the quotas a request saw
+    /// when it began: the entity's schedule is shared by all its clients, and a long
+    /// poll begun before a quota change re-priced it back to the old quota — right
+    /// after a raise, a second's debt became fifteen minutes of throttle (found by a
+    /// review of quotas).
+    pub fn record(&self, kind: QuotaKind, user: &str, client_id: &str, value: f64) -> Duration {
+        self.record_at(&self.current(), kind, user, client_id, value, Instant::now())
     }
 
     /// The most record bytes one Fetch of this client asks for: one window of its
@@ -418,6 +422,39 @@ mod tests {
             now + Duration::from_secs(1),
         );
         assert!(after.is_zero(), "{after:?}");
+    }
+
+    /// A request records what it used at the quota in force when it ends. Consumer A's
+    /// long poll began at 1,000 B/s; the operator raised the quota to 1,000,000; B's
+    /// fetch took a window at the new quota; A's poll then ended and recorded against
+    /// the snapshot it began with, which re-priced the entity's shared schedule back to
+    /// the old quota: 0.9 s still owed became 900 s, and A's connection was muted for
+    /// ten minutes right after the raise (found by a review of quotas). `record` now
+    /// takes no snapshot.
+    #[test]
+    fn a_request_that_ends_after_a_raise_records_at_the_raised_quota() {
+        let (_dir, q) = quotas_with(&[(Some("alice"), None, CONSUMER_BYTE_RATE, 1_000.0)]);
+        let began = q.current();
+        assert_eq!(
+            q.fetch_cap(&began, "alice", "a"),
+            Some(1_000),
+            "A's poll capped at the old quota"
+        );
+        q.update(|quotas| {
+            quotas.set(
+                &Entity {
+                    user: Some(EntityName::Name("alice".into())),
+                    client_id: None,
+                },
+                CONSUMER_BYTE_RATE,
+                1_000_000.0,
+            );
+            Ok(())
+        })
+        .expect("raised");
+        assert!(q.record(QuotaKind::Fetch, "alice", "b", 1_000_000.0) <= Duration::from_secs(1));
+        let a = q.record(QuotaKind::Fetch, "alice", "a", 1_000.0);
+        assert!(a <= Duration::from_secs(2), "A throttled {a:?} after the raise");
     }
 
     /// Request time is throttled at most a window at a time, but what was used beyond

@@ -280,8 +280,10 @@ pub async fn handle_frame(
     }
     let started = std::time::Instant::now();
     let (mut response, busy) = throttle::timed(handlers::dispatch(broker, &ctx, request)).await;
+    // Recorded against the quotas in force once the handler is done (a long poll may
+    // outlast a quota change), not the snapshot above.
     let throttle = match &quotas {
-        Some(quotas) => over_quota(broker, quotas, user, &ctx.client_id, size, busy, &mut response),
+        Some(_) => over_quota(broker, user, &ctx.client_id, size, busy, &mut response),
         None => Duration::ZERO,
     };
     let answer = |response: Option<Bytes>| Answer { response, throttle };
@@ -314,7 +316,6 @@ pub async fn handle_frame(
 /// records (Kafka empties it; docs/quotas.md#how-kaas-differs-from-kafka).
 fn over_quota(
     broker: &Broker,
-    quotas: &kaas_core::quotas::ClientQuotas,
     user: &str,
     client_id: &str,
     size: usize,
@@ -323,10 +324,10 @@ fn over_quota(
 ) -> Duration {
     use crate::quotas::QuotaKind;
     let q = &broker.quotas;
-    let mut throttle = q.record(quotas, QuotaKind::Request, user, client_id, busy.as_secs_f64() * 100.0);
+    let mut throttle = q.record(QuotaKind::Request, user, client_id, busy.as_secs_f64() * 100.0);
     match response {
         ResponseKind::Produce(_) => {
-            throttle = throttle.max(q.record(quotas, QuotaKind::Produce, user, client_id, size as f64));
+            throttle = throttle.max(q.record(QuotaKind::Produce, user, client_id, size as f64));
         }
         ResponseKind::Fetch(fetch) => {
             let bytes: usize = fetch
@@ -335,7 +336,7 @@ fn over_quota(
                 .flat_map(|t| &t.partitions)
                 .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
                 .sum();
-            throttle = throttle.max(q.record(quotas, QuotaKind::Fetch, user, client_id, bytes as f64));
+            throttle = throttle.max(q.record(QuotaKind::Fetch, user, client_id, bytes as f64));
         }
         _ => {}
     }
