@@ -111,7 +111,7 @@ pub struct Cluster {
 }
 
 /// Every this many volume syncs (seconds), partitions that failed to open are tried again.
-const BROKEN_RETRY_ROUNDS: u64 = 10;
+pub(crate) const BROKEN_RETRY_ROUNDS: u64 = 10;
 
 /// The partitions of `topic` led elsewhere, as (topic id, index).
 fn elsewhere(topic: &Topic) -> impl Iterator<Item = (Uuid, i32)> + '_ {
@@ -581,10 +581,23 @@ impl Cluster {
                     }
                     continue;
                 }
-                Err(o) if o.elsewhere => match PartitionOwner::lock(&self.volume, name, p as i32) {
+                // Led elsewhere, or broken here (its `owner.json` unreadable when this
+                // broker opened the topic: another broker's partition stays so here):
+                // removed only under its lock and while its `owner.json` is this
+                // topic's. A broken one was removed by path, with neither: the topic
+                // of the same name created again meanwhile lost its partition,
+                // acknowledged records with it
+                // (`a_broken_partition_of_a_deleted_topic_never_removes_the_directory_a_topic_created_again_took`).
+                Err(_) => match PartitionOwner::lock(&self.volume, name, p as i32) {
                     Ok(lock) => {
                         match PartitionOwner::read(&PartitionOwner::path(&self.volume, name, p as i32)) {
                             Ok(o) if o.topic_id != Some(topic.meta.topic_id) => continue,
+                            // Unreadable as JSON: whose it is cannot be told. Removed
+                            // only while no topic of the name is on the volume — a
+                            // creator opens its partitions under this lock, so none
+                            // can have written here meanwhile.
+                            Err(VolumeError::Parse { .. } | VolumeError::Invalid { .. })
+                                if !self.volume.topic_file(name).exists() => {}
                             Err(e) if !e.is_not_found() => continue,
                             _ => {}
                         }
@@ -593,7 +606,6 @@ impl Cluster {
                     // Held: its holder removes it when it sees the topic gone.
                     Err(_) => continue,
                 },
-                _ => None,
             };
             if let Err(e) = ownership::remove_deleted_partition_dir(&dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {

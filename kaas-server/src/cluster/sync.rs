@@ -183,8 +183,17 @@ impl Cluster {
                             }
                             Some(Err(o)) => {
                                 self.revisited(&meta.name, meta.topic_id, i as i32, false);
-                                // A retired one not taken back is not served from here.
-                                if slot.is_ok() {
+                                // A retired one not taken back is not served from here;
+                                // a broken one found led elsewhere is no longer broken
+                                // here: its leader is named again. Kept broken, its
+                                // Metadata said KAFKA_STORAGE_ERROR, no leader, for a
+                                // partition another broker served, until a restart
+                                // (`a_broken_partition_found_led_elsewhere_heals`).
+                                let replace = match &*slot {
+                                    Ok(_) => true,
+                                    Err(old) => !old.elsewhere && o.elsewhere,
+                                };
+                                if replace {
                                     *slot = Err(o);
                                     changed = true;
                                 }

@@ -651,6 +651,55 @@ mod tests {
         assert_eq!(b.partition_leader("t", i), None, "handed over");
     }
 
+    /// A broker whose copy of a partition is broken (its `owner.json` unreadable when
+    /// it picked the topic up) kept it broken though a later attempt found it led
+    /// elsewhere: its Metadata said KAFKA_STORAGE_ERROR, no leader, for a partition
+    /// another broker served, until a restart (found by a review of topic
+    /// lifecycle).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_broken_partition_found_led_elsewhere_heals() {
+        use kaas_core::topic::TopicMeta;
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let seven = peer_lease(7, "seven", kaas_core::now_ms());
+        seven.write(&b.volume).unwrap();
+        b.lease_tracker.lock().unwrap().observe(
+            [&seven],
+            kaas_core::now_ms(),
+            std::time::Instant::now(),
+            b.config.broker_session_timeout_ms,
+        );
+        let mut live = b.live_brokers();
+        live.insert(7, crate::listeners::Endpoints::of_lease(&seven));
+        b.set_live_brokers(live);
+        let meta = TopicMeta::new("u", 1, Default::default(), kaas_core::now_ms());
+        assert!(meta.create(&b.volume).unwrap());
+        let path = PartitionOwner::path(&b.volume, "u", 0);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"{ not json").unwrap();
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        assert!(
+            matches!(b.topic("u").unwrap().partition(0), Some(Err(o)) if !o.elsewhere),
+            "broken here"
+        );
+        // Broker 7 leads it (its owner.json readable again, its lock held).
+        let _held = PartitionOwner::lock(&b.volume, "u", 0).unwrap();
+        PartitionOwner {
+            version: 1,
+            broker: 7,
+            leader_epoch: 1,
+            released: false,
+            updated_ms: kaas_core::now_ms(),
+            topic_id: Some(meta.topic_id),
+        }
+        .write(&path)
+        .unwrap();
+        for _ in 0..=crate::cluster::BROKEN_RETRY_ROUNDS {
+            tokio::task::block_in_place(|| b.sync_with_volume());
+        }
+        assert_eq!(b.partition_leader("u", 0), Some(7), "its leader named again");
+    }
+
     /// Issue 25 item 7: the volume sync tries only the partitions an attempt could
     /// take — those this broker is the rendezvous owner of, and those whose
     /// `owner.json` may still name a leadership of this broker id that did not let

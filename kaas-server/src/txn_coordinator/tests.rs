@@ -728,6 +728,54 @@ async fn a_thawed_leader_never_removes_the_directory_a_topic_created_again_took(
     );
 }
 
+/// A broker whose copy of a partition was broken (its `owner.json` unreadable when the
+/// broker picked the topic up: any other broker's partition stays so on it for good)
+/// removed that partition's directory by path — no lock, no check of the topic id —
+/// when it found the topic deleted: the directory of the topic of the same name,
+/// created again meanwhile and led by another broker, acknowledged records with it
+/// (found by a review of topic lifecycle).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_partition_of_a_deleted_topic_never_removes_the_directory_a_topic_created_again_took() {
+    use kaas_core::batch::build_batch;
+    use kaas_core::topic::{PartitionOwner, TopicMeta};
+    let (_dir, b, _) = setup().await;
+    let old = TopicMeta::new("u", 1, Default::default(), now_ms());
+    assert!(old.create(&b.volume).unwrap());
+    let part = b.volume.partition_dir("u", 0);
+    std::fs::create_dir_all(&part).unwrap();
+    std::fs::write(PartitionOwner::path(&b.volume, "u", 0), b"{ not json").unwrap();
+    sync(&b).await.unwrap();
+    match b.topic("u").unwrap().partition(0) {
+        Some(Err(o)) => assert!(!o.elsewhere, "broken here, not led elsewhere: {o}"),
+        Some(Ok(_)) => panic!("expected a broken partition: led here"),
+        None => panic!("expected a broken partition: none"),
+    }
+    // Meanwhile, elsewhere: u deleted and created again, its partition 0 led by
+    // broker 7, which wrote a record there.
+    std::fs::remove_file(b.volume.topic_file("u")).unwrap();
+    let created = TopicMeta::new("u", 1, Default::default(), now_ms());
+    assert!(created.create(&b.volume).unwrap());
+    PartitionOwner {
+        version: 1,
+        broker: 7,
+        leader_epoch: 0,
+        released: false,
+        updated_ms: now_ms(),
+        topic_id: Some(created.topic_id),
+    }
+    .write(&PartitionOwner::path(&b.volume, "u", 0))
+    .unwrap();
+    let record = build_batch(0, now_ms(), None, 0, &[(None, Some(b"the successor's"))]);
+    let segment = part.join("00000000000000000000.log");
+    std::fs::write(&segment, &record).unwrap();
+    sync(&b).await.unwrap();
+    assert_eq!(
+        std::fs::metadata(&segment).map(|m| m.len()).ok(),
+        Some(record.len() as u64),
+        "the successor's segment is whole"
+    );
+}
+
 /// A Prepare* stamped by a broker whose wall clock runs ahead of this one's (within
 /// the tolerated skew, or any amount for kaasctl's host): the start's recovery, which
 /// is to finish every Prepare* of the slots it owns, skipped it, and the reaper left
