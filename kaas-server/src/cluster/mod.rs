@@ -113,6 +113,10 @@ pub struct Cluster {
 /// Every this many volume syncs (seconds), partitions that failed to open are tried again.
 pub(crate) const BROKEN_RETRY_ROUNDS: u64 = 10;
 
+/// How long a partition directory no topic names is left untouched before
+/// [`Cluster::sweep_orphan_partition_dirs`] removes it.
+pub(crate) const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The partitions of `topic` led elsewhere, as (topic id, index).
 fn elsewhere(topic: &Topic) -> impl Iterator<Item = (Uuid, i32)> + '_ {
     topic.partitions.iter().enumerate().filter_map(|(i, p)| match p {
@@ -613,6 +617,75 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    /// Removes the partition directories that no topic on the volume names — a delete
+    /// cut by a crash between the removal of the topic's file and of its directories,
+    /// a holder that died before its sync saw the topic gone, a topic created again
+    /// with fewer partitions. Nothing else ever looked for them: a deleted topic's
+    /// records stayed on the volume, readable with `kaasctl log dump`, until a topic
+    /// of the same name came. Each is removed under its `owner.lock` (one held is
+    /// left to its holder) after its topic is read again there — a topic or a
+    /// partition created meanwhile takes that lock before it writes a file there —
+    /// and only once untouched for [`ORPHAN_AGE`] (a creator makes the directory a
+    /// moment before it takes the lock). Run at start (blocking file work); returns
+    /// how many were removed.
+    pub fn sweep_orphan_partition_dirs(&self) -> usize {
+        let entries = match std::fs::read_dir(self.volume.root()) {
+            Ok(entries) => entries,
+            Err(e) => {
+                warn!(error = %e, "cannot list the volume for partition directories of deleted topics");
+                return 0;
+            }
+        };
+        // Some(true): a topic of the volume names it; None: cannot tell.
+        let named = |topic: &str, index: i32| match TopicMeta::read(&self.volume.topic_file(topic)) {
+            Ok(meta) => Some(index < meta.partitions),
+            Err(e) if e.is_not_found() => Some(false),
+            Err(_) => None,
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let dir = entry.path();
+            let Some((topic, index)) = entry.file_name().to_str().and_then(|n| {
+                let (topic, index) = n.rsplit_once('-')?;
+                Some((topic.to_string(), index.parse::<i32>().ok()?))
+            }) else {
+                continue;
+            };
+            if index < 0
+                || topic.starts_with("__")
+                || !kaas_core::layout::valid_topic_name(&topic)
+                || !entry.file_type().is_ok_and(|t| t.is_dir())
+                || named(&topic, index) != Some(false)
+            {
+                continue;
+            }
+            let untouched = std::fs::metadata(&dir)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_some_and(|age| age >= ORPHAN_AGE);
+            if !untouched {
+                continue;
+            }
+            let Ok(_lock) = PartitionOwner::lock(&self.volume, &topic, index) else {
+                continue;
+            };
+            if named(&topic, index) != Some(false) {
+                continue;
+            }
+            match ownership::remove_deleted_partition_dir(&dir) {
+                Ok(()) => {
+                    removed += 1;
+                    info!(dir = %dir.display(), "removed the directory of a partition no topic names (a delete cut short)");
+                }
+                Err(e) => {
+                    warn!(dir = %dir.display(), error = %e, "could not remove the directory of a partition no topic names")
+                }
+            }
+        }
+        removed
     }
 
     pub async fn create_partitions(&self, name: &str, count: i32) -> Result<(), TopicError> {

@@ -776,6 +776,46 @@ async fn a_broken_partition_of_a_deleted_topic_never_removes_the_directory_a_top
     );
 }
 
+/// A delete cut by a crash between the removal of the topic's file and of its
+/// partitions' directories was never finished: nothing looked for directories no
+/// topic names, and the deleted records stayed on the volume for good (found by a
+/// review of topic lifecycle). Swept at start: under each one's lock, once untouched
+/// for a minute; a directory some topic names, one just made, or one whose lock is
+/// held stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_directories_no_topic_names_are_removed_at_start() {
+    use kaas_core::topic::PartitionOwner;
+    let (_dir, b, _) = setup().await;
+    let old = |dir: &std::path::Path| {
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3_600);
+        std::fs::File::open(dir).unwrap().set_modified(past).unwrap();
+    };
+    let orphan = |name: &str, aged: bool| {
+        let dir = b.volume.root().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("00000000000000000000.log"), b"deleted records").unwrap();
+        if aged {
+            old(&dir);
+        }
+        dir
+    };
+    let deleted = orphan("gone-0", true);
+    let beyond = orphan("t-3", true); // t has one partition
+    let fresh = orphan("new-0", false);
+    let held = orphan("held-0", true);
+    let lock = PartitionOwner::lock(&b.volume, "held", 0).unwrap();
+    old(&held);
+    let live = b.volume.partition_dir("t", 0);
+    old(&live);
+    let swept = tokio::task::block_in_place(|| b.sweep_orphan_partition_dirs());
+    assert_eq!(swept, 2);
+    assert!(!deleted.exists() && !beyond.exists(), "no topic names them");
+    assert!(fresh.exists(), "made a moment ago: a creator may be about to lock it");
+    assert!(held.exists(), "its lock is held");
+    assert!(live.exists(), "t-0 is t's");
+    drop(lock);
+}
+
 /// A Prepare* stamped by a broker whose wall clock runs ahead of this one's (within
 /// the tolerated skew, or any amount for kaasctl's host): the start's recovery, which
 /// is to finish every Prepare* of the slots it owns, skipped it, and the reaper left
