@@ -619,7 +619,8 @@ impl Cluster {
         }
     }
 
-    /// Removes the partition directories that no topic on the volume names — a delete
+    /// Removes the partition directories (with a partition's lock files) that no topic
+    /// on the volume names — a delete
     /// cut by a crash between the removal of the topic's file and of its directories,
     /// a holder that died before its sync saw the topic gone, a topic created again
     /// with fewer partitions. Nothing else ever looked for them: a deleted topic's
@@ -653,10 +654,14 @@ impl Cluster {
             }) else {
                 continue;
             };
+            // Only what a partition leaves (its lock files): a directory of the same
+            // shape put there by anything else is not this broker's to remove.
+            let a_partitions = || ["owner.lock", "owner.json"].iter().any(|f| dir.join(f).exists());
             if index < 0
                 || topic.starts_with("__")
                 || !kaas_core::layout::valid_topic_name(&topic)
                 || !entry.file_type().is_ok_and(|t| t.is_dir())
+                || !a_partitions()
                 || named(&topic, index) != Some(false)
             {
                 continue;

@@ -794,6 +794,7 @@ async fn partition_directories_no_topic_names_are_removed_at_start() {
         let dir = b.volume.root().join(name);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("00000000000000000000.log"), b"deleted records").unwrap();
+        std::fs::write(dir.join("owner.lock"), b"").unwrap();
         if aged {
             old(&dir);
         }
@@ -803,6 +804,10 @@ async fn partition_directories_no_topic_names_are_removed_at_start() {
     let beyond = orphan("t-3", true); // t has one partition
     let fresh = orphan("new-0", false);
     let held = orphan("held-0", true);
+    // A directory of the same shape that no partition left (no lock files).
+    let stranger = b.volume.root().join("notes-1");
+    std::fs::create_dir_all(&stranger).unwrap();
+    old(&stranger);
     let lock = PartitionOwner::lock(&b.volume, "held", 0).unwrap();
     old(&held);
     let live = b.volume.partition_dir("t", 0);
@@ -813,6 +818,7 @@ async fn partition_directories_no_topic_names_are_removed_at_start() {
     assert!(fresh.exists(), "made a moment ago: a creator may be about to lock it");
     assert!(held.exists(), "its lock is held");
     assert!(live.exists(), "t-0 is t's");
+    assert!(stranger.exists(), "not a partition's");
     drop(lock);
 }
 
