@@ -266,8 +266,6 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             return Err(e);
         }
     };
-    // Partition directories of topics deleted by a delete a crash cut short.
-    broker.sweep_orphan_partition_dirs();
     // Fresh as of the last renewal: if renewing failed for half the session timeout,
     // the broker is stale, so it steps down (writing nothing) and renews before it
     // appends.

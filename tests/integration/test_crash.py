@@ -436,8 +436,9 @@ def test_a_delete_cut_short_by_a_crash_leaves_no_partition_directory_after_a_res
     that dies in between (failpoint `topic-file-removed`, as abrupt as kill -9) left
     the directories, and nothing ever looked for directories no topic names — the
     deleted records stayed on the volume for good (found by a review of topic
-    lifecycle). A broker sweeps them at start (each under its lock, once untouched for
-    a minute: the test ages the directory instead of waiting)."""
+    lifecycle). The volume sync sweeps them, at its first round and every minute (each
+    under its lock, once untouched for a minute: the test ages the directories
+    instead of waiting)."""
     import os
     b = kaas_factory(env={"KAAS_FAILPOINTS": "topic-file-removed"})
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
@@ -446,6 +447,7 @@ def test_a_delete_cut_short_by_a_crash_leaves_no_partition_directory_after_a_res
     for i in range(10):
         p.produce("orph", value=f"deleted {i}".encode(), partition=i % 2)
     assert p.flush(30) == 0
+    del p  # its metadata refreshes would create the topic again (auto-create)
     with pytest.raises(KafkaException):
         admin.delete_topics(["orph"], request_timeout=10)["orph"].result(30)
     b.proc.wait(30)
@@ -456,6 +458,6 @@ def test_a_delete_cut_short_by_a_crash_leaves_no_partition_directory_after_a_res
         os.utime(d, (hour_ago, hour_ago))
     b.env = {}
     b.start()
-    assert not any(d.exists() for d in dirs), [d for d in dirs if d.exists()]
+    wait_for(lambda: not any(d.exists() for d in dirs), timeout=15, what="the deleted topic's directories swept")
     assert b.log_text().count("removed the directory of a partition no topic names") == 2
     assert "orph" not in AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=30).topics

@@ -117,6 +117,10 @@ pub(crate) const BROKEN_RETRY_ROUNDS: u64 = 10;
 /// [`Cluster::sweep_orphan_partition_dirs`] removes it.
 pub(crate) const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Every how many volume syncs (one a second) [`Cluster::sweep_orphan_partition_dirs`]
+/// runs, the first included.
+pub(crate) const SWEEP_ROUNDS: u64 = 60;
+
 /// The partitions of `topic` led elsewhere, as (topic id, index).
 fn elsewhere(topic: &Topic) -> impl Iterator<Item = (Uuid, i32)> + '_ {
     topic.partitions.iter().enumerate().filter_map(|(i, p)| match p {
@@ -601,7 +605,7 @@ impl Cluster {
                             // creator opens its partitions under this lock, so none
                             // can have written here meanwhile.
                             Err(VolumeError::Parse { .. } | VolumeError::Invalid { .. })
-                                if !self.volume.topic_file(name).exists() => {}
+                                if TopicMeta::read(&self.volume.topic_file(name)).is_err_and(|e| e.is_not_found()) => {}
                             Err(e) if !e.is_not_found() => continue,
                             _ => {}
                         }
@@ -629,8 +633,9 @@ impl Cluster {
     /// left to its holder) after its topic is read again there — a topic or a
     /// partition created meanwhile takes that lock before it writes a file there —
     /// and only once untouched for [`ORPHAN_AGE`] (a creator makes the directory a
-    /// moment before it takes the lock). Run at start (blocking file work); returns
-    /// how many were removed.
+    /// moment before it takes the lock). Run by the volume sync at its first round and
+    /// every [`SWEEP_ROUNDS`] (blocking file work; each topic file read once, and again
+    /// under the lock); returns how many were removed.
     pub fn sweep_orphan_partition_dirs(&self) -> usize {
         let entries = match std::fs::read_dir(self.volume.root()) {
             Ok(entries) => entries,
@@ -645,6 +650,7 @@ impl Cluster {
             Err(e) if e.is_not_found() => Some(false),
             Err(_) => None,
         };
+        let mut partitions_of: std::collections::HashMap<String, Option<i32>> = Default::default();
         let mut removed = 0;
         for entry in entries.flatten() {
             let dir = entry.path();
@@ -662,8 +668,19 @@ impl Cluster {
                 || !kaas_core::layout::valid_topic_name(&topic)
                 || !entry.file_type().is_ok_and(|t| t.is_dir())
                 || !a_partitions()
-                || named(&topic, index) != Some(false)
             {
+                continue;
+            }
+            // Read once per topic name here (a topic of N partitions has N
+            // directories); again under the lock below.
+            let count = *partitions_of.entry(topic.clone()).or_insert_with(|| {
+                match TopicMeta::read(&self.volume.topic_file(&topic)) {
+                    Ok(meta) => Some(meta.partitions),
+                    Err(e) if e.is_not_found() => Some(0),
+                    Err(_) => None,
+                }
+            });
+            if count.is_none_or(|count| index < count) {
                 continue;
             }
             let untouched = std::fs::metadata(&dir)

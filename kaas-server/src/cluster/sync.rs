@@ -17,11 +17,15 @@ impl Cluster {
         if !self.lease_fresh() {
             return;
         }
+        let round = self.sync_rounds.fetch_add(1, Ordering::Relaxed);
+        // Partition directories no topic names (a delete a crash cut short): at the
+        // first round and every minute, without the admin lock (each is removed under
+        // its own lock).
+        if round == 1 || round.is_multiple_of(super::SWEEP_ROUNDS) {
+            self.sweep_orphan_partition_dirs();
+        }
         let _admin = self.admin_lock.blocking_lock();
-        let retry_broken = self
-            .sync_rounds
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(BROKEN_RETRY_ROUNDS);
+        let retry_broken = round.is_multiple_of(BROKEN_RETRY_ROUNDS);
         self.give_up_taken_over();
         self.hand_over_misplaced();
         // New log defaults stay due until a round has reconfigured every topic with

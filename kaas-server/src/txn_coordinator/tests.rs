@@ -779,11 +779,12 @@ async fn a_broken_partition_of_a_deleted_topic_never_removes_the_directory_a_top
 /// A delete cut by a crash between the removal of the topic's file and of its
 /// partitions' directories was never finished: nothing looked for directories no
 /// topic names, and the deleted records stayed on the volume for good (found by a
-/// review of topic lifecycle). Swept at start: under each one's lock, once untouched
-/// for a minute; a directory some topic names, one just made, or one whose lock is
-/// held stays.
+/// review of topic lifecycle). Swept by the volume sync (its first round, then every
+/// minute): under each one's lock, once untouched for a minute; a directory some
+/// topic names, one just made, one whose lock is held, or one without a partition's
+/// lock files stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn partition_directories_no_topic_names_are_removed_at_start() {
+async fn partition_directories_no_topic_names_are_swept() {
     use kaas_core::topic::PartitionOwner;
     let (_dir, b, _) = setup().await;
     let old = |dir: &std::path::Path| {
