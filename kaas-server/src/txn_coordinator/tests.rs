@@ -690,17 +690,30 @@ fn a_fence_log_save_in_progress_stalls_no_worker() {
 /// successor's segments and `owner.json` with it, records acknowledged to clients.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thawed_leader_never_removes_the_directory_a_topic_created_again_took() {
-    use kaas_core::batch::build_batch;
-    use kaas_core::topic::{PartitionOwner, TopicMeta};
     let (_dir, b, _) = setup().await;
     append_to(&b, "t", 0, (b.next_producer_id().unwrap(), 0, 0), None).unwrap();
     sync(&b).await.unwrap();
     // Meanwhile, elsewhere: t deleted and created again, its partition 0 taken by
     // broker 7, which wrote a record there.
-    std::fs::remove_file(b.volume.topic_file("t")).unwrap();
-    let created = TopicMeta::new("t", 1, Default::default(), now_ms());
+    let (segment, record) = created_again_elsewhere(&b, "t");
+    sync(&b).await.unwrap();
+    assert_eq!(
+        std::fs::metadata(&segment).map(|m| m.len()).ok(),
+        Some(record.len() as u64),
+        "the successor's segment is whole"
+    );
+}
+
+/// Topic `name` deleted and created again elsewhere, its partition 0 led by broker 7,
+/// which wrote a record there (the old files but the owner ones gone): that segment
+/// and the record.
+fn created_again_elsewhere(b: &Broker, name: &str) -> (std::path::PathBuf, Vec<u8>) {
+    use kaas_core::batch::build_batch;
+    use kaas_core::topic::{PartitionOwner, TopicMeta};
+    std::fs::remove_file(b.volume.topic_file(name)).unwrap();
+    let created = TopicMeta::new(name, 1, Default::default(), now_ms());
     assert!(created.create(&b.volume).unwrap());
-    let part = b.volume.partition_dir("t", 0);
+    let part = b.volume.partition_dir(name, 0);
     for f in std::fs::read_dir(&part).unwrap() {
         let f = f.unwrap().path();
         if !f.file_name().unwrap().to_string_lossy().starts_with("owner.") {
@@ -715,17 +728,12 @@ async fn a_thawed_leader_never_removes_the_directory_a_topic_created_again_took(
         updated_ms: now_ms(),
         topic_id: Some(created.topic_id),
     }
-    .write(&PartitionOwner::path(&b.volume, "t", 0))
+    .write(&PartitionOwner::path(&b.volume, name, 0))
     .unwrap();
-    let record = build_batch(0, now_ms(), None, 0, &[(None, Some(b"the successor's"))]);
+    let record = build_batch(0, now_ms(), None, 0, &[(None, Some(b"the successor's"))]).to_vec();
     let segment = part.join("00000000000000000000.log");
     std::fs::write(&segment, &record).unwrap();
-    sync(&b).await.unwrap();
-    assert_eq!(
-        std::fs::metadata(&segment).map(|m| m.len()).ok(),
-        Some(record.len() as u64),
-        "the successor's segment is whole"
-    );
+    (segment, record)
 }
 
 /// A broker whose copy of a partition was broken (its `owner.json` unreadable when the
@@ -736,7 +744,6 @@ async fn a_thawed_leader_never_removes_the_directory_a_topic_created_again_took(
 /// (found by a review of topic lifecycle).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_partition_of_a_deleted_topic_never_removes_the_directory_a_topic_created_again_took() {
-    use kaas_core::batch::build_batch;
     use kaas_core::topic::{PartitionOwner, TopicMeta};
     let (_dir, b, _) = setup().await;
     let old = TopicMeta::new("u", 1, Default::default(), now_ms());
@@ -752,22 +759,7 @@ async fn a_broken_partition_of_a_deleted_topic_never_removes_the_directory_a_top
     }
     // Meanwhile, elsewhere: u deleted and created again, its partition 0 led by
     // broker 7, which wrote a record there.
-    std::fs::remove_file(b.volume.topic_file("u")).unwrap();
-    let created = TopicMeta::new("u", 1, Default::default(), now_ms());
-    assert!(created.create(&b.volume).unwrap());
-    PartitionOwner {
-        version: 1,
-        broker: 7,
-        leader_epoch: 0,
-        released: false,
-        updated_ms: now_ms(),
-        topic_id: Some(created.topic_id),
-    }
-    .write(&PartitionOwner::path(&b.volume, "u", 0))
-    .unwrap();
-    let record = build_batch(0, now_ms(), None, 0, &[(None, Some(b"the successor's"))]);
-    let segment = part.join("00000000000000000000.log");
-    std::fs::write(&segment, &record).unwrap();
+    let (segment, record) = created_again_elsewhere(&b, "u");
     sync(&b).await.unwrap();
     assert_eq!(
         std::fs::metadata(&segment).map(|m| m.len()).ok(),
