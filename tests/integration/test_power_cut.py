@@ -389,7 +389,12 @@ def test_transactions_and_their_offsets_survive_power_cuts_exactly_once(cluster)
     pipeline.start()
     deadline = time.time() + 120
     idle = 0
-    while idle < 3 and time.time() < deadline:
+    # Done once no input came for ten polls in a row (5 s): three (1.5 s) once ended it
+    # before a fresh consumer had fetched the partitions it starts at their beginning
+    # (ListOffsets, then Fetch), and every input of two partitions was reported
+    # missing though on the volume (CI, 2026-12-07; the volume held all 110 records
+    # of each). A real loss still fails below: the input never comes.
+    while idle < 10 and time.time() < deadline:
         try:
             idle = 0 if pipeline.bounded_step(rng) else idle + 1
         except KafkaException:
