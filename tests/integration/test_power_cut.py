@@ -253,7 +253,7 @@ class Pipeline:
         self.p.init_transactions(60)
         self.c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "pipeline", "enable.auto.commit": False,
                            "isolation.level": "read_committed", "auto.offset.reset": "earliest", **NO_REBOOTSTRAP})
-        committed = self.c.committed([TopicPartition("in", i) for i in range(3)], timeout=30)
+        committed = self._committed()
         for tp in committed:
             assert tp.error is None, f"committed offsets unreadable: {tp}"
             if tp.offset >= 0:
@@ -264,6 +264,22 @@ class Pipeline:
                 f"in-{tp.partition}: an acknowledged offset commit was lost ({kept} < {self.acked_offsets[tp.partition]})"
         self.c.assign([TopicPartition("in", tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
                        for tp in committed])
+
+    def _committed(self):
+        """The group's committed offsets of `in`, asked again while the group's
+        coordinator moves (three brokers starting together see each other a renewal
+        apart, and one may answer NOT_COORDINATOR meanwhile, which librdkafka's
+        `committed()` does not retry; an application asks again), for at most 60 s."""
+        deadline = time.time() + 60
+        while True:
+            try:
+                return self.c.committed([TopicPartition("in", i) for i in range(3)], timeout=30)
+            except KafkaException as e:
+                retriable = e.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                                 KafkaError.COORDINATOR_NOT_AVAILABLE)
+                if not retriable or time.time() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def stop(self):
         """Drops both clients, waiting at most 10 s: an application would start new
