@@ -1372,14 +1372,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let (broker, lease) = opened_with_lease(dir.path(), Some(now_ms()));
         let incarnation = lease.incarnation.clone();
-        let mine = |b: &Broker| (0..kaas_core::txn::SLOTS).filter(|s| b.owns_txn_slot(*s)).count();
         broker.set_coordinating(false);
         let mut keeper = LeaseKeeper::new(lease, true);
         peer_routing(&broker, &incarnation, None);
         renew_lease(&broker, &mut keeper);
         assert!(broker.lease_fresh() && self_live(&broker), "it leads its partitions");
         assert!(lease_on_volume(&broker).opening_ms.is_some());
-        assert_eq!(mine(&broker), 0, "no slot while it is opening");
+        assert_eq!(slots_of(&broker), 0, "no slot while it is opening");
         // It serves: the mark goes at once, the slots only once the peer routes to it
         // as read since then (a view of it read while it opened is not enough).
         keeper.lease.opening_ms = None;
@@ -1391,11 +1390,11 @@ mod tests {
             std::thread::sleep(renewal_period(SESSION_MS));
             peer_routing(&broker, &incarnation, Some(since - 1));
             renew_lease(&broker, &mut keeper);
-            assert_eq!(mine(&broker), 0, "coordinating before its peer routes to it");
+            assert_eq!(slots_of(&broker), 0, "coordinating before its peer routes to it");
         }
         peer_routing(&broker, &incarnation, Some(since));
         renew_lease(&broker, &mut keeper);
-        let share = mine(&broker);
+        let share = slots_of(&broker);
         assert!(
             share > 0 && share < kaas_core::txn::SLOTS as usize,
             "its share of the slots, beside the peer's: {share}"
@@ -1410,11 +1409,10 @@ mod tests {
     fn a_broker_alone_at_open_waits_if_a_peer_appears_before_it_serves() {
         let dir = tempfile::tempdir().expect("temp dir");
         let (broker, lease) = opened_with_lease(dir.path(), Some(now_ms()));
-        let mine = |b: &Broker| (0..kaas_core::txn::SLOTS).filter(|s| b.owns_txn_slot(*s)).count();
         let mut keeper = LeaseKeeper::new(lease, false);
         renew_lease(&broker, &mut keeper);
         assert_eq!(
-            mine(&broker),
+            slots_of(&broker),
             kaas_core::txn::SLOTS as usize,
             "alone: every slot at once"
         );
@@ -1423,14 +1421,14 @@ mod tests {
             .write(&broker.volume)
             .expect("peer lease");
         renew_lease(&broker, &mut keeper);
-        assert_eq!(mine(&broker), 0, "it waits as one started beside others");
+        assert_eq!(slots_of(&broker), 0, "it waits as one started beside others");
         assert!(keeper.joining.is_some());
         // It serves: it takes its share once the peer could have seen it.
         keeper.lease.opening_ms = None;
         let unmarked = Instant::now();
         for _ in 0..50 {
             renew_lease(&broker, &mut keeper);
-            if mine(&broker) > 0 {
+            if slots_of(&broker) > 0 {
                 assert!(unmarked.elapsed() >= rejoin_wait(SESSION_MS));
                 return;
             }
@@ -1452,52 +1450,63 @@ mod tests {
     /// waits until every peer's lease says it routes to it.
     #[test]
     fn a_joining_broker_waits_until_every_peer_routes_to_it_however_slowly_they_renew() {
-        const SESSION: i64 = 16_000;
+        const SESSION: i64 = PAIR_SESSION_MS;
         let dir = tempfile::tempdir().expect("temp dir");
-        let mine = |b: &Broker| (0..kaas_core::txn::SLOTS).filter(|s| b.owns_txn_slot(*s)).count();
-        let (peer, peer_lease) = opened_as(dir.path(), 0, SESSION, None);
-        let mut peer_keeper = LeaseKeeper::new(peer_lease, false);
-        renew_lease(&peer, &mut peer_keeper);
-        let (joiner, joiner_lease) = opened_as(dir.path(), 1, SESSION, Some(now_ms()));
-        joiner.set_coordinating(false);
-        let mut keeper = LeaseKeeper::new(joiner_lease, true);
-        renew_lease(&joiner, &mut keeper);
-        // The peer sees it opening; this renewal keeps the peer fresh for 8 s.
-        renew_lease(&peer, &mut peer_keeper);
+        // The peer's last renewal, seeing the joiner open, keeps it fresh for 8 s.
+        let (peer, mut peer_keeper, joiner, mut keeper) = peer_and_opening_joiner(dir.path());
         assert_eq!(
-            mine(&peer),
+            slots_of(&peer),
             kaas_core::txn::SLOTS as usize,
             "the peer coordinates every slot meanwhile"
         );
         // The joiner serves. The peer's next renewal hangs: no tick of it here.
         keeper.lease.opening_ms = None;
         renew_lease(&joiner, &mut keeper);
-        let both = |s: &u32| peer.owns_txn_slot(*s) && joiner.owns_txn_slot(*s);
         let until = Instant::now() + rejoin_wait(SESSION) + renewal_period(SESSION);
         while Instant::now() < until {
             std::thread::sleep(renewal_period(SESSION) / 4);
             renew_lease(&joiner, &mut keeper);
-            let twice: Vec<u32> = (0..kaas_core::txn::SLOTS).filter(both).collect();
+            let twice = owned_twice(&peer, &joiner);
             assert!(twice.is_empty(), "two coordinators of slots {twice:?}");
         }
         assert!(
             peer.lease_fresh(),
             "the peer was fresh all along: it coordinated every slot"
         );
-        assert_eq!(mine(&joiner), 0, "nothing until the peer routes to it");
+        assert_eq!(slots_of(&joiner), 0, "nothing until the peer routes to it");
         // The peer's renewal returns, and it reads the leases; its next lease says it
         // routes to the joiner, which then takes its share.
         for _ in 0..3 {
             renew_lease(&peer, &mut peer_keeper);
             renew_lease(&joiner, &mut keeper);
-            let twice: Vec<u32> = (0..kaas_core::txn::SLOTS).filter(both).collect();
+            let twice = owned_twice(&peer, &joiner);
             assert!(twice.is_empty(), "two coordinators of slots {twice:?}");
-            if mine(&joiner) > 0 {
-                assert_eq!(mine(&joiner) + mine(&peer), kaas_core::txn::SLOTS as usize);
+            if slots_of(&joiner) > 0 {
+                assert_eq!(slots_of(&joiner) + slots_of(&peer), kaas_core::txn::SLOTS as usize);
                 return;
             }
         }
         panic!("the joiner never began coordinating once its peer routed to it");
+    }
+
+    /// Session timeout of the two-broker tests below.
+    const PAIR_SESSION_MS: i64 = 16_000;
+
+    /// Two brokers on one volume: the peer (0) serving and coordinating every slot,
+    /// the joiner (1) started beside it, its lease still saying it opens the volume,
+    /// and the peer having seen it so.
+    fn peer_and_opening_joiner(
+        dir: &std::path::Path,
+    ) -> (std::sync::Arc<Broker>, LeaseKeeper, std::sync::Arc<Broker>, LeaseKeeper) {
+        let (peer, peer_lease) = opened_as(dir, 0, PAIR_SESSION_MS, None);
+        let mut peer_keeper = LeaseKeeper::new(peer_lease, false);
+        renew_lease(&peer, &mut peer_keeper);
+        let (joiner, joiner_lease) = opened_as(dir, 1, PAIR_SESSION_MS, Some(now_ms()));
+        joiner.set_coordinating(false);
+        let mut keeper = LeaseKeeper::new(joiner_lease, true);
+        renew_lease(&joiner, &mut keeper);
+        renew_lease(&peer, &mut peer_keeper);
+        (peer, peer_keeper, joiner, keeper)
     }
 
     /// Two brokers on one volume (session 16 s), both coordinating their shares: the
@@ -1505,15 +1514,7 @@ mod tests {
     fn coordinating_pair(
         dir: &std::path::Path,
     ) -> (std::sync::Arc<Broker>, LeaseKeeper, std::sync::Arc<Broker>, LeaseKeeper) {
-        const SESSION: i64 = 16_000;
-        let (peer, peer_lease) = opened_as(dir, 0, SESSION, None);
-        let mut peer_keeper = LeaseKeeper::new(peer_lease, false);
-        renew_lease(&peer, &mut peer_keeper);
-        let (joiner, joiner_lease) = opened_as(dir, 1, SESSION, Some(now_ms()));
-        joiner.set_coordinating(false);
-        let mut keeper = LeaseKeeper::new(joiner_lease, true);
-        renew_lease(&joiner, &mut keeper);
-        renew_lease(&peer, &mut peer_keeper);
+        let (peer, mut peer_keeper, joiner, mut keeper) = peer_and_opening_joiner(dir);
         keeper.lease.opening_ms = None;
         renew_lease(&joiner, &mut keeper);
         renew_lease(&peer, &mut peer_keeper);
@@ -1570,14 +1571,7 @@ mod tests {
     #[test]
     fn a_joining_broker_waits_for_a_peer_whose_lease_it_cannot_read() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (peer, peer_lease) = opened_as(dir.path(), 0, 16_000, None);
-        let mut peer_keeper = LeaseKeeper::new(peer_lease, false);
-        renew_lease(&peer, &mut peer_keeper);
-        let (joiner, joiner_lease) = opened_as(dir.path(), 1, 16_000, Some(now_ms()));
-        joiner.set_coordinating(false);
-        let mut keeper = LeaseKeeper::new(joiner_lease, true);
-        renew_lease(&joiner, &mut keeper);
-        renew_lease(&peer, &mut peer_keeper);
+        let (peer, mut peer_keeper, joiner, mut keeper) = peer_and_opening_joiner(dir.path());
         keeper.lease.opening_ms = None;
         let good = tear(&joiner, 0);
         for _ in 0..3 {
@@ -1600,13 +1594,13 @@ mod tests {
     #[test]
     fn a_broker_that_never_read_a_peers_lease_does_not_take_itself_for_alone() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (peer, peer_lease) = opened_as(dir.path(), 0, 16_000, None);
+        let (peer, peer_lease) = opened_as(dir.path(), 0, PAIR_SESSION_MS, None);
         let mut peer_keeper = LeaseKeeper::new(peer_lease, false);
         renew_lease(&peer, &mut peer_keeper);
         assert_eq!(slots_of(&peer), kaas_core::txn::SLOTS as usize);
         let good = tear(&peer, 0);
         // The start-up of runtime::run, with the peer's lease torn throughout.
-        let (joiner, joiner_lease) = opened_as(dir.path(), 1, 16_000, Some(now_ms()));
+        let (joiner, joiner_lease) = opened_as(dir.path(), 1, PAIR_SESSION_MS, Some(now_ms()));
         refresh_live_brokers(&joiner);
         let alone = !joiner.has_live_peers();
         assert!(!alone, "alone beside a peer whose lease it could not read");
