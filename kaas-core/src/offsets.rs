@@ -93,6 +93,59 @@ pub struct GroupOffsets {
     /// again: later, never sooner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_ms: Option<i64>,
+    /// A classic group's membership as of its last stable generation (Apache stores
+    /// the same with the group in `__consumer_offsets`): a broker that takes the group
+    /// over — its coordinator restarted, or the group moved with the live set — loads
+    /// it, gives every member a full session from then, and goes on with the same
+    /// generation: members heartbeat on without a rebalance, and DeleteGroups is
+    /// refused (NON_EMPTY_GROUP) while they may be alive. Written once a generation is
+    /// stable (the leader's SyncGroup) and cleared once the group is empty. Absent for
+    /// a group with no members, a KIP-848 group, and in files written before it
+    /// existed; a reader that does not know it drops it at its next rewrite, and the
+    /// members then join again, as before. No format version change: dropping it
+    /// loses nothing but that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classic: Option<ClassicGroupRecord>,
+}
+
+/// A classic group's stable generation ([`GroupOffsets::classic`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassicGroupRecord {
+    pub generation: i32,
+    pub protocol_type: String,
+    /// The protocol the generation selected (the assignor, for consumers).
+    pub protocol: String,
+    /// The member id of the generation's leader.
+    pub leader: String,
+    pub members: Vec<ClassicMemberRecord>,
+}
+
+/// One member of a [`ClassicGroupRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassicMemberRecord {
+    pub member_id: String,
+    /// `group.instance.id` of a static member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+    #[serde(default)]
+    pub client_id: String,
+    #[serde(default)]
+    pub client_host: String,
+    pub session_timeout_ms: u64,
+    pub rebalance_timeout_ms: u64,
+    /// Every protocol the member joined with, in its order, with its metadata.
+    pub protocols: Vec<ClassicProtocol>,
+    /// The assignment the leader gave it, base64.
+    #[serde(with = "crate::scram::b64")]
+    pub assignment: Vec<u8>,
+}
+
+/// A protocol a classic member offered, with its metadata (base64).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassicProtocol {
+    pub name: String,
+    #[serde(with = "crate::scram::b64")]
+    pub metadata: Vec<u8>,
 }
 
 /// What one offsets-retention pass did to a group's file ([`GroupOffsets::expire`]).
@@ -116,6 +169,7 @@ impl GroupOffsets {
             pending: BTreeMap::new(),
             consumer: None,
             active_ms: None,
+            classic: None,
         }
     }
 
@@ -124,18 +178,25 @@ impl GroupOffsets {
         self.consumer.as_ref().is_some_and(|c| !c.members.is_empty())
     }
 
+    /// Whether a classic group's record ([`Self::classic`]) names members: its last
+    /// coordinator saw them, and the next one waits a session for them.
+    pub fn has_classic_members(&self) -> bool {
+        self.classic.as_ref().is_some_and(|c| !c.members.is_empty())
+    }
+
     /// One pass of offsets retention at `now_ms` (Kafka's `offsets.retention.minutes`
     /// as KIP-211 has it): while the group has members nothing expires; once it has
     /// none, a committed offset expires `retention_ms` after the later of its commit and
     /// the last time the group had members (`active_ms`). `seen_active` is the latest
     /// time the caller saw the group with members (a classic group's members live in
     /// its coordinator's memory; now, if it has some now), and `members_now` whether
-    /// it has them now; a consumer group's record here counts too. Offsets a
+    /// it has them now; a consumer group's record here counts too, and so does a classic
+    /// group's record with members (its coordinator clears it once the group empties). Offsets a
     /// transaction staged are never expired here (their transaction commits or aborts
     /// them). A group with nothing left for a whole retention is `gone`.
     pub fn expire(&mut self, now_ms: i64, retention_ms: i64, seen_active: Option<i64>, members_now: bool) -> Expiry {
         let mut out = Expiry::default();
-        let members_now = members_now || self.has_consumer_members();
+        let members_now = members_now || self.has_consumer_members() || self.has_classic_members();
         let seen = if members_now { Some(now_ms) } else { seen_active };
         if seen > self.active_ms {
             self.active_ms = seen;
@@ -621,6 +682,48 @@ mod tests {
         back.save(&v).unwrap();
         assert_eq!(GroupOffsets::load(&v, "g").unwrap().version, OFFSETS_FORMAT_VERSION);
         assert_eq!(list_groups(&v).unwrap(), vec!["g".to_string()]);
+    }
+
+    /// A classic group's record is an optional field of a version 1 file: written with
+    /// its bytes as base64, read back whole, and a file without it (every file written
+    /// before it) reads as a group with no record. Its members count for offsets
+    /// retention as a consumer group's do.
+    #[test]
+    fn a_classic_group_record_round_trips_in_a_version_1_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let mut g = GroupOffsets::new("g");
+        g.classic = Some(ClassicGroupRecord {
+            generation: 7,
+            protocol_type: "consumer".into(),
+            protocol: "range".into(),
+            leader: "m-1".into(),
+            members: vec![ClassicMemberRecord {
+                member_id: "m-1".into(),
+                instance_id: Some("i-1".into()),
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                session_timeout_ms: 10_000,
+                rebalance_timeout_ms: 30_000,
+                protocols: vec![ClassicProtocol {
+                    name: "range".into(),
+                    metadata: vec![0, 1, 255],
+                }],
+                assignment: vec![9, 8, 7],
+            }],
+        });
+        g.save(&v).unwrap();
+        let text = std::fs::read_to_string(offsets_file(&v, "g")).unwrap();
+        assert!(text.contains("\"metadata\": \"AAH/\""), "{text}");
+        let back = GroupOffsets::load(&v, "g").unwrap();
+        assert_eq!(back.version, OFFSETS_FORMAT_VERSION);
+        assert_eq!(back, g);
+        assert!(back.has_classic_members());
+        let mut expiring = back.clone();
+        let expiry = expiring.expire(1_000_000, 1, Some(0), false);
+        assert!(!expiry.gone && expiry.expired.is_empty(), "{expiry:?}");
+        std::fs::write(offsets_file(&v, "g"), r#"{"version": 1, "group": "g", "offsets": {}}"#).unwrap();
+        assert_eq!(GroupOffsets::load(&v, "g").unwrap().classic, None);
     }
 
     /// Issue 25 item 8: a group's lock held by a process that does not let go (paused

@@ -157,7 +157,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-mod b64 {
+/// Bytes as a base64 string in JSON (`#[serde(with = "crate::scram::b64")]`): the
+/// credentials' salts and keys, a classic group's member metadata and assignments.
+pub(crate) mod b64 {
     use super::*;
     pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&B64.encode(v))

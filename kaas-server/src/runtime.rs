@@ -432,7 +432,8 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             },
         )),
         // When each classic group's last member left, to its file within a second
-        // (offsets retention; only for groups just emptied).
+        // (offsets retention; only for groups just emptied), and the membership
+        // records of the classic groups that changed.
         tokio::spawn(every_blocking(
             Duration::from_secs(1),
             shutdown.clone(),
@@ -441,6 +442,9 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                 let broker = broker.clone();
                 move || {
                     broker.groups.persist_departures(kaas_core::now_ms());
+                    // Classic groups' membership records that changed (members left
+                    // or expired) and no request wrote.
+                    broker.groups.persist_records(&|g| broker.owns_group(g));
                 }
             },
         )),

@@ -153,3 +153,79 @@ def test_kcat_and_aiokafka_follow_leaders_spread_over_three_brokers(kaas_factory
                            "-f", "%s\n"], capture_output=True, text=True, timeout=60)
     assert cons.returncode == 0, cons.stderr
     assert sorted(cons.stdout.split()) == sorted([f"v{i}" for i in range(60)] + [f"a{i}" for i in range(60)])
+
+
+def test_a_classic_group_taken_over_from_a_killed_coordinator_keeps_its_member_and_is_not_deleted_under_it(
+        kaas_factory, tmp_path):
+    """A classic group's members lived only in their coordinator's memory: the broker
+    that took the group over after a kill -9 deleted its committed offsets if asked
+    to before the members had found it (docs/limits.md said so), and made every
+    member rejoin. The group's stable generation is in its file now: DeleteGroups is
+    refused (NON_EMPTY_GROUP) and the member goes on with its assignment, no
+    rebalance (docs/consumer-groups.md, "On the volume and fail-over")."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    data = tmp_path / "shared"
+    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
+    every = ",".join(b.bootstrap for b in brokers)
+    create_topic(brokers[0].bootstrap, "kg", 3)
+    wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic="kg", brokers=[0, 1, 2]),
+             timeout=30, what="kg placed on the three brokers")
+    coordinator = rendezvous("group-kgg", [0, 1, 2])
+    survivors = [b.bootstrap for i, b in enumerate(brokers) if i != coordinator]
+
+    def produce(start, count):
+        p = Producer({"bootstrap.servers": every, "acks": "all", "enable.idempotence": True})
+        for i in range(start, start + count):
+            p.produce("kg", value=f"r{i}".encode(), partition=i % 3)
+        assert p.flush(60) == 0
+
+    assignments = []
+    consumer = Consumer({"bootstrap.servers": every, "group.id": "kgg", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": 30000,
+                         "heartbeat.interval.ms": 1000})
+    consumer.subscribe(["kg"], on_assign=lambda c, parts: assignments.append(sorted(p.partition for p in parts)))
+    seen = set()
+
+    def consume_until(n, what):
+        deadline = time.time() + 60
+        while len(seen) < n and time.time() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                seen.add(m.value().decode())
+        assert len(seen) >= n, f"{what}: {len(seen)} of {n}"
+
+    try:
+        produce(0, 30)
+        consume_until(30, "the first records")
+        consumer.commit(asynchronous=False)
+        assert assignments == [[0, 1, 2]]
+        brokers[coordinator].kill9()
+
+        admin = AdminClient({"bootstrap.servers": ",".join(survivors)})
+        retriable = {KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+                     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
+        answer = None
+        deadline = time.time() + 60
+        while answer is None and time.time() < deadline:
+            consumer.poll(0.2)
+            try:
+                admin.delete_consumer_groups(["kgg"], request_timeout=10)["kgg"].result(15)
+                answer = "deleted"
+            except Exception as e:  # noqa: BLE001 - the KafkaError inside is what counts
+                err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                if err is not None and err.code() in retriable:
+                    time.sleep(0.3)
+                    continue
+                answer = err.code() if err is not None else repr(e)
+        assert answer == KafkaError.NON_EMPTY_GROUP, f"DeleteGroups right after the take-over: {answer}"
+
+        produce(30, 30)
+        consume_until(60, "the records after the take-over")
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition("kg", p) for p in range(3)], timeout=30)
+        assert sum(tp.offset for tp in committed) == 60, committed
+        assert assignments == [[0, 1, 2]], f"the member rebalanced: {assignments}"
+    finally:
+        consumer.close()

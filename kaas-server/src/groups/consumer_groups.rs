@@ -277,7 +277,7 @@ impl GroupCoordinator {
     /// The classic group of this id has members: a consumer-protocol member may not
     /// join it (Apache converts only an empty classic group).
     fn classic_in_use(&self, group_id: &str) -> bool {
-        self.group(group_id).is_some_and(|g| {
+        self.group_or_load(group_id).is_some_and(|g| {
             let g = lock_group(&g);
             !g.removed && !g.members.is_empty()
         })
@@ -394,8 +394,8 @@ impl GroupCoordinator {
     }
 
     /// Loads every consumer group with members this broker coordinates from the
-    /// volume (a file that cannot be read is logged, and tried again at the next
-    /// live-set change or use).
+    /// volume, and every classic group whose record names members (a file that
+    /// cannot be read is logged, and tried again at the next live-set change or use).
     fn load_owned_consumer_groups(&self, owns: &dyn Fn(&str) -> bool) {
         let ids = match list_groups(&self.volume) {
             Ok(ids) => ids,
@@ -405,14 +405,22 @@ impl GroupCoordinator {
             }
         };
         for id in ids.into_iter().filter(|id| owns(id)) {
+            let generation = self.generation();
             // Unlocked first: most groups are classic (files are replaced atomically).
-            let has_members = match GroupOffsets::load(&self.volume, &id) {
-                Ok(o) => o.consumer.is_some_and(|c| !c.members.is_empty()),
+            let (has_members, classic) = match GroupOffsets::load(&self.volume, &id) {
+                Ok(o) => (o.has_consumer_members(), o.classic.filter(|c| !c.members.is_empty())),
                 Err(e) => {
                     warn!(group = %id, error = %e, "cannot read the group's offsets file");
                     continue;
                 }
             };
+            // A classic group recorded with members: loaded too, so its members expire
+            // here (and the record is cleared) even if none of them comes back.
+            if let Some(record) = classic {
+                if self.group(&id).is_none() && !self.record_pending(&id) {
+                    self.insert_loaded(&id, record, generation, Instant::now());
+                }
+            }
             if has_members {
                 if let Err(e) = self.with_consumer_if(&id, false, || Ok(()), |_| Ok(())) {
                     warn!(group = %id, error = %e.message(), "cannot load the consumer group this broker now coordinates");

@@ -28,6 +28,7 @@ use rebalance::*;
 pub mod consumer;
 mod consumer_groups;
 pub use consumer_groups::{member_check, ConsumerError};
+mod classic_record;
 mod offsets;
 pub(crate) use offsets::offsets_error;
 pub use offsets::RetentionPass;
@@ -104,6 +105,9 @@ pub struct Group {
     removed: bool,
     /// When a member last left (offsets retention: [`GroupCoordinator::expire_offsets`]).
     members_left_ms: Option<i64>,
+    /// What this broker last wrote to, or loaded from, the group's file of its
+    /// membership ([`classic_record`]).
+    persisted: classic_record::RecordKey,
 }
 
 impl Group {
@@ -122,6 +126,7 @@ impl Group {
             initial_delay_until: None,
             removed: false,
             members_left_ms: None,
+            persisted: None,
         }
     }
 
@@ -289,6 +294,11 @@ pub struct GroupCoordinator {
     max_session_ms: i64,
     /// (coordination generation, when a retention pass first saw it).
     retention_since: Mutex<(u64, i64)>,
+    /// Classic groups whose membership record waits to be written to their file
+    /// ([`classic_record`]), each with the mark's sequence number (a write clears
+    /// only the mark it saw).
+    classic_dirty: Mutex<HashMap<String, u64>>,
+    classic_seq: std::sync::atomic::AtomicU64,
 }
 
 /// A classic group's last member leaving, not on the volume yet (offsets retention).
@@ -363,6 +373,8 @@ impl GroupCoordinator {
             offsets_retention_ms: config.offsets_retention_ms,
             max_session_ms: i64::from(config.group_max_session_timeout_ms),
             retention_since: Mutex::new((0, 0)),
+            classic_dirty: Mutex::new(HashMap::new()),
+            classic_seq: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -383,9 +395,10 @@ impl GroupCoordinator {
         self.groups().get(id).cloned()
     }
 
-    /// Runs `f` on the group under its lock; None when it is not in memory.
+    /// Runs `f` on the group under its lock; None when it is neither in memory nor
+    /// recorded with members in its file ([`Self::group_or_load`]).
     fn with_group<R>(&self, id: &str, f: impl FnOnce(&mut Group) -> R) -> Option<R> {
-        let g = self.group(id)?;
+        let g = self.group_or_load(id)?;
         let mut guard = lock_group(&g);
         if guard.removed {
             return None;
@@ -398,6 +411,7 @@ impl GroupCoordinator {
     fn evict(&self, handle: &Arc<Mutex<Group>>, group: &mut Group) {
         group.removed = true;
         self.note_emptied(group);
+        self.note_record(group);
         let mut groups = self.groups();
         if groups.get(&group.id).is_some_and(|g| Arc::ptr_eq(g, handle)) {
             groups.remove(&group.id);
@@ -431,6 +445,11 @@ impl GroupCoordinator {
             let ids: Vec<String> = groups.keys().filter(|id| !owns(id)).cloned().collect();
             ids.iter().filter_map(|id| groups.remove(id)).collect()
         };
+        // Their records are their new coordinator's to write now.
+        self.classic_dirty
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|id, _| owns(id));
         for g in &gone {
             let mut g = lock_group(g);
             g.removed = true;
@@ -460,11 +479,14 @@ impl GroupCoordinator {
         }
         let mut req = req;
         loop {
-            let handle = self
-                .groups()
-                .entry(req.group_id.clone())
-                .or_insert_with(|| Arc::new(Mutex::new(Group::new(&req.group_id))))
-                .clone();
+            let handle = match self.group_or_load(&req.group_id) {
+                Some(h) => h,
+                None => self
+                    .groups()
+                    .entry(req.group_id.clone())
+                    .or_insert_with(|| Arc::new(Mutex::new(Group::new(&req.group_id))))
+                    .clone(),
+            };
             match self.join_in(&handle, req, now) {
                 Ok(reply) => return reply,
                 // Evicted between the lookup and the lock: look it up again.
@@ -503,6 +525,8 @@ impl GroupCoordinator {
         if group.vacant() {
             self.evict(handle, &mut group);
         }
+        // A static member rejoining a stable group under a new id.
+        self.note_record(&group);
         Ok(reply)
     }
 
@@ -515,7 +539,7 @@ impl GroupCoordinator {
             protocol,
             assignments,
         } = req;
-        let handle = self.group(group_id);
+        let handle = self.group_or_load(group_id);
         let mut guard = handle.as_ref().map(lock_group);
         let Some(group) = guard.as_deref_mut().filter(|g| !g.removed) else {
             return Reply::Now(sync_error(ResponseError::UnknownMemberId));
@@ -585,6 +609,7 @@ impl GroupCoordinator {
                     }
                     group.state = GroupState::Stable;
                     info!(group = %group.id, generation = group.generation, members = group.members.len(), "group stable");
+                    self.note_record(group);
                     let (pt, pn) = (group.protocol_type.clone(), group.protocol.clone());
                     for m in group.members.values_mut() {
                         if let Some(w) = m.sync_waiter.take() {
@@ -635,7 +660,7 @@ impl GroupCoordinator {
         leaving: &[(String, Option<String>)],
         now: Instant,
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
-        let handle = self.group(group_id).ok_or(ResponseError::UnknownMemberId)?;
+        let handle = self.group_or_load(group_id).ok_or(ResponseError::UnknownMemberId)?;
         let mut guard = lock_group(&handle);
         if guard.removed {
             return Err(ResponseError::UnknownMemberId);
@@ -677,6 +702,7 @@ impl GroupCoordinator {
         if group.vacant() {
             self.evict(&handle, group);
         }
+        self.note_record(group);
         Ok(results)
     }
 
@@ -711,6 +737,7 @@ impl GroupCoordinator {
             if group.vacant() {
                 self.evict(&handle, group);
             }
+            self.note_record(group);
         }
     }
 
@@ -745,21 +772,29 @@ impl GroupCoordinator {
         match list_groups(&self.volume) {
             Ok(ids) => {
                 for id in ids.into_iter().filter(|id| wanted(id)) {
-                    let consumer = match GroupOffsets::load(&self.volume, &id) {
-                        Ok(o) => o.consumer,
+                    let (consumer, classic) = match GroupOffsets::load(&self.volume, &id) {
+                        Ok(o) => (o.consumer, o.classic.filter(|c| !c.members.is_empty())),
                         Err(e) => {
                             warn!(group = %id, error = %e, "cannot read the group's offsets file");
-                            None
+                            (None, None)
                         }
                     };
-                    let listed = match consumer {
-                        Some(c) => Listed {
+                    let listed = match (consumer, classic) {
+                        (Some(c), _) => Listed {
                             id: id.clone(),
                             state: c.state().to_string(),
                             protocol_type: "consumer".into(),
                             group_type: "consumer",
                         },
-                        None => Listed {
+                        // Recorded with members, not loaded here yet: its last stable
+                        // generation (loaded at its next use, or by memory below).
+                        (None, Some(r)) => Listed {
+                            id: id.clone(),
+                            state: GroupState::Stable.as_str().into(),
+                            protocol_type: r.protocol_type,
+                            group_type: "classic",
+                        },
+                        (None, None) => Listed {
                             id: id.clone(),
                             state: GroupState::Empty.as_str().into(),
                             protocol_type: "consumer".into(),

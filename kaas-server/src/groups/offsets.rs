@@ -14,7 +14,7 @@ impl GroupCoordinator {
     /// does not use the consumer protocol may not lose offsets at all
     /// (NON_EMPTY_GROUP). Returns each partition's error code (0: deleted, or had none).
     pub fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> Result<Vec<i16>, ResponseError> {
-        let handle = self.group(group_id);
+        let handle = self.group_or_load(group_id);
         let guard = handle.as_ref().map(lock_group);
         let live = guard.as_deref().filter(|g| !g.removed && g.state != GroupState::Dead);
         let subscribed: Option<HashSet<String>> = match live {
@@ -115,7 +115,13 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         transactional: bool,
     ) -> Result<(), ResponseError> {
-        let handle = self.group(group_id);
+        // A commit outside the group (generation -1: a consumer that assigns its own
+        // partitions) reads no file for members this broker has not loaded.
+        let handle = if generation < 0 {
+            self.group(group_id)
+        } else {
+            self.group_or_load(group_id)
+        };
         let guard = handle.as_ref().map(lock_group);
         let Some(group) = guard.as_deref().filter(|g| !g.removed) else {
             return if generation < 0 {
@@ -171,7 +177,7 @@ impl GroupCoordinator {
     /// [`Self::with_offsets_guarded`], on the calling thread; with `create` false, a
     /// group without a file (deleted, or never committed) is left alone: None,
     /// nothing written.
-    fn with_offsets_blocking<R>(
+    pub(super) fn with_offsets_blocking<R>(
         &self,
         group_id: &str,
         create: bool,

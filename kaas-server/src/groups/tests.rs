@@ -1555,3 +1555,121 @@ fn a_rebalance_nobody_rejoined_waits_for_the_static_members_sessions() {
         "their sessions ended"
     );
 }
+
+/// One member `a` joined and synced with assignment "A": the group is stable at
+/// generation 1 and its record written. Returns a's id.
+fn stable_with_one_member(c: &GroupCoordinator, t0: Instant) -> String {
+    let (a, mut ra) = handshake(c, t0);
+    let joined = ra.try_recv().unwrap();
+    let synced = now_or_sent(sync(
+        c,
+        joined.generation_id,
+        &a,
+        None,
+        (None, None),
+        vec![(a.clone(), Bytes::from_static(b"A"))],
+        t0,
+    ));
+    assert_eq!(synced.error_code, 0);
+    assert!(c.record_pending("g"), "a new stable generation waits to be written");
+    c.persist_record_now("g", &|_| true);
+    assert!(!c.record_pending("g"));
+    a
+}
+
+/// A classic group's members lived only in their coordinator's memory: a broker that
+/// took the group over (a restart, a move with the live set) knew none of them until
+/// they joined again, answered their heartbeats UNKNOWN_MEMBER_ID (a rebalance
+/// for every failover) and deleted the group's offsets if asked to right then
+/// (docs/limits.md said so). Now the group's stable generation is in its file: the
+/// next coordinator goes on with it, refuses to delete it while its members may be
+/// alive, and lets it go once their sessions passed without a word from them.
+#[test]
+fn a_coordinator_taking_a_classic_group_over_goes_on_with_its_members_and_refuses_to_delete_it() {
+    let (dir, c) = coordinator();
+    let t0 = Instant::now();
+    let a = stable_with_one_member(&c, t0);
+    c.commit_offsets("g", &[("t".into(), 0, 5, -1, None)]).unwrap();
+
+    let next = other_coordinator(dir.path(), &[]);
+    let t1 = Instant::now();
+    assert!(next
+        .list(&|_| true)
+        .iter()
+        .any(|l| l.id == "g" && l.state == "Stable" && l.group_type == "classic"));
+    assert_eq!(next.delete("g"), Err(ResponseError::NonEmptyGroup));
+    assert_eq!(
+        next.delete_offsets("g", &[("t".into(), 0)]),
+        Ok(vec![ResponseError::GroupSubscribedToTopic.code()]),
+        "the loaded members' subscriptions protect their topics"
+    );
+    assert_eq!(next.heartbeat("g", 1, &a, None, t1), Ok(()), "no rebalance");
+    assert_eq!(next.check_commit("g", 1, &a, None, false), Ok(()));
+    let view = next.describe("g").unwrap();
+    assert_eq!(view.state, GroupState::Stable);
+    assert_eq!(view.members.len(), 1);
+    assert_eq!(view.members[0].assignment, Bytes::from_static(b"A"));
+    let again = now_response(sync(&next, 1, &a, None, (None, None), vec![], t1));
+    assert_eq!(again.assignment, Bytes::from_static(b"A"));
+
+    // Nothing from `a` for its session (10 s): expired, the group empty, its record
+    // cleared; then it may go.
+    next.tick(t1 + Duration::from_secs(11));
+    assert!(next.record_pending("g"));
+    assert_eq!(next.persist_records(&|_| true), 1);
+    assert_eq!(GroupOffsets::load(&Volume::new(dir.path()), "g").unwrap().classic, None);
+    let third = other_coordinator(dir.path(), &[]);
+    assert!(third.describe("g").is_none(), "nothing left to load");
+    assert_eq!(next.delete("g"), Ok(()));
+}
+
+/// A static member that restarts rejoins a stable group under a new member id, told
+/// so at once: the record names the new id before the answer, so a coordinator
+/// taking over does not fence it (FENCED_INSTANCE_ID is fatal to a Java consumer).
+#[test]
+fn a_static_members_new_id_is_recorded_before_it_is_told() {
+    let (dir, c) = coordinator();
+    let t0 = Instant::now();
+    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
+    let _ = leader_assigns(&c, generation, &leader, follower.clone(), t0);
+    c.persist_records(&|_| true);
+    let mut again = join_req("", 9);
+    again.instance_id = Some(inst.clone());
+    let resp = now_response(c.join(again, t0));
+    assert_eq!((resp.error_code, resp.generation_id), (0, generation));
+    assert!(c.record_pending("g"), "the new id waits to be written");
+    c.persist_record_now("g", &|_| true);
+    let next = other_coordinator(dir.path(), &[]);
+    assert_eq!(
+        next.heartbeat("g", generation, &resp.member_id, Some(&inst), t0),
+        Ok(())
+    );
+    assert_eq!(
+        next.heartbeat("g", generation, &follower, Some(&inst), t0),
+        Err(ResponseError::FencedInstanceId)
+    );
+}
+
+/// A group whose last member just left is not brought back from its file's record,
+/// which still names that member until the pass writes it: memory is the group then.
+/// And a group that moved away is not written by its old coordinator.
+#[test]
+fn a_record_not_yet_cleared_does_not_bring_a_left_member_back() {
+    let (dir, c) = coordinator();
+    let t0 = Instant::now();
+    let a = stable_with_one_member(&c, t0);
+    c.leave("g", &[(a.clone(), None)], t0).unwrap();
+    assert!(c.describe("g").is_none());
+    assert_eq!(c.heartbeat("g", 1, &a, None, t0), Err(ResponseError::UnknownMemberId));
+    assert_eq!(c.delete("g"), Ok(()));
+
+    // Moved away before the pass: the new coordinator's to write.
+    let (dir2, c2) = coordinator();
+    let b = stable_with_one_member(&c2, t0);
+    c2.leave("g", &[(b, None)], t0).unwrap();
+    assert_eq!(c2.persist_records(&|_| false), 0);
+    assert!(GroupOffsets::load(&Volume::new(dir2.path()), "g")
+        .unwrap()
+        .has_classic_members());
+    drop(dir);
+}

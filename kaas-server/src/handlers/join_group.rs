@@ -53,9 +53,16 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
     }
     // A KIP-848 consumer group of this id with members: not a classic group to
     // join (Apache: INCONSISTENT_GROUP_PROTOCOL); an empty one is converted.
+    let group_id = join.group_id.clone();
     let joined = broker
         .groups
-        .admit_classic(&join.group_id.clone(), || broker.groups.join(join, Instant::now()));
+        .admit_classic(&group_id, || broker.groups.join(join, Instant::now()));
+    // A static member that rejoined a stable group under a new id: the group's record
+    // names it before it is told (a coordinator taking over from the old record
+    // would fence it, FENCED_INSTANCE_ID, fatal to a Java consumer).
+    if matches!(joined, Ok(Reply::Now(_))) {
+        broker.groups.persist_record_now(&group_id, &|g| broker.owns_group(g));
+    }
     let joined = match joined {
         Ok(reply) => reply,
         Err(code) => {

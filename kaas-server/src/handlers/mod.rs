@@ -46,6 +46,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
@@ -100,6 +101,7 @@ api_table! {
     Produce => produce,
     Fetch => fetch,
     ListOffsets => list_offsets,
+    OffsetForLeaderEpoch => offset_for_leader_epoch,
     Metadata => metadata,
     OffsetCommit => offset_commit,
     OffsetFetch => offset_fetch,

@@ -19,6 +19,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRe
         // rebalance.
         .map(|a| (a.member_id.to_string(), bytes::Bytes::copy_from_slice(&a.assignment)))
         .collect();
+    let group_id = req.group_id.0.to_string();
     let sync = SyncRequest {
         group_id: &req.group_id.0,
         generation: req.generation_id,
@@ -54,6 +55,12 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRe
             }
         }
     };
+    // The generation this sync made stable, to the group's file before the leader
+    // (or a follower that asks while it is written) is answered: a coordinator taking
+    // the group over goes on with it ([`crate::groups`]' `classic_record`).
+    if resp.error_code == 0 {
+        broker.groups.persist_record_now(&group_id, &|g| broker.owns_group(g));
+    }
     if ctx.version < 5 {
         resp.protocol_type = None;
         resp.protocol_name = None;

@@ -44,6 +44,7 @@ pub fn set_throttle_time(response: &mut ResponseKind, ms: i32) {
         Produce,
         Fetch,
         ListOffsets,
+        OffsetForLeaderEpoch,
         Metadata,
         OffsetCommit,
         OffsetFetch,
@@ -137,6 +138,7 @@ mod tests {
         }
         defaults!(
             Produce => ProduceResponse, Fetch => FetchResponse, ListOffsets => ListOffsetsResponse,
+            OffsetForLeaderEpoch => OffsetForLeaderEpochResponse,
             Metadata => MetadataResponse, OffsetCommit => OffsetCommitResponse, OffsetFetch => OffsetFetchResponse,
             FindCoordinator => FindCoordinatorResponse, JoinGroup => JoinGroupResponse, Heartbeat => HeartbeatResponse,
             LeaveGroup => LeaveGroupResponse, SyncGroup => SyncGroupResponse, DescribeGroups => DescribeGroupsResponse,

@@ -1,0 +1,319 @@
+//! A classic group's membership on the volume ([`GroupOffsets::classic`]), as Apache
+//! keeps it with the group in `__consumer_offsets`: a broker that takes a group over
+//! (its coordinator restarted, or the group moved with the live set) loads its last
+//! stable generation, gives every member a full session from then, and goes on with
+//! it — members heartbeat on without a rebalance, and DeleteGroups and OffsetDelete
+//! see them (NON_EMPTY_GROUP) until they leave or their sessions pass.
+//!
+//! When it is written: a group whose stable generation (or emptiness) differs from
+//! what this broker last wrote or loaded is marked; the request that made the change
+//! writes it before its answer where a member depends on it (the leader's SyncGroup,
+//! a static member's rejoin under a new member id), and a pass every second writes
+//! the rest (members leaving or expiring). A rebalance in progress writes nothing: the
+//! file keeps the last stable generation, which is what Apache loads too. A record
+//! that lags (a crash right after a generation was handed out) costs its members a
+//! rejoin (ILLEGAL_GENERATION), as before the record existed.
+//!
+//! Lock order as everywhere in the coordinator: the group's cache entry, its file
+//! lock, then the group's mutex (held only to read it; no file lock is awaited
+//! under it).
+
+use super::*;
+use kaas_core::offsets::{ClassicGroupRecord, ClassicMemberRecord, ClassicProtocol};
+
+/// What identifies a record's content for "does the file hold it": the generation, its
+/// leader and every member id (a static member rejoining changes its id, not the
+/// generation). None: no members.
+pub(super) type RecordKey = Option<(i32, String, Vec<String>)>;
+
+/// What a group's file should say of it now: Some(record or None) for a stable or an
+/// empty group; None while it rebalances (the file keeps the last stable generation).
+fn wanted(group: &Group) -> Option<Option<ClassicGroupRecord>> {
+    if group.removed {
+        return Some(None);
+    }
+    match group.state {
+        GroupState::Stable => Some(Some(record_of(group))),
+        GroupState::Empty | GroupState::Dead => Some(None),
+        GroupState::PreparingRebalance | GroupState::CompletingRebalance => None,
+    }
+}
+
+fn wanted_key(group: &Group) -> Option<RecordKey> {
+    if group.removed {
+        return Some(None);
+    }
+    match group.state {
+        GroupState::Stable => Some(Some((
+            group.generation,
+            group.leader.clone().unwrap_or_default(),
+            group.members.keys().cloned().collect(),
+        ))),
+        GroupState::Empty | GroupState::Dead => Some(None),
+        GroupState::PreparingRebalance | GroupState::CompletingRebalance => None,
+    }
+}
+
+fn key_of(record: &Option<ClassicGroupRecord>) -> RecordKey {
+    record.as_ref().filter(|r| !r.members.is_empty()).map(|r| {
+        let mut ids: Vec<String> = r.members.iter().map(|m| m.member_id.clone()).collect();
+        ids.sort();
+        (r.generation, r.leader.clone(), ids)
+    })
+}
+
+fn record_of(group: &Group) -> ClassicGroupRecord {
+    ClassicGroupRecord {
+        generation: group.generation,
+        protocol_type: group.protocol_type.clone().unwrap_or_default(),
+        protocol: group.protocol.clone().unwrap_or_default(),
+        leader: group.leader.clone().unwrap_or_default(),
+        members: group
+            .members
+            .values()
+            .map(|m| ClassicMemberRecord {
+                member_id: m.id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                session_timeout_ms: m.session_timeout.as_millis() as u64,
+                rebalance_timeout_ms: m.rebalance_timeout.as_millis() as u64,
+                protocols: m
+                    .protocols
+                    .iter()
+                    .map(|(name, metadata)| ClassicProtocol {
+                        name: name.clone(),
+                        metadata: metadata.to_vec(),
+                    })
+                    .collect(),
+                assignment: m.assignment.to_vec(),
+            })
+            .collect(),
+    }
+}
+
+impl GroupCoordinator {
+    /// After a change to `group` (its mutex held): marks it for writing when what its
+    /// file should say differs from what this broker last wrote or loaded.
+    pub(super) fn note_record(&self, group: &Group) {
+        let Some(key) = wanted_key(group) else {
+            return;
+        };
+        if key != group.persisted {
+            let mut dirty = self.classic_dirty.lock().unwrap_or_else(|p| p.into_inner());
+            self.classic_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            dirty.insert(
+                group.id.clone(),
+                self.classic_seq.load(std::sync::atomic::Ordering::Relaxed),
+            );
+        }
+    }
+
+    /// Whether `group_id` waits to have its record written.
+    pub fn record_pending(&self, group_id: &str) -> bool {
+        self.classic_dirty
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(group_id)
+    }
+
+    /// Writes `group_id`'s record if it waits to be, off the async workers: what a
+    /// request whose answer depends on it calls before answering. A failure is logged
+    /// and left to the pass ([`Self::persist_records`]), which tries again.
+    pub fn persist_record_now(&self, group_id: &str, owns: &(dyn Fn(&str) -> bool + Sync)) {
+        if !self.record_pending(group_id) {
+            return;
+        }
+        crate::blocking::off_worker(|| {
+            if let Err(e) = self.persist_record(group_id, owns) {
+                warn!(group = group_id, error = %e, "cannot write the group's membership to its file; tried again within a second");
+            }
+        })
+    }
+
+    /// Writes the records of every group marked since the last pass (run every
+    /// second, blocking file work). Returns how many files were written.
+    pub fn persist_records(&self, owns: &dyn Fn(&str) -> bool) -> usize {
+        let due: Vec<String> = self
+            .classic_dirty
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        let mut written = 0;
+        for id in due {
+            match self.persist_record(&id, owns) {
+                Ok(wrote) => written += usize::from(wrote),
+                Err(e @ (VolumeError::Io { .. } | VolumeError::Busy { .. })) => {
+                    warn!(group = %id, error = %e, "cannot write the group's membership to its file; tried again within a second")
+                }
+                Err(e) => {
+                    // The file itself is refused (unreadable, too large): its members
+                    // join again after a move, as before the record existed.
+                    tracing::error!(group = %id, error = %e, "cannot write the group's membership to its file: the file is refused; dropped");
+                    self.classic_dirty.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                }
+            }
+        }
+        written
+    }
+
+    /// One group's record, written when it differs from the file's: under the group's
+    /// file lock, with the group read there (file lock, then group mutex) and this
+    /// broker's coordination checked there too — a group that moved away is its new
+    /// coordinator's to write. Ok(true) when the file was written.
+    fn persist_record(&self, group_id: &str, owns: &dyn Fn(&str) -> bool) -> Result<bool, VolumeError> {
+        let seq = self
+            .classic_dirty
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(group_id)
+            .copied();
+        let Some(seq) = seq else {
+            return Ok(false);
+        };
+        let wanted_now = || self.group(group_id).map_or(Some(None), |g| wanted(&lock_group(&g)));
+        // A group with members makes its file; an empty one never does.
+        let create = matches!(wanted_now(), Some(Some(_)));
+        let outcome = self.with_offsets_blocking(group_id, create, &|| Ok(()), |offsets| {
+            if !owns(group_id) {
+                return (None, false);
+            }
+            match wanted_now() {
+                None => (None, false),
+                Some(record) => {
+                    let record = record.filter(|r| !r.members.is_empty());
+                    let key = key_of(&record);
+                    let changed = offsets.classic != record;
+                    offsets.classic = record;
+                    (Some((key, changed)), changed)
+                }
+            }
+        });
+        let wrote = match outcome {
+            Err(e) => {
+                crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, &e);
+                return Err(e);
+            }
+            // No file (an empty group makes none), moved away, or rebalancing now:
+            // nothing to write.
+            Ok(None) | Ok(Some(None)) => false,
+            Ok(Some(Some((key, wrote)))) => {
+                if let Some(g) = self.group(group_id) {
+                    lock_group(&g).persisted = key;
+                }
+                wrote
+            }
+        };
+        let mut dirty = self.classic_dirty.lock().unwrap_or_else(|p| p.into_inner());
+        if dirty.get(group_id) == Some(&seq) {
+            dirty.remove(group_id);
+        }
+        Ok(wrote)
+    }
+
+    /// The group, from memory, or loaded from its file's record when this broker has
+    /// none in memory and the record names members (a coordinator that took the group
+    /// over): stable at the record's generation, every member with a full session from
+    /// now. Its members' metadata and assignments are charged to
+    /// `--group-member-metadata-max-bytes` where they fit; where they do not, they are
+    /// kept uncharged (refusing them would let the group be deleted under its members)
+    /// until the member's next join. An unreadable file is logged and loads nothing.
+    pub(super) fn group_or_load(&self, group_id: &str) -> Option<Arc<Mutex<Group>>> {
+        if let Some(g) = self.group(group_id) {
+            return Some(g);
+        }
+        // This broker changed the group since it last wrote it (its last member left
+        // a moment ago): memory is the group, the file is behind.
+        if self.record_pending(group_id) {
+            return None;
+        }
+        let generation = self.generation();
+        let record = match GroupOffsets::load(&self.volume, group_id) {
+            Ok(o) => o.classic.filter(|r| !r.members.is_empty())?,
+            Err(e) => {
+                warn!(group = group_id, error = %e, "cannot read the group's file to load its members");
+                return None;
+            }
+        };
+        self.insert_loaded(group_id, record, generation, Instant::now())
+    }
+
+    /// Puts a group built from `record` in memory unless one is there already or the
+    /// live set changed since `generation` (the group may have moved meanwhile).
+    pub(super) fn insert_loaded(
+        &self,
+        group_id: &str,
+        record: ClassicGroupRecord,
+        generation: u64,
+        now: Instant,
+    ) -> Option<Arc<Mutex<Group>>> {
+        let group = self.group_of_record(group_id, record, now);
+        let mut groups = self.groups();
+        if let Some(g) = groups.get(group_id) {
+            return Some(g.clone());
+        }
+        if self.generation() != generation {
+            return None;
+        }
+        info!(
+            group = group_id,
+            generation = group.generation,
+            members = group.members.len(),
+            "classic group loaded from its file; its members have a session from now"
+        );
+        let handle = Arc::new(Mutex::new(group));
+        groups.insert(group_id.to_string(), handle.clone());
+        Some(handle)
+    }
+
+    fn group_of_record(&self, group_id: &str, record: ClassicGroupRecord, now: Instant) -> Group {
+        let key = key_of(&Some(record.clone()));
+        let mut group = Group::new(group_id);
+        group.state = GroupState::Stable;
+        group.generation = record.generation;
+        group.protocol_type = Some(record.protocol_type);
+        group.protocol = Some(record.protocol);
+        group.leader = Some(record.leader);
+        for m in record.members {
+            let protocols: Vec<(String, Bytes)> = m
+                .protocols
+                .into_iter()
+                .map(|p| (p.name, Bytes::from(p.metadata)))
+                .collect();
+            let assignment = Bytes::from(m.assignment);
+            let metadata_charge = self
+                .metadata
+                .charge(group_id, &protocols, 0)
+                .unwrap_or_else(MetadataCharge::none);
+            let assignment_charge = self
+                .metadata
+                .charge_bytes(group_id, assignment.len() as u64, 0)
+                .unwrap_or_else(MetadataCharge::none);
+            if let Some(inst) = &m.instance_id {
+                group.static_members.insert(inst.clone(), m.member_id.clone());
+            }
+            group.members.insert(
+                m.member_id.clone(),
+                Member {
+                    id: m.member_id,
+                    instance_id: m.instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    session_timeout: Duration::from_millis(m.session_timeout_ms),
+                    rebalance_timeout: Duration::from_millis(m.rebalance_timeout_ms),
+                    protocols,
+                    metadata_charge,
+                    assignment,
+                    assignment_charge,
+                    join_waiter: None,
+                    sync_waiter: None,
+                    last_seen: now,
+                },
+            );
+        }
+        group.persisted = key;
+        group
+    }
+}
