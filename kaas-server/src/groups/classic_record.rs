@@ -118,15 +118,18 @@ impl GroupCoordinator {
     }
 
     /// Writes `group_id`'s record if it waits to be, off the async workers: what a
-    /// request whose answer depends on it calls before answering. A failure is logged
-    /// and left to the pass ([`Self::persist_records`]), which tries again.
-    pub fn persist_record_now(&self, group_id: &str, owns: &(dyn Fn(&str) -> bool + Sync)) {
+    /// request whose answer depends on it calls before answering. False when the
+    /// write failed (logged; the pass, [`Self::persist_records`], tries again): the
+    /// caller decides whether its answer may go out without it.
+    pub fn persist_record_now(&self, group_id: &str, owns: &(dyn Fn(&str) -> bool + Sync)) -> bool {
         if !self.record_pending(group_id) {
-            return;
+            return true;
         }
-        crate::blocking::off_worker(|| {
-            if let Err(e) = self.persist_record(group_id, owns) {
+        crate::blocking::off_worker(|| match self.persist_record(group_id, owns) {
+            Ok(_) => true,
+            Err(e) => {
                 warn!(group = group_id, error = %e, "cannot write the group's membership to its file; tried again within a second");
+                false
             }
         })
     }
@@ -230,7 +233,9 @@ impl GroupCoordinator {
             return None;
         }
         let generation = self.generation();
-        let record = match GroupOffsets::load(&self.volume, group_id) {
+        // A file read: off the async workers (heartbeats and DescribeGroups come here
+        // for groups not in memory).
+        let record = match crate::blocking::off_worker(|| GroupOffsets::load(&self.volume, group_id)) {
             Ok(o) => o.classic.filter(|r| !r.members.is_empty())?,
             Err(e) => {
                 warn!(group = group_id, error = %e, "cannot read the group's file to load its members");

@@ -899,6 +899,12 @@ impl GroupCoordinator {
             if offsets.has_consumer_members() {
                 return Err(ResponseError::NonEmptyGroup);
             }
+            // A classic group recorded with members this broker did not load (a read
+            // that failed a moment ago, a live-set change during the load), unless it
+            // emptied here and its record waits to be cleared: refused too.
+            if offsets.has_classic_members() && !in_memory && !self.record_pending(group_id) {
+                return Err(ResponseError::NonEmptyGroup);
+            }
             GroupOffsets::delete_locked(&self.volume, group_id).map_err(refused)?;
         }
         if let (Some(handle), Some(group)) = (&handle, guard.as_deref_mut()) {

@@ -60,8 +60,16 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
     // A static member that rejoined a stable group under a new id: the group's record
     // names it before it is told (a coordinator taking over from the old record
     // would fence it, FENCED_INSTANCE_ID, fatal to a Java consumer).
-    if matches!(joined, Ok(Reply::Now(_))) {
-        broker.groups.persist_record_now(&group_id, &|g| broker.owns_group(g));
+    // Not told without it: COORDINATOR_NOT_AVAILABLE, and the member rejoins (as
+    // Apache fails the join when it cannot store the group).
+    if matches!(&joined, Ok(Reply::Now(r)) if r.error_code == 0)
+        && !broker.groups.persist_record_now(&group_id, &|g| broker.owns_group(g))
+    {
+        return JoinGroupResponse::default()
+            .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+            .with_generation_id(-1)
+            .with_member_id(super::sb(member_id.clone()))
+            .with_protocol_name((ctx.version < 7).then(Default::default));
     }
     let joined = match joined {
         Ok(reply) => reply,

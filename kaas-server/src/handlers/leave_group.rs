@@ -31,7 +31,16 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: LeaveGroupR
     if !broker.owns_group(&req.group_id.0) {
         return LeaveGroupResponse::default().with_error_code(broker.group_refusal(&req.group_id.0).code());
     }
-    match broker.groups.leave(&req.group_id.0, &leaving, Instant::now()) {
+    let left = broker.groups.leave(&req.group_id.0, &leaving, Instant::now());
+    // The last member gone: the group's record cleared before the answer, so a
+    // coordinator taking the group over within the pass's second does not load the
+    // members back (a failure is retried by the pass).
+    if left.is_ok() {
+        broker
+            .groups
+            .persist_record_now(&req.group_id.0, &|g| broker.owns_group(g));
+    }
+    match left {
         Err(code) => LeaveGroupResponse::default().with_error_code(code.code()),
         Ok(results) if ctx.version >= 3 => LeaveGroupResponse::default().with_members(
             leaving

@@ -9,8 +9,8 @@
 //! is reported as truncated, as Kafka's would. An epoch newer than the partition's
 //! is unknown here (-1, -1), as in Kafka. A request naming a current leader epoch
 //! other than the partition's is FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH
-//! (newer). Authorized as Kafka does: DESCRIBE on the topic, and CLUSTER_ACTION when a
-//! replica (replica_id ≥ 0) asks.
+//! (newer). Authorized as Kafka does: CLUSTER_ACTION on the cluster, else DESCRIBE on
+//! each topic (TOPIC_AUTHORIZATION_FAILED).
 
 use super::RequestContext;
 use crate::broker::Broker;
@@ -28,13 +28,13 @@ pub async fn handle(
     ctx: &RequestContext,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
-    let replica_refused = req.replica_id.0 >= 0
-        && !broker.authz.authorize(
-            ctx,
-            Operation::ClusterAction,
-            ResourceType::Cluster,
-            crate::authz::CLUSTER,
-        );
+    // As Apache: CLUSTER_ACTION on the cluster (a replica), else DESCRIBE on each topic.
+    let cluster_action = broker.authz.authorize_quietly(
+        ctx,
+        Operation::ClusterAction,
+        ResourceType::Cluster,
+        crate::authz::CLUSTER,
+    );
     // A broker whose own lease is stale may be deposed: it tells nothing of its
     // partitions, as Fetch and ListOffsets (judged once per request).
     let lease_fresh = broker.lease_fresh();
@@ -42,11 +42,10 @@ pub async fn handle(
         .topics
         .into_iter()
         .map(|t| {
-            let topic = if replica_refused {
-                Err(ResponseError::ClusterAuthorizationFailed.code())
-            } else if !broker
-                .authz
-                .authorize(ctx, Operation::Describe, ResourceType::Topic, &t.topic.0)
+            let topic = if !cluster_action
+                && !broker
+                    .authz
+                    .authorize(ctx, Operation::Describe, ResourceType::Topic, &t.topic.0)
             {
                 Err(ResponseError::TopicAuthorizationFailed.code())
             } else {
@@ -101,7 +100,8 @@ fn epoch_end(ours: i32, current: i32, asked: i32) -> Result<Option<i32>, Respons
     if current > ours {
         return Err(ResponseError::UnknownLeaderEpoch);
     }
-    Ok((asked <= ours).then_some(asked))
+    // No epoch asked (-1), or one newer than ours: unknown here.
+    Ok((0..=ours).contains(&asked).then_some(asked))
 }
 
 #[cfg(test)]
@@ -113,6 +113,7 @@ mod tests {
         assert_eq!(epoch_end(3, 3, 1), Ok(Some(1)));
         assert_eq!(epoch_end(3, -1, 3), Ok(Some(3)));
         assert_eq!(epoch_end(3, 3, 4), Ok(None), "newer than ours: unknown");
+        assert_eq!(epoch_end(3, 3, -1), Ok(None), "none asked");
         assert_eq!(epoch_end(3, 2, 1), Err(ResponseError::FencedLeaderEpoch));
         assert_eq!(epoch_end(3, 4, 1), Err(ResponseError::UnknownLeaderEpoch));
     }

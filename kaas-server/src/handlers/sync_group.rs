@@ -58,6 +58,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: SyncGroupRe
     // The generation this sync made stable, to the group's file before the leader
     // (or a follower that asks while it is written) is answered: a coordinator taking
     // the group over goes on with it ([`crate::groups`]' `classic_record`).
+    // A failed write is retried by the pass; the followers already have the
+    // generation, so the leader is answered too (a take-over before the retry costs
+    // them a rejoin, ILLEGAL_GENERATION).
     if resp.error_code == 0 {
         broker.groups.persist_record_now(&group_id, &|g| broker.owns_group(g));
     }
