@@ -18,13 +18,19 @@ from txn_helpers import create_topic
 JS = Path(__file__).resolve().parents[1] / "js"
 
 
-def test_kafka_python_and_kafkajs_members_rebalance_when_the_coordinator_dies_and_miss_nothing(kaas_factory, tmp_path):
+def three_brokers_with(kaas_factory, tmp_path, topic, partitions):
+    """Three brokers on one volume and `topic`, its partitions placed on them:
+    (brokers, every bootstrap address)."""
     data = tmp_path / "shared"
     brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
-    every = ",".join(b.bootstrap for b in brokers)
-    create_topic(brokers[0].bootstrap, "rb", 6)
-    wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic="rb", brokers=[0, 1, 2]),
-             timeout=30, what="rb placed on the three brokers")
+    create_topic(brokers[0].bootstrap, topic, partitions)
+    wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic=topic, brokers=[0, 1, 2]),
+             timeout=30, what=f"{topic} placed on the three brokers")
+    return brokers, ",".join(b.bootstrap for b in brokers)
+
+
+def test_kafka_python_and_kafkajs_members_rebalance_when_the_coordinator_dies_and_miss_nothing(kaas_factory, tmp_path):
+    brokers, every = three_brokers_with(kaas_factory, tmp_path, "rb", 6)
     coordinator = rendezvous("group-rbg", [0, 1, 2])
     assert coordinator in placement("rb", 6, [0, 1, 2]).values(), "the coordinator also leads partitions"
 
@@ -166,12 +172,7 @@ def test_a_classic_group_taken_over_from_a_killed_coordinator_keeps_its_member_a
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    data = tmp_path / "shared"
-    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
-    every = ",".join(b.bootstrap for b in brokers)
-    create_topic(brokers[0].bootstrap, "kg", 3)
-    wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic="kg", brokers=[0, 1, 2]),
-             timeout=30, what="kg placed on the three brokers")
+    brokers, every = three_brokers_with(kaas_factory, tmp_path, "kg", 3)
     coordinator = rendezvous("group-kgg", [0, 1, 2])
     survivors = [b.bootstrap for i, b in enumerate(brokers) if i != coordinator]
 

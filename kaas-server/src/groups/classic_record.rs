@@ -26,36 +26,44 @@ use kaas_core::offsets::{ClassicGroupRecord, ClassicMemberRecord, ClassicProtoco
 /// generation). None: no members.
 pub(super) type RecordKey = Option<(i32, String, Vec<String>)>;
 
-/// What a group's file should say of it now: Some(record or None) for a stable or an
-/// empty group; None while it rebalances (the file keeps the last stable generation).
+/// Whether the file should hold a record of `group` now: Some(true) for a stable
+/// group with members, Some(false) for an empty or removed one; None while it
+/// rebalances (the file keeps the last stable generation).
+fn recorded(group: &Group) -> Option<bool> {
+    if group.removed {
+        return Some(false);
+    }
+    match group.state {
+        GroupState::Stable => Some(!group.members.is_empty()),
+        GroupState::Empty | GroupState::Dead => Some(false),
+        GroupState::PreparingRebalance | GroupState::CompletingRebalance => None,
+    }
+}
+
+/// What a group's file should say of it now (see [`recorded`]).
 fn wanted(group: &Group) -> Option<Option<ClassicGroupRecord>> {
-    if group.removed {
-        return Some(None);
-    }
-    match group.state {
-        GroupState::Stable => Some(Some(record_of(group))),
-        GroupState::Empty | GroupState::Dead => Some(None),
-        GroupState::PreparingRebalance | GroupState::CompletingRebalance => None,
-    }
+    recorded(group).map(|with| with.then(|| record_of(group)))
 }
 
-fn wanted_key(group: &Group) -> Option<RecordKey> {
-    if group.removed {
-        return Some(None);
-    }
-    match group.state {
-        GroupState::Stable => Some(Some((
-            group.generation,
-            group.leader.clone().unwrap_or_default(),
-            group.members.keys().cloned().collect(),
-        ))),
-        GroupState::Empty | GroupState::Dead => Some(None),
-        GroupState::PreparingRebalance | GroupState::CompletingRebalance => None,
-    }
+/// Whether what the file should say of `group` differs from what this broker last
+/// wrote or loaded (None while it rebalances). Allocates nothing: `tick` asks it of
+/// every group ten times a second.
+fn differs_from_persisted(group: &Group) -> Option<bool> {
+    let with = recorded(group)?;
+    Some(match (&group.persisted, with) {
+        (None, false) => false,
+        (Some((generation, leader, ids)), true) => {
+            *generation != group.generation
+                || group.leader.as_deref().unwrap_or_default() != leader.as_str()
+                || !ids.iter().eq(group.members.keys())
+        }
+        _ => true,
+    })
 }
 
-fn key_of(record: &Option<ClassicGroupRecord>) -> RecordKey {
-    record.as_ref().filter(|r| !r.members.is_empty()).map(|r| {
+/// The key of a record (member ids sorted, as a group's members are kept).
+fn key_of(record: Option<&ClassicGroupRecord>) -> RecordKey {
+    record.filter(|r| !r.members.is_empty()).map(|r| {
         let mut ids: Vec<String> = r.members.iter().map(|m| m.member_id.clone()).collect();
         ids.sort();
         (r.generation, r.leader.clone(), ids)
@@ -96,16 +104,12 @@ impl GroupCoordinator {
     /// After a change to `group` (its mutex held): marks it for writing when what its
     /// file should say differs from what this broker last wrote or loaded.
     pub(super) fn note_record(&self, group: &Group) {
-        let Some(key) = wanted_key(group) else {
-            return;
-        };
-        if key != group.persisted {
-            let mut dirty = self.classic_dirty.lock().unwrap_or_else(|p| p.into_inner());
-            self.classic_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            dirty.insert(
-                group.id.clone(),
-                self.classic_seq.load(std::sync::atomic::Ordering::Relaxed),
-            );
+        if differs_from_persisted(group) == Some(true) {
+            let seq = self.classic_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            self.classic_dirty
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(group.id.clone(), seq);
         }
     }
 
@@ -178,7 +182,9 @@ impl GroupCoordinator {
         };
         let wanted_now = || self.group(group_id).map_or(Some(None), |g| wanted(&lock_group(&g)));
         // A group with members makes its file; an empty one never does.
-        let create = matches!(wanted_now(), Some(Some(_)));
+        let create = self
+            .group(group_id)
+            .is_some_and(|g| recorded(&lock_group(&g)) == Some(true));
         let outcome = self.with_offsets_blocking(group_id, create, &|| Ok(()), |offsets| {
             if !owns(group_id) {
                 return (None, false);
@@ -186,8 +192,7 @@ impl GroupCoordinator {
             match wanted_now() {
                 None => (None, false),
                 Some(record) => {
-                    let record = record.filter(|r| !r.members.is_empty());
-                    let key = key_of(&record);
+                    let key = key_of(record.as_ref());
                     let changed = offsets.classic != record;
                     offsets.classic = record;
                     (Some((key, changed)), changed)
@@ -245,8 +250,10 @@ impl GroupCoordinator {
         self.insert_loaded(group_id, record, generation, Instant::now())
     }
 
-    /// Puts a group built from `record` in memory unless one is there already or the
-    /// live set changed since `generation` (the group may have moved meanwhile).
+    /// Puts a group built from `record` in memory unless one is there already, this
+    /// broker changed the group since it last wrote it (its record waits to be
+    /// written: memory is the group, the file is behind), or the live set changed
+    /// since `generation` (the group may have moved meanwhile).
     pub(super) fn insert_loaded(
         &self,
         group_id: &str,
@@ -254,6 +261,12 @@ impl GroupCoordinator {
         generation: u64,
         now: Instant,
     ) -> Option<Arc<Mutex<Group>>> {
+        if let Some(g) = self.group(group_id) {
+            return Some(g);
+        }
+        if self.record_pending(group_id) {
+            return None;
+        }
         let group = self.group_of_record(group_id, record, now);
         let mut groups = self.groups();
         if let Some(g) = groups.get(group_id) {
@@ -274,7 +287,7 @@ impl GroupCoordinator {
     }
 
     fn group_of_record(&self, group_id: &str, record: ClassicGroupRecord, now: Instant) -> Group {
-        let key = key_of(&Some(record.clone()));
+        let key = key_of(Some(&record));
         let mut group = Group::new(group_id);
         group.state = GroupState::Stable;
         group.generation = record.generation;

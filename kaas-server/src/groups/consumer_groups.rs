@@ -417,9 +417,7 @@ impl GroupCoordinator {
             // A classic group recorded with members: loaded too, so its members expire
             // here (and the record is cleared) even if none of them comes back.
             if let Some(record) = classic {
-                if self.group(&id).is_none() && !self.record_pending(&id) {
-                    self.insert_loaded(&id, record, generation, Instant::now());
-                }
+                self.insert_loaded(&id, record, generation, Instant::now());
             }
             if has_members {
                 if let Err(e) = self.with_consumer_if(&id, false, || Ok(()), |_| Ok(())) {

@@ -3,8 +3,9 @@
 //! static membership (group.instance.id), session and rebalance timeouts, and
 //! committed offsets persisted through kaas-core's group offsets file.
 //!
-//! Membership is in memory (a restarted broker's members simply rejoin, as after an
-//! Apache coordinator failover); offsets are on the volume. All membership logic takes
+//! Membership is in memory, its last stable generation also in the group's file, from
+//! which a broker taking the group over goes on with it (`classic_record`); offsets
+//! are on the volume. All membership logic takes
 //! `now` as an argument so it is tested without sleeping; waiting requests hold a
 //! oneshot receiver and are answered when the group moves on.
 

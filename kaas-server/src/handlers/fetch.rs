@@ -179,15 +179,7 @@ fn gather(broker: &Broker, version: i16, req: &FetchRequest, readable: &[bool], 
             if version >= 11 {
                 pd.preferred_read_replica = BrokerId(-1);
             }
-            let partition = match &topic {
-                Err(code) => Err(*code),
-                Ok(t) => match t.partition(fp.partition) {
-                    None => Err(ResponseError::UnknownTopicOrPartition.code()),
-                    Some(Err(o)) => Err(o.code()),
-                    Some(Ok(_)) if !lease_fresh => Err(ResponseError::NotLeaderOrFollower.code()),
-                    Some(Ok(p)) => Ok(p.clone()),
-                },
-            };
+            let partition = super::served_partition(&topic, fp.partition, lease_fresh);
             match partition {
                 Err(code) => {
                     pd.error_code = code;

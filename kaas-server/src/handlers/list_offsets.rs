@@ -85,15 +85,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                     .with_partition_index(lp.partition_index)
                     .with_timestamp(-1)
                     .with_offset(-1);
-                let p = match &topic {
-                    Err(code) => Err(*code),
-                    Ok(t) => match t.partition(lp.partition_index) {
-                        None => Err(ResponseError::UnknownTopicOrPartition.code()),
-                        Some(Err(o)) => Err(o.code()),
-                        Some(Ok(_)) if !lease_fresh => Err(ResponseError::NotLeaderOrFollower.code()),
-                        Some(Ok(p)) => Ok(p.clone()),
-                    },
-                };
+                let p = super::served_partition(&topic, lp.partition_index, lease_fresh);
                 let p = p.and_then(|p| match unconfirmed.get(&(ti, pi)) {
                     Some(code) => Err(*code),
                     None => Ok(p),

@@ -191,6 +191,28 @@ pub fn journal(broker: &Broker, ctx: &RequestContext, api: &str, targets: impl I
     }
 }
 
+/// The partition `index` of `topic` (or the topic's error code) as the read APIs —
+/// Fetch, ListOffsets, OffsetForLeaderEpoch — serve it: UNKNOWN_TOPIC_OR_PARTITION
+/// past its partitions, the partition's own code when it is offline here or led
+/// elsewhere, and NOT_LEADER_OR_FOLLOWER while this broker's lease is stale (it may
+/// be deposed: it tells nothing of its partitions).
+#[inline]
+pub fn served_partition(
+    topic: &Result<Arc<crate::registry::Topic>, i16>,
+    index: i32,
+    lease_fresh: bool,
+) -> Result<Arc<crate::registry::Partition>, i16> {
+    match topic {
+        Err(code) => Err(*code),
+        Ok(t) => match t.partition(index) {
+            None => Err(kafka_protocol::error::ResponseError::UnknownTopicOrPartition.code()),
+            Some(Err(o)) => Err(o.code()),
+            Some(Ok(_)) if !lease_fresh => Err(kafka_protocol::error::ResponseError::NotLeaderOrFollower.code()),
+            Some(Ok(p)) => Ok(p.clone()),
+        },
+    }
+}
+
 /// Shorthand for building protocol strings.
 pub fn sb(s: impl Into<String>) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.into())

@@ -59,15 +59,7 @@ pub async fn handle(
                         .with_partition(asked.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
-                    let p = match &topic {
-                        Err(code) => Err(*code),
-                        Ok(t) => match t.partition(asked.partition) {
-                            None => Err(ResponseError::UnknownTopicOrPartition.code()),
-                            Some(Err(o)) => Err(o.code()),
-                            Some(Ok(_)) if !lease_fresh => Err(ResponseError::NotLeaderOrFollower.code()),
-                            Some(Ok(p)) => Ok(p.clone()),
-                        },
-                    };
+                    let p = super::served_partition(&topic, asked.partition, lease_fresh);
                     match p {
                         Err(code) => r.error_code = code,
                         Ok(p) => match epoch_end(p.leader_epoch, asked.current_leader_epoch, asked.leader_epoch) {
