@@ -186,7 +186,12 @@ impl GroupCoordinator {
             .group(group_id)
             .is_some_and(|g| recorded(&lock_group(&g)) == Some(true));
         let outcome = self.with_offsets_blocking(group_id, create, &|| Ok(()), |offsets| {
-            if !owns(group_id) {
+            // Under the file lock, again: still this broker's group, and still marked.
+            // A group that moved away while this write waited for the lock lost its
+            // mark (`forget_unowned`); if it came back meanwhile, it is not in memory
+            // here, and "not in memory" would clear the record its coordinator in
+            // between wrote (`a_write_that_waited_while_the_group_moved_away_and_back_clears_nothing`).
+            if !owns(group_id) || !self.record_pending(group_id) {
                 return (None, false);
             }
             match wanted_now() {
@@ -272,7 +277,10 @@ impl GroupCoordinator {
         if let Some(g) = groups.get(group_id) {
             return Some(g.clone());
         }
-        if self.generation() != generation {
+        // Again under the map's lock: a group made and emptied here since the check
+        // above was marked before it left the map (`evict`), so its record read
+        // before that is not put back.
+        if self.generation() != generation || self.record_pending(group_id) {
             return None;
         }
         info!(

@@ -1673,3 +1673,39 @@ fn a_record_not_yet_cleared_does_not_bring_a_left_member_back() {
         .has_classic_members());
     drop(dir);
 }
+
+/// A record write that waited for the group's file lock while the group moved to
+/// another broker (which wrote its own record) and back: before, the write went on
+/// — the group not in this broker's memory read as "empty" — and cleared the record
+/// of the members the other coordinator had. Now a write whose mark the move dropped
+/// writes nothing.
+#[test]
+fn a_write_that_waited_while_the_group_moved_away_and_back_clears_nothing() {
+    let (dir, c) = coordinator();
+    let t0 = Instant::now();
+    let a = stable_with_one_member(&c, t0);
+    c.leave("g", &[(a, None)], t0).unwrap();
+    assert!(c.record_pending("g"));
+    // The other coordinator's generation, with its member.
+    let volume = Volume::new(dir.path());
+    GroupOffsets::update(&volume, "g", |o| {
+        let mut record = o.classic.clone().unwrap();
+        record.generation = 2;
+        record.members[0].member_id = "b".into();
+        record.leader = "b".into();
+        o.classic = Some(record);
+        ((), true)
+    })
+    .unwrap();
+    let held = offsets::lock_group_file(&volume, "g").unwrap();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| c.persist_records(&|_| true));
+        // The write is waiting for the file lock; the group moves away and back.
+        std::thread::sleep(Duration::from_millis(300));
+        c.forget_unowned(|_| false);
+        drop(held);
+        assert_eq!(writer.join().unwrap(), 0, "nothing written");
+    });
+    let record = GroupOffsets::load(&volume, "g").unwrap().classic.unwrap();
+    assert_eq!((record.generation, record.members[0].member_id.as_str()), (2, "b"));
+}
