@@ -184,6 +184,8 @@ def hand_built_requests():
                     + string("cleanup.policy") + b"\x02" + string("compact") + b"\x01"),
         # OffsetDelete v0: group, topics [name, partitions [index]]
         47: request(47, 0, 1, string("fz-group") + struct.pack(">i", 1) + string("fz") + struct.pack(">ii", 1, 0)),
+        # OffsetForLeaderEpoch v2: topics [name, partitions [index, current leader epoch, leader epoch]]
+        23: request(23, 2, 1, struct.pack(">i", 1) + string("fz") + struct.pack(">iiii", 1, 0, -1, 0)),
         # DescribeCluster v0 is flexible: header v2 (empty tagged fields) + include_authorized_operations + tags
         60: struct.pack(">i", 0),  # replaced below
     }
