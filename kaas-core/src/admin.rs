@@ -1098,14 +1098,26 @@ pub fn record_audit(
     static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     static PROCESS_TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let tag = PROCESS_TAG.get_or_init(|| uuid::Uuid::new_v4().simple().to_string()[..8].to_string());
-    let path = audit_dir(volume).join(format!(
-        "{now_ms:015}-{}-{tag}-{:06}-{}.json",
+    let path = audit_dir(volume).join(audit_file_name(
+        now_ms,
         std::process::id(),
+        tag,
         SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        crate::layout::stored_name(target)
+        target,
     ));
     write_json(&path, &record).map_err(|e| VolumeError::io(&path, e))?;
     Ok(path)
+}
+
+/// The file name of one audit record. Names sort oldest first: by millisecond, then
+/// (for two tools in the same millisecond, as under a pinned clock) by process id, then
+/// by the process's own count. Every number is zero-padded so that the sort by name is
+/// the sort by number: an unpadded pid put 1003 before 998.
+fn audit_file_name(now_ms: i64, pid: u32, tag: &str, n: u64, target: &str) -> String {
+    format!(
+        "{now_ms:015}-{pid:010}-{tag}-{n:06}-{}.json",
+        crate::layout::stored_name(target)
+    )
 }
 
 /// Replaces the audit record at `path` (one this process wrote with

@@ -1012,3 +1012,20 @@ fn an_abort_is_audited_as_soon_as_it_is_decided() {
     assert_eq!(audit.len(), 1, "one record per action");
     assert_eq!(audit[0].0, report.audit_file);
 }
+
+/// Two tools' records in the same millisecond list in the order their processes
+/// started (pids count up): the golden test pins the clock, ran an abort as pid 998
+/// and a repair as pid 1003, and `kaasctl audit` listed the repair first, since the
+/// unpadded "1003" sorts before "998".
+#[test]
+fn audit_file_names_sort_by_process_id_as_a_number() {
+    let earlier = audit_file_name(1_800_000_000_000, 998, "aaaaaaaa", 7, "open-tx");
+    let later = audit_file_name(1_800_000_000_000, 1003, "aaaaaaaa", 0, "open-tx");
+    assert!(earlier < later, "{earlier} must sort before {later}");
+    let next_ms = audit_file_name(1_800_000_000_001, 1, "aaaaaaaa", 0, "open-tx");
+    assert!(later < next_ms, "{later} must sort before {next_ms}");
+    assert_eq!(
+        audit_file_name(1_800_000_000_000, 4_294_967_295, "0123abcd", 999_999, "a b"),
+        "001800000000000-4294967295-0123abcd-999999-a%20b.json"
+    );
+}
