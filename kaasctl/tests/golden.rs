@@ -1382,6 +1382,79 @@ fn a_consumer_group_is_shown_with_its_members() {
     );
 }
 
+/// A classic group's last stable generation, recorded on the volume by its coordinator
+/// (a static leader owning two partitions, a member owning one, a member of another
+/// protocol type whose assignment is not a consumer's), above its committed offsets;
+/// the JSON rows name each partition's owner. Before, kaasctl said classic members
+/// lived only in their coordinator's memory and showed none.
+#[test]
+fn a_classic_group_is_shown_with_its_recorded_members() {
+    use kaas_core::offsets::{ClassicGroupRecord, ClassicMemberRecord, ClassicProtocol};
+    use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as Assigned;
+    use kafka_protocol::messages::{ConsumerProtocolAssignment, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let d = fixture_dir().unwrap();
+    let v = healthy(d.path());
+    topic(&v, "orders", 4, 21, &[]);
+    let assignment = |version: i16, ps: &[i32]| -> Vec<u8> {
+        let mut buf = bytes::BytesMut::new();
+        buf.extend_from_slice(&version.to_be_bytes());
+        ConsumerProtocolAssignment::default()
+            .with_assigned_partitions(vec![Assigned::default()
+                .with_topic(TopicName(StrBytes::from_static_str("orders")))
+                .with_partitions(ps.to_vec())])
+            .encode(&mut buf, version.min(3))
+            .unwrap();
+        buf.to_vec()
+    };
+    let member = |id: &str, instance: Option<&str>, assignment: Vec<u8>| ClassicMemberRecord {
+        member_id: id.into(),
+        instance_id: instance.map(str::to_string),
+        client_id: "rdkafka".into(),
+        client_host: "/10.0.0.7".into(),
+        session_timeout_ms: 45_000,
+        rebalance_timeout_ms: 300_000,
+        protocols: vec![ClassicProtocol {
+            name: "range".into(),
+            metadata: vec![0, 0, 0, 0, 0, 1, 0, 6, b'o', b'r', b'd', b'e', b'r', b's'],
+        }],
+        assignment,
+    };
+    let mut g = GroupOffsets::new("billing-app");
+    for p in 0..4 {
+        g.set(
+            "orders",
+            p,
+            CommittedOffset {
+                offset: 20 + p as i64,
+                leader_epoch: -1,
+                metadata: None,
+                commit_ms: NOW - 5_000,
+            },
+        );
+    }
+    g.classic = Some(ClassicGroupRecord {
+        generation: 7,
+        protocol_type: "consumer".into(),
+        protocol: "range".into(),
+        leader: "rdkafka-1".into(),
+        members: vec![
+            member("rdkafka-1", Some("pod-1"), assignment(0, &[0, 1])),
+            // A version newer than the codec's is read as its newest (Apache's rule).
+            member("rdkafka-2", None, assignment(7, &[2])),
+            member("connect-3", None, b"not a consumer's".to_vec()),
+        ],
+    });
+    g.save(&v).unwrap();
+    cases(
+        d.path(),
+        &[
+            ("classic_group", &["groups", "billing-app"]),
+            ("json_classic_group", &["groups", "billing-app", "--json"]),
+        ],
+    );
+}
+
 /// A quota on an empty user or client id names no principal or client (the default
 /// is --default-user / --default-client-id): refused, as AlterClientQuotas refuses it,
 /// and nothing is written.

@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from conftest import wait_for
+from conftest import run_kaasctl, wait_for
 from test_cluster import SHORT, placement, rendezvous, settled
 from txn_helpers import create_topic
 
@@ -238,5 +238,11 @@ def test_a_classic_group_taken_over_from_a_killed_coordinator_keeps_its_member_a
         committed = consumer.committed([TopicPartition("kg", p) for p in range(3)], timeout=30)
         assert sum(tp.offset for tp in committed) == 60, committed
         assert assignments == [[0, 1, 2]], f"the member rebalanced: {assignments}"
+        # kaasctl, off the volume, names the member the record holds as each
+        # partition's owner (docs/kaasctl.md, `kaasctl groups`).
+        shown = run_kaasctl(brokers[0].data_dir, "groups", "kgg", "--json")
+        assert shown.returncode == 0, shown.stderr
+        owners = {r["partition"]: r.get("owner") for r in json.loads(shown.stdout)}
+        assert owners == {p: consumer.memberid() for p in range(3)}, owners
     finally:
         consumer.close()

@@ -10,8 +10,8 @@ pub struct GroupPartitionRow {
     pub group: String,
     /// `classic`, or `consumer` for a KIP-848 consumer group (`group.protocol=consumer`).
     pub group_type: &'static str,
-    /// The member of a consumer group that owns the partition now (classic groups'
-    /// assignments are in their coordinator's memory, not on the volume).
+    /// The member that owns the partition: a consumer group's now; a classic group's in
+    /// the last stable generation recorded on the volume (none once the group emptied).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     pub topic: String,
@@ -64,7 +64,19 @@ pub fn rows(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<GroupPartitio
             }
         };
         let names = topic_names(c);
+        let classic_owners: Vec<(&str, Vec<(String, i32)>)> = offsets
+            .classic
+            .iter()
+            .flat_map(|r| &r.members)
+            .filter_map(|m| Some((m.member_id.as_str(), classic_assignment(&m.assignment)?)))
+            .collect();
         let owner = |topic: &str, p: i32| -> Option<String> {
+            if let Some((mid, _)) = classic_owners
+                .iter()
+                .find(|(_, owned)| owned.iter().any(|(t, q)| t == topic && *q == p))
+            {
+                return Some(mid.to_string());
+            }
             let consumer = offsets.consumer.as_ref()?;
             let id = names.iter().find(|(_, n)| n.as_str() == topic).map(|(id, _)| *id)?;
             consumer
@@ -191,11 +203,117 @@ pub fn consumer_members(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<C
     Ok(out)
 }
 
+/// The partitions of a classic consumer's assignment (ConsumerProtocolAssignment, any
+/// version: a version newer than the codec knows is read as its newest, as Apache's
+/// consumer does); None when the bytes are not one (another protocol type, such as
+/// Kafka Connect's).
+fn classic_assignment(bytes: &[u8]) -> Option<Vec<(String, i32)>> {
+    use kafka_protocol::messages::ConsumerProtocolAssignment;
+    use kafka_protocol::protocol::{Decodable, Message};
+    let mut buf = bytes::Bytes::copy_from_slice(bytes);
+    let version = i16::from_be_bytes(bytes.get(..2)?.try_into().ok()?);
+    if version < 0 {
+        return None;
+    }
+    let _ = bytes::Buf::get_i16(&mut buf);
+    let version = version.min(ConsumerProtocolAssignment::VERSIONS.max);
+    let a = ConsumerProtocolAssignment::decode(&mut buf, version).ok()?;
+    Some(
+        a.assigned_partitions
+            .into_iter()
+            .flat_map(|tp| {
+                let topic = tp.topic.0.to_string();
+                tp.partitions.into_iter().map(move |p| (topic.clone(), p))
+            })
+            .collect(),
+    )
+}
+
+/// One member of a classic group's last stable generation, as the volume records it
+/// (docs/volume-layout.md, `classic`).
+pub struct ClassicMemberRow {
+    pub group: String,
+    pub generation: i32,
+    pub protocol: String,
+    pub member_id: String,
+    pub leader: bool,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    /// topic-partition names; None when the assignment is not a consumer's.
+    pub assigned: Option<Vec<String>>,
+}
+
+/// The members of every classic group recorded on the volume, or of `only`.
+pub fn classic_members(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<ClassicMemberRow>> {
+    let mut out = Vec::new();
+    for g in list_groups(&c.volume)? {
+        if only.is_some_and(|o| o != g) {
+            continue;
+        }
+        // An unreadable file is reported by the offsets rows.
+        let Ok(offsets) = GroupOffsets::load(&c.volume, &g) else {
+            continue;
+        };
+        let Some(record) = offsets.classic else { continue };
+        for m in record.members {
+            out.push(ClassicMemberRow {
+                group: g.clone(),
+                generation: record.generation,
+                protocol: record.protocol.clone(),
+                leader: m.member_id == record.leader,
+                assigned: classic_assignment(&m.assignment)
+                    .map(|ps| ps.into_iter().map(|(t, p)| format!("{t}-{p}")).collect()),
+                member_id: m.member_id,
+                instance_id: m.instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+            });
+        }
+    }
+    Ok(out)
+}
+
 pub fn run(c: &Cluster, out: &Out, only: Option<&str>) -> anyhow::Result<Status> {
     let rows = rows(c, only)?;
     let members = consumer_members(c, only)?;
-    if let (Some(g), true, true) = (only, rows.is_empty(), members.is_empty()) {
+    let classic = classic_members(c, only)?;
+    if let (Some(g), true, true, true) = (only, rows.is_empty(), members.is_empty(), classic.is_empty()) {
         anyhow::bail!("no committed offsets or members for group {g:?}");
+    }
+    if !out.structured() && !classic.is_empty() {
+        let mut t = out.table(&[
+            "CLASSIC GROUP",
+            "GENERATION",
+            "PROTOCOL",
+            "MEMBER",
+            "INSTANCE",
+            "CLIENT",
+            "ASSIGNED",
+        ]);
+        for m in &classic {
+            t.add_row(vec![
+                out.cell(&m.group, Tone::Plain),
+                out.cell(m.generation, Tone::Plain),
+                out.cell(&m.protocol, Tone::Plain),
+                out.cell(
+                    if m.leader {
+                        format!("{} (leader)", m.member_id)
+                    } else {
+                        m.member_id.clone()
+                    },
+                    Tone::Plain,
+                ),
+                out.cell(m.instance_id.as_deref().unwrap_or("-"), Tone::Plain),
+                out.cell(format!("{} {}", m.client_id, m.client_host), Tone::Dim),
+                match &m.assigned {
+                    Some(ps) => out.cell(ps.join(","), Tone::Plain),
+                    None => out.cell("(not a consumer assignment)", Tone::Dim),
+                },
+            ]);
+        }
+        outln!("{t}");
+        outln!("");
     }
     if !out.structured() && !members.is_empty() {
         let mut t = out.table(&[
