@@ -34,17 +34,29 @@ pub struct GroupPartitionRow {
     pub error: Option<String>,
 }
 
-pub fn rows(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<GroupPartitionRow>> {
+/// Every group's file on the volume (or `only`'s), read once for all the views below.
+type GroupFiles = Vec<(String, Result<GroupOffsets, kaas_core::VolumeError>)>;
+
+fn group_files(c: &Cluster, only: Option<&str>) -> anyhow::Result<GroupFiles> {
+    Ok(list_groups(&c.volume)?
+        .into_iter()
+        .filter(|g| only.is_none_or(|o| o == g))
+        .map(|g| {
+            let loaded = GroupOffsets::load(&c.volume, &g);
+            (g, loaded)
+        })
+        .collect())
+}
+
+fn rows(c: &Cluster, files: &GroupFiles) -> Vec<GroupPartitionRow> {
     let mut rows = Vec::new();
-    for g in list_groups(&c.volume)? {
-        if only.is_some_and(|o| o != g) {
-            continue;
-        }
-        let offsets = match GroupOffsets::load(&c.volume, &g) {
+    let names = topic_names(c);
+    for (g, loaded) in files {
+        let offsets = match loaded {
             Ok(o) => o,
             Err(e) => {
                 rows.push(GroupPartitionRow {
-                    group: g,
+                    group: g.clone(),
                     group_type: "classic",
                     owner: None,
                     topic: String::new(),
@@ -63,7 +75,6 @@ pub fn rows(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<GroupPartitio
                 continue;
             }
         };
-        let names = topic_names(c);
         let classic_owners: Vec<(&str, Vec<(String, i32)>)> = offsets
             .classic
             .iter()
@@ -132,7 +143,7 @@ pub fn rows(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<GroupPartitio
             }
         }
     }
-    Ok(rows)
+    rows
 }
 
 /// Topic ids to names, of the topics whose metadata reads.
@@ -160,8 +171,8 @@ pub struct ConsumerMemberRow {
     pub revoking: Vec<String>,
 }
 
-/// The members of every consumer group (KIP-848) on the volume, or of `only`.
-pub fn consumer_members(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<ConsumerMemberRow>> {
+/// The members of every consumer group (KIP-848) in `files`.
+fn consumer_members(c: &Cluster, files: &GroupFiles) -> Vec<ConsumerMemberRow> {
     let names = topic_names(c);
     let show = |a: &kaas_core::consumer_group::Assignment| -> Vec<String> {
         a.iter()
@@ -175,15 +186,9 @@ pub fn consumer_members(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<C
             .collect()
     };
     let mut out = Vec::new();
-    for g in list_groups(&c.volume)? {
-        if only.is_some_and(|o| o != g) {
-            continue;
-        }
-        // An unreadable file is reported by the offsets rows.
-        let Ok(offsets) = GroupOffsets::load(&c.volume, &g) else {
-            continue;
-        };
-        let Some(consumer) = offsets.consumer else { continue };
+    // An unreadable file is reported by the offsets rows.
+    for (g, offsets) in files.iter().filter_map(|(g, o)| Some((g, o.as_ref().ok()?))) {
+        let Some(consumer) = &offsets.consumer else { continue };
         for (mid, m) in &consumer.members {
             out.push(ConsumerMemberRow {
                 group: g.clone(),
@@ -200,7 +205,7 @@ pub fn consumer_members(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<C
             });
         }
     }
-    Ok(out)
+    out
 }
 
 /// The partitions of a classic consumer's assignment (ConsumerProtocolAssignment, any
@@ -244,19 +249,13 @@ pub struct ClassicMemberRow {
     pub assigned: Option<Vec<String>>,
 }
 
-/// The members of every classic group recorded on the volume, or of `only`.
-pub fn classic_members(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<ClassicMemberRow>> {
+/// The members of every classic group recorded in `files`.
+fn classic_members(files: &GroupFiles) -> Vec<ClassicMemberRow> {
     let mut out = Vec::new();
-    for g in list_groups(&c.volume)? {
-        if only.is_some_and(|o| o != g) {
-            continue;
-        }
-        // An unreadable file is reported by the offsets rows.
-        let Ok(offsets) = GroupOffsets::load(&c.volume, &g) else {
-            continue;
-        };
-        let Some(record) = offsets.classic else { continue };
-        for m in record.members {
+    // An unreadable file is reported by the offsets rows.
+    for (g, offsets) in files.iter().filter_map(|(g, o)| Some((g, o.as_ref().ok()?))) {
+        let Some(record) = &offsets.classic else { continue };
+        for m in &record.members {
             out.push(ClassicMemberRow {
                 group: g.clone(),
                 generation: record.generation,
@@ -264,20 +263,21 @@ pub fn classic_members(c: &Cluster, only: Option<&str>) -> anyhow::Result<Vec<Cl
                 leader: m.member_id == record.leader,
                 assigned: classic_assignment(&m.assignment)
                     .map(|ps| ps.into_iter().map(|(t, p)| format!("{t}-{p}")).collect()),
-                member_id: m.member_id,
-                instance_id: m.instance_id,
-                client_id: m.client_id,
-                client_host: m.client_host,
+                member_id: m.member_id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
             });
         }
     }
-    Ok(out)
+    out
 }
 
 pub fn run(c: &Cluster, out: &Out, only: Option<&str>) -> anyhow::Result<Status> {
-    let rows = rows(c, only)?;
-    let members = consumer_members(c, only)?;
-    let classic = classic_members(c, only)?;
+    let files = group_files(c, only)?;
+    let rows = rows(c, &files);
+    let members = consumer_members(c, &files);
+    let classic = classic_members(&files);
     if let (Some(g), true, true, true) = (only, rows.is_empty(), members.is_empty(), classic.is_empty()) {
         anyhow::bail!("no committed offsets or members for group {g:?}");
     }
