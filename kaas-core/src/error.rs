@@ -59,6 +59,11 @@ impl VolumeError {
     pub fn is_busy(&self) -> bool {
         matches!(self, VolumeError::Busy { .. })
     }
+    /// An I/O error that refuses the file for what it is or holds (not a regular file,
+    /// a symbolic link, larger than a state file may be), not a failure of the volume.
+    pub fn is_invalid_data(&self) -> bool {
+        matches!(self, VolumeError::Io { source, .. } if source.kind() == io::ErrorKind::InvalidData)
+    }
     pub fn is_not_found(&self) -> bool {
         matches!(self, VolumeError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
     }

@@ -1383,8 +1383,9 @@ fn a_consumer_group_is_shown_with_its_members() {
 }
 
 /// A classic group's last stable generation, recorded on the volume by its coordinator
-/// (a static leader owning two partitions, a member owning one, a member of another
-/// protocol type whose assignment is not a consumer's), above its committed offsets;
+/// (a static leader owning two partitions, a member owning one, a member whose
+/// assignment does not read as a consumer's; a group of another protocol type), above
+/// its committed offsets;
 /// the JSON rows name each partition's owner. Before, kaasctl said classic members
 /// lived only in their coordinator's memory and showed none.
 #[test]
@@ -1446,11 +1447,23 @@ fn a_classic_group_is_shown_with_its_recorded_members() {
         ],
     });
     g.save(&v).unwrap();
+    // Another protocol type's assignment is not read as a consumer's, even bytes that
+    // would parse as one.
+    let mut connect = GroupOffsets::new("connect-cluster");
+    connect.classic = Some(ClassicGroupRecord {
+        generation: 2,
+        protocol_type: "connect".into(),
+        protocol: "sessioned".into(),
+        leader: "connect-1".into(),
+        members: vec![member("connect-1", None, assignment(0, &[3]))],
+    });
+    connect.save(&v).unwrap();
     cases(
         d.path(),
         &[
             ("classic_group", &["groups", "billing-app"]),
             ("json_classic_group", &["groups", "billing-app", "--json"]),
+            ("classic_group_of_another_protocol_type", &["groups", "connect-cluster"]),
         ],
     );
 }

@@ -138,6 +138,18 @@ impl GroupCoordinator {
         })
     }
 
+    /// Whether the group's file says what this broker holds of `member_id` now: the
+    /// group is in memory here with that member, and its record was written as the
+    /// group stands (or the group is rebalancing, when no record is written until
+    /// its next stable generation, as Apache stores a group at its SyncGroup). What a
+    /// static member's rejoin checks before it tells the member its new id.
+    pub fn records_member(&self, group_id: &str, member_id: &str) -> bool {
+        self.group(group_id).is_some_and(|g| {
+            let g = lock_group(&g);
+            !g.removed && g.members.contains_key(member_id) && differs_from_persisted(&g) != Some(true)
+        })
+    }
+
     /// Writes the records of every group marked since the last pass (run every
     /// second, blocking file work). Returns how many files were written.
     pub fn persist_records(&self, owns: &dyn Fn(&str) -> bool) -> usize {
@@ -232,56 +244,85 @@ impl GroupCoordinator {
     /// now. Its members' metadata and assignments are charged to
     /// `--group-member-metadata-max-bytes` where they fit; where they do not, they are
     /// kept uncharged (refusing them would let the group be deleted under its members)
-    /// until the member's next join. An unreadable file is logged and loads nothing.
+    /// until the member's next join. None when the load could not be decided
+    /// ([`Self::load_group`]): read-only callers answer as for a group without members.
     pub(super) fn group_or_load(&self, group_id: &str) -> Option<Arc<Mutex<Group>>> {
+        self.load_group(group_id).ok().flatten()
+    }
+
+    /// [`Self::group_or_load`], saying when the load could not be decided: the file
+    /// could not be read for the volume (COORDINATOR_NOT_AVAILABLE; a file refused for
+    /// itself, unreadable or too large, loads nothing, logged), or the live set changed
+    /// during the read (NOT_COORDINATOR: the group may have moved). A caller that
+    /// would make the group afresh (JoinGroup) must not on either: a fresh empty group
+    /// in memory would hide the record's members from every request after it, and let
+    /// DeleteGroups delete their offsets.
+    pub(super) fn load_group(&self, group_id: &str) -> Result<Option<Arc<Mutex<Group>>>, ResponseError> {
         if let Some(g) = self.group(group_id) {
-            return Some(g);
+            return Ok(Some(g));
         }
         // This broker changed the group since it last wrote it (its last member left
         // a moment ago): memory is the group, the file is behind.
         if self.record_pending(group_id) {
-            return None;
+            return Ok(None);
         }
         let generation = self.generation();
         // A file read: off the async workers (heartbeats and DescribeGroups come here
         // for groups not in memory).
         let record = match crate::blocking::off_worker(|| GroupOffsets::load(&self.volume, group_id)) {
-            Ok(o) => o.classic.filter(|r| !r.members.is_empty())?,
-            Err(e) => {
+            Ok(o) => match o.classic.filter(|r| !r.members.is_empty()) {
+                Some(r) => r,
+                None => return Ok(None),
+            },
+            // The volume failed the read (not the file refused for what it holds: not
+            // a regular file, too large, unparseable).
+            Err(e @ VolumeError::Busy { .. }) => {
                 warn!(group = group_id, error = %e, "cannot read the group's file to load its members");
-                return None;
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+            Err(e @ VolumeError::Io { .. }) if !e.is_invalid_data() => {
+                warn!(group = group_id, error = %e, "cannot read the group's file to load its members");
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+            Err(e) => {
+                warn!(group = group_id, error = %e, "the group's file is refused; its recorded members are not loaded");
+                return Ok(None);
             }
         };
         self.insert_loaded(group_id, record, generation, Instant::now())
     }
 
-    /// Puts a group built from `record` in memory unless one is there already, this
+    /// Puts a group built from `record` in memory unless one is there already, or this
     /// broker changed the group since it last wrote it (its record waits to be
-    /// written: memory is the group, the file is behind), or the live set changed
-    /// since `generation` (the group may have moved meanwhile).
+    /// written: memory is the group, the file is behind: Ok(None)). Err(NOT_COORDINATOR)
+    /// when the live set changed since `generation` (the group may have moved
+    /// meanwhile).
     pub(super) fn insert_loaded(
         &self,
         group_id: &str,
         record: ClassicGroupRecord,
         generation: u64,
         now: Instant,
-    ) -> Option<Arc<Mutex<Group>>> {
+    ) -> Result<Option<Arc<Mutex<Group>>>, ResponseError> {
         if let Some(g) = self.group(group_id) {
-            return Some(g);
+            return Ok(Some(g));
         }
         if self.record_pending(group_id) {
-            return None;
+            return Ok(None);
         }
         let group = self.group_of_record(group_id, record, now);
         let mut groups = self.groups();
         if let Some(g) = groups.get(group_id) {
-            return Some(g.clone());
+            return Ok(Some(g.clone()));
         }
         // Again under the map's lock: a group made and emptied here since the check
         // above was marked before it left the map (`evict`), so its record read
         // before that is not put back.
-        if self.generation() != generation || self.record_pending(group_id) {
-            return None;
+        if self.record_pending(group_id) {
+            return Ok(None);
+        }
+        if self.generation() != generation {
+            return Err(ResponseError::NotCoordinator);
         }
         info!(
             group = group_id,
@@ -291,7 +332,7 @@ impl GroupCoordinator {
         );
         let handle = Arc::new(Mutex::new(group));
         groups.insert(group_id.to_string(), handle.clone());
-        Some(handle)
+        Ok(Some(handle))
     }
 
     fn group_of_record(&self, group_id: &str, record: ClassicGroupRecord, now: Instant) -> Group {

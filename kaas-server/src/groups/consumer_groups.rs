@@ -276,11 +276,12 @@ impl GroupCoordinator {
 
     /// The classic group of this id has members: a consumer-protocol member may not
     /// join it (Apache converts only an empty classic group).
-    fn classic_in_use(&self, group_id: &str) -> bool {
-        self.group_or_load(group_id).is_some_and(|g| {
+    /// Err when the group's record could not be loaded ([`Self::load_group`]).
+    fn classic_in_use(&self, group_id: &str) -> Result<bool, ResponseError> {
+        Ok(self.load_group(group_id)?.is_some_and(|g| {
             let g = lock_group(&g);
             !g.removed && !g.members.is_empty()
-        })
+        }))
     }
 
     /// ConsumerGroupHeartbeat: a member joins, heartbeats, reports what it owns, or
@@ -299,7 +300,15 @@ impl GroupCoordinator {
         // entry's lock, which a classic join holds too (`admit_classic`): one of the
         // two comes first and the other sees it.
         let clash = || {
-            if member_epoch == 0 && self.classic_in_use(group_id) {
+            let in_use = || {
+                self.classic_in_use(group_id).map_err(|code| {
+                    refused(
+                        code,
+                        format!("the classic group {group_id:?} recorded on the volume could not be loaded now"),
+                    )
+                })
+            };
+            if member_epoch == 0 && in_use()? {
                 return Err(refused(
                     ResponseError::GroupIdNotFound,
                     format!(
@@ -417,7 +426,9 @@ impl GroupCoordinator {
             // A classic group recorded with members: loaded too, so its members expire
             // here (and the record is cleared) even if none of them comes back.
             if let Some(record) = classic {
-                self.insert_loaded(&id, record, generation, Instant::now());
+                // Refused only when the live set changed during the scan: the pass
+                // after that change scans again.
+                let _loaded_or_moved = self.insert_loaded(&id, record, generation, Instant::now());
             }
             if has_members {
                 if let Err(e) = self.with_consumer_if(&id, false, || Ok(()), |_| Ok(())) {

@@ -480,9 +480,12 @@ impl GroupCoordinator {
         }
         let mut req = req;
         loop {
-            let handle = match self.group_or_load(&req.group_id) {
-                Some(h) => h,
-                None => self
+            // Never made afresh while a record of it could not be loaded: an empty
+            // group in memory would hide the recorded members.
+            let handle = match self.load_group(&req.group_id) {
+                Err(code) => return Reply::Now(join_error(code, &req.member_id)),
+                Ok(Some(h)) => h,
+                Ok(None) => self
                     .groups()
                     .entry(req.group_id.clone())
                     .or_insert_with(|| Arc::new(Mutex::new(Group::new(&req.group_id))))

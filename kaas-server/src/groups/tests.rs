@@ -1639,6 +1639,10 @@ fn a_static_members_new_id_is_recorded_before_it_is_told() {
     assert_eq!((resp.error_code, resp.generation_id), (0, generation));
     assert!(c.record_pending("g"), "the new id waits to be written");
     c.persist_record_now("g", &|_| true);
+    assert!(
+        c.records_member("g", &resp.member_id),
+        "what JoinGroup checks before it answers"
+    );
     let next = other_coordinator(dir.path(), &[]);
     assert_eq!(
         next.heartbeat("g", generation, &resp.member_id, Some(&inst), t0),
@@ -1648,6 +1652,70 @@ fn a_static_members_new_id_is_recorded_before_it_is_told() {
         next.heartbeat("g", generation, &follower, Some(&inst), t0),
         Err(ResponseError::FencedInstanceId)
     );
+}
+
+/// A static member's rejoin whose record did not land for it is not confirmed: the
+/// group moved away between the rejoin and the write, which dropped the write's mark.
+/// Before, the write found nothing marked and said it was done, JoinGroup told the
+/// member its new id, and the next coordinator, loading the record of the old id,
+/// fenced it (FENCED_INSTANCE_ID, fatal to Java's consumer). JoinGroup now answers
+/// only when `records_member` holds (else NOT_COORDINATOR, and the member rejoins at
+/// the group's new coordinator).
+#[test]
+fn a_static_rejoin_whose_group_moved_before_its_record_was_written_is_not_confirmed() {
+    let (dir, c) = coordinator();
+    let t0 = Instant::now();
+    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
+    let _ = leader_assigns(&c, generation, &leader, follower.clone(), t0);
+    c.persist_records(&|_| true);
+    let mut again = join_req("", 9);
+    again.instance_id = Some(inst.clone());
+    let resp = now_response(c.join(again, t0));
+    assert_eq!(resp.error_code, 0);
+    c.forget_unowned(|_| false);
+    assert!(c.persist_record_now("g", &|_| false), "nothing marked is left to write");
+    assert!(
+        !c.records_member("g", &resp.member_id),
+        "the file still names the old id"
+    );
+    let next = other_coordinator(dir.path(), &[]);
+    assert_eq!(
+        next.heartbeat("g", generation, &resp.member_id, Some(&inst), t0),
+        Err(ResponseError::FencedInstanceId),
+        "what the member would have met, told its new id"
+    );
+}
+
+/// A JoinGroup at a coordinator that cannot read the group's file now (the volume
+/// failed the read) is answered COORDINATOR_NOT_AVAILABLE and makes no group. Before,
+/// it made a fresh empty group, which hid the record's members from every request
+/// after it (their heartbeats UNKNOWN_MEMBER_ID) and let DeleteGroups delete their
+/// offsets once it was in memory.
+#[test]
+fn a_join_that_cannot_read_the_groups_record_makes_no_group_in_its_place() {
+    let (dir, c) = coordinator();
+    let t0 = Instant::now();
+    let a = stable_with_one_member(&c, t0);
+    c.commit_offsets("g", &[("t".into(), 0, 5, -1, None)]).unwrap();
+
+    let next = other_coordinator(dir.path(), &[]);
+    // The groups directory unreadable as one (ENOTDIR for the file in it).
+    let groups = Volume::new(dir.path()).groups_dir();
+    let aside = dir.path().join("groups-aside");
+    std::fs::rename(&groups, &aside).unwrap();
+    std::fs::write(&groups, b"").unwrap();
+    let refused = now_response(next.join(join_req("", 9), t0));
+    assert_eq!(refused.error_code, ResponseError::CoordinatorNotAvailable.code());
+    assert_eq!(next.in_memory(), 0, "no group made in the record's place");
+    std::fs::remove_file(&groups).unwrap();
+    std::fs::rename(&aside, &groups).unwrap();
+
+    assert_eq!(
+        next.heartbeat("g", 1, &a, None, t0),
+        Ok(()),
+        "the recorded member goes on"
+    );
+    assert_eq!(next.delete("g"), Err(ResponseError::NonEmptyGroup));
 }
 
 /// A group whose last member just left is not brought back from its file's record,

@@ -62,14 +62,25 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
     // would fence it, FENCED_INSTANCE_ID, fatal to a Java consumer).
     // Not told without it: COORDINATOR_NOT_AVAILABLE, and the member rejoins (as
     // Apache fails the join when it cannot store the group).
-    if matches!(&joined, Ok(Reply::Now(r)) if r.error_code == 0)
-        && !broker.groups.persist_record_now(&group_id, &|g| broker.owns_group(g))
-    {
-        return JoinGroupResponse::default()
-            .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-            .with_generation_id(-1)
-            .with_member_id(super::sb(member_id.clone()))
-            .with_protocol_name((ctx.version < 7).then(Default::default));
+    // Nor told when the write did not land for it: the group moved away meanwhile
+    // (its new coordinator loads the old id), or changed again here.
+    if let Ok(Reply::Now(r)) = &joined {
+        let recorded = || {
+            broker.groups.persist_record_now(&group_id, &|g| broker.owns_group(g))
+                && broker.groups.records_member(&group_id, &r.member_id)
+        };
+        if r.error_code == 0 && !recorded() {
+            let code = if broker.owns_group(&group_id) {
+                ResponseError::CoordinatorNotAvailable
+            } else {
+                ResponseError::NotCoordinator
+            };
+            return JoinGroupResponse::default()
+                .with_error_code(code.code())
+                .with_generation_id(-1)
+                .with_member_id(super::sb(member_id.clone()))
+                .with_protocol_name((ctx.version < 7).then(Default::default));
+        }
     }
     let joined = match joined {
         Ok(reply) => reply,

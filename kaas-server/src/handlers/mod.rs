@@ -220,6 +220,8 @@ pub fn sb(s: impl Into<String>) -> kafka_protocol::protocol::StrBytes {
 
 #[cfg(test)]
 mod authorization_tests;
+#[cfg(test)]
+mod classic_group_tests;
 
 #[cfg(test)]
 pub(crate) mod test_support {

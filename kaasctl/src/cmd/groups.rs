@@ -78,6 +78,7 @@ fn rows(c: &Cluster, files: &GroupFiles) -> Vec<GroupPartitionRow> {
         let classic_owners: Vec<(&str, Vec<(String, i32)>)> = offsets
             .classic
             .iter()
+            .filter(|r| r.protocol_type == "consumer")
             .flat_map(|r| &r.members)
             .filter_map(|m| Some((m.member_id.as_str(), classic_assignment(&m.assignment)?)))
             .collect();
@@ -210,8 +211,8 @@ fn consumer_members(c: &Cluster, files: &GroupFiles) -> Vec<ConsumerMemberRow> {
 
 /// The partitions of a classic consumer's assignment (ConsumerProtocolAssignment, any
 /// version: a version newer than the codec knows is read as its newest, as Apache's
-/// consumer does); None when the bytes are not one (another protocol type, such as
-/// Kafka Connect's).
+/// consumer does); None when the bytes do not read as one. Asked only of groups of
+/// protocol type `consumer` (Kafka Connect's, say, assign something else).
 fn classic_assignment(bytes: &[u8]) -> Option<Vec<(String, i32)>> {
     use kafka_protocol::messages::ConsumerProtocolAssignment;
     use kafka_protocol::protocol::{Decodable, Message};
@@ -261,7 +262,9 @@ fn classic_members(files: &GroupFiles) -> Vec<ClassicMemberRow> {
                 generation: record.generation,
                 protocol: record.protocol.clone(),
                 leader: m.member_id == record.leader,
-                assigned: classic_assignment(&m.assignment)
+                assigned: (record.protocol_type == "consumer")
+                    .then(|| classic_assignment(&m.assignment))
+                    .flatten()
                     .map(|ps| ps.into_iter().map(|(t, p)| format!("{t}-{p}")).collect()),
                 member_id: m.member_id.clone(),
                 instance_id: m.instance_id.clone(),
@@ -354,7 +357,8 @@ pub fn run(c: &Cluster, out: &Out, only: Option<&str>) -> anyhow::Result<Status>
     let problems = rows.iter().any(|r| r.error.is_some());
     if out.structured() {
         out.json(&rows);
-    } else {
+    } else if !rows.is_empty() || (members.is_empty() && classic.is_empty()) {
+        // A group with members shown above and no committed offsets: no empty table.
         let mut t = out.table(&[
             "GROUP",
             "PARTITION",
