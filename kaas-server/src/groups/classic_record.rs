@@ -138,15 +138,19 @@ impl GroupCoordinator {
         })
     }
 
-    /// Whether the group's file says what this broker holds of `member_id` now: the
-    /// group is in memory here with that member, and its record was written as the
-    /// group stands (or the group is rebalancing, when no record is written until
-    /// its next stable generation, as Apache stores a group at its SyncGroup). What a
-    /// static member's rejoin checks before it tells the member its new id.
+    /// Whether the group's file names `member_id` as this broker holds the group now:
+    /// the group is in memory here with that member, what this broker last wrote or
+    /// loaded names it, and the group has not changed since (a group rebalancing
+    /// writes nothing: what was written stands). What a static member's rejoin
+    /// checks before it tells the member its new id.
     pub fn records_member(&self, group_id: &str, member_id: &str) -> bool {
         self.group(group_id).is_some_and(|g| {
             let g = lock_group(&g);
-            !g.removed && g.members.contains_key(member_id) && differs_from_persisted(&g) != Some(true)
+            let named = g
+                .persisted
+                .as_ref()
+                .is_some_and(|(_, _, ids)| ids.iter().any(|id| id == member_id));
+            !g.removed && g.members.contains_key(member_id) && named && differs_from_persisted(&g) != Some(true)
         })
     }
 
@@ -276,10 +280,6 @@ impl GroupCoordinator {
             },
             // The volume failed the read (not the file refused for what it holds: not
             // a regular file, too large, unparseable).
-            Err(e @ VolumeError::Busy { .. }) => {
-                warn!(group = group_id, error = %e, "cannot read the group's file to load its members");
-                return Err(ResponseError::CoordinatorNotAvailable);
-            }
             Err(e @ VolumeError::Io { .. }) if !e.is_invalid_data() => {
                 warn!(group = group_id, error = %e, "cannot read the group's file to load its members");
                 return Err(ResponseError::CoordinatorNotAvailable);

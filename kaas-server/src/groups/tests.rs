@@ -1686,6 +1686,32 @@ fn a_static_rejoin_whose_group_moved_before_its_record_was_written_is_not_confir
     );
 }
 
+/// The same when a rebalance starts between the rejoin and the write: the write,
+/// finding the group rebalancing, writes nothing, and the file still names the old
+/// id. Before, `records_member` took a rebalancing group's file as standing for it
+/// (a second review): the member was told an id no record names.
+#[test]
+fn a_static_rejoin_whose_group_began_a_rebalance_before_its_record_was_written_is_not_confirmed() {
+    let (_dir, c) = coordinator();
+    let t0 = Instant::now();
+    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
+    let _ = leader_assigns(&c, generation, &leader, follower.clone(), t0);
+    c.persist_records(&|_| true);
+    let mut again = join_req("", 9);
+    again.instance_id = Some(inst.clone());
+    let resp = now_response(c.join(again, t0));
+    assert_eq!(resp.error_code, 0);
+    // A third member joins: the group prepares a rebalance.
+    let _ = handshake(&c, t0);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::PreparingRebalance);
+    assert!(
+        c.persist_record_now("g", &|_| true),
+        "a rebalancing group writes nothing"
+    );
+    assert!(!c.records_member("g", &resp.member_id));
+    assert!(c.records_member("g", &leader), "the leader's id is on the volume");
+}
+
 /// A JoinGroup at a coordinator that cannot read the group's file now (the volume
 /// failed the read) is answered COORDINATOR_NOT_AVAILABLE and makes no group. Before,
 /// it made a fresh empty group, which hid the record's members from every request

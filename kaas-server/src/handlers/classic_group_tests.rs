@@ -6,6 +6,7 @@ use super::test_support::{broker, ctx};
 use super::{dispatch, sb};
 use crate::broker::Broker;
 use kaas_core::offsets::GroupOffsets;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use std::sync::Arc;
 
@@ -111,7 +112,12 @@ async fn a_static_followers_new_id_is_on_the_volume_when_it_is_told() {
         let b = b.clone();
         async move { joined(&b, "", Some("pod-0")).await }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // pod-0's join is in (the group prepares a rebalance) before pod-1 rejoins.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while b.groups.describe("g").is_none_or(|g| g.members.len() < 2) {
+        assert!(std::time::Instant::now() < deadline, "pod-0's join never came in");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let leader = joined(&b, first.member_id.as_str(), Some("pod-1")).await;
     let follower = second.await.unwrap();
     assert_eq!((leader.error_code, follower.error_code), (0, 0));
@@ -149,4 +155,36 @@ async fn a_static_followers_new_id_is_on_the_volume_when_it_is_told() {
     let after = recorded(&b);
     assert!(after.contains(&again.member_id.to_string()), "{after:?}");
     assert!(!after.contains(&follower.member_id.to_string()), "{after:?}");
+}
+
+/// A JoinGroup at a broker whose volume fails the group file's read is answered
+/// COORDINATOR_NOT_AVAILABLE (the member retries) and makes no group: before, it was
+/// KAFKA_STORAGE_ERROR, which Java's consumer takes for a fatal error in a join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_the_volume_fails_is_answered_coordinator_not_available_and_makes_no_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path());
+    let _ = stable_member(&b, None).await;
+    let groups = b.volume.groups_dir();
+    let aside = dir.path().join("groups-aside");
+    // A second group, not in this broker's memory, whose file cannot be read now.
+    std::fs::rename(&groups, &aside).unwrap();
+    std::fs::write(&groups, b"").unwrap();
+    let refused = match dispatch(
+        &b,
+        &ctx(ApiKey::JoinGroup, VERSION),
+        match join("", None) {
+            RequestKind::JoinGroup(r) => RequestKind::JoinGroup(r.with_group_id(GroupId(sb("other")))),
+            other => other,
+        },
+    )
+    .await
+    {
+        ResponseKind::JoinGroup(r) => r,
+        other => panic!("{other:?}"),
+    };
+    std::fs::remove_file(&groups).unwrap();
+    std::fs::rename(&aside, &groups).unwrap();
+    assert_eq!(refused.error_code, ResponseError::CoordinatorNotAvailable.code());
+    assert!(b.groups.describe("other").is_none(), "no group made");
 }

@@ -13,6 +13,9 @@ pub const MAX: i16 = 9;
 
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
     let member_id = req.member_id.to_string();
+    // A static member joining without its id: a restart, which takes over the
+    // instance's old identity under a new id.
+    let static_rejoin = member_id.is_empty() && req.group_instance_id.is_some();
     let join = JoinRequest {
         group_id: req.group_id.0.to_string(),
         member_id: member_id.clone(),
@@ -63,11 +66,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
     // Not told without it: COORDINATOR_NOT_AVAILABLE, and the member rejoins (as
     // Apache fails the join when it cannot store the group).
     // Nor told when the write did not land for it: the group moved away meanwhile
-    // (its new coordinator loads the old id), or changed again here.
+    // (its new coordinator loads the old id), or changed again here. (Other joins
+    // answered at once — a known member rejoining a stable group unchanged — change
+    // nothing the file says: only a write that waits is finished here.)
     if let Ok(Reply::Now(r)) = &joined {
         let recorded = || {
             broker.groups.persist_record_now(&group_id, &|g| broker.owns_group(g))
-                && broker.groups.records_member(&group_id, &r.member_id)
+                && (!static_rejoin || broker.groups.records_member(&group_id, &r.member_id))
         };
         if r.error_code == 0 && !recorded() {
             let code = if broker.owns_group(&group_id) {
@@ -84,6 +89,16 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
     }
     let joined = match joined {
         Ok(reply) => reply,
+        // The group's file could not be read (the volume failed the read): retriable,
+        // as Apache answers a join whose group it cannot load or store. Java's
+        // consumer takes KAFKA_STORAGE_ERROR in a JoinGroup answer for a fatal error.
+        Err(ResponseError::KafkaStorageError) => {
+            return JoinGroupResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                .with_generation_id(-1)
+                .with_member_id(super::sb(member_id.clone()))
+                .with_protocol_name((ctx.version < 7).then(Default::default))
+        }
         Err(code) => {
             return JoinGroupResponse::default()
                 .with_error_code(code.code())
