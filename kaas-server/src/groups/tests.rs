@@ -1623,6 +1623,19 @@ fn a_coordinator_taking_a_classic_group_over_goes_on_with_its_members_and_refuse
     assert_eq!(next.delete("g"), Ok(()));
 }
 
+/// Two static members, stable and recorded; then the follower restarts and rejoins
+/// without its id, answered at once under a new one: (leader, the follower's old id,
+/// its instance id, the generation, the rejoin's answer).
+fn static_follower_rejoined(c: &GroupCoordinator, t0: Instant) -> (String, String, String, i32, JoinGroupResponse) {
+    let (leader, follower, inst, generation) = two_static_members_completing(c, t0);
+    let _ = leader_assigns(c, generation, &leader, follower.clone(), t0);
+    c.persist_records(&|_| true);
+    let mut again = join_req("", 9);
+    again.instance_id = Some(inst.clone());
+    let resp = now_response(c.join(again, t0));
+    (leader, follower, inst, generation, resp)
+}
+
 /// A static member that restarts rejoins a stable group under a new member id, told
 /// so at once: the record names the new id before the answer, so a coordinator
 /// taking over does not fence it (FENCED_INSTANCE_ID is fatal to a Java consumer).
@@ -1630,12 +1643,7 @@ fn a_coordinator_taking_a_classic_group_over_goes_on_with_its_members_and_refuse
 fn a_static_members_new_id_is_recorded_before_it_is_told() {
     let (dir, c) = coordinator();
     let t0 = Instant::now();
-    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
-    let _ = leader_assigns(&c, generation, &leader, follower.clone(), t0);
-    c.persist_records(&|_| true);
-    let mut again = join_req("", 9);
-    again.instance_id = Some(inst.clone());
-    let resp = now_response(c.join(again, t0));
+    let (_, follower, inst, generation, resp) = static_follower_rejoined(&c, t0);
     assert_eq!((resp.error_code, resp.generation_id), (0, generation));
     assert!(c.record_pending("g"), "the new id waits to be written");
     c.persist_record_now("g", &|_| true);
@@ -1665,12 +1673,7 @@ fn a_static_members_new_id_is_recorded_before_it_is_told() {
 fn a_static_rejoin_whose_group_moved_before_its_record_was_written_is_not_confirmed() {
     let (dir, c) = coordinator();
     let t0 = Instant::now();
-    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
-    let _ = leader_assigns(&c, generation, &leader, follower.clone(), t0);
-    c.persist_records(&|_| true);
-    let mut again = join_req("", 9);
-    again.instance_id = Some(inst.clone());
-    let resp = now_response(c.join(again, t0));
+    let (_, _, inst, generation, resp) = static_follower_rejoined(&c, t0);
     assert_eq!(resp.error_code, 0);
     c.forget_unowned(|_| false);
     assert!(c.persist_record_now("g", &|_| false), "nothing marked is left to write");
@@ -1694,12 +1697,7 @@ fn a_static_rejoin_whose_group_moved_before_its_record_was_written_is_not_confir
 fn a_static_rejoin_whose_group_began_a_rebalance_before_its_record_was_written_is_not_confirmed() {
     let (_dir, c) = coordinator();
     let t0 = Instant::now();
-    let (leader, follower, inst, generation) = two_static_members_completing(&c, t0);
-    let _ = leader_assigns(&c, generation, &leader, follower.clone(), t0);
-    c.persist_records(&|_| true);
-    let mut again = join_req("", 9);
-    again.instance_id = Some(inst.clone());
-    let resp = now_response(c.join(again, t0));
+    let (leader, _, _, _, resp) = static_follower_rejoined(&c, t0);
     assert_eq!(resp.error_code, 0);
     // A third member joins: the group prepares a rebalance.
     let _ = handshake(&c, t0);
