@@ -454,7 +454,14 @@ impl GroupCoordinator {
                 .with_consumer_record(group_id, Some(&cached), |c| c.map(|c| !c.members.is_empty()))
                 .map_err(|e| {
                     warn!(group = group_id, error = %e, "cannot read the group's offsets file");
-                    offsets::offsets_error(&e)
+                    // The volume failed the read: retriable (Java's consumer takes
+                    // KAFKA_STORAGE_ERROR in a join for fatal). A file refused for
+                    // what it holds stays KAFKA_STORAGE_ERROR, as for every group
+                    // request: only an operator mends it.
+                    match e {
+                        VolumeError::Io { .. } if !e.is_invalid_data() => ResponseError::CoordinatorNotAvailable,
+                        e => offsets::offsets_error(&e),
+                    }
                 })?;
             match has_members {
                 None => {

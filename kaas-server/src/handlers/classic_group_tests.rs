@@ -188,3 +188,18 @@ async fn a_join_the_volume_fails_is_answered_coordinator_not_available_and_makes
     assert_eq!(refused.error_code, ResponseError::CoordinatorNotAvailable.code());
     assert!(b.groups.describe("other").is_none(), "no group made");
 }
+
+/// A group file refused for what it holds (here: not JSON) is no failure of the
+/// volume to retry past: JoinGroup answers KAFKA_STORAGE_ERROR, as every group request
+/// for that group does, until an operator mends the file (`kaasctl groups` names it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_for_a_group_whose_file_is_refused_is_answered_a_storage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path());
+    let path = kaas_core::offsets::offsets_file(&b.volume, "g");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, b"{ not json").unwrap();
+    let refused = joined(&b, "", None).await;
+    assert_eq!(refused.error_code, ResponseError::KafkaStorageError.code());
+    assert!(b.groups.describe("g").is_none(), "no group made");
+}

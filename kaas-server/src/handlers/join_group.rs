@@ -89,16 +89,6 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: JoinGroupRe
     }
     let joined = match joined {
         Ok(reply) => reply,
-        // The group's file could not be read (the volume failed the read): retriable,
-        // as Apache answers a join whose group it cannot load or store. Java's
-        // consumer takes KAFKA_STORAGE_ERROR in a JoinGroup answer for a fatal error.
-        Err(ResponseError::KafkaStorageError) => {
-            return JoinGroupResponse::default()
-                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
-                .with_generation_id(-1)
-                .with_member_id(super::sb(member_id.clone()))
-                .with_protocol_name((ctx.version < 7).then(Default::default))
-        }
         Err(code) => {
             return JoinGroupResponse::default()
                 .with_error_code(code.code())
