@@ -454,14 +454,9 @@ impl GroupCoordinator {
                 .with_consumer_record(group_id, Some(&cached), |c| c.map(|c| !c.members.is_empty()))
                 .map_err(|e| {
                     warn!(group = group_id, error = %e, "cannot read the group's offsets file");
-                    // The volume failed the read: retriable (Java's consumer takes
-                    // KAFKA_STORAGE_ERROR in a join for fatal). A file refused for
-                    // what it holds stays KAFKA_STORAGE_ERROR, as for every group
-                    // request: only an operator mends it.
-                    match e {
-                        VolumeError::Io { .. } if !e.is_invalid_data() => ResponseError::CoordinatorNotAvailable,
-                        e => offsets::offsets_error(&e),
-                    }
+                    // The volume failed the read: retriable; a file refused for what
+                    // it holds stays KAFKA_STORAGE_ERROR.
+                    offsets::member_error(&e)
                 })?;
             match has_members {
                 None => {
@@ -492,7 +487,7 @@ impl GroupCoordinator {
                 }
             })()
             .map_err(|e| match e {
-                ConsumerError::Volume(v) => offsets::offsets_error(&v),
+                ConsumerError::Volume(v) => offsets::member_error(&v),
                 refused => refused.code(),
             })?;
             if converted {
@@ -532,7 +527,7 @@ impl GroupCoordinator {
             Ok(checked) => checked,
             Err(e) => {
                 warn!(group = group_id, error = %e, "cannot read the consumer group to check a member's offsets request");
-                Some(Err(offsets::offsets_error(&e)))
+                Some(Err(offsets::member_error(&e)))
             }
         }
     }

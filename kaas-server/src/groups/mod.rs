@@ -31,8 +31,8 @@ mod consumer_groups;
 pub use consumer_groups::{member_check, ConsumerError};
 mod classic_record;
 mod offsets;
-pub(crate) use offsets::offsets_error;
 pub use offsets::RetentionPass;
+pub(crate) use offsets::{member_error, offsets_error};
 mod rebalance;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -615,15 +615,35 @@ pub(super) fn lock_group_file(volume: &Volume, group_id: &str) -> Result<std::fs
         .inspect_err(|e| crate::metrics::metrics().volume_write_failed(crate::metrics::VolumeFile::Offsets, e))
 }
 
-/// The wire error for a failed read-modify-write of a group's offsets: a group lock
-/// held elsewhere for the whole wait ([`VolumeError::Busy`]) is
-/// COORDINATOR_LOAD_IN_PROGRESS, which every client retries at the same coordinator
-/// (Java's consumer treats KAFKA_STORAGE_ERROR on a commit as fatal); anything else is
-/// KAFKA_STORAGE_ERROR.
+/// The wire error for a failed read-modify-write of a group's offsets asked by an
+/// admin request (DeleteGroups, OffsetDelete, DescribeGroups): a group lock held
+/// elsewhere for the whole wait ([`VolumeError::Busy`]) is
+/// COORDINATOR_LOAD_IN_PROGRESS, which every client retries at the same coordinator;
+/// anything else is KAFKA_STORAGE_ERROR, which admin clients report to the operator.
+/// A member's requests answer [`member_error`].
 pub fn offsets_error(e: &VolumeError) -> ResponseError {
     if e.is_busy() {
         ResponseError::CoordinatorLoadInProgress
     } else {
         ResponseError::KafkaStorageError
+    }
+}
+
+/// The wire error for a member's request (JoinGroup, OffsetCommit, OffsetFetch of a
+/// consumer group's member) whose group file could not be read or written: a lock
+/// held elsewhere is COORDINATOR_LOAD_IN_PROGRESS, and a failure of the volume
+/// (EIO, ENOSPC, a stale handle) COORDINATOR_NOT_AVAILABLE: Java's consumer takes
+/// KAFKA_STORAGE_ERROR for a fatal error in a join, a commit, a heartbeat or a
+/// SyncGroup ("Unexpected error in commit"), which would end a Kafka Streams thread
+/// for a moment's disk fault; Apache answers a coordinator error there too. A file
+/// refused for what it holds (unparseable, too large, of a newer format) stays
+/// KAFKA_STORAGE_ERROR: no retry mends it, an operator does (`kaasctl groups` names
+/// it). (`a_commit_the_volume_fails_is_retriable`,
+/// `a_commit_to_a_group_whose_file_is_refused_is_a_storage_error`.)
+pub fn member_error(e: &VolumeError) -> ResponseError {
+    match e {
+        VolumeError::Busy { .. } => ResponseError::CoordinatorLoadInProgress,
+        VolumeError::Io { .. } if !e.is_invalid_data() => ResponseError::CoordinatorNotAvailable,
+        _ => ResponseError::KafkaStorageError,
     }
 }

@@ -120,7 +120,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetCommi
             Ok(Err(refused)) => Some(refused.code()),
             Err(e) => {
                 tracing::error!(group = %group, error = %e, "offset commit failed");
-                Some(crate::groups::offsets_error(&e).code())
+                Some(crate::groups::member_error(&e).code())
             }
         }
     };
@@ -193,6 +193,68 @@ mod tests {
             b.groups.fetch_offsets("g").unwrap().get("t", 0).map(|o| o.offset),
             Some(7)
         );
+    }
+
+    /// A commit whose group file the volume fails to write (here the groups folder is
+    /// a file: ENOTDIR, as EIO or a stale handle would be) is answered
+    /// COORDINATOR_NOT_AVAILABLE, which every client retries after finding the
+    /// coordinator again. It was KAFKA_STORAGE_ERROR: Java's consumer raises that from
+    /// a commit as "Unexpected error in commit", ending a Kafka Streams thread for a
+    /// moment's disk fault. Nothing is written, and the next commit lands.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_the_volume_fails_is_retriable() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let c = ctx(ApiKey::OffsetCommit, 8);
+        let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;
+        let groups = b.volume.groups_dir();
+        let _ = std::fs::remove_dir_all(&groups);
+        std::fs::write(&groups, b"").unwrap();
+        let answered = handle(&b, &c, commit_of(7)).await;
+        std::fs::remove_file(&groups).unwrap();
+        assert_eq!(code(&answered), ResponseError::CoordinatorNotAvailable.code());
+        assert_eq!(code(&handle(&b, &c, commit_of(8)).await), 0);
+        assert_eq!(
+            b.groups.fetch_offsets("g").unwrap().get("t", 0).map(|o| o.offset),
+            Some(8)
+        );
+    }
+
+    /// The same when the read before the write succeeds and the write fails (here the
+    /// group's lock file cannot be opened: a directory stands at its path).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_whose_write_the_volume_fails_is_retriable() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let c = ctx(ApiKey::OffsetCommit, 8);
+        let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;
+        let lock = kaas_core::offsets::offsets_file(&b.volume, "g").with_extension("lock");
+        std::fs::create_dir_all(&lock).unwrap();
+        let answered = handle(&b, &c, commit_of(7)).await;
+        std::fs::remove_dir(&lock).unwrap();
+        assert_eq!(code(&answered), ResponseError::CoordinatorNotAvailable.code());
+        assert_eq!(code(&handle(&b, &c, commit_of(8)).await), 0);
+    }
+
+    /// A group file refused for what it holds (not JSON here) is no failure to retry
+    /// past: the commit is answered KAFKA_STORAGE_ERROR, as every request for the
+    /// group, until an operator mends the file; nothing is written over it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_to_a_group_whose_file_is_refused_is_a_storage_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let path = kaas_core::offsets::offsets_file(&b.volume, "g");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"{ not json").unwrap();
+        let answered = handle(&b, &ctx(ApiKey::OffsetCommit, 8), commit_of(7)).await;
+        assert_eq!(
+            answered.topics[0].partitions[0].error_code,
+            ResponseError::KafkaStorageError.code()
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"{ not json");
     }
 
     /// A commit that waited for the group's file lock while its broker stepped down
