@@ -68,9 +68,11 @@ fn fetch(
             return Err(e.code());
         }
     }
+    // A failure of the volume is retried (COORDINATOR_NOT_AVAILABLE); a file refused
+    // for what it holds is KAFKA_STORAGE_ERROR, as for every request of the group.
     let offsets = broker.groups.fetch_offsets(group).map_err(|e| {
         tracing::error!(group, error = %e, "cannot read committed offsets");
-        ResponseError::CoordinatorNotAvailable.code()
+        crate::groups::member_error(&e).code()
     })?;
     let describable = |topic: &str| {
         broker
@@ -214,4 +216,38 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: OffsetFetch
         }
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::test_support::{broker, ctx};
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+    use kafka_protocol::messages::{ApiKey, GroupId};
+
+    async fn fetched(b: &Arc<Broker>) -> i16 {
+        let req = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_member_epoch(-1)]);
+        handle(b, &ctx(ApiKey::OffsetFetch, 8), req).await.groups[0].error_code
+    }
+
+    /// A group file refused for what it holds (not JSON) is answered
+    /// KAFKA_STORAGE_ERROR, as every request of the group answers it (it was
+    /// COORDINATOR_NOT_AVAILABLE here alone: a client retried for as long as its
+    /// timeout, told the coordinator was away); a failure of the volume (the groups
+    /// folder is a file: ENOTDIR) stays COORDINATOR_NOT_AVAILABLE.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fetch_of_a_refused_group_file_is_a_storage_error_and_of_a_failing_volume_retriable() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let path = kaas_core::offsets::offsets_file(&b.volume, "g");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"{ not json").unwrap();
+        assert_eq!(fetched(&b).await, ResponseError::KafkaStorageError.code());
+        let groups = b.volume.groups_dir();
+        std::fs::remove_dir_all(&groups).unwrap();
+        std::fs::write(&groups, b"").unwrap();
+        assert_eq!(fetched(&b).await, ResponseError::CoordinatorNotAvailable.code());
+    }
 }
