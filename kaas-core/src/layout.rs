@@ -58,6 +58,14 @@ impl Volume {
     pub fn group_offsets_file(&self, group: &str) -> PathBuf {
         self.groups_dir().join(format!("{}.json", stored_name(group)))
     }
+    /// Where a deleted topic's partition directory is renamed, whole, under its
+    /// `owner.gate` and `owner.lock`, before it is removed: no file of a live
+    /// partition path is ever removed by name, so a topic created again under the
+    /// name meanwhile never loses its lock files (docs/cluster.md, "Deleting a topic").
+    /// What a crash leaves here is swept.
+    pub fn deleted_dir(&self) -> PathBuf {
+        self.cluster_dir().join("deleted")
+    }
     pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
         self.root.join(format!("{topic}-{partition}"))
     }

@@ -267,7 +267,6 @@ impl PartitionOwner {
         steal: Option<&StealJudge<'_>>,
     ) -> Result<OwnerLock, OwnerLockError> {
         let dir = volume.partition_dir(topic, partition);
-        crate::fsutil::create_dir_durable(&dir).map_err(|e| VolumeError::io(&dir, e))?;
         let held = |what: &str| OwnerLockError::Held {
             partition: format!("{topic}-{partition}"),
             owner: match PartitionOwner::read(&PartitionOwner::path(volume, topic, partition)) {
@@ -275,8 +274,18 @@ impl PartitionOwner {
                 Err(_) => format!("an unknown process{what}"),
             },
         };
-        let Some(gate) = lock_gate(&dir)? else {
-            return Err(held(", while another process is taking its owner.gate"));
+        // A deleted topic's directory is renamed away whole under its gate
+        // (`Volume::deleted_dir`): one that went while we waited for its gate is made
+        // again, and its fresh gate taken.
+        let mut gone = 0;
+        let gate = loop {
+            crate::fsutil::create_dir_durable(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+            match lock_gate(&dir) {
+                Ok(Some(gate)) => break gate,
+                Ok(None) => return Err(held(", while another process is taking its owner.gate")),
+                Err(e) if e.is_not_found() && gone < 3 => gone += 1,
+                Err(e) => return Err(e.into()),
+            }
         };
         let path = dir.join("owner.lock");
         if let Some(lock) = crate::fsutil::try_lock_exclusive(&path).map_err(|e| VolumeError::io(&path, e))? {
@@ -363,12 +372,18 @@ impl PartitionOwner {
     }
 }
 
-/// The partition's `owner.gate`, tried for about 200 ms; None if another process kept it.
+/// The partition's `owner.gate`, tried for about 200 ms; None if another process kept
+/// it. Only the gate at the path counts: one opened just before its directory was
+/// renamed away (a deleted topic's, [`Volume::deleted_dir`]) and locked once its
+/// remover let go guards nothing, and is tried again. NotFound: the directory is gone.
 fn lock_gate(dir: &Path) -> Result<Option<std::fs::File>, VolumeError> {
     let gate_path = dir.join("owner.gate");
     for _ in 0..20 {
         if let Some(gate) = crate::fsutil::try_lock_exclusive(&gate_path).map_err(|e| VolumeError::io(&gate_path, e))? {
-            return Ok(Some(gate));
+            if crate::fsutil::same_file(&gate, &gate_path).map_err(|e| VolumeError::io(&gate_path, e))? {
+                return Ok(Some(gate));
+            }
+            continue;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

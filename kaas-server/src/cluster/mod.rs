@@ -578,7 +578,7 @@ impl Cluster {
                 // successor's.
                 Ok(partition) => {
                     partition.retire(&self.volume, self.config.broker_id, "its topic was deleted", &|| false);
-                    match partition.while_led(|| ownership::remove_deleted_partition_dir(&dir)) {
+                    match partition.while_led(|| ownership::remove_deleted_partition_dir(&self.volume, &dir)) {
                         Ok(Err(e)) if e.kind() != std::io::ErrorKind::NotFound => {
                             warn!(dir = %dir.display(), error = %e, "could not remove partition directory of deleted topic")
                         }
@@ -615,7 +615,7 @@ impl Cluster {
                     Err(_) => continue,
                 },
             };
-            if let Err(e) = ownership::remove_deleted_partition_dir(&dir) {
+            if let Err(e) = ownership::remove_deleted_partition_dir(&self.volume, &dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     warn!(dir = %dir.display(), error = %e, "could not remove partition directory of deleted topic");
                 }
@@ -697,7 +697,7 @@ impl Cluster {
             if named(&topic, index) != Some(false) {
                 continue;
             }
-            match ownership::remove_deleted_partition_dir(&dir) {
+            match ownership::remove_deleted_partition_dir(&self.volume, &dir) {
                 Ok(()) => {
                     removed += 1;
                     info!(dir = %dir.display(), "removed the directory of a partition no topic names (a delete cut short)");
@@ -705,6 +705,49 @@ impl Cluster {
                 Err(e) => {
                     warn!(dir = %dir.display(), error = %e, "could not remove the directory of a partition no topic names")
                 }
+            }
+        }
+        removed + self.sweep_deleted_dirs()
+    }
+
+    /// Removes what a crash left in [`kaas_core::layout::Volume::deleted_dir`]: a
+    /// deleted partition's directory renamed there whose removal was cut short. Nobody
+    /// opens anything there; one renamed there less than [`ORPHAN_AGE`] ago (its
+    /// remover dates it as it renames it) is left to its remover.
+    fn sweep_deleted_dirs(&self) -> usize {
+        let deleted = self.volume.deleted_dir();
+        let entries = match std::fs::read_dir(&deleted) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return 0,
+            Err(e) => {
+                warn!(dir = %deleted.display(), error = %e, "cannot list the directories of deleted partitions");
+                return 0;
+            }
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let old_enough = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_some_and(|age| age >= ORPHAN_AGE);
+            if !old_enough {
+                continue;
+            }
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    removed += 1;
+                    info!(dir = %path.display(), "removed a deleted partition's directory whose removal was cut short");
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => warn!(dir = %path.display(), error = %e, "could not remove a deleted partition's directory"),
+            }
+        }
+        if removed > 0 {
+            if let Err(e) = kaas_core::fsutil::sync_dir(&deleted) {
+                warn!(dir = %deleted.display(), error = %e, "cannot make the removal of deleted partitions' directories durable");
             }
         }
         removed

@@ -463,13 +463,35 @@ pub(super) fn clear_leftovers(dir: &std::path::Path) -> std::io::Result<()> {
 /// order the file system lists (ext4: by hash), so a cut could keep the segments and
 /// lose `owner.json`, and a new topic of the same name would take the old records for
 /// its own (`test_a_topic_created_again_after_power_cuts_mid_delete_starts_empty`).
-pub(super) fn remove_deleted_partition_dir(dir: &std::path::Path) -> std::io::Result<()> {
+///
+/// The caller holds the partition's `owner.gate` and `owner.lock`. What is left (the
+/// `owner.*` files) is not removed by name in place: a process taking the partition
+/// of a topic created again under the name meanwhile (waiting for the gate) found the
+/// directory gone and failed (the partition offline until the next sync), or made its
+/// own `owner.gate` and `owner.lock` there the moment ours were unlinked, which a
+/// removal whose listing returned entries made after it began took too — it would
+/// lead with a lock on a file nobody else opens, and the next locker (kaasctl writing
+/// a marker) would get a fresh one beside it. The directory is renamed whole into
+/// [`Volume::deleted_dir`] first (one atomic step; a waiter finds the path gone and
+/// makes it again, `PartitionOwner::acquire`), and removed there
+/// (`a_partition_created_again_while_the_deleted_ones_directory_goes_keeps_its_lock_files`).
+/// A crash between the two leaves it there, for the volume sync's sweep.
+pub(super) fn remove_deleted_partition_dir(volume: &Volume, dir: &std::path::Path) -> std::io::Result<()> {
     clear_leftovers(dir)?;
-    std::fs::remove_dir_all(dir)?;
-    match dir.parent() {
-        Some(parent) => kaas_core::fsutil::sync_dir(parent),
-        None => Ok(()),
+    let deleted = volume.deleted_dir();
+    kaas_core::fsutil::create_dir_durable(&deleted)?;
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let gone = deleted.join(format!("{name}.{}", Uuid::new_v4().simple()));
+    std::fs::rename(dir, &gone)?;
+    // Dated now, so the sweep leaves it to us ([`Cluster::sweep_orphan_partition_dirs`]).
+    if let Err(e) = std::fs::File::open(&gone).and_then(|f| f.set_modified(std::time::SystemTime::now())) {
+        debug!(dir = %gone.display(), error = %e, "cannot date a deleted partition's directory");
     }
+    if let Some(parent) = dir.parent() {
+        kaas_core::fsutil::sync_dir(parent)?;
+    }
+    std::fs::remove_dir_all(&gone)?;
+    kaas_core::fsutil::sync_dir(&deleted)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -644,6 +666,72 @@ pub(super) fn open_partition(
 mod tests {
     use super::*;
     use kaas_core::topic::PartitionOwner;
+
+    /// A deleted topic's partition directory went while a process waited for its gate
+    /// to take the partition of the topic created again under the name. The remover
+    /// removed the directory's `owner.*` by name where they were: the waiter found the
+    /// directory gone and failed with an I/O error, the new topic's partition offline
+    /// until the next sync (seen: every round, on the code before). When its poll fell
+    /// between two of the removals it made its own `owner.gate` and `owner.lock` there,
+    /// which a removal whose listing returned entries made after it began (ext4's
+    /// linear directories, NFS) took too: it then led with a lock on a file nobody else
+    /// opens, and the next locker got a fresh one beside it (argued from the code, not
+    /// reproduced). The directory is renamed away whole first; the waiter makes it
+    /// again and takes its fresh gate and lock, the ones every later locker finds.
+    /// Rounds with the removal at different points of the waiter's 10 ms polls.
+    #[test]
+    fn a_partition_created_again_while_the_deleted_ones_directory_goes_keeps_its_lock_files() {
+        use kaas_core::topic::OwnerLockError;
+        let root = tempfile::tempdir().unwrap();
+        let v = Volume::new(root.path());
+        let dir = v.partition_dir("t", 0);
+        for round in 0..12u64 {
+            // The remover: the deleted topic's leader, its gate and lock held.
+            let held = PartitionOwner::lock(&v, "t", 0).unwrap();
+            PartitionOwner {
+                version: kaas_core::topic::OWNER_FORMAT_VERSION,
+                broker: 1,
+                leader_epoch: 4,
+                released: false,
+                updated_ms: 1,
+                topic_id: Some(Uuid::from_u128(1)),
+            }
+            .write(&dir.join("owner.json"))
+            .unwrap();
+            std::fs::write(dir.join("00000000000000000000.log"), b"deleted records").unwrap();
+            let taker = {
+                let v = v.clone();
+                std::thread::spawn(move || PartitionOwner::lock(&v, "t", 0))
+            };
+            std::thread::sleep(std::time::Duration::from_millis(15 + round));
+            remove_deleted_partition_dir(&v, &dir).unwrap();
+            drop(held);
+            let mut taken = taker
+                .join()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("round {round}: the taker could not take the partition: {e}"));
+            assert!(
+                kaas_core::fsutil::same_file(&taken.lock, &dir.join("owner.lock")).unwrap(),
+                "round {round}: the taker's lock is the file at the path"
+            );
+            assert!(!dir.join("00000000000000000000.log").exists(), "round {round}");
+            assert!(
+                !dir.join("owner.json").exists(),
+                "round {round}: the deleted topic's leadership is gone"
+            );
+            taken.open_gate();
+            assert!(
+                matches!(PartitionOwner::lock(&v, "t", 0), Err(OwnerLockError::Held { .. })),
+                "round {round}: every later locker finds the taker's lock"
+            );
+            drop(taken);
+            assert_eq!(
+                std::fs::read_dir(v.deleted_dir()).unwrap().count(),
+                0,
+                "round {round}: nothing left on the way out"
+            );
+        }
+    }
 
     /// A broker paused (SIGSTOP, a frozen VM) holding a partition's lock while its topic
     /// was deleted and created again: the new topic's partition was refused to every

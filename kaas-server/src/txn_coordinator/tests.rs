@@ -774,7 +774,8 @@ async fn a_broken_partition_of_a_deleted_topic_never_removes_the_directory_a_top
 /// review of topic lifecycle). Swept by the volume sync (its first round, then every
 /// minute): under each one's lock, once untouched for a minute; a directory some
 /// topic names, one just made, one whose lock is held, or one without a partition's
-/// lock files stays.
+/// lock files stays. A deleted partition's directory renamed away for removal and
+/// left there by a crash is removed too, once a minute old.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition_directories_no_topic_names_are_swept() {
     use kaas_core::topic::PartitionOwner;
@@ -805,8 +806,18 @@ async fn partition_directories_no_topic_names_are_swept() {
     old(&held);
     let live = b.volume.partition_dir("t", 0);
     old(&live);
+    // Renamed away for removal (`Volume::deleted_dir`) by a remover a crash cut
+    // short; and one a remover is removing now.
+    let cut_short = b.volume.deleted_dir().join("gone-1.0123abcd");
+    std::fs::create_dir_all(&cut_short).unwrap();
+    std::fs::write(cut_short.join("owner.lock"), b"").unwrap();
+    old(&cut_short);
+    let being_removed = b.volume.deleted_dir().join("gone-2.4567abcd");
+    std::fs::create_dir_all(&being_removed).unwrap();
     let swept = tokio::task::block_in_place(|| b.sweep_orphan_partition_dirs());
-    assert_eq!(swept, 2);
+    assert_eq!(swept, 3);
+    assert!(!cut_short.exists(), "a removal a crash cut short is finished");
+    assert!(being_removed.exists(), "left to its remover");
     assert!(!deleted.exists() && !beyond.exists(), "no topic names them");
     assert!(fresh.exists(), "made a moment ago: a creator may be about to lock it");
     assert!(held.exists(), "its lock is held");
