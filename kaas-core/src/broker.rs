@@ -40,6 +40,18 @@ pub struct BrokerLease {
     /// in leases written before it existed, and once the broker serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opening_ms: Option<i64>,
+    /// Since when (ms, this broker's clock) it serves but does not coordinate its share
+    /// of groups and transaction slots yet: started beside others, or back from a
+    /// step-down, it takes them only once every live peer's lease routes to it
+    /// ([`Self::routes`]); meanwhile its peers route that share to it and nobody
+    /// serves it (clients are told COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR).
+    /// Usually two renewals; as long as a peer is slow to renew. Written with each
+    /// renewal as things stood before that renewal's check, so it may still be set for
+    /// one renewal after the broker began coordinating. For operators (`kaasctl
+    /// brokers`, `top`, `doctor`); brokers judge by `routes`. Absent otherwise, and in
+    /// leases written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joining_ms: Option<i64>,
     /// Every listener's advertised address, by listener name (docs/security.md): a
     /// client is told the address of the listener it came in on. `host`/`port` above
     /// are a PLAINTEXT-protocol listener's (the one named PLAINTEXT, else the first
@@ -174,6 +186,8 @@ impl BrokerLease {
             Liveness::Stale
         } else if self.opening_ms.is_some() {
             Liveness::Opening
+        } else if self.joining_ms.is_some() {
+            Liveness::Joining
         } else {
             Liveness::Alive
         }
@@ -478,6 +492,7 @@ mod tests {
             stopped_ms: None,
             stepped_down_ms: None,
             opening_ms: None,
+            joining_ms: None,
             listeners: Default::default(),
             authorizer: None,
             renewal: 0,
@@ -730,6 +745,7 @@ mod tests {
             stopped_ms: None,
             stepped_down_ms: None,
             opening_ms: None,
+            joining_ms: None,
             listeners: Default::default(),
             authorizer: None,
             renewal: 0,
@@ -766,6 +782,10 @@ pub enum Liveness {
     /// Starting: it opens the volume (recovers its partitions) and serves nothing yet;
     /// peers keep its partitions for it but route no group, slot or partition to it.
     Opening,
+    /// Serving its partitions, but not yet coordinating its share of groups and
+    /// transaction slots: it waits for every live peer's lease to route to it
+    /// (`BrokerLease::joining_ms`); nobody serves that share meanwhile.
+    Joining,
     /// Its heartbeat has not changed for half the session timeout: still counted
     /// live, about to be judged dead unless it renews.
     Stale,
@@ -783,6 +803,7 @@ impl Liveness {
         match self {
             Liveness::Alive => "alive",
             Liveness::Opening => "opening",
+            Liveness::Joining => "joining",
             Liveness::Stale => "stale",
             Liveness::SteppedDown => "stepped down",
             Liveness::Dead => "dead",
@@ -793,7 +814,10 @@ impl Liveness {
     /// still opening the volume is, though it coordinates no group or slot yet
     /// (`kaas_core::admin::serving_brokers`).
     pub fn is_live(self) -> bool {
-        matches!(self, Liveness::Alive | Liveness::Opening | Liveness::Stale)
+        matches!(
+            self,
+            Liveness::Alive | Liveness::Opening | Liveness::Joining | Liveness::Stale
+        )
     }
 }
 

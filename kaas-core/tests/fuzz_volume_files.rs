@@ -93,7 +93,7 @@ proptest! {
 
     #[test]
     fn leases_group_offsets_and_fence_logs(lease in bytes_like(sample_of(|v| {
-        let lease = BrokerLease { version: 1, broker_id: 0, host: "h".into(), port: 1, incarnation: "i".into(), started_ms: 1, heartbeat_ms: 2, stopped_ms: None, stepped_down_ms: None, opening_ms: None, listeners: Default::default(), authorizer: None, renewal: 0, routes: None };
+        let lease = BrokerLease { version: 1, broker_id: 0, host: "h".into(), port: 1, incarnation: "i".into(), started_ms: 1, heartbeat_ms: 2, stopped_ms: None, stepped_down_ms: None, opening_ms: None, joining_ms: None, listeners: Default::default(), authorizer: None, renewal: 0, routes: None };
         lease.write(v).unwrap();
         v.broker_lease(0)
     })), offsets in bytes_like(sample_of(|v| {

@@ -359,6 +359,7 @@ impl Sim {
                 stopped_ms: None,
                 stepped_down_ms: None,
                 opening_ms: None,
+                joining_ms: None,
                 listeners: Default::default(),
                 authorizer: None,
                 renewal: 0,

@@ -214,6 +214,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         // Until it serves: peers keep its partitions for it but route nothing to it
         // (no group, slot or partition is placed here while it recovers).
         opening_ms: Some(now_ms()),
+        joining_ms: None,
     };
     let written_at = Instant::now();
     lease.write(&volume)?;
@@ -757,6 +758,14 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
     keeper.lease.renewal += 1;
     // Where it routes as of its last read of the leases: still so until its next read.
     keeper.lease.routes = Some(keeper.routes.clone());
+    // For operators: it serves (unmarked) but waits for its peers to route its share
+    // of groups and slots to it — started beside others, or back from a step-down.
+    let waiting = if keeper.out {
+        keeper.lease.stepped_down_ms.is_none()
+    } else {
+        keeper.lease.opening_ms.is_none() && keeper.joining.is_some()
+    };
+    keeper.lease.joining_ms = waiting.then(|| keeper.lease.joining_ms.unwrap_or_else(now_ms));
     let mut quick = false;
     match keeper.lease.renew(&broker.volume) {
         Ok(()) => {
@@ -1245,6 +1254,7 @@ mod tests {
             stopped_ms: None,
             stepped_down_ms: None,
             opening_ms,
+            joining_ms: None,
         };
         lease.write(&broker.volume).expect("lease written");
         (broker, lease)
@@ -1491,6 +1501,40 @@ mod tests {
             }
         }
         panic!("the joiner never began coordinating once its peer routed to it");
+    }
+
+    /// While a broker serves but waits for its peers to route to it, nobody serves
+    /// its share of groups and slots; kaasctl named it their coordinator all the same
+    /// ("a live coordinator, its reaper aborts them"). Its lease says it joins, from
+    /// the renewal that says it serves until the one after it began coordinating.
+    #[test]
+    fn a_joining_brokers_lease_says_so_until_it_coordinates() {
+        use kaas_core::broker::Liveness;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (peer, mut peer_keeper, joiner, mut keeper) = peer_and_opening_joiner(dir.path());
+        let state = |b: &Broker| {
+            let l = lease_on_volume(b);
+            (l.joining_ms.is_some(), l.liveness(now_ms(), PAIR_SESSION_MS))
+        };
+        assert_eq!(state(&joiner), (false, Liveness::Opening));
+        keeper.lease.opening_ms = None;
+        renew_lease(&joiner, &mut keeper);
+        assert_eq!(state(&joiner), (true, Liveness::Joining));
+        let since = lease_on_volume(&joiner).joining_ms;
+        renew_lease(&joiner, &mut keeper);
+        assert_eq!(lease_on_volume(&joiner).joining_ms, since, "since when, unchanged");
+        assert_eq!(slots_of(&joiner), 0);
+        for _ in 0..3 {
+            renew_lease(&peer, &mut peer_keeper);
+            renew_lease(&joiner, &mut keeper);
+            if slots_of(&joiner) > 0 {
+                break;
+            }
+        }
+        assert!(slots_of(&joiner) > 0, "it coordinates once its peer routes to it");
+        renew_lease(&joiner, &mut keeper);
+        assert_eq!(state(&joiner), (false, Liveness::Alive));
+        assert_eq!(state(&peer), (false, Liveness::Alive), "the peer never joined");
     }
 
     /// Session timeout of the two-broker tests below.

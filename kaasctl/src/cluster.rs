@@ -15,6 +15,9 @@ pub struct Cluster {
     /// The live brokers less those still opening the volume: the rendezvous owners of
     /// slots and groups.
     pub serving: Vec<i32>,
+    /// Serving brokers still joining: routed their share of slots and groups, which
+    /// they take once every peer's lease routes to them (`BrokerLease::joining_ms`).
+    pub joining: Vec<i32>,
 }
 
 /// "Now" for every kaasctl command: KAASCTL_NOW_MS pins it for reproducible output
@@ -251,12 +254,31 @@ impl Cluster {
         let now_ms = now_ms();
         let live = live_brokers(&volume, now_ms, session_timeout_ms)?;
         let serving = serving_brokers(&volume, now_ms, session_timeout_ms)?;
+        let joining = kaas_core::broker::list_brokers(&volume)?
+            .into_iter()
+            .filter_map(|l| l.ok())
+            .filter(|l| l.liveness(now_ms, session_timeout_ms) == kaas_core::broker::Liveness::Joining)
+            .map(|l| l.broker_id)
+            .collect();
         Ok(Cluster {
             volume,
             now_ms,
             session_timeout_ms,
             live,
             serving,
+            joining,
+        })
+    }
+
+    /// Who ends a transaction of `slot` past its timeout, in words: its coordinator's
+    /// reaper, once it coordinates (a joining one waits for its peers first).
+    pub fn reaper_of(&self, slot: u32) -> Option<String> {
+        self.slot_owner(slot).map(|b| {
+            if self.joining.contains(&b) {
+                format!("broker {b} owns its slot and its reaper aborts it once broker {b} has joined (it waits for its peers' leases to route to it; nobody serves the slot meanwhile)")
+            } else {
+                format!("broker {b} owns its slot and its reaper aborts it within one sweep")
+            }
         })
     }
 

@@ -154,6 +154,7 @@ fn fixture(dir: &Path) -> Volume {
             stopped_ms: None,
             stepped_down_ms: None,
             opening_ms: None,
+            joining_ms: None,
             listeners: Default::default(),
             authorizer: None,
             renewal: 0,
@@ -979,6 +980,7 @@ fn lease(v: &Volume, id: i32, heartbeat_ms: i64) {
         stopped_ms: None,
         stepped_down_ms: None,
         opening_ms: None,
+        joining_ms: None,
         listeners: Default::default(),
         authorizer: None,
         renewal: 0,
@@ -1105,6 +1107,43 @@ fn doctor_finds_each_kind_of_problem_and_says_what_to_do() {
             ("doctor_stepped_down", &["doctor"]),
             ("brokers_stepped_down", &["brokers"]),
         ],
+    );
+    // Broker 1 serves but has waited 40 s for broker 0 to route to it: broker 0's
+    // lease names only itself (it cannot read broker 1's lease?). Broker 2 joined a
+    // moment ago, which broker 0 names already.
+    let j = fixture_dir().unwrap();
+    let v = healthy(j.path());
+    for (id, since) in [(1, NOW - 40_000), (2, NOW - 1_000)] {
+        lease(&v, id, NOW - 300);
+        let mut l = BrokerLease::read(&v, id).unwrap();
+        l.joining_ms = Some(since);
+        l.write(&v).unwrap();
+    }
+    let mut peer = BrokerLease::read(&v, 0).unwrap();
+    peer.routes = Some(
+        [0, 2]
+            .iter()
+            .map(|&id| kaas_core::broker::RoutedBroker {
+                broker_id: id,
+                incarnation: format!("incarnation-{id}"),
+                renewal: 3,
+            })
+            .collect(),
+    );
+    peer.write(&v).unwrap();
+    // A transaction past its timeout whose slot broker 1 owns: its reaper aborts it
+    // only once broker 1 has joined.
+    let late = (0..)
+        .map(|n| format!("late-tx-{n}"))
+        .find(|t| kaas_core::ownership::owner(&kaas_core::ownership::txn_slot_key(slot_for(t)), &[0, 1, 2]) == Some(1))
+        .unwrap();
+    put(
+        &v,
+        entry(&late, 400, 0, TxnState::Ongoing, &[tp("t", 0)], &[], NOW - 120_000),
+    );
+    cases(
+        j.path(),
+        &[("doctor_joining", &["doctor"]), ("brokers_joining", &["brokers"])],
     );
 }
 

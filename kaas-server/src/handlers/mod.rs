@@ -316,6 +316,7 @@ pub(crate) mod test_support {
             stopped_ms: None,
             stepped_down_ms: None,
             opening_ms: None,
+            joining_ms: None,
             listeners: Default::default(),
             authorizer: None,
             renewal: 0,

@@ -10,8 +10,11 @@ pub struct BrokerRow {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub alive: bool,
-    /// alive | opening | stale | stepped_down | dead | stopped ([`kaas_core::broker::Liveness`]):
-    /// stale once its heartbeat is half a session timeout old (still counted live).
+    /// alive | opening | joining | stale | stepped_down | dead | stopped
+    /// ([`kaas_core::broker::Liveness`]): stale once its heartbeat is half a session
+    /// timeout old (still counted live); joining while it serves but waits for its
+    /// peers to route its share of slots and groups to it (listed under it, served by
+    /// nobody meanwhile).
     pub state: Option<kaas_core::broker::Liveness>,
     /// It stopped cleanly (its lease says so).
     pub stopped: bool,
@@ -148,7 +151,9 @@ pub fn run(c: &Cluster, out: &Out) -> anyhow::Result<Status> {
                         let tone = match state {
                             Liveness::Alive => Tone::Good,
                             Liveness::Stopped => Tone::Dim,
-                            Liveness::Opening | Liveness::Stale | Liveness::SteppedDown => Tone::Warn,
+                            Liveness::Opening | Liveness::Joining | Liveness::Stale | Liveness::SteppedDown => {
+                                Tone::Warn
+                            }
                             Liveness::Dead => Tone::Bad,
                         };
                         out.cell(state.as_str(), tone)

@@ -131,6 +131,39 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
                     ),
                     Some(format!("is broker {0}'s process running? Look at its log for lease renewal errors (a slow or full volume) and check its clock (NTP)", l.broker_id)),
                 ));
+            } else if let Some(waited) = l.joining_ms.map(|at| c.now_ms - at).filter(|_| !l.is_opening()) {
+                // Serving, but waiting for its peers to route its share of groups and
+                // slots to it: nobody serves that share meanwhile. Seconds normally.
+                let text = format!(
+                    "broker {} is joining: it serves its partitions, and takes its share of groups and transaction slots once every live peer's lease routes to it (waiting {}); nobody serves that share meanwhile",
+                    l.broker_id,
+                    age(waited.max(0))
+                );
+                if waited >= timeout {
+                    let silent: Vec<String> = leases
+                        .iter()
+                        .filter(|p| p.broker_id != l.broker_id && p.is_alive(c.now_ms, timeout))
+                        .filter(|p| {
+                            p.routes.as_ref().is_some_and(|r| {
+                                !r.iter()
+                                    .any(|r| r.broker_id == l.broker_id && r.incarnation == l.incarnation)
+                            })
+                        })
+                        .map(|p| p.broker_id.to_string())
+                        .collect();
+                    f.push(finding(
+                        "leases",
+                        Severity::Warning,
+                        text,
+                        Some(match silent.as_slice() {
+                            [] => format!("its peers' leases name it, but as read before it served: a peer slow to read the leases? Broker {}'s log names the peers it waits for", l.broker_id),
+                            [one] => format!("broker {one}'s lease does not name it yet: can broker {one} read broker {}'s lease, and does it renew in time? Broker {}'s log names the peers it waits for", l.broker_id, l.broker_id),
+                            many => format!("the leases of brokers {} do not name it yet: can they read broker {}'s lease, and do they renew in time? Broker {}'s log names the peers it waits for", many.join(", "), l.broker_id, l.broker_id),
+                        }),
+                    ));
+                } else {
+                    f.push(ok("leases", text));
+                }
             } else {
                 f.push(ok(
                     "leases",
@@ -238,7 +271,12 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
     // has stopped renewing: most likely killed, not a clock that disagrees.
     let live_beats: Vec<(i32, i64)> = leases
         .iter()
-        .filter(|l| l.liveness(c.now_ms, timeout) == kaas_core::broker::Liveness::Alive)
+        .filter(|l| {
+            matches!(
+                l.liveness(c.now_ms, timeout),
+                kaas_core::broker::Liveness::Alive | kaas_core::broker::Liveness::Joining
+            )
+        })
         .map(|l| (l.broker_id, l.heartbeat_ms))
         .collect();
     if let (Some(lo), Some(hi)) = (
@@ -478,6 +516,10 @@ fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::R
                 age(timeout_ms as i64)
             ),
             Some(match owner {
+                Some(b) if c.joining.contains(&b) => format!(
+                    "broker {b} owns its slot but is joining: its reaper aborts it once every peer's lease routes to broker {b} (nobody serves the slot meanwhile); now: `{}`",
+                    crate::out::abort_command(tid)
+                ),
                 Some(b) => format!(
                     "broker {b} coordinates it and aborts it at its next reaper sweep; now: `{}`",
                     crate::out::abort_command(tid)

@@ -104,8 +104,8 @@ pub fn explain_with(
             age(e.txn_start_ms + e.timeout_ms as i64 - c.now_ms),
             crate::out::abort_command(&e.transactional_id)
         ),
-        Some(e) if e.state == TxnState::Ongoing && tp_in => match slot.and_then(|s| c.slot_owner(s)) {
-            Some(b) => format!("{:?} is past its timeout; broker {b} owns its slot and its reaper aborts it within one sweep. Or now: `{}`.", e.transactional_id, crate::out::abort_command(&e.transactional_id)),
+        Some(e) if e.state == TxnState::Ongoing && tp_in => match slot.and_then(|s| c.reaper_of(s)) {
+            Some(reaper) => format!("{:?} is past its timeout; {reaper}. Or now: `{}`.", e.transactional_id, crate::out::abort_command(&e.transactional_id)),
             None => format!("{:?} is past its timeout and no live broker coordinates it: `{}`.", e.transactional_id, crate::out::abort_command(&e.transactional_id)),
         },
         Some(e) if e.state.is_prepare() => format!("{:?} is {}: its markers have not landed here. `kaasctl txn repair --fix` finishes it.", e.transactional_id, e.state.as_str()),

@@ -123,6 +123,8 @@ pub struct BrokerInfo {
     /// What the lease shows (alive, stale, stepped down, dead, stopped).
     pub liveness: kaas_core::broker::Liveness,
     pub lease_age_ms: i64,
+    /// While joining: how long it has waited for its peers to route to it.
+    pub joining_for_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -299,6 +301,7 @@ impl Watcher {
                                 id: l.broker_id,
                                 liveness: l.liveness(now_ms, session_timeout_ms),
                                 lease_age_ms: now_ms - l.heartbeat_ms,
+                                joining_for_ms: l.joining_ms.map(|at| now_ms - at),
                             });
                         }
                         Err(e) => errors.push((volume.brokers_dir().display().to_string(), e.to_string())),
@@ -568,6 +571,11 @@ impl Snapshot {
                 Liveness::Opening => format!(
                     "broker {} is opening the volume: the partitions it leads wait for its recovery, nothing else is routed to it until it serves",
                     b.id
+                ),
+                Liveness::Joining => format!(
+                    "broker {} is joining: it serves its partitions, and takes its share of groups and transaction slots once every peer's lease routes to it (waiting {}; until then nobody serves that share)",
+                    b.id,
+                    age(b.joining_for_ms.unwrap_or(0))
                 ),
                 Liveness::Alive | Liveness::Stopped => continue,
             };

@@ -185,7 +185,7 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
                 use kaas_core::broker::Liveness;
                 let colour = match b.liveness {
                     Liveness::Alive => Color::Green,
-                    Liveness::Opening | Liveness::Stale | Liveness::SteppedDown => Color::Yellow,
+                    Liveness::Opening | Liveness::Joining | Liveness::Stale | Liveness::SteppedDown => Color::Yellow,
                     Liveness::Dead => Color::Red,
                     Liveness::Stopped => Color::DarkGray,
                 };
