@@ -400,34 +400,50 @@ fn check_sealed_root(dir: &Path) -> io::Result<()> {
 /// creates is followed by an fsync of its parent, which is what makes a new name
 /// durable (without it a cut can take the directory, and every file fsynced inside
 /// it, away: tests/integration/test_power_cut.py, the volume's own data directory).
-/// A directory found already there has its parent fsynced once per process, best
-/// effort (its creator may have died, or still be on its way, between the mkdir and
-/// the fsync; a parent this process may not read, say a home directory of mode 0711,
-/// is left alone); after that it costs one stat. Under a sealed root
-/// ([`seal_root`]) nothing is created unless the root is still the directory sealed.
+/// A directory found already there has its parent fsynced once per process and
+/// directory, best effort (its creator may have died, or still be on its way,
+/// between the mkdir and the fsync; a parent this process may not read, say a home
+/// directory of mode 0711, is left alone); after that it costs one stat. "Directory"
+/// is the one at the path, by device, inode and birth time: a partition directory
+/// renamed away (a deleted topic's) and made again by another process is a new one
+/// whose parent may not be synced yet (`a_directory_made_again_at_a_path_has_its_parent_synced_again`).
+/// Under a sealed root ([`seal_root`]) nothing is created unless the root is still
+/// the directory sealed.
 pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
-    static DURABLE: std::sync::Mutex<Option<std::collections::HashSet<PathBuf>>> = std::sync::Mutex::new(None);
-    let remember = |d: &Path| {
+    ensure_dir_durable(dir).map(|_| ())
+}
+
+/// [`create_dir_durable`]; true when it fsynced `dir`'s parent for `dir` itself.
+fn ensure_dir_durable(dir: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    type Identity = (u64, u64, Option<std::time::SystemTime>);
+    static DURABLE: std::sync::Mutex<Option<std::collections::HashMap<PathBuf, Identity>>> =
+        std::sync::Mutex::new(None);
+    let identity = |m: &fs::Metadata| (m.dev(), m.ino(), m.created().ok());
+    // Whether `d` is new to this process as the directory `id` names.
+    let remember = |d: &Path, id: Identity| {
         DURABLE
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get_or_insert_with(Default::default)
-            .insert(d.to_path_buf())
+            .insert(d.to_path_buf(), id)
+            != Some(id)
     };
     if dir.as_os_str().is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    if dir.is_dir() {
-        if remember(dir) {
-            if let Err(e) = sync_dir(parent) {
-                tracing::debug!(dir = %parent.display(), error = %e, "cannot fsync the parent of an existing directory");
-            }
+    if let Some(m) = fs::metadata(dir).ok().filter(|m| m.is_dir()) {
+        if !remember(dir, identity(&m)) {
+            return Ok(false);
         }
-        return Ok(());
+        if let Err(e) = sync_dir(parent) {
+            tracing::debug!(dir = %parent.display(), error = %e, "cannot fsync the parent of an existing directory");
+        }
+        return Ok(true);
     }
     check_sealed_root(dir)?;
     create_dir_durable(parent)?;
@@ -439,8 +455,8 @@ pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
         Err(e) => return Err(e),
     }
     sync_dir(parent)?;
-    remember(dir);
-    Ok(())
+    remember(dir, identity(&fs::metadata(dir)?));
+    Ok(true)
 }
 
 /// `value` as the volume writes JSON files: pretty, with a final newline.
@@ -489,6 +505,33 @@ pub fn stamp_of(m: &fs::Metadata) -> FileStamp {
 
 #[cfg(test)]
 mod tests {
+
+    /// A directory this process made (its parent synced), renamed away, and made
+    /// again at the path by another process that has not synced the parent yet: the
+    /// path was remembered, so nothing synced the parent again, and what this process
+    /// then wrote and fsynced inside could vanish with the directory in a power cut
+    /// (found by a review of the deleted-directory rename). Remembered by device,
+    /// inode and birth time now.
+    #[test]
+    fn a_directory_made_again_at_a_path_has_its_parent_synced_again() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("t-0");
+        assert!(ensure_dir_durable(&dir).unwrap(), "made: its parent synced");
+        assert!(!ensure_dir_durable(&dir).unwrap(), "then one stat");
+        std::fs::rename(&dir, root.path().join("gone")).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        assert!(ensure_dir_durable(&dir).unwrap(), "another directory at the path");
+        assert!(!ensure_dir_durable(&dir).unwrap());
+        // Made again after the old one was removed (its inode free to be reused).
+        std::fs::remove_dir(root.path().join("gone")).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::create_dir(&dir).unwrap();
+        assert!(
+            ensure_dir_durable(&dir).unwrap(),
+            "made again where its inode may be reused"
+        );
+    }
     use super::*;
 
     /// A volume unmounted under its broker: its path gone, or a bare directory in its

@@ -365,10 +365,23 @@ impl PartitionOwner {
         dir: &Path,
         change: impl FnOnce(Result<PartitionOwner, VolumeError>) -> T,
     ) -> Result<Option<T>, VolumeError> {
-        let Some(_gate) = lock_gate(dir)? else {
-            return Ok(None);
+        let owner_path = dir.join("owner.json");
+        let _gate = match lock_gate(dir) {
+            Ok(Some(gate)) => gate,
+            Ok(None) => return Ok(None),
+            // The directory is gone (a deleted topic's, renamed away whole under its
+            // gate): so is the `owner.json` it held. Not read again by path: a
+            // directory made again there is a topic's created again, whose leadership
+            // is read only under its own gate.
+            Err(e) if e.is_not_found() => {
+                return Ok(Some(change(Err(VolumeError::io(
+                    &owner_path,
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                )))))
+            }
+            Err(e) => return Err(e),
         };
-        Ok(Some(change(PartitionOwner::read(&dir.join("owner.json")))))
+        Ok(Some(change(PartitionOwner::read(&owner_path))))
     }
 }
 

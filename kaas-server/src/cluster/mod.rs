@@ -702,6 +702,7 @@ impl Cluster {
                     removed += 1;
                     info!(dir = %dir.display(), "removed the directory of a partition no topic names (a delete cut short)");
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     warn!(dir = %dir.display(), error = %e, "could not remove the directory of a partition no topic names")
                 }

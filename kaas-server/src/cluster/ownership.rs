@@ -480,8 +480,8 @@ pub(super) fn remove_deleted_partition_dir(volume: &Volume, dir: &std::path::Pat
     clear_leftovers(dir)?;
     let deleted = volume.deleted_dir();
     kaas_core::fsutil::create_dir_durable(&deleted)?;
-    let name = dir.file_name().unwrap_or_default().to_string_lossy();
-    let gone = deleted.join(format!("{name}.{}", Uuid::new_v4().simple()));
+    // Named by a fresh id alone: a topic name may take 249 of a name's 255 bytes.
+    let gone = deleted.join(Uuid::new_v4().simple().to_string());
     std::fs::rename(dir, &gone)?;
     // Dated now, so the sweep leaves it to us ([`Cluster::sweep_orphan_partition_dirs`]).
     if let Err(e) = std::fs::File::open(&gone).and_then(|f| f.set_modified(std::time::SystemTime::now())) {
@@ -490,8 +490,15 @@ pub(super) fn remove_deleted_partition_dir(volume: &Volume, dir: &std::path::Pat
     if let Some(parent) = dir.parent() {
         kaas_core::fsutil::sync_dir(parent)?;
     }
-    std::fs::remove_dir_all(&gone)?;
-    kaas_core::fsutil::sync_dir(&deleted)
+    // Out of every live path now: what is left there is only disk space. Removed
+    // best effort — on NFS the `owner.*` files still open here are renamed to
+    // `.nfsXXXX` rather than removed, and the directory stays until they are closed —
+    // and otherwise by the volume sync's sweep.
+    match std::fs::remove_dir_all(&gone).and_then(|()| kaas_core::fsutil::sync_dir(&deleted)) {
+        Ok(()) => {}
+        Err(e) => debug!(dir = %gone.display(), error = %e, "a deleted partition's directory is left for the sweep"),
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -666,6 +673,26 @@ pub(super) fn open_partition(
 mod tests {
     use super::*;
     use kaas_core::topic::PartitionOwner;
+
+    /// A topic name may take 249 bytes, its partition directory's name 255: the
+    /// directory renamed away for removal is named by a fresh id alone (named
+    /// `<dir>.<id>` it was past 255 bytes for any name of over 220 characters, and the
+    /// rename failed with ENAMETOOLONG after the files were cleared: the directory
+    /// stayed for good, found a review).
+    #[test]
+    fn a_deleted_partition_of_a_topic_with_the_longest_name_is_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let v = Volume::new(root.path());
+        let topic = "t".repeat(249);
+        assert!(kaas_core::layout::valid_topic_name(&topic));
+        let dir = v.partition_dir(&topic, 99);
+        let held = PartitionOwner::lock(&v, &topic, 99).unwrap();
+        std::fs::write(dir.join("00000000000000000000.log"), b"deleted records").unwrap();
+        remove_deleted_partition_dir(&v, &dir).unwrap();
+        drop(held);
+        assert!(!dir.exists());
+        assert_eq!(std::fs::read_dir(v.deleted_dir()).unwrap().count(), 0);
+    }
 
     /// A deleted topic's partition directory went while a process waited for its gate
     /// to take the partition of the topic created again under the name. The remover

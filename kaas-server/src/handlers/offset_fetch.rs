@@ -14,6 +14,19 @@ use std::sync::Arc;
 pub const MIN: i16 = 1;
 pub const MAX: i16 = 9;
 
+/// The code for an OffsetFetch the volume failed: COORDINATOR_LOAD_IN_PROGRESS where a
+/// member's other requests answer COORDINATOR_NOT_AVAILABLE. Java's classic consumer
+/// retries an OffsetFetch only on COORDINATOR_LOAD_IN_PROGRESS and NOT_COORDINATOR —
+/// anything else is "Unexpected error in fetch offset response", raised from `poll()`
+/// (COORDINATOR_NOT_AVAILABLE was added in Kafka 3.9, KAFKA-17279) — and every client
+/// retries COORDINATOR_LOAD_IN_PROGRESS at the same coordinator.
+fn retried_here(e: ResponseError) -> ResponseError {
+    match e {
+        ResponseError::CoordinatorNotAvailable => ResponseError::CoordinatorLoadInProgress,
+        e => e,
+    }
+}
+
 /// One partition's answer.
 struct Row {
     partition: i32,
@@ -65,14 +78,14 @@ fn fetch(
     // group at its epoch; epoch -1 is an admin tool, always answered.
     if let Some((member_id, epoch)) = member.filter(|(_, e)| *e != -1) {
         if let Some(Err(e)) = broker.groups.check_consumer_member(group, member_id, epoch, false) {
-            return Err(e.code());
+            return Err(retried_here(e).code());
         }
     }
-    // A failure of the volume is retried (COORDINATOR_NOT_AVAILABLE); a file refused
-    // for what it holds is KAFKA_STORAGE_ERROR, as for every request of the group.
+    // A failure of the volume is retried; a file refused for what it holds is
+    // KAFKA_STORAGE_ERROR, as for every request of the group.
     let offsets = broker.groups.fetch_offsets(group).map_err(|e| {
         tracing::error!(group, error = %e, "cannot read committed offsets");
-        crate::groups::member_error(&e).code()
+        retried_here(crate::groups::member_error(&e)).code()
     })?;
     let describable = |topic: &str| {
         broker
@@ -232,11 +245,23 @@ mod tests {
         handle(b, &ctx(ApiKey::OffsetFetch, 8), req).await.groups[0].error_code
     }
 
+    /// A consumer group member's OffsetFetch (v9, its epoch checked against the group's
+    /// file first).
+    async fn fetched_by_member(b: &Arc<Broker>) -> i16 {
+        let req = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_member_id(Some(sb("m")))
+            .with_member_epoch(3)]);
+        handle(b, &ctx(ApiKey::OffsetFetch, 9), req).await.groups[0].error_code
+    }
+
     /// A group file refused for what it holds (not JSON) is answered
     /// KAFKA_STORAGE_ERROR, as every request of the group answers it (it was
     /// COORDINATOR_NOT_AVAILABLE here alone: a client retried for as long as its
     /// timeout, told the coordinator was away); a failure of the volume (the groups
-    /// folder is a file: ENOTDIR) stays COORDINATOR_NOT_AVAILABLE.
+    /// folder is a file: ENOTDIR) is COORDINATOR_LOAD_IN_PROGRESS, which every client
+    /// retries (it was COORDINATOR_NOT_AVAILABLE, fatal to Java's classic consumer
+    /// before Kafka 3.9 in an OffsetFetch).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_fetch_of_a_refused_group_file_is_a_storage_error_and_of_a_failing_volume_retriable() {
         let dir = tempfile::tempdir().unwrap();
@@ -248,6 +273,10 @@ mod tests {
         let groups = b.volume.groups_dir();
         std::fs::remove_dir_all(&groups).unwrap();
         std::fs::write(&groups, b"").unwrap();
-        assert_eq!(fetched(&b).await, ResponseError::CoordinatorNotAvailable.code());
+        assert_eq!(fetched(&b).await, ResponseError::CoordinatorLoadInProgress.code());
+        assert_eq!(
+            fetched_by_member(&b).await,
+            ResponseError::CoordinatorLoadInProgress.code()
+        );
     }
 }
