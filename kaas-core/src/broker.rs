@@ -43,8 +43,9 @@ pub struct BrokerLease {
     /// Since when (ms, this broker's clock) it serves but does not coordinate its share
     /// of groups and transaction slots yet: started beside others, or back from a
     /// step-down, it takes them only once every live peer's lease routes to it
-    /// ([`Self::routes`]); meanwhile its peers route that share to it and nobody
-    /// serves it (clients are told COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR).
+    /// ([`Self::routes`]); meanwhile each peer routes that share to it from its first
+    /// read of this lease on, and clients sent here are told to retry
+    /// (COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR).
     /// Usually two renewals; as long as a peer is slow to renew. Written with each
     /// renewal as things stood before that renewal's check, so it may still be set for
     /// one renewal after the broker began coordinating. For operators (`kaasctl
@@ -782,9 +783,8 @@ pub enum Liveness {
     /// Starting: it opens the volume (recovers its partitions) and serves nothing yet;
     /// peers keep its partitions for it but route no group, slot or partition to it.
     Opening,
-    /// Serving its partitions, but not yet coordinating its share of groups and
-    /// transaction slots: it waits for every live peer's lease to route to it
-    /// (`BrokerLease::joining_ms`); nobody serves that share meanwhile.
+    /// Serving, but not yet coordinating its share of groups and transaction slots: it
+    /// waits for every live peer's lease to route to it (`BrokerLease::joining_ms`).
     Joining,
     /// Its heartbeat has not changed for half the session timeout: still counted
     /// live, about to be judged dead unless it renews.

@@ -370,7 +370,7 @@ pub fn unseal_root(root: &Path) {
 }
 
 /// Err when `dir` lies under a sealed root that is gone or is another directory now.
-fn check_sealed_root(dir: &Path) -> io::Result<()> {
+pub fn check_sealed_root(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let roots: Vec<(PathBuf, u64, u64)> = SEALED_ROOTS
         .lock()
@@ -455,7 +455,11 @@ fn ensure_dir_durable(dir: &Path) -> io::Result<bool> {
         Err(e) => return Err(e),
     }
     sync_dir(parent)?;
-    remember(dir, identity(&fs::metadata(dir)?));
+    // Gone again already (a deleted topic's directory renamed away): nothing to
+    // remember; the caller finds the path missing and makes it again.
+    if let Ok(m) = fs::metadata(dir) {
+        remember(dir, identity(&m));
+    }
     Ok(true)
 }
 

@@ -279,7 +279,14 @@ impl PartitionOwner {
         // again, and its fresh gate taken.
         let mut gone = 0;
         let gate = loop {
-            crate::fsutil::create_dir_durable(&dir).map_err(|e| VolumeError::io(&dir, e))?;
+            match crate::fsutil::create_dir_durable(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && gone < 3 => {
+                    gone += 1;
+                    continue;
+                }
+                Err(e) => return Err(VolumeError::io(&dir, e).into()),
+            }
             match lock_gate(&dir) {
                 Ok(Some(gate)) => break gate,
                 Ok(None) => return Err(held(", while another process is taking its owner.gate")),
@@ -374,10 +381,13 @@ impl PartitionOwner {
             // directory made again there is a topic's created again, whose leadership
             // is read only under its own gate.
             Err(e) if e.is_not_found() => {
+                // Not a volume gone from under us (unmounted: its bare mountpoint
+                // has no partition directories either).
+                crate::fsutil::check_sealed_root(dir).map_err(|e| VolumeError::io(dir, e))?;
                 return Ok(Some(change(Err(VolumeError::io(
                     &owner_path,
                     std::io::Error::from(std::io::ErrorKind::NotFound),
-                )))))
+                )))));
             }
             Err(e) => return Err(e),
         };

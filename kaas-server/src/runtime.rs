@@ -760,11 +760,13 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
     keeper.lease.routes = Some(keeper.routes.clone());
     // For operators: it serves (unmarked) but waits for its peers to route its share
     // of groups and slots to it — started beside others, or back from a step-down.
-    let waiting = if keeper.out {
-        keeper.lease.stepped_down_ms.is_none()
-    } else {
-        keeper.lease.opening_ms.is_none() && keeper.joining.is_some()
-    };
+    // Not while it opens the volume (peers route nothing to it then, whatever else).
+    let waiting = keeper.lease.opening_ms.is_none()
+        && if keeper.out {
+            keeper.lease.stepped_down_ms.is_none()
+        } else {
+            keeper.joining.is_some()
+        };
     keeper.lease.joining_ms = waiting.then(|| keeper.lease.joining_ms.unwrap_or_else(now_ms));
     let mut quick = false;
     match keeper.lease.renew(&broker.volume) {
@@ -1535,6 +1537,23 @@ mod tests {
         renew_lease(&joiner, &mut keeper);
         assert_eq!(state(&joiner), (false, Liveness::Alive));
         assert_eq!(state(&peer), (false, Liveness::Alive), "the peer never joined");
+    }
+
+    /// A broker that stepped down while it still opened the volume (a long recovery
+    /// on a slow volume), its renewals quick again: its lease said joining beside
+    /// `opening_ms`, and kept that first time once it served, so doctor warned at once
+    /// of a long wait (found by a review). Joining starts when it serves.
+    #[test]
+    fn a_broker_still_opening_the_volume_is_not_joining_even_back_from_a_step_down() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (_peer, _peer_keeper, joiner, mut keeper) = peer_and_opening_joiner(dir.path());
+        keeper.out = true;
+        keeper.lease.stepped_down_ms = None;
+        assert!(keeper.lease.opening_ms.is_some());
+        renew_lease(&joiner, &mut keeper);
+        let lease = lease_on_volume(&joiner);
+        assert!(lease.opening_ms.is_some());
+        assert_eq!(lease.joining_ms, None, "opening, not joining");
     }
 
     /// Session timeout of the two-broker tests below.

@@ -275,7 +275,7 @@ impl Cluster {
     pub fn reaper_of(&self, slot: u32) -> Option<String> {
         self.slot_owner(slot).map(|b| {
             if self.joining.contains(&b) {
-                format!("broker {b} owns its slot and its reaper aborts it once broker {b} has joined (it waits for its peers' leases to route to it; nobody serves the slot meanwhile)")
+                format!("broker {b} owns its slot and its reaper aborts it once broker {b} has joined (it waits for its peers' leases to route to it)")
             } else {
                 format!("broker {b} owns its slot and its reaper aborts it within one sweep")
             }

@@ -150,14 +150,18 @@ def test_transactions_on_a_full_volume_fail_and_the_next_ones_commit_once_space_
     assert broker.alive()
 
 
-def test_offset_commits_on_a_full_volume_fail_with_a_storage_error_and_work_again(small_volume, tmp_path):
+def test_offset_commits_on_a_full_volume_fail_retriably_and_work_again(small_volume, tmp_path):
+    """A commit the full volume refuses is answered COORDINATOR_NOT_AVAILABLE, which
+    every client retries (KAFKA_STORAGE_ERROR before 2026-12-07: Java's consumer
+    raises that from a commit as fatal); librdkafka hands it to a synchronous commit's
+    caller. The previous commit stays, and the next one lands once space returns."""
     mnt, broker = start_with_topic(small_volume, tmp_path, "ofull")
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-full", "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition("ofull", 0, 5)], asynchronous=False)
     ballast = fill(mnt)
     with pytest.raises(KafkaException) as err:
         c.commit(offsets=[TopicPartition("ofull", 0, 9)], asynchronous=False)
-    assert err.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR, err.value
+    assert err.value.args[0].code() == KafkaError.COORDINATOR_NOT_AVAILABLE, err.value
     assert c.committed([TopicPartition("ofull", 0)], timeout=20)[0].offset == 5
     free(ballast)
     c.commit(offsets=[TopicPartition("ofull", 0, 11)], asynchronous=False)

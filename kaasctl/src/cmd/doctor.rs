@@ -131,11 +131,12 @@ fn leases_and_clocks(c: &Cluster, f: &mut Vec<Finding>) -> anyhow::Result<()> {
                     ),
                     Some(format!("is broker {0}'s process running? Look at its log for lease renewal errors (a slow or full volume) and check its clock (NTP)", l.broker_id)),
                 ));
-            } else if let Some(waited) = l.joining_ms.map(|at| c.now_ms - at).filter(|_| !l.is_opening()) {
+            } else if let Some(waited) = l.joining_ms.map(|at| l.heartbeat_ms - at).filter(|_| !l.is_opening()) {
                 // Serving, but waiting for its peers to route its share of groups and
-                // slots to it: nobody serves that share meanwhile. Seconds normally.
+                // slots to it. Seconds normally. How long, on its own clock (as of its
+                // last renewal): this host's may be ahead or behind.
                 let text = format!(
-                    "broker {} is joining: it serves its partitions, and takes its share of groups and transaction slots once every live peer's lease routes to it (waiting {}); nobody serves that share meanwhile",
+                    "broker {} is joining: it takes its share of groups and transaction slots once every live peer's lease routes to it (waiting {}); clients its peers already send there are told to retry meanwhile",
                     l.broker_id,
                     age(waited.max(0))
                 );
@@ -517,7 +518,7 @@ fn transactions(c: &Cluster, limits: &Limits, f: &mut Vec<Finding>) -> anyhow::R
             ),
             Some(match owner {
                 Some(b) if c.joining.contains(&b) => format!(
-                    "broker {b} owns its slot but is joining: its reaper aborts it once every peer's lease routes to broker {b} (nobody serves the slot meanwhile); now: `{}`",
+                    "broker {b} owns its slot but is joining: its reaper aborts it once every peer's lease routes to broker {b}; now: `{}`",
                     crate::out::abort_command(tid)
                 ),
                 Some(b) => format!(

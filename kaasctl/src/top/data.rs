@@ -301,7 +301,8 @@ impl Watcher {
                                 id: l.broker_id,
                                 liveness: l.liveness(now_ms, session_timeout_ms),
                                 lease_age_ms: now_ms - l.heartbeat_ms,
-                                joining_for_ms: l.joining_ms.map(|at| now_ms - at),
+                                // On the broker's own clock, as of its last renewal.
+                                joining_for_ms: l.joining_ms.map(|at| l.heartbeat_ms - at),
                             });
                         }
                         Err(e) => errors.push((volume.brokers_dir().display().to_string(), e.to_string())),
@@ -573,7 +574,7 @@ impl Snapshot {
                     b.id
                 ),
                 Liveness::Joining => format!(
-                    "broker {} is joining: it serves its partitions, and takes its share of groups and transaction slots once every peer's lease routes to it (waiting {}; until then nobody serves that share)",
+                    "broker {} is joining: it takes its share of groups and transaction slots once every peer's lease routes to it (waiting {}; clients its peers already send there are told to retry meanwhile)",
                     b.id,
                     age(b.joining_for_ms.unwrap_or(0))
                 ),
