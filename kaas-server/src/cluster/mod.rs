@@ -121,6 +121,16 @@ pub(crate) const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_sec
 /// runs, the first included.
 pub(crate) const SWEEP_ROUNDS: u64 = 60;
 
+/// Whether `dir` was last modified [`ORPHAN_AGE`] ago or more (the sweep's test that
+/// nobody is making or removing it right now).
+fn untouched_for_orphan_age(dir: &std::path::Path) -> bool {
+    std::fs::metadata(dir)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|at| at.elapsed().ok())
+        .is_some_and(|age| age >= ORPHAN_AGE)
+}
+
 /// The partitions of `topic` led elsewhere, as (topic id, index).
 fn elsewhere(topic: &Topic) -> impl Iterator<Item = (Uuid, i32)> + '_ {
     topic.partitions.iter().enumerate().filter_map(|(i, p)| match p {
@@ -683,12 +693,7 @@ impl Cluster {
             if count.is_none_or(|count| index < count) {
                 continue;
             }
-            let untouched = std::fs::metadata(&dir)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|at| at.elapsed().ok())
-                .is_some_and(|age| age >= ORPHAN_AGE);
-            if !untouched {
+            if !untouched_for_orphan_age(&dir) {
                 continue;
             }
             let Ok(_lock) = PartitionOwner::lock(&self.volume, &topic, index) else {
@@ -728,13 +733,7 @@ impl Cluster {
         let mut removed = 0;
         for entry in entries.flatten() {
             let path = entry.path();
-            let old_enough = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|at| at.elapsed().ok())
-                .is_some_and(|age| age >= ORPHAN_AGE);
-            if !old_enough {
+            if !untouched_for_orphan_age(&path) {
                 continue;
             }
             match std::fs::remove_dir_all(&path) {

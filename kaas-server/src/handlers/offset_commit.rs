@@ -195,7 +195,30 @@ mod tests {
         );
     }
 
-    /// A commit whose group file the volume fails to write (here the groups folder is
+    /// The codes of a commit of 7 made while `broken` breaks the volume under group g,
+    /// and of a commit of 8 once `mended` mends it, and the offset then committed.
+    async fn committed_while_broken(
+        broken: impl FnOnce(&std::path::Path),
+        mended: impl FnOnce(&std::path::Path),
+    ) -> (i16, i16, Option<i64>) {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let c = ctx(ApiKey::OffsetCommit, 8);
+        let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;
+        let file = kaas_core::offsets::offsets_file(&b.volume, "g");
+        broken(&file);
+        let refused = code(&handle(&b, &c, commit_of(7)).await);
+        mended(&file);
+        let next = code(&handle(&b, &c, commit_of(8)).await);
+        (
+            refused,
+            next,
+            b.groups.fetch_offsets("g").unwrap().get("t", 0).map(|o| o.offset),
+        )
+    }
+
+    /// A commit whose group file the volume fails to read (here the groups folder is
     /// a file: ENOTDIR, as EIO or a stale handle would be) is answered
     /// COORDINATOR_NOT_AVAILABLE, which every client retries after finding the
     /// coordinator again. It was KAFKA_STORAGE_ERROR: Java's consumer raises that from
@@ -203,39 +226,28 @@ mod tests {
     /// moment's disk fault. Nothing is written, and the next commit lands.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_commit_the_volume_fails_is_retriable() {
-        let dir = tempfile::tempdir().unwrap();
-        let b = broker(dir.path());
-        b.create_topic("t", 1, Default::default()).await.unwrap();
-        let c = ctx(ApiKey::OffsetCommit, 8);
-        let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;
-        let groups = b.volume.groups_dir();
-        let _ = std::fs::remove_dir_all(&groups);
-        std::fs::write(&groups, b"").unwrap();
-        let answered = handle(&b, &c, commit_of(7)).await;
-        std::fs::remove_file(&groups).unwrap();
-        assert_eq!(code(&answered), ResponseError::CoordinatorNotAvailable.code());
-        assert_eq!(code(&handle(&b, &c, commit_of(8)).await), 0);
-        assert_eq!(
-            b.groups.fetch_offsets("g").unwrap().get("t", 0).map(|o| o.offset),
-            Some(8)
-        );
+        let groups = |file: &std::path::Path| file.parent().unwrap().to_path_buf();
+        let answered = committed_while_broken(
+            |file| {
+                let _ = std::fs::remove_dir_all(groups(file));
+                std::fs::write(groups(file), b"").unwrap();
+            },
+            |file| std::fs::remove_file(groups(file)).unwrap(),
+        )
+        .await;
+        assert_eq!(answered, (ResponseError::CoordinatorNotAvailable.code(), 0, Some(8)));
     }
 
     /// The same when the read before the write succeeds and the write fails (here the
     /// group's lock file cannot be opened: a directory stands at its path).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_commit_whose_write_the_volume_fails_is_retriable() {
-        let dir = tempfile::tempdir().unwrap();
-        let b = broker(dir.path());
-        b.create_topic("t", 1, Default::default()).await.unwrap();
-        let c = ctx(ApiKey::OffsetCommit, 8);
-        let code = |r: &OffsetCommitResponse| r.topics[0].partitions[0].error_code;
-        let lock = kaas_core::offsets::offsets_file(&b.volume, "g").with_extension("lock");
-        std::fs::create_dir_all(&lock).unwrap();
-        let answered = handle(&b, &c, commit_of(7)).await;
-        std::fs::remove_dir(&lock).unwrap();
-        assert_eq!(code(&answered), ResponseError::CoordinatorNotAvailable.code());
-        assert_eq!(code(&handle(&b, &c, commit_of(8)).await), 0);
+        let answered = committed_while_broken(
+            |file| std::fs::create_dir_all(file.with_extension("lock")).unwrap(),
+            |file| std::fs::remove_dir(file.with_extension("lock")).unwrap(),
+        )
+        .await;
+        assert_eq!(answered, (ResponseError::CoordinatorNotAvailable.code(), 0, Some(8)));
     }
 
     /// A group file refused for what it holds (not JSON here) is no failure to retry
