@@ -542,7 +542,6 @@ fn write_marker_direct(
     if tp.partition < 0 || tp.partition >= meta.partitions {
         return Ok(DirectWrite::NoPartition);
     }
-    let config = crate::topic::stored_log_config(&Default::default(), &meta.configs).0;
     // The same lock a leading broker holds: refused, with the owner named, while any
     // process writes this log.
     let owner_lock = PartitionOwner::lock(volume, &tp.topic, tp.partition).map_err(|e| err(e.to_string()))?;
@@ -550,12 +549,13 @@ fn write_marker_direct(
     // directory renamed away, and the lock made the directory again — nothing of it
     // to end, and no leadership to record for a topic that is gone (the sweep removes
     // the empty directory). Created again under the name: not the partition judged.
-    match TopicMeta::read(&volume.topic_file(&tp.topic)) {
-        Ok(m) if m.topic_id == meta.topic_id => {}
+    let meta = match TopicMeta::read(&volume.topic_file(&tp.topic)) {
+        Ok(m) if m.topic_id == meta.topic_id => m,
         Ok(_) => return Ok(DirectWrite::NoPartition),
         Err(e) if e.is_not_found() => return Ok(DirectWrite::NoPartition),
         Err(e) => return Err(err(e.to_string())),
-    }
+    };
+    let config = crate::topic::stored_log_config(&Default::default(), &meta.configs).0;
     // A leadership of its own, recorded before the log is read, as a broker taking a
     // partition over records one (docs/cluster.md, "Safety rules"): a broker judged
     // dead that is only frozen, or whose NFS lock lapsed, then has nothing

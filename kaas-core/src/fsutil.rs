@@ -454,10 +454,13 @@ fn ensure_dir_durable(dir: &Path) -> io::Result<bool> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
         Err(e) => return Err(e),
     }
+    // Which directory the fsync below makes durable: taken before it, so one made
+    // at the path by another process after it (ours renamed away meanwhile) is not
+    // remembered as synced. Gone already: nothing to remember; the caller finds the
+    // path missing and makes it again.
+    let made = fs::metadata(dir).ok();
     sync_dir(parent)?;
-    // Gone again already (a deleted topic's directory renamed away): nothing to
-    // remember; the caller finds the path missing and makes it again.
-    if let Ok(m) = fs::metadata(dir) {
+    if let Some(m) = made {
         remember(dir, identity(&m));
     }
     Ok(true)
