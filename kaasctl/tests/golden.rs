@@ -968,6 +968,24 @@ fn healthy(dir: &Path) -> Volume {
     v
 }
 
+/// Group `group` with offsets `first`.. committed for partitions 0-3 of "orders".
+fn orders_committed(group: &str, first: i64) -> GroupOffsets {
+    let mut g = GroupOffsets::new(group);
+    for p in 0..4 {
+        g.set(
+            "orders",
+            p,
+            CommittedOffset {
+                offset: first + p as i64,
+                leader_epoch: -1,
+                metadata: None,
+                commit_ms: NOW - 5_000,
+            },
+        );
+    }
+    g
+}
+
 fn lease(v: &Volume, id: i32, heartbeat_ms: i64) {
     BrokerLease {
         version: LEASE_FORMAT_VERSION,
@@ -1378,19 +1396,7 @@ fn a_consumer_group_is_shown_with_its_members() {
         assigned: parts(assigned),
         pending_revocation: parts(revoking),
     };
-    let mut g = GroupOffsets::new("stream");
-    for p in 0..4 {
-        g.set(
-            "orders",
-            p,
-            CommittedOffset {
-                offset: 10 + p as i64,
-                leader_epoch: -1,
-                metadata: None,
-                commit_ms: NOW - 5_000,
-            },
-        );
-    }
+    let mut g = orders_committed("stream", 10);
     g.consumer = Some(ConsumerGroupRecord {
         group_epoch: 5,
         assignment_epoch: 5,
@@ -1460,19 +1466,7 @@ fn a_classic_group_is_shown_with_its_recorded_members() {
         }],
         assignment,
     };
-    let mut g = GroupOffsets::new("billing-app");
-    for p in 0..4 {
-        g.set(
-            "orders",
-            p,
-            CommittedOffset {
-                offset: 20 + p as i64,
-                leader_epoch: -1,
-                metadata: None,
-                commit_ms: NOW - 5_000,
-            },
-        );
-    }
+    let mut g = orders_committed("billing-app", 20);
     g.classic = Some(ClassicGroupRecord {
         generation: 7,
         protocol_type: "consumer".into(),
