@@ -1,6 +1,5 @@
 //! What several commands need to know about the cluster, read once per run.
 
-use kaas_core::admin::{live_brokers, serving_brokers};
 use kaas_core::ownership::{owner, txn_slot_key};
 use kaas_core::txn::TxnEntry;
 use kaas_core::txn_store::{SlotFile, TxnStateStore};
@@ -252,14 +251,21 @@ fn passwd_name(passwd: &str, uid: u32) -> Option<String> {
 impl Cluster {
     pub fn open(volume: Volume, session_timeout_ms: i64) -> Result<Cluster, VolumeError> {
         let now_ms = now_ms();
-        let live = live_brokers(&volume, now_ms, session_timeout_ms)?;
-        let serving = serving_brokers(&volume, now_ms, session_timeout_ms)?;
-        let joining = kaas_core::broker::list_brokers(&volume)?
+        // The leases read once; each set as `kaas_core::admin::live_brokers` and
+        // `serving_brokers` compute it.
+        let leases: Vec<_> = kaas_core::broker::list_brokers(&volume)?
             .into_iter()
             .filter_map(|l| l.ok())
-            .filter(|l| l.liveness(now_ms, session_timeout_ms) == kaas_core::broker::Liveness::Joining)
-            .map(|l| l.broker_id)
+            .filter(|l| l.is_alive(now_ms, session_timeout_ms))
             .collect();
+        let ids = |keep: &dyn Fn(&kaas_core::broker::BrokerLease) -> bool| {
+            let mut ids: Vec<i32> = leases.iter().filter(|l| keep(l)).map(|l| l.broker_id).collect();
+            ids.sort_unstable();
+            ids
+        };
+        let live = ids(&|_| true);
+        let serving = ids(&|l| !l.is_opening());
+        let joining = ids(&|l| l.liveness(now_ms, session_timeout_ms) == kaas_core::broker::Liveness::Joining);
         Ok(Cluster {
             volume,
             now_ms,

@@ -190,8 +190,9 @@ async fn a_join_the_volume_fails_is_answered_coordinator_not_available_and_makes
 }
 
 /// A group file refused for what it holds (here: not JSON) is no failure of the
-/// volume to retry past: JoinGroup answers KAFKA_STORAGE_ERROR, as every group request
-/// for that group does, until an operator mends the file (`kaasctl groups` names it).
+/// volume to retry past: JoinGroup answers KAFKA_STORAGE_ERROR, as OffsetCommit and
+/// OffsetFetch for that group do, until an operator mends the file (`kaasctl groups`
+/// names it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_for_a_group_whose_file_is_refused_is_answered_a_storage_error() {
     let dir = tempfile::tempdir().unwrap();

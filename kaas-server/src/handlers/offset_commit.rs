@@ -251,8 +251,9 @@ mod tests {
     }
 
     /// A group file refused for what it holds (not JSON here) is no failure to retry
-    /// past: the commit is answered KAFKA_STORAGE_ERROR, as every request for the
-    /// group, until an operator mends the file; nothing is written over it.
+    /// past: the commit is answered KAFKA_STORAGE_ERROR, as are JoinGroup and
+    /// OffsetFetch for the group, until an operator mends the file; nothing is written
+    /// over it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_commit_to_a_group_whose_file_is_refused_is_a_storage_error() {
         let dir = tempfile::tempdir().unwrap();

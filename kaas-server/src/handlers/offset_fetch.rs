@@ -82,7 +82,7 @@ fn fetch(
         }
     }
     // A failure of the volume is retried; a file refused for what it holds is
-    // KAFKA_STORAGE_ERROR, as for every request of the group.
+    // KAFKA_STORAGE_ERROR, as for JoinGroup and OffsetCommit.
     let offsets = broker.groups.fetch_offsets(group).map_err(|e| {
         tracing::error!(group, error = %e, "cannot read committed offsets");
         retried_here(crate::groups::member_error(&e)).code()
@@ -256,7 +256,7 @@ mod tests {
     }
 
     /// A group file refused for what it holds (not JSON) is answered
-    /// KAFKA_STORAGE_ERROR, as every request of the group answers it (it was
+    /// KAFKA_STORAGE_ERROR, as JoinGroup and OffsetCommit answer it (it was
     /// COORDINATOR_NOT_AVAILABLE here alone: a client retried for as long as its
     /// timeout, told the coordinator was away); a failure of the volume (the groups
     /// folder is a file: ENOTDIR) is COORDINATOR_LOAD_IN_PROGRESS, which every client
