@@ -60,6 +60,10 @@ const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// The largest response read from a peer.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
+/// The producer id of a cluster notice's marker (it has no partitions, as a fence
+/// notice's; no fence names producer -1).
+pub const CLUSTER_NOTICE_PRODUCER_ID: i64 = -1;
+
 /// The transaction number a leader's answer echoes ([`TXN_SEQ_TAG`]): every marker of
 /// it applied by that number ([`crate::txn_coordinator::NotifiedMarkers::applied`]).
 fn txn_seq_of_result(result: &WritableTxnMarkerResult) -> Option<u64> {
@@ -323,6 +327,15 @@ fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutco
             }
             return;
         }
+        PeerNotice::Cluster { to } => {
+            if outcome != NotificationOutcome::Delivered {
+                debug!(
+                    to,
+                    "a cluster notice was not delivered; the peer reads the leases and topics at its next renewal and sync"
+                );
+            }
+            return;
+        }
     };
     crate::metrics::metrics().marker_notification(outcome);
     let answer = match outcome {
@@ -391,7 +404,7 @@ fn outcomes(
         .map(|(notice, result)| {
             let notice = match notice {
                 PeerNotice::Markers(n) => n,
-                PeerNotice::Fence { .. } => return (NotificationOutcome::Delivered, false),
+                PeerNotice::Fence { .. } | PeerNotice::Cluster { .. } => return (NotificationOutcome::Delivered, false),
             };
             let errors: Vec<String> = result
                 .topics
@@ -446,8 +459,10 @@ async fn exchange(
 }
 
 /// The WriteTxnMarkers marker of one notice: a marker entry's producer, result and
-/// partitions; a fence's producer and new epoch, with no partitions (a leader reads
-/// a marker without partitions as "fence logs changed", docs/cluster.md).
+/// partitions; a fence's producer and new epoch, with no partitions (a peer reads a
+/// marker without partitions as "fence logs changed", docs/cluster.md); a cluster
+/// notice's producer -1, with no partitions ("leases or topics changed": a peer of a
+/// build before cluster notices reads it as a fence notice, and reads the fence logs).
 fn marker_of(notice: &PeerNotice) -> WritableTxnMarker {
     let notice = match notice {
         PeerNotice::Markers(n) => n,
@@ -455,6 +470,12 @@ fn marker_of(notice: &PeerNotice) -> WritableTxnMarker {
             return WritableTxnMarker::default()
                 .with_producer_id(ProducerId(*producer_id))
                 .with_producer_epoch(*epoch)
+                .with_transaction_result(false)
+        }
+        PeerNotice::Cluster { .. } => {
+            return WritableTxnMarker::default()
+                .with_producer_id(ProducerId(CLUSTER_NOTICE_PRODUCER_ID))
+                .with_producer_epoch(-1)
                 .with_transaction_result(false)
         }
     };

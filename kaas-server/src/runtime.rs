@@ -290,18 +290,12 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     // Its own stop, after the clean-stop path below: a SIGTERM during start-up (or
     // during the drain) must not leave the lease unrenewed while recovery goes on.
     let (lease_stop, lease_stopped) = watch::channel(false);
-    let lease_task = tokio::spawn({
-        let broker = broker.clone();
-        let lease = lease.clone();
-        every_async(
-            renewal_period(broker.config.broker_session_timeout_ms),
-            lease_stopped,
-            move || {
-                let (broker, lease) = (broker.clone(), lease.clone());
-                async move { tick_lease(&broker, &lease).await }
-            },
-        )
-    });
+    let lease_task = tokio::spawn(lease_task(
+        broker.clone(),
+        lease.clone(),
+        renewal_period(broker.config.broker_session_timeout_ms),
+        lease_stopped,
+    ));
     // Marker notices to partition leaders (the peer links start with the other tasks
     // below; what recovery announces meanwhile waits in the channel).
     let notices = peer_settings.map(|settings| {
@@ -368,15 +362,36 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             }
         }),
         tokio::spawn({
+            // Every second, and at once when the sync doorbell rings (a peer's
+            // cluster notice, or this broker's routes changed), at most once per
+            // RUNG_SYNC_GAP when rung.
             let broker = broker.clone();
-            every_async(Duration::from_secs(1), shutdown.clone(), move || {
-                let broker = broker.clone();
-                async move {
-                    if let Err(e) = tokio::task::spawn_blocking(move || broker.sync_with_volume()).await {
+            let mut shutdown = shutdown.clone();
+            async move {
+                loop {
+                    let rung = tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => false,
+                        _ = broker.sync_doorbell.notified() => true,
+                        _ = shutdown.changed() => break,
+                    };
+                    let syncing = broker.clone();
+                    let handed_over = || broker.handed_over.load(std::sync::atomic::Ordering::Relaxed);
+                    let before = handed_over();
+                    if let Err(e) = tokio::task::spawn_blocking(move || syncing.sync_with_volume()).await {
                         error!(error = %e, "volume sync task failed");
                     }
+                    // Partitions let go for their new owner: it takes them at once.
+                    if handed_over() != before {
+                        broker.txn.announce_change(&broker);
+                    }
+                    if rung {
+                        tokio::select! {
+                            _ = tokio::time::sleep(RUNG_SYNC_GAP) => {}
+                            _ = shutdown.changed() => break,
+                        }
+                    }
                 }
-            })
+            }
         }),
         tokio::spawn({
             let broker = broker.clone();
@@ -574,6 +589,49 @@ struct LeaseKeeper {
     routes: Vec<RoutedBroker>,
     /// Whether it said it still waits for a peer to route to it (once per wait).
     said_waiting: bool,
+    /// What the last lease written said that peers act on: a renewal that changes it
+    /// is announced to them at once ([`Renewed::announce`]).
+    announced: Option<Announced>,
+}
+
+/// What peers act on in a broker's lease: whether it opens the volume or stepped
+/// down, and which incarnations it routes to (not the renewal numbers read, which
+/// change at every renewal). A broker joining waits for its peers' routes to name it,
+/// a peer takes over the share of one that stepped down: each learns it from the
+/// lease, at its next reading — at once when told by a cluster notice
+/// (docs/cluster.md#cluster-notices).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Announced {
+    opening: bool,
+    stepped_down: bool,
+    routes: Vec<(i32, String)>,
+}
+
+impl Announced {
+    fn of(lease: &BrokerLease, routes: &[RoutedBroker]) -> Self {
+        Announced {
+            opening: lease.opening_ms.is_some(),
+            stepped_down: lease.stepped_down_ms.is_some(),
+            routes: routed_incarnations(routes),
+        }
+    }
+}
+
+fn routed_incarnations(routes: &[RoutedBroker]) -> Vec<(i32, String)> {
+    routes.iter().map(|r| (r.broker_id, r.incarnation.clone())).collect()
+}
+
+/// What one renewal ([`renew_lease`]) leaves to do.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Renewed {
+    /// It began coordinating its share of groups and slots.
+    began_coordinating: bool,
+    /// What the lease written says that peers act on changed: tell them (a cluster
+    /// notice to each live peer).
+    announce: bool,
+    /// The leases read change where this broker routes, which its lease says only
+    /// from its next renewal: renew again now rather than a period later.
+    again: bool,
 }
 
 impl LeaseKeeper {
@@ -588,6 +646,7 @@ impl LeaseKeeper {
             joining: joining.then_some(None),
             routes: Vec::new(),
             said_waiting: false,
+            announced: None,
         }
     }
 
@@ -673,14 +732,57 @@ async fn tick_lease(broker: &std::sync::Arc<Broker>, lease: &std::sync::Arc<std:
         }
     });
     match tick.await {
-        Ok(true) => {
-            let broker = broker.clone();
-            tokio::spawn(async move { broker.txn.recover(&broker).await });
+        Ok(renewed) => {
+            if renewed.announce {
+                broker.txn.announce_change(broker);
+            }
+            if renewed.again {
+                // Where it routes changed: partitions move too (the sync lets go of
+                // those placed elsewhere now and takes those placed here).
+                broker.lease_doorbell.notify_one();
+                broker.sync_doorbell.notify_one();
+            }
+            if renewed.began_coordinating {
+                let broker = broker.clone();
+                tokio::spawn(async move { broker.txn.recover(&broker).await });
+            }
         }
-        Ok(false) => {}
         Err(e) => error!(error = %e, "lease task failed"),
     }
 }
+
+/// The lease task: a renewal every `period`, and at once when the lease doorbell
+/// rings (a peer's cluster notice, or this broker's own view of where it routes
+/// changed), at most one rung renewal per [`RUNG_RENEWAL_GAP`].
+async fn lease_task(
+    broker: std::sync::Arc<Broker>,
+    lease: std::sync::Arc<std::sync::Mutex<LeaseKeeper>>,
+    period: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let rung = tokio::select! {
+            _ = tokio::time::sleep(period) => false,
+            _ = broker.lease_doorbell.notified() => true,
+            _ = shutdown.changed() => break,
+        };
+        tick_lease(&broker, &lease).await;
+        if rung {
+            tokio::select! {
+                _ = tokio::time::sleep(RUNG_RENEWAL_GAP) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+    }
+}
+
+/// The least time between two renewals rung by the lease doorbell: peers ringing
+/// often cost at most one renewal (a rename and a read of the leases) per gap.
+const RUNG_RENEWAL_GAP: Duration = Duration::from_millis(10);
+
+/// The least time between two volume syncs rung by the sync doorbell (a sync reads
+/// every topic file that changed and the ownership of every partition).
+const RUNG_SYNC_GAP: Duration = Duration::from_millis(50);
 
 /// A broker that stepped down comes back only once its renewals take less than
 /// this: half of what is left of half the session timeout after a renewal period,
@@ -720,7 +822,7 @@ fn rejoin_wait(session_timeout_ms: i64) -> Duration {
 /// (`a_broker_that_stepped_down_comes_back_only_once_its_peers_route_to_it_again`).
 /// A broker started beside others takes its share by the same rule.
 /// Returns whether the broker began coordinating groups and slots with this tick.
-fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
+fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> Renewed {
     // Another process running as this broker id (possible only if the id lock lapsed,
     // as an NFS lock does for a host cut off long enough) owns the lease now: this
     // process must stop at once and write nothing more.
@@ -735,7 +837,7 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
         }
     }
     let session = broker.config.broker_session_timeout_ms;
-    let mut began_coordinating = false;
+    let mut renewed = Renewed::default();
     if !keeper.out && !broker.lease_fresh() {
         warn!("this broker's lease was not renewed for half the session timeout: stepping down");
         broker.stepping_down();
@@ -769,7 +871,13 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
         };
     keeper.lease.joining_ms = waiting.then(|| keeper.lease.joining_ms.unwrap_or_else(now_ms));
     let mut quick = false;
-    match keeper.lease.renew(&broker.volume) {
+    let written = keeper.lease.renew(&broker.volume).map(|()| {
+        let announced = Announced::of(&keeper.lease, &keeper.routes);
+        renewed.announce = keeper.announced.as_ref() != Some(&announced);
+        keeper.announced = Some(announced);
+    });
+    let wrote = written.is_ok();
+    match written {
         Ok(()) => {
             let took = at.elapsed();
             keeper.last_write = Some(took);
@@ -820,11 +928,20 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
                     keeper.joining = None;
                     info!("its peers have seen it serve: coordinating its share of groups and transaction slots");
                     broker.set_coordinating(true);
-                    began_coordinating = true;
+                    renewed.began_coordinating = true;
                 }
             }
         }
     }
+    // Its lease says where it routes as of the read before; now it routes elsewhere
+    // (a peer came, came back or went): the next renewal says so, and is due now,
+    // not a period later — a peer joining waits for it. Only after a renewal that
+    // wrote: a volume refusing writes is not retried in a loop.
+    renewed.again = keeper
+        .announced
+        .as_ref()
+        .is_some_and(|a| a.routes != routed_incarnations(&keeper.routes))
+        && wrote;
     // Alone on the volume when it opened, so coordinating at once — but another
     // broker's lease appeared while this one still opens the volume: that broker,
     // counting this one opening, coordinates its share once it serves. So this one
@@ -834,7 +951,7 @@ fn renew_lease(broker: &Broker, keeper: &mut LeaseKeeper) -> bool {
         broker.set_coordinating(false);
         keeper.joining = Some(None);
     }
-    began_coordinating
+    renewed
 }
 
 /// A live peer that authorizes differently (`--authorizer`, `--super-users`,
@@ -1537,6 +1654,77 @@ mod tests {
         renew_lease(&joiner, &mut keeper);
         assert_eq!(state(&joiner), (false, Liveness::Alive));
         assert_eq!(state(&peer), (false, Liveness::Alive), "the peer never joined");
+    }
+
+    /// Started beside others, a broker coordinated nothing for one or two renewal
+    /// periods (1 s each) after it said it serves, answering
+    /// COORDINATOR_LOAD_IN_PROGRESS, which librdkafka retries only twice: a
+    /// consumer's commit failed for about two seconds after a three-broker cluster
+    /// started (`test_a_consumer_commits_at_once_on_three_brokers_just_started`). Now
+    /// each renewal says when what it wrote changed what peers act on (tell them: a
+    /// cluster notice), and when what it read changed where it routes (renew again
+    /// now): the hand-off takes four renewals in a row, none waiting for a period.
+    #[test]
+    fn a_joiner_and_its_peer_hand_over_in_four_renewals_each_rung_by_the_one_before() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (peer, mut peer_keeper, joiner, mut keeper) = peer_and_opening_joiner(dir.path());
+        keeper.lease.opening_ms = None;
+        let said = renew_lease(&joiner, &mut keeper);
+        assert!(said.announce, "its lease says it serves now: its peers are told");
+        assert!(!said.began_coordinating);
+        // Rung by the joiner's notice: the peer's lease written says where it routed
+        // before its read; the read routes to the joiner too.
+        let said = renew_lease(&peer, &mut peer_keeper);
+        assert!(
+            said.again,
+            "its lease does not say yet that it routes to the joiner: {said:?}"
+        );
+        assert_eq!(slots_of(&joiner), 0);
+        // Rung by itself: it says so, and tells the joiner.
+        let said = renew_lease(&peer, &mut peer_keeper);
+        assert!(said.announce && !said.again, "{said:?}");
+        let routes = lease_on_volume(&peer).routes.expect("routes");
+        assert!(routes.iter().any(|r| r.broker_id == 1), "{routes:?}");
+        // Rung by the peer's notice: the joiner takes its share.
+        let said = renew_lease(&joiner, &mut keeper);
+        assert!(said.began_coordinating, "{said:?}");
+        assert_eq!(slots_of(&joiner) + slots_of(&peer), kaas_core::txn::SLOTS as usize);
+        assert!(slots_of(&joiner) > 0);
+        // Nothing changed since: nobody is told anything more.
+        for _ in 0..2 {
+            assert_eq!(renew_lease(&peer, &mut peer_keeper), Renewed::default());
+            let said = renew_lease(&joiner, &mut keeper);
+            assert!(!said.announce && !said.again, "{said:?}");
+        }
+    }
+
+    /// A broker that steps down says so in its lease, and its peers take its share
+    /// over once they read it: the renewal that writes the mark says to tell them, as
+    /// does the one that takes it off; one that fails to write says nothing, and does
+    /// not ask to be run again (a volume refusing writes is not retried in a loop).
+    #[test]
+    fn a_step_down_and_the_way_back_are_told_to_peers_and_a_failed_write_is_not() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (broker, mut keeper, _joiner, _joiner_keeper) = peer_and_opening_joiner(dir.path());
+        assert!(!renew_lease(&broker, &mut keeper).announce, "nothing new");
+        broker.renewed_at(Instant::now() - Duration::from_millis(PAIR_SESSION_MS as u64));
+        let said = renew_lease(&broker, &mut keeper);
+        assert!(lease_on_volume(&broker).stepped_down_ms.is_some());
+        assert!(said.announce, "stepped down: {said:?}");
+        // Quick renewals take the mark off: said too.
+        let said = renew_lease(&broker, &mut keeper);
+        assert!(lease_on_volume(&broker).stepped_down_ms.is_none());
+        assert!(said.announce, "back: {said:?}");
+        // A renewal whose write fails (a directory where the lease goes: the rename
+        // fails) tells nobody and asks for no rerun, though it steps down.
+        let path = broker.volume.broker_lease(0);
+        std::fs::remove_file(&path).expect("lease removed");
+        std::fs::create_dir_all(path.join("in-the-way")).expect("a directory in its place");
+        broker.renewed_at(Instant::now() - Duration::from_millis(PAIR_SESSION_MS as u64));
+        let said = renew_lease(&broker, &mut keeper);
+        assert!(keeper.out, "stepped down");
+        assert!(keeper.lease.renew(&broker.volume).is_err(), "the write fails");
+        assert!(!said.announce && !said.again, "{said:?}");
     }
 
     /// A broker that stepped down while it still opened the volume (a long recovery

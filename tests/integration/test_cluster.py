@@ -498,7 +498,8 @@ def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_
     will own are coordinated by the peer meanwhile, so real clients work through the
     peer instead of waiting on a broker that answers nothing. Once it serves, it gets
     its share, and takes its groups only once the peer has seen it serve (answering
-    COORDINATOR_LOAD_IN_PROGRESS meanwhile): never do both coordinate one group. (On the code before, the peer routed half the groups and
+    COORDINATOR_LOAD_IN_PROGRESS meanwhile, for milliseconds with cluster notices):
+    never do both coordinate one group. (On the code before, the peer routed half the groups and
     transactional ids to the silent broker as soon as its new lease appeared.)"""
     import threading
 
@@ -597,7 +598,13 @@ def test_a_broker_opening_the_volume_keeps_its_partitions_and_is_routed_nothing_
         assert answers[-1][1] in (0, 14), answers
         time.sleep(0.05)
     assert answers[-5:] == [(16, 0)] * 5, answers
-    assert (0, 14) in answers, "broker 0 coordinated the group while broker 1 waited to take it"
+    # With cluster notices the hand-off takes milliseconds from the moment broker 1
+    # serves, so these samples (every 50 ms, from when it logged ready) mostly find
+    # it done or nearly: (16, 14), then (16, 0). Broker 0 coordinating while broker 1
+    # waits, (0, 14), was seen here before notices; the order of the hand-off is
+    # pinned by `a_joining_broker_waits_until_every_peer_routes_to_it_however_slowly_they_renew`
+    # and `a_joiner_and_its_peer_hand_over_in_four_renewals_each_rung_by_the_one_before`
+    # (kaas-server/src/runtime.rs).
     # Serving now: it gets its share of everything again.
     wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="opening", brokers=[0, 1]) == placed, timeout=30,
              what="broker 1 leading its partitions again")

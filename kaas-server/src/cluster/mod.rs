@@ -108,6 +108,18 @@ pub struct Cluster {
     /// Rung by a peer's fence notice: the fence watcher reads the fence logs now
     /// instead of at its next poll.
     pub fence_doorbell: tokio::sync::Notify,
+    /// Rung by a peer's cluster notice, and by this broker's own lease task when its
+    /// view of the live set changed: the lease task renews and reads the leases now
+    /// instead of at its next period.
+    pub lease_doorbell: tokio::sync::Notify,
+    /// Rung by a peer's cluster notice, and by this broker's lease task when the
+    /// leases it read changed where it routes: the volume sync (topics, partition
+    /// ownership) runs now instead of at its next second.
+    pub sync_doorbell: tokio::sync::Notify,
+    /// Partitions this broker handed over to their rendezvous owners (a broker
+    /// joined) since start: a sync that hands some over tells the peers, so the new
+    /// owner takes them at once rather than at its next sync.
+    pub handed_over: std::sync::atomic::AtomicU64,
 }
 
 /// Every this many volume syncs (seconds), partitions that failed to open are tried again.
@@ -270,6 +282,9 @@ impl Cluster {
             topic_changes: std::sync::atomic::AtomicU64::new(0),
             defaults_pending: std::sync::atomic::AtomicBool::new(false),
             fence_doorbell: tokio::sync::Notify::new(),
+            lease_doorbell: tokio::sync::Notify::new(),
+            sync_doorbell: tokio::sync::Notify::new(),
+            handed_over: std::sync::atomic::AtomicU64::new(0),
             producer_ids: Mutex::new(ProducerIdAllocator::new(volume_for_ids, config_broker_id)),
             live_brokers: RwLock::new(live_at_start),
             opening_brokers: RwLock::new(opening_at_start),

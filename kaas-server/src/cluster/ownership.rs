@@ -166,6 +166,8 @@ impl Cluster {
                 partitions = moved,
                 "handed partitions over to the brokers that own them now"
             );
+            self.handed_over
+                .fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
         }
         moved
     }

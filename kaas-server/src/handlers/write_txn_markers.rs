@@ -5,7 +5,8 @@
 //! transaction and the partition knows that transaction open, else from its queue
 //! entries under the coordinator's slot lock; so a late or repeated notice writes
 //! nothing, and only a broker (CLUSTER_ACTION) can send one. A marker without partitions is a fence notice:
-//! the fence watcher reads the fence logs at once. Kafka's check: CLUSTER_ACTION on
+//! the fence watcher reads the fence logs at once; or, with producer -1, a cluster
+//! notice: the leases are read and the volume synced at once. Kafka's check: CLUSTER_ACTION on
 //! the cluster.
 
 use super::RequestContext;
@@ -66,10 +67,18 @@ pub async fn handle(
             })
             .collect();
         if asked.is_empty() {
-            // A fence notice (docs/cluster.md#fences-across-brokers): the fence logs
-            // changed; the fence watcher reads them now. Nothing is written here.
+            // A cluster notice (producer -1: docs/cluster.md#cluster-notices): a
+            // peer's lease or the topics changed; the lease task reads the leases
+            // and the volume sync runs now. Else a fence notice
+            // (docs/cluster.md#fences-across-brokers): the fence logs changed; the
+            // fence watcher reads them now. Nothing is written here.
             if allowed {
-                broker.fence_doorbell.notify_one();
+                if marker.producer_id.0 == crate::peers::CLUSTER_NOTICE_PRODUCER_ID {
+                    broker.lease_doorbell.notify_one();
+                    broker.sync_doorbell.notify_one();
+                } else {
+                    broker.fence_doorbell.notify_one();
+                }
             }
             results.push(Some(
                 WritableTxnMarkerResult::default().with_producer_id(marker.producer_id),

@@ -149,13 +149,17 @@ pub struct MarkerNotice {
     pub announced_at: Instant,
 }
 
-/// What the peer links carry to another broker: markers queued for it, or a fence
+/// What the peer links carry to another broker: markers queued for it, a fence
 /// recorded in this broker's fence log (the fence log is the record; the notice makes
-/// the peer's fence watcher read it now rather than at its next poll).
+/// the peer's fence watcher read it now rather than at its next poll), or a change
+/// peers act on in this broker's lease or in the topics (the volume is the record;
+/// the notice makes the peer read the leases and sync with the volume now rather
+/// than at its next renewal and sync: docs/cluster.md#cluster-notices).
 #[derive(Debug, Clone)]
 pub enum PeerNotice {
     Markers(Box<MarkerNotice>),
     Fence { to: i32, producer_id: i64, epoch: i16 },
+    Cluster { to: i32 },
 }
 
 impl PeerNotice {
@@ -163,7 +167,7 @@ impl PeerNotice {
     pub fn queued_for(&self) -> Duration {
         match self {
             PeerNotice::Markers(n) => n.announced_at.elapsed(),
-            PeerNotice::Fence { .. } => Duration::ZERO,
+            PeerNotice::Fence { .. } | PeerNotice::Cluster { .. } => Duration::ZERO,
         }
     }
 
@@ -171,7 +175,7 @@ impl PeerNotice {
     pub fn to(&self) -> i32 {
         match self {
             PeerNotice::Markers(n) => n.leader,
-            PeerNotice::Fence { to, .. } => *to,
+            PeerNotice::Fence { to, .. } | PeerNotice::Cluster { to } => *to,
         }
     }
 }
@@ -360,6 +364,18 @@ impl TransactionCoordinator {
     pub fn notify_leaders_through(&self, sender: tokio::sync::mpsc::Sender<PeerNotice>) {
         if self.notices.set(sender).is_err() {
             warn!("marker notices already have a destination; the second one is ignored");
+        }
+    }
+
+    /// Tells every live peer that this broker's lease, or the topics, changed in a way
+    /// they act on (docs/cluster.md#cluster-notices): they read the leases and sync
+    /// with the volume at once. Nothing when notices are off; a notice that cannot be
+    /// queued is left to the peers' next renewal and sync, which read the same.
+    pub fn announce_change(&self, broker: &Cluster) {
+        if let Some(sender) = self.notices.get() {
+            for to in broker.live_brokers().into_keys().filter(|b| *b != self.broker_id) {
+                let _ = sender.try_send(PeerNotice::Cluster { to });
+            }
         }
     }
 
