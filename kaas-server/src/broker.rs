@@ -200,12 +200,27 @@ impl Broker {
     /// not go on enforcing revoked ACLs — and the committed offsets of topics deleted
     /// elsewhere dropped.
     pub fn sync_with_volume(&self) {
+        self.sync(true)
+    }
+
+    /// [`Self::sync_with_volume`] rung by a cluster notice between the once-a-second
+    /// rounds ([`Cluster::sync_with_volume_between_rounds`]).
+    pub fn sync_with_volume_between_rounds(&self) {
+        self.sync(false)
+    }
+
+    fn sync(&self, round: bool) {
         self.authz.reload(&self.volume);
         self.quotas.reload();
         // A failure is logged by `forget_topic`; the topic is not found deleted again.
-        self.cluster.sync_with_volume(&|t| {
+        let on_deleted = |t: &str| {
             let _ = self.groups.forget_topic(t);
-        });
+        };
+        if round {
+            self.cluster.sync_with_volume(&on_deleted)
+        } else {
+            self.cluster.sync_with_volume_between_rounds(&on_deleted)
+        }
     }
 
     /// Replaces the live-broker list ([`Cluster::set_live_brokers`]); when the set

@@ -125,6 +125,36 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    event: &'static str,
+}
+
+/// What happened to one cluster notice (`kaas_cluster_notices`,
+/// docs/cluster.md#cluster-notices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterNoticeEvent {
+    /// Sent to a peer, which answered.
+    Sent,
+    /// Not sent, or not answered: the peer reads the leases and syncs at its next
+    /// renewal and sync.
+    Lost,
+    /// Received from a peer (with CLUSTER_ACTION): the leases read and the volume
+    /// synced at once.
+    Received,
+}
+
+impl ClusterNoticeEvent {
+    const ALL: [ClusterNoticeEvent; 3] = [Self::Sent, Self::Lost, Self::Received];
+    fn label(self) -> &'static str {
+        match self {
+            Self::Sent => "sent",
+            Self::Lost => "lost",
+            Self::Received => "received",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BrokerLabels {
     broker: i32,
 }
@@ -172,6 +202,7 @@ pub struct Metrics {
     pub markers_written: Counter<u64, AtomicU64>,
     marker_delivery: HistogramFamily<PathLabels>,
     marker_notifications: Family<OutcomeLabels, Counter>,
+    cluster_notices: Family<EventLabels, Counter>,
     volume_write_errors: Family<FileLabels, Counter>,
     quota_usage: Family<QuotaLabels, Counter<f64, AtomicU64>>,
     quota_limit: Family<QuotaLabels, Gauge<f64, AtomicU64>>,
@@ -466,6 +497,15 @@ impl Metrics {
             "WriteTxnMarkers notifications this coordinator sent to partition leaders, per outcome: delivered, lost (not sent or not answered), refused (answered with an error); a lost or refused one is applied by the leader's poll",
             marker_notifications.clone(),
         );
+        let cluster_notices = Family::<EventLabels, Counter>::default();
+        for event in ClusterNoticeEvent::ALL {
+            let _ = cluster_notices.get_or_create(&EventLabels { event: event.label() });
+        }
+        registry.register(
+            "cluster_notices",
+            "Cluster notices (a lease or the topics changed: read the leases and sync now), per event: sent to a peer and answered, lost (not sent or not answered: the peer reads them at its next renewal and sync), received from a peer",
+            cluster_notices.clone(),
+        );
         let volume_write_errors = Family::<FileLabels, Counter>::default();
         for file in VolumeFile::ALL {
             let _ = volume_write_errors.get_or_create(&FileLabels { file: file.label() });
@@ -527,6 +567,7 @@ impl Metrics {
             markers_written,
             marker_delivery,
             marker_notifications,
+            cluster_notices,
             volume_write_errors,
             quota_usage,
             quota_limit,
@@ -561,6 +602,12 @@ impl Metrics {
         self.marker_delivery
             .get_or_create(&PathLabels { path: path.label() })
             .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn cluster_notice(&self, event: ClusterNoticeEvent) {
+        self.cluster_notices
+            .get_or_create(&EventLabels { event: event.label() })
+            .inc();
     }
 
     pub fn marker_notification(&self, outcome: NotificationOutcome) {

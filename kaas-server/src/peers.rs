@@ -1,6 +1,8 @@
 //! Links to the other brokers (docs/cluster.md#markers-across-brokers): the
 //! transaction coordinator's notices that markers are queued for a partition's leader,
-//! sent as Kafka's inter-broker WriteTxnMarkers on the inter-broker listener
+//! fence notices, and cluster notices (a lease or the topics changed:
+//! docs/cluster.md#cluster-notices), sent as Kafka's inter-broker WriteTxnMarkers on
+//! the inter-broker listener
 //! (`--inter-broker-listener-name`), authenticated like any client (TLS, SASL with
 //! `--inter-broker-sasl-*`).
 //!
@@ -21,8 +23,10 @@
 use crate::broker::Broker;
 use crate::config::{Config, SaslMechanism};
 use crate::listeners::ListenerSpec;
-use crate::metrics::NotificationOutcome;
-use crate::txn_coordinator::{txn_seq_in, txn_seq_tag, NoticeAnswer, PeerNotice, TXN_SEQ_TAG};
+use crate::metrics::{ClusterNoticeEvent, NotificationOutcome};
+use crate::txn_coordinator::{
+    txn_seq_in, txn_seq_tag, NoticeAnswer, PeerNotice, CLUSTER_NOTICE_PRODUCER_ID, TXN_SEQ_TAG,
+};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
 use kafka_protocol::messages::write_txn_markers_response::WritableTxnMarkerResult;
@@ -59,10 +63,6 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// The largest response read from a peer.
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
-
-/// The producer id of a cluster notice's marker (it has no partitions, as a fence
-/// notice's; no fence names producer -1).
-pub const CLUSTER_NOTICE_PRODUCER_ID: i64 = -1;
 
 /// The transaction number a leader's answer echoes ([`TXN_SEQ_TAG`]): every marker of
 /// it applied by that number ([`crate::txn_coordinator::NotifiedMarkers::applied`]).
@@ -194,11 +194,10 @@ fn read_password(path: &std::path::Path) -> anyhow::Result<String> {
 /// Sends the coordinator's notices until shutdown: one link per leader.
 pub async fn run(
     broker: Arc<Broker>,
-    settings: PeerSettings,
+    settings: Arc<PeerSettings>,
     mut notices: mpsc::Receiver<PeerNotice>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let settings = Arc::new(settings);
     let mut links: HashMap<i32, mpsc::Sender<PeerNotice>> = HashMap::new();
     loop {
         let notice = tokio::select! {
@@ -278,6 +277,13 @@ async fn link(
             }
             batch
         };
+        // Taken: a change from now on needs a notice of its own (this one may reach
+        // the peer before it).
+        for notice in &batch {
+            if let PeerNotice::Cluster { to } = notice {
+                broker.txn.cluster_notice_taken(*to);
+            }
+        }
         // Older than the poll interval (the link was backing off): the leader's poll
         // has them, or is about to.
         let (fresh, stale): (Vec<PeerNotice>, Vec<PeerNotice>) =
@@ -308,6 +314,40 @@ async fn link(
     }
 }
 
+/// How long a stopping broker spends telling its peers it stopped, all together.
+const STOP_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Tells every live peer once, at a clean stop, that this broker's lease says it
+/// stopped (a cluster notice, docs/cluster.md#cluster-notices), so they take its
+/// groups, slots and partitions over at once rather than at their next renewal and
+/// sync: each on a connection of its own, all at once, for at most
+/// [`STOP_NOTICE_TIMEOUT`] together (the links are closed by then). A peer not told
+/// reads the lease at its next renewal anyway.
+pub async fn announce_stop(broker: &Broker, settings: &PeerSettings) {
+    let me = broker.config.broker_id;
+    let request = WriteTxnMarkersRequest::default().with_markers(vec![marker_of(&PeerNotice::Cluster { to: me })]);
+    let request = &request;
+    let told = broker.live_brokers().into_keys().filter(|b| *b != me).map(|peer| async move {
+        let mut connection = None;
+        let sent = tokio::time::timeout(
+            STOP_NOTICE_TIMEOUT,
+            exchange(broker, settings, peer, &mut connection, request),
+        )
+        .await;
+        let event = match sent {
+            Ok(Ok(_)) => ClusterNoticeEvent::Sent,
+            _ => ClusterNoticeEvent::Lost,
+        };
+        crate::metrics::metrics().cluster_notice(event);
+        match sent {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => debug!(peer, error = %e, "a peer was not told of this broker's stop; it reads the lease at its next renewal"),
+            Err(_) => debug!(peer, "a peer was not told of this broker's stop in time; it reads the lease at its next renewal"),
+        }
+    });
+    futures_util::future::join_all(told).await;
+}
+
 /// Counts a marker notice's outcome and lets the coordinator act on it, off the
 /// link's task (a completion, or making the entry durable, takes the slot's lock). A fence notice needs nothing
 /// more: the peer's fence watcher reads the fence log at its next poll anyway.
@@ -328,6 +368,12 @@ fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutco
             return;
         }
         PeerNotice::Cluster { to } => {
+            // Dropped before a link took it (the queue full or closed), or answered.
+            broker.txn.cluster_notice_taken(to);
+            crate::metrics::metrics().cluster_notice(match outcome {
+                NotificationOutcome::Delivered => ClusterNoticeEvent::Sent,
+                NotificationOutcome::Lost | NotificationOutcome::Refused => ClusterNoticeEvent::Lost,
+            });
             if outcome != NotificationOutcome::Delivered {
                 debug!(
                     to,
@@ -559,7 +605,7 @@ impl Connection {
                 )
             })?;
         }
-        info!(leader, address = %format!("{host}:{port}"), listener = %settings.listener, "connected to a peer for marker notices");
+        info!(leader, address = %format!("{host}:{port}"), listener = %settings.listener, "connected to a peer for notices");
         Ok(conn)
     }
 

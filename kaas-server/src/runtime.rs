@@ -298,6 +298,9 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     ));
     // Marker notices to partition leaders (the peer links start with the other tasks
     // below; what recovery announces meanwhile waits in the channel).
+    let peer_settings = peer_settings.map(std::sync::Arc::new);
+    // Kept for the notice at a clean stop, after the links are closed.
+    let stop_notice = peer_settings.clone();
     let notices = peer_settings.map(|settings| {
         let (sender, receiver) = tokio::sync::mpsc::channel(crate::peers::QUEUED_NOTICES);
         broker.txn.notify_leaders_through(sender);
@@ -365,19 +368,32 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             // Every second, and at once when the sync doorbell rings (a peer's
             // cluster notice, or this broker's routes changed), at most once per
             // RUNG_SYNC_GAP when rung.
+            // The rounds keep their own clock, however often the doorbell rings.
             let broker = broker.clone();
             let mut shutdown = shutdown.clone();
+            let mut rounds = tokio::time::interval_at(
+                tokio::time::Instant::now() + Duration::from_secs(1),
+                Duration::from_secs(1),
+            );
+            rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             async move {
                 loop {
                     let rung = tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => false,
+                        _ = rounds.tick() => false,
                         _ = broker.sync_doorbell.notified() => true,
                         _ = shutdown.changed() => break,
                     };
                     let syncing = broker.clone();
                     let handed_over = || broker.handed_over.load(std::sync::atomic::Ordering::Relaxed);
                     let before = handed_over();
-                    if let Err(e) = tokio::task::spawn_blocking(move || syncing.sync_with_volume()).await {
+                    let sync = move || {
+                        if rung {
+                            syncing.sync_with_volume_between_rounds()
+                        } else {
+                            syncing.sync_with_volume()
+                        }
+                    };
+                    if let Err(e) = tokio::task::spawn_blocking(sync).await {
                         error!(error = %e, "volume sync task failed");
                     }
                     // Partitions let go for their new owner: it takes them at once.
@@ -541,13 +557,25 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         let lease = &mut keeper.lease;
         lease.heartbeat_ms = now_ms();
         lease.stopped_ms = Some(lease.heartbeat_ms);
-        if let Err(e) = lease.write(&releasing.volume) {
-            crate::metrics::metrics().lease_write_failed(&e);
-            warn!(error = %e, "cannot mark the lease stopped; peers see this broker dead after the session timeout");
+        match lease.write(&releasing.volume) {
+            Ok(()) => true,
+            Err(e) => {
+                crate::metrics::metrics().lease_write_failed(&e);
+                warn!(error = %e, "cannot mark the lease stopped; peers see this broker dead after the session timeout");
+                false
+            }
         }
     });
-    if let Err(e) = stopping.await {
-        error!(error = %e, "releasing partitions at shutdown failed");
+    let marked = match stopping.await {
+        Ok(marked) => marked,
+        Err(e) => {
+            error!(error = %e, "releasing partitions at shutdown failed");
+            false
+        }
+    };
+    // Its peers take over at once rather than at their next renewal and sync.
+    if let Some(settings) = stop_notice.filter(|_| marked) {
+        crate::peers::announce_stop(&broker, &settings).await;
     }
     let _ = lease_stop.send(true);
     let _ = lease_task.await;
@@ -1679,7 +1707,9 @@ mod tests {
             said.again,
             "its lease does not say yet that it routes to the joiner: {said:?}"
         );
-        assert_eq!(slots_of(&joiner), 0);
+        // Until the peer's lease says so, the joiner waits, however often it renews.
+        let said = renew_lease(&joiner, &mut keeper);
+        assert!(!said.began_coordinating && slots_of(&joiner) == 0, "{said:?}");
         // Rung by itself: it says so, and tells the joiner.
         let said = renew_lease(&peer, &mut peer_keeper);
         assert!(said.announce && !said.again, "{said:?}");
@@ -1707,7 +1737,23 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let (broker, mut keeper, _joiner, _joiner_keeper) = peer_and_opening_joiner(dir.path());
         assert!(!renew_lease(&broker, &mut keeper).announce, "nothing new");
-        broker.renewed_at(Instant::now() - Duration::from_millis(PAIR_SESSION_MS as u64));
+        let paused = || Instant::now() - Duration::from_millis(PAIR_SESSION_MS as u64);
+        // The step-down's own renewal cannot write (a directory where the lease goes:
+        // the rename fails): it steps down, but tells nobody of a lease the volume
+        // does not hold, and asks for no rerun.
+        let path = broker.volume.broker_lease(0);
+        let good = std::fs::read(&path).expect("lease");
+        std::fs::remove_file(&path).expect("lease removed");
+        std::fs::create_dir_all(path.join("in-the-way")).expect("a directory in its place");
+        broker.renewed_at(paused());
+        let said = renew_lease(&broker, &mut keeper);
+        assert!(keeper.out && keeper.lease.stepped_down_ms.is_some(), "stepped down");
+        assert!(keeper.lease.renew(&broker.volume).is_err(), "the write fails");
+        assert!(!said.announce && !said.again, "{said:?}");
+        // Written at last: the mark on the volume is told.
+        std::fs::remove_dir_all(&path).expect("directory gone");
+        std::fs::write(&path, good).expect("lease back");
+        keeper.last_write = Some(rejoin_bound(PAIR_SESSION_MS));
         let said = renew_lease(&broker, &mut keeper);
         assert!(lease_on_volume(&broker).stepped_down_ms.is_some());
         assert!(said.announce, "stepped down: {said:?}");
@@ -1715,16 +1761,6 @@ mod tests {
         let said = renew_lease(&broker, &mut keeper);
         assert!(lease_on_volume(&broker).stepped_down_ms.is_none());
         assert!(said.announce, "back: {said:?}");
-        // A renewal whose write fails (a directory where the lease goes: the rename
-        // fails) tells nobody and asks for no rerun, though it steps down.
-        let path = broker.volume.broker_lease(0);
-        std::fs::remove_file(&path).expect("lease removed");
-        std::fs::create_dir_all(path.join("in-the-way")).expect("a directory in its place");
-        broker.renewed_at(Instant::now() - Duration::from_millis(PAIR_SESSION_MS as u64));
-        let said = renew_lease(&broker, &mut keeper);
-        assert!(keeper.out, "stepped down");
-        assert!(keeper.lease.renew(&broker.volume).is_err(), "the write fails");
-        assert!(!said.announce && !said.again, "{said:?}");
     }
 
     /// A broker that stepped down while it still opened the volume (a long recovery

@@ -270,10 +270,26 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
 
 def test_a_clean_stop_hands_partitions_over_at_once_not_after_the_session_timeout(kaas_factory, tmp_path):
     """SIGTERM: the stopping broker lets its partitions go and marks its lease stopped,
-    so the survivor takes them within a sync or two, long before the 20 s timeout."""
+    so the survivor takes them within a sync or two, long before the 20 s timeout —
+    at once, since the stopping broker tells it so (a cluster notice, counted by the
+    survivor's `kaas_cluster_notices_total{event="received"}`; none was sent at a stop
+    before, and the survivor read the lease at its next renewal, up to a second later)."""
+    import re
+    import urllib.request
+
+    from conftest import free_port
+
     data = tmp_path / "shared"
     slow = ["--broker-session-timeout-ms", "20000", "--volume-poll-interval-ms", "300"]
-    b0 = kaas_factory(*slow, data_dir=data)
+    ops = free_port()
+    b0 = kaas_factory(*slow, "--metrics-listen", f"127.0.0.1:{ops}", data_dir=data)
+
+    def notices_received():
+        text = urllib.request.urlopen(f"http://127.0.0.1:{ops}/metrics", timeout=10).read().decode()
+        found = re.search(r'^kaas_cluster_notices_total\{event="received"\} (\S+)$', text, re.M)
+        assert found, "kaas_cluster_notices_total is exported"
+        return float(found.group(1))
+
     b1 = kaas_factory("--broker-id", "1", *slow, data_dir=data)
     create_topic(b0.bootstrap, "cl2", 4)
     placed = wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="cl2", brokers=[0, 1]), timeout=30,
@@ -283,8 +299,10 @@ def test_a_clean_stop_hands_partitions_over_at_once_not_after_the_session_timeou
     for i in range(40):
         p.produce("cl2", value=f"s{i}".encode(), partition=i % 4)
     assert p.flush(30) == 0
+    received = notices_received()
     assert b1.stop() == 0
     stopped_at = time.time()
+    assert notices_received() > received, "told of the stop by the stopping broker"
     wait_for(lambda: leaders(b0.bootstrap, "cl2") == ([0], {0: 0, 1: 0, 2: 0, 3: 0}), timeout=8,
              what="broker 0 leading every partition well within the session timeout")
     assert time.time() - stopped_at < 8

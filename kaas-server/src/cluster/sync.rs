@@ -14,18 +14,31 @@ impl Cluster {
     /// name, right after its partitions were let go (the broker drops the topic's
     /// offsets there: `Broker::sync_with_volume`).
     pub fn sync_with_volume(&self, on_deleted: &dyn Fn(&str)) {
+        self.sync(on_deleted, true)
+    }
+
+    /// [`Self::sync_with_volume`] between the rounds of the once-a-second sync, rung by
+    /// a cluster notice (docs/cluster.md#cluster-notices): the same but for what is
+    /// done every so many rounds (the sweep of orphaned directories, the retry of
+    /// broken partitions), which rings, however frequent, must not make more frequent.
+    pub fn sync_with_volume_between_rounds(&self, on_deleted: &dyn Fn(&str)) {
+        self.sync(on_deleted, false)
+    }
+
+    /// `round`: whether this is one of the once-a-second rounds (counted).
+    fn sync(&self, on_deleted: &dyn Fn(&str), round: bool) {
         if !self.lease_fresh() {
             return;
         }
-        let round = self.sync_rounds.fetch_add(1, Ordering::Relaxed);
+        let round = round.then(|| self.sync_rounds.fetch_add(1, Ordering::Relaxed));
         // Partition directories no topic names (a delete a crash cut short): at the
         // first round and every minute, without the admin lock (each is removed under
         // its own lock).
-        if round == 1 || round.is_multiple_of(super::SWEEP_ROUNDS) {
+        if round.is_some_and(|r| r == 1 || r.is_multiple_of(super::SWEEP_ROUNDS)) {
             self.sweep_orphan_partition_dirs();
         }
         let _admin = self.admin_lock.blocking_lock();
-        let retry_broken = round.is_multiple_of(BROKEN_RETRY_ROUNDS);
+        let retry_broken = round.is_some_and(|r| r.is_multiple_of(BROKEN_RETRY_ROUNDS));
         self.give_up_taken_over();
         self.hand_over_misplaced();
         // New log defaults stay due until a round has reconfigured every topic with

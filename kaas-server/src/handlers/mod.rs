@@ -83,24 +83,30 @@ impl crate::authz::Requester for RequestContext {
     }
 }
 
-/// Requests that change what every broker reads at its volume sync — topics,
-/// partitions, topic and broker configs, ACLs, client quotas: after one, the peers are
-/// told to sync now (a cluster notice, docs/cluster.md#cluster-notices), so a topic
-/// created through one broker is known to the others, and a revoked ACL enforced by
-/// them, in milliseconds rather than at their next sync (a second). Sent whatever the
-/// answer: a notice that finds nothing changed costs a sync.
-fn changes_what_peers_sync(api: ApiKey) -> bool {
-    matches!(
-        api,
-        ApiKey::CreateTopics
-            | ApiKey::DeleteTopics
-            | ApiKey::CreatePartitions
-            | ApiKey::AlterConfigs
-            | ApiKey::IncrementalAlterConfigs
-            | ApiKey::CreateAcls
-            | ApiKey::DeleteAcls
-            | ApiKey::AlterClientQuotas
-    )
+/// Whether an answer says it changed what every broker reads at its volume sync —
+/// topics, partitions, topic and broker configs, ACLs, client quotas — for at least
+/// one of what it was asked: then the peers are told to sync now (a cluster notice,
+/// docs/cluster.md#cluster-notices), so a topic created through one broker is known
+/// to the others, and a revoked ACL enforced by them, in milliseconds rather than at
+/// their next sync (a second). A refused request (no permission, a bad name) tells
+/// nobody, so a client cannot make the peers sync by asking what it may not do.
+/// (CreateTopics with `validate_only` answers as if created: a sync that finds
+/// nothing new.)
+fn changed_what_peers_sync(response: &ResponseKind) -> bool {
+    match response {
+        ResponseKind::CreateTopics(r) => r.topics.iter().any(|t| t.error_code == 0),
+        ResponseKind::DeleteTopics(r) => r.responses.iter().any(|t| t.error_code == 0),
+        ResponseKind::CreatePartitions(r) => r.results.iter().any(|t| t.error_code == 0),
+        ResponseKind::AlterConfigs(r) => r.responses.iter().any(|c| c.error_code == 0),
+        ResponseKind::IncrementalAlterConfigs(r) => r.responses.iter().any(|c| c.error_code == 0),
+        ResponseKind::CreateAcls(r) => r.results.iter().any(|a| a.error_code == 0),
+        ResponseKind::DeleteAcls(r) => r
+            .filter_results
+            .iter()
+            .any(|f| f.error_code == 0 && !f.matching_acls.is_empty()),
+        ResponseKind::AlterClientQuotas(r) => r.entries.iter().any(|e| e.error_code == 0),
+        _ => false,
+    }
 }
 
 macro_rules! api_table {
@@ -113,7 +119,7 @@ macro_rules! api_table {
                 $(RequestKind::$variant(r) => ResponseKind::$variant($module::handle(broker, ctx, r).await),)*
                 other => unreachable!("{other:?} passed the version gate without a handler"),
             };
-            if changes_what_peers_sync(ctx.api) {
+            if changed_what_peers_sync(&response) {
                 broker.txn.announce_change(broker);
             }
             response

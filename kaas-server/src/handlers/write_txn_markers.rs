@@ -73,7 +73,8 @@ pub async fn handle(
             // (docs/cluster.md#fences-across-brokers): the fence logs changed; the
             // fence watcher reads them now. Nothing is written here.
             if allowed {
-                if marker.producer_id.0 == crate::peers::CLUSTER_NOTICE_PRODUCER_ID {
+                if marker.producer_id.0 == crate::txn_coordinator::CLUSTER_NOTICE_PRODUCER_ID {
+                    crate::metrics::metrics().cluster_notice(crate::metrics::ClusterNoticeEvent::Received);
                     broker.lease_doorbell.notify_one();
                     broker.sync_doorbell.notify_one();
                 } else {
@@ -183,4 +184,106 @@ fn result(producer_id: ProducerId, codes: impl IntoIterator<Item = (TopicPartiti
                 })
                 .collect(),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::test_support::{broker_with, ctx};
+    use crate::handlers::{dispatch, sb};
+    use crate::txn_coordinator::PeerNotice;
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::write_txn_markers_request::WritableTxnMarker;
+    use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, RequestKind};
+
+    /// Whether `doorbell` was rung (a permit waits).
+    async fn rung(doorbell: &tokio::sync::Notify) -> bool {
+        tokio::time::timeout(Duration::from_millis(20), doorbell.notified())
+            .await
+            .is_ok()
+    }
+
+    /// A marker without partitions, of `producer_id`: a fence notice, or with -1 a
+    /// cluster notice.
+    fn notice(producer_id: i64) -> WriteTxnMarkersRequest {
+        WriteTxnMarkersRequest::default().with_markers(vec![
+            WritableTxnMarker::default().with_producer_id(ProducerId(producer_id))
+        ])
+    }
+
+    fn as_principal(api: ApiKey, version: i16, principal: &str) -> RequestContext {
+        let mut c = ctx(api, version);
+        c.principal = principal.into();
+        c
+    }
+
+    /// A cluster notice rings the lease task's and the volume sync's doorbells, a
+    /// fence notice the fence watcher's, each only its own; from a principal without
+    /// CLUSTER_ACTION neither rings anything (docs/cluster.md#cluster-notices).
+    #[tokio::test]
+    async fn a_cluster_notice_rings_the_lease_and_sync_doorbells_and_only_from_a_broker() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let b = broker_with(dir.path(), &["--authorizer", "acls", "--super-users", "User:broker"]);
+        let client = as_principal(ApiKey::WriteTxnMarkers, 1, "User:mallory");
+        handle(&b, &client, notice(-1)).await;
+        handle(&b, &client, notice(7)).await;
+        for doorbell in [&b.lease_doorbell, &b.sync_doorbell, &b.fence_doorbell] {
+            assert!(!rung(doorbell).await, "rung by a client");
+        }
+        let peer = as_principal(ApiKey::WriteTxnMarkers, 1, "User:broker");
+        handle(&b, &peer, notice(-1)).await;
+        assert!(rung(&b.lease_doorbell).await && rung(&b.sync_doorbell).await);
+        assert!(!rung(&b.fence_doorbell).await, "a cluster notice is no fence notice");
+        handle(&b, &peer, notice(7)).await;
+        assert!(rung(&b.fence_doorbell).await);
+        assert!(!rung(&b.lease_doorbell).await && !rung(&b.sync_doorbell).await);
+    }
+
+    /// An admin request that changed something tells each live peer (a cluster
+    /// notice); a refused one tells nobody, so a client cannot make the peers sync by
+    /// asking what it may not do; and a peer has at most one notice waiting for the
+    /// links, however many changes come meanwhile.
+    #[tokio::test]
+    async fn an_admin_change_tells_each_live_peer_once_and_a_refused_one_nobody() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let b = broker_with(dir.path(), &["--authorizer", "acls", "--super-users", "User:admin"]);
+        let (sender, mut notices) = tokio::sync::mpsc::channel(16);
+        b.txn.notify_leaders_through(sender);
+        let mut live = b.live_brokers();
+        live.insert(7, crate::listeners::Endpoints::plaintext("127.0.0.1", 1));
+        b.set_live_brokers(live);
+        let create = |principal: &'static str, name: &'static str| {
+            let b = b.clone();
+            async move {
+                let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(sb(name)))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]);
+                let answer = dispatch(
+                    &b,
+                    &as_principal(ApiKey::CreateTopics, 5, principal),
+                    RequestKind::CreateTopics(request),
+                )
+                .await;
+                let kafka_protocol::messages::ResponseKind::CreateTopics(answer) = answer else {
+                    panic!("a CreateTopics answer")
+                };
+                answer.topics[0].error_code
+            }
+        };
+        assert_eq!(
+            create("User:mallory", "refused").await,
+            ResponseError::TopicAuthorizationFailed.code()
+        );
+        assert!(notices.try_recv().is_err(), "a refused request tells nobody");
+        assert_eq!(create("User:admin", "t1").await, 0);
+        assert!(matches!(notices.try_recv(), Ok(PeerNotice::Cluster { to: 7 })));
+        assert!(notices.try_recv().is_err(), "one peer, one notice");
+        // Not taken by a link yet: the next change needs none of its own.
+        assert_eq!(create("User:admin", "t2").await, 0);
+        assert!(notices.try_recv().is_err(), "one notice waiting per peer");
+        b.txn.cluster_notice_taken(7);
+        assert_eq!(create("User:admin", "t3").await, 0);
+        assert!(matches!(notices.try_recv(), Ok(PeerNotice::Cluster { to: 7 })));
+    }
 }

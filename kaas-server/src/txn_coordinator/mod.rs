@@ -162,6 +162,10 @@ pub enum PeerNotice {
     Cluster { to: i32 },
 }
 
+/// The producer id of a cluster notice's marker (it has no partitions, as a fence
+/// notice's; no fence names producer -1).
+pub const CLUSTER_NOTICE_PRODUCER_ID: i64 = -1;
+
 impl PeerNotice {
     /// How long ago the notice was made (a fence's: never old).
     pub fn queued_for(&self) -> Duration {
@@ -231,6 +235,11 @@ pub struct TransactionCoordinator {
     /// Where notices for other brokers' partitions go (the peer links); unset, the
     /// leaders' polls alone deliver queued markers.
     notices: OnceLock<tokio::sync::mpsc::Sender<PeerNotice>>,
+    /// Peers with a cluster notice queued and not yet taken by a link: another change
+    /// meanwhile needs no second one (the peer reads everything when it gets the
+    /// first), so however often this broker changes things, each peer has at most one
+    /// waiting and marker notices keep their room in the queues.
+    cluster_notices_queued: Mutex<std::collections::BTreeSet<i32>>,
     /// Transactions finished by notices whose leaders have not all answered yet
     /// ([`TransactionCoordinator::finish_by_notices`],
     /// [`TransactionCoordinator::notice_answered`]). Only this process's memory: an
@@ -331,6 +340,7 @@ impl TransactionCoordinator {
             prepare_seen: Mutex::new(std::collections::HashMap::new()),
             groups,
             notices: OnceLock::new(),
+            cluster_notices_queued: Mutex::new(std::collections::BTreeSet::new()),
             unsynced: Mutex::new(std::collections::HashMap::new()),
             completed: (0..SLOTS).map(|_| tokio::sync::Notify::new()).collect(),
             finishing: std::sync::atomic::AtomicUsize::new(0),
@@ -373,10 +383,22 @@ impl TransactionCoordinator {
     /// queued is left to the peers' next renewal and sync, which read the same.
     pub fn announce_change(&self, broker: &Cluster) {
         if let Some(sender) = self.notices.get() {
+            let mut queued = self.cluster_notices_queued.lock().unwrap_or_else(|p| p.into_inner());
             for to in broker.live_brokers().into_keys().filter(|b| *b != self.broker_id) {
-                let _ = sender.try_send(PeerNotice::Cluster { to });
+                if queued.insert(to) && sender.try_send(PeerNotice::Cluster { to }).is_err() {
+                    queued.remove(&to);
+                }
             }
         }
+    }
+
+    /// A link took the cluster notice queued for `to` (to send it, or to drop it):
+    /// the next change needs a new one.
+    pub fn cluster_notice_taken(&self, to: i32) {
+        self.cluster_notices_queued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&to);
     }
 
     fn actor(&self) -> Actor {
