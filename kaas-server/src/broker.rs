@@ -146,7 +146,14 @@ impl Broker {
         match self.topic(name) {
             Err(TopicError::Unknown(_)) if self.config.auto_create_topics => {
                 if self.may_create_topic(ctx, name) {
-                    self.topic_or_create(name).await
+                    let created = self.topic_or_create(name).await;
+                    // Created here (or just found, made by another broker): the peers
+                    // pick it up now rather than at their next sync
+                    // (docs/cluster.md#cluster-notices).
+                    if created.is_ok() {
+                        self.txn.announce_change(&self.cluster);
+                    }
+                    created
                 } else {
                     Err(TopicError::CreateDenied(name.to_string()))
                 }

@@ -89,9 +89,8 @@ impl crate::authz::Requester for RequestContext {
 /// docs/cluster.md#cluster-notices), so a topic created through one broker is known
 /// to the others, and a revoked ACL enforced by them, in milliseconds rather than at
 /// their next sync (a second). A refused request (no permission, a bad name) tells
-/// nobody, so a client cannot make the peers sync by asking what it may not do.
-/// (CreateTopics with `validate_only` answers as if created: a sync that finds
-/// nothing new.)
+/// nobody, so a client cannot make the peers sync by asking what it may not do; nor
+/// does a request that only validates ([`validate_only`]), answered as if done.
 fn changed_what_peers_sync(response: &ResponseKind) -> bool {
     match response {
         ResponseKind::CreateTopics(r) => r.topics.iter().any(|t| t.error_code == 0),
@@ -109,17 +108,30 @@ fn changed_what_peers_sync(response: &ResponseKind) -> bool {
     }
 }
 
+/// Whether an admin request asks only to validate, changing nothing.
+fn validate_only(request: &RequestKind) -> bool {
+    match request {
+        RequestKind::CreateTopics(r) => r.validate_only,
+        RequestKind::CreatePartitions(r) => r.validate_only,
+        RequestKind::AlterConfigs(r) => r.validate_only,
+        RequestKind::IncrementalAlterConfigs(r) => r.validate_only,
+        RequestKind::AlterClientQuotas(r) => r.validate_only,
+        _ => false,
+    }
+}
+
 macro_rules! api_table {
     ($($variant:ident => $module:ident),* $(,)?) => {
         /// Every API this broker answers, with its version range.
         pub const APIS: &[(ApiKey, i16, i16)] = &[$((ApiKey::$variant, $module::MIN, $module::MAX)),*];
 
         pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -> ResponseKind {
+            let validate_only = validate_only(&request);
             let response = match request {
                 $(RequestKind::$variant(r) => ResponseKind::$variant($module::handle(broker, ctx, r).await),)*
                 other => unreachable!("{other:?} passed the version gate without a handler"),
             };
-            if changed_what_peers_sync(&response) {
+            if !validate_only && changed_what_peers_sync(&response) {
                 broker.txn.announce_change(broker);
             }
             response

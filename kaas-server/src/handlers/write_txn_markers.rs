@@ -240,8 +240,9 @@ mod tests {
     }
 
     /// An admin request that changed something tells each live peer (a cluster
-    /// notice); a refused one tells nobody, so a client cannot make the peers sync by
-    /// asking what it may not do; and a peer has at most one notice waiting for the
+    /// notice), as does a topic auto-created for a client; a refused one tells
+    /// nobody, so a client cannot make the peers sync by asking what it may not do,
+    /// nor does one that only validates; and a peer has one notice waiting for the
     /// links, however many changes come meanwhile.
     #[tokio::test]
     async fn an_admin_change_tells_each_live_peer_once_and_a_refused_one_nobody() {
@@ -252,38 +253,46 @@ mod tests {
         let mut live = b.live_brokers();
         live.insert(7, crate::listeners::Endpoints::plaintext("127.0.0.1", 1));
         b.set_live_brokers(live);
-        let create = |principal: &'static str, name: &'static str| {
-            let b = b.clone();
-            async move {
-                let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-                    .with_name(TopicName(sb(name)))
-                    .with_num_partitions(1)
-                    .with_replication_factor(1)]);
-                let answer = dispatch(
-                    &b,
-                    &as_principal(ApiKey::CreateTopics, 5, principal),
-                    RequestKind::CreateTopics(request),
-                )
-                .await;
-                let kafka_protocol::messages::ResponseKind::CreateTopics(answer) = answer else {
-                    panic!("a CreateTopics answer")
-                };
-                answer.topics[0].error_code
-            }
-        };
         assert_eq!(
-            create("User:mallory", "refused").await,
+            create_as(&b, "User:mallory", "refused", false).await,
             ResponseError::TopicAuthorizationFailed.code()
         );
         assert!(notices.try_recv().is_err(), "a refused request tells nobody");
-        assert_eq!(create("User:admin", "t1").await, 0);
+        assert_eq!(create_as(&b, "User:admin", "t1", false).await, 0);
         assert!(matches!(notices.try_recv(), Ok(PeerNotice::Cluster { to: 7 })));
         assert!(notices.try_recv().is_err(), "one peer, one notice");
         // Not taken by a link yet: the next change needs none of its own.
-        assert_eq!(create("User:admin", "t2").await, 0);
+        assert_eq!(create_as(&b, "User:admin", "t2", false).await, 0);
         assert!(notices.try_recv().is_err(), "one notice waiting per peer");
         b.txn.cluster_notice_taken(7);
-        assert_eq!(create("User:admin", "t3").await, 0);
+        assert_eq!(create_as(&b, "User:admin", "checked", true).await, 0);
+        assert!(notices.try_recv().is_err(), "validate_only changes nothing");
+        assert_eq!(create_as(&b, "User:admin", "t3", false).await, 0);
         assert!(matches!(notices.try_recv(), Ok(PeerNotice::Cluster { to: 7 })));
+        // A topic auto-created for a client tells them too.
+        b.txn.cluster_notice_taken(7);
+        let client = as_principal(ApiKey::Metadata, 12, "User:admin");
+        b.topic_or_create_for(&client, "auto").await.expect("auto-created");
+        assert!(matches!(notices.try_recv(), Ok(PeerNotice::Cluster { to: 7 })));
+    }
+
+    /// CreateTopics of one topic `name` as `principal`, through `dispatch`: its code.
+    async fn create_as(b: &Arc<Broker>, principal: &str, name: &str, validate_only: bool) -> i16 {
+        let request = CreateTopicsRequest::default()
+            .with_validate_only(validate_only)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(sb(name)))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]);
+        let answer = dispatch(
+            b,
+            &as_principal(ApiKey::CreateTopics, 5, principal),
+            RequestKind::CreateTopics(request),
+        )
+        .await;
+        let kafka_protocol::messages::ResponseKind::CreateTopics(answer) = answer else {
+            panic!("a CreateTopics answer")
+        };
+        answer.topics[0].error_code
     }
 }

@@ -387,6 +387,7 @@ impl TransactionCoordinator {
             for to in broker.live_brokers().into_keys().filter(|b| *b != self.broker_id) {
                 if queued.insert(to) && sender.try_send(PeerNotice::Cluster { to }).is_err() {
                     queued.remove(&to);
+                    crate::metrics::metrics().cluster_notice(crate::metrics::ClusterNoticeEvent::Lost);
                 }
             }
         }
