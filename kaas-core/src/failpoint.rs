@@ -16,10 +16,12 @@ pub const TXN_AFTER_MARKERS: &str = "txn-after-markers";
 /// The coordinator's queue entries for partitions led elsewhere are durable and marked
 /// on the slot entry; no leader is notified yet.
 pub const TXN_AFTER_QUEUED: &str = "txn-after-queued";
-/// Sending a WriteTxnMarkers notification to a partition's leader (error injection:
-/// the notification is lost; the leader's poll finds the entry).
+/// Sending a WriteTxnMarkers notification with markers to a partition's leader (error
+/// injection: the notification is lost; the leader's poll finds the entry). Batches of
+/// fence or cluster notices alone do not pass here.
 pub const MARKER_NOTIFY: &str = "marker-notify";
-/// A leader received a WriteTxnMarkers notification and has applied nothing of it.
+/// A leader received a WriteTxnMarkers notification with markers (not a fence or
+/// cluster notice alone) and has applied nothing of it.
 pub const MARKERS_NOTIFIED: &str = "markers-notified";
 /// A transaction slot's journal append (error injection, or a crash before it).
 pub const TXN_JOURNAL_APPEND: &str = "txn-journal-append";
