@@ -449,6 +449,27 @@ mod tests {
     use super::*;
     use crate::log::LogConfig;
 
+    /// A partition directory found gone when its gate is taken: the change is told
+    /// `owner.json` is gone (a deleted topic's directory, renamed away whole) — but
+    /// not when the volume itself is gone from under the broker (unmounted: its bare
+    /// mountpoint has no partition directories either), which is an error, so no
+    /// leadership is taken for ended on that account (a review's suggestion, stop 57).
+    #[test]
+    fn a_gone_partition_directory_is_told_gone_only_while_the_volume_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        std::fs::create_dir(&root).unwrap();
+        crate::fsutil::seal_root(&root).unwrap();
+        let v = Volume::new(&root);
+        let gone = v.partition_dir("t", 0);
+        let told = PartitionOwner::with_gate(&gone, |owner| owner.map(|_| ()).unwrap_err().is_not_found()).unwrap();
+        assert_eq!(told, Some(true), "told owner.json is gone");
+        std::fs::rename(&root, dir.path().join("away")).unwrap();
+        let e = PartitionOwner::with_gate(&gone, |_| panic!("told of a volume that is gone")).unwrap_err();
+        assert!(e.to_string().contains("not the directory this broker opened"), "{e}");
+        crate::fsutil::unseal_root(&root);
+    }
+
     #[test]
     fn a_stolen_lock_is_the_only_one_anyone_can_take_afterwards() {
         let dir = tempfile::tempdir().unwrap();
