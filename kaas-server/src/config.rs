@@ -191,9 +191,11 @@ pub struct Config {
     #[arg(long, env = "KAAS_INTER_BROKER_SSL_CA")]
     pub inter_broker_ssl_ca: Option<PathBuf>,
 
-    /// Tell partition leaders over the network of markers queued for them
-    /// (WriteTxnMarkers on the inter-broker listener). false: the leaders' marker-queue
-    /// polls (--volume-poll-interval-ms) alone deliver them.
+    /// Tell partition leaders over the network of markers queued for them, and peers
+    /// of fences and of changes to leases and topics (WriteTxnMarkers on the
+    /// inter-broker listener). false: the leaders' marker-queue polls
+    /// (--volume-poll-interval-ms) alone deliver markers and fences, and peers see
+    /// other changes at their next lease renewal and volume sync (within a second).
     #[arg(long, env = "KAAS_INTER_BROKER_NOTIFICATIONS", default_value_t = true, action = clap::ArgAction::Set)]
     pub inter_broker_notifications: bool,
 

@@ -367,9 +367,9 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
         tokio::spawn({
             // Every second, and at once when the sync doorbell rings (a peer's
             // cluster notice, or this broker's routes changed), at most once per
-            // RUNG_SYNC_GAP when rung.
-            // The rounds keep their own clock, however often the doorbell rings: each a
-            // second after the last one ended (a slow volume is not synced back to back).
+            // RUNG_SYNC_GAP when rung. The counted rounds keep their own clock, however
+            // often the doorbell rings: each a second after the last one ended (a slow
+            // volume is not synced back to back).
             let broker = broker.clone();
             let mut shutdown = shutdown.clone();
             let mut next_round = tokio::time::Instant::now() + Duration::from_secs(1);
@@ -399,8 +399,7 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
                     }
                     if !rung {
                         next_round = tokio::time::Instant::now() + Duration::from_secs(1);
-                    }
-                    if rung {
+                    } else {
                         tokio::select! {
                             _ = tokio::time::sleep(RUNG_SYNC_GAP) => {}
                             _ = shutdown.changed() => break,
