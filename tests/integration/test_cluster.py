@@ -219,9 +219,17 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "group.protocol": group_protocol})
     consumer.subscribe(["ctp-in"])
-    producer = Producer({"bootstrap.servers": every, "transactional.id": "ctp-job",
-                         "transaction.timeout.ms": 60000})
-    producer.init_transactions(60)
+
+    def job_producer():
+        # connections.max.idle.ms: librdkafka's send_offsets_to_transaction can wait
+        # for good once the group's coordinator (the victim) has left Metadata
+        # (librdkafka #5511; the test after this one).
+        p = Producer({"bootstrap.servers": every, "transactional.id": "ctp-job",
+                      "transaction.timeout.ms": 60000, "connections.max.idle.ms": 5000})
+        p.init_transactions(60)
+        return p
+
+    producer = job_producer()
 
     def run_until(total, seconds):
         nonlocal producer
@@ -234,9 +242,7 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
                 if err.txn_requires_abort():
                     producer.abort_transaction(60)
                 elif err.fatal():
-                    producer = Producer({"bootstrap.servers": every, "transactional.id": "ctp-job",
-                                         "transaction.timeout.ms": 60000})
-                    producer.init_transactions(60)
+                    producer = job_producer()
                 else:
                     raise
                 _rewind(consumer)
@@ -266,6 +272,90 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
     ends = [check.get_watermark_offsets(TopicPartition("ctp-in", p), timeout=10)[1] for p in range(6)]
     check.close()
     assert [tp.offset for tp in committed] == ends, "the group's committed offsets are the input's ends"
+
+
+# The child of the test below: one transactional producer (with `idle` as its
+# connections.max.idle.ms, 0 for librdkafka's default) commits a transaction with
+# offsets for `group`, says so in `flag`, waits until Metadata no longer lists the
+# broker `victim` (the parent kills it), then commits a second one.
+_SEND_OFFSETS_AFTER_COORDINATOR_DEATH = r"""
+import sys, time
+from confluent_kafka import Consumer, Producer, TopicPartition
+every, group, tid, topic, part, victim, idle, flag = sys.argv[1:9]
+part, victim, idle = int(part), int(victim), int(idle)
+conf = {"bootstrap.servers": every, "transactional.id": tid, "transaction.timeout.ms": 60000}
+if idle:
+    conf["connections.max.idle.ms"] = idle
+p = Producer(conf)
+p.init_transactions(30)
+md = Consumer({"bootstrap.servers": every, "group.id": group}).consumer_group_metadata()
+p.begin_transaction()
+p.produce(topic, b"first", partition=part)
+p.send_offsets_to_transaction([TopicPartition(topic, part, 1)], md, 30)
+p.commit_transaction(30)
+open(flag, "w").write("committed")
+while victim in p.list_topics(timeout=10).brokers:
+    time.sleep(0.2)
+p.begin_transaction()
+p.produce(topic, b"second", partition=part)
+started = time.time()
+p.send_offsets_to_transaction([TopicPartition(topic, part, 2)], md, 10)
+print("send_offsets_to_transaction returned after %.1f s" % (time.time() - started), flush=True)
+p.commit_transaction(30)
+print("committed", flush=True)
+"""
+
+
+def test_a_transactional_producer_whose_group_coordinator_died_carries_on_with_idle_connections_closed(kaas_factory, tmp_path):
+    """librdkafka #5511 (open; 2.16 here): once the broker a producer cached as a
+    group's coordinator has left Metadata (it died), the next
+    send_offsets_to_transaction waits for a broker connection to change state, and
+    ignores its own timeout while it does (#5456). With every connection busy or
+    idle-but-open, that is for good: without connections.max.idle.ms the call below,
+    given 10 s, was still waiting 50 to 80 s later in each of three runs. Apache Kafka
+    drops a dead broker from Metadata too (fenced), so it is a client bug, not kaas's;
+    the workaround docs/compatibility.md#known-client-issues gives is checked here: with
+    idle connections closed after 5 s, a connection changes state, librdkafka asks
+    FindCoordinator again, and the transaction commits its offsets with the group's
+    new coordinator. Run in a child process, so a hang fails the test instead of
+    holding up the suite."""
+    import subprocess
+    import sys
+
+    # The group's coordinator is the broker killed; the transaction's coordinator and
+    # its partition are broker 0's throughout (rendezvous: a partition of broker 0
+    # stays its own when another broker goes).
+    victim = 2
+    group = next(f"g{i}" for i in range(1000) if rendezvous(f"group-g{i}", [0, 1, 2]) == victim)
+    tid = next(f"t{i}" for i in range(1000)
+               if {rendezvous(f"txn-slot-{_txn_slot(f't{i}')}", live) for live in ([0, 1, 2], [0, 1])} == {0})
+    topic = next(f"coord-dies-{k}" for k in range(100) if 0 in placement(f"coord-dies-{k}", 3, [0, 1, 2]).values())
+    part = next(q for q, b in placement(topic, 3, [0, 1, 2]).items() if b == 0)
+    data = tmp_path / "shared"
+    brokers = [kaas_factory("--broker-id", str(i), *SHORT, data_dir=data) for i in range(3)]
+    every = ",".join(b.bootstrap for b in brokers)
+    create_topic(brokers[0].bootstrap, topic, 3)
+    wait_for(lambda: settled(*(b.bootstrap for b in brokers), topic=topic, brokers=[0, 1, 2]),
+             timeout=30, what=f"{topic} placed on the three brokers")
+    flag = tmp_path / "committed"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SEND_OFFSETS_AFTER_COORDINATOR_DEATH, every, group, tid, topic, str(part),
+         str(victim), "5000", str(flag)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: flag.exists() or child.poll() is not None, timeout=60, what="the first transaction")
+        assert flag.exists(), child.communicate()[0]
+        brokers[victim].kill9()
+        out, _ = child.communicate(timeout=90)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            print(child.communicate()[0])
+    assert child.returncode == 0 and "committed" in out, out
+    check = Consumer({"bootstrap.servers": every, "group.id": group})
+    [committed] = _committed(check, [TopicPartition(topic, part)])
+    check.close()
+    assert committed.offset == 2, "the second transaction's offsets, committed through the group's new coordinator"
 
 
 def test_a_clean_stop_hands_partitions_over_at_once_not_after_the_session_timeout(kaas_factory, tmp_path):
