@@ -280,7 +280,7 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
 # broker `victim` (the parent kills it), then commits a second one.
 _SEND_OFFSETS_AFTER_COORDINATOR_DEATH = r"""
 import sys, time
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 every, group, tid, topic, part, victim, idle, flag = sys.argv[1:9]
 part, victim, idle = int(part), int(victim), int(idle)
 conf = {"bootstrap.servers": every, "transactional.id": tid, "transaction.timeout.ms": 60000}
@@ -294,7 +294,12 @@ p.produce(topic, b"first", partition=part)
 p.send_offsets_to_transaction([TopicPartition(topic, part, 1)], md, 30)
 p.commit_transaction(30)
 open(flag, "w").write("committed")
-while victim in p.list_topics(timeout=10).brokers:
+def listed():
+    try:
+        return p.list_topics(timeout=10).brokers
+    except KafkaException:  # asked of the broker just killed: ask again
+        return [victim]
+while victim in listed():
     time.sleep(0.2)
 p.begin_transaction()
 p.produce(topic, b"second", partition=part)
