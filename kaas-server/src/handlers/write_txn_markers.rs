@@ -278,6 +278,45 @@ mod tests {
         assert!(matches!(notices.try_recv(), Ok(PeerNotice::Cluster { to: 7 })));
     }
 
+    /// A cluster notice the links' channel refuses (full) is counted lost, and its
+    /// peer is not marked as having one waiting: the next change queues one again
+    /// (docs/cluster.md#cluster-notices). Were the mark kept, that peer would never be
+    /// told of a change again.
+    #[tokio::test]
+    async fn a_cluster_notice_the_channel_refuses_is_counted_lost_and_the_next_change_tells_the_peer() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let b = broker_with(dir.path(), &[]);
+        let (sender, mut notices) = tokio::sync::mpsc::channel(1);
+        b.txn.notify_leaders_through(sender.clone());
+        let mut live = b.live_brokers();
+        live.insert(7, crate::listeners::Endpoints::plaintext("127.0.0.1", 1));
+        b.set_live_brokers(live);
+        let lost = || {
+            let text = crate::metrics::render(None::<fn() -> crate::metrics::BrokerGauges>).expect("metrics");
+            text.lines()
+                .find_map(|l| l.strip_prefix("kaas_cluster_notices_total{event=\"lost\"} "))
+                .and_then(|v| v.parse::<f64>().ok())
+                .expect("kaas_cluster_notices_total{event=\"lost\"}")
+        };
+        sender
+            .try_send(PeerNotice::Fence {
+                to: 7,
+                producer_id: 1,
+                epoch: 0,
+            })
+            .expect("room for one");
+        let before = lost();
+        b.txn.announce_change(&b);
+        assert!(lost() > before, "the refused notice is counted lost");
+        assert!(matches!(notices.try_recv(), Ok(PeerNotice::Fence { .. })));
+        assert!(notices.try_recv().is_err(), "the cluster notice did not fit");
+        b.txn.announce_change(&b);
+        assert!(
+            matches!(notices.try_recv(), Ok(PeerNotice::Cluster { to: 7 })),
+            "the next change tells the peer"
+        );
+    }
+
     /// CreateTopics of one topic `name` as `principal`, through `dispatch`: its code.
     async fn create_as(b: &Arc<Broker>, principal: &str, name: &str, validate_only: bool) -> i16 {
         let request = CreateTopicsRequest::default()

@@ -826,6 +826,38 @@ async fn partition_directories_no_topic_names_are_swept() {
     drop(lock);
 }
 
+/// A volume sync rung by a cluster notice between the once-a-second rounds is not one
+/// of them (docs/cluster.md#cluster-notices): however often peers ring, the sweep of
+/// orphaned directories keeps to its first round and every `SWEEP_ROUNDS`-th counted
+/// one. Were rung syncs counted, the `SWEEP_ROUNDS + 1` below would have swept the
+/// orphan; the counted rounds then do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syncs_rung_between_rounds_are_not_counted_and_do_not_run_the_sweep() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (_dir, b, _) = setup().await;
+    tokio::task::block_in_place(|| b.sync_with_volume()); // the first round sweeps
+    let rounds = b.sync_rounds.load(Relaxed);
+    let orphan = b.volume.root().join("gone-0");
+    std::fs::create_dir_all(&orphan).unwrap();
+    std::fs::write(orphan.join("00000000000000000000.log"), b"deleted records").unwrap();
+    std::fs::write(orphan.join("owner.lock"), b"").unwrap();
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3_600);
+    std::fs::File::open(&orphan).unwrap().set_modified(past).unwrap();
+    for _ in 0..=crate::cluster::SWEEP_ROUNDS {
+        tokio::task::block_in_place(|| b.sync_with_volume_between_rounds());
+    }
+    assert_eq!(b.sync_rounds.load(Relaxed), rounds, "no rung sync is a round");
+    assert!(orphan.exists(), "no rung sync swept");
+    loop {
+        let round = b.sync_rounds.load(Relaxed);
+        tokio::task::block_in_place(|| b.sync_with_volume());
+        if round.is_multiple_of(crate::cluster::SWEEP_ROUNDS) {
+            break;
+        }
+    }
+    assert!(!orphan.exists(), "the counted round swept it");
+}
+
 /// A Prepare* stamped by a broker whose wall clock runs ahead of this one's (within
 /// the tolerated skew, or any amount for kaasctl's host): the start's recovery, which
 /// is to finish every Prepare* of the slots it owns, skipped it, and the reaper left
@@ -1175,7 +1207,15 @@ async fn a_joining_broker_gets_its_partitions_by_hand_over_with_windows_and_open
     let b1 = second_broker(dir.path(), &peer.to_string());
     b0.set_live_brokers(live(&[0, peer]));
     b1.set_live_brokers(live(&[0, peer]));
+    let handed = || b0.handed_over.load(std::sync::atomic::Ordering::Relaxed);
+    let before = handed();
     sync(&b0).await.unwrap();
+    // What the volume sync loop reads to tell the new owner at once (a cluster
+    // notice, docs/cluster.md#cluster-notices).
+    assert!(
+        handed() - before >= moving.len() as u64,
+        "the hand-overs are counted (h's, and setup's t-0 if it moved too)"
+    );
     for p in 0..8 {
         let here = b0.topic("h").unwrap().partition(p).unwrap().is_ok();
         assert_eq!(
