@@ -157,3 +157,37 @@ def test_with_notifications_off_no_notice_goes_and_a_peer_learns_at_its_sync(kaa
     assert b1.stop() == 0
     time.sleep(1.5)
     assert counts(b0) == none, "the clean stop told nobody"
+
+
+def test_a_flood_of_notices_renews_the_lease_at_once_but_at_most_once_per_10_ms(kaas_factory):
+    """A cluster notice makes the broker renew its lease at once, however it is rung at
+    most once per 10 ms (docs/cluster.md#cluster-notices): notices sent back to back
+    for half a second by a plain client (no authorizer: it may send them; a thousand
+    or more here) raise the lease's
+    `renewal` count by more than the once-a-second renewals would, and by no more than
+    one per 10 ms of the flood plus those."""
+    import json
+
+    from test_cluster_markers import write_txn_markers
+
+    b = kaas_factory("--broker-session-timeout-ms", "10000")  # a renewal a second
+    lease = b.data_dir / "__cluster" / "brokers" / "0.json"
+
+    def renewal():
+        return json.loads(lease.read_text())["renewal"]
+
+    first = renewal()
+    started = time.time()
+    sent = 0
+    while time.time() - started < 0.5 and sent < 20_000:
+        assert write_txn_markers(b.bootstrap, -1, -1, False, "notice", []) == {}
+        sent += 1
+    elapsed = time.time() - started
+    time.sleep(0.2)  # the last rung renewal written
+    renewals = renewal() - first
+    periodic = int(elapsed + 0.2) + 1
+    assert renewals > periodic + 2, f"{renewals} renewals in {elapsed:.2f} s: the notices rang none"
+    # Rung ones: one per 10 ms of the flood, and the last ring's after it. (With the
+    # gap taken out, a debug build renewed 64 to 269 times in four runs of five and
+    # failed this, each renewal's own write its only brake; with it, 29 to 38.)
+    assert renewals <= elapsed / 0.010 + 2 + periodic, f"{renewals} renewals in {elapsed:.2f} s"
