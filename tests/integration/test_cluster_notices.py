@@ -4,8 +4,9 @@ change, not a refusal or a `validate_only` check), an auto-created topic, a noti
 peer killed meanwhile counted lost, and `--inter-broker-notifications false` sending
 none while the peers still learn every change at their next sync."""
 import time
+import urllib.request
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic)
 from kafka.admin import KafkaAdminClient
@@ -73,11 +74,12 @@ def test_an_admin_change_tells_the_peer_and_a_refusal_or_a_check_tells_nobody(ka
         p.produce("auto-made", b"x")
         assert p.flush(30) == 0
 
-    def refused(fn):
+    def refused(code, fn):
         def run():
             try:
                 fn()
-            except Exception:
+            except KafkaException as e:
+                assert e.args[0].code() == code, e
                 return
             raise AssertionError("the request was not refused")
         return run
@@ -96,9 +98,11 @@ def test_an_admin_change_tells_the_peer_and_a_refusal_or_a_check_tells_nobody(ka
         ("DeleteTopics", lambda: result(admin.delete_topics(["told"]))),
     ]
     nothing = [
-        ("CreateTopics of a topic that exists", refused(lambda: result(admin.create_topics([NewTopic("auto-made", 1)])))),
+        ("CreateTopics of a topic that exists",
+         refused(KafkaError.TOPIC_ALREADY_EXISTS, lambda: result(admin.create_topics([NewTopic("auto-made", 1)])))),
         ("CreateTopics validate_only", lambda: result(admin.create_topics([NewTopic("checked", 1)], validate_only=True))),
-        ("CreatePartitions to fewer", refused(lambda: result(admin.create_partitions([NewPartitions("auto-made", 1)])))),
+        ("CreatePartitions to fewer",
+         refused(KafkaError.INVALID_PARTITIONS, lambda: result(admin.create_partitions([NewPartitions("auto-made", 1)])))),
         ("IncrementalAlterConfigs validate_only", lambda: result(admin.incremental_alter_configs([ConfigResource(
             ConfigResource.Type.TOPIC, "auto-made",
             incremental_configs=[ConfigEntry("retention.ms", "3600000",
@@ -146,13 +150,19 @@ def test_with_notifications_off_no_notice_goes_and_a_peer_learns_at_its_sync(kaa
     a1 = AdminClient({"bootstrap.servers": b1.bootstrap})
 
     def seen_by_broker_1():
-        if "quietly" not in a1.list_topics(timeout=10).topics:
+        try:
+            if "quietly" not in a1.list_topics(timeout=10).topics:
+                return False
+            [config] = a1.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "quietly")]).values()
+            return config.result(10)["retention.ms"].value == "3600000"
+        except KafkaException:  # not known there yet
             return False
-        [config] = a1.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "quietly")]).values()
-        return config.result(10)["retention.ms"].value == "3600000"
 
     wait_for(seen_by_broker_1, timeout=10, what="broker 1 serving the topic and its config")
     none = {"sent": 0, "lost": 0, "received": 0}
+    # The counters are exported (at 0): a zero below is a count, not a missing name.
+    text = urllib.request.urlopen(f"http://127.0.0.1:{b0.metrics_port}/metrics", timeout=10).read().decode()
+    assert f'{NOTICES}{{event="sent"}} 0' in text, text
     assert (counts(b0), counts(b1)) == (none, none)
     assert b1.stop() == 0
     time.sleep(1.5)

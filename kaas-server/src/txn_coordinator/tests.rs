@@ -848,7 +848,7 @@ async fn syncs_rung_between_rounds_are_not_counted_and_do_not_run_the_sweep() {
     }
     assert_eq!(b.sync_rounds.load(Relaxed), rounds, "no rung sync is a round");
     assert!(orphan.exists(), "no rung sync swept");
-    loop {
+    for _ in 0..crate::cluster::SWEEP_ROUNDS {
         let round = b.sync_rounds.load(Relaxed);
         tokio::task::block_in_place(|| b.sync_with_volume());
         if round.is_multiple_of(crate::cluster::SWEEP_ROUNDS) {
