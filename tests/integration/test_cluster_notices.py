@@ -144,9 +144,22 @@ def test_with_notifications_off_no_notice_goes_and_a_peer_learns_at_its_sync(kaa
     b0, b1 = two_brokers(kaas_factory, tmp_path, "--inter-broker-notifications", "false")
     a0 = AdminClient({"bootstrap.servers": b0.bootstrap})
     result(a0.create_topics([NewTopic("quietly", 2)]))
-    result(a0.incremental_alter_configs([ConfigResource(
-        ConfigResource.Type.TOPIC, "quietly",
-        incremental_configs=[ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])]))
+
+    def set_retention():
+        # The client may send this to the other broker (each names itself controller
+        # in Metadata), which knows the topic only from its next sync, up to a second
+        # later with notices off: UNKNOWN_TOPIC_OR_PART until then.
+        try:
+            result(a0.incremental_alter_configs([ConfigResource(
+                ConfigResource.Type.TOPIC, "quietly", incremental_configs=[
+                    ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])]))
+            return True
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return False
+            raise
+
+    wait_for(set_retention, timeout=10, what="the topic's config set")
     a1 = AdminClient({"bootstrap.servers": b1.bootstrap})
 
     def seen_by_broker_1():
