@@ -28,9 +28,14 @@ FAST_POLL = ["--volume-poll-interval-ms", "300"]
 PARTITIONS = 6
 
 
+def metrics_text(broker):
+    """`broker`'s /metrics, as text."""
+    return urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10).read().decode()
+
+
 def metric(broker, name, **labels):
     """The sum of a metric's samples on `broker`'s /metrics that carry `labels`."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10).read().decode()
+    text = metrics_text(broker)
     total = 0.0
     for line in text.splitlines():
         m = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})? (\S+)$", line)
@@ -46,19 +51,24 @@ def everywhere(brokers, name, **labels):
     return sum(metric(b, name, **labels) for b in brokers if b.alive())
 
 
-def three_brokers(kaas_factory, tmp_path, *extra, env=None, per_broker=None):
-    """Three brokers on one volume, each with its operations listener; `per_broker(i)`
-    adds flags or environment to broker i."""
+def brokers_on_one_volume(kaas_factory, tmp_path, count, *flags, env=None, per_broker=None):
+    """`count` brokers on one volume, each with its operations listener
+    (`b.metrics_port`); `per_broker(i)` adds flags or environment to broker i."""
     data = tmp_path / "shared"
     brokers = []
-    for i in range(3):
+    for i in range(count):
         port = free_port()
         more_args, more_env = per_broker(i) if per_broker else ([], {})
-        b = kaas_factory("--broker-id", str(i), "--metrics-listen", f"127.0.0.1:{port}", *SHORT, *extra,
+        b = kaas_factory("--broker-id", str(i), "--metrics-listen", f"127.0.0.1:{port}", *flags,
                          *more_args, data_dir=data, env={**(env or {}), **more_env})
         b.metrics_port = port
         brokers.append(b)
     return data, brokers
+
+
+def three_brokers(kaas_factory, tmp_path, *extra, env=None, per_broker=None):
+    """Three brokers on one volume with the short session timeout (`brokers_on_one_volume`)."""
+    return brokers_on_one_volume(kaas_factory, tmp_path, 3, *SHORT, *extra, env=env, per_broker=per_broker)
 
 
 def spread_topic(brokers, topic):

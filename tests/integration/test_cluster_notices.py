@@ -4,7 +4,6 @@ change, not a refusal or a `validate_only` check), an auto-created topic, a noti
 peer killed meanwhile counted lost, and `--inter-broker-notifications false` sending
 none while the peers still learn every change at their next sync."""
 import time
-import urllib.request
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
@@ -12,22 +11,16 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest
 
-from conftest import free_port, wait_for
-from test_cluster_markers import metric
+from conftest import wait_for
+from test_cluster_markers import brokers_on_one_volume, metric, metrics_text
 from test_quotas import send
+from txn_helpers import unless_unknown_topic
 
 NOTICES = "kaas_cluster_notices_total"
 
 
 def two_brokers(kaas_factory, tmp_path, *flags):
-    data = tmp_path / "shared"
-    brokers = []
-    for i in range(2):
-        port = free_port()
-        b = kaas_factory("--broker-id", str(i), "--metrics-listen", f"127.0.0.1:{port}", *flags, data_dir=data)
-        b.metrics_port = port
-        brokers.append(b)
-    return brokers
+    return brokers_on_one_volume(kaas_factory, tmp_path, 2, *flags)[1]
 
 
 def counts(broker):
@@ -146,20 +139,14 @@ def test_with_notifications_off_no_notice_goes_and_a_peer_learns_at_its_sync(kaa
     result(a0.create_topics([NewTopic("quietly", 2)]))
 
     def set_retention():
-        # The client may send this to the other broker (each names itself controller
-        # in Metadata), which knows the topic only from its next sync, up to a second
-        # later with notices off: UNKNOWN_TOPIC_OR_PART until then.
-        try:
-            result(a0.incremental_alter_configs([ConfigResource(
-                ConfigResource.Type.TOPIC, "quietly", incremental_configs=[
-                    ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])]))
-            return True
-        except KafkaException as e:
-            if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                return False
-            raise
+        # The client may send this to the other broker, which knows the topic only
+        # from its next sync, up to a second later with notices off.
+        result(a0.incremental_alter_configs([ConfigResource(
+            ConfigResource.Type.TOPIC, "quietly", incremental_configs=[
+                ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])]))
+        return True
 
-    wait_for(set_retention, timeout=10, what="the topic's config set")
+    wait_for(lambda: unless_unknown_topic(set_retention), timeout=10, what="the topic's config set")
     a1 = AdminClient({"bootstrap.servers": b1.bootstrap})
 
     def seen_by_broker_1():
@@ -174,7 +161,7 @@ def test_with_notifications_off_no_notice_goes_and_a_peer_learns_at_its_sync(kaa
     wait_for(seen_by_broker_1, timeout=10, what="broker 1 serving the topic and its config")
     none = {"sent": 0, "lost": 0, "received": 0}
     # The counters are exported (at 0): a zero below is a count, not a missing name.
-    text = urllib.request.urlopen(f"http://127.0.0.1:{b0.metrics_port}/metrics", timeout=10).read().decode()
+    text = metrics_text(b0)
     assert f'{NOTICES}{{event="sent"}} 0' in text, text
     assert (counts(b0), counts(b1)) == (none, none)
     assert b1.stop() == 0

@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
 
 import wire
 from conftest import wait_for
+from txn_helpers import unless_unknown_topic
 
 
 def admin(b):
@@ -169,21 +170,11 @@ def test_dynamic_broker_configs_are_stored_on_the_volume_and_seen_by_every_broke
     wait_for(lambda: on(a1, "1") == dyn_default, timeout=10, what="broker 1 to apply the cluster-wide default")
     # Topics fall back to it, on whichever broker answers.
     wait_for(lambda: "dyn" in a1.list_topics(timeout=5).topics, what="topic on broker 1")
-    def retention_of_dyn(a):
-        """None while the broker asked does not know the topic yet: one created through
-        its peer reaches it at its volume sync, run at once by the peer's cluster
-        notice; UNKNOWN_TOPIC_OR_PART meanwhile, which clients retry (`"dyn" in
-        a1.list_topics()` may have been answered by the other broker). CI of a048aa5
-        caught broker 0 asked 9 ms before its sync picked the topic up."""
-        try:
-            return describe_topic(a, "dyn")["retention.ms"]
-        except KafkaException as e:
-            if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                return None
-            raise
-
+    # That list may have come from the other broker: each is asked until it knows the
+    # topic (CI of a048aa5 caught broker 0 asked 9 ms before its sync picked it up).
     for a in (a0, a1):
-        e = wait_for(lambda: retention_of_dyn(a), what="topic configs")
+        e = wait_for(lambda: unless_unknown_topic(lambda: describe_topic(a, "dyn")["retention.ms"]),
+                     what="topic configs")
         assert (e.value, e.source) == dyn_default
         # (confluent-kafka keys synonyms by name, so the layers of log.retention.ms show
         # as one; their order is checked in describe_configs.rs's unit tests.)

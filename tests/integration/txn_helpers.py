@@ -2,10 +2,24 @@
 import json
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import run_kaasctl
+
+
+def unless_unknown_topic(fn):
+    """fn(), or None while the broker asked does not know the topic yet
+    (UNKNOWN_TOPIC_OR_PART, which clients retry): a topic created through a peer
+    reaches a broker at its volume sync — at once with the peer's cluster notice,
+    within a second without — and a client may ask either broker (each names itself
+    the controller). For a `wait_for` predicate."""
+    try:
+        return fn()
+    except KafkaException as e:
+        if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise
 
 
 def create_topic(bootstrap, name, partitions):
