@@ -225,11 +225,11 @@ pub async fn run(
         match sender.try_send(notice) {
             Ok(()) => {}
             // The peer is far behind: this one is left to its poll.
-            Err(mpsc::error::TrySendError::Full(notice)) => answered(&broker, notice, NotificationOutcome::Lost, false),
+            Err(mpsc::error::TrySendError::Full(notice)) => dropped_before_a_link(&broker, notice),
             // The link ended (only at shutdown): its notices are left to the poll.
             Err(mpsc::error::TrySendError::Closed(notice)) => {
                 links.remove(&leader);
-                answered(&broker, notice, NotificationOutcome::Lost, false);
+                dropped_before_a_link(&broker, notice);
             }
         }
     }
@@ -348,6 +348,16 @@ pub async fn announce_stop(broker: &Broker, settings: &PeerSettings) {
     futures_util::future::join_all(told).await;
 }
 
+/// A notice no link took (the peer's queue full, or its links gone at shutdown): a
+/// cluster notice's mark is cleared, so the next change queues one again, and the
+/// notice is counted lost like one a link could not deliver.
+fn dropped_before_a_link(broker: &Arc<Broker>, notice: PeerNotice) {
+    if let PeerNotice::Cluster { to } = notice {
+        broker.txn.cluster_notice_taken(to);
+    }
+    answered(broker, notice, NotificationOutcome::Lost, false);
+}
+
 /// Counts a marker notice's outcome and lets the coordinator act on it, off the
 /// link's task (a completion, or making the entry durable, takes the slot's lock). A fence notice needs nothing
 /// more: the peer's fence watcher reads the fence log at its next poll anyway.
@@ -368,8 +378,9 @@ fn answered(broker: &Arc<Broker>, notice: PeerNotice, outcome: NotificationOutco
             return;
         }
         PeerNotice::Cluster { to } => {
-            // Dropped before a link took it (the queue full or closed), or answered.
-            broker.txn.cluster_notice_taken(to);
+            // Its mark was cleared when a link took it (or by
+            // `dropped_before_a_link`): clearing it here would clear the mark of a
+            // newer notice, queued since and still waiting.
             crate::metrics::metrics().cluster_notice(match outcome {
                 NotificationOutcome::Delivered => ClusterNoticeEvent::Sent,
                 NotificationOutcome::Lost | NotificationOutcome::Refused => ClusterNoticeEvent::Lost,
@@ -911,6 +922,45 @@ mod tests {
         assert!(outcomes(1, &batch, &two)
             .unwrap_err()
             .contains("answered 2 markers for 1 asked"));
+    }
+
+    /// A peer has one cluster notice waiting for the links, however many changes come
+    /// meanwhile and whatever answers come back: the answer to a notice a link took
+    /// before the newest change does not clear the newest one's mark (it did, so up to
+    /// three could wait per peer). A notice dropped before a link took it (the peer's
+    /// queue full, or its links gone) clears it: the next change queues one again.
+    #[tokio::test]
+    async fn an_answer_to_an_older_cluster_notice_leaves_the_newer_one_waiting_alone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let b = crate::handlers::test_support::broker_with(dir.path(), &[]);
+        let (sender, mut queued) = mpsc::channel(16);
+        b.txn.notify_leaders_through(sender);
+        let mut live = b.live_brokers();
+        live.insert(7, crate::listeners::Endpoints::plaintext("127.0.0.1", 1));
+        b.set_live_brokers(live);
+        let waiting = |queued: &mut mpsc::Receiver<PeerNotice>| {
+            std::iter::from_fn(|| queued.try_recv().ok())
+                .filter(|n| matches!(n, PeerNotice::Cluster { to: 7 }))
+                .count()
+        };
+        b.txn.announce_change(&b);
+        assert_eq!(waiting(&mut queued), 1);
+        // A link takes it and sends it; a change comes before its answer.
+        b.txn.cluster_notice_taken(7);
+        b.txn.announce_change(&b);
+        assert_eq!(waiting(&mut queued), 1);
+        answered(&b, PeerNotice::Cluster { to: 7 }, NotificationOutcome::Delivered, false);
+        b.txn.announce_change(&b);
+        b.txn.announce_change(&b);
+        assert_eq!(
+            waiting(&mut queued),
+            0,
+            "the newer notice still waits and carries these changes"
+        );
+        // That one dropped before a link took it: the next change needs a new one.
+        dropped_before_a_link(&b, PeerNotice::Cluster { to: 7 });
+        b.txn.announce_change(&b);
+        assert_eq!(waiting(&mut queued), 1);
     }
 
     #[test]
