@@ -60,6 +60,7 @@ fn main() -> std::process::ExitCode {
         });
         kaas_server::runtime::run(config, rx).await
     });
+    kaas_server::runtime::wind_down(runtime, kaas_server::runtime::EXIT_GRACE);
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -54,6 +54,27 @@ fn check_group_timeouts(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long the process waits at exit for blocking work still running once [`run`]
+/// returned (a straggler: a peer's name still being resolved after the stop notice's
+/// second, an fsync a timed-out request left behind). Past it the process exits
+/// anyway, as a `kill -9` would leave the volume — which every crash rule covers.
+pub const EXIT_GRACE: Duration = Duration::from_secs(5);
+
+/// Shuts the runtime down once [`run`] returned, waiting at most `grace` for its
+/// blocking tasks: dropping it would wait for every one of them, so a lookup or a
+/// write stuck on the network or the volume held the exit after "stopped cleanly"
+/// (`a_blocking_straggler_holds_the_exit_only_for_the_grace`). Logs what it left.
+pub fn wind_down(runtime: tokio::runtime::Runtime, grace: Duration) {
+    let started = Instant::now();
+    runtime.shutdown_timeout(grace);
+    if started.elapsed() >= grace {
+        warn!(
+            grace_ms = grace.as_millis() as u64,
+            "blocking work was still running at exit and is abandoned (as a kill -9 would leave it)"
+        );
+    }
+}
+
 pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
     check_group_timeouts(&config)?;
     // Before anything is bound or touched on the volume: one process per broker id.
@@ -1353,6 +1374,27 @@ mod tests {
     use super::*;
 
     const SESSION_MS: i64 = 400;
+
+    /// A blocking task still running when the broker stopped (here a sleep of 30 s,
+    /// standing for a lookup or an fsync stuck on the network or the volume) holds
+    /// the exit for the grace, not until it ends: dropping the runtime, as main did,
+    /// waited for it.
+    #[test]
+    fn a_blocking_straggler_holds_the_exit_only_for_the_grace() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("a runtime");
+        let (started, running) = std::sync::mpsc::channel();
+        rt.spawn_blocking(move || {
+            started.send(()).expect("the test waits");
+            std::thread::sleep(Duration::from_secs(30));
+        });
+        running.recv().expect("the straggler runs");
+        let at = Instant::now();
+        wind_down(rt, Duration::from_millis(200));
+        assert!(at.elapsed() < Duration::from_secs(10), "waited {:?}", at.elapsed());
+    }
 
     fn lease_on_volume(b: &Broker) -> BrokerLease {
         BrokerLease::read(&b.volume, b.config.broker_id).expect("own lease")
