@@ -247,9 +247,14 @@ class Pipeline:
         self.hung = 0  # steps given up on (see `bounded_step`)
 
     def start(self):
+        # connections.max.idle.ms: the workaround for librdkafka #5511
+        # (docs/compatibility.md), whose symptom — send_offsets_to_transaction
+        # waiting past its timeout — is the hang `bounded_step` guards against; the
+        # guard stays, since the hang was never reproduced after a power cut.
         self.p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "pipeline",
                            "transaction.timeout.ms": 20000, "message.timeout.ms": 20000,
-                           "reconnect.backoff.max.ms": 200, **NO_REBOOTSTRAP})
+                           "reconnect.backoff.max.ms": 200, "connections.max.idle.ms": 5000,
+                           **NO_REBOOTSTRAP})
         self.p.init_transactions(60)
         self.c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "pipeline", "enable.auto.commit": False,
                            "isolation.level": "read_committed", "auto.offset.reset": "earliest", **NO_REBOOTSTRAP})
