@@ -1,10 +1,12 @@
 """Exactly-once through a kill -9 on three brokers with clients other than librdkafka:
-aiokafka's and kafka-python's consume-transform-produce jobs (each with its own
+aiokafka's, kafka-python's and kafkajs' consume-transform-produce jobs (each with its own
 coordinator lookups, retries and transaction manager). The librdkafka job is
 test_cluster.py's. (docs/cluster.md, docs/compatibility.md)"""
 import asyncio
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -13,6 +15,7 @@ from test_cluster import SHORT, _committed, _txn_slot, rendezvous, settled
 from txn_helpers import create_topic, read_all
 
 TOTAL = 3000
+JS = Path(__file__).resolve().parents[1] / "js"
 
 
 def guarded_call(call, args, outcome):
@@ -230,3 +233,30 @@ def test_kafka_python_consume_transform_produce_is_exactly_once_through_a_kill_9
 
     _exactly_once_through_a_kill_9(kaas_factory, tmp_path, "kp", run)
 
+
+def test_kafkajs_consume_transform_produce_is_exactly_once_through_a_kill_9_on_three_brokers(kaas_factory, tmp_path):
+    """The job is tests/js/ctp_job.js (kafkajs 2.2.4), run until the group's
+    committed offsets cover every input."""
+    def run(every, group, tid, progress, stop):
+        log = open(tmp_path / "ctp_job.log", "w")
+        job = subprocess.Popen(["node", str(JS / "ctp_job.js"), every, group, tid, "js-in", "js-out"],
+                               cwd=JS, stdout=log, stderr=subprocess.STDOUT)
+        check = Consumer({"bootstrap.servers": every, "group.id": group})
+        try:
+            while not stop.is_set():
+                assert job.poll() is None, f"the job exited ({job.returncode}): see {log.name}"
+                try:
+                    committed = check.committed([TopicPartition("js-in", p) for p in range(6)], timeout=5)
+                    progress["committed"] = sum(max(tp.offset, 0) for tp in committed)
+                except Exception:  # noqa: BLE001 - the coordinator moving: asked again
+                    pass
+                if progress["committed"] >= TOTAL:
+                    return
+                time.sleep(0.2)
+        finally:
+            check.close()
+            job.kill()
+            job.wait(10)
+            log.close()
+
+    _exactly_once_through_a_kill_9(kaas_factory, tmp_path, "js", run)
