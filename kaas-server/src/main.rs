@@ -60,8 +60,7 @@ fn main() -> std::process::ExitCode {
         });
         kaas_server::runtime::run(config, rx).await
     });
-    kaas_server::runtime::wind_down(runtime, kaas_server::runtime::EXIT_GRACE);
-    match result {
+    let code = match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // Once: as a plain line for a person reading a terminal (the human log
@@ -72,5 +71,8 @@ fn main() -> std::process::ExitCode {
             }
             std::process::ExitCode::FAILURE
         }
-    }
+    };
+    // After the error is told, not after a straggler's grace.
+    kaas_server::runtime::wind_down(runtime, kaas_server::runtime::EXIT_GRACE);
+    code
 }

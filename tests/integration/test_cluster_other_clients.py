@@ -53,17 +53,18 @@ def _exactly_once_through_a_kill_9(kaas_factory, tmp_path, name, job):
                if rendezvous(f"txn-slot-{_txn_slot(t)}", [0, 1, 2]) == victim)
 
     def feed():
-        # Bursts of 20 inputs every 0.1 s, for about 15 s: the kill lands among
-        # transactions in flight.
+        # Bursts of 20 inputs every 0.15 s, for about 20 s: the kill lands among
+        # transactions in flight, and inputs keep coming through it.
         p = Producer({"bootstrap.servers": every, "acks": "all", "enable.idempotence": True})
         for i in range(TOTAL):
             p.produce(src, value=f"v{i}".encode(), partition=i % 6)
+            progress["fed"] = i + 1
             if i % 20 == 19:
                 p.poll(0)
-                time.sleep(0.1)
+                time.sleep(0.15)
         assert p.flush(60) == 0, "every input acknowledged"
 
-    progress, stop, failed = {"committed": 0}, threading.Event(), []
+    progress, stop, failed = {"committed": 0, "fed": 0}, threading.Event(), []
     threads = [threading.Thread(target=guarded_call, args=(feed, (), failed), daemon=True),
                threading.Thread(target=guarded_call, args=(job, (every, group, tid, progress, stop), failed),
                                 daemon=True)]
@@ -79,7 +80,7 @@ def _exactly_once_through_a_kill_9(kaas_factory, tmp_path, name, job):
 
     try:
         until(300, 90)
-        at_kill = progress["committed"]
+        at_kill, fed_at_kill = progress["committed"], progress["fed"]
         brokers[victim].kill9()
         until(at_kill + 300, 150)
         brokers[victim].restart()
@@ -91,7 +92,7 @@ def _exactly_once_through_a_kill_9(kaas_factory, tmp_path, name, job):
         for t in threads:
             t.join(60)
     assert not failed, f"the job or the feed failed: {failed[0]!r}"
-    assert at_kill < TOTAL - 300, "the kill landed while inputs were still coming"
+    assert fed_at_kill < TOTAL, "the kill landed while inputs were still coming"
 
     out = read_all(every, dst, 6, "read_committed", expect=TOTAL)
     assert sorted(out) == sorted(f"out-v{i}" for i in range(TOTAL)), "every input exactly once in the output"
@@ -153,10 +154,11 @@ def test_aiokafka_consume_transform_produce_is_exactly_once_through_a_kill_9_on_
 def test_kafka_python_consume_transform_produce_is_exactly_once_through_a_kill_9_on_three_brokers(kaas_factory, tmp_path):
     """kafka-python 3.0.12 can lose a transactional request when its coordinator's
     broker refuses connections (docs/compatibility.md#known-client-issues), and its
-    `send_offsets_to_transaction` and `commit_transaction` wait without a timeout:
-    the job bounds each transaction as an application must, and when one does not
-    return it starts a new producer, whose init_transactions fences the stuck one
-    and aborts what it left open."""
+    `send_offsets_to_transaction`, `commit_transaction` and `abort_transaction` wait
+    without a timeout: the job bounds each transaction and each init_transactions as
+    an application must, and when a transaction fails or does not return it starts a
+    new producer, whose init_transactions fences the old one and ends the transaction
+    it left open, and goes back to the group's committed offsets."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition as Tp
     from kafka.errors import KafkaError
     from kafka.structs import OffsetAndMetadata
@@ -165,11 +167,36 @@ def test_kafka_python_consume_transform_produce_is_exactly_once_through_a_kill_9
         servers = every.split(",")
         consumer = KafkaConsumer("kp-in", bootstrap_servers=servers, group_id=group, auto_offset_reset="earliest",
                                  enable_auto_commit=False, isolation_level="read_committed")
+        made, abandoned = [], []
 
-        def job_producer():
-            p = KafkaProducer(bootstrap_servers=servers, transactional_id=tid)
-            p.init_transactions()
-            return p
+        def bounded(call, *args):
+            """Whether `call(*args)` returned in 30 s; an error it raised is raised
+            here (a call still running is left behind)."""
+            outcome = []
+            step = threading.Thread(target=guarded_call, args=(call, args, outcome), daemon=True)
+            step.start()
+            step.join(30)
+            if outcome:
+                raise outcome[0]
+            return not step.is_alive()
+
+        def fresh_producer():
+            """A producer that finished init_transactions, which fences every earlier
+            one and ends the transaction it left open (its own InitProducerId may be
+            lost too: then another is made)."""
+            def make():
+                made.append(KafkaProducer(bootstrap_servers=servers, transactional_id=tid))
+                made[-1].init_transactions()
+
+            for _ in range(10):
+                if made:
+                    abandoned.append(made.pop())
+                try:
+                    if bounded(make):
+                        return made[-1]
+                except KafkaError:
+                    pass  # init_transactions timed out (max_block_ms): another producer
+            raise AssertionError("no producer finished init_transactions in 10 attempts")
 
         def transaction(producer, msgs):
             producer.begin_transaction()
@@ -179,42 +206,28 @@ def test_kafka_python_consume_transform_produce_is_exactly_once_through_a_kill_9
             producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
             producer.commit_transaction()
 
-        producer, abandoned = job_producer(), []
+        producer = fresh_producer()
         try:
             while not stop.is_set():
                 batch = consumer.poll(timeout_ms=500, max_records=10)
                 msgs = [m for ms in batch.values() for m in ms]
                 if msgs:
-                    outcome = []
-                    step = threading.Thread(target=guarded_call, args=(transaction, (producer, msgs), outcome),
-                                            daemon=True)
-                    step.start()
-                    step.join(30)
-                    if step.is_alive() or (outcome and isinstance(outcome[0], KafkaError)):
-                        if step.is_alive():
-                            # Stuck: left behind (referenced, never closed here); the
-                            # new producer fences it.
-                            abandoned.append(producer)
-                            producer = job_producer()
-                        else:
-                            try:
-                                producer.abort_transaction()
-                            except KafkaError:
-                                # A fatal error: a new producer, whose
-                                # init_transactions ends what is open.
-                                producer.close(0)
-                                producer = job_producer()
-                        # Back to the committed offsets for the next round.
+                    try:
+                        done = bounded(transaction, producer, msgs)
+                    except KafkaError:
+                        done = False
+                    if not done:
+                        # Failed or stuck: a new producer ends the transaction (an
+                        # abort would go through the same lost-request path), and the
+                        # consumer goes back to the offsets that ending left.
+                        producer = fresh_producer()
                         for tp in consumer.assignment():
                             c = consumer.committed(tp)
                             if c is None:
                                 consumer.seek_to_beginning(tp)
                             else:
                                 consumer.seek(tp, c)
-                        time.sleep(0.5)
                         continue
-                    if outcome:
-                        raise outcome[0]
                 try:
                     progress["committed"] = sum(consumer.committed(Tp("kp-in", p)) or 0 for p in range(6))
                 except KafkaError:
@@ -222,14 +235,15 @@ def test_kafka_python_consume_transform_produce_is_exactly_once_through_a_kill_9
                 if progress["committed"] >= TOTAL:
                     return
         finally:
-            producer.close(5)
-            consumer.close()
-            print(f"kafka-python job: {len(abandoned)} producer(s) abandoned in a stuck transaction")
-            for p in abandoned:
+            print(f"kafka-python job: {len(abandoned)} producer(s) replaced")
+            for p in made + abandoned:
                 try:
                     p.close(0)
                 except KafkaError:
-                    pass  # its lost request's batches: nothing will complete them
+                    # close() flushes first and raises on the batches a lost request
+                    # left unsent, before it stops the sender: stopped directly.
+                    p._sender.force_close()
+            consumer.close()
 
     _exactly_once_through_a_kill_9(kaas_factory, tmp_path, "kp", run)
 

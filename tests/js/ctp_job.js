@@ -1,9 +1,11 @@
 // A kafkajs consume-transform-produce job: reads `in` (read_committed, group
 // `group`), writes `out-<value>` to the same partition of `out` and commits the
 // consumed offsets in the same transaction (`tid`), batch by batch, until killed.
-// A batch whose transaction fails is aborted and thrown back to kafkajs' consumer,
-// which fetches again from the group's committed offsets; a producer the failure
-// left unusable is replaced by a new one (its connect fences the old one).
+// A batch whose transaction fails is given up: a new producer replaces the old one
+// (its connect fences it and ends the transaction it left open, committed or not),
+// and the partition goes back to the offset the group then has committed — kafkajs
+// itself would fetch on from the offsets it resolved in memory. A consumer that
+// crashes for good ends the process, so the caller sees it.
 const { Kafka, logLevel } = require('kafkajs');
 
 async function main() {
@@ -14,8 +16,16 @@ async function main() {
     await p.connect();
     return p;
   };
+  const admin = kafka.admin();
+  await admin.connect();
   let producer = await newProducer();
   const consumer = kafka.consumer({ groupId: group, readUncommitted: false });
+  consumer.on(consumer.events.CRASH, ({ payload }) => {
+    if (!payload.restart) {
+      console.error(`the consumer crashed for good: ${payload.error && payload.error.message}`);
+      process.exit(2);
+    }
+  });
   await consumer.connect();
   await consumer.subscribe({ topic: input, fromBeginning: true });
   await consumer.run({
@@ -24,8 +34,8 @@ async function main() {
     eachBatch: async ({ batch, resolveOffset }) => {
       if (batch.messages.length === 0) return;
       const last = batch.messages[batch.messages.length - 1].offset;
-      const tx = await producer.transaction();
       try {
+        const tx = await producer.transaction();
         await tx.send({
           topic: output,
           messages: batch.messages.map((m) => ({ value: `out-${m.value}`, partition: batch.partition })),
@@ -37,14 +47,13 @@ async function main() {
         await tx.commit();
       } catch (e) {
         console.error(`transaction failed: ${e.message}`);
-        try {
-          await tx.abort();
-        } catch (a) {
-          console.error(`abort failed (${a.message}): a new producer`);
-          await producer.disconnect().catch(() => {});
-          producer = await newProducer();
-        }
-        throw e;
+        await producer.disconnect().catch(() => {});
+        producer = await newProducer();
+        const [{ partitions }] = await admin.fetchOffsets({ groupId: group, topics: [input] });
+        const committed = partitions.find((p) => p.partition === batch.partition);
+        const offset = committed && Number(committed.offset) >= 0 ? committed.offset : '0';
+        consumer.seek({ topic: input, partition: batch.partition, offset });
+        return;
       }
       batch.messages.forEach((m) => resolveOffset(m.offset));
     },
