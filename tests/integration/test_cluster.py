@@ -155,6 +155,18 @@ def _committed(consumer, partitions, seconds=60):
             time.sleep(0.5)
 
 
+def assert_offsets_at_ends(bootstrap, group, topic, partitions):
+    """The group's committed offsets of `topic` are its partitions' ends (a job that
+    consumed every input and committed it)."""
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        committed = _committed(check, [TopicPartition(topic, p) for p in range(partitions)])
+        ends = [check.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        check.close()
+    assert [tp.offset for tp in committed] == ends, "the group's committed offsets are the input's ends"
+
+
 def _rewind(consumer):
     """Back to the group's committed offsets (after an aborted transaction)."""
     assignment = consumer.assignment()
@@ -267,11 +279,7 @@ def test_three_brokers_consume_transform_produce_exactly_once_through_a_kill_9(k
     assert sorted(out) == sorted(f"out-v{i}" for i in range(600)), "every input exactly once in the output"
     inputs = read_all(every, "ctp-in", 6, "read_uncommitted", expect=600)
     assert sorted(inputs) == sorted(f"v{i}" for i in range(600)), "every acks=all input present, once"
-    check = Consumer({"bootstrap.servers": every, "group.id": group})
-    committed = _committed(check, [TopicPartition("ctp-in", p) for p in range(6)])
-    ends = [check.get_watermark_offsets(TopicPartition("ctp-in", p), timeout=10)[1] for p in range(6)]
-    check.close()
-    assert [tp.offset for tp in committed] == ends, "the group's committed offsets are the input's ends"
+    assert_offsets_at_ends(every, group, "ctp-in", 6)
 
 
 # The child of the test below: one transactional producer (with `idle` as its

@@ -11,7 +11,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from conftest import wait_for
-from test_cluster import SHORT, _committed, _txn_slot, rendezvous, settled
+from test_cluster import SHORT, _committed, _txn_slot, assert_offsets_at_ends, rendezvous, settled
 from txn_helpers import create_topic, read_all
 
 TOTAL = 3000
@@ -96,11 +96,7 @@ def _exactly_once_through_a_kill_9(kaas_factory, tmp_path, name, job):
 
     out = read_all(every, dst, 6, "read_committed", expect=TOTAL)
     assert sorted(out) == sorted(f"out-v{i}" for i in range(TOTAL)), "every input exactly once in the output"
-    check = Consumer({"bootstrap.servers": every, "group.id": group})
-    committed = _committed(check, [TopicPartition(src, p) for p in range(6)])
-    ends = [check.get_watermark_offsets(TopicPartition(src, p), timeout=10)[1] for p in range(6)]
-    check.close()
-    assert [tp.offset for tp in committed] == ends, "the group's committed offsets are the input's ends"
+    assert_offsets_at_ends(every, group, src, 6)
 
 
 def test_aiokafka_consume_transform_produce_is_exactly_once_through_a_kill_9_on_three_brokers(kaas_factory, tmp_path):
@@ -123,9 +119,7 @@ def test_aiokafka_consume_transform_produce_is_exactly_once_through_a_kill_9_on_
                         async with producer.transaction():
                             for m in msgs:
                                 await producer.send("aio-out", value=b"out-" + m.value, partition=m.partition)
-                            offsets = {}
-                            for m in msgs:
-                                offsets[Tp(m.topic, m.partition)] = m.offset + 1
+                            offsets = {Tp(m.topic, m.partition): m.offset + 1 for m in msgs}
                             await producer.send_offsets_to_transaction(offsets, group)
                     except KafkaError:
                         # Back to the committed offsets for the next round.
@@ -259,11 +253,8 @@ def test_kafkajs_consume_transform_produce_is_exactly_once_through_a_kill_9_on_t
         try:
             while not stop.is_set():
                 assert job.poll() is None, f"the job exited ({job.returncode}): see {log.name}"
-                try:
-                    committed = check.committed([TopicPartition("js-in", p) for p in range(6)], timeout=5)
-                    progress["committed"] = sum(max(tp.offset, 0) for tp in committed)
-                except Exception:  # noqa: BLE001 - the coordinator moving: asked again
-                    pass
+                committed = _committed(check, [TopicPartition("js-in", p) for p in range(6)])
+                progress["committed"] = sum(max(tp.offset, 0) for tp in committed)
                 if progress["committed"] >= TOTAL:
                     return
                 time.sleep(0.2)
