@@ -470,6 +470,50 @@ mod tests {
         crate::fsutil::unseal_root(&root);
     }
 
+    /// A partition directory renamed away (a deleted topic's, as `Volume::deleted_dir`
+    /// does it, under the gate) while an acquire waits for its gate: the acquire makes
+    /// the directory again and takes its fresh gate and lock — the directory at the
+    /// path, not the one renamed away — instead of failing with the directory's
+    /// NotFound (the retry of `acquire` had no test before).
+    #[test]
+    fn an_acquire_whose_directory_is_renamed_away_while_it_waits_for_the_gate_takes_the_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Volume::new(dir.path());
+        let partition = v.partition_dir("t", 0);
+        crate::fsutil::create_dir_durable(&partition).unwrap();
+        let deleting = crate::fsutil::try_lock_exclusive(&partition.join("owner.gate"))
+            .unwrap()
+            .expect("the deleter takes the gate");
+        let away = dir.path().join("deleted-t-0");
+        let (taking, took) = std::sync::mpsc::channel();
+        let acquiring = std::thread::spawn({
+            let v = v.clone();
+            move || {
+                taking.send(()).unwrap();
+                PartitionOwner::lock(&v, "t", 0)
+            }
+        });
+        took.recv().unwrap();
+        // The acquire finds the gate held and waits (lock_gate: 10 ms pauses); the
+        // directory goes meanwhile, its gate let go after.
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        std::fs::rename(&partition, &away).unwrap();
+        drop(deleting);
+        let lock = acquiring
+            .join()
+            .unwrap()
+            .expect("the acquire takes the directory made again");
+        assert!(partition.is_dir(), "the directory is made again at its path");
+        assert!(
+            crate::fsutil::same_file(&lock.lock, &partition.join("owner.lock")).unwrap(),
+            "the lock held is the one at the path"
+        );
+        assert!(
+            !away.join("owner.lock").exists(),
+            "nothing was locked in the directory renamed away"
+        );
+    }
+
     #[test]
     fn a_stolen_lock_is_the_only_one_anyone_can_take_afterwards() {
         let dir = tempfile::tempdir().unwrap();

@@ -63,16 +63,19 @@ pub const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// Shuts the runtime down once [`run`] returned, waiting at most `grace` for its
 /// blocking tasks: dropping it would wait for every one of them, so a lookup or a
 /// write stuck on the network or the volume held the exit after "stopped cleanly"
-/// (`a_blocking_straggler_holds_the_exit_only_for_the_grace`). Logs what it left.
-pub fn wind_down(runtime: tokio::runtime::Runtime, grace: Duration) {
+/// (`a_blocking_straggler_holds_the_exit_only_for_the_grace`). Logs what it left,
+/// and returns whether it left any (the grace ran out).
+pub fn wind_down(runtime: tokio::runtime::Runtime, grace: Duration) -> bool {
     let started = Instant::now();
     runtime.shutdown_timeout(grace);
-    if started.elapsed() >= grace {
+    let abandoned = started.elapsed() >= grace;
+    if abandoned {
         warn!(
             grace_ms = grace.as_millis() as u64,
             "blocking work was still running at exit and is abandoned (as a kill -9 would leave it)"
         );
     }
+    abandoned
 }
 
 pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
@@ -386,47 +389,24 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
             }
         }),
         tokio::spawn({
-            // Every second, and at once when the sync doorbell rings (a peer's
-            // cluster notice, or this broker's routes changed), at most once per
-            // RUNG_SYNC_GAP when rung. The counted rounds keep their own clock, however
-            // often the doorbell rings: each a second after the last one ended (a slow
-            // volume is not synced back to back).
             let broker = broker.clone();
-            let mut shutdown = shutdown.clone();
-            let mut next_round = tokio::time::Instant::now() + Duration::from_secs(1);
+            let shutdown = shutdown.clone();
             async move {
-                loop {
-                    let rung = tokio::select! {
-                        _ = tokio::time::sleep_until(next_round) => false,
-                        _ = broker.sync_doorbell.notified() => true,
-                        _ = shutdown.changed() => break,
-                    };
-                    let syncing = broker.clone();
-                    let handed_over = || broker.handed_over.load(std::sync::atomic::Ordering::Relaxed);
+                let syncing = broker.clone();
+                let sync = move |rung: bool| {
+                    let handed_over = || syncing.handed_over.load(std::sync::atomic::Ordering::Relaxed);
                     let before = handed_over();
-                    let sync = move || {
-                        if rung {
-                            syncing.sync_with_volume_between_rounds()
-                        } else {
-                            syncing.sync_with_volume()
-                        }
-                    };
-                    if let Err(e) = tokio::task::spawn_blocking(sync).await {
-                        error!(error = %e, "volume sync task failed");
+                    if rung {
+                        syncing.sync_with_volume_between_rounds()
+                    } else {
+                        syncing.sync_with_volume()
                     }
                     // Partitions let go for their new owner: it takes them at once.
                     if handed_over() != before {
-                        broker.txn.announce_change(&broker);
+                        syncing.txn.announce_change(&syncing);
                     }
-                    if !rung {
-                        next_round = tokio::time::Instant::now() + Duration::from_secs(1);
-                    } else {
-                        tokio::select! {
-                            _ = tokio::time::sleep(RUNG_SYNC_GAP) => {}
-                            _ = shutdown.changed() => break,
-                        }
-                    }
-                }
+                };
+                volume_sync_task(&broker.sync_doorbell, shutdown, sync).await
             }
         }),
         tokio::spawn({
@@ -798,6 +778,41 @@ async fn tick_lease(broker: &std::sync::Arc<Broker>, lease: &std::sync::Arc<std:
         Err(e) => error!(error = %e, "lease task failed"),
     }
 }
+
+/// The volume sync task: `sync(false)` every second, and `sync(true)` at once when
+/// `doorbell` rings (a peer's cluster notice, or this broker's routes changed), at
+/// most once per [`RUNG_SYNC_GAP`] when rung. The counted rounds keep their own
+/// clock, however often the doorbell rings: each a second after the last one ended
+/// (a slow volume is not synced back to back). `sync` is blocking file work: it runs
+/// on the blocking pool, one run at a time.
+async fn volume_sync_task<F>(doorbell: &tokio::sync::Notify, mut shutdown: watch::Receiver<bool>, sync: F)
+where
+    F: Fn(bool) + Clone + Send + 'static,
+{
+    let mut next_round = tokio::time::Instant::now() + VOLUME_SYNC_ROUND;
+    loop {
+        let rung = tokio::select! {
+            _ = tokio::time::sleep_until(next_round) => false,
+            _ = doorbell.notified() => true,
+            _ = shutdown.changed() => break,
+        };
+        let sync = sync.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || sync(rung)).await {
+            error!(error = %e, "volume sync task failed");
+        }
+        if !rung {
+            next_round = tokio::time::Instant::now() + VOLUME_SYNC_ROUND;
+        } else {
+            tokio::select! {
+                _ = tokio::time::sleep(RUNG_SYNC_GAP) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+    }
+}
+
+/// The period of the volume sync's counted rounds.
+const VOLUME_SYNC_ROUND: Duration = Duration::from_secs(1);
 
 /// The lease task: a renewal every `period`, and at once when the lease doorbell
 /// rings (a peer's cluster notice, or this broker's own view of where it routes
@@ -1392,8 +1407,96 @@ mod tests {
         });
         running.recv().expect("the straggler runs");
         let at = Instant::now();
-        wind_down(rt, Duration::from_millis(200));
+        assert!(
+            wind_down(rt, Duration::from_millis(200)),
+            "the straggler is said abandoned"
+        );
         assert!(at.elapsed() < Duration::from_secs(10), "waited {:?}", at.elapsed());
+        // With nothing left running, the exit is at once and abandons nothing.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("a runtime");
+        rt.block_on(async { tokio::task::spawn_blocking(|| ()).await.expect("ran") });
+        let at = Instant::now();
+        assert!(!wind_down(rt, Duration::from_secs(5)), "nothing was left running");
+        assert!(at.elapsed() < Duration::from_secs(4), "waited {:?}", at.elapsed());
+    }
+
+    /// The volume sync runs at once when its doorbell rings, yet a flood of rings (a
+    /// peer, or any client without an authorizer, sending cluster notices back to
+    /// back) runs it at most once per [`RUNG_SYNC_GAP`], and the counted rounds still
+    /// come once a second through the flood (docs/cluster.md#cluster-notices).
+    #[test]
+    fn a_flood_of_rings_syncs_at_once_but_at_most_once_per_50_ms_and_keeps_the_rounds() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let doorbell = std::sync::Arc::new(tokio::sync::Notify::new());
+            let (stop, stopped) = watch::channel(false);
+            let (rung, rounds) = (
+                std::sync::Arc::new(AtomicU32::new(0)),
+                std::sync::Arc::new(AtomicU32::new(0)),
+            );
+            let (first_rung, first_rung_at) = std::sync::mpsc::channel();
+            let task = tokio::spawn({
+                let (doorbell, rung, rounds) = (doorbell.clone(), rung.clone(), rounds.clone());
+                async move {
+                    let sync = move |was_rung: bool| {
+                        if was_rung {
+                            if rung.fetch_add(1, Ordering::SeqCst) == 0 {
+                                let _ = first_rung.send(Instant::now());
+                            }
+                        } else {
+                            rounds.fetch_add(1, Ordering::SeqCst);
+                        }
+                    };
+                    volume_sync_task(&doorbell, stopped, sync).await
+                }
+            });
+            // One ring: a sync at once, not at the next round a second away.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let rang = Instant::now();
+            doorbell.notify_one();
+            let synced = tokio::task::spawn_blocking(move || first_rung_at.recv_timeout(Duration::from_secs(5)))
+                .await
+                .expect("joined")
+                .expect("a rung sync");
+            assert!(
+                synced.duration_since(rang) < Duration::from_millis(500),
+                "the rung sync came {:?} after the ring",
+                synced.duration_since(rang)
+            );
+            // Then rings back to back for 2.2 s.
+            let (rung_before, rounds_before) = (rung.load(Ordering::SeqCst), rounds.load(Ordering::SeqCst));
+            let flood = Instant::now();
+            let mut rings = 0u64;
+            while flood.elapsed() < Duration::from_millis(2200) {
+                doorbell.notify_one();
+                rings += 1;
+                tokio::task::yield_now().await;
+            }
+            let elapsed = flood.elapsed();
+            stop.send(true).expect("the task listens");
+            task.await.expect("the task ends at the stop");
+            let rung = rung.load(Ordering::SeqCst) - rung_before;
+            let rounds = rounds.load(Ordering::SeqCst) - rounds_before;
+            assert!(rings > 1_000, "only {rings} rings");
+            // The documented bound (docs/cluster.md), not the constant: one per 50 ms.
+            let most = (elapsed.as_secs_f64() / 0.050) as u32 + 2;
+            assert!(
+                (10..=most).contains(&rung),
+                "{rung} rung syncs for {rings} rings in {elapsed:?}: at most {most} (one per 50 ms)"
+            );
+            assert!(
+                (1..=3).contains(&rounds),
+                "{rounds} counted rounds in {elapsed:?} of rings: they keep their once-a-second clock"
+            );
+        });
     }
 
     fn lease_on_volume(b: &Broker) -> BrokerLease {
