@@ -319,3 +319,48 @@ def test_kip_664_admin_apis_list_and_describe_transactions_and_producers(kaas):
         assert "TransactionalIdNotFound" in type(missing.value).__name__ or "105" in str(missing.value)
     finally:
         a.close()
+
+
+def test_an_admin_abort_of_a_live_transaction_is_refused_and_of_nothing_open_writes_nothing(kaas):
+    """kafka-transactions.sh abort, through kafka-python's `abort_transaction` (the
+    admin client's WriteTxnMarkers ABORT to the partition's leader, naming no
+    transaction): kaas ends a transaction there only if it hangs — open on the
+    partition while its coordinator does not cover it (docs/transactions.md, "Aborting
+    from Kafka's tools"). A live transaction is refused with INVALID_TXN_STATE, not
+    answered success with nothing done, and it commits afterwards as if never asked;
+    a partition where the producer has nothing open is answered success, writing
+    nothing."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.admin import AbortTransactionSpec
+    from kafka.errors import InvalidTxnStateError
+
+    create_topic(kaas.bootstrap, "live", 1)
+    p = txn_producer(kaas.bootstrap, "live-one")
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("live", value=f"v{i}".encode())
+    p.flush(15)
+    a = KafkaAdminClient(bootstrap_servers=kaas.bootstrap)
+    tp = KTopicPartition("live", 0)
+    try:
+        # What an operator's tool sees on the partition, then asks.
+        producers = a.describe_producers([tp])[tp]
+        (open_one,) = [s for s in producers.active_producers if s.current_transaction_start_offset >= 0]
+        spec = AbortTransactionSpec(tp, open_one.producer_id, open_one.producer_epoch)
+        with pytest.raises(InvalidTxnStateError):
+            a.abort_transaction(spec)
+        assert "is live at its coordinator" in kaas.log_text(), kaas.log_text()[-3000:]
+        # Untouched: the producer goes on and commits it whole.
+        p.produce("live", value=b"v3")
+        p.commit_transaction(30)
+        assert read_all(kaas.bootstrap, "live", 1, "read_committed", expect=4) == ["v0", "v1", "v2", "v3"]
+        # Nothing open there now: success, and nothing written (the high watermark
+        # stays: three records, the fourth, one COMMIT marker).
+        a.abort_transaction(spec)
+        c = Consumer({"bootstrap.servers": kaas.bootstrap, "group.id": "hw"})
+        assert c.get_watermark_offsets(TopicPartition("live", 0), timeout=10) == (0, 5)
+        c.close()
+        assert read_all(kaas.bootstrap, "live", 1, "read_committed", expect=4) == ["v0", "v1", "v2", "v3"]
+    finally:
+        a.close()

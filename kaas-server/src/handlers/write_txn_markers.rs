@@ -4,7 +4,9 @@
 //! once and answers when they are durable: from the notice itself where it names its
 //! transaction and the partition knows that transaction open, else from its queue
 //! entries under the coordinator's slot lock; so a late or repeated notice writes
-//! nothing, and only a broker (CLUSTER_ACTION) can send one. A marker without partitions is a fence notice:
+//! nothing, and only a broker (CLUSTER_ACTION) can send one. An ABORT naming no
+//! transaction, as Kafka's tools send it, ends only a hanging transaction
+//! (docs/transactions.md, "Aborting from Kafka's tools"). A marker without partitions is a fence notice:
 //! the fence watcher reads the fence logs at once; or, with producer -1, a cluster
 //! notice: the leases are read and the volume synced at once. Kafka's check: CLUSTER_ACTION on
 //! the cluster.

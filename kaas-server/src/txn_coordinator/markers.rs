@@ -902,9 +902,15 @@ impl TransactionCoordinator {
             }));
         }
         let Some(txn_seq) = txn_seq else {
-            let (codes, _) = self
+            let (codes, from_entries) = self
                 .apply_notified_entries(broker, producer_id, epoch, commit, None, codes)
                 .await;
+            let codes = if commit {
+                codes
+            } else {
+                self.abort_hanging_asked(broker, producer_id, epoch, codes, &from_entries)
+                    .await
+            };
             return NotifiedMarkers { codes, applied: false };
         };
         let direct: Vec<TopicPartition> = codes
@@ -961,6 +967,96 @@ impl TransactionCoordinator {
             codes: codes.into_iter().collect(),
             applied,
         }
+    }
+
+    /// An ABORT that names no transaction, for the partitions of `codes` led here
+    /// (still 0) that no queue entry of the producer covered (`from_entries`): what
+    /// Kafka's tools send (`kafka-transactions.sh abort`, an admin client's
+    /// `abortTransaction`) to end a hanging transaction. Where the producer has a
+    /// transaction open at `epoch`, it goes through the reconcile backstop's own last
+    /// step ([`Self::reconcile_one`]: the producer's slot locked, the partition read
+    /// again, judged): ended if it hangs with ABORT as its outcome; refused with
+    /// INVALID_TXN_STATE if its coordinator covers it (a live transaction: Kafka's
+    /// leader would close its batches here while its coordinator may still commit
+    /// it) or recorded it committed. Nothing open there: answered 0, nothing written
+    /// (an abort retried after it landed). Open at another epoch:
+    /// INVALID_PRODUCER_EPOCH. Each refusal is logged with what to do instead
+    /// (docs/transactions.md, "Aborting from Kafka's tools").
+    async fn abort_hanging_asked(
+        &self,
+        broker: &Cluster,
+        producer_id: i64,
+        epoch: i16,
+        codes: Vec<(TopicPartition, i16)>,
+        from_entries: &BTreeSet<TopicPartition>,
+    ) -> Vec<(TopicPartition, i16)> {
+        const INVALID_PRODUCER_EPOCH: i16 = 47;
+        const INVALID_TXN_STATE: i16 = 48;
+        let mut answered = Vec::with_capacity(codes.len());
+        for (tp, code) in codes {
+            if code != 0 || from_entries.contains(&tp) {
+                answered.push((tp, code));
+                continue;
+            }
+            let partition = match broker.topic(&tp.topic).map(|t| t.partition(tp.partition).cloned()) {
+                Ok(Some(Ok(p))) => p,
+                Ok(Some(Err(e))) => {
+                    warn!(topic = %tp.topic, partition = tp.partition, producer_id, error = %e, "an abort asked for a partition that is offline here");
+                    answered.push((tp, KAFKA_STORAGE_ERROR));
+                    continue;
+                }
+                // Gone: nothing open there.
+                _ => {
+                    answered.push((tp, 0));
+                    continue;
+                }
+            };
+            let open = partition
+                .state()
+                .producers
+                .get(producer_id)
+                .and_then(|e| e.txn_first_offset.map(|first| (e.epoch, first)));
+            let Some((open_epoch, first)) = open else {
+                debug!(topic = %tp.topic, partition = tp.partition, producer_id, epoch, "an abort asked for a producer with no transaction open here; nothing written");
+                answered.push((tp, 0));
+                continue;
+            };
+            if open_epoch != epoch {
+                warn!(topic = %tp.topic, partition = tp.partition, producer_id, epoch, open_epoch, "an abort asked at an epoch other than the one of the producer's transaction open here; nothing written");
+                answered.push((tp, INVALID_PRODUCER_EPOCH));
+                continue;
+            }
+            use super::recovery::Reconciled;
+            let code = match self
+                .reconcile_one(broker, &partition, &tp, None, (producer_id, epoch, first), Some(false))
+                .await
+            {
+                Ok(Reconciled::Ended) => {
+                    info!(topic = %tp.topic, partition = tp.partition, producer_id, epoch, first_offset = first, "a hanging transaction ended by an abort asked through WriteTxnMarkers");
+                    0
+                }
+                Ok(Reconciled::NotOpen) => 0,
+                Ok(Reconciled::Covered { transactional_id }) => {
+                    let tid = transactional_id.unwrap_or_default();
+                    warn!(topic = %tp.topic, partition = tp.partition, producer_id, epoch, first_offset = first, transactional_id = %tid, "an abort asked through WriteTxnMarkers refused: the transaction is live at its coordinator, which ends it (or its reaper at its timeout); to end it now: kaasctl txn abort {tid}");
+                    INVALID_TXN_STATE
+                }
+                Ok(Reconciled::OtherOutcome { transactional_id, .. }) => {
+                    let tid = transactional_id.unwrap_or_default();
+                    warn!(topic = %tp.topic, partition = tp.partition, producer_id, epoch, first_offset = first, transactional_id = %tid, "an abort asked through WriteTxnMarkers refused: the transaction's coordinator committed it, so this partition's marker is COMMIT (written by the reconcile backstop, or now by kaasctl txn repair --fix)");
+                    INVALID_TXN_STATE
+                }
+                Err(e) => {
+                    warn!(topic = %tp.topic, partition = tp.partition, producer_id, epoch, error = %e, "an abort asked through WriteTxnMarkers failed");
+                    match &e {
+                        CoordError::Marker(_) | CoordError::Volume(_) => KAFKA_STORAGE_ERROR,
+                        other => other.code(),
+                    }
+                }
+            };
+            answered.push((tp, code));
+        }
+        answered
     }
 
     /// [`Self::apply_notified`] through this broker's queue entries, for the
@@ -1118,7 +1214,7 @@ impl TransactionCoordinator {
                     Some(entry.result == MarkerResult::Commit),
                 )
                 .await?;
-            if !ended {
+            if ended != super::recovery::Reconciled::Ended {
                 info!(path = %path.display(), topic = %tp.topic, partition = tp.partition, producer_id = entry.producer_id, epoch = entry.producer_epoch, first_offset = first, "queued hanging-transaction repair: not hanging with the outcome asked for when judged again; nothing written");
             }
         }

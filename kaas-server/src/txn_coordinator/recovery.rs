@@ -17,6 +17,26 @@ fn prepare_key(e: &TxnEntry) -> PrepareKey {
     )
 }
 
+/// What [`TransactionCoordinator::reconcile_one`] found, judged with the slot of the
+/// producer's transactional id locked and the partition read again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reconciled {
+    /// Hanging: its marker is written.
+    Ended,
+    /// No transaction of the producer at that epoch is open there since the offset
+    /// asked about any more (ended meanwhile, or another one began).
+    NotOpen,
+    /// Not hanging: its coordinator's entry (of `transactional_id`) covers it, a
+    /// transaction still live there.
+    Covered { transactional_id: Option<String> },
+    /// Hanging, but its coordinator's outcome is `commit`, not the one asked for:
+    /// nothing written.
+    OtherOutcome {
+        transactional_id: Option<String>,
+        commit: bool,
+    },
+}
+
 impl TransactionCoordinator {
     /// Hanging transactions the reconcile backstop ended since start.
     pub fn reconcile_repairs(&self) -> u64 {
@@ -93,8 +113,8 @@ impl TransactionCoordinator {
                     .reconcile_one(broker, &p, &tp, seen, (pid, epoch, first), None)
                     .await
                 {
-                    Ok(true) => repairs += 1,
-                    Ok(false) => {}
+                    Ok(Reconciled::Ended) => repairs += 1,
+                    Ok(_) => {}
                     Err(e) => {
                         error!(topic = %tp.topic, partition = tp.partition, producer_id = pid, error = %e, "reconcile could not end a hanging transaction; retried next round")
                     }
@@ -115,7 +135,7 @@ impl TransactionCoordinator {
         seen: Option<&TxnEntry>,
         (pid, epoch, first): (i64, i16, i64),
         expected: Option<bool>,
-    ) -> Result<bool, CoordError> {
+    ) -> Result<Reconciled, CoordError> {
         let tid = match seen {
             Some(e) => Some(e.transactional_id.clone()),
             // The index may predate the transaction's producer (a caller's older read):
@@ -149,17 +169,20 @@ impl TransactionCoordinator {
         };
         let still_open = partition.state().producers.has_open_since(pid, epoch, first);
         if !still_open {
-            return Ok(false);
+            return Ok(Reconciled::NotOpen);
         }
         let kaas_core::reconcile::Verdict::Hanging { commit, reason } =
             kaas_core::reconcile::judge(entry.as_ref(), tp, pid, epoch)
         else {
-            return Ok(false);
+            return Ok(Reconciled::Covered { transactional_id: tid });
         };
         // A repair asked for by an operator is written only with the outcome shown.
         if expected.is_some_and(|c| c != commit) {
-            warn!(topic = %tp.topic, partition = tp.partition, producer_id = pid, epoch, first_offset = first, commit, "a queued hanging-transaction repair asked for the other outcome; nothing written (run the repair again)");
-            return Ok(false);
+            warn!(topic = %tp.topic, partition = tp.partition, producer_id = pid, epoch, first_offset = first, commit, "a hanging-transaction repair asked for the other outcome; nothing written");
+            return Ok(Reconciled::OtherOutcome {
+                transactional_id: tid,
+                commit,
+            });
         }
         warn!(
             topic = %tp.topic,
@@ -173,7 +196,7 @@ impl TransactionCoordinator {
         );
         broker.write_marker(tp, pid, epoch, commit).await?;
         drop(held);
-        Ok(true)
+        Ok(Reconciled::Ended)
     }
 
     /// At start: finishes every Prepare* entry left by a coordinator that died between

@@ -378,6 +378,54 @@ async fn a_queued_hanging_repair_is_judged_again_where_it_is_applied() {
     assert_eq!(lso_and_end(&b), (first + 2, first + 2), "ABORT marker written");
 }
 
+/// WriteTxnMarkers ABORT naming no transaction, as Kafka's tools send it
+/// (`kafka-transactions.sh abort`): it ends a hanging transaction at once (judged as
+/// the reconcile backstop judges, the slot locked), and writes nothing — refused, with
+/// the code said — for one its coordinator recorded committed (its marker is COMMIT),
+/// for a live one (`test_an_admin_abort_of_a_live_transaction_is_refused_and_of_nothing_open_writes_nothing`
+/// with a real client), or at another epoch; with nothing open, 0 and nothing written.
+#[tokio::test]
+async fn an_abort_from_a_tool_ends_only_a_hanging_transaction_whose_outcome_is_abort() {
+    const INVALID_PRODUCER_EPOCH: i16 = 47;
+    const INVALID_TXN_STATE: i16 = 48;
+    let (_d, b, pid) = setup().await;
+    let abort = |epoch: i16| {
+        let b = b.clone();
+        async move {
+            b.txn
+                .apply_notified(&b, pid, epoch, false, None, &[tp("t", 0)])
+                .await
+                .codes
+        }
+    };
+    // Its coordinator committed it: ABORT would undo part of a committed transaction.
+    let first = hanging(&b, pid, 0, true).await;
+    assert_eq!(abort(0).await, vec![(tp("t", 0), INVALID_TXN_STATE)]);
+    assert_eq!(lso_and_end(&b), (first, first + 1), "nothing written");
+    assert_eq!(b.txn.reconcile(&b).await, 1, "the backstop writes its COMMIT");
+    // An aborted one, hanging: ended at once, by the tool's ABORT.
+    let first = hanging(&b, pid, 1, false).await;
+    assert_eq!(
+        abort(1).await,
+        vec![(tp("t", 0), INVALID_PRODUCER_EPOCH)],
+        "another epoch"
+    );
+    assert_eq!(lso_and_end(&b), (first, first + 1));
+    assert_eq!(abort(0).await, vec![(tp("t", 0), 0)]);
+    assert_eq!(lso_and_end(&b), (first + 2, first + 2), "ABORT marker written");
+    let partition = b.topic("t").unwrap().partition(0).unwrap().clone().unwrap();
+    assert_eq!(partition.state().aborted.len(), 1);
+    // Asked again: nothing open, nothing written.
+    assert_eq!(abort(0).await, vec![(tp("t", 0), 0)]);
+    assert_eq!(lso_and_end(&b), (first + 2, first + 2));
+    // A live one is refused and stays open.
+    b.txn.add(&b, "tx", pid, 0, &[tp("t", 0)], &[]).await.unwrap();
+    let open = produce_txn(&b, "tx", pid, 0, 2).unwrap();
+    assert_eq!(abort(0).await, vec![(tp("t", 0), INVALID_TXN_STATE)]);
+    assert_eq!(lso_and_end(&b), (open, open + 1), "the live transaction is still open");
+    assert_eq!(b.txn.reconcile(&b).await, 0);
+}
+
 #[tokio::test]
 async fn reconcile_aborts_an_open_transaction_no_coordinator_entry_knows() {
     let (_d, b, pid) = setup().await;
@@ -410,7 +458,10 @@ async fn reconcile_never_closes_a_transaction_of_an_id_created_after_it_read_the
         .reconcile_one(&b, &partition, &tp("t", 0), seen, (pid, epoch, first), None)
         .await
         .unwrap();
-    assert!(!repaired, "the live transaction was left alone");
+    assert!(
+        matches!(repaired, super::recovery::Reconciled::Covered { .. }),
+        "the live transaction was left alone: {repaired:?}"
+    );
     assert_eq!(lso_and_end(&b), (first, first + 1));
 }
 
