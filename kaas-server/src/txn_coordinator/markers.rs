@@ -998,6 +998,9 @@ impl TransactionCoordinator {
                 answered.push((tp, code));
                 continue;
             }
+            // As `apply_hanging` finds its partition: gone (the topic unknown, or
+            // fewer partitions) is nothing open there; a partition or topic this
+            // broker cannot serve is an error, never "nothing open".
             let partition = match broker.topic(&tp.topic).map(|t| t.partition(tp.partition).cloned()) {
                 Ok(Some(Ok(p))) => p,
                 Ok(Some(Err(e))) => {
@@ -1005,9 +1008,13 @@ impl TransactionCoordinator {
                     answered.push((tp, KAFKA_STORAGE_ERROR));
                     continue;
                 }
-                // Gone: nothing open there.
-                _ => {
+                Ok(None) | Err(crate::registry::TopicError::Unknown(_)) => {
                     answered.push((tp, 0));
+                    continue;
+                }
+                Err(e) => {
+                    warn!(topic = %tp.topic, partition = tp.partition, producer_id, error = %e, "an abort asked for a topic this broker cannot serve");
+                    answered.push((tp, KAFKA_STORAGE_ERROR));
                     continue;
                 }
             };
