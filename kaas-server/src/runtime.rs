@@ -362,30 +362,18 @@ pub async fn run(config: Config, shutdown: watch::Receiver<bool>) -> anyhow::Res
     }
     let mut tasks = vec![
         tokio::spawn({
-            // Every poll interval, and at once when a peer's fence notice rings.
             let broker = broker.clone();
-            let mut shutdown = shutdown.clone();
-            let mut interval =
-                tokio::time::interval(Duration::from_millis(broker.config.volume_poll_interval_ms.max(10)));
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut watcher = kaas_core::fence_log::FenceWatcher::new(broker.config.broker_id);
-            let mut deliveries = None;
-            let mut counting = false;
+            let shutdown = shutdown.clone();
             async move {
-                loop {
-                    tokio::select! {
-                        _ = interval.tick() => {}
-                        _ = broker.fence_doorbell.notified() => {}
-                        _ = shutdown.changed() => break,
-                    }
-                    // File reads and, for new fences, a record rewritten: off the
-                    // runtime's workers; then a pause, so peers ringing often cost
-                    // at most one run in 50 ms.
-                    crate::blocking::off_worker(|| {
-                        crate::cluster::apply_peer_fences(&broker, &mut watcher, &mut deliveries, &mut counting)
-                    });
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                let mut watcher = kaas_core::fence_log::FenceWatcher::new(broker.config.broker_id);
+                let mut deliveries = None;
+                let mut counting = false;
+                let period = Duration::from_millis(broker.config.volume_poll_interval_ms.max(10));
+                let watching = broker.clone();
+                fence_watch_task(&broker.fence_doorbell, period, shutdown, move || {
+                    crate::cluster::apply_peer_fences(&watching, &mut watcher, &mut deliveries, &mut counting)
+                })
+                .await
             }
         }),
         tokio::spawn({
@@ -778,6 +766,32 @@ async fn tick_lease(broker: &std::sync::Arc<Broker>, lease: &std::sync::Arc<std:
         Err(e) => error!(error = %e, "lease task failed"),
     }
 }
+
+/// The fence watcher's task: `watch` (file reads and, for new fences, a record
+/// rewritten: off the runtime's workers) every `period`, and at once when `doorbell`
+/// rings (a peer's fence notice); then a pause of [`FENCE_WATCH_GAP`], so peers
+/// ringing often cost at most one run per gap.
+async fn fence_watch_task(
+    doorbell: &tokio::sync::Notify,
+    period: Duration,
+    mut shutdown: watch::Receiver<bool>,
+    mut watch: impl FnMut(),
+) {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = doorbell.notified() => {}
+            _ = shutdown.changed() => break,
+        }
+        crate::blocking::off_worker(&mut watch);
+        tokio::time::sleep(FENCE_WATCH_GAP).await;
+    }
+}
+
+/// The least time between two runs of the fence watcher.
+const FENCE_WATCH_GAP: Duration = Duration::from_millis(50);
 
 /// The volume sync task: `sync(false)` every second, and `sync(true)` at once when
 /// `doorbell` rings (a peer's cluster notice, or this broker's routes changed), at
@@ -1497,6 +1511,66 @@ mod tests {
             assert!(
                 (1..=3).contains(&rounds),
                 "{rounds} counted rounds in {elapsed:?} of rings: they keep their once-a-second clock"
+            );
+        });
+    }
+
+    /// The fence watcher runs at once when a peer's fence notice rings it, yet a flood
+    /// of fence notices (any client may send one when no authorizer is set) runs it at
+    /// most once per 50 ms (docs/cluster.md#fences-across-brokers).
+    #[test]
+    fn a_flood_of_fence_notices_runs_the_fence_watcher_at_once_but_at_most_once_per_50_ms() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let doorbell = std::sync::Arc::new(tokio::sync::Notify::new());
+            let (stop, stopped) = watch::channel(false);
+            let runs = std::sync::Arc::new(AtomicU32::new(0));
+            let task = tokio::spawn({
+                let (doorbell, runs) = (doorbell.clone(), runs.clone());
+                async move {
+                    // The poll itself: once at start, then not for the test's length.
+                    fence_watch_task(&doorbell, Duration::from_secs(600), stopped, move || {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                    })
+                    .await
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(runs.load(Ordering::SeqCst), 1, "the first poll, at start");
+            let rang = Instant::now();
+            doorbell.notify_one();
+            while runs.load(Ordering::SeqCst) < 2 {
+                assert!(rang.elapsed() < Duration::from_secs(5), "a ring ran no watcher");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            assert!(
+                rang.elapsed() < Duration::from_millis(800),
+                "ran {:?} after the ring",
+                rang.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let before = runs.load(Ordering::SeqCst);
+            let flood = Instant::now();
+            let mut rings = 0u32;
+            while flood.elapsed() < Duration::from_millis(1500) {
+                doorbell.notify_one();
+                rings += 1;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let elapsed = flood.elapsed();
+            stop.send(true).expect("the task listens");
+            task.await.expect("the task ends at the stop");
+            let ran = runs.load(Ordering::SeqCst) - before;
+            let most = (elapsed.as_secs_f64() / 0.050) as u32 + 2;
+            assert!(rings > 300, "only {rings} rings");
+            assert!(
+                (5..=most).contains(&ran),
+                "{ran} runs for {rings} rings in {elapsed:?}: at most {most} (one per 50 ms)"
             );
         });
     }
