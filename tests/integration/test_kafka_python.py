@@ -82,3 +82,44 @@ def test_admin_describe_configs_and_delete(kaas):
     a.delete_topics(["kcfg"])
     assert "kcfg" not in a.list_topics()
     a.close()
+
+
+def test_describe_log_dirs_counts_each_partition_once_over_two_brokers(kaas_factory, tmp_path):
+    """kafka-log-dirs.sh --describe, through kafka-python's `describe_log_dirs`: each
+    broker names its one directory, the volume, with its size, and the partitions it
+    leads with their logs' sizes; over two brokers on one volume every partition is
+    listed by exactly one of them, at the size of what was written to it."""
+    from test_cluster import settled
+    from txn_helpers import create_topic
+    from conftest import wait_for
+
+    data = tmp_path / "shared"
+    b0 = kaas_factory(data_dir=data)
+    b1 = kaas_factory("--broker-id", "1", data_dir=data)
+    create_topic(b0.bootstrap, "sized", 4)
+    leaders = wait_for(lambda: settled(b0.bootstrap, b1.bootstrap, topic="sized", brokers=[0, 1]),
+                       timeout=30, what="sized placed on both brokers")
+    p = KafkaProducer(bootstrap_servers=f"{b0.bootstrap},{b1.bootstrap}", acks="all")
+    for i in range(40):
+        p.send("sized", value=b"x" * 100, partition=i % 4)
+    p.flush(15)
+    p.close()
+    a = KafkaAdminClient(bootstrap_servers=f"{b0.bootstrap},{b1.bootstrap}")
+    try:
+        answers = a.describe_log_dirs()
+    finally:
+        a.close()
+    assert sorted(r["broker"] for r in answers) == [0, 1], answers
+    listed = {}
+    for r in answers:
+        (log_dir,) = r["log_dirs"]
+        assert log_dir["error_code"] == 0 and log_dir["log_dir"] == str(data), log_dir
+        assert log_dir["total_bytes"] > 0 and 0 <= log_dir["usable_bytes"] <= log_dir["total_bytes"], log_dir
+        for t in log_dir["topics"]:
+            for part in t["partitions"]:
+                key = (t["name"], part["partition_index"])
+                assert key not in listed, f"{key} listed by two brokers: {answers}"
+                listed[key] = (r["broker"], part["partition_size"])
+    assert {p: b for (t, p), (b, _) in listed.items() if t == "sized"} == leaders
+    # Ten records of 100 bytes in one batch each: more than 1,000 bytes per partition.
+    assert all(size > 1000 for (t, _), (_, size) in listed.items() if t == "sized"), listed

@@ -372,6 +372,12 @@ fn requests() -> Vec<(ApiKey, i16, RequestKind, i16)> {
             TOPIC_DENIED,
         ),
         (
+            ApiKey::DescribeLogDirs,
+            4,
+            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(None)),
+            CLUSTER_DENIED,
+        ),
+        (
             ApiKey::DescribeTransactions,
             0,
             RequestKind::DescribeTransactions(

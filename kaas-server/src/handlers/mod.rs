@@ -28,6 +28,7 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
@@ -174,6 +175,7 @@ api_table! {
     EndTxn => end_txn,
     TxnOffsetCommit => txn_offset_commit,
     WriteTxnMarkers => write_txn_markers,
+    DescribeLogDirs => describe_log_dirs,
     DescribeProducers => describe_producers,
     DescribeTransactions => describe_transactions,
     ListTransactions => list_transactions,
