@@ -150,6 +150,8 @@ def hand_built_requests():
     frames = {
         # DescribeProducers v0: topics [name, partitions [int32]]
         61: request(61, 0, 1, struct.pack(">i", 1) + string("fz") + struct.pack(">ii", 1, 0)),
+        # DescribeLogDirs v1: topics (nullable) [name, partitions [int32]]
+        35: request(35, 1, 1, struct.pack(">i", 1) + string("fz") + struct.pack(">ii", 1, 0)),
         # DescribeTransactions v0: transactional ids [string]
         65: request(65, 0, 1, struct.pack(">i", 1) + string("fz-tx")),
         # ListTransactions v0: state filters [], producer id filters []
