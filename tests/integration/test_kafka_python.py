@@ -121,5 +121,5 @@ def test_describe_log_dirs_counts_each_partition_once_over_two_brokers(kaas_fact
                 assert key not in listed, f"{key} listed by two brokers: {answers}"
                 listed[key] = (r["broker"], part["partition_size"])
     assert {p: b for (t, p), (b, _) in listed.items() if t == "sized"} == leaders
-    # Ten records of 100 bytes in one batch each: more than 1,000 bytes per partition.
+    # Ten records of 100 bytes each (whatever their batching): more than 1,000 bytes.
     assert all(size > 1000 for (t, _), (_, size) in listed.items() if t == "sized"), listed

@@ -2,8 +2,9 @@
 //! --describe` and the admin UIs that show topic sizes ask for it. A broker has one
 //! log directory here, the shared volume (`--data-dir`), and reports the partitions
 //! it leads — each partition has one copy, held by its leader — so the answers of all
-//! brokers added up count each partition once. `total_bytes` and `usable_bytes`
-//! (v4) are the volume's, as `statvfs` tells them (-1 when it cannot).
+//! brokers added up count each partition once (but for one changing hands at that
+//! moment). `total_bytes` and `usable_bytes` (v4) are the volume's, as `statvfs`
+//! tells them (-1 when it cannot).
 
 use super::{sb, RequestContext};
 use crate::broker::Broker;
@@ -38,32 +39,38 @@ pub async fn handle(
             .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
             .collect()
     });
-    let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
-    for p in broker.partitions() {
-        if asked.as_ref().is_some_and(|a| !a.contains(&(p.topic.clone(), p.index))) {
-            continue;
-        }
-        let size = p.state().log.size_bytes();
-        by_topic.entry(p.topic.clone()).or_default().push(
-            DescribeLogDirsPartition::default()
-                .with_partition_index(p.index)
-                .with_partition_size(i64::try_from(size).unwrap_or(i64::MAX))
-                .with_offset_lag(0)
-                .with_is_future_key(false),
-        );
-    }
+    // Off the runtime's workers: each partition's state is locked in turn, and a
+    // roll or a retirement holds that lock through an fsync; then the volume's statvfs.
     let root = broker.volume.root();
-    let (total, usable) = match crate::blocking::off_worker(|| rustix::fs::statvfs(root)) {
-        Ok(s) => {
-            let unit = s.f_frsize.max(1);
-            let bytes = |blocks: u64| i64::try_from(blocks.saturating_mul(unit)).unwrap_or(i64::MAX);
-            (bytes(s.f_blocks), bytes(s.f_bavail))
+    let (by_topic, total, usable) = crate::blocking::off_worker(|| {
+        let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+        // A partition let go (retired) is no longer this broker's to count.
+        for p in broker.partitions().into_iter().filter(|p| !p.is_retired()) {
+            if asked.as_ref().is_some_and(|a| !a.contains(&(p.topic.clone(), p.index))) {
+                continue;
+            }
+            let size = p.state().log.size_bytes();
+            by_topic.entry(p.topic.clone()).or_default().push(
+                DescribeLogDirsPartition::default()
+                    .with_partition_index(p.index)
+                    .with_partition_size(i64::try_from(size).unwrap_or(i64::MAX))
+                    .with_offset_lag(0)
+                    .with_is_future_key(false),
+            );
         }
-        Err(e) => {
-            tracing::warn!(path = %root.display(), error = %e, "cannot tell the volume's size for DescribeLogDirs");
-            (-1, -1)
-        }
-    };
+        let (total, usable) = match rustix::fs::statvfs(root) {
+            Ok(s) => {
+                let unit = s.f_frsize.max(1);
+                let bytes = |blocks: u64| i64::try_from(blocks.saturating_mul(unit)).unwrap_or(i64::MAX);
+                (bytes(s.f_blocks), bytes(s.f_bavail))
+            }
+            Err(e) => {
+                tracing::warn!(path = %root.display(), error = %e, "cannot tell the volume's size for DescribeLogDirs");
+                (-1, -1)
+            }
+        };
+        (by_topic, total, usable)
+    });
     let topics = by_topic
         .into_iter()
         .map(|(name, mut partitions)| {
@@ -74,7 +81,11 @@ pub async fn handle(
         })
         .collect();
     DescribeLogDirsResponse::default().with_results(vec![DescribeLogDirsResult::default()
-        .with_log_dir(sb(root.display().to_string()))
+        // Absolute, as Kafka names its log directories (`--data-dir` may be relative).
+        .with_log_dir(sb(std::path::absolute(root)
+            .unwrap_or_else(|_| root.to_path_buf())
+            .display()
+            .to_string()))
         .with_topics(topics)
         .with_total_bytes(total)
         .with_usable_bytes(usable)])
@@ -146,5 +157,14 @@ mod tests {
             sizes(&handle(&b, &ctx(ApiKey::DescribeLogDirs, 4), asked).await),
             vec![("a".into(), 0, written)]
         );
+        // An empty list asks for nothing (null is everything): the directory alone.
+        let none = handle(
+            &b,
+            &ctx(ApiKey::DescribeLogDirs, 4),
+            DescribeLogDirsRequest::default().with_topics(Some(vec![])),
+        )
+        .await;
+        assert_eq!(none.results.len(), 1);
+        assert!(sizes(&none).is_empty());
     }
 }
