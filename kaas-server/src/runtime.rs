@@ -1437,6 +1437,20 @@ mod tests {
         assert!(at.elapsed() < Duration::from_secs(4), "waited {:?}", at.elapsed());
     }
 
+    /// Rings `doorbell` every millisecond or two (the timer's tick) for `length`:
+    /// a flood, without spinning a core the rung task needs. Returns the rings and
+    /// how long they took.
+    async fn ring_for(doorbell: &tokio::sync::Notify, length: Duration) -> (u32, Duration) {
+        let flood = Instant::now();
+        let mut rings = 0;
+        while flood.elapsed() < length {
+            doorbell.notify_one();
+            rings += 1;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        (rings, flood.elapsed())
+    }
+
     /// The volume sync runs at once when its doorbell rings, yet a flood of rings (a
     /// peer, or any client without an authorizer, sending cluster notices back to
     /// back) runs it at most once per [`RUNG_SYNC_GAP`], and the counted rounds still
@@ -1444,12 +1458,7 @@ mod tests {
     #[test]
     fn a_flood_of_rings_syncs_at_once_but_at_most_once_per_50_ms_and_keeps_the_rounds() {
         use std::sync::atomic::{AtomicU32, Ordering};
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        rt.block_on(async {
+        crate::handlers::test_support::two_worker_runtime().block_on(async {
             let doorbell = std::sync::Arc::new(tokio::sync::Notify::new());
             let (stop, stopped) = watch::channel(false);
             let (rung, rounds) = (
@@ -1489,14 +1498,7 @@ mod tests {
             // Then a ring every millisecond or two (the timer's tick) for 2.2 s: ten
             // times or more per rung sync, without spinning a core the task needs.
             let (rung_before, rounds_before) = (rung.load(Ordering::SeqCst), rounds.load(Ordering::SeqCst));
-            let flood = Instant::now();
-            let mut rings = 0u64;
-            while flood.elapsed() < Duration::from_millis(2200) {
-                doorbell.notify_one();
-                rings += 1;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            let elapsed = flood.elapsed();
+            let (rings, elapsed) = ring_for(&doorbell, Duration::from_millis(2200)).await;
             stop.send(true).expect("the task listens");
             task.await.expect("the task ends at the stop");
             let rung = rung.load(Ordering::SeqCst) - rung_before;
@@ -1521,12 +1523,7 @@ mod tests {
     #[test]
     fn a_flood_of_fence_notices_runs_the_fence_watcher_at_once_but_at_most_once_per_50_ms() {
         use std::sync::atomic::{AtomicU32, Ordering};
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        rt.block_on(async {
+        crate::handlers::test_support::two_worker_runtime().block_on(async {
             let doorbell = std::sync::Arc::new(tokio::sync::Notify::new());
             let (stop, stopped) = watch::channel(false);
             let runs = std::sync::Arc::new(AtomicU32::new(0));
@@ -1565,14 +1562,7 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
             let before = runs.load(Ordering::SeqCst);
-            let flood = Instant::now();
-            let mut rings = 0u32;
-            while flood.elapsed() < Duration::from_millis(1500) {
-                doorbell.notify_one();
-                rings += 1;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            let elapsed = flood.elapsed();
+            let (rings, elapsed) = ring_for(&doorbell, Duration::from_millis(1500)).await;
             stop.send(true).expect("the task listens");
             task.await.expect("the task ends at the stop");
             let ran = runs.load(Ordering::SeqCst) - before;
