@@ -995,6 +995,10 @@ pub fn error_codes(response: &ResponseKind, f: &mut impl FnMut(i16)) {
                 .for_each(|p| f(p.error_code));
         }
         ResponseKind::DescribeCluster(r) => f(r.error_code),
+        ResponseKind::DescribeLogDirs(r) => {
+            f(r.error_code);
+            r.results.iter().for_each(|d| f(d.error_code));
+        }
         ResponseKind::InitProducerId(r) => f(r.error_code),
         ResponseKind::AddPartitionsToTxn(r) => {
             f(r.error_code);
@@ -1025,6 +1029,30 @@ pub fn error_codes(response: &ResponseKind, f: &mut impl FnMut(i16)) {
             .for_each(|p| f(p.error_code)),
         ResponseKind::DescribeTransactions(r) => r.transaction_states.iter().for_each(|t| f(t.error_code)),
         ResponseKind::ListTransactions(r) => f(r.error_code),
+        ResponseKind::OffsetForLeaderEpoch(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code)),
+        ResponseKind::DescribeAcls(r) => f(r.error_code),
+        ResponseKind::CreateAcls(r) => r.results.iter().for_each(|x| f(x.error_code)),
+        ResponseKind::DeleteAcls(r) => {
+            for x in &r.filter_results {
+                f(x.error_code);
+                x.matching_acls.iter().for_each(|m| f(m.error_code));
+            }
+        }
+        ResponseKind::SaslHandshake(r) => f(r.error_code),
+        ResponseKind::SaslAuthenticate(r) => f(r.error_code),
+        ResponseKind::DescribeClientQuotas(r) => f(r.error_code),
+        ResponseKind::AlterClientQuotas(r) => r.entries.iter().for_each(|x| f(x.error_code)),
+        ResponseKind::DescribeUserScramCredentials(r) => {
+            f(r.error_code);
+            r.results.iter().for_each(|x| f(x.error_code));
+        }
+        ResponseKind::AlterUserScramCredentials(r) => r.results.iter().for_each(|x| f(x.error_code)),
+        ResponseKind::ConsumerGroupHeartbeat(r) => f(r.error_code),
+        ResponseKind::ConsumerGroupDescribe(r) => r.groups.iter().for_each(|g| f(g.error_code)),
         // APIs this broker does not answer: no response of theirs is ever built.
         _ => {}
     }

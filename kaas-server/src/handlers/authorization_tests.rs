@@ -494,6 +494,16 @@ async fn every_api_refuses_a_principal_without_acls_and_passes_a_super_user() {
             got.contains(&expected),
             "{api:?} v{version}: expected {expected} among the error codes, got {got:?}\n{answer:?}"
         );
+        // What `kaas_request_errors` counts of the answer: each error of its error
+        // fields (an API left out of `metrics::error_codes` counted none of its
+        // refusals; before 2026-12-07 twelve were).
+        let mut counted = Vec::new();
+        crate::metrics::error_codes(&answer, &mut |c| counted.push(c));
+        counted.retain(|c| *c != 0);
+        let mut all: Vec<i16> = got.iter().copied().filter(|c| *c != 0).collect();
+        counted.sort_unstable();
+        all.sort_unstable();
+        assert_eq!(counted, all, "{api:?} v{version}: the error metric's codes\n{answer:?}");
         let answer = dispatch(&b, &as_user(api, version, "User:admin"), request).await;
         let got = codes(&answer);
         assert!(
