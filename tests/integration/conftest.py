@@ -11,6 +11,7 @@ them, every child inherits them), and kaasctl fits its tables to COLUMNS. A test
 that wants a terminal width says so (`kaasctl_columns`, the `kaasctl` marker).
 """
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -92,6 +93,33 @@ def free_port() -> int:
             _ports_handed_out.add(port)
             return port
     raise RuntimeError("no loopback port left that this test run has not handed out")
+
+
+def free_port_run(count: int) -> int:
+    """The first of `count` consecutive loopback ports nobody listens on now, none handed
+    out before, for a script that numbers its listeners from a base. Taken below the
+    kernel's ephemeral range: a port from that range (all `free_port` hands out) may be
+    taken meanwhile as the local port of any client's connection, and a listener then
+    cannot bind it (test_local_cluster.py failed so once)."""
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(10000, max(10001, low - count))
+        ports = range(base, base + count)
+        if any(p in _ports_handed_out for p in ports):
+            continue
+        try:
+            for port in ports:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        _ports_handed_out.update(ports)
+        return base
+    raise RuntimeError(f"no {count} consecutive free loopback ports below {low}")
 
 
 class KaasBroker:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from conftest import BIN, free_port, process_env, wait_for
+from conftest import BIN, free_port_run, process_env, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_local_cluster_script_starts_three_brokers_and_stops_them_cleanly(tmp_path):
-    base = free_port()  # and the two after it, free in practice on loopback
+    base = free_port_run(3)
     env = process_env(dict(BROKERS="3", PORT_BASE=str(base), DATA_DIR=str(tmp_path / "data"),
                            LOG_DIR=str(tmp_path / "logs"), KAAS_SERVER_BIN=str(BIN)))
     proc = subprocess.Popen([str(ROOT / "scripts" / "local-cluster.sh")], env=env, stdout=subprocess.PIPE,
