@@ -5,6 +5,7 @@ behind, and that everyone else keeps being served."""
 import json
 import struct
 import os
+import re
 import time
 from pathlib import Path
 
@@ -489,7 +490,12 @@ def test_request_memory_is_budgeted_and_a_stalled_sender_gives_its_share_back(ka
     assert time.time() - started < 15
     for c in stalled:
         assert c.closed_by_peer()
-    assert "did not arrive whole within 7 s" in broker.log_text()
+    # Each closed at its deadline: still waiting for its bytes, or for room to read
+    # them — which of the two depends on how far each read got when the 7 s ran out
+    # (a loaded machine's CI saw all five waiting for room).
+    closed = re.findall(r"frame of 900000 bytes (?:did not arrive whole within 7 s"
+                        r"|found no room in queued\.max\.request\.bytes within its 7 s)", broker.log_text())
+    assert len(closed) == 5, broker.log_text()[-3000:]
     assert broker.alive()
 
 
