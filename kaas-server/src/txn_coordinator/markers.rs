@@ -1055,10 +1055,7 @@ impl TransactionCoordinator {
                 }
                 Err(e) => {
                     warn!(topic = %tp.topic, partition = tp.partition, producer_id, epoch, error = %e, "an abort asked through WriteTxnMarkers failed");
-                    match &e {
-                        CoordError::Marker(_) | CoordError::Volume(_) => KAFKA_STORAGE_ERROR,
-                        other => other.code(),
-                    }
+                    notice_code(&e)
                 }
             };
             answered.push((tp, code));
@@ -1134,10 +1131,7 @@ impl TransactionCoordinator {
                 }
                 Err(e) => {
                     warn!(path = %path.display(), transactional_id = %entry.transactional_id, producer_id, epoch, error = %e, "applying notified markers failed; the entry stays for the poll");
-                    let code = match &e {
-                        CoordError::Marker(_) | CoordError::Volume(_) => KAFKA_STORAGE_ERROR,
-                        other => other.code(),
-                    };
+                    let code = notice_code(&e);
                     for tp in &mine {
                         codes.insert(tp.clone(), code);
                     }
@@ -1150,6 +1144,15 @@ impl TransactionCoordinator {
 
 /// The code a notice's partition is answered when its marker could not be written.
 const KAFKA_STORAGE_ERROR: i16 = 56;
+
+/// The code a WriteTxnMarkers partition is answered for `e`: a marker or volume
+/// failure is KAFKA_STORAGE_ERROR, anything else its own code.
+fn notice_code(e: &CoordError) -> i16 {
+    match e {
+        CoordError::Marker(_) | CoordError::Volume(_) => KAFKA_STORAGE_ERROR,
+        other => other.code(),
+    }
+}
 
 impl TransactionCoordinator {
     /// Prepare* → Complete* of the entry `current` (already checked by the caller).
