@@ -83,24 +83,19 @@ _ports_handed_out: set = set()
 
 def free_port() -> int:
     """A loopback port nobody listens on now and that this test run has not handed out
-    before: the kernel may give a port just closed to the next bind(0), and two
-    listeners of one broker (or two brokers) must never be named the same port."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _ports_handed_out:
-            _ports_handed_out.add(port)
-            return port
-    raise RuntimeError("no loopback port left that this test run has not handed out")
+    before, below the kernel's ephemeral range (`free_port_run`): a broker keeps its port
+    across a restart, and a port from the ephemeral range may meanwhile become the local
+    port of any client's connection, which the broker then cannot bind. Two listeners of
+    one broker (or two brokers) are never named the same port."""
+    return free_port_run(1)
 
 
 def free_port_run(count: int) -> int:
     """The first of `count` consecutive loopback ports nobody listens on now, none handed
     out before, for a script that numbers its listeners from a base. Taken below the
-    kernel's ephemeral range: a port from that range (all `free_port` hands out) may be
-    taken meanwhile as the local port of any client's connection, and a listener then
-    cannot bind it (test_local_cluster.py failed so once)."""
+    kernel's ephemeral range: a port from that range may be taken meanwhile as the
+    local port of any client's connection, and a listener then cannot bind it
+    (test_local_cluster.py failed so once, when its first port came from bind(0))."""
     try:
         low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     except (OSError, ValueError, IndexError):
