@@ -467,9 +467,10 @@ impl PartitionState {
         Ok(())
     }
 
-    /// Retention, keeping the aborted-transaction list in step with the log start.
-    pub fn enforce_retention(&mut self, now_ms: i64) -> Result<Vec<i64>, LogError> {
-        let deleted = self.log.enforce_retention(now_ms)?;
+    /// Retention below `high_watermark` ([`PartitionLog::enforce_retention`]), keeping
+    /// the aborted-transaction list in step with the log start.
+    pub fn enforce_retention(&mut self, now_ms: i64, high_watermark: i64) -> Result<Vec<i64>, LogError> {
+        let deleted = self.log.enforce_retention(now_ms, high_watermark)?;
         self.forget_below_start();
         Ok(deleted)
     }
@@ -532,19 +533,75 @@ impl PartitionState {
     /// aborted transactions whose markers it removed. False when the log changed
     /// under the pass and it was dropped.
     pub fn install_cleaned(&mut self, out: &crate::cleaner::CleanOutput, now_ms: i64) -> Result<bool, LogError> {
+        // Where the replaced segments end; none after them: the log changed under the
+        // pass, and `install` drops it.
+        let replaced_end = self
+            .log
+            .segments()
+            .get(out.replaced_sizes.len())
+            .map(|s| s.base_offset());
+        let mut snapshot_at_end = false;
+        if let Some(end) = replaced_end {
+            match self.keep_snapshot_past(end, now_ms) {
+                Ok(written) => snapshot_at_end = written,
+                Err(e) => {
+                    crate::log::swap::remove_cleaned_files(self.log.dir(), Some(&out.tag));
+                    return Err(e);
+                }
+            }
+        }
         if !crate::cleaner::install(&mut self.log, out, now_ms)? {
             return Ok(false);
         }
         let removed = |a: &AbortedTxn| out.removed_aborts.contains(&(a.producer_id, a.last_offset));
         self.aborted.retain(|a| !removed(a));
         self.unsynced_aborts.retain(|a| !removed(a));
-        // The last snapshot may name a batch the pass removed or rewrote (then the next
-        // open would replay the whole log): a fresh one names the log end.
-        if let Err(e) = self.write_snapshot(now_ms) {
-            let (topic, partition) = crate::layout::partition_ids(self.log.dir());
-            tracing::warn!(topic, partition, error = %e, "producer-state snapshot after cleaning failed; the next open replays more log");
+        // A snapshot that names a batch the pass rewrote is refused at the next open
+        // (which then replays the whole log): written again, it names the batch as it
+        // is now. Only when it ends where the replaced segments end (the active segment
+        // is empty), or none was written before the swap.
+        if !snapshot_at_end || replaced_end == Some(self.log.log_end_offset()) {
+            if let Err(e) = self.write_snapshot(now_ms) {
+                let (topic, partition) = crate::layout::partition_ids(self.log.dir());
+                tracing::warn!(topic, partition, error = %e, "producer-state snapshot after cleaning failed; the next open replays more log");
+            }
         }
         Ok(true)
+    }
+
+    /// Before a cleaning pass's segments replace those below `end`: no producer-state
+    /// snapshot on the volume may lie below `end`. The next open replays the log from
+    /// the snapshot; over cleaned segments, from a point inside them, a transaction
+    /// whose data lay before that point and whose marker after it — both cleaned away
+    /// — came back open (the last stable offset stuck at its first offset for
+    /// read_committed readers, until the reconcile backstop wrote a marker for it).
+    /// Replayed from the log end, or from the log's start, a cleaned log holds
+    /// together. So the snapshot is written now, at the log end (past `end`: the
+    /// active segment is never replaced); if that fails (a state past the cap, a
+    /// failing disk), the one there is deleted when it lies below `end`. True when
+    /// the snapshot was written. An error (the old snapshot can be neither replaced
+    /// nor deleted) leaves the pass out. Cut by a crash anywhere, the volume holds a
+    /// snapshot past `end`, or none, or the old segments.
+    /// (`a_snapshot_inside_a_cleaned_range_is_never_replayed_over_it`.)
+    fn keep_snapshot_past(&mut self, end: i64, now_ms: i64) -> Result<bool, LogError> {
+        let Err(e) = self.write_snapshot(now_ms) else {
+            return Ok(true);
+        };
+        let dir = self.log.dir().to_path_buf();
+        let (topic, partition) = crate::layout::partition_ids(&dir);
+        tracing::warn!(topic, partition, error = %e, "producer-state snapshot before a cleaning swap failed");
+        if let Some(s) = ProducerStateSnapshot::read(&dir)? {
+            if s.offset < end {
+                discard_snapshot(
+                    &dir,
+                    &format!(
+                        "it ends at offset {} inside the segments a cleaning pass replaces (below {end}), and a fresh one could not be written",
+                        s.offset
+                    ),
+                )?;
+            }
+        }
+        Ok(false)
     }
 
     /// Drops the aborted transactions whose marker's segment is gone. One below the log

@@ -323,6 +323,67 @@ fn aborted_records_and_their_markers_are_removed_and_committed_data_keeps_its_ma
     assert_eq!(read_committed(&p).iter().filter(|r| r.1 == 2).count(), 1);
 }
 
+/// The next open replays the log from the producer-state snapshot. One left inside
+/// the range a cleaning pass replaced (the snapshots since could not be written: a
+/// state past the cap, a failing disk; or a crash between the swap and the snapshot
+/// the install writes after it) was replayed over the cleaned segments: a transaction
+/// whose data lay before it and whose marker after it, both cleaned away, came back
+/// open, and the last stable offset stayed at its first offset.
+#[test]
+fn a_snapshot_inside_a_cleaned_range_is_never_replayed_over_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = PartitionState::open(dir.path(), config(), 0).unwrap();
+    // Producer 7's transaction writes key 1 at offset 0...
+    append(&mut p, plain_batch(&[(1, Some(1))], Some((7, 0, 0)), TRANSACTIONAL), 10);
+    // ...and stays open across a roll, whose snapshot records it open. The batch the
+    // snapshot ends with (a key of its own) survives cleaning byte for byte.
+    let mut key = 20u8;
+    while p.log.segments().len() == 1 {
+        append(&mut p, plain_batch(&[(key, Some(0))], None, 0), 10);
+        key += 1;
+    }
+    let stale = crate::partition::ProducerStateSnapshot::read(dir.path())
+        .unwrap()
+        .unwrap();
+    assert!(
+        stale.producers.iter().any(|e| e.txn_first_offset == Some(0)),
+        "{stale:?}"
+    );
+    // From here no snapshot can be written.
+    crate::partition::TEST_SNAPSHOT_CAP.with(|c| c.set(Some(1)));
+    p.write_marker(7, 0, true, 0, 0, 10).unwrap();
+    // Key 1 is written again, producer 7 expires: its batch and then its marker are
+    // cleaned away.
+    append(&mut p, plain_batch(&[(1, Some(2))], None, 0), 10);
+    assert_eq!(p.producers.expire(1_000, 0), 1);
+    let segments = p.log.segments().len();
+    while p.log.segments().len() < segments + 2 {
+        append(&mut p, plain_batch(&[(key, Some(0))], None, 0), 10);
+        key = key.wrapping_add(1).max(20);
+    }
+    pass(&mut p, dir.path(), 100);
+    pass(&mut p, dir.path(), 101);
+    crate::partition::TEST_SNAPSHOT_CAP.with(|c| c.set(None));
+    let mut control = 0;
+    for seg in p.log.segments() {
+        seg.for_each_header(|_, h| {
+            assert!(h.base_offset > 0, "producer 7's batch is cleaned away");
+            control += h.is_control() as usize;
+            true
+        })
+        .unwrap();
+    }
+    assert_eq!(control, 0, "producer 7's marker is cleaned away");
+    assert_eq!(p.last_stable_offset(), p.log.log_end_offset());
+    drop(p);
+    let p = PartitionState::open(dir.path(), config(), 200).unwrap();
+    assert_eq!(
+        p.last_stable_offset(),
+        p.log.log_end_offset(),
+        "a transaction came back open at the reopen"
+    );
+}
+
 #[test]
 fn a_crash_at_any_step_of_the_swap_leaves_the_old_segments_or_the_new_ones() {
     let dir = tempfile::tempdir().unwrap();
@@ -669,7 +730,10 @@ fn a_segment_emptied_by_cleaning_still_expires_after_a_reopen() {
         "the first segment is emptied by the pass"
     );
     let sealed = p.log.segments().len() - 1;
-    let deleted = p.log.enforce_retention(crate::now_ms() + 2_000).unwrap();
+    let deleted = p
+        .log
+        .enforce_retention(crate::now_ms() + 2_000, p.log.log_end_offset())
+        .unwrap();
     assert_eq!(
         deleted.len(),
         sealed,

@@ -664,15 +664,20 @@ impl PartitionLog {
     }
 
     /// Deletes whole segments past `retention.ms` / `retention.bytes`, and those wholly
-    /// below a log start DeleteRecords moved; never the active one. Returns the base
-    /// offsets deleted.
-    pub fn enforce_retention(&mut self, now_ms: i64) -> Result<Vec<i64>, LogError> {
+    /// below a log start DeleteRecords moved; never the active one, nor one holding a
+    /// record at or past `high_watermark` (the offset readers are capped at), as Apache
+    /// deletes a segment only once the high watermark reached the next one's base:
+    /// records appended with acks=0/1 wait in sealed segments for the next flush, and
+    /// deleting them put the log start past the high watermark (a consumer at the
+    /// latest offset told OFFSET_OUT_OF_RANGE, again and again, until the flush).
+    /// Returns the base offsets deleted.
+    pub fn enforce_retention(&mut self, now_ms: i64, high_watermark: i64) -> Result<Vec<i64>, LogError> {
         let mut deleted = self.delete_segments_below_start()?;
         if !self.config.cleanup_delete {
             return Ok(deleted);
         }
         let mut total = self.size_bytes() as i64;
-        while self.segments.len() > 1 {
+        while self.segments.len() > 1 && self.segments[1].base_offset() <= high_watermark {
             let first = &mut self.segments[0];
             let by_size =
                 self.config.retention_bytes >= 0 && total - first.size() as i64 >= self.config.retention_bytes;

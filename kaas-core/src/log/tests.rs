@@ -492,7 +492,7 @@ fn retention_deletes_old_segments_by_size_and_time_but_never_the_active_one() {
         append(&mut log, 2, 1);
     }
     let before = log.segments().len();
-    let deleted = log.enforce_retention(10).unwrap();
+    let deleted = log.enforce_retention(10, log.log_end_offset()).unwrap();
     assert!(!deleted.is_empty());
     assert_eq!(log.segments().len(), before - deleted.len());
     assert!(log.size_bytes() <= 400 + 200);
@@ -502,12 +502,46 @@ fn retention_deletes_old_segments_by_size_and_time_but_never_the_active_one() {
     cfg.retention_bytes = -1;
     cfg.retention_ms = 100;
     log.set_config(cfg);
-    log.enforce_retention(1_000_000).unwrap();
+    log.enforce_retention(1_000_000, log.log_end_offset()).unwrap();
     assert_eq!(log.segments().len(), 1);
     assert_eq!(
         log.log_start_offset(),
         40 - 2 * (log.size_bytes() as i64 / batch(2, 1).len() as i64)
     );
+}
+
+/// Retention deletes a segment only once the high watermark reached the next one's
+/// base, as Apache: a segment holding records readers may not read yet (appended with
+/// acks=0/1, waiting for the flush) stays, whatever its size or age.
+#[test]
+fn retention_deletes_no_segment_holding_a_record_at_or_past_the_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_bytes: 0,
+        retention_ms: 1,
+        ..LogConfig::default()
+    };
+    let mut log = PartitionLog::open(dir.path(), config, 0).unwrap();
+    for _ in 0..20 {
+        append(&mut log, 2, 1);
+    }
+    let bases: Vec<i64> = log.segments().iter().map(|s| s.base_offset()).collect();
+    assert!(bases.len() >= 4, "{bases:?}");
+    // Nothing readable yet: nothing goes.
+    assert_eq!(log.enforce_retention(1_000_000, 0).unwrap(), Vec::<i64>::new());
+    // Readable up to inside the third segment: the first two go, the third holds a
+    // record past the high watermark.
+    assert_eq!(
+        log.enforce_retention(1_000_000, bases[2] + 1).unwrap(),
+        bases[..2].to_vec()
+    );
+    assert_eq!(log.log_start_offset(), bases[2]);
+    // Up to the third's end exactly (the fourth's base): it goes too.
+    assert_eq!(log.enforce_retention(1_000_000, bases[3]).unwrap(), vec![bases[2]]);
+    // Everything readable: all but the active segment.
+    log.enforce_retention(1_000_000, log.log_end_offset()).unwrap();
+    assert_eq!(log.segments().len(), 1);
 }
 
 #[test]
@@ -532,7 +566,7 @@ fn a_topic_whose_cleanup_policy_lacks_delete_never_loses_data_to_retention() {
         }
         let before = log.segments().len();
         assert!(before > 1);
-        let deleted = log.enforce_retention(1_000_000).unwrap();
+        let deleted = log.enforce_retention(1_000_000, log.log_end_offset()).unwrap();
         assert_eq!(deleted.is_empty(), keeps, "cleanup.policy={policy}");
         if keeps {
             assert_eq!((log.segments().len(), log.log_start_offset()), (before, 0));
@@ -761,7 +795,10 @@ fn a_crash_after_recording_the_start_leaves_segments_that_retention_deletes() {
     crate::fsutil::write_json(&LogStartFile::path(dir.path()), &f).unwrap();
     let mut log = PartitionLog::open(dir.path(), config, 0).unwrap();
     assert_eq!(log.log_start_offset(), bases[2]);
-    assert_eq!(log.enforce_retention(0).unwrap(), bases[..2].to_vec());
+    assert_eq!(
+        log.enforce_retention(0, log.log_end_offset()).unwrap(),
+        bases[..2].to_vec()
+    );
     // A broken record is an error naming the file, never a start of 0.
     drop(log);
     std::fs::write(

@@ -911,7 +911,10 @@ impl Cluster {
             debug!(topic = %p.topic, partition = p.index, "retention waits for the cleaning pass under way");
             return;
         }
-        match p.while_led(|| state.enforce_retention(now)) {
+        // The high watermark before the deletion: it only grows, so a segment
+        // deleted below it holds no record a reader has not been allowed to read.
+        let high_watermark = p.confirmed_end();
+        match p.while_led(|| state.enforce_retention(now, high_watermark)) {
             Ok(Ok(deleted)) if !deleted.is_empty() => {
                 info!(topic = %p.topic, partition = p.index, segments = ?deleted, "retention deleted segments")
             }

@@ -939,6 +939,47 @@ mod tests {
         );
     }
 
+    /// Records produced with acks=1 wait for the next flush before readers may read
+    /// them (the high watermark, `confirmed_end`); a roll seals them in a segment
+    /// first. Retention deleted such a segment (`retention.bytes` small, or old
+    /// producer timestamps past `retention.ms`), which put the log start past the
+    /// high watermark — ListOffsets answered earliest above latest, and a consumer at
+    /// the latest offset got OFFSET_OUT_OF_RANGE again and again until the flush — and
+    /// removed records no reader was ever given. As Apache, a segment goes only once
+    /// the high watermark reached the next one's base.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retention_deletes_nothing_a_reader_has_not_been_allowed_to_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        let configs = [("segment.bytes", "100"), ("retention.bytes", "0")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        b.create_topic("t", 1, configs).await.unwrap();
+        let c = ctx(ApiKey::Produce, 9);
+        for _ in 0..6 {
+            let batch = build_batch(0, 1, None, 0, &[(Some(b"k"), Some(b"a record long enough to roll"))]);
+            assert_eq!(code(&handle(&b, &c, request(None, batch).with_acks(1)).await), 0);
+        }
+        let p = b.partitions().into_iter().find(|p| p.topic == "t").unwrap();
+        let before = log_segments(&b);
+        assert!(before >= 4, "{before} segments");
+        let start = |p: &crate::registry::Partition| p.state().log.log_start_offset();
+        assert!(p.confirmed_end() < p.log_end_offset(), "acks=1 waits for the flush");
+        tokio::task::block_in_place(|| b.enforce_retention());
+        assert!(
+            start(&p) <= p.confirmed_end(),
+            "log start {} past the high watermark {}",
+            start(&p),
+            p.confirmed_end()
+        );
+        // Once the flush made them readable, retention takes every sealed segment.
+        p.wait_durable(p.log_end_offset()).await.unwrap();
+        tokio::task::block_in_place(|| b.enforce_retention());
+        assert_eq!(log_segments(&b), 1);
+        assert!(start(&p) <= p.confirmed_end());
+    }
+
     /// Retention and the log cleaner ran as separate tasks: a retention pass that
     /// deleted a front segment of a `compact,delete` partition while a cleaning pass
     /// read it dropped that pass (every pass rewrites from the log start), and once a
