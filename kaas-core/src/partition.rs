@@ -576,13 +576,18 @@ impl PartitionState {
     /// — came back open (the last stable offset stuck at its first offset for
     /// read_committed readers, until the reconcile backstop wrote a marker for it).
     /// Replayed from the log end, or from the log's start, a cleaned log holds
-    /// together. So the snapshot is written now, at the log end (past `end`: the
-    /// active segment is never replaced); if that fails (a state past the cap, a
+    /// together. So the snapshot is written now, at the log end (at or past `end`:
+    /// the active segment is never replaced); if that fails (a state past the cap, a
     /// failing disk), the one there is deleted when it lies below `end`. True when
-    /// the snapshot was written. An error (the old snapshot can be neither replaced
-    /// nor deleted) leaves the pass out. Cut by a crash anywhere, the volume holds a
-    /// snapshot past `end`, or none, or the old segments.
-    /// (`a_snapshot_inside_a_cleaned_range_is_never_replayed_over_it`.)
+    /// the snapshot was written. An error (the old snapshot can be neither replaced,
+    /// nor read, nor deleted) leaves the pass out. Cut by a crash anywhere, the volume
+    /// holds the old segments, or the new ones with a snapshot at or past `end`, or
+    /// none. One exactly at `end` names the batch before it, inside the replaced
+    /// segments: the next open takes it only if the pass kept that batch byte for
+    /// byte (a batch it rewrote has another CRC, one it dropped is missing: the
+    /// snapshot is refused and the log replayed from its start), and then replays
+    /// nothing the pass touched. (The failure branch:
+    /// `a_snapshot_inside_a_cleaned_range_is_never_replayed_over_it`.)
     fn keep_snapshot_past(&mut self, end: i64, now_ms: i64) -> Result<bool, LogError> {
         let Err(e) = self.write_snapshot(now_ms) else {
             return Ok(true);

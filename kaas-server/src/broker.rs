@@ -392,11 +392,14 @@ impl Broker {
         };
         for p in self.partitions().iter().filter(|p| !p.is_retired()) {
             let state = p.state();
+            // As readers are given them: the gauges said the log end, past what a
+            // consumer can read while acks=0/1 records wait for the flush.
+            let (high_watermark, last_stable_offset) = p.read_bounds(&state);
             g.partitions.push(PartitionGauges {
                 topic: p.topic.clone(),
                 partition: p.index,
-                high_watermark: state.log.log_end_offset(),
-                last_stable_offset: state.last_stable_offset(),
+                high_watermark,
+                last_stable_offset,
                 log_start_offset: state.log.log_start_offset(),
             });
         }

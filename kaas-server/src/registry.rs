@@ -420,6 +420,14 @@ impl Partition {
         self.durable.load(Ordering::Acquire)
     }
 
+    /// The high watermark and the last stable offset as readers are given them
+    /// (Fetch, ListOffsets, the partition gauges): the log end and the stable point of
+    /// its transactions, each capped at [`Self::confirmed_end`].
+    pub fn read_bounds(&self, state: &PartitionState) -> (i64, i64) {
+        let high_watermark = state.log.log_end_offset().min(self.confirmed_end());
+        (high_watermark, state.last_stable_offset().min(high_watermark))
+    }
+
     /// Makes the log end durable and confirmed for readers waiting past
     /// [`Partition::confirmed_end`] (data appended with acks=0/1 is otherwise only
     /// flushed every `--flush-interval-ms`): one background flush at a time, sharing

@@ -100,9 +100,12 @@ def free_port_run(count: int) -> int:
         low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768
+    # A machine whose ephemeral range starts low (some give it 1024-65535) has no room
+    # below it: any port above 10000 then, each checked free as below.
+    top = low - count if low - count > 12000 else 65535 - count
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(10000, max(10001, low - count))
+        base = rng.randrange(10000, top)
         ports = range(base, base + count)
         if any(p in _ports_handed_out for p in ports):
             continue

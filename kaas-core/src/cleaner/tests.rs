@@ -324,11 +324,14 @@ fn aborted_records_and_their_markers_are_removed_and_committed_data_keeps_its_ma
 }
 
 /// The next open replays the log from the producer-state snapshot. One left inside
-/// the range a cleaning pass replaced (the snapshots since could not be written: a
-/// state past the cap, a failing disk; or a crash between the swap and the snapshot
-/// the install writes after it) was replayed over the cleaned segments: a transaction
-/// whose data lay before it and whose marker after it, both cleaned away, came back
-/// open, and the last stable offset stayed at its first offset.
+/// the range a cleaning pass replaced was replayed over the cleaned segments: a
+/// transaction whose data lay before it and whose marker after it, both cleaned
+/// away, came back open, and the last stable offset stayed at its first offset. Here
+/// no snapshot can be written after the roll that recorded the transaction open (a
+/// state past the cap, a failing disk), so the old install's snapshot after the swap
+/// failed too (a crash between the swap and that write, after a take-over, which
+/// writes no snapshot, left the same files; not injected here: the install now
+/// writes before the swap).
 #[test]
 fn a_snapshot_inside_a_cleaned_range_is_never_replayed_over_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -362,6 +365,12 @@ fn a_snapshot_inside_a_cleaned_range_is_never_replayed_over_it() {
         key = key.wrapping_add(1).max(20);
     }
     pass(&mut p, dir.path(), 100);
+    assert!(
+        crate::partition::ProducerStateSnapshot::read(dir.path())
+            .unwrap()
+            .is_none(),
+        "the snapshot inside the replaced segments is deleted"
+    );
     pass(&mut p, dir.path(), 101);
     crate::partition::TEST_SNAPSHOT_CAP.with(|c| c.set(None));
     let mut control = 0;

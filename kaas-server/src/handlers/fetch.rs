@@ -194,12 +194,10 @@ fn gather(broker: &Broker, version: i16, req: &FetchRequest, readable: &[bool], 
                     // The high watermark: durable and confirmed led here (issue 25
                     // item 3). A deposed or crashed leader's unacknowledged tail is
                     // never read.
-                    let end = log.log_end_offset();
-                    let hw = end.min(p.confirmed_end());
-                    if end > hw && !p.is_retired() {
+                    let (hw, lso) = p.read_bounds(&state);
+                    if log.log_end_offset() > hw && !p.is_retired() {
                         unconfirmed.push(p.clone());
                     }
-                    let lso = state.last_stable_offset().min(hw);
                     let read_committed = req.isolation_level == 1;
                     pd.high_watermark = hw;
                     pd.last_stable_offset = lso;

@@ -97,12 +97,11 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                             r.leader_epoch = p.leader_epoch;
                         }
                         let mut state = p.state();
-                        let confirmed = p.confirmed_end();
-                        let lso = state.last_stable_offset().min(confirmed);
+                        let (hw, lso) = p.read_bounds(&state);
                         let log = &mut state.log;
                         match lp.timestamp {
                             LATEST if isolation_level == 1 => r.offset = lso,
-                            LATEST => r.offset = log.log_end_offset().min(confirmed),
+                            LATEST => r.offset = hw,
                             EARLIEST => r.offset = log.log_start_offset(),
                             ts => {
                                 // Both may read a segment's headers.
@@ -115,8 +114,8 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, req: ListOffsets
                                 });
                                 // Only what the asking reader may read, as Kafka's
                                 // `lastFetchableOffset`: below the last stable offset
-                                // for read_committed, else below the confirmed end.
-                                let readable = if isolation_level == 1 { lso } else { confirmed };
+                                // for read_committed, else below the high watermark.
+                                let readable = if isolation_level == 1 { lso } else { hw };
                                 match found {
                                     Ok(Some((offset, ts))) if offset < readable => {
                                         r.offset = offset;

@@ -980,6 +980,28 @@ mod tests {
         assert!(start(&p) <= p.confirmed_end());
     }
 
+    /// The partition gauges give the high watermark and last stable offset a consumer
+    /// is given (Fetch, ListOffsets), not the log end: they said the log end, past
+    /// what any consumer could read while acks=1 records waited for the flush.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_partition_gauges_give_the_high_watermark_readers_are_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = broker(dir.path());
+        b.create_topic("t", 1, Default::default()).await.unwrap();
+        let c = ctx(ApiKey::Produce, 9);
+        let batch = build_batch(0, 1, None, 0, &[(Some(b"k"), Some(b"v")), (None, Some(b"w"))]);
+        assert_eq!(code(&handle(&b, &c, request(None, batch).with_acks(1)).await), 0);
+        let gauge = |b: &Broker| {
+            let g = b.gauges();
+            let p = g.partitions.iter().find(|p| p.topic == "t").unwrap();
+            (p.high_watermark, p.last_stable_offset)
+        };
+        assert_eq!(gauge(&b), (0, 0), "acks=1 records are readable from the next flush");
+        let p = b.partitions().into_iter().find(|p| p.topic == "t").unwrap();
+        p.wait_durable(p.log_end_offset()).await.unwrap();
+        assert_eq!(gauge(&b), (2, 2));
+    }
+
     /// Retention and the log cleaner ran as separate tasks: a retention pass that
     /// deleted a front segment of a `compact,delete` partition while a cleaning pass
     /// read it dropped that pass (every pass rewrites from the log start), and once a
