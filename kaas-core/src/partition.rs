@@ -26,7 +26,10 @@
 //!   entry can be missing for a marker in the log — but only for a marker after the
 //!   latest snapshot, because a snapshot is never written while an entry is not yet
 //!   durable (it retries them first and refuses if it cannot). Replay from the
-//!   snapshot offset re-derives exactly those markers and indexes them. That is why
+//!   snapshot offset re-derives exactly those markers and indexes them. An entry a
+//!   crash left written but not fsynced is read back at open from the page cache:
+//!   open fsyncs the index files holding entries past the snapshot before anything
+//!   can cover them (`recover_txn_indexes`). That is why
 //!   this fsync-plus-replay scheme is chosen over re-deriving from the whole log after
 //!   every unclean stop: it is complete and costs an fsync per abort instead of a full
 //!   log scan at every start.
@@ -257,7 +260,7 @@ impl PartitionState {
                 }
             }
         }
-        let mut aborted = recover_txn_indexes(dir, &log)?;
+        let mut aborted = recover_txn_indexes(dir, &log, derive_from)?;
         let mut derived = replay_log(&log, &mut producers, from)?;
         if derive_from < from {
             derived.extend(replay_log(&log, &mut ProducerStateTable::default(), derive_from)?);

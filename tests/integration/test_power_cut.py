@@ -437,3 +437,54 @@ def test_transactions_and_their_offsets_survive_power_cuts_exactly_once(cluster)
     assert not missing, f"inputs never in the output: {missing[:5]} ({len(missing)}); {what}"
     assert not strangers, f"records nobody committed: {strangers[:5]}; {what}"
     doctor_is_happy(cluster.data)
+
+
+def test_an_abort_index_entry_a_crash_left_unsynced_survives_a_later_power_cut(tmp_path):
+    """A broker killed between writing an ABORT marker's `.txnindex` entry and fsyncing it
+    (failpoint abort-after-txnindex-write) is started again on the same volume, with no
+    power cut: it read the entry back from the page cache and took it for durable, so
+    nothing fsynced it. The next producer-state snapshot (at the clean stop) covered the
+    marker, a power cut then took the entry, and a read_committed consumer was served
+    the aborted records (found by a review; seen failing before the fix). Open now
+    fsyncs the index files holding entries past the snapshot (`recover_txn_indexes`)."""
+    fs = FaultFs(tmp_path / "fs").mount()
+    b = KaasBroker(fs.mnt / "data", tmp_path / "broker.log",
+                   env={"KAAS_FAILPOINTS": "abort-after-txnindex-write"})
+    try:
+        b.start()
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        for f in admin.create_topics([NewTopic("t", 1)]).values():
+            f.result(timeout=30)
+        conf = {"bootstrap.servers": b.bootstrap, "transactional.id": "tx", "transaction.timeout.ms": 60000,
+                "message.timeout.ms": 20000}
+        p = Producer(conf)
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(5):
+            p.produce("t", value=b"aborted-%d" % i, partition=0)
+        assert p.flush(30) == 0
+        try:
+            p.abort_transaction(5)
+        except KafkaException:
+            pass  # the broker died writing the abort
+        deadline = time.time() + 20
+        while b.alive() and time.time() < deadline:
+            time.sleep(0.1)
+        assert not b.alive() and "failpoint reached" in b.log_text(), b.log_text()[-3000:]
+        b.env = {}
+        b.restart()  # no power cut: what the dead broker wrote is all there
+        p = Producer(conf)  # fences the first; the coordinator finishes its abort
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(3):
+            p.produce("t", value=b"committed-%d" % i, partition=0)
+        p.commit_transaction(30)
+        assert b.stop() == 0  # a clean stop: its snapshot covers the marker
+        fs.cut()
+        fs.mount()
+        b.restart()
+        out = read_all(b.bootstrap, "t", 1, "read_committed", expect=3, settle=1.0)
+        assert out == ["committed-0", "committed-1", "committed-2"], out
+    finally:
+        b.kill9()
+        fs.close()

@@ -78,7 +78,22 @@ pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
 /// their producer ([`marker_in_log`]): whatever wrote one (a deposed leader by its own
 /// idea of the log, a bug, a hand edit), a read_committed consumer would skip the
 /// producer's committed records it covers. Each change is logged with the path.
-pub(crate) fn recover_txn_indexes(dir: &Path, log: &PartitionLog) -> Result<Vec<AbortedTxn>, LogError> {
+///
+/// An entry whose marker is at or past `synced_below` (the offset the producer-state
+/// snapshot covers, where the replay starts) may never have been fsynced: its writer
+/// fsyncs it before it returns, and a crash can come between. Read back here from the
+/// page cache, it was taken for durable, and nothing fsynced it again: the next
+/// snapshot covered its marker, and a power cut then took the entry with it, and
+/// read_committed readers were served the transaction's aborted records. So a file
+/// kept with such an entry is fsynced here, and then its directory (the file may be
+/// new). Below `synced_below` every entry is durable: no snapshot is written while an
+/// entry its offset covers is not. (`test_an_abort_index_entry_a_crash_left_unsynced_survives_a_later_power_cut`.)
+pub(crate) fn recover_txn_indexes(
+    dir: &Path,
+    log: &PartitionLog,
+    synced_below: i64,
+) -> Result<Vec<AbortedTxn>, LogError> {
+    let mut synced_a_file = false;
     let log_end = log.log_end_offset();
     let segment_bases: Vec<i64> = log.segments().iter().map(|s| s.base_offset()).collect();
     let mut out = Vec::new();
@@ -116,15 +131,22 @@ pub(crate) fn recover_txn_indexes(dir: &Path, log: &PartitionLog) -> Result<Vec<
             let (topic, partition) = crate::layout::partition_ids(&path);
             tracing::warn!(topic, partition, path = %path.display(), cut_bytes = torn, "cutting a torn .txnindex tail");
         }
+        let unsynced = kept
+            .chunks_exact(TXN_INDEX_ENTRY_LEN)
+            .any(|e| parse_txn_index_entry(e).last_offset >= synced_below);
         if dropped > 0 {
             crate::fsutil::atomic_write(&path, &kept).map_err(|e| VolumeError::io(&path, e))?;
-        } else if torn != 0 {
+        } else if torn != 0 || unsynced {
             let f = crate::fsutil::open_volume_file(std::fs::OpenOptions::new().write(true), &path)
                 .map_err(|e| VolumeError::io(&path, e))?;
             f.set_len(kept.len() as u64)
                 .and_then(|_| f.sync_data())
                 .map_err(|e| VolumeError::io(&path, e))?;
+            synced_a_file = true;
         }
+    }
+    if synced_a_file {
+        crate::fsutil::sync_dir(dir).map_err(|e| VolumeError::io(dir, e))?;
     }
     Ok(out)
 }
