@@ -506,6 +506,11 @@ fn a_swap_whose_log_rename_outlived_its_other_steps_reads_as_one_done_whole() {
             stop: &never,
         };
         let out = clean(&input, limits, 100).unwrap();
+        assert!(
+            out.groups.iter().any(|g| g.replaces.len() > 1),
+            "a group replacing several segments: {:?}",
+            out.groups
+        );
         let manifest = SwapManifest {
             version: CLEANER_FORMAT_VERSION,
             tag: out.tag.clone(),

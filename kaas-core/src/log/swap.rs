@@ -78,8 +78,10 @@ pub fn remove_cleaned_files(dir: &Path, tag: Option<&str>) {
 /// cut back at the first of them: a log that was neither the old one nor the cleaned
 /// one (`a_swap_whose_log_rename_outlived_its_other_steps_reads_as_one_done_whole`);
 /// and the old index beside the cleaned log, whose positions may fall inside its
-/// batches (argued by a review, not shown). Each step is idempotent, and nothing
-/// writes to the partition between the crash and the open that finishes the swap.
+/// batches (argued by a review, not shown). Each step is idempotent. Between a crash
+/// (or an install that failed after the record) and the open that finishes the swap
+/// nothing makes a segment under the replaced bases: a failed install marks the log
+/// broken, and the partition is reopened at once.
 pub(crate) fn apply_swap(dir: &Path, m: &SwapManifest) -> Result<(), VolumeError> {
     let remove = |p: &Path| match fs::remove_file(p) {
         Ok(()) => Ok(()),

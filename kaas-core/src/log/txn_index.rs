@@ -86,8 +86,10 @@ pub fn read_txn_indexes(dir: &Path) -> Result<Vec<AbortedTxn>, VolumeError> {
 /// snapshot covered its marker, and a power cut then took the entry with it, and
 /// read_committed readers were served the transaction's aborted records. So a file
 /// kept with such an entry is fsynced here, and then its directory (the file may be
-/// new). Below `synced_below` every entry is durable: no snapshot is written while an
-/// entry its offset covers is not. (`test_an_abort_index_entry_a_crash_left_unsynced_survives_a_later_power_cut`.)
+/// new). Below `synced_below` every entry's contents are durable: no snapshot is
+/// written while an entry its offset covers is not fsynced (its name, when a first
+/// attempt created the file and failed before the directory's fsync, rests on the
+/// snapshot's own directory fsync, in the same directory). (`test_an_abort_index_entry_a_crash_left_unsynced_survives_a_later_power_cut`.)
 pub(crate) fn recover_txn_indexes(
     dir: &Path,
     log: &PartitionLog,
