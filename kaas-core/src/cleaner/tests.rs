@@ -127,6 +127,20 @@ fn read_committed_to_end(p: &PartitionState) -> (Vec<(i64, u8, Option<u8>)>, i64
     (out, at)
 }
 
+/// One pass over everything cleanable at `now` (an offset map that holds it all),
+/// its files written and not yet swapped in.
+fn clean_all(p: &mut PartitionState, now: i64) -> CleanOutput {
+    let state = CleanerState::default();
+    let plan = p.cleaner_plan(&state, now).unwrap().unwrap();
+    let input = p.clean_input(&plan, &state, "0-0".into(), now);
+    let limits = CleanLimits {
+        dedupe_buffer_bytes: 1 << 20,
+        io_max_bytes_per_second: None,
+        stop: &never,
+    };
+    clean(&input, limits, now).unwrap()
+}
+
 fn pass(p: &mut PartitionState, dir: &Path, now: i64) -> Option<CleanReport> {
     pass_with(p, dir, now, 1 << 14)
 }
@@ -422,19 +436,7 @@ fn a_crash_at_any_step_of_the_swap_leaves_the_old_segments_or_the_new_ones() {
     for stop in 0..4 {
         let d = dir.path().join(format!("s{stop}"));
         let mut p = build(&d);
-        let state = CleanerState::default();
-        let plan = p.cleaner_plan(&state, 100).unwrap().unwrap();
-        let input = p.clean_input(&plan, &state, "0-0".into(), 100);
-        let out = clean(
-            &input,
-            CleanLimits {
-                dedupe_buffer_bytes: 1 << 20,
-                io_max_bytes_per_second: None,
-                stop: &never,
-            },
-            100,
-        )
-        .unwrap();
+        let out = clean_all(&mut p, 100);
         assert!(out.groups.len() >= 2, "{:?}", out.groups);
         let manifest = SwapManifest {
             version: CLEANER_FORMAT_VERSION,
@@ -497,15 +499,7 @@ fn a_swap_whose_log_rename_outlived_its_other_steps_reads_as_one_done_whole() {
         let mut bigger = p.log.config().clone();
         bigger.segment_bytes = 4_000;
         p.log.set_config(bigger);
-        let state = CleanerState::default();
-        let plan = p.cleaner_plan(&state, 100).unwrap().unwrap();
-        let input = p.clean_input(&plan, &state, "0-0".into(), 100);
-        let limits = CleanLimits {
-            dedupe_buffer_bytes: 1 << 20,
-            io_max_bytes_per_second: None,
-            stop: &never,
-        };
-        let out = clean(&input, limits, 100).unwrap();
+        let out = clean_all(&mut p, 100);
         assert!(
             out.groups.iter().any(|g| g.replaces.len() > 1),
             "a group replacing several segments: {:?}",
@@ -609,15 +603,7 @@ fn a_swap_that_cannot_be_finished_refuses_reads_until_a_reopen_finishes_it() {
     for i in 0..60u8 {
         append(&mut p, plain_batch(&[(i % 5, Some(i))], None, 0), 10);
     }
-    let state = CleanerState::default();
-    let plan = p.cleaner_plan(&state, 100).unwrap().unwrap();
-    let input = p.clean_input(&plan, &state, "0-0".into(), 100);
-    let limits = CleanLimits {
-        dedupe_buffer_bytes: 1 << 20,
-        io_max_bytes_per_second: None,
-        stop: &never,
-    };
-    let out = clean(&input, limits, 100).unwrap();
+    let out = clean_all(&mut p, 100);
     // The first group's index cannot be renamed into place: a directory is in the way.
     let index = dir.path().join(format!("{:020}.index", out.groups[0].new_base));
     std::fs::remove_file(&index).unwrap();

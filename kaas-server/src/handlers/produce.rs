@@ -362,6 +362,12 @@ mod tests {
         (tp, pid, epoch)
     }
 
+    /// Topic t, one partition, with these topic configs.
+    async fn create_t(b: &Broker, configs: &[(&str, &str)]) {
+        let configs = configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        b.create_topic("t", 1, configs).await.unwrap();
+    }
+
     /// How many segment files partition t-0 has on the volume.
     fn log_segments(b: &Broker) -> usize {
         std::fs::read_dir(b.volume.partition_dir("t", 0))
@@ -887,11 +893,7 @@ mod tests {
     async fn a_deposed_leader_deletes_nothing_and_nothing_is_deleted_while_the_gate_is_taken() {
         let dir = tempfile::tempdir().unwrap();
         let b = broker(dir.path());
-        let configs = [("segment.bytes", "100"), ("retention.ms", "1")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        b.create_topic("t", 1, configs).await.unwrap();
+        create_t(&b, &[("segment.bytes", "100"), ("retention.ms", "1")]).await;
         let c = ctx(ApiKey::Produce, 9);
         for _ in 0..4 {
             let batch = build_batch(0, 1, None, 0, &[(None, Some(b"an old record, long enough to roll"))]);
@@ -951,11 +953,7 @@ mod tests {
     async fn retention_deletes_nothing_a_reader_has_not_been_allowed_to_read() {
         let dir = tempfile::tempdir().unwrap();
         let b = broker(dir.path());
-        let configs = [("segment.bytes", "100"), ("retention.bytes", "0")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        b.create_topic("t", 1, configs).await.unwrap();
+        create_t(&b, &[("segment.bytes", "100"), ("retention.bytes", "0")]).await;
         let c = ctx(ApiKey::Produce, 9);
         for _ in 0..6 {
             let batch = build_batch(0, 1, None, 0, &[(Some(b"k"), Some(b"a record long enough to roll"))]);
@@ -1017,11 +1015,8 @@ mod tests {
             ("segment.bytes", "100"),
             ("retention.ms", "1"),
             ("cleanup.policy", "compact,delete"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        b.create_topic("t", 1, configs).await.unwrap();
+        ];
+        create_t(&b, &configs).await;
         let c = ctx(ApiKey::Produce, 9);
         for _ in 0..6 {
             let batch = build_batch(
